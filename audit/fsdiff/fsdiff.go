@@ -1,0 +1,254 @@
+// Package fsdiff computes what a command changed in a workspace, as a list of changes and
+// a unified diff, in pure Go.
+//
+// A [Tracker] takes a baseline snapshot of a directory tree and, after each command,
+// a new snapshot that it compares with the previous one ([Tracker.Diff]); the new snapshot
+// then becomes the baseline for the next command.
+//
+// Safety: fsdiff never runs anything (no git, no filter drivers, no hooks), never opens an
+// entry named ".git" at any depth (directory or file), never follows a symbolic link (a
+// link is recorded with its target as content) and never opens anything but regular
+// files, with O_NONBLOCK, so a FIFO planted in the workspace cannot block it. Every open
+// goes through an [os.Root], so a directory swapped for a symbolic link during a snapshot
+// cannot lead the reader outside the workspace.
+//
+// Cost: a snapshot stats every entry (in parallel) but reads only the files whose stat key
+// (size, mtime, ctime, inode, device, mode) changed since the previous snapshot, or whose
+// timestamps were too recent to be trusted (the "racy git" problem). Text files up to
+// [Options.MaxTextSize] keep their content in memory, within [Options.MaxRetained] bytes in
+// total, so the next diff has the old side; larger or binary files keep only a SHA-256.
+//
+// This package is unstable until v1.
+package fsdiff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Defaults for [Options] fields left at zero.
+const (
+	DefaultMaxTextSize = 1 << 20   // 1 MiB
+	DefaultMaxRetained = 256 << 20 // 256 MiB
+)
+
+// Options tunes a [Tracker]. The zero value is valid: every zero field means its default.
+type Options struct {
+	// MaxTextSize is the largest file whose content is kept for diffing (default 1 MiB).
+	// Larger files are tracked by size and SHA-256 only.
+	MaxTextSize int64
+	// MaxRetained bounds the total bytes of file content kept in memory (default
+	// 256 MiB). Text files beyond the budget are tracked by SHA-256 only, and a change to
+	// one is reported without a patch.
+	MaxRetained int64
+	// Workers is the number of directories scanned at once (default 4×GOMAXPROCS, at
+	// least 4: most of the time is spent waiting in system calls).
+	Workers int
+	// Exclude lists slash-separated paths relative to the workspace root that are not
+	// scanned (for example a cache directory). ".git" is always excluded, at any depth.
+	Exclude []string
+
+	// now is the clock used to detect racy timestamps; nil means time.Now.
+	now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxTextSize <= 0 {
+		o.MaxTextSize = DefaultMaxTextSize
+	}
+	if o.MaxRetained <= 0 {
+		o.MaxRetained = DefaultMaxRetained
+	}
+	if o.Workers <= 0 {
+		o.Workers = max(4, 4*runtime.GOMAXPROCS(0))
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return o
+}
+
+// Validate reports every invalid field of o.
+func (o Options) Validate() error {
+	var errs []error
+	for _, p := range o.Exclude {
+		if p == "" || p == "." || !fs.ValidPath(p) {
+			errs = append(errs, fmt.Errorf("exclude %q: not a clean relative slash path", p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Tracker holds the current baseline snapshot of one workspace.
+//
+// A Tracker is not safe for concurrent use: the runner calls Diff once after each
+// command, from one goroutine.
+type Tracker struct {
+	dir  string
+	opts Options
+	base *snapshot
+}
+
+// New takes the baseline snapshot of the directory dir. This is the one snapshot whose
+// cost grows with the size of the workspace: it reads and hashes every file.
+func New(ctx context.Context, dir string, opts Options) (*Tracker, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("fsdiff options: %w", err)
+	}
+	opts = opts.withDefaults()
+	abs, err := absDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tracker{dir: abs, opts: opts}
+	base, err := scan(ctx, abs, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.base = base
+	return t, nil
+}
+
+func absDir(dir string) (string, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("workspace %s: not a directory", dir)
+	}
+	return dir, nil
+}
+
+// Baseline describes the current baseline snapshot.
+func (t *Tracker) Baseline() ScanStats { return t.base.stats }
+
+// Diff snapshots the workspace again, returns what changed since the previous snapshot,
+// and makes the new snapshot the baseline. On error the baseline is unchanged.
+func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
+	next, err := scan(ctx, t.dir, t.opts, t.base)
+	if err != nil {
+		return nil, err
+	}
+	res := compare(t.base, next, t.opts)
+	t.base = next
+	return res, nil
+}
+
+// Op is the kind of a [Change].
+type Op int
+
+// Ops. The zero value is invalid.
+const (
+	_ Op = iota
+	Added
+	Deleted
+	Modified // content, mode or both changed
+	Renamed  // same content under a new path (the mode may also have changed)
+)
+
+func (o Op) String() string {
+	switch o {
+	case Added:
+		return "added"
+	case Deleted:
+		return "deleted"
+	case Modified:
+		return "modified"
+	case Renamed:
+		return "renamed"
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Kind says how a file's content is represented in a [Change].
+type Kind int
+
+// Kinds. Text is the zero value.
+const (
+	Text      Kind = iota // content diffed line by line
+	Binary                // contains a NUL byte: size and SHA-256 only
+	Large                 // larger than MaxTextSize or beyond MaxRetained: size and SHA-256 only
+	Symlink               // a symbolic link; its target is its content
+	Special               // FIFO, socket or device: never opened
+	Unreadable            // could not be read (permissions, vanished): no content
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Text:
+		return "text"
+	case Binary:
+		return "binary"
+	case Large:
+		return "large"
+	case Symlink:
+		return "symlink"
+	case Special:
+		return "special"
+	case Unreadable:
+		return "unreadable"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Change is one changed path.
+type Change struct {
+	Op      Op
+	Path    string // slash-separated, relative to the workspace (the new path for renames)
+	OldPath string // for Renamed only
+	Kind    Kind   // of the new side, or of the old side for Deleted
+	// OldMode and NewMode are Unix st_mode values (file type and permission bits, for
+	// example 0o100644); zero on the missing side.
+	OldMode, NewMode uint32
+	OldSize, NewSize int64
+	// OldSHA256 and NewSHA256 are hex digests of the content ("" on the missing side or
+	// when unreadable).
+	OldSHA256, NewSHA256 string
+	Added, Deleted       int // lines, for text changes
+}
+
+// ScanStats describes one snapshot.
+type ScanStats struct {
+	Files    int           // regular files, symbolic links and special files
+	Dirs     int           // directories scanned
+	Read     int           // files whose content was read (re-read) in this snapshot
+	Bytes    int64         // bytes read
+	Retained int64         // bytes of content kept in memory
+	Duration time.Duration // wall time of the snapshot
+}
+
+// Result is what changed between two snapshots.
+type Result struct {
+	Changes []Change // sorted by Path
+	// Patch is the unified diff of all changes, in the order of Changes, with git-style
+	// headers ("diff --git", "new file mode", "rename from", …). Binary and large files
+	// appear as a one-line notice, never with content.
+	Patch      []byte
+	Insertions int // total added lines
+	Deletions  int // total deleted lines
+	Scan       ScanStats
+	// Problems lists entries that could not be scanned (unreadable, vanished mid-scan,
+	// changed during the scan), one "path: reason" each.
+	Problems []string
+}
+
+// excluded reports whether the workspace-relative path rel is skipped.
+func excluded(rel string, exclude []string) bool {
+	if path.Base(rel) == ".git" {
+		return true
+	}
+	for _, e := range exclude {
+		if rel == e || strings.HasPrefix(rel, e+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,227 @@
+package contract
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout is the per-command timeout when the contract sets none.
+const DefaultTimeout = 60 * time.Second
+
+// DefaultPath is the sandbox's PATH.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Host is what Compile needs to know about the machine and the caller.
+type Host struct {
+	Home   string                      // the caller's home directory
+	Cwd    string                      // the caller's working directory
+	Getenv func(string) (string, bool) // the caller's environment; nil means empty
+	// Protect lists host paths that must never be visible in the sandbox and cannot be
+	// widened (the audit root, cordon's run directories).
+	Protect []string
+}
+
+// HostFromOS describes the calling process.
+func HostFromOS() (Host, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return Host{}, fmt.Errorf("getting working directory: %w", err)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = ""
+	}
+	return Host{Home: home, Cwd: cwd, Getenv: os.LookupEnv}, nil
+}
+
+// Default returns the built-in contract used when there is no cordon.yaml and no -c:
+// the current directory writable except .git, @system readable, no network, no
+// credentials.
+func Default() *Contract {
+	return &Contract{Version: SchemaVersion, Name: "default"}
+}
+
+// builtinDigestInput identifies the built-in contract in digests.
+const builtinDigestInput = "cordon built-in default contract v1"
+
+// Compile validates c and turns it into a Plan for host h. Every problem is reported,
+// joined; each is an [*Error] naming the contract position where one is known.
+func Compile(c *Contract, h Host) (*Plan, error) {
+	k := &compiler{c: c, h: h, mounts: map[string]*Mount{}}
+	k.plan = &Plan{
+		Version:     PlanVersion,
+		Name:        c.Name,
+		Image:       c.Image,
+		Egress:      []NetRule{},
+		Credentials: c.Credentials,
+		Links:       []Link{},
+		Widenings:   []WideningPlan{},
+		Deny:        []DenyPattern{},
+	}
+	if c.File != "" {
+		abs, err := filepath.Abs(c.File)
+		if err == nil {
+			k.plan.ContractFile = abs
+		}
+	}
+	sum := sha256.Sum256([]byte(builtinDigestInput))
+	if c.Source != nil {
+		sum = sha256.Sum256(c.Source)
+	}
+	k.plan.ContractDigest = "sha256:" + hex.EncodeToString(sum[:])
+
+	k.scalars()
+	if k.workspace() {
+		k.filesystem()
+	}
+	k.env()
+	if len(k.errs) > 0 {
+		return nil, errors.Join(k.errs...)
+	}
+	k.finishMounts()
+	return k.plan, nil
+}
+
+// compiler holds the state of one Compile call.
+type compiler struct {
+	c      *Contract
+	h      Host
+	plan   *Plan
+	errs   []error
+	ws     string // resolved workspace
+	mounts map[string]*Mount
+}
+
+func (k *compiler) errorf(p Pos, format string, args ...any) {
+	k.errs = append(k.errs, &Error{File: k.c.File, Pos: p, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (k *compiler) where(p Pos) string { return Where(k.c.File, p) }
+
+// scalars validates and copies everything that is not a path or the environment.
+func (k *compiler) scalars() {
+	c, p := k.c, k.plan
+	if c.Version != SchemaVersion {
+		k.errorf(c.VersionPos, "version: unsupported contract version %d (this cordon reads version %d)", c.Version, SchemaVersion)
+	}
+	switch c.Pull.Value {
+	case "", "never":
+		p.Pull = "never"
+	case "missing":
+		p.Pull = "missing"
+	default:
+		k.errorf(c.Pull.Pos, "pull: want never or missing, got %q", c.Pull.Value)
+	}
+	p.Timeout = Duration(DefaultTimeout)
+	if c.Commands.Timeout > 0 {
+		p.Timeout = Duration(c.Commands.Timeout)
+	}
+	for _, d := range c.Commands.Deny {
+		dp, err := CompileDenyPattern(d.Value)
+		if err != nil {
+			k.errorf(d.Pos, "commands.deny: %v", err)
+			continue
+		}
+		dp.Where = k.where(d.Pos)
+		p.Deny = append(p.Deny, dp)
+	}
+	p.Limits = LimitsPlan{Memory: c.Limits.Memory, Pids: c.Limits.Pids, CPU: c.Limits.CPU}
+	if c.Limits.Memory > 0 && c.Limits.Memory < 4<<20 {
+		k.errorf(c.Limits.Pos, "limits.memory: %d bytes is too small to start anything (minimum 4MiB)", c.Limits.Memory)
+	}
+	k.monitor()
+	k.network()
+	k.credentials()
+}
+
+func (k *compiler) monitor() {
+	m := k.c.Monitor
+	mp := MonitorPlan{Mode: "off", OnViolation: "alert", Exec: []string{}}
+	switch m.Mode.Value {
+	case "", "off":
+	case "best-effort", "required":
+		mp.Mode = m.Mode.Value
+	default:
+		k.errorf(m.Mode.Pos, "monitor.mode: want off, best-effort or required, got %q", m.Mode.Value)
+	}
+	switch m.OnViolation.Value {
+	case "", "alert":
+	case "kill":
+		mp.OnViolation = "kill"
+	default:
+		k.errorf(m.OnViolation.Pos, "monitor.on_violation: want alert or kill, got %q", m.OnViolation.Value)
+	}
+	for _, e := range m.Exec {
+		if e.Value == "" {
+			k.errorf(e.Pos, "monitor.exec: empty entry")
+			continue
+		}
+		if _, err := filepath.Match(e.Value, ""); err != nil {
+			k.errorf(e.Pos, "monitor.exec: bad glob %q: %v", e.Value, err)
+			continue
+		}
+		mp.Exec = append(mp.Exec, e.Value)
+	}
+	k.plan.Monitor = mp
+}
+
+func (k *compiler) credentials() {
+	seen := map[string]bool{}
+	for _, cr := range k.c.Credentials {
+		if !envName.MatchString(cr.Name) {
+			k.errorf(cr.Pos, "credentials.name: %q is not a valid variable name", cr.Name)
+		}
+		if seen[cr.Name] {
+			k.errorf(cr.Pos, "credentials: %q is declared twice", cr.Name)
+		}
+		seen[cr.Name] = true
+		switch cr.Provider {
+		case "local", "exec", "github-app", "vault":
+		default:
+			k.errorf(cr.Pos, "credentials.provider: want local, exec, github-app or vault, got %q", cr.Provider)
+		}
+		switch cr.Deliver {
+		case "", "env", "file":
+			if len(cr.Hosts) > 0 {
+				k.errorf(cr.Pos, "credentials.hosts: only meaningful with deliver: proxy")
+			}
+		case "proxy":
+			if len(cr.Hosts) == 0 {
+				k.errorf(cr.Pos, "credentials.hosts: deliver: proxy needs at least one host")
+			}
+		default:
+			k.errorf(cr.Pos, "credentials.deliver: want env, file or proxy, got %q", cr.Deliver)
+		}
+	}
+}
+
+// sortMounts orders mounts so that a parent comes before anything inside it.
+func sortMounts(ms []Mount) {
+	sort.Slice(ms, func(i, j int) bool {
+		di, dj := strings.Count(ms[i].Path, "/"), strings.Count(ms[j].Path, "/")
+		if ms[i].Path == "/" || ms[j].Path == "/" {
+			return ms[i].Path == "/" && ms[j].Path != "/"
+		}
+		if di != dj {
+			return di < dj
+		}
+		return ms[i].Path < ms[j].Path
+	})
+}
+
+func (k *compiler) finishMounts() {
+	ms := make([]Mount, 0, len(k.mounts))
+	for _, m := range k.mounts {
+		ms = append(ms, *m)
+	}
+	sortMounts(ms)
+	k.plan.Mounts = ms
+	sort.Slice(k.plan.Links, func(i, j int) bool { return k.plan.Links[i].Path < k.plan.Links[j].Path })
+}

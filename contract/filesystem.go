@@ -1,0 +1,357 @@
+package contract
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// grantRecord remembers where a readable/writable grant came from, for errors.
+type grantRecord struct {
+	path  string
+	pos   Pos
+	field string
+}
+
+// workspace resolves the workspace directory. It reports whether that worked, since
+// nothing else about the file system can be checked without it.
+func (k *compiler) workspace() bool {
+	c := k.c
+	base := k.h.Cwd
+	if c.File != "" {
+		if abs, err := filepath.Abs(c.File); err == nil {
+			base = filepath.Dir(abs)
+		}
+	}
+	raw := c.Workspace.Value
+	if raw == "" {
+		raw = "."
+	}
+	ws, err := k.resolve(raw, base)
+	if err != nil {
+		k.errorf(c.Workspace.Pos, "workspace: %v", err)
+		return false
+	}
+	st, err := os.Stat(ws)
+	if err != nil || !st.IsDir() {
+		k.errorf(c.Workspace.Pos, "workspace: %s is not an existing directory", ws)
+		return false
+	}
+	if why := tooBroad(ws, k.h.Home); why != "" {
+		k.errorf(c.Workspace.Pos, "workspace: %s %s", ws, why)
+		return false
+	}
+	k.ws = ws
+	k.plan.Workspace = ws
+	k.plan.Workdir = ws
+	if cwd, err := filepath.EvalSymlinks(k.h.Cwd); err == nil && within(cwd, ws) {
+		k.plan.Workdir = cwd
+	}
+	return true
+}
+
+// tooBroad says why a directory cannot be the workspace or a writable path, or "".
+func tooBroad(p, home string) string {
+	if p == "/" {
+		return "is the root directory; the workspace must be a project directory"
+	}
+	for _, s := range SystemPreset {
+		if within(p, s) {
+			return "is a system path; system paths are at most read-only"
+		}
+	}
+	return ""
+}
+
+// filesystem builds the mount table: grants first (readable, then writable, which
+// raises access), then denials (which lower it and win over anything deeper), then the
+// mandatory denials, then the named widenings.
+func (k *compiler) filesystem() {
+	fsys := k.c.Filesystem
+	k.plan.Home = k.h.Home
+	if k.plan.Home == "" || k.plan.Home == "/" {
+		k.plan.Home = "/home/cordon"
+	}
+	k.mounts["/tmp"] = &Mount{Path: "/tmp", Type: Tmpfs, Access: ReadWrite, Dir: true, Why: "private /tmp"}
+	var grants []grantRecord
+
+	readable := fsys.Readable
+	if !fsys.set["readable"] {
+		readable = []Str{{Value: "@system"}}
+	}
+	for _, r := range readable {
+		if r.Value == "@system" {
+			k.system()
+			continue
+		}
+		if p, ok := k.grantPath(r, "readable", ReadOnly); ok {
+			grants = append(grants, grantRecord{p, r.Pos, "readable"})
+		}
+	}
+	k.grant(k.ws, ReadOnly, false, "workspace (always readable)")
+
+	writable := fsys.Writable
+	if !fsys.set["writable"] {
+		writable = []Str{{Value: "."}}
+	}
+	for _, w := range writable {
+		if p, ok := k.grantPath(w, "writable", ReadWrite); ok {
+			grants = append(grants, grantRecord{p, w.Pos, "writable"})
+		}
+	}
+	if !k.visibleUnder(k.plan.Home) {
+		k.mounts[k.plan.Home] = &Mount{Path: k.plan.Home, Type: Tmpfs, Access: ReadWrite, Dir: true, Why: "empty private $HOME"}
+	}
+
+	denyWrite := fsys.DenyWrite
+	if !fsys.set["deny_write"] {
+		denyWrite = []Str{{Value: ".git"}}
+	}
+	for _, d := range denyWrite {
+		k.denyPath(d, "deny_write", ReadOnly)
+	}
+	for _, d := range fsys.DenyRead {
+		k.denyPath(d, "deny_read", Hidden)
+	}
+	k.mandatory(grants)
+	k.widen()
+}
+
+// grantPath resolves one readable/writable entry and grants it.
+func (k *compiler) grantPath(s Str, field string, a Access) (string, bool) {
+	if strings.ContainsAny(s.Value, "*?[") {
+		k.errorf(s.Pos, "filesystem.%s: globs are only allowed in deny lists (%q)", field, s.Value)
+		return "", false
+	}
+	p, err := k.resolve(strings.TrimSuffix(s.Value, "/**"), k.ws)
+	if err != nil {
+		k.errorf(s.Pos, "filesystem.%s: %v", field, err)
+		return "", false
+	}
+	if lexical := filepath.Join(k.ws, s.Value); !filepath.IsAbs(s.Value) && !strings.HasPrefix(s.Value, "~") &&
+		within(lexical, k.ws) && !within(p, k.ws) {
+		k.errorf(s.Pos, "filesystem.%s: %q resolves to %s outside the workspace through a symbolic link; name the target explicitly if it is meant", field, s.Value, p)
+		return "", false
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		k.errorf(s.Pos, "filesystem.%s: %s does not exist", field, p)
+		return "", false
+	}
+	if p == "/" {
+		k.errorf(s.Pos, "filesystem.%s: / is too broad; name the directories the run needs", field)
+		return "", false
+	}
+	if a == ReadWrite {
+		if why := tooBroad(p, k.h.Home); why != "" {
+			k.errorf(s.Pos, "filesystem.writable: %s %s", p, why)
+			return "", false
+		}
+	}
+	k.grant(p, a, st.IsDir(), k.origin(field, s.Pos))
+	return p, true
+}
+
+// grant makes p visible with at least access a.
+func (k *compiler) grant(p string, a Access, dir bool, why string) {
+	if m, ok := k.mounts[p]; ok {
+		if m.Type == Bind && a > m.Access {
+			m.Access, m.Why = a, why
+		}
+		return
+	}
+	if st, err := os.Stat(p); err == nil {
+		dir = st.IsDir()
+	}
+	k.mounts[p] = &Mount{Path: p, Type: Bind, Access: a, Dir: dir, Why: why}
+}
+
+// enclosing returns the deepest mount at or above p, or nil when p is not visible.
+func (k *compiler) enclosing(p string) *Mount {
+	for q := p; ; q = filepath.Dir(q) {
+		if m, ok := k.mounts[q]; ok {
+			return m
+		}
+		if q == "/" {
+			return nil
+		}
+	}
+}
+
+func (k *compiler) visibleUnder(p string) bool {
+	m := k.enclosing(p)
+	return m != nil && m.Type == Bind
+}
+
+// denyPath resolves a deny_write/deny_read entry (globs allowed) and applies it.
+func (k *compiler) denyPath(s Str, field string, to Access) {
+	raw := strings.TrimSuffix(s.Value, "/**")
+	wantDir := raw != s.Value || strings.HasSuffix(raw, "/") || filepath.Base(raw) == ".git"
+	if strings.ContainsAny(raw, "*?[") {
+		pattern := expandHome(raw, k.h.Home)
+		if !filepath.IsAbs(pattern) {
+			pattern = filepath.Join(k.ws, pattern)
+		}
+		matches, err := filepath.Glob(pattern)
+		if err != nil {
+			k.errorf(s.Pos, "filesystem.%s: bad glob %q: %v", field, s.Value, err)
+			return
+		}
+		for _, m := range matches {
+			if p, err := k.resolve(m, k.ws); err == nil {
+				k.deny(p, to, wantDir, k.origin(field, s.Pos))
+			}
+		}
+		return
+	}
+	p, err := k.resolve(raw, k.ws)
+	if err != nil {
+		k.errorf(s.Pos, "filesystem.%s: %v", field, err)
+		return
+	}
+	why := k.origin(field, s.Pos)
+	k.deny(p, to, wantDir, why)
+	if filepath.Base(p) == ".git" {
+		k.gitdir(p, to, why)
+	}
+}
+
+// deny lowers the access to p (and everything mounted inside it) to at most to. A path
+// that does not exist yet inside a writable mount gets a placeholder, so the sandbox
+// cannot create it.
+func (k *compiler) deny(p string, to Access, wantDir bool, why string) {
+	m := k.enclosing(p)
+	if m == nil || m.Type != Bind || m.Access <= to {
+		return // not visible, private tmpfs, or already at most that
+	}
+	for q, inner := range k.mounts {
+		if q != p && within(q, p) {
+			if to == Hidden {
+				delete(k.mounts, q)
+			} else if inner.Access > to {
+				inner.Access = to
+			}
+		}
+	}
+	typ := Bind
+	if to == Hidden {
+		typ = Mask
+	}
+	st, err := os.Lstat(p)
+	switch {
+	case err == nil:
+		k.mounts[p] = &Mount{Path: p, Type: typ, Access: to, Dir: st.IsDir(), Why: why}
+	case errors.Is(err, fs.ErrNotExist) && m.Access == ReadWrite:
+		create := PlaceholderFile
+		if wantDir {
+			create = PlaceholderDir
+		}
+		k.mounts[p] = &Mount{Path: p, Type: typ, Access: to, Dir: wantDir, Create: create, Why: why}
+	}
+}
+
+// gitdir follows a .git file (a worktree or submodule pointer) to the git directory it
+// names and protects that too, so that the pointer cannot be used to reach around the
+// denial. For deny_write the real git directory becomes readable, so git still works.
+func (k *compiler) gitdir(dotgit string, to Access, why string) {
+	st, err := os.Lstat(dotgit)
+	if err != nil || !st.Mode().IsRegular() {
+		return
+	}
+	data, err := os.ReadFile(dotgit)
+	if err != nil {
+		return
+	}
+	line := strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0])
+	target, ok := strings.CutPrefix(line, "gitdir:")
+	if !ok {
+		return
+	}
+	dirs := []string{strings.TrimSpace(target)}
+	if common, err := os.ReadFile(filepath.Join(k.absFrom(dirs[0], filepath.Dir(dotgit)), "commondir")); err == nil {
+		dirs = append(dirs, filepath.Join(k.absFrom(dirs[0], filepath.Dir(dotgit)), strings.TrimSpace(string(common))))
+	}
+	for _, d := range dirs {
+		p, err := k.resolve(d, filepath.Dir(dotgit))
+		if err != nil {
+			continue
+		}
+		if to == ReadOnly && !k.visibleUnder(p) {
+			k.grant(p, ReadOnly, true, why+" (git directory named by "+dotgit+")")
+		}
+		k.deny(p, to, true, why+" (git directory named by "+dotgit+")")
+	}
+}
+
+func (k *compiler) absFrom(p, base string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+// resolve turns a contract path into an absolute host path with every symbolic link
+// resolved. "~" means the caller's home; relative paths are relative to base. A path
+// that does not exist is resolved as far as it exists.
+func (k *compiler) resolve(raw, base string) (string, error) {
+	if raw == "" {
+		return "", errors.New("empty path")
+	}
+	if strings.HasPrefix(raw, "~") && k.h.Home == "" {
+		return "", errors.New("~ used but the caller has no home directory")
+	}
+	p := expandHome(raw, k.h.Home)
+	if strings.HasPrefix(p, "~") {
+		return "", errors.New("~user paths are not supported; write the path out")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	return resolveExisting(filepath.Clean(p))
+}
+
+// resolveExisting resolves symbolic links in the longest existing prefix of p.
+func resolveExisting(p string) (string, error) {
+	var rest []string
+	for q := p; ; q = filepath.Dir(q) {
+		r, err := filepath.EvalSymlinks(q)
+		if err == nil {
+			for i := len(rest) - 1; i >= 0; i-- {
+				r = filepath.Join(r, rest[i])
+			}
+			return r, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if q == "/" {
+			return p, nil
+		}
+		rest = append(rest, filepath.Base(q))
+	}
+}
+
+func expandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(home, p[2:])
+	}
+	return p
+}
+
+// within reports whether p is dir or inside it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// origin names the contract rule behind a mount, for explain and for denials.
+func (k *compiler) origin(field string, p Pos) string {
+	if p.Line == 0 {
+		return "filesystem." + field + " (default)"
+	}
+	return "filesystem." + field + " at " + k.where(p)
+}

@@ -1,0 +1,210 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// PlanVersion versions the JSON form of a Plan (`cordon explain --json`).
+const PlanVersion = 1
+
+// Access is what the sandbox may do with a path. The zero value is Hidden: a path no
+// rule grants is not visible.
+type Access int
+
+// Access levels, from least to most.
+const (
+	Hidden Access = iota
+	ReadOnly
+	ReadWrite
+)
+
+func (a Access) String() string {
+	switch a {
+	case Hidden:
+		return "hidden"
+	case ReadOnly:
+		return "ro"
+	case ReadWrite:
+		return "rw"
+	}
+	return fmt.Sprintf("Access(%d)", int(a))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Access) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// MountType says what backs a mount.
+type MountType int
+
+// Mount types.
+const (
+	// Bind shows the host path Source at Path.
+	Bind MountType = iota
+	// Tmpfs is an empty, private, writable file system that vanishes with the run.
+	Tmpfs
+	// Mask hides whatever is at Path (Access is Hidden).
+	Mask
+)
+
+func (t MountType) String() string {
+	switch t {
+	case Bind:
+		return "bind"
+	case Tmpfs:
+		return "tmpfs"
+	case Mask:
+		return "mask"
+	}
+	return fmt.Sprintf("MountType(%d)", int(t))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (t MountType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// Placeholder says what the runner must create on the host before the run so that a
+// denied path that does not exist yet is still enforced (the sandbox cannot create it),
+// and remove after the run.
+type Placeholder int
+
+// Placeholder kinds.
+const (
+	NoPlaceholder Placeholder = iota
+	PlaceholderFile
+	PlaceholderDir
+)
+
+// MarshalText implements encoding.TextMarshaler.
+func (p Placeholder) MarshalText() ([]byte, error) {
+	return []byte([...]string{"", "file", "dir"}[p]), nil
+}
+
+// Mount is one entry of the sandbox's file system view. Paths are absolute and
+// symlink-resolved on the host; the sandbox sees Source at Path (they are equal for
+// binds: the sandbox sees host paths at their host locations).
+type Mount struct {
+	Path   string    `json:"path"`
+	Type   MountType `json:"type"`
+	Access Access    `json:"access"`
+	// Dir is true when the path is (or will be created as) a directory.
+	Dir bool `json:"dir"`
+	// Create is set when the path does not exist on the host yet.
+	Create Placeholder `json:"create,omitempty"`
+	// Why names the contract rule or default that produced this mount.
+	Why string `json:"why"`
+}
+
+// Link is a symbolic link the sandbox needs to mirror the host (merged-/usr systems
+// have /bin -> usr/bin).
+type Link struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+}
+
+// EnvSource says where a sandbox variable's value comes from.
+type EnvSource string
+
+// Env sources.
+const (
+	EnvDefault EnvSource = "default"
+	EnvPass    EnvSource = "pass"
+	EnvSet     EnvSource = "set"
+)
+
+// PlanEnv is one variable of the sandbox environment, which starts empty.
+type PlanEnv struct {
+	Name   string    `json:"name"`
+	Value  string    `json:"-"`
+	Source EnvSource `json:"source"`
+}
+
+// Plan is a compiled contract: everything a backend and the run-time services need,
+// resolved and checked. It is a pure value; backends only translate it.
+type Plan struct {
+	Version        int    `json:"version"`
+	Name           string `json:"name,omitempty"`
+	ContractFile   string `json:"contract_file"` // "" for the built-in default
+	ContractDigest string `json:"contract_digest"`
+	Workspace      string `json:"workspace"`
+	Workdir        string `json:"workdir"`
+	Home           string `json:"home"`
+	Image          string `json:"image,omitempty"`
+	Pull           string `json:"pull"`
+
+	Mounts []Mount `json:"mounts"` // ordered: a parent before what is mounted inside it
+	Links  []Link  `json:"links"`
+
+	Env         []PlanEnv      `json:"env"`
+	Egress      []NetRule      `json:"egress"`
+	Credentials []Credential   `json:"credentials"`
+	Monitor     MonitorPlan    `json:"monitor"`
+	Timeout     Duration       `json:"timeout"`
+	Deny        []DenyPattern  `json:"deny"`
+	Limits      LimitsPlan     `json:"limits"`
+	Widenings   []WideningPlan `json:"widenings"`
+}
+
+// MonitorPlan is the compiled monitor section.
+type MonitorPlan struct {
+	Mode        string   `json:"mode"`
+	OnViolation string   `json:"on_violation"`
+	Exec        []string `json:"exec"`
+}
+
+// LimitsPlan are the run's resource limits; zero means unlimited.
+type LimitsPlan struct {
+	Memory int64   `json:"memory_bytes"`
+	Pids   int64   `json:"pids"`
+	CPU    float64 `json:"cpu"`
+}
+
+// Any reports whether a limit is set.
+func (l LimitsPlan) Any() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
+
+// WideningPlan is a deliberate exception to a mandatory denial, kept in the Plan so
+// that `cordon check` and `cordon explain` show it.
+type WideningPlan struct {
+	Path   string `json:"path"`
+	Access Access `json:"access"`
+	Why    string `json:"why"`
+	Where  string `json:"where"` // FILE:LINE:COL
+}
+
+// Duration marshals as a Go duration string.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// EnvValue returns the value of a sandbox variable.
+func (p *Plan) EnvValue(name string) (string, bool) {
+	for _, e := range p.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// Environ returns the sandbox environment as NAME=value strings.
+func (p *Plan) Environ() []string {
+	out := make([]string, len(p.Env))
+	for i, e := range p.Env {
+		out[i] = e.Name + "=" + e.Value
+	}
+	return out
+}
+
+// Writable returns the paths the sandbox may write (binds and tmpfs).
+func (p *Plan) Writable() []string {
+	var out []string
+	for _, m := range p.Mounts {
+		if m.Access == ReadWrite {
+			out = append(out, m.Path)
+		}
+	}
+	return out
+}

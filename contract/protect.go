@@ -1,0 +1,127 @@
+package contract
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// system applies the "@system" preset: the preset directories read-only, merged-/usr
+// links mirrored, and the secrets inside them hidden.
+func (k *compiler) system() {
+	for _, p := range SystemPreset {
+		st, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				continue
+			}
+			k.plan.Links = append(k.plan.Links, Link{Path: p, Target: target})
+			if resolved, err := filepath.EvalSymlinks(p); err == nil && !k.visibleUnder(resolved) {
+				k.grant(resolved, ReadOnly, true, "@system (target of "+p+")")
+			}
+			continue
+		}
+		k.grant(p, ReadOnly, st.IsDir(), "@system")
+	}
+	for _, pattern := range systemSecrets {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			k.deny(m, Hidden, false, "@system never shows host secrets")
+		}
+	}
+}
+
+// protected is one path no contract rule can expose.
+type protected struct {
+	path     string
+	dir      bool
+	widening bool // may be exposed by a filesystem.widen entry
+	why      string
+}
+
+func (k *compiler) protectedPaths() []protected {
+	var out []protected
+	add := func(p string, dir, widening bool, why string) {
+		r, err := resolveExisting(filepath.Clean(p))
+		if err != nil {
+			r = filepath.Clean(p)
+		}
+		out = append(out, protected{r, dir, widening, why})
+		if r != filepath.Clean(p) {
+			out = append(out, protected{filepath.Clean(p), dir, widening, why})
+		}
+	}
+	if k.h.Home != "" {
+		for _, rel := range mandatoryHome {
+			add(filepath.Join(k.h.Home, rel), strings.HasSuffix(rel, "/"), true, "a credential store")
+		}
+	}
+	for _, p := range mandatoryHost {
+		add(p, false, true, "a host control interface")
+	}
+	for _, p := range k.h.Protect {
+		add(p, true, false, "cordon's own state")
+	}
+	return out
+}
+
+// mandatory hides every protected path that a grant would expose, and refuses grants
+// that name a protected path (or something inside one) directly.
+func (k *compiler) mandatory(grants []grantRecord) {
+	for _, pr := range k.protectedPaths() {
+		for _, g := range grants {
+			if within(g.path, pr.path) {
+				hint := "; to expose it, add a filesystem.widen entry with a why"
+				if !pr.widening {
+					hint = "; it can never be exposed"
+				}
+				k.errorf(g.pos, "filesystem.%s: %s is inside %s, %s%s", g.field, g.path, pr.path, pr.why, hint)
+			}
+		}
+		k.deny(pr.path, Hidden, pr.dir, "mandatory denial: "+pr.why)
+	}
+}
+
+// widen applies filesystem.widen entries: each must name a path inside a protected
+// path that allows widening, and needs a why.
+func (k *compiler) widen() {
+	prot := k.protectedPaths()
+	for _, w := range k.c.Filesystem.Widen {
+		if w.Why == "" {
+			k.errorf(w.Pos, "filesystem.widen: %q needs a why", w.Path.Value)
+		}
+		p, err := k.resolve(w.Path.Value, k.ws)
+		if err != nil {
+			k.errorf(w.Path.Pos, "filesystem.widen: %v", err)
+			continue
+		}
+		var hit *protected
+		for i := range prot {
+			if within(p, prot[i].path) {
+				hit = &prot[i]
+				break
+			}
+		}
+		switch {
+		case hit == nil:
+			k.errorf(w.Path.Pos, "filesystem.widen: %s is not a protected path; use filesystem.readable or writable", p)
+			continue
+		case !hit.widening:
+			k.errorf(w.Path.Pos, "filesystem.widen: %s is %s and can never be exposed", p, hit.why)
+			continue
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			k.errorf(w.Path.Pos, "filesystem.widen: %s does not exist", p)
+			continue
+		}
+		where := k.where(w.Pos)
+		// A widening replaces the mask for exactly this path; it is mounted on top.
+		k.mounts[p] = &Mount{Path: p, Type: Bind, Access: w.Access, Dir: st.IsDir(), Why: "filesystem.widen " + where + ": " + w.Why}
+		k.plan.Widenings = append(k.plan.Widenings, WideningPlan{Path: p, Access: w.Access, Why: w.Why, Where: where})
+	}
+}
