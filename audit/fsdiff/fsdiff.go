@@ -173,12 +173,12 @@ type Kind int
 
 // Kinds. Text is the zero value.
 const (
-	Text      Kind = iota // content diffed line by line
-	Binary                // contains a NUL byte: size and SHA-256 only
-	Large                 // larger than MaxTextSize or beyond MaxRetained: size and SHA-256 only
-	Symlink               // a symbolic link; its target is its content
-	Special               // FIFO, socket or device: never opened
-	Unreadable            // could not be read (permissions, vanished): no content
+	Text       Kind = iota // content diffed line by line
+	Binary                 // contains a NUL byte: size and SHA-256 only
+	Large                  // larger than MaxTextSize or beyond MaxRetained: size and SHA-256 only
+	Symlink                // a symbolic link; its target is its content
+	Special                // FIFO, socket or device: never opened
+	Unreadable             // could not be read (permissions, vanished): no content
 )
 
 func (k Kind) String() string {

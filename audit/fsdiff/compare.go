@@ -1,0 +1,141 @@
+package fsdiff
+
+import (
+	"cmp"
+	"encoding/hex"
+	"slices"
+)
+
+// pending is a change whose patch is not yet written.
+type pending struct {
+	Change
+	old, new *entry // nil on the missing side
+}
+
+// compare lists what changed from snapshot a to snapshot b and renders the patch.
+func compare(a, b *snapshot, opts Options) *Result {
+	var added, deleted []string
+	var out []pending
+	for p, nb := range b.entries {
+		oa, ok := a.entries[p]
+		switch {
+		case !ok:
+			added = append(added, p)
+		case oa == nb || same(oa, nb):
+		case fileType(oa.mode) != fileType(nb.mode):
+			// A type change (file to link, …) reads best as a deletion and an addition.
+			added, deleted = append(added, p), append(deleted, p)
+		default:
+			out = append(out, newPending(Modified, p, p, oa, nb))
+		}
+	}
+	for p := range a.entries {
+		if _, ok := b.entries[p]; !ok {
+			deleted = append(deleted, p)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(deleted)
+	out = append(out, pairRenames(a, b, &added, &deleted)...)
+	for _, p := range added {
+		out = append(out, newPending(Added, p, "", nil, b.entries[p]))
+	}
+	for _, p := range deleted {
+		out = append(out, newPending(Deleted, p, "", a.entries[p], nil))
+	}
+	slices.SortFunc(out, func(x, y pending) int {
+		return cmp.Or(cmp.Compare(x.Path, y.Path), cmp.Compare(opOrder(x.Op), opOrder(y.Op)))
+	})
+	res := &Result{Scan: b.stats, Problems: b.problems}
+	var p patcher
+	for i := range out {
+		p.write(&out[i], opts)
+		res.Changes = append(res.Changes, out[i].Change)
+		res.Insertions += out[i].Added
+		res.Deletions += out[i].Deleted
+	}
+	res.Patch = p.buf.Bytes()
+	return res
+}
+
+// opOrder puts the deletion of a path before an addition at the same path.
+func opOrder(o Op) int {
+	if o == Deleted {
+		return 0
+	}
+	return 1
+}
+
+// same reports whether two entries for one path have the same mode and content. Without
+// a digest on both sides (special or unreadable files) size and mtime stand in for it.
+func same(a, b *entry) bool {
+	if a.mode != b.mode || a.kind != b.kind {
+		return false
+	}
+	if a.hasSum && b.hasSum {
+		return a.sum == b.sum
+	}
+	return !a.hasSum && !b.hasSum && a.key.size == b.key.size && a.key.mtime == b.key.mtime
+}
+
+func fileType(mode uint32) uint32 { return mode & 0o170000 }
+
+// pairRenames matches deleted and added paths with identical, non-empty content and the
+// same file type, in path order, and removes them from added and deleted.
+func pairRenames(a, b *snapshot, added, deleted *[]string) []pending {
+	type content struct {
+		sum [32]byte
+		typ uint32
+	}
+	gone := make(map[content][]string)
+	for _, p := range *deleted {
+		if e := a.entries[p]; e.hasSum && e.size > 0 {
+			k := content{e.sum, fileType(e.mode)}
+			gone[k] = append(gone[k], p)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	var out []pending
+	used := make(map[string]bool)
+	keep := (*added)[:0]
+	for _, p := range *added {
+		e := b.entries[p]
+		k := content{e.sum, fileType(e.mode)}
+		if olds := gone[k]; e.hasSum && e.size > 0 && len(olds) > 0 && olds[0] != p {
+			gone[k] = olds[1:]
+			used[olds[0]] = true
+			out = append(out, newPending(Renamed, p, olds[0], a.entries[olds[0]], e))
+			continue
+		}
+		keep = append(keep, p)
+	}
+	*added = keep
+	*deleted = slices.DeleteFunc(*deleted, func(p string) bool { return used[p] })
+	return out
+}
+
+func newPending(op Op, p, oldPath string, oa, nb *entry) pending {
+	c := Change{Op: op, Path: p, OldPath: oldPath}
+	if oa != nil {
+		c.Kind, c.OldMode, c.OldSize, c.OldSHA256 = oa.kind, oa.mode, oa.size, digest(oa)
+	}
+	if nb != nil {
+		c.Kind, c.NewMode, c.NewSize, c.NewSHA256 = nb.kind, nb.mode, nb.size, digest(nb)
+	}
+	if oa != nil && nb != nil && oa.kind == Binary {
+		c.Kind = Binary
+	}
+	if op == Modified {
+		c.OldPath = ""
+	}
+	return pending{Change: c, old: oa, new: nb}
+}
+
+func digest(e *entry) string {
+	if !e.hasSum {
+		return ""
+	}
+	return hex.EncodeToString(e.sum[:])
+}

@@ -1,0 +1,355 @@
+package fsdiff
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// racyWindow is how close to the start of a snapshot a timestamp may be before the
+// stat key of its file can no longer be trusted. File timestamps come from the kernel's
+// coarse clock (one tick, at most 10 ms), so a file written in the same tick as our read
+// could be rewritten with the same size and the same timestamps. Such a file is marked
+// racy and re-read by the next snapshot (git's "racy git" rule). 100 ms leaves room for
+// the tick and for clock slew; it costs only a re-read of files changed just before.
+const racyWindow = 100 * time.Millisecond
+
+// binarySniff is how much of a file is searched for a NUL byte, as git does.
+const binarySniff = 8000
+
+// entry is what a snapshot knows about one file. Entries are immutable once built, so an
+// unchanged file shares its entry (and retained content) between snapshots.
+type entry struct {
+	key      statKey
+	mode     uint32 // Unix st_mode
+	kind     Kind
+	size     int64 // bytes hashed
+	sum      [sha256.Size]byte
+	hasSum   bool
+	content  []byte // retained content; nil when not retained
+	retained bool
+	racy     bool // the stat key cannot be trusted: re-read next time
+}
+
+// snapshot is the state of a workspace at one point in time.
+type snapshot struct {
+	entries  map[string]*entry // by slash-separated relative path
+	stats    ScanStats
+	problems []string
+}
+
+// scanner takes one snapshot.
+type scanner struct {
+	root  *os.Root
+	opts  Options
+	prev  map[string]*entry // nil for the baseline
+	start time.Time
+	sem   chan struct{} // limits directories scanned at once
+	wg    sync.WaitGroup
+
+	retained atomic.Int64
+	read     atomic.Int64
+	bytes    atomic.Int64
+	dirs     atomic.Int64
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	out      map[string]*entry
+	problems []string
+}
+
+// scan takes a snapshot of dir, re-reading only the entries of prev whose stat key
+// changed.
+func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snapshot, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening workspace: %w", err)
+	}
+	defer root.Close()
+	s := &scanner{
+		root:  root,
+		opts:  opts,
+		start: opts.now(),
+		sem:   make(chan struct{}, opts.Workers),
+	}
+	if prev != nil {
+		s.prev = prev.entries
+		s.out = make(map[string]*entry, len(prev.entries))
+	} else {
+		s.out = make(map[string]*entry)
+	}
+	s.wg.Add(1)
+	go s.scanDir(ctx, ".", nil)
+	s.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scanning workspace: %w", err)
+	}
+	snap := &snapshot{
+		entries:  s.out,
+		problems: s.problems,
+		stats: ScanStats{
+			Files:    len(s.out),
+			Dirs:     int(s.dirs.Load()),
+			Read:     int(s.read.Load()),
+			Bytes:    s.bytes.Load(),
+			Retained: s.retained.Load(),
+			Duration: time.Since(s.start),
+		},
+	}
+	return snap, nil
+}
+
+func (s *scanner) problem(rel string, err error) {
+	s.mu.Lock()
+	s.problems = append(s.problems, fmt.Sprintf("%s: %v", rel, err))
+	s.mu.Unlock()
+}
+
+// scanDir lists the directory rel, starts a scan of each subdirectory and records its
+// files. want is the directory's own lstat result as seen from its parent (nil for the
+// root): the opened directory must be that same directory.
+func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
+	defer s.wg.Done()
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
+	if ctx.Err() != nil {
+		return
+	}
+	r, err := s.openDir(rel, want)
+	if err != nil {
+		s.problem(rel, err)
+		return
+	}
+	if r != s.root {
+		defer r.Close()
+	}
+	s.dirs.Add(1)
+	names, err := readDirNames(r)
+	if err != nil {
+		s.problem(rel, err)
+		return
+	}
+	local := make([]namedEntry, 0, len(names))
+	for _, name := range names {
+		crel := name
+		if rel != "." {
+			crel = rel + "/" + name
+		}
+		if excluded(crel, s.opts.Exclude) {
+			continue
+		}
+		fi, err := r.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // vanished since the listing
+		}
+		if err != nil {
+			s.problem(crel, err)
+			continue
+		}
+		if fi.IsDir() {
+			s.wg.Add(1)
+			go s.scanDir(ctx, crel, fi)
+			continue
+		}
+		local = append(local, namedEntry{crel, s.fileEntry(r, name, crel, fi)})
+	}
+	s.mu.Lock()
+	for _, ne := range local {
+		s.out[ne.rel] = ne.e
+	}
+	s.mu.Unlock()
+}
+
+type namedEntry struct {
+	rel string
+	e   *entry
+}
+
+// openDir opens the directory rel inside the workspace root and checks that it is the
+// directory its parent listed (not a symbolic link swapped in since).
+func (s *scanner) openDir(rel string, want fs.FileInfo) (*os.Root, error) {
+	if rel == "." {
+		return s.root, nil
+	}
+	r, err := s.root.OpenRoot(rel)
+	if err != nil {
+		return nil, err
+	}
+	got, err := r.Stat(".")
+	if err == nil && !os.SameFile(got, want) {
+		err = errors.New("directory replaced during scan")
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func readDirNames(r *os.Root) ([]string, error) {
+	d, err := r.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	// Sorted, so that which files fit the memory budget does not depend on the order the
+	// file system lists them in.
+	slices.Sort(names)
+	return names, err
+}
+
+// fileEntry returns the entry for a non-directory: the previous one when its stat key is
+// unchanged and trustworthy, else a fresh one.
+func (s *scanner) fileEntry(r *os.Root, name, rel string, fi fs.FileInfo) *entry {
+	key := keyOf(fi)
+	if p := s.prev[rel]; p != nil && p.key == key && !p.racy {
+		if p.retained {
+			s.retained.Add(int64(len(p.content)))
+		}
+		return p
+	}
+	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size()}
+	e.racy = key.recent(s.start.Add(-racyWindow).UnixNano())
+	switch fi.Mode().Type() {
+	case 0:
+		s.readFile(r, name, rel, fi, e)
+	case fs.ModeSymlink:
+		target, err := r.Readlink(name)
+		if err != nil {
+			s.unreadable(rel, e, err)
+			break
+		}
+		e.kind = Symlink
+		s.setContent(e, []byte(target))
+	default:
+		e.kind = Special
+	}
+	return e
+}
+
+func (s *scanner) unreadable(rel string, e *entry, err error) {
+	s.problem(rel, err)
+	e.kind = Unreadable
+	e.racy = true // try again next time
+}
+
+// setContent records the digest of data, classifies it and keeps it when it is text
+// within the budget, or a symbolic link target (tiny, and needed to show the change).
+func (s *scanner) setContent(e *entry, data []byte) {
+	n := int64(len(data))
+	s.read.Add(1)
+	s.bytes.Add(n)
+	e.sum, e.hasSum, e.size = sha256.Sum256(data), true, n
+	switch {
+	case e.kind == Symlink:
+		s.retained.Add(n)
+	case bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0:
+		e.kind = Binary
+		return
+	case s.retained.Add(n) > s.opts.MaxRetained:
+		s.retained.Add(-n)
+		e.kind = Large
+		return
+	}
+	e.content, e.retained = data, true
+}
+
+// readFile reads a regular file: its content when it is small enough, else only its
+// digest. The file is opened without following links and without blocking, and must
+// still be the file that was listed.
+func (s *scanner) readFile(r *os.Root, name, rel string, fi fs.FileInfo, e *entry) {
+	f, err := r.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+	if err != nil {
+		s.unreadable(rel, e, err)
+		return
+	}
+	defer f.Close()
+	got, err := f.Stat()
+	if err == nil && (!got.Mode().IsRegular() || !os.SameFile(got, fi)) {
+		err = errors.New("file replaced during scan")
+	}
+	if err != nil {
+		s.unreadable(rel, e, err)
+		return
+	}
+	limit := s.opts.MaxTextSize
+	data, err := readUpTo(f, min(fi.Size(), limit), limit+1)
+	if err != nil {
+		s.unreadable(rel, e, err)
+		return
+	}
+	if int64(len(data)) <= limit {
+		s.setContent(e, data)
+		return
+	}
+	h := sha256.New()
+	h.Write(data)
+	n, err := io.Copy(h, f)
+	if err != nil {
+		s.unreadable(rel, e, err)
+		return
+	}
+	s.read.Add(1)
+	s.bytes.Add(int64(len(data)) + n)
+	e.kind, e.size, e.hasSum = Large, int64(len(data))+n, true
+	h.Sum(e.sum[:0])
+}
+
+// readUpTo reads at most limit bytes of f, allocating hint bytes up front.
+func readUpTo(f io.Reader, hint, limit int64) ([]byte, error) {
+	buf := make([]byte, 0, hint+1)
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := min(int64(cap(buf)), limit)
+		n, err := f.Read(buf[len(buf):room])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// unixMode converts m to a Unix st_mode (file type and permission bits).
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	switch m.Type() {
+	case 0:
+		return u | 0o100000
+	case fs.ModeSymlink:
+		return 0o120000 // as git records it: link permissions mean nothing
+	case fs.ModeNamedPipe:
+		return u | 0o010000
+	case fs.ModeSocket:
+		return u | 0o140000
+	case fs.ModeDevice | fs.ModeCharDevice:
+		return u | 0o020000
+	case fs.ModeDevice:
+		return u | 0o060000
+	}
+	return u
+}

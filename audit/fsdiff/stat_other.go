@@ -1,0 +1,20 @@
+//go:build !linux
+
+package fsdiff
+
+import "io/fs"
+
+// statKey is what must be unchanged for a file to be taken as unchanged without reading
+// it. Outside Linux only the portable fields are used.
+type statKey struct {
+	size  int64
+	mtime int64 // nanoseconds since the epoch
+	mode  fs.FileMode
+}
+
+func keyOf(fi fs.FileInfo) statKey {
+	return statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
+}
+
+// recent reports whether the modification time is at or after t.
+func (k statKey) recent(t int64) bool { return k.mtime >= t }
