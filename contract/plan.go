@@ -179,6 +179,9 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(d).String())
 }
 
+// String formats the duration like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // EnvValue returns the value of a sandbox variable.
 func (p *Plan) EnvValue(name string) (string, bool) {
 	for _, e := range p.Env {

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"text/tabwriter"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// backendInfo is one backend cordon knows of, built or not.
+type backendInfo struct {
+	name    string
+	backend runner.Backend // nil: not available in this build
+	why     string         // why it is not available in this build
+}
+
+func knownBackends() []backendInfo {
+	out := []backendInfo{{name: "bwrap", backend: newBwrap()}}
+	out = append(out,
+		backendInfo{name: "docker", why: "not implemented in this version of cordon"},
+		backendInfo{name: "containerd", why: "not implemented in this version of cordon"},
+		backendInfo{name: "seatbelt", why: "not implemented in this version of cordon (macOS only)"},
+	)
+	if runtime.GOOS != "linux" {
+		out[0] = backendInfo{name: "bwrap", why: "Linux only"}
+	}
+	return out
+}
+
+// selectBackend returns the named backend, or for "auto" the first usable one.
+func selectBackend(ctx context.Context, name string, plan *contract.Plan) (runner.Backend, error) {
+	var reasons []error
+	for _, b := range knownBackends() {
+		if name != "auto" && name != b.name {
+			continue
+		}
+		if b.backend == nil {
+			reasons = append(reasons, fmt.Errorf("%s: %s", b.name, b.why))
+			continue
+		}
+		err := b.backend.Check(ctx)
+		if err == nil {
+			return b.backend, nil
+		}
+		reasons = append(reasons, err)
+	}
+	if len(reasons) == 0 {
+		return nil, fmt.Errorf("%w: unknown backend %q (want auto, bwrap, docker, containerd or seatbelt)", errdefs.ErrInvalid, name)
+	}
+	return nil, fmt.Errorf("%w: no usable sandbox backend, refusing to run unsandboxed: %w", errdefs.ErrUnavailable, errors.Join(reasons...))
+}
+
+func backendsCmd(ctx context.Context, stdio IO, args []string) error {
+	fs := newFlags("backends", "backends", stdio.Stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tSTATUS\tDETAIL")
+	chosen := ""
+	for _, b := range knownBackends() {
+		status, detail := "unavailable", b.why
+		if b.backend != nil {
+			if err := b.backend.Check(ctx); err != nil {
+				detail = cleanMsg(err)
+			} else {
+				status, detail = "available", "ready"
+				if chosen == "" {
+					chosen = b.name
+					detail = "ready; chosen by --backend auto"
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", b.name, status, detail)
+	}
+	return tw.Flush()
+}

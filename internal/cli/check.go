@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+func checkCmd(ctx context.Context, stdio IO, args []string) error {
+	fs := newFlags("check", "check [-c FILE]\n\nExit status: 0 valid, 1 invalid (FILE:LINE:COL: message per problem), 2 usage error.", stdio.Stderr)
+	file := contractFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return &ExitError{Code: 2, Msg: "check: unexpected arguments " + strings.Join(fs.Args(), " ")}
+	}
+	c, err := loadContract(*file)
+	var p *contract.Plan
+	if err == nil {
+		var h contract.Host
+		if h, err = contract.HostFromOS(); err == nil {
+			p, err = contract.Compile(c, h)
+		}
+	}
+	if err != nil {
+		for _, line := range problems(err) {
+			fmt.Fprintln(stdio.Stdout, line)
+		}
+		return &ExitError{Code: 1}
+	}
+	name := c.File
+	if name == "" {
+		name = "built-in default contract"
+	}
+	for _, w := range p.Widenings {
+		fmt.Fprintf(stdio.Stdout, "%s: widening: %s is %s (%s)\n", w.Where, w.Path, accessWord(w.Access), w.Why)
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: valid\n", name)
+	return nil
+}
+
+// problems flattens joined errors into one line per contract problem.
+func problems(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case *contract.Error:
+			out = append(out, x.Error())
+		case interface{ Unwrap() []error }:
+			for _, c := range x.Unwrap() {
+				walk(c)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		}
+	}
+	walk(err)
+	if len(out) == 0 {
+		return strings.Split(cleanMsg(err), "\n")
+	}
+	return out
+}
+
+func accessWord(a contract.Access) string {
+	switch a {
+	case contract.ReadWrite:
+		return "readable and writable"
+	case contract.ReadOnly:
+		return "readable"
+	}
+	return "hidden"
+}

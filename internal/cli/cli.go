@@ -1,0 +1,139 @@
+// Package cli is cordon's command line: a thin layer of subcommands over the contract,
+// runner and audit packages. One file per command; every command has --help.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// Version is cordon's version, set at build time with -ldflags "-X ...cli.Version=v".
+var Version = "dev"
+
+// IO is where a command reads and writes.
+type IO struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// ExitError ends cordon with Code. When Msg is set, it is printed first, prefixed
+// "cordon: ".
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string {
+	if e.Msg == "" {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Msg
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	hidden  bool
+	run     func(ctx context.Context, io IO, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{name: "run", summary: "run a command in a sandbox built from the contract", run: runCmd},
+		{name: "check", summary: "validate a contract", run: checkCmd},
+		{name: "explain", summary: "print the compiled plan of a contract", run: explainCmd},
+		{name: "backends", summary: "list sandbox backends and whether they work here", run: backendsCmd},
+		{name: "gc", summary: "remove what crashed runs left behind", run: gcCmd},
+		{name: "version", summary: "print cordon's version", run: versionCmd},
+		{name: "internal", summary: "internal use only", hidden: true, run: internalCmd},
+	}
+}
+
+// Run runs cordon with args (without the program name). The error is an *ExitError
+// when the process must exit with a particular status.
+func Run(ctx context.Context, stdio IO, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdio.Stderr)
+		if len(args) == 0 {
+			return &ExitError{Code: 2}
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, stdio, args[1:])
+		}
+	}
+	usage(stdio.Stderr)
+	return &ExitError{Code: 2, Msg: fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "cordon runs commands inside a sandbox built from a reviewed contract.")
+	fmt.Fprintln(w, "\nUsage: cordon COMMAND [flags]\n\nCommands:")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprintln(w, "\nRun 'cordon COMMAND --help' for a command's flags.")
+}
+
+// newFlags returns a FlagSet that prints its usage to w and reports errors as exit 2.
+func newFlags(name, synopsis string, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		fmt.Fprintf(w, "Usage: cordon %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags; help is success, a bad flag is a usage error (exit 2).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return &ExitError{Code: 0}
+		}
+		return &ExitError{Code: 2}
+	}
+	return nil
+}
+
+// exitFor maps an error category to `cordon run`'s exit status (DESIGN.md).
+func exitFor(err error) *ExitError {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
+}
+
+// cleanMsg drops the category prefix ("invalid: ") that wrapping adds, for users.
+func cleanMsg(err error) string {
+	msg := err.Error()
+	for _, cat := range []error{errdefs.ErrInvalid, errdefs.ErrUnavailable, errdefs.ErrDenied, errdefs.ErrUnsupported} {
+		msg = strings.TrimPrefix(msg, cat.Error()+": ")
+	}
+	return msg
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

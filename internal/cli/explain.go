@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// explainJSONVersion versions `cordon explain --json`.
+const explainJSONVersion = 1
+
+func explainCmd(ctx context.Context, stdio IO, args []string) error {
+	fs := newFlags("explain", "explain [-c FILE] [--backend B] [--json]", stdio.Stderr)
+	file := contractFlag(fs)
+	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap")
+	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	plan, _, err := compile(*file, runner.DefaultRunRoot())
+	if err != nil {
+		for _, line := range problems(err) {
+			fmt.Fprintln(stdio.Stderr, line)
+		}
+		return &ExitError{Code: 1}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Version     int            `json:"explain_version"`
+			Plan        *contract.Plan `json:"plan"`
+			Unsupported []string       `json:"not_enforced_yet"`
+		}{explainJSONVersion, plan, nonNil(runner.Unsupported(plan))})
+	}
+	writePlan(stdio.Stdout, plan)
+	if *backend == "bwrap" || *backend == "auto" {
+		fmt.Fprintf(stdio.Stdout, "\nbwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (/run/cordon/cordon, read-only).\n")
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// writePlan prints a plan for people.
+func writePlan(w io.Writer, p *contract.Plan) {
+	src := p.ContractFile
+	if src == "" {
+		src = "built-in default contract"
+	}
+	fmt.Fprintf(w, "contract   %s (%s)\n", src, p.ContractDigest)
+	fmt.Fprintf(w, "workspace  %s\nworkdir    %s\nhome       %s (empty, private)\n", p.Workspace, p.Workdir, p.Home)
+	if p.Image != "" {
+		fmt.Fprintf(w, "image      %s (pull: %s; container backends only)\n", p.Image, p.Pull)
+	}
+	fmt.Fprintf(w, "\nFile system (everything not listed is invisible):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ACCESS\tPATH\tWHY")
+	for _, m := range p.Mounts {
+		access := m.Access.String()
+		switch {
+		case m.Type == contract.Tmpfs:
+			access += " (tmpfs)"
+		case m.Create != contract.NoPlaceholder:
+			access += " (absent; kept absent)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", access, m.Path, m.Why)
+	}
+	for _, l := range p.Links {
+		fmt.Fprintf(tw, "  link\t%s -> %s\t@system\n", l.Path, l.Target)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nEnvironment (built from nothing; values not shown):\n")
+	for _, e := range p.Env {
+		fmt.Fprintf(w, "  %s (%s)\n", e.Name, e.Source)
+	}
+	fmt.Fprintf(w, "\nNetwork: ")
+	if len(p.Egress) == 0 {
+		fmt.Fprintln(w, "none (loopback only; egress denied)")
+	} else {
+		fmt.Fprintln(w, "egress allowed only to:")
+		for _, r := range p.Egress {
+			target := r.Host
+			if target == "" {
+				target = r.CIDR
+			}
+			fmt.Fprintf(w, "  %s ports %v  %s\n", target, r.Ports, r.Why)
+		}
+	}
+	fmt.Fprintf(w, "\nCommands: timeout %s per command", p.Timeout.String())
+	if len(p.Deny) > 0 {
+		var pats []string
+		for _, d := range p.Deny {
+			pats = append(pats, fmt.Sprintf("%q", d.Pattern))
+		}
+		fmt.Fprintf(w, "; denied: %s", strings.Join(pats, ", "))
+	}
+	fmt.Fprintln(w)
+	l := p.Limits
+	if l.Any() {
+		fmt.Fprintf(w, "Limits: memory %d bytes, pids %d, cpu %g (0 = unlimited)\n", l.Memory, l.Pids, l.CPU)
+	} else {
+		fmt.Fprintln(w, "Limits: none")
+	}
+	fmt.Fprintf(w, "Monitor: %s\n", p.Monitor.Mode)
+	fmt.Fprintf(w, "Credentials: %d\n", len(p.Credentials))
+	for _, wd := range p.Widenings {
+		fmt.Fprintf(w, "Widening: %s %s at %s: %s\n", wd.Path, wd.Access, wd.Where, wd.Why)
+	}
+	if u := runner.Unsupported(p); len(u) > 0 {
+		fmt.Fprintf(w, "\nNot enforced yet (cordon run refuses this contract): %s\n", strings.Join(u, ", "))
+	}
+}

@@ -1,0 +1,16 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/cordonhq/cordon/internal/pid1"
+)
+
+// internalCmd holds the re-executed helpers (internal use only): `internal init` is
+// cordon's process 1 inside a sandbox.
+func internalCmd(ctx context.Context, stdio IO, args []string) error {
+	if len(args) > 0 && args[0] == "init" {
+		return &ExitError{Code: pid1.Main()}
+	}
+	return &ExitError{Code: 2, Msg: "internal: for cordon's own use only"}
+}

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/runner"
+)
+
+func runCmd(ctx context.Context, stdio IO, args []string) error {
+	fs := newFlags("run", "run [-c FILE] [--backend auto|bwrap] [--timeout D] [--audit-dir DIR] [-v] -- CMD [ARGS...]", stdio.Stderr)
+	file := contractFlag(fs)
+	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap ($CORDON_BACKEND)")
+	timeout := fs.Duration("timeout", 0, "per-command timeout, overriding commands.timeout (default from the contract, 60s)")
+	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR); never inside the workspace")
+	verbose := fs.Bool("v", false, "print cordon's own diagnostics and the run's events to stderr")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fs.Usage()
+		return &ExitError{Code: 2, Msg: "run: no command given (cordon run -- CMD [ARGS...])"}
+	}
+	if *timeout < 0 {
+		return &ExitError{Code: 2, Msg: "run: --timeout must be positive"}
+	}
+	var protect []string
+	if *auditDir != "" {
+		protect = append(protect, *auditDir)
+	}
+	plan, _, err := compile(*file, append(protect, runner.DefaultRunRoot())...)
+	if err != nil {
+		return reportRunError(stdio, err)
+	}
+	b, err := selectBackend(ctx, *backend, plan)
+	if err != nil {
+		return reportRunError(stdio, err)
+	}
+	opts := runner.Options{
+		Backend: b, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
+		Timeout: *timeout,
+	}
+	if *verbose {
+		log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Log = log
+		opts.Events = event.SinkFunc(func(e event.Event) {
+			fmt.Fprintf(stdio.Stderr, "cordon: event %s %v\n", e.Type, e.Body)
+		})
+	}
+	ctx, stop := withSignals(ctx)
+	defer stop()
+	res, err := runner.Run(ctx, plan, argv, opts)
+	if err != nil {
+		return reportRunError(stdio, err)
+	}
+	if res.ExitCode != 0 {
+		return &ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// reportRunError prints err as cordon's one-line reason (one line per contract
+// problem) and returns exit status 125.
+func reportRunError(stdio IO, err error) error {
+	for _, line := range strings.Split(cleanMsg(err), "\n") {
+		fmt.Fprintf(stdio.Stderr, "cordon: %s\n", line)
+	}
+	return &ExitError{Code: exitFor(err).Code}
+}
+
+// withSignals cancels ctx, with the signal as the cause, on SIGINT, SIGTERM or SIGHUP,
+// so that the run tears everything down before cordon exits.
+func withSignals(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(runner.SignalError{Sig: s})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
+}
+

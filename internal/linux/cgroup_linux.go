@@ -1,0 +1,317 @@
+package linux
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup is a cgroup v2 directory that cordon created for one run, plus the cgroup v1
+// directories it uses for limits on hybrid hosts whose v2 hierarchy has no controllers.
+// A Cgroup is not safe for concurrent use except Kill, which may be called at any time.
+type Cgroup struct {
+	Path string   // the v2 directory
+	ID   uint64   // the v2 cgroup id (its inode number), as BPF programs see it
+	v1   []string // v1 directories holding limits, whose members must be added by AddV1
+	dir  *os.File // open v2 directory, for CLONE_INTO_CGROUP
+}
+
+// Limits are resource limits; zero fields are unlimited.
+type Limits struct {
+	Memory int64   // bytes
+	Pids   int64   // tasks
+	CPU    float64 // CPUs
+}
+
+// ErrNoCgroup means no writable cgroup v2 hierarchy was found.
+var ErrNoCgroup = errors.New("no writable cgroup v2 hierarchy")
+
+// CgroupMounts returns the cgroup v2 mount point ("" if none) and the v1 mount point of
+// each v1 controller, read from /proc/self/mountinfo.
+func CgroupMounts() (v2 string, v1 map[string]string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", nil, fmt.Errorf("reading mount table: %w", err)
+	}
+	defer f.Close()
+	v1 = map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m, ok := parseMountinfo(sc.Text())
+		if !ok {
+			continue
+		}
+		switch m.FSType {
+		case "cgroup2":
+			if v2 == "" {
+				v2 = m.Point
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(m.Super, ",") {
+				switch opt {
+				case "memory", "pids", "cpu":
+					v1[opt] = m.Point
+				}
+			}
+		}
+	}
+	return v2, v1, sc.Err()
+}
+
+// NewCgroup creates <v2 mount>/cordon/<name> and applies limits, in the v2 directory
+// when its controllers are available and in v1 hierarchies otherwise.
+func NewCgroup(name string, lim Limits) (*Cgroup, error) {
+	v2, v1, err := CgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	if v2 == "" {
+		return nil, ErrNoCgroup
+	}
+	parent := filepath.Join(v2, "cordon")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCgroup, err)
+	}
+	cg := &Cgroup{Path: filepath.Join(parent, name)}
+	if err := os.Mkdir(cg.Path, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCgroup, err)
+	}
+	if err := cg.setup(parent, v1, lim); err != nil {
+		cg.Remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
+func (cg *Cgroup) setup(parent string, v1 map[string]string, lim Limits) error {
+	var st unix.Stat_t
+	if err := unix.Stat(cg.Path, &st); err != nil {
+		return fmt.Errorf("stat cgroup: %w", err)
+	}
+	cg.ID = st.Ino
+	dir, err := os.Open(cg.Path)
+	if err != nil {
+		return fmt.Errorf("opening cgroup: %w", err)
+	}
+	cg.dir = dir
+	avail := controllers(parent)
+	type knob struct {
+		ctrl, v2file, v2val, v1file, v1val string
+	}
+	var knobs []knob
+	if lim.Memory > 0 {
+		v := strconv.FormatInt(lim.Memory, 10)
+		knobs = append(knobs, knob{"memory", "memory.max", v, "memory.limit_in_bytes", v})
+		knobs = append(knobs, knob{"memory", "memory.swap.max", "0", "", ""})
+	}
+	if lim.Pids > 0 {
+		v := strconv.FormatInt(lim.Pids, 10)
+		knobs = append(knobs, knob{"pids", "pids.max", v, "pids.max", v})
+	}
+	if lim.CPU > 0 {
+		const period = 100000
+		quota := strconv.FormatInt(int64(lim.CPU*period), 10)
+		knobs = append(knobs, knob{"cpu", "cpu.max", quota + " " + strconv.Itoa(period), "cpu.cfs_quota_us", quota})
+	}
+	for _, k := range knobs {
+		if avail[k.ctrl] {
+			if err := enableController(parent, k.ctrl); err != nil {
+				return err
+			}
+			if err := writeFile(filepath.Join(cg.Path, k.v2file), k.v2val); err != nil && k.v2file != "memory.swap.max" {
+				return fmt.Errorf("setting %s: %w", k.v2file, err)
+			}
+			continue
+		}
+		if k.v1file == "" {
+			continue
+		}
+		root, ok := v1[k.ctrl]
+		if !ok {
+			return fmt.Errorf("limits: no %s controller in cgroup v2 or v1; cannot enforce the %s limit", k.ctrl, k.ctrl)
+		}
+		d := filepath.Join(root, "cordon", filepath.Base(cg.Path))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating %s cgroup: %w", k.ctrl, err)
+		}
+		if !contains(cg.v1, d) {
+			cg.v1 = append(cg.v1, d)
+		}
+		if err := writeFile(filepath.Join(d, k.v1file), k.v1val); err != nil {
+			return fmt.Errorf("setting %s: %w", k.v1file, err)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func controllers(dir string) map[string]bool {
+	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	out := map[string]bool{}
+	for _, c := range strings.Fields(string(data)) {
+		out[c] = true
+	}
+	return out
+}
+
+func enableController(parent, ctrl string) error {
+	if controllers(parent)[ctrl] {
+		sub, _ := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+		if strings.Contains(" "+string(sub)+" ", " "+ctrl+" ") {
+			return nil
+		}
+	}
+	// The parent's parent must delegate it to "cordon" first.
+	if err := writeFile(filepath.Join(filepath.Dir(parent), "cgroup.subtree_control"), "+"+ctrl); err != nil {
+		return fmt.Errorf("enabling %s controller: %w", ctrl, err)
+	}
+	if err := writeFile(filepath.Join(parent, "cgroup.subtree_control"), "+"+ctrl); err != nil {
+		return fmt.Errorf("enabling %s controller: %w", ctrl, err)
+	}
+	return nil
+}
+
+// FD returns the open v2 directory for syscall.SysProcAttr.CgroupFD, so that a child
+// starts inside the cgroup (clone3 CLONE_INTO_CGROUP) with no window outside it.
+func (cg *Cgroup) FD() int { return int(cg.dir.Fd()) }
+
+// NeedsV1 reports whether processes must also be added to v1 limit cgroups by AddV1.
+func (cg *Cgroup) NeedsV1() bool { return len(cg.v1) > 0 }
+
+// AddV1 moves the given processes into the v1 limit cgroups. Call it before they fork.
+func (cg *Cgroup) AddV1(pids ...int) error {
+	for _, d := range cg.v1 {
+		for _, pid := range pids {
+			if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+				return fmt.Errorf("joining %s: %w", d, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Kill kills every process in the cgroup (cgroup.kill, Linux 5.14+; SIGKILL to each
+// member on older kernels) and waits up to timeout for it to empty.
+func (cg *Cgroup) Kill(timeout time.Duration) error {
+	if err := writeFile(filepath.Join(cg.Path, "cgroup.kill"), "1"); err != nil {
+		for _, pid := range cg.Procs() {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for len(cg.Procs()) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s still has processes after kill", cg.Path)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+// Procs lists the processes in the v2 cgroup.
+func (cg *Cgroup) Procs() []int {
+	data, err := os.ReadFile(filepath.Join(cg.Path, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// OOMKilled reports whether the memory limit killed a process of this cgroup.
+func (cg *Cgroup) OOMKilled() bool {
+	if data, err := os.ReadFile(filepath.Join(cg.Path, "memory.events")); err == nil {
+		return eventCount(string(data), "oom_kill") > 0
+	}
+	for _, d := range cg.v1 {
+		if data, err := os.ReadFile(filepath.Join(d, "memory.oom_control")); err == nil {
+			return eventCount(string(data), "oom_kill") > 0
+		}
+	}
+	return false
+}
+
+func eventCount(data, key string) int64 {
+	for _, line := range strings.Split(data, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Remove kills what is left and removes the directories. It is idempotent.
+func (cg *Cgroup) Remove() error {
+	if cg == nil {
+		return nil
+	}
+	if cg.dir != nil {
+		cg.dir.Close()
+		cg.dir = nil
+	}
+	var errs []error
+	if _, err := os.Stat(cg.Path); err == nil {
+		if err := cg.Kill(5 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.Remove(cg.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
+		}
+	}
+	for _, d := range cg.v1 {
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// RemoveCgroup removes the cgroups NewCgroup created for name (v2 and v1), killing any
+// process still inside. It is for cleaning up after a crashed run.
+func RemoveCgroup(name string) error {
+	v2, v1, err := CgroupMounts()
+	if err != nil || v2 == "" {
+		return err
+	}
+	cg := &Cgroup{Path: filepath.Join(v2, "cordon", name)}
+	for _, root := range v1 {
+		d := filepath.Join(root, "cordon", name)
+		if _, err := os.Stat(d); err == nil && !contains(cg.v1, d) {
+			cg.v1 = append(cg.v1, d)
+		}
+	}
+	return cg.Remove()
+}

@@ -1,0 +1,34 @@
+// Package pid1 is cordon's own process 1 inside a sandbox, the same static binary on
+// every backend. It reads its [Spec] from the host, proves the sandbox (no network
+// interface but loopback, no capabilities, nothing writable that the contract did not
+// grant), reports the proof on a status pipe, then runs the command: it forwards
+// signals, reaps every orphan, and exits with the command's status.
+package pid1
+
+// File descriptors the host passes to pid1.
+const (
+	StatusFD = 3 // pid1 writes one JSON Status line, then closes it
+	SpecFD   = 4 // the host writes one JSON Spec and closes it; EOF is the "go" signal
+)
+
+// Spec tells pid1 what to check and what to run.
+type Spec struct {
+	Argv []string `json:"argv"`
+	Dir  string   `json:"dir"`
+	// Writable are the only mount points allowed to be read-write, apart from the
+	// kernel file systems /dev and /proc that every sandbox gets.
+	Writable []string `json:"writable"`
+}
+
+// Status is pid1's report after the self-check.
+type Status struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"` // why the sandbox failed its self-check
+}
+
+// Exit codes pid1 uses for itself, as shells do.
+const (
+	ExitNotFound      = 127 // the command does not exist
+	ExitNotExecutable = 126 // it exists but cannot be executed
+	ExitSelfCheck     = 125 // the sandbox failed its self-check; the command never ran
+)

@@ -1,0 +1,95 @@
+package pid1
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main is the body of `cordon internal init`. It never returns normally: it exits with
+// the command's status.
+func Main() int {
+	status := os.NewFile(StatusFD, "status")
+	specFile := os.NewFile(SpecFD, "spec")
+	if status == nil || specFile == nil {
+		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
+		return ExitSelfCheck
+	}
+	var spec Spec
+	data, err := io.ReadAll(specFile)
+	specFile.Close()
+	if err == nil {
+		err = json.Unmarshal(data, &spec)
+	}
+	if err == nil && len(spec.Argv) == 0 {
+		err = errors.New("empty command")
+	}
+	if err == nil {
+		err = selfCheck(&spec)
+	}
+	report := Status{OK: err == nil}
+	if err != nil {
+		report.Error = err.Error()
+	}
+	line, _ := json.Marshal(report)
+	_, werr := status.Write(append(line, '\n'))
+	status.Close()
+	if err != nil || werr != nil {
+		return ExitSelfCheck
+	}
+	return run(&spec)
+}
+
+// run starts the command, forwards signals to it and reaps every child until it exits.
+func run(spec *Spec) int {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	path, err := exec.LookPath(spec.Argv[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %s: command not found in the sandbox\n", spec.Argv[0])
+		return ExitNotFound
+	}
+	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", spec.Argv[0], err)
+		if errors.Is(err, unix.ENOENT) {
+			return ExitNotFound
+		}
+		return ExitNotExecutable
+	}
+	go func() {
+		for s := range sigs {
+			// Signal the command's whole process group, as a terminal would.
+			_ = unix.Kill(-pid, s.(unix.Signal))
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return ExitSelfCheck
+		}
+		if wpid != pid {
+			continue // an orphan reparented to us: reaped
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package pid1
+
+import (
+	"fmt"
+	"os"
+)
+
+// Main is unimplemented off Linux.
+func Main() int {
+	fmt.Fprintln(os.Stderr, "cordon: internal init is unimplemented on this GOOS")
+	return ExitSelfCheck
+}

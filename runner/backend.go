@@ -1,0 +1,49 @@
+package runner
+
+import (
+	"context"
+	"io"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+// Backend builds sandboxes with one mechanism (Bubblewrap, Docker, containerd, ...).
+type Backend interface {
+	// Name is the backend's name as used by --backend.
+	Name() string
+	// Check reports why the backend cannot run here (wrapping errdefs.ErrUnavailable),
+	// with a hint to fix it, or nil.
+	Check(ctx context.Context) error
+	// Start builds a sandbox for plan. The sandbox holds resources until Close.
+	Start(ctx context.Context, plan *contract.Plan, host Host) (Sandbox, error)
+}
+
+// Host is what the runner prepared on the host for a sandbox.
+type Host struct {
+	RunID  string
+	RunDir string // private to this run, never inside the workspace, mode 0700
+	// Init is the path of cordon's own static binary, run as process 1 inside.
+	Init string
+	// MaskFile and MaskDir are empty, mode-0000 entries in RunDir that backends mount
+	// over hidden paths.
+	MaskFile, MaskDir string
+}
+
+// Process is one command to run in a sandbox.
+type Process struct {
+	Argv   []string
+	Dir    string // working directory; "" means the plan's workdir
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Sandbox is a running or ready sandbox.
+type Sandbox interface {
+	// Exec runs p to completion and returns its exit status (128+n when a signal n
+	// ended it). When ctx ends first, Exec kills everything p started, waits for it to
+	// be gone, and returns ctx.Err().
+	Exec(ctx context.Context, p Process) (int, error)
+	// Close releases everything the sandbox holds. It is idempotent.
+	Close(ctx context.Context) error
+}

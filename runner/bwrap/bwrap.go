@@ -1,0 +1,58 @@
+// Package bwrap is the Bubblewrap backend: it translates a [contract.Plan] into a bwrap
+// command line (mount tree built from the plan, every namespace unshared, capabilities
+// dropped) with cordon's own binary as process 1 inside.
+package bwrap
+
+import (
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// InitPath is where cordon's binary is mounted inside the sandbox.
+const InitPath = "/run/cordon/cordon"
+
+// Args returns bwrap's arguments for plan, ending with the command that starts pid1.
+// It is pure: the same plan and host give the same arguments.
+func Args(plan *contract.Plan, host runner.Host) []string {
+	a := []string{
+		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--disable-userns", // no nested user namespace to regain capabilities in
+		"--die-with-parent", "--new-session", "--as-pid-1",
+		"--cap-drop", "ALL",
+		"--hostname", "cordon",
+		"--dev", "/dev",
+		"--proc", "/proc",
+	}
+	for _, l := range plan.Links {
+		a = append(a, "--symlink", l.Target, l.Path)
+	}
+	for _, m := range plan.Mounts {
+		switch m.Type {
+		case contract.Tmpfs:
+			perms := "0700"
+			if m.Path == "/tmp" {
+				perms = "1777"
+			}
+			a = append(a, "--perms", perms, "--tmpfs", m.Path)
+		case contract.Mask:
+			src := host.MaskFile
+			if m.Dir {
+				src = host.MaskDir
+			}
+			a = append(a, "--ro-bind", src, m.Path)
+		case contract.Bind:
+			if m.Access == contract.ReadWrite {
+				a = append(a, "--bind", m.Path, m.Path)
+			} else {
+				a = append(a, "--ro-bind", m.Path, m.Path)
+			}
+		}
+	}
+	a = append(a,
+		"--ro-bind", host.Init, InitPath,
+		"--remount-ro", "/",
+		"--chdir", plan.Workdir,
+		"--", InitPath, "internal", "init",
+	)
+	return a
+}

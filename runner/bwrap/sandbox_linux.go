@@ -1,0 +1,268 @@
+package bwrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/pid1"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// Backend runs sandboxes with Bubblewrap.
+type Backend struct {
+	// Path is the bwrap binary; "" means "bwrap" on PATH.
+	Path string
+}
+
+// Name implements runner.Backend.
+func (b *Backend) Name() string { return "bwrap" }
+
+func (b *Backend) bin() (string, error) {
+	name := b.Path
+	if name == "" {
+		name = "bwrap"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: bwrap: Bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap); cordon never runs a command unsandboxed", errdefs.ErrUnavailable)
+	}
+	return p, nil
+}
+
+// Check implements runner.Backend. It is cheap: it finds bwrap and checks that user
+// namespaces can be created; a failure to build the sandbox is still reported by Start.
+func (b *Backend) Check(ctx context.Context) error {
+	if _, err := b.bin(); err != nil {
+		return err
+	}
+	if data, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(data)) == "0" {
+		return fmt.Errorf("%w: bwrap: user namespaces are disabled (sysctl user.max_user_namespaces=0); enable them or use a container backend", errdefs.ErrUnavailable)
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(data)) == "0" && os.Geteuid() != 0 {
+		return fmt.Errorf("%w: bwrap: unprivileged user namespaces are disabled (sysctl kernel.unprivileged_userns_clone=0)", errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// Start implements runner.Backend: it creates the run's cgroup (with limits); each Exec
+// starts one bwrap sandbox in it.
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+	bin, err := b.bin()
+	if err != nil {
+		return nil, err
+	}
+	s := &sandbox{bin: bin, plan: plan, host: host}
+	lim := linux.Limits{Memory: plan.Limits.Memory, Pids: plan.Limits.Pids, CPU: plan.Limits.CPU}
+	cg, err := linux.NewCgroup(host.RunID, lim)
+	switch {
+	case err == nil:
+		s.cg = cg
+	case plan.Limits.Any():
+		return nil, fmt.Errorf("%w: limits need a cgroup cordon can write (run as root or delegate a cgroup): %v", errdefs.ErrUnavailable, err)
+	}
+	return s, nil
+}
+
+// sandbox is one run's bwrap sandboxes. Exec may be called once at a time.
+type sandbox struct {
+	bin  string
+	plan *contract.Plan
+	host runner.Host
+	cg   *linux.Cgroup // nil when no writable cgroup exists and no limits are set
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Exec implements runner.Sandbox.
+func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer statusR.Close()
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return 0, err
+	}
+	defer specW.Close()
+	extra := []*os.File{statusW, specR} // fds 3 and 4 (pid1.StatusFD, pid1.SpecFD)
+	args := Args(s.plan, s.host)
+	var infoR *os.File
+	if s.cg != nil && s.cg.NeedsV1() {
+		var infoW *os.File
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return 0, err
+		}
+		defer infoR.Close()
+		extra = append(extra, infoW) // fd 5
+		args = append([]string{"--info-fd", "5"}, args...)
+	}
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = s.plan.Environ()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.Stdin, p.Stdout, p.Stderr
+	var bwrapErr bytes.Buffer
+	if p.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(p.Stderr, &limitedBuffer{buf: &bwrapErr, max: 4096})
+	}
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.cg != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
+	}
+	if len(p.Argv) == 0 {
+		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
+	}
+	err = cmd.Start()
+	for _, f := range extra[:2] {
+		f.Close()
+	}
+	if len(extra) > 2 {
+		extra[2].Close()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: starting bwrap: %v", errdefs.ErrUnavailable, err)
+	}
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	if err := s.release(infoR, specW, cmd.Process.Pid, p); err != nil {
+		s.kill(cmd)
+		<-waitErr
+		return 0, err
+	}
+	st, checked := readStatus(statusR)
+	select {
+	case err := <-waitErr:
+		return s.finish(cmd, err, st, checked, &bwrapErr)
+	case <-ctx.Done():
+		s.kill(cmd)
+		<-waitErr
+		return 0, ctx.Err()
+	}
+}
+
+// release moves the sandbox into v1 limit cgroups when needed and then sends pid1 its
+// spec, which lets it proceed.
+func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process) error {
+	if infoR != nil {
+		var info struct {
+			ChildPID int `json:"child-pid"`
+		}
+		if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPID == 0 {
+			return fmt.Errorf("%w: bwrap did not report its child (%v)", errdefs.ErrUnavailable, err)
+		}
+		if err := s.cg.AddV1(bwrapPID, info.ChildPID); err != nil {
+			return fmt.Errorf("%w: applying limits: %v", errdefs.ErrUnavailable, err)
+		}
+	}
+	dir := p.Dir
+	if dir == "" {
+		dir = s.plan.Workdir
+	}
+	spec, _ := json.Marshal(pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable()})
+	_, err := specW.Write(spec)
+	specW.Close()
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: sending the command to the sandbox: %v", errdefs.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// readStatus reads pid1's self-check report; checked is false when pid1 never got that
+// far (bwrap failed to build the sandbox).
+func readStatus(r io.Reader) (pid1.Status, bool) {
+	var st pid1.Status
+	line, err := bufio.NewReader(r).ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &st) != nil {
+		return st, false
+	}
+	return st, true
+}
+
+func (s *sandbox) finish(cmd *exec.Cmd, err error, st pid1.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
+	if !checked {
+		msg := strings.TrimSpace(bwrapErr.String())
+		if msg == "" && err != nil {
+			msg = err.Error()
+		}
+		return 0, fmt.Errorf("%w: bwrap could not build the sandbox: %s%s", errdefs.ErrUnavailable, msg, hint(msg))
+	}
+	if !st.OK {
+		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.Error)
+	}
+	if s.cg != nil {
+		// Anything the command left behind (daemonised children) dies with the run.
+		_ = s.cg.Kill(5 * time.Second)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, fmt.Errorf("waiting for bwrap: %w", err)
+}
+
+func hint(msg string) string {
+	switch {
+	case strings.Contains(msg, "uid map"), strings.Contains(msg, "user namespace"), strings.Contains(msg, "Operation not permitted"):
+		return " (user namespaces may be restricted: check sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces and AppArmor's userns restriction)"
+	}
+	return ""
+}
+
+// kill stops the sandbox and everything in it, including children that escaped with
+// setsid: the cgroup kill reaches every process; killing bwrap tears down the pid
+// namespace, whose members the kernel kills when its process 1 exits.
+func (s *sandbox) kill(cmd *exec.Cmd) {
+	if s.cg != nil {
+		_ = s.cg.Kill(5 * time.Second)
+	}
+	_ = cmd.Process.Kill()
+}
+
+// Close implements runner.Sandbox.
+func (s *sandbox) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		if s.cg != nil {
+			s.closeErr = s.cg.Remove()
+		}
+	})
+	return s.closeErr
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		if len(p) < room {
+			room = len(p)
+		}
+		l.buf.Write(p[:room])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// NewRunID returns a run id that sorts by creation time: UTC time to the millisecond
+// plus 48 random bits.
+func NewRunID(now time.Time) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405.000Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// DefaultRunRoot is where run directories live: /run/cordon/runs for root,
+// $XDG_RUNTIME_DIR/cordon/runs otherwise, else a per-user directory in /tmp.
+func DefaultRunRoot() string {
+	if os.Geteuid() == 0 {
+		return "/run/cordon/runs"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "cordon", "runs")
+	}
+	return filepath.Join(os.TempDir(), "cordon-"+strconv.Itoa(os.Geteuid()), "runs")
+}
+
+// owner identifies the cordon process that owns a run directory, for gc.
+type owner struct {
+	PID       int      `json:"pid"`
+	Start     uint64   `json:"start"` // process start time in clock ticks, against pid reuse
+	Workspace string   `json:"workspace"`
+	Created   []string `json:"placeholders"` // host paths created as placeholders
+	Cgroup    string   `json:"cgroup,omitempty"`
+}
+
+// runDir is the host side of one run: a private directory and the placeholders
+// created for denied paths that did not exist.
+type runDir struct {
+	path  string
+	owner owner
+}
+
+// makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
+// that root is safe: owned by us and not writable by others.
+func makeRunDir(root, id string) (*runDir, Host, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, Host{}, fmt.Errorf("creating run root %s: %w", root, err)
+	}
+	if err := checkPrivateDir(root); err != nil {
+		return nil, Host{}, err
+	}
+	dir := filepath.Join(root, id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, Host{}, fmt.Errorf("creating run directory: %w", err)
+	}
+	h := Host{RunID: id, RunDir: dir, MaskFile: filepath.Join(dir, "mask-file"), MaskDir: filepath.Join(dir, "mask-dir")}
+	if err := os.WriteFile(h.MaskFile, nil, 0); err != nil {
+		return nil, Host{}, fmt.Errorf("creating mask: %w", err)
+	}
+	if err := os.Mkdir(h.MaskDir, 0); err != nil {
+		return nil, Host{}, fmt.Errorf("creating mask: %w", err)
+	}
+	rd := &runDir{path: dir, owner: owner{PID: os.Getpid(), Start: processStart(os.Getpid())}}
+	return rd, h, rd.save()
+}
+
+func checkPrivateDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o022 != 0 || !ownedByMe(st) {
+		return fmt.Errorf("%w: run root %s must be owned by uid %d and not writable by others", errdefs.ErrUnavailable, dir, os.Geteuid())
+	}
+	return nil
+}
+
+func (rd *runDir) save() error {
+	data, _ := json.Marshal(rd.owner)
+	tmp := filepath.Join(rd.path, "owner.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing run owner: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(rd.path, "owner.json"))
+}
+
+// placeholders creates the host entries the plan needs so that denied paths that do
+// not exist yet cannot be created by the sandbox. Each is recorded before it is made,
+// so that gc can remove it after a crash.
+func (rd *runDir) placeholders(plan *contract.Plan) error {
+	for _, m := range plan.Mounts {
+		if m.Create == contract.NoPlaceholder {
+			continue
+		}
+		if _, err := os.Lstat(m.Path); err == nil {
+			continue // appeared since Compile: it is mounted over as it is
+		}
+		rd.owner.Created = append(rd.owner.Created, m.Path)
+		if err := rd.save(); err != nil {
+			return err
+		}
+		var err error
+		if m.Create == contract.PlaceholderDir {
+			err = os.MkdirAll(m.Path, 0o700)
+		} else {
+			if err = os.MkdirAll(filepath.Dir(m.Path), 0o755); err == nil {
+				var f *os.File
+				f, err = os.OpenFile(m.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+				if err == nil {
+					f.Close()
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("creating placeholder for denied path %s: %w", m.Path, err)
+		}
+	}
+	return nil
+}
+
+// remove deletes the placeholders (only while they are still empty) and the directory.
+func (rd *runDir) remove() error {
+	var errs []error
+	for i := len(rd.owner.Created) - 1; i >= 0; i-- {
+		if err := removeIfEmpty(rd.owner.Created[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(rd.path); err != nil {
+		errs = append(errs, fmt.Errorf("removing run directory: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func removeIfEmpty(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	if st.Mode().IsRegular() && st.Size() != 0 {
+		return fmt.Errorf("placeholder %s is no longer empty; left in place", p)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing placeholder %s: %w", p, err)
+	}
+	return nil
+}
+
+// processStart returns a process's start time in clock ticks (field 22 of
+// /proc/PID/stat), or 0 when the process does not exist.
+func processStart(pid int) uint64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
