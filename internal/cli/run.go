@@ -95,4 +95,3 @@ func withSignals(ctx context.Context) (context.Context, func()) {
 		cancel(nil)
 	}
 }
-
