@@ -79,7 +79,11 @@ func (k *compiler) mandatory(grants []grantRecord) {
 				if !pr.widening {
 					hint = "; it can never be exposed"
 				}
-				k.errorf(g.pos, "filesystem.%s: %s is inside %s, %s%s", g.field, g.path, pr.path, pr.why, hint)
+				what := g.path + " is inside " + pr.path + ", "
+				if g.path == pr.path {
+					what = g.path + " is "
+				}
+				k.errorf(g.pos, "filesystem.%s: %s%s%s", g.field, what, pr.why, hint)
 			}
 		}
 		k.deny(pr.path, Hidden, pr.dir, "mandatory denial: "+pr.why)

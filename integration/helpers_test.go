@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// world is one test's host: a workspace, a fake home with credentials in it, and the
+// environment cordon runs with.
+type world struct {
+	t    *testing.T
+	ws   string
+	home string
+	env  []string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	testutil.RequireBwrap(t)
+	root := t.TempDir()
+	w := &world{t: t, ws: filepath.Join(root, "ws"), home: filepath.Join(root, "home")}
+	mustMkdir(t, w.ws)
+	mustWrite(t, filepath.Join(w.home, ".ssh", "id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-material\n")
+	mustWrite(t, filepath.Join(w.home, "notes.txt"), "home notes\n")
+	w.env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + w.home,
+		"LANG=C.UTF-8",
+		"AWS_SECRET_ACCESS_KEY=aws-secret-value-123",
+		"GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+		"SSH_AUTH_SOCK=/tmp/ssh-agent.sock",
+	}
+	return w
+}
+
+// result is what one cordon invocation did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return "exit " + strconv.Itoa(r.code) + "\nstdout: " + r.stdout + "\nstderr: " + r.stderr
+}
+
+// cordon runs the cordon binary in the workspace with stdin.
+func (w *world) cordon(stdin string, args ...string) result {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testutil.Cordon(w.t), args...)
+	cmd.Dir = w.ws
+	cmd.Env = w.env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		w.t.Fatalf("running cordon: %v", err)
+	}
+	return r
+}
+
+// sh runs a shell script in the sandbox with the built-in or given contract.
+func (w *world) sh(script string, extra ...string) result {
+	w.t.Helper()
+	args := append([]string{"run"}, extra...)
+	return w.cordon("", append(args, "--", "sh", "-c", script)...)
+}
+
+func (w *world) contract(yaml string) string {
+	w.t.Helper()
+	p := filepath.Join(w.ws, "cordon.yaml")
+	mustWrite(w.t, p, yaml)
+	return p
+}
+
+func mustMkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustWrite(t *testing.T, p, content string) {
+	t.Helper()
+	mustMkdir(t, filepath.Dir(p))
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertAbsent(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err == nil {
+		t.Errorf("%s exists on the host; the sandbox must not have created it", p)
+	}
+}
+
+func assertContains(t *testing.T, what, got, want string) {
+	t.Helper()
+	if !strings.Contains(got, want) {
+		t.Errorf("%s: got %q; want it to contain %q", what, got, want)
+	}
+}
+
+// processesMatching lists host pids whose command line contains s.
+func processesMatching(s string) []string {
+	var out []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		data, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), s) {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}

