@@ -1,0 +1,170 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// Report is the outcome of Verify.
+type Report struct {
+	Path   string
+	Run    string // run id of the first line
+	Lines  int    // lines found intact, from the first
+	Sealed bool   // the log ends with run.end
+	// Head is the hash of the last intact line. Compared with a value recorded elsewhere
+	// when the run ended (Writer.Head), it also detects a log rewritten from the first
+	// line on with recomputed hashes, which no self-contained check can.
+	Head    string
+	Problem *VerifyError // the first problem; nil when the log is intact and sealed
+}
+
+// OK reports whether the log is intact and sealed.
+func (r Report) OK() bool { return r.Problem == nil }
+
+var patchFileName = regexp.MustCompile(`^fsdiff-[0-9]{4,}\.patch$`)
+
+// hashSuffixLen is the length of `,"hash":"` + 64 hex digits + `"}`.
+const hashSuffixLen = len(`,"hash":"`) + hashHexLen + len(`"}`)
+
+// Verify checks the log at path line by line and reports the first problem: a line that
+// was edited (its hash does not match; or a patch file does not match its digest), lines
+// missing or reordered (a seq gap or a prev that does not chain), a truncated log (a
+// partial last line, or no run.end seal), or a line that is not in canonical form. The
+// error is the Report's Problem (a *VerifyError, matching ErrEdited, ErrMissing,
+// ErrReordered, ErrTruncated, ErrMalformed or ErrUnsupportedVersion through errors.Is),
+// or an I/O error.
+func Verify(path string) (Report, error) {
+	rep := Report{Path: path}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return rep, fmt.Errorf("verifying: %w", err)
+	}
+	if p := verifyLines(&rep, data, filepath.Dir(path)); p != nil {
+		rep.Problem = p
+		return rep, p
+	}
+	return rep, nil
+}
+
+func verifyLines(rep *Report, data []byte, dir string) *VerifyError {
+	if len(data) == 0 {
+		return &VerifyError{1, ErrTruncated, "empty log: no run.start"}
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	seqs := make(map[int64]bool, len(lines)) // seqs present anywhere, to tell gaps from moves
+	for _, l := range lines {
+		if r, err := parseRecord(bytes.TrimSuffix(l, []byte("\n"))); err == nil {
+			seqs[r.Seq] = true
+		}
+	}
+	for i, l := range lines {
+		n := i + 1
+		if l[len(l)-1] != '\n' {
+			return &VerifyError{n, ErrTruncated, fmt.Sprintf("partial last line (%d bytes, no newline)", len(l))}
+		}
+		rec, p := checkLine(n, l[:len(l)-1])
+		if p == nil {
+			p = checkPlace(rep, n, rec, seqs)
+		}
+		if p == nil && rec.Type == event.FSDiff {
+			p = checkPatchFile(n, rec, dir)
+		}
+		if p != nil {
+			return p
+		}
+		rep.Lines, rep.Head = n, rec.Hash
+		rep.Sealed = rec.Type == event.RunEnd
+	}
+	if !rep.Sealed {
+		return &VerifyError{len(lines) + 1, ErrTruncated, "no run.end seal: the run did not finish, or its last lines were cut off"}
+	}
+	return nil
+}
+
+// checkLine checks one line on its own: hash, syntax, version and canonical form.
+func checkLine(n int, line []byte) (Record, *VerifyError) {
+	if len(line) < hashSuffixLen || !bytes.HasPrefix(line[len(line)-hashSuffixLen:], []byte(`,"hash":"`)) ||
+		!bytes.HasSuffix(line, []byte(`"}`)) {
+		return Record{}, &VerifyError{n, ErrMalformed, "line does not end with a hash field"}
+	}
+	hexSum := line[len(line)-2-hashHexLen : len(line)-2]
+	canon := append(append([]byte{}, line[:len(line)-2-hashHexLen]...), `"}`...)
+	sum := sha256.Sum256(canon)
+	if !bytes.Equal(hexSum, []byte(hex.EncodeToString(sum[:]))) {
+		return Record{}, &VerifyError{n, ErrEdited, "hash does not match the line's content"}
+	}
+	rec, err := parseRecord(line)
+	if err != nil {
+		kind := ErrMalformed
+		if errors.Is(err, ErrUnsupportedVersion) {
+			kind = ErrUnsupportedVersion
+		}
+		return Record{}, &VerifyError{n, kind, err.Error()}
+	}
+	if !bytes.Equal(encodeLine(rec), append(line, '\n')) {
+		return Record{}, &VerifyError{n, ErrMalformed, "line is not in canonical form"}
+	}
+	return rec, nil
+}
+
+// checkPlace checks a line against the lines before it: sequence, chain, run id, seal.
+func checkPlace(rep *Report, n int, rec Record, seqs map[int64]bool) *VerifyError {
+	want := int64(n)
+	switch {
+	case rec.Seq < want || rec.Seq > want && seqs[want]:
+		return &VerifyError{n, ErrReordered, fmt.Sprintf("seq %d where %d was expected", rec.Seq, want)}
+	case rec.Seq > want:
+		return &VerifyError{n, ErrMissing, fmt.Sprintf("seq %d follows %d: %d line(s) missing", rec.Seq, want-1, rec.Seq-want)}
+	case rec.Prev != rep.Head:
+		return &VerifyError{n, ErrReordered, "prev does not match the hash of the line before: lines were removed, inserted or replaced"}
+	case n == 1 && rec.Type != event.RunStart:
+		return &VerifyError{n, ErrMalformed, "first line is not run.start"}
+	case n > 1 && rec.Run != rep.Run:
+		return &VerifyError{n, ErrMalformed, fmt.Sprintf("line of run %q in the log of run %q", rec.Run, rep.Run)}
+	case rep.Sealed:
+		return &VerifyError{n, ErrMalformed, "line after the run.end seal"}
+	case n > 1 && (rec.Type == event.RunStart):
+		return &VerifyError{n, ErrMalformed, "second run.start"}
+	}
+	if n == 1 {
+		rep.Run = rec.Run
+	}
+	return nil
+}
+
+// checkPatchFile checks that the patch file an fs.diff line names is there, unchanged.
+func checkPatchFile(n int, rec Record, dir string) *VerifyError {
+	var d FSDiff
+	if err := rec.DecodeBody(&d); err != nil {
+		return &VerifyError{n, ErrMalformed, fmt.Sprintf("fs.diff body: %v", err)}
+	}
+	if d.PatchFile == "" {
+		return nil
+	}
+	if !patchFileName.MatchString(d.PatchFile) {
+		return &VerifyError{n, ErrMalformed, fmt.Sprintf("bad patch file name %q", d.PatchFile)}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, d.PatchFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &VerifyError{n, ErrMissing, fmt.Sprintf("patch file %s is missing", d.PatchFile)}
+	case err != nil:
+		return &VerifyError{n, ErrMalformed, fmt.Sprintf("patch file: %v", err)}
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != d.PatchSHA256 {
+		return &VerifyError{n, ErrEdited, fmt.Sprintf("patch file %s does not match its digest", d.PatchFile)}
+	}
+	return nil
+}
