@@ -74,7 +74,7 @@ func TestCreateLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]os.FileMode{
-		filepath.Join(root, testRun):            0o700 | os.ModeDir,
+		filepath.Join(root, testRun):             0o700 | os.ModeDir,
 		filepath.Join(root, testRun, EventsFile): 0o600,
 	} {
 		st, err := os.Stat(p)
@@ -118,7 +118,10 @@ func TestCreateErrors(t *testing.T) {
 		if err := os.Chmod(ro, 0o500); err != nil {
 			t.Fatal(err)
 		}
-		tests = append(tests, struct{ name, root, id string; want error }{"read-only root", ro, testRun, ErrRootUnwritable})
+		tests = append(tests, struct {
+			name, root, id string
+			want           error
+		}{"read-only root", ro, testRun, ErrRootUnwritable})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
