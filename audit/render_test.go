@@ -1,0 +1,151 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordonhq/cordon/audit/fsdiff"
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+type alertBody struct {
+	Syscall string `json:"syscall"`
+	Comm    string `json:"comm"`
+	PID     int    `json:"pid"`
+	Reason  string `json:"reason"`
+}
+
+// renderRun writes a run with two commands, a workspace diff, egress decisions, an alert,
+// credential events and hostile strings, and returns its log path.
+func renderRun(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("main.go", "package main\n\nfunc main() {}\n")
+	tr, err := fsdiff.New(context.Background(), ws, fsdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := newWriter(t, Options{})
+	w.Emit(event.Event{Type: event.CredIssue, Body: map[string]any{"name": "GITHUB_TOKEN", "provider": "github", "ttl_s": 900}})
+	cmd, _ := w.StartCmd(CmdStart{Argv: []string{"sh", "-c", "go test ./... && echo '<script>alert(1)</script>'"}, Cwd: "/w", Env: []string{"HOME", "PATH"}})
+	w.Emit(event.Event{Type: event.NetAllow, Cmd: cmd, Body: map[string]any{"host": "proxy.golang.org", "port": 443, "rule": "proxy.golang.org:443", "reason": "host matches rule"}})
+	w.Emit(event.Event{Type: event.NetDeny, Cmd: cmd, Body: map[string]any{"host": "evil.example", "port": 443, "reason": "no rule allows host \"evil.example\""}})
+	out := NewCapture(0)
+	out.Write([]byte("ok  \x1b[31mexample\x1b[0m 0.1s\n<b>not bold</b>\n"))
+	write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"<hi>\") }\n")
+	write("evil\x1b[2J.txt", "x\n")
+	w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd, Body: CmdEnd{ExitCode: 0, DurationMS: 1234, Stdout: out.Output(), Stderr: NewCapture(0).Output()}})
+	diffAndRecord(t, tr, w, cmd)
+	cmd2, _ := w.StartCmd(CmdStart{Argv: []string{"rm", "main.go"}, Cwd: "/w"})
+	w.Emit(event.Event{Type: event.SyscallAlert, Cmd: cmd2, Body: alertBody{Syscall: "ptrace", Comm: "rm", PID: 42, Reason: "not in profile"}})
+	if err := os.Remove(filepath.Join(ws, "main.go")); err != nil {
+		t.Fatal(err)
+	}
+	w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd2, Body: CmdEnd{ExitCode: 137, Signal: "SIGKILL", DurationMS: 20}})
+	diffAndRecord(t, tr, w, cmd2)
+	w.Emit(event.Event{Type: event.NetDeny, Body: map[string]any{"dest": "10.0.0.1:22", "reason": "private address"}})
+	w.Emit(event.Event{Type: event.CredRevoke, Body: map[string]any{"name": "GITHUB_TOKEN"}})
+	if err := w.Close(RunEnd{ExitCode: 137, Reason: ReasonMonitor, Detail: "ptrace by rm"}); err != nil {
+		t.Fatal(err)
+	}
+	return w.Path()
+}
+
+func diffAndRecord(t *testing.T, tr *fsdiff.Tracker, w *Writer, cmd string) {
+	t.Helper()
+	res, err := tr.Diff(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Scan = fsdiff.ScanStats{} // timings vary
+	if err := w.RecordDiff(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRender(t *testing.T) {
+	recs, err := ReadEvents(renderRun(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		golden string
+		render func(*bytes.Buffer) error
+	}{
+		{"timeline.txt", func(b *bytes.Buffer) error { return WriteTimeline(b, recs, TimelineOptions{}) }},
+		{"timeline_diff.txt", func(b *bytes.Buffer) error { return WriteTimeline(b, recs, TimelineOptions{Diff: true}) }},
+		{"report.html", func(b *bytes.Buffer) error {
+			rep := Report{Lines: len(recs), Sealed: true, Head: recs[len(recs)-1].Hash}
+			return WriteHTML(b, recs, HTMLOptions{Verify: &rep})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tt.render(&b); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if strings.Contains(out, "\x1b") {
+				t.Error("output contains a raw escape character")
+			}
+			if strings.HasSuffix(tt.golden, ".html") && strings.Contains(out, "<script>") {
+				t.Error("HTML output contains an unescaped <script>")
+			}
+			golden(t, filepath.Join("testdata", tt.golden), out)
+		})
+	}
+}
+
+func TestTimelineUnsealed(t *testing.T) {
+	w, _ := newWriter(t, Options{})
+	if _, err := w.StartCmd(CmdStart{Argv: []string{"sleep", "100"}}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ReadEvents(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteTimeline(&b, recs, TimelineOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"did not finish", "UNSEALED"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("timeline lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := WriteHTML(&b, recs, HTMLOptions{}); err != nil || !strings.Contains(b.String(), "UNSEALED") {
+		t.Errorf("HTML: %v\n%s", err, b.String())
+	}
+}
+
+func golden(t *testing.T, file, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run go test -update and review the diff)\ngot:\n%s", file, got)
+	}
+}

@@ -1,0 +1,289 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// view is a run arranged for rendering: each command with everything attributed to it.
+type view struct {
+	ID       string
+	Start    RunStart
+	Started  time.Time
+	Ended    time.Time
+	End      *RunEnd // nil when unsealed
+	Commands []*cmdView
+	Loose    []noteView // events attributed to no command, in order
+	Net      []noteView // every net.allow and net.deny, in order
+	Alerts   []noteView // every syscall.alert, in order
+	Creds    []noteView // every cred.issue and cred.revoke, in order
+	Bad      []string   // bodies that could not be decoded
+}
+
+// cmdView is one command and what it caused.
+type cmdView struct {
+	ID      string
+	Started time.Time
+	Start   CmdStart
+	End     *CmdEnd  // nil if the command never finished
+	Diff    *FSDiff  // nil if no fs.diff was recorded
+	Events  []noteView
+	Denied  int // net.deny events
+	Alerted int // syscall.alert events
+}
+
+// noteView is an event other than the command's own, summarised on one line.
+type noteView struct {
+	Time time.Time
+	Cmd  string
+	Type event.Type
+	Verb string // "allow", "DENY", "ALERT", "issue", …
+	What string // the destination, the syscall, the credential, …
+	Why  string // the reason, when the body has one
+}
+
+// buildView arranges recs (as ReadEvents returns them) for rendering.
+func buildView(recs []Record) *view {
+	v := &view{}
+	byID := make(map[string]*cmdView)
+	for _, r := range recs {
+		if err := v.add(r, byID); err != nil {
+			v.Bad = append(v.Bad, fmt.Sprintf("seq %d (%s): %v", r.Seq, r.Type, err))
+		}
+	}
+	return v
+}
+
+func (v *view) add(r Record, byID map[string]*cmdView) error {
+	switch r.Type {
+	case event.RunStart:
+		v.ID, v.Started = r.Run, r.TS
+		return r.DecodeBody(&v.Start)
+	case event.RunEnd:
+		v.End, v.Ended = new(RunEnd), r.TS
+		return r.DecodeBody(v.End)
+	case event.CmdStart:
+		c := &cmdView{ID: r.Cmd, Started: r.TS}
+		v.Commands = append(v.Commands, c)
+		byID[r.Cmd] = c
+		return r.DecodeBody(&c.Start)
+	case event.CmdEnd:
+		if c := byID[r.Cmd]; c != nil {
+			c.End = new(CmdEnd)
+			return r.DecodeBody(c.End)
+		}
+	case event.FSDiff:
+		if c := byID[r.Cmd]; c != nil {
+			c.Diff = new(FSDiff)
+			return r.DecodeBody(c.Diff)
+		}
+	}
+	if r.Type == event.CmdEnd || r.Type == event.FSDiff {
+		return fmt.Errorf("names unknown command %q", r.Cmd)
+	}
+	n, err := note(r)
+	v.addNote(n, byID[r.Cmd])
+	return err
+}
+
+func (v *view) addNote(n noteView, c *cmdView) {
+	switch n.Type {
+	case event.NetAllow, event.NetDeny:
+		v.Net = append(v.Net, n)
+	case event.SyscallAlert:
+		v.Alerts = append(v.Alerts, n)
+	case event.CredIssue, event.CredRevoke:
+		v.Creds = append(v.Creds, n)
+	}
+	if c == nil {
+		v.Loose = append(v.Loose, n)
+		return
+	}
+	c.Events = append(c.Events, n)
+	switch n.Type {
+	case event.NetDeny:
+		c.Denied++
+	case event.SyscallAlert:
+		c.Alerted++
+	}
+}
+
+// note summarises an event whose body audit does not own, using the field names that
+// docs/audit.md recommends and falling back to the body's scalar fields.
+func note(r Record) (noteView, error) {
+	n := noteView{Time: r.TS, Cmd: r.Cmd, Type: r.Type, Verb: string(r.Type)}
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(r.Body)))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return n, err
+	}
+	switch r.Type {
+	case event.NetAllow, event.NetDeny:
+		n.Verb = map[event.Type]string{event.NetAllow: "allow", event.NetDeny: "DENY"}[r.Type]
+		n.What = dest(m)
+		take(m, "dest", "host", "port", "addr", "url")
+	case event.SyscallAlert:
+		n.Verb = "ALERT"
+		n.What = strings.TrimSpace(str(m, "syscall") + " " + str(m, "comm"))
+		take(m, "syscall", "comm")
+	case event.CredIssue, event.CredRevoke:
+		n.Verb = strings.TrimPrefix(string(r.Type), "cred.")
+		n.What = str(m, "name")
+		take(m, "name")
+	}
+	n.Why = str(m, "reason")
+	take(m, "reason")
+	if rest := scalars(m); rest != "" {
+		n.What = strings.TrimSpace(n.What + " " + rest)
+	}
+	return n, nil
+}
+
+func str(m map[string]any, k string) string {
+	switch x := m[k].(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return ""
+}
+
+func take(m map[string]any, keys ...string) {
+	for _, k := range keys {
+		delete(m, k)
+	}
+}
+
+// dest returns the destination of a network event: dest, else host:port, else addr or url.
+func dest(m map[string]any) string {
+	if d := str(m, "dest"); d != "" {
+		return d
+	}
+	host, port := str(m, "host"), str(m, "port")
+	if host != "" && port != "" {
+		return net.JoinHostPort(host, port)
+	}
+	for _, k := range []string{"host", "addr", "url"} {
+		if s := str(m, k); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// scalars renders the remaining scalar fields as "k=v", sorted, each value cut short.
+func scalars(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if s := str(m, k); s != "" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		s := str(m, k)
+		if len(s) > 60 {
+			s = s[:57] + "..."
+		}
+		parts[i] = k + "=" + s
+	}
+	return strings.Join(parts, " ")
+}
+
+// clean makes text from the log safe to print on a terminal: control characters, and the
+// bidirectional overrides that can make code read differently than it runs ("trojan
+// source"), are shown as escapes instead of being interpreted.
+func clean(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unsafeRune(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// cleanText is clean for multi-line text: newlines are kept.
+func cleanText(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = clean(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func unsafeRune(r rune) bool {
+	return r != '\t' && (unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 ||
+		r == utf8RuneError)
+}
+
+const utf8RuneError = '\uFFFD'
+
+// argv renders a command line, quoting arguments that need it.
+func argv(args []string) string {
+	parts := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>*?()[]{}#~!") {
+			a = strconv.Quote(a)
+		}
+		parts[i] = a
+	}
+	return clean(strings.Join(parts, " "))
+}
+
+// opLetter is the one-letter code of a FileChange op, as in git's --name-status.
+func opLetter(op string) string {
+	switch op {
+	case "added":
+		return "A"
+	case "deleted":
+		return "D"
+	case "renamed":
+		return "R"
+	case "modified":
+		return "M"
+	}
+	return "?"
+}
+
+// diffstat summarises an FSDiff like git: "3 files changed, 10 insertions(+), 2 deletions(-)".
+func diffstat(d *FSDiff) string {
+	if d == nil {
+		return "no diff recorded"
+	}
+	if d.Files == 0 {
+		return "no changes"
+	}
+	return fmt.Sprintf("%s changed, %s(+), %s(-)", plural(d.Files, "file"),
+		plural(d.Insertions, "insertion"), plural(d.Deletions, "deletion"))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func ms(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
