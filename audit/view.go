@@ -33,8 +33,8 @@ type cmdView struct {
 	ID      string
 	Started time.Time
 	Start   CmdStart
-	End     *CmdEnd  // nil if the command never finished
-	Diff    *FSDiff  // nil if no fs.diff was recorded
+	End     *CmdEnd // nil if the command never finished
+	Diff    *FSDiff // nil if no fs.diff was recorded
 	Events  []noteView
 	Denied  int // net.deny events
 	Alerted int // syscall.alert events
