@@ -32,9 +32,10 @@ type SyncPolicy int
 const (
 	// SyncCommands fsyncs after run.start, after every cmd.end and fs.diff, and at the
 	// seal: a machine crash loses at most the network and alert events of the running
-	// command. Measured on the 2-core CI VM (ext4): about 1.5 µs per event without fsync
-	// and 0.3-0.5 ms with (see BenchmarkWriter), so fsync on every event would cap a
-	// busy proxy at ~2-3,000 events/s.
+	// command. Measured on the 2-core CI VM (ext4, BenchmarkWriter): about 6 µs per
+	// event without fsync and 220 µs with it, so an fsync per event would cap a busy
+	// proxy at ~4,500 events/s and serialise every emitter behind the disk, for no
+	// gain against a crash of cordon itself.
 	SyncCommands SyncPolicy = iota
 	// SyncEvery fsyncs after every event.
 	SyncEvery

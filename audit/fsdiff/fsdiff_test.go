@@ -47,68 +47,70 @@ func (w ws) do(fn func(string) error, name string) {
 	}
 }
 
+// goldenCases are workspace changes whose patch is compared with testdata/NAME.patch.
+var goldenCases = []struct {
+	name   string
+	before map[string]string
+	change func(w ws)
+	opts   Options
+}{
+	{"create", map[string]string{"keep.txt": "k\n"}, func(w ws) {
+		w.write("dir/new.txt", "hello\nworld\n")
+	}, Options{}},
+	{"edit", map[string]string{"a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"}, func(w ws) {
+		w.write("a.txt", "1\n2\n3\n4\nfive\n6\n7\n8\n9\n10\n")
+	}, Options{}},
+	{"delete", map[string]string{"a.txt": "one\ntwo\n", "b.txt": "b\n"}, func(w ws) {
+		w.do(os.Remove, "a.txt")
+	}, Options{}},
+	{"rename", map[string]string{"old/name.go": "package x\n"}, func(w ws) {
+		if err := os.Rename(w.path("old/name.go"), w.path("new.go")); err != nil {
+			w.t.Fatal(err)
+		}
+	}, Options{}},
+	{"chmod", map[string]string{"run.sh": "#!/bin/sh\n"}, func(w ws) {
+		w.do(func(p string) error { return os.Chmod(p, 0o755) }, "run.sh")
+	}, Options{}},
+	{"chmod_and_edit", map[string]string{"run.sh": "#!/bin/sh\n"}, func(w ws) {
+		w.write("run.sh", "#!/bin/sh\necho hi\n")
+		w.do(func(p string) error { return os.Chmod(p, 0o755) }, "run.sh")
+	}, Options{}},
+	{"binary", map[string]string{"img.bin": "\x00\x01\x02"}, func(w ws) {
+		w.write("img.bin", "\x00\x01\x03\x04")
+		w.write("new.bin", "MZ\x00\x00")
+	}, Options{}},
+	{"no_newline", map[string]string{"a.txt": "x\ny"}, func(w ws) {
+		w.write("a.txt", "x\nz")
+	}, Options{}},
+	{"empty_file", nil, func(w ws) { w.write("empty", "") }, Options{}},
+	{"symlink", map[string]string{"a.txt": "a\n"}, func(w ws) {
+		w.do(func(p string) error { return os.Symlink("/etc/passwd", p) }, "link")
+	}, Options{}},
+	{"file_to_symlink", map[string]string{"a.txt": "a\n"}, func(w ws) {
+		w.do(os.Remove, "a.txt")
+		w.do(func(p string) error { return os.Symlink("b.txt", p) }, "a.txt")
+	}, Options{}},
+	{"quoted_name", nil, func(w ws) { w.write("evil\n+++ b/x", "hi\n") }, Options{}},
+	{"large", map[string]string{"big.txt": strings.Repeat("a\n", 20)}, func(w ws) {
+		w.write("big.txt", strings.Repeat("b\n", 20))
+	}, Options{MaxTextSize: 16}},
+	{"over_budget", map[string]string{"a.txt": "0123456789\n", "b.txt": "0123456789\n"}, func(w ws) {
+		w.write("a.txt", "changed\n")
+		w.write("b.txt", "changed\n")
+	}, Options{MaxRetained: 12}},
+	{"git_and_excluded_ignored", map[string]string{".git/config": "x", "cache/a": "a"}, func(w ws) {
+		w.write(".git/config", "changed")
+		w.write("sub/.git", "gitdir: /elsewhere\n")
+		w.write("cache/b", "b")
+	}, Options{Exclude: []string{"cache"}}},
+	{"touch_only", map[string]string{"a.txt": "a\n"}, func(w ws) {
+		later := time.Now().Add(time.Hour)
+		w.do(func(p string) error { return os.Chtimes(p, later, later) }, "a.txt")
+	}, Options{}},
+}
+
 func TestDiffGolden(t *testing.T) {
-	tests := []struct {
-		name   string
-		before map[string]string
-		change func(w ws)
-		opts   Options
-	}{
-		{"create", map[string]string{"keep.txt": "k\n"}, func(w ws) {
-			w.write("dir/new.txt", "hello\nworld\n")
-		}, Options{}},
-		{"edit", map[string]string{"a.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"}, func(w ws) {
-			w.write("a.txt", "1\n2\n3\n4\nfive\n6\n7\n8\n9\n10\n")
-		}, Options{}},
-		{"delete", map[string]string{"a.txt": "one\ntwo\n", "b.txt": "b\n"}, func(w ws) {
-			w.do(os.Remove, "a.txt")
-		}, Options{}},
-		{"rename", map[string]string{"old/name.go": "package x\n"}, func(w ws) {
-			if err := os.Rename(w.path("old/name.go"), w.path("new.go")); err != nil {
-				t.Fatal(err)
-			}
-		}, Options{}},
-		{"chmod", map[string]string{"run.sh": "#!/bin/sh\n"}, func(w ws) {
-			w.do(func(p string) error { return os.Chmod(p, 0o755) }, "run.sh")
-		}, Options{}},
-		{"chmod_and_edit", map[string]string{"run.sh": "#!/bin/sh\n"}, func(w ws) {
-			w.write("run.sh", "#!/bin/sh\necho hi\n")
-			w.do(func(p string) error { return os.Chmod(p, 0o755) }, "run.sh")
-		}, Options{}},
-		{"binary", map[string]string{"img.bin": "\x00\x01\x02"}, func(w ws) {
-			w.write("img.bin", "\x00\x01\x03\x04")
-			w.write("new.bin", "MZ\x00\x00")
-		}, Options{}},
-		{"no_newline", map[string]string{"a.txt": "x\ny"}, func(w ws) {
-			w.write("a.txt", "x\nz")
-		}, Options{}},
-		{"empty_file", nil, func(w ws) { w.write("empty", "") }, Options{}},
-		{"symlink", map[string]string{"a.txt": "a\n"}, func(w ws) {
-			w.do(func(p string) error { return os.Symlink("/etc/passwd", p) }, "link")
-		}, Options{}},
-		{"file_to_symlink", map[string]string{"a.txt": "a\n"}, func(w ws) {
-			w.do(os.Remove, "a.txt")
-			w.do(func(p string) error { return os.Symlink("b.txt", p) }, "a.txt")
-		}, Options{}},
-		{"quoted_name", nil, func(w ws) { w.write("evil\n+++ b/x", "hi\n") }, Options{}},
-		{"large", map[string]string{"big.txt": strings.Repeat("a\n", 20)}, func(w ws) {
-			w.write("big.txt", strings.Repeat("b\n", 20))
-		}, Options{MaxTextSize: 16}},
-		{"over_budget", map[string]string{"a.txt": "0123456789\n", "b.txt": "0123456789\n"}, func(w ws) {
-			w.write("a.txt", "changed\n")
-			w.write("b.txt", "changed\n")
-		}, Options{MaxRetained: 12}},
-		{"git_and_excluded_ignored", map[string]string{".git/config": "x", "cache/a": "a"}, func(w ws) {
-			w.write(".git/config", "changed")
-			w.write("sub/.git", "gitdir: /elsewhere\n")
-			w.write("cache/b", "b")
-		}, Options{Exclude: []string{"cache"}}},
-		{"touch_only", map[string]string{"a.txt": "a\n"}, func(w ws) {
-			later := time.Now().Add(time.Hour)
-			w.do(func(p string) error { return os.Chtimes(p, later, later) }, "a.txt")
-		}, Options{}},
-	}
-	for _, tt := range tests {
+	for _, tt := range goldenCases {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWS(t, tt.before)
 			tr, err := New(context.Background(), w.dir, tt.opts)
