@@ -81,6 +81,10 @@ func TestGoodContracts(t *testing.T) {
 			}
 			dir := t.TempDir()
 			c.Workspace = Str{Value: dir}
+			// Examples may name workspace directories such as build/.
+			for _, w := range c.Filesystem.Writable {
+				_ = os.MkdirAll(filepath.Join(dir, w.Value), 0o755)
+			}
 			if _, err := Compile(c, testHost(t, dir)); err != nil {
 				t.Fatal(err)
 			}

@@ -83,6 +83,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (re
 		return res, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
 	}
 	host.Init = o.Init
+	o.Log.Debug("run directory ready", "run", res.RunID, "dir", host.RunDir)
 	defer func() {
 		if rerr := rd.remove(); rerr != nil {
 			o.Log.Warn("cleaning up run directory", "err", rerr)
@@ -95,6 +96,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (re
 	if err != nil {
 		return res, err
 	}
+	o.Log.Debug("sandbox started", "backend", o.Backend.Name())
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -112,6 +114,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (re
 	o.Events.Emit(event.Event{Type: event.CmdStart, Body: map[string]any{"argv": argv}})
 	code, err := sb.Exec(ectx, Process{Argv: argv, Dir: plan.Workdir, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
 	res.Duration = o.now().Sub(start)
+	o.Log.Debug("command finished", "code", code, "err", err)
 	switch {
 	case err == nil:
 		res.ExitCode = code

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/runner"
@@ -35,6 +36,7 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	if *auditDir != "" {
 		protect = append(protect, *auditDir)
 	}
+	t0 := time.Now()
 	plan, _, err := compile(*file, append(protect, runner.DefaultRunRoot())...)
 	if err != nil {
 		return reportRunError(stdio, err)
@@ -50,6 +52,7 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	if *verbose {
 		log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		opts.Log = log
+		log.Debug("contract compiled", "took", time.Since(t0))
 		opts.Events = event.SinkFunc(func(e event.Event) {
 			fmt.Fprintf(stdio.Stderr, "cordon: event %s %v\n", e.Type, e.Body)
 		})

@@ -149,7 +149,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	st, checked := readStatus(statusR)
 	select {
 	case err := <-waitErr:
-		return s.finish(cmd, err, st, checked, &bwrapErr)
+		return s.finish(p.Stderr, err, st, checked, &bwrapErr)
 	case <-ctx.Done():
 		s.kill(cmd)
 		<-waitErr
@@ -195,7 +195,7 @@ func readStatus(r io.Reader) (pid1.Status, bool) {
 	return st, true
 }
 
-func (s *sandbox) finish(cmd *exec.Cmd, err error, st pid1.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
+func (s *sandbox) finish(stderr io.Writer, err error, st pid1.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
 	if !checked {
 		msg := strings.TrimSpace(bwrapErr.String())
 		if msg == "" && err != nil {
@@ -209,6 +209,9 @@ func (s *sandbox) finish(cmd *exec.Cmd, err error, st pid1.Status, checked bool,
 	if s.cg != nil {
 		// Anything the command left behind (daemonised children) dies with the run.
 		_ = s.cg.Kill(5 * time.Second)
+		if s.plan.Limits.Memory > 0 && s.cg.OOMKilled() && stderr != nil {
+			fmt.Fprintf(stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.plan.Limits.Memory)
+		}
 	}
 	var ee *exec.ExitError
 	switch {

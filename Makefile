@@ -1,0 +1,48 @@
+# cordon: build, test, benchmark. `make test` is what CI runs (.ci/run).
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+BIN := bin/cordon
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/cordonhq/cordon/internal/cli.Version=$(VERSION)
+
+.PHONY: all build deps test test-short lint fuzz bench demo clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
+
+deps:
+	@scripts/deps.sh test
+
+# The whole suite: real bwrap sandboxes, attacks included. Under CI=true nothing that
+# needs bwrap, root or BPF may skip.
+test: deps
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+lint:
+	$(GO) vet ./...
+	gofmt -l $$(git ls-files '*.go')
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 60s ./contract
+
+# Benchmarks: Go benchmarks plus side-by-side whole-command timings against the peers
+# (bare bwrap, Anthropic's srt, plain true). Figures are ratios from one run.
+bench: build
+	@scripts/deps.sh bench
+	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/...
+	scripts/bench.sh
+
+# The quick-start demo: the built-in default contract against a few attacks.
+demo: build deps
+	scripts/demo.sh $(BIN)
+
+clean:
+	rm -rf bin bench/out

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Side-by-side whole-command timings (issue 2): `cordon run -- true` against bare bwrap,
+# Anthropic's srt and plain `true`, measured in one hyperfine run; ratios come from
+# that same run. Results go to bench/out/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cordon="$root/bin/cordon"
+out="$root/bench/out"
+mkdir -p "$out"
+runs=${BENCH_RUNS:-100}
+ws=$(mktemp -d /tmp/cordon-bench.XXXXXX)
+cfg=$(mktemp -d /tmp/cordon-bench-cfg.XXXXXX)
+trap 'rm -rf "$ws" "$cfg"' EXIT
+cd "$ws"
+git init -q . 2>/dev/null || true
+
+if ! command -v srt >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  echo "bench: installing srt (npm i -g @anthropic-ai/sandbox-runtime)" >&2
+  npm install -g @anthropic-ai/sandbox-runtime >/dev/null 2>&1 || true
+fi
+cat > "$cfg/srt.json" <<JSON
+{"network":{"allowedDomains":[],"deniedDomains":[]},
+ "filesystem":{"denyRead":[],"allowWrite":["$ws"],"denyWrite":[]}}
+JSON
+
+cmds=(-n true true
+      -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session --cap-drop ALL /bin/true"
+      -n "cordon run" "$cordon run -- true")
+if command -v srt >/dev/null 2>&1; then
+  cmds+=(-n srt "srt -s $cfg/srt.json /bin/true")
+else
+  echo "bench: srt unavailable (no npm); its row is missing" >&2
+fi
+echo "== start overhead: cordon run -- true vs bare bwrap vs srt vs true ($runs runs each, one hyperfine run)"
+hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/start.json" "${cmds[@]}" >/dev/null
+(cd "$root" && go run ./scripts/benchtable -baseline bwrap "$out/start.json") | tee "$out/start.txt"

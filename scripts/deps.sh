@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what cordon's build, tests and demo need on a Debian machine, only when
+# missing. Usage: scripts/deps.sh [test|bench|generate]
+set -euo pipefail
+want=(bwrap:bubblewrap curl:curl git:git)
+case "${1:-test}" in
+  bench) want+=(hyperfine:hyperfine socat:socat rg:ripgrep) ;;
+  generate) want+=(clang:clang llvm-strip:llvm) ;;
+esac
+missing=()
+for pair in "${want[@]}"; do
+  cmd=${pair%%:*} pkg=${pair#*:}
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing ${missing[*]}; install them (apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  echo "deps: go is at /usr/local/go/bin; add it to PATH" >&2
+fi
