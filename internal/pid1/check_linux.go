@@ -52,11 +52,17 @@ func selfCheck(spec *Spec) error {
 	if err != nil {
 		return fmt.Errorf("reading mount table: %w", err)
 	}
+	return checkMounts(string(mi), spec.Writable)
+}
+
+// checkMounts fails on the first read-write mount that is neither granted nor one of
+// the kernel file systems every sandbox has.
+func checkMounts(mountinfo string, writable []string) error {
 	allowed := map[string]bool{}
-	for _, w := range spec.Writable {
+	for _, w := range writable {
 		allowed[w] = true
 	}
-	for _, m := range linux.ParseMountinfo(string(mi)) {
+	for _, m := range linux.ParseMountinfo(mountinfo) {
 		if m.ReadOnly() || allowed[m.Point] || kernelFS[m.Point] == m.FSType {
 			continue
 		}
