@@ -18,6 +18,11 @@ import (
 // fsdiff-NNNN.patch, its SHA-256 recorded in the line) and cut at a line boundary in the
 // line. A failure fails the writer.
 func (w *Writer) RecordDiff(cmd string, res *fsdiff.Result) error {
+	if res == nil {
+		err := fmt.Errorf("%w: fs.diff without a result", ErrBadEvent)
+		w.fail(err)
+		return err
+	}
 	patch := w.red.RedactBytes(res.Patch)
 	body := FSDiff{
 		Files:      len(res.Changes),

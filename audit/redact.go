@@ -159,9 +159,6 @@ func (r *Redactor) redactJSON(src []byte) ([]byte, error) {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			if len(stack) == 0 && out.Len() > 0 {
-				return out.Bytes(), nil
-			}
 			return nil, fmt.Errorf("redacting body: %w", err)
 		}
 		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {

@@ -208,7 +208,7 @@ func (w *Writer) record(e event.Event) (int64, error) {
 		w.fail(err)
 		return 0, err
 	}
-	cmd := w.red.Redact(e.Cmd)
+	cmd, typ := w.red.Redact(e.Cmd), event.Type(w.red.Redact(string(e.Type)))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -218,7 +218,7 @@ func (w *Writer) record(e event.Event) (int64, error) {
 		w.dropped++
 		return 0, ErrClosed
 	}
-	return w.appendLocked(e.Type, cmd, e.Time, body)
+	return w.appendLocked(typ, cmd, e.Time, body)
 }
 
 // encodeBody returns the redacted JSON encoding of e's body, which must be an object.
@@ -237,6 +237,9 @@ func (w *Writer) encodeBody(e event.Event) ([]byte, error) {
 		return nil, err
 	}
 	out := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	if string(out) == "null" { // a typed nil pointer
+		return []byte("{}"), nil
+	}
 	if len(out) == 0 || out[0] != '{' {
 		return nil, errors.New("body is not a JSON object")
 	}

@@ -264,3 +264,16 @@ func TestCmdStartEnvNamesOnly(t *testing.T) {
 		t.Errorf("cmd.start does not carry its own id:\n%s", data)
 	}
 }
+
+func TestNilBodies(t *testing.T) {
+	w, _ := newWriter(t, Options{})
+	var nb *netBody
+	for _, body := range []any{nil, nb} {
+		if _, err := w.Record(event.Event{Type: event.NetAllow, Body: body}); err != nil {
+			t.Errorf("Record(%#v): %v", body, err)
+		}
+	}
+	if err := w.RecordDiff("1", nil); !errors.Is(err, ErrBadEvent) {
+		t.Errorf("RecordDiff(nil) = %v; want ErrBadEvent", err)
+	}
+}
