@@ -69,13 +69,13 @@ func opOrder(o Op) int {
 // same reports whether two entries for one path have the same mode and content. Without
 // a digest on both sides (special or unreadable files) size and mtime stand in for it.
 func same(a, b *entry) bool {
-	if a.mode != b.mode || a.kind != b.kind {
+	if a.mode != b.mode {
 		return false
 	}
 	if a.hasSum && b.hasSum {
-		return a.sum == b.sum
+		return a.sum == b.sum // whatever the kinds: a file may fall out of the memory budget
 	}
-	return !a.hasSum && !b.hasSum && a.key.size == b.key.size && a.key.mtime == b.key.mtime
+	return !a.hasSum && !b.hasSum && a.kind == b.kind && a.key.size == b.key.size && a.key.mtime == b.key.mtime
 }
 
 func fileType(mode uint32) uint32 { return mode & 0o170000 }

@@ -243,3 +243,23 @@ func TestDiffCanceled(t *testing.T) {
 		t.Error("New with canceled context: got nil error")
 	}
 }
+
+// TestBudgetShiftIsNoChange rewrites a file with the same content while a new file takes
+// its place in the memory budget: the file is then tracked by digest only, which is not
+// a change.
+func TestBudgetShiftIsNoChange(t *testing.T) {
+	w := newWS(t, map[string]string{"a.txt": "0123456789\n"})
+	tr, err := New(context.Background(), w.dir, Options{MaxRetained: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.write("0.txt", "abcdefghij\n") // sorts first, takes the budget
+	w.write("a.txt", "0123456789\n")
+	res, err := tr.Diff(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || res.Changes[0].Path != "0.txt" {
+		t.Errorf("changes: %+v\n%s", res.Changes, res.Patch)
+	}
+}
