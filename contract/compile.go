@@ -97,6 +97,8 @@ type compiler struct {
 	errs   []error
 	ws     string // resolved workspace
 	mounts map[string]*Mount
+
+	protected []protected // computed once by protectedPaths
 }
 
 func (k *compiler) errorf(p Pos, format string, args ...any) {

@@ -43,16 +43,37 @@ type protected struct {
 	why      string
 }
 
+// protectedPaths lists the protected paths, each at its lexical location and, when a
+// symbolic link leads elsewhere, at its resolved location too. It is computed once per
+// Compile, resolving each parent directory once: it is on the hot path of every run.
 func (k *compiler) protectedPaths() []protected {
-	var out []protected
-	add := func(p string, dir, widening bool, why string) {
-		r, err := resolveExisting(filepath.Clean(p))
-		if err != nil {
-			r = filepath.Clean(p)
+	if k.protected != nil {
+		return k.protected
+	}
+	parents := map[string]string{}
+	resolveParent := func(dir string) string {
+		if r, ok := parents[dir]; ok {
+			return r
 		}
-		out = append(out, protected{r, dir, widening, why})
-		if r != filepath.Clean(p) {
-			out = append(out, protected{filepath.Clean(p), dir, widening, why})
+		r, err := resolveExisting(dir)
+		if err != nil {
+			r = dir
+		}
+		parents[dir] = r
+		return r
+	}
+	out := []protected{}
+	add := func(p string, dir, widening bool, why string) {
+		p = filepath.Clean(p)
+		out = append(out, protected{p, dir, widening, why})
+		r := filepath.Join(resolveParent(filepath.Dir(p)), filepath.Base(p))
+		if st, err := os.Lstat(r); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			if t, err := filepath.EvalSymlinks(r); err == nil {
+				r = t
+			}
+		}
+		if r != p {
+			out = append(out, protected{r, dir, widening, why})
 		}
 	}
 	if k.h.Home != "" {
@@ -66,6 +87,7 @@ func (k *compiler) protectedPaths() []protected {
 	for _, p := range k.h.Protect {
 		add(p, true, false, "cordon's own state")
 	}
+	k.protected = out
 	return out
 }
 
