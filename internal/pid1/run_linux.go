@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"golang.org/x/sys/unix"
 )
 
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
@@ -50,7 +49,7 @@ func Main() int {
 // run starts the command, forwards signals to it and reaps every child until it exits.
 func run(spec *Spec) int {
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
 	path, err := exec.LookPath(spec.Argv[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %s: command not found in the sandbox\n", spec.Argv[0])
@@ -64,7 +63,7 @@ func run(spec *Spec) int {
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", spec.Argv[0], err)
-		if errors.Is(err, unix.ENOENT) {
+		if errors.Is(err, syscall.ENOENT) {
 			return ExitNotFound
 		}
 		return ExitNotExecutable
@@ -72,13 +71,13 @@ func run(spec *Spec) int {
 	go func() {
 		for s := range sigs {
 			// Signal the command's whole process group, as a terminal would.
-			_ = unix.Kill(-pid, s.(unix.Signal))
+			_ = syscall.Kill(-pid, s.(syscall.Signal))
 		}
 	}()
 	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
