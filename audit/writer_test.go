@@ -39,7 +39,7 @@ func fakeClock() func() time.Time {
 	}
 }
 
-func newWriter(t *testing.T, opts Options) (*Writer, string) {
+func newWriter(t testing.TB, opts Options) (*Writer, string) {
 	t.Helper()
 	root := t.TempDir()
 	opts.Start = testStart()
@@ -52,7 +52,9 @@ func newWriter(t *testing.T, opts Options) (*Writer, string) {
 }
 
 // writeSampleRun writes a small complete run and returns the path of its log.
-func writeSampleRun(t *testing.T) string {
+func writeSampleRun(t *testing.T) string { return writeSampleRunF(t) }
+
+func writeSampleRunF(t testing.TB) string {
 	t.Helper()
 	w, _ := newWriter(t, Options{})
 	cmd, err := w.StartCmd(CmdStart{Argv: []string{"make", "test"}, Cwd: "/w", Env: []string{"PATH", "HOME=/root"}})

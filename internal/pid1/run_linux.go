@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
-
 )
 
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
