@@ -1,0 +1,110 @@
+package runner
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "runs")
+	ws := t.TempDir()
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: filepath.Join(ws, ".git"), Create: contract.PlaceholderDir},
+		{Path: filepath.Join(ws, ".env"), Create: contract.PlaceholderFile},
+	}}
+	rd, host, err := makeRunDir(root, "run-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{host.MaskFile, host.MaskDir} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != 0 {
+			t.Errorf("mask %s: %v %v", p, st, err)
+		}
+	}
+	if err := rd.placeholders(plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range plan.Mounts {
+		if _, err := os.Lstat(m.Path); err != nil {
+			t.Errorf("placeholder %s not created: %v", m.Path, err)
+		}
+	}
+	if err := rd.remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range plan.Mounts {
+		if _, err := os.Lstat(m.Path); err == nil {
+			t.Errorf("placeholder %s left behind", m.Path)
+		}
+	}
+
+	// A crashed run: its owner pid is gone; gc cleans it, a live one it leaves alone.
+	rd, _, err = makeRunDir(root, "run-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.placeholders(plan); err != nil {
+		t.Fatal(err)
+	}
+	rd.owner.PID, rd.owner.Start = 1<<22+1, 42 // no such process
+	if err := rd.save(); err != nil {
+		t.Fatal(err)
+	}
+	live, _, err := makeRunDir(root, "run-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleaned, err := GC(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cleaned) != 1 || cleaned[0] != "run-b" {
+		t.Errorf("gc cleaned %v; want [run-b]", cleaned)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git")); err == nil {
+		t.Error("gc left the crashed run's placeholder")
+	}
+	if _, err := os.Stat(live.path); err != nil {
+		t.Errorf("gc removed a live run: %v", err)
+	}
+	data, _ := os.ReadFile(filepath.Join(live.path, "owner.json"))
+	var o owner
+	if json.Unmarshal(data, &o) != nil || o.PID != os.Getpid() {
+		t.Errorf("owner.json: %s", data)
+	}
+}
+
+func TestPlaceholderThatGainedContentIsKept(t *testing.T) {
+	ws := t.TempDir()
+	p := filepath.Join(ws, ".env")
+	rd, _, err := makeRunDir(filepath.Join(t.TempDir(), "runs"), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.placeholders(&contract.Plan{Mounts: []contract.Mount{{Path: p, Create: contract.PlaceholderFile}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Someone on the host wrote real content there meanwhile: never delete data.
+	if err := os.WriteFile(p, []byte("DB=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.remove(); err == nil {
+		t.Error("want an error naming the kept placeholder")
+	}
+	if data, _ := os.ReadFile(p); string(data) != "DB=1\n" {
+		t.Errorf("content lost: %q", data)
+	}
+}
+
+func TestRunIDsSortByTime(t *testing.T) {
+	a := NewRunID(mustTime("2026-11-29T10:00:00Z"))
+	b := NewRunID(mustTime("2026-11-29T10:00:00.001Z"))
+	if !(a < b) {
+		t.Errorf("%s !< %s", a, b)
+	}
+}
