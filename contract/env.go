@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+
+	"github.com/cordonhq/cordon/egress/policy"
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -107,6 +109,20 @@ func (k *compiler) network() {
 		if len(r.Ports) == 0 {
 			r.Ports = []uint16{80, 443}
 		}
+		// The proxy's own normaliser is the judge of what a host rule means.
+		if _, err := policy.New([]policy.Rule{NetPolicyRule(r)}); err != nil {
+			k.errorf(r.Pos, "network.allow: %v", err)
+			continue
+		}
 		k.plan.Egress = append(k.plan.Egress, r)
 	}
+}
+
+// NetPolicyRule converts a compiled allowlist rule to the egress policy's form.
+func NetPolicyRule(r NetRule) policy.Rule {
+	pr := policy.Rule{Host: r.Host, Ports: r.Ports, Why: r.Why}
+	if r.CIDR != "" {
+		pr.CIDR, _ = netip.ParsePrefix(r.CIDR)
+	}
+	return pr
 }

@@ -75,3 +75,10 @@ func credentialLikeValue(v string) bool {
 	}
 	return strings.Contains(v, "PRIVATE KEY-----")
 }
+
+// LooksLikeCredential reports whether an environment variable, by its name or its
+// value, looks like it holds a credential. The runner redacts the values of such
+// variables that the environment scrub removed from every audit log byte.
+func LooksLikeCredential(name, value string) bool {
+	return credentialLikeName(name) || credentialLikeValue(value)
+}

@@ -27,6 +27,11 @@ type Host struct {
 	// MaskFile and MaskDir are empty, mode-0000 entries in RunDir that backends mount
 	// over hidden paths.
 	MaskFile, MaskDir string
+	// EgressSocket is the unix socket of the run's egress proxy. Backends make it
+	// reachable inside and have process 1 bridge BridgeAddr to it.
+	EgressSocket string
+	// Env is the sandbox environment: the plan's, plus what run-time services add.
+	Env []string
 }
 
 // Process is one command to run in a sandbox.

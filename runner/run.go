@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
@@ -25,11 +26,19 @@ type Options struct {
 	Timeout time.Duration
 	// RunRoot holds run directories; "" means DefaultRunRoot().
 	RunRoot string
+	// AuditRoot holds the audit logs; "" means audit.DefaultRoot(). It must not be
+	// inside the workspace, and the sandbox never sees it.
+	AuditRoot string
 	// Init is cordon's static binary to run as process 1; "" means this executable.
 	Init string
+	// Version is cordon's version, recorded in run.start.
+	Version string
+	// Secrets are caller environment values the scrub removed that look like
+	// credentials (NAME=value): every logged byte has them redacted.
+	Secrets []string
 	// Log receives cordon's own diagnostics; nil discards them.
 	Log *slog.Logger
-	// Events receives the run's events; nil discards them.
+	// Events receives a copy of every event (for `cordon run -v`); nil means none.
 	Events event.Sink
 
 	now func() time.Time // or nil for time.Now
@@ -41,15 +50,13 @@ type Result struct {
 	ExitCode int // the command's status, 124 on timeout, 128+n when cordon got signal n
 	TimedOut bool
 	Duration time.Duration
+	AuditDir string // where the run's log is
 }
 
-// Unsupported lists the parts of a plan this cordon parses but cannot enforce yet with
-// the given backend; running would silently ignore them, so Run refuses.
+// Unsupported lists the parts of a plan this cordon parses but cannot enforce yet;
+// running would silently ignore them, so Run refuses.
 func Unsupported(p *contract.Plan) []string {
 	var out []string
-	if len(p.Egress) > 0 {
-		out = append(out, "network.allow (egress through the proxy)")
-	}
 	if len(p.Credentials) > 0 {
 		out = append(out, "credentials")
 	}
@@ -59,81 +66,34 @@ func Unsupported(p *contract.Plan) []string {
 	return out
 }
 
-// Run executes argv in a fresh sandbox built from plan and tears everything down before
-// it returns, whatever happens. Errors wrap an errdefs category; a command that ran
-// and failed is not an error (see Result.ExitCode).
-func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (res Result, err error) {
+// Run executes argv in a fresh sandbox built from plan, records it in the audit log,
+// and tears everything down before it returns, whatever happens. Errors wrap an errdefs
+// category; a command that ran and failed is not an error (see Result.ExitCode).
+func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Result, error) {
 	o.defaults()
 	if len(argv) == 0 {
-		return res, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
+		return Result{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
 	}
 	if u := Unsupported(plan); len(u) > 0 {
-		return res, fmt.Errorf("%w: this contract uses %s, which this cordon cannot enforce yet; remove it or use a newer cordon", errdefs.ErrUnsupported, strings.Join(u, ", "))
+		return Result{}, fmt.Errorf("%w: this contract uses %s, which this cordon cannot enforce yet; remove it or use a newer cordon", errdefs.ErrUnsupported, strings.Join(u, ", "))
 	}
 	if rule := plan.DeniedBy(argv); rule != nil {
-		return res, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
+		return Result{}, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
 	}
 	if err := o.Backend.Check(ctx); err != nil {
-		return res, err
+		return Result{}, err
 	}
-	start := o.now()
-	res.RunID = NewRunID(start)
-	rd, host, err := makeRunDir(o.RunRoot, res.RunID)
+	r := &run{plan: plan, o: &o, start: o.now()}
+	r.res.RunID = audit.NewRunID(r.start)
+	err := r.prepare(ctx)
+	if err == nil {
+		err = r.execute(ctx, argv)
+	}
+	r.teardown(ctx, err)
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return r.res, err
 	}
-	host.Init = o.Init
-	o.Log.Debug("run directory ready", "run", res.RunID, "dir", host.RunDir)
-	defer func() {
-		if rerr := rd.remove(); rerr != nil {
-			o.Log.Warn("cleaning up run directory", "err", rerr)
-		}
-	}()
-	if err := rd.placeholders(plan); err != nil {
-		return res, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
-	}
-	sb, err := o.Backend.Start(ctx, plan, host)
-	if err != nil {
-		return res, err
-	}
-	o.Log.Debug("sandbox started", "backend", o.Backend.Name())
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if cerr := sb.Close(cctx); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("tearing down sandbox: %w", cerr))
-		}
-	}()
-
-	timeout := time.Duration(plan.Timeout)
-	if o.Timeout > 0 {
-		timeout = o.Timeout
-	}
-	ectx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	o.Events.Emit(event.Event{Type: event.CmdStart, Body: map[string]any{"argv": argv}})
-	code, err := sb.Exec(ectx, Process{Argv: argv, Dir: plan.Workdir, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
-	res.Duration = o.now().Sub(start)
-	o.Log.Debug("command finished", "code", code, "err", err)
-	switch {
-	case err == nil:
-		res.ExitCode = code
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		res.ExitCode, res.TimedOut, err = errdefs.ExitTimeout, true, nil
-		fmt.Fprintf(o.Stderr, "cordon: command timed out after %s and was killed with everything it started (commands.timeout)\n", timeout)
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		res.ExitCode, err = 130, nil
-		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-			var sig interface{ Signal() os.Signal }
-			if errors.As(cause, &sig) {
-				res.ExitCode = 128 + signalNumber(sig.Signal())
-			}
-		}
-	default:
-		return res, err
-	}
-	o.Events.Emit(event.Event{Type: event.CmdEnd, Body: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds()}})
-	return res, nil
+	return r.res, r.auditErr()
 }
 
 func (o *Options) defaults() {
@@ -153,12 +113,129 @@ func (o *Options) defaults() {
 		o.Init, _ = os.Executable()
 	}
 	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Events == nil {
-		o.Events = event.Discard
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.now == nil {
 		o.now = time.Now
 	}
+}
+
+// run is the state of one Run call; its phases are prepare, execute and teardown.
+type run struct {
+	plan  *contract.Plan
+	o     *Options
+	start time.Time
+	res   Result
+
+	rd    *runDir
+	log   *audit.Writer
+	eg    *egressService
+	sb    Sandbox
+	sink  *cmdSink
+	ended bool // RunEnd is decided (exit code and reason below)
+	end   audit.RunEnd
+}
+
+// prepare creates the run directory, the audit log, the placeholders and the egress
+// proxy, then starts the sandbox.
+func (r *run) prepare(ctx context.Context) error {
+	log, err := openAudit(r.plan, r.o, r.res.RunID)
+	if err != nil {
+		return err
+	}
+	r.log, r.res.AuditDir = log, log.Dir()
+	r.sink = &cmdSink{next: log, copy: r.o.Events}
+	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+	}
+	r.rd = rd
+	host.Init = r.o.Init
+	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
+	if err := rd.placeholders(r.plan); err != nil {
+		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+	}
+	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log); err != nil {
+		return err
+	}
+	host.EgressSocket = r.eg.socket
+	host.Env = append(r.plan.Environ(), ProxyEnv()...)
+	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
+		return err
+	}
+	r.o.Log.Debug("sandbox started", "backend", r.o.Backend.Name())
+	return nil
+}
+
+// teardown stops everything in reverse order, on every path, and seals the log.
+func (r *run) teardown(ctx context.Context, err error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if r.sb != nil {
+		if cerr := r.sb.Close(cctx); cerr != nil {
+			errs = append(errs, fmt.Errorf("tearing down sandbox: %w", cerr))
+		}
+	}
+	if r.eg != nil {
+		if cerr := r.eg.Close(); cerr != nil {
+			errs = append(errs, fmt.Errorf("stopping egress proxy: %w", cerr))
+		}
+	}
+	if r.rd != nil {
+		if cerr := r.rd.remove(); cerr != nil {
+			errs = append(errs, cerr)
+		}
+	}
+	for _, e := range errs {
+		r.o.Log.Warn("cleanup", "err", e)
+	}
+	if r.log == nil {
+		return
+	}
+	if !r.ended {
+		r.end = audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError}
+		if err != nil {
+			r.end.Detail = err.Error()
+		}
+	}
+	if cerr := r.log.Close(r.end); cerr != nil {
+		r.o.Log.Warn("sealing the audit log", "err", cerr)
+	}
+}
+
+// auditErr reports a log that failed during the run: the run fails closed.
+func (r *run) auditErr() error {
+	if r.log != nil && r.log.Err() != nil {
+		return fmt.Errorf("%w: the audit log failed during the run, which was stopped: %v", errdefs.ErrUnavailable, r.log.Err())
+	}
+	return nil
+}
+
+// finish records how the run ended.
+func (r *run) finish(code int, reason, detail string) {
+	r.res.ExitCode, r.ended = code, true
+	r.res.Duration = r.o.now().Sub(r.start)
+	r.end = audit.RunEnd{ExitCode: code, Reason: reason, Detail: detail}
+}
+
+// classify maps how Exec ended to an exit status and an audit reason. parent is the
+// run's context (cancelled when cordon is signalled); ectx is the command's (with the
+// timeout and the audit watch).
+func classify(parent, ectx context.Context, code int, err error) (int, string, error) {
+	switch {
+	case err == nil:
+		return code, audit.ReasonExited, nil
+	case errors.Is(context.Cause(ectx), errAuditFailed):
+		return errdefs.ExitCannotRun, audit.ReasonAuditFail, nil
+	case parent.Err() != nil:
+		var sig interface{ Signal() os.Signal }
+		if errors.As(context.Cause(parent), &sig) {
+			return 128 + signalNumber(sig.Signal()), audit.ReasonSignal, nil
+		}
+		return 130, audit.ReasonCanceled, nil
+	case errors.Is(err, context.DeadlineExceeded) && ectx.Err() != nil:
+		return errdefs.ExitTimeout, audit.ReasonTimeout, nil
+	}
+	return 0, "", err
 }

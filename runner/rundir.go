@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,19 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
-
-// NewRunID returns a run id that sorts by creation time: UTC time to the millisecond
-// plus 48 random bits.
-func NewRunID(now time.Time) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return now.UTC().Format("20060102T150405.000Z") + "-" + hex.EncodeToString(b[:])
-}
 
 // DefaultRunRoot is where run directories live: /run/cordon/runs for root,
 // $XDG_RUNTIME_DIR/cordon/runs otherwise, else a per-user directory in /tmp.
@@ -175,4 +164,22 @@ func processStart(pid int) uint64 {
 	}
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
+}
+
+// resolveExistingPrefix resolves symbolic links in the longest existing prefix of p.
+func resolveExistingPrefix(p string) (string, error) {
+	p = filepath.Clean(p)
+	var rest []string
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			for i := len(rest) - 1; i >= 0; i-- {
+				r = filepath.Join(r, rest[i])
+			}
+			return r, nil
+		}
+		if q == "/" || q == "." {
+			return p, nil
+		}
+		rest = append(rest, filepath.Base(q))
+	}
 }

@@ -100,11 +100,3 @@ func TestPlaceholderThatGainedContentIsKept(t *testing.T) {
 		t.Errorf("content lost: %q", data)
 	}
 }
-
-func TestRunIDsSortByTime(t *testing.T) {
-	a := NewRunID(mustTime("2026-11-29T10:00:00Z"))
-	b := NewRunID(mustTime("2026-11-29T10:00:00.001Z"))
-	if !(a < b) {
-		t.Errorf("%s !< %s", a, b)
-	}
-}

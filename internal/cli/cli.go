@@ -52,6 +52,7 @@ func commands() []command {
 		{name: "run", summary: "run a command in a sandbox built from the contract", run: runCmd},
 		{name: "check", summary: "validate a contract", run: checkCmd},
 		{name: "explain", summary: "print the compiled plan of a contract", run: explainCmd},
+		{name: "audit", summary: "list, show, verify and report runs' audit logs", run: auditCmd},
 		{name: "backends", summary: "list sandbox backends and whether they work here", run: backendsCmd},
 		{name: "gc", summary: "remove what crashed runs left behind", run: gcCmd},
 		{name: "version", summary: "print cordon's version", run: versionCmd},

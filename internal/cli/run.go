@@ -6,10 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/runner"
 )
@@ -32,12 +36,12 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	if *timeout < 0 {
 		return &ExitError{Code: 2, Msg: "run: --timeout must be positive"}
 	}
-	var protect []string
-	if *auditDir != "" {
-		protect = append(protect, *auditDir)
+	root, err := auditRoot(*auditDir)
+	if err != nil {
+		return reportRunError(stdio, err)
 	}
 	t0 := time.Now()
-	plan, _, err := compile(*file, append(protect, runner.DefaultRunRoot())...)
+	plan, _, err := compile(*file, root, runner.DefaultRunRoot())
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
@@ -47,19 +51,24 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	opts := runner.Options{
 		Backend: b, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
-		Timeout: *timeout,
+		Timeout: *timeout, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan),
 	}
 	if *verbose {
 		log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		opts.Log = log
 		log.Debug("contract compiled", "took", time.Since(t0))
 		opts.Events = event.SinkFunc(func(e event.Event) {
-			fmt.Fprintf(stdio.Stderr, "cordon: event %s %v\n", e.Type, e.Body)
+			if e.Type == event.NetAllow || e.Type == event.NetDeny {
+				fmt.Fprintf(stdio.Stderr, "cordon: %s %+v\n", e.Type, e.Body)
+			}
 		})
 	}
 	ctx, stop := withSignals(ctx)
 	defer stop()
 	res, err := runner.Run(ctx, plan, argv, opts)
+	if *verbose && res.AuditDir != "" {
+		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
+	}
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
@@ -97,4 +106,29 @@ func withSignals(ctx context.Context) (context.Context, func()) {
 		close(done)
 		cancel(nil)
 	}
+}
+
+// auditRoot is --audit-dir made absolute, or the default root.
+func auditRoot(flagValue string) (string, error) {
+	if flagValue == "" {
+		root, err := audit.DefaultRoot()
+		if err != nil {
+			return "", fmt.Errorf("%w: no audit root (%v); pass --audit-dir", errdefs.ErrUnavailable, err)
+		}
+		return root, nil
+	}
+	return filepath.Abs(flagValue)
+}
+
+// scrubbedSecrets lists the caller's variables that the sandbox does not get and that
+// look like credentials, so the audit log redacts their values wherever they appear.
+func scrubbedSecrets(plan *contract.Plan) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		if _, passed := plan.EnvValue(name); !passed && contract.LooksLikeCredential(name, value) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -18,6 +18,15 @@ type Spec struct {
 	// Writable are the only mount points allowed to be read-write, apart from the
 	// kernel file systems /dev and /proc that every sandbox gets.
 	Writable []string `json:"writable"`
+	// Bridge, when set, makes pid1 relay Listen (TCP, loopback) to the egress proxy's
+	// unix Socket for as long as the command runs.
+	Bridge *Bridge `json:"bridge,omitempty"`
+}
+
+// Bridge is where pid1 listens and where it relays to.
+type Bridge struct {
+	Listen string `json:"listen"`
+	Socket string `json:"socket"`
 }
 
 // Status is pid1's report after the self-check.

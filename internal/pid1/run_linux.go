@@ -1,14 +1,18 @@
 package pid1
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
+
+	"github.com/cordonhq/cordon/egress"
 )
 
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
@@ -31,6 +35,9 @@ func Main() int {
 	}
 	if err == nil {
 		err = selfCheck(&spec)
+	}
+	if err == nil && spec.Bridge != nil {
+		err = startBridge(spec.Bridge)
 	}
 	report := Status{OK: err == nil}
 	if err != nil {
@@ -90,4 +97,15 @@ func run(spec *Spec) int {
 		}
 		return ws.ExitStatus()
 	}
+}
+
+// startBridge listens before the command starts, so its first connection cannot race
+// the bridge, and relays in the background until pid1 exits.
+func startBridge(b *Bridge) error {
+	ln, err := net.Listen("tcp", b.Listen)
+	if err != nil {
+		return fmt.Errorf("egress bridge: %w", err)
+	}
+	go func() { _ = egress.Bridge(context.Background(), ln, b.Socket) }()
+	return nil
 }

@@ -8,8 +8,11 @@ import (
 	"github.com/cordonhq/cordon/runner"
 )
 
-// InitPath is where cordon's binary is mounted inside the sandbox.
-const InitPath = "/run/cordon/cordon"
+// Paths inside the sandbox.
+const (
+	InitPath   = "/run/cordon/cordon"      // cordon's binary, process 1
+	EgressPath = "/run/cordon/egress.sock" // the run's egress proxy
+)
 
 // Args returns bwrap's arguments for plan, ending with the command that starts pid1.
 // It is pure: the same plan and host give the same arguments.
@@ -47,6 +50,10 @@ func Args(plan *contract.Plan, host runner.Host) []string {
 				a = append(a, "--ro-bind", m.Path, m.Path)
 			}
 		}
+	}
+	if host.EgressSocket != "" {
+		// Read-only is enough to connect to a socket, and keeps it from being replaced.
+		a = append(a, "--ro-bind", host.EgressSocket, EgressPath)
 	}
 	a = append(a,
 		"--ro-bind", host.Init, InitPath,

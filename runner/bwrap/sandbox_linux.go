@@ -114,7 +114,10 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		args = append([]string{"--info-fd", "5"}, args...)
 	}
 	cmd := exec.Command(s.bin, args...)
-	cmd.Env = s.plan.Environ()
+	cmd.Env = s.host.Env
+	if cmd.Env == nil {
+		cmd.Env = s.plan.Environ()
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.Stdin, p.Stdout, p.Stderr
 	var bwrapErr bytes.Buffer
 	if p.Stderr != nil {
@@ -175,7 +178,11 @@ func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process)
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
-	spec, _ := json.Marshal(pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable()})
+	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable()}
+	if s.host.EgressSocket != "" {
+		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
+	}
+	spec, _ := json.Marshal(sp)
 	_, err := specW.Write(spec)
 	specW.Close()
 	if err != nil && !errors.Is(err, syscall.EPIPE) {

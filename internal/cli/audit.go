@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/cordonhq/cordon/audit"
+)
+
+// auditJSONVersion versions `cordon audit show --json`.
+const auditJSONVersion = 1
+
+func auditCmd(ctx context.Context, stdio IO, args []string) error {
+	subs := map[string]func(IO, []string) error{
+		"ls": auditLs, "show": auditShow, "verify": auditVerify, "report": auditReport,
+	}
+	if len(args) == 0 || subs[args[0]] == nil {
+		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report [flags] [RUN|last]\n\n"+
+			"  ls       runs, newest first\n  show     a run's timeline (--diff for patches, --json)\n"+
+			"  verify   check a run's hash chain: exit 0 intact, 1 with the first bad line\n"+
+			"  report   one self-contained HTML page (-o FILE)")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return &ExitError{Code: 2}
+	}
+	return subs[args[0]](stdio, args[1:])
+}
+
+func auditDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR; default $XDG_STATE_HOME/cordon/runs)")
+}
+
+func auditLs(stdio IO, args []string) error {
+	fs := newFlags("audit ls", "audit ls [--audit-dir D]", stdio.Stderr)
+	dir := auditDirFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	root, err := auditRoot(*dir)
+	if err != nil {
+		return err
+	}
+	runs, err := audit.List(root)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTARTED\tCONTRACT\tBACKEND\tCOMMANDS\tSTATUS")
+	for _, r := range runs {
+		contract := r.ContractPath
+		if contract == "" {
+			contract = "(built-in)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Start.Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status())
+	}
+	return tw.Flush()
+}
+
+// openRun resolves RUN or "last" (the newest run) to its log.
+func openRun(root, id string) (audit.Run, error) {
+	if id == "last" {
+		runs, err := audit.List(root)
+		if err != nil {
+			return audit.Run{}, err
+		}
+		if len(runs) == 0 {
+			return audit.Run{}, fmt.Errorf("no runs in %s", root)
+		}
+		id = runs[0].ID
+	}
+	return audit.Open(root, id)
+}
+
+// runArg parses flags and the single RUN|last argument of show, verify and report.
+func runArg(fs *flag.FlagSet, dir *string, args []string) (audit.Run, error) {
+	if err := parse(fs, args); err != nil {
+		return audit.Run{}, err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return audit.Run{}, &ExitError{Code: 2, Msg: "want one RUN id or \"last\""}
+	}
+	root, err := auditRoot(*dir)
+	if err != nil {
+		return audit.Run{}, err
+	}
+	return openRun(root, fs.Arg(0))
+}
+
+func auditShow(stdio IO, args []string) error {
+	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last", stdio.Stderr)
+	dir := auditDirFlag(fs)
+	diff := fs.Bool("diff", false, "print each command's full patch")
+	asJSON := fs.Bool("json", false, "print the run's events as JSON")
+	run, err := runArg(fs, dir, args)
+	if err != nil {
+		return err
+	}
+	recs, err := audit.ReadEvents(run.EventsPath())
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Version int            `json:"show_version"`
+			Run     string         `json:"run"`
+			Events  []audit.Record `json:"events"`
+		}{auditJSONVersion, run.ID, recs})
+	}
+	return audit.WriteTimeline(stdio.Stdout, recs, audit.TimelineOptions{Diff: *diff})
+}
+
+func auditVerify(stdio IO, args []string) error {
+	fs := newFlags("audit verify", "audit verify [--audit-dir D] RUN|last\n\nExit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.", stdio.Stderr)
+	dir := auditDirFlag(fs)
+	run, err := runArg(fs, dir, args)
+	if err != nil {
+		return err
+	}
+	rep, err := audit.Verify(run.EventsPath())
+	if err != nil && rep.Problem == nil {
+		return err
+	}
+	if !rep.OK() {
+		fmt.Fprintf(stdio.Stdout, "%s: NOT INTACT: %v\n", run.ID, rep.Problem)
+		return &ExitError{Code: 1}
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", run.ID, rep.Lines, rep.Head)
+	return nil
+}
+
+func auditReport(stdio IO, args []string) error {
+	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last", stdio.Stderr)
+	dir := auditDirFlag(fs)
+	out := fs.String("o", "", "write the HTML report to `FILE` (\"-\" for stdout)")
+	run, err := runArg(fs, dir, args)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		fs.Usage()
+		return &ExitError{Code: 2, Msg: "audit report: -o FILE is required"}
+	}
+	recs, err := audit.ReadEvents(run.EventsPath())
+	if err != nil {
+		return err
+	}
+	rep, _ := audit.Verify(run.EventsPath())
+	var w io.Writer = stdio.Stdout
+	if *out != "-" {
+		f, err := os.OpenFile(*out, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	return audit.WriteHTML(w, recs, audit.HTMLOptions{Verify: &rep})
+}

@@ -1,0 +1,75 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/egress"
+	"github.com/cordonhq/cordon/egress/policy"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// BridgeAddr is where cordon's process 1 listens inside every sandbox for HTTP proxy,
+// CONNECT and SOCKS5 clients, relaying each connection to the run's egress proxy. The
+// sandbox has its own network namespace, so the port is always free.
+const BridgeAddr = "127.0.0.1:3128"
+
+// egressService is the run's egress proxy, listening on a unix socket in the run
+// directory: the sandbox's only way out.
+type egressService struct {
+	proxy  *egress.Proxy
+	socket string
+	done   chan error
+}
+
+// startEgress starts the proxy for plan's allowlist. It runs for every run, allowlist
+// or not, so that every attempt to get out is recorded.
+func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger) (*egressService, error) {
+	rules := make([]policy.Rule, len(plan.Egress))
+	for i, r := range plan.Egress {
+		rules[i] = contract.NetPolicyRule(r)
+	}
+	pol, err := policy.New(rules)
+	if err != nil {
+		return nil, fmt.Errorf("%w: network.allow: %v", errdefs.ErrInvalid, err)
+	}
+	proxy, err := egress.New(egress.Config{Policy: pol, Events: sink, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("starting egress proxy: %w", err)
+	}
+	sock := filepath.Join(runDir, "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		proxy.Close()
+		return nil, fmt.Errorf("%w: egress proxy socket: %v", errdefs.ErrUnavailable, err)
+	}
+	s := &egressService{proxy: proxy, socket: sock, done: make(chan error, 1)}
+	go func() { s.done <- proxy.Serve(context.WithoutCancel(ctx), ln) }()
+	return s, nil
+}
+
+// Close stops the proxy and every connection through it, and waits for them.
+func (s *egressService) Close() error {
+	err := s.proxy.Close()
+	<-s.done
+	return err
+}
+
+// ProxyEnv is what the sandbox's environment gets so that ordinary tools (curl, wget,
+// git, go, pip, npm) use the bridge. Programs that ignore it have no route out at all.
+func ProxyEnv() []string {
+	http := "http://" + BridgeAddr
+	socks := "socks5h://" + BridgeAddr
+	noProxy := "localhost,127.0.0.1"
+	return []string{
+		"HTTP_PROXY=" + http, "http_proxy=" + http,
+		"HTTPS_PROXY=" + http, "https_proxy=" + http,
+		"ALL_PROXY=" + socks, "all_proxy=" + socks,
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+	}
+}
