@@ -264,4 +264,3 @@ func lastRun(t *testing.T, w *world) []audit.Record {
 	}
 	return recs
 }
-
