@@ -38,7 +38,10 @@ fuzz:
 bench: build
 	@scripts/deps.sh bench
 	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/...
+	$(GO) test -run XXX -bench . -benchtime 20x ./audit/fsdiff/
+	$(GO) test -run XXX -bench Writer ./audit/
 	scripts/bench.sh
+	scripts/bench-egress.sh
 
 # The quick-start demo: the built-in default contract against a few attacks.
 demo: build deps

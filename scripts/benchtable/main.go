@@ -2,6 +2,8 @@
 // median and mean per command, and each command's ratio to a baseline, all from one run.
 //
 // Usage: benchtable -baseline NAME results.json
+//
+//	benchtable -quantiles < seconds.txt
 package main
 
 import (
@@ -23,7 +25,15 @@ type result struct {
 
 func main() {
 	baseline := flag.String("baseline", "", "name of the command the ratios are relative to")
+	q := flag.Bool("quantiles", false, "read seconds, one per line, from stdin and print p50 p99 (ms) and the count")
 	flag.Parse()
+	if *q {
+		if err := quantiles(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*baseline, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Egress benchmark (issue 3), side by side in one run: a 200 MB download over loopback
+# and 1,000 small keep-alive requests, directly, through cordon's proxy (curl inside a
+# cordon sandbox) and through srt's proxy (curl inside srt). Results go to bench/out/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cordon="$root/bin/cordon"
+out="$root/bench/out"
+mkdir -p "$out"
+tmp=$(mktemp -d /tmp/cordon-bench-egress.XXXXXX)
+cleanup() { [ -n "${srv:-}" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+(cd "$root" && go build -o "$tmp/benchserver" ./scripts/benchserver && go build -o "$tmp/benchtable" ./scripts/benchtable)
+"$tmp/benchserver" -listen 127.0.0.2:0 > "$tmp/addr" &
+srv=$!
+for _ in $(seq 50); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
+addr=$(cat "$tmp/addr"); port=${addr##*:}
+big=$((200 * 1024 * 1024))
+ws="$tmp/ws"; mkdir -p "$ws"; cd "$ws"
+cat > cordon.yaml <<YAML
+version: 1
+network:
+  allow:
+    - {cidr: 127.0.0.0/8, ports: [$port], why: benchmark server on loopback}
+YAML
+cat > "$tmp/srt.json" <<JSON
+{"network":{"allowedDomains":["127.0.0.2:$port","127.0.0.2"],"deniedDomains":[]},
+ "filesystem":{"denyRead":[],"allowWrite":["$ws"],"denyWrite":[]}}
+JSON
+for i in $(seq 1000); do printf 'url = "http://%s/small"\noutput = "/dev/null"\n' "$addr"; done > small.curl
+dl="curl -sS -o /dev/null -w %{speed_download} http://$addr/big?n=$big"
+lat='curl -sS -K small.curl -w "%{time_total}\n"'
+have_srt=0; command -v srt >/dev/null 2>&1 && have_srt=1
+srt_run() { srt -s "$tmp/srt.json" -c "sleep 0.3; export NO_PROXY= no_proxy=; $1"; }
+
+row() { printf '%-22s %12s %12s %12s\n' "$@"; }
+{
+  echo "== egress: 200 MB download and 1,000 keep-alive requests over loopback (one run)"
+  row "path" "MB/s" "p50 ms" "p99 ms"
+  d_bps=$($dl); read -r d50 d99 _ < <(sh -c "$lat" | "$tmp/benchtable" -quantiles)
+  row direct "$(awk -v b="$d_bps" 'BEGIN{printf "%.0f", b/1e6}')" "$d50" "$d99"
+  c_bps=$("$cordon" run -- $dl); read -r c50 c99 _ < <("$cordon" run -- sh -c "$lat" | "$tmp/benchtable" -quantiles)
+  row "cordon proxy" "$(awk -v b="$c_bps" 'BEGIN{printf "%.0f", b/1e6}')" "$c50" "$c99"
+  if [ "$have_srt" = 1 ]; then
+    s_bps=$(srt_run "$dl" | tail -1); read -r s50 s99 _ < <(srt_run "$lat" | "$tmp/benchtable" -quantiles)
+    row "srt proxy" "$(awk -v b="$s_bps" 'BEGIN{printf "%.0f", b/1e6}')" "$s50" "$s99"
+  fi
+  echo
+  awk -v d="$d_bps" -v c="$c_bps" -v d50="$d50" -v c50="$c50" 'BEGIN{
+    printf "cordon throughput: %.0f%% of direct; p50 added latency: %.3f ms\n", 100*c/d, c50-d50 }'
+  if [ "$have_srt" = 1 ]; then
+    awk -v s="$s_bps" -v c="$c_bps" -v s50="$s50" -v c50="$c50" 'BEGIN{
+      printf "cordon vs srt: %.1fx the throughput, p50 %.3f ms vs %.3f ms\n", c/s, c50, s50 }'
+  fi
+} | tee "$out/egress.txt"
