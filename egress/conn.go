@@ -1,0 +1,161 @@
+package egress
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// idleConn bounds every Read and Write of a connection with a deadline, so no peer can
+// hold a goroutine forever by going silent or by not reading. Outside tunnels a timeout is
+// an error. In a tunnel the two connections share an activity clock, and a read that timed
+// out is retried while the other direction moved within the idle timeout: a long download
+// with a silent upload direction is not idle.
+//
+// It also counts the bytes read and written, for events.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+	act  *activity // shared by both ends of a tunnel; nil outside tunnels
+
+	// hard is an absolute read deadline (zero for none) used while reading a handshake.
+	// Only the reading goroutine touches it.
+	hard time.Time
+
+	nread, nwritten atomic.Int64
+}
+
+func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
+	return &idleConn{Conn: c, idle: idle}
+}
+
+// setHard sets an absolute read deadline that idle extensions cannot pass; zero clears it.
+func (c *idleConn) setHard(t time.Time) { c.hard = t }
+
+func (c *idleConn) Read(b []byte) (int, error) {
+	for {
+		deadline := time.Now().Add(c.idle)
+		if !c.hard.IsZero() && c.hard.Before(deadline) {
+			deadline = c.hard
+		}
+		if err := c.Conn.SetReadDeadline(deadline); err != nil {
+			return 0, err
+		}
+		n, err := c.Conn.Read(b)
+		c.nread.Add(int64(n))
+		if n > 0 && c.act != nil {
+			c.act.touch()
+		}
+		if n == 0 && err != nil && c.hard.IsZero() && c.act.recent(c.idle) && isTimeout(err) {
+			continue
+		}
+		return n, err
+	}
+}
+
+func (c *idleConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(b)
+	c.nwritten.Add(int64(n))
+	if n > 0 && c.act != nil {
+		c.act.touch()
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection when the transport supports it (TCP and unix
+// sockets do), and closes it otherwise.
+func (c *idleConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// activity is the time of the last byte moved in either direction of a tunnel.
+type activity struct {
+	start time.Time
+	last  atomic.Int64 // nanoseconds since start
+}
+
+func newActivity() *activity { return &activity{start: time.Now()} }
+
+func (a *activity) touch() { a.last.Store(int64(time.Since(a.start))) }
+
+// recent reports whether a byte moved within d; false for a nil activity.
+func (a *activity) recent(d time.Duration) bool {
+	if a == nil {
+		return false
+	}
+	return time.Since(a.start)-time.Duration(a.last.Load()) < d
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// bufPool holds the fixed 32 KiB buffers that tunnels copy through; nothing is ever
+// buffered beyond them.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// tunnel relays bytes both ways between the client (read through clientR, which may hold
+// bytes the client sent already) and the upstream, half-closing each direction when the
+// other side finishes sending, until both directions are done or one fails. It returns the
+// first error other than a clean end of stream.
+func tunnel(client *idleConn, clientR io.Reader, up *idleConn) error {
+	act := newActivity()
+	client.act, up.act = act, act
+	down := make(chan error, 1)
+	go func() { down <- pipe(client, up) }()
+	errUp := pipe(up, clientR)
+	if errUp != nil {
+		client.Close()
+		up.Close()
+	}
+	errDown := <-down
+	if errDown != nil {
+		client.Close()
+		up.Close()
+	}
+	return errors.Join(errUp, errDown)
+}
+
+// pipe copies src to dst through a pooled buffer, then half-closes dst.
+func pipe(dst *idleConn, src io.Reader) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if cerr := dst.CloseWrite(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+				return cerr
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// lingerClose half-closes c and discards what the client still sends, for at most a
+// second and 64 KiB, before closing. Closing a socket with unread data makes the kernel
+// send a reset, which can destroy the 403 or 503 the client has not read yet.
+func lingerClose(c *idleConn) {
+	_ = c.CloseWrite()
+	c.setHard(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c, 64<<10)
+	c.Close()
+}

@@ -1,0 +1,34 @@
+// Package egress is cordon's only way out of the sandbox: an allowlisting proxy that
+// serves HTTP (absolute-form requests, with keep-alive), CONNECT tunnels and SOCKS5 on one
+// listener, and the small [Bridge] that carries the sandbox's TCP connections to it.
+//
+// The sandbox has no network interface but loopback. Inside it, cordon's PID 1 runs
+// [Bridge] on 127.0.0.1 and pipes every connection to the [Proxy]'s unix socket, which is
+// bind-mounted from the run's private directory. So every byte that leaves goes through
+// [Proxy], which:
+//
+//   - decides each destination with [policy.Policy]: the name first, then, after the proxy
+//     resolved it itself, each address; it dials exactly an address it checked, by
+//     [netip.AddrPort], never a host name, so DNS answers cannot change between check and
+//     use;
+//   - on CONNECT or SOCKS5 to port 443, reads the TLS ClientHello (buffered and replayed,
+//     not consumed) and refuses a server name that differs from the requested host, so an
+//     allowed address cannot be used to front for another name;
+//   - on plain HTTP, requires the Host header to name the request target, strips
+//     hop-by-hop and Proxy-* headers, and re-frames bodies itself so a smuggled second
+//     request cannot reach the destination;
+//   - bounds everything: concurrent connections ([Config.MaxConns]), handshake and idle
+//     timeouts, fixed-size buffers;
+//   - reports every attempt as exactly one [event.NetAllow] or [event.NetDeny] event whose
+//     body is a [ConnEvent].
+//
+// SOCKS5 is a small server written here (RFC 1928: no authentication, CONNECT only, with
+// domain names, IPv4 and IPv6 addresses; BIND and UDP ASSOCIATE are refused). The
+// maintained library candidate, github.com/things-go/go-socks5, is not served by the module
+// proxy this project can reach, and github.com/armon/go-socks5 has been unmaintained since
+// 2016 and resolves and dials on its own; the protocol subset needed is about 150 lines,
+// and writing it keeps one resolve-check-dial path and one event per attempt for all three
+// protocols.
+//
+// The package is unstable until cordon v1.
+package egress

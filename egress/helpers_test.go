@@ -1,0 +1,479 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"net/http/httptrace"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/egress/policy"
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// TestMain fails the package when goroutines outlive the tests: every proxy, bridge,
+// server and client a test starts must be gone once it has been closed.
+func TestMain(m *testing.M) {
+	base := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		if err := settleGoroutines(base, 10*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// settleGoroutines waits until at most want goroutines run, or reports the stacks.
+func settleGoroutines(want int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			return fmt.Errorf("goroutine leak: %d running, want at most %d\n%s", n, want, buf)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// recorder is an event.Sink that keeps what it receives.
+type recorder struct {
+	mu     sync.Mutex
+	events []event.Event
+	notify chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
+
+// Emit implements event.Sink.
+func (r *recorder) Emit(e event.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the events once there are at least n, failing the test after 10 seconds.
+func (r *recorder) wait(t testing.TB, n int) []event.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		got := slices.Clone(r.events)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-r.notify:
+		case <-deadline:
+			t.Fatalf("got %d events, want %d: %+v", len(got), n, got)
+		}
+	}
+}
+
+// last waits for the n-th event and returns its type and body.
+func (r *recorder) nth(t testing.TB, n int) (event.Type, ConnEvent) {
+	t.Helper()
+	evs := r.wait(t, n)
+	e := evs[n-1]
+	body, ok := e.Body.(ConnEvent)
+	if !ok {
+		t.Fatalf("event %d body is %T, want ConnEvent", n, e.Body)
+	}
+	return e.Type, body
+}
+
+// fakeResolver answers from a map and fails for other names, so no test ever looks up
+// a real name.
+type fakeResolver map[string][]netip.Addr
+
+// LookupNetIP implements Resolver.
+func (f fakeResolver) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
+	if network != "ip" {
+		return nil, fmt.Errorf("unexpected network %q", network)
+	}
+	if addrs, ok := f[host]; ok {
+		return addrs, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+// env is a proxy on a unix socket with a bridge in front of it, as in the sandbox.
+type env struct {
+	proxy  *Proxy
+	events *recorder
+	bridge string // host:port of the bridge
+	socket string
+
+	mu     sync.Mutex
+	dialed []netip.AddrPort
+}
+
+// dialedAny reports whether the proxy dialled any address of a.
+func (e *env) dialedAddr(a netip.Addr) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.ContainsFunc(e.dialed, func(ap netip.AddrPort) bool { return ap.Addr() == a })
+}
+
+// startEnv starts a proxy for rules with resolver res and the given limits, and a bridge.
+// Both stop, and are checked to have stopped, when the test ends.
+func startEnv(t testing.TB, rules []policy.Rule, res Resolver, cfg Config) *env {
+	t.Helper()
+	pol, err := policy.New(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	cfg.Policy, cfg.Resolver, cfg.Events = pol, res, rec
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{proxy: p, events: rec, socket: filepath.Join(t.TempDir(), "egress.sock")}
+	real := p.dial
+	p.dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+		e.mu.Lock()
+		e.dialed = append(e.dialed, ap)
+		e.mu.Unlock()
+		return real(ctx, ap)
+	}
+	pln, err := net.Listen("unix", e.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.bridge = bln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	serveErr, bridgeErr := make(chan error, 1), make(chan error, 1)
+	go func() { serveErr <- p.Serve(ctx, pln) }()
+	go func() { bridgeErr <- Bridge(ctx, bln, e.socket) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		for name, ch := range map[string]chan error{"Serve": serveErr, "Bridge": bridgeErr} {
+			select {
+			case err := <-ch:
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s did not return after Close", name)
+			}
+		}
+	})
+	return e
+}
+
+// cidrRule allows 127.0.0.0/8 on the ports of the given servers.
+func cidrRule(ports ...uint16) policy.Rule {
+	return policy.Rule{CIDR: netip.MustParsePrefix("127.0.0.0/8"), Ports: ports, Why: "test servers"}
+}
+
+// portOf returns the port of a server URL.
+func portOf(t testing.TB, rawURL string) uint16 {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(n)
+}
+
+// testHandler serves the test endpoints:
+//
+//	/hello            "hello\n"
+//	/bytes?n=N&seed=S N pseudo-random bytes (the same for the same seed)
+//	/sha256           the hex SHA-256 of the request body
+//	/host             the Host header the server received
+//	/headers          the request headers, one "Key: value" per line
+func testHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+		seed, _ := strconv.ParseUint(r.URL.Query().Get("seed"), 10, 64)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		io.CopyN(w, randReader(seed), n)
+	})
+	mux.HandleFunc("/sha256", func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%d %s", n, hex.EncodeToString(h.Sum(nil)))
+	})
+	mux.HandleFunc("/host", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Host) })
+	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				fmt.Fprintf(w, "%s: %s\n", k, v)
+			}
+		}
+	})
+	return mux
+}
+
+// randReader returns a deterministic byte stream for seed.
+func randReader(seed uint64) io.Reader {
+	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
+}
+
+type chachaReader struct{ r *rand.ChaCha8 }
+
+func (c *chachaReader) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// sumOf returns the hex SHA-256 of n bytes of randReader(seed).
+func sumOf(n int64, seed uint64) string {
+	h := sha256.New()
+	io.CopyN(h, randReader(seed), n)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// servers starts an HTTP and an HTTPS test server on 127.0.0.1.
+func servers(t testing.TB) (plain, tlsSrv *httptest.Server) {
+	t.Helper()
+	plain = httptest.NewServer(testHandler())
+	tlsSrv = httptest.NewTLSServer(testHandler())
+	t.Cleanup(func() {
+		plain.Close()
+		tlsSrv.Close()
+	})
+	return plain, tlsSrv
+}
+
+// proxyClient returns an http.Client that uses the bridge as its HTTP proxy and trusts
+// the TLS test server's certificate for 127.0.0.1 and example.com.
+func proxyClient(t testing.TB, e *env, tlsSrv *httptest.Server) *http.Client {
+	t.Helper()
+	tr := &http.Transport{
+		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: e.bridge}),
+		ForceAttemptHTTP2: false,
+	}
+	if tlsSrv != nil {
+		pool := x509.NewCertPool()
+		pool.AddCert(tlsSrv.Certificate())
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
+}
+
+// rawExchange writes req on a new connection to the bridge and returns the response and
+// a reader positioned after its head.
+func rawExchange(t testing.TB, e *env, req string) (*http.Response, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", e.bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading response to %q: %v", req, err)
+	}
+	return resp, c, br
+}
+
+// readBody returns the whole body.
+func readBody(t testing.TB, r io.ReadCloser) string {
+	t.Helper()
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// denyBody is the exact 403 body for a denial.
+func denyBody(hostport, reason string) string {
+	return "cordon: egress to " + hostport + " denied by contract (" + reason + ")\n"
+}
+
+// socksConnect performs a SOCKS5 no-auth CONNECT over c with the given address bytes
+// (ATYP and DST.ADDR) and port, and returns the reply code.
+func socksConnect(t testing.TB, c net.Conn, cmd byte, addr []byte, port uint16) byte {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write([]byte{5, 1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	var sel [2]byte
+	if _, err := io.ReadFull(c, sel[:]); err != nil {
+		t.Fatalf("reading method selection: %v", err)
+	}
+	if sel != [2]byte{5, 0} {
+		t.Fatalf("method selection %v, want [5 0]", sel)
+	}
+	req := append([]byte{5, cmd, 0}, addr...)
+	req = append(req, byte(port>>8), byte(port))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var rep [10]byte
+	if _, err := io.ReadFull(c, rep[:]); err != nil {
+		t.Fatalf("reading socks reply: %v", err)
+	}
+	c.SetDeadline(time.Time{})
+	return rep[1]
+}
+
+// socksName encodes a domain name as SOCKS5 ATYP and DST.ADDR.
+func socksName(name string) []byte { return append([]byte{3, byte(len(name))}, name...) }
+
+// socksIPv4 encodes an IPv4 address as SOCKS5 ATYP and DST.ADDR.
+func socksIPv4(s string) []byte {
+	a := netip.MustParseAddr(s).As4()
+	return append([]byte{1}, a[:]...)
+}
+
+// wantEvent checks the type and the named fields of an event body.
+func wantEvent(t testing.TB, typ event.Type, got ConnEvent, wantTyp event.Type, want ConnEvent) {
+	t.Helper()
+	var errs []string
+	if typ != wantTyp {
+		errs = append(errs, fmt.Sprintf("type %s, want %s", typ, wantTyp))
+	}
+	check := func(name, g, w string) {
+		if w != "" && g != w {
+			errs = append(errs, fmt.Sprintf("%s %q, want %q", name, g, w))
+		}
+	}
+	check("host", got.Host, want.Host)
+	check("addr", got.Addr, want.Addr)
+	check("proto", got.Proto, want.Proto)
+	check("rule", got.Rule, want.Rule)
+	if want.Port != 0 && got.Port != want.Port {
+		errs = append(errs, fmt.Sprintf("port %d, want %d", got.Port, want.Port))
+	}
+	if want.Reason != "" && !strings.Contains(got.Reason, want.Reason) {
+		errs = append(errs, fmt.Sprintf("reason %q, want it to contain %q", got.Reason, want.Reason))
+	}
+	if wantTyp == event.NetDeny && got.Reason == "" {
+		errs = append(errs, "deny without a reason")
+	}
+	if wantTyp == event.NetAllow && (got.Reason != "" || got.Rule == "") {
+		errs = append(errs, fmt.Sprintf("allow with reason %q and rule %q", got.Reason, got.Rule))
+	}
+	if want.BytesUp != 0 && got.BytesUp != want.BytesUp {
+		errs = append(errs, fmt.Sprintf("bytes_up %d, want %d", got.BytesUp, want.BytesUp))
+	}
+	if want.BytesDown != 0 && got.BytesDown != want.BytesDown {
+		errs = append(errs, fmt.Sprintf("bytes_down %d, want %d", got.BytesDown, want.BytesDown))
+	}
+	if got.DurationMS < 0 {
+		errs = append(errs, "negative duration")
+	}
+	if len(errs) > 0 {
+		t.Errorf("event %+v:\n\t%s", got, strings.Join(errs, "\n\t"))
+	}
+}
+
+
+// httptraceConn returns ctx with a trace that records each connection the client uses.
+func httptraceConn(ctx context.Context, conns *sync.Map) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { conns.Store(info.Conn.LocalAddr().String(), true) },
+	})
+}
+
+// freePort returns a loopback port nothing listens on (nothing should dial it anyway).
+func freePort(t testing.TB) uint16 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// sha256Hex returns "N HEX": the length and SHA-256 of what r yields.
+func sha256Hex(t testing.TB, r io.Reader) string {
+	t.Helper()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		t.Errorf("reading: %v", err)
+	}
+	return strconv.FormatInt(n, 10) + " " + hex.EncodeToString(h.Sum(nil))
+}
+
+func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// socksReplyName names a reply code in test failures.
+func socksReplyName(code byte) string {
+	switch code {
+	case socksOK:
+		return "succeeded"
+	case socksGeneralFailure:
+		return "general failure"
+	case socksNotAllowed:
+		return "connection not allowed by ruleset"
+	case socksNetUnreachable:
+		return "network unreachable"
+	case socksHostUnreachable:
+		return "host unreachable"
+	case socksConnRefused:
+		return "connection refused"
+	case socksCmdUnsupported:
+		return "command not supported"
+	case socksAtypUnsupported:
+		return "address type not supported"
+	}
+	return "reply " + strconv.Itoa(int(code))
+}
