@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cordon's build, tests and demo need on a Debian machine, only when
-# missing. Usage: scripts/deps.sh [test|bench|generate]
+# missing (chromium looks at the audit HTML report in a test).
+# Usage: scripts/deps.sh [test|bench|generate]
 set -euo pipefail
-want=(bwrap:bubblewrap curl:curl git:git)
+want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium)
 case "${1:-test}" in
   bench) want+=(hyperfine:hyperfine socat:socat rg:ripgrep) ;;
   generate) want+=(clang:clang llvm-strip:llvm) ;;
