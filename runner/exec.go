@@ -30,6 +30,7 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: snapshotting the workspace for the audit diff: %v", errdefs.ErrUnavailable, err)
 	}
+	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files)
 	cmdID, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: r.plan.Workdir, Env: envNames(r.plan)})
 	if err != nil {
 		return fmt.Errorf("%w: writing the audit log: %v", errdefs.ErrUnavailable, err)
@@ -71,6 +72,7 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: took.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
+	r.o.Log.Debug("command recorded")
 	res, derr := tracker.Diff(context.WithoutCancel(ctx))
 	if derr == nil {
 		derr = r.log.RecordDiff(cmdID, res)
@@ -79,6 +81,7 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 		r.o.Log.Warn("recording the workspace diff", "err", derr)
 	}
 	r.sink.setCmd("")
+	r.o.Log.Debug("diff recorded")
 	r.finish(code, reason, "")
 	return nil
 }

@@ -143,6 +143,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir()
 	r.sink = &cmdSink{next: log, copy: r.o.Events}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID)
@@ -158,6 +159,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log); err != nil {
 		return err
 	}
+	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
 	host.EgressSocket = r.eg.socket
 	host.Env = append(r.plan.Environ(), ProxyEnv()...)
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
