@@ -264,3 +264,21 @@ func lastRun(t *testing.T, w *world) []audit.Record {
 	}
 	return recs
 }
+
+func TestEgressSOCKS5(t *testing.T) {
+	w := newWorld(t)
+	up := newUpstream(t, false, "127.0.0.2:0")
+	other := newUpstream(t, false, "127.0.0.2:0")
+	w.egressContract(up.port)
+	// ALL_PROXY is socks5h://127.0.0.1:3128: what git over ssh (ProxyCommand) and
+	// other non-HTTP clients use. Names are resolved by the proxy (socks5h).
+	r := w.sh("curl -sS --max-time 10 -x \"$ALL_PROXY\" http://127.0.0.2:" + up.port + "/hello; " +
+		"curl -sS --max-time 10 -x \"$ALL_PROXY\" http://127.0.0.2:" + other.port + "/hello; echo denied=$?")
+	assertContains(t, "stdout", r.stdout, "hello from upstream")
+	assertContains(t, "stdout", r.stdout, "denied=97") // curl: proxy handshake error
+	// Reply code 2: "connection not allowed by ruleset".
+	assertContains(t, "stderr", r.stderr, "Can't complete SOCKS5 connection to 127.0.0.2. (2)")
+	if other.hits.Load() != 0 {
+		t.Error("the denied SOCKS5 request reached its upstream")
+	}
+}
