@@ -7,13 +7,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"net/http/httptrace"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"os"
@@ -422,7 +422,6 @@ func wantEvent(t testing.TB, typ event.Type, got ConnEvent, wantTyp event.Type, 
 		t.Errorf("event %+v:\n\t%s", got, strings.Join(errs, "\n\t"))
 	}
 }
-
 
 // httptraceConn returns ctx with a trace that records each connection the client uses.
 func httptraceConn(ctx context.Context, conns *sync.Map) context.Context {
