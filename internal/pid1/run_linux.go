@@ -18,8 +18,7 @@ import (
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
 // the command's status.
 func Main() int {
-	status := os.NewFile(StatusFD, "status")
-	specFile := os.NewFile(SpecFD, "spec")
+	status, specFile := channels() // fds 3 and 4, or the files of --dir (files_linux.go)
 	if status == nil || specFile == nil {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
 		return ExitSelfCheck
