@@ -29,7 +29,8 @@ type ConnEvent struct {
 	Port uint16 `json:"port"`
 	// Addr is the address that was dialled ("ip:port"); empty when none was.
 	Addr string `json:"addr,omitempty"`
-	// Proto is how the client asked: "http", "connect" or "socks5".
+	// Proto is how the client asked: "http", "connect" or "socks5"; empty when the
+	// connection was refused before it said.
 	Proto string `json:"proto"`
 	// Rule is the contract rule that allowed the connection, e.g. "*.example.com:443".
 	Rule string `json:"rule,omitempty"`
@@ -48,6 +49,17 @@ type ConnEvent struct {
 	// DurationMS is the time from reading the request to the end of the attempt.
 	DurationMS int64 `json:"duration_ms"`
 }
+
+// Log field keys.
+const (
+	logKeyType   = "type"
+	logKeyHost   = "host"
+	logKeyPort   = "port"
+	logKeyProto  = "proto"
+	logKeyAddr   = "addr"
+	logKeyReason = "decision_reason"
+	logKeyError  = "error"
+)
 
 // attempt accumulates one ConnEvent.
 type attempt struct {
@@ -95,8 +107,8 @@ func (p *Proxy) emit(ev ConnEvent, allowed bool) {
 		ev.Rule, ev.Why = "", ""
 	}
 	p.cfg.Events.Emit(event.Event{Type: typ, Time: time.Now(), Body: ev})
-	p.cfg.Logger.Debug("egress", "type", string(typ), "host", ev.Host, "port", ev.Port,
-		"proto", ev.Proto, "addr", ev.Addr, "reason", ev.Reason, "error", ev.Error)
+	p.cfg.Logger.Debug("egress attempt", logKeyType, string(typ), logKeyHost, ev.Host, logKeyPort, ev.Port,
+		logKeyProto, ev.Proto, logKeyAddr, ev.Addr, logKeyReason, ev.Reason, logKeyError, ev.Error)
 }
 
 func bound(s string, n int) string {

@@ -205,9 +205,14 @@ func writeResponse(bw *bufio.Writer, req *http.Request, resp *http.Response) (in
 		}
 	case resp.ContentLength >= 0:
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	default:
+	case req.ProtoAtLeast(1, 1):
 		h.Set("Transfer-Encoding", "chunked")
 		chunked = true
+	default:
+		// An HTTP/1.0 client cannot read chunks: the body ends when the connection does.
+	}
+	if req.Close || !req.ProtoAtLeast(1, 1) {
+		h.Set("Connection", "close")
 	}
 	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", code, printable(text))
 	if err := h.Write(bw); err != nil {

@@ -35,11 +35,16 @@ func (p *Proxy) serveHTTP(ctx context.Context, cc *idleConn, br *bufio.Reader) {
 		}
 		cc.setHard(time.Now().Add(p.cfg.HandshakeTimeout))
 		head, err := peekHead(br)
-		if err != nil {
-			if errors.Is(err, errHeadTooLarge) {
-				p.badRequest(cc, bw, http.StatusRequestHeaderFieldsTooLarge, err)
-			}
+		switch {
+		case errors.Is(err, errHeadTooLarge):
+			p.badRequest(cc, bw, http.StatusRequestHeaderFieldsTooLarge, err)
 			return
+		case err != nil && br.Buffered() > 0:
+			// A request was started but not finished in time: still an attempt.
+			p.badRequest(cc, bw, http.StatusRequestTimeout, fmt.Errorf("incomplete request head: %w", err))
+			return
+		case err != nil:
+			return // closed or idle between requests: nothing was attempted
 		}
 		hosts := headHosts(head)
 		req, err := http.ReadRequest(br)

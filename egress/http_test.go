@@ -180,32 +180,38 @@ func TestWriteResponseFraming(t *testing.T) {
 	tests := []struct {
 		name   string
 		method string
+		minor  int // HTTP/1.minor
 		resp   *http.Response
 		want   []string // substrings of the output
 		absent []string
 	}{
 		{
-			"known length", "GET",
+			"known length", "GET", 1,
 			&http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{"Connection": {"keep-alive"}}, ContentLength: 5, Body: io.NopCloser(strings.NewReader("hello"))},
 			[]string{"HTTP/1.1 200 OK\r\n", "Content-Length: 5\r\n", "\r\n\r\nhello"}, []string{"Connection", "chunked"},
 		},
 		{
-			"unknown length chunked", "GET",
+			"unknown length chunked", "GET", 1,
 			&http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, ContentLength: -1, Body: io.NopCloser(strings.NewReader("hello"))},
 			[]string{"Transfer-Encoding: chunked\r\n", "\r\n\r\n5\r\nhello\r\n0\r\n\r\n"}, []string{"Content-Length"},
 		},
 		{
-			"head keeps length", "HEAD",
+			"http/1.0 close delimited", "GET", 0,
+			&http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, ContentLength: -1, Body: io.NopCloser(strings.NewReader("hello"))},
+			[]string{"Connection: close\r\n", "\r\n\r\nhello"}, []string{"chunked", "Content-Length"},
+		},
+		{
+			"head keeps length", "HEAD", 1,
 			&http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, ContentLength: 42, Body: http.NoBody},
 			[]string{"Content-Length: 42\r\n"}, []string{"chunked"},
 		},
 		{
-			"no content", "GET",
+			"no content", "GET", 1,
 			&http.Response{StatusCode: 204, Status: "204 No Content", Header: http.Header{}, ContentLength: -1, Body: http.NoBody},
 			[]string{"HTTP/1.1 204 No Content\r\n"}, []string{"chunked", "Content-Length"},
 		},
 		{
-			"status text sanitised", "GET",
+			"status text sanitised", "GET", 1,
 			&http.Response{StatusCode: 200, Status: "200 O\x01K", Header: http.Header{}, ContentLength: 0, Body: http.NoBody},
 			[]string{"HTTP/1.1 200 O?K\r\n"}, nil,
 		},
@@ -214,7 +220,8 @@ func TestWriteResponseFraming(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			bw := bufio.NewWriter(&out)
-			if _, err := writeResponse(bw, &http.Request{Method: tt.method}, tt.resp); err != nil {
+			req := &http.Request{Method: tt.method, ProtoMajor: 1, ProtoMinor: tt.minor}
+			if _, err := writeResponse(bw, req, tt.resp); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tt.want {
@@ -234,7 +241,7 @@ func TestWriteResponseFraming(t *testing.T) {
 func TestWriteResponseShortBody(t *testing.T) {
 	var out bytes.Buffer
 	resp := &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, ContentLength: 10, Body: io.NopCloser(strings.NewReader("short"))}
-	if _, err := writeResponse(bufio.NewWriter(&out), &http.Request{Method: "GET"}, resp); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := writeResponse(bufio.NewWriter(&out), &http.Request{Method: "GET", ProtoMajor: 1, ProtoMinor: 1}, resp); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("writeResponse of a short body: %v, want ErrUnexpectedEOF", err)
 	}
 }

@@ -67,11 +67,12 @@ func (c Config) Validate() error {
 	if c.MaxConns < 0 {
 		errs = append(errs, fmt.Errorf("max conns %d is negative", c.MaxConns))
 	}
-	for name, d := range map[string]time.Duration{
-		"idle timeout": c.IdleTimeout, "dial timeout": c.DialTimeout, "handshake timeout": c.HandshakeTimeout,
-	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s %s is negative", name, d))
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"idle timeout", c.IdleTimeout}, {"dial timeout", c.DialTimeout}, {"handshake timeout", c.HandshakeTimeout}} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s is negative", f.name, f.d))
 		}
 	}
 	return errors.Join(errs...)
@@ -185,7 +186,7 @@ func (p *Proxy) accept(ctx context.Context, ln net.Listener, conns *sync.WaitGro
 			}
 			// EMFILE and friends: wait and retry rather than spin or give up.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			p.cfg.Logger.Warn("egress accept failed; retrying", "error", err, "backoff", backoff)
+			p.cfg.Logger.Warn("egress accept failed; retrying", logKeyError, err, "backoff", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():

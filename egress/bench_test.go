@@ -1,0 +1,115 @@
+package egress
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/cordonhq/cordon/egress/policy"
+)
+
+// benchSize is the download of one BenchmarkProxyThroughput iteration.
+const benchSize = 200 << 20
+
+// benchHandler serves /big (benchSize bytes from one reused buffer, so the server costs
+// little) and /small (a few bytes).
+func benchHandler() http.Handler {
+	block := make([]byte, 1<<20)
+	io.ReadFull(randReader(1), block)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(benchSize))
+		for range benchSize / len(block) {
+			if _, err := w.Write(block); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/small", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
+}
+
+// benchClients returns, by name, clients that reach the servers directly and through the
+// proxy behind the bridge (as in the sandbox): as an HTTP proxy (absolute-form for http,
+// CONNECT for https) and as a SOCKS5 proxy.
+func benchClients(b *testing.B) (plainURL, tlsURL string, clients map[string]*http.Client) {
+	plain := httptest.NewServer(benchHandler())
+	tlsSrv := httptest.NewTLSServer(benchHandler())
+	b.Cleanup(plain.Close)
+	b.Cleanup(tlsSrv.Close)
+	e := startEnv(b, []policy.Rule{cidrRule(portOf(b, plain.URL), portOf(b, tlsSrv.URL))}, fakeResolver{}, Config{})
+	pool := x509.NewCertPool()
+	pool.AddCert(tlsSrv.Certificate())
+	mk := func(proxy *url.URL) *http.Client {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		if proxy != nil {
+			tr.Proxy = http.ProxyURL(proxy)
+		}
+		b.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr}
+	}
+	return plain.URL, tlsSrv.URL, map[string]*http.Client{
+		"direct": mk(nil),
+		"proxy":  mk(&url.URL{Scheme: "http", Host: e.bridge}),
+		"socks5": mk(&url.URL{Scheme: "socks5", Host: e.bridge}),
+	}
+}
+
+// BenchmarkProxyThroughput downloads 200 MB over loopback per iteration, directly and
+// through bridge and proxy; compare the MB/s columns.
+func BenchmarkProxyThroughput(b *testing.B) {
+	plainURL, tlsURL, clients := benchClients(b)
+	for _, tc := range []struct{ name, client, url string }{
+		{"http/direct", "direct", plainURL},
+		{"http/proxy", "proxy", plainURL},
+		{"http/socks5", "socks5", plainURL},
+		{"https/direct", "direct", tlsURL},
+		{"https/connect", "proxy", tlsURL},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := clients[tc.client]
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				resp, err := c.Get(tc.url + "/big")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || n != benchSize {
+					b.Fatalf("downloaded %d bytes, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkProxyLatency sends small requests on a kept-alive connection, directly and
+// through bridge and proxy; compare ns/op.
+func BenchmarkProxyLatency(b *testing.B) {
+	plainURL, tlsURL, clients := benchClients(b)
+	for _, tc := range []struct{ name, client, url string }{
+		{"http/direct", "direct", plainURL},
+		{"http/proxy", "proxy", plainURL},
+		{"http/socks5", "socks5", plainURL},
+		{"https/direct", "direct", tlsURL},
+		{"https/connect", "proxy", tlsURL},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := clients[tc.client]
+			for b.Loop() {
+				resp, err := c.Get(tc.url + "/small")
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
