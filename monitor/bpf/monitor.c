@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0-only)
+//go:build ignore
+
+/*
+ * cordon's syscall monitor. Every program first asks whether the current task belongs
+ * to the run (its cgroup v2, or a cgroup below it, and, for nested sandboxes, not the
+ * sandbox's own machinery); nothing about any other task is read or sent. Events go to
+ * user space through one ring buffer; an event that does not fit is counted in `lost`.
+ *
+ * The programs record; they decide nothing. User space compares what they send with
+ * the run's profile. Execs are read after the new program is in place
+ * (sched_process_exec), everything else at its syscall tracepoint.
+ */
+
+#include "kernel.h"
+#include "bpf_helpers.h"
+#include "bpf_core_read.h"
+#include "bpf_tracing.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Set by the loader before loading (cilium/ebpf VariableSpec.Set). */
+volatile const __u64 cfg_cgroup_id = 0;    /* the run's cgroup v2 id */
+volatile const __u32 cfg_cgroup_level = 0; /* its depth below the v2 root */
+volatile const __u32 cfg_host_pidns = 0;   /* nested: inode of cordon's pid namespace, else 0 */
+
+#define SLOT 4096             /* bytes per string, NUL included */
+#define SLOT_MASK (SLOT - 1)
+#define NAME_MASK 255         /* NAME_MAX */
+#define MAX_DEPTH 48          /* path components walked */
+#define SOCKADDR_MAX 128      /* sizeof(struct sockaddr_storage) */
+
+/* Syscalls, as user space names them (monitor/syscalls.go). */
+enum sc {
+	SC_EXECVE = 1,
+	SC_EXECVEAT,
+	SC_OPEN,
+	SC_OPENAT,
+	SC_OPENAT2,
+	SC_CREAT,
+	SC_CONNECT,
+	SC_PTRACE,
+	SC_MOUNT,
+	SC_UMOUNT,
+	SC_FSOPEN,
+	SC_FSMOUNT,
+	SC_MOVE_MOUNT,
+	SC_OPEN_TREE,
+	SC_PIVOT_ROOT,
+	SC_UNSHARE,
+	SC_SETNS,
+	SC_BPF,
+	SC_INIT_MODULE,
+	SC_FINIT_MODULE,
+	SC_KEXEC_LOAD,
+	SC_KEXEC_FILE_LOAD,
+	SC_KEYCTL,
+	SC_ADD_KEY,
+	SC_REQUEST_KEY,
+	SC_OPEN_BY_HANDLE_AT,
+	SC_MAX,
+};
+
+/* Event flags. */
+enum ef {
+	EF_TRUNC = 1,    /* a string was cut at SLOT bytes, or a path at MAX_DEPTH */
+	EF_FAULT = 2,    /* a string could not be read */
+	EF_RELATIVE = 4, /* open: str[1] is the directory a relative str[0] is resolved in */
+};
+
+/*
+ * One event: a fixed header and up to three strings packed one after the other in
+ * data (str[i] is len[i] bytes, no NUL). Only the header and the used part of data
+ * go into the ring buffer. Layout mirrored in monitor/record.go.
+ *
+ *   exec:    args = {inode, kernel dev, nlink}; str = {filename, argv (NUL-separated), resolved path}
+ *   open*:   args = {flags, dfd, mode};         str = {path, directory of a relative path}
+ *   connect: args = {fd, addrlen};              str = {raw sockaddr}
+ *   others:  args = the syscall's arguments;    str = its string arguments
+ */
+struct event {
+	__u64 cgroup;
+	__u64 args[6];
+	__u32 pid;  /* thread group id, host pid namespace */
+	__u32 tid;
+	__u32 ppid;
+	__u32 uid;
+	__u16 sc;   /* enum sc */
+	__u16 flags;
+	__u16 len[3];
+	__u16 pad;
+	char comm[16];
+	__u32 pad2;
+	char data[3 * SLOT];
+};
+
+struct walkbuf {
+	char b[2 * SLOT];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* the loader may change it */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct event);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walkbuf);
+} walk SEC(".maps");
+
+/* Force bpf2go to emit Go types for these. */
+const struct event *unused_event __attribute__((unused));
+const enum sc *unused_sc __attribute__((unused));
+
+/* watched reports whether task t (the current task) is one of the run's workload
+ * processes. */
+static __always_inline bool watched(struct task_struct *t)
+{
+	if (!cfg_cgroup_id)
+		return false;
+	if (bpf_get_current_ancestor_cgroup_id(cfg_cgroup_level) != cfg_cgroup_id)
+		return false;
+	if (!cfg_host_pidns)
+		return true;
+	/* Nested: the sandbox's machinery is what runs in cordon's own pid namespace
+	 * (bwrap building the sandbox) and process 1 of the nested one (cordon's init). */
+	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	unsigned int level = BPF_CORE_READ(p, level);
+	struct upid *u = (void *)p + bpf_core_field_offset(struct pid, numbers) +
+			 (level & 31) * sizeof(struct upid);
+	if (BPF_CORE_READ(u, nr) == 1)
+		return false;
+	return BPF_CORE_READ(u, ns, ns.inum) != cfg_host_pidns;
+}
+
+static __always_inline struct event *begin(__u16 sc)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	if (!watched(t))
+		return NULL;
+	__u32 zero = 0;
+	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return NULL;
+	__u64 id = bpf_get_current_pid_tgid();
+	e->cgroup = bpf_get_current_cgroup_id();
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->ppid = BPF_CORE_READ(t, real_parent, tgid);
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->sc = sc;
+	e->flags = 0;
+	e->len[0] = e->len[1] = e->len[2] = 0;
+	for (int i = 0; i < 6; i++)
+		e->args[i] = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+static __always_inline int submit(struct event *e, __u32 off)
+{
+	__u64 size = offsetof(struct event, data) + off;
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	if (bpf_ringbuf_output(&events, e, size, 0) < 0) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+		if (n)
+			(*n)++;
+	}
+	return 0;
+}
+
+/* put_str copies the NUL-terminated string src (user or kernel memory) into str[i],
+ * which starts at off, and returns the offset after it. */
+static __always_inline __u32 put_str(struct event *e, int i, __u32 off, const void *src, bool user)
+{
+	if (off > 2 * SLOT)
+		return off;
+	long n = user ? bpf_probe_read_user_str(&e->data[off], SLOT, src)
+		      : bpf_probe_read_kernel_str(&e->data[off], SLOT, src);
+	if (n <= 0) {
+		e->flags |= EF_FAULT;
+		return off;
+	}
+	if (n == SLOT)
+		e->flags |= EF_TRUNC;
+	e->len[i] = n - 1;
+	return off + n - 1;
+}
+
+/* put_user_bytes copies n bytes of user memory into str[i]. */
+static __always_inline __u32 put_user_bytes(struct event *e, int i, __u32 off, const void *src, __u64 n)
+{
+	if (off > 2 * SLOT)
+		return off;
+	if (n > SLOT) {
+		n = SLOT;
+		e->flags |= EF_TRUNC;
+	}
+	if (bpf_probe_read_user(&e->data[off], n, src) < 0) {
+		e->flags |= EF_FAULT;
+		return off;
+	}
+	e->len[i] = n;
+	return off + n;
+}
+
+/* put_path writes the path of p as the task sees it (walking dentries and mounts up to
+ * its mount namespace's root) into str[i]. */
+static __always_inline __u32 put_path(struct event *e, int i, __u32 off, const struct path *p)
+{
+	__u32 zero = 0;
+	struct walkbuf *w = bpf_map_lookup_elem(&walk, &zero);
+	if (!w || off > 2 * SLOT)
+		return off;
+	struct dentry *d = BPF_CORE_READ(p, dentry);
+	struct vfsmount *vm = BPF_CORE_READ(p, mnt);
+	struct mount *mnt = (void *)vm - bpf_core_field_offset(struct mount, mnt);
+	__u32 pos = SLOT;
+	bool done = false;
+	for (int k = 0; k < MAX_DEPTH; k++) {
+		struct dentry *root = BPF_CORE_READ(vm, mnt_root);
+		if (d == root) {
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+			if (up == mnt) {
+				done = true;
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			vm = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
+			continue;
+		}
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		if (d == parent) {
+			done = true;
+			break;
+		}
+		__u32 len = BPF_CORE_READ(d, d_name.len) & NAME_MASK;
+		if (len + 1 > pos)
+			break;
+		pos -= len + 1;
+		pos &= SLOT_MASK;
+		w->b[pos] = '/';
+		bpf_probe_read_kernel(&w->b[pos + 1], len, BPF_CORE_READ(d, d_name.name));
+		d = parent;
+	}
+	if (!done)
+		e->flags |= EF_TRUNC;
+	if (pos >= SLOT) {
+		pos = SLOT - 1;
+		w->b[pos] = '/';
+	}
+	__u32 n = SLOT - pos;
+	if (n > SLOT)
+		n = SLOT;
+	bpf_probe_read_kernel(&e->data[off], n, &w->b[pos & SLOT_MASK]);
+	e->len[i] = n;
+	return off + n;
+}
+
+/* dir_of returns the directory a relative path given with dfd is resolved in. */
+static __always_inline const struct path *dir_of(long dfd)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
+	if (dfd == AT_FDCWD) {
+		struct fs_struct *fs = BPF_CORE_READ(t, fs);
+		return __builtin_preserve_access_index(&fs->pwd);
+	}
+	if (dfd < 0)
+		return NULL;
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	if ((unsigned long)dfd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[dfd]);
+	if (!f)
+		return NULL;
+	return __builtin_preserve_access_index(&f->f_path);
+}
+
+/*
+ * Opens and connects are read at syscall entry, from the process's memory. A string on
+ * a page that is not faulted in yet cannot be read there (BPF may not fault); such a
+ * call is kept in `pending` and read again at syscall exit, after the kernel itself
+ * copied it in.
+ */
+struct pending {
+	__u64 args[4];
+	__u16 sc;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct pending);
+} pending SEC(".maps");
+
+/* fill reads the arguments of an open or a connect into e; it returns the data size. */
+static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
+{
+	if (sc == SC_CONNECT) {
+		e->args[0] = a[0];
+		e->args[1] = a[2];
+		__u64 n = a[2];
+		if (n > SOCKADDR_MAX)
+			n = SOCKADDR_MAX;
+		return put_user_bytes(e, 0, 0, (const void *)a[1], n);
+	}
+	/* a = {dfd, path, flags or struct open_how *, mode} */
+	__u64 flags = a[2];
+	if (sc == SC_OPENAT2) {
+		flags = 0; /* struct open_how starts with __u64 flags */
+		if (bpf_probe_read_user(&flags, sizeof(flags), (void *)a[2]) < 0)
+			e->flags |= EF_FAULT;
+	}
+	long dfd = (int)a[0]; /* an int: the tracepoint zero-extends it */
+	e->args[0] = flags;
+	e->args[1] = dfd;
+	e->args[2] = a[3];
+	__u32 off = put_str(e, 0, 0, (const char *)a[1], true);
+	if (e->len[0] > 0 && e->data[0] != '/') {
+		const struct path *dir = dir_of(dfd);
+		if (dir) {
+			off = put_path(e, 1, off, dir);
+			e->flags |= EF_RELATIVE;
+		}
+	}
+	return off;
+}
+
+static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
+{
+	struct event *e = begin(sc);
+	if (!e)
+		return 0;
+	struct pending p = {.args = {a0, a1, a2, a3}, .sc = sc};
+	__u32 off = fill(e, sc, p.args);
+	if (e->flags & EF_FAULT) {
+		__u32 tid = e->tid;
+		if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY) == 0)
+			return 0;
+	}
+	return submit(e, off);
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat")
+int tp_openat(struct sys_enter *ctx)
+{
+	return enter(SC_OPENAT, ctx->args[0], ctx->args[1], ctx->args[2], ctx->args[3]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat2")
+int tp_openat2(struct sys_enter *ctx)
+{
+	return enter(SC_OPENAT2, ctx->args[0], ctx->args[1], ctx->args[2], 0);
+}
+
+/* open(2) and creat(2) exist on some architectures only (x86-64 has them); the loader
+ * skips a tracepoint the kernel does not have. */
+SEC("tracepoint/syscalls/sys_enter_open")
+int tp_open(struct sys_enter *ctx)
+{
+	return enter(SC_OPEN, (__u64)AT_FDCWD, ctx->args[0], ctx->args[1], ctx->args[2]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_creat")
+int tp_creat(struct sys_enter *ctx)
+{
+	/* O_CREAT|O_WRONLY|O_TRUNC */
+	return enter(SC_CREAT, (__u64)AT_FDCWD, ctx->args[0], 01101, ctx->args[1]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_connect")
+int tp_connect(struct sys_enter *ctx)
+{
+	return enter(SC_CONNECT, ctx->args[0], ctx->args[1], ctx->args[2], 0);
+}
+
+/* One exit program for all of the above: it only acts on a call left pending. */
+SEC("tracepoint/syscalls/sys_exit_openat")
+int tp_exit(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *pp = bpf_map_lookup_elem(&pending, &tid);
+	if (!pp)
+		return 0;
+	struct pending p = *pp;
+	bpf_map_delete_elem(&pending, &tid);
+	struct event *e = begin(p.sc);
+	if (!e)
+		return 0;
+	return submit(e, fill(e, p.sc, p.args));
+}
+
+/* Successful execs, after the new program is in place: the file name as given, the new
+ * argv (read from the new process, so not racy) and the file actually executed. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	struct event *e = begin(SC_EXECVE);
+	if (!e)
+		return 0;
+	__u32 off = put_str(e, 0, 0, BPF_CORE_READ(bprm, filename), false);
+	/* execveat with a file descriptor runs "/dev/fd/N[/name]" */
+	if (e->len[0] > 8 && e->data[0] == '/' && e->data[1] == 'd' && e->data[2] == 'e' &&
+	    e->data[3] == 'v' && e->data[4] == '/' && e->data[5] == 'f' && e->data[6] == 'd' && e->data[7] == '/')
+		e->sc = SC_EXECVEAT;
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	unsigned long start = BPF_CORE_READ(mm, arg_start), end = BPF_CORE_READ(mm, arg_end);
+	if (end > start)
+		off = put_user_bytes(e, 1, off, (const void *)start, end - start);
+	struct file *f = BPF_CORE_READ(bprm, file);
+	if (f) {
+		off = put_path(e, 2, off, __builtin_preserve_access_index(&f->f_path));
+		struct inode *ino = BPF_CORE_READ(f, f_inode);
+		e->args[0] = BPF_CORE_READ(ino, i_ino);
+		e->args[1] = BPF_CORE_READ(ino, i_sb, s_dev);
+		e->args[2] = BPF_CORE_READ(ino, i_nlink);
+	}
+	return submit(e, off);
+}
+
+/*
+ * The high-signal rest: every call by the workload is recorded with its arguments and
+ * up to three of them read as strings (s0..s2: argument indexes, -1 for none). nargs is
+ * how many arguments the syscall has: a tracepoint program may not read past them.
+ */
+static __always_inline int on_other(struct sys_enter *ctx, __u16 sc, int nargs, int s0, int s1, int s2)
+{
+	struct event *e = begin(sc);
+	if (!e)
+		return 0;
+	if (nargs > 0)
+		e->args[0] = ctx->args[0];
+	if (nargs > 1)
+		e->args[1] = ctx->args[1];
+	if (nargs > 2)
+		e->args[2] = ctx->args[2];
+	if (nargs > 3)
+		e->args[3] = ctx->args[3];
+	if (nargs > 4)
+		e->args[4] = ctx->args[4];
+	if (nargs > 5)
+		e->args[5] = ctx->args[5];
+	__u32 off = 0;
+	if (s0 >= 0)
+		off = put_str(e, 0, off, (const char *)ctx->args[s0], true);
+	if (s1 >= 0)
+		off = put_str(e, 1, off, (const char *)ctx->args[s1], true);
+	if (s2 >= 0)
+		off = put_str(e, 2, off, (const char *)ctx->args[s2], true);
+	return submit(e, off);
+}
+
+#define OTHER(name, sc, nargs, s0, s1, s2)                        \
+	SEC("tracepoint/syscalls/sys_enter_" #name)               \
+	int tp_##name(struct sys_enter *ctx)                       \
+	{                                                          \
+		return on_other(ctx, sc, nargs, s0, s1, s2);       \
+	}
+
+OTHER(ptrace, SC_PTRACE, 4, -1, -1, -1)
+OTHER(mount, SC_MOUNT, 5, 0, 1, 2)
+OTHER(umount, SC_UMOUNT, 2, 0, -1, -1)
+OTHER(fsopen, SC_FSOPEN, 2, 0, -1, -1)
+OTHER(fsmount, SC_FSMOUNT, 3, -1, -1, -1)
+OTHER(move_mount, SC_MOVE_MOUNT, 5, 1, 3, -1)
+OTHER(open_tree, SC_OPEN_TREE, 3, 1, -1, -1)
+OTHER(pivot_root, SC_PIVOT_ROOT, 2, 0, 1, -1)
+OTHER(unshare, SC_UNSHARE, 1, -1, -1, -1)
+OTHER(setns, SC_SETNS, 2, -1, -1, -1)
+OTHER(bpf, SC_BPF, 3, -1, -1, -1)
+OTHER(init_module, SC_INIT_MODULE, 3, 2, -1, -1)
+OTHER(finit_module, SC_FINIT_MODULE, 3, 1, -1, -1)
+OTHER(kexec_load, SC_KEXEC_LOAD, 4, -1, -1, -1)
+OTHER(kexec_file_load, SC_KEXEC_FILE_LOAD, 5, 3, -1, -1)
+OTHER(keyctl, SC_KEYCTL, 5, -1, -1, -1)
+OTHER(add_key, SC_ADD_KEY, 5, 0, 1, -1)
+OTHER(request_key, SC_REQUEST_KEY, 4, 0, 1, -1)
+OTHER(open_by_handle_at, SC_OPEN_BY_HANDLE_AT, 3, -1, -1, -1)

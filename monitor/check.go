@@ -1,0 +1,192 @@
+package monitor
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// fileID identifies a file by device (as stat(2) reports it) and inode.
+type fileID struct{ Dev, Ino uint64 }
+
+// checker compares records with a profile. It is pure: everything it knows of the host
+// (which files are risky executables, by identity) is given to it.
+type checker struct {
+	prof Profile
+	// risky maps the identity of each shell, interpreter and relay found on the host
+	// to its names, so that a copy made by hard link or a symlink is still known.
+	risky map[fileID][]string
+}
+
+// Linux open(2) flags (generic values, as on x86-64 and arm64).
+const (
+	oAccMode = 0o3
+	oCreat   = 0o100
+	oTrunc   = 0o1000
+	oTmpfile = 0o20000000
+)
+
+// check returns the alert for a record, if it is a deviation; unresolved is true when
+// the record could not be compared (a path that could not be read or resolved).
+func (c *checker) check(r *Record) (a Alert, deviates, unresolved bool) {
+	a = Alert{
+		PID: int(r.PID), PPID: int(r.PPID), UID: int(r.UID), Comm: r.Comm,
+		Cgroup: r.Cgroup, Syscall: r.Syscall.String(), Action: ActionAlert,
+	}
+	switch {
+	case r.Syscall.isOpen():
+		return c.checkOpen(r, a)
+	case r.Syscall.isExec():
+		return c.checkExec(r, a)
+	case r.Syscall == SysConnect:
+		return c.checkConnect(r, a)
+	case r.Syscall > 0 && r.Syscall < sysMax:
+		a.Rule, a.Reason, a.Detail = RuleSyscall, "high-signal syscall: "+highSignal[r.Syscall], detail(r)
+		return a, true, false
+	}
+	return a, false, true
+}
+
+func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
+	p := string(r.Str[0])
+	if r.Flags&flagFault != 0 && p == "" {
+		return a, false, true
+	}
+	if !strings.HasPrefix(p, "/") {
+		if r.Flags&flagRelative == 0 || len(r.Str[1]) == 0 {
+			return a, false, true
+		}
+		p = string(r.Str[1]) + "/" + p
+	}
+	flags := r.Args[0]
+	write := flags&oAccMode != 0 || flags&(oCreat|oTrunc|oTmpfile) != 0
+	a.Path = c.prof.resolve(p)
+	a.Access = "read"
+	if write {
+		a.Access = "write"
+	}
+	a.Rule, a.Reason = c.prof.checkPath(a.Path, write)
+	return a, a.Rule != "", false
+}
+
+func (c *checker) checkExec(r *Record, a Alert) (Alert, bool, bool) {
+	filename := string(r.Str[0])
+	resolved := string(r.Str[2])
+	a.Argv = splitArgv(r.Str[1])
+	a.Path = resolved
+	if a.Path == "" {
+		a.Path = filename
+	}
+	if r.Args[2] == 0 && resolved != "" {
+		a.Rule, a.Reason = RuleExec, "exec of a file with no name (a memfd or a deleted file)"
+		return a, true, false
+	}
+	names := []string{path.Base(resolved), path.Base(filename)}
+	names = append(names, c.risky[fileID{Dev: devFromKernel(r.Args[1]), Ino: r.Args[0]}]...)
+	kind, name := "", ""
+	for _, n := range names {
+		if k := Risky(n); k != "" {
+			kind, name = k, n
+			break
+		}
+	}
+	if kind == "" {
+		return a, false, false
+	}
+	paths := []string{resolved}
+	if strings.HasPrefix(filename, "/") {
+		paths = append(paths, c.prof.resolve(filename), filepath.Clean(filename))
+	}
+	for _, pat := range c.prof.Exec {
+		if execMatches(pat, paths, names) {
+			return a, false, false
+		}
+	}
+	a.Rule, a.Reason = RuleExec, fmt.Sprintf("exec of %s %q, absent from monitor.exec", kind, name)
+	return a, true, false
+}
+
+func execMatches(pat string, paths, names []string) bool {
+	list := names
+	if strings.Contains(pat, "/") {
+		list = paths
+	}
+	for _, s := range list {
+		if ok, _ := path.Match(pat, s); ok && s != "" && s != "." {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
+	if r.Flags&flagFault != 0 {
+		return a, false, true
+	}
+	addr, ok := sockaddrString(r.Str[0])
+	if !ok {
+		return a, false, false // AF_UNSPEC: dissolves an association
+	}
+	a.Addr = addr
+	for _, allowed := range c.prof.Connect {
+		if addr == allowed {
+			return a, false, false
+		}
+	}
+	a.Rule = RuleConnect
+	a.Reason = "connect to " + addr + "; the only allowed destination is the egress bridge"
+	return a, true, false
+}
+
+// splitArgv splits a NUL-separated argument block.
+func splitArgv(b []byte) []string {
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil
+	}
+	parts := bytes.Split(b, []byte{0})
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// devFromKernel converts a kernel dev_t (major<<20 | minor) to stat(2)'s encoding.
+func devFromKernel(d uint64) uint64 {
+	major, minor := d>>20, d&0xfffff
+	return (minor & 0xff) | (major&0xfff)<<8 | (minor&^0xff)<<12 | (major&^0xfff)<<32
+}
+
+// Risky returns the kind of a program name that a profile must allow explicitly
+// ("shell", "interpreter" or "network relay"), or "" for any other program. Version
+// suffixes are ignored: python3.11 is python.
+func Risky(name string) string {
+	if k, ok := riskyNames[name]; ok {
+		return k
+	}
+	if k, ok := riskyNames[strings.TrimRight(name, "0123456789.")]; ok {
+		return k
+	}
+	return ""
+}
+
+var riskyNames = func() map[string]string {
+	m := map[string]string{}
+	for kind, names := range map[string][]string{
+		"shell": {"sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "pdksh", "ash", "yash",
+			"fish", "csh", "tcsh", "busybox", "elvish", "xonsh", "nu"},
+		"interpreter": {"python", "pypy", "perl", "ruby", "irb", "node", "nodejs", "deno", "bun",
+			"php", "lua", "luajit", "tclsh", "wish", "expect", "Rscript", "guile", "pwsh",
+			"jshell", "julia", "gdb"},
+		"network relay": {"nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "socat",
+			"telnet"},
+	} {
+		for _, n := range names {
+			m[n] = kind
+		}
+	}
+	return m
+}()

@@ -1,0 +1,266 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Regenerate with monitor/generate.sh, which installs the pinned compiler and checks.
+//go:generate go tool bpf2go -tags linux -type event -type sc monitor bpf/monitor.c -- -I bpf/include -Wall -Werror
+
+// Monitor is a running monitor: BPF programs attached for one run and the goroutine
+// that reads their events. Its methods are safe for concurrent use.
+type Monitor struct {
+	opts    Options
+	chk     checker
+	coll    *loaded
+	links   []closer
+	rd      *ringbuf.Reader
+	done    chan struct{} // closed when the reader goroutine returns
+	flushed chan struct{} // one token per ErrFlushed the reader saw
+
+	// drainMu serialises ring buffer flushes (drain and Close), so that two never
+	// coalesce into one ErrFlushed.
+	drainMu sync.Mutex
+	closing atomic.Bool
+
+	events, alerts, suppressed, malformed, unresolved atomic.Uint64
+	violated                                          atomic.Bool
+
+	// seen holds the alerts already emitted; only the reader goroutine uses it.
+	seen map[alertKey]struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+	lostAtEnd uint64
+}
+
+type closer interface{ Close() error }
+
+// maxAlerts caps the distinct alerts one run emits, so that a workload cannot flood the
+// audit log; the rest are counted in Stats.Suppressed.
+const maxAlerts = 10000
+
+// Start loads and attaches the monitor for one run and starts reading its events. The
+// run's cgroup must exist and no process of the run should be in it yet; ctx bounds
+// only the start. The monitor runs until [Monitor.Close].
+//
+// When BPF cannot be used it returns an error wrapping errdefs.ErrUnavailable that says
+// why (not root, no BTF, no tracefs, the verifier's refusal); monitor.mode: required
+// turns that into exit 125, best-effort into a warning.
+func Start(ctx context.Context, opts Options) (*Monitor, error) {
+	if opts.CgroupID == 0 {
+		return nil, errors.New("monitor: no cgroup id")
+	}
+	if err := preflight(); err != nil {
+		return nil, err
+	}
+	cfg, err := kernelConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	coll, err := load(cfg, opts.ringSize)
+	if err != nil {
+		return nil, err
+	}
+	m := &Monitor{
+		opts:    opts,
+		chk:     checker{prof: opts.Profile, risky: scanRisky(riskyDirs)},
+		coll:    coll,
+		done:    make(chan struct{}),
+		flushed: make(chan struct{}, 1),
+		seen:    map[alertKey]struct{}{},
+	}
+	if m.rd, err = ringbuf.NewReader(coll.Maps["events"]); err != nil {
+		coll.Close()
+		return nil, fmt.Errorf("monitor: opening the ring buffer: %w", err)
+	}
+	if m.links, err = attach(coll); err != nil {
+		m.rd.Close()
+		coll.Close()
+		return nil, err
+	}
+	go m.read()
+	return m, nil
+}
+
+func (m *Monitor) read() {
+	defer close(m.done)
+	var rec ringbuf.Record
+	for {
+		err := m.rd.ReadInto(&rec)
+		switch {
+		case err == nil:
+			m.handle(rec.RawSample)
+		case errors.Is(err, ringbuf.ErrFlushed):
+			select {
+			case m.flushed <- struct{}{}:
+			default:
+			}
+			if m.closing.Load() {
+				return
+			}
+		default: // closed, or the ring buffer failed
+			return
+		}
+	}
+}
+
+type alertKey struct {
+	pid                    int
+	rule                   Rule
+	syscall, target, cause string
+}
+
+func (m *Monitor) handle(raw []byte) {
+	r, err := decodeRecord(raw)
+	if err != nil {
+		m.malformed.Add(1)
+		return
+	}
+	m.events.Add(1)
+	if m.opts.onRecord != nil {
+		m.opts.onRecord(r)
+	}
+	a, deviates, unresolved := m.chk.check(&r)
+	if unresolved {
+		m.unresolved.Add(1)
+	}
+	if !deviates {
+		return
+	}
+	key := alertKey{a.PID, a.Rule, a.Syscall, a.Path + a.Addr + a.Detail, a.Reason}
+	if _, dup := m.seen[key]; dup || len(m.seen) >= maxAlerts {
+		m.suppressed.Add(1)
+		return
+	}
+	m.seen[key] = struct{}{}
+	m.alerts.Add(1)
+	if m.opts.OnViolation != nil && m.violated.CompareAndSwap(false, true) {
+		m.opts.OnViolation(a)
+	}
+	emit(m.opts.Events, a)
+}
+
+// drain returns once every event in the ring buffer when it was called is handled.
+func (m *Monitor) drain() {
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
+	if m.closing.Load() {
+		return
+	}
+	if m.rd.Flush() != nil {
+		return
+	}
+	select {
+	case <-m.flushed:
+	case <-m.done:
+	}
+}
+
+// Stats returns the monitor's counters.
+func (m *Monitor) Stats() Stats {
+	s := Stats{
+		Events:     m.events.Load(),
+		Alerts:     m.alerts.Load(),
+		Suppressed: m.suppressed.Load(),
+		Malformed:  m.malformed.Load(),
+		Unresolved: m.unresolved.Load(),
+	}
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
+	if m.closing.Load() {
+		s.Lost = m.lostAtEnd
+	} else {
+		s.Lost = readLost(m.coll.Maps["lost"])
+	}
+	return s
+}
+
+// Close detaches the programs, handles the events still in the ring buffer, and frees
+// everything the monitor holds (links, maps, programs, file descriptors). It is
+// idempotent.
+func (m *Monitor) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		for _, l := range m.links {
+			if err := l.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("detaching: %w", err))
+			}
+		}
+		m.drainMu.Lock()
+		m.closing.Store(true)
+		m.lostAtEnd = readLost(m.coll.Maps["lost"])
+		m.drainMu.Unlock()
+		if err := m.rd.Flush(); err == nil {
+			select {
+			case <-m.done:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		if err := m.rd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the ring buffer: %w", err))
+		}
+		<-m.done
+		m.coll.Close()
+		m.closeErr = errors.Join(errs...)
+	})
+	return m.closeErr
+}
+
+func readLost(mp *ebpf.Map) uint64 {
+	var perCPU []uint64
+	if err := mp.Lookup(uint32(0), &perCPU); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// riskyDirs are where scanRisky looks for shells, interpreters and relays.
+var riskyDirs = []string{"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/bin", "/sbin"}
+
+// scanRisky finds the risky programs in dirs and returns their identities with all
+// their names, so that an exec through another name (a hard link, a symlink) is known.
+func scanRisky(dirs []string) map[fileID][]string {
+	out := map[fileID][]string{}
+	for _, dir := range dirs {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if Risky(e.Name()) == "" {
+				continue
+			}
+			id, ok := statID(dir + "/" + e.Name())
+			if ok && !contains(out[id], e.Name()) {
+				out[id] = append(out[id], e.Name())
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// Monitor is a running monitor; on this GOOS none can start.
+type Monitor struct{}
+
+// Start fails: the monitor needs Linux (eBPF).
+func Start(ctx context.Context, opts Options) (*Monitor, error) {
+	return nil, fmt.Errorf("%w: monitor: unimplemented on %s (needs Linux eBPF)", errdefs.ErrUnavailable, runtime.GOOS)
+}
+
+// Stats returns zero counters.
+func (m *Monitor) Stats() Stats { return Stats{} }
+
+// Close does nothing.
+func (m *Monitor) Close() error { return nil }
