@@ -1,9 +1,13 @@
 package egress
 
 import (
+	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -53,21 +57,46 @@ func benchClients(b *testing.B) (plainURL, tlsURL string, clients map[string]*ht
 		b.Cleanup(tr.CloseIdleConnections)
 		return &http.Client{Transport: tr}
 	}
+	tunnel := mk(nil)
+	tunnel.Transport.(*http.Transport).DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return dialConnect(ctx, e.bridge, addr)
+	}
 	return plain.URL, tlsSrv.URL, map[string]*http.Client{
-		"direct": mk(nil),
-		"proxy":  mk(&url.URL{Scheme: "http", Host: e.bridge}),
-		"socks5": mk(&url.URL{Scheme: "socks5", Host: e.bridge}),
+		"direct":  mk(nil),
+		"proxy":   mk(&url.URL{Scheme: "http", Host: e.bridge}),
+		"socks5":  mk(&url.URL{Scheme: "socks5", Host: e.bridge}),
+		"connect": tunnel,
 	}
 }
 
+// dialConnect opens a CONNECT tunnel to addr through the proxy at proxyAddr, so that
+// plain HTTP can be measured through a tunnel without TLS.
+func dialConnect(ctx context.Context, proxyAddr, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", proxyAddr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 || br.Buffered() > 0 {
+		c.Close()
+		return nil, fmt.Errorf("connect %s: %v %v", addr, resp, err)
+	}
+	return c, nil
+}
+
 // BenchmarkProxyThroughput downloads 200 MB over loopback per iteration, directly and
-// through bridge and proxy; compare the MB/s columns.
+// through bridge and proxy (absolute-form, SOCKS5, and CONNECT with and without TLS);
+// compare the MB/s columns.
 func BenchmarkProxyThroughput(b *testing.B) {
 	plainURL, tlsURL, clients := benchClients(b)
 	for _, tc := range []struct{ name, client, url string }{
 		{"http/direct", "direct", plainURL},
 		{"http/proxy", "proxy", plainURL},
 		{"http/socks5", "socks5", plainURL},
+		{"http/connect", "connect", plainURL},
 		{"https/direct", "direct", tlsURL},
 		{"https/connect", "proxy", tlsURL},
 	} {
@@ -97,6 +126,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 		{"http/direct", "direct", plainURL},
 		{"http/proxy", "proxy", plainURL},
 		{"http/socks5", "socks5", plainURL},
+		{"http/connect", "connect", plainURL},
 		{"https/direct", "direct", tlsURL},
 		{"https/connect", "proxy", tlsURL},
 	} {
