@@ -16,6 +16,11 @@ import (
 // name on the port and the address is public. A host rule never allows a special address
 // (loopback, private, link-local, CGNAT, ...): only a cidr rule naming it does.
 //
+// A name that no host rule matches still gets [Resolve] when some cidr rule allows the
+// port, because it might point into the range. So a contract with cidr rules lets the
+// workload make the proxy look up names of its choosing (a DNS side channel); contracts
+// that must prevent that should use host rules only.
+//
 // Decide on a nil Policy denies everything.
 func (p *Policy) Decide(args DecideArgs) Decision {
 	host, lit, err := normalize(args.Host)
