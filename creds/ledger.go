@@ -1,0 +1,187 @@
+package creds
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cordonhq/cordon/creds/internal/atomicfile"
+)
+
+// DefaultRoot is the ledger's directory: /var/lib/cordon/ledger for root,
+// $XDG_STATE_HOME/cordon/ledger otherwise, else ~/.local/state/cordon/ledger. Both are
+// among the paths no contract can expose to a sandbox.
+func DefaultRoot() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/cordon/ledger"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "cordon", "ledger")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "cordon", "ledger")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()), "ledger")
+}
+
+// States of a ledger record.
+const (
+	statePending = "pending" // written before the provider is asked; no revoke reference yet
+	stateIssued  = "issued"
+)
+
+const ledgerVersion = 1
+
+// record is one outstanding grant in the ledger: everything revocation needs and
+// nothing more. Field names are a file format; version changes are refused.
+type record struct {
+	V         int            `json:"v"`
+	Run       string         `json:"run"`
+	Name      string         `json:"name"`
+	Provider  string         `json:"provider"`
+	Deliver   string         `json:"deliver"`
+	Scope     map[string]any `json:"scope,omitempty"`
+	TTLSec    int64          `json:"ttl_s"`
+	State     string         `json:"state"`
+	ID        string         `json:"id,omitempty"`
+	IssuedAt  time.Time      `json:"issued_at"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	SHA256    string         `json:"sha256,omitempty"` // of the value: identifies it, reveals nothing
+	RevokeRef string         `json:"revoke_ref,omitempty"`
+	Owner     owner          `json:"owner"`
+}
+
+// grant is the record as a Grant for Revoke: no secret, ever.
+func (r *record) grant() Grant {
+	return Grant{
+		Run: r.Run, Name: r.Name, Provider: r.Provider, Deliver: r.Deliver, Scope: r.Scope,
+		ID: r.ID, IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokeRef: r.RevokeRef,
+	}
+}
+
+// owner is the cordon process a grant was issued by: while it lives, the grant is its
+// to revoke; once it is gone, gc's.
+type owner struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start,omitempty"` // process start time in clock ticks (Linux), against pid reuse
+}
+
+func self() owner {
+	pid := os.Getpid()
+	return owner{PID: pid, Start: processStart(pid)}
+}
+
+var (
+	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	namePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+)
+
+// ledger is the directory of outstanding grants: ROOT/grants/RUN/NAME.json, each file
+// written atomically with mode 0600 and removed once its grant is revoked or expired.
+// Files of different runs never collide, so concurrent cordon processes need no lock.
+type ledger struct {
+	dir string
+}
+
+func openLedger(root string) (*ledger, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: creating %s: %v", ErrLedger, root, err)
+	}
+	if err := checkPrivate(root); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, "grants")
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("%w: %v", ErrLedger, err)
+	}
+	if err := checkPrivate(dir); err != nil {
+		return nil, err
+	}
+	return &ledger{dir: dir}, nil
+}
+
+func (l *ledger) path(run, name string) string {
+	return filepath.Join(l.dir, run, name+".json")
+}
+
+// put writes r durably.
+func (l *ledger) put(r *record) error {
+	if !runIDPattern.MatchString(r.Run) || !namePattern.MatchString(r.Name) {
+		return fmt.Errorf("%w: bad run id %q or name %q", ErrLedger, r.Run, r.Name)
+	}
+	if err := os.Mkdir(filepath.Join(l.dir, r.Run), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%w: %v", ErrLedger, err)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrLedger, err)
+	}
+	if err := atomicfile.Write(l.path(r.Run, r.Name), append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("%w: writing %s/%s: %v", ErrLedger, r.Run, r.Name, err)
+	}
+	return nil
+}
+
+// remove deletes a record, and its run's directory once empty.
+func (l *ledger) remove(run, name string) error {
+	if err := atomicfile.Remove(l.path(run, name)); err != nil {
+		return fmt.Errorf("%w: removing %s/%s: %v", ErrLedger, run, name, err)
+	}
+	// Fails while other records remain: that is the point.
+	if os.Remove(filepath.Join(l.dir, run)) == nil {
+		atomicfile.SyncDir(l.dir)
+	}
+	return nil
+}
+
+// runs lists the run ids that have records.
+func (l *ledger) runs() ([]string, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrLedger, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && runIDPattern.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// records reads a run's records. Records that do not parse are reported and skipped.
+func (l *ledger) records(run string) ([]*record, error) {
+	dir := filepath.Join(l.dir, run)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrLedger, err)
+	}
+	var out []*record
+	var errs []error
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+			continue // a temporary file of a write that did not finish
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %v", ErrLedger, err))
+			continue
+		}
+		var r record
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil || r.V != ledgerVersion || r.Run != run || r.Name != name {
+			errs = append(errs, fmt.Errorf("%w: %s/%s: unreadable record (version %d): %v", ErrLedger, run, e.Name(), r.V, err))
+			continue
+		}
+		out = append(out, &r)
+	}
+	return out, errors.Join(errs...)
+}
