@@ -17,15 +17,15 @@ type backendInfo struct {
 	name    string
 	backend runner.Backend // nil: not available in this build
 	why     string         // why it is not available in this build
+	// needsImage: --backend auto picks it only for a contract that names an image
+	// (container backends: bwrap's host view is preferred).
+	needsImage bool
 }
 
 func knownBackends() []backendInfo {
 	out := []backendInfo{{name: "bwrap", backend: newBwrap()}}
-	out = append(out,
-		backendInfo{name: "docker", why: "not implemented in this version of cordon"},
-		backendInfo{name: "containerd", why: "not implemented in this version of cordon"},
-		backendInfo{name: "seatbelt", why: "not implemented in this version of cordon (macOS only)"},
-	)
+	out = append(out, containerBackends()...) // backends_containers_*.go
+	out = append(out, backendInfo{name: "seatbelt", why: "not implemented in this version of cordon (macOS only)"})
 	if runtime.GOOS != "linux" {
 		out[0] = backendInfo{name: "bwrap", why: "Linux only"}
 	}
@@ -43,6 +43,10 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (runne
 			reasons = append(reasons, fmt.Errorf("%s: %s", b.name, b.why))
 			continue
 		}
+		if name == "auto" && b.needsImage && plan.Image == "" {
+			reasons = append(reasons, fmt.Errorf("%s: --backend auto uses it only for a contract that names an image (or choose it with --backend %[1]s)", b.name))
+			continue
+		}
 		err := b.backend.Check(ctx)
 		if err == nil {
 			return b.backend, nil
@@ -56,9 +60,14 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (runne
 }
 
 func backendsCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("backends", "backends", stdio.Stderr)
+	fs := newFlags("backends", "backends [-c FILE]", stdio.Stderr)
+	file := contractFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	image := ""
+	if c, err := loadContract(*file); err == nil {
+		image = c.Image
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tSTATUS\tDETAIL")
@@ -70,9 +79,15 @@ func backendsCmd(ctx context.Context, stdio IO, args []string) error {
 				detail = cleanMsg(err)
 			} else {
 				status, detail = "available", "ready"
-				if chosen == "" {
+				if d, ok := b.backend.(describer); ok {
+					detail = "ready: " + d.Describe(ctx)
+				}
+				switch {
+				case chosen == "" && (!b.needsImage || image != ""):
 					chosen = b.name
-					detail = "ready; chosen by --backend auto"
+					detail += "; chosen by --backend auto"
+				case b.needsImage && image == "":
+					detail += "; --backend auto uses it only when bwrap is unusable and the contract names an image"
 				}
 			}
 		}

@@ -18,7 +18,7 @@ const explainJSONVersion = 1
 func explainCmd(ctx context.Context, stdio IO, args []string) error {
 	fs := newFlags("explain", "explain [-c FILE] [--backend B] [--json]", stdio.Stderr)
 	file := contractFlag(fs)
-	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap")
+	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -44,6 +44,7 @@ func explainCmd(ctx context.Context, stdio IO, args []string) error {
 	if *backend == "bwrap" || *backend == "auto" {
 		fmt.Fprintf(stdio.Stdout, "\nbwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (/run/cordon/cordon, read-only).\n")
 	}
+	explainContainer(stdio.Stdout, *backend, plan) // backends_containers_*.go
 	return nil
 }
 

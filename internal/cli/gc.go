@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cordonhq/cordon/runner"
@@ -16,6 +17,15 @@ func gcCmd(ctx context.Context, stdio IO, args []string) error {
 	removed, err := runner.GC(*root)
 	for _, r := range removed {
 		fmt.Fprintf(stdio.Stdout, "removed run %s\n", r)
+	}
+	for _, b := range knownBackends() { // containers, tasks and snapshots of dead runs
+		if c, ok := b.backend.(collector); ok {
+			runs, cerr := c.GC(ctx)
+			for _, r := range runs {
+				fmt.Fprintf(stdio.Stdout, "removed %s container of run %s\n", c.Name(), r)
+			}
+			err = errors.Join(err, cerr)
+		}
 	}
 	return err
 }

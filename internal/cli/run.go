@@ -19,9 +19,9 @@ import (
 )
 
 func runCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("run", "run [-c FILE] [--backend auto|bwrap] [--timeout D] [--audit-dir DIR] [-v] -- CMD [ARGS...]", stdio.Stderr)
+	fs := newFlags("run", "run [-c FILE] [--backend auto|bwrap|docker|containerd] [--timeout D] [--audit-dir DIR] [-v] -- CMD [ARGS...]", stdio.Stderr)
 	file := contractFlag(fs)
-	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap ($CORDON_BACKEND)")
+	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd ($CORDON_BACKEND)")
 	timeout := fs.Duration("timeout", 0, "per-command timeout, overriding commands.timeout (default from the contract, 60s)")
 	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR); never inside the workspace")
 	verbose := fs.Bool("v", false, "print cordon's own diagnostics and the run's events to stderr")

@@ -1,0 +1,107 @@
+package container
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/pid1"
+)
+
+// WorkspaceOwner returns the uid and gid that own the workspace: the user a container
+// runs its command as, so that what it writes there belongs to the workspace's owner.
+func WorkspaceOwner(ws string) (uid, gid int, err error) {
+	st, err := os.Stat(ws)
+	if err != nil {
+		return 0, 0, err
+	}
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("no owner for %s", ws)
+	}
+	return int(s.Uid), int(s.Gid), nil
+}
+
+// PrepareInit creates the run's init directory (RunDir/init, shown at [InitDir]):
+// pid1's environment and status FIFO, the mount points of the binary and the egress
+// socket, and hands what the sandbox user needs to it. It sets in.HostInitDir.
+func PrepareInit(in *Input) error {
+	dir := filepath.Join(in.Host.RunDir, "init")
+	if err := pid1.PrepareDir(dir, in.Host.Env, in.UID, in.GID); err != nil {
+		return fmt.Errorf("preparing the init directory: %w", err)
+	}
+	// Mount points for the binds inside the read-only directory: the runtime could
+	// not create them through it.
+	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath)} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o400); err != nil {
+			return fmt.Errorf("preparing the init directory: %w", err)
+		}
+	}
+	if in.Host.EgressSocket != "" && in.UID != os.Geteuid() {
+		// Connecting needs write permission on the socket; the run directory (0700)
+		// keeps everyone else on the host away from it.
+		if err := os.Lchown(in.Host.EgressSocket, in.UID, in.GID); err != nil {
+			return fmt.Errorf("handing the egress socket to the sandbox user %d:%d: %w", in.UID, in.GID, err)
+		}
+	}
+	in.HostInitDir = dir
+	return nil
+}
+
+// MakeSkeleton creates dir as the host view's root file system: empty, but for the
+// plan's symbolic links (/bin -> usr/bin on merged-/usr hosts).
+func MakeSkeleton(dir string, in Input) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, l := range Links(in) {
+		p := filepath.Join(dir, l.Path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(l.Target, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Owner returns this process's [LabelOwner] value.
+func Owner() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + ":" + strconv.FormatUint(processStart(pid), 10)
+}
+
+// OwnerGone reports whether the cordon process named by a [LabelOwner] value has
+// exited. A malformed or missing value counts as gone: only cordon sets these labels.
+func OwnerGone(label string) bool {
+	p, s, ok := strings.Cut(label, ":")
+	pid, err1 := strconv.Atoi(p)
+	start, err2 := strconv.ParseUint(s, 10, 64)
+	if !ok || err1 != nil || err2 != nil || pid <= 0 {
+		return true
+	}
+	return processStart(pid) != start
+}
+
+// processStart returns a process's start time in clock ticks (field 22 of
+// /proc/PID/stat), or 0 when the process does not exist.
+func processStart(pid int) uint64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}

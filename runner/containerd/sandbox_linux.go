@@ -1,0 +1,349 @@
+package containerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd"
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/cio"
+	cerrdefs "github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/snapshots"
+	"github.com/containerd/typeurl/v2"
+	"github.com/distribution/reference"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/pid1"
+	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/container"
+)
+
+// Start implements runner.Backend: it creates the run's container (its snapshot
+// comes from the image, or its root is the host view's skeleton). Each Exec runs one
+// task in it. What runs whose cordon is gone left behind is removed in the
+// background.
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+	cli, err := b.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx = b.ctx(ctx)
+	s := &sandbox{cli: cli, ns: b.namespace(), gcDone: make(chan struct{})}
+	go func() {
+		defer close(s.gcDone)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = gc(gctx, cli)
+	}()
+	if err := s.create(ctx, plan, host); err != nil {
+		<-s.gcDone
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.Host) error {
+	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
+	if err != nil {
+		return fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+	}
+	in := container.Input{Plan: plan, Host: host, UID: uid, GID: gid, Image: plan.Image != ""}
+	if err := container.PrepareInit(&in); err != nil {
+		return fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+	}
+	name := container.Name(host.RunID)
+	labels := container.Labels(in, container.Owner())
+	var opts []containerd.NewContainerOpts
+	rootfs := ""
+	if in.Image {
+		img, err := image(ctx, s.cli, plan.Image, plan.Pull)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, containerd.WithSnapshotter(containerd.DefaultSnapshotter),
+			containerd.WithNewSnapshot(name, img, snapshots.WithLabels(labels)))
+	} else {
+		rootfs = filepath.Join(host.RunDir, "rootfs")
+		if err := container.MakeSkeleton(rootfs, in); err != nil {
+			return fmt.Errorf("%w: containerd: the host view's root: %v", errdefs.ErrUnavailable, err)
+		}
+	}
+	opts = append(opts, containerd.WithContainerLabels(labels), containerd.WithNewSpec(specOpts(in, rootfs)...))
+	c, err := s.cli.NewContainer(ctx, name, opts...)
+	if err != nil {
+		if in.Image { // the snapshot may exist without its container
+			_ = s.cli.SnapshotService(containerd.DefaultSnapshotter).Remove(context.WithoutCancel(ctx), name)
+		}
+		return fmt.Errorf("%w: containerd: creating the container: %v", errdefs.ErrUnavailable, err)
+	}
+	s.c, s.in = c, in
+	s.writable = container.Writable(in)
+	return nil
+}
+
+// image returns the contract's image, pulling it only when the contract says
+// `pull: missing`, and unpacking it when needed.
+func image(ctx context.Context, cli *containerd.Client, ref, pull string) (containerd.Image, error) {
+	named, err := reference.ParseDockerRef(ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: containerd: image %q: %v", errdefs.ErrInvalid, ref, err)
+	}
+	full := named.String()
+	img, err := cli.GetImage(ctx, full)
+	switch {
+	case err == nil:
+	case !cerrdefs.IsNotFound(err):
+		return nil, fmt.Errorf("%w: containerd: looking up image %q: %v", errdefs.ErrUnavailable, ref, err)
+	case pull != "missing":
+		return nil, fmt.Errorf("%w: containerd: image %q (%s) is not present in namespace %q and the contract does not allow pulling (pull: never); import it (ctr -n %[3]s images import/pull) or set pull: missing",
+			errdefs.ErrUnavailable, ref, full, DefaultNamespace)
+	default:
+		if img, err = cli.Pull(ctx, full, containerd.WithPullUnpack); err != nil {
+			return nil, fmt.Errorf("%w: containerd: pulling image %q (pull: missing): %v", errdefs.ErrUnavailable, ref, err)
+		}
+	}
+	if ok, err := img.IsUnpacked(ctx, containerd.DefaultSnapshotter); err == nil && !ok {
+		if err := img.Unpack(ctx, containerd.DefaultSnapshotter); err != nil {
+			return nil, fmt.Errorf("%w: containerd: unpacking image %q: %v", errdefs.ErrUnavailable, ref, err)
+		}
+	}
+	return img, nil
+}
+
+// sandbox is one run's container. Exec may be called once at a time.
+type sandbox struct {
+	cli      *containerd.Client
+	ns       string // the containerd namespace
+	c        containerd.Container
+	in       container.Input
+	writable []string
+	gcDone   chan struct{} // closed when the background gc is over
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Exec implements runner.Sandbox: it runs one task.
+func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
+	if len(p.Argv) == 0 {
+		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
+	}
+	ctx = namespaces.WithNamespace(ctx, s.ns)
+	if err := pid1.WriteSpec(s.in.HostInitDir, container.Spec(s.in, p, s.writable), s.in.UID, s.in.GID); err != nil {
+		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+	}
+	status, err := pid1.OpenStatus(s.in.HostInitDir)
+	if err != nil {
+		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+	}
+	defer status.Close() // pid1 dies when this closes early (cordon killed)
+	bg := context.WithoutCancel(ctx)
+	var ooms *oomWatch
+	if s.in.Plan.Limits.Memory > 0 {
+		ooms = watchOOM(bg, s.cli, s.c.ID())
+		defer ooms.stop()
+	}
+	task, err := s.c.NewTask(ctx, cio.NewCreator(cio.WithStreams(p.Stdin, p.Stdout, p.Stderr)))
+	if err != nil {
+		return 0, fmt.Errorf("%w: containerd: creating the task: %v", errdefs.ErrUnavailable, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		_, _ = task.Delete(dctx, containerd.WithProcessKill)
+	}()
+	exitC, err := task.Wait(bg)
+	if err != nil {
+		return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		return 0, fmt.Errorf("%w: containerd: starting the task: %v", errdefs.ErrUnavailable, err)
+	}
+	stC := make(chan statusResult, 1)
+	go func() {
+		st, ok := pid1.ReadStatus(status)
+		stC <- statusResult{st, ok}
+	}()
+	var code int
+	select {
+	case es := <-exitC:
+		c, _, err := es.Result()
+		if err != nil {
+			return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
+		}
+		code = int(c)
+	case <-ctx.Done():
+		kctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		if task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll) == nil {
+			select {
+			case <-exitC:
+			case <-kctx.Done():
+			}
+		}
+		return 0, ctx.Err()
+	}
+	// Every byte of output is delivered before Exec returns.
+	task.IO().Wait()
+	// The status line, if pid1 wrote one, is in the pipe by now.
+	_ = status.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	st := <-stC
+	switch {
+	case !st.ok:
+		return 0, fmt.Errorf("%w: containerd: the task exited (status %d) before cordon's process 1 reported", errdefs.ErrUnavailable, code)
+	case !st.status.OK:
+		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
+	}
+	if ooms != nil && code != 0 && ooms.seen() && p.Stderr != nil {
+		fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
+	}
+	return code, nil
+}
+
+type statusResult struct {
+	status pid1.Status
+	ok     bool
+}
+
+// oomWatch records OOM events of one container.
+type oomWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex // guards hit
+	hit    bool
+}
+
+func watchOOM(ctx context.Context, cli *containerd.Client, id string) *oomWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &oomWatch{cancel: cancel, done: make(chan struct{})}
+	envs, errs := cli.Subscribe(ctx, `topic=="/tasks/oom"`)
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case env := <-envs:
+				if env == nil {
+					return
+				}
+				ev, err := typeurl.UnmarshalAny(env.Event)
+				if oom, ok := ev.(*apievents.TaskOOM); err == nil && ok && oom.ContainerID == id {
+					w.mu.Lock()
+					w.hit = true
+					w.mu.Unlock()
+				}
+			case <-errs:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// seen reports an OOM kill, waiting briefly for its event to arrive.
+func (w *oomWatch) seen() bool {
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for {
+		w.mu.Lock()
+		hit := w.hit
+		w.mu.Unlock()
+		if hit || time.Now().After(deadline) {
+			return hit
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (w *oomWatch) stop() { w.cancel(); <-w.done }
+
+// Close implements runner.Sandbox: it removes the container and its snapshot (any
+// task is gone with its Exec).
+func (s *sandbox) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		ctx := namespaces.WithNamespace(ctx, s.ns)
+		if err := removeContainer(ctx, s.c); err != nil {
+			s.closeErr = err
+		}
+		select {
+		case <-s.gcDone:
+		case <-ctx.Done():
+		}
+	})
+	return s.closeErr
+}
+
+// removeContainer kills and deletes c's task, if any, then c and its snapshot.
+func removeContainer(ctx context.Context, c containerd.Container) error {
+	if t, err := c.Task(ctx, nil); err == nil {
+		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("containerd: deleting the task of %s: %w", c.ID(), err)
+		}
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("containerd: deleting container %s: %w", c.ID(), err)
+	}
+	return nil
+}
+
+// GC removes the containers, tasks and snapshots of runs whose cordon process is
+// gone (killed with -9) and returns their run ids. A containerd that does not answer
+// has nothing to collect.
+func (b *Backend) GC(ctx context.Context) ([]string, error) {
+	cli, err := b.client()
+	if err != nil {
+		return nil, nil
+	}
+	return gc(b.ctx(ctx), cli)
+}
+
+func gc(ctx context.Context, cli *containerd.Client) ([]string, error) {
+	cs, err := cli.Containers(ctx, `labels."`+container.LabelRun+`"`)
+	if err != nil {
+		return nil, fmt.Errorf("containerd: listing cordon's containers: %w", err)
+	}
+	var cleaned []string
+	var errs []error
+	seen := map[string]bool{}
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil || !container.OwnerGone(labels[container.LabelOwner]) {
+			continue
+		}
+		if err := removeContainer(ctx, c); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		seen[labels[container.LabelRun]] = true
+		cleaned = append(cleaned, labels[container.LabelRun])
+	}
+	// Snapshots whose container was never created (cordon died in between).
+	sn := cli.SnapshotService(containerd.DefaultSnapshotter)
+	var orphans []string
+	err = sn.Walk(ctx, func(ctx context.Context, info snapshots.Info) error {
+		if run, ok := info.Labels[container.LabelRun]; ok && container.OwnerGone(info.Labels[container.LabelOwner]) {
+			orphans = append(orphans, info.Name)
+			if !seen[run] {
+				seen[run] = true
+				cleaned = append(cleaned, run)
+			}
+		}
+		return nil
+	}, `labels."`+container.LabelRun+`"`)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("containerd: listing cordon's snapshots: %w", err))
+	}
+	for _, name := range orphans {
+		if err := sn.Remove(ctx, name); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("containerd: removing snapshot %s: %w", name, err))
+		}
+	}
+	return cleaned, errors.Join(errs...)
+}

@@ -1,0 +1,301 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/pid1"
+	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/container"
+)
+
+// Start implements runner.Backend: it creates the run's container (not started yet).
+// Each Exec starts it once. Containers that runs whose cordon is gone left behind
+// are removed in the background.
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+	if err := b.Check(ctx); err != nil {
+		return nil, err
+	}
+	cli, _ := b.client()
+	s := &sandbox{cli: cli, gcDone: make(chan struct{})}
+	go func() {
+		defer close(s.gcDone)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = gc(gctx, cli)
+	}()
+	sb, err := s.create(ctx, plan, host)
+	if err != nil {
+		<-s.gcDone
+		return nil, err
+	}
+	return sb, nil
+}
+
+func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.Host) (*sandbox, error) {
+	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+	}
+	in := container.Input{Plan: plan, Host: host, UID: uid, GID: gid, Image: plan.Image != ""}
+	if err := container.PrepareInit(&in); err != nil {
+		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+	}
+	etcDir := filepath.Join(host.RunDir, "etc")
+	if err := writeEtc(etcDir); err != nil {
+		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+	}
+	ref := plan.Image
+	if in.Image {
+		err = ensureImage(ctx, s.cli, ref, plan.Pull)
+	} else {
+		ref, err = hostViewImage(ctx, s.cli, in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	labels := container.Labels(in, container.Owner())
+	cfg, hc := config(in, ref, etcDir, labels)
+	resp, err := s.cli.ContainerCreate(ctx, cfg, hc, nil, nil, container.Name(host.RunID))
+	if err != nil {
+		return nil, fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
+	}
+	s.id, s.in = resp.ID, in
+	s.writable = container.Writable(in, engineWritable...)
+	return s, nil
+}
+
+func writeEtc(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range etcFiles {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(etcContent[f]), 0o444); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureImage makes sure ref is present, pulling it only when the contract says
+// `pull: missing`.
+func ensureImage(ctx context.Context, cli *client.Client, ref, pull string) error {
+	_, err := cli.ImageInspect(ctx, ref)
+	if err == nil {
+		return nil
+	}
+	if !client.IsErrNotFound(err) {
+		return fmt.Errorf("%w: docker: inspecting image %q: %v", errdefs.ErrUnavailable, ref, err)
+	}
+	if pull != "missing" {
+		return fmt.Errorf("%w: docker: image %q is not present and the contract does not allow pulling (pull: never); load it (docker pull/load %s) or set pull: missing", errdefs.ErrUnavailable, ref, ref)
+	}
+	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{})
+	if err == nil {
+		err = jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
+		rc.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: docker: pulling image %q (pull: missing): %v", errdefs.ErrUnavailable, ref, err)
+	}
+	return nil
+}
+
+// hostViewImage returns the skeleton image of the host view, importing it the first
+// time (from memory: no registry is involved). Its tag is its content's digest.
+func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) (string, error) {
+	tarball := container.Skeleton(in)
+	sum := sha256.Sum256(tarball)
+	ref := "cordon-host-view:" + hex.EncodeToString(sum[:6])
+	if _, err := cli.ImageInspect(ctx, ref); err == nil {
+		return ref, nil
+	}
+	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(tarball), SourceName: "-"}, ref,
+		image.ImportOptions{Changes: []string{"LABEL cordon.image=host-view"}, Message: "cordon host view skeleton"})
+	if err == nil {
+		err = jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
+		rc.Close()
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: docker: importing the host view's skeleton image: %v", errdefs.ErrUnavailable, err)
+	}
+	return ref, nil
+}
+
+// sandbox is one run's container. Exec may be called once at a time.
+type sandbox struct {
+	cli      *client.Client
+	in       container.Input
+	id       string
+	writable []string
+	gcDone   chan struct{} // closed when the background gc is over
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Exec implements runner.Sandbox.
+func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
+	if len(p.Argv) == 0 {
+		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
+	}
+	if err := pid1.WriteSpec(s.in.HostInitDir, container.Spec(s.in, p, s.writable), s.in.UID, s.in.GID); err != nil {
+		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+	}
+	status, err := pid1.OpenStatus(s.in.HostInitDir)
+	if err != nil {
+		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+	}
+	defer status.Close() // pid1 dies when this closes early (cordon killed)
+	att, err := s.cli.ContainerAttach(ctx, s.id, dcontainer.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return 0, fmt.Errorf("%w: docker: attaching to the container: %v", errdefs.ErrUnavailable, err)
+	}
+	defer att.Close()
+	// Waiting must be set up before the start, or a quick exit could be missed.
+	bg := context.WithoutCancel(ctx)
+	waitC, waitErr := s.cli.ContainerWait(bg, s.id, dcontainer.WaitConditionNextExit)
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		_, _ = stdcopy.StdCopy(orDiscard(p.Stdout), orDiscard(p.Stderr), att.Reader)
+	}()
+	go func() {
+		if p.Stdin != nil {
+			_, _ = io.Copy(att.Conn, p.Stdin)
+		}
+		_ = att.CloseWrite() // the command sees end of file
+	}()
+	if err := s.cli.ContainerStart(ctx, s.id, dcontainer.StartOptions{}); err != nil {
+		return 0, fmt.Errorf("%w: docker: starting the container: %v", errdefs.ErrUnavailable, err)
+	}
+	stC := make(chan statusResult, 1)
+	go func() {
+		st, ok := pid1.ReadStatus(status)
+		stC <- statusResult{st, ok}
+	}()
+
+	var code int
+	select {
+	case w := <-waitC:
+		if w.Error != nil {
+			return 0, fmt.Errorf("%w: docker: waiting for the container: %s", errdefs.ErrUnavailable, w.Error.Message)
+		}
+		code = int(w.StatusCode)
+	case err := <-waitErr:
+		return 0, fmt.Errorf("%w: docker: waiting for the container: %v", errdefs.ErrUnavailable, err)
+	case <-ctx.Done():
+		s.kill(bg, waitC, waitErr)
+		return 0, ctx.Err()
+	}
+	// The status line, if pid1 wrote one, is in the pipe by now.
+	_ = status.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	st := <-stC
+	select {
+	case <-outDone: // every byte of output is delivered before Exec returns
+	case <-time.After(5 * time.Second):
+	}
+	switch {
+	case !st.ok:
+		return 0, fmt.Errorf("%w: docker: the container exited (status %d) before cordon's process 1 reported", errdefs.ErrUnavailable, code)
+	case !st.status.OK:
+		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
+	}
+	if s.in.Plan.Limits.Memory > 0 && code != 0 {
+		if info, err := s.cli.ContainerInspect(bg, s.id); err == nil && info.State != nil && info.State.OOMKilled && p.Stderr != nil {
+			fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
+		}
+	}
+	return code, nil
+}
+
+type statusResult struct {
+	status pid1.Status
+	ok     bool
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// kill stops the container and everything in it: SIGKILL to process 1 ends its pid
+// namespace. It waits (a bounded time) until the engine saw the exit.
+func (s *sandbox) kill(ctx context.Context, waitC <-chan dcontainer.WaitResponse, waitErr <-chan error) {
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.cli.ContainerKill(kctx, s.id, "KILL"); err != nil {
+		return
+	}
+	select {
+	case <-waitC:
+	case <-waitErr:
+	case <-kctx.Done():
+	}
+}
+
+// Close implements runner.Sandbox: it removes the container (killing it if needed).
+func (s *sandbox) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		err := s.cli.ContainerRemove(ctx, s.id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !client.IsErrNotFound(err) {
+			s.closeErr = fmt.Errorf("docker: removing container %s: %w", s.id[:12], err)
+		}
+		select {
+		case <-s.gcDone:
+		case <-ctx.Done():
+		}
+	})
+	return s.closeErr
+}
+
+// GC removes the containers of runs whose cordon process is gone (killed with -9) and
+// returns their run ids. An engine that does not answer has nothing to collect.
+func (b *Backend) GC(ctx context.Context) ([]string, error) {
+	if b.Check(ctx) != nil {
+		return nil, nil
+	}
+	cli, _ := b.client()
+	return gc(ctx, cli)
+}
+
+func gc(ctx context.Context, cli *client.Client) ([]string, error) {
+	list, err := cli.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", container.LabelRun))})
+	if err != nil {
+		return nil, fmt.Errorf("docker: listing cordon's containers: %w", err)
+	}
+	var cleaned []string
+	var errs []error
+	for _, c := range list {
+		if !container.OwnerGone(c.Labels[container.LabelOwner]) {
+			continue
+		}
+		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !client.IsErrNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: removing container %s: %w", c.ID[:12], err))
+			continue
+		}
+		cleaned = append(cleaned, c.Labels[container.LabelRun])
+	}
+	return cleaned, errors.Join(errs...)
+}

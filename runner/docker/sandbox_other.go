@@ -1,0 +1,20 @@
+//go:build !linux
+
+package docker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// Start is unimplemented off Linux: the sandbox's process 1 is a Linux binary.
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+	return nil, fmt.Errorf("%w: docker: the docker backend is unimplemented on this GOOS", errdefs.ErrUnavailable)
+}
+
+// GC has nothing to collect off Linux.
+func (b *Backend) GC(ctx context.Context) ([]string, error) { return nil, nil }
