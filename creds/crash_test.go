@@ -1,0 +1,143 @@
+package creds_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/creds"
+	"github.com/cordonhq/cordon/creds/local"
+)
+
+const crashHelperEnv = "CORDON_CREDS_CRASH_HELPER"
+
+// TestCrashHelper is not a test: run by TestKill9ThenReconcile in a child process, it
+// issues two local tokens, prints them, and waits to be killed.
+func TestCrashHelper(t *testing.T) {
+	root := os.Getenv(crashHelperEnv)
+	if root == "" {
+		t.Skip("helper process only")
+	}
+	lp, err := local.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := creds.New(creds.Config{
+		Root: root, Providers: map[string]creds.Provider{"local": lp},
+		Redact: func(string, string) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := b.IssueAll(context.Background(), run, []contract.Credential{
+		cred("A_TOKEN", "local", time.Hour, map[string]any{"scopes": []any{"read"}}),
+		cred("B_TOKEN", "local", time.Hour, map[string]any{"scopes": []any{"write"}}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		os.Stdout.WriteString("TOKEN " + g.Secret.Reveal() + "\n")
+	}
+	time.Sleep(time.Minute)
+}
+
+// kill -9 of cordon: nothing runs on the way out. The ledger outlives the process, a
+// later Reconcile sees that the owner is gone (pid and start time), revokes, and the
+// tokens no longer verify.
+func TestKill9ThenReconcile(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ledger")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), crashHelperEnv+"="+root)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var toks []string
+	sc := bufio.NewScanner(out)
+	for len(toks) < 2 && sc.Scan() {
+		if tok, ok := strings.CutPrefix(sc.Text(), "TOKEN "); ok {
+			toks = append(toks, tok)
+		}
+	}
+	if len(toks) != 2 {
+		t.Fatalf("helper printed %d tokens", len(toks))
+	}
+	for _, tok := range toks {
+		if _, err := local.Verify(root, tok, nil, time.Now()); err != nil {
+			t.Fatalf("fresh token does not verify: %v", err)
+		}
+	}
+
+	lp, _ := local.New(root)
+	gc := newEnv(t, root, map[string]creds.Provider{"local": lp})
+	gc.clock.Set(time.Now())
+	// While the helper lives, its grants are its own.
+	if res, err := gc.broker.Reconcile(context.Background(), nil); err != nil || len(res) != 0 {
+		t.Fatalf("Reconcile while the owner runs: %+v, %v", res, err)
+	}
+
+	cmd.Process.Signal(os.Kill)
+	cmd.Wait()
+	res, err := gc.broker.Reconcile(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Result != creds.Revoked || res[1].Result != creds.Revoked || res[0].Run != run {
+		t.Errorf("Reconcile: %+v", res)
+	}
+	for _, tok := range toks {
+		if _, err := local.Verify(root, tok, nil, time.Now()); !errors.Is(err, local.ErrInactive) {
+			t.Errorf("token verifies after reconcile: %v", err)
+		}
+	}
+	if files := ledgerFiles(t, root); len(files) != 0 {
+		t.Errorf("ledger holds %v", files)
+	}
+	if _, err := os.Stat(filepath.Join(root, "grants", run)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's ledger directory is left: %v", err)
+	}
+}
+
+// The same without a process: a broker dropped without RevokeAll, then Reconcile with
+// a predicate that declares its run dead.
+func TestDroppedBrokerThenReconcile(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ledger")
+	lp, _ := local.New(root)
+	f := newFake(t)
+	e := newEnv(t, root, map[string]creds.Provider{"local": lp, "exec": f})
+	gs, err := e.broker.IssueAll(context.Background(), run, []contract.Credential{
+		cred("LOCAL", "local", time.Hour, map[string]any{"scopes": []any{"read"}}),
+		cred("REMOTE", "exec", time.Hour, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.broker = nil // dropped: no RevokeAll, as after kill -9
+
+	gc := newEnv(t, root, map[string]creds.Provider{"local": lp, "exec": f})
+	if res, _ := gc.broker.Reconcile(context.Background(), func(string) bool { return true }); len(res) != 0 {
+		t.Fatalf("alive run reconciled: %+v", res)
+	}
+	res, err := gc.broker.Reconcile(context.Background(), func(r string) bool { return r != run })
+	if err != nil || len(res) != 2 {
+		t.Fatalf("Reconcile: %+v, %v", res, err)
+	}
+	if f.liveCount() != 0 {
+		t.Error("the remote grant is still live")
+	}
+	if _, err := local.Verify(root, gs[0].Secret.Reveal(), nil, t0); !errors.Is(err, local.ErrInactive) {
+		t.Errorf("local token verifies after reconcile: %v", err)
+	}
+}

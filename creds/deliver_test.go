@@ -1,0 +1,62 @@
+package creds_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/cordonhq/cordon/creds"
+)
+
+func grants() []creds.Grant {
+	return []creds.Grant{
+		{Name: "ENV_TOKEN", Deliver: "env", Secret: creds.NewSecret("env-value")},
+		{Name: "FILE_TOKEN", Deliver: "file", Secret: creds.NewSecret("file-value")},
+		{Name: "PROXY_TOKEN", Deliver: "proxy", Secret: creds.NewSecret("proxy-value")},
+	}
+}
+
+func TestEnv(t *testing.T) {
+	if got := creds.Env(grants()); !slices.Equal(got, []string{"ENV_TOKEN=env-value"}) {
+		t.Errorf("Env = %q", got)
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("tmpfs check is Linux-only")
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "cordon-creds-test-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	defer os.RemoveAll(shm)
+	if err := creds.WriteFiles(shm, grants()); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(shm)
+	if len(entries) != 1 || entries[0].Name() != "FILE_TOKEN" {
+		t.Fatalf("wrote %v; want FILE_TOKEN only", entries)
+	}
+	p := filepath.Join(shm, "FILE_TOKEN")
+	st, _ := os.Stat(p)
+	data, _ := os.ReadFile(p)
+	if st.Mode().Perm() != 0o400 || string(data) != "file-value" {
+		t.Errorf("mode %v, content %q", st.Mode(), data)
+	}
+	// Never over an existing file (O_EXCL: a planted symbolic link counts as one).
+	if err := creds.WriteFiles(shm, grants()); err == nil {
+		t.Error("overwrote an existing file")
+	}
+
+	disk := t.TempDir()
+	if err := creds.WriteFiles(disk, grants()); !errors.Is(err, creds.ErrNotTmpfs) {
+		if err == nil {
+			t.Skipf("%s is a tmpfs here", disk)
+		}
+		t.Errorf("WriteFiles to a disk directory: %v; want ErrNotTmpfs", err)
+	}
+}
