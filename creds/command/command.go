@@ -213,6 +213,7 @@ func (p *Provider) run(ctx context.Context, argv, env []string) ([]byte, error) 
 	cmd.Stdout = &out
 	cmd.Stderr = p.cfg.Stderr
 	cmd.WaitDelay = 2 * time.Second
+	killGroup(cmd)
 	err = cmd.Run()
 	switch {
 	case ctx.Err() != nil:
@@ -222,20 +223,21 @@ func (p *Provider) run(ctx context.Context, argv, env []string) ([]byte, error) 
 	case out.over:
 		return nil, fmt.Errorf("%s: printed more than %d bytes", argv[0], maxOutput)
 	}
-	return out.Bytes(), nil
+	return out.buf.Bytes(), nil
 }
 
-// limitedBuffer keeps the first maxOutput bytes written to it.
+// limitedBuffer keeps the first maxOutput bytes written to it. (Not an embedded
+// bytes.Buffer: io.Copy would use its ReadFrom and bypass the limit.)
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxOutput - b.Len(); len(p) > room {
+	if room := maxOutput - b.buf.Len(); len(p) > room {
 		b.over = true
-		b.Buffer.Write(p[:max(room, 0)])
+		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
