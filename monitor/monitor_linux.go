@@ -193,12 +193,7 @@ func (m *Monitor) Stats() Stats {
 // idempotent.
 func (m *Monitor) Close() error {
 	m.closeOnce.Do(func() {
-		var errs []error
-		for _, l := range m.links {
-			if err := l.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("detaching: %w", err))
-			}
-		}
+		errs := closeLinks(m.links)
 		m.drainMu.Lock()
 		m.closing.Store(true)
 		m.lostAtEnd = readLost(m.coll.Maps["lost"])

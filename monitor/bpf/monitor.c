@@ -222,6 +222,52 @@ static __always_inline __u32 put_user_bytes(struct event *e, int i, __u32 off, c
 	return off + n;
 }
 
+struct walk_ctx {
+	struct dentry *d;
+	struct vfsmount *vm;
+	struct mount *mnt;
+	struct walkbuf *w;
+	__u32 pos; /* the path so far is w->b[pos:SLOT] */
+	bool done;
+};
+
+/* walk_step prepends one component of the path to c->w, crossing to the parent mount at
+ * a mount's root. It returns 1 to stop the loop. */
+static long walk_step(__u32 k, struct walk_ctx *c)
+{
+	/* Locals only: a CO-RE read through c would relocate walk_ctx, a local type. */
+	struct dentry *d = c->d;
+	struct vfsmount *vm = c->vm;
+	struct mount *mnt = c->mnt;
+	if (d == BPF_CORE_READ(vm, mnt_root)) {
+		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+		if (up == mnt) {
+			c->done = true;
+			return 1;
+		}
+		c->d = BPF_CORE_READ(mnt, mnt_mountpoint);
+		c->mnt = up;
+		c->vm = (void *)up + bpf_core_field_offset(struct mount, mnt);
+		return 0;
+	}
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (d == parent) {
+		c->done = true;
+		return 1;
+	}
+	__u32 len = BPF_CORE_READ(d, d_name.len) & NAME_MASK;
+	__u32 pos = c->pos;
+	if (len + 1 > pos)
+		return 1;
+	pos = (pos - len - 1) & SLOT_MASK;
+	struct walkbuf *w = c->w;
+	w->b[pos] = '/';
+	bpf_probe_read_kernel(&w->b[pos + 1], len, BPF_CORE_READ(d, d_name.name));
+	c->pos = pos;
+	c->d = parent;
+	return 0;
+}
+
 /* put_path writes the path of p as the task sees it (walking dentries and mounts up to
  * its mount namespace's root) into str[i]. */
 static __always_inline __u32 put_path(struct event *e, int i, __u32 off, const struct path *p)
@@ -230,40 +276,12 @@ static __always_inline __u32 put_path(struct event *e, int i, __u32 off, const s
 	struct walkbuf *w = bpf_map_lookup_elem(&walk, &zero);
 	if (!w || off > 2 * SLOT)
 		return off;
-	struct dentry *d = BPF_CORE_READ(p, dentry);
-	struct vfsmount *vm = BPF_CORE_READ(p, mnt);
-	struct mount *mnt = (void *)vm - bpf_core_field_offset(struct mount, mnt);
-	__u32 pos = SLOT;
-	bool done = false;
-	for (int k = 0; k < MAX_DEPTH; k++) {
-		struct dentry *root = BPF_CORE_READ(vm, mnt_root);
-		if (d == root) {
-			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
-			if (up == mnt) {
-				done = true;
-				break;
-			}
-			d = BPF_CORE_READ(mnt, mnt_mountpoint);
-			mnt = up;
-			vm = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
-			continue;
-		}
-		struct dentry *parent = BPF_CORE_READ(d, d_parent);
-		if (d == parent) {
-			done = true;
-			break;
-		}
-		__u32 len = BPF_CORE_READ(d, d_name.len) & NAME_MASK;
-		if (len + 1 > pos)
-			break;
-		pos -= len + 1;
-		pos &= SLOT_MASK;
-		w->b[pos] = '/';
-		bpf_probe_read_kernel(&w->b[pos + 1], len, BPF_CORE_READ(d, d_name.name));
-		d = parent;
-	}
-	if (!done)
+	struct walk_ctx c = {.d = BPF_CORE_READ(p, dentry), .vm = BPF_CORE_READ(p, mnt), .w = w, .pos = SLOT};
+	c.mnt = (void *)c.vm - bpf_core_field_offset(struct mount, mnt);
+	bpf_loop(MAX_DEPTH, walk_step, &c, 0);
+	if (!c.done)
 		e->flags |= EF_TRUNC;
+	__u32 pos = c.pos;
 	if (pos >= SLOT) {
 		pos = SLOT - 1;
 		w->b[pos] = '/';

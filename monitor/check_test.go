@@ -1,0 +1,259 @@
+package monitor
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+func testProfile() Profile {
+	plan := &contract.Plan{
+		Mounts: []contract.Mount{
+			{Path: "/usr", Access: contract.ReadOnly, Why: "@system"},
+			{Path: "/etc", Access: contract.ReadOnly, Why: "@system"},
+			{Path: "/etc/shadow", Access: contract.Hidden, Why: "@system never shows host secrets"},
+			{Path: "/home/u/proj", Access: contract.ReadWrite, Why: "workspace"},
+			{Path: "/home/u/proj/.git", Access: contract.ReadOnly, Why: "deny_write"},
+			{Path: "/tmp", Access: contract.ReadWrite, Why: "private /tmp"},
+		},
+		Links:   []contract.Link{{Path: "/bin", Target: "usr/bin"}},
+		Monitor: contract.MonitorPlan{Exec: []string{"python3", "/opt/tools/*"}},
+	}
+	return FromPlan(plan)
+}
+
+func TestCheckPath(t *testing.T) {
+	p := testProfile()
+	for _, c := range []struct {
+		name, path string
+		write      bool
+		rule       Rule
+		reason     string
+	}{
+		{"readable", "/usr/lib/libc.so", false, "", ""},
+		{"hidden", "/etc/shadow", false, RuleRead, "read of a hidden path (/etc/shadow: @system never shows host secrets)"},
+		{"outside", "/root/.ssh/id_rsa", false, RuleRead, "read outside the readable set"},
+		{"above a mount", "/home/u", false, "", ""},
+		{"root dir", "/", false, "", ""},
+		{"write above a mount", "/home/u/x", true, RuleWrite, "write outside the writable set"},
+		{"write workspace", "/home/u/proj/main.go", true, "", ""},
+		{"write .git", "/home/u/proj/.git/config", true, RuleWrite, "write to a read-only path (/home/u/proj/.git: deny_write)"},
+		{"write read-only", "/usr/bin/x", true, RuleWrite, "write to a read-only path (/usr: @system)"},
+		{"prefix is not a parent", "/usrx/y", false, RuleRead, "read outside the readable set"},
+		{"dev null", "/dev/null", true, "", ""},
+		{"proc self", "/proc/self/status", false, "", ""},
+		{"kcore", "/proc/kcore", false, RuleRead, "read of a hidden path (/proc/kcore: kernel memory)"},
+		{"proc write", "/proc/sys/kernel/core_pattern", true, RuleWrite, "write to a read-only path (/proc: sandbox /proc)"},
+		{"runtime probe", "/sys/fs/cgroup/cpu.max", false, "", ""},
+		{"other sys", "/sys/kernel/debug/x", false, RuleRead, "read outside the readable set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rule, reason := p.checkPath(c.path, c.write)
+			if rule != c.rule || reason != c.reason {
+				t.Errorf("checkPath(%q, %v) = %q, %q; want %q, %q", c.path, c.write, rule, reason, c.rule, c.reason)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	p := testProfile()
+	for in, want := range map[string]string{
+		"/bin/sh":            "/usr/bin/sh",
+		"/bin":               "/usr/bin",
+		"/binx":              "/binx",
+		"/usr/../etc/shadow": "/etc/shadow",
+		"/tmp//a/./b":        "/tmp/a/b",
+	} {
+		if got := p.resolve(in); got != want {
+			t.Errorf("resolve(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestFromPlan(t *testing.T) {
+	p := testProfile()
+	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/egress.sock" {
+		t.Errorf("Connect = %q; want the bridge only", p.Connect)
+	}
+	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != 1 {
+		t.Errorf("FromPlan = %+v", p)
+	}
+}
+
+func rec(sc Syscall, args [6]uint64, flags uint16, strs ...string) *Record {
+	r := &Record{PID: 42, Comm: "x", Syscall: sc, Args: args, Flags: flags}
+	for i, s := range strs {
+		r.Str[i] = []byte(s)
+	}
+	return r
+}
+
+func sockaddr4(ip [4]byte, port uint16) string {
+	b := make([]byte, 16)
+	binary.NativeEndian.PutUint16(b, afInet)
+	binary.BigEndian.PutUint16(b[2:], port)
+	copy(b[4:], ip[:])
+	return string(b)
+}
+
+func sockaddr6(ip [16]byte, port uint16) string {
+	b := make([]byte, 28)
+	binary.NativeEndian.PutUint16(b, afInet6)
+	binary.BigEndian.PutUint16(b[2:], port)
+	copy(b[8:], ip[:])
+	return string(b)
+}
+
+func sockaddrUnix(path string) string {
+	b := make([]byte, 2, 110)
+	binary.NativeEndian.PutUint16(b, afUnix)
+	return string(append(b, path...)) + "\x00"
+}
+
+func TestCheck(t *testing.T) {
+	python := fileID{Dev: 0xfe00, Ino: 77}
+	c := checker{prof: testProfile(), risky: map[fileID][]string{python: {"python3", "python3.11"}, {Dev: 1, Ino: 2}: {"sh", "dash"}}}
+	const rdonly, wronlyCreat = 0, 0o101
+	loopback6 := [16]byte{15: 1}
+	for _, c2 := range []struct {
+		name   string
+		r      *Record
+		rule   Rule
+		reason string // substring
+		unres  bool
+	}{
+		{"open readable", rec(SysOpenat, [6]uint64{rdonly}, 0, "/etc/hostname"), "", "", false},
+		{"open shadow", rec(SysOpenat, [6]uint64{rdonly}, 0, "/etc/shadow"), RuleRead, "hidden", false},
+		{"open relative", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "shadow", "/etc"), RuleRead, "hidden", false},
+		{"open relative dotdot", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "../etc/shadow", "/usr"), RuleRead, "hidden", false},
+		{"open relative unresolved", rec(SysOpenat, [6]uint64{rdonly}, 0, "shadow"), "", "", true},
+		{"open fault", rec(SysOpenat, [6]uint64{rdonly}, flagFault), "", "", true},
+		{"creat outside", rec(SysCreat, [6]uint64{wronlyCreat}, 0, "/opt/x"), RuleWrite, "writable", false},
+		{"truncate read-only", rec(SysOpenat2, [6]uint64{0o1000}, 0, "/etc/passwd"), RuleWrite, "read-only", false},
+		{"exec allowed by name", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/usr/bin/python3", "python3\x00-c\x00pass\x00", "/usr/bin/python3.11"), "", "", false},
+		{"exec allowed by glob", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/opt/tools/bash", "bash\x00", "/opt/tools/bash"), "", "", false},
+		{"exec plain program", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/usr/bin/git", "git\x00status\x00", "/usr/bin/git"), "", "", false},
+		{"exec shell", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/bin/bash", "bash\x00-c\x00x\x00", "/usr/bin/bash"), RuleExec, `shell "bash"`, false},
+		{"exec relay", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/usr/bin/nc", "nc\x00-l\x00", "/usr/bin/nc.openbsd"), RuleExec, `network relay "nc.openbsd"`, false},
+		{"exec renamed shell", rec(SysExecve, [6]uint64{2, 1 << 20, 1}, 0, "/tmp/ls", "ls\x00", "/usr/bin/dash"), RuleExec, `shell "dash"`, false},
+		{"exec renamed interpreter by inode", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/tmp/x", "x\x00", "/tmp/x"), "", "", false},
+		{"exec memfd", rec(SysExecveat, [6]uint64{9, 0, 0}, 0, "/dev/fd/3", "x\x00", "/memfd:x (deleted)"), RuleExec, "no name", false},
+		{"connect bridge", rec(SysConnect, [6]uint64{}, 0, sockaddr4([4]byte{127, 0, 0, 1}, 3128)), "", "", false},
+		{"connect bridge socket", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/egress.sock")), "", "", false},
+		{"connect loopback", rec(SysConnect, [6]uint64{}, 0, sockaddr4([4]byte{127, 0, 0, 1}, 8080)), RuleConnect, "127.0.0.1:8080", false},
+		{"connect v6", rec(SysConnect, [6]uint64{}, 0, sockaddr6(loopback6, 3128)), RuleConnect, "[::1]:3128", false},
+		{"connect unix", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/var/run/docker.sock")), RuleConnect, "unix:/var/run/docker.sock", false},
+		{"connect abstract", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("\x00x")), RuleConnect, "unix:@x", false},
+		{"connect unspec", rec(SysConnect, [6]uint64{}, 0, "\x00\x00"), "", "", false},
+		{"ptrace", rec(SysPtrace, [6]uint64{16, 1}, 0), RuleSyscall, "tracing", false},
+		{"unshare", rec(SysUnshare, [6]uint64{0x10000000}, 0), RuleSyscall, "namespaces", false},
+	} {
+		t.Run(c2.name, func(t *testing.T) {
+			a, dev, unres := c.check(c2.r)
+			if unres != c2.unres {
+				t.Errorf("unresolved = %v; want %v", unres, c2.unres)
+			}
+			if dev != (c2.rule != "") || a.Rule != c2.rule || !strings.Contains(a.Reason, c2.reason) {
+				t.Errorf("check = %v, %+v; want rule %q with reason containing %q", dev, a, c2.rule, c2.reason)
+			}
+		})
+	}
+}
+
+func TestDetail(t *testing.T) {
+	for _, c := range []struct {
+		r    *Record
+		want string
+	}{
+		{rec(SysPtrace, [6]uint64{16, 7}, 0), "request=PTRACE_ATTACH pid=7"},
+		{rec(SysMount, [6]uint64{3: 0x1000}, 0, "none", "/mnt", "tmpfs"), `source="none" target="/mnt" fstype="tmpfs" flags=0x1000`},
+		{rec(SysUnshare, [6]uint64{0x10020000 | 1}, 0), "flags=CLONE_NEWNS|CLONE_NEWUSER|0x1"},
+		{rec(SysSetns, [6]uint64{3, 0x40000000}, 0), "fd=3 nstype=CLONE_NEWNET"},
+	} {
+		if got := detail(c.r); got != c.want {
+			t.Errorf("detail(%s) = %q; want %q", c.r.Syscall, got, c.want)
+		}
+	}
+}
+
+func TestRisky(t *testing.T) {
+	for name, want := range map[string]string{
+		"sh": "shell", "bash": "shell", "ksh93": "shell", "python3": "interpreter", "python3.11": "interpreter",
+		"perl5.36.0": "interpreter", "node": "interpreter", "nc": "network relay", "nc.openbsd": "network relay",
+		"git": "", "go": "", "ls": "", "shred": "", "python-config": "",
+	} {
+		if got := Risky(name); got != want {
+			t.Errorf("Risky(%q) = %q; want %q", name, got, want)
+		}
+	}
+}
+
+func TestAlertString(t *testing.T) {
+	a := Alert{PID: 7, Comm: "cat", Syscall: "openat", Path: "/etc/shadow", Reason: "read of a hidden path"}
+	if got, want := a.String(), "openat (pid 7, cat, /etc/shadow): read of a hidden path"; got != want {
+		t.Errorf("String() = %q; want %q", got, want)
+	}
+}
+
+// TestRecordLayout: the decoder's offsets are those of the C struct, as bpf2go saw it.
+func TestRecordLayout(t *testing.T) {
+	var e monitorEvent
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"args", offArgs, unsafe.Offsetof(e.Args)},
+		{"pid", offPID, unsafe.Offsetof(e.Pid)},
+		{"sc", offSC, unsafe.Offsetof(e.Sc)},
+		{"flags", offFlags, unsafe.Offsetof(e.Flags)},
+		{"len", offLen, unsafe.Offsetof(e.Len)},
+		{"comm", offComm, unsafe.Offsetof(e.Comm)},
+		{"data", headerLen, unsafe.Offsetof(e.Data)},
+	} {
+		if c.got != c.want {
+			t.Errorf("offset of %s = %d; the C struct has %d", c.name, c.got, c.want)
+		}
+	}
+	if int(monitorScSC_MAX) != int(sysMax) || int(monitorScSC_OPEN_BY_HANDLE_AT) != int(SysOpenByHandleAt) {
+		t.Errorf("enum sc and Syscall disagree")
+	}
+}
+
+func TestDecodeRecord(t *testing.T) {
+	b := make([]byte, headerLen+9)
+	le := binary.NativeEndian
+	le.PutUint64(b, 99)
+	le.PutUint32(b[offPID:], 7)
+	le.PutUint16(b[offSC:], uint16(SysMount))
+	le.PutUint16(b[offLen:], 4)
+	le.PutUint16(b[offLen+2:], 5)
+	copy(b[offComm:], "mount\x00")
+	copy(b[headerLen:], "none/mnt/")
+	r, err := decodeRecord(b)
+	if err != nil || r.Cgroup != 99 || r.PID != 7 || r.Syscall != SysMount || r.Comm != "mount" || string(r.Str[0]) != "none" || string(r.Str[1]) != "/mnt/" {
+		t.Fatalf("decodeRecord = %+v, %v", r, err)
+	}
+	le.PutUint16(b[offLen+4:], 1)
+	if _, err := decodeRecord(b); err == nil {
+		t.Error("decodeRecord accepted strings longer than the record")
+	}
+	if _, err := decodeRecord(b[:10]); err == nil {
+		t.Error("decodeRecord accepted a short record")
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(make([]byte, headerLen+8))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRecord(b)
+		if err != nil {
+			return
+		}
+		c := checker{prof: testProfile()}
+		c.check(&r) // must not panic
+	})
+}

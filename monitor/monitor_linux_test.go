@@ -1,0 +1,441 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// The test binary doubles as the workload: with CORDON_MONITOR_HELPER set, TestMain runs
+// helperMain instead of the tests.
+const helperEnv = "CORDON_MONITOR_HELPER"
+
+func TestMain(m *testing.M) {
+	if h := os.Getenv(helperEnv); h != "" {
+		os.Exit(helperMain(h, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// helperMain does one thing the tests watch, then exits.
+func helperMain(what string, args []string) int {
+	switch what {
+	case "connect": // connect to each address; failures are expected
+		for _, a := range args {
+			network, addr, _ := strings.Cut(a, "=")
+			if c, err := net.DialTimeout(network, addr, 200*time.Millisecond); err == nil {
+				c.Close()
+			}
+		}
+	case "syscalls": // high-signal syscalls that fail or only touch this process
+		_, _, _ = syscall.RawSyscall(syscall.SYS_UNSHARE, syscall.CLONE_NEWUTS, 0, 0)
+		_ = syscall.Mount("none", "/nonexistent-cordon-test", "tmpfs", 0, "")
+	case "rate": // open /dev/null N times at R per second (0: as fast as possible)
+		var n, rate int
+		fmt.Sscan(args[0], &n)
+		fmt.Sscan(args[1], &rate)
+		return openLoop(n, rate)
+	case "start": // try to start a monitor (as an unprivileged user)
+		_, err := Start(context.Background(), Options{CgroupID: 1})
+		fmt.Println(errors.Is(err, errdefs.ErrUnavailable), err)
+	case "init": // process 1 of a nested sandbox: run the command, wait
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "init:", err)
+		}
+	}
+	return 0
+}
+
+func openLoop(n, rate int) int {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return 1
+		}
+		syscall.Close(fd)
+		if rate > 0 && i%100 == 99 {
+			if d := time.Duration(i+1) * time.Second / time.Duration(rate); time.Since(start) < d {
+				time.Sleep(d - time.Since(start))
+			}
+		}
+	}
+	return 0
+}
+
+// harness is one monitored cgroup and what the monitor reported.
+type harness struct {
+	t  testing.TB
+	cg *linux.Cgroup
+	m  *Monitor
+
+	mu      sync.Mutex
+	alerts  []Alert
+	records []Record
+}
+
+func requireBPF(t testing.TB) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	_, err := os.Stat("/sys/kernel/btf/vmlinux")
+	testutil.Require(t, err == nil, "the kernel has no BTF")
+}
+
+func newHarness(t testing.TB, prof Profile, opts Options) *harness {
+	t.Helper()
+	requireBPF(t)
+	name := fmt.Sprintf("monitor-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cg, err := linux.NewCgroup(name, linux.Limits{})
+	if err != nil {
+		t.Fatalf("creating cgroup: %v", err)
+	}
+	t.Cleanup(func() { cg.Remove() })
+	h := &harness{t: t, cg: cg}
+	opts.CgroupID, opts.Profile = cg.ID, prof
+	opts.Events = event.SinkFunc(func(e event.Event) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.alerts = append(h.alerts, e.Body.(Alert))
+	})
+	opts.onRecord = func(r Record) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.records = append(h.records, r)
+	}
+	if h.m, err = Start(context.Background(), opts); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { h.m.Close() })
+	return h
+}
+
+// command returns a command that starts inside the harness's cgroup.
+func (h *harness) command(env []string, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: h.cg.FD()}
+	return cmd
+}
+
+// run runs a command in the cgroup and waits until its events are handled.
+func (h *harness) run(env []string, name string, args ...string) string {
+	h.t.Helper()
+	out, err := h.command(env, name, args...).CombinedOutput()
+	if err != nil {
+		h.t.Logf("%s %q: %v\n%s", name, args, err, out)
+	}
+	h.m.drain()
+	return string(out)
+}
+
+func (h *harness) helper(what string, args ...string) {
+	h.t.Helper()
+	exe, _ := os.Executable()
+	h.run(append(os.Environ(), helperEnv+"="+what), exe, args...)
+}
+
+func (h *harness) got() ([]Alert, []Record) {
+	h.m.drain()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Alert(nil), h.alerts...), append([]Record(nil), h.records...)
+}
+
+func (h *harness) find(pred func(Alert) bool) (Alert, bool) {
+	alerts, _ := h.got()
+	for _, a := range alerts {
+		if pred(a) {
+			return a, true
+		}
+	}
+	return Alert{}, false
+}
+
+// hostProfile is a profile for processes running on the host, without a sandbox.
+func hostProfile(writable ...string) Profile {
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: "/usr", Access: contract.ReadOnly, Why: "@system"},
+		{Path: "/etc", Access: contract.ReadOnly, Why: "@system"},
+		{Path: "/etc/shadow", Access: contract.Hidden, Why: "@system never shows host secrets"},
+	}, Links: []contract.Link{{Path: "/bin", Target: "usr/bin"}, {Path: "/lib", Target: "usr/lib"}, {Path: "/lib64", Target: "usr/lib64"}}}
+	for _, w := range writable {
+		plan.Mounts = append(plan.Mounts, contract.Mount{Path: w, Access: contract.ReadWrite, Why: "test"})
+	}
+	return FromPlan(plan)
+}
+
+func TestExecOfInterpreterAlerts(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	nc, err := exec.LookPath("nc")
+	if err != nil { // not installed: a symlink by that name is enough for the name rule
+		nc = filepath.Join(t.TempDir(), "nc")
+		if err := os.Symlink("/usr/bin/true", nc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.run(nil, "/usr/bin/python3", "-c", "pass")
+	h.run(nil, nc, "-h")
+	h.run(nil, "/usr/bin/git", "--version")
+	for _, want := range []string{"python3", "nc"} {
+		a, ok := h.find(func(a Alert) bool {
+			return a.Rule == RuleExec && len(a.Argv) > 0 && filepath.Base(a.Argv[0]) == filepath.Base(map[string]string{"python3": "/usr/bin/python3", "nc": nc}[want])
+		})
+		if !ok {
+			t.Errorf("no exec alert for %s", want)
+			continue
+		}
+		if a.Syscall != "execve" || a.Path == "" || a.Action != ActionAlert || a.Cgroup != h.cg.ID {
+			t.Errorf("alert for %s = %+v", want, a)
+		}
+		t.Logf("%s", a)
+	}
+	if a, ok := h.find(func(a Alert) bool { return a.Rule == RuleExec && a.Comm == "git" }); ok {
+		t.Errorf("git alerted: %s", a)
+	}
+
+	allowed := hostProfile()
+	allowed.Exec = []string{"python3"}
+	h2 := newHarness(t, allowed, Options{})
+	h2.run(nil, "/usr/bin/python3", "-c", "pass")
+	if a, ok := h2.find(func(a Alert) bool { return a.Rule == RuleExec }); ok {
+		t.Errorf("python3 in monitor.exec still alerted: %s", a)
+	}
+}
+
+func TestOpenOfShadowAlerts(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	h.run(nil, "/usr/bin/cat", "/etc/shadow")
+	h.run(nil, "/usr/bin/env", "-C", "/etc", "/usr/bin/cat", "shadow") // relative to the cwd
+	h.run(nil, "/usr/bin/touch", "/nonexistent-cordon-test/x")         // a write attempt that fails
+	for _, c := range []struct{ comm, path, access string }{
+		{"cat", "/etc/shadow", "read"}, {"touch", "/nonexistent-cordon-test/x", "write"},
+	} {
+		var n int
+		alerts, _ := h.got()
+		for _, a := range alerts {
+			if a.Comm == c.comm && a.Path == c.path && a.Access == c.access {
+				n++
+				t.Logf("%s", a)
+			}
+		}
+		if want := map[string]int{"cat": 2, "touch": 1}[c.comm]; n < want {
+			t.Errorf("%d alerts for %s of %s; want %d", n, c.access, c.path, want)
+		}
+	}
+	if a, ok := h.find(func(a Alert) bool { return a.Path == "/etc/ld.so.cache" || a.Path == "/dev/null" }); ok {
+		t.Errorf("a readable path alerted: %s", a)
+	}
+}
+
+func TestConnectAlerts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h := newHarness(t, hostProfile(), Options{})
+	h.helper("connect", "tcp="+ln.Addr().String(), "tcp=127.0.0.1:3128", "tcp6=[::1]:9", "unix=/run/cordon/egress.sock", "unix=/nonexistent-cordon-test.sock")
+	for _, addr := range []string{ln.Addr().String(), "[::1]:9", "unix:/nonexistent-cordon-test.sock"} {
+		a, ok := h.find(func(a Alert) bool { return a.Rule == RuleConnect && a.Addr == addr })
+		if !ok {
+			t.Errorf("no alert for a connect to %s", addr)
+			continue
+		}
+		t.Logf("%s", a)
+	}
+	for _, addr := range []string{"127.0.0.1:3128", "unix:/run/cordon/egress.sock"} {
+		if a, ok := h.find(func(a Alert) bool { return a.Addr == addr }); ok {
+			t.Errorf("the bridge alerted: %s", a)
+		}
+	}
+}
+
+func TestHighSignalSyscallsAlert(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	h.helper("syscalls")
+	for _, sc := range []string{"unshare", "mount"} {
+		a, ok := h.find(func(a Alert) bool { return a.Rule == RuleSyscall && a.Syscall == sc })
+		if !ok {
+			t.Errorf("no alert for %s", sc)
+			continue
+		}
+		t.Logf("%s", a)
+	}
+}
+
+// TestBenignBuildNoAlerts: a Go build and git in a workspace deviate from nothing.
+func TestBenignBuildNoAlerts(t *testing.T) {
+	requireBPF(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
+	}
+	out, err := exec.Command(goBin, "env", "GOROOT", "GOCACHE").Output()
+	testutil.Require(t, err == nil, "needs the go command")
+	goEnv := strings.Fields(string(out))
+	ws := t.TempDir()
+	home, tmp := filepath.Join(ws, ".home"), filepath.Join(ws, ".tmp")
+	os.MkdirAll(tmp, 0o755)
+	for f, data := range map[string]string{
+		"go.mod":  "module example.com/hello\n\ngo 1.22\n",
+		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ws, f), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(home, 0o755)
+	prof := hostProfile(ws, goEnv[1])
+	prof.Paths = append(prof.Paths, PathRule{Path: goEnv[0], Access: contract.ReadOnly, Why: "GOROOT"})
+	h := newHarness(t, prof, Options{})
+	env := []string{"HOME=" + home, "PATH=" + filepath.Dir(goBin) + ":/usr/bin", "GOCACHE=" + goEnv[1],
+		"GOPATH=" + filepath.Join(ws, ".gopath"), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "TMPDIR=" + tmp, "CGO_ENABLED=0"}
+	h.run(env, goBin, "-C", ws, "build", "-o", filepath.Join(ws, "hello"), ".")
+	h.run(env, "/usr/bin/git", "-C", ws, "init", "-q")
+	h.run(env, "/usr/bin/git", "-C", ws, "status", "--short")
+	if out := h.run(env, filepath.Join(ws, "hello")); out != "hello\n" {
+		t.Fatalf("the build did not work: %q", out)
+	}
+	alerts, records := h.got()
+	for _, a := range alerts {
+		t.Errorf("benign build alerted: %s", a)
+	}
+	if len(records) < 100 {
+		t.Errorf("only %d records for a build: is the monitor watching?", len(records))
+	}
+	t.Logf("%d records, stats %+v", len(records), h.m.Stats())
+}
+
+// TestOtherProcessesSendNothing: the same deviations outside the run's cgroup never
+// leave the kernel.
+func TestOtherProcessesSendNothing(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	for _, args := range [][]string{{"/usr/bin/cat", "/etc/shadow"}, {"/usr/bin/python3", "-c", "pass"}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%q: %v %s", args, err, out)
+		}
+	}
+	exe, _ := os.Executable()
+	outside := exec.Command(exe)
+	outside.Env = append(os.Environ(), helperEnv+"=syscalls")
+	if err := outside.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if alerts, records := h.got(); len(records) != 0 || len(alerts) != 0 {
+		t.Errorf("processes outside the cgroup produced %d records, %d alerts: %+v", len(records), len(alerts), records[0])
+	}
+	h.run(nil, "/usr/bin/true")
+	if _, records := h.got(); len(records) == 0 {
+		t.Error("a process inside the cgroup produced no record")
+	}
+}
+
+// TestKillMode: on_violation: kill stops the whole run at the first alert.
+func TestKillMode(t *testing.T) {
+	first := make(chan Alert, 1)
+	prof := hostProfile()
+	prof.Exec = []string{"sh"}
+	h := newHarness(t, prof, Options{OnViolation: func(a Alert) { first <- a }})
+	killed := make(chan Alert, 1)
+	go func() { // what the runner does: stop the whole run
+		a := <-first
+		h.cg.Kill(5 * time.Second)
+		killed <- a
+	}()
+	cmd := h.command(nil, "/bin/sh", "-c", "/usr/bin/cat /etc/shadow >/dev/null; /usr/bin/sleep 30")
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the workload ended with %v; want SIGKILL (exit 137)", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("killed after %v", d)
+	}
+	a := <-killed
+	if !strings.Contains(a.String(), "/etc/shadow") {
+		t.Errorf("first alert %q does not name the violation", a)
+	}
+	t.Logf("killed after %v: %s", time.Since(start).Round(time.Millisecond), a)
+}
+
+// TestRequiredWithoutPrivileges: an unprivileged user cannot load the monitor and is told why.
+func TestRequiredWithoutPrivileges(t *testing.T) {
+	testutil.RequireRoot(t)
+	exe, _ := os.Executable()
+	dir, err := os.MkdirTemp("", "monitor-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "monitor.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{helperEnv + "=start"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v %s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "true ") || !strings.Contains(string(out), "needs root") {
+		t.Errorf("Start as nobody: %s; want an unavailable error saying it needs root", out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestCloseReleasesEverything: Close detaches and closes every link, map and program
+// (no file descriptor left) and is idempotent.
+func TestCloseReleasesEverything(t *testing.T) {
+	requireBPF(t)
+	before := countFDs(t)
+	h := newHarness(t, hostProfile(), Options{})
+	if during := countFDs(t); during <= before {
+		t.Fatalf("%d fds while running, %d before: the count is not seeing the monitor", during, before)
+	}
+	if err := h.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	h.cg.Remove()
+	if after := countFDs(t); after != before {
+		t.Errorf("%d fds after Close, %d before", after, before)
+	}
+	h.m.Stats() // usable after Close
+}
+
+func countFDs(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
