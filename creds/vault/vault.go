@@ -166,7 +166,7 @@ func check(req createRequest, tokenPolicies, policies []string, lease int64, ttl
 		errs = append(errs, errors.New("no accessor: it could not be revoked later"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("Vault returned a token other than asked; revoked it: %w", err)
+		return fmt.Errorf("the token Vault returned is other than asked; revoked it: %w", err)
 	}
 	return nil
 }
