@@ -262,7 +262,7 @@ func (b *Broker) revokeOne(ctx context.Context, r *record, reason string) error 
 	if err != nil {
 		ev.Error = err.Error()
 	}
-	b.cfg.Events.Emit(event.Event{Type: event.CredRevoke, Body: ev})
+	b.cfg.Events.Emit(event.Event{Type: event.CredRevoke, Time: b.now(), Body: ev})
 	return b.report(r, result, attempts, err)
 }
 

@@ -125,6 +125,8 @@ func TestDroppedBrokerThenReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.broker = nil // dropped: no RevokeAll, as after kill -9
+	// and a write the crash interrupted
+	os.WriteFile(filepath.Join(root, "grants", run, ".LOCAL.json.tmp-123"), []byte("{"), 0o600)
 
 	gc := newEnv(t, root, map[string]creds.Provider{"local": lp, "exec": f})
 	if res, _ := gc.broker.Reconcile(context.Background(), func(string) bool { return true }); len(res) != 0 {
@@ -139,5 +141,8 @@ func TestDroppedBrokerThenReconcile(t *testing.T) {
 	}
 	if _, err := local.Verify(root, gs[0].Secret.Reveal(), nil, t0); !errors.Is(err, local.ErrInactive) {
 		t.Errorf("local token verifies after reconcile: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "grants", run)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's ledger directory is left: %v", err)
 	}
 }

@@ -140,6 +140,20 @@ func (l *ledger) remove(run, name string) error {
 	return nil
 }
 
+// prune removes what a write interrupted by a crash left in a dead run's directory
+// (temporary files), and the directory once it is empty.
+func (l *ledger) prune(run string) {
+	dir := filepath.Join(l.dir, run)
+	if tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*")); len(tmps) > 0 {
+		for _, p := range tmps {
+			os.Remove(p)
+		}
+	}
+	if os.Remove(dir) == nil {
+		atomicfile.SyncDir(l.dir)
+	}
+}
+
 // runs lists the run ids that have records.
 func (l *ledger) runs() ([]string, error) {
 	entries, err := os.ReadDir(l.dir)

@@ -61,6 +61,7 @@ func (b *Broker) Reconcile(ctx context.Context, alive func(run string) bool) ([]
 				errs = append(errs, rerr)
 			}
 		}
+		b.ledger.prune(run)
 	}
 	now := b.now()
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Providers)) {
