@@ -242,3 +242,25 @@ func TestIntrospection(t *testing.T) {
 		}
 	}
 }
+
+// FuzzVerify: whatever a caller of the introspection endpoint sends, Verify neither
+// panics nor finds active a token that was not issued.
+func FuzzVerify(f *testing.F) {
+	root := f.TempDir()
+	p, _ := local.New(root)
+	g, err := p.Issue(context.Background(), creds.IssueArgs{Run: run, Now: t0,
+		Credential: contract.Credential{Name: "T", TTL: time.Hour, Scope: map[string]any{"scopes": []any{"s"}}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	issued := g.Secret.Reveal()
+	for _, s := range []string{"", issued, issued[:40], local.TokenPrefix + strings.Repeat("f", 72), "../../etc/passwd", issued + "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		_, err := local.Verify(root, tok, nil, t0)
+		if (err == nil) != (tok == issued) {
+			t.Errorf("Verify(%q): %v", tok, err)
+		}
+	})
+}
