@@ -245,8 +245,8 @@ func TestEgressLargeTransfersAndConcurrency(t *testing.T) {
 			}
 		}
 	}
-	if p := processesMatching("/run/cordon/cordon internal init"); len(p) > 0 {
-		t.Errorf("pid1/bridge processes left: %v", p)
+	if p := processesWithCwd(w.ws); len(p) > 0 {
+		t.Errorf("processes of the run (pid1, the bridge) left: %v", p)
 	}
 }
 

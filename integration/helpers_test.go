@@ -40,6 +40,11 @@ func newWorld(t *testing.T) *world {
 		"GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
 		"SSH_AUTH_SOCK=/tmp/ssh-agent.sock",
 	}
+	// CORDON_BACKEND runs the tests against that backend (containers_test.go loops
+	// over the container backends with it).
+	if b := os.Getenv("CORDON_BACKEND"); b != "" {
+		w.env = append(w.env, "CORDON_BACKEND="+b)
+	}
 	return w
 }
 
@@ -129,6 +134,19 @@ func processesMatching(s string) []string {
 			continue
 		}
 		if strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), s) {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
+
+// processesWithCwd lists host pids whose working directory is dir: what a sandbox
+// started in that workspace left running.
+func processesWithCwd(dir string) []string {
+	var out []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if cwd, err := os.Readlink(filepath.Join("/proc", d.Name(), "cwd")); err == nil && cwd == dir {
 			out = append(out, d.Name())
 		}
 	}
