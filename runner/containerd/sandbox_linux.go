@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -150,10 +151,16 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		ooms = watchOOM(bg, s.cli, s.c.ID())
 		defer ooms.stop()
 	}
-	task, err := s.c.NewTask(ctx, cio.NewCreator(cio.WithStreams(p.Stdin, p.Stdout, p.Stderr)))
+	var stdin io.Reader
+	eof := &stdinEOF{r: p.Stdin}
+	if p.Stdin != nil {
+		stdin = eof
+	}
+	task, err := s.c.NewTask(ctx, cio.NewCreator(cio.WithStreams(stdin, p.Stdout, p.Stderr)))
 	if err != nil {
 		return 0, fmt.Errorf("%w: containerd: creating the task: %v", errdefs.ErrUnavailable, err)
 	}
+	eof.then(func() { _ = task.CloseIO(bg, containerd.WithStdinCloser) })
 	defer func() {
 		dctx, cancel := context.WithTimeout(bg, 10*time.Second)
 		defer cancel()
@@ -205,6 +212,40 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
 	}
 	return code, nil
+}
+
+// stdinEOF passes the command's stdin on and, at its end, closes the task's stdin:
+// closing containerd's FIFO alone does not give the command end of file.
+type stdinEOF struct {
+	r      io.Reader
+	mu     sync.Mutex // guards the fields below
+	done   bool       // r reached its end
+	closer func()
+}
+
+func (s *stdinEOF) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err == io.EOF {
+		s.mu.Lock()
+		s.done = true
+		c := s.closer
+		s.mu.Unlock()
+		if c != nil {
+			c()
+		}
+	}
+	return n, err
+}
+
+// then sets what to call at the end of stdin, calling it now if the end was reached.
+func (s *stdinEOF) then(c func()) {
+	s.mu.Lock()
+	s.closer = c
+	done := s.done
+	s.mu.Unlock()
+	if done {
+		c()
+	}
 }
 
 type statusResult struct {

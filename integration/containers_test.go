@@ -1,0 +1,496 @@
+package integration
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// containerBackends are the backends whose sandbox is a container.
+var containerBackends = []string{"docker", "containerd"}
+
+// escapeTests are the foundation and egress issues' escape tests. They run unchanged
+// against every container backend (newWorld passes CORDON_BACKEND on); the host view
+// (no image in their contracts) gives the sandbox the same file system as bwrap's.
+// TestNoBwrapRefuses is bwrap's own (TestContainerEngineUnreachable is its
+// counterpart here).
+var escapeTests = []struct {
+	name string
+	fn   func(*testing.T)
+}{
+	{"WriteOutsideWorkspaceFails", TestWriteOutsideWorkspaceFails},
+	{"WriteIntoGitFails", TestWriteIntoGitFails},
+	{"CreatingGitInNonRepoFails", TestCreatingGitInNonRepoFails},
+	{"WriteIntoEtcFails", TestWriteIntoEtcFails},
+	{"WorkspaceIsWritable", TestWorkspaceIsWritable},
+	{"ReadShadowFails", TestReadShadowFails},
+	{"ReadCallerSSHKeyFails", TestReadCallerSSHKeyFails},
+	{"DenyReadHidesFiles", TestDenyReadHidesFiles},
+	{"SymlinkInWorkspaceCannotWidenAccess", TestSymlinkInWorkspaceCannotWidenAccess},
+	{"HostLoopbackUnreachable", TestHostLoopbackUnreachable},
+	{"CallerSecretsNotVisible", TestCallerSecretsNotVisible},
+	{"TimeoutKillsWholeTree", TestTimeoutKillsWholeTree},
+	{"ExitCodesAndStdin", TestExitCodesAndStdin},
+	{"DeniedCommandPattern", TestDeniedCommandPattern},
+	{"UnsupportedFeaturesRefused", TestUnsupportedFeaturesRefused},
+	{"SignalToCordonTearsDown", TestSignalToCordonTearsDown},
+	{"KilledCordonLeavesNothingAfterGC", TestKilledCordonLeavesNothingAfterGC},
+	{"LimitsEnforced", TestLimitsEnforced},
+	{"EgressAllowedThroughProxy", TestEgressAllowedThroughProxy},
+	{"EgressDenied", TestEgressDenied},
+	{"EgressBypassHasNoRoute", TestEgressBypassHasNoRoute},
+	{"EgressTLSAndSNI", TestEgressTLSAndSNI},
+	{"EgressLargeTransfersAndConcurrency", TestEgressLargeTransfersAndConcurrency},
+	{"EgressSOCKS5", TestEgressSOCKS5},
+}
+
+var (
+	enginesOnce sync.Once
+	testImage   string // the busybox test image, in Docker and in containerd's "cordon" namespace
+	enginesErr  string
+)
+
+// requireEngines starts containerd and dockerd when they do not answer and builds the
+// test image (scripts/container-env.sh, which `make test` also runs), once.
+func requireEngines(t *testing.T) string {
+	t.Helper()
+	testutil.Require(t, runtime.GOOS == "linux", "container backends need Linux")
+	testutil.RequireRoot(t)
+	enginesOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		cmd := exec.Command(filepath.Join(filepath.Dir(file), "..", "scripts", "container-env.sh"))
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if err != nil {
+			enginesErr = "scripts/container-env.sh: " + err.Error() + ": " + errb.String()
+			return
+		}
+		testImage = strings.TrimSpace(string(out))
+	})
+	testutil.Require(t, enginesErr == "", enginesErr)
+	return testImage
+}
+
+// forEachContainerBackend runs fn as a subtest per container backend, with
+// CORDON_BACKEND set, and checks afterwards that nothing was left behind.
+func forEachContainerBackend(t *testing.T, fn func(t *testing.T, backend string)) {
+	requireEngines(t)
+	for _, b := range containerBackends {
+		t.Run(b, func(t *testing.T) {
+			t.Setenv("CORDON_BACKEND", b)
+			fn(t, b)
+			assertNoLeftovers(t, b)
+		})
+	}
+}
+
+func TestContainerEscapes(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		for _, et := range escapeTests {
+			t.Run(et.name, et.fn)
+		}
+	})
+}
+
+// leftovers lists what the backend holds of cordon's runs: containers, tasks and
+// snapshots labelled by cordon.
+func leftovers(t *testing.T, backend string) []string {
+	t.Helper()
+	run := func(name string, args ...string) []string {
+		out, err := exec.Command(name, args...).Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v", name, args, err)
+		}
+		return strings.Fields(string(out))
+	}
+	switch backend {
+	case "docker":
+		return run("docker", "ps", "-a", "--filter", "label=cordon.run", "--format", "container:{{.Names}}")
+	case "containerd":
+		var out []string
+		for _, c := range run("ctr", "-n", "cordon", "containers", "ls", "-q", "labels.\"cordon.run\"") {
+			out = append(out, "container:"+c)
+		}
+		for _, tk := range run("ctr", "-n", "cordon", "tasks", "ls", "-q") {
+			out = append(out, "task:"+tk)
+		}
+		for _, s := range run("ctr", "-n", "cordon", "snapshots", "ls") {
+			if strings.HasPrefix(s, "cordon-") {
+				out = append(out, "snapshot:"+s)
+			}
+		}
+		return out
+	}
+	t.Fatalf("unknown backend %s", backend)
+	return nil
+}
+
+func assertNoLeftovers(t *testing.T, backend string) {
+	t.Helper()
+	if l := leftovers(t, backend); len(l) > 0 {
+		t.Errorf("%s holds %v after the runs; nothing may be left behind", backend, l)
+	}
+	entries, _ := os.ReadDir("/run/cordon/runs")
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join("/run/cordon/runs", e.Name(), "init")); err == nil {
+			t.Errorf("container run directory %s left behind", e.Name())
+		}
+	}
+}
+
+// imageContract writes a contract naming the test image, with extra YAML.
+func (w *world) imageContract(image, extra string) {
+	w.contract("version: 1\nimage: " + image + "\n" + extra)
+}
+
+func TestContainerImage(t *testing.T) {
+	image := requireEngines(t)
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		w := newWorld(t)
+		// A workspace that belongs to an ordinary user: the command runs as that user.
+		extra := filepath.Join(filepath.Dir(w.ws), "extra")
+		mustWrite(t, filepath.Join(extra, "data.txt"), "extra data\n")
+		mustWrite(t, filepath.Join(w.ws, ".env"), "DB_PASSWORD=hunter2\n")
+		mustMkdir(t, filepath.Join(w.ws, ".git"))
+		for _, p := range []string{w.ws, filepath.Join(w.ws, ".env"), filepath.Join(w.ws, ".git")} {
+			if err := os.Chown(p, 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.imageContract(image, "filesystem:\n  readable: ["+extra+"]\n  deny_read: [.env]\n")
+		r := w.sh(`id -u; id -g; echo made > out.txt; pwd
+cat /proc/1/cmdline | tr '\000' ' '; echo
+cat ` + extra + `/data.txt; echo x > ` + extra + `/new
+touch /pwned; echo x > .git/x; cat .env
+touch /tmp/t && echo tmp-ok; touch "$HOME/h" && echo home-ok
+ls /usr; echo interfaces: $(tail -n +3 /proc/net/dev | cut -d: -f1)`)
+		out := strings.Fields(r.stdout)
+		if len(out) < 2 || out[0] != "1000" || out[1] != "1000" {
+			t.Fatalf("want the command to run as the workspace owner 1000:1000, got %v", r)
+		}
+		assertContains(t, "stdout", r.stdout, w.ws+"\n")                          // workspace at the same path
+		assertContains(t, "stdout", r.stdout, "/run/cordon/cordon internal init") // cordon's pid1
+		assertContains(t, "stdout", r.stdout, "extra data")
+		assertContains(t, "stdout", r.stdout, "tmp-ok")
+		assertContains(t, "stdout", r.stdout, "home-ok")
+		assertContains(t, "stderr", r.stderr, "can't create "+extra+"/new: Read-only file system")
+		assertContains(t, "stderr", r.stderr, "touch: /pwned: Read-only file system")
+		assertContains(t, "stderr", r.stderr, "can't create .git/x: Read-only file system")
+		assertContains(t, "stderr", r.stderr, "cat: can't open '.env': Permission denied")
+		assertContains(t, "stderr", r.stderr, "ls: /usr: No such file or directory") // the image's root, not the host's
+		if strings.Contains(r.stdout, "hunter2") {
+			t.Error(".env leaked")
+		}
+		assertContains(t, "stdout", r.stdout, "interfaces: lo\n") // --network none, or an empty netns
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(w.ws, "out.txt"), &st); err != nil || st.Uid != 1000 {
+			t.Errorf("out.txt on the host: %v, uid %d; want it written by uid 1000", err, st.Uid)
+		}
+
+		// Egress works in any image: busybox's wget through pid1's bridge.
+		up := newUpstream(t, false, "127.0.0.2:0")
+		other := newUpstream(t, false, "127.0.0.2:0")
+		w.imageContract(image, "network:\n  allow:\n    - {cidr: 127.0.0.2/32, ports: ["+up.port+"], why: test}\n")
+		r = w.sh("wget -q -O - http://127.0.0.2:" + up.port + "/hello; wget -q -O - http://127.0.0.2:" + other.port + "/hello; echo rc=$?")
+		assertContains(t, "allowed", r.stdout, "hello from upstream")
+		assertContains(t, "denied", r.stderr, "403 Forbidden")
+		if other.hits.Load() != 0 {
+			t.Error("the denied request reached its upstream")
+		}
+
+		// A missing image is a clear 125 that names it; nothing is pulled.
+		w.imageContract("cordon-test/absent:1", "")
+		r = w.sh("true")
+		if r.code != 125 {
+			t.Fatalf("missing image: want 125, got %v", r)
+		}
+		assertContains(t, "stderr", r.stderr, `image "cordon-test/absent:1"`)
+		assertContains(t, "stderr", r.stderr, "pull: never")
+	})
+}
+
+func TestContainerLimits(t *testing.T) {
+	image := requireEngines(t)
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		w := newWorld(t)
+		w.imageContract(image, "limits: {memory: 64MiB, pids: 30, cpu: 0.5}\n")
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "cat /proc/self/cgroup; echo ready; sleep 302")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+		cgroups := map[string]string{}
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() && sc.Text() != "ready" {
+			// hierarchy-id:controllers:path
+			if f := strings.SplitN(sc.Text(), ":", 3); len(f) == 3 {
+				for _, c := range strings.Split(f[1], ",") {
+					cgroups[c] = f[2]
+				}
+			}
+		}
+		want := map[string]string{
+			"memory/memory.limit_in_bytes": strconv.Itoa(64 << 20),
+			"pids/pids.max":                "30",
+			"cpu/cpu.cfs_quota_us":         "50000",
+		}
+		for file, v := range want {
+			ctrl := strings.Split(file, "/")[0]
+			got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, cgroups[ctrl], filepath.Base(file)))
+			if err != nil || strings.TrimSpace(string(got)) != v {
+				t.Errorf("%s: got %q (%v); want %s", file, got, err, v)
+			}
+		}
+	})
+}
+
+// testTar is a root file system with the given entries (a trailing / makes a
+// directory).
+func testTar(t *testing.T, entries ...string) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e, Mode: 0o755, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}
+		if strings.HasSuffix(e, "/") {
+			h.Typeflag = tar.TypeDir
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// importImage makes a local image in Docker and in containerd's "cordon" namespace.
+func importImage(t *testing.T, name string, rootfs []byte, changes ...string) {
+	t.Helper()
+	args := []string{"import"}
+	for _, c := range changes {
+		args = append(args, "-c", c)
+	}
+	cmd := exec.Command("docker", append(args, "-", name)...)
+	cmd.Stdin = bytes.NewReader(rootfs)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker import: %v: %s", err, out)
+	}
+	save := exec.Command("sh", "-c", "docker save "+name+" | ctr -n cordon images import --all-platforms -")
+	if out, err := save.CombinedOutput(); err != nil {
+		t.Fatalf("importing into containerd: %v: %s", err, out)
+	}
+}
+
+func TestContainerLifecycle(t *testing.T) {
+	image := requireEngines(t)
+	// /run is a file in this image: the container is created, but the runtime cannot
+	// mount /run/cordon when it starts.
+	importImage(t, "cordon-test/broken:3", testTar(t, "tmp/", "run"))
+	// Docker makes an anonymous read-write volume for this image's VOLUME.
+	importImage(t, "cordon-test/volume:1", testTar(t, "tmp/", "data/"), "VOLUME /data")
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		w := newWorld(t)
+		w.imageContract(image, "")
+		t.Run("normal exit", func(t *testing.T) {
+			if r := w.sh("echo out; echo err >&2; exit 3"); r.code != 3 || r.stdout != "out\n" || !strings.HasSuffix(r.stderr, "err\n") {
+				t.Errorf("got %v", r)
+			}
+			assertNoLeftovers(t, backend)
+		})
+		t.Run("engine error", func(t *testing.T) {
+			w.imageContract("cordon-test/broken:3", "")
+			defer w.imageContract(image, "")
+			r := w.sh("true")
+			if r.code != 125 || !strings.Contains(r.stderr, "cordon: "+backend+": ") {
+				t.Errorf("want 125 with the engine's reason, got %v", r)
+			}
+			assertNoLeftovers(t, backend)
+		})
+		if backend == "docker" {
+			t.Run("self-check failure", func(t *testing.T) {
+				w.imageContract("cordon-test/volume:1", "")
+				defer w.imageContract(image, "")
+				r := w.sh("true")
+				if r.code != 125 {
+					t.Errorf("want 125, got %v", r)
+				}
+				assertContains(t, "stderr", r.stderr, "/data is mounted read-write")
+				assertNoLeftovers(t, backend)
+			})
+		}
+		t.Run("timeout", func(t *testing.T) {
+			r := w.sh("sleep 303 & setsid sleep 304 & sleep 305", "--timeout", "1s")
+			if r.code != 124 {
+				t.Errorf("want 124, got %v", r)
+			}
+			for _, m := range []string{"sleep 303", "sleep 304", "sleep 305"} {
+				if p := processesMatching(m); len(p) > 0 {
+					t.Errorf("%q survived the timeout: %v", m, p)
+				}
+			}
+			assertNoLeftovers(t, backend)
+		})
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			t.Run(sig.String(), func(t *testing.T) {
+				cmd, marker := startSleeper(t, w, "306"+strconv.Itoa(int(sig)))
+				_ = cmd.Process.Signal(sig)
+				err := cmd.Wait()
+				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(sig) {
+					t.Errorf("want exit %d, got %v", 128+int(sig), err)
+				}
+				if p := processesMatching(marker); len(p) > 0 {
+					t.Errorf("%q survived: %v", marker, p)
+				}
+				assertNoLeftovers(t, backend)
+			})
+		}
+		t.Run("kill -9, then gc", func(t *testing.T) {
+			killed := killCordon(t, w, backend, "307")
+			r := w.cordon("", "gc")
+			if r.code != 0 {
+				t.Fatalf("gc: %v", r)
+			}
+			assertContains(t, "gc", r.stdout, "removed "+backend+" container of run "+killed)
+			assertNoLeftovers(t, backend)
+		})
+		t.Run("kill -9, then the next run", func(t *testing.T) {
+			killCordon(t, w, backend, "308")
+			// The next run is in another workspace: in the same one, runner.Run's own
+			// gc removes the dead run's .git placeholder after the new plan was
+			// compiled with it, and the mount source is gone (bwrap fails the same way).
+			next := newWorld(t)
+			next.imageContract(image, "")
+			if r := next.sh("true"); r.code != 0 {
+				t.Fatalf("next run: %v", r)
+			}
+			assertNoLeftovers(t, backend)
+			_ = w.cordon("", "gc") // the dead run's directory and placeholder
+		})
+	})
+}
+
+// startSleeper starts `cordon run` with a daemonised sleeper and returns once both
+// sleeps run.
+func startSleeper(t *testing.T, w *world, n string) (*exec.Cmd, string) {
+	t.Helper()
+	marker := "sleep " + n
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "setsid "+marker+" & "+marker)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(processesMatching(marker)) < 2 {
+		t.Fatalf("%q did not start", marker)
+	}
+	return cmd, marker
+}
+
+// killCordon kill -9s a running cordon and checks what it leaves: the sandbox's
+// processes die at once (pid1 sees cordon's end of its status pipe close), while the
+// engine's labelled object stays for gc. It returns the run id.
+func killCordon(t *testing.T, w *world, backend, n string) string {
+	t.Helper()
+	cmd, marker := startSleeper(t, w, n)
+	l := leftovers(t, backend)
+	if len(l) == 0 || !strings.HasPrefix(l[0], "container:cordon-") {
+		t.Fatalf("no labelled container while the run goes on: %v", l)
+	}
+	runID := labelOf(t, backend, strings.TrimPrefix(l[0], "container:"), "cordon.run")
+	if d := labelOf(t, backend, strings.TrimPrefix(l[0], "container:"), "cordon.contract"); !strings.HasPrefix(d, "sha256:") {
+		t.Errorf("label cordon.contract: got %q", d)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMatching(marker)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching(marker); len(p) > 0 {
+		t.Fatalf("%q still running after kill -9 of cordon: %v", marker, p)
+	}
+	return runID
+}
+
+func labelOf(t *testing.T, backend, name, label string) string {
+	t.Helper()
+	var out []byte
+	var err error
+	if backend == "docker" {
+		out, err = exec.Command("docker", "inspect", "--format", `{{index .Config.Labels "`+label+`"}}`, name).Output()
+	} else {
+		out, err = exec.Command("ctr", "-n", "cordon", "containers", "info", name).Output()
+		if m := regexp.MustCompile(`"` + regexp.QuoteMeta(label) + `": "([^"]*)"`).FindSubmatch(out); m != nil {
+			out = m[1]
+		}
+	}
+	if err != nil {
+		t.Fatalf("reading label %s of %s: %v", label, name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestContainerEngineUnreachable(t *testing.T) {
+	requireEngines(t)
+	for _, c := range []struct{ backend, env, want string }{
+		{"docker", "DOCKER_HOST=unix:///nonexistent/docker.sock", "docker: the engine at unix:///nonexistent/docker.sock does not answer"},
+		{"containerd", "CONTAINERD_ADDRESS=/nonexistent/containerd.sock", "containerd: /nonexistent/containerd.sock does not answer"},
+	} {
+		t.Run(c.backend, func(t *testing.T) {
+			w := newWorld(t)
+			w.env = append(w.env, c.env)
+			r := w.cordon("", "run", "--backend", c.backend, "--", "sh", "-c", "echo ran > ran.txt")
+			if r.code != 125 {
+				t.Fatalf("want 125, got %v", r)
+			}
+			assertContains(t, "stderr", r.stderr, c.want)
+			assertContains(t, "stderr", r.stderr, "refusing to run unsandboxed")
+			assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
+		})
+	}
+}
+
+func TestContainerAuto(t *testing.T) {
+	image := requireEngines(t)
+	w := newWorld(t)
+	w.env[0] = "PATH=" + t.TempDir() // bwrap is not usable
+	r := w.cordon("", "backends")
+	assertContains(t, "backends", r.stdout, "auto uses it only when bwrap is unusable and the contract names an image")
+	r = w.sh("true")
+	if r.code != 125 {
+		t.Fatalf("no image, no bwrap: want 125, got %v", r)
+	}
+	assertContains(t, "stderr", r.stderr, "docker: --backend auto uses it only for a contract that names an image")
+	w.imageContract(image, "")
+	r = w.cordon("", "backends")
+	if !regexp.MustCompile(`(?m)^docker +available +ready: Docker .*; chosen by --backend auto$`).MatchString(r.stdout) {
+		t.Errorf("backends with an image contract: %v", r)
+	}
+	r = w.cordon("", "run", "-v", "--", "/bin/busybox", "true")
+	if r.code != 0 {
+		t.Fatalf("auto with an image: %v", r)
+	}
+	assertContains(t, "stderr", r.stderr, "backend=docker")
+	r = w.cordon("", "explain", "--backend", "containerd")
+	assertContains(t, "explain", r.stdout, "The workspace "+w.ws+" is bind-mounted read-write at the same path")
+	assertContains(t, "explain", r.stdout, "Root file system: the image "+image)
+	assertNoLeftovers(t, "docker")
+}
