@@ -49,3 +49,19 @@ demo: build deps
 
 clean:
 	rm -rf bin bench/out
+
+# monitor: the eBPF syscall monitor's generated bindings and benchmarks.
+# `make generate` installs clang-14, llvm-14 and libbpf-dev from Debian when missing and
+# regenerates monitor/monitor_bpf*.{go,o}; `make check-generated` fails when the committed
+# output is stale. `make bench` also runs the monitor's overhead and event-rate benchmarks.
+.PHONY: generate check-generated bench-monitor
+generate:
+	monitor/generate.sh
+
+check-generated:
+	monitor/generate.sh --check
+
+bench: bench-monitor
+bench-monitor:
+	$(GO) test -run XXX -bench 'FindCat|GoBuild' -benchtime 3x ./monitor
+	$(GO) test -run XXX -bench EventRate -benchtime 1x ./monitor

@@ -95,14 +95,20 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 	return m, nil
 }
 
+// pollInterval bounds how long an open or connect waits in the ring buffer: the
+// programs wake the reader only for execs, high-signal syscalls and a filling buffer.
+const pollInterval = 10 * time.Millisecond
+
 func (m *Monitor) read() {
 	defer close(m.done)
 	var rec ringbuf.Record
 	for {
+		m.rd.SetDeadline(time.Now().Add(pollInterval))
 		err := m.rd.ReadInto(&rec)
 		switch {
 		case err == nil:
 			m.handle(rec.RawSample)
+		case errors.Is(err, os.ErrDeadlineExceeded):
 		case errors.Is(err, ringbuf.ErrFlushed):
 			select {
 			case m.flushed <- struct{}{}:

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +100,11 @@ func requireBPF(t testing.TB) {
 }
 
 func newHarness(t testing.TB, prof Profile, opts Options) *harness {
+	return newHarnessHooks(t, prof, opts, true)
+}
+
+// newHarnessHooks is newHarness; without hooks, records and alerts are not kept (benchmarks).
+func newHarnessHooks(t testing.TB, prof Profile, opts Options, hooks bool) *harness {
 	t.Helper()
 	requireBPF(t)
 	name := fmt.Sprintf("monitor-test-%d-%d", os.Getpid(), time.Now().UnixNano())
@@ -115,9 +121,15 @@ func newHarness(t testing.TB, prof Profile, opts Options) *harness {
 		h.alerts = append(h.alerts, e.Body.(Alert))
 	})
 	opts.onRecord = func(r Record) {
+		for i := range r.Str {
+			r.Str[i] = bytes.Clone(r.Str[i])
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.records = append(h.records, r)
+	}
+	if !hooks {
+		opts.Events, opts.onRecord = nil, nil
 	}
 	if h.m, err = Start(context.Background(), opts); err != nil {
 		t.Fatalf("Start: %v", err)

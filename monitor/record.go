@@ -18,7 +18,7 @@ type Record struct {
 	Syscall Syscall
 	Flags   uint16 // flag* below
 	Comm    string
-	Str     [3][]byte // up to three strings, copied
+	Str     [3][]byte // up to three strings, aliasing the sample (valid until the next read)
 }
 
 // Record flags (enum ef in bpf/monitor.c).
@@ -72,7 +72,7 @@ func decodeRecord(b []byte) (Record, error) {
 		if off+n > len(data) {
 			return Record{}, fmt.Errorf("string %d of %d bytes at %d overruns a %d-byte record", i, n, off, len(b))
 		}
-		r.Str[i] = bytes.Clone(data[off : off+n])
+		r.Str[i] = data[off : off+n : off+n]
 		off += n
 	}
 	return r, nil

@@ -36,6 +36,11 @@ enum {
 enum {
 	BPF_ANY = 0,
 };
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+	BPF_RB_AVAIL_DATA = 0,
+};
 #define AT_FDCWD -100
 
 /* The context of a syscalls:sys_enter_* tracepoint (its format file): 8 bytes of common

@@ -173,12 +173,22 @@ static __always_inline struct event *begin(__u16 sc)
 	return e;
 }
 
+/*
+ * Waking the reader for every event costs a context switch per open; opens and
+ * connects are only announced once WAKE_BYTES are waiting (the reader also polls every
+ * few milliseconds), execs and the high-signal syscalls at once.
+ */
+#define WAKE_BYTES (64 << 10)
+
 static __always_inline int submit(struct event *e, __u32 off)
 {
 	__u64 size = offsetof(struct event, data) + off;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&events, e, size, 0) < 0) {
+	__u64 wake = BPF_RB_FORCE_WAKEUP;
+	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
+		wake = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&events, e, size, wake) < 0) {
 		__u32 zero = 0;
 		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
 		if (n)
