@@ -451,3 +451,47 @@ func countFDs(t testing.TB) int {
 	}
 	return len(ents)
 }
+
+// TestNestedSandbox: in a bwrap sandbox whose process 1 is an init (the test binary,
+// as cordon's is), bwrap building the sandbox and the init are machinery and are not
+// watched with Nested; the workload is. Without Nested, bwrap's mounts are deviations.
+func TestNestedSandbox(t *testing.T) {
+	testutil.RequireBwrap(t)
+	exe, _ := os.Executable()
+	args := []string{"--unshare-all", "--die-with-parent", "--as-pid-1",
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc", "--dev", "/dev", "--proc", "/proc",
+		"--tmpfs", "/tmp", "--ro-bind", exe, "/run/cordon/cordon", "--",
+		"/run/cordon/cordon", "/usr/bin/python3", "-c", "open('/etc/hostname').read()"}
+	env := append(os.Environ(), helperEnv+"=init")
+	for _, nested := range []bool{true, false} {
+		t.Run(fmt.Sprintf("nested=%v", nested), func(t *testing.T) {
+			prof := hostProfile()
+			prof.Paths = append(prof.Paths, PathRule{Path: "/run/cordon", Access: contract.ReadOnly, Why: "init"})
+			h := newHarness(t, prof, Options{Nested: nested})
+			h.run(env, "/usr/bin/bwrap", args...)
+			alerts, records := h.got()
+			var python, machinery int
+			for _, a := range alerts {
+				switch {
+				case a.Rule == RuleExec && a.Comm == "python3":
+					python++
+				case a.Comm == "bwrap" || a.Comm == "cordon":
+					machinery++
+				default:
+					t.Errorf("unexpected alert: %s", a)
+				}
+			}
+			if python != 1 {
+				t.Errorf("%d exec alerts for python3; want 1 (%d records)", python, len(records))
+			}
+			if nested && machinery > 0 {
+				t.Errorf("%d alerts from bwrap or init with Nested", machinery)
+			}
+			if !nested && machinery == 0 {
+				t.Error("no alert from bwrap's mounts without Nested: is the test seeing the sandbox?")
+			}
+			t.Logf("nested=%v: %d records, %d machinery alerts", nested, len(records), machinery)
+		})
+	}
+}
