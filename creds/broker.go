@@ -60,9 +60,10 @@ var defaultRetry = retryPolicy{
 // revoked is taken to be dead: the issuer's clock may be behind ours.
 const expiryGrace = 2 * time.Minute
 
-// Broker issues a run's credentials and revokes them. Create one per run with [New];
-// it is safe for concurrent use by multiple goroutines (RevokeAll from a signal
-// handler while IssueAll runs, for example).
+// Broker issues a run's credentials and revokes them. Create one per run with [New].
+// It is safe for concurrent use by multiple goroutines; a RevokeAll that runs while
+// IssueAll is still issuing revokes what was issued so far, so call RevokeAll (again)
+// once IssueAll has returned, as teardown does.
 type Broker struct {
 	cfg    Config
 	now    func() time.Time

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,5 +145,78 @@ func TestDroppedBrokerThenReconcile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "grants", run)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the run's ledger directory is left: %v", err)
+	}
+}
+
+// Runs start while another cordon reconciles the same ledger (every run reconciles at
+// start): the reconciler must not break a run that is writing its first record, nor
+// revoke a live run's grants.
+func TestReconcileConcurrentWithStarts(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ledger")
+	f := newFake(t)
+	gc := newEnv(t, root, map[string]creds.Provider{"exec": f})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if out, err := gc.broker.Reconcile(context.Background(), nil); err != nil || len(out) != 0 {
+					t.Errorf("Reconcile touched live runs: %+v, %v", out, err)
+					return
+				}
+			}
+		}
+	}()
+	errs := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			e := newEnv(t, root, map[string]creds.Provider{"exec": f})
+			_, err := e.broker.IssueAll(context.Background(), fmt.Sprintf("run-%02d", i), []contract.Credential{
+				cred("A", "exec", time.Hour, nil), cred("B", "exec", time.Hour, nil), cred("C", "exec", time.Hour, nil),
+			})
+			errs <- err
+		}()
+	}
+	for range 20 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	<-done
+	if n := len(ledgerFiles(t, root)); n != 60 || f.liveCount() != 60 {
+		t.Errorf("%d records, %d live; want 60, 60", n, f.liveCount())
+	}
+}
+
+// A crash between making a run's ledger directory and writing its first record leaves
+// an empty directory; gc removes it once it is stale, never while it may be a run that
+// is starting.
+func TestReconcilePrunesStaleEmptyRuns(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ledger")
+	gc := newEnv(t, root, map[string]creds.Provider{})
+	stale, fresh := filepath.Join(root, "grants", "old-run"), filepath.Join(root, "grants", "new-run")
+	for _, d := range []string{stale, fresh} {
+		os.Mkdir(d, 0o700)
+		os.WriteFile(filepath.Join(d, ".A.json.tmp-1"), []byte("{"), 0o600)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(stale, ".A.json.tmp-1"), old, old)
+	if _, err := gc.broker.Reconcile(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(stale, old, old) // its temporary file is gone: now the directory is old and empty
+	if _, err := gc.broker.Reconcile(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale empty run directory left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, ".A.json.tmp-1")); err != nil {
+		t.Errorf("a starting run's file was removed: %v", err)
 	}
 }

@@ -115,17 +115,24 @@ func (l *ledger) put(r *record) error {
 	if !runIDPattern.MatchString(r.Run) || !namePattern.MatchString(r.Name) {
 		return fmt.Errorf("%w: bad run id %q or name %q", ErrLedger, r.Run, r.Name)
 	}
-	if err := os.Mkdir(filepath.Join(l.dir, r.Run), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("%w: %v", ErrLedger, err)
-	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrLedger, err)
 	}
-	if err := atomicfile.Write(l.path(r.Run, r.Name), append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("%w: writing %s/%s: %v", ErrLedger, r.Run, r.Name, err)
+	// A concurrent Reconcile may remove the run's directory while it is still empty
+	// (or its temporary file while it is the only one): make it again and retry.
+	for try := 0; ; try++ {
+		if err := os.Mkdir(filepath.Join(l.dir, r.Run), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: %v", ErrLedger, err)
+		}
+		err = atomicfile.Write(l.path(r.Run, r.Name), append(data, '\n'), 0o600)
+		if err == nil {
+			return nil
+		}
+		if try == 2 || !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: writing %s/%s: %v", ErrLedger, r.Run, r.Name, err)
+		}
 	}
-	return nil
 }
 
 // remove deletes a record, and its run's directory once empty.
@@ -141,18 +148,32 @@ func (l *ledger) remove(run, name string) error {
 }
 
 // prune removes what a write interrupted by a crash left in a dead run's directory
-// (temporary files), and the directory once it is empty.
-func (l *ledger) prune(run string) {
+// (temporary files), and the directory once it is empty. When the run had no record,
+// nothing says its cordon is dead: a run starting right now has made its directory or
+// temporary file but has no record yet. Then only what has not changed for staleAfter
+// goes.
+func (l *ledger) prune(run string, dead bool) {
 	dir := filepath.Join(l.dir, run)
-	if tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*")); len(tmps) > 0 {
-		for _, p := range tmps {
+	gone := func(p string) bool {
+		if dead {
+			return true
+		}
+		st, err := os.Lstat(p)
+		return err == nil && time.Since(st.ModTime()) > staleAfter
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
+	for _, p := range tmps {
+		if gone(p) {
 			os.Remove(p)
 		}
 	}
-	if os.Remove(dir) == nil {
+	if gone(dir) && os.Remove(dir) == nil {
 		atomicfile.SyncDir(l.dir)
 	}
 }
+
+// staleAfter is how old (by the file system's clock) a leftover must be to be pruned.
+const staleAfter = time.Minute
 
 // runs lists the run ids that have records.
 func (l *ledger) runs() ([]string, error) {

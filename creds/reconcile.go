@@ -61,7 +61,7 @@ func (b *Broker) Reconcile(ctx context.Context, alive func(run string) bool) ([]
 				errs = append(errs, rerr)
 			}
 		}
-		b.ledger.prune(run)
+		b.ledger.prune(run, len(recs) > 0)
 	}
 	now := b.now()
 	for _, name := range slices.Sorted(maps.Keys(b.cfg.Providers)) {
