@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/command"
 	"github.com/cordonhq/cordon/creds/github"
@@ -65,6 +66,17 @@ type Config struct {
 	Getenv func(string) string
 	// Stderr receives exec commands' standard error; nil discards it.
 	Stderr io.Writer
+}
+
+// Needed returns the provider names a plan's credentials use, for Config.Need.
+func Needed(cs []contract.Credential) []string {
+	var out []string
+	for _, c := range cs {
+		if !slices.Contains(out, c.Provider) {
+			out = append(out, c.Provider)
+		}
+	}
+	return out
 }
 
 // FromEnv returns the providers this host can offer, keyed by provider name, for

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
@@ -97,5 +98,12 @@ func TestMisconfigured(t *testing.T) {
 				t.Errorf("not needed: %v", err)
 			}
 		})
+	}
+}
+
+func TestNeeded(t *testing.T) {
+	got := providers.Needed([]contract.Credential{{Provider: "vault"}, {Provider: "local"}, {Provider: "vault"}})
+	if strings.Join(got, ",") != "vault,local" {
+		t.Errorf("Needed = %q", got)
 	}
 }
