@@ -186,7 +186,10 @@ func (b *Broker) issue(ctx context.Context, run string, c contract.Credential) (
 	if g.ID == "" {
 		g.ID = Fingerprint(g.Secret.Reveal())
 	}
-	rec.State, rec.ID, rec.ExpiresAt, rec.RevokeRef = stateIssued, g.ID, g.ExpiresAt, g.RevokeRef
+	rec.State, rec.ID, rec.RevokeRef = stateIssued, g.ID, g.RevokeRef
+	if !g.ExpiresAt.IsZero() {
+		rec.ExpiresAt = g.ExpiresAt // else the ttl asked for stays the best guess
+	}
 	rec.SHA256 = hashHex(g.Secret.Reveal())
 	// From here on, a failure revokes this grant too.
 	b.mu.Lock()

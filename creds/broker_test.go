@@ -402,3 +402,26 @@ func TestLedgerRootMustBePrivate(t *testing.T) {
 		t.Fatalf("New on a world-writable root: %v; want ErrLedger", err)
 	}
 }
+
+// A provider that returns no expiry is refused, and its grant revoked; were that to
+// fail, the ttl asked for would stand as its expiry, never "already expired".
+func TestProviderWithoutExpiry(t *testing.T) {
+	f := newFake(t)
+	e := newEnv(t, "", map[string]creds.Provider{"exec": noExpiry{f}})
+	f.setRevokeFails(-1)
+	_, err := e.broker.IssueAll(context.Background(), run, []contract.Credential{cred("TOK", "exec", time.Hour, nil)})
+	if err == nil || !strings.Contains(err.Error(), "no expiry") || !errors.Is(err, creds.ErrNotRevoked) {
+		t.Fatalf("err %v", err)
+	}
+	if revs := e.events.revokes(); len(revs) != 1 || revs[0].Outcome != creds.Failed || revs[0].Expires != "2030-01-02T16:04:05Z" {
+		t.Errorf("revoke events %+v", revs)
+	}
+}
+
+type noExpiry struct{ *fakeProvider }
+
+func (n noExpiry) Issue(ctx context.Context, a creds.IssueArgs) (creds.Grant, error) {
+	g, err := n.fakeProvider.Issue(ctx, a)
+	g.ExpiresAt = time.Time{}
+	return g, err
+}
