@@ -22,6 +22,7 @@ func specOpts(in container.Input, rootfs string) []oci.SpecOpts {
 		oci.WithProcessCwd(in.Plan.Workdir),
 		oci.WithUIDGID(uint32(in.UID), uint32(in.GID)),
 		withEnv(nil),
+		withInheritedRlimits,
 		oci.WithHostname("cordon"),
 		oci.WithRootFSReadonly(),
 		oci.WithNoNewPrivileges,
@@ -47,6 +48,13 @@ func withEnv(env []string) oci.SpecOpts {
 		s.Process.Env = env
 		return nil
 	}
+}
+
+// withInheritedRlimits drops the default spec's 1024-file limit: the sandbox keeps the
+// engine's limits, as a Docker container and bwrap's sandbox do.
+func withInheritedRlimits(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+	s.Process.Rlimits = nil
+	return nil
 }
 
 // withNoCapabilities empties every capability set, bounding and ambient included.
