@@ -28,4 +28,3 @@ func TestRecordLayout(t *testing.T) {
 		t.Errorf("enum sc and Syscall disagree")
 	}
 }
-
