@@ -19,6 +19,10 @@ import (
 // sandbox has its own network namespace, so the port is always free.
 const BridgeAddr = "127.0.0.1:3128"
 
+// maxSocketPath is the longest path a unix socket can be bound at (sun_path is 108
+// bytes with its terminating NUL).
+const maxSocketPath = 107
+
 // egressService is the run's egress proxy, listening on a unix socket in the run
 // directory: the sandbox's only way out.
 type egressService struct {
@@ -43,6 +47,10 @@ func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink e
 		return nil, fmt.Errorf("starting egress proxy: %w", err)
 	}
 	sock := filepath.Join(runDir, "egress.sock")
+	if len(sock) > maxSocketPath {
+		proxy.Close()
+		return nil, fmt.Errorf("%w: the run directory %s is too long a path for a unix socket (%d bytes, at most %d); use a shorter run root (XDG_RUNTIME_DIR)", errdefs.ErrUnavailable, runDir, len(sock), maxSocketPath)
+	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		proxy.Close()

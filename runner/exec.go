@@ -44,6 +44,7 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 	defer cancel()
 	actx, stop := context.WithCancelCause(ectx)
 	defer stop(nil)
+	r.armKill(stop)
 	go func() {
 		select {
 		case <-r.log.Failed():
@@ -59,6 +60,12 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 	})
 	took := r.o.now().Sub(began)
 	r.o.Log.Debug("command finished", "code", code, "err", err)
+	// Drain the monitor while the command is still the current one, so that its last
+	// alerts are joined to it.
+	if merr := r.stopMonitor(); merr != nil {
+		r.o.Log.Warn("stopping the monitor", "err", merr)
+		fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", merr)
+	}
 	code, reason, err := classify(ctx, actx, code, err)
 	if err != nil {
 		return err
@@ -68,6 +75,8 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 		fmt.Fprintf(r.o.Stderr, "cordon: command timed out after %s and was killed with everything it started (commands.timeout)\n", timeout)
 	case audit.ReasonAuditFail:
 		fmt.Fprintf(r.o.Stderr, "cordon: the audit log failed (%v); the command was stopped\n", r.log.Err())
+	case audit.ReasonMonitor:
+		fmt.Fprintf(r.o.Stderr, "cordon: %v (monitor.on_violation: kill)\n", context.Cause(actx))
 	}
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: took.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
@@ -82,7 +91,11 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 	}
 	r.sink.setCmd("")
 	r.o.Log.Debug("diff recorded")
-	r.finish(code, reason, "")
+	detail := ""
+	if reason == audit.ReasonMonitor {
+		detail = context.Cause(actx).Error()
+	}
+	r.finish(code, reason, detail)
 	return nil
 }
 

@@ -60,9 +60,6 @@ func Unsupported(p *contract.Plan) []string {
 	if len(p.Credentials) > 0 {
 		out = append(out, "credentials")
 	}
-	if p.Monitor.Mode != "off" {
-		out = append(out, "monitor.mode "+p.Monitor.Mode)
-	}
 	return out
 }
 
@@ -131,11 +128,12 @@ type run struct {
 	start time.Time
 	res   Result
 
-	rd    *runDir
-	log   *audit.Writer
-	eg    *egressService
-	sb    Sandbox
-	sink  *cmdSink
+	rd   *runDir
+	log  *audit.Writer
+	eg   *egressService
+	sb   Sandbox
+	sink *cmdSink
+	monitorState
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
 }
@@ -170,7 +168,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 	r.o.Log.Debug("sandbox started", "backend", r.o.Backend.Name())
-	return nil
+	return r.startMonitor(ctx)
 }
 
 // teardown stops everything in reverse order, on every path, and seals the log.
@@ -178,6 +176,9 @@ func (r *run) teardown(ctx context.Context, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error
+	if err := r.stopMonitor(); err != nil {
+		errs = append(errs, fmt.Errorf("stopping the monitor: %w", err))
+	}
 	if r.sb != nil {
 		if cerr := r.sb.Close(cctx); cerr != nil {
 			errs = append(errs, fmt.Errorf("tearing down sandbox: %w", cerr))
@@ -234,6 +235,8 @@ func classify(parent, ectx context.Context, code int, err error) (int, string, e
 		return code, audit.ReasonExited, nil
 	case errors.Is(context.Cause(ectx), errAuditFailed):
 		return errdefs.ExitCannotRun, audit.ReasonAuditFail, nil
+	case errors.As(context.Cause(ectx), new(*monitorKill)):
+		return errdefs.ExitMonitor, audit.ReasonMonitor, nil
 	case parent.Err() != nil:
 		var sig interface{ Signal() os.Signal }
 		if errors.As(context.Cause(parent), &sig) {

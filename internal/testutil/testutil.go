@@ -57,6 +57,7 @@ func Cordon(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		_ = os.Chmod(dir, 0o755) // tests also run it as an unprivileged user
 		buildPath = filepath.Join(dir, "cordon")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")

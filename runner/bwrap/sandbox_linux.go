@@ -251,6 +251,14 @@ func (s *sandbox) kill(cmd *exec.Cmd) {
 	_ = cmd.Process.Kill()
 }
 
+// CgroupID is the run's cgroup v2 id, for the syscall monitor (0 without a cgroup).
+func (s *sandbox) CgroupID() uint64 {
+	if s.cg == nil {
+		return 0
+	}
+	return s.cg.ID
+}
+
 // Close implements runner.Sandbox.
 func (s *sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {

@@ -1,0 +1,101 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/monitor"
+)
+
+// cgrouper is the part of a Sandbox the monitor needs: the cgroup v2 id its processes
+// run in (0 when it has none).
+type cgrouper interface {
+	CgroupID() uint64
+}
+
+// monitorKill is the cancellation cause when monitor.on_violation: kill stops the run.
+type monitorKill struct{ alert monitor.Alert }
+
+func (m monitorKill) Error() string { return "stopped by the monitor: " + m.alert.String() }
+
+// startMonitor attaches the eBPF monitor to the sandbox's cgroup. In required mode a
+// monitor that cannot load refuses the run; in best-effort mode it warns and runs.
+func (r *run) startMonitor(ctx context.Context) error {
+	mode := r.plan.Monitor.Mode
+	if mode == "off" {
+		return nil
+	}
+	var id uint64
+	if cg, ok := r.sb.(cgrouper); ok {
+		id = cg.CgroupID()
+	}
+	var m *monitor.Monitor
+	err := errors.New("the sandbox has no cgroup of its own to watch")
+	if id != 0 {
+		m, err = monitor.Start(ctx, monitor.Options{
+			CgroupID: id, Nested: true, Profile: monitor.FromPlan(r.plan), Events: r.sink,
+			OnViolation: r.onViolation,
+		})
+	}
+	if err != nil {
+		if mode == "required" {
+			return fmt.Errorf("%w: monitor.mode is required but the syscall monitor cannot run: %v", errdefs.ErrUnavailable, err)
+		}
+		fmt.Fprintf(r.o.Stderr, "cordon: warning: the syscall monitor is not running (monitor.mode best-effort): %v\n", err)
+		return nil
+	}
+	r.mon = m
+	return nil
+}
+
+// onViolation is called once, with the first alert. Under on_violation: kill it stops
+// the command; the alert itself is already in the log.
+func (r *run) onViolation(a monitor.Alert) {
+	if r.plan.Monitor.OnViolation != "kill" {
+		return
+	}
+	r.killMu.Lock()
+	defer r.killMu.Unlock()
+	r.killedBy = &monitorKill{alert: a}
+	if r.stopExec != nil {
+		r.stopExec(r.killedBy)
+	}
+}
+
+// monitorState is the run's monitor and its kill switch.
+type monitorState struct {
+	mon *monitor.Monitor
+
+	killMu   sync.Mutex // killMu guards the fields below.
+	stopExec context.CancelCauseFunc
+	killedBy *monitorKill
+}
+
+// armKill installs the function that stops the running command, and fires it at once
+// if the monitor already asked for a kill.
+func (s *monitorState) armKill(stop context.CancelCauseFunc) {
+	s.killMu.Lock()
+	defer s.killMu.Unlock()
+	s.stopExec = stop
+	if s.killedBy != nil {
+		stop(s.killedBy)
+	}
+}
+
+// stopMonitor detaches the monitor after reading what is left in its ring buffer. It is
+// idempotent.
+func (s *monitorState) stopMonitor() error {
+	if s.mon == nil {
+		return nil
+	}
+	err := s.mon.Close()
+	st := s.mon.Stats()
+	s.mon = nil
+	if st.Lost > 0 {
+		err = errors.Join(err, fmt.Errorf("the monitor lost %d events (ring buffer full)", st.Lost))
+	}
+	return err
+}
