@@ -32,6 +32,15 @@ type Host struct {
 	EgressSocket string
 	// Env is the sandbox environment: the plan's, plus what run-time services add.
 	Env []string
+	// SecretFiles are credentials delivered as files: backends put each at
+	// /run/cordon/secrets/NAME (mode 0400) without writing the value to a host disk.
+	SecretFiles []SecretFile
+}
+
+// SecretFile is one credential delivered as a file.
+type SecretFile struct {
+	Name  string
+	Value string
 }
 
 // Process is one command to run in a sandbox.

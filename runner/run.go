@@ -12,6 +12,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -57,8 +58,10 @@ type Result struct {
 // running would silently ignore them, so Run refuses.
 func Unsupported(p *contract.Plan) []string {
 	var out []string
-	if len(p.Credentials) > 0 {
-		out = append(out, "credentials")
+	for _, c := range p.Credentials {
+		if c.Deliver == "proxy" {
+			out = append(out, "credentials deliver: proxy ("+c.Name+")")
+		}
 	}
 	return out
 }
@@ -86,7 +89,16 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	}
 	r := &run{plan: plan, o: &o, start: o.now()}
 	r.res.RunID = audit.NewRunID(r.start)
-	err := r.prepare(ctx)
+	var err error
+	defer func() {
+		// Teardown runs on every path, a panic included: credentials are revoked and
+		// nothing is left running before the panic goes on.
+		if p := recover(); p != nil {
+			r.teardown(ctx, fmt.Errorf("panic: %v", p))
+			panic(p)
+		}
+	}()
+	err = r.prepare(ctx)
 	if err == nil {
 		err = r.execute(ctx, argv)
 	}
@@ -128,11 +140,12 @@ type run struct {
 	start time.Time
 	res   Result
 
-	rd   *runDir
-	log  *audit.Writer
-	eg   *egressService
-	sb   Sandbox
-	sink *cmdSink
+	rd     *runDir
+	broker *creds.Broker
+	log    *audit.Writer
+	eg     *egressService
+	sb     Sandbox
+	sink   *cmdSink
 	monitorState
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
@@ -164,6 +177,9 @@ func (r *run) prepare(ctx context.Context) error {
 	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
 	host.EgressSocket = r.eg.socket
 	host.Env = append(r.plan.Environ(), ProxyEnv()...)
+	if err := r.issueCredentials(ctx, &host); err != nil {
+		return err
+	}
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
@@ -176,6 +192,10 @@ func (r *run) teardown(ctx context.Context, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error
+	if err := r.revokeCredentials(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("revoking credentials: %w", err))
+		fmt.Fprintf(r.o.Stderr, "cordon: ALERT: %v\n", err)
+	}
 	if err := r.stopMonitor(); err != nil {
 		errs = append(errs, fmt.Errorf("stopping the monitor: %w", err))
 	}

@@ -55,6 +55,7 @@ func commands() []command {
 		{name: "audit", summary: "list, show, verify and report runs' audit logs", run: auditCmd},
 		{name: "backends", summary: "list sandbox backends and whether they work here", run: backendsCmd},
 		{name: "gc", summary: "remove what crashed runs left behind", run: gcCmd},
+		{name: "token", summary: "verify tokens cordon issued, or serve RFC 7662 introspection", run: tokenCmd},
 		{name: "version", summary: "print cordon's version", run: versionCmd},
 		{name: "internal", summary: "internal use only", hidden: true, run: internalCmd},
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cordonhq/cordon/creds"
+	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/runner"
 )
 
@@ -27,5 +29,27 @@ func gcCmd(ctx context.Context, stdio IO, args []string) error {
 			err = errors.Join(err, cerr)
 		}
 	}
+	// Credentials whose run is gone: revoke them (TTL is only the last backstop).
+	if outcomes, cerr := reconcileCredentials(ctx, stdio); cerr != nil {
+		err = errors.Join(err, cerr)
+	} else {
+		for _, o := range outcomes {
+			fmt.Fprintf(stdio.Stdout, "credential %s of run %s (%s): %s\n", o.Name, o.Run, o.Provider, o.Result)
+		}
+	}
 	return err
+}
+
+// reconcileCredentials revokes the grants recorded in the ledger for runs whose cordon
+// is gone, with whatever providers this host has configured.
+func reconcileCredentials(ctx context.Context, stdio IO) ([]creds.Outcome, error) {
+	provs, err := providers.FromEnv(providers.Config{Root: creds.DefaultRoot(), Stderr: stdio.Stderr})
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	b, err := creds.New(creds.Config{Root: creds.DefaultRoot(), Providers: provs, Alerts: stdio.Stderr})
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	return b.Reconcile(ctx, nil)
 }

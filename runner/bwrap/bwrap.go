@@ -4,15 +4,21 @@
 package bwrap
 
 import (
+	"strconv"
+
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/runner"
 )
 
 // Paths inside the sandbox.
 const (
-	InitPath   = "/run/cordon/cordon"      // cordon's binary, process 1
-	EgressPath = "/run/cordon/egress.sock" // the run's egress proxy
+	InitPath    = "/run/cordon/cordon"      // cordon's binary, process 1
+	EgressPath  = "/run/cordon/egress.sock" // the run's egress proxy
+	SecretsPath = "/run/cordon/secrets"     // credential files (deliver: file)
 )
+
+// SecretFD is the file descriptor bwrap reads the i-th credential file from.
+func SecretFD(i int) int { return 5 + i }
 
 // Args returns bwrap's arguments for plan, ending with the command that starts pid1.
 // It is pure: the same plan and host give the same arguments.
@@ -50,6 +56,9 @@ func Args(plan *contract.Plan, host runner.Host) []string {
 				a = append(a, "--ro-bind", m.Path, m.Path)
 			}
 		}
+	}
+	for i, sf := range host.SecretFiles {
+		a = append(a, "--perms", "0400", "--ro-bind-data", strconv.Itoa(SecretFD(i)), SecretsPath+"/"+sf.Name)
 	}
 	if host.EgressSocket != "" {
 		// Read-only is enough to connect to a socket, and keeps it from being replaced.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,29 +91,17 @@ type sandbox struct {
 
 // Exec implements runner.Sandbox.
 func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
-	statusR, statusW, err := os.Pipe()
+	f, err := s.openFDs()
 	if err != nil {
 		return 0, err
 	}
-	defer statusR.Close()
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		return 0, err
-	}
-	defer specW.Close()
-	extra := []*os.File{statusW, specR} // fds 3 and 4 (pid1.StatusFD, pid1.SpecFD)
+	defer f.close()
 	args := Args(s.plan, s.host)
-	var infoR *os.File
-	if s.cg != nil && s.cg.NeedsV1() {
-		var infoW *os.File
-		if infoR, infoW, err = os.Pipe(); err != nil {
-			return 0, err
-		}
-		defer infoR.Close()
-		extra = append(extra, infoW) // fd 5
-		args = append([]string{"--info-fd", "5"}, args...)
+	if f.infoR != nil {
+		args = append([]string{"--info-fd", strconv.Itoa(3 + len(f.child) - 1)}, args...)
 	}
+	extra := f.child
+	statusR, specW, infoR := f.statusR, f.specW, f.infoR
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = s.host.Env
 	if cmd.Env == nil {
@@ -132,12 +121,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
 	err = cmd.Start()
-	for _, f := range extra[:2] {
-		f.Close()
-	}
-	if len(extra) > 2 {
-		extra[2].Close()
-	}
+	f.closeChild()
 	if err != nil {
 		return 0, fmt.Errorf("%w: starting bwrap: %v", errdefs.ErrUnavailable, err)
 	}
@@ -157,6 +141,71 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		s.kill(cmd)
 		<-waitErr
 		return 0, ctx.Err()
+	}
+}
+
+// fds are the pipes Exec passes to bwrap beyond stdio: fd 3 pid1's status, fd 4 its
+// spec, then one per credential file (SecretFD), then bwrap's info (only when v1
+// limit cgroups must be joined).
+type fds struct {
+	statusR, specW, infoR *os.File
+	child                 []*os.File // the child's ends, in fd order from 3
+}
+
+func (s *sandbox) openFDs() (*fds, error) {
+	f := &fds{}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			f.close()
+			f.closeChild()
+		}
+		return r, w, err
+	}
+	var w, r *os.File
+	var err error
+	if f.statusR, w, err = pipe(); err != nil {
+		return nil, err
+	}
+	f.child = append(f.child, w)
+	if r, f.specW, err = pipe(); err != nil {
+		return nil, err
+	}
+	f.child = append(f.child, r)
+	for _, sf := range s.host.SecretFiles {
+		if r, w, err = pipe(); err != nil {
+			return nil, err
+		}
+		f.child = append(f.child, r)
+		// bwrap copies it into a file on the sandbox's own tmpfs: the value never
+		// touches a disk. A pipe holds 64 KiB; write from a goroutine regardless.
+		go func(w *os.File, v string) {
+			_, _ = w.WriteString(v)
+			w.Close()
+		}(w, sf.Value)
+	}
+	if s.cg != nil && s.cg.NeedsV1() {
+		if f.infoR, w, err = pipe(); err != nil {
+			return nil, err
+		}
+		f.child = append(f.child, w)
+	}
+	return f, nil
+}
+
+// closeChild closes the child's ends in the parent (bwrap has its own copies).
+func (f *fds) closeChild() {
+	for _, c := range f.child {
+		c.Close()
+	}
+	f.child = nil
+}
+
+func (f *fds) close() {
+	for _, c := range []*os.File{f.statusR, f.specW, f.infoR} {
+		if c != nil {
+			c.Close()
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -43,6 +44,8 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 		defer cancel()
 		_, _ = gc(gctx, cli)
 	}()
+	t0 := time.Now()
+	defer func() { fmt.Fprintln(os.Stderr, "TIMING start", time.Since(t0)) }()
 	if err := s.create(ctx, plan, host); err != nil {
 		<-s.gcDone
 		return nil, err
@@ -156,6 +159,8 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if p.Stdin != nil {
 		stdin = eof
 	}
+	t0 := time.Now()
+	defer func() { fmt.Fprintln(os.Stderr, "TIMING total exec", time.Since(t0)) }()
 	task, err := s.c.NewTask(ctx, cio.NewCreator(cio.WithStreams(stdin, p.Stdout, p.Stderr)))
 	if err != nil {
 		return 0, fmt.Errorf("%w: containerd: creating the task: %v", errdefs.ErrUnavailable, err)
@@ -164,8 +169,10 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	defer func() {
 		dctx, cancel := context.WithTimeout(bg, 10*time.Second)
 		defer cancel()
-		_, _ = task.Delete(dctx, containerd.WithProcessKill)
+		_, _ = task.Delete(dctx)
+		fmt.Fprintln(os.Stderr, "TIMING deleted", time.Since(t0))
 	}()
+	fmt.Fprintln(os.Stderr, "TIMING newtask", time.Since(t0))
 	exitC, err := task.Wait(bg)
 	if err != nil {
 		return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
@@ -173,9 +180,11 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if err := task.Start(ctx); err != nil {
 		return 0, fmt.Errorf("%w: containerd: starting the task: %v", errdefs.ErrUnavailable, err)
 	}
+	fmt.Fprintln(os.Stderr, "TIMING started", time.Since(t0))
 	stC := make(chan statusResult, 1)
 	go func() {
 		st, ok := pid1.ReadStatus(status)
+		fmt.Fprintln(os.Stderr, "TIMING status", time.Since(t0))
 		stC <- statusResult{st, ok}
 	}()
 	var code int
@@ -197,8 +206,10 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		}
 		return 0, ctx.Err()
 	}
+	fmt.Fprintln(os.Stderr, "TIMING exited", time.Since(t0))
 	// Every byte of output is delivered before Exec returns.
 	task.IO().Wait()
+	fmt.Fprintln(os.Stderr, "TIMING io", time.Since(t0))
 	// The status line, if pid1 wrote one, is in the pipe by now.
 	_ = status.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	st := <-stC
@@ -308,6 +319,8 @@ func (w *oomWatch) stop() { w.cancel(); <-w.done }
 // Close implements runner.Sandbox: it removes the container and its snapshot (any
 // task is gone with its Exec).
 func (s *sandbox) Close(ctx context.Context) error {
+	t0 := time.Now()
+	defer func() { fmt.Fprintln(os.Stderr, "TIMING close", time.Since(t0)) }()
 	s.closeOnce.Do(func() {
 		ctx := namespaces.WithNamespace(ctx, s.ns)
 		if err := removeContainer(ctx, s.c); err != nil {
