@@ -53,7 +53,7 @@ func credentialLikeName(name string) bool {
 			return true
 		}
 	}
-	for _, pre := range []string{"AWS_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_"} {
+	for _, pre := range []string{"AWS_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS", "VAULT_", "CORDON_GITHUB_"} {
 		if strings.HasPrefix(name, pre) {
 			return true
 		}
@@ -68,7 +68,8 @@ func credentialLikeName(name string) bool {
 // credentialLikeValue reports whether a value looks like a well-known secret format.
 func credentialLikeValue(v string) bool {
 	for _, pre := range []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
-		"xoxb-", "xoxp-", "sk-ant-", "sk-proj-", "AKIA", "ASIA", "hvs.", "npm_"} {
+		"xoxb-", "xoxp-", "sk-ant-", "sk-proj-", "AKIA", "ASIA", "hvs.", "npm_",
+		"cordon_"} {
 		if len(v) > len(pre)+8 && strings.HasPrefix(v, pre) {
 			return true
 		}
