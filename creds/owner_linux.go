@@ -1,29 +1,8 @@
 package creds
 
-import (
-	"os"
-	"strconv"
-	"strings"
-)
+import "github.com/cordonhq/cordon/internal/linux"
 
-// processStart returns a process's start time in clock ticks (field 22 of
-// /proc/PID/stat), or 0 when the process does not exist.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
-}
+func processStart(pid int) uint64 { return linux.ProcessStart(pid) }
 
 // alive reports whether the process that issued a grant still runs. The start time
 // tells a reused pid apart; without one, any process with the pid counts as alive

@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // DefaultRunRoot is where run directories live: /run/cordon/runs for root,
@@ -147,24 +147,8 @@ func removeIfEmpty(p string) error {
 	return nil
 }
 
-// processStart returns a process's start time in clock ticks (field 22 of
-// /proc/PID/stat), or 0 when the process does not exist.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
-}
+// processStart is the owner's start time, to tell a reused pid apart.
+func processStart(pid int) uint64 { return linux.ProcessStart(pid) }
 
 // resolveExistingPrefix resolves symbolic links in the longest existing prefix of p.
 func resolveExistingPrefix(p string) (string, error) {
