@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	containerd "github.com/containerd/containerd"
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/containers"
 	cerrdefs "github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/snapshots"
@@ -44,8 +44,6 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 		defer cancel()
 		_, _ = gc(gctx, cli)
 	}()
-	t0 := time.Now()
-	defer func() { fmt.Fprintln(os.Stderr, "TIMING start", time.Since(t0)) }()
 	if err := s.create(ctx, plan, host); err != nil {
 		<-s.gcDone
 		return nil, err
@@ -71,8 +69,8 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 		if err != nil {
 			return err
 		}
-		opts = append(opts, containerd.WithSnapshotter(containerd.DefaultSnapshotter),
-			containerd.WithNewSnapshot(name, img, snapshots.WithLabels(labels)))
+		snap := containerd.WithNewSnapshot(name, img, snapshots.WithLabels(labels))
+		opts = append(opts, containerd.WithSnapshotter(containerd.DefaultSnapshotter), unpacking(img, snap))
 	} else {
 		rootfs = filepath.Join(host.RunDir, "rootfs")
 		if err := container.MakeSkeleton(rootfs, in); err != nil {
@@ -113,12 +111,22 @@ func image(ctx context.Context, cli *containerd.Client, ref, pull string) (conta
 			return nil, fmt.Errorf("%w: containerd: pulling image %q (pull: missing): %v", errdefs.ErrUnavailable, ref, err)
 		}
 	}
-	if ok, err := img.IsUnpacked(ctx, containerd.DefaultSnapshotter); err == nil && !ok {
-		if err := img.Unpack(ctx, containerd.DefaultSnapshotter); err != nil {
-			return nil, fmt.Errorf("%w: containerd: unpacking image %q: %v", errdefs.ErrUnavailable, ref, err)
-		}
-	}
 	return img, nil
+}
+
+// unpacking prepares the snapshot, unpacking the image first only when its layers
+// are not there yet (asking every time would cost several calls on every run).
+func unpacking(img containerd.Image, snap containerd.NewContainerOpts) containerd.NewContainerOpts {
+	return func(ctx context.Context, cli *containerd.Client, c *containers.Container) error {
+		err := snap(ctx, cli, c)
+		if !cerrdefs.IsNotFound(err) {
+			return err
+		}
+		if err := img.Unpack(ctx, containerd.DefaultSnapshotter); err != nil {
+			return fmt.Errorf("unpacking image %q: %w", img.Name(), err)
+		}
+		return snap(ctx, cli, c)
+	}
 }
 
 // sandbox is one run's container. Exec may be called once at a time.
@@ -129,6 +137,7 @@ type sandbox struct {
 	in       container.Input
 	writable []string
 	gcDone   chan struct{} // closed when the background gc is over
+	deleted  chan struct{} // closed when the last Exec's task is deleted; nil before
 
 	closeOnce sync.Once
 	closeErr  error
@@ -140,6 +149,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
 	ctx = namespaces.WithNamespace(ctx, s.ns)
+	s.waitDeleted(ctx)
 	if err := pid1.WriteSpec(s.in.HostInitDir, container.Spec(s.in, p, s.writable), s.in.UID, s.in.GID); err != nil {
 		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
 	}
@@ -159,20 +169,24 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if p.Stdin != nil {
 		stdin = eof
 	}
-	t0 := time.Now()
-	defer func() { fmt.Fprintln(os.Stderr, "TIMING total exec", time.Since(t0)) }()
 	task, err := s.c.NewTask(ctx, cio.NewCreator(cio.WithStreams(stdin, p.Stdout, p.Stderr)))
 	if err != nil {
 		return 0, fmt.Errorf("%w: containerd: creating the task: %v", errdefs.ErrUnavailable, err)
 	}
 	eof.then(func() { _ = task.CloseIO(bg, containerd.WithStdinCloser) })
+	// The task goes when Exec returns, in the background: its processes are gone by
+	// then (the pid namespace ended with pid1), and the shim's teardown overlaps what
+	// the runner does next. Close and the next Exec wait for it.
+	deleted := make(chan struct{})
+	s.deleted = deleted
 	defer func() {
-		dctx, cancel := context.WithTimeout(bg, 10*time.Second)
-		defer cancel()
-		_, _ = task.Delete(dctx)
-		fmt.Fprintln(os.Stderr, "TIMING deleted", time.Since(t0))
+		go func() {
+			defer close(deleted)
+			dctx, cancel := context.WithTimeout(bg, 10*time.Second)
+			defer cancel()
+			_, _ = task.Delete(dctx, containerd.WithProcessKill)
+		}()
 	}()
-	fmt.Fprintln(os.Stderr, "TIMING newtask", time.Since(t0))
 	exitC, err := task.Wait(bg)
 	if err != nil {
 		return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
@@ -180,11 +194,9 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if err := task.Start(ctx); err != nil {
 		return 0, fmt.Errorf("%w: containerd: starting the task: %v", errdefs.ErrUnavailable, err)
 	}
-	fmt.Fprintln(os.Stderr, "TIMING started", time.Since(t0))
 	stC := make(chan statusResult, 1)
 	go func() {
 		st, ok := pid1.ReadStatus(status)
-		fmt.Fprintln(os.Stderr, "TIMING status", time.Since(t0))
 		stC <- statusResult{st, ok}
 	}()
 	var code int
@@ -206,10 +218,8 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		}
 		return 0, ctx.Err()
 	}
-	fmt.Fprintln(os.Stderr, "TIMING exited", time.Since(t0))
 	// Every byte of output is delivered before Exec returns.
 	task.IO().Wait()
-	fmt.Fprintln(os.Stderr, "TIMING io", time.Since(t0))
 	// The status line, if pid1 wrote one, is in the pipe by now.
 	_ = status.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	st := <-stC
@@ -316,13 +326,23 @@ func (w *oomWatch) seen() bool {
 
 func (w *oomWatch) stop() { w.cancel(); <-w.done }
 
-// Close implements runner.Sandbox: it removes the container and its snapshot (any
-// task is gone with its Exec).
+// waitDeleted waits until the last Exec's task is deleted.
+func (s *sandbox) waitDeleted(ctx context.Context) {
+	if s.deleted == nil {
+		return
+	}
+	select {
+	case <-s.deleted:
+	case <-ctx.Done():
+	}
+}
+
+// Close implements runner.Sandbox: it removes the container and its snapshot, and any
+// task left.
 func (s *sandbox) Close(ctx context.Context) error {
-	t0 := time.Now()
-	defer func() { fmt.Fprintln(os.Stderr, "TIMING close", time.Since(t0)) }()
 	s.closeOnce.Do(func() {
 		ctx := namespaces.WithNamespace(ctx, s.ns)
+		s.waitDeleted(ctx)
 		if err := removeContainer(ctx, s.c); err != nil {
 			s.closeErr = err
 		}
