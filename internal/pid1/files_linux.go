@@ -17,10 +17,12 @@ import (
 // The host prepares a directory that the container sees read-only, and starts pid1 as
 // `cordon internal init --dir DIR`. In it:
 //
-//   - [DirSpec] is the [Spec] as JSON, written before each start.
-//   - [DirEnv] is the command's environment, NUL-separated NAME=value pairs. pid1
-//     replaces the environment the engine gave it with exactly this one, so nothing of
-//     the image or the engine reaches the command, and the values never appear in the
+//   - [DirSpec] is the [Spec] as JSON, written before each start. It holds no secret.
+//   - [DirEnv] is a FIFO through which the host sends one JSON line ([Payload]): the
+//     command's environment, which replaces the one the engine gave pid1 (nothing of
+//     the image or the engine reaches the command), and the credential files, which
+//     pid1 writes into the tmpfs the host mounted for them. Values that may be
+//     credentials so stay in memory: never in a file on the host, never in the
 //     engine's container configuration.
 //   - [DirStatus] is a FIFO (opening one for writing works on a read-only mount). pid1
 //     writes its one-line [Status] into it. The host keeps its end open until the
@@ -32,6 +34,20 @@ const (
 	DirStatus = "status"
 	DirFlag   = "--dir"
 )
+
+// Payload is what the host sends through [DirEnv].
+type Payload struct {
+	Env []string `json:"env"`
+	// FilesDir is where Files go (a private tmpfs); each is created with mode 0400.
+	FilesDir string `json:"files_dir,omitempty"`
+	Files    []File `json:"files,omitempty"`
+}
+
+// File is one credential file: Name is a plain file name.
+type File struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
 
 // channels returns pid1's status writer and spec reader: fds [StatusFD] and [SpecFD],
 // or with --dir DIR the files protocol's. It returns nils after saying why on stderr.
@@ -45,7 +61,11 @@ func channels() (status, spec *os.File) {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
 		return nil, nil
 	}
-	go dieWithHost(watch)
+	go dieWithHost(watch) // before anything can block on the host
+	if err := receive(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
+		return nil, nil
+	}
 	return status, spec
 }
 
@@ -62,37 +82,67 @@ func dirArg(args []string) (string, bool) {
 	return "", false
 }
 
-// openDir reads the environment and opens the spec and the status FIFO; watch is a
-// second write end of the FIFO for [dieWithHost].
+// openDir opens the spec and the status FIFO; watch is a second write end of the FIFO
+// for [dieWithHost].
 func openDir(dir string) (status, spec *os.File, watch int, err error) {
-	env, err := os.ReadFile(filepath.Join(dir, DirEnv))
-	if err != nil {
-		return nil, nil, -1, fmt.Errorf("reading the environment: %w", err)
-	}
-	os.Clearenv()
-	for _, kv := range strings.Split(string(env), "\x00") {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			os.Setenv(k, v)
-		}
-	}
-	spec, err = os.Open(filepath.Join(dir, DirSpec))
-	if err != nil {
-		return nil, nil, -1, fmt.Errorf("reading the spec: %w", err)
-	}
 	fifo := filepath.Join(dir, DirStatus)
 	// Non-blocking: with no reader (cordon is gone) the open fails at once with ENXIO.
 	fd, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		spec.Close()
 		return nil, nil, -1, fmt.Errorf("opening the status pipe (is cordon still running?): %w", err)
 	}
 	watch, err = syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		spec.Close()
 		syscall.Close(fd)
 		return nil, nil, -1, fmt.Errorf("opening the status pipe: %w", err)
 	}
+	spec, err = os.Open(filepath.Join(dir, DirSpec))
+	if err != nil {
+		syscall.Close(fd)
+		syscall.Close(watch)
+		return nil, nil, -1, fmt.Errorf("reading the spec: %w", err)
+	}
 	return os.NewFile(uintptr(fd), fifo), spec, watch, nil
+}
+
+// receive reads the host's [Payload], replaces the environment with its one and
+// writes its files.
+func receive(dir string) error {
+	f, err := os.Open(filepath.Join(dir, DirEnv)) // the host holds the other end open
+	if err != nil {
+		return fmt.Errorf("opening the environment pipe: %w", err)
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadBytes('\n')
+	var p Payload
+	if err == nil {
+		err = json.Unmarshal(line, &p)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the environment: %w", err)
+	}
+	os.Clearenv()
+	for _, kv := range p.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			os.Setenv(k, v)
+		}
+	}
+	for _, file := range p.Files {
+		if file.Name == "" || filepath.Base(file.Name) != file.Name || file.Name == "." || file.Name == ".." {
+			return fmt.Errorf("credential file name %q is not a plain name", file.Name)
+		}
+		w, err := os.OpenFile(filepath.Join(p.FilesDir, file.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+		if err == nil {
+			_, err = io.WriteString(w, file.Value)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("writing credential file %s: %w", file.Name, err)
+		}
+	}
+	return nil
 }
 
 // dieWithHost kills everything in the sandbox and exits once the host's end of the
@@ -132,25 +182,16 @@ func waitReaderGone(fd int) error {
 }
 
 // PrepareDir is the host side of the files protocol: it creates dir (mode 0700) with
-// the environment file and the status FIFO, owned by uid:gid, the user the sandbox
-// runs as. The spec comes later, from [WriteSpec], once per command.
-func PrepareDir(dir string, env []string, uid, gid int) error {
+// the environment and status FIFOs, owned by uid:gid, the user the sandbox runs as.
+// The spec comes from [WriteSpec] and the payload from [Send], once per command.
+func PrepareDir(dir string, uid, gid int) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
-	var b strings.Builder
-	for _, kv := range env {
-		if strings.IndexByte(kv, 0) >= 0 {
-			return fmt.Errorf("environment entry with a NUL byte")
+	for _, name := range []string{DirEnv, DirStatus} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+			return fmt.Errorf("creating the %s pipe: %w", name, err)
 		}
-		b.WriteString(kv)
-		b.WriteByte(0)
-	}
-	if err := os.WriteFile(filepath.Join(dir, DirEnv), []byte(b.String()), 0o400); err != nil {
-		return err
-	}
-	if err := syscall.Mkfifo(filepath.Join(dir, DirStatus), 0o600); err != nil {
-		return fmt.Errorf("creating the status pipe: %w", err)
 	}
 	for _, p := range []string{dir, filepath.Join(dir, DirEnv), filepath.Join(dir, DirStatus)} {
 		if err := chown(p, uid, gid); err != nil {
@@ -158,6 +199,24 @@ func PrepareDir(dir string, env []string, uid, gid int) error {
 		}
 	}
 	return nil
+}
+
+// Send queues p for pid1's next start. The payload stays in the pipe (memory) until
+// pid1 reads it; the returned file holds the pipe open and must be closed once the
+// command is over.
+func Send(dir string, p Payload) (io.Closer, error) {
+	data, err := json.Marshal(p) // one line: JSON escapes newlines
+	if err != nil {
+		return nil, err
+	}
+	// Read-write: the open does not wait for pid1, and the pipe stays alive even
+	// before pid1 opens it.
+	f, err := os.OpenFile(filepath.Join(dir, DirEnv), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	go func() { _, _ = f.Write(append(data, '\n')) }() // blocks past 64 KiB until pid1 reads
+	return f, nil
 }
 
 // WriteSpec writes the spec pid1 reads at its next start, atomically.

@@ -41,20 +41,12 @@ func TestFilesProtocol(t *testing.T) {
 		}
 	})
 	dir := filepath.Join(t.TempDir(), "init")
-	if err := PrepareDir(dir, []string{"A=1", "B=x=y"}, os.Geteuid(), os.Getegid()); err != nil {
+	if err := PrepareDir(dir, os.Geteuid(), os.Getegid()); err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteSpec(dir, Spec{Argv: []string{"true"}, Dir: "/w"}, os.Geteuid(), os.Getegid()); err != nil {
 		t.Fatal(err)
 	}
-	env, _ := os.ReadFile(filepath.Join(dir, DirEnv))
-	if string(env) != "A=1\x00B=x=y\x00" {
-		t.Errorf("env file: got %q", env)
-	}
-	if err := PrepareDir(filepath.Join(t.TempDir(), "bad"), []string{"A=\x00"}, os.Geteuid(), os.Getegid()); err == nil {
-		t.Error("an environment entry with a NUL byte must be refused")
-	}
-
 	// Without the host's end open, pid1 cannot start: it must not run unwatched.
 	if _, _, _, err := openDir(dir); err == nil || !strings.Contains(err.Error(), "is cordon still running") {
 		t.Fatalf("openDir without a reader: got %v", err)
@@ -70,9 +62,34 @@ func TestFilesProtocol(t *testing.T) {
 	}
 	spec.Close()
 	syscall.Close(watch)
-	if os.Getenv("A") != "1" || os.Getenv("B") != "x=y" || os.Getenv("PATH") != "" {
-		t.Errorf("environment not replaced: A=%q B=%q PATH=%q", os.Getenv("A"), os.Getenv("B"), os.Getenv("PATH"))
+
+	files := t.TempDir()
+	big := strings.Repeat("x", 100<<10) // more than a pipe holds
+	sent, err := Send(dir, Payload{Env: []string{"A=1", "B=x=y", "C=line1\nline2", "BIG=" + big}, FilesDir: files,
+		Files: []File{{Name: "token", Value: "s3cret"}}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer sent.Close()
+	if err := receive(dir); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("A") != "1" || os.Getenv("B") != "x=y" || os.Getenv("C") != "line1\nline2" || os.Getenv("BIG") != big || os.Getenv("PATH") != "" {
+		t.Errorf("environment not replaced: A=%q B=%q C=%q PATH=%q", os.Getenv("A"), os.Getenv("B"), os.Getenv("C"), os.Getenv("PATH"))
+	}
+	if st, err := os.Stat(filepath.Join(files, "token")); err != nil || st.Mode().Perm() != 0o400 {
+		t.Errorf("credential file: %v %v", st, err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(files, "token")); string(data) != "s3cret" {
+		t.Errorf("credential file content: %q", data)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, _ := e.Info(); info.Mode().IsRegular() && e.Name() != DirSpec {
+			t.Errorf("%s is a regular file in the init directory; only the spec may be", e.Name())
+		}
+	}
+
 	if _, err := status.Write([]byte(`{"ok":false,"error":"boom"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +97,31 @@ func TestFilesProtocol(t *testing.T) {
 	st, ok := ReadStatus(host)
 	if !ok || st.OK || st.Error != "boom" {
 		t.Errorf("ReadStatus: got %+v, %v", st, ok)
+	}
+}
+
+func TestReceiveRefusesPathsInFileNames(t *testing.T) {
+	saved := os.Environ()
+	t.Cleanup(func() {
+		os.Clearenv()
+		for _, kv := range saved {
+			k, v, _ := strings.Cut(kv, "=")
+			os.Setenv(k, v)
+		}
+	})
+	for _, name := range []string{"../x", "a/b", "..", ""} {
+		dir := filepath.Join(t.TempDir(), "init")
+		if err := PrepareDir(dir, os.Geteuid(), os.Getegid()); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := Send(dir, Payload{FilesDir: t.TempDir(), Files: []File{{Name: name, Value: "v"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := receive(dir); err == nil {
+			t.Errorf("file name %q accepted", name)
+		}
+		sent.Close()
 	}
 }
 

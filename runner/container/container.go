@@ -31,6 +31,9 @@ const (
 	InitDir    = "/run/cordon"            // the init directory, read-only
 	InitPath   = InitDir + "/cordon"      // cordon's static binary, process 1
 	EgressPath = InitDir + "/egress.sock" // the run's egress proxy
+	// SecretsDir holds the credential files (deliver: file): a private tmpfs that
+	// pid1 fills from what the host sends it through a pipe.
+	SecretsDir = InitDir + "/secrets"
 )
 
 // Labels on every container, task and snapshot a run creates.
@@ -60,8 +63,8 @@ var ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", 
 type Input struct {
 	Plan *contract.Plan
 	Host runner.Host
-	// HostInitDir is the host directory shown read-only at [InitDir]: pid1's spec,
-	// environment and status FIFO (see [pid1.PrepareDir]).
+	// HostInitDir is the host directory shown read-only at [InitDir]: pid1's spec and
+	// its environment and status FIFOs (see [pid1.PrepareDir]).
 	HostInitDir string
 	// UID and GID run the command and own its private tmpfs mounts.
 	UID, GID int
@@ -145,7 +148,26 @@ func Mounts(in Input) []specs.Mount {
 		// Read-only is enough to connect to a socket, and keeps it from being replaced.
 		out = append(out, bind(in.Host.EgressSocket, EgressPath, true))
 	}
+	if len(in.Host.SecretFiles) > 0 {
+		out = append(out, specs.Mount{Destination: SecretsDir, Type: "tmpfs", Source: "tmpfs", Options: []string{
+			"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(in.UID), "gid=" + strconv.Itoa(in.GID),
+		}})
+	}
 	return out
+}
+
+// Payload is what the host sends pid1 for a command: the sandbox environment and the
+// credential files.
+func Payload(in Input) pid1.Payload {
+	p := pid1.Payload{Env: in.Host.Env}
+	if p.Env == nil {
+		p.Env = in.Plan.Environ()
+	}
+	for _, f := range in.Host.SecretFiles {
+		p.FilesDir = SecretsDir
+		p.Files = append(p.Files, pid1.File{Name: f.Name, Value: f.Value})
+	}
+	return p
 }
 
 func bind(src, dst string, ro bool) specs.Mount {
@@ -174,6 +196,9 @@ func Writable(in Input, engine ...string) []string {
 		if m.Access == contract.ReadWrite {
 			out = append(out, m.Path)
 		}
+	}
+	if len(in.Host.SecretFiles) > 0 {
+		out = append(out, SecretsDir) // the run's own credential files, in a private tmpfs
 	}
 	// The engines hide a masked file by binding /dev/null over it, read-write:
 	// writes to it are discarded, and reads give nothing.

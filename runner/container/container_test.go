@@ -43,6 +43,7 @@ func testInput(image bool) Input {
 		Host: runner.Host{
 			RunID: "20260101T000000Z-abcdef", RunDir: run, Init: "/usr/local/bin/cordon",
 			MaskFile: run + "/mask-file", MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
+			SecretFiles: []runner.SecretFile{{Name: "TOKEN", Value: "never in a golden file"}},
 		},
 		HostInitDir: run + "/init", UID: 1000, GID: 1000, Image: image,
 	}
@@ -117,6 +118,15 @@ func TestSystemOriginIsNamed(t *testing.T) {
 		if m.Path == "/usr" || m.Path == "/etc" {
 			t.Errorf("%s (why %q) survives with an image: the @system provenance text changed", m.Path, m.Why)
 		}
+	}
+}
+
+func TestPayload(t *testing.T) {
+	in := testInput(true)
+	in.Host.Env = []string{"A=1"}
+	p := Payload(in)
+	if len(p.Env) != 1 || p.FilesDir != SecretsDir || len(p.Files) != 1 || p.Files[0].Name != "TOKEN" {
+		t.Errorf("Payload: %+v", p)
 	}
 }
 

@@ -26,19 +26,22 @@ func WorkspaceOwner(ws string) (uid, gid int, err error) {
 }
 
 // PrepareInit creates the run's init directory (RunDir/init, shown at [InitDir]):
-// pid1's environment and status FIFO, the mount points of the binary and the egress
-// socket, and hands what the sandbox user needs to it. It sets in.HostInitDir.
+// pid1's FIFOs, the mount points of the binary, the egress socket and the secrets
+// tmpfs, and hands what the sandbox user needs to it. It sets in.HostInitDir.
 func PrepareInit(in *Input) error {
 	dir := filepath.Join(in.Host.RunDir, "init")
-	if err := pid1.PrepareDir(dir, in.Host.Env, in.UID, in.GID); err != nil {
+	if err := pid1.PrepareDir(dir, in.UID, in.GID); err != nil {
 		return fmt.Errorf("preparing the init directory: %w", err)
 	}
-	// Mount points for the binds inside the read-only directory: the runtime could
+	// Mount points for the mounts inside the read-only directory: the runtime could
 	// not create them through it.
 	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath)} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o400); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, filepath.Base(SecretsDir)), 0o700); err != nil {
+		return fmt.Errorf("preparing the init directory: %w", err)
 	}
 	if in.Host.EgressSocket != "" && in.UID != os.Geteuid() {
 		// Connecting needs write permission on the socket; the run directory (0700)

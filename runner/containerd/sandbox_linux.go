@@ -158,6 +158,11 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
 	}
 	defer status.Close() // pid1 dies when this closes early (cordon killed)
+	sent, err := pid1.Send(s.in.HostInitDir, container.Payload(s.in))
+	if err != nil {
+		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+	}
+	defer sent.Close()
 	bg := context.WithoutCancel(ctx)
 	var ooms *oomWatch
 	if s.in.Plan.Limits.Memory > 0 {

@@ -72,7 +72,11 @@ func config(in container.Input, image, etcDir string, labels map[string]string) 
 		case "tmpfs":
 			// Docker mounts tmpfs noexec by default; bwrap's is executable, and builds
 			// run what they compile in /tmp.
-			hc.Tmpfs[m.Destination] = strings.Join(append(slices.Clone(m.Options), "exec"), ",")
+			opts := slices.Clone(m.Options)
+			if !slices.Contains(opts, "noexec") {
+				opts = append(opts, "exec")
+			}
+			hc.Tmpfs[m.Destination] = strings.Join(opts, ",")
 		case "bind":
 			hc.Mounts = append(hc.Mounts, mount.Mount{
 				Type: mount.TypeBind, Source: m.Source, Target: m.Destination,

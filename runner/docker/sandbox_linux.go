@@ -165,6 +165,11 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
 	}
 	defer status.Close() // pid1 dies when this closes early (cordon killed)
+	sent, err := pid1.Send(s.in.HostInitDir, container.Payload(s.in))
+	if err != nil {
+		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+	}
+	defer sent.Close()
 	att, err := s.cli.ContainerAttach(ctx, s.id, dcontainer.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return 0, fmt.Errorf("%w: docker: attaching to the container: %v", errdefs.ErrUnavailable, err)
