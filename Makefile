@@ -65,3 +65,18 @@ bench: bench-monitor
 bench-monitor:
 	$(GO) test -run XXX -bench 'FindCat|GoBuild' -benchtime 3x ./monitor
 	$(GO) test -run XXX -bench EventRate -benchtime 1x ./monitor
+
+# Container backends (docker, containerd): `make test` first makes sure both engines run
+# here (Debian's docker.io; containerd, then dockerd on it) and that the busybox test
+# image exists in both (scripts/container-env.sh); outside CI a host where that cannot be
+# done (not root) skips the container tests. `make bench` compares `cordon run` on each
+# engine with the bare engine command (scripts/bench-containers.sh).
+.PHONY: container-env bench-containers
+container-env:
+	@scripts/container-env.sh >/dev/null || [ "$$CI" != true ]
+
+test: container-env
+
+bench: bench-containers
+bench-containers: build
+	scripts/bench-containers.sh

@@ -189,7 +189,11 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 			defer close(deleted)
 			dctx, cancel := context.WithTimeout(bg, 10*time.Second)
 			defer cancel()
-			_, _ = task.Delete(dctx, containerd.WithProcessKill)
+			// The task has exited (or was killed and waited for): a plain delete,
+			// with a kill only if it somehow still runs.
+			if _, err := task.Delete(dctx); err != nil && !cerrdefs.IsNotFound(err) {
+				_, _ = task.Delete(dctx, containerd.WithProcessKill)
+			}
 		}()
 	}()
 	exitC, err := task.Wait(bg)
@@ -359,8 +363,12 @@ func (s *sandbox) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-// removeContainer kills and deletes c's task, if any, then c and its snapshot.
+// removeContainer deletes c and its snapshot, and first c's task if it has one.
 func removeContainer(ctx context.Context, c containerd.Container) error {
+	err := c.Delete(ctx, containerd.WithSnapshotCleanup)
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
 	if t, err := c.Task(ctx, nil); err == nil {
 		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("containerd: deleting the task of %s: %w", c.ID(), err)

@@ -72,15 +72,56 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 	if err != nil {
 		return nil, err
 	}
-	labels := container.Labels(in, container.Owner())
-	cfg, hc := config(in, ref, etcDir, labels)
-	resp, err := s.cli.ContainerCreate(ctx, cfg, hc, nil, nil, container.Name(host.RunID))
-	if err != nil {
-		return nil, fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
-	}
-	s.id, s.in = resp.ID, in
+	s.in = in
+	s.cfg, s.hc = config(in, ref, etcDir, container.Labels(in, container.Owner()))
 	s.writable = container.Writable(in, engineWritable...)
+	if err := s.createContainer(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// createContainer creates the container of the next command, once the last one is
+// removed (they share the run's name).
+func (s *sandbox) createContainer(ctx context.Context) error {
+	_ = s.waitRemoved(ctx) // a failed removal makes the create fail with the reason
+	resp, err := s.cli.ContainerCreate(ctx, s.cfg, s.hc, nil, nil, container.Name(s.in.Host.RunID))
+	if err != nil {
+		return fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
+	}
+	s.id = resp.ID
+	return nil
+}
+
+// removeContainer removes the current container in the background: its processes are
+// gone (its pid namespace ended with pid1), and the engine's teardown overlaps what
+// the runner does next. Close and the next Exec wait for it.
+func (s *sandbox) removeContainer(ctx context.Context) {
+	id, removed := s.id, make(chan struct{})
+	s.id, s.removed = "", removed
+	go func() {
+		defer close(removed)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err := s.cli.ContainerRemove(rctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !client.IsErrNotFound(err) {
+			s.removeErr = fmt.Errorf("docker: removing container %s: %w", id[:12], err)
+		}
+	}()
+}
+
+// waitRemoved waits until the last container is removed and returns why it could not
+// be.
+func (s *sandbox) waitRemoved(ctx context.Context) error {
+	if s.removed == nil {
+		return nil
+	}
+	select {
+	case <-s.removed:
+		return s.removeErr
+	case <-ctx.Done():
+		return fmt.Errorf("docker: waiting for the container's removal: %w", ctx.Err())
+	}
 }
 
 func writeEtc(dir string) error {
@@ -140,13 +181,19 @@ func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) 
 	return ref, nil
 }
 
-// sandbox is one run's container. Exec may be called once at a time.
+// sandbox is one run's containers: one per command, created from the same
+// configuration. Exec may be called once at a time.
 type sandbox struct {
 	cli      *client.Client
 	in       container.Input
-	id       string
+	cfg      *dcontainer.Config
+	hc       *dcontainer.HostConfig
 	writable []string
 	gcDone   chan struct{} // closed when the background gc is over
+
+	id        string        // the current container; "" once it is being removed
+	removed   chan struct{} // closed when the last container is removed; nil before
+	removeErr error         // set before removed is closed
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,6 +204,12 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if len(p.Argv) == 0 {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
+	if s.id == "" {
+		if err := s.createContainer(ctx); err != nil {
+			return 0, err
+		}
+	}
+	defer s.removeContainer(ctx)
 	if err := pid1.WriteSpec(s.in.HostInitDir, container.Spec(s.in, p, s.writable), s.in.UID, s.in.GID); err != nil {
 		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
 	}
@@ -259,13 +312,13 @@ func (s *sandbox) kill(ctx context.Context, waitC <-chan dcontainer.WaitResponse
 	}
 }
 
-// Close implements runner.Sandbox: it removes the container (killing it if needed).
+// Close implements runner.Sandbox: it makes sure the last container is removed.
 func (s *sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		err := s.cli.ContainerRemove(ctx, s.id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
-			s.closeErr = fmt.Errorf("docker: removing container %s: %w", s.id[:12], err)
+		if s.id != "" { // created, never run
+			s.removeContainer(ctx)
 		}
+		s.closeErr = s.waitRemoved(ctx)
 		select {
 		case <-s.gcDone:
 		case <-ctx.Done():
