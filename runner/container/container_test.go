@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
@@ -151,5 +152,25 @@ func TestSkeleton(t *testing.T) {
 	}
 	if string(Skeleton(testInput(false))) != string(Skeleton(testInput(false))) {
 		t.Error("the skeleton must be reproducible: its digest names the image")
+	}
+}
+
+func TestOwner(t *testing.T) {
+	me := Owner()
+	if OwnerGone(me) {
+		t.Fatalf("OwnerGone(%q) for this very process", me)
+	}
+	f := strings.Split(me, ":")
+	cases := map[string]bool{
+		"":                                true,  // missing
+		"x:y:z":                           true,  // malformed
+		f[0] + ":1:" + f[2]:               true,  // pid reused: another start time
+		"999999999:1:" + f[2]:             true,  // no such process
+		f[0] + ":" + f[1] + ":4026500000": false, // another pid namespace: cannot tell
+	}
+	for label, gone := range cases {
+		if got := OwnerGone(label); got != gone {
+			t.Errorf("OwnerGone(%q) = %v; want %v", label, got, gone)
+		}
 	}
 }

@@ -72,22 +72,39 @@ func MakeSkeleton(dir string, in Input) error {
 	return nil
 }
 
-// Owner returns this process's [LabelOwner] value.
+// Owner returns this process's [LabelOwner] value: "PID:START:PIDNS".
 func Owner() string {
 	pid := os.Getpid()
-	return strconv.Itoa(pid) + ":" + strconv.FormatUint(processStart(pid), 10)
+	return strconv.Itoa(pid) + ":" + strconv.FormatUint(processStart(pid), 10) + ":" + pidNamespace()
 }
 
 // OwnerGone reports whether the cordon process named by a [LabelOwner] value has
 // exited. A malformed or missing value counts as gone: only cordon sets these labels.
+// An owner in another pid namespace (a cordon in a container sharing the engine)
+// cannot be judged from here and counts as alive.
 func OwnerGone(label string) bool {
-	p, s, ok := strings.Cut(label, ":")
-	pid, err1 := strconv.Atoi(p)
-	start, err2 := strconv.ParseUint(s, 10, 64)
-	if !ok || err1 != nil || err2 != nil || pid <= 0 {
+	f := strings.Split(label, ":")
+	if len(f) != 3 {
 		return true
 	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return true
+	}
+	if f[2] != pidNamespace() {
+		return false
+	}
 	return processStart(pid) != start
+}
+
+// pidNamespace names this process's pid namespace ("4026531836"), or "".
+func pidNamespace() string {
+	link, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
 }
 
 // processStart returns a process's start time in clock ticks (field 22 of
