@@ -20,10 +20,15 @@ echo "== cordon run: an untrusted step tries its luck"
   try "plant a git hook"                  sh -c "mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit"
   try "read /etc/shadow"                  cat /etc/shadow
   try "read the caller ~/.ssh"            ls "$HOME/.ssh"
-  try "reach the network"                 curl -sS --max-time 3 http://127.0.0.1:22/
+  try "reach the host loopback directly"  curl -sS --max-time 3 http://127.0.0.1:22/
+  try "reach example.com via the proxy"   curl -sSf --max-time 3 http://example.com/
   try "see AWS_SECRET_ACCESS_KEY"         sh -c "test -n \"\$AWS_SECRET_ACCESS_KEY\""
 '
 echo "   (exit status $?)"
 echo
 echo "== on the host afterwards"
 ls -A "$ws"
+echo
+echo "== cordon audit show last (the run's tamper-evident log)"
+"$cordon" audit show last
+"$cordon" audit verify last
