@@ -46,8 +46,7 @@ var escapeTests = []struct {
 	{"TimeoutKillsWholeTree", TestTimeoutKillsWholeTree},
 	{"ExitCodesAndStdin", TestExitCodesAndStdin},
 	{"DeniedCommandPattern", TestDeniedCommandPattern},
-	// TestUnsupportedFeaturesRefused is left out: it expects credentials to be refused,
-	// which they no longer are (it fails with bwrap too).
+	{"UnsupportedFeaturesRefused", TestUnsupportedFeaturesRefused},
 	{"SignalToCordonTearsDown", TestSignalToCordonTearsDown},
 	{"KilledCordonLeavesNothingAfterGC", TestKilledCordonLeavesNothingAfterGC},
 	{"LimitsEnforced", TestLimitsEnforced},
