@@ -23,7 +23,7 @@ import (
 var containerBackends = []string{"docker", "containerd"}
 
 // escapeTests are the foundation and egress issues' escape tests (and the credential
-// tests). They run unchanged
+// and monitor tests). They run unchanged
 // against every container backend (newWorld passes CORDON_BACKEND on); the host view
 // (no image in their contracts) gives the sandbox the same file system as bwrap's.
 // TestNoBwrapRefuses is bwrap's own (TestContainerEngineUnreachable is its
@@ -60,6 +60,10 @@ var escapeTests = []struct {
 	{"CredentialsLiveExactlyAsLongAsTheRun", TestCredentialsLiveExactlyAsLongAsTheRun},
 	{"CredentialsRevokedByGCAfterKill9", TestCredentialsRevokedByGCAfterKill9},
 	{"CredentialProviderFailureRefusesTheRun", TestCredentialProviderFailureRefusesTheRun},
+	// The monitor watches a container's cgroup too. (TestMonitorRequiredRefusesWithout
+	// Privileges is bwrap's: an unprivileged user cannot reach an engine at all.)
+	{"MonitorKillStopsTheRun", TestMonitorKillStopsTheRun},
+	{"MonitorAlertsWithoutKilling", TestMonitorAlertsWithoutKilling},
 }
 
 var (

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/pid1"
 )
 
@@ -105,6 +106,42 @@ func pidNamespace() string {
 		return ""
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+}
+
+// PrecreateCgroup creates the cgroup v2 directory rel (as the runtime will name it,
+// relative to the v2 mount) before the container starts, so that its id, which the
+// monitor filters on, is known from Start on. The runtime joins the existing
+// directory; it removes it with the container, and RemoveCgroup covers a container
+// that never started.
+func PrecreateCgroup(rel string) (id uint64, dir string, err error) {
+	v2, _, err := linux.CgroupMounts()
+	if err != nil {
+		return 0, "", err
+	}
+	if v2 == "" {
+		return 0, "", linux.ErrNoCgroup
+	}
+	dir = filepath.Join(v2, filepath.Clean("/"+rel))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, "", err
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return 0, "", err
+	}
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, "", fmt.Errorf("no inode for %s", dir)
+	}
+	return s.Ino, dir, nil
+}
+
+// RemoveCgroup removes a directory PrecreateCgroup made, if it is still there and
+// empty (the runtime usually removed it already).
+func RemoveCgroup(dir string) {
+	if dir != "" {
+		_ = os.Remove(dir)
+	}
 }
 
 // processStart returns a process's start time in clock ticks (field 22 of

@@ -87,8 +87,19 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 	}
 	s.c, s.in = c, in
 	s.writable = container.Writable(in)
+	if plan.Monitor.Mode != "off" {
+		// The monitor watches the task's cgroup (the default spec's /NAMESPACE/ID):
+		// make it now, to know its id.
+		if id, dir, err := container.PrecreateCgroup(filepath.Join(s.ns, name)); err == nil {
+			s.cgID, s.cgDir = id, dir
+		}
+	}
 	return nil
 }
+
+// CgroupID is the cgroup v2 id of the container's tasks, for the monitor; 0 when the
+// monitor was not asked for.
+func (s *sandbox) CgroupID() uint64 { return s.cgID }
 
 // image returns the contract's image, pulling it only when the contract says
 // `pull: missing`, and unpacking it when needed.
@@ -138,6 +149,8 @@ type sandbox struct {
 	writable []string
 	gcDone   chan struct{} // closed when the background gc is over
 	deleted  chan struct{} // closed when the last Exec's task is deleted; nil before
+	cgID     uint64        // the tasks' cgroup v2 id, when the monitor asked for it
+	cgDir    string        // the cgroup directory cordon made for it, or ""
 
 	closeOnce sync.Once
 	closeErr  error
@@ -355,6 +368,7 @@ func (s *sandbox) Close(ctx context.Context) error {
 		if err := removeContainer(ctx, s.c); err != nil {
 			s.closeErr = err
 		}
+		container.RemoveCgroup(s.cgDir)
 		select {
 		case <-s.gcDone:
 		case <-ctx.Done():

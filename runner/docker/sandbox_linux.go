@@ -90,17 +90,47 @@ func (s *sandbox) createContainer(ctx context.Context) error {
 		return fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
 	}
 	s.id = resp.ID
+	if s.in.Plan.Monitor.Mode != "off" {
+		// The monitor watches the container's cgroup: make it now, to know its id.
+		if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
+			if id, dir, err := container.PrecreateCgroup(rel); err == nil {
+				s.cgID, s.cgDir = id, dir
+			}
+		}
+	}
 	return nil
 }
+
+// cgroupPath is where the engine puts the container's processes (relative to the
+// cgroup v2 mount), or "" when it cannot say.
+func (s *sandbox) cgroupPath(ctx context.Context, id string) string {
+	info, err := s.cli.Info(ctx)
+	if err != nil {
+		return ""
+	}
+	switch info.CgroupDriver {
+	case "cgroupfs":
+		return "docker/" + id
+	case "systemd":
+		return "system.slice/docker-" + id + ".scope"
+	}
+	return ""
+}
+
+// CgroupID is the cgroup v2 id of the current command's container, for the monitor;
+// 0 when it has none (the monitor was not asked for, or the engine's layout is
+// unknown).
+func (s *sandbox) CgroupID() uint64 { return s.cgID }
 
 // removeContainer removes the current container in the background: its processes are
 // gone (its pid namespace ended with pid1), and the engine's teardown overlaps what
 // the runner does next. Close and the next Exec wait for it.
 func (s *sandbox) removeContainer(ctx context.Context) {
-	id, removed := s.id, make(chan struct{})
-	s.id, s.removed = "", removed
+	id, cgDir, removed := s.id, s.cgDir, make(chan struct{})
+	s.id, s.cgDir, s.removed = "", "", removed
 	go func() {
 		defer close(removed)
+		defer container.RemoveCgroup(cgDir)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		err := s.cli.ContainerRemove(rctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
@@ -192,6 +222,8 @@ type sandbox struct {
 	gcDone   chan struct{} // closed when the background gc is over
 
 	id        string        // the current container; "" once it is being removed
+	cgID      uint64        // its cgroup v2 id, when the monitor asked for it
+	cgDir     string        // the cgroup directory cordon made for it, or ""
 	removed   chan struct{} // closed when the last container is removed; nil before
 	removeErr error         // set before removed is closed
 
