@@ -10,12 +10,14 @@ package containerd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
 
 	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
+	clog "github.com/containerd/log"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
@@ -69,6 +71,9 @@ func (b *Backend) client() (*containerd.Client, error) {
 		if _, err := os.Stat(b.address()); err != nil {
 			b.cliErr = err
 		} else {
+			// The client logs (pull retries, ...) through logrus to stderr, which is
+			// the command's; cordon reports what matters in its own errors.
+			clog.L.Logger.SetOutput(io.Discard)
 			b.cli, b.cliErr = containerd.New(b.address(),
 				containerd.WithDefaultNamespace(b.namespace()),
 				containerd.WithDefaultRuntime(runtimeName), // no namespace label lookup
