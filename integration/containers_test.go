@@ -369,6 +369,7 @@ func TestContainerLifecycle(t *testing.T) {
 			})
 		}
 		t.Run("kill -9, then gc", func(t *testing.T) {
+			fifos := fifoDirs()
 			killed := killCordon(t, w, backend, "307")
 			r := w.cordon("", "gc")
 			if r.code != 0 {
@@ -376,6 +377,9 @@ func TestContainerLifecycle(t *testing.T) {
 			}
 			assertContains(t, "gc", r.stdout, "removed "+backend+" container of run "+killed)
 			assertNoLeftovers(t, backend)
+			if after := fifoDirs(); after > fifos {
+				t.Errorf("containerd's stdio FIFO directories: %d before the run, %d after gc", fifos, after)
+			}
 		})
 		t.Run("kill -9, then the next run", func(t *testing.T) {
 			killCordon(t, w, backend, "308")
@@ -437,6 +441,12 @@ func killCordon(t *testing.T, w *world, backend, n string) string {
 		t.Fatalf("%q still running after kill -9 of cordon: %v", marker, p)
 	}
 	return runID
+}
+
+// fifoDirs counts containerd's stdio FIFO directories (one per task a client made).
+func fifoDirs() int {
+	entries, _ := os.ReadDir("/run/containerd/fifo")
+	return len(entries)
 }
 
 func labelOf(t *testing.T, backend, name, label string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/containers"
+	"github.com/containerd/containerd/defaults"
 	cerrdefs "github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/snapshots"
@@ -383,7 +385,7 @@ func removeContainer(ctx context.Context, c containerd.Container) error {
 	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil
 	}
-	if t, err := c.Task(ctx, nil); err == nil {
+	if t, err := c.Task(ctx, reclaimFIFOs); err == nil {
 		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("containerd: deleting the task of %s: %w", c.ID(), err)
 		}
@@ -392,6 +394,23 @@ func removeContainer(ctx context.Context, c containerd.Container) error {
 		return fmt.Errorf("containerd: deleting container %s: %w", c.ID(), err)
 	}
 	return nil
+}
+
+// reclaimFIFOs attaches to a task left by a cordon that died, so that deleting the
+// task also removes its stdio FIFOs (the client that made them never could).
+func reclaimFIFOs(f *cio.FIFOSet) (cio.IO, error) {
+	dir := ""
+	for _, p := range []string{f.Stdin, f.Stdout, f.Stderr} {
+		if p != "" {
+			dir = filepath.Dir(p)
+			break
+		}
+	}
+	closer := func() error { return nil }
+	if dir != "" && filepath.Dir(dir) == defaults.DefaultFIFODir {
+		closer = func() error { return os.RemoveAll(dir) }
+	}
+	return cio.Load(cio.NewFIFOSet(f.Config, closer))
 }
 
 // GC removes the containers, tasks and snapshots of runs whose cordon process is
