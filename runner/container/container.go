@@ -156,20 +156,6 @@ func Mounts(in Input) []specs.Mount {
 	return out
 }
 
-// Payload is what the host sends pid1 for a command: the sandbox environment and the
-// credential files.
-func Payload(in Input) pid1.Payload {
-	p := pid1.Payload{Env: in.Host.Env}
-	if p.Env == nil {
-		p.Env = in.Plan.Environ()
-	}
-	for _, f := range in.Host.SecretFiles {
-		p.FilesDir = SecretsDir
-		p.Files = append(p.Files, pid1.File{Name: f.Name, Value: f.Value})
-	}
-	return p
-}
-
 func bind(src, dst string, ro bool) specs.Mount {
 	access := "rw"
 	if ro {

@@ -55,6 +55,20 @@ func PrepareInit(in *Input) error {
 	return nil
 }
 
+// Payload is what the host sends pid1 for a command: the sandbox environment and the
+// credential files.
+func Payload(in Input) pid1.Payload {
+	p := pid1.Payload{Env: in.Host.Env}
+	if p.Env == nil {
+		p.Env = in.Plan.Environ()
+	}
+	for _, f := range in.Host.SecretFiles {
+		p.FilesDir = SecretsDir
+		p.Files = append(p.Files, pid1.File{Name: f.Name, Value: f.Value})
+	}
+	return p
+}
+
 // MakeSkeleton creates dir as the host view's root file system: empty, but for the
 // plan's symbolic links (/bin -> usr/bin on merged-/usr hosts).
 func MakeSkeleton(dir string, in Input) error {
