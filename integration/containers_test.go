@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,49 +116,106 @@ func TestContainerEscapes(t *testing.T) {
 	})
 }
 
-// leftovers lists what the backend holds of cordon's runs: containers, tasks and
-// snapshots labelled by cordon.
-func leftovers(t *testing.T, backend string) []string {
+// leftover is an engine object or run directory of a container run, with its
+// cordon.owner label (PID:START:PIDNS).
+type leftover struct{ what, owner string }
+
+func (l leftover) String() string { return l.what }
+
+// pid is the owner's pid, or 0.
+func (l leftover) pid() int {
+	n, _ := strconv.Atoi(strings.Split(l.owner, ":")[0])
+	return n
+}
+
+// foreign reports whether l belongs to a run that another process is still running
+// (another test run on this machine): its owner lives and is not a child of this test.
+func (l leftover) foreign() bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(l.pid()) + "/stat")
+	if l.pid() == 0 || err != nil {
+		return false
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 1 && f[1] != strconv.Itoa(os.Getpid())
+}
+
+// leftovers lists what the backend holds of cordon's runs (containers, tasks and
+// snapshots labelled by cordon), and the container run directories.
+func leftovers(t *testing.T, backend string) []leftover {
 	t.Helper()
-	run := func(name string, args ...string) []string {
+	run := func(name string, args ...string) string {
 		out, err := exec.Command(name, args...).Output()
 		if err != nil {
 			t.Fatalf("%s %v: %v", name, args, err)
 		}
-		return strings.Fields(string(out))
+		return string(out)
 	}
+	labels := func(kind, name string) map[string]string {
+		var info struct{ Labels map[string]string }
+		_ = json.Unmarshal([]byte(run("ctr", "-n", "cordon", kind, "info", name)), &info)
+		return info.Labels
+	}
+	var out []leftover
 	switch backend {
 	case "docker":
-		return run("docker", "ps", "-a", "--filter", "label=cordon.run", "--format", "container:{{.Names}}")
-	case "containerd":
-		var out []string
-		for _, c := range run("ctr", "-n", "cordon", "containers", "ls", "-q", "labels.\"cordon.run\"") {
-			out = append(out, "container:"+c)
-		}
-		for _, tk := range run("ctr", "-n", "cordon", "tasks", "ls", "-q") {
-			out = append(out, "task:"+tk)
-		}
-		for _, s := range run("ctr", "-n", "cordon", "snapshots", "ls") {
-			if strings.HasPrefix(s, "cordon-") {
-				out = append(out, "snapshot:"+s)
+		for _, line := range strings.Split(strings.TrimSpace(run("docker", "ps", "-a", "--filter", "label=cordon.run", "--format", `{{.Names}} {{.Label "cordon.owner"}}`)), "\n") {
+			if name, owner, ok := strings.Cut(line, " "); ok {
+				out = append(out, leftover{"container:" + name, owner})
 			}
 		}
-		return out
-	}
-	t.Fatalf("unknown backend %s", backend)
-	return nil
-}
-
-func assertNoLeftovers(t *testing.T, backend string) {
-	t.Helper()
-	if l := leftovers(t, backend); len(l) > 0 {
-		t.Errorf("%s holds %v after the runs; nothing may be left behind", backend, l)
+	case "containerd":
+		owners := map[string]string{}
+		for _, c := range strings.Fields(run("ctr", "-n", "cordon", "containers", "ls", "-q", `labels."cordon.run"`)) {
+			owners[c] = labels("containers", c)["cordon.owner"]
+			out = append(out, leftover{"container:" + c, owners[c]})
+		}
+		for _, tk := range strings.Fields(run("ctr", "-n", "cordon", "tasks", "ls", "-q")) {
+			out = append(out, leftover{"task:" + tk, owners[tk]})
+		}
+		for _, s := range strings.Fields(run("ctr", "-n", "cordon", "snapshots", "ls")) {
+			if strings.HasPrefix(s, "cordon-") {
+				out = append(out, leftover{"snapshot:" + s, labels("snapshots", s)["cordon.owner"]})
+			}
+		}
+	default:
+		t.Fatalf("unknown backend %s", backend)
 	}
 	entries, _ := os.ReadDir("/run/cordon/runs")
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join("/run/cordon/runs", e.Name(), "init")); err == nil {
-			t.Errorf("container run directory %s left behind", e.Name())
+		dir := filepath.Join("/run/cordon/runs", e.Name())
+		if _, err := os.Stat(filepath.Join(dir, "init")); err != nil {
+			continue // not a container run's
 		}
+		var o struct{ PID int }
+		data, _ := os.ReadFile(filepath.Join(dir, "owner.json"))
+		_ = json.Unmarshal(data, &o)
+		out = append(out, leftover{"run directory:" + e.Name(), strconv.Itoa(o.PID)})
+	}
+	return out
+}
+
+// assertNoLeftovers fails when anything of this test's container runs remains. What
+// runs of another process on this machine hold is not this test's; what a killed
+// run of another process left is removed by its gc, so the check waits a little.
+func assertNoLeftovers(t *testing.T, backend string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var mine []leftover
+		for _, l := range leftovers(t, backend) {
+			if !l.foreign() {
+				mine = append(mine, l)
+			}
+		}
+		if len(mine) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %v left behind after the runs; nothing may be", backend, mine)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -343,11 +401,12 @@ func TestContainerLifecycle(t *testing.T) {
 			})
 		}
 		t.Run("timeout", func(t *testing.T) {
-			r := w.sh("sleep 303 & setsid sleep 304 & sleep 305", "--timeout", "1s")
+			a, b, c := "sleep "+uniq("303"), "sleep "+uniq("304"), "sleep "+uniq("305")
+			r := w.sh(a+" & setsid "+b+" & "+c, "--timeout", "1s")
 			if r.code != 124 {
 				t.Errorf("want 124, got %v", r)
 			}
-			for _, m := range []string{"sleep 303", "sleep 304", "sleep 305"} {
+			for _, m := range []string{a, b, c} {
 				if p := processesMatching(m); len(p) > 0 {
 					t.Errorf("%q survived the timeout: %v", m, p)
 				}
@@ -356,7 +415,7 @@ func TestContainerLifecycle(t *testing.T) {
 		})
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 			t.Run(sig.String(), func(t *testing.T) {
-				cmd, marker := startSleeper(t, w, "306"+strconv.Itoa(int(sig)))
+				cmd, marker := startSleeper(t, w, uniq("306"+strconv.Itoa(int(sig))))
 				_ = cmd.Process.Signal(sig)
 				err := cmd.Wait()
 				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(sig) {
@@ -370,7 +429,7 @@ func TestContainerLifecycle(t *testing.T) {
 		}
 		t.Run("kill -9, then gc", func(t *testing.T) {
 			fifos := fifoDirs()
-			killed := killCordon(t, w, backend, "307")
+			killed := killCordon(t, w, backend, uniq("307"))
 			r := w.cordon("", "gc")
 			if r.code != 0 {
 				t.Fatalf("gc: %v", r)
@@ -382,7 +441,7 @@ func TestContainerLifecycle(t *testing.T) {
 			}
 		})
 		t.Run("kill -9, then the next run", func(t *testing.T) {
-			killCordon(t, w, backend, "308")
+			killCordon(t, w, backend, uniq("308"))
 			// The next run is in another workspace: in the same one, runner.Run's own
 			// gc removes the dead run's .git placeholder after the new plan was
 			// compiled with it, and the mount source is gone (bwrap fails the same way).
@@ -396,6 +455,10 @@ func TestContainerLifecycle(t *testing.T) {
 		})
 	})
 }
+
+// uniq makes a sleep duration (a process marker) that no other test process on this
+// machine uses.
+func uniq(n string) string { return n + strconv.Itoa(os.Getpid()) }
 
 // startSleeper starts `cordon run` with a daemonised sleeper and returns once both
 // sleeps run.
@@ -423,12 +486,17 @@ func startSleeper(t *testing.T, w *world, n string) (*exec.Cmd, string) {
 func killCordon(t *testing.T, w *world, backend, n string) string {
 	t.Helper()
 	cmd, marker := startSleeper(t, w, n)
-	l := leftovers(t, backend)
-	if len(l) == 0 || !strings.HasPrefix(l[0], "container:cordon-") {
-		t.Fatalf("no labelled container while the run goes on: %v", l)
+	name := ""
+	for _, l := range leftovers(t, backend) {
+		if c, ok := strings.CutPrefix(l.what, "container:"); ok && l.pid() == cmd.Process.Pid {
+			name = c
+		}
 	}
-	runID := labelOf(t, backend, strings.TrimPrefix(l[0], "container:"), "cordon.run")
-	if d := labelOf(t, backend, strings.TrimPrefix(l[0], "container:"), "cordon.contract"); !strings.HasPrefix(d, "sha256:") {
+	if name == "" {
+		t.Fatalf("no container labelled with cordon (pid %d) as its owner while the run goes on", cmd.Process.Pid)
+	}
+	runID := labelOf(t, backend, name, "cordon.run")
+	if d := labelOf(t, backend, name, "cordon.contract"); !strings.HasPrefix(d, "sha256:") {
 		t.Errorf("label cordon.contract: got %q", d)
 	}
 	_ = cmd.Process.Kill()
