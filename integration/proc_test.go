@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -218,4 +219,30 @@ func TestLimitsEnforced(t *testing.T) {
 		t.Fatalf("want the memory limit to kill the command (137), got %v", r)
 	}
 	assertContains(t, "stderr", r.stderr, "the memory limit (limits.memory")
+}
+
+// TestRunAfterKill9InTheSameWorkspace: a crashed run's placeholders are cleaned up
+// before the next run compiles its contract, so they never pass for real paths.
+func TestRunAfterKill9InTheSameWorkspace(t *testing.T) {
+	w := newWorld(t)
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "echo started > started.txt; sleep 323")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(w.ws, "started.txt")); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	r := w.sh("mkdir .git/x 2>&1; echo next run")
+	if r.code != 0 || !strings.Contains(r.stdout, "next run") {
+		t.Fatalf("the run after a kill -9 in the same workspace failed: %v", r)
+	}
+	assertContains(t, ".git still protected", r.stdout, "Read-only file system")
+	assertAbsent(t, filepath.Join(w.ws, ".git"))
 }

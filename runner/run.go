@@ -83,10 +83,6 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	if err := o.Backend.Check(ctx); err != nil {
 		return Result{}, err
 	}
-	// What crashed runs left behind goes first (their cordon was kill -9'ed).
-	if cleaned, err := GC(o.RunRoot); err != nil || len(cleaned) > 0 {
-		o.Log.Debug("cleaned up after crashed runs", "runs", cleaned, "err", err)
-	}
 	r := &run{plan: plan, o: &o, start: o.now()}
 	r.res.RunID = audit.NewRunID(r.start)
 	var err error
