@@ -15,7 +15,9 @@ func TestMonitorKillStopsTheRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
 	w.contract("version: 1\nmonitor: {mode: required, on_violation: kill, exec: [sh, cat, \"true\"]}\n")
-	r := w.sh("cat /etc/hostname >/dev/null; python3 -c 'open(\"pwned\", \"w\")'; echo survived > after.txt")
+	// The kill follows the alert (the monitor records, then stops the run: milliseconds
+	// later, longer through an engine's API), so the next step waits a moment.
+	r := w.sh("cat /etc/hostname >/dev/null; python3 -c 'open(\"pwned\", \"w\")'; sleep 2; echo survived > after.txt")
 	if r.code != 137 {
 		t.Fatalf("want 137 when the monitor stops the run, got %v", r)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -158,9 +157,7 @@ func load(cfg config, ringSize uint32) (*loaded, error) {
 	if ringSize != 0 {
 		spec.Maps["events"].MaxEntries = ringSize
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, unavailable("raising the locked-memory limit for BPF maps: %w", err)
-	}
+	linux.RaiseMemlock()
 	coll, err := ebpf.NewCollection(spec)
 	switch {
 	case errors.Is(err, syscall.EPERM):

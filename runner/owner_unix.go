@@ -12,3 +12,9 @@ func ownedByMe(st fs.FileInfo) bool {
 	s, ok := st.Sys().(*syscall.Stat_t)
 	return ok && int(s.Uid) == os.Geteuid()
 }
+
+func sameOwner(a, b fs.FileInfo) bool {
+	sa, ok1 := a.Sys().(*syscall.Stat_t)
+	sb, ok2 := b.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && sa.Uid == sb.Uid
+}

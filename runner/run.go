@@ -119,7 +119,7 @@ func (o *Options) defaults() {
 		o.RunRoot = DefaultRunRoot()
 	}
 	if o.Init == "" {
-		o.Init, _ = os.Executable()
+		o.Init = DefaultInit()
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

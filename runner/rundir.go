@@ -167,3 +167,28 @@ func resolveExistingPrefix(p string) (string, error) {
 		rest = append(rest, filepath.Base(q))
 	}
 }
+
+// DefaultInit is the binary backends run as process 1: cordon-init next to this
+// executable when it is there and as trusted as this executable (same owner, not
+// writable by others), else this executable itself (`cordon internal init`), which
+// does the same but starts slower, carrying every engine client.
+func DefaultInit() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return ""
+	}
+	self, err := os.Stat(exe)
+	if err != nil {
+		return exe
+	}
+	init := filepath.Join(filepath.Dir(exe), "cordon-init")
+	st, err := os.Stat(init)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o022 != 0 || st.Mode().Perm()&0o111 == 0 ||
+		!sameOwner(st, self) {
+		return exe
+	}
+	return init
+}

@@ -47,8 +47,8 @@ var (
 	buildErr  error
 )
 
-// Cordon builds cmd/cordon once per test binary (static, CGO_ENABLED=0) and returns
-// its path.
+// Cordon builds cmd/cordon and cmd/cordon-init once per test binary (static,
+// CGO_ENABLED=0) and returns the path of cordon.
 func Cordon(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -61,11 +61,15 @@ func Cordon(t testing.TB) string {
 		buildPath = filepath.Join(dir, "cordon")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/cordon")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = &buildError{out: string(out), err: err}
+		// cordon-init beside it, as `make build` lays them out: runs use it as process 1.
+		for _, pkg := range []string{"cordon", "cordon-init"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = &buildError{out: string(out), err: err}
+				return
+			}
 		}
 	})
 	if buildErr != nil {

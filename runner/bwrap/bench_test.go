@@ -3,6 +3,7 @@ package bwrap_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
@@ -15,7 +16,7 @@ import (
 // default contract, prepare the run, start bwrap with pid1, run true, tear down.
 func BenchmarkRunTrue(b *testing.B) {
 	testutil.RequireBwrap(b)
-	init := testutil.Cordon(b)
+	init := filepath.Join(filepath.Dir(testutil.Cordon(b)), "cordon-init")
 	dir := b.TempDir()
 	if err := os.Mkdir(dir+"/.git", 0o755); err != nil {
 		b.Fatal(err)
