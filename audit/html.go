@@ -6,25 +6,29 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
 //go:embed report.html.tmpl
 var reportTemplate string
 
-var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"clean":    clean,
-	"text":     cleanText,
-	"argv":     argv,
-	"ms":       ms,
-	"diffstat": diffstat,
-	"op":       opLetter,
-	"when":     func(t time.Time) string { return t.UTC().Format(timeLayout) },
-	"clock":    func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
-	"patch":    patchLines,
-	"lower":    strings.ToLower,
-	"join":     strings.Join,
-}).Parse(reportTemplate))
+// reportTmpl is parsed on first use, not at every cordon start.
+var reportTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"clean":    clean,
+		"text":     cleanText,
+		"argv":     argv,
+		"ms":       ms,
+		"diffstat": diffstat,
+		"op":       opLetter,
+		"when":     func(t time.Time) string { return t.UTC().Format(timeLayout) },
+		"clock":    func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+		"patch":    patchLines,
+		"lower":    strings.ToLower,
+		"join":     strings.Join,
+	}).Parse(reportTemplate))
+})
 
 // HTMLOptions tunes WriteHTML.
 type HTMLOptions struct {
@@ -56,7 +60,7 @@ func WriteHTML(w io.Writer, recs []Record, opts HTMLOptions) error {
 	if v.End != nil {
 		d.Elapsed = v.Ended.Sub(v.Started).Round(time.Millisecond).String()
 	}
-	if err := reportTmpl.Execute(w, d); err != nil {
+	if err := reportTmpl().Execute(w, d); err != nil {
 		return fmt.Errorf("rendering report: %w", err)
 	}
 	return nil

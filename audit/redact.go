@@ -15,7 +15,7 @@ import (
 // strings everywhere would shred the log (and such a value is no credential anyway).
 const MinSecretLen = 4
 
-var secretName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+var secretName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`) })
 
 // Redactor replaces secret values by "[REDACTED:NAME]".
 //
@@ -37,8 +37,8 @@ func NewRedactor() *Redactor { return &Redactor{names: make(map[string]string)} 
 // again renames it.
 func (r *Redactor) Add(name, value string) error {
 	switch {
-	case !secretName.MatchString(name):
-		return fmt.Errorf("%w: name %q must match %s", ErrBadSecret, name, secretName)
+	case !secretName().MatchString(name):
+		return fmt.Errorf("%w: name %q must match %s", ErrBadSecret, name, secretName())
 	case len(value) < MinSecretLen:
 		return fmt.Errorf("%w: %s: value shorter than %d bytes", ErrBadSecret, name, MinSecretLen)
 	case !utf8.ValidString(value):

@@ -7,12 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 )
 
 // runIDPattern: a UTC timestamp to the second and 24 random bits, so that ids sort by
 // creation time and never contain a path separator or "..".
-var runIDPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`)
+var runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$`) })
 
 // NewRunID returns a fresh run id for a run created at t, such as
 // 20261129T201530Z-3fa9c1. Ids sort lexicographically by creation time (to the second).
@@ -25,7 +26,7 @@ func NewRunID(t time.Time) string {
 // ValidateRunID reports whether id is a well-formed run id. Every function that turns an
 // id into a path calls it, so an id read from a command line cannot escape the root.
 func ValidateRunID(id string) error {
-	if !runIDPattern.MatchString(id) {
+	if !runIDPattern().MatchString(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidRunID, id)
 	}
 	return nil

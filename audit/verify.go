@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -30,7 +31,7 @@ type Report struct {
 // OK reports whether the log is intact and sealed.
 func (r Report) OK() bool { return r.Problem == nil }
 
-var patchFileName = regexp.MustCompile(`^fsdiff-[0-9]{4,}\.patch$`)
+var patchFileName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^fsdiff-[0-9]{4,}\.patch$`) })
 
 // hashSuffixLen is the length of `,"hash":"` + 64 hex digits + `"}`.
 const hashSuffixLen = len(`,"hash":"`) + hashHexLen + len(`"}`)
@@ -153,7 +154,7 @@ func checkPatchFile(n int, rec Record, dir string) *VerifyError {
 	if d.PatchFile == "" {
 		return nil
 	}
-	if !patchFileName.MatchString(d.PatchFile) {
+	if !patchFileName().MatchString(d.PatchFile) {
 		return &VerifyError{n, ErrMalformed, fmt.Sprintf("bad patch file name %q", d.PatchFile)}
 	}
 	data, err := os.ReadFile(filepath.Join(dir, d.PatchFile))

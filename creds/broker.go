@@ -111,7 +111,7 @@ func New(cfg Config) (*Broker, error) {
 // Each value is registered with Config.Redact and each grant recorded in the ledger
 // before IssueAll returns it. A broker serves one run.
 func (b *Broker) IssueAll(ctx context.Context, run string, creds []contract.Credential) ([]Grant, error) {
-	if !runIDPattern.MatchString(run) {
+	if !runIDPattern().MatchString(run) {
 		return nil, fmt.Errorf("%w: bad run id %q", errdefs.ErrInvalid, run)
 	}
 	if len(creds) == 0 {
@@ -140,7 +140,7 @@ func (b *Broker) IssueAll(ctx context.Context, run string, creds []contract.Cred
 		var err error
 		var g Grant
 		switch {
-		case !namePattern.MatchString(c.Name):
+		case !namePattern().MatchString(c.Name):
 			err = fmt.Errorf("%w: not a valid name", errdefs.ErrInvalid)
 		case seen[c.Name]:
 			err = fmt.Errorf("%w: declared twice", errdefs.ErrInvalid)

@@ -39,7 +39,7 @@ func WriteFiles(dir string, grants []Grant) error {
 		if g.Deliver != "file" {
 			continue
 		}
-		if !namePattern.MatchString(g.Name) {
+		if !namePattern().MatchString(g.Name) {
 			return fmt.Errorf("writing credential file: bad name %q", g.Name)
 		}
 		f, err := os.OpenFile(filepath.Join(dir, g.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o400)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/creds/internal/atomicfile"
@@ -78,8 +79,8 @@ func self() owner {
 }
 
 var (
-	runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	namePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
+	namePattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
 )
 
 // ledger is the directory of outstanding grants: ROOT/grants/RUN/NAME.json, each file
@@ -112,7 +113,7 @@ func (l *ledger) path(run, name string) string {
 
 // put writes r durably.
 func (l *ledger) put(r *record) error {
-	if !runIDPattern.MatchString(r.Run) || !namePattern.MatchString(r.Name) {
+	if !runIDPattern().MatchString(r.Run) || !namePattern().MatchString(r.Name) {
 		return fmt.Errorf("%w: bad run id %q or name %q", ErrLedger, r.Run, r.Name)
 	}
 	data, err := json.Marshal(r)
@@ -183,7 +184,7 @@ func (l *ledger) runs() ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() && runIDPattern.MatchString(e.Name()) {
+		if e.IsDir() && runIDPattern().MatchString(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}
