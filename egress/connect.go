@@ -43,11 +43,25 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 		return
 	}
 	a.allowedBy(d, up.RemoteAddr())
+	creds := p.intercept[a.ev.Host]
+	var upTLS *tls.Conn
+	if len(creds) > 0 {
+		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
+			up.Close()
+			a.ev.Reason = "credential host failed tls verification: " + err.Error()
+			p.denyHTTP(cc, bw, a)
+			return
+		}
+	}
 	_, _ = bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
 	if err := bw.Flush(); err != nil {
 		up.Close()
 		a.ev.Error = err.Error()
 		p.emitAttempt(a, true)
+		return
+	}
+	if upTLS != nil {
+		p.intercepted(ctx, cc, br, up, upTLS, a, creds)
 		return
 	}
 	p.relay(ctx, cc, br, up, a)

@@ -46,6 +46,11 @@ type ConnEvent struct {
 	// BytesDown counts bytes received from the destination: the tunnel payload, or the
 	// response body of a plain-HTTP request.
 	BytesDown int64 `json:"bytes_down"`
+	// Intercepted is true when the proxy terminated TLS to deliver a credential (deliver:
+	// proxy); the credential's value never appears in the event.
+	Intercepted bool `json:"intercepted,omitempty"`
+	// Requests counts the HTTP requests forwarded on an intercepted connection.
+	Requests int `json:"requests,omitempty"`
 	// DurationMS is the time from reading the request to the end of the attempt.
 	DurationMS int64 `json:"duration_ms"`
 }

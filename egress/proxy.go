@@ -59,6 +59,8 @@ type Config struct {
 	// HandshakeTimeout bounds reading a request head, a SOCKS5 greeting and request, or a
 	// TLS ClientHello (0 means [DefaultHandshakeTimeout]).
 	HandshakeTimeout time.Duration
+	// Intercept, when set, delivers credentials by proxy to its hosts (see [Intercept]).
+	Intercept *Intercept
 }
 
 // Validate reports every invalid field.
@@ -73,6 +75,11 @@ func (c Config) Validate() error {
 	}{{"idle timeout", c.IdleTimeout}, {"dial timeout", c.DialTimeout}, {"handshake timeout", c.HandshakeTimeout}} {
 		if f.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", f.name, f.d))
+		}
+	}
+	if c.Intercept != nil {
+		if err := c.Intercept.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -108,6 +115,7 @@ func (c Config) withDefaults() Config {
 type Proxy struct {
 	cfg       Config
 	transport *http.Transport
+	intercept map[string][]Credential // Config.Intercept's credentials by normalised host
 
 	// dial connects to one checked address; tests replace it before Serve.
 	dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
@@ -142,6 +150,7 @@ func New(cfg Config) (*Proxy, error) {
 		return dialer.DialContext(ctx, "tcp", addr.String())
 	}
 	p.transport = p.newTransport()
+	p.intercept = cfg.Intercept.byHost()
 	return p, nil
 }
 

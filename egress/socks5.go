@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -82,10 +83,25 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 		return
 	}
 	a.allowedBy(d, up.RemoteAddr())
+	creds := p.intercept[a.ev.Host]
+	var upTLS *tls.Conn
+	if len(creds) > 0 {
+		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
+			up.Close()
+			writeSOCKSReply(cc, socksNotAllowed)
+			a.ev.Reason = "credential host failed tls verification: " + err.Error()
+			p.emitAttempt(a, false)
+			return
+		}
+	}
 	if err := writeSOCKSReply(cc, socksOK); err != nil {
 		up.Close()
 		a.ev.Error = err.Error()
 		p.emitAttempt(a, true)
+		return
+	}
+	if upTLS != nil {
+		p.intercepted(ctx, cc, br, up, upTLS, a, creds)
 		return
 	}
 	p.relay(ctx, cc, br, up, a)

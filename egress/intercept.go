@@ -1,0 +1,455 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordonhq/cordon/egress/policy"
+)
+
+// Intercept configures credential delivery by proxy: for the hosts of its credentials,
+// and only those, the proxy terminates the client's TLS with a certificate minted by CA,
+// replaces the credential's placeholder with its real value in every request, and
+// re-encrypts to the destination, verifying its certificate against RootCAs.
+//
+// Every other destination is tunnelled untouched, so a placeholder sent anywhere else
+// arrives as the worthless string it is.
+type Intercept struct {
+	// CA signs the certificates the proxy shows the sandbox. Required.
+	CA *CA
+	// Credentials are the credentials to inject; a host may appear in several.
+	Credentials []Credential
+	// RootCAs verifies destinations. Nil means the system's roots.
+	RootCAs *x509.CertPool
+}
+
+// Credential is one credential the proxy injects.
+type Credential struct {
+	// Name is the credential's name in the contract (shown in logs, never the value).
+	Name string
+	// Hosts are the destinations it is sent to: host names or IP literals, any port the
+	// policy allows.
+	Hosts []string
+	// Placeholder is what the sandbox holds instead of the value.
+	Placeholder string
+	// Value is the real credential. It is only ever written to a verified TLS
+	// connection to one of Hosts.
+	Value string
+}
+
+// minPlaceholder bounds how short a placeholder may be: a short one could occur in a
+// header by chance.
+const minPlaceholder = 8
+
+func (ic *Intercept) validate() error {
+	if ic.CA == nil {
+		return errors.New("intercept: no CA")
+	}
+	var errs []error
+	for _, c := range ic.Credentials {
+		if len(c.Placeholder) < minPlaceholder || c.Value == "" || c.Placeholder == c.Value ||
+			strings.Contains(c.Value, c.Placeholder) {
+			errs = append(errs, fmt.Errorf("intercept: credential %s: placeholder must be at least %d bytes and differ from the value", c.Name, minPlaceholder))
+		}
+		if len(c.Hosts) == 0 {
+			errs = append(errs, fmt.Errorf("intercept: credential %s has no hosts", c.Name))
+		}
+		for _, h := range c.Hosts {
+			if _, err := policy.Normalize(h); err != nil {
+				errs = append(errs, fmt.Errorf("intercept: credential %s: host %q: %w", c.Name, h, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// byHost indexes the credentials by normalised host, in order; nil for a nil Intercept.
+func (ic *Intercept) byHost() map[string][]Credential {
+	if ic == nil {
+		return nil
+	}
+	m := map[string][]Credential{}
+	for _, c := range ic.Credentials {
+		seen := map[string]bool{}
+		for _, h := range c.Hosts {
+			if n, err := policy.Normalize(h); err == nil && !seen[n] {
+				seen[n] = true
+				m[n] = append(m[n], c)
+			}
+		}
+	}
+	return m
+}
+
+// CA is a certificate authority minted for one run: its key lives only in memory, and it
+// signs short-lived leaf certificates for the intercepted hosts, cached per host.
+type CA struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	certPEM []byte
+
+	mu     sync.Mutex
+	leaves map[string]*tls.Certificate
+}
+
+// caValidity is how long a run CA is valid; leafValidity how long each leaf is.
+const (
+	caValidity   = 7 * 24 * time.Hour
+	leafValidity = 24 * time.Hour
+	maxLeaves    = 256
+)
+
+// NewCA mints a fresh CA (ECDSA P-256) named for the run.
+func NewCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("run CA key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: bound("cordon run CA "+name, 64), Organization: []string{"cordon"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("run CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("run CA certificate: %w", err)
+	}
+	return &CA{
+		cert: cert, key: key,
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		leaves:  map[string]*tls.Certificate{},
+	}, nil
+}
+
+// CertPEM is the CA's certificate, PEM-encoded, for the sandbox to trust.
+func (ca *CA) CertPEM() []byte { return append([]byte(nil), ca.certPEM...) }
+
+// Certificate is the CA's parsed certificate.
+func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return n
+}
+
+// leaf returns a certificate for host (a normalised name or IP literal), minting it on
+// first use and again when it is near expiry.
+func (ca *CA) leaf(host string) (*tls.Certificate, error) {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	if c, ok := ca.leaves[host]; ok && time.Until(c.Leaf.NotAfter) > time.Hour {
+		return c, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: bound(host, 64)},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(leafValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		tmpl.IPAddresses = []net.IP{ip.AsSlice()}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	if tmpl.NotAfter.After(ca.cert.NotAfter) {
+		tmpl.NotAfter = ca.cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: parsed}
+	if len(ca.leaves) >= maxLeaves {
+		clear(ca.leaves)
+	}
+	ca.leaves[host] = c
+	return c, nil
+}
+
+// upstreamTLS completes a verified TLS handshake with the destination over up, for host.
+func (p *Proxy) upstreamTLS(ctx context.Context, up *idleConn, host string) (*tls.Conn, error) {
+	cfg := &tls.Config{
+		RootCAs:    p.cfg.Intercept.RootCAs,
+		NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS12,
+	}
+	// For an IP literal crypto/tls sends no server name and verifies the certificate's
+	// IP addresses instead.
+	cfg.ServerName = host
+	tc := tls.Client(up, cfg)
+	hctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		return nil, fmt.Errorf("destination tls: %w", err)
+	}
+	if np := tc.ConnectionState().NegotiatedProtocol; np != "" && np != "http/1.1" {
+		tc.Close()
+		return nil, fmt.Errorf("destination tls: negotiated %q, not http/1.1", np)
+	}
+	return tc, nil
+}
+
+// intercepted serves an allowed, answered CONNECT or SOCKS5 tunnel to an intercepted host:
+// it completes TLS with the client as host, then forwards HTTP/1.1 requests one at a time
+// over upTLS with the credentials injected, until either side closes. It reports the
+// attempt when it ends.
+func (p *Proxy) intercepted(ctx context.Context, cc *idleConn, br *bufio.Reader, up *idleConn, upTLS *tls.Conn, a *attempt, creds []Credential) {
+	stop := context.AfterFunc(ctx, func() { up.Close(); cc.Close() })
+	defer stop()
+	defer upTLS.Close()
+	a.ev.Intercepted = true
+	report := func(allowed bool) {
+		a.ev.BytesUp, a.ev.BytesDown = up.nwritten.Load(), up.nread.Load()
+		p.emitAttempt(a, allowed)
+	}
+
+	host := a.ev.Host
+	var sniReason string
+	client := tls.Server(&bufferedConn{idleConn: cc, r: br}, &tls.Config{
+		NextProtos: []string{"http/1.1"},
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if sniReason = sniMismatch(host, h.ServerName, nil); sniReason != "" {
+				return nil, errors.New(sniReason)
+			}
+			return p.cfg.Intercept.CA.leaf(host)
+		},
+	})
+	cc.setHard(time.Now().Add(p.cfg.HandshakeTimeout))
+	err := client.Handshake()
+	cc.setHard(time.Time{})
+	if err != nil {
+		if sniReason != "" {
+			a.ev.Reason = sniReason
+			report(false)
+			return
+		}
+		a.ev.Error = "client tls: " + err.Error()
+		report(true)
+		return
+	}
+	defer client.Close()
+
+	cbr := getReader(client)
+	defer putReader(cbr)
+	cbw := bufio.NewWriterSize(client, 4<<10)
+	lim := &io.LimitedReader{R: upTLS}
+	ubr := bufio.NewReaderSize(lim, 4<<10)
+	for {
+		err := p.interceptOne(cc, cbr, cbw, upTLS, lim, ubr, host, creds)
+		if errors.Is(err, errDone) {
+			break
+		}
+		if err != nil {
+			a.ev.Error = err.Error()
+			break
+		}
+		a.ev.Requests++
+	}
+	report(true)
+}
+
+// errDone ends an intercepted connection cleanly.
+var errDone = errors.New("done")
+
+// interceptOne forwards one request and its response. It returns nil when the connection
+// may carry another, errDone when it ended cleanly, or what went wrong.
+func (p *Proxy) interceptOne(cc *idleConn, cbr *bufio.Reader, cbw *bufio.Writer, upTLS *tls.Conn,
+	lim *io.LimitedReader, ubr *bufio.Reader, host string, creds []Credential) error {
+	cc.setHard(time.Time{})
+	if _, err := cbr.Peek(1); err != nil {
+		return errDone
+	}
+	cc.setHard(time.Now().Add(p.cfg.HandshakeTimeout))
+	head, err := peekHead(cbr)
+	if err != nil {
+		if errors.Is(err, errHeadTooLarge) {
+			writeSimple(cbw, http.StatusRequestHeaderFieldsTooLarge, "cordon: request head too large\n")
+		}
+		return fmt.Errorf("reading request: %w", err)
+	}
+	hosts := headHosts(head)
+	req, err := http.ReadRequest(cbr)
+	cc.setHard(time.Time{})
+	if err != nil {
+		writeSimple(cbw, http.StatusBadRequest, "cordon: malformed request\n")
+		return fmt.Errorf("malformed request: %w", err)
+	}
+	if len(hosts) > 1 || !strings.HasPrefix(req.RequestURI, "/") {
+		writeSimple(cbw, http.StatusBadRequest, "cordon: request must be in origin form with one host header\n")
+		return errors.New("request not in origin form")
+	}
+	authority := req.Host
+	if authority == "" {
+		authority = host
+	}
+	if hh, _, err := splitAuthority(authority, 443); err != nil {
+		writeSimple(cbw, http.StatusBadRequest, "cordon: bad host header\n")
+		return errors.New("bad host header")
+	} else if n, err := policy.Normalize(hh); err != nil || n != host {
+		writeSimple(cbw, http.StatusMisdirectedRequest, "cordon: host header does not name the connected host\n")
+		return fmt.Errorf("host header %s does not match %q", quoteBounded(authority), host)
+	}
+	body := newBodyCounter(req.Body)
+	out := outgoing(context.Background(), req, authority, body)
+	out.URL.Scheme = "https"
+	inject(out.Header, creds)
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		_, _ = cbw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		_ = cbw.Flush()
+	}
+	if out.Body == nil {
+		out.Body = http.NoBody
+	}
+	uw := bufio.NewWriterSize(upTLS, 4<<10)
+	if err := out.Write(uw); err != nil {
+		return fmt.Errorf("sending request: %w", err)
+	}
+	if err := uw.Flush(); err != nil {
+		return fmt.Errorf("sending request: %w", err)
+	}
+	lim.N = maxHead
+	resp, err := http.ReadResponse(ubr, out)
+	if err != nil {
+		writeSimple(cbw, http.StatusBadGateway, "cordon: bad response from destination\n")
+		return fmt.Errorf("reading response: %w", err)
+	}
+	lim.N = 1 << 62
+	defer resp.Body.Close()
+	scrub(resp.Header, creds)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		writeSimple(cbw, http.StatusBadGateway, "cordon: destination switched protocols unasked\n")
+		return errors.New("destination switched protocols unasked")
+	}
+	if _, err := writeResponse(cbw, req, resp); err != nil {
+		return err
+	}
+	if req.Close || resp.Close || !req.ProtoAtLeast(1, 1) || !body.eof.Load() {
+		return errDone
+	}
+	return nil
+}
+
+// inject puts the credentials into the outgoing headers: every header value has each
+// credential's placeholder replaced by its value, in clear or inside Basic authorization;
+// an Authorization header that carried no placeholder is dropped, and when none is left,
+// the first credential is sent as "Authorization: Bearer <value>". Proxy-Authorization
+// never reaches here (hop-by-hop headers are stripped before).
+func inject(h http.Header, creds []Credential) {
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = replaceAll(v, creds)
+		}
+		h[k] = vs
+	}
+	var keep []string
+	for _, v := range h.Values("Authorization") {
+		if nv, ok := injectBasic(v, creds); ok {
+			keep = append(keep, nv)
+			continue
+		}
+		for _, c := range creds {
+			if strings.Contains(v, c.Value) {
+				keep = append(keep, v)
+				break
+			}
+		}
+	}
+	h.Del("Authorization")
+	if len(keep) == 0 && len(creds) > 0 {
+		keep = []string{"Bearer " + creds[0].Value}
+	}
+	if len(keep) > 0 {
+		h["Authorization"] = keep[:1]
+	}
+}
+
+// scrub puts the placeholders back in response headers, so a destination that echoes a
+// header does not hand the value to the sandbox that way. Response bodies are relayed as
+// they are: a destination that echoes requests in its body reveals the value, so a
+// credential's hosts must be the API it is for, never an echo service.
+func scrub(h http.Header, creds []Credential) {
+	for k, vs := range h {
+		for i, v := range vs {
+			for _, c := range creds {
+				v = strings.ReplaceAll(v, c.Value, c.Placeholder)
+			}
+			vs[i] = v
+		}
+		h[k] = vs
+	}
+}
+
+func replaceAll(v string, creds []Credential) string {
+	for _, c := range creds {
+		v = strings.ReplaceAll(v, c.Placeholder, c.Value)
+	}
+	return v
+}
+
+// injectBasic replaces a placeholder inside "Basic base64(user:password)".
+func injectBasic(v string, creds []Credential) (string, bool) {
+	scheme, rest, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || !strings.EqualFold(scheme, "basic") {
+		return "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+	if err != nil {
+		return "", false
+	}
+	s := replaceAll(string(raw), creds)
+	if s == string(raw) {
+		return "", false
+	}
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)), true
+}
+
+// bufferedConn is a client connection whose first bytes may already sit in r.
+type bufferedConn struct {
+	*idleConn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
