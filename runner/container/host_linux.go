@@ -2,14 +2,17 @@ package container
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/pid1"
+	"github.com/cordonhq/cordon/runner"
 )
 
 // WorkspaceOwner returns the uid and gid that own the workspace: the user a container
@@ -175,4 +178,37 @@ func processStart(pid int) uint64 {
 	}
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
+}
+
+// Handoff is what a container's pid1 has been given for one command: its status FIFO
+// (held open for the whole command: pid1 kills the container when it closes early, as
+// when cordon is killed) and the payload channel.
+type Handoff struct {
+	Status *os.File
+	sent   io.Closer
+}
+
+// Hand writes pid1's spec for p into the run's init directory, opens the status FIFO and
+// sends the payload (environment and credential files, memory only). engine names the
+// backend in errors. Close releases both.
+func Hand(engine string, in Input, p runner.Process, writable []string) (*Handoff, error) {
+	if err := pid1.WriteSpec(in.HostInitDir, Spec(in, p, writable), in.UID, in.GID); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
+	}
+	status, err := pid1.OpenStatus(in.HostInitDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
+	}
+	sent, err := pid1.Send(in.HostInitDir, Payload(in))
+	if err != nil {
+		status.Close()
+		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
+	}
+	return &Handoff{Status: status, sent: sent}, nil
+}
+
+// Close releases the payload channel and the status FIFO.
+func (h *Handoff) Close() {
+	h.sent.Close()
+	h.Status.Close()
 }

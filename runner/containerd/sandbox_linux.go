@@ -165,19 +165,12 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	}
 	ctx = namespaces.WithNamespace(ctx, s.ns)
 	s.waitDeleted(ctx)
-	if err := pid1.WriteSpec(s.in.HostInitDir, container.Spec(s.in, p, s.writable), s.in.UID, s.in.GID); err != nil {
-		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
-	}
-	status, err := pid1.OpenStatus(s.in.HostInitDir)
+	h, err := container.Hand("containerd", s.in, p, s.writable)
 	if err != nil {
-		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+		return 0, err
 	}
-	defer status.Close() // pid1 dies when this closes early (cordon killed)
-	sent, err := pid1.Send(s.in.HostInitDir, container.Payload(s.in))
-	if err != nil {
-		return 0, fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
-	}
-	defer sent.Close()
+	defer h.Close() // pid1 kills the container when the status closes early (cordon killed)
+	status := h.Status
 	bg := context.WithoutCancel(ctx)
 	var ooms *oomWatch
 	if s.in.Plan.Limits.Memory > 0 {

@@ -242,19 +242,12 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		}
 	}
 	defer s.removeContainer(ctx)
-	if err := pid1.WriteSpec(s.in.HostInitDir, container.Spec(s.in, p, s.writable), s.in.UID, s.in.GID); err != nil {
-		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
-	}
-	status, err := pid1.OpenStatus(s.in.HostInitDir)
+	h, err := container.Hand("docker", s.in, p, s.writable)
 	if err != nil {
-		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+		return 0, err
 	}
-	defer status.Close() // pid1 dies when this closes early (cordon killed)
-	sent, err := pid1.Send(s.in.HostInitDir, container.Payload(s.in))
-	if err != nil {
-		return 0, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
-	}
-	defer sent.Close()
+	defer h.Close() // pid1 kills the container when the status closes early (cordon killed)
+	status := h.Status
 	att, err := s.cli.ContainerAttach(ctx, s.id, dcontainer.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return 0, fmt.Errorf("%w: docker: attaching to the container: %v", errdefs.ErrUnavailable, err)
