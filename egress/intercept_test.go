@@ -226,3 +226,60 @@ func TestInterceptConfigValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestInterceptOverSOCKS5(t *testing.T) {
+	_, tlsSrv := servers(t)
+	e, ca := withPolicy(t, tlsSrv, nil)
+	conn, err := net.Dial("tcp", e.bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if rep := socksConnect(t, conn, socksCmdConnect, socksName("example.com"), portOf(t, tlsSrv.URL)); rep != socksOK {
+		t.Fatalf("socks reply %s", socksReplyName(rep))
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	tc := tls.Client(conn, &tls.Config{ServerName: "example.com", RootCAs: pool})
+	tc.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(tc, "GET /headers HTTP/1.1\r\nHost: example.com\r\nX-Key: %s\r\nConnection: close\r\n\r\n", testPlaceholder)
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), "X-Key: "+testReal+"\n") || !strings.Contains(string(body), "Authorization: Bearer "+testReal+"\n") {
+		t.Errorf("destination did not get the value:\n%s", body)
+	}
+	typ, ev := e.events.nth(t, 1)
+	if typ != event.NetAllow || !ev.Intercepted || ev.Proto != protoSOCKS {
+		t.Errorf("event %s %+v", typ, ev)
+	}
+}
+
+func TestInterceptWrongHostHeaderRefused(t *testing.T) {
+	_, tlsSrv := servers(t)
+	e, ca := withPolicy(t, tlsSrv, nil)
+	conn, err := net.Dial("tcp", e.bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "CONNECT example.com:%d HTTP/1.1\r\nHost: example.com\r\n\r\n", portOf(t, tlsSrv.URL))
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	tc := tls.Client(conn, &tls.Config{ServerName: "example.com", RootCAs: pool})
+	tc.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprint(tc, "GET /headers HTTP/1.1\r\nHost: other.example.net\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("status %d, want 421", resp.StatusCode)
+	}
+}
