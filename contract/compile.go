@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cordonhq/cordon/egress/policy"
 )
 
 // DefaultTimeout is the per-command timeout when the contract sets none.
@@ -197,6 +199,11 @@ func (k *compiler) credentials() {
 		case "proxy":
 			if len(cr.Hosts) == 0 {
 				k.errorf(cr.Pos, "credentials.hosts: deliver: proxy needs at least one host")
+			}
+			for _, h := range cr.Hosts {
+				if _, err := policy.Normalize(h); err != nil {
+					k.errorf(cr.Pos, "credentials.hosts: %q: %v", h, err)
+				}
 			}
 		default:
 			k.errorf(cr.Pos, "credentials.deliver: want env, file or proxy, got %q", cr.Deliver)

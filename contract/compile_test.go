@@ -239,3 +239,15 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestCompileProxyCredentialHosts(t *testing.T) {
+	dir := realTempDir(t)
+	const base = "version: 1\ncredentials:\n  - {name: API_TOKEN, provider: local, deliver: proxy, hosts: [%s], scope: {scopes: [a]}}\n"
+	if _, err := compileIn(t, dir, strings.Replace(base, "%s", "api.example.com, 127.0.0.2", 1)); err != nil {
+		t.Errorf("valid hosts refused: %v", err)
+	}
+	_, err := compileIn(t, dir, strings.Replace(base, "%s", "'api example.com'", 1))
+	if err == nil || !strings.Contains(err.Error(), "credentials.hosts") {
+		t.Errorf("a malformed host was accepted: %v", err)
+	}
+}

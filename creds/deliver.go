@@ -3,8 +3,10 @@ package creds
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // SecretsDir is where the sandbox finds credentials delivered as files:
@@ -55,4 +57,62 @@ func WriteFiles(dir string, grants []Grant) error {
 		}
 	}
 	return nil
+}
+
+// CABundleFile is the name, in [SecretsDir], of the CA bundle a run with credentials
+// delivered by proxy trusts: the host's roots plus the run's own CA. It cannot clash with
+// a credential's name, which has no '-' or '.'.
+const CABundleFile = "ca-bundle.pem"
+
+// CAEnv are the variables that point common TLS clients at the CA bundle (OpenSSL and Go,
+// curl, Node, Python requests, git).
+var CAEnv = []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO"}
+
+// Placeholder returns a random stand-in for value, shaped like it: the same prefix up to
+// its last separator ('_', '-' or '.') in the first 16 bytes ("ghs_", "cordon_",
+// "hvs."), then the same length of random characters of the same classes. It is what the
+// sandbox holds for a credential delivered by proxy; it is valid nowhere.
+func Placeholder(value string) string {
+	const (
+		lower  = "abcdefghijklmnopqrstuvwxyz"
+		upper  = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		digits = "0123456789"
+	)
+	if len(value) < 16 {
+		return "cordon_placeholder_" + randomFrom(lower+digits, 16)
+	}
+	keep := 0
+	for i := 0; i < 16; i++ {
+		if c := value[i]; c == '_' || c == '-' || c == '.' {
+			keep = i + 1
+		}
+	}
+	for {
+		b := []byte(value[:keep])
+		for i := keep; i < len(value); i++ {
+			switch c := value[i]; {
+			case c >= 'a' && c <= 'z':
+				b = append(b, randomFrom(lower, 1)...)
+			case c >= 'A' && c <= 'Z':
+				b = append(b, randomFrom(upper, 1)...)
+			case c >= '0' && c <= '9':
+				b = append(b, randomFrom(digits, 1)...)
+			case c == '_' || c == '-' || c == '.':
+				b = append(b, c)
+			default:
+				b = append(b, randomFrom(lower+digits, 1)...)
+			}
+		}
+		if p := string(b); p != value && !strings.Contains(value, p) {
+			return p
+		}
+	}
+}
+
+func randomFrom(alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rand.IntN(len(alphabet))]
+	}
+	return string(b)
 }

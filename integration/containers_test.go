@@ -47,7 +47,6 @@ var escapeTests = []struct {
 	{"TimeoutKillsWholeTree", TestTimeoutKillsWholeTree},
 	{"ExitCodesAndStdin", TestExitCodesAndStdin},
 	{"DeniedCommandPattern", TestDeniedCommandPattern},
-	{"UnsupportedFeaturesRefused", TestUnsupportedFeaturesRefused},
 	{"SignalToCordonTearsDown", TestSignalToCordonTearsDown},
 	{"KilledCordonLeavesNothingAfterGC", TestKilledCordonLeavesNothingAfterGC},
 	{"LimitsEnforced", TestLimitsEnforced},
@@ -61,6 +60,7 @@ var escapeTests = []struct {
 	{"CredentialsLiveExactlyAsLongAsTheRun", TestCredentialsLiveExactlyAsLongAsTheRun},
 	{"CredentialsRevokedByGCAfterKill9", TestCredentialsRevokedByGCAfterKill9},
 	{"CredentialProviderFailureRefusesTheRun", TestCredentialProviderFailureRefusesTheRun},
+	{"CredentialDeliveredByProxy", TestCredentialDeliveredByProxy},
 	// The monitor watches a container's cgroup too. (TestMonitorRequiredRefusesWithout
 	// Privileges is bwrap's: an unprivileged user cannot reach an engine at all.)
 	{"MonitorKillStopsTheRun", TestMonitorKillStopsTheRun},

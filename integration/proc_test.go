@@ -125,17 +125,6 @@ func TestDeniedCommandPattern(t *testing.T) {
 	}
 }
 
-func TestUnsupportedFeaturesRefused(t *testing.T) {
-	w := newWorld(t)
-	w.contract("version: 1\ncredentials:\n  - {name: API_TOKEN, provider: local, deliver: proxy, hosts: [api.example.com], scope: {scopes: [a]}}\n")
-	r := w.sh("true")
-	if r.code != 125 {
-		t.Fatalf("want 125, got %v", r)
-	}
-	assertContains(t, "stderr", r.stderr, "deliver: proxy")
-	assertContains(t, "stderr", r.stderr, "cannot enforce yet")
-}
-
 func TestNoBwrapRefuses(t *testing.T) {
 	w := newWorld(t)
 	w.env[0] = "PATH=" + t.TempDir() // no bwrap on PATH

@@ -33,7 +33,8 @@ type egressService struct {
 
 // startEgress starts the proxy for plan's allowlist. It runs for every run, allowlist
 // or not, so that every attempt to get out is recorded.
-func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger) (*egressService, error) {
+// intercept, when not nil, delivers the run's proxy credentials.
+func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger, intercept *egress.Intercept) (*egressService, error) {
 	rules := make([]policy.Rule, len(plan.Egress))
 	for i, r := range plan.Egress {
 		rules[i] = contract.NetPolicyRule(r)
@@ -42,7 +43,7 @@ func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink e
 	if err != nil {
 		return nil, fmt.Errorf("%w: network.allow: %v", errdefs.ErrInvalid, err)
 	}
-	proxy, err := egress.New(egress.Config{Policy: pol, Events: sink, Logger: log})
+	proxy, err := egress.New(egress.Config{Policy: pol, Events: sink, Logger: log, Intercept: intercept})
 	if err != nil {
 		return nil, fmt.Errorf("starting egress proxy: %w", err)
 	}

@@ -55,15 +55,10 @@ type Result struct {
 }
 
 // Unsupported lists the parts of a plan this cordon parses but cannot enforce yet;
-// running would silently ignore them, so Run refuses.
+// running would silently ignore them, so Run refuses. Nothing is, at present: the list
+// stays as the place to put the next such feature.
 func Unsupported(p *contract.Plan) []string {
-	var out []string
-	for _, c := range p.Credentials {
-		if c.Deliver == "proxy" {
-			out = append(out, "credentials deliver: proxy ("+c.Name+")")
-		}
-	}
-	return out
+	return nil
 }
 
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
@@ -167,15 +162,16 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := rd.placeholders(r.plan); err != nil {
 		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
 	}
-	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log); err != nil {
+	host.Env = append(r.plan.Environ(), ProxyEnv()...)
+	intercept, err := r.issueCredentials(ctx, &host)
+	if err != nil {
+		return err
+	}
+	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept); err != nil {
 		return err
 	}
 	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
 	host.EgressSocket = r.eg.socket
-	host.Env = append(r.plan.Environ(), ProxyEnv()...)
-	if err := r.issueCredentials(ctx, &host); err != nil {
-		return err
-	}
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
