@@ -17,6 +17,10 @@
 //   - on plain HTTP, requires the Host header to name the request target, strips
 //     hop-by-hop and Proxy-* headers, and re-frames bodies itself so a smuggled second
 //     request cannot reach the destination;
+//   - with [Config.Intercept] set (credentials delivered by proxy), terminates TLS for the
+//     credentials' hosts and only those, after verifying the destination's own
+//     certificate, and swaps each placeholder for its credential in request headers (see
+//     [Intercept]); every other destination is tunnelled untouched;
 //   - bounds everything: concurrent connections ([Config.MaxConns]), handshake and idle
 //     timeouts, fixed-size buffers;
 //   - reports every attempt as exactly one [event.NetAllow] or [event.NetDeny] event whose
