@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	cerrdefs "github.com/containerd/errdefs"
 	"io"
 	"os"
 	"path/filepath"
@@ -134,7 +135,7 @@ func (s *sandbox) removeContainer(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		err := s.cli.ContainerRemove(rctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			s.removeErr = fmt.Errorf("docker: removing container %s: %w", id[:12], err)
 		}
 	}()
@@ -173,7 +174,7 @@ func ensureImage(ctx context.Context, cli *client.Client, ref, pull string) erro
 	if err == nil {
 		return nil
 	}
-	if !client.IsErrNotFound(err) {
+	if !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%w: docker: inspecting image %q: %v", errdefs.ErrUnavailable, ref, err)
 	}
 	if pull != "missing" {
@@ -374,7 +375,7 @@ func gc(ctx context.Context, cli *client.Client) ([]string, error) {
 			continue
 		}
 		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !client.IsErrNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("docker: removing container %s: %w", c.ID[:12], err))
 			continue
 		}
