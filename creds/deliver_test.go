@@ -2,6 +2,7 @@ package creds_test
 
 import (
 	"errors"
+	"github.com/cordonhq/cordon/internal/testutil"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -30,9 +31,7 @@ func TestWriteFiles(t *testing.T) {
 		t.Skip("tmpfs check is Linux-only")
 	}
 	shm, err := os.MkdirTemp("/dev/shm", "cordon-creds-test-")
-	if err != nil {
-		t.Skipf("no /dev/shm: %v", err)
-	}
+	testutil.Require(t, err == nil, "a tmpfs at /dev/shm")
 	defer os.RemoveAll(shm)
 	if err := creds.WriteFiles(shm, grants()); err != nil {
 		t.Fatal(err)

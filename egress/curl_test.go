@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"github.com/cordonhq/cordon/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,9 +23,7 @@ import (
 func curl(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	path, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skipf("curl not installed: %v", err)
-	}
+	testutil.Require(t, err == nil, "curl is needed (apt-get install curl)")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, append([]string{"-sS", "--max-time", "50"}, args...)...)
