@@ -2,7 +2,6 @@ package creds_test
 
 import (
 	"errors"
-	"github.com/cordonhq/cordon/internal/testutil"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/creds"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 func grants() []creds.Grant {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
-	"github.com/cordonhq/cordon/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // curl runs the real curl binary with args and no proxy settings from the environment,
