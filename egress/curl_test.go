@@ -15,7 +15,6 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
-
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
