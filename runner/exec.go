@@ -2,9 +2,11 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/user"
 	"sort"
@@ -23,28 +25,57 @@ import (
 // errAuditFailed is the cancellation cause when the audit log cannot be written.
 var errAuditFailed = errors.New("audit log failed")
 
-// execute runs one command: cmd.start, the command with its output captured, cmd.end,
-// then the command's fs.diff.
+// execute runs Run's one command: cmd.start, the command with its output captured,
+// cmd.end, then the command's fs.diff; it records how the run ended.
 func (r *run) execute(ctx context.Context, argv []string) error {
+	res, err := r.execOne(ctx, argv, ExecOptions{Stdin: r.o.Stdin, Stdout: r.o.Stdout, Stderr: r.o.Stderr, Timeout: r.o.Timeout}, true)
+	if err != nil {
+		return err
+	}
+	r.finish(res.ExitCode, res.Reason, res.Detail)
+	return nil
+}
+
+// execOne runs one command in the run's sandbox and logs it as a cmd.start, cmd.end,
+// fs.diff triple. single is true for Run's only command: the monitor is drained before
+// cmd.end so that its last alerts join it. Several execOne may run at once (sessions):
+// the log, the sink and the monitor's kill switch have their own locks.
+func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single bool) (ExecResult, error) {
 	tracker, err := fsdiff.New(ctx, r.plan.Workspace, fsdiff.Options{})
 	if err != nil {
-		return fmt.Errorf("%w: snapshotting the workspace for the audit diff: %v", errdefs.ErrUnavailable, err)
+		return ExecResult{}, fmt.Errorf("%w: snapshotting the workspace for the audit diff: %v", errdefs.ErrUnavailable, err)
 	}
 	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files)
-	cmdID, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: r.plan.Workdir, Env: envNames(r.plan)})
-	if err != nil {
-		return fmt.Errorf("%w: writing the audit log: %v", errdefs.ErrUnavailable, err)
+	dir := eo.Dir
+	if dir == "" {
+		dir = r.plan.Workdir
 	}
-	r.sink.setCmd(cmdID)
+	cmdID, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("%w: writing the audit log: %v", errdefs.ErrUnavailable, err)
+	}
+	r.sink.push(cmdID)
+	defer r.sink.pop(cmdID)
 	timeout := time.Duration(r.plan.Timeout)
-	if r.o.Timeout > 0 {
-		timeout = r.o.Timeout
+	if eo.Timeout > 0 {
+		timeout = eo.Timeout
+	}
+	stdin, stdout, stderr := eo.Stdin, eo.Stdout, eo.Stderr
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
 	}
 	ectx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	actx, stop := context.WithCancelCause(ectx)
 	defer stop(nil)
-	r.armKill(stop)
+	disarm := r.armKill(stop)
+	defer disarm()
 	go func() {
 		select {
 		case <-r.log.Failed():
@@ -55,48 +86,50 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	began := r.o.now()
 	code, err := r.sb.Exec(actx, Process{
-		Argv: argv, Dir: r.plan.Workdir, Stdin: r.o.Stdin,
-		Stdout: io.MultiWriter(r.o.Stdout, out), Stderr: io.MultiWriter(r.o.Stderr, errOut),
+		Argv: argv, Dir: dir, Stdin: stdin,
+		Stdout: io.MultiWriter(stdout, out), Stderr: io.MultiWriter(stderr, errOut),
 	})
 	took := r.o.now().Sub(began)
 	r.o.Log.Debug("command finished", "code", code, "err", err)
-	// Drain the monitor while the command is still the current one, so that its last
-	// alerts are joined to it.
-	if merr := r.stopMonitor(); merr != nil {
-		r.o.Log.Warn("stopping the monitor", "err", merr)
-		fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", merr)
+	if single {
+		// Drain the monitor while the command is still the current one, so that its
+		// last alerts are joined to it.
+		if merr := r.stopMonitor(); merr != nil {
+			r.o.Log.Warn("stopping the monitor", "err", merr)
+			fmt.Fprintf(stderr, "cordon: warning: %v\n", merr)
+		}
 	}
 	code, reason, err := classify(ctx, actx, code, err)
 	if err != nil {
-		return err
+		return ExecResult{}, err
 	}
 	switch reason {
 	case audit.ReasonTimeout:
-		fmt.Fprintf(r.o.Stderr, "cordon: command timed out after %s and was killed with everything it started (commands.timeout)\n", timeout)
+		fmt.Fprintf(stderr, "cordon: command timed out after %s and was killed with everything it started (commands.timeout)\n", timeout)
 	case audit.ReasonAuditFail:
-		fmt.Fprintf(r.o.Stderr, "cordon: the audit log failed (%v); the command was stopped\n", r.log.Err())
+		fmt.Fprintf(stderr, "cordon: the audit log failed (%v); the command was stopped\n", r.log.Err())
 	case audit.ReasonMonitor:
-		fmt.Fprintf(r.o.Stderr, "cordon: %v (monitor.on_violation: kill)\n", context.Cause(actx))
+		fmt.Fprintf(stderr, "cordon: %v (monitor.on_violation: kill)\n", context.Cause(actx))
 	}
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: took.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
 	r.o.Log.Debug("command recorded")
-	res, derr := tracker.Diff(context.WithoutCancel(ctx))
+	res := ExecResult{CmdID: cmdID, ExitCode: code, Reason: reason, TimedOut: reason == audit.ReasonTimeout, Duration: took}
+	diff, derr := tracker.Diff(context.WithoutCancel(ctx))
 	if derr == nil {
-		derr = r.log.RecordDiff(cmdID, res)
+		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
+		derr = r.log.RecordDiff(cmdID, diff)
 	}
 	if derr != nil {
 		r.o.Log.Warn("recording the workspace diff", "err", derr)
 	}
-	r.sink.setCmd("")
+	res.DeniedEgress = r.sink.denied(cmdID)
 	r.o.Log.Debug("diff recorded")
-	detail := ""
 	if reason == audit.ReasonMonitor {
-		detail = context.Cause(actx).Error()
+		res.Detail = context.Cause(actx).Error()
 	}
-	r.finish(code, reason, detail)
-	return nil
+	return res, nil
 }
 
 func envNames(p *contract.Plan) []string {
@@ -153,32 +186,72 @@ func userName() string {
 	return strconv.Itoa(os.Geteuid())
 }
 
-// cmdSink stamps events that do not name a command with the one running now, so a
-// reviewer can join a denied connection to the command that tried it, and copies every
-// event to an optional second sink.
+// cmdSink stamps events that do not name a command with the one running now (in a
+// session with concurrent commands: the most recently started one still running), so a
+// reviewer can join a denied connection to the command that tried it, remembers each
+// running command's denied destinations, and copies every event to an optional second
+// sink.
 type cmdSink struct {
 	next event.Sink
 	copy event.Sink // may be nil
 
-	mu  sync.Mutex // mu guards cmd.
-	cmd string
+	mu     sync.Mutex          // mu guards the fields below.
+	active []string            // running commands, oldest first
+	denies map[string][]string // cmd id -> "host:port" denied, while it runs
 }
 
-func (s *cmdSink) setCmd(id string) {
+func (s *cmdSink) push(id string) {
 	s.mu.Lock()
-	s.cmd = id
+	s.active = append(s.active, id)
 	s.mu.Unlock()
+}
+
+func (s *cmdSink) pop(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, a := range s.active {
+		if a == id {
+			s.active = append(s.active[:i], s.active[i+1:]...)
+			break
+		}
+	}
+	delete(s.denies, id)
+}
+
+// denied returns the destinations denied to command id so far.
+func (s *cmdSink) denied(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.denies[id]...)
 }
 
 // Emit implements event.Sink.
 func (s *cmdSink) Emit(e event.Event) {
-	if e.Cmd == "" {
-		s.mu.Lock()
-		e.Cmd = s.cmd
-		s.mu.Unlock()
+	s.mu.Lock()
+	if e.Cmd == "" && len(s.active) > 0 {
+		e.Cmd = s.active[len(s.active)-1]
 	}
+	if e.Type == event.NetDeny && e.Cmd != "" {
+		if s.denies == nil {
+			s.denies = map[string][]string{}
+		}
+		s.denies[e.Cmd] = append(s.denies[e.Cmd], denyTarget(e.Body))
+	}
+	s.mu.Unlock()
 	s.next.Emit(e)
 	if s.copy != nil {
 		s.copy.Emit(e)
 	}
+}
+
+// denyTarget is "host:port" of a net.deny body (any type with those JSON fields).
+func denyTarget(body any) string {
+	var c struct {
+		Host string `json:"host"`
+		Port uint16 `json:"port"`
+	}
+	if data, err := json.Marshal(body); err == nil {
+		_ = json.Unmarshal(data, &c)
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }

@@ -6,11 +6,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // GC removes what runs whose cordon process is gone left behind under root: their
-// placeholders, cgroups and run directories. It returns the run ids it cleaned.
+// placeholders, cgroups and run directories, and dead sessions' socket and files. It
+// returns the run ids it cleaned.
 func GC(root string) ([]string, error) {
+	cleaned, err := gcRuns(root)
+	for _, id := range gcSessions(root) {
+		if !slices.Contains(cleaned, id) {
+			cleaned = append(cleaned, id)
+		}
+	}
+	return cleaned, err
+}
+
+func gcRuns(root string) ([]string, error) {
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -43,4 +56,36 @@ func GC(root string) ([]string, error) {
 		cleaned = append(cleaned, e.Name())
 	}
 	return cleaned, errors.Join(errs...)
+}
+
+// SessionsDir is where session supervisors keep their socket, ID.json and log: a
+// subdirectory of the run root (mode 0700).
+func SessionsDir(root string) string { return filepath.Join(root, "sessions") }
+
+// gcSessions removes the socket, description and log of sessions whose supervisor is
+// gone.
+func gcSessions(root string) []string {
+	dir := SessionsDir(root)
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	var gone []string
+	for _, m := range matches {
+		var s struct {
+			ID    string `json:"id"`
+			PID   int    `json:"pid"`
+			Start uint64 `json:"start"`
+		}
+		data, err := os.ReadFile(m)
+		if err != nil || json.Unmarshal(data, &s) != nil || s.ID == "" {
+			continue
+		}
+		if s.PID > 0 && processStart(s.PID) == s.Start {
+			continue
+		}
+		base := strings.TrimSuffix(m, ".json")
+		for _, ext := range []string{".sock", ".log", ".json"} {
+			_ = os.Remove(base + ext)
+		}
+		gone = append(gone, s.ID)
+	}
+	return gone
 }

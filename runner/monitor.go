@@ -60,8 +60,8 @@ func (r *run) onViolation(a monitor.Alert) {
 	r.killMu.Lock()
 	defer r.killMu.Unlock()
 	r.killedBy = &monitorKill{alert: a}
-	if r.stopExec != nil {
-		r.stopExec(r.killedBy)
+	for _, stop := range r.stops {
+		stop(r.killedBy)
 	}
 }
 
@@ -69,19 +69,31 @@ func (r *run) onViolation(a monitor.Alert) {
 type monitorState struct {
 	mon *monitor.Monitor
 
-	killMu   sync.Mutex // killMu guards the fields below.
-	stopExec context.CancelCauseFunc
+	killMu   sync.Mutex                      // killMu guards the fields below.
+	stops    map[int]context.CancelCauseFunc // the running commands' kill switches
+	nextStop int
 	killedBy *monitorKill
 }
 
-// armKill installs the function that stops the running command, and fires it at once
-// if the monitor already asked for a kill.
-func (s *monitorState) armKill(stop context.CancelCauseFunc) {
+// armKill installs a function that stops a running command, and fires it at once if
+// the monitor already asked for a kill (in a session, a kill stops every later command
+// too). The returned function uninstalls it.
+func (s *monitorState) armKill(stop context.CancelCauseFunc) (disarm func()) {
 	s.killMu.Lock()
 	defer s.killMu.Unlock()
-	s.stopExec = stop
+	if s.stops == nil {
+		s.stops = map[int]context.CancelCauseFunc{}
+	}
+	id := s.nextStop
+	s.nextStop++
+	s.stops[id] = stop
 	if s.killedBy != nil {
 		stop(s.killedBy)
+	}
+	return func() {
+		s.killMu.Lock()
+		delete(s.stops, id)
+		s.killMu.Unlock()
 	}
 }
 

@@ -50,6 +50,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "run", summary: "run a command in a sandbox built from the contract", run: runCmd},
+		{name: "session", summary: "start, list and stop sessions (one sandboxed run, many commands)", run: sessionCmd},
+		{name: "exec", summary: "run a command in a session", run: execCmd},
 		{name: "check", summary: "validate a contract", run: checkCmd},
 		{name: "explain", summary: "print the compiled plan of a contract", run: explainCmd},
 		{name: "audit", summary: "list, show, verify and report runs' audit logs", run: auditCmd},

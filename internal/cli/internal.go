@@ -12,5 +12,8 @@ func internalCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 && args[0] == "init" {
 		return &ExitError{Code: pid1.Main()}
 	}
+	if len(args) > 0 && args[0] == "supervise" {
+		return superviseCmd(ctx, stdio, args[1:])
+	}
 	return &ExitError{Code: 2, Msg: "internal: for cordon's own use only"}
 }

@@ -78,12 +78,19 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 	return s, nil
 }
 
-// sandbox is one run's bwrap sandboxes. Exec may be called once at a time.
+// sandbox is one run's bwrap sandboxes. Exec may be called from several goroutines
+// (sessions): each call is its own bwrap in the run's cgroup. The cgroup-wide kill that
+// takes what a command left behind is done only when no other Exec is running (mu and
+// active); otherwise only that Exec's bwrap is killed, and --die-with-parent with the
+// pid namespace takes everything it started.
 type sandbox struct {
 	bin  string
 	plan *contract.Plan
 	host runner.Host
 	cg   *linux.Cgroup // nil when no writable cgroup exists and no limits are set
+
+	mu     sync.Mutex // mu guards active and serialises cgroup-wide kills with starts.
+	active int        // Execs between start and return
 
 	closeOnce sync.Once
 	closeErr  error
@@ -120,6 +127,14 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if len(p.Argv) == 0 {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+	}()
 	err = cmd.Start()
 	f.closeChild()
 	if err != nil {
@@ -264,7 +279,7 @@ func (s *sandbox) finish(stderr io.Writer, err error, st pid1.Status, checked bo
 	}
 	if s.cg != nil {
 		// Anything the command left behind (daemonised children) dies with the run.
-		_ = s.cg.Kill(5 * time.Second)
+		s.killCgroupIfAlone()
 		if s.plan.Limits.Memory > 0 && s.cg.OOMKilled() && stderr != nil {
 			fmt.Fprintf(stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.plan.Limits.Memory)
 		}
@@ -294,10 +309,40 @@ func hint(msg string) string {
 // setsid: the cgroup kill reaches every process; killing bwrap tears down the pid
 // namespace, whose members the kernel kills when its process 1 exits.
 func (s *sandbox) kill(cmd *exec.Cmd) {
-	if s.cg != nil {
-		_ = s.cg.Kill(5 * time.Second)
-	}
+	s.killCgroupIfAlone()
 	_ = cmd.Process.Kill()
+}
+
+// killCgroupIfAlone kills every member of the run's cgroup when the calling Exec is the
+// only one running; with others running it does nothing, since the cgroup is theirs too.
+func (s *sandbox) killCgroupIfAlone() {
+	if s.cg == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active <= 1 {
+		killMembers(s.cg, 5*time.Second)
+	}
+}
+
+// killMembers SIGKILLs each member of cg and waits up to timeout for it to empty.
+// It does not write cgroup.kill: on some kernels (seen on 6.18) a process later cloned
+// into a cgroup that was killed that way (CLONE_INTO_CGROUP) is killed at birth, which
+// would break the next command of a session. Close's Remove still uses cgroup.kill,
+// and the pid namespace already took everything the command started.
+func killMembers(cg *linux.Cgroup, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		procs := cg.Procs()
+		if len(procs) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, pid := range procs {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // CgroupID is the run's cgroup v2 id, for the syscall monitor (0 without a cgroup).

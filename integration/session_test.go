@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// startSession starts a session in w's workspace and stops it at the end of the test.
+func (w *world) startSession(extra ...string) string {
+	w.t.Helper()
+	r := w.cordon("", append([]string{"session", "start"}, extra...)...)
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || audit.ValidateRunID(id) != nil {
+		w.t.Fatalf("session start: %v", r)
+	}
+	w.t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(sessionsDir(), id+".sock")); err == nil {
+			w.cordon("", "session", "stop", id)
+		}
+	})
+	return id
+}
+
+func sessionsDir() string { return runner.SessionsDir(runner.DefaultRunRoot()) }
+
+func sessionEvents(t *testing.T, w *world, id string) []audit.Record {
+	t.Helper()
+	recs, err := audit.ReadEvents(filepath.Join(w.auditRoot(), id, audit.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func TestSessionKeepsStateAndLogsEachCommand(t *testing.T) {
+	w := newWorld(t)
+	mustMkdir(t, filepath.Join(w.ws, "sub"))
+	id := w.startSession()
+	if r := w.cordon("", "session", "ls"); !strings.Contains(r.stdout, id+"\trunning") {
+		t.Fatalf("session ls: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo one > state.txt"); r.code != 0 {
+		t.Fatalf("exec 1: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "cat state.txt; echo two >> state.txt; exit 3"); r.code != 3 || r.stdout != "one\n" {
+		t.Fatalf("exec 2: want exit 3 and the first command's file: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--dir", filepath.Join(w.ws, "sub"), "--", "pwd"); r.code != 0 || strings.TrimSpace(r.stdout) != filepath.Join(w.ws, "sub") {
+		t.Fatalf("exec --dir: %v", r)
+	}
+	r := w.cordon("", "exec", id, "--json", "--", "sh", "-c", "echo three >> state.txt; echo out; echo err >&2; exit 4")
+	var js map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &js) != nil {
+		t.Fatalf("exec --json: %v", r)
+	}
+	for _, k := range []string{"v", "exit_code", "stdout", "stderr", "duration_ms", "diffstat", "denied_egress"} {
+		if _, ok := js[k]; !ok {
+			t.Errorf("exec --json: no %q in %s", k, r.stdout)
+		}
+	}
+	if js["v"] != 1.0 || js["exit_code"] != 4.0 || js["stdout"] != "out\n" || js["stderr"] != "err\n" {
+		t.Errorf("exec --json: %s", r.stdout)
+	}
+	if ds, _ := js["diffstat"].(map[string]any); ds["files"] != 1.0 || ds["insertions"] != 1.0 {
+		t.Errorf("exec --json diffstat: %s", r.stdout)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	if r := w.cordon("", "audit", "verify", id); r.code != 0 {
+		t.Fatalf("audit verify: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 125 {
+		t.Errorf("exec after stop: want 125: %v", r)
+	}
+	for _, ext := range []string{".sock", ".json", ".log"} {
+		assertAbsent(t, filepath.Join(sessionsDir(), id+ext))
+	}
+	recs := sessionEvents(t, w, id)
+	starts := map[string]bool{}
+	ends, diffs := map[string]bool{}, map[string]audit.FSDiff{}
+	for _, rec := range recs {
+		switch rec.Type {
+		case "cmd.start":
+			starts[fmtInt(rec.Seq)] = true
+		case "cmd.end":
+			ends[rec.Cmd] = true
+		case "fs.diff":
+			var d audit.FSDiff
+			if err := rec.DecodeBody(&d); err != nil {
+				t.Fatal(err)
+			}
+			diffs[rec.Cmd] = d
+		}
+	}
+	if len(starts) != 4 || len(ends) != 4 || len(diffs) != 4 {
+		t.Fatalf("want 4 cmd.start/cmd.end/fs.diff triples in one log, got %d/%d/%d", len(starts), len(ends), len(diffs))
+	}
+	for c := range starts {
+		if !ends[c] {
+			t.Errorf("cmd %s has no cmd.end", c)
+		}
+		if _, ok := diffs[c]; !ok {
+			t.Errorf("cmd %s has no fs.diff", c)
+		}
+	}
+	if last := recs[len(recs)-1]; last.Type != "run.end" {
+		t.Errorf("log does not end with run.end: %s", last.Type)
+	}
+}
+
+func fmtInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func TestSessionConcurrentDeniedAndTimeout(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\ncommands:\n  deny: [\"curl *\"]\n")
+	id := w.startSession()
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(testutil.Cordon(t), "exec", id, "--", "sh", "-c", "sleep 1; echo x > c"+string(rune('0'+i)))
+			cmd.Dir, cmd.Env = w.ws, w.env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("concurrent exec %d: %v %s", i, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if took := time.Since(began); took > 3500*time.Millisecond {
+		t.Errorf("4 concurrent 1s commands took %s; they ran one after another", took)
+	}
+	for i := range 4 {
+		if _, err := os.Stat(filepath.Join(w.ws, "c"+string(rune('0'+i)))); err != nil {
+			t.Error(err)
+		}
+	}
+	r := w.cordon("", "exec", id, "--", "curl", "https://example.com")
+	if r.code != 125 || !strings.Contains(r.stderr, "denied") {
+		t.Errorf("denied command: want 125 and a reason: %v", r)
+	}
+	r = w.cordon("", "exec", id, "--timeout", "500ms", "--", "sh", "-c", "sleep 30 & sleep 30")
+	if r.code != 124 {
+		t.Errorf("timeout: want 124: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo still"); r.code != 0 || r.stdout != "still\n" {
+		t.Errorf("session unusable after a timeout: %v", r)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	for _, rec := range sessionEvents(t, w, id) {
+		if rec.Type == "cmd.start" && strings.Contains(string(rec.Body), "curl") {
+			t.Errorf("a denied command was logged as run: %s", rec.Body)
+		}
+	}
+	if r := w.cordon("", "audit", "verify", id); r.code != 0 {
+		t.Fatalf("audit verify: %v", r)
+	}
+}
+
+func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
+		t.Fatalf("session json: %v %s", err, data)
+	}
+	cmd := exec.Command(testutil.Cordon(t), "exec", id, "--", "sh", "-c", "sleep 987 & sleep 987")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesMatching("sleep 987")) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("cordon exec did not end when its session's supervisor died")
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for len(processesMatching("sleep 987")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching("sleep 987"); len(p) > 0 {
+		t.Errorf("processes left running after the supervisor was killed: %v", p)
+	}
+	if r := w.cordon("", "session", "ls"); !strings.Contains(r.stdout, id+"\tdead") {
+		t.Errorf("session ls: want it dead: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 125 {
+		t.Errorf("exec in a dead session: want 125: %v", r)
+	}
+	if r := w.cordon("", "gc"); r.code != 0 || !strings.Contains(r.stdout, id) {
+		t.Errorf("gc: %v", r)
+	}
+	for _, ext := range []string{".sock", ".json", ".log"} {
+		assertAbsent(t, filepath.Join(sessionsDir(), id+ext))
+	}
+	assertAbsent(t, filepath.Join(runner.DefaultRunRoot(), id))
+}

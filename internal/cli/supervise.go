@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// lockedEncoder serialises JSON lines written to one connection by the stdout and
+// stderr copiers.
+type lockedEncoder struct {
+	mu  sync.Mutex // mu guards enc.
+	enc *json.Encoder
+}
+
+func (e *lockedEncoder) Encode(v any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.enc.Encode(v)
+}
+
+// superviseCmd is `cordon internal supervise`: it keeps one session (one run) open and
+// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop) or death
+// (kill -9: bwrap's --die-with-parent ends running commands; cordon gc removes the
+// rest).
+func superviseCmd(ctx context.Context, stdio IO, args []string) error {
+	fs := newFlags("internal supervise", "internal supervise --ready-fd N --log FILE [-c FILE] [--backend B] [--audit-dir DIR]", stdio.Stderr)
+	file := contractFlag(fs)
+	backend := fs.String("backend", "auto", "sandbox `backend`")
+	auditDir := fs.String("audit-dir", "", "audit root `DIR`")
+	readyFD := fs.Int("ready-fd", -1, "report readiness on this `fd`")
+	logPath := fs.String("log", "", "this process's log `FILE`, renamed to ID.log")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ready := os.NewFile(uintptr(*readyFD), "ready")
+	fail := func(err error) error {
+		if ready != nil {
+			fmt.Fprintf(ready, "error %s\n", strings.ReplaceAll(cleanMsg(err), "\n", "; "))
+			ready.Close()
+		}
+		if *logPath != "" {
+			os.Remove(*logPath)
+		}
+		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
+	}
+	syscall.Umask(0o077)
+	ctx, stopSignals := withSignals(ctx)
+	defer stopSignals()
+	root, err := auditRoot(*auditDir)
+	if err != nil {
+		return fail(err)
+	}
+	_, _ = runner.GC(runner.DefaultRunRoot())
+	plan, _, err := compile(*file, root, runner.DefaultRunRoot())
+	if err != nil {
+		return fail(err)
+	}
+	b, err := selectBackend(ctx, *backend, plan)
+	if err != nil {
+		return fail(err)
+	}
+	if b.Name() != "bwrap" {
+		return fail(fmt.Errorf("%w: sessions support the bwrap backend only for now (not %s)", errdefs.ErrUnsupported, b.Name()))
+	}
+	log := slog.New(slog.NewTextHandler(stdio.Stderr, nil))
+	sess, err := runner.StartSession(ctx, plan, runner.Options{
+		Backend: b, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan), Log: log,
+		Stderr: stdio.Stderr,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	id := sess.ID()
+	dir := runner.SessionsDir(runner.DefaultRunRoot())
+	sock, info := filepath.Join(dir, id+".sock"), filepath.Join(dir, id+".json")
+	cleanup := func() {
+		os.Remove(sock)
+		os.Remove(info)
+		os.Remove(filepath.Join(dir, id+".log"))
+	}
+	ln, err := net.Listen("unix", sock)
+	if err == nil {
+		err = os.Chmod(sock, 0o600)
+	}
+	if err == nil {
+		si := sessionInfo{ID: id, PID: os.Getpid(), Start: linux.ProcessStart(os.Getpid()), Started: time.Now().UTC(),
+			Contract: plan.ContractFile, Backend: b.Name(), Workspace: plan.Workspace, AuditDir: sess.AuditDir()}
+		data, _ := json.Marshal(si)
+		tmp := info + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, info)
+		}
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		_ = sess.Close(ctx)
+		cleanup()
+		return fail(fmt.Errorf("%w: session socket: %v", errdefs.ErrUnavailable, err))
+	}
+	if *logPath != "" {
+		_ = os.Rename(*logPath, filepath.Join(dir, id+".log"))
+	}
+	fmt.Fprintf(ready, "ok %s\n", id)
+	ready.Close()
+	log.Info("session ready", "id", id, "socket", sock)
+
+	// execCtx ends every running command: on stop and on a signal.
+	execCtx, cancelExecs := context.WithCancelCause(ctx)
+	defer cancelExecs(nil)
+	stopped := make(chan net.Conn, 1)
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveConn(execCtx, sess, c, stopped)
+		}
+	}()
+	var stopConn net.Conn
+	select {
+	case stopConn = <-stopped:
+	case <-ctx.Done():
+	}
+	ln.Close()
+	os.Remove(sock) // no new connections
+	cancelExecs(errStopped)
+	err = sess.Close(ctx)
+	cleanup()
+	if stopConn != nil {
+		f := sessionFrame{Done: true}
+		if err != nil {
+			f = sessionFrame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
+		}
+		_ = json.NewEncoder(stopConn).Encode(f)
+		stopConn.Close()
+	}
+	log.Info("session stopped", "id", id, "err", err)
+	if err != nil {
+		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
+	}
+	return nil
+}
+
+// serveConn answers one request.
+func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped chan<- net.Conn) {
+	br := bufio.NewReader(c)
+	line, err := br.ReadBytes('\n')
+	var req sessionRequest
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	enc := &lockedEncoder{enc: json.NewEncoder(c)}
+	if err != nil {
+		_ = enc.Encode(sessionFrame{Error: "bad request: " + err.Error(), Code: 2})
+		c.Close()
+		return
+	}
+	switch req.Op {
+	case "stop":
+		select {
+		case stopped <- c:
+		default:
+			_ = enc.Encode(sessionFrame{Done: true}) // already stopping
+			c.Close()
+		}
+		return
+	case "exec":
+	default:
+		_ = enc.Encode(sessionFrame{Error: fmt.Sprintf("unknown op %q", req.Op), Code: 2})
+		c.Close()
+		return
+	}
+	defer c.Close()
+	// The client going away (cordon exec interrupted) ends the command.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = br.ReadByte()
+		cancel()
+	}()
+	res, err := sess.Exec(ctx, req.Argv, runner.ExecOptions{
+		Dir: req.Dir, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
+		Stdout: frameWriter{enc: enc, fd: 1}, Stderr: frameWriter{enc: enc, fd: 2},
+	})
+	if err != nil {
+		code := exitFor(err).Code
+		if errors.Is(err, errdefs.ErrInvalid) {
+			code = 2
+		}
+		_ = enc.Encode(sessionFrame{Error: cleanMsg(err), Code: code})
+		return
+	}
+	_ = enc.Encode(sessionFrame{Result: &execResult{
+		V: execResultVersion, Session: sess.ID(), Cmd: res.CmdID, ExitCode: res.ExitCode,
+		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Reason: res.Reason,
+		Diffstat:     diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
+		DeniedEgress: res.DeniedEgress,
+	}})
+}
