@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -9,15 +10,14 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestIPv6Literal checks bracketed IPv6 destinations through every path: absolute-form
 // HTTP, CONNECT and SOCKS5 with an IPv6 address.
 func TestIPv6Literal(t *testing.T) {
 	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
+	testutil.Require(t, err == nil, fmt.Sprintf("an IPv6 loopback: %v", err))
 	srv := &http.Server{Handler: testHandler()}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 func TestHTTPAllowedAndEvent(t *testing.T) {
@@ -245,9 +246,7 @@ func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 func TestPort443RequiresTLS(t *testing.T) {
 	// Port 443 is real here: listen on a random 127.x address so nothing else collides.
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.%d.%d.%d:443", 1+time.Now().UnixNano()%200, 7, 9))
-	if err != nil {
-		t.Skipf("cannot listen on port 443 (needs root or CAP_NET_BIND_SERVICE): %v", err)
-	}
+	testutil.Require(t, err == nil, fmt.Sprintf("listening on port 443 (needs root or CAP_NET_BIND_SERVICE): %v", err))
 	srv := &http.Server{Handler: testHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/runner"
@@ -87,31 +88,9 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	id := sess.ID()
 	dir := runner.SessionsDir(runner.DefaultRunRoot())
-	sock, info := filepath.Join(dir, id+".sock"), filepath.Join(dir, id+".json")
-	cleanup := func() {
-		os.Remove(sock)
-		os.Remove(info)
-		os.Remove(filepath.Join(dir, id+".log"))
-	}
-	ln, err := net.Listen("unix", sock)
-	if err == nil {
-		err = os.Chmod(sock, 0o600)
-	}
-	if err == nil {
-		si := sessionInfo{ID: id, PID: os.Getpid(), Start: linux.ProcessStart(os.Getpid()), Started: time.Now().UTC(),
-			Contract: plan.ContractFile, Backend: b.Name(), Workspace: plan.Workspace, AuditDir: sess.AuditDir()}
-		data, _ := json.Marshal(si)
-		tmp := info + ".tmp"
-		if err = os.WriteFile(tmp, data, 0o600); err == nil {
-			err = os.Rename(tmp, info)
-		}
-	}
+	ln, sock, cleanup, err := publishSession(sess, plan, b.Name(), dir)
 	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
 		_ = sess.Close(ctx)
-		cleanup()
 		return fail(fmt.Errorf("%w: session socket: %v", errdefs.ErrUnavailable, err))
 	}
 	if *logPath != "" {
@@ -124,25 +103,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	// execCtx ends every running command: on stop and on a signal.
 	execCtx, cancelExecs := context.WithCancelCause(ctx)
 	defer cancelExecs(nil)
-	stopped := make(chan net.Conn, 1)
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveConn(execCtx, sess, c, stopped)
-		}
-	}()
-	var stopConn net.Conn
-	select {
-	case stopConn = <-stopped:
-	case <-ctx.Done():
-	}
+	stopConn := serveUntilStop(ctx, execCtx, sess, ln)
 	ln.Close()
 	os.Remove(sock) // no new connections
 	cancelExecs(errStopped)
@@ -161,6 +122,64 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
 	}
 	return nil
+}
+
+// publishSession listens on the session's socket (0600) in dir and writes its ID.json,
+// both under the session id; cleanup removes them and the log.
+func publishSession(sess *runner.Session, plan *contract.Plan, backend, dir string) (net.Listener, string, func(), error) {
+	id := sess.ID()
+	sock, info := filepath.Join(dir, id+".sock"), filepath.Join(dir, id+".json")
+	cleanup := func() {
+		os.Remove(sock)
+		os.Remove(info)
+		os.Remove(filepath.Join(dir, id+".log"))
+	}
+	ln, err := net.Listen("unix", sock)
+	if err == nil {
+		err = os.Chmod(sock, 0o600)
+	}
+	if err == nil {
+		si := sessionInfo{ID: id, PID: os.Getpid(), Start: linux.ProcessStart(os.Getpid()), Started: time.Now().UTC(),
+			Contract: plan.ContractFile, Backend: backend, Workspace: plan.Workspace, AuditDir: sess.AuditDir()}
+		data, _ := json.Marshal(si)
+		tmp := info + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, info)
+		}
+	}
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		cleanup()
+		return nil, "", nil, err
+	}
+	return ln, sock, cleanup, nil
+}
+
+// serveUntilStop serves connections until a stop request (whose connection it returns,
+// to be answered after teardown) or until ctx ends (a signal: nil).
+func serveUntilStop(ctx, execCtx context.Context, sess *runner.Session, ln net.Listener) net.Conn {
+	stopped := make(chan net.Conn, 1)
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveConn(execCtx, sess, c, stopped)
+		}
+	}()
+	select {
+	case c := <-stopped:
+		return c
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // serveConn answers one request.
