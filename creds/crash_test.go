@@ -24,7 +24,7 @@ const crashHelperEnv = "CORDON_CREDS_CRASH_HELPER"
 func TestCrashHelper(t *testing.T) {
 	root := os.Getenv(crashHelperEnv)
 	if root == "" {
-		t.Skip("helper process only")
+		return // only meaningful in the child process TestKill9ThenReconcile starts
 	}
 	lp, err := local.New(root)
 	if err != nil {
