@@ -143,6 +143,7 @@ func (k *compiler) scalars() {
 	k.monitor()
 	k.network()
 	k.credentials()
+	k.gates()
 }
 
 func (k *compiler) monitor() {
@@ -196,6 +197,13 @@ func (k *compiler) credentials() {
 			if len(cr.Hosts) > 0 {
 				k.errorf(cr.Pos, "credentials.hosts: only meaningful with deliver: proxy")
 			}
+		case DeliverGate:
+			// hosts, when set, limit where the gate's git credential helper answers.
+			for _, h := range cr.Hosts {
+				if _, err := policy.Normalize(h); err != nil {
+					k.errorf(cr.Pos, "credentials.hosts: %q: %v", h, err)
+				}
+			}
 		case "proxy":
 			if len(cr.Hosts) == 0 {
 				k.errorf(cr.Pos, "credentials.hosts: deliver: proxy needs at least one host")
@@ -206,7 +214,7 @@ func (k *compiler) credentials() {
 				}
 			}
 		default:
-			k.errorf(cr.Pos, "credentials.deliver: want env, file or proxy, got %q", cr.Deliver)
+			k.errorf(cr.Pos, "credentials.deliver: want env, file, proxy or gate, got %q", cr.Deliver)
 		}
 	}
 }

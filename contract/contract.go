@@ -39,6 +39,7 @@ type Contract struct {
 	Monitor     Monitor
 	Commands    Commands
 	Limits      Limits
+	Gates       []GateSpec
 }
 
 // Filesystem is the contract's first clause: what the run may write and read.

@@ -143,6 +143,10 @@ type Plan struct {
 	Deny        []DenyPattern  `json:"deny"`
 	Limits      LimitsPlan     `json:"limits"`
 	Widenings   []WideningPlan `json:"widenings"`
+	// Gates are the operations the sandbox may ask a person for (package gate). The
+	// credentials they use (deliver: gate) are in their Gate.Credential, not in
+	// Credentials, which the runner issues at start.
+	Gates []Gate `json:"gates"`
 }
 
 // MonitorPlan is the compiled monitor section.

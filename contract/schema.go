@@ -32,6 +32,7 @@ func (d *decoder) contract(n *yaml.Node, c *Contract) {
 		field{"monitor", func(v *yaml.Node) { d.monitor(v, &c.Monitor) }},
 		field{"commands", func(v *yaml.Node) { d.commands(v, &c.Commands) }},
 		field{"limits", func(v *yaml.Node) { d.limits(v, &c.Limits) }},
+		field{"gates", func(v *yaml.Node) { d.gates(v, c) }},
 	)
 	if !hasVersion {
 		d.at(n, "contract: missing required key \"version\" (want \"version: %d\")", SchemaVersion)

@@ -1,0 +1,237 @@
+package contract
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultGateTimeout bounds a gate's operation when the contract sets no timeout.
+const DefaultGateTimeout = 5 * time.Minute
+
+// DeliverGate is the deliver value of a credential that only a gate uses: it is never
+// issued at run start and never reaches the sandbox; the gate service mints it for each
+// approved operation and revokes it right after.
+const DeliverGate = "gate"
+
+// Gate approval policies ([Gate.Approve]).
+const (
+	ApproveHuman = "human" // a person approves or denies each request (the default)
+	ApproveDeny  = "deny"  // every request is refused at once
+)
+
+// GateSpec is one entry of the contract's gates section, as decoded.
+type GateSpec struct {
+	Name       Str
+	Run        []Str // argv; each element a text/template with the field .Run
+	Credential Str   // "" for none
+	Approve    Str   // human (default) | deny
+	Why        string
+	Timeout    time.Duration // zero: DefaultGateTimeout
+	Pos        Pos
+}
+
+// Gate is a compiled gate: an operation the sandbox may ask for and a person approves,
+// which then runs outside the sandbox (package gate).
+type Gate struct {
+	Name string `json:"name"`
+	// Run is the operation's argv, each element a text/template whose only field is
+	// {{.Run}}, the run (or session) id. Use [Gate.Argv] to expand it.
+	Run     []string `json:"run"`
+	Approve string   `json:"approve"` // ApproveHuman or ApproveDeny
+	Why     string   `json:"why"`
+	Timeout Duration `json:"timeout"`
+	// Credential is a copy of the credentials entry (deliver: gate) the operation gets,
+	// or nil.
+	Credential *Credential `json:"credential,omitempty"`
+	Pos        Pos         `json:"pos"`
+}
+
+// gateVars is what a gate's run templates see.
+type gateVars struct {
+	Run string
+}
+
+// Argv expands the gate's run templates for run id run.
+func (g Gate) Argv(run string) ([]string, error) {
+	out := make([]string, len(g.Run))
+	for i, s := range g.Run {
+		v, err := expandGateArg(s, run)
+		if err != nil {
+			return nil, fmt.Errorf("gate %s: run[%d]: %w", g.Name, i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func expandGateArg(s, run string) (string, error) {
+	t, err := template.New("run").Option("missingkey=error").Parse(s)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, gateVars{Run: run}); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+var unknownField = regexp.MustCompile(`can't evaluate field (\w+)`)
+
+var gateName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+func (d *decoder) gates(n *yaml.Node, c *Contract) {
+	c.Gates = []GateSpec{}
+	d.list(n, "gates", func(item *yaml.Node) {
+		g := GateSpec{Pos: pos(item)}
+		d.mapping(item, "gates entry",
+			field{"name", func(v *yaml.Node) { g.Name = d.strPos(v, "gates.name") }},
+			field{"run", func(v *yaml.Node) { g.Run = d.strList(v, "gates.run") }},
+			field{"credential", func(v *yaml.Node) { g.Credential = d.strPos(v, "gates.credential") }},
+			field{"approve", func(v *yaml.Node) { g.Approve = d.strPos(v, "gates.approve") }},
+			field{"why", func(v *yaml.Node) { g.Why = d.str(v, "gates.why") }},
+			field{"timeout", func(v *yaml.Node) { g.Timeout = d.duration(v, "gates.timeout") }},
+		)
+		c.Gates = append(c.Gates, g)
+	})
+}
+
+// gates validates the gates section and the deliver: gate credentials, and fills
+// Plan.Gates. Credentials with deliver: gate are taken out of Plan.Credentials.
+func (k *compiler) gates() {
+	byName := map[string]Credential{}
+	used := map[string]bool{}
+	var start []Credential
+	for _, cr := range k.c.Credentials {
+		byName[cr.Name] = cr
+		if cr.Deliver != DeliverGate {
+			start = append(start, cr)
+		}
+	}
+	if start == nil {
+		start = []Credential{}
+	}
+	k.plan.Credentials = start
+	k.plan.Gates = []Gate{}
+	seen := map[string]Pos{}
+	for _, gs := range k.c.Gates {
+		g, ok := k.gate(gs, byName, seen)
+		if gs.Credential.Value != "" {
+			used[gs.Credential.Value] = true
+		}
+		if ok {
+			k.plan.Gates = append(k.plan.Gates, g)
+		}
+	}
+	for _, cr := range k.c.Credentials {
+		if cr.Deliver == DeliverGate && !used[cr.Name] {
+			k.errorf(cr.Pos, "credentials: %s has deliver: gate but no gate names it (add credential: %s to a gate, or remove it)", cr.Name, cr.Name)
+		}
+	}
+}
+
+// gate checks one gate; ok is false when it has problems (all reported).
+func (k *compiler) gate(gs GateSpec, creds map[string]Credential, seen map[string]Pos) (Gate, bool) {
+	n := len(k.errs)
+	g := Gate{Name: gs.Name.Value, Why: gs.Why, Pos: gs.Pos, Approve: ApproveHuman, Timeout: Duration(DefaultGateTimeout)}
+	switch {
+	case gs.Name.Value == "":
+		k.errorf(gs.Pos, "gates: missing required key \"name\"")
+	case !gateName.MatchString(gs.Name.Value):
+		k.errorf(gs.Name.Pos, "gates.name: %q is not a valid gate name (want [a-z][a-z0-9_-]{0,31})", gs.Name.Value)
+	default:
+		if p, dup := seen[gs.Name.Value]; dup {
+			k.errorf(gs.Name.Pos, "gates: %q is declared twice (first at %s)", gs.Name.Value, k.where(p))
+		}
+		seen[gs.Name.Value] = gs.Name.Pos
+	}
+	if strings.TrimSpace(gs.Why) == "" {
+		k.errorf(gs.Pos, "gates.why: gate %q needs a why (reviewers read it)", gs.Name.Value)
+	}
+	if len(gs.Run) == 0 || gs.Run[0].Value == "" {
+		k.errorf(gs.Pos, "gates.run: gate %q needs a non-empty argv", gs.Name.Value)
+	}
+	for _, a := range gs.Run {
+		// Probe with a plausible run id: unknown fields and functions fail here.
+		if _, err := expandGateArg(a.Value, "20261129T201530Z-3fa9c1"); err != nil {
+			k.errorf(a.Pos, "gates.run: %q: %v", a.Value, templateMsg(err))
+		}
+		g.Run = append(g.Run, a.Value)
+	}
+	switch gs.Approve.Value {
+	case "", ApproveHuman:
+	case ApproveDeny:
+		g.Approve = ApproveDeny
+	default:
+		k.errorf(gs.Approve.Pos, "gates.approve: want human or deny, got %q", gs.Approve.Value)
+	}
+	if gs.Timeout > 0 {
+		g.Timeout = Duration(gs.Timeout)
+	}
+	if name := gs.Credential.Value; name != "" {
+		cr, ok := creds[name]
+		switch {
+		case !ok:
+			k.errorf(gs.Credential.Pos, "gates.credential: no credentials entry is named %q", name)
+		case cr.Deliver != DeliverGate:
+			k.errorf(gs.Credential.Pos, "gates.credential: %s has deliver: %s; a gate's credential needs deliver: gate (it must never reach the sandbox)", name, deliverName(cr.Deliver))
+		default:
+			c := cr
+			g.Credential = &c
+		}
+	}
+	return g, len(k.errs) == n
+}
+
+func deliverName(d string) string {
+	if d == "" {
+		return "env (the default)"
+	}
+	return d
+}
+
+// templateMsg drops text/template's "template: run:1:2: " prefix, which names nothing
+// the user wrote.
+func templateMsg(err error) string {
+	msg := err.Error()
+	if m := unknownField.FindStringSubmatch(msg); m != nil {
+		return "unknown field ." + m[1] + " (the only field is {{.Run}}, the run id)"
+	}
+	if rest, ok := strings.CutPrefix(msg, "template: run:"); ok {
+		if i := strings.Index(rest, ": "); i >= 0 {
+			return rest[i+2:]
+		}
+	}
+	return msg
+}
+
+// GateCredentials returns the credentials only gates use (deliver: gate), one per
+// name, for building their providers (e.g. providers.Needed(append(p.Credentials,
+// p.GateCredentials()...))).
+func (p *Plan) GateCredentials() []Credential {
+	var out []Credential
+	seen := map[string]bool{}
+	for _, g := range p.Gates {
+		if g.Credential != nil && !seen[g.Credential.Name] {
+			seen[g.Credential.Name] = true
+			out = append(out, *g.Credential)
+		}
+	}
+	return out
+}
+
+// Gate returns the plan's gate called name.
+func (p *Plan) Gate(name string) (Gate, bool) {
+	for _, g := range p.Gates {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return Gate{}, false
+}
