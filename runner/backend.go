@@ -30,6 +30,12 @@ type Host struct {
 	// EgressSocket is the unix socket of the run's egress proxy. Backends make it
 	// reachable inside and have process 1 bridge BridgeAddr to it.
 	EgressSocket string
+	// ControlSocket, in a session, is the unix (SOCK_SEQPACKET) socket process 1 dials to
+	// take commands; backends make it reachable at [ControlPath].
+	ControlSocket string
+	// SpillDir, in a session, holds the whole output of commands whose output was cut;
+	// backends mount it read-only at [SpillPath].
+	SpillDir string
 	// Env is the sandbox environment: the plan's, plus what run-time services add.
 	Env []string
 	// SecretFiles are credentials delivered as files: backends put each at
@@ -50,7 +56,17 @@ type Process struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Serve, when set, starts a session's process 1 instead of a command: it runs no
+	// command of its own but dials [Host.ControlSocket] and presents Serve as its token.
+	// Argv is then empty and Exec returns when the session ends.
+	Serve string
 }
+
+// Paths inside every sandbox.
+const (
+	ControlPath = "/run/cordon/control.sock" // a session's control socket
+	SpillPath   = "/run/cordon/spill"        // a session's spill files
+)
 
 // Sandbox is a running or ready sandbox.
 type Sandbox interface {

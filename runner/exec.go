@@ -85,7 +85,11 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 	}()
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	began := r.o.now()
-	code, err := r.sb.Exec(actx, Process{
+	execFn := r.sb.Exec
+	if r.ctl != nil {
+		execFn = r.ctl.exec // a session: process 1 of the running sandbox runs it
+	}
+	code, err := execFn(actx, Process{
 		Argv: argv, Dir: dir, Stdin: stdin,
 		Stdout: io.MultiWriter(stdout, out), Stderr: io.MultiWriter(stderr, errOut),
 	})

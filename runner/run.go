@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -138,6 +139,13 @@ type run struct {
 	sb     Sandbox
 	sink   *cmdSink
 	monitorState
+	// A session's: the listener process 1 dials (until it has), the channel to it, and
+	// the directory of spill files.
+	session  bool
+	ctlLn    *net.UnixListener
+	ctl      *control
+	spillDir string
+
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
 }
@@ -172,6 +180,9 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
 	host.EgressSocket = r.eg.socket
+	if err := r.prepareSession(&host); err != nil {
+		return err
+	}
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
@@ -190,6 +201,12 @@ func (r *run) teardown(ctx context.Context, err error) {
 	}
 	if err := r.stopMonitor(); err != nil {
 		errs = append(errs, fmt.Errorf("stopping the monitor: %w", err))
+	}
+	if r.ctlLn != nil {
+		r.ctlLn.Close()
+	}
+	if r.ctl != nil {
+		r.ctl.close()
 	}
 	if r.sb != nil {
 		if cerr := r.sb.Close(cctx); cerr != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -37,16 +39,25 @@ type ExecResult struct {
 	DeniedEgress []string
 }
 
-// Session is one run kept open for several commands: the run directory, audit log,
-// egress proxy, credentials, cgroup and monitor are set up once by StartSession and
-// torn down by Close; each Exec starts a fresh sandbox (for bwrap, one bwrap process)
-// with the same workspace. Files persist through the workspace only.
+// startTimeout bounds how long a session's sandbox may take to come up (an engine
+// creating a container included).
+const startTimeout = 60 * time.Second
+
+// Session is one run kept open for many commands, in one sandbox: the run directory,
+// audit log, egress proxy, credentials, cgroup, monitor and the sandbox itself are set
+// up once by StartSession and torn down by Close. Process 1 of the sandbox takes each
+// Exec over the control channel, so files anywhere writable (the workspace, /tmp,
+// $HOME) and background processes persist from one command to the next, on every
+// backend alike.
 //
 // Exec may be called from several goroutines at once. Locks: mu guards closed and
-// counts the running commands (wg) so that Close waits for them; the audit writer,
-// the event sink and the monitor's kill switches each have their own lock.
+// counts the running commands (wg) so that Close waits for them; the audit writer, the
+// event sink, the control channel and the monitor's kill switches have their own.
 type Session struct {
 	r *run
+
+	serveDone chan struct{} // closed when the sandbox's process 1 has ended
+	serveErr  error         // how it ended, once serveDone is closed
 
 	mu     sync.Mutex // mu guards closed and adding to wg.
 	closed bool
@@ -54,8 +65,29 @@ type Session struct {
 	n      int // commands started, guarded by mu
 }
 
-// StartSession prepares a run for plan (services and sandbox) without running a command.
-// Close must be called to tear it down.
+// prepareSession gives a session's sandbox its control socket and spill directory.
+func (r *run) prepareSession(host *Host) error {
+	if !r.session {
+		return nil
+	}
+	ln, err := listenControl(filepath.Join(host.RunDir, "control.sock"))
+	if err != nil {
+		return err
+	}
+	r.ctlLn, host.ControlSocket = ln, filepath.Join(host.RunDir, "control.sock")
+	r.spillDir = filepath.Join(host.RunDir, "spill")
+	if err := os.Mkdir(r.spillDir, 0o755); err != nil {
+		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
+	}
+	if err := os.Chmod(r.spillDir, 0o755); err != nil { // whatever the umask
+		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
+	}
+	host.SpillDir = r.spillDir
+	return nil
+}
+
+// StartSession prepares a run for plan (services and sandbox), starts the sandbox's
+// process 1 and waits until it takes commands. Close must be called to tear it down.
 func StartSession(ctx context.Context, plan *contract.Plan, o Options) (s *Session, err error) {
 	o.defaults()
 	if u := Unsupported(plan); len(u) > 0 {
@@ -64,7 +96,7 @@ func StartSession(ctx context.Context, plan *contract.Plan, o Options) (s *Sessi
 	if err := o.Backend.Check(ctx); err != nil {
 		return nil, err
 	}
-	r := &run{plan: plan, o: &o, start: o.now()}
+	r := &run{plan: plan, o: &o, start: o.now(), session: true}
 	r.res.RunID = audit.NewRunID(r.start)
 	defer func() {
 		if p := recover(); p != nil {
@@ -76,7 +108,43 @@ func StartSession(ctx context.Context, plan *contract.Plan, o Options) (s *Sessi
 		r.teardown(ctx, err)
 		return nil, err
 	}
-	return &Session{r: r}, nil
+	s = &Session{r: r, serveDone: make(chan struct{})}
+	if err := s.serve(ctx); err != nil {
+		r.teardown(ctx, err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// serve starts process 1 in serve mode and waits for its control channel.
+func (s *Session) serve(ctx context.Context) error {
+	r := s.r
+	token := newToken()
+	// The sandbox lives until Close, whatever ctx (a CLI's start request) does.
+	sctx := context.WithoutCancel(ctx)
+	go func() {
+		defer close(s.serveDone)
+		code, err := r.sb.Exec(sctx, Process{Serve: token, Stdout: r.o.Stderr, Stderr: r.o.Stderr})
+		if err == nil && code != 0 {
+			err = fmt.Errorf("%w: the session's process 1 exited with status %d", errdefs.ErrSandbox, code)
+		}
+		s.serveErr = err
+	}()
+	actx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	c, err := acceptControl(actx, r.ctlLn, token, s.serveDone)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrSandbox) {
+			<-s.serveDone
+			if s.serveErr != nil {
+				err = s.serveErr // why: the self-check, bwrap, the engine
+			}
+		}
+		return err
+	}
+	r.ctl = c
+	r.o.Log.Debug("session sandbox taking commands")
+	return nil
 }
 
 // ID is the session's run id.
@@ -88,12 +156,16 @@ func (s *Session) AuditDir() string { return s.r.res.AuditDir }
 // RunDir is the session's private run directory on the host.
 func (s *Session) RunDir() string { return s.r.rd.path }
 
+// Done is closed when the session's sandbox has ended on its own (it was killed, or
+// its process 1 died): every later Exec fails, and the session should be closed.
+func (s *Session) Done() <-chan struct{} { return s.serveDone }
+
 // ErrClosed is returned by Exec after Close.
 var ErrClosed = errors.New("session is stopped")
 
-// Exec runs argv in a fresh sandbox of the session. The contract's commands.deny rules
-// are checked first: a denied command is refused (ErrDenied) and not logged as a
-// command. A command that ran and failed is not an error (see ExecResult.ExitCode).
+// Exec runs argv in the session's sandbox. The contract's commands.deny rules are
+// checked first: a denied command is refused (ErrDenied) and not logged as a command.
+// A command that ran and failed is not an error (see ExecResult.ExitCode).
 func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
 	if len(argv) == 0 {
 		return ExecResult{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
@@ -110,6 +182,11 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 	s.n++
 	s.mu.Unlock()
 	defer s.wg.Done()
+	select {
+	case <-s.serveDone:
+		return ExecResult{}, fmt.Errorf("%w: the session's sandbox has ended (%v); stop the session", errdefs.ErrUnavailable, s.serveErr)
+	default:
+	}
 	res, err := s.r.execOne(ctx, argv, eo, false)
 	if err == nil {
 		err = s.r.auditErr()
@@ -117,9 +194,10 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 	return res, err
 }
 
-// Close waits for running commands, then revokes credentials, stops the monitor, the
-// sandbox and the proxy, removes the run directory and seals the log. ctx ending (a
-// signal) is recorded as the reason. It is idempotent.
+// Close waits for running commands, hangs up on process 1 (which kills everything in
+// the sandbox), then revokes credentials, stops the monitor, the sandbox and the proxy,
+// removes the run directory and seals the log. ctx ending (a signal) is recorded as
+// the reason. It is idempotent.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -130,7 +208,13 @@ func (s *Session) Close(ctx context.Context) error {
 	n := s.n
 	s.mu.Unlock()
 	s.wg.Wait()
-	reason, code := audit.ReasonExited, 0
+	reason, code, detail := audit.ReasonExited, 0, fmt.Sprintf("session stopped after %d command(s)", n)
+	select {
+	case <-s.serveDone:
+		reason, code = audit.ReasonError, errdefs.ExitCannotRun
+		detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
+	default:
+	}
 	if ctx.Err() != nil {
 		reason, code = audit.ReasonCanceled, 130
 		var se SignalError
@@ -138,7 +222,12 @@ func (s *Session) Close(ctx context.Context) error {
 			reason, code = audit.ReasonSignal, 128+signalNumber(se.Sig)
 		}
 	}
-	s.r.finish(code, reason, fmt.Sprintf("session stopped after %d command(s)", n))
+	s.r.ctl.close()
+	select {
+	case <-s.serveDone:
+	case <-time.After(5 * time.Second): // the sandbox's Close kills it regardless
+	}
+	s.r.finish(code, reason, detail)
 	s.r.teardown(ctx, nil)
 	return s.r.auditErr()
 }

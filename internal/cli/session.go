@@ -106,9 +106,9 @@ func sessionCmd(ctx context.Context, stdio IO, args []string) error {
 
 // sessionStart spawns the supervisor, detached, and waits for it to say it is ready.
 func sessionStart(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("session start", "session start [-c FILE] [--backend auto|bwrap] [--audit-dir DIR]", stdio.Stderr)
+	fs := newFlags("session start", "session start [-c FILE] [--backend auto|bwrap|docker|containerd] [--audit-dir DIR]", stdio.Stderr)
 	file := contractFlag(fs)
-	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend` ($CORDON_BACKEND); sessions support bwrap")
+	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend` ($CORDON_BACKEND)")
 	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -75,9 +75,6 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return fail(err)
 	}
-	if b.Name() != "bwrap" {
-		return fail(fmt.Errorf("%w: sessions support the bwrap backend only for now (not %s)", errdefs.ErrUnsupported, b.Name()))
-	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, nil))
 	sess, err := runner.StartSession(ctx, plan, runner.Options{
 		Backend: b, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan), Log: log,

@@ -21,6 +21,15 @@ type Spec struct {
 	// Bridge, when set, makes pid1 relay Listen (TCP, loopback) to the egress proxy's
 	// unix Socket for as long as the command runs.
 	Bridge *Bridge `json:"bridge,omitempty"`
+	// Serve, when set, makes pid1 run no command of its own: it dials the host's control
+	// socket and runs the commands the host sends (a session), until the host hangs up.
+	Serve *Serve `json:"serve,omitempty"`
+}
+
+// Serve is where pid1 dials for commands and the token that proves it to the host.
+type Serve struct {
+	Socket string `json:"socket"`
+	Token  string `json:"token"`
 }
 
 // Bridge is where pid1 listens and where it relays to.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/egress"
+	"github.com/cordonhq/cordon/internal/ctl"
 )
 
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
@@ -29,7 +30,7 @@ func Main() int {
 	if err == nil {
 		err = json.Unmarshal(data, &spec)
 	}
-	if err == nil && len(spec.Argv) == 0 {
+	if err == nil && len(spec.Argv) == 0 && spec.Serve == nil {
 		err = errors.New("empty command")
 	}
 	if err == nil {
@@ -37,6 +38,17 @@ func Main() int {
 	}
 	if err == nil && spec.Bridge != nil {
 		err = startBridge(spec.Bridge)
+	}
+	var ctlConn *ctl.Conn
+	if err == nil && spec.Serve != nil {
+		// Dial before reporting: the host accepts this one connection, then stops
+		// listening, before any command exists that could dial instead.
+		if ctlConn, err = ctl.Dial(spec.Serve.Socket); err == nil {
+			err = ctlConn.Send(ctl.Msg{Op: ctl.OpHello, Token: spec.Serve.Token})
+		}
+		if err != nil {
+			err = fmt.Errorf("control channel: %w", err)
+		}
 	}
 	report := Status{OK: err == nil}
 	if err != nil {
@@ -47,6 +59,9 @@ func Main() int {
 	status.Close()
 	if err != nil || werr != nil {
 		return ExitSelfCheck
+	}
+	if ctlConn != nil {
+		return serve(ctlConn)
 	}
 	return run(&spec)
 }

@@ -64,6 +64,12 @@ func Args(plan *contract.Plan, host runner.Host) []string {
 		// Read-only is enough to connect to a socket, and keeps it from being replaced.
 		a = append(a, "--ro-bind", host.EgressSocket, EgressPath)
 	}
+	if host.ControlSocket != "" {
+		a = append(a, "--ro-bind", host.ControlSocket, runner.ControlPath)
+	}
+	if host.SpillDir != "" {
+		a = append(a, "--ro-bind", host.SpillDir, runner.SpillPath)
+	}
 	a = append(a,
 		"--ro-bind", host.Init, InitPath,
 		"--remount-ro", "/",

@@ -124,7 +124,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if s.cg != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
 	}
-	if len(p.Argv) == 0 {
+	if len(p.Argv) == 0 && p.Serve == "" {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
 	s.mu.Lock()
@@ -245,6 +245,9 @@ func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process)
 	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable()}
 	if s.host.EgressSocket != "" {
 		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
+	}
+	if p.Serve != "" {
+		sp.Serve = &pid1.Serve{Socket: runner.ControlPath, Token: p.Serve}
 	}
 	spec, _ := json.Marshal(sp)
 	_, err := specW.Write(spec)

@@ -148,6 +148,12 @@ func Mounts(in Input) []specs.Mount {
 		// Read-only is enough to connect to a socket, and keeps it from being replaced.
 		out = append(out, bind(in.Host.EgressSocket, EgressPath, true))
 	}
+	if in.Host.ControlSocket != "" {
+		out = append(out, bind(in.Host.ControlSocket, runner.ControlPath, true))
+	}
+	if in.Host.SpillDir != "" {
+		out = append(out, bind(in.Host.SpillDir, runner.SpillPath, true))
+	}
 	if len(in.Host.SecretFiles) > 0 {
 		out = append(out, specs.Mount{Destination: SecretsDir, Type: "tmpfs", Source: "tmpfs", Options: []string{
 			"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(in.UID), "gid=" + strconv.Itoa(in.GID),
@@ -201,6 +207,9 @@ func Spec(in Input, p runner.Process, writable []string) pid1.Spec {
 	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: writable}
 	if in.Host.EgressSocket != "" {
 		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
+	}
+	if p.Serve != "" {
+		sp.Serve = &pid1.Serve{Socket: runner.ControlPath, Token: p.Serve}
 	}
 	return sp
 }

@@ -39,19 +39,23 @@ func PrepareInit(in *Input) error {
 	}
 	// Mount points for the mounts inside the read-only directory: the runtime could
 	// not create them through it.
-	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath)} {
+	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath), filepath.Base(runner.ControlPath)} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o400); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
 	}
-	if err := os.Mkdir(filepath.Join(dir, filepath.Base(SecretsDir)), 0o700); err != nil {
-		return fmt.Errorf("preparing the init directory: %w", err)
+	for _, sub := range []string{SecretsDir, runner.SpillPath} {
+		if err := os.Mkdir(filepath.Join(dir, filepath.Base(sub)), 0o700); err != nil {
+			return fmt.Errorf("preparing the init directory: %w", err)
+		}
 	}
-	if in.Host.EgressSocket != "" && in.UID != os.Geteuid() {
-		// Connecting needs write permission on the socket; the run directory (0700)
-		// keeps everyone else on the host away from it.
-		if err := os.Lchown(in.Host.EgressSocket, in.UID, in.GID); err != nil {
-			return fmt.Errorf("handing the egress socket to the sandbox user %d:%d: %w", in.UID, in.GID, err)
+	for _, sock := range []string{in.Host.EgressSocket, in.Host.ControlSocket} {
+		if sock != "" && in.UID != os.Geteuid() {
+			// Connecting needs write permission on the socket; the run directory (0700)
+			// keeps everyone else on the host away from it.
+			if err := os.Lchown(sock, in.UID, in.GID); err != nil {
+				return fmt.Errorf("handing %s to the sandbox user %d:%d: %w", filepath.Base(sock), in.UID, in.GID, err)
+			}
 		}
 	}
 	in.HostInitDir = dir

@@ -234,7 +234,7 @@ type sandbox struct {
 
 // Exec implements runner.Sandbox.
 func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
-	if len(p.Argv) == 0 {
+	if len(p.Argv) == 0 && p.Serve == "" {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
 	if s.id == "" {

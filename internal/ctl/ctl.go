@@ -1,0 +1,147 @@
+// Package ctl is the control channel between cordon on the host and its process 1
+// inside a long-lived sandbox (a session). It is one SOCK_SEQPACKET unix connection
+// that process 1 dials out to, so every backend (bwrap, Docker, containerd) uses it
+// alike. Each message is one packet holding one JSON [Msg]; an exec request carries the
+// command's stdin, stdout and stderr as file descriptors (SCM_RIGHTS), so output flows
+// from the command to the host through pipes without passing through process 1.
+//
+// It imports only the standard library: it is linked into cmd/cordon-init.
+package ctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Ops of [Msg].
+const (
+	OpHello  = "hello"  // pid1 → host, first: proves it is the process the host started
+	OpExec   = "exec"   // host → pid1: run Argv in Dir with the three attached fds
+	OpSignal = "signal" // host → pid1: send Sig to exec ID's process group
+	OpExit   = "exit"   // pid1 → host: exec ID ended with Code (Error: it never started)
+)
+
+// MaxMsg is the largest message either side sends. A larger exec request (a huge
+// argv) is refused before it is sent.
+const MaxMsg = 128 << 10
+
+// Msg is one control message.
+type Msg struct {
+	Op    string   `json:"op"`
+	ID    uint64   `json:"id,omitempty"`
+	Token string   `json:"token,omitempty"`
+	Argv  []string `json:"argv,omitempty"`
+	Dir   string   `json:"dir,omitempty"`
+	Sig   int      `json:"sig,omitempty"`
+	Code  int      `json:"code,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+// Conn is one end of the control channel. Send may be called from several goroutines;
+// Recv from one at a time.
+type Conn struct {
+	c   *net.UnixConn
+	wmu sync.Mutex // wmu serialises Send, so each message is one packet.
+	buf []byte
+	oob []byte
+}
+
+// New wraps a unixpacket connection.
+func New(c *net.UnixConn) *Conn {
+	return &Conn{c: c, buf: make([]byte, MaxMsg), oob: make([]byte, syscall.CmsgSpace(3*4))}
+}
+
+// Dial connects to the host's control socket at path.
+func Dial(path string) (*Conn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	return New(c), nil
+}
+
+// Send writes m as one packet with files attached.
+func (c *Conn) Send(m Msg, files ...*os.File) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxMsg {
+		return fmt.Errorf("control message of %d bytes is over the %d-byte limit", len(data), MaxMsg)
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = syscall.UnixRights(fds...)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, _, err = c.c.WriteMsgUnix(data, oob, nil)
+	return err
+}
+
+// ErrTruncated reports a packet larger than [MaxMsg] or with more descriptors than
+// fit: the peer does not speak this protocol.
+var ErrTruncated = errors.New("control message truncated")
+
+// Recv reads one packet. The returned files are the caller's to close.
+func (c *Conn) Recv() (Msg, []*os.File, error) {
+	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
+	if err != nil {
+		return Msg{}, nil, err
+	}
+	files, ferr := parseRights(c.oob[:oobn])
+	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
+		closeAll(files)
+		return Msg{}, nil, ErrTruncated
+	}
+	if n == 0 {
+		closeAll(files)
+		return Msg{}, nil, net.ErrClosed // a zero-length packet: the peer shut down
+	}
+	var m Msg
+	if err := json.Unmarshal(c.buf[:n], &m); err != nil || ferr != nil {
+		closeAll(files)
+		return Msg{}, nil, fmt.Errorf("bad control message: %w", errors.Join(err, ferr))
+	}
+	return m, files, nil
+}
+
+// Close closes the connection; the peer's Recv then fails.
+func (c *Conn) Close() error { return c.c.Close() }
+
+func parseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := syscall.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			syscall.CloseOnExec(fd)
+			files = append(files, os.NewFile(uintptr(fd), "ctl"))
+		}
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}

@@ -1,0 +1,262 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// outputGrace is how long a command's output may keep flowing after its first process
+// exited: a background child that inherited stdout would otherwise hold the exec open.
+const outputGrace = 250 * time.Millisecond
+
+// control is the host end of a session's control channel: one connection from the
+// sandbox's process 1, over which each exec is one request with its stdio pipes
+// attached, answered by its exit.
+type control struct {
+	c *ctl.Conn
+
+	mu      sync.Mutex // mu guards next, waiting and err.
+	next    uint64
+	waiting map[uint64]chan ctl.Msg
+	err     error         // why the channel is gone
+	gone    chan struct{} // closed when the channel is gone
+}
+
+// newToken returns the secret process 1 presents on the control channel.
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// listenControl listens on path (in the run directory) for process 1.
+func listenControl(path string) (*net.UnixListener, error) {
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("%w: control socket: %v", errdefs.ErrUnavailable, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	return ln, nil
+}
+
+// acceptControl takes the first connection that presents token, then closes the
+// listener: process 1 dials before any command of the sandbox exists, so no other
+// process can take its place, and none can dial later. It gives up when sandboxDone
+// closes (process 1 ended before dialling) or ctx ends.
+func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sandboxDone <-chan struct{}) (*control, error) {
+	defer ln.Close()
+	type accepted struct {
+		c   *ctl.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		for {
+			uc, err := ln.AcceptUnix()
+			if err != nil {
+				ch <- accepted{err: err}
+				return
+			}
+			c := ctl.New(uc)
+			m, files, err := c.Recv()
+			closeFiles(files)
+			if err == nil && m.Op == ctl.OpHello && m.Token == token {
+				ch <- accepted{c: c}
+				return
+			}
+			c.Close()
+		}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return nil, fmt.Errorf("%w: waiting for the sandbox's process 1: %v", errdefs.ErrUnavailable, a.err)
+		}
+		cc := &control{c: a.c, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
+		go cc.read()
+		return cc, nil
+	case <-sandboxDone:
+		return nil, fmt.Errorf("%w: the sandbox's process 1 ended before taking commands", errdefs.ErrSandbox)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// read dispatches exits to the waiting execs until the channel ends.
+func (c *control) read() {
+	var err error
+	for {
+		var m ctl.Msg
+		var files []*os.File
+		m, files, err = c.c.Recv()
+		closeFiles(files)
+		if err != nil {
+			break
+		}
+		if m.Op != ctl.OpExit {
+			continue
+		}
+		c.mu.Lock()
+		ch := c.waiting[m.ID]
+		delete(c.waiting, m.ID)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+	c.mu.Lock()
+	c.err = fmt.Errorf("%w: the session's sandbox is gone (%v)", errdefs.ErrUnavailable, err)
+	c.mu.Unlock()
+	close(c.gone)
+}
+
+// close hangs up: process 1 kills everything in the sandbox and exits.
+func (c *control) close() { c.c.Close() }
+
+// exec runs p in the sandbox and returns its status (see Sandbox.Exec).
+func (c *control) exec(ctx context.Context, p Process) (int, error) {
+	pipes, err := newStdio(p)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+	}
+	defer pipes.close()
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return 0, c.err
+	}
+	c.next++
+	id := c.next
+	exited := make(chan ctl.Msg, 1)
+	c.waiting[id] = exited
+	c.mu.Unlock()
+	err = c.c.Send(ctl.Msg{Op: ctl.OpExec, ID: id, Argv: p.Argv, Dir: p.Dir}, pipes.child...)
+	pipes.closeChild()
+	if err != nil {
+		c.forget(id)
+		return 0, fmt.Errorf("%w: sending the command to the sandbox: %v", errdefs.ErrUnavailable, err)
+	}
+	pipes.copy(p)
+	var m ctl.Msg
+	select {
+	case m = <-exited:
+	case <-c.gone:
+		return 0, c.err
+	case <-ctx.Done():
+		// Kill its process group and wait for the report (pid1 reaps it at once).
+		_ = c.c.Send(ctl.Msg{Op: ctl.OpSignal, ID: id, Sig: int(syscall.SIGKILL)})
+		select {
+		case <-exited:
+		case <-c.gone:
+		case <-time.After(5 * time.Second):
+			c.forget(id)
+		}
+		pipes.wait(0)
+		return 0, ctx.Err()
+	}
+	pipes.wait(outputGrace)
+	if m.Error != "" {
+		return 0, fmt.Errorf("%w: %s", errdefs.ErrInvalid, m.Error)
+	}
+	return m.Code, nil
+}
+
+func (c *control) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.waiting, id)
+	c.mu.Unlock()
+}
+
+// stdio is one exec's pipes: the child's ends go to process 1 (stdin's read end,
+// stdout's and stderr's write ends); the host copies through its ends.
+type stdio struct {
+	child   []*os.File
+	stdinW  *os.File
+	outR    []*os.File // stdout, stderr
+	copying sync.WaitGroup
+}
+
+func newStdio(p Process) (*stdio, error) {
+	s := &stdio{}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.child, s.stdinW = append(s.child, inR), inW
+	for range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			s.closeChild()
+			s.close()
+			return nil, err
+		}
+		s.child, s.outR = append(s.child, w), append(s.outR, r)
+	}
+	return s, nil
+}
+
+// copy feeds stdin and drains stdout and stderr in the background.
+func (s *stdio) copy(p Process) {
+	go func() {
+		if p.Stdin != nil {
+			_, _ = io.Copy(s.stdinW, p.Stdin)
+		}
+		s.stdinW.Close()
+	}()
+	for i, w := range []io.Writer{p.Stdout, p.Stderr} {
+		if w == nil {
+			w = io.Discard
+		}
+		s.copying.Add(1)
+		go func(r *os.File, w io.Writer) {
+			defer s.copying.Done()
+			_, _ = io.Copy(w, r)
+		}(s.outR[i], w)
+	}
+}
+
+// wait waits up to grace for the output to end, then cuts it off.
+func (s *stdio) wait(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.copying.Wait(); close(done) }()
+	if grace > 0 {
+		select {
+		case <-done:
+			return
+		case <-time.After(grace):
+		}
+	}
+	for _, r := range s.outR {
+		r.Close()
+	}
+	<-done
+}
+
+func (s *stdio) closeChild() {
+	closeFiles(s.child)
+	s.child = nil
+}
+
+func (s *stdio) close() {
+	closeFiles(s.outR)
+	if s.stdinW != nil {
+		s.stdinW.Close()
+	}
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
