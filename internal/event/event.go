@@ -19,6 +19,10 @@ const (
 	CredIssue    Type = "cred.issue"
 	CredRevoke   Type = "cred.revoke"
 	SyscallAlert Type = "syscall.alert"
+	GateRequest  Type = "gate.request"
+	GateApprove  Type = "gate.approve"
+	GateDeny     Type = "gate.deny"
+	GateExec     Type = "gate.exec"
 	RunEnd       Type = "run.end"
 )
 

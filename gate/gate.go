@@ -1,0 +1,330 @@
+// Package gate is the host side of approval gates: operations a contract names (push a
+// branch, publish a package) that the sandbox may ask for, that a person approves or
+// denies, and that then run on the host, outside the sandbox, with a credential minted
+// for that one operation. It is unstable until v1.
+//
+// A [Service] holds one run's pending requests. [ServeSandbox] and [ServeAdmin] speak
+// the [wire] protocol on the sandbox socket and on the host-only admin socket.
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// Mode says who decides requests.
+type Mode int
+
+// Modes. The zero value is Ask.
+const (
+	Ask     Mode = iota // a person decides each request
+	DenyAll             // every request is refused at once (--gates deny)
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Ask:
+		return "ask"
+	case DenyAll:
+		return "deny"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Set implements flag.Value.
+func (m *Mode) Set(s string) error {
+	switch s {
+	case "ask":
+		*m = Ask
+	case "deny":
+		*m = DenyAll
+	default:
+		return fmt.Errorf("want ask or deny, got %q", s)
+	}
+	return nil
+}
+
+// Outcome is how a request ended (the wire type).
+type Outcome = wire.Outcome
+
+// Pending is a request waiting for a person (the wire type).
+type Pending = wire.Pending
+
+// Errors returned by a Service.
+var (
+	// ErrNotFound: no pending request has the id.
+	ErrNotFound = wire.ErrNotFound
+	// ErrUnknownGate: the contract declares no gate of that name.
+	ErrUnknownGate = errors.New("unknown gate")
+)
+
+// Decider names used when cordon, not a person, decides.
+const byCordon = "cordon"
+
+// MintFunc issues a gate's credential for one operation: env holds NAME=value entries
+// for the operation, and revoke is called right after it, on every path.
+type MintFunc func(ctx context.Context, c contract.Credential) (env []string, revoke func(context.Context) error, err error)
+
+// Config configures a Service. Zero fields mean defaults.
+type Config struct {
+	RunID     string // the run (or session) id: {{.Run}} in gates' argv
+	Workspace string // host path the operations run in
+	Gates     []contract.Gate
+	Mode      Mode
+	Events    event.Sink // nil: event.Discard
+	// Mint issues a gate's credential. nil with a gate that has a credential: requests
+	// for it fail closed.
+	Mint MintFunc
+	Log  *slog.Logger // nil: discard
+
+	now func() time.Time // nil: time.Now
+}
+
+// Service holds one run's gate requests. It is safe for concurrent use by multiple
+// goroutines.
+type Service struct {
+	cfg   Config
+	gates map[string]contract.Gate
+
+	mu      sync.Mutex
+	pending map[string]*request // guarded by mu
+	closed  bool                // guarded by mu
+
+	running sync.WaitGroup // approved operations
+}
+
+// request is one filed request.
+type request struct {
+	p    Pending
+	gate contract.Gate
+	done chan Outcome // buffered 1: the decision's result
+}
+
+// New returns a Service for cfg.
+func New(cfg Config) *Service {
+	if cfg.Events == nil {
+		cfg.Events = event.Discard
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	if cfg.Workspace != "" {
+		cfg.Workspace = filepath.Clean(cfg.Workspace)
+	}
+	s := &Service{cfg: cfg, gates: map[string]contract.Gate{}, pending: map[string]*request{}}
+	for _, g := range cfg.Gates {
+		s.gates[g.Name] = g
+	}
+	return s
+}
+
+// Request files a request for gate name on behalf of command cmd (a command id, or
+// "") and blocks until a person approves or denies it, or ctx ends. On approval it
+// performs the operation outside the sandbox and returns its outcome. Gates with
+// approve: deny, and every gate in Mode DenyAll, are refused at once. When ctx ends
+// first the request is withdrawn and ctx's error returned.
+func (s *Service) Request(ctx context.Context, name, cmd string) (Outcome, error) {
+	return s.request(ctx, name, cmd, nil)
+}
+
+// request is Request that calls filed once the request is pending.
+func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pending)) (Outcome, error) {
+	g, ok := s.gates[name]
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w %q (the contract's gates: %s)", ErrUnknownGate, name, s.names())
+	}
+	argv, err := g.Argv(s.cfg.RunID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	r := &request{gate: g, done: make(chan Outcome, 1), p: Pending{
+		ID: newID(), Run: s.cfg.RunID, Gate: name, Why: g.Why, Argv: argv,
+		Requested: s.cfg.now().UTC(), Cmd: cmd,
+	}}
+	s.emit(event.GateRequest, cmd, RequestEvent{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()})
+	if why := s.refusal(g); why != "" {
+		return s.refuse(r, byCordon, why), nil
+	}
+	r.p.Preview = preview(ctx, s.cfg.Workspace, argv, g)
+	if !s.file(r) {
+		return s.refuse(r, byCordon, "the run ended"), nil
+	}
+	s.cfg.Log.Info("gate request filed", logKeyGate, name, logKeyID, r.p.ID)
+	if filed != nil {
+		filed(r.p)
+	}
+	select {
+	case out := <-r.done:
+		return out, nil
+	case <-ctx.Done():
+	}
+	if s.take(r.p.ID) != nil {
+		s.emit(event.GateDeny, cmd, DecisionEvent{ID: r.p.ID, Gate: name, By: byCordon, Reason: "withdrawn: the requester went away before a decision"})
+		return Outcome{}, ctx.Err()
+	}
+	// Decided at the same moment: the outcome is on its way.
+	return <-r.done, nil
+}
+
+// refusal says why g is refused without asking anyone, or "".
+func (s *Service) refusal(g contract.Gate) string {
+	switch {
+	case s.cfg.Mode == DenyAll:
+		return "gates are in deny mode (--gates deny): every request is refused"
+	case g.Approve == contract.ApproveDeny:
+		return "the contract says approve: deny for this gate"
+	case g.Credential != nil && s.cfg.Mint == nil:
+		return fmt.Sprintf("no provider can mint the gate's credential %s here", g.Credential.Name)
+	}
+	return ""
+}
+
+// refuse logs gate.deny for r and returns the denial.
+func (s *Service) refuse(r *request, by, why string) Outcome {
+	s.emit(event.GateDeny, r.p.Cmd, DecisionEvent{ID: r.p.ID, Gate: r.p.Gate, By: by, Reason: why})
+	s.cfg.Log.Info("gate request denied", logKeyGate, r.p.Gate, logKeyID, r.p.ID, logKeyBy, by, logKeyReason, why)
+	return Outcome{Approved: false, By: by, Why: why}
+}
+
+// file makes r pending; false when the service is closed.
+func (s *Service) file(r *request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	for s.pending[r.p.ID] != nil {
+		r.p.ID = newID()
+	}
+	s.pending[r.p.ID] = r
+	return true
+}
+
+// take removes and returns the pending request id, or nil.
+func (s *Service) take(id string) *request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.pending[id]
+	delete(s.pending, id)
+	return r
+}
+
+// List returns the pending requests, oldest first.
+func (s *Service) List() []Pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Pending, 0, len(s.pending))
+	for _, r := range s.pending {
+		out = append(out, r.p)
+	}
+	sortPending(out)
+	return out
+}
+
+// Approve approves request id on behalf of by and starts its operation; the requester
+// gets the Outcome. It returns ErrNotFound when no request is pending under id.
+func (s *Service) Approve(ctx context.Context, id, by string) error {
+	s.mu.Lock()
+	r := s.pending[id]
+	if r != nil {
+		delete(s.pending, id)
+		s.running.Add(1)
+	}
+	s.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	s.emit(event.GateApprove, r.p.Cmd, DecisionEvent{ID: id, Gate: r.p.Gate, By: by})
+	s.cfg.Log.Info("gate request approved", logKeyGate, r.p.Gate, logKeyID, id, logKeyBy, by)
+	go func() {
+		defer s.running.Done()
+		out := s.perform(context.WithoutCancel(ctx), r)
+		out.Approved, out.By = true, by
+		r.done <- out
+	}()
+	return nil
+}
+
+// Deny refuses request id on behalf of by, for the reason why.
+func (s *Service) Deny(id, by, why string) error {
+	r := s.take(id)
+	if r == nil {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if why == "" {
+		why = "denied"
+	}
+	r.done <- s.refuse(r, by, why)
+	return nil
+}
+
+// Close refuses every pending request ("the run ended"), refuses later ones, and waits
+// for running operations. It is idempotent.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	rs := s.pending
+	s.pending = map[string]*request{}
+	s.mu.Unlock()
+	for _, r := range rs {
+		r.done <- s.refuse(r, byCordon, "the run ended")
+	}
+	s.running.Wait()
+}
+
+func (s *Service) emit(t event.Type, cmd string, body any) {
+	s.cfg.Events.Emit(event.Event{Type: t, Time: s.cfg.now(), Cmd: cmd, Body: body})
+}
+
+func (s *Service) names() string {
+	if len(s.cfg.Gates) == 0 {
+		return "none"
+	}
+	var out string
+	for i, g := range s.cfg.Gates {
+		if i > 0 {
+			out += ", "
+		}
+		out += g.Name
+	}
+	return out
+}
+
+func credName(g contract.Gate) string {
+	if g.Credential == nil {
+		return ""
+	}
+	return g.Credential.Name
+}
+
+// newID returns 8 random hex digits.
+func newID() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// AdminDir is where runs' admin sockets live under the run root
+// (runner.DefaultRunRoot()): AdminDir(root)/RUNID.sock.
+func AdminDir(runRoot string) string { return filepath.Join(runRoot, "gates") }
+
+// AdminSocket is the admin socket of run runID.
+func AdminSocket(runRoot, runID string) string {
+	return filepath.Join(AdminDir(runRoot), runID+".sock")
+}

@@ -1,0 +1,464 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+const testRun = "20261129T201530Z-3fa9c1"
+
+// recorder is an event.Sink that keeps events.
+type recorder struct {
+	mu sync.Mutex
+	ev []event.Event
+}
+
+func (r *recorder) Emit(e event.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ev = append(r.ev, e)
+}
+
+func (r *recorder) types() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.ev {
+		out = append(out, string(e.Type))
+	}
+	return out
+}
+
+func (r *recorder) bodies(t *testing.T) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	js, err := json.Marshal(r.ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(js)
+}
+
+func runGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture is a workspace repository with one commit and a bare repository to push to,
+// whose pre-receive hook records whether $GITHUB_PUSH reached it.
+type fixture struct {
+	ws, bare, marks string
+	head            string
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := t.TempDir()
+	f := fixture{ws: filepath.Join(root, "ws"), bare: filepath.Join(root, "bare.git"), marks: filepath.Join(root, "marks")}
+	for _, d := range []string{f.ws, f.marks} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runGit(t, root, "init", "-q", "--bare", f.bare)
+	writeScript(t, filepath.Join(f.bare, "hooks", "pre-receive"),
+		`if [ -n "$GITHUB_PUSH" ]; then echo present > `+f.marks+`/cred; else echo absent > `+f.marks+`/cred; fi`)
+	runGit(t, f.ws, "init", "-q")
+	if err := os.WriteFile(filepath.Join(f.ws, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, f.ws, "add", "README")
+	runGit(t, f.ws, "commit", "-q", "-m", "agent work")
+	f.head = runGit(t, f.ws, "rev-parse", "HEAD")
+	return f
+}
+
+func (f fixture) marker(name string) bool {
+	_, err := os.Stat(filepath.Join(f.marks, name))
+	return err == nil
+}
+
+func (f fixture) branch(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("git", "--git-dir", f.bare, "rev-parse", "--verify", "-q", "refs/heads/agent/"+testRun)
+	out, _ := cmd.Output()
+	return strings.TrimSpace(string(out))
+}
+
+func pushGate(f fixture, approve string) contract.Gate {
+	return contract.Gate{
+		Name: "push", Run: []string{"git", "push", f.bare, "HEAD:refs/heads/agent/{{.Run}}"},
+		Approve: approve, Why: "publishing is irreversible", Timeout: contract.Duration(time.Minute),
+		Credential: &contract.Credential{Name: "GITHUB_PUSH", Provider: "local", Deliver: contract.DeliverGate},
+	}
+}
+
+// minter counts mints and revocations.
+type minter struct {
+	minted, revoked atomic.Int32
+}
+
+func (m *minter) mint(_ context.Context, c contract.Credential) ([]string, func(context.Context) error, error) {
+	m.minted.Add(1)
+	return []string{c.Name + "=s3cr3t-value-xyz"}, func(context.Context) error {
+		m.revoked.Add(1)
+		return nil
+	}, nil
+}
+
+func newService(f fixture, rec *recorder, m *minter, mode Mode, approve string) *Service {
+	return New(Config{RunID: testRun, Workspace: f.ws, Gates: []contract.Gate{pushGate(f, approve)}, Mode: mode, Events: rec, Mint: m.mint})
+}
+
+// waitPending waits until s has a pending request and returns it.
+func waitPending(t *testing.T, s *Service) Pending {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if ps := s.List(); len(ps) > 0 {
+			return ps[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no request became pending")
+	return Pending{}
+}
+
+type result struct {
+	out Outcome
+	err error
+}
+
+func asyncRequest(ctx context.Context, s *Service) chan result {
+	ch := make(chan result, 1)
+	go func() {
+		out, err := s.Request(ctx, "push", "7")
+		ch <- result{out, err}
+	}()
+	return ch
+}
+
+func TestApprovePushes(t *testing.T) {
+	f := newFixture(t)
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	defer s.Close()
+	if err := os.WriteFile(filepath.Join(f.ws, "notes.txt"), []byte("wip\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch := asyncRequest(context.Background(), s)
+	p := waitPending(t, s)
+	if len(p.ID) != 8 || p.Gate != "push" || p.Cmd != "7" || p.Argv[3] != "HEAD:refs/heads/agent/"+testRun {
+		t.Errorf("pending = %+v", p)
+	}
+	for _, want := range []string{f.head, "agent work", "GITHUB_PUSH", f.ws, "?? notes.txt"} {
+		if !strings.Contains(p.Preview, want) {
+			t.Errorf("preview lacks %q:\n%s", want, p.Preview)
+		}
+	}
+	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil || !r.out.Approved || r.out.ExitCode != 0 || r.out.By != "alice" {
+		t.Fatalf("outcome = %+v, %v", r.out, r.err)
+	}
+	if got := f.branch(t); got != f.head {
+		t.Errorf("agent branch = %q; want %q", got, f.head)
+	}
+	if !f.marker("cred") {
+		t.Fatal("pre-receive hook did not run")
+	}
+	if data, _ := os.ReadFile(filepath.Join(f.marks, "cred")); strings.TrimSpace(string(data)) != "present" {
+		t.Errorf("the minted credential did not reach the operation: %s", data)
+	}
+	if m.minted.Load() != 1 || m.revoked.Load() != 1 {
+		t.Errorf("minted %d, revoked %d; want 1, 1", m.minted.Load(), m.revoked.Load())
+	}
+	if got := strings.Join(rec.types(), ","); got != "gate.request,gate.approve,gate.exec" {
+		t.Errorf("events = %s", got)
+	}
+	bodies := rec.bodies(t)
+	if strings.Contains(bodies, "s3cr3t") {
+		t.Errorf("events carry the credential's value: %s", bodies)
+	}
+	for _, want := range []string{`"by":"alice"`, `"credential":"GITHUB_PUSH"`, `"exit_code":0`, `"id":"` + p.ID + `"`} {
+		if !strings.Contains(bodies, want) {
+			t.Errorf("events lack %s: %s", want, bodies)
+		}
+	}
+	if err := s.Approve(context.Background(), p.ID, "alice"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second Approve = %v; want ErrNotFound", err)
+	}
+}
+
+func TestDenyPushesNothing(t *testing.T) {
+	f := newFixture(t)
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ch := asyncRequest(context.Background(), s)
+	p := waitPending(t, s)
+	if err := s.Deny(p.ID, "bob", "not today"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil || r.out.Approved || r.out.Why != "not today" || r.out.By != "bob" {
+		t.Fatalf("outcome = %+v, %v", r.out, r.err)
+	}
+	if f.branch(t) != "" || m.minted.Load() != 0 {
+		t.Error("a denied request pushed or minted")
+	}
+	if got := strings.Join(rec.types(), ","); got != "gate.request,gate.deny" {
+		t.Errorf("events = %s", got)
+	}
+	if b := rec.bodies(t); !strings.Contains(b, `"reason":"not today"`) || !strings.Contains(b, `"by":"bob"`) {
+		t.Errorf("deny event = %s", b)
+	}
+}
+
+func TestRefusedAtOnce(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    Mode
+		approve string
+		noMint  bool
+		why     string
+	}{
+		{"approve deny", Ask, contract.ApproveDeny, false, "approve: deny"},
+		{"deny mode", DenyAll, contract.ApproveHuman, false, "deny mode"},
+		{"no minter", Ask, contract.ApproveHuman, true, "no provider can mint"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			rec, m := &recorder{}, &minter{}
+			s := newService(f, rec, m, tt.mode, tt.approve)
+			if tt.noMint {
+				s.cfg.Mint = nil
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			out, err := s.Request(ctx, "push", "")
+			if err != nil || out.Approved || !strings.Contains(out.Why, tt.why) || out.By != "cordon" {
+				t.Fatalf("outcome = %+v, %v; want refused with %q", out, err, tt.why)
+			}
+			if got := strings.Join(rec.types(), ","); got != "gate.request,gate.deny" {
+				t.Errorf("events = %s", got)
+			}
+			if len(s.List()) != 0 || f.branch(t) != "" {
+				t.Error("refused request left something behind")
+			}
+		})
+	}
+}
+
+func TestWithdrawnWhenRequesterLeaves(t *testing.T) {
+	f := newFixture(t)
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := asyncRequest(ctx, s)
+	p := waitPending(t, s)
+	cancel()
+	r := <-ch
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Request = %+v, %v; want context.Canceled", r.out, r.err)
+	}
+	if len(s.List()) != 0 {
+		t.Error("withdrawn request still listed")
+	}
+	if err := s.Approve(context.Background(), p.ID, "alice"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Approve of a withdrawn request = %v; want ErrNotFound", err)
+	}
+	if b := rec.bodies(t); !strings.Contains(b, "gate.deny") || !strings.Contains(b, "withdrawn") {
+		t.Errorf("events = %s", b)
+	}
+}
+
+func TestCloseRefusesPending(t *testing.T) {
+	f := newFixture(t)
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	ch := asyncRequest(context.Background(), s)
+	waitPending(t, s)
+	s.Close()
+	r := <-ch
+	if r.err != nil || r.out.Approved || r.out.Why != "the run ended" {
+		t.Fatalf("outcome = %+v, %v", r.out, r.err)
+	}
+	out, err := s.Request(context.Background(), "push", "")
+	if err != nil || out.Approved || out.Why != "the run ended" {
+		t.Errorf("Request after Close = %+v, %v", out, err)
+	}
+	s.Close() // idempotent
+}
+
+func TestUnknownGate(t *testing.T) {
+	s := New(Config{RunID: testRun})
+	if _, err := s.Request(context.Background(), "nope", ""); !errors.Is(err, ErrUnknownGate) {
+		t.Errorf("err = %v; want ErrUnknownGate", err)
+	}
+}
+
+// TestRepoConfigCannotRunCode: hooks, fsmonitor and credential helpers the agent put in
+// the workspace's .git/config do not run, and the push still works.
+func TestRepoConfigCannotRunCode(t *testing.T) {
+	f := newFixture(t)
+	hooks := filepath.Join(filepath.Dir(f.ws), "evil-hooks")
+	for _, h := range []string{"pre-push", "reference-transaction", "post-index-change"} {
+		writeScript(t, filepath.Join(hooks, h), "touch "+f.marks+"/hook-"+h)
+		writeScript(t, filepath.Join(f.ws, ".git", "hooks", h), "touch "+f.marks+"/dothook-"+h)
+	}
+	fsmon := filepath.Join(filepath.Dir(f.ws), "fsmon")
+	writeScript(t, fsmon, "touch "+f.marks+"/fsmonitor")
+	helper := filepath.Join(filepath.Dir(f.ws), "helper")
+	writeScript(t, helper, "touch "+f.marks+"/helper")
+	runGit(t, f.ws, "config", "core.hooksPath", hooks)
+	runGit(t, f.ws, "config", "core.fsmonitor", fsmon)
+	runGit(t, f.ws, "config", "credential.helper", helper)
+	runGit(t, f.ws, "config", "core.sshCommand", "touch "+f.marks+"/ssh")
+	runGit(t, f.ws, "config", "log.showSignature", "true")
+
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ch := asyncRequest(context.Background(), s)
+	p := waitPending(t, s)
+	if strings.Contains(p.Preview, "WARNING") {
+		t.Errorf("preview warns about overridable settings:\n%s", p.Preview)
+	}
+	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.out.ExitCode != 0 {
+		t.Fatalf("push failed: %+v", r.out)
+	}
+	if f.branch(t) != f.head {
+		t.Error("push did not happen")
+	}
+	entries, _ := os.ReadDir(f.marks)
+	for _, e := range entries {
+		if e.Name() != "cred" {
+			t.Errorf("agent-controlled code ran: marker %s", e.Name())
+		}
+	}
+}
+
+// TestRepoConfigRefused: settings that cannot be overridden refuse the operation.
+func TestRepoConfigRefused(t *testing.T) {
+	f := newFixture(t)
+	runGit(t, f.ws, "config", "url.https://evil.example/.insteadOf", f.bare)
+	runGit(t, f.ws, "config", "remote.origin.receivepack", "touch "+f.marks+"/receivepack")
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ch := asyncRequest(context.Background(), s)
+	p := waitPending(t, s)
+	if !strings.Contains(p.Preview, "WARNING: approving will fail") {
+		t.Errorf("preview does not warn:\n%s", p.Preview)
+	}
+	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.out.ExitCode != exitCannotRun || !strings.Contains(r.out.Output, "insteadof") || !strings.Contains(r.out.Output, "receivepack") {
+		t.Fatalf("outcome = %+v", r.out)
+	}
+	if m.minted.Load() != 0 || f.branch(t) != "" {
+		t.Error("refused operation minted or pushed")
+	}
+}
+
+func TestTimeoutKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	g := contract.Gate{Name: "slow", Run: []string{"sh", "-c", "sleep 30 & sleep 30"}, Approve: contract.ApproveHuman, Why: "t", Timeout: contract.Duration(200 * time.Millisecond)}
+	s := New(Config{RunID: testRun, Workspace: dir, Gates: []contract.Gate{g}})
+	defer s.Close()
+	ch := make(chan result, 1)
+	go func() {
+		out, err := s.Request(context.Background(), "slow", "")
+		ch <- result{out, err}
+	}()
+	p := waitPending(t, s)
+	start := time.Now()
+	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.out.ExitCode != exitTimeout || time.Since(start) > 10*time.Second {
+		t.Errorf("outcome = %+v after %s", r.out, time.Since(start))
+	}
+}
+
+func TestOutputBounded(t *testing.T) {
+	b := &boundedBuffer{max: 10}
+	b.Write([]byte("0123456789abcdef"))
+	if s := b.String(); !strings.HasPrefix(s, "0123456789\n") || !strings.Contains(s, "10 of 16 bytes") {
+		t.Errorf("bounded output = %q", s)
+	}
+}
+
+func TestCredentialHelper(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	c := &contract.Credential{Name: "TOK", Hosts: []string{"github.com", "*.example.com"}}
+	h := strings.TrimPrefix(credentialHelper(c), "!")
+	tests := []struct{ host, want string }{
+		{"github.com", "username=x-access-token\npassword=v4lue\n"},
+		{"api.example.com:8443", "username=x-access-token\npassword=v4lue\n"},
+		{"evil.com", ""},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command("sh", "-c", h+` "$@"`, "helper", "get")
+		cmd.Env = []string{"TOK=v4lue", "PATH=" + pathEnv}
+		cmd.Stdin = strings.NewReader("protocol=https\nhost=" + tt.host + "\n\n")
+		out, err := cmd.Output()
+		if err != nil || string(out) != tt.want {
+			t.Errorf("helper for %s = %q, %v; want %q", tt.host, out, err, tt.want)
+		}
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	if got := sanitize("a\x1b[31mb\tc\n\x9b"); got != "a?[31mb\tc\n?" {
+		t.Errorf("sanitize = %q", got)
+	}
+}

@@ -1,0 +1,24 @@
+//go:build unix
+
+package gate
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup puts the operation in its own process group and makes cancellation
+// kill the whole group, so that nothing it started outlives its timeout.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+func signalOf(ee *exec.ExitError) int {
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return int(ws.Signal())
+	}
+	return 0
+}
