@@ -83,6 +83,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 		case <-actx.Done():
 		}
 	}()
+	cout, cerr, finishCap := r.capStreams(cmdID, eo.Cap, stdout, stderr)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	began := r.o.now()
 	execFn := r.sb.Exec
@@ -91,9 +92,11 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 	}
 	code, err := execFn(actx, Process{
 		Argv: argv, Dir: dir, Stdin: stdin,
-		Stdout: io.MultiWriter(stdout, out), Stderr: io.MultiWriter(stderr, errOut),
+		Stdout: io.MultiWriter(cout, out), Stderr: io.MultiWriter(cerr, errOut),
 	})
 	took := r.o.now().Sub(began)
+	var capped ExecResult
+	finishCap(&capped)
 	r.o.Log.Debug("command finished", "code", code, "err", err)
 	if single {
 		// Drain the monitor while the command is still the current one, so that its
@@ -119,7 +122,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 		ExitCode: code, DurationMS: took.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
 	r.o.Log.Debug("command recorded")
-	res := ExecResult{CmdID: cmdID, ExitCode: code, Reason: reason, TimedOut: reason == audit.ReasonTimeout, Duration: took}
+	res := ExecResult{CmdID: cmdID, ExitCode: code, Reason: reason, TimedOut: reason == audit.ReasonTimeout, Duration: took, Output: capped.Output}
 	diff, derr := tracker.Diff(context.WithoutCancel(ctx))
 	if derr == nil {
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // GC removes what runs whose cordon process is gone left behind under root: their
@@ -60,7 +62,7 @@ func gcRuns(root string) ([]string, error) {
 
 // SessionsDir is where session supervisors keep their socket, ID.json and log: a
 // subdirectory of the run root (mode 0700).
-func SessionsDir(root string) string { return filepath.Join(root, "sessions") }
+func SessionsDir(root string) string { return paths.Sessions(root) }
 
 // gcSessions removes the socket, description and log of sessions whose supervisor is
 // gone.

@@ -6,24 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // DefaultRunRoot is where run directories live: /run/cordon/runs for root,
 // $XDG_RUNTIME_DIR/cordon/runs otherwise, else a per-user directory in /tmp.
-func DefaultRunRoot() string {
-	if os.Geteuid() == 0 {
-		return "/run/cordon/runs"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "cordon", "runs")
-	}
-	return filepath.Join(os.TempDir(), "cordon-"+strconv.Itoa(os.Geteuid()), "runs")
-}
+func DefaultRunRoot() string { return paths.RunRoot() }
 
 // owner identifies the cordon process that owns a run directory, for gc.
 type owner struct {

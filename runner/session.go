@@ -23,6 +23,10 @@ type ExecOptions struct {
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// Cap, when positive, keeps at most Cap characters of each of stdout and stderr
+	// (see package outcap); the whole output goes to a spill file of the session,
+	// readable inside at SpillPath, and the cut output ends with a line naming it.
+	Cap int
 }
 
 // ExecResult is how one command of a session ended.
@@ -37,6 +41,8 @@ type ExecResult struct {
 	FilesChanged, Insertions, Deletions int
 	// DeniedEgress lists the "host:port" the egress proxy refused it.
 	DeniedEgress []string
+	// Output describes stdout ([0]) and stderr ([1]) when ExecOptions.Cap was set.
+	Output [2]Capped
 }
 
 // startTimeout bounds how long a session's sandbox may take to come up (an engine

@@ -3,21 +3,25 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/client"
 )
 
-// execCmd runs one command in a session: `cordon exec SESSION [--timeout D] [--json]
-// [--dir DIR] -- CMD [ARGS...]`.
+// defaultJSONCap is --cap's default with --json: what fits a model's context window.
+const defaultJSONCap = 10000
+
+// execCmd runs one command in a session: `cordon exec SESSION [--timeout D] [--cap N]
+// [--json] [--dir DIR] [-i] -- CMD [ARGS...]`.
 func execCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("exec", "exec SESSION [--timeout D] [--dir DIR] [--json] -- CMD [ARGS...]", stdio.Stderr)
+	fs := newFlags("exec", "exec SESSION [--timeout D] [--cap N] [--json] [--dir DIR] [-i] -- CMD [ARGS...]", stdio.Stderr)
 	timeout := fs.Duration("timeout", 0, "per-command timeout, overriding commands.timeout")
 	dir := fs.String("dir", "", "working `DIR` inside (default: the current directory when it is in the workspace, else the contract's workdir)")
-	asJSON := fs.Bool("json", false, "print a versioned JSON object {v, exit_code, stdout, stderr, duration_ms, diffstat, denied_egress, ...} and exit 0 unless cordon failed")
+	asJSON := fs.Bool("json", false, "print a versioned JSON object {v, exit_code, stdout, stderr, truncated, spill_path, duration_ms, diffstat, denied_egress, ...} and exit 0 unless cordon failed")
+	capN := fs.Int("cap", -1, "keep at most `N` characters of each of stdout and stderr; the whole output goes to a spill file inside the sandbox, named on the last line (default 10000 with --json, else no cap; 0: no cap)")
+	stdin := fs.Bool("i", false, "forward standard input to the command (default: it reads an empty stdin)")
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
@@ -36,64 +40,47 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 	if *timeout < 0 {
 		return &ExitError{Code: 2, Msg: "exec: --timeout must be positive"}
 	}
-	conn, si, err := dialSession(id)
+	if *capN < 0 {
+		*capN = 0
+		if *asJSON {
+			*capN = defaultJSONCap
+		}
+	}
+	sess, err := client.Open(id)
 	if err != nil {
-		return reportRunError(stdio, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err))
+		return clientError(stdio, err)
 	}
-	defer conn.Close()
-	req := sessionRequest{Op: "exec", Argv: argv, Dir: *dir, TimeoutMS: timeout.Milliseconds()}
-	if req.Dir == "" {
-		if wd, err := os.Getwd(); err == nil && si.Workspace != "" {
-			if rel, err := filepath.Rel(si.Workspace, wd); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-				req.Dir = wd
-			}
-		}
+	o := client.ExecOptions{Dir: *dir, Timeout: *timeout, Cap: *capN}
+	if o.Dir == "" {
+		o.Dir = cwdIn(sess.Info().Workspace)
 	}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return reportRunError(stdio, err)
+	if *stdin {
+		o.Stdin = stdio.Stdin
 	}
-	var out, errOut strings.Builder
-	dec := json.NewDecoder(conn)
-	for {
-		var f sessionFrame
-		if err := dec.Decode(&f); err != nil {
-			fmt.Fprintf(stdio.Stderr, "cordon: session %s ended before the command's result: %v\n", id, err)
-			return &ExitError{Code: errdefs.ExitCannotRun}
-		}
-		switch {
-		case f.Error != "":
-			fmt.Fprintf(stdio.Stderr, "cordon: %s\n", f.Error)
-			code := f.Code
-			if code == 0 {
-				code = errdefs.ExitCannotRun
-			}
-			return &ExitError{Code: code}
-		case f.Result != nil:
-			if !*asJSON {
-				if f.Result.ExitCode != 0 {
-					return &ExitError{Code: f.Result.ExitCode}
-				}
-				return nil
-			}
-			r := f.Result
-			r.Stdout, r.Stderr = out.String(), errOut.String()
-			if r.DeniedEgress == nil {
-				r.DeniedEgress = []string{}
-			}
-			enc := json.NewEncoder(stdio.Stdout)
-			return enc.Encode(r)
-		case f.FD == 1:
-			if *asJSON {
-				out.Write(f.Data)
-			} else {
-				_, _ = stdio.Stdout.Write(f.Data)
-			}
-		case f.FD == 2:
-			if *asJSON {
-				errOut.Write(f.Data)
-			} else {
-				_, _ = stdio.Stderr.Write(f.Data)
-			}
-		}
+	if !*asJSON {
+		o.Stdout, o.Stderr = stdio.Stdout, stdio.Stderr
 	}
+	res, err := sess.Exec(ctx, argv, o)
+	if err != nil {
+		return clientError(stdio, err)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdio.Stdout).Encode(res)
+	}
+	if res.ExitCode != 0 {
+		return &ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// cwdIn is the current directory when it is inside the workspace ws, else "".
+func cwdIn(ws string) string {
+	wd, err := os.Getwd()
+	if err != nil || ws == "" {
+		return ""
+	}
+	if rel, err := filepath.Rel(ws, wd); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return wd
+	}
+	return ""
 }

@@ -3,91 +3,28 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/cordonhq/cordon/audit"
-	"github.com/cordonhq/cordon/internal/linux"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/client"
+	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
 // A session is one run kept open by a supervisor process (`cordon internal supervise`)
-// that listens on RUNROOT/sessions/ID.sock. The protocol is in docs/sessions.md:
-// one JSON request line per connection, answered by JSON lines, each either an output
-// chunk ({"fd":1|2,"data":BASE64}) or, last, the outcome ({"result":{...}} or
-// {"error":"...","code":N}).
+// that listens on RUNROOT/sessions/ID.sock; the protocol and its types are package
+// client's (docs/sessions.md).
 
-// sessionRequest is the one line a client sends.
-type sessionRequest struct {
-	Op        string   `json:"op"` // "exec" or "stop"
-	Argv      []string `json:"argv,omitempty"`
-	Dir       string   `json:"dir,omitempty"`
-	TimeoutMS int64    `json:"timeout_ms,omitempty"`
-}
-
-// sessionFrame is one line of the supervisor's answer.
-type sessionFrame struct {
-	FD     int         `json:"fd,omitempty"`
-	Data   []byte      `json:"data,omitempty"`
-	Result *execResult `json:"result,omitempty"`
-	Error  string      `json:"error,omitempty"`
-	Code   int         `json:"code,omitempty"` // cordon's exit status with Error
-	Done   bool        `json:"done,omitempty"` // answer to stop
-}
-
-// execResultVersion versions the --json object of `cordon exec`.
-const execResultVersion = 1
-
-// execResult is the outcome of one exec; with stdout and stderr filled in by the client
-// it is `cordon exec --json`'s output.
-type execResult struct {
-	V            int      `json:"v"`
-	Session      string   `json:"session"`
-	Cmd          string   `json:"cmd"`
-	ExitCode     int      `json:"exit_code"`
-	Stdout       string   `json:"stdout"`
-	Stderr       string   `json:"stderr"`
-	DurationMS   int64    `json:"duration_ms"`
-	TimedOut     bool     `json:"timed_out"`
-	Reason       string   `json:"reason"`
-	Diffstat     diffstat `json:"diffstat"`
-	DeniedEgress []string `json:"denied_egress"`
-}
-
-type diffstat struct {
-	Files      int `json:"files"`
-	Insertions int `json:"insertions"`
-	Deletions  int `json:"deletions"`
-}
-
-// sessionInfo is RUNROOT/sessions/ID.json.
-type sessionInfo struct {
-	ID        string    `json:"id"`
-	PID       int       `json:"pid"`
-	Start     uint64    `json:"start"` // process start time in ticks, against pid reuse
-	Started   time.Time `json:"started"`
-	Contract  string    `json:"contract"`
-	Backend   string    `json:"backend"`
-	Workspace string    `json:"workspace"`
-	AuditDir  string    `json:"audit_dir"`
-}
-
-func (s sessionInfo) alive() bool { return s.PID > 0 && linux.ProcessStart(s.PID) == s.Start }
-
-func sessionsDir() string { return runner.SessionsDir(runner.DefaultRunRoot()) }
+func sessionsDir() string { return client.Dir() }
 
 func sessionCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdio.Stderr, "Usage: cordon session start [-c FILE] [--backend B] [--audit-dir DIR]\n       cordon session ls\n       cordon session stop SESSION")
+		fmt.Fprintln(stdio.Stderr, "Usage: cordon session start [-c FILE] [--backend B] [--audit-dir DIR] [--gates ask|deny]\n       cordon session ls\n       cordon session sweep SESSION\n       cordon session stop SESSION")
 		if len(args) == 0 {
 			return &ExitError{Code: 2}
 		}
@@ -100,8 +37,10 @@ func sessionCmd(ctx context.Context, stdio IO, args []string) error {
 		return sessionLs(stdio, args[1:])
 	case "stop":
 		return sessionStop(stdio, args[1:])
+	case "sweep":
+		return sessionSweep(stdio, args[1:])
 	}
-	return &ExitError{Code: 2, Msg: fmt.Sprintf("session: unknown subcommand %q (start, ls, stop)", args[0])}
+	return &ExitError{Code: 2, Msg: fmt.Sprintf("session: unknown subcommand %q (start, ls, sweep, stop)", args[0])}
 }
 
 // sessionStart spawns the supervisor, detached, and waits for it to say it is ready.
@@ -176,33 +115,52 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 	return &ExitError{Code: 125}
 }
 
-func readSessions() []sessionInfo {
-	matches, _ := filepath.Glob(filepath.Join(sessionsDir(), "*.json"))
-	var out []sessionInfo
-	for _, m := range matches {
-		data, err := os.ReadFile(m)
-		var si sessionInfo
-		if err == nil && json.Unmarshal(data, &si) == nil && si.ID != "" {
-			out = append(out, si)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
 func sessionLs(stdio IO, args []string) error {
 	fs := newFlags("session ls", "session ls", stdio.Stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	for _, s := range readSessions() {
+	for _, s := range client.List(sessionsDir()) {
 		state := "running"
-		if !s.alive() {
+		if !s.Alive() {
 			state = "dead (cordon gc removes it)"
 		}
 		fmt.Fprintf(stdio.Stdout, "%s\t%s\t%s\t%s\t%s\n", s.ID, state, s.Started.Local().Format(time.DateTime), s.Backend, s.Workspace)
 	}
 	return nil
+}
+
+// sessionSweep deletes a session's spill files: the end of an agent's turn.
+func sessionSweep(stdio IO, args []string) error {
+	fs := newFlags("session sweep", "session sweep SESSION", stdio.Stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return &ExitError{Code: 2, Msg: "session sweep: give one SESSION"}
+	}
+	sess, err := client.Open(fs.Arg(0))
+	if err != nil {
+		return clientError(stdio, err)
+	}
+	n, err := sess.Sweep(context.Background())
+	if err != nil {
+		return clientError(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stderr, "cordon: removed %d spill file(s)\n", n)
+	return nil
+}
+
+// clientError reports a session client's failure: 125 (cordon could not do it) unless
+// the supervisor said otherwise.
+func clientError(stdio IO, err error) error {
+	code := errdefs.ExitCannotRun
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Code != 0 {
+		code = ce.Code
+	}
+	fmt.Fprintf(stdio.Stderr, "cordon: %s\n", cleanMsg(err))
+	return &ExitError{Code: code}
 }
 
 func sessionStop(stdio IO, args []string) error {
@@ -213,46 +171,14 @@ func sessionStop(stdio IO, args []string) error {
 	if fs.NArg() != 1 {
 		return &ExitError{Code: 2, Msg: "session stop: give one SESSION"}
 	}
-	conn, _, err := dialSession(fs.Arg(0))
+	sess, err := client.Open(fs.Arg(0))
+	if err == nil {
+		err = sess.Stop(context.Background())
+	}
 	if err != nil {
-		return reportRunError(stdio, err)
-	}
-	defer conn.Close()
-	if err := json.NewEncoder(conn).Encode(sessionRequest{Op: "stop"}); err != nil {
-		return reportRunError(stdio, err)
-	}
-	var f sessionFrame
-	if err := json.NewDecoder(conn).Decode(&f); err != nil {
-		return reportRunError(stdio, fmt.Errorf("session %s: no answer to stop: %v", fs.Arg(0), err))
-	}
-	if f.Error != "" {
-		fmt.Fprintf(stdio.Stderr, "cordon: %s\n", f.Error)
-		return &ExitError{Code: 125}
+		return clientError(stdio, err)
 	}
 	return nil
-}
-
-// dialSession connects to a session's supervisor.
-func dialSession(id string) (net.Conn, sessionInfo, error) {
-	var si sessionInfo
-	if err := audit.ValidateRunID(id); err != nil {
-		return nil, si, fmt.Errorf("no session %q", id)
-	}
-	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
-	if err == nil {
-		err = json.Unmarshal(data, &si)
-	}
-	if err != nil {
-		return nil, si, fmt.Errorf("no session %s (cordon session ls)", id)
-	}
-	conn, err := net.Dial("unix", filepath.Join(sessionsDir(), id+".sock"))
-	if err != nil {
-		if !si.alive() {
-			return nil, si, fmt.Errorf("session %s is dead (its supervisor is gone); cordon gc removes what it left", id)
-		}
-		return nil, si, fmt.Errorf("session %s: %v", id, err)
-	}
-	return conn, si, nil
 }
 
 // frameWriter sends what it is given as output chunks of fd.
@@ -262,7 +188,7 @@ type frameWriter struct {
 }
 
 func (w frameWriter) Write(p []byte) (int, error) {
-	if err := w.enc.Encode(sessionFrame{FD: w.fd, Data: p}); err != nil {
+	if err := w.enc.Encode(client.Frame{FD: w.fd, Data: p}); err != nil {
 		return 0, err
 	}
 	return len(p), nil

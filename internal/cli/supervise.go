@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -107,9 +109,9 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	err = sess.Close(ctx)
 	cleanup()
 	if stopConn != nil {
-		f := sessionFrame{Done: true}
+		f := client.Frame{Done: true}
 		if err != nil {
-			f = sessionFrame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
+			f = client.Frame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
 		}
 		_ = json.NewEncoder(stopConn).Encode(f)
 		stopConn.Close()
@@ -136,7 +138,7 @@ func publishSession(sess *runner.Session, plan *contract.Plan, backend, dir stri
 		err = os.Chmod(sock, 0o600)
 	}
 	if err == nil {
-		si := sessionInfo{ID: id, PID: os.Getpid(), Start: linux.ProcessStart(os.Getpid()), Started: time.Now().UTC(),
+		si := client.Info{ID: id, PID: os.Getpid(), Start: linux.ProcessStart(os.Getpid()), Started: time.Now().UTC(),
 			Contract: plan.ContractFile, Backend: backend, Workspace: plan.Workspace, AuditDir: sess.AuditDir()}
 		data, _ := json.Marshal(si)
 		tmp := info + ".tmp"
@@ -176,6 +178,8 @@ func serveUntilStop(ctx, execCtx context.Context, sess *runner.Session, ln net.L
 		return c
 	case <-ctx.Done():
 		return nil
+	case <-sess.Done(): // the sandbox ended on its own: tear down and say why
+		return nil
 	}
 }
 
@@ -183,13 +187,13 @@ func serveUntilStop(ctx, execCtx context.Context, sess *runner.Session, ln net.L
 func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped chan<- net.Conn) {
 	br := bufio.NewReader(c)
 	line, err := br.ReadBytes('\n')
-	var req sessionRequest
+	var req client.Request
 	if err == nil {
 		err = json.Unmarshal(line, &req)
 	}
 	enc := &lockedEncoder{enc: json.NewEncoder(c)}
 	if err != nil {
-		_ = enc.Encode(sessionFrame{Error: "bad request: " + err.Error(), Code: 2})
+		_ = enc.Encode(client.Frame{Error: "bad request: " + err.Error(), Code: 2})
 		c.Close()
 		return
 	}
@@ -198,26 +202,55 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		select {
 		case stopped <- c:
 		default:
-			_ = enc.Encode(sessionFrame{Done: true}) // already stopping
+			_ = enc.Encode(client.Frame{Done: true}) // already stopping
 			c.Close()
 		}
 		return
-	case "exec":
-	default:
-		_ = enc.Encode(sessionFrame{Error: fmt.Sprintf("unknown op %q", req.Op), Code: 2})
+	case "sweep":
+		n, err := sess.Sweep()
+		f := client.Frame{Done: true, Removed: n}
+		if err != nil {
+			f = client.Frame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
+		}
+		_ = enc.Encode(f)
 		c.Close()
 		return
+	case "exec":
+		defer c.Close()
+		serveExec(ctx, sess, req, br, enc)
+	default:
+		_ = enc.Encode(client.Frame{Error: fmt.Sprintf("unknown op %q", req.Op), Code: 2})
+		c.Close()
 	}
-	defer c.Close()
-	// The client going away (cordon exec interrupted) ends the command.
+}
+
+// serveExec runs one exec request and answers with its output chunks and result. The
+// client going away (cordon exec interrupted) ends the command.
+func serveExec(ctx context.Context, sess *runner.Session, req client.Request, br *bufio.Reader, enc *lockedEncoder) {
+	if req.Cap < 0 || req.TimeoutMS < 0 {
+		_ = enc.Encode(client.Frame{Error: "cap and timeout_ms must not be negative", Code: 2})
+		return
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		_, _ = br.ReadByte()
-		cancel()
-	}()
+	var stdin io.Reader
+	if req.Stdin {
+		pr, pw := io.Pipe()
+		defer pr.Close()
+		stdin = pr
+		go func() {
+			pw.CloseWithError(readInput(br, pw))
+			_, _ = io.Copy(io.Discard, br) // until the client hangs up
+			cancel()
+		}()
+	} else {
+		go func() {
+			_, _ = io.Copy(io.Discard, br)
+			cancel()
+		}()
+	}
 	res, err := sess.Exec(ctx, req.Argv, runner.ExecOptions{
-		Dir: req.Dir, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
+		Dir: req.Dir, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Cap: req.Cap, Stdin: stdin,
 		Stdout: frameWriter{enc: enc, fd: 1}, Stderr: frameWriter{enc: enc, fd: 2},
 	})
 	if err != nil {
@@ -225,13 +258,35 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		if errors.Is(err, errdefs.ErrInvalid) {
 			code = 2
 		}
-		_ = enc.Encode(sessionFrame{Error: cleanMsg(err), Code: code})
+		_ = enc.Encode(client.Frame{Error: cleanMsg(err), Code: code})
 		return
 	}
-	_ = enc.Encode(sessionFrame{Result: &execResult{
-		V: execResultVersion, Session: sess.ID(), Cmd: res.CmdID, ExitCode: res.ExitCode,
+	_ = enc.Encode(client.Frame{Result: &client.Result{
+		V: client.ResultVersion, Session: sess.ID(), Cmd: res.CmdID, ExitCode: res.ExitCode,
+		Truncated: res.Output[0].Truncated || res.Output[1].Truncated,
+		SpillPath: res.Output[0].SpillPath, StderrSpillPath: res.Output[1].SpillPath,
 		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Reason: res.Reason,
-		Diffstat:     diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
+		Diffstat:     client.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
 		DeniedEgress: res.DeniedEgress,
 	}})
+}
+
+// readInput copies Input lines to w until EOF is sent; a client that hangs up first
+// is an error.
+func readInput(br *bufio.Reader, w io.Writer) error {
+	dec := json.NewDecoder(br)
+	for {
+		var in client.Input
+		if err := dec.Decode(&in); err != nil {
+			return fmt.Errorf("stdin: %w", err)
+		}
+		if len(in.Data) > 0 {
+			if _, err := w.Write(in.Data); err != nil {
+				return nil // the command closed its stdin
+			}
+		}
+		if in.EOF {
+			return nil
+		}
+	}
 }

@@ -1,0 +1,241 @@
+// Package client drives cordon sessions from a Go program, such as an agent harness:
+// [Start] a session (a sandbox and its services, kept by a supervisor process), [Open]
+// one by id, run commands in it with [Session.Exec] (output streamed to writers, or
+// buffered and capped for a model's context window), [Session.Sweep] its spill files
+// and [Session.Stop] it. It speaks the supervisor's socket protocol (docs/sessions.md),
+// the same one `cordon exec` uses, so a harness in any language can do the same.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// ErrNoSession is returned by Open for an id with no session.
+var ErrNoSession = errors.New("no such session")
+
+// Error is a failure reported by the supervisor: cordon could not run the command.
+// Code is the exit status `cordon exec` gives it (125, or 2 for a bad request).
+type Error struct {
+	Code int
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// StartOptions configure Start. Zero fields mean cordon's defaults.
+type StartOptions struct {
+	Cordon   string // the cordon binary; "" means "cordon" on PATH
+	Contract string // contract file; "" means the built-in default
+	Backend  string // bwrap, docker, containerd or auto
+	AuditDir string
+	Dir      string // working directory of `cordon session start` (the workspace)
+	Env      []string
+}
+
+// Start starts a session with `cordon session start` and opens it.
+func Start(ctx context.Context, o StartOptions) (*Session, error) {
+	bin := o.Cordon
+	if bin == "" {
+		bin = "cordon"
+	}
+	args := []string{"session", "start"}
+	if o.Contract != "" {
+		args = append(args, "-c", o.Contract)
+	}
+	if o.Backend != "" {
+		args = append(args, "--backend", o.Backend)
+	}
+	if o.AuditDir != "" {
+		args = append(args, "--audit-dir", o.AuditDir)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir, cmd.Env = o.Dir, o.Env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(stderr.String()), "cordon: "))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, &Error{Code: 125, Msg: "session start: " + msg}
+	}
+	return Open(strings.TrimSpace(string(out)))
+}
+
+// Session is a handle on a running session; it holds no connection, so it may be
+// used from several goroutines.
+type Session struct {
+	info Info
+	dir  string
+}
+
+// Open finds the session id of this user.
+func Open(id string) (*Session, error) {
+	dir := Dir()
+	if id == "" || strings.ContainsAny(id, "/.") {
+		return nil, fmt.Errorf("%w %q", ErrNoSession, id)
+	}
+	data, err := os.ReadFile(InfoPath(dir, id))
+	var si Info
+	if err == nil {
+		err = json.Unmarshal(data, &si)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %s (cordon session ls)", ErrNoSession, id)
+	}
+	return &Session{info: si, dir: dir}, nil
+}
+
+// ID is the session's id (its run id in the audit log).
+func (s *Session) ID() string { return s.info.ID }
+
+// Info is what the supervisor published about the session.
+func (s *Session) Info() Info { return s.info }
+
+func (s *Session) dial(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", SocketPath(s.dir, s.info.ID))
+	if err != nil {
+		if !s.info.Alive() {
+			return nil, &Error{Code: 125, Msg: fmt.Sprintf("session %s is dead (its supervisor is gone); cordon gc removes what it left", s.info.ID)}
+		}
+		return nil, &Error{Code: 125, Msg: fmt.Sprintf("session %s: %v", s.info.ID, err)}
+	}
+	return c, nil
+}
+
+// ExecOptions configure one command. Zero fields mean defaults.
+type ExecOptions struct {
+	Dir     string        // working directory inside; "" means the contract's workdir
+	Timeout time.Duration // overrides commands.timeout when positive
+	// Cap keeps at most Cap characters of each of stdout and stderr; the rest is in a
+	// spill file inside the sandbox, named by the result and by a last line of the
+	// cut output. 0: no cap.
+	Cap   int
+	Stdin io.Reader // nil: an empty stdin
+	// Stdout and Stderr receive the (capped) output as it comes. When nil, it is
+	// buffered into the Result instead.
+	Stdout, Stderr io.Writer
+}
+
+// Exec runs argv in the session. A command that ran is never an error, whatever its
+// exit code; an *Error reports that cordon could not run it (denied, session gone).
+// Cancelling ctx ends the command.
+func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*Result, error) {
+	c, err := s.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	req := Request{Op: "exec", Argv: argv, Dir: o.Dir, TimeoutMS: o.Timeout.Milliseconds(), Cap: o.Cap, Stdin: o.Stdin != nil}
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return nil, err
+	}
+	if o.Stdin != nil {
+		go sendStdin(c, o.Stdin)
+	}
+	var out, errOut bytes.Buffer
+	stdout, stderr := o.Stdout, o.Stderr
+	if stdout == nil {
+		stdout = &out
+	}
+	if stderr == nil {
+		stderr = &errOut
+	}
+	dec := json.NewDecoder(bufio.NewReaderSize(c, 64<<10))
+	for {
+		var f Frame
+		if err := dec.Decode(&f); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &Error{Code: 125, Msg: fmt.Sprintf("session %s ended before the command's result: %v", s.info.ID, err)}
+		}
+		switch {
+		case f.Error != "":
+			code := f.Code
+			if code == 0 {
+				code = 125
+			}
+			return nil, &Error{Code: code, Msg: f.Error}
+		case f.Result != nil:
+			f.Result.Stdout, f.Result.Stderr = out.String(), errOut.String()
+			if f.Result.DeniedEgress == nil {
+				f.Result.DeniedEgress = []string{}
+			}
+			return f.Result, nil
+		case f.FD == 1:
+			_, _ = stdout.Write(f.Data)
+		case f.FD == 2:
+			_, _ = stderr.Write(f.Data)
+		}
+	}
+}
+
+// sendStdin forwards r as Input lines, then EOF.
+func sendStdin(c net.Conn, r io.Reader) {
+	enc := json.NewEncoder(c)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if enc.Encode(Input{Data: buf[:n]}) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = enc.Encode(Input{EOF: true})
+			return
+		}
+	}
+}
+
+// Sweep deletes the session's spill files (at the end of an agent's turn) and
+// returns how many it removed.
+func (s *Session) Sweep(ctx context.Context) (int, error) {
+	f, err := s.simple(ctx, "sweep")
+	return f.Removed, err
+}
+
+// Stop stops the session: running commands end, credentials are revoked, the sandbox
+// and its services are torn down and the log is sealed. It returns once all that is
+// done.
+func (s *Session) Stop(ctx context.Context) error {
+	_, err := s.simple(ctx, "stop")
+	return err
+}
+
+func (s *Session) simple(ctx context.Context, op string) (Frame, error) {
+	c, err := s.dial(ctx)
+	if err != nil {
+		return Frame{}, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if err := json.NewEncoder(c).Encode(Request{Op: op}); err != nil {
+		return Frame{}, err
+	}
+	var f Frame
+	if err := json.NewDecoder(c).Decode(&f); err != nil {
+		return f, &Error{Code: 125, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
+	}
+	if f.Error != "" {
+		return f, &Error{Code: 125, Msg: f.Error}
+	}
+	return f, nil
+}

@@ -1,0 +1,115 @@
+package client
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
+)
+
+// The supervisor protocol (docs/sessions.md): one connection per request; the client
+// sends one JSON [Request] line, then, for an exec with Stdin, [Input] lines; the
+// supervisor answers with [Frame] lines.
+
+// Request is the first line a client sends.
+type Request struct {
+	Op        string   `json:"op"` // "exec", "sweep" or "stop"
+	Argv      []string `json:"argv,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	// Cap is the number of characters of each of stdout and stderr the answer carries;
+	// the whole output goes to a spill file inside the sandbox. 0: no cap.
+	Cap int `json:"cap,omitempty"`
+	// Stdin says Input lines follow; without it the command reads an empty stdin.
+	Stdin bool `json:"stdin,omitempty"`
+}
+
+// Input is one line of stdin for an exec, after the Request. EOF closes the command's
+// stdin; closing the connection instead ends the command.
+type Input struct {
+	Data []byte `json:"data,omitempty"`
+	EOF  bool   `json:"eof,omitempty"`
+}
+
+// Frame is one line of the supervisor's answer: an output chunk, or last the outcome.
+type Frame struct {
+	FD      int     `json:"fd,omitempty"`
+	Data    []byte  `json:"data,omitempty"`
+	Result  *Result `json:"result,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	Code    int     `json:"code,omitempty"`    // cordon's exit status with Error
+	Done    bool    `json:"done,omitempty"`    // answer to stop and sweep
+	Removed int     `json:"removed,omitempty"` // spill files a sweep removed
+}
+
+// ResultVersion versions [Result], which is `cordon exec --json`'s output.
+const ResultVersion = 1
+
+// Result is the outcome of one exec. Stdout and Stderr are filled in by the client from
+// the output chunks (capped when the request had a cap).
+type Result struct {
+	V        int    `json:"v"`
+	Session  string `json:"session"`
+	Cmd      string `json:"cmd"` // the seq of its cmd.start in the session's log
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	// Truncated is true when stdout or stderr was cut at the cap; SpillPath (stdout's)
+	// and StderrSpillPath name the files inside the sandbox that hold the whole output.
+	Truncated       bool     `json:"truncated"`
+	SpillPath       string   `json:"spill_path"`
+	StderrSpillPath string   `json:"stderr_spill_path,omitempty"`
+	DurationMS      int64    `json:"duration_ms"`
+	TimedOut        bool     `json:"timed_out"`
+	Reason          string   `json:"reason"`
+	Diffstat        Diffstat `json:"diffstat"`
+	DeniedEgress    []string `json:"denied_egress"`
+}
+
+// Diffstat summarises a command's fs.diff.
+type Diffstat struct {
+	Files      int `json:"files"`
+	Insertions int `json:"insertions"`
+	Deletions  int `json:"deletions"`
+}
+
+// Info is RUNROOT/sessions/ID.json, written by the supervisor.
+type Info struct {
+	ID        string    `json:"id"`
+	PID       int       `json:"pid"`
+	Start     uint64    `json:"start"` // process start time in ticks, against pid reuse
+	Started   time.Time `json:"started"`
+	Contract  string    `json:"contract"`
+	Backend   string    `json:"backend"`
+	Workspace string    `json:"workspace"`
+	AuditDir  string    `json:"audit_dir"`
+}
+
+// Alive reports whether the session's supervisor still runs.
+func (s Info) Alive() bool { return s.PID > 0 && linux.ProcessStart(s.PID) == s.Start }
+
+// Paths of a session's files in dir (RUNROOT/sessions).
+func SocketPath(dir, id string) string { return filepath.Join(dir, id+".sock") }
+func InfoPath(dir, id string) string   { return filepath.Join(dir, id+".json") }
+func LogPath(dir, id string) string    { return filepath.Join(dir, id+".log") }
+
+// List reads the sessions of dir (see [Dir]), live or dead, sorted by id.
+func List(dir string) []Info {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	var out []Info
+	for _, m := range matches {
+		var si Info
+		if data, err := os.ReadFile(m); err == nil && json.Unmarshal(data, &si) == nil && si.ID != "" {
+			out = append(out, si)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Dir is where this user's sessions are published.
+func Dir() string { return paths.Sessions(paths.RunRoot()) }

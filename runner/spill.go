@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+
+	"github.com/cordonhq/cordon/runner/outcap"
+)
+
+// Capped describes one capped output stream of a session command.
+type Capped struct {
+	Truncated bool
+	SpillPath string // inside the sandbox; "" unless Truncated
+	Chars     int64  // characters the command wrote
+	Cut       int64  // characters not shown
+}
+
+// capStreams wraps a session command's stdout and stderr in output caps (ExecOptions.Cap)
+// whose spill files land in the session's spill directory, named by the command's id.
+// The returned finish closes them, writes each cut stream's notice line after its
+// kept part, and records the outcome in res.
+func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.Writer, io.Writer, func(res *ExecResult)) {
+	if capN <= 0 || r.spillDir == "" {
+		return stdout, stderr, func(*ExecResult) {}
+	}
+	open := func(w io.Writer, ext string) *outcap.Stream {
+		return outcap.New(outcap.Options{
+			Cap: capN, Forward: w,
+			HostPath:  filepath.Join(r.spillDir, cmdID+ext),
+			ShownPath: path.Join(SpillPath, cmdID+ext),
+		})
+	}
+	out, errOut := open(stdout, ".stdout"), open(stderr, ".stderr")
+	finish := func(res *ExecResult) {
+		for i, s := range []*outcap.Stream{out, errOut} {
+			c, err := s.Close()
+			if err != nil {
+				r.o.Log.Warn("output cap", "cmd", cmdID, "err", err)
+				fmt.Fprintf(stderr, "cordon: warning: keeping the whole output: %v\n", err)
+			}
+			if c.Notice != "" {
+				_, _ = io.WriteString([]io.Writer{stdout, stderr}[i], c.Notice)
+			}
+			res.Output[i] = Capped{Truncated: c.Truncated, SpillPath: c.SpillPath, Chars: c.Chars, Cut: c.Cut}
+		}
+	}
+	return out, errOut, finish
+}
+
+// Sweep deletes the session's spill files (the end of an agent's turn) and returns
+// how many it removed.
+func (s *Session) Sweep() (int, error) { return outcap.Sweep(s.r.spillDir) }
