@@ -36,6 +36,9 @@ type Host struct {
 	// SpillDir, in a session, holds the whole output of commands whose output was cut;
 	// backends mount it read-only at [SpillPath].
 	SpillDir string
+	// GateSocket, when the contract has gates, is the socket `cordon gate NAME` asks on;
+	// backends make it reachable at [GatePath] and put Init at [GateBinDir]/cordon.
+	GateSocket string
 	// Env is the sandbox environment: the plan's, plus what run-time services add.
 	Env []string
 	// SecretFiles are credentials delivered as files: backends put each at

@@ -225,6 +225,16 @@ func (s *cmdSink) pop(id string) {
 	delete(s.denies, id)
 }
 
+// current is the most recently started command still running, or "".
+func (s *cmdSink) current() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.active) == 0 {
+		return ""
+	}
+	return s.active[len(s.active)-1]
+}
+
 // denied returns the destinations denied to command id so far.
 func (s *cmdSink) denied(id string) []string {
 	s.mu.Lock()

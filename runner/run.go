@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/creds"
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -42,6 +43,9 @@ type Options struct {
 	Log *slog.Logger
 	// Events receives a copy of every event (for `cordon run -v`); nil means none.
 	Events event.Sink
+	// Gates is how the contract's approval gates are decided: a person (gate.Ask, the
+	// default) or refused at once (gate.DenyAll, `--gates deny`).
+	Gates gate.Mode
 
 	now func() time.Time // or nil for time.Now
 }
@@ -142,6 +146,7 @@ type run struct {
 	// A session's: the listener process 1 dials (until it has), the channel to it, and
 	// the directory of spill files.
 	session  bool
+	gates    *gates // nil without gates
 	ctlLn    *net.UnixListener
 	ctl      *control
 	spillDir string
@@ -183,6 +188,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.prepareSession(&host); err != nil {
 		return err
 	}
+	if err := r.startGates(ctx, &host); err != nil {
+		return err
+	}
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
@@ -195,6 +203,9 @@ func (r *run) teardown(ctx context.Context, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error
+	if r.gates != nil {
+		r.gates.close() // refuses pending requests; operations running finish and revoke
+	}
 	if err := r.revokeCredentials(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("revoking credentials: %w", err))
 		fmt.Fprintf(r.o.Stderr, "cordon: ALERT: %v\n", err)

@@ -1,14 +1,24 @@
 // Command cordon-init is cordon's process 1 inside a sandbox, built on its own so that
 // it starts fast: it links only what process 1 needs (the self-check, the egress
-// bridge, the reaper), not the container engine clients and the BPF loader that the
-// cordon command carries. cordon mounts it read-only into every sandbox when it sits
-// next to the cordon binary; otherwise cordon mounts itself and runs `internal init`.
+// bridge, the reaper, the session control channel), not the container engine clients
+// and the BPF loader that the cordon command carries. cordon mounts it read-only into
+// every sandbox when it sits next to the cordon binary; otherwise cordon mounts itself
+// and runs `internal init`.
+//
+// In a sandbox whose contract has gates, the same binary is on PATH as `cordon`, where
+// `cordon gate NAME` asks a person to approve the gate's operation.
 package main
 
 import (
 	"os"
 
+	"github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/pid1"
 )
 
-func main() { os.Exit(pid1.Main()) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "gate" {
+		os.Exit(wire.GateMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	os.Exit(pid1.Main())
+}

@@ -24,6 +24,7 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd ($CORDON_BACKEND)")
 	timeout := fs.Duration("timeout", 0, "per-command timeout, overriding commands.timeout (default from the contract, 60s)")
 	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR); never inside the workspace")
+	gates := gatesFlag(fs)
 	verbose := fs.Bool("v", false, "print cordon's own diagnostics and the run's events to stderr")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -55,6 +56,7 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 		return reportRunError(stdio, err)
 	}
 	opts := runner.Options{
+		Gates:   *gates,
 		Backend: b, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
 		Timeout: *timeout, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan),
 	}

@@ -49,6 +49,7 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 	file := contractFlag(fs)
 	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend` ($CORDON_BACKEND)")
 	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
+	gates := gatesFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 		return fail(err)
 	}
 	defer readyR.Close()
-	sargs := []string{"internal", "supervise", "--ready-fd", "3", "--log", logPath, "--backend", *backend}
+	sargs := []string{"internal", "supervise", "--ready-fd", "3", "--log", logPath, "--backend", *backend, "--gates", gates.String()}
 	if *file != "" {
 		abs, err := filepath.Abs(*file)
 		if err != nil {

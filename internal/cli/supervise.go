@@ -45,6 +45,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	file := contractFlag(fs)
 	backend := fs.String("backend", "auto", "sandbox `backend`")
 	auditDir := fs.String("audit-dir", "", "audit root `DIR`")
+	gates := gatesFlag(fs)
 	readyFD := fs.Int("ready-fd", -1, "report readiness on this `fd`")
 	logPath := fs.String("log", "", "this process's log `FILE`, renamed to ID.log")
 	if err := parse(fs, args); err != nil {
@@ -79,6 +80,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, nil))
 	sess, err := runner.StartSession(ctx, plan, runner.Options{
+		Gates:   *gates,
 		Backend: b, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan), Log: log,
 		Stderr: stdio.Stderr,
 	})

@@ -70,6 +70,9 @@ func Args(plan *contract.Plan, host runner.Host) []string {
 	if host.SpillDir != "" {
 		a = append(a, "--ro-bind", host.SpillDir, runner.SpillPath)
 	}
+	if host.GateSocket != "" {
+		a = append(a, "--ro-bind", host.GateSocket, runner.GatePath, "--ro-bind", host.Init, runner.GateBinDir+"/cordon")
+	}
 	a = append(a,
 		"--ro-bind", host.Init, InitPath,
 		"--remount-ro", "/",

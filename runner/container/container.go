@@ -154,6 +154,9 @@ func Mounts(in Input) []specs.Mount {
 	if in.Host.SpillDir != "" {
 		out = append(out, bind(in.Host.SpillDir, runner.SpillPath, true))
 	}
+	if in.Host.GateSocket != "" {
+		out = append(out, bind(in.Host.GateSocket, runner.GatePath, true), bind(in.Host.Init, runner.GateBinDir+"/cordon", true))
+	}
 	if len(in.Host.SecretFiles) > 0 {
 		out = append(out, specs.Mount{Destination: SecretsDir, Type: "tmpfs", Source: "tmpfs", Options: []string{
 			"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(in.UID), "gid=" + strconv.Itoa(in.GID),

@@ -39,17 +39,20 @@ func PrepareInit(in *Input) error {
 	}
 	// Mount points for the mounts inside the read-only directory: the runtime could
 	// not create them through it.
-	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath), filepath.Base(runner.ControlPath)} {
+	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath), filepath.Base(runner.ControlPath), filepath.Base(runner.GatePath)} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o400); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
 	}
-	for _, sub := range []string{SecretsDir, runner.SpillPath} {
+	for _, sub := range []string{SecretsDir, runner.SpillPath, runner.GateBinDir} {
 		if err := os.Mkdir(filepath.Join(dir, filepath.Base(sub)), 0o700); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
 	}
-	for _, sock := range []string{in.Host.EgressSocket, in.Host.ControlSocket} {
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(runner.GateBinDir), "cordon"), nil, 0o400); err != nil {
+		return fmt.Errorf("preparing the init directory: %w", err)
+	}
+	for _, sock := range []string{in.Host.EgressSocket, in.Host.ControlSocket, in.Host.GateSocket} {
 		if sock != "" && in.UID != os.Geteuid() {
 			// Connecting needs write permission on the socket; the run directory (0700)
 			// keeps everyone else on the host away from it.

@@ -1,0 +1,25 @@
+package cli
+
+import (
+	"flag"
+	"os"
+
+	"github.com/cordonhq/cordon/gate"
+)
+
+// gatesFlag adds --gates: how approval gates are decided. The default is ask (a person
+// runs `cordon gate approve`), except under CI=true, where nobody is there to ask: deny.
+// $CORDON_GATES overrides the default.
+func gatesFlag(fs *flag.FlagSet) *gate.Mode {
+	m := gate.Ask
+	if os.Getenv("CI") == "true" {
+		m = gate.DenyAll
+	}
+	if v := os.Getenv("CORDON_GATES"); v != "" {
+		if err := m.Set(v); err != nil {
+			m = gate.DenyAll // a bad value never loosens
+		}
+	}
+	fs.Var(&m, "gates", "how approval `gates` are decided: ask (a person runs cordon gate approve) or deny (refused at once); default deny under CI=true, else ask ($CORDON_GATES)")
+	return &m
+}

@@ -1,0 +1,147 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/creds"
+	"github.com/cordonhq/cordon/creds/providers"
+	"github.com/cordonhq/cordon/gate"
+	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// Paths inside a sandbox with gates: the socket `cordon gate NAME` asks on, and the
+// directory (appended to PATH) holding that `cordon`, cordon's process-1 binary.
+const (
+	GatePath   = wire.SandboxSocket
+	GateBinDir = "/run/cordon/bin"
+)
+
+// gates is a run's approval gates: the service holding requests, the socket the
+// sandbox asks on (RUNDIR/gate.sock), and the host-only admin socket that `cordon gate
+// ls|approve|deny` use (RUNROOT/gates/ID.sock, 0600).
+type gates struct {
+	svc       *gate.Service
+	sandboxLn net.Listener
+	adminLn   net.Listener
+	adminPath string
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	mintMu    sync.Mutex // one gate credential minted at a time (the ledger keys by run and name)
+}
+
+// startGates serves the plan's gates, if any, and tells the backend to mount the gate
+// socket and the `cordon` binary, on PATH.
+func (r *run) startGates(ctx context.Context, host *Host) error {
+	if len(r.plan.Gates) == 0 {
+		return nil
+	}
+	g := &gates{}
+	r.gates = g
+	g.svc = gate.New(gate.Config{
+		RunID: r.res.RunID, Workspace: r.plan.Workspace, Gates: r.plan.Gates, Mode: r.o.Gates,
+		Events: r.sink, Mint: g.minter(r), Log: r.o.Log,
+	})
+	var err error
+	sock := filepath.Join(host.RunDir, "gate.sock")
+	if g.sandboxLn, err = net.Listen("unix", sock); err != nil {
+		return fmt.Errorf("%w: gate socket: %v", errdefs.ErrUnavailable, err)
+	}
+	dir := gate.AdminDir(r.o.RunRoot)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w: gate admin directory: %v", errdefs.ErrUnavailable, err)
+	}
+	g.adminPath = filepath.Join(dir, r.res.RunID+".sock")
+	if g.adminLn, err = net.Listen("unix", g.adminPath); err == nil {
+		err = os.Chmod(g.adminPath, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: gate admin socket: %v", errdefs.ErrUnavailable, err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.cancel = cancel
+	g.wg.Add(2)
+	go func() { defer g.wg.Done(); _ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(net.Conn) string { return r.sink.current() }) }()
+	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()
+	host.GateSocket = sock
+	host.Env = appendPath(host.Env, GateBinDir)
+	return nil
+}
+
+// appendPath adds dir at the end of PATH in env (so it shadows nothing).
+func appendPath(env []string, dir string) []string {
+	out := append([]string(nil), env...)
+	for i, kv := range out {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			out[i] = "PATH=" + v + ":" + dir
+			return out
+		}
+	}
+	return append(out, "PATH="+contract.DefaultPath+":"+dir)
+}
+
+// close refuses what is pending, waits for running operations (their credentials are
+// revoked as each ends) and removes the sockets.
+func (g *gates) close() {
+	g.svc.Close()
+	if g.cancel != nil {
+		g.cancel()
+	}
+	for _, ln := range []net.Listener{g.sandboxLn, g.adminLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	g.wg.Wait()
+	if g.adminPath != "" {
+		os.Remove(g.adminPath)
+	}
+}
+
+// minter issues a gate's credential for one operation through a broker of its own, so
+// that the run's broker (whose grants live as long as the sandbox) never holds it:
+// cred.issue and cred.revoke land in the run's log, the value is registered with its
+// redactor, and the ledger lets gc revoke it after a crash.
+func (g *gates) minter(r *run) gate.MintFunc {
+	return func(ctx context.Context, c contract.Credential) ([]string, func(context.Context) error, error) {
+		g.mintMu.Lock()
+		root := creds.DefaultRoot()
+		provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed([]contract.Credential{c}), Stderr: r.o.Stderr})
+		if err != nil {
+			g.mintMu.Unlock()
+			return nil, nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+		}
+		b, err := creds.New(creds.Config{
+			Root: root, Providers: provs, Redact: r.log.Redactor().Add, Events: r.sink,
+			Alerts: r.o.Stderr, Logger: r.o.Log,
+		})
+		if err != nil {
+			g.mintMu.Unlock()
+			return nil, nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+		}
+		c.Deliver = "env" // to the operation, on the host; never into the sandbox
+		grants, err := b.IssueAll(ctx, r.res.RunID, []contract.Credential{c})
+		if err != nil {
+			g.mintMu.Unlock()
+			return nil, nil, err
+		}
+		var once sync.Once
+		revoke := func(ctx context.Context) error {
+			err := errors.New("already revoked")
+			once.Do(func() {
+				err = b.RevokeAll(ctx)
+				g.mintMu.Unlock()
+			})
+			return err
+		}
+		return creds.Env(grants), revoke, nil
+	}
+}
