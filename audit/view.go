@@ -139,6 +139,10 @@ func note(r Record) (noteView, error) {
 		n.Verb = strings.TrimPrefix(string(r.Type), "cred.")
 		n.What = str(m, "name")
 		take(m, "name")
+	case event.GateRequest, event.GateApprove, event.GateDeny, event.GateExec:
+		n.Verb = gateVerbs[r.Type]
+		n.What = strings.TrimSpace(str(m, "gate") + " " + str(m, "id") + " " + bodyArgv(m))
+		take(m, "gate", "id", "argv")
 	}
 	n.Why = str(m, "reason")
 	take(m, "reason")
@@ -158,6 +162,30 @@ func str(m map[string]any, k string) string {
 		return strconv.FormatBool(x)
 	}
 	return ""
+}
+
+// gateVerbs are the timeline verbs of the gate events.
+var gateVerbs = map[event.Type]string{
+	event.GateRequest: "gate request",
+	event.GateApprove: "gate APPROVE",
+	event.GateDeny:    "gate DENY",
+	event.GateExec:    "gate exec",
+}
+
+// bodyArgv renders a body's "argv" list of strings, cut short, or "".
+func bodyArgv(m map[string]any) string {
+	list, _ := m["argv"].([]any)
+	var parts []string
+	for _, a := range list {
+		if s, ok := a.(string); ok {
+			parts = append(parts, s)
+		}
+	}
+	s := strings.Join(parts, " ")
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
 }
 
 func take(m map[string]any, keys ...string) {

@@ -117,6 +117,13 @@ func writePlan(w io.Writer, p *contract.Plan) {
 	}
 	fmt.Fprintf(w, "Monitor: %s\n", p.Monitor.Mode)
 	fmt.Fprintf(w, "Credentials: %d\n", len(p.Credentials))
+	for _, g := range p.Gates {
+		cred := ""
+		if g.Credential != nil {
+			cred = ", credential " + g.Credential.Name + " (minted per approval)"
+		}
+		fmt.Fprintf(w, "Gate %s: %s (approve: %s, timeout %s%s): %s\n", g.Name, strings.Join(g.Run, " "), g.Approve, g.Timeout, cred, g.Why)
+	}
 	for _, wd := range p.Widenings {
 		fmt.Fprintf(w, "Widening: %s %s at %s: %s\n", wd.Path, wd.Access, wd.Where, wd.Why)
 	}
