@@ -99,6 +99,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	pending map[string]*request // guarded by mu
+	used    map[string]bool     // every id handed out; guarded by mu
 	closed  bool                // guarded by mu
 
 	running sync.WaitGroup // approved operations
@@ -125,7 +126,7 @@ func New(cfg Config) *Service {
 	if cfg.Workspace != "" {
 		cfg.Workspace = filepath.Clean(cfg.Workspace)
 	}
-	s := &Service{cfg: cfg, gates: map[string]contract.Gate{}, pending: map[string]*request{}}
+	s := &Service{cfg: cfg, gates: map[string]contract.Gate{}, pending: map[string]*request{}, used: map[string]bool{}}
 	for _, g := range cfg.Gates {
 		s.gates[g.Name] = g
 	}
@@ -152,7 +153,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 		return Outcome{}, err
 	}
 	r := &request{gate: g, done: make(chan Outcome, 1), p: Pending{
-		ID: newID(), Run: s.cfg.RunID, Gate: name, Why: g.Why, Argv: argv,
+		ID: s.newID(), Run: s.cfg.RunID, Gate: name, Why: g.Why, Argv: argv,
 		Requested: s.cfg.now().UTC(), Cmd: cmd,
 	}}
 	s.emit(event.GateRequest, cmd, RequestEvent{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()})
@@ -206,9 +207,6 @@ func (s *Service) file(r *request) bool {
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
-	}
-	for s.pending[r.p.ID] != nil {
-		r.p.ID = newID()
 	}
 	s.pending[r.p.ID] = r
 	return true
@@ -311,13 +309,20 @@ func credName(g contract.Gate) string {
 	return g.Credential.Name
 }
 
-// newID returns 8 random hex digits.
-func newID() string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
+// newID returns 8 random hex digits, never the same twice in one Service.
+func (s *Service) newID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand never fails on supported platforms
+		}
+		if id := hex.EncodeToString(b[:]); !s.used[id] {
+			s.used[id] = true
+			return id
+		}
 	}
-	return hex.EncodeToString(b[:])
 }
 
 // AdminDir is where runs' admin sockets live under the run root
