@@ -127,7 +127,7 @@ func (g *gates) minter(r *run) gate.MintFunc {
 			g.mintMu.Unlock()
 			return nil, nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
 		}
-		c.Deliver = "env" // to the operation, on the host; never into the sandbox
+		c.Deliver = "gate" // to the operation's environment, on the host; never into the sandbox
 		grants, err := b.IssueAll(ctx, r.res.RunID, []contract.Credential{c})
 		if err != nil {
 			g.mintMu.Unlock()
@@ -142,6 +142,10 @@ func (g *gates) minter(r *run) gate.MintFunc {
 			})
 			return err
 		}
-		return creds.Env(grants), revoke, nil
+		var env []string
+		for _, gr := range grants {
+			env = append(env, gr.Name+"="+gr.Secret.Reveal())
+		}
+		return env, revoke, nil
 	}
 }
