@@ -28,7 +28,8 @@ const gateJSONVersion = 1
 const gateDialTimeout = 5 * time.Second
 
 const gateUsage = `Usage: cordon gate ls [--json] | show ID | approve ID | deny ID [--why TEXT]
-       cordon gate NAME            (inside a sandbox: ask for the contract's gate NAME)
+       cordon gate [request] NAME  (inside a sandbox: ask for the contract's gate NAME;
+                                    "request" is needed for gates named ls, show, approve, deny)
 
   ls        pending requests of every live run and session on this host
   show      one request: what it would run and a preview of what it would publish
