@@ -65,6 +65,11 @@ var escapeTests = []struct {
 	// Privileges is bwrap's: an unprivileged user cannot reach an engine at all.)
 	{"MonitorKillStopsTheRun", TestMonitorKillStopsTheRun},
 	{"MonitorAlertsWithoutKilling", TestMonitorAlertsWithoutKilling},
+	// Sessions: one container, its process 1 serving every exec.
+	{"SessionIsOneSandbox", TestSessionIsOneSandbox},
+	{"SessionCapSpillSweep", TestSessionCapSpillSweep},
+	{"SessionGoClient", TestSessionGoClient},
+	{"SessionSupervisorKilledLeavesNothing", TestSessionSupervisorKilledLeavesNothing},
 }
 
 var (

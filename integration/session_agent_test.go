@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/client"
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// TestSessionIsOneSandbox: a session's commands share one sandbox: /tmp, $HOME and
+// background processes persist between execs (each with its own working directory),
+// and stop ends them all.
+func TestSessionIsOneSandbox(t *testing.T) {
+	w := newWorld(t)
+	mustMkdir(t, w.ws+"/sub")
+	id := w.startSession()
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "sh", "-c", "echo kept > /tmp/t; echo home > $HOME/h; cd /tmp; pwd"}, "/tmp\n"},
+		{[]string{"--", "sh", "-c", "cat /tmp/t $HOME/h; pwd"}, "kept\nhome\n" + w.ws + "\n"},
+		{[]string{"--dir", w.ws + "/sub", "--", "pwd"}, w.ws + "/sub\n"},
+		{[]string{"--", "sh", "-c", "sleep 654 >/dev/null 2>&1 & echo started"}, "started\n"},
+		{[]string{"--", "sh", "-c", "pgrep -f 'sleep 654' >/dev/null && echo alive"}, "alive\n"},
+	}
+	for i, s := range steps {
+		r := w.cordon("", append([]string{"exec", id}, s.args...)...)
+		if r.code != 0 || r.stdout != s.want {
+			t.Fatalf("step %d: want %q: %v", i, s.want, r)
+		}
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesMatching("sleep 654")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching("sleep 654"); len(p) > 0 {
+		t.Errorf("a background process of the session outlived stop: %v", p)
+	}
+}
+
+// fiftyK prints 50,000 characters: 5,000 lines "line0000." to "line4999.".
+const fiftyK = `awk 'BEGIN { for (i = 0; i < 5000; i++) printf "line%04d.\n", i }'`
+
+// TestSessionCapSpillSweep: --json caps each stream at 10,000 characters by default;
+// the whole output is in a spill file the sandbox can read but not change; sweep and
+// stop delete spill files.
+func TestSessionCapSpillSweep(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	r := w.cordon("", "exec", id, "--json", "--", "sh", "-c", fiftyK)
+	var res client.Result
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+		t.Fatalf("exec --json: %v", r)
+	}
+	if !res.Truncated || res.SpillPath == "" || !strings.HasPrefix(res.SpillPath, "/run/cordon/spill/") {
+		t.Fatalf("want truncated with a spill path: %+v", res)
+	}
+	kept, notice, _ := strings.Cut(res.Stdout, "[cordon: ")
+	if len(kept) > 10000 || !strings.HasPrefix(kept, "line0000.\n") || !strings.HasSuffix(kept, ".\n") {
+		t.Errorf("kept part: %d characters, want at most 10000 whole lines from the start", len(kept))
+	}
+	if !strings.Contains(notice, res.SpillPath) || !strings.Contains(notice, "50000") {
+		t.Errorf("notice does not name the spill file and the size: %q", notice)
+	}
+	full := w.cordon("", "exec", id, "--", "cat", res.SpillPath)
+	want := w.cordon("", "exec", id, "--", "sh", "-c", fiftyK)
+	if full.code != 0 || len(full.stdout) != 50000 || full.stdout != want.stdout {
+		t.Fatalf("spill file is not the whole output: %d bytes, exit %d", len(full.stdout), full.code)
+	}
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo forged > "+res.SpillPath); r.code == 0 || !strings.Contains(r.stderr, "Read-only") {
+		t.Errorf("the sandbox could overwrite a spill file: %v", r)
+	}
+	// Without --json, --cap streams the kept part and ends with the notice.
+	r = w.cordon("", "exec", id, "--cap", "100", "--", "sh", "-c", fiftyK)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) != 11 || lines[0] != "line0000." || !strings.HasPrefix(lines[10], "[cordon: output cut at 100 of 50000") {
+		t.Errorf("--cap 100: %v", r)
+	}
+	if r := w.cordon("", "session", "sweep", id); r.code != 0 || !strings.Contains(r.stderr, "removed 2") {
+		t.Errorf("sweep: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "ls -A /run/cordon/spill | wc -l"); strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("spill files left after sweep: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--json", "--", "echo", "short"); !strings.Contains(r.stdout, `"truncated":false`) || !strings.Contains(r.stdout, `"spill_path":""`) {
+		t.Errorf("short output: %v", r)
+	}
+}
+
+// TestSessionGoClient drives a session from Go as a harness would: buffered and
+// streamed execs, stdin, cancellation, sweep and stop.
+func TestSessionGoClient(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	s, err := client.Start(ctx, client.StartOptions{Cordon: testutil.Cordon(t), Dir: w.ws, Env: w.env, Backend: backendOf(w)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	res, err := s.Exec(ctx, []string{"sh", "-c", "echo out; echo err >&2; echo x > f; exit 7"}, client.ExecOptions{Cap: 10000})
+	if err != nil || res.ExitCode != 7 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Diffstat.Files != 1 {
+		t.Fatalf("buffered exec: %+v %v", res, err)
+	}
+	var out bytes.Buffer
+	res, err = s.Exec(ctx, []string{"tr", "a-z", "A-Z"}, client.ExecOptions{Stdin: strings.NewReader("piped\n"), Stdout: &out})
+	if err != nil || res.ExitCode != 0 || out.String() != "PIPED\n" {
+		t.Fatalf("streamed exec with stdin: %+v %v %q", res, err, out.String())
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	if _, err := s.Exec(cctx, []string{"sleep", "432"}, client.ExecOptions{}); err == nil || time.Since(began) > 5*time.Second {
+		t.Fatalf("cancelled exec: %v after %s", err, time.Since(began))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMatching("sleep 432")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching("sleep 432"); len(p) > 0 {
+		t.Errorf("a cancelled command kept running: %v", p)
+	}
+	if _, err := s.Exec(ctx, []string{"true"}, client.ExecOptions{Dir: "/nonexistent"}); err == nil {
+		t.Error("exec in a missing directory: want an error")
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ce *client.Error
+	if _, err := s.Exec(ctx, []string{"true"}, client.ExecOptions{}); err == nil || !asClientError(err, &ce) || ce.Code != 125 {
+		t.Errorf("exec after stop: want a 125 error, got %v", err)
+	}
+}
+
+func asClientError(err error, ce **client.Error) bool {
+	e, ok := err.(*client.Error)
+	*ce = e
+	return ok
+}
+
+// backendOf is the backend a world's cordon uses ("" means its default).
+func backendOf(w *world) string {
+	for _, kv := range w.env {
+		if b, ok := strings.CutPrefix(kv, "CORDON_BACKEND="); ok {
+			return b
+		}
+	}
+	return ""
+}
+
+// TestSessionContainerRemovedAtStop: a container session's container exists while it
+// runs and is gone after stop.
+func TestSessionContainerRemovedAtStop(t *testing.T) {
+	for _, b := range containerBackends {
+		t.Run(b, func(t *testing.T) {
+			requireEngines(t)
+			t.Setenv("CORDON_BACKEND", b)
+			w := newWorld(t)
+			id := w.startSession()
+			if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo 1 > /tmp/n"); r.code != 0 {
+				t.Fatalf("exec: %v", r)
+			}
+			if r := w.cordon("", "exec", id, "--", "cat", "/tmp/n"); r.stdout != "1\n" {
+				t.Fatalf("/tmp did not persist in the %s session: %v", b, r)
+			}
+			if n := containersOf(t, b, id); n != 1 {
+				t.Fatalf("want the session's one container, got %d", n)
+			}
+			if r := w.cordon("", "session", "stop", id); r.code != 0 {
+				t.Fatalf("stop: %v", r)
+			}
+			if n := containersOf(t, b, id); n != 0 {
+				t.Errorf("%d container(s) left after stop", n)
+			}
+		})
+	}
+}
+
+// containersOf counts the engine's containers labelled with run id.
+func containersOf(t *testing.T, backend, id string) int {
+	t.Helper()
+	var cmd *exec.Cmd
+	if backend == "docker" {
+		cmd = exec.Command("docker", "ps", "-aq", "--filter", "label=cordon.run="+id)
+	} else {
+		cmd = exec.Command("ctr", "-n", "cordon", "containers", "ls", "-q", fmt.Sprintf("labels.%q==%s", "cordon.run", id))
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return len(strings.Fields(string(out)))
+}
