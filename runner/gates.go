@@ -69,7 +69,10 @@ func (r *run) startGates(ctx context.Context, host *Host) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.cancel = cancel
 	g.wg.Add(2)
-	go func() { defer g.wg.Done(); _ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(net.Conn) string { return r.sink.current() }) }()
+	go func() {
+		defer g.wg.Done()
+		_ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(net.Conn) string { return r.sink.current() })
+	}()
 	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()
 	host.GateSocket = sock
 	host.Env = appendPath(host.Env, GateBinDir)
