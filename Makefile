@@ -10,7 +10,8 @@ LDFLAGS := -s -w -X github.com/cordonhq/cordon/internal/cli.Version=$(VERSION)
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
+	CGO_ENABLED=0 $(GO) build -trimpath -tags noengines -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cordon-engines ./cmd/cordon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/cordon-init ./cmd/cordon-init
 
 deps:
@@ -43,6 +44,7 @@ bench: build
 	$(GO) test -run XXX -bench Writer ./audit/
 	scripts/bench.sh
 	scripts/bench-egress.sh
+	scripts/bench-session.sh
 
 # The quick-start demo: the built-in default contract against a few attacks.
 demo: build deps

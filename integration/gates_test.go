@@ -228,7 +228,7 @@ func TestGateDenied(t *testing.T) {
 	g := newGateWorld(t)
 	id := g.startSession("--gates", "ask")
 	b, p := g.askPush(id)
-	if r := g.cordon("", "gate", "deny", "--why", "not today", p.ID); r.code != 0 {
+	if r := g.cordon("", "gate", "deny", p.ID, "--why", "not today"); r.code != 0 {
 		t.Fatalf("gate deny: %v", r)
 	}
 	r := b.wait(t)

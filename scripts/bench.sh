@@ -35,12 +35,4 @@ echo "== start overhead: cordon run -- true vs bare bwrap vs srt vs true ($runs 
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/start.json" "${cmds[@]}" >/dev/null
 (cd "$root" && go run ./scripts/benchtable -baseline bwrap "$out/start.json") | tee "$out/start.txt"
 
-# Sessions: a warm `cordon exec -- true` (one bwrap per command in an open run) against
-# `cordon run -- true` (a whole run per command).
-sid=$("$cordon" session start)
-trap '"$cordon" session stop "$sid" >/dev/null 2>&1 || true; rm -rf "$ws" "$cfg"' EXIT
-echo "== session: warm cordon exec -- true vs cordon run -- true ($runs runs each)"
-hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/session.json" \
-  -n "cordon exec" "$cordon exec $sid -- true" -n "cordon run" "$cordon run -- true" >/dev/null
-(cd "$root" && go run ./scripts/benchtable -baseline "cordon run" "$out/session.json") | tee "$out/session.txt"
-"$cordon" session stop "$sid"
+# Sessions (warm `cordon exec`) are measured by scripts/bench-session.sh.

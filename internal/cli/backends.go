@@ -20,6 +20,9 @@ type backendInfo struct {
 	// needsImage: --backend auto picks it only for a contract that names an image
 	// (container backends: bwrap's host view is preferred).
 	needsImage bool
+	// reexec: this build lacks the backend; choosing it replaces the process with
+	// cordon-engines (backends_engines_linux.go).
+	reexec bool
 }
 
 func knownBackends() []backendInfo {
@@ -39,12 +42,18 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (runne
 		if name != "auto" && name != b.name {
 			continue
 		}
-		if b.backend == nil {
-			reasons = append(reasons, fmt.Errorf("%s: %s", b.name, b.why))
-			continue
-		}
 		if name == "auto" && b.needsImage && plan.Image == "" {
 			reasons = append(reasons, fmt.Errorf("%s: --backend auto uses it only for a contract that names an image (or choose it with --backend %[1]s)", b.name))
+			continue
+		}
+		if b.reexec {
+			// Nothing has started yet (gc and compile are idempotent): run the whole
+			// command again in the build that has the engines.
+			reasons = append(reasons, fmt.Errorf("%s: %w", b.name, execEngines()))
+			continue
+		}
+		if b.backend == nil {
+			reasons = append(reasons, fmt.Errorf("%s: %s", b.name, b.why))
 			continue
 		}
 		err := b.backend.Check(ctx)

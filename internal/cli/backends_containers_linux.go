@@ -1,3 +1,5 @@
+//go:build linux && !noengines
+
 package cli
 
 import (

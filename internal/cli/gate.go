@@ -141,14 +141,21 @@ func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error
 		}
 		why = fs.String("why", "", "the reason the requester is told")
 	}
+	// The ID may come before the flags (`deny ID --why TEXT`, as the hints print it).
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	} else if id == "" || fs.NArg() != 0 {
 		fs.Usage()
 		return &ExitError{Code: 2, Msg: "gate " + verb + ": want one ID"}
 	}
-	id, by := fs.Arg(0), approver()
+	by := approver()
 	for _, sock := range adminSockets(*root) {
 		cctx, cancel := context.WithTimeout(ctx, gateDialTimeout)
 		var err error

@@ -47,7 +47,7 @@ var (
 	buildErr  error
 )
 
-// Cordon builds cmd/cordon and cmd/cordon-init once per test binary (static,
+// Cordon builds cordon, cordon-engines and cordon-init once per test binary (static,
 // CGO_ENABLED=0) and returns the path of cordon.
 func Cordon(t testing.TB) string {
 	t.Helper()
@@ -61,9 +61,13 @@ func Cordon(t testing.TB) string {
 		buildPath = filepath.Join(dir, "cordon")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		// cordon-init beside it, as `make build` lays them out: runs use it as process 1.
-		for _, pkg := range []string{"cordon", "cordon-init"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
+		// As `make build` lays them out: cordon without the container engine clients,
+		// cordon-engines (the full build) that it hands container work to, and
+		// cordon-init beside them, which runs use as process 1.
+		for _, b := range []struct{ out, pkg, tags string }{
+			{"cordon", "cordon", "noengines"}, {"cordon-engines", "cordon", ""}, {"cordon-init", "cordon-init", ""},
+		} {
+			cmd := exec.Command("go", "build", "-tags="+b.tags, "-o", filepath.Join(dir, b.out), "./cmd/"+b.pkg)
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {

@@ -81,8 +81,9 @@ func TestSessionExecs(t *testing.T) {
 	}
 }
 
-// BenchmarkSessionExecTrue is a warm `cordon exec -- true` without the CLI and socket:
-// one bwrap per command in an already prepared run.
+// BenchmarkSessionExecTrue is a warm `cordon exec -- true` without the CLI's process
+// start and socket hop: cmd.start, the command through process 1's control channel,
+// cmd.end and the workspace diff.
 func BenchmarkSessionExecTrue(b *testing.B) {
 	s, _ := startSession(b)
 	for b.Loop() {

@@ -1,0 +1,70 @@
+//go:build linux && noengines
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+// This file is the `noengines` build of cordon (the `cordon` that `make build` lays
+// out): it links no container engine client, so it starts in half the time, which is
+// most of a warm `cordon exec`. Whatever needs Docker or containerd replaces this
+// process with cordon-engines, the full build beside it, with the same arguments.
+
+// enginesBinary is the full build's name, beside this binary.
+const enginesBinary = "cordon-engines"
+
+func containerBackends() []backendInfo {
+	return []backendInfo{
+		{name: "docker", reexec: true, needsImage: true},
+		{name: "containerd", reexec: true, needsImage: true},
+	}
+}
+
+type describer interface {
+	Describe(ctx context.Context) string
+}
+
+type collector interface {
+	Name() string
+	GC(ctx context.Context) ([]string, error)
+}
+
+func explainContainer(w io.Writer, backend string, plan *contract.Plan) {}
+
+// delegated are the commands that always need the engines: they list, explain or
+// collect every backend's objects.
+var delegated = map[string]bool{"gc": true, "backends": true, "explain": true}
+
+// delegate replaces this process with cordon-engines for cmd when cmd needs the
+// engines; it returns only when cordon-engines cannot be run (false: carry on without
+// the container backends, which then say why).
+func delegate(cmd string) bool {
+	if !delegated[cmd] {
+		return false
+	}
+	_ = execEngines()
+	return false
+}
+
+// execEngines replaces this process with cordon-engines and the same arguments (stdio,
+// inherited descriptors and the pid stay). It returns only on failure.
+func execEngines() error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding cordon-engines: %w", err)
+	}
+	bin := filepath.Join(filepath.Dir(self), enginesBinary)
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("this cordon was built without the container engines and %s is not beside it (make build installs both)", enginesBinary)
+	}
+	args := append([]string{bin}, os.Args[1:]...)
+	return fmt.Errorf("running %s: %w", bin, syscall.Exec(bin, args, os.Environ()))
+}
