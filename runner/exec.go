@@ -41,7 +41,7 @@ func (r *run) execute(ctx context.Context, argv []string) error {
 // cmd.end so that its last alerts join it. Several execOne may run at once (sessions):
 // the log, the sink and the monitor's kill switch have their own locks.
 func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single bool) (ExecResult, error) {
-	tracker, err := fsdiff.New(ctx, r.plan.Workspace, fsdiff.Options{})
+	tracker, err := r.baseline(ctx)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("%w: snapshotting the workspace for the audit diff: %v", errdefs.ErrUnavailable, err)
 	}
@@ -125,6 +125,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 	res := ExecResult{CmdID: cmdID, ExitCode: code, Reason: reason, TimedOut: reason == audit.ReasonTimeout, Duration: took, Output: capped.Output}
 	diff, derr := tracker.Diff(context.WithoutCancel(ctx))
 	if derr == nil {
+		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
 		derr = r.log.RecordDiff(cmdID, diff)
 	}
@@ -137,6 +138,35 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
+}
+
+// baseline snapshots the workspace before a command. A session keeps one tracker of
+// the workspace and forks it, so that each command's baseline re-reads only the files
+// changed since the last snapshot instead of every file.
+func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
+	if !r.session {
+		return fsdiff.New(ctx, r.plan.Workspace, fsdiff.Options{})
+	}
+	r.wsMu.Lock()
+	defer r.wsMu.Unlock()
+	if r.ws == nil {
+		t, err := fsdiff.New(ctx, r.plan.Workspace, fsdiff.Options{})
+		if err != nil {
+			return nil, err
+		}
+		r.ws = t
+	}
+	return r.ws.Fork(ctx)
+}
+
+// adopt keeps a session's tracker at the latest snapshot, a command's end state.
+func (r *run) adopt(t *fsdiff.Tracker) {
+	if !r.session {
+		return
+	}
+	r.wsMu.Lock()
+	r.ws.Adopt(t)
+	r.wsMu.Unlock()
 }
 
 func envNames(p *contract.Plan) []string {

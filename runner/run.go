@@ -9,9 +9,11 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/gate"
@@ -146,7 +148,9 @@ type run struct {
 	// A session's: the listener process 1 dials (until it has), the channel to it, and
 	// the directory of spill files.
 	session  bool
-	gates    *gates // nil without gates
+	gates    *gates          // nil without gates
+	wsMu     sync.Mutex      // wsMu guards ws.
+	ws       *fsdiff.Tracker // a session's workspace tracker, forked per command
 	ctlLn    *net.UnixListener
 	ctl      *control
 	spillDir string

@@ -142,6 +142,25 @@ func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// Fork snapshots the workspace again, re-reading only what changed since t's
+// baseline, makes that snapshot t's baseline and returns a new Tracker starting from it.
+// A session forks its workspace tracker before each command: the command's baseline
+// then costs a stat walk instead of reading every file. Snapshots are never modified
+// once taken, so the returned Tracker may be used from another goroutine while Fork
+// is called again on t (by one goroutine at a time).
+func (t *Tracker) Fork(ctx context.Context) (*Tracker, error) {
+	next, err := scan(ctx, t.dir, t.opts, t.base)
+	if err != nil {
+		return nil, err
+	}
+	t.base = next
+	return &Tracker{dir: t.dir, opts: t.opts, base: next}, nil
+}
+
+// Adopt makes o's baseline (after its Diff: the workspace as a command left it) t's,
+// so that the next Fork re-reads only what changed since. Same calling rules as Fork.
+func (t *Tracker) Adopt(o *Tracker) { t.base = o.base }
+
 // Op is the kind of a [Change].
 type Op int
 

@@ -1,0 +1,64 @@
+package fsdiff
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestForkRereadsOnlyChanges: a fork's baseline re-reads only changed files, and each
+// fork diffs against its own baseline.
+func TestForkRereadsOnlyChanges(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	shared, err := New(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the racy window, so unchanged files are trusted by their stat key.
+	shared.base = rescanned(t, shared)
+	first, err := shared.Fork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := first.Baseline().Read; r != 0 {
+		t.Errorf("fork of an unchanged workspace re-read %d files", r)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, err := shared.Fork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := second.Baseline().Read; r != 1 {
+		t.Errorf("fork after one change re-read %d files, want 1", r)
+	}
+	d1, err := first.Diff(ctx)
+	if err != nil || len(d1.Changes) != 1 || d1.Changes[0].Path != "b" {
+		t.Fatalf("first fork's diff: %+v %v", d1, err)
+	}
+	d2, err := second.Diff(ctx)
+	if err != nil || len(d2.Changes) != 0 {
+		t.Fatalf("second fork's diff (taken after the change): %+v %v", d2, err)
+	}
+	shared.Adopt(second)
+	if shared.base != second.base {
+		t.Error("Adopt did not take the fork's baseline")
+	}
+}
+
+// rescanned returns a snapshot whose entries are not racy (their mtimes moved back).
+func rescanned(t *testing.T, tr *Tracker) *snapshot {
+	t.Helper()
+	for _, e := range tr.base.entries {
+		e.racy = false
+	}
+	return tr.base
+}
