@@ -60,22 +60,52 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 	if eo.Timeout > 0 {
 		timeout = eo.Timeout
 	}
-	stdin, stdout, stderr := eo.Stdin, eo.Stdout, eo.Stderr
-	if stdin == nil {
-		stdin = strings.NewReader("")
+	eo.Dir = dir
+	if eo.Stdin == nil {
+		eo.Stdin = strings.NewReader("")
 	}
-	if stdout == nil {
-		stdout = io.Discard
+	if eo.Stdout == nil {
+		eo.Stdout = io.Discard
 	}
-	if stderr == nil {
-		stderr = io.Discard
+	if eo.Stderr == nil {
+		eo.Stderr = io.Discard
 	}
-	ectx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	actx, stop := context.WithCancelCause(ectx)
+	actx, stop := r.commandContext(ctx, timeout)
 	defer stop(nil)
+	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
+	res := ExecResult{CmdID: cmdID}
+	code, err := r.runCommand(actx, argv, eo, out, errOut, &res)
+	if single {
+		// Drain the monitor while the command is still the current one, so that its
+		// last alerts are joined to it.
+		if merr := r.stopMonitor(); merr != nil {
+			r.o.Log.Warn("stopping the monitor", "err", merr)
+			fmt.Fprintf(eo.Stderr, "cordon: warning: %v\n", merr)
+		}
+	}
+	code, reason, err := classify(ctx, actx, code, err)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	r.explainEnd(eo.Stderr, reason, timeout, actx)
+	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
+		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
+	}})
+	r.o.Log.Debug("command recorded")
+	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
+	r.recordDiff(ctx, tracker, &res)
+	if reason == audit.ReasonMonitor {
+		res.Detail = context.Cause(actx).Error()
+	}
+	return res, nil
+}
+
+// commandContext is one command's context: it ends at the timeout, when the monitor
+// kills (stop's cause says which), or when the audit log fails.
+func (r *run) commandContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelCauseFunc) {
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	actx, stop := context.WithCancelCause(ectx)
 	disarm := r.armKill(stop)
-	defer disarm()
 	go func() {
 		select {
 		case <-r.log.Failed():
@@ -83,61 +113,63 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 		case <-actx.Done():
 		}
 	}()
-	cout, cerr, finishCap := r.capStreams(cmdID, eo.Cap, stdout, stderr)
-	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
-	began := r.o.now()
+	return actx, func(cause error) {
+		disarm()
+		stop(cause)
+		cancel()
+	}
+}
+
+// runCommand runs argv in the sandbox (a session's through process 1's control
+// channel), its output going to eo's writers, capped when eo.Cap is set, and to the
+// audit captures; it records the duration and the caps in res.
+func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult) (int, error) {
+	cout, cerr, finishCap := r.capStreams(res.CmdID, eo.Cap, eo.Stdout, eo.Stderr)
 	execFn := r.sb.Exec
 	if r.ctl != nil {
-		execFn = r.ctl.exec // a session: process 1 of the running sandbox runs it
+		execFn = r.ctl.exec
 	}
-	code, err := execFn(actx, Process{
-		Argv: argv, Dir: dir, Stdin: stdin,
+	began := r.o.now()
+	code, err := execFn(ctx, Process{
+		Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin,
 		Stdout: io.MultiWriter(cout, out), Stderr: io.MultiWriter(cerr, errOut),
 	})
-	took := r.o.now().Sub(began)
-	var capped ExecResult
-	finishCap(&capped)
+	res.Duration = r.o.now().Sub(began)
+	finishCap(res)
 	r.o.Log.Debug("command finished", "code", code, "err", err)
-	if single {
-		// Drain the monitor while the command is still the current one, so that its
-		// last alerts are joined to it.
-		if merr := r.stopMonitor(); merr != nil {
-			r.o.Log.Warn("stopping the monitor", "err", merr)
-			fmt.Fprintf(stderr, "cordon: warning: %v\n", merr)
-		}
-	}
-	code, reason, err := classify(ctx, actx, code, err)
-	if err != nil {
-		return ExecResult{}, err
-	}
+	return code, err
+}
+
+// explainEnd tells the command's stderr why cordon ended it, if it did.
+func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration, actx context.Context) {
 	switch reason {
 	case audit.ReasonTimeout:
-		fmt.Fprintf(stderr, "cordon: command timed out after %s and was killed with everything it started (commands.timeout)\n", timeout)
+		what := "everything it started"
+		if r.session {
+			what = "its process group (what left the group with setsid runs on until the session stops)"
+		}
+		fmt.Fprintf(stderr, "cordon: command timed out after %s and was killed with %s (commands.timeout)\n", timeout, what)
 	case audit.ReasonAuditFail:
 		fmt.Fprintf(stderr, "cordon: the audit log failed (%v); the command was stopped\n", r.log.Err())
 	case audit.ReasonMonitor:
 		fmt.Fprintf(stderr, "cordon: %v (monitor.on_violation: kill)\n", context.Cause(actx))
 	}
-	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
-		ExitCode: code, DurationMS: took.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
-	}})
-	r.o.Log.Debug("command recorded")
-	res := ExecResult{CmdID: cmdID, ExitCode: code, Reason: reason, TimedOut: reason == audit.ReasonTimeout, Duration: took, Output: capped.Output}
-	diff, derr := tracker.Diff(context.WithoutCancel(ctx))
-	if derr == nil {
+}
+
+// recordDiff logs the command's fs.diff and summarises it, with the egress it was
+// denied, in res.
+func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *ExecResult) {
+	diff, err := tracker.Diff(context.WithoutCancel(ctx))
+	if err == nil {
 		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
-		derr = r.log.RecordDiff(cmdID, diff)
+		err = r.log.RecordDiff(res.CmdID, diff)
 	}
-	if derr != nil {
-		r.o.Log.Warn("recording the workspace diff", "err", derr)
+	if err != nil {
+		r.o.Log.Warn("recording the workspace diff", "err", err)
 	}
-	res.DeniedEgress = r.sink.denied(cmdID)
+	res.DeniedEgress = r.sink.denied(res.CmdID)
 	r.o.Log.Debug("diff recorded")
-	if reason == audit.ReasonMonitor {
-		res.Detail = context.Cause(actx).Error()
-	}
-	return res, nil
 }
 
 // baseline snapshots the workspace before a command. A session keeps one tracker of
