@@ -5,13 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cordonhq/cordon/client"
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/runner"
 )
 
 // TestSessionIsOneSandbox: a session's commands share one sandbox: /tmp, $HOME and
@@ -36,6 +42,12 @@ func TestSessionIsOneSandbox(t *testing.T) {
 		if r.code != 0 || r.stdout != s.want {
 			t.Fatalf("step %d: want %q: %v", i, s.want, r)
 		}
+	}
+	if r := w.cordon("fed through -i\n", "exec", id, "-i", "--", "sh", "-c", "cat; echo end"); r.stdout != "fed through -i\nend\n" {
+		t.Errorf("exec -i: stdin not forwarded: %v", r)
+	}
+	if r := w.cordon("not forwarded\n", "exec", id, "--", "cat"); r.code != 0 || r.stdout != "" {
+		t.Errorf("exec without -i: want an empty stdin: %v", r)
 	}
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("stop: %v", r)
@@ -201,3 +213,85 @@ func containersOf(t *testing.T, backend, id string) int {
 	}
 	return len(strings.Fields(string(out)))
 }
+
+// TestSessionControlChannelIsClosedToTheSandbox: process 1 took the control socket
+// before any command existed and the host stopped listening, so a command cannot dial
+// it to pose as process 1; the host's session and gate admin sockets are not in the
+// sandbox at all.
+func TestSessionControlChannelIsClosedToTheSandbox(t *testing.T) {
+	w := newWorld(t)
+	testutil.Require(t, haveCmd("socat"), "socat is needed to dial a SOCK_SEQPACKET socket (scripts/deps.sh installs it)")
+	id := w.startSession()
+	r := w.cordon("", "exec", id, "--", "socat", "-u", "OPEN:/dev/null", "UNIX-CONNECT:/run/cordon/control.sock,type=5")
+	if r.code == 0 || !strings.Contains(r.stderr, "Connection refused") {
+		t.Errorf("a command dialled the control socket: %v", r)
+	}
+	for _, p := range []string{client.SocketPath(sessionsDir(), id), gateAdminDir()} {
+		if r := w.cordon("", "exec", id, "--", "test", "-e", p); r.code != 1 {
+			t.Errorf("%s is visible in the sandbox: %v", p, r)
+		}
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
+		t.Errorf("the session stopped working: %v", r)
+	}
+}
+
+// TestSessionSandboxKilledEndsTheSession: when the sandbox dies under the supervisor
+// (killed from outside, as an OOM kill would), the supervisor tears the session down
+// and seals its log with the reason; later execs fail with 125.
+func TestSessionSandboxKilledEndsTheSession(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	info, err := client.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := childrenOf(info.Info().PID)
+	if len(kids) == 0 {
+		t.Fatal("the supervisor has no child (the sandbox)")
+	}
+	for _, pid := range kids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for info.Info().Alive() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if info.Info().Alive() {
+		t.Fatal("the supervisor kept running after its sandbox died")
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 125 {
+		t.Errorf("exec after the sandbox died: want 125: %v", r)
+	}
+	recs := sessionEvents(t, w, id)
+	last := recs[len(recs)-1]
+	if last.Type != "run.end" || !strings.Contains(string(last.Body), "ended on its own") {
+		t.Errorf("log does not end with run.end saying the sandbox ended: %s %s", last.Type, last.Body)
+	}
+	if r := w.cordon("", "audit", "verify", id); r.code != 0 {
+		t.Errorf("audit verify: %v", r)
+	}
+}
+
+// childrenOf lists the pids whose parent is pid (children are listed per thread that
+// forked them).
+func childrenOf(pid int) []int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(s); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+func haveCmd(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}
+
+func gateAdminDir() string { return gate.AdminDir(runner.DefaultRunRoot()) }

@@ -3,9 +3,9 @@
 # missing (chromium looks at the audit HTML report in a test).
 # Usage: scripts/deps.sh [test|bench|generate]
 set -euo pipefail
-want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium)
+want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium socat:socat)
 case "${1:-test}" in
-  bench) want+=(hyperfine:hyperfine socat:socat rg:ripgrep) ;;
+  bench) want+=(hyperfine:hyperfine rg:ripgrep) ;;
   generate) want+=(clang:clang llvm-strip:llvm) ;;
 esac
 missing=()
