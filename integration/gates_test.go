@@ -332,8 +332,12 @@ func TestGateDenyMode(t *testing.T) {
 
 func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	w := newWorld(t)
-	w.contract(credsContract)
+	w.contract(credsContract + "gates:\n  - name: noop\n    run: [\"true\"]\n    why: its admin socket must not outlive the session\n")
 	id := w.startSession()
+	admin := filepath.Join(gateAdminDir(), id+".sock")
+	if _, err := os.Stat(admin); err != nil {
+		t.Fatalf("no gate admin socket for the session: %v", err)
+	}
 	r := w.cordon("", "exec", id, "--", "sh", "-c", "echo $API_TOKEN")
 	tok := strings.TrimSpace(r.stdout)
 	if r.code != 0 || !strings.HasPrefix(tok, "cordon_") {
@@ -374,6 +378,7 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	}
 	g := w.cordon("", "gc")
 	assertContains(t, "gc", g.stdout, "credential API_TOKEN of run "+id)
+	assertAbsent(t, admin)
 	if v := w.verifyToken(tok); v.code != 1 || !strings.Contains(v.stdout, "inactive") {
 		t.Errorf("token still valid after gc: %v", v)
 	}

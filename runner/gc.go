@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
@@ -17,6 +18,7 @@ import (
 // returns the run ids it cleaned.
 func GC(root string) ([]string, error) {
 	cleaned, err := gcRuns(root)
+	gcGates(root)
 	for _, id := range gcSessions(root) {
 		if !slices.Contains(cleaned, id) {
 			cleaned = append(cleaned, id)
@@ -90,4 +92,16 @@ func gcSessions(root string) []string {
 		gone = append(gone, s.ID)
 	}
 	return gone
+}
+
+// gcGates removes the gate admin sockets (RUNROOT/gates/ID.sock) of runs whose run
+// directory is gone: their cordon died without removing them.
+func gcGates(root string) {
+	matches, _ := filepath.Glob(filepath.Join(gate.AdminDir(root), "*.sock"))
+	for _, m := range matches {
+		id := strings.TrimSuffix(filepath.Base(m), ".sock")
+		if _, err := os.Lstat(filepath.Join(root, id)); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(m)
+		}
+	}
 }
