@@ -25,6 +25,18 @@ type backendInfo struct {
 	reexec bool
 }
 
+// describer is a backend that can say which engine answers.
+type describer interface {
+	Describe(ctx context.Context) string
+}
+
+// collector is a backend that leaves engine objects behind when cordon is killed, and
+// removes those of runs whose cordon is gone.
+type collector interface {
+	Name() string
+	GC(ctx context.Context) ([]string, error)
+}
+
 func knownBackends() []backendInfo {
 	out := []backendInfo{{name: "bwrap", backend: newBwrap()}}
 	out = append(out, containerBackends()...) // backends_containers_*.go

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 
@@ -21,18 +20,6 @@ func containerBackends() []backendInfo {
 		{name: "docker", backend: &docker.Backend{}, needsImage: true},
 		{name: "containerd", backend: &containerd.Backend{}, needsImage: true},
 	}
-}
-
-// describer is a backend that can say which engine answers.
-type describer interface {
-	Describe(ctx context.Context) string
-}
-
-// collector is a backend that leaves engine objects behind when cordon is killed, and
-// removes those of runs whose cordon is gone.
-type collector interface {
-	Name() string
-	GC(ctx context.Context) ([]string, error)
 }
 
 // explainContainer says how a container backend builds the sandbox from plan.

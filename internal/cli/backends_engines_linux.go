@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -26,15 +25,6 @@ func containerBackends() []backendInfo {
 		{name: "docker", reexec: true, needsImage: true},
 		{name: "containerd", reexec: true, needsImage: true},
 	}
-}
-
-type describer interface {
-	Describe(ctx context.Context) string
-}
-
-type collector interface {
-	Name() string
-	GC(ctx context.Context) ([]string, error)
 }
 
 func explainContainer(w io.Writer, backend string, plan *contract.Plan) {}
