@@ -70,6 +70,7 @@ var escapeTests = []struct {
 	{"SessionCapSpillSweep", TestSessionCapSpillSweep},
 	{"SessionGoClient", TestSessionGoClient},
 	{"SessionSupervisorKilledLeavesNothing", TestSessionSupervisorKilledLeavesNothing},
+	{"SessionCommandCgroups", TestSessionCommandCgroups},
 }
 
 var (

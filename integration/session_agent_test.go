@@ -295,3 +295,48 @@ func haveCmd(name string) bool {
 }
 
 func gateAdminDir() string { return gate.AdminDir(runner.DefaultRunRoot()) }
+
+// TestSessionCommandCgroups: each command of a session runs in a cgroup of its own, so
+// a timeout kills what it started with setsid too, and a monitor alert names the
+// command that caused it even while a later command is running.
+func TestSessionCommandCgroups(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, exec: [sh, cat, sleep, setsid, \"true\"]}\n")
+	id := w.startSession()
+	r := w.cordon("", "exec", id, "--timeout", "1s", "--", "sh", "-c", "setsid sleep 543 & sleep 30")
+	if r.code != 124 || !strings.Contains(r.stderr, "killed with everything it started") {
+		t.Fatalf("timeout: %v", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMatching("sleep 543")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching("sleep 543"); len(p) > 0 {
+		t.Errorf("a setsid child outlived its command's timeout: %v", p)
+	}
+	// The violating command starts first; a later one is running when it violates.
+	early := w.background("exec", id, "--", "sh", "-c", "sleep 1; cat /etc/shadow 2>/dev/null; true")
+	time.Sleep(300 * time.Millisecond)
+	late := w.cordon("", "exec", id, "--json", "--", "sleep", "2")
+	early.wait(t)
+	if late.code != 0 {
+		t.Fatalf("late exec: %v", late)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	cmdOf := map[string]string{} // cmd id -> argv
+	var alertCmd string
+	for _, rec := range sessionEvents(t, w, id) {
+		switch {
+		case rec.Type == "cmd.start":
+			cmdOf[fmtInt(rec.Seq)] = string(rec.Body)
+		case rec.Type == "syscall.alert" && strings.Contains(string(rec.Body), "/etc/shadow"):
+			alertCmd = rec.Cmd
+		}
+	}
+	if !strings.Contains(cmdOf[alertCmd], "cat /etc/shadow") {
+		t.Errorf("the /etc/shadow alert is joined to command %q (%s), not the one that read it", alertCmd, cmdOf[alertCmd])
+	}
+}

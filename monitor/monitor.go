@@ -89,6 +89,9 @@ type Alert struct {
 	Action  Action   `json:"action"`
 }
 
+// CgroupID is the cgroup the offending process was in: in a session, the command's.
+func (a Alert) CgroupID() uint64 { return a.Cgroup }
+
 // String is a one-line description naming the violation, for messages to the user.
 func (a Alert) String() string {
 	var b strings.Builder

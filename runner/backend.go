@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"io"
+	"os"
 
 	"github.com/cordonhq/cordon/contract"
 )
@@ -59,10 +60,31 @@ type Process struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Cgroup, when set, is the open directory of the cgroup the command is to start in
+	// (a session's command cgroup; process 1 clones it straight into it).
+	Cgroup *os.File
 	// Serve, when set, starts a session's process 1 instead of a command: it runs no
 	// command of its own but dials [Host.ControlSocket] and presents Serve as its token.
 	// Argv is then empty and Exec returns when the session ends.
 	Serve string
+}
+
+// CommandCgroups is implemented by sandboxes that can give each command of a session a
+// cgroup of its own below the sandbox's: a timeout then kills everything the command
+// started, setsid or not, and the monitor's events name the command exactly.
+type CommandCgroups interface {
+	// CommandCgroup creates the cgroup name; nil and no error when this sandbox has no
+	// cgroup of its own to put it in.
+	CommandCgroup(name string) (*CommandCgroup, error)
+}
+
+// CommandCgroup is one command's cgroup.
+type CommandCgroup struct {
+	ID     uint64   // its cgroup v2 id, as the monitor reports it
+	Dir    *os.File // open directory, for CLONE_INTO_CGROUP
+	Kill   func() error
+	Empty  func() bool
+	Remove func() error // kills what is left, then removes it
 }
 
 // Paths inside every sandbox.

@@ -141,7 +141,11 @@ func (c *control) exec(ctx context.Context, p Process) (int, error) {
 	exited := make(chan ctl.Msg, 1)
 	c.waiting[id] = exited
 	c.mu.Unlock()
-	err = c.c.Send(ctl.Msg{Op: ctl.OpExec, ID: id, Argv: p.Argv, Dir: p.Dir}, pipes.child...)
+	fds := pipes.child
+	if p.Cgroup != nil {
+		fds = append(fds[:len(fds):len(fds)], p.Cgroup)
+	}
+	err = c.c.Send(ctl.Msg{Op: ctl.OpExec, ID: id, Argv: p.Argv, Dir: p.Dir}, fds...)
 	pipes.closeChild()
 	if err != nil {
 		c.forget(id)

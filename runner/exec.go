@@ -87,7 +87,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 	if err != nil {
 		return ExecResult{}, err
 	}
-	r.explainEnd(eo.Stderr, reason, timeout, actx)
+	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
@@ -124,28 +124,82 @@ func (r *run) commandContext(ctx context.Context, timeout time.Duration) (contex
 // channel), its output going to eo's writers, capped when eo.Cap is set, and to the
 // audit captures; it records the duration and the caps in res.
 func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult) (int, error) {
-	cout, cerr, finishCap := r.capStreams(res.CmdID, eo.Cap, eo.Stdout, eo.Stderr)
+	p := Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin}
 	execFn := r.sb.Exec
 	if r.ctl != nil {
 		execFn = r.ctl.exec
+		cg, err := r.commandCgroup(res.CmdID)
+		if err != nil {
+			return 0, err
+		}
+		if cg != nil {
+			p.Cgroup, res.ownCgroup = cg.Dir, true
+			defer r.releaseCgroup(res.CmdID, cg)
+			// Ending the command (timeout, kill, cancel) kills all it started.
+			stop := context.AfterFunc(ctx, func() { _ = cg.Kill() })
+			defer stop()
+		}
 	}
+	cout, cerr, finishCap := r.capStreams(res.CmdID, eo.Cap, eo.Stdout, eo.Stderr)
+	p.Stdout, p.Stderr = io.MultiWriter(cout, out), io.MultiWriter(cerr, errOut)
 	began := r.o.now()
-	code, err := execFn(ctx, Process{
-		Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin,
-		Stdout: io.MultiWriter(cout, out), Stderr: io.MultiWriter(cerr, errOut),
-	})
+	code, err := execFn(ctx, p)
 	res.Duration = r.o.now().Sub(began)
 	finishCap(res)
 	r.o.Log.Debug("command finished", "code", code, "err", err)
 	return code, err
 }
 
+// commandCgroup gives a session's command its own cgroup when the sandbox can, and
+// joins the cgroup to the command for the monitor's events.
+func (r *run) commandCgroup(cmdID string) (*CommandCgroup, error) {
+	cc, ok := r.sb.(CommandCgroups)
+	if !ok {
+		return nil, nil
+	}
+	cg, err := cc.CommandCgroup("cmd-" + cmdID)
+	if err != nil || cg == nil {
+		return nil, err
+	}
+	r.sink.joinCgroup(cg.ID, cmdID)
+	return cg, nil
+}
+
+// releaseCgroup removes a command's cgroup once the command is over, or keeps it
+// (processes it left in the background) until the session ends.
+func (r *run) releaseCgroup(cmdID string, cg *CommandCgroup) {
+	if cg.Empty() {
+		if err := cg.Remove(); err == nil {
+			r.sink.joinCgroup(cg.ID, "")
+			return
+		}
+	}
+	r.cgMu.Lock()
+	r.cmdCgroups = append(r.cmdCgroups, cg)
+	r.cgMu.Unlock()
+}
+
+// removeCommandCgroups kills and removes what commands left running in the background.
+func (r *run) removeCommandCgroups() []error {
+	r.cgMu.Lock()
+	cgs := r.cmdCgroups
+	r.cmdCgroups = nil
+	r.cgMu.Unlock()
+	var errs []error
+	for _, cg := range cgs {
+		if err := cg.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 // explainEnd tells the command's stderr why cordon ended it, if it did.
-func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration, actx context.Context) {
+func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration, actx context.Context, groupOnly bool) {
 	switch reason {
 	case audit.ReasonTimeout:
 		what := "everything it started"
-		if r.session {
+		if groupOnly {
 			what = "its process group (what left the group with setsid runs on until the session stops)"
 		}
 		fmt.Fprintf(stderr, "cordon: command timed out after %s and was killed with %s (commands.timeout)\n", timeout, what)
@@ -264,9 +318,24 @@ type cmdSink struct {
 	next event.Sink
 	copy event.Sink // may be nil
 
-	mu     sync.Mutex          // mu guards the fields below.
-	active []string            // running commands, oldest first
-	denies map[string][]string // cmd id -> "host:port" denied, while it runs
+	mu      sync.Mutex          // mu guards the fields below.
+	active  []string            // running commands, oldest first
+	denies  map[string][]string // cmd id -> "host:port" denied, while it runs
+	cgroups map[uint64]string   // a session command's cgroup id -> its cmd id
+}
+
+// joinCgroup attributes events from cgroup id to command cmd ("" forgets it).
+func (s *cmdSink) joinCgroup(id uint64, cmd string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cmd == "" {
+		delete(s.cgroups, id)
+		return
+	}
+	if s.cgroups == nil {
+		s.cgroups = map[uint64]string{}
+	}
+	s.cgroups[id] = cmd
 }
 
 func (s *cmdSink) push(id string) {
@@ -307,6 +376,9 @@ func (s *cmdSink) denied(id string) []string {
 // Emit implements event.Sink.
 func (s *cmdSink) Emit(e event.Event) {
 	s.mu.Lock()
+	if c, ok := e.Body.(interface{ CgroupID() uint64 }); ok && e.Cmd == "" {
+		e.Cmd = s.cgroups[c.CgroupID()] // exact: the process was in that command's cgroup
+	}
 	if e.Cmd == "" && len(s.active) > 0 {
 		e.Cmd = s.active[len(s.active)-1]
 	}

@@ -147,13 +147,15 @@ type run struct {
 	monitorState
 	// A session's: the listener process 1 dials (until it has), the channel to it, and
 	// the directory of spill files.
-	session  bool
-	gates    *gates          // nil without gates
-	wsMu     sync.Mutex      // wsMu guards ws.
-	ws       *fsdiff.Tracker // a session's workspace tracker, forked per command
-	ctlLn    *net.UnixListener
-	ctl      *control
-	spillDir string
+	session    bool
+	gates      *gates           // nil without gates
+	wsMu       sync.Mutex       // wsMu guards ws.
+	ws         *fsdiff.Tracker  // a session's workspace tracker, forked per command
+	cgMu       sync.Mutex       // cgMu guards cmdCgroups.
+	cmdCgroups []*CommandCgroup // session commands' cgroups still holding processes
+	ctlLn      *net.UnixListener
+	ctl        *control
+	spillDir   string
 
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
@@ -223,6 +225,7 @@ func (r *run) teardown(ctx context.Context, err error) {
 	if r.ctl != nil {
 		r.ctl.close()
 	}
+	errs = append(errs, r.removeCommandCgroups()...)
 	if r.sb != nil {
 		if cerr := r.sb.Close(cctx); cerr != nil {
 			errs = append(errs, fmt.Errorf("tearing down sandbox: %w", cerr))

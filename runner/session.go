@@ -43,6 +43,8 @@ type ExecResult struct {
 	DeniedEgress []string
 	// Output describes stdout ([0]) and stderr ([1]) when ExecOptions.Cap was set.
 	Output [2]Capped
+
+	ownCgroup bool // it ran in a cgroup of its own (a session's command)
 }
 
 // startTimeout bounds how long a session's sandbox may take to come up (an engine

@@ -20,5 +20,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "gate" {
 		os.Exit(wire.GateMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.JoinArg {
+		os.Exit(pid1.JoinMain(os.Args[3:]))
+	}
 	os.Exit(pid1.Main())
 }

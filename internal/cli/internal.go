@@ -12,6 +12,9 @@ func internalCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 && args[0] == "init" {
 		return &ExitError{Code: pid1.Main()}
 	}
+	if len(args) > 0 && args[0] == pid1.JoinArg {
+		return &ExitError{Code: pid1.JoinMain(args[1:])}
+	}
 	if len(args) > 0 && args[0] == "supervise" {
 		return superviseCmd(ctx, stdio, args[1:])
 	}

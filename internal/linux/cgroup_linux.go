@@ -261,7 +261,43 @@ func eventCount(data, key string) int64 {
 	return 0
 }
 
-// Remove kills what is left and removes the directories. It is idempotent.
+// Child creates the v2 cgroup name below cg (a session's command: it shares cg's
+// limits, and can be killed and watched on its own) and opens it for
+// CLONE_INTO_CGROUP. owner, when not -1, is given its cgroup.procs, which a process
+// of that uid must be able to write to clone into it.
+func (cg *Cgroup) Child(name string, owner int) (*Cgroup, error) {
+	c := &Cgroup{Path: filepath.Join(cg.Path, name)}
+	if err := os.Mkdir(c.Path, 0o755); err != nil {
+		return nil, fmt.Errorf("creating cgroup: %w", err)
+	}
+	if err := c.setup(cg.Path, nil, Limits{}); err != nil {
+		c.Remove()
+		return nil, err
+	}
+	if owner != -1 {
+		if err := os.Chown(filepath.Join(c.Path, "cgroup.procs"), owner, -1); err != nil {
+			c.Remove()
+			return nil, fmt.Errorf("handing the cgroup to uid %d: %w", owner, err)
+		}
+	}
+	return c, nil
+}
+
+// OpenCgroup opens an existing v2 cgroup directory (an engine's container), for
+// Child and Kill; Remove removes only what cordon created below it.
+func OpenCgroup(path string) (*Cgroup, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, fmt.Errorf("stat cgroup: %w", err)
+	}
+	return &Cgroup{Path: path, ID: st.Ino}, nil
+}
+
+// Dir is the open cgroup directory, whose descriptor CLONE_INTO_CGROUP takes.
+func (cg *Cgroup) Dir() *os.File { return cg.dir }
+
+// Remove kills what is left and removes the directories, those of cgroups below it
+// first. It is idempotent.
 func (cg *Cgroup) Remove() error {
 	if cg == nil {
 		return nil
@@ -275,12 +311,34 @@ func (cg *Cgroup) Remove() error {
 		if err := cg.Kill(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
+		errs = append(errs, removeChildren(cg.Path))
 		if err := os.Remove(cg.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
 		}
 	}
 	for _, d := range cg.v1 {
 		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeChildren removes the (empty: killed) cgroup directories below dir, deepest
+// first.
+func removeChildren(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		errs = append(errs, removeChildren(sub))
+		if err := os.Remove(sub); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
 		}
 	}

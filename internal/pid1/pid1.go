@@ -50,3 +50,11 @@ const (
 	ExitNotExecutable = 126 // it exists but cannot be executed
 	ExitSelfCheck     = 125 // the sandbox failed its self-check; the command never ran
 )
+
+// JoinArg is the `internal` subcommand that moves itself into a cgroup and then
+// becomes the command: `internal join-cgroup PATH ARGV...` with the cgroup's directory
+// open as fd 3. Process 1 runs a session's command through it where clone3, and so
+// CLONE_INTO_CGROUP, is refused (container engines' default seccomp profiles make it
+// ENOSYS so that libc falls back to clone): the command still starts inside its
+// cgroup, one exec later.
+const JoinArg = "join-cgroup"

@@ -12,3 +12,6 @@ func Main() int {
 	fmt.Fprintln(os.Stderr, "cordon: internal init is unimplemented on this GOOS")
 	return ExitSelfCheck
 }
+
+// JoinMain is unimplemented off Linux.
+func JoinMain([]string) int { return ExitNotExecutable }

@@ -78,12 +78,13 @@ func (s *server) loop() error {
 	}
 }
 
-// start forks one command. Failures before it runs are reported as its exit: 127 and
-// 126 as a shell would (with the reason on its stderr), or Error for a request cordon
-// should not have sent.
+// start forks one command, into the cgroup whose directory is the optional fourth
+// descriptor. Failures before it runs are reported as its exit: 127 and 126 as a shell
+// would (with the reason on its stderr), or Error for a request cordon should not have
+// sent.
 func (s *server) start(m ctl.Msg, files []*os.File) {
 	defer closeFiles(files)
-	if len(files) != 3 || len(m.Argv) == 0 {
+	if len(files) < 3 || len(files) > 4 || len(m.Argv) == 0 {
 		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
 		return
 	}
@@ -100,17 +101,7 @@ func (s *server) start(m ctl.Msg, files []*os.File) {
 		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Code: ExitNotFound})
 		return
 	}
-	s.mu.Lock()
-	pid, err := syscall.ForkExec(path, m.Argv, &syscall.ProcAttr{
-		Dir:   m.Dir,
-		Env:   os.Environ(),
-		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
-	if err == nil {
-		s.running[pid], s.groups[m.ID] = m.ID, pid
-	}
-	s.mu.Unlock()
+	_, err = s.fork(m, path, files)
 	if err != nil {
 		fmt.Fprintf(files[2], "cordon: %s: %v\n", m.Argv[0], err)
 		code := ExitNotExecutable
@@ -119,6 +110,39 @@ func (s *server) start(m ctl.Msg, files []*os.File) {
 		}
 		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Code: code})
 	}
+}
+
+// fork starts the command in its own process group and, with a fourth descriptor, in
+// its own cgroup: cloned straight into it (CLONE_INTO_CGROUP), or where clone3 is
+// refused, through `internal join-cgroup`, which moves itself there before it execs the
+// command. Either way nothing the command runs is ever outside the cgroup.
+func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
+	attr := &syscall.ProcAttr{
+		Dir:   m.Dir,
+		Env:   os.Environ(),
+		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	argv := m.Argv
+	if len(files) == 4 {
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(files[3].Fd())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD {
+		self, serr := os.Executable()
+		if serr != nil {
+			return 0, serr
+		}
+		attr.Sys.UseCgroupFD = false
+		attr.Files = append(attr.Files, files[3].Fd()) // fd 3 of the trampoline
+		pid, err = syscall.ForkExec(self, append([]string{self, "internal", JoinArg, path}, argv...), attr)
+	}
+	if err == nil {
+		s.running[pid], s.groups[m.ID] = m.ID, pid
+	}
+	return pid, err
 }
 
 // lookPath finds argv[0] as a shell would from dir: a name with a slash is a path

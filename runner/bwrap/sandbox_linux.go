@@ -381,3 +381,12 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// CommandCgroup implements runner.CommandCgroups: a cgroup below the run's, which
+// process 1 (the same uid as cordon) clones each command into.
+func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
+	if s.cg == nil {
+		return nil, nil
+	}
+	return runner.NewCommandCgroup(s.cg, name, -1)
+}

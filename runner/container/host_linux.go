@@ -219,3 +219,27 @@ func (h *Handoff) Close() {
 	h.sent.Close()
 	h.Status.Close()
 }
+
+// CommandCgroup makes the cgroup of one session command below a container's cgroup
+// directory dir ("" when the engine's layout is unknown: nil, no error). When the
+// container user uid is not cordon's, it is given the container cgroup's and the new
+// cgroup's cgroup.procs: process 1 must write both to clone a command into the new one.
+// Nothing else can use them: moving a process needs that file of the common ancestor
+// of where it is and where it goes, and no process outside the container is below it.
+func CommandCgroup(dir string, uid int, name string) (*runner.CommandCgroup, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	parent, err := linux.OpenCgroup(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
+	}
+	owner := -1
+	if uid != os.Geteuid() {
+		owner = uid
+		if err := os.Chown(filepath.Join(dir, "cgroup.procs"), uid, -1); err != nil {
+			return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
+		}
+	}
+	return runner.NewCommandCgroup(parent, name, owner)
+}

@@ -89,14 +89,17 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 	}
 	s.c, s.in = c, in
 	s.writable = container.Writable(in)
-	if plan.Monitor.Mode != "off" {
-		// The monitor watches the task's cgroup (the default spec's /NAMESPACE/ID):
-		// make it now, to know its id.
-		if id, dir, err := container.PrecreateCgroup(filepath.Join(s.ns, name)); err == nil {
-			s.cgID, s.cgDir = id, dir
-		}
+	// The monitor watches the task's cgroup (the default spec's /NAMESPACE/ID), and a
+	// session's commands get cgroups below it: make it now, to know its id.
+	if id, dir, err := container.PrecreateCgroup(filepath.Join(s.ns, name)); err == nil {
+		s.cgID, s.cgDir = id, dir
 	}
 	return nil
+}
+
+// CommandCgroup implements runner.CommandCgroups.
+func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
+	return container.CommandCgroup(s.cgDir, s.in.UID, name)
 }
 
 // CgroupID is the cgroup v2 id of the container's tasks, for the monitor; 0 when the

@@ -91,12 +91,11 @@ func (s *sandbox) createContainer(ctx context.Context) error {
 		return fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
 	}
 	s.id = resp.ID
-	if s.in.Plan.Monitor.Mode != "off" {
-		// The monitor watches the container's cgroup: make it now, to know its id.
-		if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
-			if id, dir, err := container.PrecreateCgroup(rel); err == nil {
-				s.cgID, s.cgDir = id, dir
-			}
+	// The monitor watches the container's cgroup, and a session's commands get cgroups
+	// below it: make it now, to know its id.
+	if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
+		if id, dir, err := container.PrecreateCgroup(rel); err == nil {
+			s.cgID, s.cgDir = id, dir
 		}
 	}
 	return nil
@@ -116,6 +115,11 @@ func (s *sandbox) cgroupPath(ctx context.Context, id string) string {
 		return "system.slice/docker-" + id + ".scope"
 	}
 	return ""
+}
+
+// CommandCgroup implements runner.CommandCgroups.
+func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
+	return container.CommandCgroup(s.cgDir, s.in.UID, name)
 }
 
 // CgroupID is the cgroup v2 id of the current command's container, for the monitor;

@@ -1,0 +1,25 @@
+package runner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// NewCommandCgroup creates the cgroup name below parent for one command of a session,
+// for backends implementing [CommandCgroups]. owner, when not -1, is the uid that
+// process 1 runs as, which must be able to write the new cgroup's cgroup.procs.
+func NewCommandCgroup(parent *linux.Cgroup, name string, owner int) (*CommandCgroup, error) {
+	c, err := parent.Child(name, owner)
+	if err != nil {
+		return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
+	}
+	return &CommandCgroup{
+		ID: c.ID, Dir: c.Dir(),
+		Kill:   func() error { return c.Kill(5 * time.Second) },
+		Empty:  func() bool { return len(c.Procs()) == 0 },
+		Remove: c.Remove,
+	}, nil
+}
