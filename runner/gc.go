@@ -19,6 +19,7 @@ import (
 func GC(root string) ([]string, error) {
 	cleaned, err := gcRuns(root)
 	gcGates(root)
+	gcIdleCgroups(root)
 	for _, id := range gcSessions(root) {
 		if !slices.Contains(cleaned, id) {
 			cleaned = append(cleaned, id)

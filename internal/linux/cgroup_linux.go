@@ -373,3 +373,55 @@ func RemoveCgroup(name string) error {
 	}
 	return cg.Remove()
 }
+
+// IdleCgroups lists the cgroups under <v2 mount>/cordon that belong to uid and hold no
+// process, in them or below them: what a run whose teardown could not remove its
+// cgroup left behind (a process was still exiting), for gc.
+func IdleCgroups(uid int) []string {
+	v2, _, err := CgroupMounts()
+	if err != nil || v2 == "" {
+		return nil
+	}
+	parent := filepath.Join(v2, "cordon")
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		var st unix.Stat_t
+		dir := filepath.Join(parent, e.Name())
+		if !e.IsDir() || unix.Stat(dir, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		if err == nil && eventCount(string(data), "populated") == 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// RemoveIdleCgroup removes the cgroup name under <v2 mount>/cordon, and the empty
+// cgroups below it, if no process is in any of them. It kills nothing.
+func RemoveIdleCgroup(name string) error {
+	v2, _, err := CgroupMounts()
+	if err != nil || v2 == "" {
+		return err
+	}
+	dir := filepath.Join(v2, "cordon", name)
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return nil
+	}
+	if eventCount(string(data), "populated") != 0 {
+		return fmt.Errorf("cgroup %s is not idle", dir)
+	}
+	if err := removeChildren(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing cgroup: %w", err)
+	}
+	return nil
+}

@@ -3,6 +3,8 @@ package linux
 import (
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -61,5 +63,44 @@ func TestParseMountinfo(t *testing.T) {
 	}
 	if ms[1].FSType != "cgroup2" || ms[1].Point != "/sys/fs/cgroup/unified" {
 		t.Errorf("%+v", ms[1])
+	}
+}
+
+// TestChildAndIdleCgroups: a child cgroup takes a process cloned into it and is killed
+// with it; IdleCgroups lists a cgroup only when nothing is in it or below it, and
+// RemoveIdleCgroup removes it with its children but never one with a process.
+func TestChildAndIdleCgroups(t *testing.T) {
+	testutil.RequireRoot(t)
+	name := "test-idle-" + strconv.Itoa(os.Getpid())
+	cg, err := NewCgroup(name, Limits{})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	defer cg.Remove()
+	child, err := cg.Child("cmd-1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "321")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(child.Dir().Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(IdleCgroups(0), name) {
+		t.Error("a cgroup whose child holds a process is listed as idle")
+	}
+	if err := RemoveIdleCgroup(name); err == nil {
+		t.Fatal("RemoveIdleCgroup removed a busy cgroup")
+	}
+	if err := child.Kill(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if !slices.Contains(IdleCgroups(0), name) {
+		t.Error("an emptied cgroup is not listed as idle")
+	}
+	if err := RemoveIdleCgroup(name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cg.Path); !os.IsNotExist(err) {
+		t.Errorf("idle cgroup left: %v", err)
 	}
 }
