@@ -26,6 +26,10 @@ const (
 	OpExit   = "exit"   // pid1 → host: exec ID ended with Code (Error: it never started)
 )
 
+// MaxFiles is the most descriptors one message carries: an exec's stdin, stdout,
+// stderr and cgroup directory.
+const MaxFiles = 4
+
 // MaxMsg is the largest message either side sends. A larger exec request (a huge
 // argv) is refused before it is sent.
 const MaxMsg = 128 << 10
@@ -53,7 +57,7 @@ type Conn struct {
 
 // New wraps a unixpacket connection.
 func New(c *net.UnixConn) *Conn {
-	return &Conn{c: c, buf: make([]byte, MaxMsg), oob: make([]byte, syscall.CmsgSpace(3*4))}
+	return &Conn{c: c, buf: make([]byte, MaxMsg), oob: make([]byte, syscall.CmsgSpace(MaxFiles*4))}
 }
 
 // Dial connects to the host's control socket at path.
@@ -73,6 +77,9 @@ func (c *Conn) Send(m Msg, files ...*os.File) error {
 	}
 	if len(data) > MaxMsg {
 		return fmt.Errorf("control message of %d bytes is over the %d-byte limit", len(data), MaxMsg)
+	}
+	if len(files) > MaxFiles {
+		return fmt.Errorf("control message with %d descriptors, over the limit of %d", len(files), MaxFiles)
 	}
 	var oob []byte
 	if len(files) > 0 {
