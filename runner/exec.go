@@ -168,11 +168,10 @@ func (r *run) commandCgroup(cmdID string) (*CommandCgroup, error) {
 // releaseCgroup removes a command's cgroup once the command is over, or keeps it
 // (processes it left in the background) until the session ends.
 func (r *run) releaseCgroup(cmdID string, cg *CommandCgroup) {
-	if cg.Empty() {
-		if err := cg.Remove(); err == nil {
-			r.sink.joinCgroup(cg.ID, "")
-			return
-		}
+	// The cgroup stays joined to the command: the monitor's events reach user space a
+	// little after they happen, possibly after the cgroup is gone.
+	if cg.Empty() && cg.Remove() == nil {
+		return
 	}
 	r.cgMu.Lock()
 	r.cmdCgroups = append(r.cmdCgroups, cg)
@@ -324,14 +323,10 @@ type cmdSink struct {
 	cgroups map[uint64]string   // a session command's cgroup id -> its cmd id
 }
 
-// joinCgroup attributes events from cgroup id to command cmd ("" forgets it).
+// joinCgroup attributes events from cgroup id to command cmd.
 func (s *cmdSink) joinCgroup(id uint64, cmd string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cmd == "" {
-		delete(s.cgroups, id)
-		return
-	}
 	if s.cgroups == nil {
 		s.cgroups = map[uint64]string{}
 	}

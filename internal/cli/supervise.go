@@ -37,9 +37,9 @@ func (e *lockedEncoder) Encode(v any) error {
 }
 
 // superviseCmd is `cordon internal supervise`: it keeps one session (one run) open and
-// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop) or death
-// (kill -9: bwrap's --die-with-parent ends running commands; cordon gc removes the
-// rest).
+// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop), its
+// sandbox's end, or death (kill -9: process 1 loses its control channel and kills
+// everything in the sandbox; cordon gc removes the rest).
 func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	fs := newFlags("internal supervise", "internal supervise --ready-fd N --log FILE [-c FILE] [--backend B] [--audit-dir DIR]", stdio.Stderr)
 	file := contractFlag(fs)
@@ -87,7 +87,6 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return fail(err)
 	}
-	id := sess.ID()
 	dir := runner.SessionsDir(runner.DefaultRunRoot())
 	ln, sock, cleanup, err := publishSession(sess, plan, b.Name(), dir)
 	if err != nil {
@@ -95,12 +94,23 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 		return fail(fmt.Errorf("%w: session socket: %v", errdefs.ErrUnavailable, err))
 	}
 	if *logPath != "" {
-		_ = os.Rename(*logPath, filepath.Join(dir, id+".log"))
+		_ = os.Rename(*logPath, filepath.Join(dir, sess.ID()+".log"))
 	}
-	fmt.Fprintf(ready, "ok %s\n", id)
+	fmt.Fprintf(ready, "ok %s\n", sess.ID())
 	ready.Close()
-	log.Info("session ready", "id", id, "socket", sock)
+	log.Info("session ready", "id", sess.ID(), "socket", sock)
+	err = superviseUntilStop(ctx, sess, ln, sock)
+	cleanup()
+	log.Info("session stopped", "id", sess.ID(), "err", err)
+	if err != nil {
+		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
+	}
+	return nil
+}
 
+// superviseUntilStop serves the session's socket until a stop request, a signal or the
+// sandbox's end, then tears the session down and answers the stop request.
+func superviseUntilStop(ctx context.Context, sess *runner.Session, ln net.Listener, sock string) error {
 	// execCtx ends every running command: on stop and on a signal.
 	execCtx, cancelExecs := context.WithCancelCause(ctx)
 	defer cancelExecs(nil)
@@ -108,8 +118,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	ln.Close()
 	os.Remove(sock) // no new connections
 	cancelExecs(errStopped)
-	err = sess.Close(ctx)
-	cleanup()
+	err := sess.Close(ctx)
 	if stopConn != nil {
 		f := client.Frame{Done: true}
 		if err != nil {
@@ -118,11 +127,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 		_ = json.NewEncoder(stopConn).Encode(f)
 		stopConn.Close()
 	}
-	log.Info("session stopped", "id", id, "err", err)
-	if err != nil {
-		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
-	}
-	return nil
+	return err
 }
 
 // publishSession listens on the session's socket (0600) in dir and writes its ID.json,

@@ -100,7 +100,7 @@ func MakeSkeleton(dir string, in Input) error {
 // Owner returns this process's [LabelOwner] value: "PID:START:PIDNS".
 func Owner() string {
 	pid := os.Getpid()
-	return strconv.Itoa(pid) + ":" + strconv.FormatUint(processStart(pid), 10) + ":" + pidNamespace()
+	return strconv.Itoa(pid) + ":" + strconv.FormatUint(linux.ProcessStart(pid), 10) + ":" + pidNamespace()
 }
 
 // OwnerGone reports whether the cordon process named by a [LabelOwner] value has
@@ -120,7 +120,7 @@ func OwnerGone(label string) bool {
 	if f[2] != pidNamespace() {
 		return false
 	}
-	return processStart(pid) != start
+	return linux.ProcessStart(pid) != start
 }
 
 // pidNamespace names this process's pid namespace ("4026531836"), or "".
@@ -160,31 +160,37 @@ func PrecreateCgroup(rel string) (id uint64, dir string, err error) {
 	return s.Ino, dir, nil
 }
 
+// CgroupDir is the cgroup v2 directory rel (relative to the v2 mount), or "" when
+// there is no v2 hierarchy.
+func CgroupDir(rel string) string {
+	v2, _, err := linux.CgroupMounts()
+	if err != nil || v2 == "" {
+		return ""
+	}
+	return filepath.Join(v2, filepath.Clean("/"+rel))
+}
+
+// RemoveCommandCgroups kills and removes the session command cgroups (cmd-*) below a
+// container's cgroup directory dir, which the runtime cannot remove while they exist:
+// gc calls it before removing the container of a session whose supervisor died.
+func RemoveCommandCgroups(dir string) {
+	if dir == "" {
+		return
+	}
+	subs, _ := filepath.Glob(filepath.Join(dir, "cmd-*"))
+	for _, sub := range subs {
+		if cg, err := linux.OpenCgroup(sub); err == nil {
+			_ = cg.Remove()
+		}
+	}
+}
+
 // RemoveCgroup removes a directory PrecreateCgroup made, if it is still there and
 // empty (the runtime usually removed it already).
 func RemoveCgroup(dir string) {
 	if dir != "" {
 		_ = os.Remove(dir)
 	}
-}
-
-// processStart returns a process's start time in clock ticks (field 22 of
-// /proc/PID/stat), or 0 when the process does not exist.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
 }
 
 // Handoff is what a container's pid1 has been given for one command: its status FIFO

@@ -89,17 +89,24 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 	}
 	s.c, s.in = c, in
 	s.writable = container.Writable(in)
-	// The monitor watches the task's cgroup (the default spec's /NAMESPACE/ID), and a
-	// session's commands get cgroups below it: make it now, to know its id.
-	if id, dir, err := container.PrecreateCgroup(filepath.Join(s.ns, name)); err == nil {
-		s.cgID, s.cgDir = id, dir
+	if plan.Monitor.Mode != "off" {
+		// The monitor watches the task's cgroup (the default spec's /NAMESPACE/ID):
+		// make it now, to know its id.
+		if id, dir, err := container.PrecreateCgroup(filepath.Join(s.ns, name)); err == nil {
+			s.cgID, s.cgDir = id, dir
+		}
 	}
 	return nil
 }
 
-// CommandCgroup implements runner.CommandCgroups.
+// CommandCgroup implements runner.CommandCgroups: below the task's cgroup (the default
+// spec's /NAMESPACE/ID).
 func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
-	return container.CommandCgroup(s.cgDir, s.in.UID, name)
+	dir := s.cgDir
+	if dir == "" {
+		dir = container.CgroupDir(filepath.Join(s.ns, container.Name(s.in.Host.RunID)))
+	}
+	return container.CommandCgroup(dir, s.in.UID, name)
 }
 
 // CgroupID is the cgroup v2 id of the container's tasks, for the monitor; 0 when the
@@ -432,6 +439,10 @@ func gc(ctx context.Context, cli *containerd.Client) ([]string, error) {
 		labels, err := c.Labels(ctx)
 		if err != nil || !container.OwnerGone(labels[container.LabelOwner]) {
 			continue
+		}
+		// A session's command cgroups keep the runtime from removing the task's.
+		if ns, ok := namespaces.Namespace(ctx); ok {
+			container.RemoveCommandCgroups(container.CgroupDir(filepath.Join(ns, c.ID())))
 		}
 		if err := removeContainer(ctx, c); err != nil {
 			errs = append(errs, err)

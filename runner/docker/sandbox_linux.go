@@ -91,11 +91,12 @@ func (s *sandbox) createContainer(ctx context.Context) error {
 		return fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
 	}
 	s.id = resp.ID
-	// The monitor watches the container's cgroup, and a session's commands get cgroups
-	// below it: make it now, to know its id.
-	if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
-		if id, dir, err := container.PrecreateCgroup(rel); err == nil {
-			s.cgID, s.cgDir = id, dir
+	if s.in.Plan.Monitor.Mode != "off" {
+		// The monitor watches the container's cgroup: make it now, to know its id.
+		if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
+			if id, dir, err := container.PrecreateCgroup(rel); err == nil {
+				s.cgID, s.cgDir = id, dir
+			}
 		}
 	}
 	return nil
@@ -108,7 +109,13 @@ func (s *sandbox) cgroupPath(ctx context.Context, id string) string {
 	if err != nil {
 		return ""
 	}
-	switch info.CgroupDriver {
+	return cgroupRel(info.CgroupDriver, id)
+}
+
+// cgroupRel is where the engine's cgroup driver puts container id, relative to the
+// cgroup v2 mount, or "" for a driver cordon does not know.
+func cgroupRel(driver, id string) string {
+	switch driver {
 	case "cgroupfs":
 		return "docker/" + id
 	case "systemd":
@@ -117,9 +124,19 @@ func (s *sandbox) cgroupPath(ctx context.Context, id string) string {
 	return ""
 }
 
-// CommandCgroup implements runner.CommandCgroups.
+// CommandCgroup implements runner.CommandCgroups. The container's cgroup is found on
+// the first call (an engine round trip), not for every run.
 func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
-	return container.CommandCgroup(s.cgDir, s.in.UID, name)
+	s.cgOnce.Do(func() {
+		if s.cgDir != "" {
+			s.cmdCgParent = s.cgDir
+			return
+		}
+		if rel := s.cgroupPath(context.Background(), s.id); rel != "" {
+			s.cmdCgParent = container.CgroupDir(rel)
+		}
+	})
+	return container.CommandCgroup(s.cmdCgParent, s.in.UID, name)
 }
 
 // CgroupID is the cgroup v2 id of the current command's container, for the monitor;
@@ -226,11 +243,15 @@ type sandbox struct {
 	writable []string
 	gcDone   chan struct{} // closed when the background gc is over
 
-	id        string        // the current container; "" once it is being removed
-	cgID      uint64        // its cgroup v2 id, when the monitor asked for it
-	cgDir     string        // the cgroup directory cordon made for it, or ""
-	removed   chan struct{} // closed when the last container is removed; nil before
-	removeErr error         // set before removed is closed
+	id    string // the current container; "" once it is being removed
+	cgID  uint64 // its cgroup v2 id, when the monitor asked for it
+	cgDir string // the cgroup directory cordon made for it, or ""
+	// cmdCgParent is the container's cgroup directory, where a session's command
+	// cgroups go, found once (cgOnce).
+	cgOnce      sync.Once
+	cmdCgParent string
+	removed     chan struct{} // closed when the last container is removed; nil before
+	removeErr   error         // set before removed is closed
 
 	closeOnce sync.Once
 	closeErr  error
@@ -374,10 +395,18 @@ func gc(ctx context.Context, cli *client.Client) ([]string, error) {
 	}
 	var cleaned []string
 	var errs []error
+	driver := ""
 	for _, c := range list {
 		if !container.OwnerGone(c.Labels[container.LabelOwner]) {
 			continue
 		}
+		if driver == "" {
+			if info, err := cli.Info(ctx); err == nil {
+				driver = info.CgroupDriver
+			}
+		}
+		// A session's command cgroups keep the runtime from removing the container's.
+		container.RemoveCommandCgroups(container.CgroupDir(cgroupRel(driver, c.ID)))
 		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("docker: removing container %s: %w", c.ID[:12], err))
