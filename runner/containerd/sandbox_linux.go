@@ -226,16 +226,25 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		st, ok := pid1.ReadStatus(status)
 		stC <- statusResult{st, ok}
 	}()
-	var code int
+	code, err := waitTask(ctx, task, exitC)
+	if err != nil {
+		return 0, err
+	}
+	return s.finish(task, code, status, stC, ooms, p)
+}
+
+// waitTask waits for the task's exit status; when ctx ends first it kills the task,
+// everything in it, waits a bounded time for it to go and returns ctx's error.
+func waitTask(ctx context.Context, task containerd.Task, exitC <-chan containerd.ExitStatus) (int, error) {
 	select {
 	case es := <-exitC:
 		c, _, err := es.Result()
 		if err != nil {
 			return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
 		}
-		code = int(c)
+		return int(c), nil
 	case <-ctx.Done():
-		kctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll) == nil {
 			select {
@@ -245,6 +254,11 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		}
 		return 0, ctx.Err()
 	}
+}
+
+// finish delivers the task's last output and turns pid1's status report and the exit
+// code into Exec's result.
+func (s *sandbox) finish(task containerd.Task, code int, status *os.File, stC <-chan statusResult, ooms *oomWatch, p runner.Process) (int, error) {
 	// Every byte of output is delivered before Exec returns.
 	task.IO().Wait()
 	// The status line, if pid1 wrote one, is in the pipe by now.
