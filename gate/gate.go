@@ -161,8 +161,8 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 		return s.refuse(r, byCordon, why), nil
 	}
 	r.p.Preview = preview(ctx, s.cfg.Workspace, argv, g)
-	if !s.file(r) {
-		return s.refuse(r, byCordon, "the run ended"), nil
+	if why := s.file(r); why != "" {
+		return s.refuse(r, byCordon, why), nil
 	}
 	s.cfg.Log.Info("gate request filed", logKeyGate, name, logKeyID, r.p.ID)
 	if filed != nil {
@@ -201,15 +201,22 @@ func (s *Service) refuse(r *request, by, why string) Outcome {
 	return Outcome{Approved: false, By: by, Why: why}
 }
 
-// file makes r pending; false when the service is closed.
-func (s *Service) file(r *request) bool {
+// MaxPending is how many requests of one run may wait at once: a sandbox cannot bury
+// the approver's list (or cordon's memory) under requests.
+const MaxPending = 16
+
+// file makes r pending, or says why it cannot be.
+func (s *Service) file(r *request) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return false
+	switch {
+	case s.closed:
+		return "the run ended"
+	case len(s.pending) >= MaxPending:
+		return fmt.Sprintf("too many requests waiting (%d); wait for a decision on those", MaxPending)
 	}
 	s.pending[r.p.ID] = r
-	return true
+	return ""
 }
 
 // take removes and returns the pending request id, or nil.

@@ -329,6 +329,31 @@ func TestCloseRefusesPending(t *testing.T) {
 	s.Close() // idempotent
 }
 
+// TestPendingBounded: a sandbox filing request after request gets refusals past
+// MaxPending, each logged, and the list stays bounded.
+func TestPendingBounded(t *testing.T) {
+	f := newFixture(t)
+	rec, m := &recorder{}, &minter{}
+	s := newService(f, rec, m, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range MaxPending {
+		asyncRequest(ctx, s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.List()) < MaxPending && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	out, err := s.Request(ctx, "push", "")
+	if err != nil || out.Approved || !strings.Contains(out.Why, "too many requests") {
+		t.Fatalf("request past the bound = %+v, %v", out, err)
+	}
+	if n := len(s.List()); n != MaxPending {
+		t.Errorf("%d pending, want %d", n, MaxPending)
+	}
+}
+
 func TestUnknownGate(t *testing.T) {
 	s := New(Config{RunID: testRun})
 	if _, err := s.Request(context.Background(), "nope", ""); !errors.Is(err, ErrUnknownGate) {
