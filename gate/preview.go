@@ -14,7 +14,8 @@ const maxPreview = 32 << 10
 
 // preview describes what the operation would do, for the approver: the argv, where it
 // runs, the credential's name and, for git in a repository, what HEAD is, the recent
-// history, the remotes and the uncommitted changes. Everything is computed with the
+// history, the remotes, the commits no remote-tracking branch has (what a push would
+// publish) with the files they touch, and the uncommitted changes. Everything is computed with the
 // hardened git environment: the repository was written by the agent.
 func preview(ctx context.Context, workspace string, argv []string, g contract.Gate) string {
 	var b strings.Builder
@@ -55,6 +56,8 @@ func gitPreview(ctx context.Context, b *strings.Builder, workspace string) {
 		args  []string
 	}{
 		{"remotes (git remote -v)", []string{"remote", "-v"}},
+		// What a push would publish, as far as this clone knows the remotes.
+		{"commits on no remote-tracking branch (git log --stat HEAD --not --remotes -n 20)", []string{"log", "--stat", "--no-decorate", "--format=%h %s", "-n", "20", "HEAD", "--not", "--remotes"}},
 		{"history (git log --oneline -n 20)", []string{"log", "--oneline", "--no-decorate", "-n", "20"}},
 		{"uncommitted (git status --short)", []string{"status", "--short", "--untracked-files=normal"}},
 	}
