@@ -204,11 +204,18 @@ func sendStdin(c net.Conn, r io.Reader) {
 	}
 }
 
-// Sweep deletes the session's spill files (at the end of an agent's turn) and
-// returns how many it removed.
-func (s *Session) Sweep(ctx context.Context) (int, error) {
+// Turn is what Sweep reports about the turn it ends.
+type Turn struct {
+	Removed int      // spill files deleted
+	Changed []string // workspace paths changed since the previous Sweep, sorted
+}
+
+// Sweep ends an agent's turn: it deletes the session's spill files and returns how
+// many it removed, with the workspace paths the turn's commands changed (volatile facts
+// a harness appends to its next request rather than to its system prompt).
+func (s *Session) Sweep(ctx context.Context) (Turn, error) {
 	f, err := s.simple(ctx, "sweep")
-	return f.Removed, err
+	return Turn{Removed: f.Removed, Changed: f.Changed}, err
 }
 
 // Stop stops the session: running commands end, credentials are revoked, the sandbox

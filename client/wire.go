@@ -44,6 +44,9 @@ type Frame struct {
 	Code    int     `json:"code,omitempty"`    // cordon's exit status with Error
 	Done    bool    `json:"done,omitempty"`    // answer to stop and sweep
 	Removed int     `json:"removed,omitempty"` // spill files a sweep removed
+	// Changed lists the workspace paths changed since the previous sweep (the answer
+	// to sweep).
+	Changed []string `json:"changed,omitempty"`
 }
 
 // ResultVersion versions [Result], which is `cordon exec --json`'s output.

@@ -99,8 +99,11 @@ func TestSessionCapSpillSweep(t *testing.T) {
 	if r.code != 0 || len(lines) != 11 || lines[0] != "line0000." || !strings.HasPrefix(lines[10], "[cordon: output cut at 100 of 50000") {
 		t.Errorf("--cap 100: %v", r)
 	}
-	if r := w.cordon("", "session", "sweep", id); r.code != 0 || !strings.Contains(r.stderr, "removed 2") {
-		t.Errorf("sweep: %v", r)
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo a > a.txt; mkdir -p sub; echo b > sub/b.txt"); r.code != 0 {
+		t.Fatalf("exec: %v", r)
+	}
+	if r := w.cordon("", "session", "sweep", "--json", id); r.code != 0 || strings.TrimSpace(r.stdout) != `{"removed":2,"changed":["a.txt","sub/b.txt"]}` {
+		t.Errorf("sweep: want 2 spill files removed and the turn's changed paths: %v", r)
 	}
 	if r := w.cordon("", "exec", id, "--", "sh", "-c", "ls -A /run/cordon/spill | wc -l"); strings.TrimSpace(r.stdout) != "0" {
 		t.Errorf("spill files left after sweep: %v", r)
@@ -123,6 +126,13 @@ func TestSessionGoClient(t *testing.T) {
 	res, err := s.Exec(ctx, []string{"sh", "-c", "echo out; echo err >&2; echo x > f; exit 7"}, client.ExecOptions{Cap: 10000})
 	if err != nil || res.ExitCode != 7 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Diffstat.Files != 1 {
 		t.Fatalf("buffered exec: %+v %v", res, err)
+	}
+	turn, err := s.Sweep(ctx)
+	if err != nil || strings.Join(turn.Changed, ",") != "f" {
+		t.Fatalf("sweep: want the turn's one changed file f: %+v %v", turn, err)
+	}
+	if turn, err := s.Sweep(ctx); err != nil || len(turn.Changed) != 0 {
+		t.Fatalf("second sweep: want a new, empty turn: %+v %v", turn, err)
 	}
 	var out bytes.Buffer
 	res, err = s.Exec(ctx, []string{"tr", "a-z", "A-Z"}, client.ExecOptions{Stdin: strings.NewReader("piped\n"), Stdout: &out})

@@ -216,6 +216,9 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	if err == nil {
 		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
+		for _, c := range diff.Changes {
+			r.noteTurn(c.Path, c.OldPath)
+		}
 		err = r.log.RecordDiff(res.CmdID, diff)
 	}
 	if err != nil {

@@ -151,6 +151,8 @@ type run struct {
 	gates      *gates           // nil without gates
 	wsMu       sync.Mutex       // wsMu guards ws.
 	ws         *fsdiff.Tracker  // a session's workspace tracker, forked per command
+	turnMu     sync.Mutex       // turnMu guards turn.
+	turn       map[string]bool  // paths changed since the session's last Sweep
 	cgMu       sync.Mutex       // cgMu guards cmdCgroups.
 	cmdCgroups []*CommandCgroup // session commands' cgroups still holding processes
 	ctlLn      *net.UnixListener

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"sort"
 
 	"github.com/cordonhq/cordon/runner/outcap"
 )
@@ -49,6 +50,43 @@ func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.W
 	return out, errOut, finish
 }
 
-// Sweep deletes the session's spill files (the end of an agent's turn) and returns
-// how many it removed.
-func (s *Session) Sweep() (int, error) { return outcap.Sweep(s.r.spillDir) }
+// Turn is what Sweep reports about the turn it ends.
+type Turn struct {
+	Removed int      // spill files deleted
+	Changed []string // workspace paths the turn's commands changed, sorted
+}
+
+// Sweep ends an agent's turn: it deletes the session's spill files and returns them
+// counted, with the workspace paths the commands changed since the previous Sweep (for
+// a harness to append to its next request).
+func (s *Session) Sweep() (Turn, error) {
+	n, err := outcap.Sweep(s.r.spillDir)
+	return Turn{Removed: n, Changed: s.r.takeTurn()}, err
+}
+
+// noteTurn adds a command's changed paths to the current turn's.
+func (r *run) noteTurn(paths ...string) {
+	r.turnMu.Lock()
+	defer r.turnMu.Unlock()
+	if r.turn == nil {
+		r.turn = map[string]bool{}
+	}
+	for _, p := range paths {
+		if p != "" {
+			r.turn[p] = true
+		}
+	}
+}
+
+// takeTurn returns the current turn's changed paths, sorted, and starts a new turn.
+func (r *run) takeTurn() []string {
+	r.turnMu.Lock()
+	defer r.turnMu.Unlock()
+	out := make([]string, 0, len(r.turn))
+	for p := range r.turn {
+		out = append(out, p)
+	}
+	r.turn = nil
+	sort.Strings(out)
+	return out
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -131,9 +132,11 @@ func sessionLs(stdio IO, args []string) error {
 	return nil
 }
 
-// sessionSweep deletes a session's spill files: the end of an agent's turn.
+// sessionSweep ends an agent's turn: it deletes the session's spill files and prints
+// the workspace paths changed since the last sweep, one per line (--json: an object).
 func sessionSweep(stdio IO, args []string) error {
-	fs := newFlags("session sweep", "session sweep SESSION", stdio.Stderr)
+	fs := newFlags("session sweep", "session sweep [--json] SESSION", stdio.Stderr)
+	asJSON := fs.Bool("json", false, `print {"removed": N, "changed": [PATH...]}`)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -144,11 +147,23 @@ func sessionSweep(stdio IO, args []string) error {
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	n, err := sess.Sweep(context.Background())
+	turn, err := sess.Sweep(context.Background())
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	fmt.Fprintf(stdio.Stderr, "cordon: removed %d spill file(s)\n", n)
+	if *asJSON {
+		if turn.Changed == nil {
+			turn.Changed = []string{}
+		}
+		return json.NewEncoder(stdio.Stdout).Encode(struct {
+			Removed int      `json:"removed"`
+			Changed []string `json:"changed"`
+		}{turn.Removed, turn.Changed})
+	}
+	for _, p := range turn.Changed {
+		fmt.Fprintln(stdio.Stdout, p)
+	}
+	fmt.Fprintf(stdio.Stderr, "cordon: removed %d spill file(s); %d path(s) changed this turn\n", turn.Removed, len(turn.Changed))
 	return nil
 }
 

@@ -214,8 +214,8 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		}
 		return
 	case "sweep":
-		n, err := sess.Sweep()
-		f := client.Frame{Done: true, Removed: n}
+		turn, err := sess.Sweep()
+		f := client.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed}
 		if err != nil {
 			f = client.Frame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
 		}
