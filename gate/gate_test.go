@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 const testRun = "20261129T201530Z-3fa9c1"
@@ -83,9 +84,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	_, err := exec.LookPath("git")
+	testutil.Require(t, err == nil, "git (scripts/deps.sh installs it)")
 	root := t.TempDir()
 	f := fixture{ws: filepath.Join(root, "ws"), bare: filepath.Join(root, "bare.git"), marks: filepath.Join(root, "marks")}
 	for _, d := range []string{f.ws, f.marks} {
@@ -461,9 +461,8 @@ func TestOutputBounded(t *testing.T) {
 }
 
 func TestCredentialHelper(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
+	_, err := exec.LookPath("sh")
+	testutil.Require(t, err == nil, "sh")
 	c := &contract.Credential{Name: "TOK", Hosts: []string{"github.com", "*.example.com"}}
 	h := strings.TrimPrefix(credentialHelper(c), "!")
 	tests := []struct{ host, want string }{

@@ -35,9 +35,8 @@ gates:
 
 func newGateWorld(t *testing.T) *gateWorld {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	_, err := exec.LookPath("git")
+	testutil.Require(t, err == nil, "git (scripts/deps.sh installs it)")
 	root := t.TempDir()
 	g := &gateWorld{world: newWorld(t), bare: filepath.Join(root, "bare.git"), marks: filepath.Join(root, "marks")}
 	mustMkdir(t, g.marks)
