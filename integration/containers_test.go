@@ -71,6 +71,9 @@ var escapeTests = []struct {
 	{"SessionGoClient", TestSessionGoClient},
 	{"SessionSupervisorKilledLeavesNothing", TestSessionSupervisorKilledLeavesNothing},
 	{"SessionCommandCgroups", TestSessionCommandCgroups},
+	// Gates: the sandbox asks over the same socket; the operation runs on the host.
+	{"GateApprovedPushesBranch", TestGateApprovedPushesBranch},
+	{"GateRequestNamesItsCommand", TestGateRequestNamesItsCommand},
 }
 
 var (

@@ -253,6 +253,42 @@ func TestGateDenied(t *testing.T) {
 	assertContains(t, "gate.deny", body, `"id":"`+p.ID+`"`)
 }
 
+// TestGateRequestNamesItsCommand: the request is joined to the command whose process
+// asked (by its cgroup), not to a command started later that is running at the time.
+func TestGateRequestNamesItsCommand(t *testing.T) {
+	g := newGateWorld(t)
+	id := g.startSession("--gates", "ask")
+	asker := g.background("exec", id, "--", "sh", "-c", "sleep 1; cordon gate push")
+	time.Sleep(300 * time.Millisecond)
+	later := g.background("exec", id, "--", "sleep", "30")
+	var p wire.Pending
+	for deadline := time.Now().Add(20 * time.Second); p.ID == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ps := g.pending(id); len(ps) == 1 {
+			p = ps[0]
+		}
+	}
+	if p.ID == "" {
+		t.Fatal("the gate request never showed")
+	}
+	if r := g.cordon("", "gate", "deny", p.ID); r.code != 0 {
+		t.Fatalf("gate deny: %v", r)
+	}
+	asker.wait(t)
+	later.cmd.Process.Kill()
+	later.wait(t)
+	if r := g.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	for _, rec := range sessionEvents(t, g.world, id) {
+		if rec.Type == "cmd.start" && fmtInt(rec.Seq) == p.Cmd && !strings.Contains(string(rec.Body), "cordon gate push") {
+			t.Errorf("the request names command %s, which is %s", p.Cmd, rec.Body)
+		}
+	}
+	if p.Cmd == "" {
+		t.Error("the request names no command")
+	}
+}
+
 func TestGateRequesterKilledWhileWaiting(t *testing.T) {
 	g := newGateWorld(t)
 	id := g.startSession("--gates", "ask")

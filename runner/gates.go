@@ -71,7 +71,12 @@ func (r *run) startGates(ctx context.Context, host *Host) error {
 	g.wg.Add(2)
 	go func() {
 		defer g.wg.Done()
-		_ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(net.Conn) string { return r.sink.current() })
+		_ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(c net.Conn) string {
+			if id := peerCommand(c); id != "" {
+				return id // exact: the asking process is in that command's cgroup
+			}
+			return r.sink.current()
+		})
 	}()
 	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()
 	host.GateSocket = sock

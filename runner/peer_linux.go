@@ -1,0 +1,44 @@
+package runner
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// peerCommand names the session command a process connected on c belongs to: the
+// kernel gives the peer's pid (SO_PEERCRED, in cordon's pid namespace), and the pid's
+// cgroup v2 path ends in cmd-ID when it runs in a command's own cgroup. "" when that
+// cannot be told (no command cgroups, the process is gone).
+func peerCommand(c net.Conn) string {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ""
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var cred *syscall.Ucred
+	_ = raw.Control(func(fd uintptr) {
+		cred, err = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	})
+	if err != nil || cred == nil || cred.Pid <= 0 {
+		return ""
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			last := path[strings.LastIndexByte(path, '/')+1:]
+			if id, ok := strings.CutPrefix(last, "cmd-"); ok {
+				return id
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package runner
+
+import "net"
+
+func peerCommand(net.Conn) string { return "" }
