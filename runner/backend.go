@@ -84,6 +84,7 @@ type CommandCgroup struct {
 	Dir    *os.File // open directory, for CLONE_INTO_CGROUP
 	Kill   func() error
 	Empty  func() bool
+	Rmdir  func() error // removes it when empty; fails (EBUSY) otherwise
 	Remove func() error // kills what is left, then removes it
 }
 

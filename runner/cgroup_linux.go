@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -18,8 +19,12 @@ func NewCommandCgroup(parent *linux.Cgroup, name string, owner int) (*CommandCgr
 	}
 	return &CommandCgroup{
 		ID: c.ID, Dir: c.Dir(),
-		Kill:   func() error { return c.Kill(5 * time.Second) },
-		Empty:  func() bool { return len(c.Procs()) == 0 },
+		Kill:  func() error { return c.Kill(5 * time.Second) },
+		Empty: func() bool { return len(c.Procs()) == 0 },
+		Rmdir: func() error {
+			c.Dir().Close()
+			return os.Remove(c.Path)
+		},
 		Remove: c.Remove,
 	}, nil
 }

@@ -170,7 +170,7 @@ func (r *run) commandCgroup(cmdID string) (*CommandCgroup, error) {
 func (r *run) releaseCgroup(cmdID string, cg *CommandCgroup) {
 	// The cgroup stays joined to the command: the monitor's events reach user space a
 	// little after they happen, possibly after the cgroup is gone.
-	if cg.Empty() && cg.Remove() == nil {
+	if cg.Empty() && cg.Rmdir() == nil {
 		return
 	}
 	r.cgMu.Lock()
