@@ -70,7 +70,7 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 			}
 			c := ctl.New(uc)
 			m, files, err := c.Recv()
-			closeFiles(files)
+			ctl.CloseFiles(files)
 			if err == nil && m.Op == ctl.OpHello && m.Token == token {
 				ch <- accepted{c: c}
 				return
@@ -100,7 +100,7 @@ func (c *control) read() {
 		var m ctl.Msg
 		var files []*os.File
 		m, files, err = c.c.Recv()
-		closeFiles(files)
+		ctl.CloseFiles(files)
 		if err != nil {
 			break
 		}
@@ -248,19 +248,13 @@ func (s *stdio) wait(grace time.Duration) {
 }
 
 func (s *stdio) closeChild() {
-	closeFiles(s.child)
+	ctl.CloseFiles(s.child)
 	s.child = nil
 }
 
 func (s *stdio) close() {
-	closeFiles(s.outR)
+	ctl.CloseFiles(s.outR)
 	if s.stdinW != nil {
 		s.stdinW.Close()
-	}
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
 	}
 }

@@ -61,15 +61,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 		timeout = eo.Timeout
 	}
 	eo.Dir = dir
-	if eo.Stdin == nil {
-		eo.Stdin = strings.NewReader("")
-	}
-	if eo.Stdout == nil {
-		eo.Stdout = io.Discard
-	}
-	if eo.Stderr == nil {
-		eo.Stderr = io.Discard
-	}
+	eo.Stdin, eo.Stdout, eo.Stderr = orEmpty(eo.Stdin), orDiscard(eo.Stdout), orDiscard(eo.Stderr)
 	actx, stop := r.commandContext(ctx, timeout)
 	defer stop(nil)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/paths"
 )
@@ -71,26 +72,15 @@ func SessionsDir(root string) string { return paths.Sessions(root) }
 // gone.
 func gcSessions(root string) []string {
 	dir := SessionsDir(root)
-	matches, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var gone []string
-	for _, m := range matches {
-		var s struct {
-			ID    string `json:"id"`
-			PID   int    `json:"pid"`
-			Start uint64 `json:"start"`
-		}
-		data, err := os.ReadFile(m)
-		if err != nil || json.Unmarshal(data, &s) != nil || s.ID == "" {
+	for _, si := range client.List(dir) {
+		if si.Alive() {
 			continue
 		}
-		if s.PID > 0 && processStart(s.PID) == s.Start {
-			continue
+		for _, p := range []string{client.SocketPath(dir, si.ID), client.LogPath(dir, si.ID), client.InfoPath(dir, si.ID)} {
+			_ = os.Remove(p)
 		}
-		base := strings.TrimSuffix(m, ".json")
-		for _, ext := range []string{".sock", ".log", ".json"} {
-			_ = os.Remove(base + ext)
-		}
-		gone = append(gone, s.ID)
+		gone = append(gone, si.ID)
 	}
 	return gone
 }

@@ -107,16 +107,24 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	return r.res, r.auditErr()
 }
 
+// orEmpty is r, or an empty stdin for nil.
+func orEmpty(r io.Reader) io.Reader {
+	if r == nil {
+		return strings.NewReader("")
+	}
+	return r
+}
+
+// orDiscard is w, or a writer that drops everything for nil.
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
 func (o *Options) defaults() {
-	if o.Stdin == nil {
-		o.Stdin = strings.NewReader("")
-	}
-	if o.Stdout == nil {
-		o.Stdout = io.Discard
-	}
-	if o.Stderr == nil {
-		o.Stderr = io.Discard
-	}
+	o.Stdin, o.Stdout, o.Stderr = orEmpty(o.Stdin), orDiscard(o.Stdout), orDiscard(o.Stderr)
 	if o.RunRoot == "" {
 		o.RunRoot = DefaultRunRoot()
 	}

@@ -107,16 +107,16 @@ func (c *Conn) Recv() (Msg, []*os.File, error) {
 	}
 	files, ferr := parseRights(c.oob[:oobn])
 	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
-		closeAll(files)
+		CloseFiles(files)
 		return Msg{}, nil, ErrTruncated
 	}
 	if n == 0 {
-		closeAll(files)
+		CloseFiles(files)
 		return Msg{}, nil, net.ErrClosed // a zero-length packet: the peer shut down
 	}
 	var m Msg
 	if err := json.Unmarshal(c.buf[:n], &m); err != nil || ferr != nil {
-		closeAll(files)
+		CloseFiles(files)
 		return Msg{}, nil, fmt.Errorf("bad control message: %w", errors.Join(err, ferr))
 	}
 	return m, files, nil
@@ -147,7 +147,8 @@ func parseRights(oob []byte) ([]*os.File, error) {
 	return files, nil
 }
 
-func closeAll(files []*os.File) {
+// CloseFiles closes files (descriptors a message carried).
+func CloseFiles(files []*os.File) {
 	for _, f := range files {
 		f.Close()
 	}

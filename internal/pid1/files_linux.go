@@ -151,12 +151,7 @@ func dieWithHost(fd int) {
 	if waitReaderGone(fd) != nil {
 		return // cannot watch; the engine still kills the sandbox on timeout and signals
 	}
-	// As process 1 of its pid namespace, kill(-1) reaches every other process of the
-	// sandbox, and exiting makes the kernel kill whatever is left there. Anywhere else
-	// kill(-1) would reach every process of the caller's user on the host: never.
-	if os.Getpid() == 1 {
-		_ = syscall.Kill(-1, syscall.SIGKILL)
-	}
+	killSandbox() // exiting then makes the kernel kill whatever is left there
 	os.Exit(128 + int(syscall.SIGKILL))
 }
 

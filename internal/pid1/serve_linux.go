@@ -71,9 +71,9 @@ func (s *server) loop() error {
 			if pgid > 0 && m.Sig > 0 {
 				_ = syscall.Kill(-pgid, syscall.Signal(m.Sig))
 			}
-			closeFiles(files)
+			ctl.CloseFiles(files)
 		default:
-			closeFiles(files)
+			ctl.CloseFiles(files)
 		}
 	}
 }
@@ -83,7 +83,7 @@ func (s *server) loop() error {
 // would (with the reason on its stderr), or Error for a request cordon should not have
 // sent.
 func (s *server) start(m ctl.Msg, files []*os.File) {
-	defer closeFiles(files)
+	defer ctl.CloseFiles(files)
 	if len(files) < 3 || len(files) > 4 || len(m.Argv) == 0 {
 		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
 		return
@@ -148,11 +148,8 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 // lookPath finds argv[0] as a shell would from dir: a name with a slash is a path
 // (relative to dir), any other is searched in PATH.
 func lookPath(name, dir string) (string, error) {
-	if strings.Contains(name, "/") {
-		if !filepath.IsAbs(name) {
-			name = filepath.Join(dir, name)
-		}
-		return exec.LookPath(name)
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(dir, name)
 	}
 	return exec.LookPath(name)
 }
@@ -185,11 +182,5 @@ func (s *server) reap(chld <-chan os.Signal) {
 			}
 			_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: id, Code: code})
 		}
-	}
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
 	}
 }
