@@ -137,6 +137,31 @@ func TestNoBwrapRefuses(t *testing.T) {
 	assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
 }
 
+// TestEnginesMissingRefuses: the cordon of `make build` links no engine client and
+// hands container work to cordon-engines beside it; alone, it refuses (125, naming
+// what is missing) rather than falling back to another backend.
+func TestEnginesMissingRefuses(t *testing.T) {
+	w := newWorld(t)
+	alone := filepath.Join(t.TempDir(), "cordon")
+	data, err := os.ReadFile(testutil.Cordon(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"docker", "containerd"} {
+		cmd := exec.Command(alone, "run", "--backend", b, "--", "sh", "-c", "echo ran > ran.txt")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "cordon-engines is not beside it") {
+			t.Errorf("--backend %s without cordon-engines: want 125 naming it, got %v: %s", b, err, out)
+		}
+	}
+	assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
+}
+
 func TestSignalToCordonTearsDown(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
