@@ -101,6 +101,9 @@ func (cg *Cgroup) setup(parent string, v1 map[string]string, lim Limits) error {
 		return fmt.Errorf("opening cgroup: %w", err)
 	}
 	cg.dir = dir
+	if lim == (Limits{}) {
+		return nil // a command's cgroup in a session: nothing to set, nothing to read
+	}
 	avail := controllers(parent)
 	type knob struct {
 		ctrl, v2file, v2val, v1file, v1val string
