@@ -205,6 +205,17 @@ func (p *Plan) Environ() []string {
 	return out
 }
 
+// Readable returns the host paths the sandbox may only read (read-only binds).
+func (p *Plan) Readable() []string {
+	var out []string
+	for _, m := range p.Mounts {
+		if m.Type == Bind && m.Access == ReadOnly {
+			out = append(out, m.Path)
+		}
+	}
+	return out
+}
+
 // Writable returns the paths the sandbox may write (binds and tmpfs).
 func (p *Plan) Writable() []string {
 	var out []string

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cordonhq/cordon/internal/pid1"
+	"github.com/cordonhq/cordon/internal/stage"
 )
 
 // internalCmd holds the re-executed helpers (internal use only): `internal init` is
@@ -12,8 +13,11 @@ func internalCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 && args[0] == "init" {
 		return &ExitError{Code: pid1.Main()}
 	}
-	if len(args) > 0 && args[0] == pid1.JoinArg {
-		return &ExitError{Code: pid1.JoinMain(args[1:])}
+	if len(args) > 0 && args[0] == pid1.ConfineArg {
+		return &ExitError{Code: pid1.ConfineMain(args[1:])}
+	}
+	if len(args) > 0 && args[0] == stage.Arg {
+		return &ExitError{Code: stage.Main(args[1:])}
 	}
 	if len(args) > 0 && args[0] == "supervise" {
 		return superviseCmd(ctx, stdio, args[1:])

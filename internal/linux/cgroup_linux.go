@@ -428,3 +428,14 @@ func RemoveIdleCgroup(name string) error {
 	}
 	return nil
 }
+
+// Delegate hands the cgroup's cgroup.procs to uid. Under cgroup v2's delegation rule
+// a process may move one between two cgroups only if it can write the cgroup.procs
+// of their common ancestor: process 1 of a sandbox running as uid can then clone its
+// commands into the cgroups below this one (each handed to it by [Cgroup.Child]).
+func (cg *Cgroup) Delegate(uid int) error {
+	if err := os.Chown(filepath.Join(cg.Path, "cgroup.procs"), uid, -1); err != nil {
+		return fmt.Errorf("delegating cgroup %s to uid %d: %w", cg.Path, uid, err)
+	}
+	return nil
+}

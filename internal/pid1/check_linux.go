@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -48,21 +49,69 @@ func selfCheck(spec *Spec) error {
 			}
 		}
 	}
+	if d, err := linux.Dumpable(); err != nil || d {
+		return fmt.Errorf("process 1 is dumpable: commands could ptrace it or open its descriptors")
+	}
+	if err := checkHostUID(spec.HostUID); err != nil {
+		return err
+	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return fmt.Errorf("reading mount table: %w", err)
 	}
-	return checkMounts(string(mi), spec.Writable)
+	if err := checkMounts(string(mi), spec.Writable); err != nil {
+		return err
+	}
+	if w := kernelWritable(); len(w) > 0 {
+		return fmt.Errorf("%s is writable: no kernel interface may be", strings.Join(w, ", "))
+	}
+	return nil
+}
+
+// checkHostUID fails when the sandbox is host root but want is another uid. Nested
+// user namespaces (bwrap makes two) hide the host uid from a uid_map, so it asks the
+// kernel's own files: sysctls always belong to host root, and show as the caller's
+// uid exactly when the caller is host root.
+func checkHostUID(want int) error {
+	root, err := hostRoot()
+	if err != nil {
+		return err
+	}
+	if root && want != 0 {
+		return fmt.Errorf("the sandbox runs as host uid 0, not %d", want)
+	}
+	return nil
+}
+
+// hostRoot reports whether this process is uid 0 of the host.
+func hostRoot() (bool, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/sys/kernel/core_pattern", &st); err != nil {
+		return false, fmt.Errorf("stat a sysctl: %w", err)
+	}
+	return int(st.Uid) == os.Geteuid(), nil
+}
+
+// kernelGlobal are file systems whose every file is an interface to the whole
+// machine's kernel: never mounted read-write in a sandbox, granted or not.
+var kernelGlobal = map[string]bool{
+	"sysfs": true, "cgroup": true, "cgroup2": true, "debugfs": true, "tracefs": true,
+	"securityfs": true, "binfmt_misc": true, "bpf": true, "configfs": true, "pstore": true,
+	"efivarfs": true, "fusectl": true, "autofs": true, "rpc_pipefs": true, "nfsd": true,
 }
 
 // checkMounts fails on the first read-write mount that is neither granted nor one of
-// the kernel file systems every sandbox has.
+// the kernel file systems every sandbox has, and on any read-write mount of a file
+// system that is a kernel-global interface.
 func checkMounts(mountinfo string, writable []string) error {
 	allowed := map[string]bool{}
 	for _, w := range writable {
 		allowed[w] = true
 	}
 	for _, m := range linux.ParseMountinfo(mountinfo) {
+		if !m.ReadOnly() && kernelGlobal[m.FSType] {
+			return fmt.Errorf("%s is mounted read-write (%s): a kernel interface", m.Point, m.FSType)
+		}
 		if m.ReadOnly() || allowed[m.Point] || kernelFS[m.Point] == m.FSType {
 			continue
 		}

@@ -18,6 +18,13 @@ type Spec struct {
 	// Writable are the only mount points allowed to be read-write, apart from the
 	// kernel file systems /dev and /proc that every sandbox gets.
 	Writable []string `json:"writable"`
+	// Read are the paths a command may read and execute below (the Plan's read-only
+	// binds; "/" for a container image). With Writable, /dev, /proc and /run/cordon,
+	// they are the Landlock ruleset process 1 confines every command to.
+	Read []string `json:"read"`
+	// HostUID is the host uid the sandbox must run as: process 1 refuses to run
+	// anything when its own uid maps to another one.
+	HostUID int `json:"host_uid"`
 	// Bridge, when set, makes pid1 relay Listen (TCP, loopback) to the egress proxy's
 	// unix Socket for as long as the command runs.
 	Bridge *Bridge `json:"bridge,omitempty"`
@@ -51,10 +58,21 @@ const (
 	ExitSelfCheck     = 125 // the sandbox failed its self-check; the command never ran
 )
 
-// JoinArg is the `internal` subcommand that moves itself into a cgroup and then
-// becomes the command: `internal join-cgroup PATH ARGV...` with the cgroup's directory
-// open as fd 3. Process 1 runs a session's command through it where clone3, and so
-// CLONE_INTO_CGROUP, is refused (container engines' default seccomp profiles make it
-// ENOSYS so that libc falls back to clone): the command still starts inside its
-// cgroup, one exec later.
-const JoinArg = "join-cgroup"
+// ConfineArg is the `internal` subcommand every command starts through:
+// `internal confine RULES PATH ARGV...`. It joins the command's cgroup when its
+// directory is open as fd 3 and it was not cloned straight into it (container
+// engines' seccomp profiles refuse clone3, and so CLONE_INTO_CGROUP), closes every
+// other descriptor, confines itself with Landlock (RULES, JSON [Confine]) and the
+// sandbox's seccomp filter, and then becomes the command. Nothing a command runs is
+// ever outside its cgroup or unconfined.
+const ConfineArg = "confine"
+
+// Confine is what a command is confined to.
+type Confine struct {
+	Read  []string `json:"read"`
+	Write []string `json:"write"`
+	// Landlock is false only where the kernel has none (the self-check says so).
+	Landlock bool `json:"landlock"`
+	// Join: fd 3 is the cgroup directory to join first.
+	Join bool `json:"join,omitempty"`
+}

@@ -14,11 +14,18 @@ import (
 
 	"github.com/cordonhq/cordon/egress"
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
 // the command's status.
 func Main() int {
+	// Before it holds anything: a process that is not dumpable cannot be ptraced, and
+	// its /proc/1/fd, mem and environ stay closed, to commands that share its uid.
+	if err := linux.SetDumpable(false); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
+		return ExitSelfCheck
+	}
 	status, specFile := channels() // fds 3 and 4, or the files of --dir (files_linux.go)
 	if status == nil || specFile == nil {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
@@ -60,14 +67,16 @@ func Main() int {
 	if err != nil || werr != nil {
 		return ExitSelfCheck
 	}
+	self, confine := confinement(&spec)
 	if ctlConn != nil {
-		return serve(ctlConn)
+		return serve(ctlConn, self, confine)
 	}
-	return run(&spec)
+	return run(&spec, self, confine)
 }
 
 // run starts the command, forwards signals to it and reaps every child until it exits.
-func run(spec *Spec) int {
+func run(spec *Spec, self string, confine Confine) int {
+	ignoreSignals()
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
 	path, err := exec.LookPath(spec.Argv[0])
@@ -75,7 +84,7 @@ func run(spec *Spec) int {
 		fmt.Fprintf(os.Stderr, "cordon: %s: command not found in the sandbox\n", spec.Argv[0])
 		return ExitNotFound
 	}
-	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(self, confineArgv(self, confine, path, spec.Argv), &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
@@ -122,4 +131,14 @@ func startBridge(b *Bridge) error {
 	}
 	go func() { _ = egress.Bridge(context.Background(), ln, b.Socket) }()
 	return nil
+}
+
+// confinement is this binary (the trampoline every command starts through) and what
+// commands are confined to.
+func confinement(spec *Spec) (string, Confine) {
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	return self, Confine{Read: spec.Read, Write: spec.Writable, Landlock: linux.LandlockABI() > 0}
 }

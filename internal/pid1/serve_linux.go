@@ -19,7 +19,9 @@ import (
 // the reaper reports each command's status when its first process exits and reaps
 // every orphan.
 type server struct {
-	c *ctl.Conn
+	c       *ctl.Conn
+	self    string  // this binary, the confining trampoline
+	confine Confine // what every command is confined to
 
 	mu      sync.Mutex     // mu guards the maps, and is held across fork and insert.
 	running map[int]uint64 // pid of a command's first process → exec id
@@ -28,19 +30,16 @@ type server struct {
 
 // serve runs the host's commands until the control connection ends or pid1 is told to
 // stop; then it kills everything left in the sandbox and exits 0.
-func serve(c *ctl.Conn) int {
-	s := &server{c: c, running: map[int]uint64{}, groups: map[uint64]int{}}
+//
+// Signals do not stop it: a command could send them (it shares the uid), and the
+// host ends a session by hanging up or by killing the sandbox from outside.
+func serve(c *ctl.Conn, self string, confine Confine) int {
+	s := &server{c: c, self: self, confine: confine, running: map[int]uint64{}, groups: map[uint64]int{}}
+	ignoreSignals()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go s.reap(chld)
-	done := make(chan error, 1)
-	go func() { done <- s.loop() }()
-	select {
-	case <-done:
-	case <-term:
-	}
+	_ = s.loop()
 	c.Close()
 	killSandbox()
 	return 0
@@ -112,10 +111,10 @@ func (s *server) start(m ctl.Msg, files []*os.File) {
 	}
 }
 
-// fork starts the command in its own process group and, with a fourth descriptor, in
-// its own cgroup: cloned straight into it (CLONE_INTO_CGROUP), or where clone3 is
-// refused, through `internal join-cgroup`, which moves itself there before it execs the
-// command. Either way nothing the command runs is ever outside the cgroup.
+// fork starts the command in its own process group, through the confining
+// trampoline, and with a fourth descriptor in its own cgroup: cloned straight into it
+// (CLONE_INTO_CGROUP), or where clone3 is refused, joined by the trampoline before it
+// execs the command. Either way nothing the command runs is ever outside the cgroup.
 func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   m.Dir,
@@ -123,21 +122,18 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	argv := m.Argv
+	c := s.confine
 	if len(files) == 4 {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(files[3].Fd())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pid, err := syscall.ForkExec(path, argv, attr)
+	pid, err := syscall.ForkExec(s.self, confineArgv(s.self, c, path, m.Argv), attr)
 	if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD {
-		self, serr := os.Executable()
-		if serr != nil {
-			return 0, serr
-		}
 		attr.Sys.UseCgroupFD = false
 		attr.Files = append(attr.Files, files[3].Fd()) // fd 3 of the trampoline
-		pid, err = syscall.ForkExec(self, append([]string{self, "internal", JoinArg, path}, argv...), attr)
+		c.Join = true
+		pid, err = syscall.ForkExec(s.self, confineArgv(s.self, c, path, m.Argv), attr)
 	}
 	if err == nil {
 		s.running[pid], s.groups[m.ID] = m.ID, pid

@@ -67,11 +67,20 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 		return nil, err
 	}
 	s := &sandbox{bin: bin, plan: plan, host: host}
+	if s.uid, s.gid, err = sandboxIDs(plan); err != nil {
+		return nil, err
+	}
 	lim := linux.Limits{Memory: plan.Limits.Memory, Pids: plan.Limits.Pids, CPU: plan.Limits.CPU}
 	cg, err := linux.NewCgroup(host.RunID, lim)
 	switch {
 	case err == nil:
 		s.cg = cg
+		if o := s.owner(); o != -1 {
+			if err := cg.Delegate(o); err != nil {
+				cg.Remove()
+				return nil, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+			}
+		}
 	case plan.Limits.Any():
 		return nil, fmt.Errorf("%w: limits need a cgroup cordon can write (run as root or delegate a cgroup): %v", errdefs.ErrUnavailable, err)
 	}
@@ -88,6 +97,8 @@ type sandbox struct {
 	plan *contract.Plan
 	host runner.Host
 	cg   *linux.Cgroup // nil when no writable cgroup exists and no limits are set
+	// uid and gid are the sandbox's host ids (never 0 when cordon is root).
+	uid, gid int
 
 	mu     sync.Mutex // mu guards active and serialises cgroup-wide kills with starts.
 	active int        // Execs between start and return
@@ -110,6 +121,18 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	extra := f.child
 	statusR, specW, infoR := f.statusR, f.specW, f.infoR
 	cmd := exec.Command(s.bin, args...)
+	if os.Geteuid() == 0 {
+		// Never host root inside: bwrap runs as the sandbox uid, through the stage.
+		sp, err := staged(s.bin, args, s.host, s.uid, s.gid)
+		if err != nil {
+			return 0, err
+		}
+		argv, err := stageCommand(s.host.Init, sp)
+		if err != nil {
+			return 0, err
+		}
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
 	cmd.Env = s.host.Env
 	if cmd.Env == nil {
 		cmd.Env = s.plan.Environ()
@@ -242,7 +265,7 @@ func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process)
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
-	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable()}
+	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), HostUID: s.uid}
 	if s.host.EgressSocket != "" {
 		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
 	}
@@ -382,11 +405,20 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// owner is the uid process 1 runs as when it is not cordon's own, for the cgroups it
+// clones commands into; -1 otherwise.
+func (s *sandbox) owner() int {
+	if s.uid == os.Geteuid() {
+		return -1
+	}
+	return s.uid
+}
+
 // CommandCgroup implements runner.CommandCgroups: a cgroup below the run's, which
-// process 1 (the same uid as cordon) clones each command into.
+// process 1 clones each command into.
 func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
 	if s.cg == nil {
 		return nil, nil
 	}
-	return runner.NewCommandCgroup(s.cg, name, -1)
+	return runner.NewCommandCgroup(s.cg, name, s.owner())
 }

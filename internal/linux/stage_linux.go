@@ -1,0 +1,123 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mount-tree primitives for staging an unprivileged sandbox's view of the host: what
+// the runner, as root, must open, idmap and place where the sandbox's own uid can
+// reach it before it hands over to bwrap running as that uid.
+
+// IdmapUserns returns a user namespace (as an open ns file) that maps fromUID to
+// toUID and fromGID to toGID: an idmapped mount through it shows files owned by
+// fromUID as owned by toUID, and files toUID creates are stored as fromUID. Only root
+// can make one.
+func IdmapUserns(fromUID, toUID, fromGID, toGID int) (*os.File, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// The child stops at its exec (ptrace) before running anything; its user
+	// namespace outlives it through the open ns file.
+	cmd := exec.Command(self)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: fromUID, HostID: toUID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: fromGID, HostID: toGID, Size: 1}},
+		Ptrace:      true,
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("creating an idmap user namespace: %w", err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("opening the idmap user namespace: %w", err)
+	}
+	return f, nil
+}
+
+// CloneTree returns a detached copy of the mount tree at path (relative to dir when
+// dir is not nil), idmapped through userns when it is not nil.
+func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
+	dfd := unix.AT_FDCWD
+	if dir != nil {
+		dfd = int(dir.Fd())
+	}
+	fd, err := unix.OpenTree(dfd, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("cloning the mount tree of %s: %w", path, err)
+	}
+	tree := os.NewFile(uintptr(fd), path)
+	if userns != nil {
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			tree.Close()
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
+				return nil, fmt.Errorf("idmapping %s: its file system does not support idmapped mounts (%w)", path, err)
+			}
+			return nil, fmt.Errorf("idmapping %s: %w", path, err)
+		}
+	}
+	return tree, nil
+}
+
+// AttachTree mounts a detached tree at target, which must exist.
+func AttachTree(tree *os.File, target string) error {
+	if err := unix.MoveMount(int(tree.Fd()), "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mounting %s at %s: %w", tree.Name(), target, err)
+	}
+	return nil
+}
+
+// MountTmpfs mounts a fresh tmpfs (mode 0755, root's) at target.
+func MountTmpfs(target string) error {
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		return fmt.Errorf("mounting a tmpfs at %s: %w", target, err)
+	}
+	return nil
+}
+
+// DropTo sets every uid and gid of the process to uid and gid (no supplementary
+// groups) and arms SIGKILL for when the parent dies, which a change of ids disarms.
+// The calling thread must be locked: the death signal is per thread.
+func DropTo(uid, gid int) error {
+	if err := unix.Setgroups(nil); err != nil {
+		return fmt.Errorf("dropping groups: %w", err)
+	}
+	if err := unix.Setresgid(gid, gid, gid); err != nil {
+		return fmt.Errorf("setting gid %d: %w", gid, err)
+	}
+	if err := unix.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setting uid %d: %w", uid, err)
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("arming the parent-death signal: %w", err)
+	}
+	if os.Getppid() == 1 {
+		return errors.New("the parent died")
+	}
+	return nil
+}
+
+// Owner returns the uid and gid that own path.
+func Owner(path string) (uid, gid int, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return int(st.Uid), int(st.Gid), nil
+}

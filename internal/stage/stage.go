@@ -1,0 +1,51 @@
+// Package stage starts bwrap as an unprivileged host uid when cordon runs as root.
+//
+// bwrap run by root maps the sandbox's uid to host uid 0: without capabilities, but
+// every permission check on a host object (procfs' sysctls, files bind-mounted in)
+// passes as root's. So root's cordon starts bwrap through `internal stage`: a
+// process in a mount namespace of its own (nothing it mounts is seen by the host,
+// and all of it goes when the sandbox does) that clones each source bwrap will bind
+// into a tmpfs the sandbox's uid can reach — the writable ones idmapped, so that the
+// files of their owner are the sandbox uid's — hands the run's sockets to that uid,
+// drops to it, and execs bwrap on the staged paths. The sandbox then is that uid on
+// the host, and the workspace stays its owner's on disk.
+package stage
+
+// Arg is the `internal` subcommand: `internal stage SPEC` (JSON [Spec]).
+const Arg = "stage"
+
+// Root is where the stage's tmpfs is mounted in its mount namespace: every staged
+// source is Root/N. It hides the run root below it, in that namespace only.
+const Root = "/run/cordon"
+
+// Spec is what the stager does.
+type Spec struct {
+	UID int `json:"uid"` // the sandbox's host uid
+	GID int `json:"gid"`
+	// Sources are staged at Root/<index>, in order.
+	Sources []Source `json:"sources"`
+	// Chown are host paths (the run's sockets, its spill directory) handed to UID
+	// before the drop.
+	Chown []string `json:"chown"`
+	// Argv is bwrap's command line, its sources already Root/<index>.
+	Argv []string `json:"argv"`
+}
+
+// Source is one staged tree.
+type Source struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+	// Idmap, when set, shows the files Idmap.UID and Idmap.GID own as UID's and
+	// GID's (a writable source another uid owns).
+	Idmap *Owner `json:"idmap,omitempty"`
+	// In is the index of an earlier source Path lies in, or -1: a read-only path
+	// inside a writable one is cloned from that one's staged tree, and so shares its
+	// idmap.
+	In int `json:"in"`
+}
+
+// Owner is a file's owner.
+type Owner struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+}

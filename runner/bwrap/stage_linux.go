@@ -1,0 +1,127 @@
+package bwrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/stage"
+	"github.com/cordonhq/cordon/runner"
+)
+
+// SandboxIDEnv overrides the dedicated host uid:gid a root cordon runs bwrap
+// sandboxes as when root owns the workspace.
+const SandboxIDEnv = "CORDON_SANDBOX_ID"
+
+// DefaultSandboxID is that uid and gid: no user of a Debian system has it.
+const DefaultSandboxID = 64999
+
+// sandboxIDs is the host uid and gid the sandbox runs as: the caller's when cordon is
+// not root (bwrap maps nothing else); as root, the workspace owner's unless that is
+// root, else the dedicated id, so that the sandbox is never host root.
+func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
+	if os.Geteuid() != 0 {
+		return os.Geteuid(), os.Getegid(), nil
+	}
+	uid, gid, err = linux.Owner(plan.Workspace)
+	if err != nil {
+		return 0, 0, err
+	}
+	if uid != 0 {
+		return uid, gid, nil
+	}
+	uid, gid = DefaultSandboxID, DefaultSandboxID
+	if v := os.Getenv(SandboxIDEnv); v != "" {
+		u, g, ok := strings.Cut(v, ":")
+		if !ok {
+			g = u
+		}
+		var e1, e2 error
+		uid, e1 = strconv.Atoi(u)
+		gid, e2 = strconv.Atoi(g)
+		if e1 != nil || e2 != nil || uid <= 0 || gid <= 0 {
+			return 0, 0, fmt.Errorf("%w: %s=%q: want UID[:GID], not 0", errdefs.ErrInvalid, SandboxIDEnv, v)
+		}
+	}
+	return uid, gid, nil
+}
+
+// staged turns bwrap's arguments into `internal stage`'s: every bind source becomes
+// its staged path, writable sources another uid owns are idmapped to the sandbox's,
+// and the run's sockets are handed to it.
+func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Spec, error) {
+	sp := stage.Spec{UID: uid, GID: gid, Argv: append([]string{bin}, args...)}
+	idmapped := map[int]bool{}
+	for i := 1; i < len(sp.Argv)-2; i++ {
+		opt := sp.Argv[i]
+		if opt == "--" {
+			break
+		}
+		if opt != "--bind" && opt != "--ro-bind" {
+			continue
+		}
+		src := sp.Argv[i+1]
+		s, err := source(src, opt == "--bind", sp.Sources, idmapped, uid, gid)
+		if err != nil {
+			return stage.Spec{}, err
+		}
+		if s.Idmap != nil && s.In < 0 {
+			idmapped[len(sp.Sources)] = true
+		}
+		sp.Argv[i+1] = filepath.Join(stage.Root, strconv.Itoa(len(sp.Sources)))
+		sp.Sources = append(sp.Sources, s)
+		i += 2
+	}
+	for _, p := range []string{host.EgressSocket, host.ControlSocket, host.GateSocket} {
+		if p != "" {
+			sp.Chown = append(sp.Chown, p)
+		}
+	}
+	return sp, nil
+}
+
+// source describes one bind source: inside an earlier idmapped source it is cloned
+// from that one's tree (and so shares its idmap); a writable one another uid owns is
+// idmapped.
+func source(path string, writable bool, earlier []stage.Source, idmapped map[int]bool, uid, gid int) (stage.Source, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stage.Source{}, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+	}
+	s := stage.Source{Path: path, Dir: fi.IsDir(), In: -1}
+	best := -1
+	for j, e := range earlier {
+		if idmapped[j] && strings.HasPrefix(path, e.Path+"/") && (best < 0 || len(e.Path) > len(earlier[best].Path)) {
+			best = j
+		}
+	}
+	if best >= 0 {
+		s.In = best
+		return s, nil
+	}
+	if writable {
+		ou, og, err := linux.Owner(path)
+		if err != nil {
+			return stage.Source{}, err
+		}
+		if ou != uid || og != gid {
+			s.Idmap = &stage.Owner{UID: ou, GID: og}
+		}
+	}
+	return s, nil
+}
+
+// stageCommand is the command line that starts bwrap through the stage.
+func stageCommand(init string, sp stage.Spec) ([]string, error) {
+	data, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	return []string{init, "internal", stage.Arg, string(data)}, nil
+}
