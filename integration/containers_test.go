@@ -74,6 +74,13 @@ var escapeTests = []struct {
 	// Gates: the sandbox asks over the same socket; the operation runs on the host.
 	{"GateApprovedPushesBranch", TestGateApprovedPushesBranch},
 	{"GateRequestNamesItsCommand", TestGateRequestNamesItsCommand},
+	// Isolation: the kernel and cordon's control plane out of reach.
+	{"KernelInterfacesNotWritable", TestKernelInterfacesNotWritable},
+	{"ProcessOneOutOfReach", TestProcessOneOutOfReach},
+	{"SeccompRefusesWhatAgentsNeverNeed", TestSeccompRefusesWhatAgentsNeverNeed},
+	{"NoCgroupReachable", TestNoCgroupReachable},
+	{"StdioIsNotAHostFile", TestStdioIsNotAHostFile},
+	{"SessionProcessOneCannotBeTakenOver", TestSessionProcessOneCannotBeTakenOver},
 }
 
 var (

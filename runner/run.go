@@ -100,7 +100,11 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	if err == nil {
 		err = r.execute(ctx, argv)
 	}
-	r.teardown(ctx, err)
+	if terr := r.teardown(ctx, err); terr != nil {
+		// The command's status stands; what is left is said here and in run.end, and
+		// cordon gc removes it.
+		fmt.Fprintf(o.Stderr, "cordon: warning: %v\n", terr)
+	}
 	if err != nil {
 		return r.res, err
 	}
@@ -112,8 +116,28 @@ func orEmpty(r io.Reader) io.Reader {
 	if r == nil {
 		return strings.NewReader("")
 	}
-	return r
+	return throughPipe(r)
 }
+
+// throughPipe keeps a host file or socket out of the sandbox: a command could reopen
+// it through /proc/self/fd (for writing, too) or use it as more than its input. The
+// backend then gives the sandbox a pipe and copies. A pipe, a terminal and /dev/null
+// pass as they are: reopening them reaches nothing more.
+func throughPipe(r io.Reader) io.Reader {
+	f, ok := r.(*os.File)
+	if !ok {
+		return r
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0 {
+		return r
+	}
+	return struct{ io.Reader }{f}
+}
+
+// pipeWriter is w as a writer that is not an *os.File, so that a backend gives the
+// sandbox a pipe rather than w's descriptor (process 1's stdio in a session is the
+// supervisor's log file).
+func pipeWriter(w io.Writer) io.Writer { return struct{ io.Writer }{w} }
 
 // orDiscard is w, or a writer that drops everything for nil.
 func orDiscard(w io.Writer) io.Writer {
@@ -214,8 +238,9 @@ func (r *run) prepare(ctx context.Context) error {
 	return r.startMonitor(ctx)
 }
 
-// teardown stops everything in reverse order, on every path, and seals the log.
-func (r *run) teardown(ctx context.Context, err error) {
+// teardown stops everything in reverse order, on every path, and seals the log. What
+// could not be cleaned up is returned, and recorded in run.end's detail.
+func (r *run) teardown(ctx context.Context, err error) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []error
@@ -254,8 +279,12 @@ func (r *run) teardown(ctx context.Context, err error) {
 	for _, e := range errs {
 		r.o.Log.Warn("cleanup", "err", e)
 	}
+	var terr error
+	if len(errs) > 0 {
+		terr = fmt.Errorf("teardown: %w", errors.Join(errs...))
+	}
 	if r.log == nil {
-		return
+		return terr
 	}
 	if !r.ended {
 		r.end = audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError}
@@ -263,9 +292,13 @@ func (r *run) teardown(ctx context.Context, err error) {
 			r.end.Detail = err.Error()
 		}
 	}
+	if terr != nil {
+		r.end.Detail = strings.TrimPrefix(r.end.Detail+"; ", "; ") + strings.ReplaceAll(terr.Error(), "\n", "; ")
+	}
 	if cerr := r.log.Close(r.end); cerr != nil {
 		r.o.Log.Warn("sealing the audit log", "err", cerr)
 	}
+	return terr
 }
 
 // auditErr reports a log that failed during the run: the run fails closed.

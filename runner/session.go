@@ -47,9 +47,20 @@ type ExecResult struct {
 	ownCgroup bool // it ran in a cgroup of its own (a session's command)
 }
 
-// startTimeout bounds how long a session's sandbox may take to come up (an engine
-// creating a container included).
-const startTimeout = 60 * time.Second
+// Bounds on a session's start and stop.
+const (
+	// startTimeout bounds how long a session's sandbox may take to come up (an
+	// engine creating a container included).
+	startTimeout = 60 * time.Second
+	// stopGrace bounds how long Close waits for running commands to end and then
+	// for process 1 to end once hung up on. Process 1 ends at once when it can; one
+	// that does not is stopped (SIGSTOP, a tracer) or hung, and the sandbox is killed
+	// from outside.
+	stopGrace = 2 * time.Second
+	// endGrace bounds how long the sandbox may take to report its end once process 1
+	// has ended (an engine's exit processing); the sandbox's Close kills it regardless.
+	endGrace = 3 * time.Second
+)
 
 // Session is one run kept open for many commands, in one sandbox: the run directory,
 // audit log, egress proxy, credentials, cgroup, monitor and the sandbox itself are set
@@ -132,7 +143,7 @@ func (s *Session) serve(ctx context.Context) error {
 	sctx := context.WithoutCancel(ctx)
 	go func() {
 		defer close(s.serveDone)
-		code, err := r.sb.Exec(sctx, Process{Serve: token, Stdout: r.o.Stderr, Stderr: r.o.Stderr})
+		code, err := r.sb.Exec(sctx, Process{Serve: token, Stdout: pipeWriter(r.o.Stderr), Stderr: pipeWriter(r.o.Stderr)})
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%w: the session's process 1 exited with status %d", errdefs.ErrSandbox, code)
 		}
@@ -202,10 +213,14 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 	return res, err
 }
 
-// Close waits for running commands, hangs up on process 1 (which kills everything in
-// the sandbox), then revokes credentials, stops the monitor, the sandbox and the proxy,
-// removes the run directory and seals the log. ctx ending (a signal) is recorded as
-// the reason. It is idempotent.
+// Close ends the session: it waits (a bounded time) for running commands, which should
+// have been cancelled, hangs up on process 1 (which kills everything in the sandbox,
+// commands still running included), then revokes credentials, stops the monitor, the
+// sandbox and the proxy, removes the run directory and seals the log. ctx ending (a
+// signal) is recorded as the reason. Every wait is bounded: a process 1 that does not
+// end when hung up on (stopped, traced, hung) has its sandbox killed, and Close then
+// says so, as does the log's run.end; so does a teardown that failed. It is
+// idempotent.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -215,14 +230,28 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closed = true
 	n := s.n
 	s.mu.Unlock()
-	s.wg.Wait()
+	waitBounded(&s.wg, stopGrace) // commands an unresponsive process 1 holds end at the hang-up
 	reason, code, detail := audit.ReasonExited, 0, fmt.Sprintf("session stopped after %d command(s)", n)
+	endedAlone := false
 	select {
 	case <-s.serveDone:
+		endedAlone = true
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun
 		detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
 	default:
 	}
+	var stopErr error
+	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
+		reason, code = audit.ReasonError, errdefs.ExitCannotRun
+		detail = fmt.Sprintf("the session's process 1 did not end within %s of the stop, after %d command(s) (stopped, traced or hung); its sandbox was killed", stopGrace, n)
+		stopErr = fmt.Errorf("%w: %s", errdefs.ErrUnavailable, detail)
+	} else {
+		select {
+		case <-s.serveDone:
+		case <-time.After(endGrace): // the sandbox's Close kills it regardless
+		}
+	}
+	s.wg.Wait() // quick now: the channel is gone
 	if ctx.Err() != nil {
 		reason, code = audit.ReasonCanceled, 130
 		var se SignalError
@@ -230,12 +259,19 @@ func (s *Session) Close(ctx context.Context) error {
 			reason, code = audit.ReasonSignal, 128+signalNumber(se.Sig)
 		}
 	}
-	s.r.ctl.close()
-	select {
-	case <-s.serveDone:
-	case <-time.After(5 * time.Second): // the sandbox's Close kills it regardless
-	}
 	s.r.finish(code, reason, detail)
-	s.r.teardown(ctx, nil)
-	return s.r.auditErr()
+	terr := s.r.teardown(ctx, nil)
+	return errors.Join(stopErr, terr, s.r.auditErr())
+}
+
+// waitBounded waits for wg, at most d.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

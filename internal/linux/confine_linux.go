@@ -120,3 +120,10 @@ func CloseFrom(fd int) error {
 func Writable(path string) bool {
 	return unix.Faccessat(unix.AT_FDCWD, path, unix.W_OK, unix.AT_EACCESS) == nil
 }
+
+// IsDevNull reports whether path is the null device (what container engines bind over
+// the /proc files they mask).
+func IsDevNull(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+}

@@ -121,3 +121,16 @@ func Owner(path string) (uid, gid int, err error) {
 	}
 	return int(st.Uid), int(st.Gid), nil
 }
+
+// OwnMountNamespace reports whether the calling process's mount namespace differs
+// from its parent's: what it mounts then stays out of the parent's view.
+func OwnMountNamespace() (bool, error) {
+	var self, parent unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/mnt", &self); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()), &parent); err != nil {
+		return false, err
+	}
+	return self.Ino != parent.Ino || self.Dev != parent.Dev, nil
+}

@@ -36,6 +36,9 @@ func run(sp *Spec) error {
 	if os.Getuid() != 0 || sp.UID == 0 {
 		return errors.New("stage runs as root and drops to another uid")
 	}
+	if own, err := linux.OwnMountNamespace(); err != nil || !own {
+		return fmt.Errorf("not in a mount namespace of its own (%v): nothing is mounted", err)
+	}
 	trees, err := cloneAll(sp)
 	if err != nil {
 		return err

@@ -144,6 +144,10 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	}
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cmd.Path != s.bin {
+		// The stage mounts in a mount namespace of its own, private from the start.
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+	}
 	if s.cg != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
 	}

@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+var (
+	attackOnce sync.Once
+	attackBin  string
+	attackErr  error
+)
+
+// attacker copies the static attack program (testdata/attack) into w's workspace and
+// returns its path there.
+func (w *world) attacker() string {
+	w.t.Helper()
+	attackOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cordon-attack-")
+		if err != nil {
+			attackErr = err
+			return
+		}
+		attackBin = filepath.Join(dir, "attack")
+		_, file, _, _ := runtime.Caller(0)
+		cmd := exec.Command("go", "build", "-o", attackBin, "./testdata/attack")
+		cmd.Dir = filepath.Dir(file)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			attackErr = &buildError{string(out), err}
+		}
+	})
+	if attackErr != nil {
+		w.t.Fatalf("building the attack program: %v", attackErr)
+	}
+	data, err := os.ReadFile(attackBin)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p := filepath.Join(w.ws, "attack")
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+
+// attack runs the attack program's mode in a one-command run and fails the test on
+// any attempt that got through.
+func (w *world) attack(mode string) string {
+	w.t.Helper()
+	w.attacker()
+	r := w.cordon("", "run", "--", "./attack", mode)
+	if r.code != 0 {
+		w.t.Fatalf("attack %s: %v", mode, r)
+	}
+	assertRefused(w.t, mode, r.stdout)
+	return r.stdout
+}
+
+func assertRefused(t *testing.T, mode, out string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasSuffix(line, " ok") {
+			t.Errorf("attack %s got through: %s\n%s", mode, line, out)
+		}
+	}
+}
+
+// TestKernelInterfacesNotWritable: the sandbox, even started by root, is not host
+// root: the machine-wide sysctls (core_pattern ran a workspace script as host root
+// once), sysrq and uevent_helper refuse it — for permission, not by chance.
+func TestKernelInterfacesNotWritable(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("sysctl")
+	assertContains(t, "core_pattern refused", out, "write /proc/sys/kernel/core_pattern denied: open /proc/sys/kernel/core_pattern: ")
+	if strings.Contains(out, "core_pattern denied: open /proc/sys/kernel/core_pattern: no such file") {
+		t.Errorf("core_pattern must exist (and refuse), not be missing: %s", out)
+	}
+	r := w.sh("id -u; cat /proc/sys/kernel/core_pattern >/dev/null && echo readable")
+	assertContains(t, "sysctls stay readable", r.stdout, "readable")
+	if os.Geteuid() == 0 && strings.HasPrefix(r.stdout, "0\n") && os.Getenv("CORDON_BACKEND") == "" {
+		t.Errorf("a bwrap sandbox started by root runs as uid 0: %v", r)
+	}
+}
+
+// TestProcessOneOutOfReach: no command can ptrace process 1, open its descriptors
+// (the control socket, a command's cgroup directory), read its memory or environment.
+func TestProcessOneOutOfReach(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("pid1")
+	for _, want := range []string{"ptrace-seize 1 denied", "ptrace-attach 1 denied", "list /proc/1/fd denied", "read /proc/1/environ denied", "open /proc/1/mem denied"} {
+		assertContains(t, "process 1", out, want)
+	}
+}
+
+// TestSeccompRefusesWhatAgentsNeverNeed: the second kernel layer, on every backend.
+func TestSeccompRefusesWhatAgentsNeverNeed(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("seccomp")
+	for _, want := range []string{"keyctl denied: operation not permitted", "bpf denied: operation not permitted",
+		"unshare-user denied: operation not permitted", "perf_event_open denied: operation not permitted",
+		"userfaultfd denied: operation not permitted", "io_uring_setup denied: operation not permitted",
+		"clone3 denied: function not implemented", "socket-vsock denied: operation not permitted",
+		"mount denied: operation not permitted"} {
+		assertContains(t, "seccomp", out, want)
+	}
+	r := w.sh("grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status")
+	assertContains(t, "filter mode", r.stdout, "Seccomp:\t2")
+}
+
+// TestNoCgroupReachable: no cgroup file is writable from inside, so no command can
+// kill a host cgroup or move itself out of its own.
+func TestNoCgroupReachable(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("cgroup")
+	assertContains(t, "walked", out, "cgroup done")
+}
+
+// TestStdioIsNotAHostFile: a command's standard descriptors are pipes (or /dev/null),
+// never the file cordon's own output goes to, and it inherits nothing else.
+func TestStdioIsNotAHostFile(t *testing.T) {
+	w := newWorld(t)
+	w.attacker()
+	in := filepath.Join(t.TempDir(), "stdin.txt")
+	mustWrite(t, in, "host file\n")
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "./attack", "stdio")
+	cmd.Dir, cmd.Env, cmd.Stdin = w.ws, w.env, f
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(string(out), "stdin.txt") {
+		t.Errorf("the host file cordon's stdin is reached the sandbox: %s", out)
+	}
+	assertContains(t, "stdin", string(out), "fd0 pipe:")
+	assertContains(t, "no stray descriptor", string(out), "fds 4\n")
+}
+
+// TestSessionProcessOneCannotBeTakenOver: in a session, a command that signals, ptraces
+// or reaches for process 1's descriptors changes nothing: the next exec runs and its
+// result is its own.
+func TestSessionProcessOneCannotBeTakenOver(t *testing.T) {
+	w := newWorld(t)
+	w.attacker()
+	id := w.startSession()
+	r := w.cordon("", "exec", id, "--", "./attack", "signals")
+	assertContains(t, "process 1 ignores signals", r.stdout, "pid1 alive")
+	r = w.cordon("", "exec", id, "--", "./attack", "pid1")
+	if r.code != 0 {
+		t.Fatalf("attack pid1: %v", r)
+	}
+	assertRefused(t, "pid1", r.stdout)
+	r = w.cordon("", "exec", id, "--", "sh", "-c", "echo REAL; exit 3")
+	if r.code != 3 || r.stdout != "REAL\n" {
+		t.Fatalf("the exec after the attacks was not the real one: %v", r)
+	}
+	if s := w.cordon("", "session", "stop", id); s.code != 0 {
+		t.Fatalf("stop: %v", s)
+	}
+	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
+		t.Fatalf("verify: %v", v)
+	}
+}

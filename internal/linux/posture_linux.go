@@ -1,0 +1,114 @@
+package linux
+
+import (
+	"errors"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The probes below make one system call each, only to see whether the sandbox refuses
+// it (`cordon internal posture`). Their arguments make the kernel itself fail
+// harmlessly when a call gets through (a NULL attribute, a path that does not exist,
+// unshare in a multithreaded process), so a probe never changes anything. Each
+// returns the call's errno, 0 when it succeeded.
+
+const (
+	probeBadFD          = ^uintptr(0) // -1
+	probeKeySpecSession = ^uintptr(2) // -3, KEY_SPEC_SESSION_KEYRING
+	probeAbsent         = "/nonexistent-cordon-posture"
+)
+
+func probe(nr uintptr, args ...uintptr) syscall.Errno {
+	var a [6]uintptr
+	copy(a[:], args)
+	r, _, e := unix.Syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5])
+	if e == 0 && (nr == unix.SYS_BPF || nr == unix.SYS_PERF_EVENT_OPEN || nr == unix.SYS_IO_URING_SETUP) {
+		unix.Close(int(r)) // got a descriptor: the call got through
+	}
+	return e
+}
+
+func probeStr(s string) uintptr {
+	p, _ := unix.BytePtrFromString(s)
+	return uintptr(unsafe.Pointer(p))
+}
+
+// ProbeKeyctl asks for the session keyring's id without creating it.
+func ProbeKeyctl() syscall.Errno {
+	return probe(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, probeKeySpecSession, 0)
+}
+
+// ProbeBPF loads a BPF program from a NULL attribute.
+func ProbeBPF() syscall.Errno { return probe(unix.SYS_BPF, unix.BPF_PROG_LOAD, 0, 0) }
+
+// ProbePerfEventOpen opens a perf event from a NULL attribute.
+func ProbePerfEventOpen() syscall.Errno {
+	return probe(unix.SYS_PERF_EVENT_OPEN, 0, 0, probeBadFD, probeBadFD, 0)
+}
+
+// ProbeIOUringSetup sets up an io_uring of no entries from a NULL parameter block.
+func ProbeIOUringSetup() syscall.Errno { return probe(unix.SYS_IO_URING_SETUP, 0, 0) }
+
+// ProbeUnshareUser makes a new user namespace: refused by the kernel (EINVAL) in a
+// multithreaded process such as this one, when nothing refuses it before.
+func ProbeUnshareUser() syscall.Errno { return probe(unix.SYS_UNSHARE, unix.CLONE_NEWUSER) }
+
+// ProbeMount mounts a tmpfs on a path that does not exist.
+func ProbeMount() syscall.Errno {
+	return probe(unix.SYS_MOUNT, probeStr("none"), probeStr(probeAbsent), probeStr("tmpfs"), 0, 0)
+}
+
+// ProbeClone3 calls clone3 with no arguments (EFAULT or EINVAL from the kernel).
+func ProbeClone3() syscall.Errno { return probe(unix.SYS_CLONE3, 0, 0) }
+
+// ProbePtraceSeize tries to become pid's tracer without stopping it, and lets go at
+// once when that worked.
+func ProbePtraceSeize(pid int) syscall.Errno {
+	runtime.LockOSThread() // the tracer is a thread
+	defer runtime.UnlockOSThread()
+	e := probe(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, 0)
+	if e == 0 {
+		_ = unix.PtraceDetach(pid)
+	}
+	return e
+}
+
+// ProbePidfdGetfd takes a duplicate of pid's descriptor fd through a pidfd (which
+// anyone may open): the errno of pidfd_open when that fails, else of pidfd_getfd.
+func ProbePidfdGetfd(pid, fd int) syscall.Errno {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Close(pidfd)
+	got, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	unix.Close(got)
+	return 0
+}
+
+// ProbeProcessVMRead reads one byte at address 0 of pid's memory: EFAULT when the
+// kernel let this process at it, EPERM when not.
+func ProbeProcessVMRead(pid int) syscall.Errno {
+	var b [1]byte
+	local := []unix.Iovec{{Base: &b[0], Len: 1}}
+	remote := []unix.RemoteIovec{{Base: 0, Len: 1}}
+	_, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	return errnoOf(err)
+}
+
+func errnoOf(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EINVAL
+}
