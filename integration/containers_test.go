@@ -81,6 +81,7 @@ var escapeTests = []struct {
 	{"NoCgroupReachable", TestNoCgroupReachable},
 	{"StdioIsNotAHostFile", TestStdioIsNotAHostFile},
 	{"SessionProcessOneCannotBeTakenOver", TestSessionProcessOneCannotBeTakenOver},
+	{"NoSetIDFilesPlanted", TestNoSetIDFilesPlanted},
 }
 
 var (

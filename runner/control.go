@@ -24,7 +24,8 @@ const outputGrace = 250 * time.Millisecond
 // sandbox's process 1, over which each exec is one request with its stdio pipes
 // attached, answered by its exit.
 type control struct {
-	c *ctl.Conn
+	c  *ctl.Conn
+	uc *net.UnixConn // c's socket, to hang up on one side only
 
 	mu      sync.Mutex // mu guards next, waiting and err.
 	next    uint64
@@ -58,6 +59,7 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 	defer ln.Close()
 	type accepted struct {
 		c   *ctl.Conn
+		uc  *net.UnixConn
 		err error
 	}
 	ch := make(chan accepted, 1)
@@ -72,7 +74,7 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 			m, files, err := c.Recv()
 			ctl.CloseFiles(files)
 			if err == nil && m.Op == ctl.OpHello && m.Token == token {
-				ch <- accepted{c: c}
+				ch <- accepted{c: c, uc: uc}
 				return
 			}
 			c.Close()
@@ -83,7 +85,7 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 		if a.err != nil {
 			return nil, fmt.Errorf("%w: waiting for the sandbox's process 1: %v", errdefs.ErrUnavailable, a.err)
 		}
-		cc := &control{c: a.c, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
+		cc := &control{c: a.c, uc: a.uc, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
 		go cc.read()
 		return cc, nil
 	case <-sandboxDone:
@@ -123,6 +125,31 @@ func (c *control) read() {
 
 // close hangs up: process 1 kills everything in the sandbox and exits.
 func (c *control) close() { c.c.Close() }
+
+// hangup ends the channel from the host's side only, so that process 1's own end of
+// it can be seen: process 1 reads end of file, kills everything in the sandbox, and
+// exits, which closes its end. hangup reports whether that happened within grace; a
+// process 1 that is stopped (SIGSTOP, a tracer) or hung does not, and the caller then
+// kills the sandbox from outside. The channel is closed either way.
+func (c *control) hangup(grace time.Duration) bool {
+	defer c.close()
+	if err := c.uc.CloseWrite(); err != nil {
+		select {
+		case <-c.gone:
+			return true
+		default:
+			return false
+		}
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.gone:
+		return true
+	case <-t.C:
+		return false
+	}
+}
 
 // exec runs p in the sandbox and returns its status (see Sandbox.Exec).
 func (c *control) exec(ctx context.Context, p Process) (int, error) {

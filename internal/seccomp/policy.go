@@ -22,6 +22,9 @@ const (
 	tiocsetd  = 0x5423 // set a terminal's line discipline
 	tioclinux = 0x541c // console selection paste, among others
 
+	sISUID = 0o4000
+	sISGID = 0o2000
+
 	perLinux     = 0x0000000
 	perLinux32   = 0x0000008
 	uname26      = 0x0020000
@@ -86,6 +89,20 @@ func Default() Policy {
 	rules["personality"] = Rule{Action: Allow, DenyIf: []Cond{{Arg: 0, Op: NotIn, Values: []uint32{
 		perLinux, perLinux32, uname26, perLinux32U2, perQuery,
 	}}}}
+	// No set-user-ID or set-group-ID bit, on any file: a bwrap sandbox started by root
+	// writes its workspace through an idmapped mount, where a file it owns is root's on
+	// the host, and a setuid-root program planted there would run as root the next
+	// time anyone on the host starts it. The mode is an argument of every call that
+	// sets it (openat2 passes it in memory, and answers ENOSYS so that libc uses
+	// openat).
+	setid := []uint32{sISUID, sISGID}
+	for name, arg := range map[string]int{
+		"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "creat": 1, "open": 2, "openat": 3,
+		"mknod": 1, "mknodat": 2, "mkdir": 1, "mkdirat": 2,
+	} {
+		rules[name] = Rule{Action: Allow, DenyIf: []Cond{{Arg: arg, Op: AnyBit, Values: setid}}}
+	}
+	rules["openat2"] = Rule{Action: NoSys}
 	return Policy{Rules: rules}
 }
 

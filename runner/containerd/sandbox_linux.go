@@ -42,7 +42,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 	s := &sandbox{cli: cli, ns: b.namespace(), gcDone: make(chan struct{})}
 	go func() {
 		defer close(s.gcDone)
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gcTimeout)
 		defer cancel()
 		_, _ = gc(gctx, cli)
 	}()
@@ -152,7 +152,8 @@ func unpacking(img containerd.Image, snap containerd.NewContainerOpts) container
 	}
 }
 
-// sandbox is one run's container. Exec may be called once at a time.
+// sandbox is one run's container. Exec may be called once at a time; Close may be
+// called while it runs, and then kills its task.
 type sandbox struct {
 	cli      *containerd.Client
 	ns       string // the containerd namespace
@@ -160,13 +161,26 @@ type sandbox struct {
 	in       container.Input
 	writable []string
 	gcDone   chan struct{} // closed when the background gc is over
-	deleted  chan struct{} // closed when the last Exec's task is deleted; nil before
 	cgID     uint64        // the tasks' cgroup v2 id, when the monitor asked for it
 	cgDir    string        // the cgroup directory cordon made for it, or ""
+
+	// mu guards task and deleted: Close may run while an Exec does (a session's
+	// process 1 that does not end when the host hangs up).
+	mu      sync.Mutex
+	task    containerd.Task // the running Exec's task, or nil
+	deleted chan struct{}   // closed when the last Exec's task is deleted; nil before
 
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// Deadlines of engine calls: no call cordon makes, in teardown above all, waits for a
+// containerd that does not answer for longer.
+const (
+	killTimeout   = 5 * time.Second  // killing a task and seeing it exit
+	removeTimeout = 10 * time.Second // deleting a task, or a container and its snapshot
+	gcTimeout     = 30 * time.Second // a whole gc pass
+)
 
 // Exec implements runner.Sandbox: it runs one task.
 func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
@@ -196,16 +210,25 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: containerd: creating the task: %v", errdefs.ErrUnavailable, err)
 	}
-	eof.then(func() { _ = task.CloseIO(bg, containerd.WithStdinCloser) })
+	eof.then(func() {
+		cctx, cancel := context.WithTimeout(bg, killTimeout)
+		defer cancel()
+		_ = task.CloseIO(cctx, containerd.WithStdinCloser)
+	})
 	// The task goes when Exec returns, in the background: its processes are gone by
 	// then (the pid namespace ended with pid1), and the shim's teardown overlaps what
 	// the runner does next. Close and the next Exec wait for it.
 	deleted := make(chan struct{})
-	s.deleted = deleted
+	s.mu.Lock()
+	s.task, s.deleted = task, deleted
+	s.mu.Unlock()
 	defer func() {
+		s.mu.Lock()
+		s.task = nil
+		s.mu.Unlock()
 		go func() {
 			defer close(deleted)
-			dctx, cancel := context.WithTimeout(bg, 10*time.Second)
+			dctx, cancel := context.WithTimeout(bg, removeTimeout)
 			defer cancel()
 			// The task has exited (or was killed and waited for): a plain delete,
 			// with a kill only if it somehow still runs.
@@ -244,15 +267,27 @@ func waitTask(ctx context.Context, task containerd.Task, exitC <-chan containerd
 		}
 		return int(c), nil
 	case <-ctx.Done():
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll) == nil {
-			select {
-			case <-exitC:
-			case <-kctx.Done():
-			}
-		}
+		killTask(context.WithoutCancel(ctx), task, exitC)
 		return 0, ctx.Err()
+	}
+}
+
+// killTask kills everything in task with SIGKILL, which ends even a stopped or traced
+// process, and waits a bounded time for its exit (exitC, or nil to ask the task).
+func killTask(ctx context.Context, task containerd.Task, exitC <-chan containerd.ExitStatus) {
+	kctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
+	if exitC == nil {
+		var err error
+		if exitC, err = task.Wait(kctx); err != nil {
+			return
+		}
+	}
+	if task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll) == nil {
+		select {
+		case <-exitC:
+		case <-kctx.Done():
+		}
 	}
 }
 
@@ -369,23 +404,41 @@ func (w *oomWatch) stop() { w.cancel(); <-w.done }
 
 // waitDeleted waits until the last Exec's task is deleted.
 func (s *sandbox) waitDeleted(ctx context.Context) {
-	if s.deleted == nil {
+	s.mu.Lock()
+	deleted := s.deleted
+	s.mu.Unlock()
+	if deleted == nil {
 		return
 	}
 	select {
-	case <-s.deleted:
+	case <-deleted:
 	case <-ctx.Done():
 	}
 }
 
 // Close implements runner.Sandbox: it removes the container and its snapshot, and any
-// task left.
+// task left. A task an Exec still waits for (a session's process 1 that did not end
+// when the host hung up: stopped, traced or hung) is killed first. Every engine call
+// it makes has a deadline, whatever ctx's.
 func (s *sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		ctx := namespaces.WithNamespace(ctx, s.ns)
-		s.waitDeleted(ctx)
+		// One budget for all of it: a containerd that does not answer costs
+		// removeTimeout, not the sum of every call's deadline.
+		ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.WithoutCancel(ctx), s.ns), removeTimeout)
+		defer cancel()
+		s.mu.Lock()
+		task := s.task
+		s.mu.Unlock()
+		// Kill the task an Exec still waits for, and wait for the Exec's own deletion,
+		// which the kill sets going; then remove whatever is left.
+		kctx, kcancel := context.WithTimeout(ctx, killTimeout)
+		if task != nil {
+			killTask(kctx, task, nil)
+		}
+		s.waitDeleted(kctx)
+		kcancel()
 		if err := removeContainer(ctx, s.c); err != nil {
-			s.closeErr = err
+			s.closeErr = fmt.Errorf("%w (cordon gc removes it later)", err)
 		}
 		container.RemoveCgroup(s.cgDir)
 		select {
@@ -438,6 +491,8 @@ func (b *Backend) GC(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, gcTimeout)
+	defer cancel()
 	return gc(b.ctx(ctx), cli)
 }
 

@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	cerrdefs "github.com/containerd/errdefs"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -39,7 +39,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 	s := &sandbox{cli: cli, gcDone: make(chan struct{})}
 	go func() {
 		defer close(s.gcDone)
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gcTimeout)
 		defer cancel()
 		_, _ = gc(gctx, cli)
 	}()
@@ -90,21 +90,30 @@ func (s *sandbox) createContainer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
 	}
-	s.id = resp.ID
+	if resp.ID == "" { // never from a sound engine; a removal by name would miss it
+		return fmt.Errorf("%w: docker: creating the container: the engine returned no id", errdefs.ErrUnavailable)
+	}
+	var cgID uint64
+	cgDir := ""
 	if s.in.Plan.Monitor.Mode != "off" {
 		// The monitor watches the container's cgroup: make it now, to know its id.
 		if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
 			if id, dir, err := container.PrecreateCgroup(rel); err == nil {
-				s.cgID, s.cgDir = id, dir
+				cgID, cgDir = id, dir
 			}
 		}
 	}
+	s.mu.Lock()
+	s.id, s.cgID, s.cgDir = resp.ID, cgID, cgDir
+	s.mu.Unlock()
 	return nil
 }
 
 // cgroupPath is where the engine puts the container's processes (relative to the
 // cgroup v2 mount), or "" when it cannot say.
 func (s *sandbox) cgroupPath(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
 	info, err := s.cli.Info(ctx)
 	if err != nil {
 		return ""
@@ -128,11 +137,14 @@ func cgroupRel(driver, id string) string {
 // the first call (an engine round trip), not for every run.
 func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
 	s.cgOnce.Do(func() {
-		if s.cgDir != "" {
-			s.cmdCgParent = s.cgDir
+		s.mu.Lock()
+		id, dir := s.id, s.cgDir
+		s.mu.Unlock()
+		if dir != "" {
+			s.cmdCgParent = dir
 			return
 		}
-		if rel := s.cgroupPath(context.Background(), s.id); rel != "" {
+		if rel := s.cgroupPath(context.Background(), id); rel != "" {
 			s.cmdCgParent = container.CgroupDir(rel)
 		}
 	})
@@ -142,39 +154,84 @@ func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
 // CgroupID is the cgroup v2 id of the current command's container, for the monitor;
 // 0 when it has none (the monitor was not asked for, or the engine's layout is
 // unknown).
-func (s *sandbox) CgroupID() uint64 { return s.cgID }
+func (s *sandbox) CgroupID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cgID
+}
 
-// removeContainer removes the current container in the background: its processes are
-// gone (its pid namespace ended with pid1), and the engine's teardown overlaps what
-// the runner does next. Close and the next Exec wait for it.
-func (s *sandbox) removeContainer(ctx context.Context) {
-	id, cgDir, removed := s.id, s.cgDir, make(chan struct{})
-	s.id, s.cgDir, s.removed = "", "", removed
+// current is the current container's id, or "" when there is none.
+func (s *sandbox) current() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// removeContainer removes container id in the background, if it is still the current
+// one (Close and the end of Exec may both ask; the first does it): its processes are
+// killed (a forced removal sends SIGKILL, which ends even a stopped or traced process
+// 1, and with it the pid namespace), and the engine's teardown overlaps what the runner
+// does next. Close and the next Exec wait for it.
+func (s *sandbox) removeContainer(ctx context.Context, id string) {
+	s.mu.Lock()
+	if id == "" || id != s.id {
+		s.mu.Unlock()
+		return
+	}
+	cgDir, rm := s.cgDir, &removal{done: make(chan struct{})}
+	s.id, s.cgDir, s.removal = "", "", rm
+	s.mu.Unlock()
 	go func() {
-		defer close(removed)
+		defer close(rm.done)
 		defer container.RemoveCgroup(cgDir)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()
 		err := s.cli.ContainerRemove(rctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
-			s.removeErr = fmt.Errorf("docker: removing container %s: %w", id[:12], err)
+			rm.err = fmt.Errorf("docker: removing container %s: %w (cordon gc removes it later)", shortID(id), err)
 		}
 	}()
+}
+
+// removal is one container's removal in the background.
+type removal struct {
+	done chan struct{} // closed when it is over
+	err  error         // why it failed; set before done is closed
 }
 
 // waitRemoved waits until the last container is removed and returns why it could not
 // be.
 func (s *sandbox) waitRemoved(ctx context.Context) error {
-	if s.removed == nil {
+	s.mu.Lock()
+	rm := s.removal
+	s.mu.Unlock()
+	if rm == nil {
 		return nil
 	}
 	select {
-	case <-s.removed:
-		return s.removeErr
+	case <-rm.done:
+		return rm.err
 	case <-ctx.Done():
 		return fmt.Errorf("docker: waiting for the container's removal: %w", ctx.Err())
 	}
 }
+
+// shortID is the 12-character form of a container id, as docker ps shows it (the id
+// itself when shorter, "" included: an id is never sliced blindly).
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// Deadlines of engine calls: no call cordon makes, in teardown above all, waits for
+// an engine that does not answer for longer.
+const (
+	engineTimeout = 5 * time.Second  // a query (info, inspect)
+	removeTimeout = 10 * time.Second // killing and removing a container
+	gcTimeout     = 30 * time.Second // a whole gc pass
+)
 
 func writeEtc(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -234,7 +291,8 @@ func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) 
 }
 
 // sandbox is one run's containers: one per command, created from the same
-// configuration. Exec may be called once at a time.
+// configuration. Exec may be called once at a time; Close may be called while it runs,
+// and then kills its container.
 type sandbox struct {
 	cli      *client.Client
 	in       container.Input
@@ -243,15 +301,17 @@ type sandbox struct {
 	writable []string
 	gcDone   chan struct{} // closed when the background gc is over
 
-	id    string // the current container; "" once it is being removed
-	cgID  uint64 // its cgroup v2 id, when the monitor asked for it
-	cgDir string // the cgroup directory cordon made for it, or ""
+	// mu guards id, cgID, cgDir and removal: Close may run while an Exec does (a
+	// session's process 1 that does not end when the host hangs up).
+	mu      sync.Mutex
+	id      string   // the current container; "" once it is being removed
+	cgID    uint64   // its cgroup v2 id, when the monitor asked for it
+	cgDir   string   // the cgroup directory cordon made for it, or ""
+	removal *removal // the last container's removal; nil before
 	// cmdCgParent is the container's cgroup directory, where a session's command
 	// cgroups go, found once (cgOnce).
 	cgOnce      sync.Once
 	cmdCgParent string
-	removed     chan struct{} // closed when the last container is removed; nil before
-	removeErr   error         // set before removed is closed
 
 	closeOnce sync.Once
 	closeErr  error
@@ -262,26 +322,27 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	if len(p.Argv) == 0 && p.Serve == "" {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
-	if s.id == "" {
+	if s.current() == "" {
 		if err := s.createContainer(ctx); err != nil {
 			return 0, err
 		}
 	}
-	defer s.removeContainer(ctx)
+	id := s.current()
+	defer s.removeContainer(ctx, id)
 	h, err := container.Hand("docker", s.in, p, s.writable)
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close() // pid1 kills the container when the status closes early (cordon killed)
 	status := h.Status
-	att, err := s.cli.ContainerAttach(ctx, s.id, dcontainer.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	att, err := s.cli.ContainerAttach(ctx, id, dcontainer.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return 0, fmt.Errorf("%w: docker: attaching to the container: %v", errdefs.ErrUnavailable, err)
 	}
 	defer att.Close()
 	// Waiting must be set up before the start, or a quick exit could be missed.
 	bg := context.WithoutCancel(ctx)
-	waitC, waitErr := s.cli.ContainerWait(bg, s.id, dcontainer.WaitConditionNextExit)
+	waitC, waitErr := s.cli.ContainerWait(bg, id, dcontainer.WaitConditionNextExit)
 	outDone := make(chan struct{})
 	go func() {
 		defer close(outDone)
@@ -293,7 +354,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		}
 		_ = att.CloseWrite() // the command sees end of file
 	}()
-	if err := s.cli.ContainerStart(ctx, s.id, dcontainer.StartOptions{}); err != nil {
+	if err := s.cli.ContainerStart(ctx, id, dcontainer.StartOptions{}); err != nil {
 		return 0, fmt.Errorf("%w: docker: starting the container: %v", errdefs.ErrUnavailable, err)
 	}
 	stC := make(chan statusResult, 1)
@@ -312,7 +373,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	case err := <-waitErr:
 		return 0, fmt.Errorf("%w: docker: waiting for the container: %v", errdefs.ErrUnavailable, err)
 	case <-ctx.Done():
-		s.kill(bg, waitC, waitErr)
+		s.kill(bg, id, waitC, waitErr)
 		return 0, ctx.Err()
 	}
 	// The status line, if pid1 wrote one, is in the pipe by now.
@@ -329,7 +390,10 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
 	}
 	if s.in.Plan.Limits.Memory > 0 && code != 0 {
-		if info, err := s.cli.ContainerInspect(bg, s.id); err == nil && info.State != nil && info.State.OOMKilled && p.Stderr != nil {
+		ictx, cancel := context.WithTimeout(bg, engineTimeout)
+		info, err := s.cli.ContainerInspect(ictx, id)
+		cancel()
+		if err == nil && info.State != nil && info.State.OOMKilled && p.Stderr != nil {
 			fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
 		}
 	}
@@ -350,10 +414,10 @@ func orDiscard(w io.Writer) io.Writer {
 
 // kill stops the container and everything in it: SIGKILL to process 1 ends its pid
 // namespace. It waits (a bounded time) until the engine saw the exit.
-func (s *sandbox) kill(ctx context.Context, waitC <-chan dcontainer.WaitResponse, waitErr <-chan error) {
-	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func (s *sandbox) kill(ctx context.Context, id string, waitC <-chan dcontainer.WaitResponse, waitErr <-chan error) {
+	kctx, cancel := context.WithTimeout(ctx, removeTimeout)
 	defer cancel()
-	if err := s.cli.ContainerKill(kctx, s.id, "KILL"); err != nil {
+	if err := s.cli.ContainerKill(kctx, id, "KILL"); err != nil {
 		return
 	}
 	select {
@@ -363,12 +427,15 @@ func (s *sandbox) kill(ctx context.Context, waitC <-chan dcontainer.WaitResponse
 	}
 }
 
-// Close implements runner.Sandbox: it makes sure the last container is removed.
+// Close implements runner.Sandbox: it makes sure the last container is removed,
+// killing it first if an Exec still runs in it (a session's process 1 that did not
+// end when the host hung up: stopped, traced or hung). Every engine call it makes has
+// a deadline, whatever ctx's.
 func (s *sandbox) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		if s.id != "" { // created, never run
-			s.removeContainer(ctx)
-		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout+time.Second)
+		defer cancel()
+		s.removeContainer(ctx, s.current()) // created and never run, or still running
 		s.closeErr = s.waitRemoved(ctx)
 		select {
 		case <-s.gcDone:
@@ -385,6 +452,8 @@ func (b *Backend) GC(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	cli, _ := b.client()
+	ctx, cancel := context.WithTimeout(ctx, gcTimeout)
+	defer cancel()
 	return gc(ctx, cli)
 }
 
@@ -409,7 +478,7 @@ func gc(ctx context.Context, cli *client.Client) ([]string, error) {
 		container.RemoveCommandCgroups(container.CgroupDir(cgroupRel(driver, c.ID)))
 		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("docker: removing container %s: %w", c.ID[:12], err))
+			errs = append(errs, fmt.Errorf("docker: removing container %s: %w", shortID(c.ID), err))
 			continue
 		}
 		cleaned = append(cleaned, c.Labels[container.LabelRun])
