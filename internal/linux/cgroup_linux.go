@@ -217,13 +217,21 @@ func (cg *Cgroup) Kill(timeout time.Duration) error {
 		}
 	}
 	deadline := time.Now().Add(timeout)
-	for len(cg.Procs()) > 0 {
+	// Empty cgroup.procs is not yet gone: a killed process may still be exiting, and
+	// rmdir fails (EBUSY) until the cgroup reports itself unpopulated.
+	for len(cg.Procs()) > 0 || cg.populated() {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup %s still has processes after kill", cg.Path)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	return nil
+}
+
+// populated reports whether the cgroup or one below it still holds a process.
+func (cg *Cgroup) populated() bool {
+	data, err := os.ReadFile(filepath.Join(cg.Path, "cgroup.events"))
+	return err == nil && eventCount(string(data), "populated") != 0
 }
 
 // Procs lists the processes in the v2 cgroup.
