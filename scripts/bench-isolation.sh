@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Isolation benchmark (issue 12): what the unprivileged stage, the confining trampoline,
+# Landlock and seccomp cost. One hyperfine run compares, side by side, `cordon run --
+# true` and a warm `cordon exec SID -- true` of this tree against the same commands of
+# the tree before them (BENCH_BEFORE, a git revision: c96cf0a by default), built into
+# bench/out/before. Ratios are medians from that one run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out="$root/bench/out"
+mkdir -p "$out"
+runs=${BENCH_RUNS:-100}
+rev=${BENCH_BEFORE:-c96cf0a}
+before="$out/before-$rev"
+if [[ ! -x $before/cordon ]]; then
+  src=$(mktemp -d /tmp/cordon-before.XXXXXX)
+  git -C "$root" archive "$rev" | tar -x -C "$src"
+  mkdir -p "$before"
+  (cd "$src" && CGO_ENABLED=0 go build -trimpath -tags noengines -o "$before/cordon" ./cmd/cordon &&
+    CGO_ENABLED=0 go build -trimpath -o "$before/cordon-engines" ./cmd/cordon &&
+    CGO_ENABLED=0 go build -trimpath -o "$before/cordon-init" ./cmd/cordon-init)
+  rm -rf "$src"
+fi
+after="$root/bin"
+ws=$(mktemp -d /tmp/cordon-bench-iso.XXXXXX)
+sids=()
+cleanup() {
+  "$before/cordon" session stop "${sids[0]:-x}" >/dev/null 2>&1 || true
+  "$after/cordon" session stop "${sids[1]:-x}" >/dev/null 2>&1 || true
+  rm -rf "$ws"
+}
+trap cleanup EXIT
+cd "$ws"
+git init -q .
+bsid=$("$before/cordon" session start --backend bwrap)
+sids[0]=$bsid
+asid=$("$after/cordon" session start --backend bwrap)
+sids[1]=$asid
+echo "== isolation cost: before ($rev) vs after, cordon run -- true and warm cordon exec -- true, bwrap, as $(id -un) ($runs runs each, one hyperfine run)"
+hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/isolation.json" \
+  -n "run before" "$before/cordon run -- true" \
+  -n "run after" "$after/cordon run -- true" \
+  -n "exec before" "$before/cordon exec $bsid -- true" \
+  -n "exec after" "$after/cordon exec $asid -- true" >/dev/null
+(cd "$root" && go run ./scripts/benchtable -baseline "run before" "$out/isolation.json") | tee "$out/isolation.txt"
