@@ -24,6 +24,9 @@ func main() {
 	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.ConfineArg {
 		os.Exit(pid1.ConfineMain(os.Args[3:]))
 	}
+	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.PostureArg {
+		os.Exit(pid1.PostureMain(os.Args[3:]))
+	}
 	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == stage.Arg {
 		os.Exit(stage.Main(os.Args[3:]))
 	}

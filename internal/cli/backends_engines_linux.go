@@ -29,9 +29,9 @@ func containerBackends() []backendInfo {
 
 func explainContainer(w io.Writer, backend string, plan *contract.Plan) {}
 
-// delegated are the commands that always need the engines: they list, explain or
-// collect every backend's objects.
-var delegated = map[string]bool{"gc": true, "backends": true, "explain": true}
+// delegated are the commands that always need the engines: they list, explain,
+// measure or collect every backend's objects.
+var delegated = map[string]bool{"gc": true, "backends": true, "explain": true, "doctor": true}
 
 // delegate replaces this process with cordon-engines for cmd when cmd needs the
 // engines; it returns only when cordon-engines cannot be run (false: carry on without

@@ -57,6 +57,7 @@ func commands() []command {
 		{name: "gate", summary: "list, show, approve and deny requests to run a contract's gates", run: gateCmd},
 		{name: "audit", summary: "list, show, verify and report runs' audit logs", run: auditCmd},
 		{name: "backends", summary: "list sandbox backends and whether they work here", run: backendsCmd},
+		{name: "doctor", summary: "measure each backend's sandbox from inside: what a command can reach", run: doctorCmd},
 		{name: "gc", summary: "remove what crashed runs left behind", run: gcCmd},
 		{name: "token", summary: "verify tokens cordon issued, or serve RFC 7662 introspection", run: tokenCmd},
 		{name: "version", summary: "print cordon's version", run: versionCmd},

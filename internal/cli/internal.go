@@ -16,6 +16,9 @@ func internalCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 && args[0] == pid1.ConfineArg {
 		return &ExitError{Code: pid1.ConfineMain(args[1:])}
 	}
+	if len(args) > 0 && args[0] == pid1.PostureArg {
+		return &ExitError{Code: pid1.PostureMain(args[1:])}
+	}
 	if len(args) > 0 && args[0] == stage.Arg {
 		return &ExitError{Code: stage.Main(args[1:])}
 	}
