@@ -15,6 +15,9 @@ import (
 // the runner, as root, must open, idmap and place where the sandbox's own uid can
 // reach it before it hands over to bwrap running as that uid.
 
+// ErrNoIdmap means a file system (or the kernel) cannot idmap a mount.
+var ErrNoIdmap = errors.New("its file system does not support idmapped mounts")
+
 // IdmapUserns returns a user namespace (as an open ns file) that maps fromUID to
 // toUID and fromGID to toGID: an idmapped mount through it shows files owned by
 // fromUID as owned by toUID, and files toUID creates are stored as fromUID. Only root
@@ -67,7 +70,7 @@ func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 			tree.Close()
 			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
-				return nil, fmt.Errorf("idmapping %s: its file system does not support idmapped mounts (%w)", path, err)
+				return nil, fmt.Errorf("idmapping %s: %w (%v)", path, ErrNoIdmap, err)
 			}
 			return nil, fmt.Errorf("idmapping %s: %w", path, err)
 		}

@@ -83,13 +83,34 @@ func checkHostUID(want int) error {
 	return nil
 }
 
-// hostRoot reports whether this process is uid 0 of the host.
+// hostRoot reports whether this process is uid 0 of the host. A sysctl file is host
+// root's: it shows as the caller's uid when host root is mapped to it, and as the
+// overflow uid (65534) when host root is not mapped at all. A caller whose own uid is
+// the overflow uid cannot tell the two apart by owner, so it asks whether it may
+// write the file, which only its owner may.
 func hostRoot() (bool, error) {
+	const sysctl = "/proc/sys/kernel/core_pattern"
 	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/sys/kernel/core_pattern", &st); err != nil {
+	if err := syscall.Stat(sysctl, &st); err != nil {
 		return false, fmt.Errorf("stat a sysctl: %w", err)
 	}
-	return int(st.Uid) == os.Geteuid(), nil
+	euid := os.Geteuid()
+	if int(st.Uid) != euid {
+		return false, nil
+	}
+	if euid != overflowUID() {
+		return true, nil
+	}
+	return linux.Writable(sysctl), nil
+}
+
+// overflowUID is the uid an unmapped owner shows as.
+func overflowUID() int {
+	data, err := os.ReadFile("/proc/sys/kernel/overflowuid")
+	if n, perr := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && perr == nil {
+		return n
+	}
+	return 65534
 }
 
 // kernelGlobal are file systems whose every file is an interface to the whole

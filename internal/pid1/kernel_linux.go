@@ -8,15 +8,14 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// kernelFiles are the kernel's machine-wide controls that procfs and sysfs expose
-// outside /proc/sys (which kernelWritable walks whole): writing any of them from a
-// sandbox would reach the host.
+// kernelFiles are the kernel's machine-wide controls that procfs exposes outside
+// /proc/sys (which kernelWritable walks whole): writing any of them from a sandbox
+// would reach the host. sysfs, cgroupfs and the other kernel-global file systems are
+// refused whole when mounted read-write (checkMounts); probing their files here would
+// read outside the Plan's readable set, which the monitor reports.
 var kernelFiles = []string{
 	"/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/acpi",
 	"/proc/sys/fs/binfmt_misc/register", "/proc/kcore", "/proc/kmsg", "/proc/timer_list",
-	"/sys/kernel/uevent_helper", "/sys/kernel/debug", "/sys/kernel/tracing", "/sys/kernel/security",
-	"/sys/fs/cgroup", "/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs",
-	"/sys/fs/bpf", "/sys/power/state", "/sys/firmware",
 }
 
 // kernelWritable lists the kernel interfaces this process could write: every file and

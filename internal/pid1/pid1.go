@@ -19,9 +19,12 @@ type Spec struct {
 	// kernel file systems /dev and /proc that every sandbox gets.
 	Writable []string `json:"writable"`
 	// Read are the paths a command may read and execute below (the Plan's read-only
-	// binds; "/" for a container image). With Writable, /dev, /proc and /run/cordon,
-	// they are the Landlock ruleset process 1 confines every command to.
-	Read []string `json:"read"`
+	// binds; "/" for a container image) and Write those it may also write (the Plan's
+	// writable paths: not the engines' masks and files, which Writable allows as
+	// mounts). With /dev, /proc and /run/cordon they are the Landlock ruleset process
+	// 1 confines every command to.
+	Read  []string `json:"read"`
+	Write []string `json:"write"`
 	// HostUID is the host uid the sandbox must run as: process 1 refuses to run
 	// anything when its own uid maps to another one.
 	HostUID int `json:"host_uid"`

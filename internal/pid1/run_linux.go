@@ -140,5 +140,5 @@ func confinement(spec *Spec) (string, Confine) {
 	if err != nil {
 		self = "/proc/self/exe"
 	}
-	return self, Confine{Read: spec.Read, Write: spec.Writable, Landlock: linux.LandlockABI() > 0}
+	return self, Confine{Read: spec.Read, Write: spec.Write, Landlock: linux.LandlockABI() > 0}
 }

@@ -5,9 +5,9 @@
 // passes as root's. So root's cordon starts bwrap through `internal stage`: a
 // process in a mount namespace of its own (nothing it mounts is seen by the host,
 // and all of it goes when the sandbox does) that clones each source bwrap will bind
-// into a tmpfs the sandbox's uid can reach — the writable ones idmapped, so that the
-// files of their owner are the sandbox uid's — hands the run's sockets to that uid,
-// drops to it, and execs bwrap on the staged paths. The sandbox then is that uid on
+// into a tmpfs the sandbox's uid can reach — idmapped when another uid owns them, so
+// that the files of their owner are the sandbox uid's — drops to that uid, and execs
+// bwrap on the staged paths. The sandbox then is that uid on
 // the host, and the workspace stays its owner's on disk.
 package stage
 
@@ -24,9 +24,6 @@ type Spec struct {
 	GID int `json:"gid"`
 	// Sources are staged at Root/<index>, in order.
 	Sources []Source `json:"sources"`
-	// Chown are host paths (the run's sockets, its spill directory) handed to UID
-	// before the drop.
-	Chown []string `json:"chown"`
 	// Argv is bwrap's command line, its sources already Root/<index>.
 	Argv []string `json:"argv"`
 }
@@ -36,8 +33,13 @@ type Source struct {
 	Path string `json:"path"`
 	Dir  bool   `json:"dir"`
 	// Idmap, when set, shows the files Idmap.UID and Idmap.GID own as UID's and
-	// GID's (a writable source another uid owns).
+	// GID's (a source another uid owns: the contract grants it, readable or
+	// writable, to the sandbox).
 	Idmap *Owner `json:"idmap,omitempty"`
+	// Writable sources must be idmapped; a read-only one whose file system cannot be
+	// is staged as it is (the sandbox then reads it with its own uid's rights: less,
+	// never more).
+	Writable bool `json:"writable,omitempty"`
 	// In is the index of an earlier source Path lies in, or -1: a read-only path
 	// inside a writable one is cloned from that one's staged tree, and so shares its
 	// idmap.

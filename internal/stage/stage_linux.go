@@ -43,11 +43,6 @@ func run(sp *Spec) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range sp.Chown {
-		if err := os.Lchown(p, sp.UID, sp.GID); err != nil {
-			return fmt.Errorf("handing %s to the sandbox uid: %w", p, err)
-		}
-	}
 	if err := os.MkdirAll(Root, 0o700); err != nil {
 		return err
 	}
@@ -106,6 +101,9 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 			trees[i], err = linux.CloneTree(trees[s.In], rel, nil)
 		} else {
 			trees[i], err = linux.CloneTree(nil, s.Path, ns)
+			if errors.Is(err, linux.ErrNoIdmap) && !s.Writable {
+				trees[i], err = linux.CloneTree(nil, s.Path, nil)
+			}
 		}
 		if err != nil {
 			return nil, err

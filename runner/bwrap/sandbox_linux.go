@@ -269,7 +269,7 @@ func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process)
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
-	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), HostUID: s.uid}
+	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), Write: s.plan.Writable(), HostUID: s.uid}
 	if s.host.EgressSocket != "" {
 		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
 	}

@@ -53,10 +53,20 @@ func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
 }
 
 // staged turns bwrap's arguments into `internal stage`'s: every bind source becomes
-// its staged path, writable sources another uid owns are idmapped to the sandbox's,
-// and the run's sockets are handed to it.
+// its staged path, and sources another uid owns are idmapped to the sandbox's.
 func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Spec, error) {
 	sp := stage.Spec{UID: uid, GID: gid, Argv: append([]string{bin}, args...)}
+	// The run's sockets are the sandbox uid's to connect to (the run directory they
+	// are in is root's, mode 0700: only the stage reaches them). Handed over first, so
+	// that they are staged as they are, not idmapped.
+	for _, p := range []string{host.EgressSocket, host.ControlSocket, host.GateSocket} {
+		if p == "" {
+			continue
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return stage.Spec{}, fmt.Errorf("%w: handing %s to the sandbox uid: %v", errdefs.ErrUnavailable, p, err)
+		}
+	}
 	idmapped := map[int]bool{}
 	for i := 1; i < len(sp.Argv)-2; i++ {
 		opt := sp.Argv[i]
@@ -78,17 +88,11 @@ func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Sp
 		sp.Sources = append(sp.Sources, s)
 		i += 2
 	}
-	for _, p := range []string{host.EgressSocket, host.ControlSocket, host.GateSocket} {
-		if p != "" {
-			sp.Chown = append(sp.Chown, p)
-		}
-	}
 	return sp, nil
 }
 
 // source describes one bind source: inside an earlier idmapped source it is cloned
-// from that one's tree (and so shares its idmap); a writable one another uid owns is
-// idmapped.
+// from that one's tree (and so shares its idmap); one another uid owns is idmapped.
 func source(path string, writable bool, earlier []stage.Source, idmapped map[int]bool, uid, gid int) (stage.Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -105,15 +109,18 @@ func source(path string, writable bool, earlier []stage.Source, idmapped map[int
 		s.In = best
 		return s, nil
 	}
-	if writable {
-		ou, og, err := linux.Owner(path)
-		if err != nil {
-			return stage.Source{}, err
-		}
-		if ou != uid || og != gid {
-			s.Idmap = &stage.Owner{UID: ou, GID: og}
-		}
+	// Granted means granted: a path the contract makes readable or writable is its
+	// owner's to the sandbox, as if the sandbox were that owner (before, it was host
+	// root, which could read anything granted). Files of other owners inside keep
+	// their own permissions.
+	ou, og, err := linux.Owner(path)
+	if err != nil {
+		return stage.Source{}, err
 	}
+	if ou != uid || og != gid {
+		s.Idmap = &stage.Owner{UID: ou, GID: og}
+	}
+	s.Writable = writable
 	return s, nil
 }
 
