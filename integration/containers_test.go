@@ -82,6 +82,7 @@ var escapeTests = []struct {
 	{"StdioIsNotAHostFile", TestStdioIsNotAHostFile},
 	{"SessionProcessOneCannotBeTakenOver", TestSessionProcessOneCannotBeTakenOver},
 	{"NoSetIDFilesPlanted", TestNoSetIDFilesPlanted},
+	{"HostWatchCannotBeHeld", TestHostWatchCannotBeHeld},
 }
 
 var (

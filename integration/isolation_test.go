@@ -206,3 +206,16 @@ func TestNoSetIDFilesPlanted(t *testing.T) {
 		t.Fatalf("the sandbox planted a set-id file on the host: %v", fi.Mode())
 	}
 }
+
+// TestHostWatchCannotBeHeld: on the container backends process 1 learns that cordon
+// died when the host's end of the status FIFO closes; a command holding a read end of
+// its own would keep the container running for ever after a kill -9. No command can
+// open the files protocol's entries.
+func TestHostWatchCannotBeHeld(t *testing.T) {
+	w := newWorld(t)
+	r := w.sh("for f in status env spec.json; do (exec 5</run/cordon/$f) 2>/dev/null && echo held $f || echo refused $f; done; ls /run/cordon >/dev/null && echo listed")
+	for _, f := range []string{"status", "env", "spec.json"} {
+		assertContains(t, "files protocol", r.stdout, "refused "+f)
+	}
+	assertContains(t, "/run/cordon stays listable", r.stdout, "listed")
+}

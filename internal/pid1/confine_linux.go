@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/net/bpf"
@@ -27,11 +29,54 @@ var (
 // rules is the Landlock ruleset for c.
 func (c Confine) rules() linux.FSRules {
 	return linux.FSRules{
-		Read:    append(append([]string(nil), confineRead...), c.Read...),
+		Read:    c.Read,
 		Write:   c.Write,
 		Devices: confineDevices,
-		List:    confineList,
+		List:    append(append([]string(nil), confineList...), c.List...),
 	}
+}
+
+// carve turns read into paths that cover the same trees except every path in hide:
+// a read path above a hidden one is replaced by its entries other than the one on
+// the way down, level by level, and becomes list-only itself. Landlock only grants,
+// so this is how a tree is granted with a hole in it (the files protocol's FIFOs
+// under /run/cordon: a command holding the status FIFO open would keep process 1
+// from noticing that cordon died). It reads directories once, at process 1's start;
+// entries created later are not granted.
+func carve(read, hide []string) (out, list []string) {
+	for _, r := range read {
+		out, list = carveOne(r, hide, out, list)
+	}
+	return out, list
+}
+
+func carveOne(r string, hide []string, out, list []string) ([]string, []string) {
+	var below []string
+	for _, h := range hide {
+		if h == r {
+			return out, list // hidden whole
+		}
+		if within(h, r) {
+			below = append(below, h)
+		}
+	}
+	if len(below) == 0 {
+		return append(out, r), list
+	}
+	entries, err := os.ReadDir(r)
+	if err != nil {
+		return out, list
+	}
+	list = append(list, r)
+	for _, e := range entries {
+		out, list = carveOne(filepath.Join(r, e.Name()), below, out, list)
+	}
+	return out, list
+}
+
+// within reports whether p lies strictly below dir.
+func within(p, dir string) bool {
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // confineArgv is how process 1 starts argv at path through the trampoline.

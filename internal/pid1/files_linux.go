@@ -28,12 +28,6 @@ import (
 //     writes its one-line [Status] into it. The host keeps its end open until the
 //     command is over; when it closes early (cordon was killed), pid1 kills the command
 //     and exits, which ends the container: the die-with-parent of bwrap.
-const (
-	DirSpec   = "spec.json"
-	DirEnv    = "env"
-	DirStatus = "status"
-	DirFlag   = "--dir"
-)
 
 // Payload is what the host sends through [DirEnv].
 type Payload struct {

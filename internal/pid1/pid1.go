@@ -25,6 +25,9 @@ type Spec struct {
 	// 1 confines every command to.
 	Read  []string `json:"read"`
 	Write []string `json:"write"`
+	// Hide are paths below Read that commands may not open even so (the files
+	// protocol's FIFOs and spec).
+	Hide []string `json:"hide,omitempty"`
 	// HostUID is the host uid the sandbox must run as: process 1 refuses to run
 	// anything when its own uid maps to another one.
 	HostUID int `json:"host_uid"`
@@ -74,8 +77,20 @@ const ConfineArg = "confine"
 type Confine struct {
 	Read  []string `json:"read"`
 	Write []string `json:"write"`
+	List  []string `json:"list,omitempty"` // listable only
+	// Hide are paths below Read that commands may not open even so (the files
+	// protocol's FIFOs and spec).
+	Hide []string `json:"hide,omitempty"`
 	// Landlock is false only where the kernel has none (the self-check says so).
 	Landlock bool `json:"landlock"`
 	// Join: fd 3 is the cgroup directory to join first.
 	Join bool `json:"join,omitempty"`
 }
+
+// The files protocol's entries (files_linux.go).
+const (
+	DirSpec   = "spec.json"
+	DirEnv    = "env"
+	DirStatus = "status"
+	DirFlag   = "--dir"
+)

@@ -140,5 +140,6 @@ func confinement(spec *Spec) (string, Confine) {
 	if err != nil {
 		self = "/proc/self/exe"
 	}
-	return self, Confine{Read: spec.Read, Write: spec.Write, Landlock: linux.LandlockABI() > 0}
+	read, list := carve(append(append([]string(nil), confineRead...), spec.Read...), spec.Hide)
+	return self, Confine{Read: read, Write: spec.Write, List: list, Landlock: linux.LandlockABI() > 0}
 }

@@ -210,7 +210,9 @@ func Spec(in Input, p runner.Process, writable []string) pid1.Spec {
 	// The image's root is read-only and all of it may be read; Landlock keeps writes
 	// to the granted paths. Engines without user namespaces run the workspace
 	// owner's uid, root's when root owns it (cordon backends says so).
-	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: writable, Read: []string{"/"}, Write: in.Plan.Writable(), HostUID: in.UID}
+	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: writable, Read: []string{"/"}, Write: in.Plan.Writable(), HostUID: in.UID,
+		// A command holding the status FIFO would keep process 1 from seeing cordon die.
+		Hide: []string{InitDir + "/" + pid1.DirStatus, InitDir + "/" + pid1.DirEnv, InitDir + "/" + pid1.DirSpec}}
 	if in.Host.EgressSocket != "" {
 		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
 	}
