@@ -56,11 +56,20 @@ func IdmapUserns(fromUID, toUID, fromGID, toGID int) (*os.File, error) {
 // CloneTree returns a detached copy of the mount tree at path (relative to dir when
 // dir is not nil), idmapped through userns when it is not nil.
 func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
-	dfd := unix.AT_FDCWD
+	// The Plan's paths have every link resolved already: one that meets a symbolic
+	// link now was swapped since (a workspace another run writes), and would mount
+	// whatever it points to. Inside a tree, nothing may leave it either.
+	dfd, how := unix.AT_FDCWD, unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	if dir != nil {
 		dfd = int(dir.Fd())
+		how.Resolve |= unix.RESOLVE_BENEATH
 	}
-	fd, err := unix.OpenTree(dfd, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	pfd, err := unix.Openat2(dfd, path, &how)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s without following links: %w", path, err)
+	}
+	fd, err := unix.OpenTree(pfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	unix.Close(pfd)
 	if err != nil {
 		return nil, fmt.Errorf("cloning the mount tree of %s: %w", path, err)
 	}

@@ -68,6 +68,12 @@ func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Sp
 		}
 	}
 	idmapped := map[int]bool{}
+	own := map[string]bool{}
+	for _, p := range []string{host.Init, host.MaskFile, host.MaskDir, host.EgressSocket, host.ControlSocket, host.SpillDir, host.GateSocket} {
+		if p != "" {
+			own[p] = true
+		}
+	}
 	for i := 1; i < len(sp.Argv)-2; i++ {
 		opt := sp.Argv[i]
 		if opt == "--" {
@@ -77,6 +83,14 @@ func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Sp
 			continue
 		}
 		src := sp.Argv[i+1]
+		if own[src] {
+			// cordon's own files (the init binary, masks, sockets) may sit behind a
+			// link of the host's (an installed cordon); the Plan's paths are resolved
+			// already, and a link in one now is the sandbox's doing: refused.
+			if r, err := filepath.EvalSymlinks(src); err == nil {
+				src = r
+			}
+		}
 		s, err := source(src, opt == "--bind", sp.Sources, idmapped, uid, gid)
 		if err != nil {
 			return stage.Spec{}, err
