@@ -30,7 +30,7 @@ type doctorJSON struct {
 // command prints them all).
 var postureChecks = []string{
 	"uid:gid", "host root", "CapEff", "CapBnd", "no_new_privs", "seccomp mode",
-	"landlock: write /proc/self/comm", "seccomp: bpf", "seccomp: clone3",
+	"landlock: write /proc/self/comm", "seccomp: bpf", "user namespace (clone3)",
 	"process 1: open /proc/1/fd", "process 1: ptrace(PTRACE_SEIZE)", "process 1: pidfd_getfd",
 	"process 1: kill(1, SIGUSR1)", "network interfaces", "writable kernel interfaces",
 	"read-write mounts", "stdio: fd 1", "descriptors beyond stdio", "writable cgroup file system",

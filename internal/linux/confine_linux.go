@@ -3,9 +3,7 @@ package linux
 import (
 	"errors"
 	"fmt"
-	"os"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
@@ -25,13 +23,20 @@ type FSRules struct {
 	List []string
 }
 
-// landlockFS is every file-system right up to Landlock ABI 5. The ruleset handles
-// all of them, so that a right nothing grants is denied; later ABIs' rights (unix
-// socket resolution) are left unhandled: the network namespace bounds those.
-const landlockFS = landlock.AccessFSSet(ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile |
-	ll.AccessFSReadDir | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar |
-	ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo |
-	ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSRefer | ll.AccessFSTruncate | ll.AccessFSIoctlDev)
+// Landlock file-system rights (linux/landlock.h), by the ABI that brought them.
+const (
+	llExecute   = 1 << 0
+	llWriteFile = 1 << 1
+	llReadFile  = 1 << 2
+	llReadDir   = 1 << 3
+	llABI1      = 1<<13 - 1 // execute … make_sym
+	llRefer     = 1 << 13   // ABI 2
+	llTruncate  = 1 << 14   // ABI 3
+	llIoctlDev  = 1 << 15   // ABI 5
+	// Rights that apply to a file rather than a directory.
+	llFileRights = llExecute | llWriteFile | llReadFile | llTruncate | llIoctlDev
+	llRead       = llExecute | llReadFile | llReadDir
+)
 
 // LandlockABI returns the Landlock ABI version the kernel offers (0: none).
 func LandlockABI() int {
@@ -42,54 +47,99 @@ func LandlockABI() int {
 	return v
 }
 
-// Landlock confines the calling process and every process it starts to r, for good.
-// It needs no_new_privs. Paths that do not exist are skipped. Rights the kernel's
-// Landlock does not know are dropped (best effort), never the whole ruleset: with
-// ABI 1 or later something is always enforced.
-func Landlock(r FSRules) error {
-	if LandlockABI() == 0 {
-		return errors.New("landlock is not available in this kernel")
+// handledFS is every right of ABI 1 to 5 the kernel knows: the ruleset handles all of
+// them, so that a right nothing grants is denied. Later ABIs' rights (unix socket
+// resolution) stay unhandled: the network namespace bounds those.
+func handledFS(abi int) uint64 {
+	h := uint64(llABI1)
+	if abi >= 2 {
+		h |= llRefer
 	}
-	cfg, err := landlock.NewConfig(landlockFS)
+	if abi >= 3 {
+		h |= llTruncate
+	}
+	if abi >= 5 {
+		h |= llIoctlDev
+	}
+	return h
+}
+
+// Ruleset is a Landlock ruleset built once from [FSRules] and enforced on each thread
+// that asks, each time as a new domain: process 1 builds it at start and confines,
+// before each fork, the thread a command is forked from.
+type Ruleset struct {
+	fd int
+}
+
+// NewRuleset builds the ruleset for r. Paths that do not exist are skipped.
+func NewRuleset(r FSRules) (*Ruleset, error) {
+	abi := LandlockABI()
+	if abi == 0 {
+		return nil, errors.New("landlock is not available in this kernel")
+	}
+	handled := handledFS(abi)
+	fd, err := ll.LandlockCreateRuleset(&ll.RulesetAttr{HandledAccessFS: handled}, 0)
 	if err != nil {
-		return fmt.Errorf("landlock: %w", err)
+		return nil, fmt.Errorf("landlock: creating a ruleset: %w", err)
 	}
-	var rules []landlock.Rule
-	for _, p := range r.Read {
-		ro := landlock.ROFiles(p)
-		rules = append(rules, ruleFor(p, landlock.RODirs(p), &ro)...)
+	unix.CloseOnExec(fd)
+	rs := &Ruleset{fd: fd}
+	all := handled &^ llIoctlDev
+	for _, g := range []struct {
+		paths  []string
+		access uint64
+	}{
+		{r.Read, llRead}, {r.Write, all}, {r.Devices, handled}, {r.List, llReadDir},
+	} {
+		for _, p := range g.paths {
+			if err := rs.add(p, g.access&handled); err != nil {
+				rs.Close()
+				return nil, err
+			}
+		}
 	}
-	for _, p := range r.Write {
-		rw := landlock.RWFiles(p)
-		rules = append(rules, ruleFor(p, landlock.RWDirs(p).WithRefer(), &rw)...)
+	return rs, nil
+}
+
+func (rs *Ruleset) add(path string, access uint64) error {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
 	}
-	for _, p := range r.Devices {
-		dev := landlock.RWFiles(p).WithIoctlDev()
-		rules = append(rules, ruleFor(p, landlock.RWDirs(p).WithRefer().WithIoctlDev(), &dev)...)
+	if err != nil {
+		return fmt.Errorf("landlock: opening %s: %w", path, err)
 	}
-	for _, p := range r.List {
-		rules = append(rules, ruleFor(p, landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSReadDir), p), nil)...)
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return fmt.Errorf("landlock: stat %s: %w", path, err)
 	}
-	if err := cfg.BestEffort().RestrictPaths(rules...); err != nil {
-		return fmt.Errorf("landlock: %w", err)
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		access &= llFileRights
+	}
+	if access == 0 {
+		return nil
+	}
+	attr := ll.PathBeneathAttr{AllowedAccess: access, ParentFd: pfd}
+	if err := ll.LandlockAddPathBeneathRule(rs.fd, &attr, 0); err != nil {
+		return fmt.Errorf("landlock: a rule for %s: %w", path, err)
 	}
 	return nil
 }
 
-// ruleFor picks dir for a directory and file (nil: none) for anything else; a path
-// that does not exist gives no rule.
-func ruleFor(p string, dir landlock.FSRule, file *landlock.FSRule) []landlock.Rule {
-	fi, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return nil
-	case fi.IsDir():
-		return []landlock.Rule{dir}
-	case file != nil:
-		return []landlock.Rule{*file}
+// RestrictThread confines the calling OS thread, and everything it starts, to the
+// ruleset, as a new Landlock domain, for good. The thread must have no_new_privs
+// (process 1's does) and be locked to its goroutine, which must end without
+// unlocking it: the thread then dies instead of serving other goroutines.
+func (rs *Ruleset) RestrictThread() error {
+	if err := ll.LandlockRestrictSelf(rs.fd, 0); err != nil {
+		return fmt.Errorf("landlock: restricting: %w", err)
 	}
 	return nil
 }
+
+// Close releases the ruleset.
+func (rs *Ruleset) Close() error { return unix.Close(rs.fd) }
 
 // SetDumpable sets the calling process's dumpable flag. A process that is not dumpable
 // cannot be ptraced, and its /proc/PID/fd, mem and environ are closed, to any process
@@ -126,4 +176,10 @@ func Writable(path string) bool {
 func IsDevNull(path string) bool {
 	var st unix.Stat_t
 	return unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+}
+
+// CloseOnExecFrom marks every descriptor from fd up close-on-exec: what process 1
+// inherited (from bwrap or an engine) then never reaches a command it starts.
+func CloseOnExecFrom(fd int) error {
+	return unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }

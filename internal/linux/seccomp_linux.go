@@ -54,3 +54,24 @@ func LoadSeccomp(prog []bpf.RawInstruction) error {
 	}
 	return nil
 }
+
+// LoadSeccompThread installs prog on the calling OS thread only, for good: what it
+// forks inherits it. no_new_privs must be set already (process 1 has it). The caller
+// holds runtime.LockOSThread and ends its goroutine without unlocking, so that the
+// thread dies rather than run other goroutines under the filter.
+func LoadSeccompThread(prog []bpf.RawInstruction) error {
+	if len(prog) == 0 || len(prog) > seccompMaxInsns {
+		return fmt.Errorf("loading seccomp filter: %d instructions, want 1 to %d", len(prog), seccompMaxInsns)
+	}
+	filter := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(filter)
+	if errno != 0 {
+		return fmt.Errorf("loading seccomp filter: %w", errno)
+	}
+	return nil
+}

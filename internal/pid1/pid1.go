@@ -64,14 +64,11 @@ const (
 	ExitSelfCheck     = 125 // the sandbox failed its self-check; the command never ran
 )
 
-// ConfineArg is the `internal` subcommand every command starts through:
-// `internal confine RULES PATH ARGV...`. It joins the command's cgroup when its
-// directory is open as fd 3 and it was not cloned straight into it (container
-// engines' seccomp profiles refuse clone3, and so CLONE_INTO_CGROUP), closes every
-// other descriptor, confines itself with Landlock (RULES, JSON [Confine]) and the
-// sandbox's seccomp filter, and then becomes the command. Nothing a command runs is
-// ever outside its cgroup or unconfined.
-const ConfineArg = "confine"
+// JoinArg is the `internal` subcommand a command starts through when it could not
+// be cloned straight into its cgroup (container engines' seccomp profiles refuse
+// clone3, and so CLONE_INTO_CGROUP): `internal join-cgroup PATH ARGV...` with the
+// cgroup's cgroup.procs open as fd 3 moves itself there and then becomes the command.
+const JoinArg = "join-cgroup"
 
 // Confine is what a command is confined to.
 type Confine struct {
@@ -83,8 +80,6 @@ type Confine struct {
 	Hide []string `json:"hide,omitempty"`
 	// Landlock is false only where the kernel has none (the self-check says so).
 	Landlock bool `json:"landlock"`
-	// Join: fd 3 is the cgroup directory to join first.
-	Join bool `json:"join,omitempty"`
 }
 
 // The files protocol's entries (files_linux.go).

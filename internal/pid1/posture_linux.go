@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -32,8 +33,12 @@ func PostureMain(args []string) int {
 	fs := flag.NewFlagSet("internal posture", flag.ContinueOnError)
 	var writable stringList
 	fs.Var(&writable, "writable", "a mount point the contract makes writable (repeatable)")
+	noop := fs.Bool("noop", false, "exit at once (the child of the user namespace probe)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *noop {
+		return 0
 	}
 	p := measure(writable, fds, fdErr)
 	out, _ := json.MarshalIndent(p, "", "  ")
@@ -267,7 +272,6 @@ func seccompProbes() []PostureCheck {
 		{"mount", syscall.EPERM, linux.ProbeMount},
 		{"perf_event_open", syscall.EPERM, linux.ProbePerfEventOpen},
 		{"io_uring_setup", syscall.EPERM, linux.ProbeIOUringSetup},
-		{"clone3", syscall.ENOSYS, linux.ProbeClone3},
 	}
 	var out []PostureCheck
 	for _, p := range probes {
@@ -275,7 +279,25 @@ func seccompProbes() []PostureCheck {
 		out = append(out, check("seccomp: "+p.name, errnoName(p.want), errnoName(e), e == p.want,
 			"arguments the kernel itself would reject: nothing changes if the call gets through"))
 	}
-	return out
+	return append(out, userNamespaceCheck())
+}
+
+// userNamespaceCheck starts /bin/true in a new user namespace through clone3 (a
+// pidfd makes Go use it), which the filter cannot look into: bwrap's
+// --disable-userns or the engine's profile must refuse it.
+func userNamespaceCheck() PostureCheck {
+	var pidfd int
+	cmd := exec.Command("/proc/self/exe", "internal", "posture", "--noop")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, PidFD: &pidfd}
+	err := cmd.Run()
+	got := "created"
+	if err != nil {
+		got = "refused: " + errnoName(errnoOf(err))
+	} else {
+		syscall.Close(pidfd)
+	}
+	return check("user namespace (clone3)", "refused", got, err != nil,
+		"clone3's flags are out of the filter's sight: --disable-userns (bwrap) or the engine's clone3 ENOSYS refuses it")
 }
 
 // pid1Checks try to reach process 1, which holds the sandbox's control channel and

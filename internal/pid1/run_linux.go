@@ -26,6 +26,11 @@ func Main() int {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
 		return ExitSelfCheck
 	}
+	// Nothing process 1 inherited beyond stdio reaches a command.
+	if err := linux.CloseOnExecFrom(3); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
+		return ExitSelfCheck
+	}
 	status, specFile := channels() // fds 3 and 4, or the files of --dir (files_linux.go)
 	if status == nil || specFile == nil {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
@@ -42,6 +47,10 @@ func Main() int {
 	}
 	if err == nil {
 		err = selfCheck(&spec)
+	}
+	var k *confiner
+	if err == nil {
+		k, err = newConfiner(confinement(&spec))
 	}
 	if err == nil && spec.Bridge != nil {
 		err = startBridge(spec.Bridge)
@@ -67,15 +76,14 @@ func Main() int {
 	if err != nil || werr != nil {
 		return ExitSelfCheck
 	}
-	self, confine := confinement(&spec)
 	if ctlConn != nil {
-		return serve(ctlConn, self, confine)
+		return serve(ctlConn, k)
 	}
-	return run(&spec, self, confine)
+	return run(&spec, k)
 }
 
 // run starts the command, forwards signals to it and reaps every child until it exits.
-func run(spec *Spec, self string, confine Confine) int {
+func run(spec *Spec, k *confiner) int {
 	ignoreSignals()
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
@@ -84,12 +92,12 @@ func run(spec *Spec, self string, confine Confine) int {
 		fmt.Fprintf(os.Stderr, "cordon: %s: command not found in the sandbox\n", spec.Argv[0])
 		return ExitNotFound
 	}
-	pid, err := syscall.ForkExec(self, confineArgv(self, confine, path, spec.Argv), &syscall.ProcAttr{
+	pid, err := k.start(path, spec.Argv, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
+	}, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", spec.Argv[0], err)
 		if errors.Is(err, syscall.ENOENT) {
@@ -135,7 +143,7 @@ func startBridge(b *Bridge) error {
 
 // confinement is this binary (the trampoline every command starts through) and what
 // commands are confined to.
-func confinement(spec *Spec) (string, Confine) {
+func confinement(spec *Spec) (self string, c Confine) {
 	self, err := os.Executable()
 	if err != nil {
 		self = "/proc/self/exe"

@@ -13,5 +13,5 @@ func Main() int {
 	return ExitSelfCheck
 }
 
-// ConfineMain is unimplemented off Linux.
-func ConfineMain([]string) int { return ExitNotExecutable }
+// JoinMain is unimplemented off Linux.
+func JoinMain([]string) int { return ExitNotExecutable }

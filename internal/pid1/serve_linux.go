@@ -19,9 +19,8 @@ import (
 // the reaper reports each command's status when its first process exits and reaps
 // every orphan.
 type server struct {
-	c       *ctl.Conn
-	self    string  // this binary, the confining trampoline
-	confine Confine // what every command is confined to
+	c *ctl.Conn
+	k *confiner // starts every command confined
 
 	mu      sync.Mutex     // mu guards the maps, and is held across fork and insert.
 	running map[int]uint64 // pid of a command's first process → exec id
@@ -33,8 +32,8 @@ type server struct {
 //
 // Signals do not stop it: a command could send them (it shares the uid), and the
 // host ends a session by hanging up or by killing the sandbox from outside.
-func serve(c *ctl.Conn, self string, confine Confine) int {
-	s := &server{c: c, self: self, confine: confine, running: map[int]uint64{}, groups: map[uint64]int{}}
+func serve(c *ctl.Conn, k *confiner) int {
+	s := &server{c: c, k: k, running: map[int]uint64{}, groups: map[uint64]int{}}
 	ignoreSignals()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
@@ -111,10 +110,8 @@ func (s *server) start(m ctl.Msg, files []*os.File) {
 	}
 }
 
-// fork starts the command in its own process group, through the confining
-// trampoline, and with a fourth descriptor in its own cgroup: cloned straight into it
-// (CLONE_INTO_CGROUP), or where clone3 is refused, joined by the trampoline before it
-// execs the command. Either way nothing the command runs is ever outside the cgroup.
+// fork starts the command, confined, in its own process group and, with a fourth
+// descriptor, in its own cgroup (see [confiner.start]).
 func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   m.Dir,
@@ -122,19 +119,21 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	c := s.confine
+	var procs *os.File
 	if len(files) == 4 {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(files[3].Fd())
+		// Opened now, while this thread may still open anything: the trampoline that
+		// joins it where clone3 is refused gets it as fd 3. Where this fails (a
+		// bwrap sandbox's uid may not open what the host's directory holds, though
+		// it may clone into it) only that fallback is lost.
+		if fd, err := syscall.Openat(int(files[3].Fd()), "cgroup.procs", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
+			procs = os.NewFile(uintptr(fd), "cgroup.procs")
+			defer procs.Close()
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pid, err := syscall.ForkExec(s.self, confineArgv(s.self, c, path, m.Argv), attr)
-	if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD {
-		attr.Sys.UseCgroupFD = false
-		attr.Files = append(attr.Files, files[3].Fd()) // fd 3 of the trampoline
-		c.Join = true
-		pid, err = syscall.ForkExec(s.self, confineArgv(s.self, c, path, m.Argv), attr)
-	}
+	pid, err := s.k.start(path, m.Argv, attr, procs)
 	if err == nil {
 		s.running[pid], s.groups[m.ID] = m.ID, pid
 	}

@@ -137,6 +137,14 @@ func (p mobyProfile) allows(t *testing.T, arch, name string, args [6]uint64) boo
 	return false
 }
 
+// unlikeDocker are the calls the filter allows and Docker's profile does not, each
+// with what stands in for the filter there.
+var unlikeDocker = map[string]string{
+	"clone3": "process 1 forks each command from a confined thread straight into its cgroup (CLONE_INTO_CGROUP); " +
+		"a user namespace, the one namespace clone3 makes without a capability, is refused by bwrap's --disable-userns " +
+		"and by the engines' own profiles (clone3 ENOSYS)",
+}
+
 // TestAtLeastAsStrictAsDocker: whatever the filter allows, Docker's default profile
 // allows to a process with no capabilities. Calls with argument tests are probed with
 // every value either side names, every single bit, and the two ends of the range.
@@ -158,7 +166,7 @@ func TestAtLeastAsStrictAsDocker(t *testing.T) {
 		for _, s := range arch.table {
 			for _, args := range probes(moby, p.Rules[s.name], s.name) {
 				got, _ := f.run(t, call{nr: s.nr, arch: arch.audit, args: args})
-				if got == retAllow && !moby.allows(t, arch.String(), s.name, args) {
+				if got == retAllow && !moby.allows(t, arch.String(), s.name, args) && unlikeDocker[s.name] == "" {
 					t.Errorf("%s: %s%#x allowed here, denied by docker", arch, s.name, args)
 				}
 			}
