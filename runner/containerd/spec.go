@@ -30,6 +30,7 @@ func specOpts(in container.Input, rootfs string) []oci.SpecOpts {
 		// After the capabilities: the default profile allows what the capabilities
 		// left need, so it is computed from the final set.
 		seccomp.WithDefaultProfile(),
+		withClone3NoSys,
 		withMounts(container.Mounts(in)),
 		oci.WithMaskedPaths(container.MaskedPaths),
 		oci.WithReadonlyPaths(container.ReadonlyPaths),
@@ -103,4 +104,23 @@ func withLimits(in container.Input) oci.SpecOpts {
 		}
 		return nil
 	}
+}
+
+// withClone3NoSys makes clone3 answer ENOSYS, as Docker's profile does for a process
+// without CAP_SYS_ADMIN and containerd's does not: clone3's flags are in memory, out of
+// any filter's sight, and a user namespace needs no capability to make. libc then
+// falls back to clone, whose flags cordon's filter checks; process 1 starts commands
+// through the join-cgroup trampoline.
+func withClone3NoSys(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+	if s.Linux == nil || s.Linux.Seccomp == nil {
+		return nil
+	}
+	sc := s.Linux.Seccomp
+	for i := range sc.Syscalls {
+		sc.Syscalls[i].Names = slices.DeleteFunc(sc.Syscalls[i].Names, func(n string) bool { return n == "clone3" })
+	}
+	sc.Syscalls = slices.DeleteFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool { return len(r.Names) == 0 })
+	enosys := uint(38) // ENOSYS
+	sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	return nil
 }

@@ -93,6 +93,18 @@ func TestSpecOptions(t *testing.T) {
 			t.Error("want no_new_privs and a read-only root")
 		}
 	})
+	t.Run("clone3 answers ENOSYS", func(t *testing.T) {
+		s := generate(t, specOpts(in, "")...)
+		var rules []specs.LinuxSyscall
+		for _, r := range s.Linux.Seccomp.Syscalls {
+			if slices.Contains(r.Names, "clone3") {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) != 1 || rules[0].Action != specs.ActErrno || rules[0].ErrnoRet == nil || *rules[0].ErrnoRet != 38 {
+			t.Errorf("want one clone3 rule, ENOSYS; got %+v", rules)
+		}
+	})
 	t.Run("mounts: no writable /run, the plan's added", func(t *testing.T) {
 		s := generate(t, withMounts(container.Mounts(in)))
 		var dst []string
