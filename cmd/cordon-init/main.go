@@ -14,21 +14,17 @@ import (
 
 	"github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/internal/stage"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "gate" {
 		os.Exit(wire.GateMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.ConfineArg {
-		os.Exit(pid1.ConfineMain(os.Args[3:]))
+	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.JoinArg {
+		os.Exit(pid1.JoinMain(os.Args[3:]))
 	}
 	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.PostureArg {
 		os.Exit(pid1.PostureMain(os.Args[3:]))
-	}
-	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == stage.Arg {
-		os.Exit(stage.Main(os.Args[3:]))
 	}
 	os.Exit(pid1.Main())
 }

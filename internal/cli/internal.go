@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/internal/stage"
 )
 
 // internalCmd holds the re-executed helpers (internal use only): `internal init` is
@@ -18,9 +17,6 @@ func internalCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	if len(args) > 0 && args[0] == pid1.PostureArg {
 		return &ExitError{Code: pid1.PostureMain(args[1:])}
-	}
-	if len(args) > 0 && args[0] == stage.Arg {
-		return &ExitError{Code: stage.Main(args[1:])}
 	}
 	if len(args) > 0 && args[0] == "supervise" {
 		return superviseCmd(ctx, stdio, args[1:])

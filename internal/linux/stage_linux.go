@@ -103,28 +103,6 @@ func MountTmpfs(target string) error {
 	return nil
 }
 
-// DropTo sets every uid and gid of the process to uid and gid (no supplementary
-// groups) and arms SIGKILL for when the parent dies, which a change of ids disarms.
-// The calling thread must be locked: the death signal is per thread.
-func DropTo(uid, gid int) error {
-	if err := unix.Setgroups(nil); err != nil {
-		return fmt.Errorf("dropping groups: %w", err)
-	}
-	if err := unix.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setting gid %d: %w", gid, err)
-	}
-	if err := unix.Setresuid(uid, uid, uid); err != nil {
-		return fmt.Errorf("setting uid %d: %w", uid, err)
-	}
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return fmt.Errorf("arming the parent-death signal: %w", err)
-	}
-	if os.Getppid() == 1 {
-		return errors.New("the parent died")
-	}
-	return nil
-}
-
 // Owner returns the uid and gid that own path.
 func Owner(path string) (uid, gid int, err error) {
 	var st unix.Stat_t
@@ -134,15 +112,47 @@ func Owner(path string) (uid, gid int, err error) {
 	return int(st.Uid), int(st.Gid), nil
 }
 
-// OwnMountNamespace reports whether the calling process's mount namespace differs
-// from its parent's: what it mounts then stays out of the parent's view.
-func OwnMountNamespace() (bool, error) {
-	var self, parent unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/mnt", &self); err != nil {
-		return false, err
+// PrivateMountNamespace moves the calling thread (locked, not the main thread, and
+// meant to die with its goroutine) into a mount namespace of its own and makes every mount in it private,
+// so that nothing it mounts propagates back to the host. It checks the move took:
+// the thread's namespace is no longer its process's.
+func PrivateMountNamespace() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+		return fmt.Errorf("leaving the host's mount namespace: %w", err)
 	}
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()), &parent); err != nil {
-		return false, err
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the stage's mounts private: %w", err)
 	}
-	return self.Ino != parent.Ino || self.Dev != parent.Dev, nil
+	var self, proc unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/mnt", &self); err != nil {
+		return err
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/task/%d/ns/mnt", os.Getpid(), os.Getpid()), &proc); err != nil {
+		return err
+	}
+	if self.Ino == proc.Ino && self.Dev == proc.Dev {
+		return errors.New("the stage's thread is still in its process's mount namespace")
+	}
+	return nil
+}
+
+// OnOwnThread runs f on an OS thread of its own that dies when f returns (the
+// goroutine ends locked), so that whatever f does to its thread — a mount namespace,
+// a Landlock domain, a seccomp filter — goes with it. Never the process's main
+// thread: a namespace the main thread joined is the one /proc/self shows, and the Go
+// runtime keeps that thread alive.
+func OnOwnThread(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == os.Getpid() {
+			// Hold the main thread while another goroutine gets a thread of its own,
+			// then let the main thread go, untouched.
+			done <- OnOwnThread(f)
+			runtime.UnlockOSThread()
+			return
+		}
+		done <- f()
+	}()
+	return <-done
 }

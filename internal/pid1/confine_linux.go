@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -116,19 +115,13 @@ func newConfiner(self string, c Confine) (*confiner, error) {
 // profiles make it ENOSYS) it starts as `internal join-cgroup`, which moves itself
 // there before it execs the command: nothing the command runs is ever outside.
 func (k *confiner) start(path string, argv []string, attr *syscall.ProcAttr, procs *os.File) (int, error) {
-	type result struct {
-		pid int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// Locked and never unlocked: the thread dies with this goroutine, confined.
-		runtime.LockOSThread()
+	var pid int
+	err := linux.OnOwnThread(func() error {
 		if err := k.confineThread(); err != nil {
-			done <- result{0, err}
-			return
+			return err
 		}
-		pid, err := syscall.ForkExec(path, argv, attr)
+		var err error
+		pid, err = syscall.ForkExec(path, argv, attr)
 		if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD && procs == nil {
 			err = errors.New("clone3 is refused and the command's cgroup cannot be joined")
 		}
@@ -140,10 +133,9 @@ func (k *confiner) start(path string, argv []string, attr *syscall.ProcAttr, pro
 			join.Files = append(append([]uintptr(nil), attr.Files...), procs.Fd()) // fd 3
 			pid, err = syscall.ForkExec(k.self, append([]string{k.self, "internal", JoinArg, path}, argv...), &join)
 		}
-		done <- result{pid, err}
-	}()
-	r := <-done
-	return r.pid, r.err
+		return err
+	})
+	return pid, err
 }
 
 func (k *confiner) confineThread() error {

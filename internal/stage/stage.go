@@ -2,17 +2,13 @@
 //
 // bwrap run by root maps the sandbox's uid to host uid 0: without capabilities, but
 // every permission check on a host object (procfs' sysctls, files bind-mounted in)
-// passes as root's. So root's cordon starts bwrap through `internal stage`: a
-// process in a mount namespace of its own (nothing it mounts is seen by the host,
-// and all of it goes when the sandbox does) that clones each source bwrap will bind
-// into a tmpfs the sandbox's uid can reach — idmapped when another uid owns them, so
-// that the files of their owner are the sandbox uid's — drops to that uid, and execs
-// bwrap on the staged paths. The sandbox then is that uid on
-// the host, and the workspace stays its owner's on disk.
+// passes as root's. So root's cordon starts bwrap from a mount namespace of its own
+// (see [Start]; nothing mounted there is seen by the host, and all of it goes when
+// the sandbox does) in which each source bwrap will bind is cloned into a tmpfs the
+// sandbox's uid can reach — idmapped when another uid owns it, so that its owner's
+// files are the sandbox uid's — and bwrap runs as that uid on the staged paths. The
+// sandbox then is that uid on the host, and the workspace stays its owner's on disk.
 package stage
-
-// Arg is the `internal` subcommand: `internal stage SPEC` (JSON [Spec]).
-const Arg = "stage"
 
 // Root is where the stage's tmpfs is mounted in its mount namespace: every staged
 // source is Root/N. It hides the run root below it, in that namespace only.
@@ -24,8 +20,6 @@ type Spec struct {
 	GID int `json:"gid"`
 	// Sources are staged at Root/<index>, in order.
 	Sources []Source `json:"sources"`
-	// Argv is bwrap's command line, its sources already Root/<index>.
-	Argv []string `json:"argv"`
 }
 
 // Source is one staged tree.

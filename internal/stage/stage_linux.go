@@ -1,46 +1,66 @@
 package stage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// ExitFailed is the status of a stage that could not hand over to bwrap; its reason
-// is on stderr, for the runner to report.
-const ExitFailed = 125
-
-// Main is `internal stage`. It returns only on failure.
-func Main(args []string) int {
-	runtime.LockOSThread() // the parent-death signal is per thread; exec keeps it
-	var sp Spec
-	if len(args) != 1 || json.Unmarshal([]byte(args[0]), &sp) != nil || len(sp.Argv) == 0 {
-		fmt.Fprintln(os.Stderr, "cordon: internal stage: for cordon's own use only")
-		return ExitFailed
+// Start starts cmd (bwrap, its sources already Root/<index>) as sp.UID:sp.GID from a
+// private mount namespace in which every source is staged. The namespace belongs to
+// one OS thread of the caller, made for the purpose: the thread clones the sources,
+// leaves the host's mount namespace (unshare, every mount made private before
+// anything is mounted), mounts Root and the clones, and forks cmd, which keeps that
+// namespace. Nothing is mounted in the caller's namespace; nothing is left when the
+// sandbox ends. cmd.SysProcAttr must be set; Start adds the credentials.
+//
+// The thread is cmd's parent, and a parent-death signal (bwrap's --die-with-parent,
+// cmd's Pdeathsig) fires when the parent thread ends, not the process: it stays,
+// parked, until release is called, after cmd has been waited for.
+func Start(sp *Spec, cmd *exec.Cmd) (release func(), err error) {
+	if os.Geteuid() != 0 || sp.UID == 0 {
+		return nil, errors.New("staging: cordon stages as root, for another uid")
 	}
-	if err := run(&sp); err != nil {
-		fmt.Fprintf(os.Stderr, "cordon: staging the sandbox: %v\n", err)
-		return ExitFailed
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(sp.UID), Gid: uint32(sp.GID), Groups: []uint32{}}
+	started := make(chan error, 1)
+	end := make(chan struct{})
+	go func() {
+		_ = linux.OnOwnThread(func() error {
+			err := stageAndStart(sp, cmd)
+			started <- err
+			if err == nil {
+				<-end
+			}
+			return nil
+		})
+	}()
+	if err := <-started; err != nil {
+		return nil, err
 	}
-	return ExitFailed // not reached: run execs bwrap
+	var once sync.Once
+	return func() { once.Do(func() { close(end) }) }, nil
 }
 
-func run(sp *Spec) error {
-	if os.Getuid() != 0 || sp.UID == 0 {
-		return errors.New("stage runs as root and drops to another uid")
-	}
-	if own, err := linux.OwnMountNamespace(); err != nil || !own {
-		return fmt.Errorf("not in a mount namespace of its own (%v): nothing is mounted", err)
-	}
+func stageAndStart(sp *Spec, cmd *exec.Cmd) error {
 	trees, err := cloneAll(sp)
+	defer func() {
+		for _, t := range trees {
+			if t != nil {
+				t.Close()
+			}
+		}
+	}()
 	if err != nil {
+		return err
+	}
+	if err := linux.PrivateMountNamespace(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(Root, 0o700); err != nil {
@@ -62,12 +82,8 @@ func run(sp *Spec) error {
 		if err != nil {
 			return err
 		}
-		t.Close()
 	}
-	if err := linux.DropTo(sp.UID, sp.GID); err != nil {
-		return err
-	}
-	return syscall.Exec(sp.Argv[0], sp.Argv, os.Environ())
+	return cmd.Start()
 }
 
 // cloneAll clones every source before anything is mounted over Root, where the run
@@ -87,7 +103,7 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 			if ns = userns[*s.Idmap]; ns == nil {
 				f, err := linux.IdmapUserns(s.Idmap.UID, sp.UID, s.Idmap.GID, sp.GID)
 				if err != nil {
-					return nil, err
+					return trees, err
 				}
 				userns[*s.Idmap], ns = f, f
 			}
@@ -96,7 +112,7 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 		if s.In >= 0 && s.In < i {
 			rel, rerr := filepath.Rel(srcs[s.In].Path, s.Path)
 			if rerr != nil {
-				return nil, rerr
+				return trees, rerr
 			}
 			trees[i], err = linux.CloneTree(trees[s.In], rel, nil)
 		} else {
@@ -106,7 +122,7 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 			}
 		}
 		if err != nil {
-			return nil, err
+			return trees, fmt.Errorf("staging: %w", err)
 		}
 	}
 	return trees, nil

@@ -2,32 +2,54 @@ package stage
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// The stage mounts a tmpfs over Root: run anywhere but in a mount namespace of its
-// own, that would hide every run directory of the host. It must refuse first.
-func TestStageRefusesTheHostMountNamespace(t *testing.T) {
+// The stage mounts a tmpfs over Root and the staged sources in it: all of that must
+// stay in the mount namespace of the thread that starts the sandbox, never the
+// host's, and the sandbox must run as the stage's uid, seeing its idmapped source as
+// its own.
+func TestStageMountsOnlyInItsOwnNamespace(t *testing.T) {
 	testutil.RequireRoot(t)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := os.ReadFile("/proc/self/mountinfo")
-	err := run(&Spec{UID: 64999, GID: 64999, Argv: []string{"/bin/true"}})
-	if err == nil || !strings.Contains(err.Error(), "mount namespace of its own") {
-		t.Fatalf("want a refusal, got %v", err)
+	sp := &Spec{UID: 64999, GID: 64999, Sources: []Source{{Path: src, Dir: true, In: -1, Idmap: &Owner{}, Writable: true}}}
+	cmd := exec.Command("/bin/sh", "-c", "id -u; cat "+Root+"/0/f; grep -c ' "+Root+"' /proc/self/mountinfo")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	release, err := Start(sp, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got := out.String(); !strings.HasPrefix(got, "64999\nx") {
+		t.Errorf("want uid 64999 reading its idmapped source, got %q", got)
 	}
 	after, _ := os.ReadFile("/proc/self/mountinfo")
 	if string(before) != string(after) {
-		t.Fatal("the stage mounted something in the test's mount namespace")
+		t.Fatalf("the stage mounted something in the host's mount namespace:\n%s", after)
 	}
 }
 
 func TestStageRefusesRootAsTheSandboxUID(t *testing.T) {
 	testutil.RequireRoot(t)
-	if err := run(&Spec{UID: 0, Argv: []string{"/bin/true"}}); err == nil {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if _, err := Start(&Spec{UID: 0}, cmd); err == nil {
 		t.Fatal("the stage accepted uid 0")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/pid1"
+	"github.com/cordonhq/cordon/internal/stage"
 	"github.com/cordonhq/cordon/runner"
 )
 
@@ -120,19 +121,16 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	}
 	extra := f.child
 	statusR, specW, infoR := f.statusR, f.specW, f.infoR
-	cmd := exec.Command(s.bin, args...)
+	var sp *stage.Spec
 	if os.Geteuid() == 0 {
-		// Never host root inside: bwrap runs as the sandbox uid, through the stage.
-		sp, err := staged(s.bin, args, s.host, s.uid, s.gid)
+		// Never host root inside: bwrap runs as the sandbox uid, on staged sources.
+		spec, staged, err := staged(args, s.host, s.uid, s.gid)
 		if err != nil {
 			return 0, err
 		}
-		argv, err := stageCommand(s.host.Init, sp)
-		if err != nil {
-			return 0, err
-		}
-		cmd = exec.Command(argv[0], argv[1:]...)
+		sp, args = &spec, staged
 	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Env = s.host.Env
 	if cmd.Env == nil {
 		cmd.Env = s.plan.Environ()
@@ -144,10 +142,6 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 	}
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if cmd.Path != s.bin {
-		// The stage mounts in a mount namespace of its own, private from the start.
-		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
-	}
 	if s.cg != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
 	}
@@ -162,13 +156,22 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		s.active--
 		s.mu.Unlock()
 	}()
-	err = cmd.Start()
+	release := func() {}
+	if sp != nil {
+		release, err = stage.Start(sp, cmd)
+	} else {
+		err = cmd.Start()
+	}
 	f.closeChild()
 	if err != nil {
 		return 0, fmt.Errorf("%w: starting bwrap: %v", errdefs.ErrUnavailable, err)
 	}
 	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		release() // bwrap's parent thread, when staged: only now may it end
+		waitErr <- err
+	}()
 
 	if err := s.release(infoR, specW, cmd.Process.Pid, p); err != nil {
 		s.kill(cmd)

@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,8 +53,9 @@ func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
 
 // staged turns bwrap's arguments into `internal stage`'s: every bind source becomes
 // its staged path, and sources another uid owns are idmapped to the sandbox's.
-func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Spec, error) {
-	sp := stage.Spec{UID: uid, GID: gid, Argv: append([]string{bin}, args...)}
+func staged(args []string, host runner.Host, uid, gid int) (stage.Spec, []string, error) {
+	sp := stage.Spec{UID: uid, GID: gid}
+	args = append([]string(nil), args...)
 	// The run's sockets are the sandbox uid's to connect to (the run directory they
 	// are in is root's, mode 0700: only the stage reaches them). Handed over first, so
 	// that they are staged as they are, not idmapped.
@@ -64,7 +64,7 @@ func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Sp
 			continue
 		}
 		if err := os.Lchown(p, uid, gid); err != nil {
-			return stage.Spec{}, fmt.Errorf("%w: handing %s to the sandbox uid: %v", errdefs.ErrUnavailable, p, err)
+			return stage.Spec{}, nil, fmt.Errorf("%w: handing %s to the sandbox uid: %v", errdefs.ErrUnavailable, p, err)
 		}
 	}
 	idmapped := map[int]bool{}
@@ -74,15 +74,15 @@ func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Sp
 			own[p] = true
 		}
 	}
-	for i := 1; i < len(sp.Argv)-2; i++ {
-		opt := sp.Argv[i]
+	for i := 0; i < len(args)-2; i++ {
+		opt := args[i]
 		if opt == "--" {
 			break
 		}
 		if opt != "--bind" && opt != "--ro-bind" {
 			continue
 		}
-		src := sp.Argv[i+1]
+		src := args[i+1]
 		if own[src] {
 			// cordon's own files (the init binary, masks, sockets) may sit behind a
 			// link of the host's (an installed cordon); the Plan's paths are resolved
@@ -93,16 +93,16 @@ func staged(bin string, args []string, host runner.Host, uid, gid int) (stage.Sp
 		}
 		s, err := source(src, opt == "--bind", sp.Sources, idmapped, uid, gid)
 		if err != nil {
-			return stage.Spec{}, err
+			return stage.Spec{}, nil, err
 		}
 		if s.Idmap != nil && s.In < 0 {
 			idmapped[len(sp.Sources)] = true
 		}
-		sp.Argv[i+1] = filepath.Join(stage.Root, strconv.Itoa(len(sp.Sources)))
+		args[i+1] = filepath.Join(stage.Root, strconv.Itoa(len(sp.Sources)))
 		sp.Sources = append(sp.Sources, s)
 		i += 2
 	}
-	return sp, nil
+	return sp, args, nil
 }
 
 // source describes one bind source: inside an earlier idmapped source it is cloned
@@ -136,13 +136,4 @@ func source(path string, writable bool, earlier []stage.Source, idmapped map[int
 	}
 	s.Writable = writable
 	return s, nil
-}
-
-// stageCommand is the command line that starts bwrap through the stage.
-func stageCommand(init string, sp stage.Spec) ([]string, error) {
-	data, err := json.Marshal(sp)
-	if err != nil {
-		return nil, err
-	}
-	return []string{init, "internal", stage.Arg, string(data)}, nil
 }
