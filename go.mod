@@ -5,6 +5,7 @@ go 1.26.8
 require github.com/rogpeppe/go-internal v1.16.0
 
 require (
+	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect
 	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

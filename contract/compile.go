@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
+
 	"github.com/cordonhq/cordon/egress/policy"
 )
 
@@ -168,8 +170,8 @@ func (k *compiler) monitor() {
 			k.errorf(e.Pos, "monitor.exec: empty entry")
 			continue
 		}
-		if _, err := filepath.Match(e.Value, ""); err != nil {
-			k.errorf(e.Pos, "monitor.exec: bad glob %q: %v", e.Value, err)
+		if !doublestar.ValidatePattern(e.Value) {
+			k.errorf(e.Pos, "monitor.exec: bad glob %q: unbalanced brackets or braces, or a trailing backslash", e.Value)
 			continue
 		}
 		mp.Exec = append(mp.Exec, e.Value)

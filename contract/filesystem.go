@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // grantRecord remembers where a readable/writable grant came from, for errors.
@@ -194,7 +196,7 @@ func (k *compiler) denyPath(s Str, field string, to Access) {
 		if !filepath.IsAbs(pattern) {
 			pattern = filepath.Join(k.ws, pattern)
 		}
-		matches, err := filepath.Glob(pattern)
+		matches, err := globAnyDepth(pattern)
 		if err != nil {
 			k.errorf(s.Pos, "filesystem.%s: bad glob %q: %v", field, s.Value, err)
 			return
@@ -354,4 +356,27 @@ func (k *compiler) origin(field string, p Pos) string {
 		return "filesystem." + field + " (default)"
 	}
 	return "filesystem." + field + " at " + k.where(p)
+}
+
+// globAnyDepth returns the existing paths that match pattern, an absolute path in
+// which "**" matches any number of directories (zero included), "*", "?" and "[...]"
+// one name's characters. It never follows a symbolic link to a directory, so a match
+// is always inside the pattern's own tree.
+func globAnyDepth(pattern string) ([]string, error) {
+	if !doublestar.ValidatePattern(filepath.ToSlash(pattern)) {
+		return nil, errors.New("unbalanced brackets or braces, or a trailing backslash")
+	}
+	base, rel := doublestar.SplitPattern(filepath.ToSlash(pattern))
+	rel = strings.TrimPrefix(rel, "/")
+	if _, err := os.Stat(base); err != nil {
+		return nil, nil // nothing there to match
+	}
+	matches, err := doublestar.Glob(os.DirFS(base), rel, doublestar.WithNoFollow())
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range matches {
+		matches[i] = filepath.Join(base, filepath.FromSlash(m))
+	}
+	return matches, nil
 }

@@ -6,6 +6,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // fileID identifies a file by device (as stat(2) reports it) and inode.
@@ -114,7 +116,7 @@ func execMatches(pat string, paths, names []string) bool {
 		list = paths
 	}
 	for _, s := range list {
-		if ok, _ := path.Match(pat, s); ok && s != "" && s != "." {
+		if doublestar.MatchUnvalidated(pat, s) && s != "" && s != "." {
 			return true
 		}
 	}
