@@ -160,6 +160,9 @@ func TestCompileWiden(t *testing.T) {
 	}
 }
 
+// A .git file is a pointer the sandbox may have written: it never grants. The git
+// directory it names is protected when the contract shows it, and stays hidden, with
+// a note saying how to show it, when it does not.
 func TestCompileGitFilePointer(t *testing.T) {
 	dir := realTempDir(t)
 	main := filepath.Join(dir, "main")
@@ -178,8 +181,24 @@ func TestCompileGitFilePointer(t *testing.T) {
 		t.Errorf(".git file: %+v", m)
 	}
 	for _, d := range []string{gitdir, filepath.Join(main, ".git")} {
+		if m := mountAt(p, d); m != nil {
+			t.Errorf("the pointer granted %s: %+v", d, m)
+		}
+	}
+	if len(p.Notes) != 2 || !strings.Contains(p.Notes[0], "add it to filesystem.readable") {
+		t.Errorf("notes: %q", p.Notes)
+	}
+	// Shown by the contract (writable, here): protected, read-only.
+	c = &Contract{Version: 1, Workspace: Str{Value: wt}}
+	c.Filesystem.Writable = []Str{{Value: "."}, {Value: main}}
+	c.Filesystem.set = map[string]bool{"writable": true}
+	p, err = Compile(c, testHost(t, filepath.Join(dir, "cwd")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{gitdir, filepath.Join(main, ".git")} {
 		if m := mountAt(p, d); m == nil || m.Access != ReadOnly {
-			t.Errorf("git directory %s named by the pointer must be read-only: %+v", d, m)
+			t.Errorf("git directory %s shown by the contract must be read-only: %+v", d, m)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -117,8 +118,33 @@ func (k *compiler) filesystem() {
 	for _, d := range fsys.DenyRead {
 		k.denyPath(d, "deny_read", Hidden)
 	}
+	k.protectContracts()
 	k.mandatory(grants)
 	k.widen()
+}
+
+// ContractName is the file cordon reads as the contract when none is named.
+const ContractName = "cordon.yaml"
+
+// protectContracts makes every contract the next run could read from inside the
+// workspace read-only, and keeps the missing ones from being created: the workspace's
+// and the working directory's cordon.yaml, and the contract file in force when it
+// lies in the workspace. Otherwise one command rewrites the boundary of every run
+// after it.
+func (k *compiler) protectContracts() {
+	const why = "a contract: what the sandbox writes never widens a later run"
+	paths := []string{filepath.Join(k.ws, ContractName)}
+	if cwd, err := filepath.EvalSymlinks(k.h.Cwd); err == nil && within(cwd, k.ws) {
+		paths = append(paths, filepath.Join(cwd, ContractName))
+	}
+	if f := k.plan.ContractFile; f != "" {
+		if r, err := resolveExisting(f); err == nil && (r == k.ws || within(r, k.ws)) {
+			paths = append(paths, r)
+		}
+	}
+	for _, p := range paths {
+		k.deny(p, ReadOnly, false, why)
+	}
 }
 
 // grantPath resolves one readable/writable entry and grants it.
@@ -202,7 +228,7 @@ func (k *compiler) denyPath(s Str, field string, to Access) {
 			return
 		}
 		for _, m := range matches {
-			if p, err := k.resolve(m, k.ws); err == nil {
+			if p, err := k.resolve(m, k.ws); err == nil && !k.throughLink(s, field, m, p) {
 				k.deny(p, to, wantDir, k.origin(field, s.Pos))
 			}
 		}
@@ -211,6 +237,9 @@ func (k *compiler) denyPath(s Str, field string, to Access) {
 	p, err := k.resolve(raw, k.ws)
 	if err != nil {
 		k.errorf(s.Pos, "filesystem.%s: %v", field, err)
+		return
+	}
+	if k.throughLink(s, field, raw, p) {
 		return
 	}
 	why := k.origin(field, s.Pos)
@@ -240,6 +269,9 @@ func (k *compiler) deny(p string, to Access, wantDir bool, why string) {
 	typ := Bind
 	if to == Hidden {
 		typ = Mask
+	}
+	if m.Access == ReadWrite {
+		k.pinAncestors(m.Path, p)
 	}
 	st, err := os.Lstat(p)
 	switch {
@@ -280,8 +312,12 @@ func (k *compiler) gitdir(dotgit string, to Access, why string) {
 		if err != nil {
 			continue
 		}
-		if to == ReadOnly && !k.visibleUnder(p) {
-			k.grant(p, ReadOnly, true, why+" (git directory named by "+dotgit+")")
+		if !k.visibleUnder(p) {
+			// A pointer is data the sandbox may have written: it never grants. The
+			// git directory it names stays out of sight; git inside then fails.
+			k.plan.Notes = append(k.plan.Notes, fmt.Sprintf("%s points at %s, outside what the contract makes visible: "+
+				"it stays hidden (git in the sandbox fails); to use it, add it to filesystem.readable", dotgit, p))
+			continue
 		}
 		k.deny(p, to, true, why+" (git directory named by "+dotgit+")")
 	}
@@ -379,4 +415,42 @@ func globAnyDepth(pattern string) ([]string, error) {
 		matches[i] = filepath.Join(base, filepath.FromSlash(m))
 	}
 	return matches, nil
+}
+
+// throughLink reports (as an error at s) a denied path that is reached through a
+// symbolic link inside a writable path: the sandbox could replace the link, and with
+// it what the denial protects (a `.git` link to a repository outside the workspace
+// left a writable `.git` whose config host git then ran). raw is the path as named,
+// p resolved.
+func (k *compiler) throughLink(s Str, field, raw, p string) bool {
+	lex := filepath.Clean(expandHome(raw, k.h.Home))
+	if !filepath.IsAbs(lex) {
+		lex = filepath.Join(k.ws, lex)
+	}
+	if lex == p {
+		return false
+	}
+	if m := k.enclosing(lex); m == nil || m.Access != ReadWrite {
+		return false // the host's own link, out of the sandbox's reach
+	}
+	k.errorf(s.Pos, "filesystem.%s: %s is reached through a symbolic link (it resolves to %s), which the sandbox "+
+		"could replace: name the real path, or replace the link with what it points to", field, lex, p)
+	return true
+}
+
+// pinAncestors makes every existing directory between the writable mount root and
+// the denied path p a mount point of its own (bound onto itself, still writable): a
+// mount point cannot be renamed or removed, so `mv secrets s2` can no longer carry a
+// denied secrets/key.pem out from under its mask, in this run or into the next.
+func (k *compiler) pinAncestors(root, p string) {
+	for a := filepath.Dir(p); a != root && within(a, root); a = filepath.Dir(a) {
+		if _, ok := k.mounts[a]; ok {
+			continue
+		}
+		if st, err := os.Lstat(a); err != nil || !st.IsDir() {
+			continue
+		}
+		k.mounts[a] = &Mount{Path: a, Type: Bind, Access: ReadWrite, Dir: true,
+			Why: "pinned: holds a denied path, so it cannot be renamed away"}
+	}
 }

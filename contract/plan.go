@@ -147,6 +147,9 @@ type Plan struct {
 	// credentials they use (deliver: gate) are in their Gate.Credential, not in
 	// Credentials, which the runner issues at start.
 	Gates []Gate `json:"gates"`
+	// Notes are what the compiler left out and why, for check and explain to say
+	// (a .git pointer to a directory the contract does not show).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // MonitorPlan is the compiled monitor section.

@@ -83,6 +83,9 @@ var escapeTests = []struct {
 	{"SessionProcessOneCannotBeTakenOver", TestSessionProcessOneCannotBeTakenOver},
 	{"NoSetIDFilesPlanted", TestNoSetIDFilesPlanted},
 	{"HostWatchCannotBeHeld", TestHostWatchCannotBeHeld},
+	{"ContractNotWritable", TestContractNotWritable},
+	{"DenialsHoldAgainstRenames", TestDenialsHoldAgainstRenames},
+	{"DenialThroughALinkRefused", TestDenialThroughALinkRefused},
 }
 
 var (

@@ -219,3 +219,75 @@ func TestHostWatchCannotBeHeld(t *testing.T) {
 	}
 	assertContains(t, "/run/cordon stays listable", r.stdout, "listed")
 }
+
+// TestContractNotWritable: the sandbox can neither rewrite nor create the contract a
+// later run reads (the workspace's cordon.yaml, the -c file inside the workspace):
+// one command would otherwise widen every run after it.
+func TestContractNotWritable(t *testing.T) {
+	w := newWorld(t)
+	// No cordon.yaml yet: the built-in default contract, and none may be created.
+	r := w.sh("echo 'version: 1' > cordon.yaml 2>&1; echo create=$?")
+	if !strings.Contains(r.stdout, "create=") || strings.Contains(r.stdout, "create=0") {
+		t.Fatalf("cordon.yaml could be created: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "cordon.yaml")); err == nil {
+		if data, _ := os.ReadFile(filepath.Join(w.ws, "cordon.yaml")); len(data) > 0 {
+			t.Fatalf("the sandbox wrote a contract: %q", data)
+		}
+	}
+	w.contract("version: 1\n")
+	r = w.sh("echo 'filesystem: {readable: [\"/\"]}' >> cordon.yaml 2>&1; echo append=$?; mv cordon.yaml x.yaml 2>&1; echo mv=$?")
+	if strings.Contains(r.stdout, "append=0") || strings.Contains(r.stdout, "mv=0") || !strings.Contains(r.stdout, "mv=") {
+		t.Fatalf("cordon.yaml could be changed or moved: %v", r)
+	}
+	ci := filepath.Join(w.ws, "ci", "contract.yaml")
+	mustWrite(t, ci, "version: 1\nworkspace: ..\n")
+	r = w.cordon("", "run", "-c", ci, "--", "sh", "-c", "echo x >> ci/contract.yaml; echo ci=$?")
+	if !strings.Contains(r.stdout, "ci=") || strings.Contains(r.stdout, "ci=0") {
+		t.Fatalf("the -c file in the workspace could be written: %v", r)
+	}
+	if data, _ := os.ReadFile(filepath.Join(w.ws, "cordon.yaml")); string(data) != "version: 1\n" {
+		t.Fatalf("the contract changed: %q", data)
+	}
+}
+
+// TestDenialsHoldAgainstRenames: a denied path's directories are mount points, so
+// renaming one fails and the secret stays masked in this run and the next.
+func TestDenialsHoldAgainstRenames(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "secrets", "key.pem"), "TOPSECRET\n")
+	mustWrite(t, filepath.Join(w.ws, ".github", "workflows", "ci.yml"), "on: push\n")
+	w.contract("version: 1\nfilesystem:\n  deny_read: [secrets/key.pem]\n  deny_write: [.git, .github/workflows]\n")
+	r := w.sh("mv secrets s2 2>&1; echo mv=$?; mv .github x 2>&1; echo mvgh=$?; mkdir -p .github/workflows; echo evil > .github/workflows/evil.yml; echo wf=$?")
+	for _, bad := range []string{"mv=0", "mvgh=0", "wf=0"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Fatalf("a denial moved or was bypassed (%s): %v", bad, r)
+		}
+	}
+	r = w.sh("cat secrets/key.pem s2/key.pem 2>&1")
+	if strings.Contains(r.stdout, "TOPSECRET") {
+		t.Fatalf("the secret was read: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, ".github", "workflows", "evil.yml")); err == nil {
+		t.Fatal("a workflow was planted")
+	}
+}
+
+// TestDenialThroughALinkRefused: a denied path reached through a symbolic link in the
+// workspace (a .git link to a repository elsewhere) could be replaced by the sandbox
+// with its own (a config whose fsmonitor host git runs): cordon refuses the run.
+func TestDenialThroughALinkRefused(t *testing.T) {
+	w := newWorld(t)
+	repo := filepath.Join(t.TempDir(), "repo")
+	mustMkdir(t, filepath.Join(repo, ".git"))
+	if err := os.Symlink(filepath.Join(repo, ".git"), filepath.Join(w.ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	r := w.sh("rm .git; mkdir .git; echo pwned > .git/config")
+	if r.code != 125 || !strings.Contains(r.stderr, "symbolic link") {
+		t.Fatalf("want 125 naming the link, got %v", r)
+	}
+	if fi, err := os.Lstat(filepath.Join(w.ws, ".git")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the .git link was replaced: %v %v", fi, err)
+	}
+}

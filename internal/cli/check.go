@@ -39,6 +39,9 @@ func checkCmd(ctx context.Context, stdio IO, args []string) error {
 	for _, w := range p.Widenings {
 		fmt.Fprintf(stdio.Stdout, "%s: widening: %s is %s (%s)\n", w.Where, w.Path, accessWord(w.Access), w.Why)
 	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(stdio.Stdout, "%s: note: %s\n", name, n)
+	}
 	fmt.Fprintf(stdio.Stdout, "%s: valid\n", name)
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultContractFile is read from the current directory when -c is not given.
-const DefaultContractFile = "cordon.yaml"
+const DefaultContractFile = contract.ContractName
 
 // contractFlag adds -c to a command.
 func contractFlag(fs *flag.FlagSet) *string {

@@ -41,6 +41,9 @@ func explainCmd(ctx context.Context, stdio IO, args []string) error {
 		}{explainJSONVersion, plan, nonNil(runner.Unsupported(plan))})
 	}
 	writePlan(stdio.Stdout, plan)
+	for _, n := range plan.Notes {
+		fmt.Fprintf(stdio.Stdout, "note: %s\n", n)
+	}
 	if *backend == "bwrap" || *backend == "auto" {
 		fmt.Fprintf(stdio.Stdout, "\nbwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (/run/cordon/cordon, read-only).\n")
 	}
