@@ -28,6 +28,7 @@ const (
 	oCreat   = 0o100
 	oTrunc   = 0o1000
 	oTmpfile = 0o20000000
+	oPath    = 0o10000000 // a handle to the name only: no content is read or written
 )
 
 // check returns the alert for a record, if it is a deviation; unresolved is true when
@@ -63,6 +64,11 @@ func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 		p = string(r.Str[1]) + "/" + p
 	}
 	flags := r.Args[0]
+	if flags&oPath != 0 && flags&oTmpfile != oTmpfile {
+		// O_PATH reads and writes nothing (Landlock rules and fstat take such
+		// handles); whatever is later opened through one is an open of its own.
+		return a, false, true
+	}
 	write := flags&oAccMode != 0 || flags&(oCreat|oTrunc|oTmpfile) != 0
 	a.Path = c.prof.resolve(p)
 	a.Access = "read"
