@@ -108,6 +108,9 @@ func TestProcessOneOutOfReach(t *testing.T) {
 	if os.Getenv("CORDON_BACKEND") == "" {
 		assertContains(t, "process 1's descriptors", out, "list /proc/1/fd denied")
 	}
+	// The control: a debugger of the command's own children keeps working.
+	r := w.cordon("", "run", "--", "./attack", "trace-child")
+	assertContains(t, "ptrace of an own child", r.stdout, "traced child: stopped under ptrace")
 }
 
 // TestSeccompRefusesWhatAgentsNeverNeed: the second kernel layer, on every backend.

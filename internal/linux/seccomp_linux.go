@@ -28,14 +28,10 @@ const seccompMaxInsns = 4096
 // the filter denies can be done by the process afterwards. It fails when another
 // thread already has a filter this one does not descend from.
 func LoadSeccomp(prog []bpf.RawInstruction) error {
-	if len(prog) == 0 || len(prog) > seccompMaxInsns {
-		return fmt.Errorf("loading seccomp filter: %d instructions, want 1 to %d", len(prog), seccompMaxInsns)
+	fprog, filter, err := sockFprog(prog)
+	if err != nil {
+		return err
 	}
-	filter := make([]unix.SockFilter, len(prog))
-	for i, in := range prog {
-		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
-	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -60,18 +56,27 @@ func LoadSeccomp(prog []bpf.RawInstruction) error {
 // holds runtime.LockOSThread and ends its goroutine without unlocking, so that the
 // thread dies rather than run other goroutines under the filter.
 func LoadSeccompThread(prog []bpf.RawInstruction) error {
-	if len(prog) == 0 || len(prog) > seccompMaxInsns {
-		return fmt.Errorf("loading seccomp filter: %d instructions, want 1 to %d", len(prog), seccompMaxInsns)
+	fprog, filter, err := sockFprog(prog)
+	if err != nil {
+		return err
 	}
-	filter := make([]unix.SockFilter, len(prog))
-	for i, in := range prog {
-		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
-	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return fmt.Errorf("loading seccomp filter: %w", errno)
 	}
 	return nil
+}
+
+// sockFprog is prog as the kernel takes it; filter backs it and must stay alive
+// until the call that loads it returns.
+func sockFprog(prog []bpf.RawInstruction) (fprog unix.SockFprog, filter []unix.SockFilter, err error) {
+	if len(prog) == 0 || len(prog) > seccompMaxInsns {
+		return fprog, nil, fmt.Errorf("loading seccomp filter: %d instructions, want 1 to %d", len(prog), seccompMaxInsns)
+	}
+	filter = make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	return unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}, filter, nil
 }

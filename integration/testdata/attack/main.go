@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ func main() {
 	}
 	modes := map[string]func(){
 		"sysctl": sysctl, "pid1": pid1, "signals": signals, "cgroup": cgroup,
-		"seccomp": seccomp, "stdio": stdio, "noop": func() {},
+		"seccomp": seccomp, "stdio": stdio, "noop": func() {}, "trace-child": traceChild,
 	}
 	f, ok := modes[os.Args[1]]
 	if !ok {
@@ -189,4 +190,24 @@ func errno(e syscall.Errno) error {
 		return nil
 	}
 	return e
+}
+
+// traceChild is the control: a debugger's ptrace of the command's own child works.
+func traceChild() {
+	runtime.LockOSThread() // ptrace requests come from the tracing thread
+	cmd := exec.Command("/proc/self/exe", "noop")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Printf("traced child: %v\n", err)
+		return
+	}
+	var ws syscall.WaitStatus
+	_, err := syscall.Wait4(cmd.Process.Pid, &ws, 0, nil)
+	if err == nil && ws.Stopped() {
+		fmt.Println("traced child: stopped under ptrace")
+		_ = syscall.PtraceDetach(cmd.Process.Pid)
+	} else {
+		fmt.Printf("traced child: %v %v\n", err, ws)
+	}
+	_ = cmd.Wait()
 }
