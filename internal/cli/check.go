@@ -9,8 +9,9 @@ import (
 )
 
 func checkCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("check", "check [-c FILE]\n\nExit status: 0 valid, 1 invalid (FILE:LINE:COL: message per problem), 2 usage error.", stdio.Stderr)
+	fs := newFlags("check", "check [-c FILE] [--audit-dir DIR]\n\nExit status: 0 valid, 1 invalid (FILE:LINE:COL: message per problem), 2 usage error.", stdio.Stderr)
 	file := contractFlag(fs)
+	auditDir := auditDirFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -18,21 +19,17 @@ func checkCmd(ctx context.Context, stdio IO, args []string) error {
 		fs.Usage()
 		return &ExitError{Code: 2, Msg: "check: unexpected arguments " + strings.Join(fs.Args(), " ")}
 	}
-	c, err := loadContract(*file)
-	var p *contract.Plan
-	if err == nil {
-		var h contract.Host
-		if h, err = contract.HostFromOS(); err == nil {
-			p, err = contract.Compile(c, h)
-		}
-	}
+	p, c, err := planOf(*file, *auditDir, nil)
 	if err != nil {
 		for _, line := range problems(err) {
 			fmt.Fprintln(stdio.Stdout, line)
 		}
 		return &ExitError{Code: 1}
 	}
-	name := c.File
+	name := ""
+	if c != nil {
+		name = c.File
+	}
 	if name == "" {
 		name = "built-in default contract"
 	}

@@ -7,8 +7,11 @@ import (
 	"io/fs"
 	"os"
 
+	"strings"
+
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner"
 )
 
 // DefaultContractFile is read from the current directory when -c is not given.
@@ -51,6 +54,32 @@ func compile(file string, protect ...string) (*contract.Plan, *contract.Contract
 	p, err := contract.Compile(c, h)
 	if err != nil {
 		return nil, c, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+	}
+	return p, c, nil
+}
+
+// planOf is the one way every command builds the Plan — check, explain, doctor, run and
+// a session's supervisor alike: the same contract lookup (-c, ./cordon.yaml, the
+// built-in default), the same host, the same protected paths (the audit root and the
+// run root), after the same clean-up of crashed runs (whose placeholders must not pass
+// for real paths), and the same refusal of what this cordon cannot enforce. So check
+// accepts exactly what run runs, and explain prints that plan. gcDone, when not nil,
+// hears what the clean-up did.
+func planOf(file, auditDir string, gcDone func(cleaned []string, err error)) (*contract.Plan, *contract.Contract, error) {
+	root, err := auditRoot(auditDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleaned, gcErr := runner.GC(runner.DefaultRunRoot())
+	if gcDone != nil {
+		gcDone(cleaned, gcErr)
+	}
+	p, c, err := compile(file, root, runner.DefaultRunRoot())
+	if err != nil {
+		return nil, c, err
+	}
+	if u := runner.Unsupported(p); len(u) > 0 {
+		return nil, c, fmt.Errorf("%w: cannot enforce yet: %s", errdefs.ErrUnavailable, strings.Join(u, "; "))
 	}
 	return p, c, nil
 }

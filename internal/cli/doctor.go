@@ -77,8 +77,7 @@ func doctorCmd(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
-	_, _ = runner.GC(runner.DefaultRunRoot()) // as cordon run does
-	plan, _, err := compile(*file, root, runner.DefaultRunRoot())
+	plan, _, err := planOf(*file, root, nil)
 	if err != nil {
 		return reportRunError(stdio, err)
 	}

@@ -16,14 +16,15 @@ import (
 const explainJSONVersion = 1
 
 func explainCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("explain", "explain [-c FILE] [--backend B] [--json]", stdio.Stderr)
+	fs := newFlags("explain", "explain [-c FILE] [--audit-dir DIR] [--backend B] [--json]", stdio.Stderr)
 	file := contractFlag(fs)
+	auditDir := auditDirFlag(fs)
 	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	plan, _, err := compile(*file, runner.DefaultRunRoot())
+	plan, _, err := planOf(*file, *auditDir, nil)
 	if err != nil {
 		for _, line := range problems(err) {
 			fmt.Fprintln(stdio.Stderr, line)

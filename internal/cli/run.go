@@ -41,13 +41,12 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
-	// What crashed runs left behind goes first (their cordon was kill -9'ed), and before
-	// the contract is compiled: a dead run's placeholder must not pass for a real path.
-	if cleaned, err := runner.GC(runner.DefaultRunRoot()); *verbose && (err != nil || len(cleaned) > 0) {
-		fmt.Fprintf(stdio.Stderr, "cordon: cleaned up after %d crashed run(s)%s\n", len(cleaned), errSuffix(err))
-	}
 	t0 := time.Now()
-	plan, _, err := compile(*file, root, runner.DefaultRunRoot())
+	plan, _, err := planOf(*file, root, func(cleaned []string, err error) {
+		if *verbose && (err != nil || len(cleaned) > 0) {
+			fmt.Fprintf(stdio.Stderr, "cordon: cleaned up after %d crashed run(s)%s\n", len(cleaned), errSuffix(err))
+		}
+	})
 	if err != nil {
 		return reportRunError(stdio, err)
 	}

@@ -69,8 +69,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	if err != nil {
 		return fail(err)
 	}
-	_, _ = runner.GC(runner.DefaultRunRoot())
-	plan, _, err := compile(*file, root, runner.DefaultRunRoot())
+	plan, _, err := planOf(*file, root, nil)
 	if err != nil {
 		return fail(err)
 	}
