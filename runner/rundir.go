@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -92,19 +93,9 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 		if err := rd.save(); err != nil {
 			return err
 		}
-		var err error
-		if m.Create == contract.PlaceholderDir {
-			err = os.MkdirAll(m.Path, 0o700)
-		} else {
-			if err = os.MkdirAll(filepath.Dir(m.Path), 0o755); err == nil {
-				var f *os.File
-				f, err = os.OpenFile(m.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-				if err == nil {
-					f.Close()
-				}
-			}
-		}
-		if err != nil {
+		// No link is followed on the way: the workspace is the sandbox's to write, and a
+		// link planted since Compile must not make cordon create anything elsewhere.
+		if err := linux.MakePlaceholder(m.Path, m.Create == contract.PlaceholderDir); err != nil {
 			return fmt.Errorf("creating placeholder for denied path %s: %w", m.Path, err)
 		}
 	}
@@ -125,18 +116,17 @@ func (rd *runDir) remove() error {
 	return errors.Join(errs...)
 }
 
+// removeIfEmpty removes a placeholder still empty, following no symbolic link: one the
+// sandbox planted on the way (or at p) is never followed out of the workspace.
 func removeIfEmpty(p string) error {
-	st, err := os.Lstat(p)
-	if err != nil {
+	err := linux.RemovePlaceholder(p)
+	switch {
+	case err == nil:
 		return nil
-	}
-	if st.Mode().IsRegular() && st.Size() != 0 {
+	case errors.Is(err, linux.ErrNotPlaceholder), errors.Is(err, syscall.ENOTEMPTY):
 		return fmt.Errorf("placeholder %s is no longer empty; left in place", p)
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing placeholder %s: %w", p, err)
-	}
-	return nil
+	return fmt.Errorf("removing placeholder %s: %w", p, err)
 }
 
 // processStart is the owner's start time, to tell a reused pid apart.

@@ -46,6 +46,10 @@ func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.W
 			}
 			res.Output[i] = Capped{Truncated: c.Truncated, SpillPath: c.SpillPath, Chars: c.Chars, Cut: c.Cut}
 		}
+		// The session's spill files together stay bounded: the oldest go first.
+		if n, err := outcap.Trim(r.spillDir, 0); err != nil || n > 0 {
+			r.o.Log.Debug("spill files trimmed", "removed", n, "err", err)
+		}
 	}
 	return out, errOut, finish
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -155,4 +156,87 @@ func OnOwnThread(f func() error) error {
 		done <- f()
 	}()
 	return <-done
+}
+
+// openParentNoLinks opens p's parent directory (O_PATH) without following any
+// symbolic link on the way: for host paths that lie in a writable workspace, where the
+// sandbox may have planted one. The parent's missing directories are created first
+// when mkdir is set, each without following links either.
+func openParentNoLinks(p string, mkdir bool) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	dir := filepath.Dir(p)
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &how)
+	if err == nil || !mkdir || !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	pfd, err := openParentNoLinks(dir, true)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	if err := unix.Mkdirat(pfd, filepath.Base(dir), 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, err
+	}
+	how.Resolve |= unix.RESOLVE_BENEATH
+	return unix.Openat2(pfd, filepath.Base(dir), &how)
+}
+
+// MakePlaceholder creates the empty file or directory p (and its missing parents),
+// following no symbolic link: a link planted on the way fails it (ELOOP) rather than
+// create anything elsewhere.
+func MakePlaceholder(p string, dir bool) error {
+	pfd, err := openParentNoLinks(p, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	if dir {
+		return unix.Mkdirat(pfd, filepath.Base(p), 0o700)
+	}
+	fd, err := unix.Openat(pfd, filepath.Base(p), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// ErrNotPlaceholder means what is at a placeholder's path is no longer an empty file
+// or directory: it is left in place.
+var ErrNotPlaceholder = errors.New("no longer an empty placeholder")
+
+// RemovePlaceholder removes p if it is still an empty regular file or an empty
+// directory, following no symbolic link (one planted on the way, or at p, is left
+// alone). A p that is gone is no error.
+func RemovePlaceholder(p string) error {
+	pfd, err := openParentNoLinks(p, false)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	name := filepath.Base(p)
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Size != 0 {
+			return ErrNotPlaceholder
+		}
+		err = unix.Unlinkat(pfd, name, 0)
+	case unix.S_IFDIR:
+		err = unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR) // ENOTEMPTY when it is not empty
+	default:
+		return ErrNotPlaceholder
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
 }

@@ -1,0 +1,55 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+// Placeholders are made and removed without following a symbolic link: one the
+// sandbox planted in the workspace must never make cordon create or delete anything
+// outside it.
+func TestPlaceholdersFollowNoLinks(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, ".env")
+	if err := os.WriteFile(victim, nil, 0o600); err != nil { // empty: would pass for a placeholder
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeIfEmpty(filepath.Join(ws, "sub", ".env")); err == nil {
+		t.Error("removing through a link reported success")
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("placeholder clean-up followed a link and deleted %s", victim)
+	}
+	rd := &runDir{path: t.TempDir()}
+	for _, p := range []string{filepath.Join(ws, "sub", "new.env"), filepath.Join(ws, "sub", "deeper", "x")} {
+		if err := rdMake(rd, p); err == nil {
+			t.Errorf("a placeholder was made through a link: %s", p)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Fatalf("something was created outside: %v", entries)
+	}
+	// The ordinary case still works, missing parents included.
+	p := filepath.Join(ws, "a", "b", ".env")
+	if err := rdMake(rd, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeIfEmpty(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Fatalf("placeholder left: %v", err)
+	}
+}
+
+func rdMake(rd *runDir, p string) error {
+	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p, Type: contract.Mask, Create: contract.PlaceholderFile}}}
+	rd.owner.Created = nil
+	return rd.placeholders(plan)
+}
