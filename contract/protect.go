@@ -41,6 +41,9 @@ type protected struct {
 	dir      bool
 	widening bool // may be exposed by a filesystem.widen entry
 	why      string
+	// to is the most the sandbox gets: Hidden (credential stores, host control
+	// interfaces, cordon's state) or ReadOnly (files the host executes later).
+	to Access
 }
 
 // protectedPaths lists the protected paths, each at its lexical location and, when a
@@ -65,7 +68,7 @@ func (k *compiler) protectedPaths() []protected {
 	out := []protected{}
 	add := func(p string, dir, widening bool, why string) {
 		p = filepath.Clean(p)
-		out = append(out, protected{p, dir, widening, why})
+		out = append(out, protected{p, dir, widening, why, Hidden})
 		r := filepath.Join(resolveParent(filepath.Dir(p)), filepath.Base(p))
 		if st, err := os.Lstat(r); err == nil && st.Mode()&os.ModeSymlink != 0 {
 			if t, err := filepath.EvalSymlinks(r); err == nil {
@@ -73,7 +76,7 @@ func (k *compiler) protectedPaths() []protected {
 			}
 		}
 		if r != p {
-			out = append(out, protected{r, dir, widening, why})
+			out = append(out, protected{r, dir, widening, why, Hidden})
 		}
 	}
 	if k.h.Home != "" {
@@ -87,6 +90,10 @@ func (k *compiler) protectedPaths() []protected {
 	for _, p := range k.h.Protect {
 		add(p, true, false, "cordon's own state")
 	}
+	for _, rel := range HostExecuted {
+		out = append(out, protected{filepath.Join(k.ws, strings.TrimSuffix(rel, "/")), strings.HasSuffix(rel, "/"), true,
+			"run or obeyed by tools on the host later", ReadOnly})
+	}
 	k.protected = out
 	return out
 }
@@ -96,6 +103,9 @@ func (k *compiler) protectedPaths() []protected {
 func (k *compiler) mandatory(grants []grantRecord) {
 	for _, pr := range k.protectedPaths() {
 		for _, g := range grants {
+			if pr.to == ReadOnly && g.field != "writable" {
+				continue // readable it is anyway
+			}
 			if within(g.path, pr.path) {
 				hint := "; to expose it, add a filesystem.widen entry with a why"
 				if !pr.widening {
@@ -107,6 +117,10 @@ func (k *compiler) mandatory(grants []grantRecord) {
 				}
 				k.errorf(g.pos, "filesystem.%s: %s%s%s", g.field, what, pr.why, hint)
 			}
+		}
+		if pr.to == ReadOnly {
+			k.deny(pr.path, ReadOnly, pr.dir, "protected by default: "+pr.why)
+			continue
 		}
 		k.deny(pr.path, Hidden, pr.dir, "mandatory denial: "+pr.why)
 	}

@@ -83,3 +83,14 @@ func credentialLikeValue(v string) bool {
 func LooksLikeCredential(name, value string) bool {
 	return credentialLikeName(name) || credentialLikeValue(value)
 }
+
+// HostExecuted are the workspace entries that tools on the host run or obey later,
+// outside any sandbox: direnv's .envrc, editors' workspace settings and tasks, agent
+// tools' settings and hooks and their MCP servers, git's submodule list and husky's
+// hooks. They are read-only in the sandbox by default and cannot be created there
+// (a filesystem.widen entry with a why releases one); `cordon explain` lists them.
+// Entries ending in "/" are directories.
+var HostExecuted = []string{
+	".envrc", ".direnv/", ".vscode/", ".idea/", ".dir-locals.el", ".exrc", ".nvim.lua",
+	".claude/", ".mcp.json", ".cursor/", ".gemini/", ".gitmodules", ".husky/",
+}

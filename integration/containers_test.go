@@ -86,6 +86,7 @@ var escapeTests = []struct {
 	{"ContractNotWritable", TestContractNotWritable},
 	{"DenialsHoldAgainstRenames", TestDenialsHoldAgainstRenames},
 	{"DenialThroughALinkRefused", TestDenialThroughALinkRefused},
+	{"HostExecutedFilesProtected", TestHostExecutedFilesProtected},
 }
 
 var (

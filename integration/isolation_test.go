@@ -315,3 +315,45 @@ func TestCheckJudgesTheRunPlan(t *testing.T) {
 		t.Fatalf("check and run must name the same reason:\ncheck: %v\nrun: %v", c, r)
 	}
 }
+
+// TestHostExecutedFilesProtected: what tools on the host run later (direnv's .envrc,
+// editor tasks, agent hooks, MCP servers) cannot be planted or changed by default; a
+// widen entry with a why releases one.
+func TestHostExecutedFilesProtected(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, ".envrc"), "export A=1\n")
+	r := w.sh("for f in .envrc .mcp.json .vscode/tasks.json .claude/settings.json .idea/workspace.xml .gitmodules; do " +
+		"mkdir -p $(dirname $f) 2>/dev/null; echo evil >> $f 2>/dev/null && echo planted $f; done; echo done")
+	assertContains(t, "ran", r.stdout, "done")
+	if strings.Contains(r.stdout, "planted") {
+		t.Fatalf("a host-executed file was planted: %v", r)
+	}
+	if data, _ := os.ReadFile(filepath.Join(w.ws, ".envrc")); string(data) != "export A=1\n" {
+		t.Fatalf(".envrc changed: %q", data)
+	}
+	for _, f := range []string{".mcp.json", ".vscode", ".claude", ".gitmodules"} {
+		if _, err := os.Lstat(filepath.Join(w.ws, f)); err == nil {
+			t.Errorf("%s was left in the workspace", f)
+		}
+	}
+	mustMkdir(t, filepath.Join(w.ws, ".vscode"))
+	w.contract("version: 1\nfilesystem:\n  widen:\n    - {path: .vscode, access: write, why: the agent edits launch configs}\n")
+	r = w.sh("echo '{}' > .vscode/launch.json && echo wrote")
+	assertContains(t, "widened", r.stdout, "wrote")
+	e := w.cordon("", "explain")
+	assertContains(t, "explain lists the protection", e.stdout, ".envrc")
+}
+
+// TestContractPlaceholderIsNoContract: while a session keeps a missing cordon.yaml
+// from being created (an empty placeholder on the host), another run in the same
+// workspace still sees no contract, not an empty one.
+func TestContractPlaceholderIsNoContract(t *testing.T) {
+	w := newWorld(t)
+	w.startSession()
+	if r := w.cordon("", "run", "--", "true"); r.code != 0 {
+		t.Fatalf("a run beside a session: %v", r)
+	}
+	if c := w.cordon("", "check"); c.code != 0 || !strings.Contains(c.stdout, "built-in default contract: valid") {
+		t.Fatalf("check beside a session: %v", c)
+	}
+}

@@ -96,3 +96,28 @@ func gcGates(root string) {
 		}
 	}
 }
+
+// Placeholder reports whether path is an empty placeholder a run under root made for
+// a denied path that did not exist (a workspace's missing cordon.yaml is one while a
+// run is on): such a file is absent as far as the contract it stands for goes.
+func Placeholder(root, path string) bool {
+	st, err := os.Lstat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() != 0 {
+		return false
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(root, e.Name(), "owner.json"))
+		var o owner
+		if err != nil || json.Unmarshal(data, &o) != nil {
+			continue
+		}
+		if slices.Contains(o.Created, path) {
+			return true
+		}
+	}
+	return false
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"strings"
 
@@ -25,8 +26,10 @@ func contractFlag(fs *flag.FlagSet) *string {
 // loadContract reads the contract named by -c, ./cordon.yaml, or the built-in default.
 func loadContract(file string) (*contract.Contract, error) {
 	if file == "" {
-		if _, err := os.Stat(DefaultContractFile); err == nil {
+		if _, err := os.Stat(DefaultContractFile); err == nil && !placeholder(DefaultContractFile) {
 			file = DefaultContractFile
+		} else if err == nil {
+			return contract.Default(), nil // a running sandbox keeps it from being created
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalid, err)
 		} else {
@@ -82,4 +85,17 @@ func planOf(file, auditDir string, gcDone func(cleaned []string, err error)) (*c
 		return nil, c, fmt.Errorf("%w: cannot enforce yet: %s", errdefs.ErrUnavailable, strings.Join(u, "; "))
 	}
 	return p, c, nil
+}
+
+// placeholder reports whether the file at rel is the empty placeholder a live run in
+// this workspace made for a contract that does not exist.
+func placeholder(rel string) bool {
+	abs, err := filepath.Abs(rel)
+	if err != nil {
+		return false
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	return runner.Placeholder(runner.DefaultRunRoot(), abs)
 }
