@@ -18,6 +18,16 @@ import (
 // fsdiff-NNNN.patch, its SHA-256 recorded in the line) and cut at a line boundary in the
 // line. A failure fails the writer.
 func (w *Writer) RecordDiff(cmd string, res *fsdiff.Result) error {
+	return w.recordDiff(cmd, res, nil)
+}
+
+// RecordDiffBetween logs a session's workspace changes made outside any command's
+// diff (see [FSDiff.Between]); during are the commands running meanwhile, if any.
+func (w *Writer) RecordDiffBetween(res *fsdiff.Result, during []string) error {
+	return w.recordDiff("", res, func(b *FSDiff) { b.Between, b.During = true, during })
+}
+
+func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) error {
 	if res == nil {
 		err := fmt.Errorf("%w: fs.diff without a result", ErrBadEvent)
 		w.fail(err)
@@ -51,6 +61,9 @@ func (w *Writer) RecordDiff(cmd string, res *fsdiff.Result) error {
 		sum := sha256.Sum256(patch)
 		body.PatchFile, body.PatchSHA256, body.PatchTruncated = name, hex.EncodeToString(sum[:]), true
 		body.Patch = string(cutAtLine(patch, w.opts.MaxInlinePatch))
+	}
+	if mark != nil {
+		mark(&body)
 	}
 	_, err := w.Record(event.Event{Type: event.FSDiff, Cmd: cmd, Body: body})
 	return err

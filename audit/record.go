@@ -90,6 +90,11 @@ type FSDiff struct {
 	Scan           ScanInfo `json:"scan"`
 	// Problems lists entries that could not be scanned, one "path: reason" each.
 	Problems []string `json:"problems,omitempty"`
+	// Between marks a session's changes made outside any command's diff: when no
+	// command ran (a background process of an earlier one, the host), or, with
+	// During, while the commands named there ran. Such an event names no command.
+	Between bool     `json:"between_commands,omitempty"`
+	During  []string `json:"during,omitempty"`
 }
 
 // FileChange is one changed path in an [FSDiff].

@@ -87,6 +87,7 @@ var escapeTests = []struct {
 	{"DenialsHoldAgainstRenames", TestDenialsHoldAgainstRenames},
 	{"DenialThroughALinkRefused", TestDenialThroughALinkRefused},
 	{"HostExecutedFilesProtected", TestHostExecutedFilesProtected},
+	{"SessionLogHasNoGaps", TestSessionLogHasNoGaps},
 }
 
 var (

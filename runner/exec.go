@@ -236,7 +236,43 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 		}
 		r.ws = t
 	}
-	return r.ws.Fork(ctx)
+	fork, since, err := r.ws.Fork(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.recordBetween(since)
+	return fork, nil
+}
+
+// recordBetween logs what changed in a session's workspace since the last snapshot
+// (the end of the previous command's diff, or the start of the session): changes no
+// command's diff holds. They are attributed to the commands running meanwhile, or to
+// none, "between commands". The log has no gaps.
+func (r *run) recordBetween(since *fsdiff.Result) {
+	if since == nil || len(since.Changes) == 0 {
+		return
+	}
+	for _, c := range since.Changes {
+		r.noteTurn(c.Path, c.OldPath)
+	}
+	if err := r.log.RecordDiffBetween(since, r.sink.running()); err != nil {
+		r.o.Log.Warn("recording the workspace diff between commands", "err", err)
+	}
+}
+
+// closeBetween records what changed since the last command's diff, as a session ends.
+func (r *run) closeBetween(ctx context.Context) {
+	if !r.session {
+		return
+	}
+	r.wsMu.Lock()
+	defer r.wsMu.Unlock()
+	if r.ws == nil {
+		return
+	}
+	if _, since, err := r.ws.Fork(context.WithoutCancel(ctx)); err == nil {
+		r.recordBetween(since)
+	}
 }
 
 // adopt keeps a session's tracker at the latest snapshot, a command's end state.
@@ -344,6 +380,13 @@ func (s *cmdSink) pop(id string) {
 		}
 	}
 	delete(s.denies, id)
+}
+
+// running lists the commands running now, oldest first.
+func (s *cmdSink) running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.active...)
 }
 
 // current is the most recently started command still running, or "".

@@ -240,6 +240,7 @@ func (s *Session) Close(ctx context.Context) error {
 		detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
 	default:
 	}
+	s.r.closeBetween(ctx) // while the sandbox still runs: what happened since the last command
 	var stopErr error
 	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun

@@ -23,7 +23,7 @@ func TestForkRereadsOnlyChanges(t *testing.T) {
 	}
 	// Past the racy window, so unchanged files are trusted by their stat key.
 	shared.base = rescanned(t, shared)
-	first, err := shared.Fork(ctx)
+	first, since, err := shared.Fork(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +33,12 @@ func TestForkRereadsOnlyChanges(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b"), []byte("changed\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	second, err := shared.Fork(ctx)
+	second, since2, err := shared.Fork(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(since.Changes) != 0 || len(since2.Changes) != 1 || since2.Changes[0].Path != "b" {
+		t.Errorf("what changed since the last snapshot: %+v, then %+v", since.Changes, since2.Changes)
 	}
 	if r := second.Baseline().Read; r != 1 {
 		t.Errorf("fork after one change re-read %d files, want 1", r)

@@ -148,13 +148,18 @@ func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
 // then costs a stat walk instead of reading every file. Snapshots are never modified
 // once taken, so the returned Tracker may be used from another goroutine while Fork
 // is called again on t (by one goroutine at a time).
-func (t *Tracker) Fork(ctx context.Context) (*Tracker, error) {
+//
+// since is what changed between t's baseline and the new snapshot: in a session, what
+// the workspace went through while no command of the session was being diffed (a
+// background process of an earlier command, or the host).
+func (t *Tracker) Fork(ctx context.Context) (fork *Tracker, since *Result, err error) {
 	next, err := scan(ctx, t.dir, t.opts, t.base)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	since = compare(t.base, next, t.opts)
 	t.base = next
-	return &Tracker{dir: t.dir, opts: t.opts, base: next}, nil
+	return &Tracker{dir: t.dir, opts: t.opts, base: next}, since, nil
 }
 
 // Adopt makes o's baseline (after its Diff: the workspace as a command left it) t's,
