@@ -85,6 +85,9 @@ func (v *view) add(r Record, byID map[string]*cmdView) error {
 			c.Diff = new(FSDiff)
 			return r.DecodeBody(c.Diff)
 		}
+		if r.Cmd == "" {
+			return v.addBetween(r)
+		}
 	}
 	if r.Type == event.CmdEnd || r.Type == event.FSDiff {
 		return fmt.Errorf("names unknown command %q", r.Cmd)
@@ -315,3 +318,23 @@ func plural(n int, what string) string {
 }
 
 func ms(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
+
+// addBetween shows a session's changes made outside any command's diff as a loose
+// note: the reviewer sees them, with the commands that were running, if any.
+func (v *view) addBetween(r Record) error {
+	var d FSDiff
+	if err := r.DecodeBody(&d); err != nil {
+		return err
+	}
+	paths := make([]string, 0, len(d.Changes))
+	for _, c := range d.Changes {
+		paths = append(paths, c.Op+" "+c.Path)
+	}
+	why := "between commands"
+	if len(d.During) > 0 {
+		why = "while command(s) " + strings.Join(d.During, ", ") + " ran, outside their diffs"
+	}
+	v.Loose = append(v.Loose, noteView{Time: r.TS, Type: r.Type, Verb: "CHANGED",
+		What: diffstat(&d) + ": " + strings.Join(paths, ", "), Why: why})
+	return nil
+}
