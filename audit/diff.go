@@ -17,14 +17,14 @@ import (
 // Options.MaxInlinePatch is written whole to a file next to the log (mode 0600, named
 // fsdiff-NNNN.patch, its SHA-256 recorded in the line) and cut at a line boundary in the
 // line. A failure fails the writer.
-func (w *Writer) RecordDiff(cmd string, res *fsdiff.Result) error {
-	return w.recordDiff(cmd, res, nil)
+func (w *Writer) RecordDiff(cmd string, res *fsdiff.Result, quarantined []string) error {
+	return w.recordDiff(cmd, res, func(b *FSDiff) { b.Quarantined = quarantined })
 }
 
 // RecordDiffBetween logs a session's workspace changes made outside any command's
 // diff (see [FSDiff.Between]); during are the commands running meanwhile, if any.
-func (w *Writer) RecordDiffBetween(res *fsdiff.Result, during []string) error {
-	return w.recordDiff("", res, func(b *FSDiff) { b.Between, b.During = true, during })
+func (w *Writer) RecordDiffBetween(res *fsdiff.Result, during, quarantined []string) error {
+	return w.recordDiff("", res, func(b *FSDiff) { b.Between, b.During, b.Quarantined = true, during, quarantined })
 }
 
 func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) error {

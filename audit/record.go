@@ -95,6 +95,10 @@ type FSDiff struct {
 	// During, while the commands named there ran. Such an event names no command.
 	Between bool     `json:"between_commands,omitempty"`
 	During  []string `json:"during,omitempty"`
+	// Quarantined are nested git repositories the change created, renamed by cordon
+	// to PATH.cordon-quarantine so that no git on the host obeys their config and
+	// hooks (the change itself, the added .git, is in Changes).
+	Quarantined []string `json:"quarantined,omitempty"`
 }
 
 // FileChange is one changed path in an [FSDiff].

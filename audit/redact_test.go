@@ -93,7 +93,7 @@ func TestWriterRedacts(t *testing.T) {
 	w.Emit(event.Event{Type: event.CredIssue, Body: map[string]string{tok: "as a key"}})
 	patch := "diff --git a/.env b/.env\n--- a/.env\n+++ b/.env\n@@ -0,0 +1,2 @@\n+TOKEN=" + tok + "\n" +
 		strings.Repeat("+filler line\n", 10)
-	if err := w.RecordDiff("2", &fsdiff.Result{Patch: []byte(patch)}); err != nil {
+	if err := w.RecordDiff("2", &fsdiff.Result{Patch: []byte(patch)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := NewCapture(40)

@@ -70,7 +70,7 @@ func diffAndRecord(t *testing.T, tr *fsdiff.Tracker, w *Writer, cmd string) {
 		t.Fatal(err)
 	}
 	res.Scan = fsdiff.ScanStats{} // timings vary
-	if err := w.RecordDiff(cmd, res); err != nil {
+	if err := w.RecordDiff(cmd, res, nil); err != nil {
 		t.Fatal(err)
 	}
 }

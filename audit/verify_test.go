@@ -130,7 +130,7 @@ func TestVerifyPatchFiles(t *testing.T) {
 			w, _ := newWriter(t, Options{MaxInlinePatch: 16})
 			cmd, _ := w.StartCmd(CmdStart{Argv: []string{"true"}})
 			res := &fsdiff.Result{Patch: []byte("diff --git a/x b/x\n+line one\n+line two\n")}
-			if err := w.RecordDiff(cmd, res); err != nil {
+			if err := w.RecordDiff(cmd, res, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := w.Close(RunEnd{}); err != nil {

@@ -275,7 +275,7 @@ func TestNilBodies(t *testing.T) {
 			t.Errorf("Record(%#v): %v", body, err)
 		}
 	}
-	if err := w.RecordDiff("1", nil); !errors.Is(err, ErrBadEvent) {
+	if err := w.RecordDiff("1", nil, nil); !errors.Is(err, ErrBadEvent) {
 		t.Errorf("RecordDiff(nil) = %v; want ErrBadEvent", err)
 	}
 }

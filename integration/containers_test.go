@@ -88,6 +88,7 @@ var escapeTests = []struct {
 	{"DenialThroughALinkRefused", TestDenialThroughALinkRefused},
 	{"HostExecutedFilesProtected", TestHostExecutedFilesProtected},
 	{"SessionLogHasNoGaps", TestSessionLogHasNoGaps},
+	{"NestedRepositoryQuarantined", TestNestedRepositoryQuarantined},
 }
 
 var (

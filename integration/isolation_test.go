@@ -402,3 +402,27 @@ func TestSessionLogHasNoGaps(t *testing.T) {
 		t.Fatalf("audit show must show the change between commands: %v", show)
 	}
 }
+
+// TestNestedRepositoryQuarantined: a nested .git a command creates (its config's
+// core.fsmonitor would run on the host's next git status there) shows in the diff and
+// is renamed out of git's sight when the command ends; one that was there before stays.
+func TestNestedRepositoryQuarantined(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD"), "ref: refs/heads/main\n")
+	r := w.sh("mkdir -p docs/.git && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > docs/.git/config && echo ref > docs/.git/HEAD")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "docs", ".git")); err == nil {
+		t.Fatal("the nested repository is still there")
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "docs", ".git.cordon-quarantine", "config")); err != nil {
+		t.Fatalf("the quarantined repository is gone: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD")); err != nil {
+		t.Fatalf("a repository that was there before was touched: %v", err)
+	}
+	assertContains(t, "cordon says so", r.stderr, "docs/.git was a new nested git repository")
+	show := w.cordon("", "audit", "show", "--diff", "last")
+	assertContains(t, "the diff shows it", show.stdout, "docs/.git")
+}

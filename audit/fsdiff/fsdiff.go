@@ -6,7 +6,8 @@
 // then becomes the baseline for the next command.
 //
 // Safety: fsdiff never runs anything (no git, no filter drivers, no hooks), never opens an
-// entry named ".git" at any depth (directory or file), never follows a symbolic link (a
+// entry named ".git" at any depth (directory or file; a nested one is reported as a
+// special entry, so that a planted repository shows in the diff), never follows a symbolic link (a
 // link is recorded with its target as content) and never opens anything but regular
 // files, with O_NONBLOCK, so a FIFO planted in the workspace cannot block it. Every open
 // goes through an [os.Root], so a directory swapped for a symbolic link during a snapshot

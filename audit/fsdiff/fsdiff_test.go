@@ -98,7 +98,7 @@ var goldenCases = []struct {
 		w.write("a.txt", "changed\n")
 		w.write("b.txt", "changed\n")
 	}, Options{MaxRetained: 12}},
-	{"git_and_excluded_ignored", map[string]string{".git/config": "x", "cache/a": "a"}, func(w ws) {
+	{"nested_git_shown_unread", map[string]string{".git/config": "x", "cache/a": "a"}, func(w ws) {
 		w.write(".git/config", "changed")
 		w.write("sub/.git", "gitdir: /elsewhere\n")
 		w.write("cache/b", "b")

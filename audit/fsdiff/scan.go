@@ -144,6 +144,14 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
 		if rel != "." {
 			crel = rel + "/" + name
 		}
+		if name == ".git" && rel != "." {
+			// A nested repository: shown (the host's git would obey its config and
+			// hooks), never opened or descended into.
+			if fi, err := r.Lstat(name); err == nil {
+				local = append(local, namedEntry{crel, &entry{key: keyOf(fi), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special}})
+			}
+			continue
+		}
 		if excluded(crel, s.opts.Exclude) {
 			continue
 		}

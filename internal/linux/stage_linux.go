@@ -240,3 +240,14 @@ func RemovePlaceholder(p string) error {
 	}
 	return err
 }
+
+// RenameNoLinks renames p to newName in the same directory, following no symbolic
+// link on the way to it (the directory is the sandbox's to write).
+func RenameNoLinks(p, newName string) error {
+	pfd, err := openParentNoLinks(p, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	return unix.Renameat2(pfd, filepath.Base(p), pfd, newName, unix.RENAME_NOREPLACE)
+}
