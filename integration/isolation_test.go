@@ -191,10 +191,6 @@ func TestSessionProcessOneCannotBeTakenOver(t *testing.T) {
 	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
 		t.Fatalf("verify: %v", v)
 	}
-	show := w.cordon("", "audit", "show", id)
-	if show.code != 0 || !strings.Contains(show.stdout, "auth.py") || !strings.Contains(show.stdout, "between commands") {
-		t.Fatalf("audit show must show the change between commands: %v", show)
-	}
 }
 
 // TestNoSetIDFilesPlanted: a file the sandbox writes is its owner's on the host (with
