@@ -411,6 +411,8 @@ func TestRepoConfigRefused(t *testing.T) {
 	f := newFixture(t)
 	runGit(t, f.ws, "config", "url.https://evil.example/.insteadOf", f.bare)
 	runGit(t, f.ws, "config", "remote.origin.receivepack", "touch "+f.marks+"/receivepack")
+	// A remote named like the gate's URL: `git push URL` would resolve it instead.
+	runGit(t, f.ws, "config", "remote."+f.bare+".url", t.TempDir())
 	rec, m := &recorder{}, &minter{}
 	s := newService(f, rec, m, Ask, contract.ApproveHuman)
 	defer s.Close()
@@ -423,7 +425,8 @@ func TestRepoConfigRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-ch
-	if r.out.ExitCode != exitCannotRun || !strings.Contains(r.out.Output, "insteadof") || !strings.Contains(r.out.Output, "receivepack") {
+	if r.out.ExitCode != exitCannotRun || !strings.Contains(r.out.Output, "insteadof") || !strings.Contains(r.out.Output, "receivepack") ||
+		!strings.Contains(r.out.Output, "named like a URL") {
 		t.Fatalf("outcome = %+v", r.out)
 	}
 	if m.minted.Load() != 0 || f.branch(t) != "" {

@@ -98,6 +98,8 @@ func dangerousKey(key string) string {
 	switch {
 	case sec == "url" && (last == "insteadof" || last == "pushinsteadof"):
 		return "rewrites URLs, which could send the push and the credential elsewhere"
+	case sec == "remote" && looksLikeURL(subsection(key)):
+		return "is a remote named like a URL: `git push URL` would go where it says instead"
 	case sec == "remote" && (last == "receivepack" || last == "uploadpack"):
 		return "names a command that git runs for local and ssh transports"
 	case sec == "remote" && last == "proxy", sec == "http" && (strings.Contains(last, "proxy") ||
@@ -168,4 +170,20 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 		return out.String(), fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
 	}
 	return out.String(), nil
+}
+
+// subsection is the middle of a three-part configuration key ("remote.X.url" → "X").
+func subsection(key string) string {
+	first, last := strings.Index(key, "."), strings.LastIndex(key, ".")
+	if first < 0 || last <= first {
+		return ""
+	}
+	return key[first+1 : last]
+}
+
+// looksLikeURL reports whether a remote's name could be taken for a URL or a path by
+// `git push NAME` (git resolves a configured remote of that name first).
+func looksLikeURL(name string) bool {
+	return strings.Contains(name, "://") || strings.Contains(name, ":") || strings.HasPrefix(name, "/") ||
+		strings.HasPrefix(name, ".") || strings.Contains(name, "@")
 }
