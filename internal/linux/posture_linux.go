@@ -61,9 +61,6 @@ func ProbeMount() syscall.Errno {
 	return probe(unix.SYS_MOUNT, probeStr("none"), probeStr(probeAbsent), probeStr("tmpfs"), 0, 0)
 }
 
-// ProbeClone3 calls clone3 with no arguments (EFAULT or EINVAL from the kernel).
-func ProbeClone3() syscall.Errno { return probe(unix.SYS_CLONE3, 0, 0) }
-
 // ProbePtraceSeize tries to become pid's tracer without stopping it, and lets go at
 // once when that worked.
 func ProbePtraceSeize(pid int) syscall.Errno {

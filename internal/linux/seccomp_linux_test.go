@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -160,7 +159,14 @@ func seccompHelper(mode string) int {
 			prog, err = seccomp.Program(arch)
 		}
 		if err == nil {
-			err = LoadSeccomp(prog)
+			// As process 1 does: no_new_privs (bwrap and the engines set it for it),
+			// then the filter on this thread only, which the probes and the child run
+			// from.
+			runtime.LockOSThread()
+			err = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+		}
+		if err == nil {
+			err = LoadSeccompThread(prog)
 		}
 		if err != nil {
 			fmt.Println("load-error", err)
@@ -177,24 +183,17 @@ func seccompHelper(mode string) int {
 		fmt.Printf("probe %s=%d\n", p.name, int(errno))
 	}
 	if mode == modeFiltered {
-		fmt.Println("tasks", seccompTasks())
+		fmt.Println("thread", seccompThread())
 		out, err := exec.Command("cat", "/proc/self/status").Output()
 		fmt.Println("child", statusField(out, "Seccomp"), statusField(out, "NoNewPrivs"), err)
 	}
 	return 0
 }
 
-// seccompTasks returns, for each thread of the process, its Seccomp status field.
-func seccompTasks() string {
-	dirs, _ := filepath.Glob("/proc/self/task/*/status")
-	var fields []string
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err == nil {
-			fields = append(fields, statusField(b, "Seccomp"))
-		}
-	}
-	return strings.Join(fields, ",")
+// seccompThread returns the calling thread's Seccomp status field.
+func seccompThread() string {
+	b, _ := os.ReadFile("/proc/thread-self/status")
+	return statusField(b, "Seccomp")
 }
 
 // statusField returns a field of /proc/PID/status.
@@ -271,24 +270,22 @@ func TestLoadSeccomp(t *testing.T) {
 			}
 		})
 	}
-	var sawTasks, sawChild bool
+	var sawThread, sawChild bool
 	for _, line := range strings.Split(out, "\n") {
-		if tasks, ok := strings.CutPrefix(line, "tasks "); ok {
-			sawTasks = true
-			for _, s := range strings.Split(tasks, ",") {
-				if s != "2" {
-					t.Errorf("a thread has Seccomp %q; want 2 on every thread (TSYNC): %s", s, tasks)
-				}
+		if th, ok := strings.CutPrefix(line, "thread "); ok {
+			sawThread = true
+			if th != "2" {
+				t.Errorf("the filtered thread has Seccomp %q; want 2", th)
 			}
 		}
 		if child, ok := strings.CutPrefix(line, "child "); ok {
 			sawChild = true
 			if child != "2 1 <nil>" {
-				t.Errorf("a child of the filtered process has Seccomp, NoNewPrivs, error %q; want 2 1 <nil>", child)
+				t.Errorf("a child of the filtered thread has Seccomp, NoNewPrivs, error %q; want 2 1 <nil>", child)
 			}
 		}
 	}
-	if !sawTasks || !sawChild {
+	if !sawThread || !sawChild {
 		t.Errorf("helper reported no thread or child status:\n%s", out)
 	}
 }
@@ -320,7 +317,7 @@ func TestLoadSeccompRejectsBadPrograms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := LoadSeccomp(make([]bpf.RawInstruction, tt.n)); err == nil {
+			if err := LoadSeccompThread(make([]bpf.RawInstruction, tt.n)); err == nil {
 				t.Error("loaded")
 			}
 		})

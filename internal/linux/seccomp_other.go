@@ -11,7 +11,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
-// LoadSeccomp fails: seccomp is a Linux facility.
-func LoadSeccomp(prog []bpf.RawInstruction) error {
+// LoadSeccompThread fails: seccomp is a Linux facility.
+func LoadSeccompThread(prog []bpf.RawInstruction) error {
 	return fmt.Errorf("%w: seccomp: unimplemented on %s", errdefs.ErrUnavailable, runtime.GOOS)
 }

@@ -1,6 +1,6 @@
 // Package seccomp compiles the system call policy of a sandbox's commands into a
 // classic-BPF seccomp program. It is pure: it builds the program on any GOOS and
-// GOARCH, for either arch it knows, and loads nothing: internal/linux.LoadSeccomp
+// GOARCH, for either arch it knows, and loads nothing: internal/linux.LoadSeccompThread
 // installs it.
 //
 // The program is an allowlist in effect. It kills a process that calls through
@@ -10,7 +10,7 @@
 // call numbers: about log2(ranges) comparisons, not one per denied call. [Default]
 // says what each call gets.
 //
-// [linux.LoadSeccomp]: github.com/cordonhq/cordon/internal/linux.LoadSeccomp
+// [linux.LoadSeccompThread]: github.com/cordonhq/cordon/internal/linux.LoadSeccompThread
 package seccomp
 
 import (

@@ -2,6 +2,7 @@ package seccomp
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 func TestTablesSortedAndUnique(t *testing.T) {
@@ -32,15 +35,11 @@ func TestTablesSortedAndUnique(t *testing.T) {
 func TestTablesMatchXSys(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "golang.org/x/sys").Output()
 	dir := strings.TrimSpace(string(out))
-	if err != nil || dir == "" {
-		t.Skipf("x/sys source not found (go list: %v)", err)
-	}
+	testutil.Require(t, err == nil && dir != "", fmt.Sprintf("x/sys source not found (go list: %v)", err))
 	sysnum := regexp.MustCompile(`SYS_(\w+)\s*=\s*(\d+)`)
 	for _, arch := range arches(t) {
 		src, err := os.ReadFile(filepath.Join(dir, "unix", "zsysnum_linux_"+arch.String()+".go"))
-		if err != nil {
-			t.Skip(err)
-		}
+		testutil.Require(t, err == nil, fmt.Sprint("x/sys syscall table: ", err))
 		want := map[string]uint32{}
 		for _, m := range sysnum.FindAllStringSubmatch(string(src), -1) {
 			n, _ := strconv.ParseUint(m[2], 10, 32)
