@@ -82,6 +82,7 @@ func (rd *runDir) save() error {
 // not exist yet cannot be created by the sandbox. Each is recorded before it is made,
 // so that gc can remove it after a crash.
 func (rd *runDir) placeholders(plan *contract.Plan) error {
+	var missing []contract.Mount
 	for _, m := range plan.Mounts {
 		if m.Create == contract.NoPlaceholder {
 			continue
@@ -89,10 +90,17 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 		if _, err := os.Lstat(m.Path); err == nil {
 			continue // appeared since Compile: it is mounted over as it is
 		}
+		missing = append(missing, m)
 		rd.owner.Created = append(rd.owner.Created, m.Path)
-		if err := rd.save(); err != nil {
-			return err
-		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	// Recorded once, all of them, before any is made: a run starts with a dozen.
+	if err := rd.save(); err != nil {
+		return err
+	}
+	for _, m := range missing {
 		// No link is followed on the way: the workspace is the sandbox's to write, and a
 		// link planted since Compile must not make cordon create anything elsewhere.
 		if err := linux.MakePlaceholder(m.Path, m.Create == contract.PlaceholderDir); err != nil {

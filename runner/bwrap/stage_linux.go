@@ -51,7 +51,7 @@ func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
-// staged turns bwrap's arguments into `internal stage`'s: every bind source becomes
+// staged turns bwrap's arguments into the stage's (package stage): every bind source becomes
 // its staged path, and sources another uid owns are idmapped to the sandbox's.
 func staged(args []string, host runner.Host, uid, gid int) (stage.Spec, []string, error) {
 	sp := stage.Spec{UID: uid, GID: gid}
