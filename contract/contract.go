@@ -46,8 +46,11 @@ type Contract struct {
 type Filesystem struct {
 	Writable  []Str // nil: default ["."]
 	Readable  []Str // nil: default ["@system"]
-	DenyWrite []Str // nil: default [".git"]
+	DenyWrite []Str
 	DenyRead  []Str
+	// Git says what the sandbox may do to the workspace's own .git: GitReadOnly (the
+	// default, "") or GitCommit.
+	Git Str
 	// Widen lists deliberate exceptions to the mandatory denials (credential stores,
 	// container engine sockets, kernel interfaces). Each needs a why.
 	Widen []Widening

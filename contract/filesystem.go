@@ -108,11 +108,7 @@ func (k *compiler) filesystem() {
 		k.mounts[k.plan.Home] = &Mount{Path: k.plan.Home, Type: Tmpfs, Access: ReadWrite, Dir: true, Why: "empty private $HOME"}
 	}
 
-	denyWrite := fsys.DenyWrite
-	if !fsys.set["deny_write"] {
-		denyWrite = []Str{{Value: ".git"}}
-	}
-	for _, d := range denyWrite {
+	for _, d := range fsys.DenyWrite {
 		k.denyPath(d, "deny_write", ReadOnly)
 	}
 	for _, d := range fsys.DenyRead {

@@ -91,6 +91,8 @@ type Mount struct {
 	Dir bool `json:"dir"`
 	// Create is set when the path does not exist on the host yet.
 	Create Placeholder `json:"create,omitempty"`
+	// Content is what a placeholder file holds ("" for most: empty).
+	Content string `json:"content,omitempty"`
 	// Why names the contract rule or default that produced this mount.
 	Why string `json:"why"`
 }

@@ -44,6 +44,8 @@ type protected struct {
 	// to is the most the sandbox gets: Hidden (credential stores, host control
 	// interfaces, cordon's state) or ReadOnly (files the host executes later).
 	to Access
+	// content is what the placeholder file holds when the path does not exist.
+	content string
 }
 
 // protectedPaths lists the protected paths, each at its lexical location and, when a
@@ -68,7 +70,7 @@ func (k *compiler) protectedPaths() []protected {
 	out := []protected{}
 	add := func(p string, dir, widening bool, why string) {
 		p = filepath.Clean(p)
-		out = append(out, protected{p, dir, widening, why, Hidden})
+		out = append(out, protected{p, dir, widening, why, Hidden, ""})
 		r := filepath.Join(resolveParent(filepath.Dir(p)), filepath.Base(p))
 		if st, err := os.Lstat(r); err == nil && st.Mode()&os.ModeSymlink != 0 {
 			if t, err := filepath.EvalSymlinks(r); err == nil {
@@ -76,7 +78,7 @@ func (k *compiler) protectedPaths() []protected {
 			}
 		}
 		if r != p {
-			out = append(out, protected{r, dir, widening, why, Hidden})
+			out = append(out, protected{r, dir, widening, why, Hidden, ""})
 		}
 	}
 	if k.h.Home != "" {
@@ -92,8 +94,9 @@ func (k *compiler) protectedPaths() []protected {
 	}
 	for _, rel := range HostExecuted {
 		out = append(out, protected{filepath.Join(k.ws, strings.TrimSuffix(rel, "/")), strings.HasSuffix(rel, "/"), true,
-			"run or obeyed by tools on the host later", ReadOnly})
+			"run or obeyed by tools on the host later", ReadOnly, ""})
 	}
+	out = append(out, k.gitProtected()...)
 	k.protected = out
 	return out
 }
@@ -119,7 +122,14 @@ func (k *compiler) mandatory(grants []grantRecord) {
 			}
 		}
 		if pr.to == ReadOnly {
-			k.deny(pr.path, ReadOnly, pr.dir, "protected by default: "+pr.why)
+			why := "protected by default: " + pr.why
+			k.deny(pr.path, ReadOnly, pr.dir, why)
+			if m := k.mounts[pr.path]; m != nil && m.Create == PlaceholderFile {
+				m.Content = pr.content
+			}
+			if pr.path == filepath.Join(k.ws, ".git") {
+				k.gitdir(pr.path, ReadOnly, why)
+			}
 			continue
 		}
 		k.deny(pr.path, Hidden, pr.dir, "mandatory denial: "+pr.why)

@@ -52,6 +52,7 @@ func (d *decoder) filesystem(n *yaml.Node, fs *Filesystem) {
 		list("readable", &fs.Readable),
 		list("deny_write", &fs.DenyWrite),
 		list("deny_read", &fs.DenyRead),
+		field{"git", func(v *yaml.Node) { fs.Git = d.strPos(v, "filesystem.git") }},
 		field{"widen", func(v *yaml.Node) {
 			d.list(v, "filesystem.widen", func(item *yaml.Node) {
 				fs.Widen = append(fs.Widen, d.widening(item))

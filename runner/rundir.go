@@ -24,7 +24,9 @@ type owner struct {
 	Start     uint64   `json:"start"` // process start time in clock ticks, against pid reuse
 	Workspace string   `json:"workspace"`
 	Created   []string `json:"placeholders"` // host paths created as placeholders
-	Cgroup    string   `json:"cgroup,omitempty"`
+	// Contents are what the placeholder files that are not empty hold, by path.
+	Contents map[string]string `json:"contents,omitempty"`
+	Cgroup   string            `json:"cgroup,omitempty"`
 }
 
 // runDir is the host side of one run: a private directory and the placeholders
@@ -92,6 +94,12 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 		}
 		missing = append(missing, m)
 		rd.owner.Created = append(rd.owner.Created, m.Path)
+		if m.Content != "" {
+			if rd.owner.Contents == nil {
+				rd.owner.Contents = map[string]string{}
+			}
+			rd.owner.Contents[m.Path] = m.Content
+		}
 	}
 	if len(missing) == 0 {
 		return nil
@@ -103,7 +111,7 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 	for _, m := range missing {
 		// No link is followed on the way: the workspace is the sandbox's to write, and a
 		// link planted since Compile must not make cordon create anything elsewhere.
-		if err := linux.MakePlaceholder(m.Path, m.Create == contract.PlaceholderDir); err != nil {
+		if err := linux.MakePlaceholder(m.Path, m.Create == contract.PlaceholderDir, m.Content); err != nil {
 			return fmt.Errorf("creating placeholder for denied path %s: %w", m.Path, err)
 		}
 	}
@@ -114,7 +122,8 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 func (rd *runDir) remove() error {
 	var errs []error
 	for i := len(rd.owner.Created) - 1; i >= 0; i-- {
-		if err := removeIfEmpty(rd.owner.Created[i]); err != nil {
+		p := rd.owner.Created[i]
+		if err := removeIfEmpty(p, rd.owner.Contents[p]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -126,8 +135,8 @@ func (rd *runDir) remove() error {
 
 // removeIfEmpty removes a placeholder still empty, following no symbolic link: one the
 // sandbox planted on the way (or at p) is never followed out of the workspace.
-func removeIfEmpty(p string) error {
-	err := linux.RemovePlaceholder(p)
+func removeIfEmpty(p, content string) error {
+	err := linux.RemovePlaceholder(p, content)
 	switch {
 	case err == nil:
 		return nil

@@ -20,7 +20,7 @@ func TestPlaceholdersFollowNoLinks(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "sub")); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeIfEmpty(filepath.Join(ws, "sub", ".env")); err == nil {
+	if err := removeIfEmpty(filepath.Join(ws, "sub", ".env"), ""); err == nil {
 		t.Error("removing through a link reported success")
 	}
 	if _, err := os.Stat(victim); err != nil {
@@ -40,7 +40,44 @@ func TestPlaceholdersFollowNoLinks(t *testing.T) {
 	if err := rdMake(rd, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeIfEmpty(p); err != nil {
+	if err := removeIfEmpty(p, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Fatalf("placeholder left: %v", err)
+	}
+}
+
+// A placeholder that holds content (git's commondir) is removed only while it still
+// holds exactly that, and is readable by anyone while it exists.
+func TestPlaceholderWithContent(t *testing.T) {
+	ws := t.TempDir()
+	p := filepath.Join(ws, ".git", "commondir")
+	rd := &runDir{path: t.TempDir()}
+	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p, Type: contract.Bind, Create: contract.PlaceholderFile, Content: ".\n"}}}
+	if err := rd.placeholders(plan); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(p); string(data) != ".\n" || st.Mode().Perm() != 0o644 {
+		t.Fatalf("placeholder holds %q with mode %v, want \".\\n\" 0644", data, st.Mode().Perm())
+	}
+	if err := removeIfEmpty(p, ""); err == nil {
+		t.Fatal("a placeholder with content was removed as an empty one")
+	}
+	if err := os.WriteFile(p, []byte("..\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeIfEmpty(p, rd.owner.Contents[p]); err == nil {
+		t.Fatal("a changed placeholder was removed")
+	}
+	if err := os.WriteFile(p, []byte(".\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.remove(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(p); !os.IsNotExist(err) {

@@ -181,10 +181,11 @@ func openParentNoLinks(p string, mkdir bool) (int, error) {
 	return unix.Openat2(pfd, filepath.Base(dir), &how)
 }
 
-// MakePlaceholder creates the empty file or directory p (and its missing parents),
-// following no symbolic link: a link planted on the way fails it (ELOOP) rather than
-// create anything elsewhere.
-func MakePlaceholder(p string, dir bool) error {
+// MakePlaceholder creates the directory p, or the file p holding content, and its
+// missing parents, following no symbolic link: a link planted on the way fails it
+// (ELOOP) rather than create anything elsewhere. A file with content is world-readable
+// (the tools that read it on the host may run as anyone); an empty one is 0600.
+func MakePlaceholder(p string, dir bool, content string) error {
 	pfd, err := openParentNoLinks(p, true)
 	if err != nil {
 		return err
@@ -193,9 +194,23 @@ func MakePlaceholder(p string, dir bool) error {
 	if dir {
 		return unix.Mkdirat(pfd, filepath.Base(p), 0o700)
 	}
-	fd, err := unix.Openat(pfd, filepath.Base(p), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	mode := uint32(0o600)
+	if content != "" {
+		mode = 0o644
+	}
+	fd, err := unix.Openat(pfd, filepath.Base(p), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return err
+	}
+	if content != "" {
+		if err := unix.Fchmod(fd, mode); err != nil { // past the umask
+			unix.Close(fd)
+			return err
+		}
+		if _, err := unix.Write(fd, []byte(content)); err != nil {
+			unix.Close(fd)
+			return err
+		}
 	}
 	return unix.Close(fd)
 }
@@ -204,10 +219,10 @@ func MakePlaceholder(p string, dir bool) error {
 // or directory: it is left in place.
 var ErrNotPlaceholder = errors.New("no longer an empty placeholder")
 
-// RemovePlaceholder removes p if it is still an empty regular file or an empty
-// directory, following no symbolic link (one planted on the way, or at p, is left
-// alone). A p that is gone is no error.
-func RemovePlaceholder(p string) error {
+// RemovePlaceholder removes p if it is still a regular file holding exactly content
+// or an empty directory, following no symbolic link (one planted on the way, or at p,
+// is left alone). A p that is gone is no error.
+func RemovePlaceholder(p, content string) error {
 	pfd, err := openParentNoLinks(p, false)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
@@ -226,7 +241,7 @@ func RemovePlaceholder(p string) error {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		if st.Size != 0 {
+		if st.Size != int64(len(content)) || !holds(pfd, name, content) {
 			return ErrNotPlaceholder
 		}
 		err = unix.Unlinkat(pfd, name, 0)
@@ -239,6 +254,21 @@ func RemovePlaceholder(p string) error {
 		return nil
 	}
 	return err
+}
+
+// holds reports whether the file name in directory dfd holds exactly content.
+func holds(dfd int, name, content string) bool {
+	if content == "" {
+		return true // the size said so
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, len(content)+1)
+	n, _ := unix.Read(fd, buf)
+	return string(buf[:max(n, 0)]) == content
 }
 
 // RenameNoLinks renames p to newName in the same directory, following no symbolic

@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hostGit runs git on the host in dir with no user or system configuration.
+func hostGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=host", "-c", "user.email=host@example.com"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("host git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// gitRepo makes w.ws a git repository with one commit.
+func (w *world) gitRepo() {
+	w.t.Helper()
+	mustWrite(w.t, filepath.Join(w.ws, "main.go"), "package main\n")
+	hostGit(w.t, w.ws, "init", "-q", "-b", "main")
+	hostGit(w.t, w.ws, "add", "main.go")
+	hostGit(w.t, w.ws, "commit", "-qm", "first")
+}
+
+// TestGitCommitMode: under filesystem.git: commit the agent commits, branches and tags,
+// and the host's git sees it; everything git on the host would run or obey (config,
+// hooks, commondir, modules, alternates, packs) can be neither changed, created, nor
+// moved out of the way.
+func TestGitCommitMode(t *testing.T) {
+	w := newWorld(t)
+	w.gitRepo()
+	config, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config"))
+	w.contract("version: 1\nfilesystem:\n  git: commit\n")
+	g := "git -c user.name=agent -c user.email=agent@example.com"
+	r := w.sh("echo change >> main.go; " + g + " commit -qam 'agent change' && echo commit=ok; " +
+		g + " checkout -qb agent/work && echo branch=ok; " + g + " tag v1 && echo tag=ok; git status --short; echo status=$?")
+	for _, want := range []string{"commit=ok", "branch=ok", "tag=ok", "status=0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("git under git: commit: want %s: %v", want, r)
+		}
+	}
+	if log := hostGit(t, w.ws, "log", "--format=%s", "agent/work"); !strings.Contains(log, "agent change") {
+		t.Fatalf("the host's git does not see the agent's commit: %q", log)
+	}
+	attacks := map[string]string{
+		"config":     "echo '[core]fsmonitor=touch /tmp/pwned' >> .git/config",
+		"hook":       "printf '#!/bin/sh\\nid\\n' > .git/hooks/post-checkout",
+		"hooksmove":  "mv .git/hooks .git/h2 && mkdir .git/hooks",
+		"commondir":  "mkdir evil; printf '../evil\\n' > .git/commondir",
+		"rmcommon":   "rm -f .git/commondir && printf ../evil > .git/commondir",
+		"modules":    "mkdir -p .git/modules/x && echo x > .git/modules/x/config",
+		"alternates": "echo /srv > .git/objects/info/alternates",
+		"pack":       "ln -s /etc/passwd .git/objects/pack/pack-0.pack",
+		"gitmove":    "mv .git .git2",
+		"objmove":    "mv .git/objects .git/o2",
+		"remotes":    "mkdir -p .git/remotes && echo 'URL: /srv/x' > .git/remotes/origin",
+		"worktrees":  "mkdir -p .git/worktrees/x",
+	}
+	var script strings.Builder
+	for name, cmd := range attacks {
+		script.WriteString("(" + cmd + ") 2>/dev/null && echo HOLE=" + name + "; ")
+	}
+	script.WriteString("echo done")
+	r = w.sh(script.String())
+	assertContains(t, "attacks ran", r.stdout, "done")
+	if strings.Contains(r.stdout, "HOLE=") {
+		t.Fatalf("git: commit let the sandbox change what host git obeys: %v", r)
+	}
+	if now, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config")); string(now) != string(config) {
+		t.Fatalf(".git/config changed:\n%s", now)
+	}
+	for _, p := range []string{"commondir", "modules", "worktrees", "remotes", "config.worktree", "hooks/post-checkout"} {
+		assertAbsent(t, filepath.Join(w.ws, ".git", p)) // placeholders removed, nothing planted
+	}
+	hostGit(t, w.ws, "status", "--short")
+}
+
+// TestGitReadOnlyByDefault: without filesystem.git the agent cannot commit, even when
+// the contract lists its own deny_write (which no longer replaces the .git default).
+func TestGitReadOnlyByDefault(t *testing.T) {
+	w := newWorld(t)
+	w.gitRepo()
+	w.contract("version: 1\nfilesystem:\n  deny_write: [docs]\n")
+	r := w.sh("echo change >> main.go; git -c user.name=a -c user.email=a@b commit -qam x 2>&1; echo commit=$?; echo x > .git/hooks/pre-commit; echo hook=$?")
+	if strings.Contains(r.stdout, "commit=0") || strings.Contains(r.stdout, "hook=0") {
+		t.Fatalf("the .git was writable: %v", r)
+	}
+	if log := hostGit(t, w.ws, "log", "--format=%s"); strings.Contains(log, "x\n") {
+		t.Fatalf("a commit landed: %q", log)
+	}
+}
