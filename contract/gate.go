@@ -156,6 +156,8 @@ func (k *compiler) gate(gs GateSpec, creds map[string]Credential, seen map[strin
 	}
 	if len(gs.Run) == 0 || gs.Run[0].Value == "" {
 		k.errorf(gs.Pos, "gates.run: gate %q needs a non-empty argv", gs.Name.Value)
+	} else {
+		k.gateProgram(gs)
 	}
 	for _, a := range gs.Run {
 		// Probe with a plausible run id: unknown fields and functions fail here.
@@ -187,6 +189,33 @@ func (k *compiler) gate(gs GateSpec, creds map[string]Credential, seen map[strin
 		}
 	}
 	return g, len(k.errs) == n
+}
+
+// workspaceRunners are programs that run what they find in their working directory
+// (a gate runs in the workspace): a gate naming one runs files the sandbox could write.
+var workspaceRunners = map[string]string{
+	"make": "the Makefile", "gmake": "the Makefile", "npm": "package.json scripts", "yarn": "package.json scripts",
+	"pnpm": "package.json scripts", "npx": "package.json and node_modules", "node": "scripts", "python": "scripts",
+	"python3": "scripts", "sh": "scripts", "bash": "scripts", "go": "go:generate lines and the module's code",
+	"cargo": "build.rs and the crate's code", "gradle": "the build files", "mvn": "the pom",
+	"rake": "the Rakefile", "bundle": "the Gemfile", "just": "the justfile", "task": "the Taskfile", "docker": "the Dockerfile",
+	"goreleaser": "the .goreleaser.yaml", "twine": "the built distribution", "terraform": "the configuration",
+}
+
+// gateProgram refuses a gate program named by a relative path (the workspace's, so the
+// sandbox's to write) and notes programs that run what the workspace holds.
+func (k *compiler) gateProgram(gs GateSpec) {
+	prog := gs.Run[0].Value
+	if strings.Contains(prog, "/") && !strings.HasPrefix(prog, "/") {
+		k.errorf(gs.Run[0].Pos, "gates.run: %q is a relative path: it would run a file of the workspace, which the sandbox can write, on the host with the gate's credential; name a host program", prog)
+		return
+	}
+	base := prog[strings.LastIndex(prog, "/")+1:]
+	if what, ok := workspaceRunners[base]; ok {
+		k.plan.Notes = append(k.plan.Notes, fmt.Sprintf("gate %s (%s) runs %s on the host, which reads %s in the workspace: "+
+			"whatever the sandbox wrote there runs with the gate's credential; prefer a git push gate and CI on the pushed branch",
+			gs.Name.Value, k.where(gs.Run[0].Pos), base, what))
+	}
 }
 
 func deliverName(d string) string {

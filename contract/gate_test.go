@@ -103,3 +103,20 @@ func TestGateArgv(t *testing.T) {
 		})
 	}
 }
+
+// A gate runs on the host with a credential: a program of the workspace is refused, and
+// one that runs what the workspace holds is noted for the reviewer.
+func TestGateProgramFromWorkspace(t *testing.T) {
+	dir := realTempDir(t)
+	_, err := compileIn(t, dir, "version: 1\ngates:\n  - {name: rel, run: [\"./release.sh\"], why: w}\n")
+	if err == nil || !strings.Contains(err.Error(), "3:23: gates.run: \"./release.sh\" is a relative path") {
+		t.Errorf("relative program: %v", err)
+	}
+	p, err := compileIn(t, dir, "version: 1\ngates:\n  - {name: rel, run: [\"make\", \"release\"], why: w}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "runs make on the host, which reads the Makefile") {
+		t.Errorf("notes = %q", p.Notes)
+	}
+}

@@ -54,7 +54,7 @@ func TestCompileGitModeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for y, want := range map[string]string{
-		"version: 1\nfilesystem:\n  git: write\n":                              `3:8: filesystem.git: want read-only or commit, got "write"`,
+		"version: 1\nfilesystem:\n  git: write\n":                               `3:8: filesystem.git: want read-only or commit, got "write"`,
 		"version: 1\nfilesystem:\n  git: commit\n  deny_write: [.git]\n":        "4:16: filesystem.deny_write: .git conflicts with filesystem.git: commit",
 		"version: 1\nfilesystem:\n  writable: [., .git/hooks]\n  git: commit\n": "is git's hooks, programs git runs, read-only under git: commit; to expose it, add a filesystem.widen",
 	} {

@@ -15,6 +15,16 @@ type RequestEvent struct {
 	Approve    string   `json:"approve"`              // the contract's policy: human or deny
 	Mode       string   `json:"mode"`                 // ask or deny (--gates)
 	Credential string   `json:"credential,omitempty"` // the credential's name, never its value
+	// Push is what a git push was pinned to: approving pushes exactly this.
+	Push *PushEvent `json:"push,omitempty"`
+}
+
+// PushEvent is a pinned git push: the URL it goes to, each ref with the object id
+// pushed, and how many commits it publishes (all listed in the approver's preview).
+type PushEvent struct {
+	URL     string    `json:"url"`
+	Refs    []PushRef `json:"refs"`
+	Commits int       `json:"commits"`
 }
 
 // DecisionEvent is the body of gate.approve and gate.deny.

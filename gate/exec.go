@@ -53,8 +53,13 @@ func (s *Service) run(ctx context.Context, r *request, ev *ExecEvent) (out Outco
 		return Outcome{}, fmt.Errorf("creating a home directory: %w", err)
 	}
 	defer os.RemoveAll(home)
-	env := hardenedEnv(home, s.cfg.Workspace, g.Credential)
-	if isGit(r.p.Argv) {
+	dir, argv, env := s.cfg.Workspace, r.p.Argv, hardenedEnv(home, s.cfg.Workspace, g.Credential)
+	switch {
+	case r.push != nil:
+		if dir, argv, env, err = s.preparePush(ctx, r.push, home, g.Credential); err != nil {
+			return Outcome{}, err
+		}
+	case isGit(argv):
 		if err := checkRepoConfig(ctx, s.cfg.Workspace, home); err != nil {
 			return Outcome{}, err
 		}
@@ -76,9 +81,28 @@ func (s *Service) run(ctx context.Context, r *request, ev *ExecEvent) (out Outco
 	}
 	tctx, cancel := context.WithTimeout(ctx, time.Duration(g.Timeout))
 	defer cancel()
-	out, n, timedOut := execute(tctx, s.cfg.Workspace, r.p.Argv, env)
+	out, n, timedOut := execute(tctx, dir, argv, env)
 	ev.OutputBytes, ev.TimedOut = n, timedOut
 	return out, nil
+}
+
+// preparePush checks that the repository is as it was when p was pinned and makes the
+// scratch repository to push from; it returns where and how the push runs.
+func (s *Service) preparePush(ctx context.Context, p *push, home string, cred *contract.Credential) (string, []string, []string, error) {
+	env := hardenedEnv(home, s.cfg.Workspace, nil)
+	now, err := refState(ctx, s.cfg.Workspace, env)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if what := moved(p.state, now); what != "" {
+		return "", nil, nil, fmt.Errorf("refused: the repository changed since the request (%s); what was shown is not what would be pushed: ask again", what)
+	}
+	scratch, err := scratchRepo(ctx, home, s.cfg.Workspace, env)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	penv := append(hardenedEnv(home, "", cred, p.overrides()...), "GIT_DIR="+scratch)
+	return home, p.argv(), penv, nil
 }
 
 // revoke calls revoke once, ignoring the operation's cancellation.

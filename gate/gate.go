@@ -103,12 +103,15 @@ type Service struct {
 	closed  bool                // guarded by mu
 
 	running sync.WaitGroup // approved operations
+
+	known []string // object ids the remotes held at the run's start (Snapshot)
 }
 
 // request is one filed request.
 type request struct {
 	p    Pending
 	gate contract.Gate
+	push *push        // a git push, pinned at request time; nil for other operations
 	done chan Outcome // buffered 1: the decision's result
 }
 
@@ -156,11 +159,16 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 		ID: s.newID(), Run: s.cfg.RunID, Gate: name, Why: g.Why, Argv: argv,
 		Requested: s.cfg.now().UTC(), Cmd: cmd,
 	}}
-	s.emit(event.GateRequest, cmd, RequestEvent{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()})
-	if why := s.refusal(g); why != "" {
+	ev := RequestEvent{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()}
+	why := s.refusal(g)
+	if why == "" {
+		why = s.pin(ctx, r, &ev)
+	}
+	s.emit(event.GateRequest, cmd, ev)
+	if why != "" {
 		return s.refuse(r, byCordon, why), nil
 	}
-	r.p.Preview = preview(ctx, s.cfg.Workspace, argv, g)
+	r.p.Preview = preview(ctx, s.cfg.Workspace, argv, g, r.push)
 	if why := s.file(r); why != "" {
 		return s.refuse(r, byCordon, why), nil
 	}
@@ -179,6 +187,23 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 	}
 	// Decided at the same moment: the outcome is on its way.
 	return <-r.done, nil
+}
+
+// pin pins r's operation when it is a git push and records it in ev; it says why the
+// request is refused, or "".
+func (s *Service) pin(ctx context.Context, r *request, ev *RequestEvent) string {
+	p, err := parsePush(r.p.Argv)
+	if err == nil && p != nil {
+		err = s.pinPush(ctx, p)
+	}
+	if err != nil {
+		return "refused: " + err.Error()
+	}
+	if p != nil {
+		r.push = p
+		ev.Push = &PushEvent{URL: p.url, Refs: p.refs, Commits: len(p.commits)}
+	}
+	return ""
 }
 
 // refusal says why g is refused without asking anyone, or "".

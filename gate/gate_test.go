@@ -75,11 +75,13 @@ func writeScript(t *testing.T, path, body string) {
 	}
 }
 
-// fixture is a workspace repository with one commit and a bare repository to push to,
-// whose pre-receive hook records whether $GITHUB_PUSH reached it.
+// fixture is a workspace repository with one commit and a bare repository served over
+// HTTP on loopback (testutil.GitServer, which records the passwords pushes carry), whose
+// pre-receive hook records whether $GITHUB_PUSH reached the server's side.
 type fixture struct {
-	ws, bare, marks string
-	head            string
+	ws, bare, marks, url string
+	head                 string
+	srv                  *testutil.GitServer
 }
 
 func newFixture(t *testing.T) fixture {
@@ -87,8 +89,9 @@ func newFixture(t *testing.T) fixture {
 	_, err := exec.LookPath("git")
 	testutil.Require(t, err == nil, "git (scripts/deps.sh installs it)")
 	root := t.TempDir()
-	f := fixture{ws: filepath.Join(root, "ws"), bare: filepath.Join(root, "bare.git"), marks: filepath.Join(root, "marks")}
-	for _, d := range []string{f.ws, f.marks} {
+	srv := filepath.Join(root, "srv")
+	f := fixture{ws: filepath.Join(root, "ws"), bare: filepath.Join(srv, "bare.git"), marks: filepath.Join(root, "marks")}
+	for _, d := range []string{f.ws, f.marks, srv} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +99,8 @@ func newFixture(t *testing.T) fixture {
 	runGit(t, root, "init", "-q", "--bare", f.bare)
 	writeScript(t, filepath.Join(f.bare, "hooks", "pre-receive"),
 		`if [ -n "$GITHUB_PUSH" ]; then echo present > `+f.marks+`/cred; else echo absent > `+f.marks+`/cred; fi`)
+	f.srv = testutil.NewGitServer(t, srv)
+	f.url = f.srv.URL + "/bare.git"
 	runGit(t, f.ws, "init", "-q")
 	if err := os.WriteFile(filepath.Join(f.ws, "README"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -104,6 +109,18 @@ func newFixture(t *testing.T) fixture {
 	runGit(t, f.ws, "commit", "-q", "-m", "agent work")
 	f.head = runGit(t, f.ws, "rev-parse", "HEAD")
 	return f
+}
+
+// pushedWith reports whether the server saw exactly one push, authenticated with the
+// minted value.
+func (f fixture) pushedWith(t *testing.T, value string) {
+	t.Helper()
+	if got := f.srv.Passwords(); len(got) != 1 || got[0] != value {
+		t.Errorf("the server saw pushes authenticated with %q; want one with the minted value", got)
+	}
+	if data, _ := os.ReadFile(filepath.Join(f.marks, "cred")); strings.TrimSpace(string(data)) != "absent" {
+		t.Errorf("the credential reached a process on the repository's side: %q", data)
+	}
 }
 
 func (f fixture) marker(name string) bool {
@@ -120,7 +137,7 @@ func (f fixture) branch(t *testing.T) string {
 
 func pushGate(f fixture, approve string) contract.Gate {
 	return contract.Gate{
-		Name: "push", Run: []string{"git", "push", f.bare, "HEAD:refs/heads/agent/{{.Run}}"},
+		Name: "push", Run: []string{"git", "push", f.url, "HEAD:refs/heads/agent/{{.Run}}"},
 		Approve: approve, Why: "publishing is irreversible", Timeout: contract.Duration(time.Minute),
 		Credential: &contract.Credential{Name: "GITHUB_PUSH", Provider: "local", Deliver: contract.DeliverGate},
 	}
@@ -184,7 +201,8 @@ func TestApprovePushes(t *testing.T) {
 	if len(p.ID) != 8 || p.Gate != "push" || p.Cmd != "7" || p.Argv[3] != "HEAD:refs/heads/agent/"+testRun {
 		t.Errorf("pending = %+v", p)
 	}
-	for _, want := range []string{f.head, "agent work", "GITHUB_PUSH", f.ws, "?? notes.txt", "commits on no remote-tracking branch", "changed"} {
+	for _, want := range []string{f.head + " (HEAD) -> refs/heads/agent/" + testRun, "push to:    " + f.url, "agent work", "GITHUB_PUSH", f.ws, "?? notes.txt",
+		"commits the push would publish (1, every one", "1 file changed"} {
 		if !strings.Contains(p.Preview, want) {
 			t.Errorf("preview lacks %q:\n%s", want, p.Preview)
 		}
@@ -199,12 +217,7 @@ func TestApprovePushes(t *testing.T) {
 	if got := f.branch(t); got != f.head {
 		t.Errorf("agent branch = %q; want %q", got, f.head)
 	}
-	if !f.marker("cred") {
-		t.Fatal("pre-receive hook did not run")
-	}
-	if data, _ := os.ReadFile(filepath.Join(f.marks, "cred")); strings.TrimSpace(string(data)) != "present" {
-		t.Errorf("the minted credential did not reach the operation: %s", data)
-	}
+	f.pushedWith(t, "s3cr3t-value-xyz")
 	if m.minted.Load() != 1 || m.revoked.Load() != 1 {
 		t.Errorf("minted %d, revoked %d; want 1, 1", m.minted.Load(), m.revoked.Load())
 	}
@@ -215,7 +228,8 @@ func TestApprovePushes(t *testing.T) {
 	if strings.Contains(bodies, "s3cr3t") {
 		t.Errorf("events carry the credential's value: %s", bodies)
 	}
-	for _, want := range []string{`"by":"alice"`, `"credential":"GITHUB_PUSH"`, `"exit_code":0`, `"id":"` + p.ID + `"`} {
+	for _, want := range []string{`"by":"alice"`, `"credential":"GITHUB_PUSH"`, `"exit_code":0`, `"id":"` + p.ID + `"`,
+		`"push":{"url":"` + f.url + `","refs":[{"src":"HEAD","oid":"` + f.head + `","dst":"refs/heads/agent/` + testRun + `"}],"commits":1}`} {
 		if !strings.Contains(bodies, want) {
 			t.Errorf("events lack %s: %s", want, bodies)
 		}
@@ -406,31 +420,42 @@ func TestRepoConfigCannotRunCode(t *testing.T) {
 	}
 }
 
-// TestRepoConfigRefused: settings that cannot be overridden refuse the operation.
-func TestRepoConfigRefused(t *testing.T) {
+// TestPushIgnoresRepoConfig: a push runs from cordon's scratch repository, so the
+// workspace's configuration cannot redirect it (insteadOf, a remote named like the URL)
+// or run a command (receivepack): the push goes where the preview said.
+func TestPushIgnoresRepoConfig(t *testing.T) {
 	f := newFixture(t)
-	runGit(t, f.ws, "config", "url.https://evil.example/.insteadOf", f.bare)
+	evil := filepath.Join(t.TempDir(), "evil.git")
+	runGit(t, f.ws, "init", "-q", "--bare", evil)
+	writeScript(t, filepath.Join(evil, "hooks", "pre-receive"), "touch "+f.marks+"/evil-hook")
+	runGit(t, f.ws, "config", "url."+evil+".insteadOf", f.url)
+	runGit(t, f.ws, "config", "remote."+f.url+".url", evil)
 	runGit(t, f.ws, "config", "remote.origin.receivepack", "touch "+f.marks+"/receivepack")
-	// A remote named like the gate's URL: `git push URL` would resolve it instead.
-	runGit(t, f.ws, "config", "remote."+f.bare+".url", t.TempDir())
+	runGit(t, f.ws, "config", "http.proxy", "http://127.0.0.1:9")
 	rec, m := &recorder{}, &minter{}
 	s := newService(f, rec, m, Ask, contract.ApproveHuman)
 	defer s.Close()
 	ch := asyncRequest(context.Background(), s)
 	p := waitPending(t, s)
-	if !strings.Contains(p.Preview, "WARNING: approving will fail") {
-		t.Errorf("preview does not warn:\n%s", p.Preview)
-	}
+	assertHas(t, "preview", p.Preview, "push to:    "+f.url+" (named by the contract)")
 	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	r := <-ch
-	if r.out.ExitCode != exitCannotRun || !strings.Contains(r.out.Output, "insteadof") || !strings.Contains(r.out.Output, "receivepack") ||
-		!strings.Contains(r.out.Output, "named like a URL") {
-		t.Fatalf("outcome = %+v", r.out)
+	if r := <-ch; r.out.ExitCode != 0 || f.branch(t) != f.head {
+		t.Fatalf("the push did not reach the URL shown: %+v", r.out)
 	}
-	if m.minted.Load() != 0 || f.branch(t) != "" {
-		t.Error("refused operation minted or pushed")
+	f.pushedWith(t, "s3cr3t-value-xyz")
+	for _, mark := range []string{"evil-hook", "receivepack"} {
+		if f.marker(mark) {
+			t.Errorf("the repository's configuration ran %s", mark)
+		}
+	}
+}
+
+func assertHas(t *testing.T, what, got, want string) {
+	t.Helper()
+	if !strings.Contains(got, want) {
+		t.Errorf("%s lacks %q:\n%s", what, want, got)
 	}
 }
 

@@ -25,7 +25,8 @@ import (
 //     cannot be overridden that way ([dangerousKey]).
 
 // hardenedEnv is an operation's environment before the credential's entries.
-func hardenedEnv(home, workspace string, cred *contract.Credential) []string {
+// extra are further command-line settings (a push's transports).
+func hardenedEnv(home, workspace string, cred *contract.Credential, extra ...[2]string) []string {
 	env := []string{
 		"PATH=" + pathEnv,
 		"HOME=" + home,
@@ -38,7 +39,7 @@ func hardenedEnv(home, workspace string, cred *contract.Credential) []string {
 		"GIT_PAGER=cat",
 		"PAGER=cat",
 	}
-	kv := gitOverrides(workspace, cred)
+	kv := append(gitOverrides(workspace, cred), extra...)
 	env = append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(kv)))
 	for i, p := range kv {
 		n := strconv.Itoa(i)
@@ -154,14 +155,20 @@ func isOverride(k string) bool {
 
 // git runs a short git command for the preview or a check, bounded in time and output.
 func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	return gitInput(ctx, dir, env, "", 16<<10, args...)
+}
+
+// gitInput is git with stdin and an output bound of max bytes.
+func gitInput(ctx context.Context, dir string, env []string, stdin string, max int, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdin = strings.NewReader(stdin)
 	if p, err := lookPath("git", env); err == nil {
 		cmd.Path, cmd.Err = p, nil
 	}
-	out := &boundedBuffer{max: 16 << 10}
+	out := &boundedBuffer{max: max}
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, &errb
 	setProcessGroup(cmd)

@@ -9,15 +9,17 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// maxPreview bounds the preview text.
-const maxPreview = 32 << 10
+// maxPreview bounds the preview text: room for a push's every commit
+// (MaxPushCommits lines) and the rest, and for MaxPending previews in one reply of
+// `cordon gate ls` (wire.MaxLine).
+const maxPreview = 192 << 10
 
 // preview describes what the operation would do, for the approver: the argv, where it
-// runs, the credential's name and, for git in a repository, what HEAD is, the recent
-// history, the remotes, the commits no remote-tracking branch has (what a push would
-// publish) with the files they touch, and the uncommitted changes. Everything is computed with the
+// runs, the credential's name, for a push where it goes, the object ids pinned and
+// every commit it would publish (writePush), and for git in a repository what HEAD is,
+// the recent history, the remotes and the uncommitted changes. Everything is computed with the
 // hardened git environment: the repository was written by the agent.
-func preview(ctx context.Context, workspace string, argv []string, g contract.Gate) string {
+func preview(ctx context.Context, workspace string, argv []string, g contract.Gate, p *push) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run:        %s\n", shellQuote(argv))
 	fmt.Fprintf(&b, "in:         %s (on the host, outside the sandbox)\n", workspace)
@@ -25,6 +27,9 @@ func preview(ctx context.Context, workspace string, argv []string, g contract.Ga
 		fmt.Fprintf(&b, "credential: %s (%s), minted for this operation and revoked after\n", g.Credential.Name, g.Credential.Provider)
 	}
 	fmt.Fprintf(&b, "timeout:    %s\n", g.Timeout)
+	if p != nil {
+		writePush(&b, p)
+	}
 	if isGit(argv) && workspace != "" {
 		gitPreview(ctx, &b, workspace)
 	}
@@ -56,8 +61,6 @@ func gitPreview(ctx context.Context, b *strings.Builder, workspace string) {
 		args  []string
 	}{
 		{"remotes (git remote -v)", []string{"remote", "-v"}},
-		// What a push would publish, as far as this clone knows the remotes.
-		{"commits on no remote-tracking branch (git log --stat HEAD --not --remotes -n 20)", []string{"log", "--stat", "--no-decorate", "--format=%h %s", "-n", "20", "HEAD", "--not", "--remotes"}},
 		{"history (git log --oneline -n 20)", []string{"log", "--oneline", "--no-decorate", "-n", "20"}},
 		{"uncommitted (git status --short)", []string{"status", "--short", "--untracked-files=normal"}},
 	}
