@@ -22,7 +22,8 @@ import (
 // in marks (also outside), whether $GITHUB_PUSH reached it, and its value.
 type gateWorld struct {
 	*world
-	bare, marks, head string
+	bare, marks, head, url string
+	srv                    *testutil.GitServer
 }
 
 const gatesContract = `version: 1
@@ -38,8 +39,10 @@ func newGateWorld(t *testing.T) *gateWorld {
 	_, err := exec.LookPath("git")
 	testutil.Require(t, err == nil, "git (scripts/deps.sh installs it)")
 	root := t.TempDir()
-	g := &gateWorld{world: newWorld(t), bare: filepath.Join(root, "bare.git"), marks: filepath.Join(root, "marks")}
+	g := &gateWorld{world: newWorld(t), bare: filepath.Join(root, "srv", "bare.git"), marks: filepath.Join(root, "marks")}
 	mustMkdir(t, g.marks)
+	g.srv = testutil.NewGitServer(t, filepath.Dir(g.bare))
+	g.url = g.srv.URL + "/bare.git"
 	gitIn(t, root, "init", "-q", "--bare", g.bare)
 	hook := filepath.Join(g.bare, "hooks", "pre-receive")
 	mustWrite(t, hook, "#!/bin/sh\ncat >/dev/null\n"+
@@ -53,7 +56,7 @@ func newGateWorld(t *testing.T) *gateWorld {
 	gitIn(t, g.ws, "add", "README")
 	gitIn(t, g.ws, "-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "-m", "agent work")
 	g.head = gitIn(t, g.ws, "rev-parse", "HEAD")
-	g.contract(strings.Replace(gatesContract, "BARE", g.bare, 1))
+	g.contract(strings.Replace(gatesContract, "BARE", g.url, 1))
 	return g
 }
 
@@ -172,7 +175,7 @@ func TestGateApprovedPushesBranch(t *testing.T) {
 	g := newGateWorld(t)
 	id := g.startSession("--gates", "ask")
 	b, p := g.askPush(id)
-	want := []string{"git", "push", g.bare, "HEAD:refs/heads/agent/" + id}
+	want := []string{"git", "push", g.url, "HEAD:refs/heads/agent/" + id}
 	if p.Gate != "push" || !slices.Equal(p.Argv, want) {
 		t.Errorf("pending request: gate %q argv %q; want push %q", p.Gate, p.Argv, want)
 	}
@@ -189,11 +192,12 @@ func TestGateApprovedPushesBranch(t *testing.T) {
 		t.Errorf("bare repository refs: got %q; want agent/%s at %s", got, id, g.head)
 	}
 	mark, _ := os.ReadFile(filepath.Join(g.marks, "cred"))
-	value, _ := os.ReadFile(filepath.Join(g.marks, "value"))
-	tok := string(value)
-	if string(mark) != "present\n" || !strings.HasPrefix(tok, "cordon_") {
-		t.Fatalf("the push did not carry GITHUB_PUSH: hook saw %q, value %d bytes", mark, len(value))
+	pw := g.srv.Passwords()
+	if len(pw) != 1 || !strings.HasPrefix(pw[0], "cordon_") || string(mark) != "absent\n" {
+		t.Fatalf("the push must authenticate with GITHUB_PUSH and nothing on the repository's side see it: server saw %d pushes, hook saw %q", len(pw), mark)
 	}
+	tok := pw[0]
+	value := []byte(tok)
 	if r := g.cordon("", "exec", id, "--", "env"); r.code != 0 || strings.Contains(r.stdout, "GITHUB_PUSH") {
 		t.Errorf("sandbox environment: %v", r)
 	}
