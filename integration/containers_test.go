@@ -89,6 +89,8 @@ var escapeTests = []struct {
 	{"HostExecutedFilesProtected", TestHostExecutedFilesProtected},
 	{"SessionLogHasNoGaps", TestSessionLogHasNoGaps},
 	{"NestedRepositoryQuarantined", TestNestedRepositoryQuarantined},
+	{"GitCommitMode", TestGitCommitMode},
+	{"GitReadOnlyByDefault", TestGitReadOnlyByDefault},
 }
 
 var (
