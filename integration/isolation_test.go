@@ -418,7 +418,20 @@ func TestNestedRepositoryQuarantined(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD")); err != nil {
 		t.Fatalf("a repository that was there before was touched: %v", err)
 	}
-	assertContains(t, "cordon says so", r.stderr, "docs/.git was a new nested git repository")
+	assertContains(t, "cordon says so", r.stderr, "renamed docs/.git to docs/.git.cordon-quarantine")
 	show := w.cordon("", "audit", "show", "--diff", "last")
 	assertContains(t, "the diff shows it", show.stdout, "docs/.git")
+	// A bare repository anywhere (HEAD, objects/, refs/, config) is one git obeys when
+	// run inside it: its HEAD is renamed, so git no longer sees a repository there.
+	r = w.sh("mkdir -p site/objects site/refs && printf 'ref: refs/heads/main\\n' > site/HEAD && printf '[core]\\n\\tpager = touch /tmp/pwned\\n' > site/config")
+	assertContains(t, "cordon says so", r.stderr, "renamed site/HEAD to site/HEAD.cordon-quarantine")
+	if _, err := os.Stat(filepath.Join(w.ws, "site", "HEAD")); err == nil {
+		t.Fatal("the bare repository is still one")
+	}
+	if out, err := exec.Command("git", "-C", filepath.Join(w.ws, "site"), "rev-parse", "--git-dir").CombinedOutput(); err == nil && strings.TrimSpace(string(out)) == "." {
+		t.Fatalf("git still takes site for a repository: %s", out)
+	}
+	// Moved into place whole, prepared elsewhere: the same.
+	r = w.sh("mkdir -p prep/.git/objects prep/.git/refs && echo 'ref: refs/heads/main' > prep/.git/HEAD && mv prep/.git lib.git && mkdir lib && mv lib.git lib/.git")
+	assertContains(t, "cordon says so", r.stderr, "renamed lib/.git to lib/.git.cordon-quarantine")
 }

@@ -9,8 +9,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
-	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // errAuditFailed is the cancellation cause when the audit log cannot be written.
@@ -441,26 +438,4 @@ func denyTarget(body any) string {
 		_ = json.Unmarshal(data, &c)
 	}
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
-}
-
-// quarantine renames every nested git repository a change created (a .git below the
-// workspace's own) to PATH.cordon-quarantine: the host's git would obey its config
-// (core.fsmonitor, hooks) in that directory the next time anyone ran git there. It
-// returns the workspace-relative paths it renamed.
-func (r *run) quarantine(diff *fsdiff.Result) []string {
-	var out []string
-	for _, c := range diff.Changes {
-		if c.Op != fsdiff.Added || c.Path == ".git" || path.Base(c.Path) != ".git" {
-			continue
-		}
-		p := filepath.Join(r.plan.Workspace, filepath.FromSlash(c.Path))
-		if err := linux.RenameNoLinks(p, ".git.cordon-quarantine"); err != nil {
-			r.o.Log.Warn("quarantining a nested git repository", "path", c.Path, "err", err)
-			fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the nested git repository %s: %v\n", c.Path, err)
-			continue
-		}
-		fmt.Fprintf(r.o.Stderr, "cordon: %s was a new nested git repository; renamed %s.cordon-quarantine so that no git on the host obeys it\n", c.Path, c.Path)
-		out = append(out, c.Path)
-	}
-	return out
 }

@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/cordonhq/cordon/audit/fsdiff"
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// quarantineSuffix is appended to what quarantine renames.
+const quarantineSuffix = ".cordon-quarantine"
+
+// quarantine disarms every git repository a change created inside the workspace,
+// other than the workspace's own: the host's git would obey its configuration
+// (core.fsmonitor, core.pager, hooks, aliases) the next time anyone ran git there.
+//   - a nested .git (directory or pointer file) is renamed .git.cordon-quarantine;
+//   - a bare repository (a directory holding HEAD, objects/ and refs/, which git
+//     takes for a repository when run inside it) has its HEAD renamed
+//     HEAD.cordon-quarantine, which is all git needs to stop seeing one.
+//
+// It returns the workspace-relative paths it renamed.
+func (r *run) quarantine(diff *fsdiff.Result) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range diff.Changes {
+		if c.Op == fsdiff.Deleted {
+			continue
+		}
+		target := ""
+		switch base := path.Base(c.Path); {
+		case c.Path == ".git" || strings.HasPrefix(c.Path, ".git/"):
+			continue // the workspace's own, protected by the contract
+		case base == ".git" && c.Op != fsdiff.Modified:
+			target = c.Path
+		case base == "HEAD" || base == "config" || base == "commondir":
+			if dir := path.Dir(c.Path); r.bareRepository(dir) {
+				target = path.Join(dir, "HEAD")
+			}
+		}
+		if target == "" || seen[target] || insideGitDir(target) {
+			continue
+		}
+		seen[target] = true
+		if r.disarm(target) {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+// insideGitDir reports whether p lies inside a .git (or one already quarantined),
+// which the rename of that .git takes care of.
+func insideGitDir(p string) bool {
+	parts := strings.Split(p, "/")
+	for _, d := range parts[:len(parts)-1] {
+		if d == ".git" || d == ".git"+quarantineSuffix {
+			return true
+		}
+	}
+	return false
+}
+
+// bareRepository reports whether the workspace directory rel looks like a git
+// directory to git (HEAD a regular file, objects/ and refs/ directories), seen without
+// following a link.
+func (r *run) bareRepository(rel string) bool {
+	dir := filepath.Join(r.plan.Workspace, filepath.FromSlash(rel))
+	st, err := os.Lstat(filepath.Join(dir, "HEAD"))
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	for _, d := range []string{"objects", "refs"} {
+		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// disarm renames the workspace path rel to rel.cordon-quarantine, following no link,
+// and says so; it reports whether it did.
+func (r *run) disarm(rel string) bool {
+	p := filepath.Join(r.plan.Workspace, filepath.FromSlash(rel))
+	if err := linux.RenameNoLinks(p, filepath.Base(p)+quarantineSuffix); err != nil {
+		r.o.Log.Warn("quarantining a nested git repository", "path", rel, "err", err)
+		fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %v\n", rel, err)
+		return false
+	}
+	fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s%s so that no git on the host obeys it\n", rel, rel, quarantineSuffix)
+	return true
+}
