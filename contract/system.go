@@ -85,12 +85,19 @@ func LooksLikeCredential(name, value string) bool {
 }
 
 // HostExecuted are the workspace entries that tools on the host run or obey later,
-// outside any sandbox: direnv's .envrc, editors' workspace settings and tasks, agent
-// tools' settings and hooks and their MCP servers, git's submodule list and husky's
-// hooks. They are read-only in the sandbox by default and cannot be created there
-// (a filesystem.widen entry with a why releases one); `cordon explain` lists them.
-// Entries ending in "/" are directories.
+// outside any sandbox, without anyone choosing to build: on entering the directory
+// (direnv, mise), on opening it (editors' workspace settings, tasks and language
+// servers; dev containers), on starting an agent tool there (settings, hooks, MCP
+// servers), and on the next git command (submodules, LFS's endpoint, the hooks of
+// husky, pre-commit, lefthook and overcommit, a hooks directory core.hooksPath may
+// name). Build files (Makefile, package.json scripts) run only when someone builds:
+// the audit report flags their changes instead. They are read-only in the sandbox by
+// default and cannot be created there (a filesystem.widen entry with a why releases
+// one); `cordon explain` lists them. Entries ending in "/" are directories.
 var HostExecuted = []string{
-	".envrc", ".direnv/", ".vscode/", ".idea/", ".dir-locals.el", ".exrc", ".nvim.lua",
-	".claude/", ".mcp.json", ".cursor/", ".gemini/", ".gitmodules", ".husky/",
+	".envrc", ".direnv/", "mise.toml", ".mise.toml",
+	".vscode/", ".idea/", ".zed/", ".helix/", ".dir-locals.el", ".exrc", ".nvim.lua", ".devcontainer/", ".devcontainer.json",
+	".claude/", ".mcp.json", ".cursor/", ".gemini/", ".aider.conf.yml",
+	".gitmodules", ".lfsconfig", ".husky/", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
+	".lefthook/", ".overcommit.yml", ".githooks/",
 }
