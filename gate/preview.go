@@ -47,15 +47,18 @@ func gitPreview(ctx context.Context, b *strings.Builder, workspace string) {
 	}
 	defer os.RemoveAll(home)
 	env := hardenedEnv(home, workspace, nil)
+	// A setting the overrides cannot neutralise (a filter, a textconv) would run during
+	// the preview's own git commands: none runs then.
+	if err := checkRepoConfig(ctx, workspace, home); err != nil {
+		fmt.Fprintf(b, "\nWARNING: %v\n(git was not run for this preview; a git operation other than a push will be refused)\n", err)
+		return
+	}
 	head, err := git(ctx, workspace, env, "log", "-1", "--format=%H %s")
 	if err != nil {
 		fmt.Fprintf(b, "\n(not a git repository with commits: %v)\n", firstLine(err.Error()))
 		return
 	}
 	fmt.Fprintf(b, "HEAD:       %s\n", strings.TrimSpace(head))
-	if err := checkRepoConfig(ctx, workspace, home); err != nil {
-		fmt.Fprintf(b, "\nWARNING: approving will fail: %v\n", err)
-	}
 	sections := []struct {
 		title string
 		args  []string

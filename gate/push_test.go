@@ -168,3 +168,38 @@ func TestPushRefusesBorrowedObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewRunsNoRepositoryProgram: a textconv or filter the repository names (a
+// widened .git) would run during the preview's own git commands: none runs, the push
+// is still pinned and shown, and the preview says why git was not run.
+func TestPreviewRunsNoRepositoryProgram(t *testing.T) {
+	f := newFixture(t)
+	prog := filepath.Join(t.TempDir(), "prog")
+	writeScript(t, prog, "touch "+f.marks+"/ran; cat")
+	runGit(t, f.ws, "config", "diff.evil.textconv", prog)
+	runGit(t, f.ws, "config", "filter.evil.clean", prog)
+	if err := os.WriteFile(filepath.Join(f.ws, ".gitattributes"), []byte("* diff=evil filter=evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, f.ws, "add", ".gitattributes")
+	runGit(t, f.ws, "commit", "-q", "-m", "attributes")
+	os.Remove(filepath.Join(f.marks, "ran")) // the fixture's own commit ran it
+	// Same size, new time: git status must read the file through the clean filter.
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(f.ws, "README"), future, future); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ch := asyncRequest(context.Background(), s)
+	p := waitPending(t, s)
+	assertHas(t, "preview", p.Preview, "git was not run for this preview")
+	assertHas(t, "preview", p.Preview, "commits the push would publish (2, every one")
+	if f.marker("ran") {
+		t.Fatal("the preview ran a program the repository's configuration names")
+	}
+	if err := s.Deny(p.ID, "bob", "no"); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+}

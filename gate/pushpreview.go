@@ -94,7 +94,7 @@ func publishes(ctx context.Context, ws string, env []string, p *push, known []st
 	if len(lines) > MaxPushCommits {
 		return nil, "", fmt.Errorf("the push would publish more than %d commits, too many to show the approver; push them outside cordon", MaxPushCommits)
 	}
-	detail, _ := gitInput(ctx, ws, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--stat", "--format=%h %s", "-n", "20")
+	detail, _ := gitInput(ctx, ws, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20")
 	return lines, detail, nil
 }
 
