@@ -1,0 +1,4 @@
+package contract
+
+// CredentialDefaultTTL exposes credentialDefaultTTL to the external tests.
+const CredentialDefaultTTL = credentialDefaultTTL
