@@ -130,7 +130,7 @@ func compareLimits(c *comparison) {
 		a, b float64
 		show func(float64) string
 	}{
-		{"memory", float64(o.Memory), float64(n.Memory), func(v float64) string { return strconv.FormatInt(int64(v), 10) + " bytes" }},
+		{"memory", float64(o.Memory), float64(n.Memory), func(v float64) string { return sizeString(int64(v)) }},
 		{"pids", float64(o.Pids), float64(n.Pids), func(v float64) string { return strconv.FormatInt(int64(v), 10) }},
 		{"cpu", o.CPU, n.CPU, func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) + " CPUs" }},
 	} {
@@ -151,6 +151,19 @@ func compareLimits(c *comparison) {
 			c.add(KindLimits, rank(l.b) > rank(l.a), oldAt, newAt, "limits.%s: %s (was %s)", l.name, show(l.b), show(l.a))
 		}
 	}
+}
+
+// sizeString formats a byte count as the contract would write it.
+func sizeString(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // compareTimeout compares commands.timeout: longer is wider.

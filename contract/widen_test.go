@@ -158,7 +158,7 @@ func TestCompare(t *testing.T) {
 		{name: "monitor turned on", old: v1, new: v1 + "monitor: {mode: required, exec: [sh]}\n",
 			want: []string{"narrower monitor: monitor.mode: required (was off)"}},
 		{name: "limits", old: v1 + "limits: {memory: 1GiB, pids: 100, cpu: 2}\n", new: v1 + "limits: {memory: 2GiB, cpu: 1}\n",
-			want: []string{"wider limits: limits.memory: 2147483648 bytes (was 1073741824 bytes)", "wider limits: limits.pids: unlimited (was 100)",
+			want: []string{"wider limits: limits.memory: 2GiB (was 1GiB)", "wider limits: limits.pids: unlimited (was 100)",
 				"narrower limits: limits.cpu: 1 CPUs (was 2 CPUs)"}},
 		{name: "timeout", old: v1, new: v1 + "commands: {timeout: 10m}\n",
 			want: []string{"wider timeout: commands.timeout: 10m0s (was 1m0s)"}},
