@@ -54,6 +54,7 @@ func commands() []command {
 		{name: "exec", summary: "run a command in a session", run: execCmd},
 		{name: "check", summary: "validate a contract", run: checkCmd},
 		{name: "explain", summary: "print the compiled plan of a contract", run: explainCmd},
+		{name: "diff", summary: "compare two contracts: every way the new one is wider (exit 1) or narrower", run: diffCmd},
 		{name: "gate", summary: "list, show, approve and deny requests to run a contract's gates", run: gateCmd},
 		{name: "audit", summary: "list, show, verify and report runs' audit logs", run: auditCmd},
 		{name: "backends", summary: "list sandbox backends and whether they work here", run: backendsCmd},

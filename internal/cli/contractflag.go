@@ -43,9 +43,10 @@ func loadContract(file string) (*contract.Contract, error) {
 	return c, nil
 }
 
-// compile loads and compiles the contract, protecting the given host paths.
-func compile(file string, protect ...string) (*contract.Plan, *contract.Contract, error) {
-	c, err := loadContract(file)
+// compile reads the contract with load and compiles it for this host, protecting the
+// given host paths.
+func compile(load func() (*contract.Contract, error), protect ...string) (*contract.Plan, *contract.Contract, error) {
+	c, err := load()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,6 +70,12 @@ func compile(file string, protect ...string) (*contract.Plan, *contract.Contract
 // accepts exactly what run runs, and explain prints that plan. gcDone, when not nil,
 // hears what the clean-up did.
 func planOf(file, auditDir string, gcDone func(cleaned []string, err error)) (*contract.Plan, *contract.Contract, error) {
+	return planFrom(func() (*contract.Contract, error) { return loadContract(file) }, auditDir, gcDone)
+}
+
+// planFrom is [planOf] for a contract that load reads: cordon diff reads two files and
+// compiles both for one workspace.
+func planFrom(load func() (*contract.Contract, error), auditDir string, gcDone func(cleaned []string, err error)) (*contract.Plan, *contract.Contract, error) {
 	root, err := auditRoot(auditDir)
 	if err != nil {
 		return nil, nil, err
@@ -77,7 +84,7 @@ func planOf(file, auditDir string, gcDone func(cleaned []string, err error)) (*c
 	if gcDone != nil {
 		gcDone(cleaned, gcErr)
 	}
-	p, c, err := compile(file, root, runner.DefaultRunRoot())
+	p, c, err := compile(load, root, runner.DefaultRunRoot())
 	if err != nil {
 		return nil, c, err
 	}
