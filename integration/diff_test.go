@@ -1,0 +1,124 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// cordonDiff runs the built cordon's diff in ws, with a home of its own; it needs no
+// sandbox.
+func cordonDiff(t *testing.T, ws string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(testutil.Cordon(t), append([]string{"diff"}, args...)...)
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(filepath.Dir(ws), "home")}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running cordon diff: %v", err)
+	}
+	return r
+}
+
+// cordon diff exits 0 for the same or a narrower contract, 1 for a wider one (CI fails
+// the pull request), 2 for usage errors and contracts that do not compile, and its
+// --json is the documented object.
+func TestDiffExitCodesAndJSON(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(root, "ws")
+	mustMkdir(t, filepath.Join(ws, "secrets"))
+	mustMkdir(t, filepath.Join(root, "home"))
+	base := filepath.Join(root, "base.yaml") // outside the workspace, as CI saves it
+	mustWrite(t, base, "version: 1\nfilesystem:\n  deny_read: [secrets]\nnetwork:\n  allow:\n    - {host: proxy.golang.org}\n")
+	mustWrite(t, filepath.Join(ws, "same.yaml"), "version: 1\nfilesystem: {deny_read: [secrets/]}\nnetwork: {allow: [{host: proxy.golang.org}]}\n")
+	mustWrite(t, filepath.Join(ws, "narrower.yaml"), "version: 1\nfilesystem:\n  deny_read: [secrets]\n")
+	mustWrite(t, filepath.Join(ws, "cordon.yaml"), "version: 1\nnetwork:\n  allow:\n    - {host: '*.golang.org', ports: [443]}\n")
+	mustWrite(t, filepath.Join(ws, "bad.yaml"), "version: 1\nnetwork: {allow: [{host: a, cidr: 10.0.0.0/8}]}\n")
+
+	if r := cordonDiff(t, ws, base, "same.yaml"); r.code != 0 || !strings.Contains(r.stdout, "allows the same") {
+		t.Errorf("same: %v", r)
+	}
+	if r := cordonDiff(t, ws, base, "narrower.yaml"); r.code != 0 || !strings.HasPrefix(r.stdout, "narrower: network: ") {
+		t.Errorf("narrower: %v", r)
+	}
+	r := cordonDiff(t, ws, base, "cordon.yaml", "--json")
+	if r.code != 1 {
+		t.Fatalf("wider: want exit 1, got %v", r)
+	}
+	var out struct {
+		Version int   `json:"diff_version"`
+		Wider   *bool `json:"wider"`
+		Changes []struct {
+			Kind  string  `json:"kind"`
+			What  string  `json:"what"`
+			Old   *string `json:"old"`
+			New   *string `json:"new"`
+			Wider *bool   `json:"wider"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("--json is not JSON: %v\n%s", err, r.stdout)
+	}
+	if out.Version != 1 || out.Wider == nil || !*out.Wider || len(out.Changes) == 0 {
+		t.Fatalf("--json: %s", r.stdout)
+	}
+	kinds := map[string]bool{}
+	for i, c := range out.Changes {
+		if c.Wider == nil || c.Kind == "" || c.What == "" {
+			t.Errorf("change %d lacks a field: %+v", i, c)
+			continue
+		}
+		if i > 0 && *c.Wider && !*out.Changes[i-1].Wider {
+			t.Errorf("widenings must come first: %s", r.stdout)
+		}
+		kinds[c.Kind] = true
+		if c.Kind == "deny" && (c.Old == nil || *c.Old != base+":3:15" || c.New != nil) {
+			t.Errorf("the removed deny_read: old %v, new %v; want %s:3:15, null", c.Old, c.New, base)
+		}
+		if c.Kind == "network" && *c.Wider && (c.New == nil || *c.New != "cordon.yaml:4:7") {
+			t.Errorf("the new host rule is at %v; want cordon.yaml:4:7", c.New)
+		}
+	}
+	for _, k := range []string{"filesystem", "deny", "network"} {
+		if !kinds[k] {
+			t.Errorf("no %s change in %s", k, r.stdout)
+		}
+	}
+
+	r = cordonDiff(t, ws, base, "cordon.yaml")
+	if r.code != 1 || !strings.HasPrefix(r.stdout, "wider: ") || !strings.Contains(r.stdout, "cordon.yaml is wider than "+base) {
+		t.Errorf("wider, human: %v", r)
+	}
+	for name, args := range map[string][]string{
+		"one argument":   {base},
+		"three":          {base, "cordon.yaml", "same.yaml"},
+		"a bad flag":     {"--nope", base, "cordon.yaml"},
+		"a missing file": {base, "missing.yaml"},
+		"a bad contract": {"bad.yaml", "cordon.yaml"},
+	} {
+		if r := cordonDiff(t, ws, args...); r.code != 2 {
+			t.Errorf("%s: want exit 2, got %v", name, r)
+		}
+	}
+	r = cordonDiff(t, ws, "bad.yaml", "cordon.yaml")
+	assertContains(t, "a bad contract", r.stderr, "OLD contract bad.yaml: bad.yaml:2:")
+	r = cordonDiff(t, ws, base, "missing.yaml")
+	assertContains(t, "a missing file", r.stderr, "NEW contract missing.yaml: reading contract: open missing.yaml")
+}
