@@ -1,7 +1,8 @@
 // Package audit owns the audit log of a cordon run: its versioned record schema, the
 // hash-chained append-only writer (an [event.Sink]), secret redaction, reading, listing
 // and verifying logs, and rendering them as a terminal timeline or a self-contained HTML
-// report. The per-command workspace diff lives in the subpackage
+// report, both of which list first the changed files that build or CI tooling runs later
+// outside the sandbox ([Classify]). The per-command workspace diff lives in the subpackage
 // [github.com/cordonhq/cordon/audit/fsdiff].
 //
 // One run is one directory under the audit root, ROOT/RUNID/, holding events.jsonl and

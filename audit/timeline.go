@@ -15,15 +15,17 @@ type TimelineOptions struct {
 
 const timeLayout = "2006-01-02 15:04:05.000Z"
 
-// WriteTimeline writes a run as a human timeline: a header, then each command with its
-// exit code, duration and diffstat, and beside it the network decisions, alerts and
-// credential events it caused; events of no command; and how the run ended ("UNSEALED"
-// when the log has no run.end). Every string from the log is escaped so that control
-// characters cannot act on the terminal.
+// WriteTimeline writes a run as a human timeline: a header; the runs-later files (see
+// [Classify]), to review first; then each command with its exit code, duration and
+// diffstat, and beside it the network decisions, alerts and credential events it
+// caused; events of no command; and how the run ended ("UNSEALED" when the log has no
+// run.end). Every string from the log is escaped so that control characters cannot act
+// on the terminal.
 func WriteTimeline(w io.Writer, recs []Record, opts TimelineOptions) error {
 	v := buildView(recs)
 	bw := bufio.NewWriter(w)
 	writeHeader(bw, v)
+	writeLater(bw, v)
 	for _, c := range v.Commands {
 		writeCommand(bw, c, opts)
 	}
@@ -71,8 +73,8 @@ func writeCommand(w io.Writer, c *cmdView, opts TimelineOptions) {
 	}
 	fmt.Fprintln(w)
 	if d := c.Diff; d != nil {
-		for _, f := range d.Changes {
-			writeChange(w, f)
+		for i, f := range d.Changes {
+			writeChange(w, f, c.Later(i))
 		}
 	}
 	for _, n := range c.Events {
@@ -83,7 +85,7 @@ func writeCommand(w io.Writer, c *cmdView, opts TimelineOptions) {
 	}
 }
 
-func writeChange(w io.Writer, f FileChange) {
+func writeChange(w io.Writer, f FileChange, later *laterView) {
 	name := clean(f.Path)
 	if f.OldPath != "" {
 		name = clean(f.OldPath) + " -> " + name
@@ -98,7 +100,34 @@ func writeChange(w io.Writer, f FileChange) {
 	if f.OldMode != "" && f.NewMode != "" && f.OldMode != f.NewMode {
 		detail += fmt.Sprintf(" mode %s -> %s", f.OldMode, f.NewMode)
 	}
+	if later != nil {
+		detail += "  [runs later: " + later.Category.String() + "]"
+	}
 	fmt.Fprintf(w, "    %s %s%s\n", opLetter(f.Op), name, detail)
+}
+
+// writeLater lists the runs-later files before the commands, each with its category,
+// why it is flagged and the command that changed it.
+func writeLater(w io.Writer, v *view) {
+	if len(v.Later) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nRUNS LATER, review first: %s to files that build or CI tooling runs outside the sandbox\n",
+		plural(len(v.Later), "change"))
+	for _, l := range v.Later {
+		name := clean(l.Path)
+		if l.OldPath != "" {
+			name = clean(l.OldPath) + " -> " + name
+		}
+		if l.Files > 0 {
+			name += fmt.Sprintf(" (%s)", plural(l.Files, "file"))
+		}
+		by := "between commands"
+		if l.Cmd != "" {
+			by = "by [" + clean(l.Cmd) + "]"
+		}
+		fmt.Fprintf(w, "    %s %s  %s: %s  (%s)\n", opLetter(l.Op), name, l.Category, clean(l.Reason), by)
+	}
 }
 
 func writeNote(w io.Writer, n noteView) {

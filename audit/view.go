@@ -21,11 +21,12 @@ type view struct {
 	Ended    time.Time
 	End      *RunEnd // nil when unsealed
 	Commands []*cmdView
-	Loose    []noteView // events attributed to no command, in order
-	Net      []noteView // every net.allow and net.deny, in order
-	Alerts   []noteView // every syscall.alert, in order
-	Creds    []noteView // every cred.issue and cred.revoke, in order
-	Bad      []string   // bodies that could not be decoded
+	Loose    []noteView   // events attributed to no command, in order
+	Net      []noteView   // every net.allow and net.deny, in order
+	Alerts   []noteView   // every syscall.alert, in order
+	Creds    []noteView   // every cred.issue and cred.revoke, in order
+	Later    []*laterView // every runs-later file of every fs.diff, in order
+	Bad      []string     // bodies that could not be decoded
 }
 
 // cmdView is one command and what it caused.
@@ -36,8 +37,9 @@ type cmdView struct {
 	End     *CmdEnd // nil if the command never finished
 	Diff    *FSDiff // nil if no fs.diff was recorded
 	Events  []noteView
-	Denied  int // net.deny events
-	Alerted int // syscall.alert events
+	Denied  int                // net.deny events
+	Alerted int                // syscall.alert events
+	later   map[int]*laterView // runs-later flags by index in Diff.Changes
 }
 
 // noteView is an event other than the command's own, summarised on one line.
@@ -83,7 +85,11 @@ func (v *view) add(r Record, byID map[string]*cmdView) error {
 	case event.FSDiff:
 		if c := byID[r.Cmd]; c != nil {
 			c.Diff = new(FSDiff)
-			return r.DecodeBody(c.Diff)
+			if err := r.DecodeBody(c.Diff); err != nil {
+				return err
+			}
+			v.flagDiff(c, c.Diff)
+			return nil
 		}
 		if r.Cmd == "" {
 			return v.addBetween(r)
@@ -326,6 +332,7 @@ func (v *view) addBetween(r Record) error {
 	if err := r.DecodeBody(&d); err != nil {
 		return err
 	}
+	v.flagDiff(nil, &d)
 	paths := make([]string, 0, len(d.Changes))
 	for _, c := range d.Changes {
 		paths = append(paths, c.Op+" "+c.Path)
