@@ -97,7 +97,7 @@ func auditShow(stdio IO, args []string) error {
 	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last", stdio.Stderr)
 	dir := auditDirFlag(fs)
 	diff := fs.Bool("diff", false, "print each command's full patch")
-	asJSON := fs.Bool("json", false, "print the run's events as JSON")
+	asJSON := fs.Bool("json", false, "print the run's events, and its runs-later files, as JSON")
 	run, err := runArg(fs, dir, args)
 	if err != nil {
 		return err
@@ -110,10 +110,11 @@ func auditShow(stdio IO, args []string) error {
 		enc := json.NewEncoder(stdio.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Version int            `json:"show_version"`
-			Run     string         `json:"run"`
-			Events  []audit.Record `json:"events"`
-		}{auditJSONVersion, run.ID, recs})
+			Version   int                   `json:"show_version"`
+			Run       string                `json:"run"`
+			RunsLater []audit.RunsLaterFile `json:"runs_later"` // added within version 1
+			Events    []audit.Record        `json:"events"`
+		}{auditJSONVersion, run.ID, audit.RunsLater(recs), recs})
 	}
 	return audit.WriteTimeline(stdio.Stdout, recs, audit.TimelineOptions{Diff: *diff})
 }
