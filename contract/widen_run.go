@@ -132,7 +132,12 @@ func compareLimits(c *comparison) {
 	}{
 		{"memory", float64(o.Memory), float64(n.Memory), func(v float64) string { return sizeString(int64(v)) }},
 		{"pids", float64(o.Pids), float64(n.Pids), func(v float64) string { return strconv.FormatInt(int64(v), 10) }},
-		{"cpu", o.CPU, n.CPU, func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) + " CPUs" }},
+		{"cpu", o.CPU, n.CPU, func(v float64) string {
+			if v == 1 {
+				return "1 CPU"
+			}
+			return strconv.FormatFloat(v, 'g', -1, 64) + " CPUs"
+		}},
 	} {
 		show := func(v float64) string {
 			if v <= 0 {

@@ -159,7 +159,7 @@ func TestCompare(t *testing.T) {
 			want: []string{"narrower monitor: monitor.mode: required (was off)"}},
 		{name: "limits", old: v1 + "limits: {memory: 1GiB, pids: 100, cpu: 2}\n", new: v1 + "limits: {memory: 2GiB, cpu: 1}\n",
 			want: []string{"wider limits: limits.memory: 2GiB (was 1GiB)", "wider limits: limits.pids: unlimited (was 100)",
-				"narrower limits: limits.cpu: 1 CPUs (was 2 CPUs)"}},
+				"narrower limits: limits.cpu: 1 CPU (was 2 CPUs)"}},
 		{name: "timeout", old: v1, new: v1 + "commands: {timeout: 10m}\n",
 			want: []string{"wider timeout: commands.timeout: 10m0s (was 1m0s)"}},
 		{name: "commands.deny", old: v1 + "commands: {deny: ['curl *', 'git  push *']}\n", new: v1 + "commands: {deny: ['git push *', 'wget *']}\n",
