@@ -405,7 +405,9 @@ func TestSessionLogHasNoGaps(t *testing.T) {
 func TestNestedRepositoryQuarantined(t *testing.T) {
 	w := newWorld(t)
 	mustWrite(t, filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD"), "ref: refs/heads/main\n")
-	r := w.sh("mkdir -p docs/.git && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > docs/.git/config && echo ref > docs/.git/HEAD")
+	// Prepared elsewhere and moved into place whole, so that it is complete whether it is
+	// disarmed the moment it appears (as root) or when the command ends.
+	r := w.sh("mkdir -p prep docs && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > prep/config && echo ref > prep/HEAD && mv prep docs/.git")
 	if r.code != 0 {
 		t.Fatal(r)
 	}
@@ -432,6 +434,29 @@ func TestNestedRepositoryQuarantined(t *testing.T) {
 		t.Fatalf("git still takes site for a repository: %s", out)
 	}
 	// Moved into place whole, prepared elsewhere: the same.
-	r = w.sh("mkdir -p prep/.git/objects prep/.git/refs && echo 'ref: refs/heads/main' > prep/.git/HEAD && mv prep/.git lib.git && mkdir lib && mv lib.git lib/.git")
+	r = w.sh("mkdir -p prep/g/objects prep/g/refs && echo 'ref: refs/heads/main' > prep/g/HEAD && mv prep/g lib.git && mkdir lib && mv lib.git lib/.git")
 	assertContains(t, "cordon says so", r.stderr, "renamed lib/.git to lib/.git.cordon-quarantine")
+}
+
+// TestNewRepositoryDisarmedAtOnce: as root, cordon watches the workspace's file system
+// and disarms a git repository the moment it is made, not when the command ends: a git
+// the host runs there meanwhile (an editor polling) never sees it.
+func TestNewRepositoryDisarmedAtOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	r := w.sh("mkdir -p prep/objects prep/refs && echo 'ref: refs/heads/main' > prep/HEAD && " +
+		"printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > prep/config && mkdir docs && mv prep docs/.git; " +
+		"i=0; while [ -e docs/.git ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; " +
+		"[ -e docs/.git ] && echo still-there; ls -a docs; " +
+		"mkdir -p p2/objects p2/refs && echo 'ref: refs/heads/main' > p2/HEAD && mv p2 site; " +
+		"i=0; while [ -e site/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e site/HEAD ] && echo bare-still-there; echo done")
+	assertContains(t, "ran", r.stdout, "done")
+	if strings.Contains(r.stdout, "still-there") {
+		t.Fatalf("a new repository lived on while its command ran: %v", r)
+	}
+	assertContains(t, "the command saw it quarantined", r.stdout, ".git.cordon-quarantine")
+	show := w.cordon("", "audit", "show", "--diff", "last")
+	for _, q := range []string{"docs/.git", "site/HEAD"} {
+		assertContains(t, "the log lists what was quarantined", show.stdout, q)
+	}
 }

@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
@@ -22,9 +24,10 @@ const quarantineSuffix = ".cordon-quarantine"
 //     takes for a repository when run inside it) has its HEAD renamed
 //     HEAD.cordon-quarantine, which is all git needs to stop seeing one.
 //
-// It returns the workspace-relative paths it renamed.
+// It returns the workspace-relative paths it renamed, with those the live watch
+// (quarantine_linux.go) renamed the moment they appeared.
 func (r *run) quarantine(diff *fsdiff.Result) []string {
-	var out []string
+	out := r.takeLive()
 	seen := map[string]bool{}
 	for _, c := range diff.Changes {
 		if c.Op == fsdiff.Deleted {
@@ -81,15 +84,32 @@ func (r *run) bareRepository(rel string) bool {
 	return true
 }
 
-// disarm renames the workspace path rel to rel.cordon-quarantine, following no link,
-// and says so; it reports whether it did.
+// disarm renames the workspace path rel to rel.cordon-quarantine (or -2, -3, … when
+// that is taken), following no link, and says so; it reports whether it did. A rel
+// already gone (disarmed as it appeared) is no error.
 func (r *run) disarm(rel string) bool {
+	r.qMu.Lock()
+	defer r.qMu.Unlock()
 	p := filepath.Join(r.plan.Workspace, filepath.FromSlash(rel))
-	if err := linux.RenameNoLinks(p, filepath.Base(p)+quarantineSuffix); err != nil {
-		r.o.Log.Warn("quarantining a nested git repository", "path", rel, "err", err)
-		fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %v\n", rel, err)
-		return false
+	var err error
+	for i := 1; i <= 100; i++ {
+		name := filepath.Base(p) + quarantineSuffix
+		if i > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		if err = linux.RenameNoLinks(p, name); err == nil {
+			fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s so that no git on the host obeys it\n",
+				rel, path.Join(path.Dir(rel), name))
+			return true
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
 	}
-	fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s%s so that no git on the host obeys it\n", rel, rel, quarantineSuffix)
-	return true
+	r.o.Log.Warn("quarantining a nested git repository", "path", rel, "err", err)
+	fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %v\n", rel, err)
+	return false
 }

@@ -191,6 +191,9 @@ type run struct {
 	ctl        *control
 	spillDir   string
 
+	qMu  sync.Mutex // qMu serialises quarantine renames (the live watch's and the sweep's)
+	live *liveWatch // nil without a live watch for new git repositories
+
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
 }
@@ -231,6 +234,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.startGates(ctx, &host); err != nil {
 		return err
 	}
+	r.watchRepositories()
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
@@ -266,6 +270,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 			errs = append(errs, fmt.Errorf("tearing down sandbox: %w", cerr))
 		}
 	}
+	r.stopWatch()
 	if r.eg != nil {
 		if cerr := r.eg.Close(); cerr != nil {
 			errs = append(errs, fmt.Errorf("stopping egress proxy: %w", cerr))

@@ -1,0 +1,157 @@
+package linux
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// CreateWatch reports the entries created in, or moved into, directories of one file
+// system, the moment the kernel makes them: a fanotify group with a file-system mark
+// (FAN_CREATE, FAN_MOVED_TO, directories included) reporting each event's directory
+// and name. It needs CAP_SYS_ADMIN. Only names a filter accepts are resolved to
+// paths, so the cost of the rest of the file system's activity is one read and one
+// comparison per event.
+type CreateWatch struct {
+	fd      int // the fanotify group
+	mountFD int // a directory on the watched file system, for open_by_handle_at
+	keep    func(name string, movedDir bool) bool
+	events  chan Created
+	stop    chan struct{}
+	once    sync.Once
+	done    sync.WaitGroup
+}
+
+// Created is one entry made in the watched file system: Dir is its directory's path as
+// this process sees it, Name the entry's name. Overflow means events were lost.
+type Created struct {
+	Dir, Name string
+	Overflow  bool
+}
+
+// WatchCreates watches the file system holding dir for new entries that keep accepts,
+// given their name and whether the entry is a directory moved into place. Close stops
+// it.
+func WatchCreates(dir string, keep func(name string, movedDir bool) bool) (*CreateWatch, error) {
+	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("fanotify_init: %w", err)
+	}
+	mask := uint64(unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_ONDIR)
+	if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, mask, unix.AT_FDCWD, dir); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("fanotify_mark %s: %w", dir, err)
+	}
+	// open_by_handle_at wants a real descriptor here, not an O_PATH one (EBADF).
+	mfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	w := &CreateWatch{fd: fd, mountFD: mfd, keep: keep, events: make(chan Created, 64), stop: make(chan struct{})}
+	w.done.Add(1)
+	go w.loop()
+	return w, nil
+}
+
+// Events delivers what was created, in order; it is closed after Close.
+func (w *CreateWatch) Events() <-chan Created { return w.events }
+
+// Close stops the watch and waits for its reader. It is idempotent.
+func (w *CreateWatch) Close() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.done.Wait()
+		unix.Close(w.fd)
+		unix.Close(w.mountFD)
+	})
+}
+
+// loop reads events until Close, polling so that Close is seen within 50 ms.
+func (w *CreateWatch) loop() {
+	defer w.done.Done()
+	defer close(w.events)
+	buf := make([]byte, 64<<10)
+	pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		if n, _ := unix.Poll(pfd, 50); n <= 0 { // EINTR included
+			continue
+		}
+		n, err := unix.Read(w.fd, buf)
+		if err != nil || n <= 0 {
+			continue
+		}
+		w.parse(buf[:n])
+	}
+}
+
+// parse handles one read's worth of events.
+func (w *CreateWatch) parse(b []byte) {
+	const metaLen = int(unsafe.Sizeof(unix.FanotifyEventMetadata{}))
+	for len(b) >= metaLen {
+		evLen := int(binary.NativeEndian.Uint32(b[0:4]))
+		if evLen < metaLen || evLen > len(b) {
+			return
+		}
+		mask := binary.NativeEndian.Uint64(b[8:16])
+		if mask&unix.FAN_Q_OVERFLOW != 0 {
+			w.send(Created{Overflow: true})
+		} else if c, ok := w.event(b[metaLen:evLen], mask&unix.FAN_MOVED_TO != 0 && mask&unix.FAN_ONDIR != 0); ok {
+			w.send(c)
+		}
+		b = b[evLen:]
+	}
+}
+
+// event decodes a DFID_NAME info record: header, fsid, file handle, then the name.
+func (w *CreateWatch) event(info []byte, movedDir bool) (Created, bool) {
+	const hdr, fsid = 4, 8
+	if len(info) < hdr+fsid+8 || info[0] != unix.FAN_EVENT_INFO_TYPE_DFID_NAME {
+		return Created{}, false
+	}
+	rec := info[:min(int(binary.NativeEndian.Uint16(info[2:4])), len(info))]
+	fh := rec[hdr+fsid:]
+	size := int(binary.NativeEndian.Uint32(fh[0:4]))
+	typ := int32(binary.NativeEndian.Uint32(fh[4:8]))
+	if 8+size > len(fh) {
+		return Created{}, false
+	}
+	name := fh[8+size:]
+	for i, c := range name {
+		if c == 0 {
+			name = name[:i]
+			break
+		}
+	}
+	if !w.keep(string(name), movedDir) {
+		return Created{}, false
+	}
+	dfd, err := unix.OpenByHandleAt(w.mountFD, unix.NewFileHandle(typ, fh[8:8+size]), unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return Created{}, false // gone already, or another file system's
+	}
+	defer unix.Close(dfd)
+	dir, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(dfd))
+	if err != nil || !filepath.IsAbs(dir) {
+		return Created{}, false
+	}
+	return Created{Dir: dir, Name: string(name)}, true
+}
+
+func (w *CreateWatch) send(c Created) {
+	select {
+	case w.events <- c:
+	case <-w.stop:
+	}
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package runner
+
+// liveWatch is Linux's (fanotify); elsewhere only the end-of-command quarantine runs.
+type liveWatch struct{}
+
+func (r *run) watchRepositories() {}
+
+func (r *run) takeLive() []string { return nil }
+
+func (r *run) stopWatch() {}
