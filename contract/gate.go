@@ -211,6 +211,10 @@ func (k *compiler) gateProgram(gs GateSpec) {
 		return
 	}
 	base := prog[strings.LastIndex(prog, "/")+1:]
+	if base == "git" && (len(gs.Run) < 2 || gs.Run[1].Value != "push") {
+		k.errorf(gs.Run[0].Pos, "gates.run: a git gate must be `git push …`: any other git operation would run in the workspace's repository, whose configuration, hooks and submodules the sandbox may have written")
+		return
+	}
 	if what, ok := workspaceRunners[base]; ok {
 		k.plan.Notes = append(k.plan.Notes, fmt.Sprintf("gate %s (%s) runs %s on the host, which reads %s in the workspace: "+
 			"whatever the sandbox wrote there runs with the gate's credential; prefer a git push gate and CI on the pushed branch",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -54,13 +55,8 @@ func (s *Service) run(ctx context.Context, r *request, ev *ExecEvent) (out Outco
 	}
 	defer os.RemoveAll(home)
 	dir, argv, env := s.cfg.Workspace, r.p.Argv, hardenedEnv(home, s.cfg.Workspace, g.Credential)
-	switch {
-	case r.push != nil:
+	if r.push != nil {
 		if dir, argv, env, err = s.preparePush(ctx, r.push, home, g.Credential); err != nil {
-			return Outcome{}, err
-		}
-	case isGit(argv):
-		if err := checkRepoConfig(ctx, s.cfg.Workspace, home); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -86,23 +82,22 @@ func (s *Service) run(ctx context.Context, r *request, ev *ExecEvent) (out Outco
 	return out, nil
 }
 
-// preparePush checks that the repository is as it was when p was pinned and makes the
-// scratch repository to push from; it returns where and how the push runs.
+// preparePush checks that the repository's refs are as they were when p was pinned
+// and makes a fresh scratch repository to push from; it returns where and how the push
+// runs.
 func (s *Service) preparePush(ctx context.Context, p *push, home string, cred *contract.Credential) (string, []string, []string, error) {
-	env := hardenedEnv(home, s.cfg.Workspace, nil)
-	now, err := refState(ctx, s.cfg.Workspace, env)
+	rr, err := readRefs(filepath.Join(s.cfg.Workspace, ".git"))
 	if err != nil {
 		return "", nil, nil, err
 	}
-	if what := moved(p.state, now); what != "" {
+	if what := moved(p.state, rr.state()); what != "" {
 		return "", nil, nil, fmt.Errorf("refused: the repository changed since the request (%s); what was shown is not what would be pushed: ask again", what)
 	}
-	scratch, err := scratchRepo(ctx, home, s.cfg.Workspace, env)
+	env, err := scratchEnv(ctx, home, s.cfg.Workspace, p, cred)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	penv := append(hardenedEnv(home, "", cred, p.overrides()...), "GIT_DIR="+scratch)
-	return home, p.argv(), penv, nil
+	return home, p.argv(), env, nil
 }
 
 // revoke calls revoke once, ignoring the operation's cancellation.

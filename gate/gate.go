@@ -103,8 +103,6 @@ type Service struct {
 	closed  bool                // guarded by mu
 
 	running sync.WaitGroup // approved operations
-
-	known []string // object ids the remotes held at the run's start (Snapshot)
 }
 
 // request is one filed request.
@@ -168,7 +166,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 	if why != "" {
 		return s.refuse(r, byCordon, why), nil
 	}
-	r.p.Preview = preview(ctx, s.cfg.Workspace, argv, g, r.push)
+	r.p.Preview = preview(s.cfg.Workspace, argv, g, r.push)
 	if why := s.file(r); why != "" {
 		return s.refuse(r, byCordon, why), nil
 	}
@@ -194,7 +192,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 func (s *Service) pin(ctx context.Context, r *request, ev *RequestEvent) string {
 	p, err := parsePush(r.p.Argv)
 	if err == nil && p != nil {
-		err = s.pinPush(ctx, p)
+		err = s.pinPush(ctx, p, r.gate)
 	}
 	if err != nil {
 		return "refused: " + err.Error()

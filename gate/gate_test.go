@@ -201,7 +201,7 @@ func TestApprovePushes(t *testing.T) {
 	if len(p.ID) != 8 || p.Gate != "push" || p.Cmd != "7" || p.Argv[3] != "HEAD:refs/heads/agent/"+testRun {
 		t.Errorf("pending = %+v", p)
 	}
-	for _, want := range []string{f.head + " (HEAD) -> refs/heads/agent/" + testRun, "push to:    " + f.url, "agent work", "GITHUB_PUSH", f.ws, "?? notes.txt",
+	for _, want := range []string{f.head + " (HEAD) -> refs/heads/agent/" + testRun, "push to:    " + f.url, "agent work", "GITHUB_PUSH", f.ws, "history of what is pushed",
 		"commits the push would publish (1, every one", "1 file changed"} {
 		if !strings.Contains(p.Preview, want) {
 			t.Errorf("preview lacks %q:\n%s", want, p.Preview)

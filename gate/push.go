@@ -4,27 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 )
 
-// A `git push` gate does not run git in the workspace. What the sandbox wrote there
-// (the repository's configuration, hooks, remotes, nested repositories) would decide
-// where the push goes and what runs on the host. Instead:
+// A `git push` gate never runs git in the workspace. What the sandbox wrote there (the
+// repository's configuration, hooks, remotes, replace refs, shallow file, submodules,
+// links) would decide where the push goes, what the approver is shown and what runs
+// on the host. Instead:
 //
-//   - at request time the push is pinned: the URL is resolved (from the contract, or
-//     from the repository's remote of that name, shown to the approver), every source
-//     is resolved to an object id, and the refs are recorded;
+//   - at request time the push is pinned: cordon reads the refs itself (refs.go), the
+//     URL is resolved (from the contract, or from the repository's remote of that name,
+//     shown to the approver), every source is resolved to an object id, and the refs
+//     are recorded; what the push would publish is computed in a scratch repository
+//     against the refs the remote itself lists (pushpreview.go);
 //   - on approval cordon refuses if any ref or HEAD moved since, then pushes the pinned
-//     object ids from a scratch repository of its own, in a private directory, that
-//     borrows the workspace's objects read-only (objects/info/alternates) and has no
-//     configuration, hooks or remotes but cordon's; only https and ssh (and http to a
-//     loopback address) are allowed, and redirects are not followed.
+//     object ids from a fresh scratch repository of its own (scratch.go); only https
+//     and ssh (and http to a loopback address) are allowed, and redirects are not
+//     followed.
 
 // pushFlags are the git push options a gate may name; every other one is refused.
 var pushFlags = map[string]bool{
@@ -39,10 +38,12 @@ type push struct {
 	http   bool   // a loopback http:// URL
 	flags  []string
 	refs   []PushRef
-	state  string // the repository's refs and HEAD when pinned
+	state  string // the repository's refs and HEAD when pinned (repoRefs.state)
+	format string // the repository's object format ("" or "sha256")
 
 	commits []string // what it would publish, one line each (pushpreview.go)
 	detail  string   // the files the newest of them change
+	history string   // the newest commits of what is pushed
 }
 
 // PushRef is one refspec of a pinned push, its source pinned to an object id.
@@ -111,15 +112,18 @@ func parsePush(argv []string) (*push, error) {
 
 var remoteName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// pin resolves p's URL and sources in the workspace repository and records its refs.
-func (p *push) pin(ctx context.Context, ws string, env []string) error {
+// resolveURL is where p goes: its remote when that is a URL, else the one pushurl (or
+// else the one url) of the remote of that name in the repository's configuration,
+// copied to cfg. url.*.insteadOf and the like are not applied: the push runs with no
+// repository configuration, and the approver sees the URL it uses.
+func (p *push) resolveURL(ctx context.Context, home, cfg string, env []string) error {
 	u := p.remote
 	if !isURL(u) {
 		if !remoteName.MatchString(u) {
 			return fmt.Errorf("remote %q is neither a URL nor a remote name", u)
 		}
 		var err error
-		if u, err = remoteURL(ctx, ws, env, p.remote); err != nil {
+		if u, err = remoteURL(ctx, home, cfg, env, p.remote); err != nil {
 			return err
 		}
 	}
@@ -128,20 +132,14 @@ func (p *push) pin(ctx context.Context, ws string, env []string) error {
 		return err
 	}
 	p.url, p.http = u, http
-	for i := range p.refs {
-		if err := p.pinRef(ctx, ws, env, &p.refs[i]); err != nil {
-			return err
-		}
-	}
-	p.state, err = refState(ctx, ws, env)
-	return err
+	return nil
 }
 
-// remoteURL is the push URL of the repository's remote name: exactly one pushurl, or
-// else exactly one url.
-func remoteURL(ctx context.Context, ws string, env []string, name string) (string, error) {
+// remoteURL is the push URL of remote name in the configuration file cfg: exactly one
+// pushurl, or else exactly one url.
+func remoteURL(ctx context.Context, home, cfg string, env []string, name string) (string, error) {
 	for _, key := range []string{"pushurl", "url"} {
-		out, _ := git(ctx, ws, env, "config", "--get-all", "remote."+name+"."+key)
+		out, _ := git(ctx, home, env, "config", "--file", cfg, "--get-all", "remote."+name+"."+key)
 		var urls []string
 		for _, l := range strings.Split(out, "\n") {
 			if l != "" {
@@ -158,36 +156,35 @@ func remoteURL(ctx context.Context, ws string, env []string, name string) (strin
 	return "", fmt.Errorf("the repository has no remote %q with a URL", name)
 }
 
-// pinRef resolves r's source to an object id and its destination to a full ref name.
-func (p *push) pinRef(ctx context.Context, ws string, env []string, r *PushRef) error {
+// pinRef resolves r's source in the refs cordon read to an object id that the
+// scratch repository (env) holds, and its destination to a full ref name.
+func (p *push) pinRef(ctx context.Context, home string, rr *repoRefs, env []string, r *PushRef) error {
+	full := ""
 	if r.Src != "" {
-		oid, err := git(ctx, ws, env, "rev-parse", "--verify", "--quiet", "--end-of-options", r.Src)
-		oid = strings.TrimSpace(oid)
-		if err != nil || !isOID(oid) {
-			return fmt.Errorf("%s names no object in the repository", r.Src)
+		oid, f, ok := rr.resolve(r.Src)
+		if !ok {
+			return fmt.Errorf("%s names no ref or object in the repository", r.Src)
 		}
-		typ, _ := git(ctx, ws, env, "cat-file", "-t", oid)
+		typ, err := git(ctx, home, env, "cat-file", "-t", oid)
+		if err != nil {
+			return fmt.Errorf("%s names object %s, which the repository does not hold", r.Src, oid)
+		}
 		if t := strings.TrimSpace(typ); t != "commit" && t != "tag" {
 			return fmt.Errorf("%s is a %s; a gate pushes commits and tags", r.Src, t)
 		}
-		r.OID = oid
+		r.OID, full = oid, f
 	}
 	if !strings.HasPrefix(r.Dst, "refs/") {
-		full := ""
-		if r.Src != "" {
-			out, _ := git(ctx, ws, env, "rev-parse", "--symbolic-full-name", "--end-of-options", r.Src)
-			full = strings.TrimSpace(out)
-		}
 		switch {
 		case strings.HasPrefix(full, "refs/tags/"):
 			r.Dst = "refs/tags/" + r.Dst
-		case strings.HasPrefix(full, "refs/heads/"), r.Src == "" && r.Dst != "":
+		case strings.HasPrefix(full, "refs/heads/"), r.Src == "":
 			r.Dst = "refs/heads/" + r.Dst
 		default:
 			return fmt.Errorf("refspec %s:%s: name the destination in full (refs/heads/…)", r.Src, r.Dst)
 		}
 	}
-	if _, err := git(ctx, ws, env, "check-ref-format", r.Dst); err != nil {
+	if _, err := git(ctx, home, env, "check-ref-format", r.Dst); err != nil {
 		return fmt.Errorf("%q is not a valid ref name", r.Dst)
 	}
 	return nil
@@ -198,17 +195,6 @@ func isOID(s string) bool {
 		return false
 	}
 	return strings.Trim(s, "0123456789abcdef") == ""
-}
-
-// refState is the repository's HEAD and every ref with its object id.
-func refState(ctx context.Context, ws string, env []string) (string, error) {
-	head, _ := git(ctx, ws, env, "symbolic-ref", "-q", "HEAD")
-	oid, _ := git(ctx, ws, env, "rev-parse", "--verify", "--quiet", "HEAD")
-	refs, err := git(ctx, ws, env, "for-each-ref", "--format=%(objectname) %(refname)")
-	if err != nil {
-		return "", fmt.Errorf("listing the repository's refs: %w", err)
-	}
-	return "HEAD " + strings.TrimSpace(head) + " " + strings.TrimSpace(oid) + "\n" + refs, nil
 }
 
 // moved says what changed between two refState results, or "".
@@ -293,55 +279,6 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// scratchRepo makes a bare repository in home that borrows the workspace's objects,
-// after checking that nothing there lends objects of another repository: .git must be
-// a directory of the workspace (a pointer can name any repository on the host), with
-// no alternates of its own and no link or special file among its objects.
-func scratchRepo(ctx context.Context, home, ws string, env []string) (string, error) {
-	dotgit := filepath.Join(ws, ".git")
-	objects := filepath.Join(dotgit, "objects")
-	for _, d := range []string{dotgit, objects} {
-		st, err := os.Lstat(d)
-		if err != nil || !st.IsDir() {
-			return "", fmt.Errorf("%s is not a directory: a gate pushes from the workspace's own git directory (worktree and submodule pointers are refused)", d)
-		}
-	}
-	for _, f := range []string{"info/alternates", "info/http-alternates"} {
-		if _, err := os.Lstat(filepath.Join(objects, f)); err == nil {
-			return "", fmt.Errorf("refused: %s exists; it would lend another repository's objects to the push", filepath.Join(objects, f))
-		}
-	}
-	err := filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return fmt.Errorf("refused: %s is not a regular file; it could lend another repository's objects to the push", p)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	format, _ := git(ctx, ws, env, "rev-parse", "--show-object-format")
-	scratch := filepath.Join(home, "push.git")
-	args := []string{"init", "-q", "--bare", "--template=", scratch}
-	if f := strings.TrimSpace(format); f == "sha256" {
-		args = append(args, "--object-format=sha256")
-	}
-	if _, err := git(ctx, home, env, args...); err != nil {
-		return "", fmt.Errorf("making the scratch repository: %w", err)
-	}
-	info := filepath.Join(scratch, "objects", "info")
-	if err := os.MkdirAll(info, 0o700); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(info, "alternates"), []byte(objects+"\n"), 0o600); err != nil {
-		return "", err
-	}
-	return scratch, nil
 }
 
 // argv is the push cordon runs in the scratch repository.

@@ -108,32 +108,71 @@ func TestParsePush(t *testing.T) {
 	}
 }
 
-// TestPushListsEveryCommit: the preview lists every commit the push publishes, however
-// the agent dresses the repository: a fake remote-tracking ref made after the run
-// started hides nothing.
+// TestPushListsEveryCommit: the preview lists every commit the push publishes,
+// against what the remote itself lists: a remote-tracking ref or tag the sandbox wrote
+// (in this run or an earlier one) hides nothing, and a replace ref changes nothing the
+// approver sees.
 func TestPushListsEveryCommit(t *testing.T) {
 	f := newFixture(t)
-	runGit(t, f.ws, "update-ref", "refs/remotes/origin/main", "HEAD") // what the remote had at start
-	s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
-	defer s.Close()
-	s.Snapshot(context.Background())
+	runGit(t, f.ws, "push", "-q", f.bare, "HEAD:refs/heads/main") // what the remote has
 	for i := 0; i < 30; i++ {
 		runGit(t, f.ws, "commit", "-q", "--allow-empty", "-m", fmt.Sprintf("agent commit %d", i))
 	}
-	runGit(t, f.ws, "update-ref", "refs/remotes/origin/main", "HEAD") // the agent's fake
+	runGit(t, f.ws, "update-ref", "refs/remotes/origin/main", "HEAD") // the agent's fakes
+	runGit(t, f.ws, "tag", "v9")
+	// A harmless-looking commit replacing the real tip in the workspace's own git.
+	tip := runGit(t, f.ws, "rev-parse", "HEAD")
+	runGit(t, f.ws, "checkout", "-q", "--detach", f.head)
+	runGit(t, f.ws, "commit", "-q", "--allow-empty", "-m", "fix a typo")
+	runGit(t, f.ws, "replace", tip, runGit(t, f.ws, "rev-parse", "HEAD"))
+	runGit(t, f.ws, "checkout", "-q", "-")
+	if err := os.WriteFile(filepath.Join(f.ws, ".git", "shallow"), []byte(tip+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
+	defer s.Close()
 	ch := asyncRequest(context.Background(), s)
 	p := waitPending(t, s)
 	assertHas(t, "preview", p.Preview, "commits the push would publish (30, every one")
 	for i := 0; i < 30; i++ {
 		assertHas(t, "preview", p.Preview, fmt.Sprintf("agent commit %d\n", i))
 	}
-	if strings.Contains(p.Preview, " agent work\n") {
-		t.Errorf("the preview lists a commit the remote had at the start:\n%s", p.Preview)
+	if strings.Contains(p.Preview, "fix a typo") {
+		t.Errorf("the preview honours the workspace's replace refs:\n%s", p.Preview)
 	}
 	if err := s.Deny(p.ID, "bob", "no"); err != nil {
 		t.Fatal(err)
 	}
 	<-ch
+}
+
+// TestPushReadsNoLinkOut: a link the sandbox plants in a writable .git (packed-refs to
+// a host file) is refused, and nothing of the file it names reaches the requester.
+func TestPushReadsNoLinkOut(t *testing.T) {
+	f := newFixture(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("TOPSECRET-line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, f.ws, "pack-refs", "--all")
+	for _, name := range []string{"packed-refs", "HEAD"} {
+		p := filepath.Join(f.ws, ".git", name)
+		saved, _ := os.ReadFile(p)
+		os.Remove(p)
+		if err := os.Symlink(secret, p); err != nil {
+			t.Fatal(err)
+		}
+		s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
+		out, err := s.Request(context.Background(), "push", "")
+		s.Close()
+		if err != nil || out.Approved || !strings.Contains(out.Why, "cannot be read") || strings.Contains(out.Why, "TOPSECRET") {
+			t.Errorf("%s linked out: %+v, %v", name, out, err)
+		}
+		os.Remove(p)
+		if err := os.WriteFile(p, saved, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestPushRefusesBorrowedObjects: objects lent by another repository (alternates, a
@@ -169,37 +208,49 @@ func TestPushRefusesBorrowedObjects(t *testing.T) {
 	}
 }
 
-// TestPreviewRunsNoRepositoryProgram: a textconv or filter the repository names (a
-// widened .git) would run during the preview's own git commands: none runs, the push
-// is still pinned and shown, and the preview says why git was not run.
+// TestPreviewRunsNoRepositoryProgram: no git runs in the workspace for a request: a
+// filter or textconv the repository names, or one in a nested repository the index
+// points at as a submodule, never runs on the host.
 func TestPreviewRunsNoRepositoryProgram(t *testing.T) {
 	f := newFixture(t)
 	prog := filepath.Join(t.TempDir(), "prog")
 	writeScript(t, prog, "touch "+f.marks+"/ran; cat")
-	runGit(t, f.ws, "config", "diff.evil.textconv", prog)
-	runGit(t, f.ws, "config", "filter.evil.clean", prog)
-	if err := os.WriteFile(filepath.Join(f.ws, ".gitattributes"), []byte("* diff=evil filter=evil\n"), 0o644); err != nil {
+	sub := filepath.Join(f.ws, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	runGit(t, sub, "init", "-q")
+	for _, dir := range []string{f.ws, sub} {
+		runGit(t, dir, "config", "diff.evil.textconv", prog)
+		runGit(t, dir, "config", "filter.evil.clean", prog)
+		if err := os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte("* diff=evil filter=evil\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runGit(t, sub, "add", ".gitattributes")
+	runGit(t, sub, "commit", "-q", "-m", "s")
+	runGit(t, f.ws, "update-index", "--add", "--cacheinfo", "160000,"+runGit(t, sub, "rev-parse", "HEAD")+",sub")
 	runGit(t, f.ws, "add", ".gitattributes")
 	runGit(t, f.ws, "commit", "-q", "-m", "attributes")
-	os.Remove(filepath.Join(f.marks, "ran")) // the fixture's own commit ran it
-	// Same size, new time: git status must read the file through the clean filter.
+	os.Remove(filepath.Join(f.marks, "ran")) // the setup's own commits ran it
 	future := time.Now().Add(time.Hour)
-	if err := os.Chtimes(filepath.Join(f.ws, "README"), future, future); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{filepath.Join(f.ws, "README"), filepath.Join(sub, ".gitattributes")} {
+		if err := os.Chtimes(p, future, future); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
 	defer s.Close()
 	ch := asyncRequest(context.Background(), s)
 	p := waitPending(t, s)
-	assertHas(t, "preview", p.Preview, "git was not run for this preview")
 	assertHas(t, "preview", p.Preview, "commits the push would publish (2, every one")
-	if f.marker("ran") {
-		t.Fatal("the preview ran a program the repository's configuration names")
-	}
-	if err := s.Deny(p.ID, "bob", "no"); err != nil {
+	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	<-ch
+	if r := <-ch; r.out.ExitCode != 0 {
+		t.Fatalf("push: %+v", r.out)
+	}
+	if f.marker("ran") {
+		t.Fatal("a program the repository's configuration names ran on the host")
+	}
 }

@@ -2,9 +2,13 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/cordonhq/cordon/contract"
 )
 
 // MaxPushCommits bounds the commits one push may publish: the approver is shown every
@@ -15,55 +19,107 @@ const MaxPushCommits = 1000
 // maxCommitLine bounds one line of the commit list.
 const maxCommitLine = 120
 
-// Snapshot records what the remotes held as far as the workspace repository knew when
-// the run started (its remote-tracking branches and tags), before the sandbox could
-// write a ref: a push's preview lists every commit reachable from what it pushes and
-// from none of these. Call it before the sandbox starts; without it every reachable
-// commit is listed.
-func (s *Service) Snapshot(ctx context.Context) {
-	if s.cfg.Workspace == "" || !s.hasPush() {
-		return
-	}
+// pinPush pins p in the workspace, computes what it would publish and leaves nothing
+// behind: the scratch repository it made is removed.
+func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) error {
 	home, err := os.MkdirTemp("", "cordon-gate-")
 	if err != nil {
-		return
+		return err
 	}
 	defer os.RemoveAll(home)
-	out, err := gitInput(ctx, s.cfg.Workspace, hardenedEnv(home, s.cfg.Workspace, nil), "", 8<<20,
-		"for-each-ref", "--format=%(objectname)", "refs/remotes", "refs/tags")
+	gitDir := filepath.Join(s.cfg.Workspace, ".git")
+	rr, err := readRefs(gitDir)
 	if err != nil {
-		return
+		return err
 	}
-	s.known = strings.Fields(out)
-}
-
-func (s *Service) hasPush() bool {
-	for _, g := range s.cfg.Gates {
-		if p, _ := parsePush(g.Run); p != nil {
-			return true
+	cfg := filepath.Join(home, "repo-config")
+	if err := copyConfig(gitDir, cfg); err != nil {
+		return err
+	}
+	env := hardenedEnv(home, "", nil)
+	if err := p.resolveURL(ctx, home, cfg, env); err != nil {
+		return err
+	}
+	format, _ := git(ctx, home, env, "config", "--file", cfg, "--get", "extensions.objectformat")
+	p.format = strings.TrimSpace(format)
+	senv, err := scratchEnv(ctx, home, s.cfg.Workspace, p, nil)
+	if err != nil {
+		return err
+	}
+	for i := range p.refs {
+		if err := p.pinRef(ctx, home, rr, senv, &p.refs[i]); err != nil {
+			return err
 		}
 	}
-	return false
-}
-
-// pinPush pins p in the workspace and lists the commits it would publish.
-func (s *Service) pinPush(ctx context.Context, p *push) error {
-	home, err := os.MkdirTemp("", "cordon-gate-")
+	p.state = rr.state()
+	known, err := s.remoteKnown(ctx, home, p, g, senv)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
-	env := hardenedEnv(home, s.cfg.Workspace, nil)
-	if err := p.pin(ctx, s.cfg.Workspace, env); err != nil {
-		return err
-	}
-	p.commits, p.detail, err = publishes(ctx, s.cfg.Workspace, env, p, s.known)
-	return err
+	return publishes(ctx, home, senv, p, known)
 }
 
-// publishes lists, one line each, the commits reachable from p's sources and from no
-// known object id, and the files the newest of them change.
-func publishes(ctx context.Context, ws string, env []string, p *push, known []string) ([]string, string, error) {
+// scratchEnv makes the scratch repository in home and returns the environment git
+// runs in it with: no repository configuration of the workspace's, no replace refs,
+// p's transports, and cred's helper when cred is set.
+func scratchEnv(ctx context.Context, home, ws string, p *push, cred *contract.Credential) ([]string, error) {
+	env := hardenedEnv(home, "", cred, p.overrides()...)
+	scratch, err := makeScratch(ctx, home, ws, p.format, env)
+	if err != nil {
+		return nil, err
+	}
+	return append(env, "GIT_DIR="+scratch, "GIT_NO_REPLACE_OBJECTS=1"), nil
+}
+
+// remoteKnown lists the object ids the remote's refs point at, as the remote itself
+// says (git ls-remote of the pinned URL), keeping those the workspace holds: refs the
+// sandbox wrote, in this run or an earlier one, cannot hide a commit. It asks without
+// a credential first, and with the gate's, minted for the listing alone, when that
+// fails.
+func (s *Service) remoteKnown(ctx context.Context, home string, p *push, g contract.Gate, env []string) ([]string, error) {
+	out, err := gitInput(ctx, home, env, "", 8<<20, "ls-remote", "--", p.url)
+	if err != nil && g.Credential != nil && s.cfg.Mint != nil {
+		out, err = s.lsRemoteWithCredential(ctx, home, p, g, env)
+	}
+	if err != nil {
+		s.cfg.Log.Info("listing the remote's refs for a gate", logKeyGate, g.Name, logKeyErr, err)
+		return nil, fmt.Errorf("could not list the refs of %s (git ls-remote failed), so what the push would publish is unknown", p.url)
+	}
+	var oids strings.Builder
+	for _, l := range strings.Split(out, "\n") {
+		if oid, _, ok := strings.Cut(l, "\t"); ok && isOID(oid) {
+			oids.WriteString(oid + "\n")
+		}
+	}
+	have, err := gitInput(ctx, home, env, oids.String(), 16<<20, "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	if err != nil {
+		return nil, errors.New("checking the remote's refs against the repository failed")
+	}
+	var known []string
+	for _, l := range strings.Split(have, "\n") {
+		if oid, typ, ok := strings.Cut(l, " "); ok && isOID(oid) && typ != "missing" {
+			known = append(known, oid)
+		}
+	}
+	return known, nil
+}
+
+// lsRemoteWithCredential is git ls-remote with the gate's credential, minted for it
+// and revoked right after.
+func (s *Service) lsRemoteWithCredential(ctx context.Context, home string, p *push, g contract.Gate, env []string) (string, error) {
+	cenv, revoke, err := s.cfg.Mint(ctx, *g.Credential)
+	if err != nil {
+		return "", err
+	}
+	defer s.revoke(ctx, revoke)
+	env = append(hardenedEnv(home, "", g.Credential, p.overrides()...), cenv...)
+	return gitInput(ctx, home, env, "", 8<<20, "ls-remote", "--", p.url)
+}
+
+// publishes lists, one line each, the commits reachable from p's sources and from none
+// of the known object ids, with the files the newest of them change and the history
+// of what is pushed. It runs in the scratch repository (env).
+func publishes(ctx context.Context, home string, env []string, p *push, known []string) error {
 	var in strings.Builder
 	for _, r := range p.refs {
 		if r.OID != "" {
@@ -71,17 +127,17 @@ func publishes(ctx context.Context, ws string, env []string, p *push, known []st
 		}
 	}
 	if in.Len() == 0 {
-		return nil, "", nil // deletions only
+		return nil // deletions only
 	}
+	tips := in.String()
 	for _, k := range known {
 		in.WriteString("^" + k + "\n") // git 2.39's --stdin takes no --not
 	}
-	out, err := gitInput(ctx, ws, env, in.String(), (MaxPushCommits+1)*(maxCommitLine+64), "log", "--stdin", "--no-decorate",
+	out, err := gitInput(ctx, home, env, in.String(), (MaxPushCommits+1)*(maxCommitLine+64), "log", "--stdin", "--no-decorate",
 		"--format=%H %an <%ae> %s", "-n", fmt.Sprint(MaxPushCommits+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("listing the commits the push would publish: %w", err)
+		return errors.New("listing the commits the push would publish failed")
 	}
-	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if l == "" {
 			continue
@@ -89,13 +145,14 @@ func publishes(ctx context.Context, ws string, env []string, p *push, known []st
 		if len(l) > maxCommitLine {
 			l = l[:maxCommitLine] + "…"
 		}
-		lines = append(lines, l)
+		p.commits = append(p.commits, l)
 	}
-	if len(lines) > MaxPushCommits {
-		return nil, "", fmt.Errorf("the push would publish more than %d commits, too many to show the approver; push them outside cordon", MaxPushCommits)
+	if len(p.commits) > MaxPushCommits {
+		return fmt.Errorf("the push would publish more than %d commits, too many to show the approver; push them outside cordon", MaxPushCommits)
 	}
-	detail, _ := gitInput(ctx, ws, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20")
-	return lines, detail, nil
+	p.detail, _ = gitInput(ctx, home, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20")
+	p.history, _ = gitInput(ctx, home, env, tips, 8<<10, "log", "--stdin", "--no-decorate", "--format=%h %s", "-n", "20")
+	return nil
 }
 
 // writePush is the push's part of the preview.
@@ -117,7 +174,7 @@ func writePush(b *strings.Builder, p *push) {
 		fmt.Fprintf(b, "            %s (%s) -> %s%s\n", r.OID, r.Src, r.Dst, force)
 	}
 	fmt.Fprintf(b, "pinned:     approving pushes exactly these object ids; it is refused if HEAD or any ref moves first\n")
-	fmt.Fprintf(b, "\ncommits the push would publish (%d, every one; those on no remote-tracking branch or tag as of the run's start):\n", len(p.commits))
+	fmt.Fprintf(b, "\ncommits the push would publish (%d, every one: reachable from what is pushed and from no ref the remote lists):\n", len(p.commits))
 	if len(p.commits) == 0 {
 		b.WriteString("  (none)\n")
 	}
@@ -126,5 +183,8 @@ func writePush(b *strings.Builder, p *push) {
 	}
 	if strings.TrimSpace(p.detail) != "" {
 		fmt.Fprintf(b, "\nfiles they change (the newest 20 commits):\n%s", indent(p.detail))
+	}
+	if strings.TrimSpace(p.history) != "" {
+		fmt.Fprintf(b, "\nhistory of what is pushed (the newest 20 commits):\n%s", indent(p.history))
 	}
 }

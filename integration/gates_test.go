@@ -179,7 +179,7 @@ func TestGateApprovedPushesBranch(t *testing.T) {
 	if p.Gate != "push" || !slices.Equal(p.Argv, want) {
 		t.Errorf("pending request: gate %q argv %q; want push %q", p.Gate, p.Argv, want)
 	}
-	assertContains(t, "preview", p.Preview, "HEAD:       "+g.head)
+	assertContains(t, "preview", p.Preview, g.head+" (HEAD) -> refs/heads/agent/"+id)
 	assertContains(t, "gate show", g.cordon("", "gate", "show", p.ID).stdout, g.head)
 	if r := g.cordon("", "gate", "approve", p.ID); r.code != 0 {
 		t.Fatalf("gate approve: %v", r)
@@ -421,4 +421,52 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	if v := w.verifyToken(tok); v.code != 1 || !strings.Contains(v.stdout, "inactive") {
 		t.Errorf("token still valid after gc: %v", v)
 	}
+}
+
+// TestGateRunsNothingTheSandboxWrote: under git: commit the agent makes a nested
+// repository whose filter runs a program, points the index at it as a submodule, and
+// plants a link to a host file as packed-refs in a second try; asking, showing and
+// approving run none of it on the host, and nothing of the host file comes back.
+func TestGateRunsNothingTheSandboxWrote(t *testing.T) {
+	g := newGateWorld(t)
+	secret := filepath.Join(g.marks, "host-secret")
+	mustWrite(t, secret, "TOPSECRET-host-line\n")
+	g.contract(strings.Replace(gatesContract, "BARE", g.url, 1) + "filesystem:\n  git: commit\n")
+	// A nested repository whose filter runs a program (made before the session: as root,
+	// one the sandbox makes is quarantined the moment it appears).
+	mark := filepath.Join(g.marks, "ran")
+	sub := filepath.Join(g.ws, "sub")
+	mustMkdir(t, sub)
+	gitIn(t, sub, "init", "-q")
+	gitIn(t, sub, "config", "filter.x.clean", "touch "+mark+"; cat")
+	mustWrite(t, filepath.Join(sub, ".gitattributes"), "* filter=x\n")
+	mustWrite(t, filepath.Join(sub, "f"), "d\n")
+	gitIn(t, sub, "add", "f", ".gitattributes")
+	gitIn(t, sub, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "s")
+	os.Remove(mark)
+	h := gitIn(t, sub, "rev-parse", "HEAD")
+	id := g.startSession("--gates", "ask")
+	r := g.cordon("", "exec", id, "--", "sh", "-c", "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b; "+
+		"touch -d 2020-01-01 sub/f && git update-index --add --cacheinfo 160000,"+h+",sub && git commit -qm 'add sub' 2>&1 && echo ok")
+	assertContains(t, "setup in the sandbox", r.stdout, "ok")
+	b, p := g.askPush(id)
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("asking ran the nested repository's filter on the host")
+	}
+	g.cordon("", "gate", "show", p.ID)
+	if r := g.cordon("", "gate", "approve", p.ID); r.code != 0 {
+		t.Fatalf("approve: %v", r)
+	}
+	if res := b.wait(t); res.code != 0 {
+		t.Fatalf("the push failed: %v", res)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the gate ran the nested repository's filter on the host")
+	}
+	r = g.cordon("", "exec", id, "--", "sh", "-c", "git pack-refs --all; rm .git/packed-refs; ln -s "+secret+" .git/packed-refs; cordon gate push 2>&1; echo done")
+	assertContains(t, "second request", r.stdout, "done")
+	if strings.Contains(r.stdout, "TOPSECRET") || !strings.Contains(r.stdout, "cannot be read") {
+		t.Fatalf("a link out of .git: want a refusal that repeats nothing: %v", r)
+	}
+	g.cordon("", "session", "stop", id)
 }

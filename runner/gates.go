@@ -50,7 +50,6 @@ func (r *run) startGates(ctx context.Context, host *Host) error {
 		RunID: r.res.RunID, Workspace: r.plan.Workspace, Gates: r.plan.Gates, Mode: r.o.Gates,
 		Events: r.sink, Mint: g.minter(r), Log: r.o.Log,
 	})
-	g.svc.Snapshot(ctx) // before the sandbox can write a ref
 	var err error
 	sock := filepath.Join(host.RunDir, "gate.sock")
 	if g.sandboxLn, err = net.Listen("unix", sock); err != nil {

@@ -1,0 +1,131 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Bounds on the loose objects a push copies from the workspace.
+const (
+	maxLooseObjects = 200_000
+	maxLooseBytes   = 2 << 30
+)
+
+// makeScratch makes, in home, the bare repository a push runs from: no configuration,
+// hooks, refs or remotes but cordon's, and the workspace's objects lent through
+// objects/info/alternates to a private directory of cordon's. That directory holds a
+// copy of the loose objects (read through an os.Root, regular files only) and a link
+// to the pack directory, which is read-only to the sandbox (all of .git by default,
+// objects/pack under git: commit). It refuses what would lend another repository's
+// objects: alternates of the workspace's own, or a pack entry that is not a regular
+// file. format is the repository's object format ("" or "sha256").
+func makeScratch(ctx context.Context, home, ws, format string, env []string) (string, error) {
+	objects := filepath.Join(ws, ".git", "objects")
+	if st, err := os.Lstat(objects); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", objects)
+	}
+	root, err := os.OpenRoot(objects)
+	if err != nil {
+		return "", errRepo
+	}
+	defer root.Close()
+	for _, f := range []string{"info/alternates", "info/http-alternates"} {
+		if _, err := root.Lstat(f); err == nil {
+			return "", fmt.Errorf("refused: %s exists; it would lend another repository's objects to the push", filepath.Join(objects, f))
+		}
+	}
+	alt := filepath.Join(home, "objects")
+	if err := os.MkdirAll(alt, 0o700); err != nil {
+		return "", err
+	}
+	if err := linkPacks(root, objects, alt); err != nil {
+		return "", err
+	}
+	if err := copyLoose(root, alt); err != nil {
+		return "", err
+	}
+	scratch := filepath.Join(home, "push.git")
+	args := []string{"init", "-q", "--bare", "--template=", scratch}
+	if format == "sha256" {
+		args = append(args, "--object-format=sha256")
+	}
+	if _, err := git(ctx, home, env, args...); err != nil {
+		return "", errors.New("making the scratch repository failed")
+	}
+	info := filepath.Join(scratch, "objects", "info")
+	if err := os.MkdirAll(info, 0o700); err != nil {
+		return "", err
+	}
+	return scratch, os.WriteFile(filepath.Join(info, "alternates"), []byte(alt+"\n"), 0o600)
+}
+
+// linkPacks checks that the workspace's pack directory holds regular files only and
+// links alt/pack to it.
+func linkPacks(root *os.Root, objects, alt string) error {
+	st, err := root.Lstat("pack")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || !st.IsDir() {
+		return errors.New("refused: objects/pack is not a directory")
+	}
+	entries, err := fs.ReadDir(root.FS(), "pack")
+	if err != nil {
+		return errRepo
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("refused: objects/pack/%s is not a regular file; it could lend another repository's objects to the push", e.Name())
+		}
+	}
+	return os.Symlink(filepath.Join(objects, "pack"), filepath.Join(alt, "pack"))
+}
+
+// copyLoose copies the loose objects (objects/XX/YYYY…) into alt.
+func copyLoose(root *os.Root, alt string) error {
+	dirs, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return errRepo
+	}
+	var n, total int64
+	for _, d := range dirs {
+		if len(d.Name()) != 2 || strings.Trim(d.Name(), "0123456789abcdef") != "" {
+			continue
+		}
+		if !d.IsDir() {
+			return fmt.Errorf("refused: objects/%s is not a directory", d.Name())
+		}
+		files, err := fs.ReadDir(root.FS(), d.Name())
+		if err != nil {
+			return errRepo
+		}
+		dst := filepath.Join(alt, d.Name())
+		if err := os.MkdirAll(dst, 0o700); err != nil {
+			return err
+		}
+		for _, f := range files {
+			if strings.HasPrefix(f.Name(), "tmp_") {
+				continue // an object git is still writing
+			}
+			if !f.Type().IsRegular() {
+				return fmt.Errorf("refused: objects/%s/%s is not a regular file; it could lend another repository's objects to the push", d.Name(), f.Name())
+			}
+			data, err := readRegular(root, d.Name()+"/"+f.Name(), maxLooseBytes)
+			if err != nil {
+				return errRepo
+			}
+			if n, total = n+1, total+int64(len(data)); n > maxLooseObjects || total > maxLooseBytes {
+				return fmt.Errorf("refused: more than %d loose objects or %d bytes of them; run git gc outside the sandbox first", maxLooseObjects, int64(maxLooseBytes))
+			}
+			if err := os.WriteFile(filepath.Join(dst, f.Name()), data, 0o400); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
