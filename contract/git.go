@@ -71,11 +71,13 @@ func (k *compiler) gitMode() string {
 func (k *compiler) gitProtected() []protected {
 	dotgit := filepath.Join(k.ws, ".git")
 	whole := []protected{{dotgit, true, true, "git's configuration and hooks, which git on the host runs", ReadOnly, ""}}
-	if k.gitMode() != GitCommit {
+	k.plan.Git = k.gitMode()
+	if k.plan.Git != GitCommit {
 		return whole
 	}
 	if st, err := os.Lstat(dotgit); err != nil || !st.IsDir() {
 		k.plan.Notes = append(k.plan.Notes, fmt.Sprintf("filesystem.git: commit needs %s to be a directory; it stays read-only", dotgit))
+		k.plan.Git = GitReadOnly
 		return whole
 	}
 	out := make([]protected, 0, len(gitPinned))

@@ -135,6 +135,9 @@ type Plan struct {
 	Pull           string `json:"pull"`
 
 	Mounts []Mount `json:"mounts"` // ordered: a parent before what is mounted inside it
+	// Git is filesystem.git: GitReadOnly or GitCommit (the workspace's .git is then
+	// writable but for gitPinned, and its changes belong in the log).
+	Git string `json:"git"`
 	Links  []Link  `json:"links"`
 
 	Env         []PlanEnv      `json:"env"`

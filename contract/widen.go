@@ -166,6 +166,7 @@ var classified = []fieldRule{
 	{"Plan.Workdir", "the caller's directory, the same for both", nil},
 	{"Plan.Home", "the caller's home, the same for both", nil},
 	{"Plan.Links", "mirror the host's top-level links (/bin -> usr/bin); they grant nothing", nil},
+	{"Plan.Git", "through Contract.Filesystem (read-only -> commit is wider)", nil},
 	{"Plan.Env", "through Contract.Env", nil},
 	{"Plan.Notes", "what the compiler left out, informational", nil},
 

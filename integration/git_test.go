@@ -50,6 +50,14 @@ func TestGitCommitMode(t *testing.T) {
 	if log := hostGit(t, w.ws, "log", "--format=%s", "agent/work"); !strings.Contains(log, "agent change") {
 		t.Fatalf("the host's git does not see the agent's commit: %q", log)
 	}
+	// What the agent did to .git is in the log: refs, tags, HEAD (not the objects).
+	show := w.cordon("", "audit", "show", "--diff", "last")
+	for _, want := range []string{".git/refs/heads/agent/work", ".git/refs/tags/v1", ".git/HEAD"} {
+		assertContains(t, "the log of a git: commit run", show.stdout, want)
+	}
+	if strings.Contains(show.stdout, ".git/objects/") {
+		t.Errorf("the log lists objects: %s", show.stdout)
+	}
 	attacks := map[string]string{
 		"config":     "echo '[core]fsmonitor=touch /tmp/pwned' >> .git/config",
 		"hook":       "printf '#!/bin/sh\\nid\\n' > .git/hooks/post-checkout",
@@ -95,5 +103,31 @@ func TestGitReadOnlyByDefault(t *testing.T) {
 	}
 	if log := hostGit(t, w.ws, "log", "--format=%s"); strings.Contains(log, "x\n") {
 		t.Fatalf("a commit landed: %q", log)
+	}
+}
+
+// TestChangedNestedRepositoryQuarantined: a nested repository that was there before (a
+// clone under lib/, a submodule's pointer) is quarantined too when a command rewrites
+// what git obeys in it: its config, or where the pointer leads.
+func TestChangedNestedRepositoryQuarantined(t *testing.T) {
+	w := newWorld(t)
+	w.gitRepo()
+	lib := filepath.Join(w.ws, "lib")
+	mustMkdir(t, lib)
+	hostGit(t, lib, "init", "-q")
+	mustMkdir(t, filepath.Join(w.ws, ".git", "modules", "sm"))
+	mustWrite(t, filepath.Join(w.ws, "sm", ".git"), "gitdir: ../.git/modules/sm\n")
+	mustMkdir(t, filepath.Join(w.ws, "vendor"))
+	hostGit(t, filepath.Join(w.ws, "vendor"), "init", "-q") // untouched: stays
+	r := w.sh("printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> lib/.git/config && echo 'gitdir: ../elsewhere' > sm/.git && echo ok")
+	assertContains(t, "ran", r.stdout, "ok")
+	for _, q := range []string{"lib/.git", "sm/.git"} {
+		assertAbsent(t, filepath.Join(w.ws, q))
+		if _, err := os.Lstat(filepath.Join(w.ws, q+".cordon-quarantine")); err != nil {
+			t.Errorf("%s was not quarantined: %v\n%v", q, err, r)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "vendor", ".git")); err != nil {
+		t.Errorf("an untouched nested repository was quarantined: %v", err)
 	}
 }

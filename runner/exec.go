@@ -224,13 +224,14 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 // the workspace and forks it, so that each command's baseline re-reads only the files
 // changed since the last snapshot instead of every file.
 func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
+	opts := fsdiff.Options{GitDir: r.plan.Git == contract.GitCommit}
 	if !r.session {
-		return fsdiff.New(ctx, r.plan.Workspace, fsdiff.Options{})
+		return fsdiff.New(ctx, r.plan.Workspace, opts)
 	}
 	r.wsMu.Lock()
 	defer r.wsMu.Unlock()
 	if r.ws == nil {
-		t, err := fsdiff.New(ctx, r.plan.Workspace, fsdiff.Options{})
+		t, err := fsdiff.New(ctx, r.plan.Workspace, opts)
 		if err != nil {
 			return nil, err
 		}

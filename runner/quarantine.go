@@ -16,8 +16,8 @@ import (
 // quarantineSuffix is appended to what quarantine renames.
 const quarantineSuffix = ".cordon-quarantine"
 
-// quarantine disarms every git repository a change created inside the workspace,
-// other than the workspace's own: the host's git would obey its configuration
+// quarantine disarms every git repository a change created or changed inside the
+// workspace, other than the workspace's own: the host's git would obey its configuration
 // (core.fsmonitor, core.pager, hooks, aliases) the next time anyone ran git there.
 //   - a nested .git (directory or pointer file) is renamed .git.cordon-quarantine;
 //   - a bare repository (a directory holding HEAD, objects/ and refs/, which git
@@ -37,8 +37,8 @@ func (r *run) quarantine(diff *fsdiff.Result) []string {
 		switch base := path.Base(c.Path); {
 		case c.Path == ".git" || strings.HasPrefix(c.Path, ".git/"):
 			continue // the workspace's own, protected by the contract
-		case base == ".git" && c.Op != fsdiff.Modified:
-			target = c.Path
+		case base == ".git":
+			target = c.Path // made, moved there, or changed: a rewritten config or hook, a pointer aimed elsewhere
 		case base == "HEAD" || base == "config" || base == "commondir":
 			if dir := path.Dir(c.Path); r.bareRepository(dir) {
 				target = path.Join(dir, "HEAD")

@@ -53,8 +53,13 @@ type Options struct {
 	// least 4: most of the time is spent waiting in system calls).
 	Workers int
 	// Exclude lists slash-separated paths relative to the workspace root that are not
-	// scanned (for example a cache directory). ".git" is always excluded, at any depth.
+	// scanned (for example a cache directory). ".git" is always excluded, at any depth,
+	// except as GitDir says.
 	Exclude []string
+	// GitDir scans the workspace's own .git, all but its objects (which are named by
+	// their content): refs, HEAD, the index, logs and anything else the sandbox wrote
+	// there, for a contract under which it may write them (filesystem.git: commit).
+	GitDir bool
 
 	// now is the clock used to detect racy timestamps; nil means time.Now.
 	now func() time.Time
@@ -266,7 +271,10 @@ type Result struct {
 }
 
 // excluded reports whether the workspace-relative path rel is skipped.
-func excluded(rel string, exclude []string) bool {
+func excluded(rel string, exclude []string, gitDir bool) bool {
+	if gitDir && (rel == ".git" || strings.HasPrefix(rel, ".git/")) {
+		return rel == ".git/objects"
+	}
 	if path.Base(rel) == ".git" {
 		return true
 	}

@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -144,15 +146,15 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
 		if rel != "." {
 			crel = rel + "/" + name
 		}
-		if name == ".git" && rel != "." {
+		if name == ".git" && rel != "." && !strings.HasPrefix(crel, ".git/") {
 			// A nested repository: shown (the host's git would obey its config and
-			// hooks), never opened or descended into.
-			if fi, err := r.Lstat(name); err == nil {
-				local = append(local, namedEntry{crel, &entry{key: keyOf(fi), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special}})
+			// hooks), never descended into; what git obeys is fingerprinted.
+			if e := nestedRepo(r, name); e != nil {
+				local = append(local, namedEntry{crel, e})
 			}
 			continue
 		}
-		if excluded(crel, s.opts.Exclude) {
+		if excluded(crel, s.opts.Exclude, s.opts.GitDir) {
 			continue
 		}
 		fi, err := r.Lstat(name)
@@ -175,6 +177,46 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
 		s.out[ne.rel] = ne.e
 	}
 	s.mu.Unlock()
+}
+
+// nestedRepo is the entry of a nested .git: a special file whose digest covers the
+// stat keys of what git obeys there (the directory, config, commondir,
+// config.worktree, hooks and every hook, modules, info) or, for a pointer file, its
+// content. A rewritten config or hook, or a pointer aimed elsewhere, changes it; the
+// rest of the repository (objects, refs, the index) does not.
+func nestedRepo(r *os.Root, name string) *entry {
+	fi, err := r.Lstat(name)
+	if err != nil {
+		return nil
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%v\n", keyOf(fi))
+	if fi.Mode().IsRegular() && fi.Size() <= 4<<10 {
+		if f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			io.Copy(h, io.LimitReader(f, 4<<10))
+			f.Close()
+		}
+	}
+	if fi.IsDir() {
+		for _, p := range []string{"config", "commondir", "config.worktree", "hooks", "modules", "info", "objects/info/alternates"} {
+			if st, err := r.Lstat(name + "/" + p); err == nil {
+				fmt.Fprintf(h, "%s %v\n", p, keyOf(st))
+			}
+		}
+		if hooks, err := fs.ReadDir(r.FS(), name+"/hooks"); err == nil {
+			for i, d := range hooks {
+				if i == 256 {
+					break
+				}
+				if st, err := d.Info(); err == nil {
+					fmt.Fprintf(h, "hooks/%s %v\n", d.Name(), keyOf(st))
+				}
+			}
+		}
+	}
+	e := &entry{key: keyOf(fi), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special, hasSum: true}
+	h.Sum(e.sum[:0])
+	return e
 }
 
 type namedEntry struct {
