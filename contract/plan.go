@@ -137,8 +137,8 @@ type Plan struct {
 	Mounts []Mount `json:"mounts"` // ordered: a parent before what is mounted inside it
 	// Git is filesystem.git: GitReadOnly or GitCommit (the workspace's .git is then
 	// writable but for gitPinned, and its changes belong in the log).
-	Git string `json:"git"`
-	Links  []Link  `json:"links"`
+	Git   string `json:"git"`
+	Links []Link `json:"links"`
 
 	Env         []PlanEnv      `json:"env"`
 	Egress      []NetRule      `json:"egress"`
