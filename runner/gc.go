@@ -52,6 +52,11 @@ func gcRuns(root string) ([]string, error) {
 		if o.PID > 0 && processStart(o.PID) == o.Start {
 			continue // its cordon is still running
 		}
+		if o.Workspace != "" && o.Started > 0 {
+			for _, q := range sweepRepositories(o.Workspace, o.Started) {
+				fmt.Fprintf(os.Stderr, "cordon: gc: run %s left a git repository armed in %s: renamed it %s\n", e.Name(), o.Workspace, q)
+			}
+		}
 		rd := &runDir{path: dir, owner: o}
 		if err := removeCgroup(e.Name()); err != nil {
 			errs = append(errs, err)

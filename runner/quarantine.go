@@ -84,13 +84,28 @@ func (r *run) bareRepository(rel string) bool {
 	return true
 }
 
-// disarm renames the workspace path rel to rel.cordon-quarantine (or -2, -3, … when
-// that is taken), following no link, and says so; it reports whether it did. A rel
-// already gone (disarmed as it appeared) is no error.
+// disarm renames the workspace path rel (disarmPath), following no link, and says so;
+// it reports whether it did. A rel already gone (disarmed as it appeared) is no error.
 func (r *run) disarm(rel string) bool {
 	r.qMu.Lock()
 	defer r.qMu.Unlock()
-	p := filepath.Join(r.plan.Workspace, filepath.FromSlash(rel))
+	to, err := disarmPath(r.plan.Workspace, rel)
+	switch {
+	case err == nil:
+		fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s so that no git on the host obeys it\n", rel, to)
+		return true
+	case errors.Is(err, os.ErrNotExist):
+		return false
+	}
+	r.o.Log.Warn("quarantining a nested git repository", "path", rel, "err", err)
+	fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %v\n", rel, err)
+	return false
+}
+
+// disarmPath renames ws/rel to rel.cordon-quarantine (or -2, -3, … when that is
+// taken), following no link, and returns the new relative path.
+func disarmPath(ws, rel string) (string, error) {
+	p := filepath.Join(ws, filepath.FromSlash(rel))
 	var err error
 	for i := 1; i <= 100; i++ {
 		name := filepath.Base(p) + quarantineSuffix
@@ -98,18 +113,11 @@ func (r *run) disarm(rel string) bool {
 			name += "-" + strconv.Itoa(i)
 		}
 		if err = linux.RenameNoLinks(p, name); err == nil {
-			fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s so that no git on the host obeys it\n",
-				rel, path.Join(path.Dir(rel), name))
-			return true
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			return false
+			return path.Join(path.Dir(rel), name), nil
 		}
 		if !errors.Is(err, os.ErrExist) {
-			break
+			return "", err
 		}
 	}
-	r.o.Log.Warn("quarantining a nested git repository", "path", rel, "err", err)
-	fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %v\n", rel, err)
-	return false
+	return "", err
 }

@@ -1,11 +1,14 @@
 package runner
 
 import (
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -107,4 +110,75 @@ func (r *run) stopWatch() {
 	}
 	r.live.w.Close()
 	r.live.wg.Wait()
+}
+
+// maxSweep bounds the entries sweepRepositories looks at.
+const maxSweep = 2_000_000
+
+// sweepRepositories disarms, in the workspace ws, every git repository other than the
+// workspace's own (a nested .git, or a bare one) that was made or whose configuration,
+// commondir or hooks changed at or after since (by change time, which no process can
+// set back): what a run whose cordon was killed before its last sweep left armed. It
+// returns the paths it renamed.
+func sweepRepositories(ws string, since int64) []string {
+	var out []string
+	n := 0
+	_ = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() && d.Name() != ".git" {
+			return nil
+		}
+		if n++; n > maxSweep {
+			return fs.SkipAll
+		}
+		rel, _ := filepath.Rel(ws, p)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case rel == ".git" || strings.HasSuffix(d.Name(), quarantineSuffix):
+			return fs.SkipDir
+		case d.Name() == ".git":
+			if changedSince(p, since, "", "config", "commondir", "hooks") {
+				if to, err := disarmPath(ws, rel); err == nil {
+					out = append(out, to)
+				}
+			}
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+		case isBare(p):
+			if changedSince(p, since, "HEAD", "config", "hooks") {
+				if to, err := disarmPath(ws, path.Join(rel, "HEAD")); err == nil {
+					out = append(out, to)
+				}
+			}
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+// isBare reports whether dir holds HEAD (a regular file), objects/ and refs/.
+func isBare(dir string) bool {
+	st, err := os.Lstat(filepath.Join(dir, "HEAD"))
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	for _, d := range []string{"objects", "refs"} {
+		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// changedSince reports whether dir/name, for any of names ("" is dir itself), changed
+// at or after since.
+func changedSince(dir string, since int64, names ...string) bool {
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, n), &st) == nil && st.Ctim.Nano() >= since {
+			return true
+		}
+	}
+	return false
 }

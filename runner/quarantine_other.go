@@ -10,3 +10,5 @@ func (r *run) watchRepositories() {}
 func (r *run) takeLive() []string { return nil }
 
 func (r *run) stopWatch() {}
+
+func sweepRepositories(string, int64) []string { return nil }

@@ -208,7 +208,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir()
 	r.sink = &cmdSink{next: log, copy: r.o.Events}
-	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID)
+	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -27,6 +28,9 @@ type owner struct {
 	// Contents are what the placeholder files that are not empty hold, by path.
 	Contents map[string]string `json:"contents,omitempty"`
 	Cgroup   string            `json:"cgroup,omitempty"`
+	// Started is when the run began (Unix nanoseconds): gc disarms the git repositories
+	// made or changed in its workspace since, which the run itself no longer could.
+	Started int64 `json:"started,omitempty"`
 }
 
 // runDir is the host side of one run: a private directory and the placeholders
@@ -38,7 +42,8 @@ type runDir struct {
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
 // that root is safe: owned by us and not writable by others.
-func makeRunDir(root, id string) (*runDir, Host, error) {
+// workspace is recorded in the owner record, for gc.
+func makeRunDir(root, id, workspace string) (*runDir, Host, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, Host{}, fmt.Errorf("creating run root %s: %w", root, err)
 	}
@@ -56,7 +61,7 @@ func makeRunDir(root, id string) (*runDir, Host, error) {
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
 		return nil, Host{}, fmt.Errorf("creating mask: %w", err)
 	}
-	rd := &runDir{path: dir, owner: owner{PID: os.Getpid(), Start: processStart(os.Getpid())}}
+	rd := &runDir{path: dir, owner: owner{PID: os.Getpid(), Start: processStart(os.Getpid()), Workspace: workspace, Started: time.Now().UnixNano()}}
 	return rd, h, rd.save()
 }
 

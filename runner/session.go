@@ -240,7 +240,6 @@ func (s *Session) Close(ctx context.Context) error {
 		detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
 	default:
 	}
-	s.r.closeBetween(ctx) // while the sandbox still runs: what happened since the last command
 	var stopErr error
 	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun
@@ -253,6 +252,9 @@ func (s *Session) Close(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait() // quick now: the channel is gone
+	// What happened since the last command, once nothing in the sandbox runs any more: a
+	// process of the sandbox's own writing meanwhile was missed.
+	s.r.closeBetween(ctx)
 	if ctx.Err() != nil {
 		reason, code = audit.ReasonCanceled, 130
 		var se SignalError

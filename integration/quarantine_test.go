@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// armedRepos lists the entries named .git under ws (the workspace's own aside).
+func armedRepos(t *testing.T, ws string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == ".git" && p != filepath.Join(ws, ".git") {
+			out = append(out, strings.TrimPrefix(p, ws+"/"))
+		}
+		return nil
+	})
+	return out
+}
+
+// TestSessionStopSweepsAfterTheSandbox: a process the session left behind makes
+// repositories until the very end; stopping the session takes its last look once
+// nothing in the sandbox runs, so none is left armed or out of the log.
+func TestSessionStopSweepsAfterTheSandbox(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	r := w.cordon("", "exec", id, "--", "sh", "-c", `setsid sh -c 'i=0; while :; do i=$((i+1)); mkdir -p p$i/objects p$i/refs; echo "ref: refs/heads/m" > p$i/HEAD; mv p$i n$i.git 2>/dev/null; mkdir -p d$i && mv n$i.git d$i/.git 2>/dev/null; echo $i > tick.txt; done' >/dev/null 2>&1 </dev/null & echo started`)
+	assertContains(t, "background writer", r.stdout, "started")
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(w.ws, "tick.txt")); err == nil {
+			break
+		}
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	if armed := armedRepos(t, w.ws); len(armed) > 0 {
+		t.Fatalf("repositories left armed after the session stopped: %v", armed)
+	}
+	show := w.cordon("", "audit", "show", "--diff", id)
+	assertContains(t, "the writer's file is logged", show.stdout, "tick.txt  (between commands)")
+}
+
+// TestGCDisarmsWhatAKilledRunLeft: a run whose cordon was killed before its last sweep
+// left a repository armed; cordon gc disarms what was made or changed since the run
+// started, and leaves older ones alone.
+func TestGCDisarmsWhatAKilledRunLeft(t *testing.T) {
+	w := newWorld(t)
+	old := filepath.Join(w.ws, "old", ".git")
+	mustWrite(t, filepath.Join(old, "config"), "[core]\n")
+	id := w.startSession()
+	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
+	var info struct {
+		PID int `json:"pid"`
+	}
+	if err != nil || json.Unmarshal(data, &info) != nil || info.PID == 0 {
+		t.Fatalf("session json: %v %s", err, data)
+	}
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(info.PID, 0) == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	// What the sandbox made as its cordon died, before any sweep.
+	mustWrite(t, filepath.Join(w.ws, "late", ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n")
+	if r := w.cordon("", "gc"); r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	if armed := armedRepos(t, w.ws); len(armed) != 1 || armed[0] != "old/.git" {
+		t.Fatalf("after gc: armed %v, want only old/.git", armed)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "late", ".git.cordon-quarantine", "config")); err != nil {
+		t.Fatalf("late/.git was not quarantined: %v", err)
+	}
+}
