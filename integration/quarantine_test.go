@@ -79,3 +79,22 @@ func TestGCDisarmsWhatAKilledRunLeft(t *testing.T) {
 		t.Fatalf("late/.git was not quarantined: %v", err)
 	}
 }
+
+// TestContractBelowTheRootQuarantined: a cordon.yaml the sandbox writes in a
+// subdirectory (with workspace: .. and the network open) would be the contract of the
+// next run started there; it is renamed as it appears or when the command ends, and
+// cordon says so.
+func TestContractBelowTheRootQuarantined(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "lib", "cordon.yaml"), "version: 1\n")
+	r := w.sh("mkdir -p src && printf 'version: 1\\nworkspace: ..\\nnetwork:\\n  allow:\\n    - {cidr: 0.0.0.0/0, ports: [443]}\\n' > src/cordon.yaml; " +
+		"echo '# widened' >> lib/cordon.yaml; echo done")
+	assertContains(t, "ran", r.stdout, "done")
+	for _, p := range []string{"src/cordon.yaml", "lib/cordon.yaml"} {
+		assertAbsent(t, filepath.Join(w.ws, p))
+		if _, err := os.Stat(filepath.Join(w.ws, p+".cordon-quarantine")); err != nil {
+			t.Errorf("%s was not quarantined: %v\n%v", p, err, r)
+		}
+	}
+	assertContains(t, "cordon says so", r.stderr, "so that no later run reads it")
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -17,12 +18,15 @@ import (
 const quarantineSuffix = ".cordon-quarantine"
 
 // quarantine disarms every git repository a change created or changed inside the
-// workspace, other than the workspace's own: the host's git would obey its configuration
+// workspace, other than the workspace's own, and every contract (cordon.yaml) written
+// below the workspace's root: the host's git would obey its configuration
 // (core.fsmonitor, core.pager, hooks, aliases) the next time anyone ran git there.
 //   - a nested .git (directory or pointer file) is renamed .git.cordon-quarantine;
 //   - a bare repository (a directory holding HEAD, objects/ and refs/, which git
 //     takes for a repository when run inside it) has its HEAD renamed
-//     HEAD.cordon-quarantine, which is all git needs to stop seeing one.
+//     HEAD.cordon-quarantine, which is all git needs to stop seeing one;
+//   - a cordon.yaml is renamed cordon.yaml.cordon-quarantine: a run started in its
+//     directory would read it as its contract.
 //
 // It returns the workspace-relative paths it renamed, with those the live watch
 // (quarantine_linux.go) renamed the moment they appeared.
@@ -43,6 +47,10 @@ func (r *run) quarantine(diff *fsdiff.Result) []string {
 			if dir := path.Dir(c.Path); r.bareRepository(dir) {
 				target = path.Join(dir, "HEAD")
 			}
+		case base == contract.ContractName:
+			// A contract below the workspace's own (which is read-only) would be the
+			// next run's when one starts in that directory.
+			target = c.Path
 		}
 		if target == "" || seen[target] || insideGitDir(target) {
 			continue
@@ -91,6 +99,9 @@ func (r *run) disarm(rel string) bool {
 	defer r.qMu.Unlock()
 	to, err := disarmPath(r.plan.Workspace, rel)
 	switch {
+	case err == nil && path.Base(rel) == contract.ContractName:
+		fmt.Fprintf(r.o.Stderr, "cordon: a command wrote a contract in the workspace: renamed %s to %s so that no later run reads it\n", rel, to)
+		return true
 	case err == nil:
 		fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s so that no git on the host obeys it\n", rel, to)
 		return true

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -28,13 +29,18 @@ type liveWatch struct {
 // repoNames are the names whose creation can complete a git repository.
 var repoNames = map[string]bool{".git": true, "HEAD": true, "objects": true, "refs": true}
 
+// watched are the names the live watch resolves: those, and contracts.
+func watched(name string, movedDir bool) bool {
+	return movedDir || repoNames[name] || name == contract.ContractName
+}
+
 // watchRepositories starts the live watch, when cordon may.
 func (r *run) watchRepositories() {
 	if os.Geteuid() != 0 {
 		return
 	}
 	// A directory moved into place may be a whole repository prepared elsewhere.
-	w, err := linux.WatchCreates(r.plan.Workspace, func(name string, movedDir bool) bool { return movedDir || repoNames[name] })
+	w, err := linux.WatchCreates(r.plan.Workspace, watched)
 	if err != nil {
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
 		return
@@ -66,15 +72,15 @@ func (r *run) liveTarget(c linux.Created) string {
 	}
 	rel = filepath.ToSlash(rel)
 	if rel == "." {
-		return "" // the workspace's own .git, HEAD: the contract protects them
+		return "" // the workspace's own .git, HEAD, cordon.yaml: the contract protects them
 	}
 	if rel == ".git" || strings.HasPrefix(rel, ".git/") {
 		return ""
 	}
 	var target string
 	switch {
-	case c.Name == ".git":
-		target = path.Join(rel, ".git")
+	case c.Name == ".git", c.Name == contract.ContractName:
+		target = path.Join(rel, c.Name)
 	case repoNames[c.Name]: // HEAD, objects, refs: a bare repository once all three are there
 		if !r.bareRepository(rel) {
 			return ""
@@ -117,14 +123,26 @@ const maxSweep = 2_000_000
 
 // sweepRepositories disarms, in the workspace ws, every git repository other than the
 // workspace's own (a nested .git, or a bare one) that was made or whose configuration,
-// commondir or hooks changed at or after since (by change time, which no process can
+// commondir or hooks changed, and every cordon.yaml below the root written, at or after
+// since (by change time, which no process can
 // set back): what a run whose cordon was killed before its last sweep left armed. It
 // returns the paths it renamed.
 func sweepRepositories(ws string, since int64) []string {
 	var out []string
 	n := 0
 	_ = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() && d.Name() != ".git" {
+		if err != nil {
+			return nil
+		}
+		if !d.IsDir() && d.Name() == contract.ContractName && filepath.Dir(p) != ws && changedSince(p, since, "") {
+			if rel, err := filepath.Rel(ws, p); err == nil {
+				if to, err := disarmPath(ws, filepath.ToSlash(rel)); err == nil {
+					out = append(out, to)
+				}
+			}
+			return nil
+		}
+		if !d.IsDir() && d.Name() != ".git" {
 			return nil
 		}
 		if n++; n > maxSweep {
