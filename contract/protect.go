@@ -93,7 +93,10 @@ func (k *compiler) protectedPaths() []protected {
 		add(p, true, false, "cordon's own state")
 	}
 	for _, rel := range HostExecuted {
-		out = append(out, protected{filepath.Join(k.ws, strings.TrimSuffix(rel, "/")), strings.HasSuffix(rel, "/"), true,
+		// A missing one is kept absent by an empty directory, even for a file: git shows
+		// no empty directory, so neither the agent's `git add -A` nor the host's `git
+		// status` picks the placeholders up, and writing one fails all the same.
+		out = append(out, protected{filepath.Join(k.ws, strings.TrimSuffix(rel, "/")), true, true,
 			"run or obeyed by tools on the host later", ReadOnly, ""})
 	}
 	out = append(out, k.gitProtected()...)

@@ -47,6 +47,11 @@ func TestGitCommitMode(t *testing.T) {
 			t.Fatalf("git under git: commit: want %s: %v", want, r)
 		}
 	}
+	// The placeholders that keep protected files absent are nothing git shows: an
+	// agent's `git add -A` would commit them.
+	if strings.Contains(r.stdout, ".envrc") || strings.Contains(r.stdout, ".mcp.json") || strings.Contains(r.stdout, "lefthook") {
+		t.Errorf("git status in the sandbox shows placeholders: %v", r)
+	}
 	if log := hostGit(t, w.ws, "log", "--format=%s", "agent/work"); !strings.Contains(log, "agent change") {
 		t.Fatalf("the host's git does not see the agent's commit: %q", log)
 	}

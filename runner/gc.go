@@ -102,12 +102,20 @@ func gcGates(root string) {
 	}
 }
 
-// Placeholder reports whether path is an empty placeholder a run under root made for
-// a denied path that did not exist (a workspace's missing cordon.yaml is one while a
-// run is on): such a file is absent as far as the contract it stands for goes.
+// Placeholder reports whether path is an empty placeholder (file or directory) a run
+// under root made for a denied path that did not exist (a workspace's missing
+// cordon.yaml is one while a run is on): it is absent as far as the contract it stands
+// for goes.
 func Placeholder(root, path string) bool {
 	st, err := os.Lstat(path)
-	if err != nil || !st.Mode().IsRegular() || st.Size() != 0 {
+	switch {
+	case err != nil:
+		return false
+	case st.IsDir():
+		if entries, err := os.ReadDir(path); err != nil || len(entries) > 0 {
+			return false
+		}
+	case !st.Mode().IsRegular() || st.Size() != 0:
 		return false
 	}
 	entries, err := os.ReadDir(root)
