@@ -51,11 +51,6 @@ func indent(s string) string {
 	return "  " + strings.Join(lines, "\n  ") + "\n"
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
-}
-
 // sanitize replaces control characters other than newline and tab, so that commit
 // subjects and file names the agent chose cannot drive the approver's terminal.
 func sanitize(s string) string {

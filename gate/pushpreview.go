@@ -79,7 +79,7 @@ func scratchEnv(ctx context.Context, home, ws string, p *push, cred *contract.Cr
 func (s *Service) remoteKnown(ctx context.Context, home string, p *push, g contract.Gate, env []string) ([]string, error) {
 	out, err := gitInput(ctx, home, env, "", 8<<20, "ls-remote", "--", p.url)
 	if err != nil && g.Credential != nil && s.cfg.Mint != nil {
-		out, err = s.lsRemoteWithCredential(ctx, home, p, g, env)
+		out, err = s.lsRemoteWithCredential(ctx, home, p, g)
 	}
 	if err != nil {
 		s.cfg.Log.Info("listing the remote's refs for a gate", logKeyGate, g.Name, logKeyErr, err)
@@ -106,13 +106,13 @@ func (s *Service) remoteKnown(ctx context.Context, home string, p *push, g contr
 
 // lsRemoteWithCredential is git ls-remote with the gate's credential, minted for it
 // and revoked right after.
-func (s *Service) lsRemoteWithCredential(ctx context.Context, home string, p *push, g contract.Gate, env []string) (string, error) {
+func (s *Service) lsRemoteWithCredential(ctx context.Context, home string, p *push, g contract.Gate) (string, error) {
 	cenv, revoke, err := s.cfg.Mint(ctx, *g.Credential)
 	if err != nil {
 		return "", err
 	}
 	defer s.revoke(ctx, revoke)
-	env = append(hardenedEnv(home, "", g.Credential, p.overrides()...), cenv...)
+	env := append(hardenedEnv(home, "", g.Credential, p.overrides()...), cenv...)
 	return gitInput(ctx, home, env, "", 8<<20, "ls-remote", "--", p.url)
 }
 
