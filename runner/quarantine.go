@@ -76,10 +76,14 @@ func insideGitDir(p string) bool {
 }
 
 // bareRepository reports whether the workspace directory rel looks like a git
-// directory to git (HEAD a regular file, objects/ and refs/ directories), seen without
-// following a link.
+// directory to git.
 func (r *run) bareRepository(rel string) bool {
-	dir := filepath.Join(r.plan.Workspace, filepath.FromSlash(rel))
+	return isBare(filepath.Join(r.plan.Workspace, filepath.FromSlash(rel)))
+}
+
+// isBare reports whether dir holds HEAD (a regular file), objects/ and refs/: a git
+// directory to git. Nothing is followed.
+func isBare(dir string) bool {
 	st, err := os.Lstat(filepath.Join(dir, "HEAD"))
 	if err != nil || !st.Mode().IsRegular() {
 		return false

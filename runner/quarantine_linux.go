@@ -175,19 +175,6 @@ func sweepRepositories(ws string, since int64) []string {
 	return out
 }
 
-// isBare reports whether dir holds HEAD (a regular file), objects/ and refs/.
-func isBare(dir string) bool {
-	st, err := os.Lstat(filepath.Join(dir, "HEAD"))
-	if err != nil || !st.Mode().IsRegular() {
-		return false
-	}
-	for _, d := range []string{"objects", "refs"} {
-		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
-			return false
-		}
-	}
-	return true
-}
 
 // changedSince reports whether dir/name, for any of names ("" is dir itself), changed
 // at or after since.
