@@ -175,7 +175,6 @@ func sweepRepositories(ws string, since int64) []string {
 	return out
 }
 
-
 // changedSince reports whether dir/name, for any of names ("" is dir itself), changed
 // at or after since.
 func changedSince(dir string, since int64, names ...string) bool {
