@@ -124,9 +124,12 @@ func TestChangedNestedRepositoryQuarantined(t *testing.T) {
 	mustWrite(t, filepath.Join(w.ws, "sm", ".git"), "gitdir: ../.git/modules/sm\n")
 	mustMkdir(t, filepath.Join(w.ws, "vendor"))
 	hostGit(t, filepath.Join(w.ws, "vendor"), "init", "-q") // untouched: stays
-	r := w.sh("printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> lib/.git/config && echo 'gitdir: ../elsewhere' > sm/.git && echo ok")
+	mustWrite(t, filepath.Join(w.ws, "deep", ".git", "modules", "sub", "config"), "[core]\n")
+	mustWrite(t, filepath.Join(w.ws, "deep", ".git", "HEAD"), "ref: refs/heads/main\n")
+	r := w.sh("printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> lib/.git/config && echo 'gitdir: ../elsewhere' > sm/.git && " +
+		"printf '\\tfsmonitor = touch /tmp/pwned\\n' >> deep/.git/modules/sub/config && echo ok")
 	assertContains(t, "ran", r.stdout, "ok")
-	for _, q := range []string{"lib/.git", "sm/.git"} {
+	for _, q := range []string{"lib/.git", "sm/.git", "deep/.git"} {
 		assertAbsent(t, filepath.Join(w.ws, q))
 		if _, err := os.Lstat(filepath.Join(w.ws, q+".cordon-quarantine")); err != nil {
 			t.Errorf("%s was not quarantined: %v\n%v", q, err, r)
@@ -134,5 +137,22 @@ func TestChangedNestedRepositoryQuarantined(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(w.ws, "vendor", ".git")); err != nil {
 		t.Errorf("an untouched nested repository was quarantined: %v", err)
+	}
+}
+
+// TestBareRepositoryByLinksQuarantined: git takes a directory for a repository when its
+// HEAD names a ref, whatever objects and refs are (links, files, or missing for now):
+// such a HEAD is renamed however the rest is made.
+func TestBareRepositoryByLinksQuarantined(t *testing.T) {
+	w := newWorld(t)
+	r := w.sh("mkdir -p src build/o build/r && printf 'ref: refs/heads/main\\n' > src/HEAD && ln -s ../build/o src/objects && ln -s ../build/r src/refs && " +
+		"printf '[core]\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = touch /tmp/pwned\\n' > src/config && " +
+		"mkdir -p t2 && touch t2/objects t2/refs && chmod +x t2/objects t2/refs && printf 'ref: refs/heads/x\\n' > t2/HEAD; echo ok")
+	assertContains(t, "ran", r.stdout, "ok")
+	for _, d := range []string{"src", "t2"} {
+		assertAbsent(t, filepath.Join(w.ws, d, "HEAD"))
+		if _, err := os.Lstat(filepath.Join(w.ws, d, "HEAD.cordon-quarantine")); err != nil {
+			t.Errorf("%s/HEAD was not quarantined: %v\n%v", d, err, r)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
@@ -22,9 +23,9 @@ const quarantineSuffix = ".cordon-quarantine"
 // below the workspace's root: the host's git would obey its configuration
 // (core.fsmonitor, core.pager, hooks, aliases) the next time anyone ran git there.
 //   - a nested .git (directory or pointer file) is renamed .git.cordon-quarantine;
-//   - a bare repository (a directory holding HEAD, objects/ and refs/, which git
-//     takes for a repository when run inside it) has its HEAD renamed
-//     HEAD.cordon-quarantine, which is all git needs to stop seeing one;
+//   - a bare repository (a directory whose HEAD git would take for one: isBare; git
+//     runs inside it as in a repository) has its HEAD renamed HEAD.cordon-quarantine,
+//     which is all git needs to stop seeing one;
 //   - a cordon.yaml is renamed cordon.yaml.cordon-quarantine: a run started in its
 //     directory would read it as its contract.
 //
@@ -43,7 +44,7 @@ func (r *run) quarantine(diff *fsdiff.Result) []string {
 			continue // the workspace's own, protected by the contract
 		case base == ".git":
 			target = c.Path // made, moved there, or changed: a rewritten config or hook, a pointer aimed elsewhere
-		case base == "HEAD" || base == "config" || base == "commondir":
+		case base == "HEAD" || base == "config" || base == "commondir" || base == "objects" || base == "refs":
 			if dir := path.Dir(c.Path); r.bareRepository(dir) {
 				target = path.Join(dir, "HEAD")
 			}
@@ -75,25 +76,40 @@ func insideGitDir(p string) bool {
 	return false
 }
 
-// bareRepository reports whether the workspace directory rel looks like a git
-// directory to git.
+// bareRepository reports whether the workspace directory rel holds a HEAD git would
+// take for one (headLike).
 func (r *run) bareRepository(rel string) bool {
 	return isBare(filepath.Join(r.plan.Workspace, filepath.FromSlash(rel)))
 }
 
-// isBare reports whether dir holds HEAD (a regular file), objects/ and refs/: a git
-// directory to git. Nothing is followed.
+// isBare reports whether dir holds a HEAD git would take for one: git sees a
+// repository in a directory whose HEAD is a link into refs/ or a file holding
+// "ref: refs/…" or an object id, with objects and refs that it can reach by any way,
+// links included, or through a commondir file. Renaming that HEAD is enough to end
+// it, so any such HEAD counts, whatever else is there or is not yet.
 func isBare(dir string) bool {
-	st, err := os.Lstat(filepath.Join(dir, "HEAD"))
-	if err != nil || !st.Mode().IsRegular() {
+	p := filepath.Join(dir, "HEAD")
+	st, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return false
+	case st.Mode()&os.ModeSymlink != 0:
+		return true
+	case !st.Mode().IsRegular():
 		return false
 	}
-	for _, d := range []string{"objects", "refs"} {
-		if st, err := os.Lstat(filepath.Join(dir, d)); err != nil || !st.IsDir() {
-			return false
-		}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
 	}
-	return true
+	defer f.Close()
+	buf := make([]byte, 128)
+	n, _ := f.Read(buf)
+	line := strings.TrimSpace(strings.SplitN(string(buf[:n]), "\n", 2)[0])
+	if strings.HasPrefix(line, "ref:") {
+		return true
+	}
+	return (len(line) == 40 || len(line) == 64) && strings.Trim(line, "0123456789abcdef") == ""
 }
 
 // disarm renames the workspace path rel (disarmPath), following no link, and says so;

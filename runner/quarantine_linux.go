@@ -71,8 +71,8 @@ func (r *run) liveTarget(c linux.Created) string {
 		return ""
 	}
 	rel = filepath.ToSlash(rel)
-	if rel == "." {
-		return "" // the workspace's own .git, HEAD, cordon.yaml: the contract protects them
+	if rel == "." && (c.Name == ".git" || c.Name == contract.ContractName) {
+		return "" // the workspace's own .git and cordon.yaml: the contract protects them
 	}
 	if rel == ".git" || strings.HasPrefix(rel, ".git/") {
 		return ""
@@ -81,7 +81,7 @@ func (r *run) liveTarget(c linux.Created) string {
 	switch {
 	case c.Name == ".git", c.Name == contract.ContractName:
 		target = path.Join(rel, c.Name)
-	case repoNames[c.Name]: // HEAD, objects, refs: a bare repository once all three are there
+	case repoNames[c.Name]: // HEAD, objects, refs: a repository once HEAD names a ref (isBare)
 		if !r.bareRepository(rel) {
 			return ""
 		}

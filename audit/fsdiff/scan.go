@@ -180,10 +180,12 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
 }
 
 // nestedRepo is the entry of a nested .git: a special file whose digest covers the
-// stat keys of what git obeys there (the directory, config, commondir,
-// config.worktree, hooks and every hook, modules, info) or, for a pointer file, its
-// content. A rewritten config or hook, or a pointer aimed elsewhere, changes it; the
-// rest of the repository (objects, refs, the index) does not.
+// stat keys of everything git obeys there, at any depth (configuration, commondir and
+// gitdir files, attributes, alternates, every hook; submodules' and worktrees' git
+// directories under modules/ and worktrees/ alike) or, for a pointer file, its
+// content. A rewritten config or hook anywhere in it, or a pointer aimed elsewhere,
+// changes it; objects, refs, logs and the index (which git on the host rewrites as it
+// works) do not.
 func nestedRepo(r *os.Root, name string) *entry {
 	fi, err := r.Lstat(name)
 	if err != nil {
@@ -198,25 +200,59 @@ func nestedRepo(r *os.Root, name string) *entry {
 		}
 	}
 	if fi.IsDir() {
-		for _, p := range []string{"config", "commondir", "config.worktree", "hooks", "modules", "info", "objects/info/alternates"} {
-			if st, err := r.Lstat(name + "/" + p); err == nil {
-				fmt.Fprintf(h, "%s %v\n", p, keyOf(st))
-			}
-		}
-		if hooks, err := fs.ReadDir(r.FS(), name+"/hooks"); err == nil {
-			for i, d := range hooks {
-				if i == 256 {
-					break
-				}
-				if st, err := d.Info(); err == nil {
-					fmt.Fprintf(h, "hooks/%s %v\n", d.Name(), keyOf(st))
-				}
-			}
-		}
+		fingerprintGitDir(r, name, h)
 	}
 	e := &entry{key: keyOf(fi), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special, hasSum: true}
 	h.Sum(e.sum[:0])
 	return e
+}
+
+// maxGitDirEntries bounds the walk of one nested git directory.
+const maxGitDirEntries = 20_000
+
+// obeyed are the names in a git directory whose content git obeys (or follows).
+var obeyed = map[string]bool{"config": true, "config.worktree": true, "commondir": true, "gitdir": true,
+	"attributes": true, "alternates": true, "http-alternates": true, "grafts": true}
+
+// fingerprintGitDir writes to h the stat key of every entry git obeys in the git
+// directory dir: obeyed names and anything under a hooks directory, at any depth, not
+// descending into objects, refs, logs or lfs. Links are keyed, never followed.
+func fingerprintGitDir(r *os.Root, dir string, h io.Writer) {
+	n := 0
+	fs.WalkDir(r.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if n++; n > maxGitDirEntries {
+			fmt.Fprintf(h, "truncated\n")
+			return fs.SkipAll
+		}
+		rel := strings.TrimPrefix(p, dir+"/")
+		if d.IsDir() {
+			switch d.Name() {
+			case "objects":
+				for _, a := range []string{"/info/alternates", "/info/http-alternates"} {
+					if st, err := r.Lstat(p + a); err == nil {
+						fmt.Fprintf(h, "%s%s %v\n", rel, a, keyOf(st))
+					}
+				}
+				return fs.SkipDir
+			case "refs", "logs", "lfs":
+				return fs.SkipDir
+			}
+			if d.Name() == "hooks" {
+				fmt.Fprintf(h, "dir %s\n", rel)
+			}
+			return nil
+		}
+		if !obeyed[d.Name()] && !strings.Contains("/"+rel, "/hooks/") {
+			return nil
+		}
+		if st, err := d.Info(); err == nil {
+			fmt.Fprintf(h, "%s %v\n", rel, keyOf(st))
+		}
+		return nil
+	})
 }
 
 type namedEntry struct {

@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CreateWatch reports the entries created in, or moved into, directories of one file
-// system, the moment the kernel makes them: a fanotify group with a file-system mark
-// (FAN_CREATE, FAN_MOVED_TO, directories included) reporting each event's directory
-// and name. It needs CAP_SYS_ADMIN. Only names a filter accepts are resolved to
+// CreateWatch reports the entries created in, moved into, or written and closed in
+// directories of one file system, the moment the kernel does it: a fanotify group with
+// a file-system mark (FAN_CREATE, FAN_MOVED_TO, FAN_CLOSE_WRITE, directories included)
+// reporting each event's directory and name. It needs CAP_SYS_ADMIN. Only names a filter accepts are resolved to
 // paths, so the cost of the rest of the file system's activity is one read and one
 // comparison per event.
 type CreateWatch struct {
@@ -43,7 +43,9 @@ func WatchCreates(dir string, keep func(name string, movedDir bool) bool) (*Crea
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	mask := uint64(unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_ONDIR)
+	// CLOSE_WRITE too: a file is empty when it is created, and its content is what
+	// tells (a HEAD naming a ref).
+	mask := uint64(unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR)
 	if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, mask, unix.AT_FDCWD, dir); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("fanotify_mark %s: %w", dir, err)
