@@ -126,6 +126,9 @@ func (k *compiler) mandatory(grants []grantRecord) {
 		}
 		if pr.to == ReadOnly {
 			why := "protected by default: " + pr.why
+			if pr.path == filepath.Join(k.ws, ".git") && k.linkedGit(pr.path) {
+				continue
+			}
 			k.deny(pr.path, ReadOnly, pr.dir, why)
 			if m := k.mounts[pr.path]; m != nil && m.Create == PlaceholderFile {
 				m.Content = pr.content
@@ -137,6 +140,18 @@ func (k *compiler) mandatory(grants []grantRecord) {
 		}
 		k.deny(pr.path, Hidden, pr.dir, "mandatory denial: "+pr.why)
 	}
+}
+
+// linkedGit refuses a workspace whose .git is a symbolic link inside a writable
+// workspace: the sandbox could replace the link, and with it what the protection
+// covers (a .git of its own whose config host git then obeys).
+func (k *compiler) linkedGit(dotgit string) bool {
+	st, err := os.Lstat(dotgit)
+	if err != nil || st.Mode()&os.ModeSymlink == 0 {
+		return false
+	}
+	real, _ := filepath.EvalSymlinks(dotgit)
+	return k.throughLink(Str{Value: ".git"}, "git", ".git", real)
 }
 
 // widen applies filesystem.widen entries: each must name a path inside a protected

@@ -7,8 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -179,8 +178,11 @@ func sweepRepositories(ws string, since int64) []string {
 // at or after since.
 func changedSince(dir string, since int64, names ...string) bool {
 	for _, n := range names {
-		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(dir, n), &st) == nil && st.Ctim.Nano() >= since {
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Ctim.Nano() >= since {
 			return true
 		}
 	}

@@ -242,7 +242,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
 	}
 	if err := task.Start(ctx); err != nil {
-		return 0, fmt.Errorf("%w: containerd: starting the task: %v", errdefs.ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: containerd: starting the task: %w", errdefs.ErrUnavailable, err) // a deadline met here is the command's timeout
 	}
 	stC := make(chan statusResult, 1)
 	go func() {

@@ -355,7 +355,7 @@ func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
 		_ = att.CloseWrite() // the command sees end of file
 	}()
 	if err := s.cli.ContainerStart(ctx, id, dcontainer.StartOptions{}); err != nil {
-		return 0, fmt.Errorf("%w: docker: starting the container: %v", errdefs.ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: docker: starting the container: %w", errdefs.ErrUnavailable, err) // a deadline met here is the command's timeout
 	}
 	stC := make(chan statusResult, 1)
 	go func() {
