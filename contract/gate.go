@@ -202,6 +202,15 @@ var workspaceRunners = map[string]string{
 	"goreleaser": "the .goreleaser.yaml", "twine": "the built distribution", "terraform": "the configuration",
 }
 
+// wrappers are programs whose job is to run another one: a gate naming one would run
+// git (or anything) past the checks on the program's name.
+var wrappers = map[string]bool{
+	"env": true, "nice": true, "nohup": true, "timeout": true, "xargs": true, "stdbuf": true, "sudo": true, "doas": true,
+	"chroot": true, "setsid": true, "taskset": true, "ionice": true, "time": true, "command": true, "exec": true,
+	"busybox": true, "flock": true, "unshare": true, "nsenter": true, "chrt": true, "runuser": true, "su": true, "watch": true,
+	"strace": true, "ltrace": true, "gdb": true, "script": true, "expect": true, "parallel": true, "find": true,
+}
+
 // gateProgram refuses a gate program named by a relative path (the workspace's, so the
 // sandbox's to write) and notes programs that run what the workspace holds.
 func (k *compiler) gateProgram(gs GateSpec) {
@@ -211,7 +220,11 @@ func (k *compiler) gateProgram(gs GateSpec) {
 		return
 	}
 	base := prog[strings.LastIndex(prog, "/")+1:]
-	if base == "git" && (len(gs.Run) < 2 || gs.Run[1].Value != "push") {
+	if wrappers[base] {
+		k.errorf(gs.Run[0].Pos, "gates.run: %s runs another program, which the gate's checks would not see (a git gate must be `git push …` itself); name the program", base)
+		return
+	}
+	if strings.HasPrefix(base, "git-") || base == "git" && (len(gs.Run) < 2 || gs.Run[1].Value != "push") {
 		k.errorf(gs.Run[0].Pos, "gates.run: a git gate must be `git push …`: any other git operation would run in the workspace's repository, whose configuration, hooks and submodules the sandbox may have written")
 		return
 	}

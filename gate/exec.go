@@ -82,9 +82,9 @@ func (s *Service) run(ctx context.Context, r *request, ev *ExecEvent) (out Outco
 	return out, nil
 }
 
-// preparePush checks that the repository's refs are as they were when p was pinned
-// and makes a fresh scratch repository to push from; it returns where and how the push
-// runs.
+// preparePush checks that the repository's refs are as they were when p was pinned;
+// it returns where and how the push runs: in the scratch repository made when it was
+// pinned, whose objects are those the approver was shown.
 func (s *Service) preparePush(ctx context.Context, p *push, home string, cred *contract.Credential) (string, []string, []string, error) {
 	rr, err := readRefs(filepath.Join(s.cfg.Workspace, ".git"))
 	if err != nil {
@@ -93,11 +93,10 @@ func (s *Service) preparePush(ctx context.Context, p *push, home string, cred *c
 	if what := moved(p.state, rr.state()); what != "" {
 		return "", nil, nil, fmt.Errorf("refused: the repository changed since the request (%s); what was shown is not what would be pushed: ask again", what)
 	}
-	env, err := scratchEnv(ctx, home, s.cfg.Workspace, p, cred)
-	if err != nil {
-		return "", nil, nil, err
+	if packs, err := packsOf(s.cfg.Workspace); err != nil || packs != p.packs {
+		return "", nil, nil, errors.New("refused: the repository's objects/pack changed since the request; what was shown is not what would be pushed: ask again")
 	}
-	return home, p.argv(), env, nil
+	return p.home, p.argv(), p.scratchEnv(hardenedEnv(home, "", cred, p.overrides()...)), nil
 }
 
 // revoke calls revoke once, ignoring the operation's cancellation.

@@ -161,6 +161,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 	why := s.refusal(g)
 	if why == "" {
 		why = s.pin(ctx, r, &ev)
+		defer r.push.cleanup() // every way out of here: the operation, if any, has ended
 	}
 	s.emit(event.GateRequest, cmd, ev)
 	if why != "" {

@@ -33,13 +33,16 @@ var pushFlags = map[string]bool{
 
 // push is a pinned `git push`.
 type push struct {
-	remote string // as the gate names it
-	url    string // where it goes
-	http   bool   // a loopback http:// URL
-	flags  []string
-	refs   []PushRef
-	state  string // the repository's refs and HEAD when pinned (repoRefs.state)
-	format string // the repository's object format ("" or "sha256")
+	remote  string // as the gate names it
+	url     string // where it goes
+	http    bool   // a loopback http:// URL
+	flags   []string
+	refs    []PushRef
+	state   string // the repository's refs and HEAD when pinned (repoRefs.state)
+	format  string // the repository's object format ("" or "sha256")
+	home    string // cordon's private directory for the push (pinPush), removed by cleanup
+	scratch string // the scratch repository in home the push runs from
+	packs   string // the workspace's packs it reads where they are (packState)
 
 	commits []string // what it would publish, one line each (pushpreview.go)
 	detail  string   // the files the newest of them change
@@ -163,7 +166,7 @@ func (p *push) pinRef(ctx context.Context, home string, rr *repoRefs, env []stri
 	if r.Src != "" {
 		oid, f, ok := rr.resolve(r.Src)
 		if !ok {
-			return fmt.Errorf("%s names no ref or object in the repository", r.Src)
+			return fmt.Errorf("%s names no ref or object in the repository, or more than one ref", r.Src)
 		}
 		typ, err := git(ctx, home, env, "cat-file", "-t", oid)
 		if err != nil {

@@ -176,35 +176,58 @@ func TestPushReadsNoLinkOut(t *testing.T) {
 }
 
 // TestPushRefusesBorrowedObjects: objects lent by another repository (alternates, a
-// link among the packs) would let a push publish what the sandbox never could read.
+// link among the packs) would let a push publish what the sandbox never could read:
+// refused when asked, and when the packs changed between the request and the approval
+// (possible only where .git is widened: the sandbox cannot write objects/pack).
 func TestPushRefusesBorrowedObjects(t *testing.T) {
-	for name, plant := range map[string]func(f fixture){
-		"alternates": func(f fixture) {
-			writeScript(t, filepath.Join(f.ws, ".git", "objects", "info", "alternates"), "")
-		},
-		"link": func(f fixture) {
-			if err := os.Symlink("/etc/passwd", filepath.Join(f.ws, ".git", "objects", "pack", "pack-0.pack")); err != nil {
-				t.Fatal(err)
-			}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
-			defer s.Close()
-			ch := asyncRequest(context.Background(), s)
-			p := waitPending(t, s)
-			plant(f)
-			if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
-				t.Fatal(err)
-			}
-			if r := <-ch; r.out.ExitCode != exitCannotRun || !strings.Contains(r.out.Output, "lend another repository's objects") {
-				t.Fatalf("outcome = %+v", r.out)
-			}
-			if f.branch(t) != "" {
-				t.Error("pushed")
-			}
-		})
+	f := newFixture(t)
+	alt := filepath.Join(f.ws, ".git", "objects", "info", "alternates")
+	writeScript(t, alt, "")
+	s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
+	out, err := s.Request(context.Background(), "push", "")
+	s.Close()
+	if err != nil || out.Approved || !strings.Contains(out.Why, "lend another repository's objects") {
+		t.Fatalf("alternates: %+v, %v", out, err)
+	}
+	os.Remove(alt)
+	s = newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
+	defer s.Close()
+	ch := asyncRequest(context.Background(), s)
+	p := waitPending(t, s)
+	if err := os.Symlink("/etc/passwd", filepath.Join(f.ws, ".git", "objects", "pack", "pack-0.pack")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Approve(context.Background(), p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.out.ExitCode != exitCannotRun || !strings.Contains(r.out.Output, "objects/pack changed") {
+		t.Fatalf("outcome = %+v", r.out)
+	}
+	if f.branch(t) != "" {
+		t.Error("pushed")
+	}
+}
+
+// TestPushSendsThePinnedObjects: an object the sandbox removes before asking and puts
+// back before the approval fails the request: what is shown is what is pushed.
+func TestPushSendsThePinnedObjects(t *testing.T) {
+	f := newFixture(t)
+	if err := os.WriteFile(filepath.Join(f.ws, "leaked.txt"), []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, f.ws, "add", "leaked.txt")
+	runGit(t, f.ws, "commit", "-q", "-m", "docs: typo")
+	tree := runGit(t, f.ws, "rev-parse", "HEAD^{tree}")
+	obj := filepath.Join(f.ws, ".git", "objects", tree[:2], tree[2:])
+	hidden := obj + ".away"
+	if err := os.Rename(obj, hidden); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(f, &recorder{}, &minter{}, Ask, contract.ApproveHuman)
+	out, err := s.Request(context.Background(), "push", "")
+	s.Close()
+	if err != nil || out.Approved || !strings.Contains(out.Why, "lacks objects") {
+		t.Fatalf("a push missing a tree: %+v, %v", out, err)
 	}
 }
 
@@ -252,5 +275,19 @@ func TestPreviewRunsNoRepositoryProgram(t *testing.T) {
 	}
 	if f.marker("ran") {
 		t.Fatal("a program the repository's configuration names ran on the host")
+	}
+}
+
+// TestPushAmbiguousSource: a short name that names a branch and a tag is refused, as git
+// refuses it, rather than resolved one way for the approver.
+func TestPushAmbiguousSource(t *testing.T) {
+	f := newFixture(t)
+	runGit(t, f.ws, "branch", "work")
+	runGit(t, f.ws, "tag", "work")
+	s := New(Config{RunID: testRun, Workspace: f.ws, Gates: []contract.Gate{gateTo(f.url, "work:refs/heads/work")}, Mint: (&minter{}).mint})
+	defer s.Close()
+	out, err := s.Request(context.Background(), "push", "")
+	if err != nil || out.Approved || !strings.Contains(out.Why, "more than one ref") {
+		t.Fatalf("got %+v, %v", out, err)
 	}
 }

@@ -19,14 +19,20 @@ const MaxPushCommits = 1000
 // maxCommitLine bounds one line of the commit list.
 const maxCommitLine = 120
 
-// pinPush pins p in the workspace, computes what it would publish and leaves nothing
-// behind: the scratch repository it made is removed.
-func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) error {
-	home, err := os.MkdirTemp("", "cordon-gate-")
-	if err != nil {
+// pinPush pins p in the workspace and computes what it would publish, in a scratch
+// repository made in a private directory (p.home) that the approved push runs from
+// too: the objects shown are the objects pushed, whatever the sandbox does to its own
+// meanwhile. The caller removes p.home (push.cleanup) when the request ends.
+func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) (err error) {
+	if p.home, err = os.MkdirTemp("", "cordon-gate-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(home)
+	defer func() {
+		if err != nil {
+			p.cleanup()
+		}
+	}()
+	home := p.home
 	gitDir := filepath.Join(s.cfg.Workspace, ".git")
 	rr, err := readRefs(gitDir)
 	if err != nil {
@@ -42,10 +48,14 @@ func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) error {
 	}
 	format, _ := git(ctx, home, env, "config", "--file", cfg, "--get", "extensions.objectformat")
 	p.format = strings.TrimSpace(format)
-	senv, err := scratchEnv(ctx, home, s.cfg.Workspace, p, nil)
-	if err != nil {
+	env = hardenedEnv(home, "", nil, p.overrides()...)
+	if p.scratch, err = makeScratch(ctx, home, s.cfg.Workspace, p.format, env); err != nil {
 		return err
 	}
+	if p.packs, err = packsOf(s.cfg.Workspace); err != nil {
+		return err
+	}
+	senv := p.scratchEnv(env)
 	for i := range p.refs {
 		if err := p.pinRef(ctx, home, rr, senv, &p.refs[i]); err != nil {
 			return err
@@ -59,16 +69,17 @@ func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) error {
 	return publishes(ctx, home, senv, p, known)
 }
 
-// scratchEnv makes the scratch repository in home and returns the environment git
-// runs in it with: no repository configuration of the workspace's, no replace refs,
-// p's transports, and cred's helper when cred is set.
-func scratchEnv(ctx context.Context, home, ws string, p *push, cred *contract.Credential) ([]string, error) {
-	env := hardenedEnv(home, "", cred, p.overrides()...)
-	scratch, err := makeScratch(ctx, home, ws, p.format, env)
-	if err != nil {
-		return nil, err
+// scratchEnv is env for git in p's scratch repository: none of the workspace's
+// repository configuration, no replace refs.
+func (p *push) scratchEnv(env []string) []string {
+	return append(env[:len(env):len(env)], "GIT_DIR="+p.scratch, "GIT_NO_REPLACE_OBJECTS=1")
+}
+
+// cleanup removes p's private directory, scratch repository included.
+func (p *push) cleanup() {
+	if p != nil && p.home != "" {
+		os.RemoveAll(p.home)
 	}
-	return append(env, "GIT_DIR="+scratch, "GIT_NO_REPLACE_OBJECTS=1"), nil
 }
 
 // remoteKnown lists the object ids the remote's refs point at, as the remote itself
@@ -133,6 +144,11 @@ func publishes(ctx context.Context, home string, env []string, p *push, known []
 	for _, k := range known {
 		in.WriteString("^" + k + "\n") // git 2.39's --stdin takes no --not
 	}
+	// Every object the push would send must be here now: the list and the files shown
+	// are of these, and these are what is pushed.
+	if _, err := gitInput(ctx, home, env, in.String(), 1<<10, "rev-list", "--objects", "--stdin", "--quiet"); err != nil {
+		return errors.New("the repository lacks objects of what would be pushed (a commit, tree or file is missing)")
+	}
 	out, err := gitInput(ctx, home, env, in.String(), (MaxPushCommits+1)*(maxCommitLine+64), "log", "--stdin", "--no-decorate",
 		"--format=%H %an <%ae> %s", "-n", fmt.Sprint(MaxPushCommits+1))
 	if err != nil {
@@ -150,8 +166,12 @@ func publishes(ctx context.Context, home string, env []string, p *push, known []
 	if len(p.commits) > MaxPushCommits {
 		return fmt.Errorf("the push would publish more than %d commits, too many to show the approver; push them outside cordon", MaxPushCommits)
 	}
-	p.detail, _ = gitInput(ctx, home, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20")
-	p.history, _ = gitInput(ctx, home, env, tips, 8<<10, "log", "--stdin", "--no-decorate", "--format=%h %s", "-n", "20")
+	if p.detail, err = gitInput(ctx, home, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20"); err != nil {
+		return errors.New("listing the files the push would publish failed")
+	}
+	if p.history, err = gitInput(ctx, home, env, tips, 8<<10, "log", "--stdin", "--no-decorate", "--format=%h %s", "-n", "20"); err != nil {
+		return errors.New("listing the history of what would be pushed failed")
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -130,7 +131,7 @@ func (rr *repoRefs) walkLoose(root *os.Root) error {
 }
 
 // resolve is git's reading of name as a source: an object id, HEAD, a full ref name,
-// or a short one (refs/, tags, heads, remotes, in git's order). It returns the object
+// or a short one (refs/, tags, heads, remotes) that names exactly one ref. It returns the object
 // id and the full ref name ("" for HEAD detached and object ids).
 func (rr *repoRefs) resolve(name string) (oid, full string, ok bool) {
 	switch {
@@ -139,12 +140,18 @@ func (rr *repoRefs) resolve(name string) (oid, full string, ok bool) {
 	case name == "HEAD":
 		return rr.headOID, rr.headRef, rr.headOID != ""
 	}
+	// git refuses a short name that names more than one ref ("matches more than one"):
+	// so does cordon, rather than choose for the approver.
+	var hits []string
 	for _, f := range []string{name, "refs/" + name, "refs/tags/" + name, "refs/heads/" + name, "refs/remotes/" + name, "refs/remotes/" + name + "/HEAD"} {
-		if oid, ok := rr.refs[f]; ok && strings.HasPrefix(f, "refs/") {
-			return oid, f, true
+		if _, ok := rr.refs[f]; ok && strings.HasPrefix(f, "refs/") && !slices.Contains(hits, f) {
+			hits = append(hits, f)
 		}
 	}
-	return "", "", false
+	if len(hits) != 1 {
+		return "", "", false
+	}
+	return rr.refs[hits[0]], hits[0], true
 }
 
 // state is HEAD and every ref with its object id, one per line, sorted: two states

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Bounds on the loose objects a push copies from the workspace.
@@ -67,23 +68,53 @@ func makeScratch(ctx context.Context, home, ws, format string, env []string) (st
 // linkPacks checks that the workspace's pack directory holds regular files only and
 // links alt/pack to it.
 func linkPacks(root *os.Root, objects, alt string) error {
-	st, err := root.Lstat("pack")
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := packState(root); err != nil {
+		return err
+	}
+	if _, err := root.Lstat("pack"); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	return os.Symlink(filepath.Join(objects, "pack"), filepath.Join(alt, "pack"))
+}
+
+// packState lists the workspace's packs (name, inode, size), refusing anything but
+// regular files: the push reads them where they are, so the approval checks that they
+// are the ones the request saw.
+func packState(root *os.Root) (string, error) {
+	st, err := root.Lstat("pack")
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
 	if err != nil || !st.IsDir() {
-		return errors.New("refused: objects/pack is not a directory")
+		return "", errors.New("refused: objects/pack is not a directory")
 	}
 	entries, err := fs.ReadDir(root.FS(), "pack")
 	if err != nil {
-		return errRepo
+		return "", errRepo
 	}
+	var b strings.Builder
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			return fmt.Errorf("refused: objects/pack/%s is not a regular file; it could lend another repository's objects to the push", e.Name())
+		fi, err := e.Info()
+		if err != nil || !e.Type().IsRegular() {
+			return "", fmt.Errorf("refused: objects/pack/%s is not a regular file; it could lend another repository's objects to the push", e.Name())
 		}
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = uint64(st.Ino)
+		}
+		fmt.Fprintf(&b, "%s %d %d %d\n", e.Name(), ino, fi.Size(), fi.ModTime().UnixNano())
 	}
-	return os.Symlink(filepath.Join(objects, "pack"), filepath.Join(alt, "pack"))
+	return b.String(), nil
+}
+
+// packsOf is packState for the workspace ws.
+func packsOf(ws string) (string, error) {
+	root, err := os.OpenRoot(filepath.Join(ws, ".git", "objects"))
+	if err != nil {
+		return "", errRepo
+	}
+	defer root.Close()
+	return packState(root)
 }
 
 // copyLoose copies the loose objects (objects/XX/YYYY…) into alt.
