@@ -147,9 +147,11 @@ func TestBareRepositoryByLinksQuarantined(t *testing.T) {
 	w := newWorld(t)
 	r := w.sh("mkdir -p src build/o build/r && printf 'ref: refs/heads/main\\n' > src/HEAD && ln -s ../build/o src/objects && ln -s ../build/r src/refs && " +
 		"printf '[core]\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = touch /tmp/pwned\\n' > src/config && " +
-		"mkdir -p t2 && touch t2/objects t2/refs && chmod +x t2/objects t2/refs && printf 'ref: refs/heads/x\\n' > t2/HEAD; echo ok")
+		"mkdir -p t2 && touch t2/objects t2/refs && chmod +x t2/objects t2/refs && printf 'ref: refs/heads/x\\n' > t2/HEAD; " +
+		"mkdir -p t3/objects t3/refs t4 && printf 'ABCDEF0123456789ABCDEF0123456789ABCDEF01\\n' > t3/HEAD && " +
+		"printf 'abcdef0123456789abcdef0123456789abcdef01zz\\n' > t4/HEAD; echo ok")
 	assertContains(t, "ran", r.stdout, "ok")
-	for _, d := range []string{"src", "t2"} {
+	for _, d := range []string{"src", "t2", "t3", "t4"} {
 		assertAbsent(t, filepath.Join(w.ws, d, "HEAD"))
 		if _, err := os.Lstat(filepath.Join(w.ws, d, "HEAD.cordon-quarantine")); err != nil {
 			t.Errorf("%s/HEAD was not quarantined: %v\n%v", d, err, r)

@@ -449,6 +449,8 @@ func TestNewRepositoryDisarmedAtOnce(t *testing.T) {
 		"i=0; while [ -e docs/.git ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; " +
 		"[ -e docs/.git ] && echo still-there; ls -a docs; " +
 		"mkdir -p p2/objects p2/refs && echo 'ref: refs/heads/main' > p2/HEAD && mv p2 site; " +
+		"mkdir -p c/objects c/refs && exec 3>c/HEAD && printf 'ref: refs/heads/main\\n' >&3 && " +
+		"i=0; while [ -e c/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e c/HEAD ] && echo open-still-there; exec 3>&-; " +
 		"i=0; while [ -e site/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e site/HEAD ] && echo bare-still-there; echo done")
 	assertContains(t, "ran", r.stdout, "done")
 	if strings.Contains(r.stdout, "still-there") {

@@ -82,34 +82,43 @@ func (r *run) bareRepository(rel string) bool {
 	return isBare(filepath.Join(r.plan.Workspace, filepath.FromSlash(rel)))
 }
 
-// isBare reports whether dir holds a HEAD git would take for one: git sees a
-// repository in a directory whose HEAD is a link into refs/ or a file holding
-// "ref: refs/…" or an object id, with objects and refs that it can reach by any way,
-// links included, or through a commondir file. Renaming that HEAD is enough to end
-// it, so any such HEAD counts, whatever else is there or is not yet.
+// isBare reports whether dir holds a HEAD git could take for a repository's. Git sees
+// a repository in a directory whose HEAD is a link, or a file starting "ref:" or with
+// an object id (either case, whatever follows), with objects and refs it can reach any
+// way (links included) or through a commondir. cordon does not mirror that test: a
+// HEAD that is not a plain file, or that holds such a line, or that sits next to an
+// objects, refs or commondir entry of any kind, counts, whatever it holds at the
+// moment (it may be written later). Renaming it is enough to end the repository.
 func isBare(dir string) bool {
 	p := filepath.Join(dir, "HEAD")
 	st, err := os.Lstat(p)
 	switch {
-	case err != nil:
+	case err != nil || st.IsDir():
 		return false
-	case st.Mode()&os.ModeSymlink != 0:
-		return true
 	case !st.Mode().IsRegular():
-		return false
+		return true // a link, a fifo fed later, …
+	}
+	for _, n := range []string{"objects", "refs", "commondir"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
 	}
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	buf := make([]byte, 128)
+	buf := make([]byte, 64)
 	n, _ := f.Read(buf)
-	line := strings.TrimSpace(strings.SplitN(string(buf[:n]), "\n", 2)[0])
+	line := strings.TrimLeft(string(buf[:n]), " \t")
 	if strings.HasPrefix(line, "ref:") {
 		return true
 	}
-	return (len(line) == 40 || len(line) == 64) && strings.Trim(line, "0123456789abcdef") == ""
+	hex := 0
+	for hex < len(line) && strings.IndexByte("0123456789abcdefABCDEF", line[hex]) >= 0 {
+		hex++
+	}
+	return hex >= 40
 }
 
 // disarm renames the workspace path rel (disarmPath), following no link, and says so;

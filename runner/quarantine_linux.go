@@ -26,7 +26,7 @@ type liveWatch struct {
 }
 
 // repoNames are the names whose creation can complete a git repository.
-var repoNames = map[string]bool{".git": true, "HEAD": true, "objects": true, "refs": true}
+var repoNames = map[string]bool{".git": true, "HEAD": true, "objects": true, "refs": true, "commondir": true}
 
 // watched are the names the live watch resolves: those, and contracts.
 func watched(name string, movedDir bool) bool {
@@ -80,7 +80,7 @@ func (r *run) liveTarget(c linux.Created) string {
 	switch {
 	case c.Name == ".git", c.Name == contract.ContractName:
 		target = path.Join(rel, c.Name)
-	case repoNames[c.Name]: // HEAD, objects, refs: a repository once HEAD names a ref (isBare)
+	case repoNames[c.Name]: // HEAD, objects, refs, commondir: a repository's HEAD (isBare)
 		if !r.bareRepository(rel) {
 			return ""
 		}
