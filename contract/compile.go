@@ -84,6 +84,7 @@ func Compile(c *Contract, h Host) (*Plan, error) {
 	k.scalars()
 	if k.workspace() {
 		k.filesystem()
+		k.pushPacksReadOnly() // after the gates (scalars) and the widenings
 	}
 	k.env()
 	if len(k.errs) > 0 {

@@ -211,6 +211,20 @@ var wrappers = map[string]bool{
 	"strace": true, "ltrace": true, "gdb": true, "script": true, "expect": true, "parallel": true, "find": true,
 }
 
+// gitWord finds git named as a program in an argument: alone, as a path, or as a
+// command in a shell line.
+var gitWord = regexp.MustCompile(`(^|[\s/;&|(` + "`" + `])git(-[a-z-]+)?(\s|$)`)
+
+// mentionsGit reports whether any of args names git as a program.
+func mentionsGit(args []Str) bool {
+	for _, a := range args {
+		if gitWord.MatchString(a.Value) {
+			return true
+		}
+	}
+	return false
+}
+
 // gateProgram refuses a gate program named by a relative path (the workspace's, so the
 // sandbox's to write) and notes programs that run what the workspace holds.
 func (k *compiler) gateProgram(gs GateSpec) {
@@ -224,7 +238,11 @@ func (k *compiler) gateProgram(gs GateSpec) {
 		k.errorf(gs.Run[0].Pos, "gates.run: %s runs another program, which the gate's checks would not see (a git gate must be `git push …` itself); name the program", base)
 		return
 	}
-	if strings.HasPrefix(base, "git-") || base == "git" && (len(gs.Run) < 2 || gs.Run[1].Value != "push") {
+	if base != "git" && mentionsGit(gs.Run[1:]) {
+		k.errorf(gs.Run[0].Pos, "gates.run: %s is given git to run, which the gate's checks would not see (a git gate must be `git push …` itself)", base)
+		return
+	}
+	if strings.HasPrefix(base, "git-") || base == "scalar" || base == "git" && (len(gs.Run) < 2 || gs.Run[1].Value != "push") {
 		k.errorf(gs.Run[0].Pos, "gates.run: a git gate must be `git push …`: any other git operation would run in the workspace's repository, whose configuration, hooks and submodules the sandbox may have written")
 		return
 	}

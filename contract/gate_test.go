@@ -112,7 +112,8 @@ func TestGateProgramFromWorkspace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "3:23: gates.run: \"./release.sh\" is a relative path") {
 		t.Errorf("relative program: %v", err)
 	}
-	for _, run := range []string{`["git", "-C", ".", "push"]`, `["/usr/lib/git-core/git-fetch", "origin"]`, `["env", "git", "fetch"]`, `["nice", "git", "fetch"]`, `["xargs", "git"]`} {
+	for _, run := range []string{`["git", "-C", ".", "push"]`, `["/usr/lib/git-core/git-fetch", "origin"]`, `["env", "git", "fetch"]`, `["nice", "git", "fetch"]`, `["xargs", "git"]`,
+		`["setarch", "x86_64", "git", "fetch"]`, `["ssh-agent", "/usr/bin/git", "status"]`, `["sh", "-c", "cd x && git fetch"]`, `["scalar", "run", "all"]`} {
 		if _, err := compileIn(t, dir, "version: 1\ngates:\n  - {name: tag, run: "+run+", why: w}\n"); err == nil || !strings.Contains(err.Error(), "git push") {
 			t.Errorf("%s: %v", run, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // filesystem.git values: what the sandbox may do to the workspace's own .git.
@@ -85,4 +86,28 @@ func (k *compiler) gitProtected() []protected {
 		out = append(out, protected{filepath.Join(dotgit, g.name), g.dir, true, g.why + ", read-only under git: commit", ReadOnly, g.content})
 	}
 	return out
+}
+
+// pushPacksReadOnly refuses a git push gate in a contract that widens the workspace's
+// packs for writing (.git, .git/objects or .git/objects/pack): the push reads them where
+// they are, and a pack rewritten in place between the request and the approval would
+// send a commit other than the one the approver saw.
+func (k *compiler) pushPacksReadOnly() {
+	var push *Gate
+	for i, g := range k.plan.Gates {
+		if len(g.Run) > 1 && (g.Run[0] == "git" || strings.HasSuffix(g.Run[0], "/git")) && g.Run[1] == "push" {
+			push = &k.plan.Gates[i]
+			break
+		}
+	}
+	if push == nil {
+		return
+	}
+	packs := filepath.Join(k.ws, ".git", "objects", "pack")
+	for _, w := range k.plan.Widenings {
+		if w.Access == ReadWrite && (w.Path == packs || within(packs, w.Path)) {
+			k.errorf(push.Pos, "gates: %s is a git push, and filesystem.widen (%s) makes %s writable: the push reads the packs where they are, "+
+				"so the sandbox could change what is pushed after the approver looked; drop one", push.Name, w.Where, packs)
+		}
+	}
 }

@@ -64,3 +64,24 @@ func TestCompileGitModeErrors(t *testing.T) {
 		}
 	}
 }
+
+// A push reads the workspace's packs where they are: a contract that lets the sandbox
+// write them cannot have a push gate.
+func TestPushGateNeedsReadOnlyPacks(t *testing.T) {
+	dir := realTempDir(t)
+	for _, d := range []string{".git/objects/pack", ".git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate := "gates:\n  - {name: push, run: [git, push, https://example.com/r.git, HEAD:refs/heads/x], why: w}\n"
+	for _, w := range []string{".git", ".git/objects/pack"} {
+		y := "version: 1\nfilesystem:\n  widen:\n    - {path: " + w + ", access: write, why: gc}\n" + gate
+		if _, err := compileIn(t, dir, y); err == nil || !strings.Contains(err.Error(), "the push reads the packs where they are") {
+			t.Errorf("widen %s with a push gate: %v", w, err)
+		}
+	}
+	if _, err := compileIn(t, dir, "version: 1\nfilesystem:\n  widen:\n    - {path: .git/hooks, access: write, why: hooks}\n"+gate); err != nil {
+		t.Errorf("widening hooks is no concern of the push: %v", err)
+	}
+}

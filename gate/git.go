@@ -16,7 +16,9 @@ import (
 // repository, never in the workspace: push.go), runs with:
 //
 //   - an environment built from nothing (below) and a fresh, empty HOME, so no user
-//     configuration, credential store or ssh key of the host user is read;
+//     git configuration or credential store of the host user is read (ssh is the
+//     exception: OpenSSH finds ~/.ssh through the password database, not $HOME, so an
+//     ssh push uses the keys and ssh configuration of the user cordon runs as);
 //   - GIT_CONFIG_NOSYSTEM and GIT_CONFIG_GLOBAL=/dev/null, and [gitOverrides] passed as
 //     command-line configuration (GIT_CONFIG_COUNT), which would win over a
 //     repository's where a setting would run code or hand the credential elsewhere.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 // Bounds on the loose objects a push copies from the workspace.
 const (
 	maxLooseObjects = 200_000
-	maxLooseBytes   = 2 << 30
+	maxLooseBytes   = 512 << 20 // of host disk per request; MaxPending requests at most
 )
 
 // makeScratch makes, in home, the bare repository a push runs from: no configuration,
@@ -117,6 +118,31 @@ func packsOf(ws string) (string, error) {
 	return packState(root)
 }
 
+// copyRegular copies the regular file name in root to dst, streaming, at most max
+// bytes; it returns the size.
+func copyRegular(root *os.Root, name, dst string, max int64) (int64, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, errRepo
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return 0, errRepo
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, io.LimitReader(f, max+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, errRepo
+	}
+	return n, nil
+}
+
 // copyLoose copies the loose objects (objects/XX/YYYY…) into alt.
 func copyLoose(root *os.Root, alt string) error {
 	dirs, err := fs.ReadDir(root.FS(), ".")
@@ -146,15 +172,12 @@ func copyLoose(root *os.Root, alt string) error {
 			if !f.Type().IsRegular() {
 				return fmt.Errorf("refused: objects/%s/%s is not a regular file; it could lend another repository's objects to the push", d.Name(), f.Name())
 			}
-			data, err := readRegular(root, d.Name()+"/"+f.Name(), maxLooseBytes)
+			size, err := copyRegular(root, d.Name()+"/"+f.Name(), filepath.Join(dst, f.Name()), maxLooseBytes-total)
 			if err != nil {
-				return errRepo
-			}
-			if n, total = n+1, total+int64(len(data)); n > maxLooseObjects || total > maxLooseBytes {
-				return fmt.Errorf("refused: more than %d loose objects or %d bytes of them; run git gc outside the sandbox first", maxLooseObjects, int64(maxLooseBytes))
-			}
-			if err := os.WriteFile(filepath.Join(dst, f.Name()), data, 0o400); err != nil {
 				return err
+			}
+			if n, total = n+1, total+size; n > maxLooseObjects || total > maxLooseBytes {
+				return fmt.Errorf("refused: more than %d loose objects or %d bytes of them; run git gc outside the sandbox first", maxLooseObjects, int64(maxLooseBytes))
 			}
 		}
 	}
