@@ -19,8 +19,9 @@ import (
 // paths, so the cost of the rest of the file system's activity is one read and one
 // comparison per event.
 type CreateWatch struct {
-	fd      int // the fanotify group
-	mountFD int // a directory on the watched file system, for open_by_handle_at
+	fd      int    // the fanotify group
+	mountFD int    // a directory on the watched file system, for open_by_handle_at
+	wake    [2]int // a pipe: Close writes to it to end the reader's poll at once
 	keep    func(name string, movedDir bool) bool
 	events  chan Created
 	stop    chan struct{}
@@ -57,6 +58,11 @@ func WatchCreates(dir string, keep func(name string, movedDir bool) bool) (*Crea
 		return nil, err
 	}
 	w := &CreateWatch{fd: fd, mountFD: mfd, keep: keep, events: make(chan Created, 64), stop: make(chan struct{})}
+	if err := unix.Pipe2(w.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
+		unix.Close(mfd)
+		return nil, err
+	}
 	w.done.Add(1)
 	go w.loop()
 	return w, nil
@@ -69,25 +75,27 @@ func (w *CreateWatch) Events() <-chan Created { return w.events }
 func (w *CreateWatch) Close() {
 	w.once.Do(func() {
 		close(w.stop)
+		_, _ = unix.Write(w.wake[1], []byte{0})
 		w.done.Wait()
-		unix.Close(w.fd)
-		unix.Close(w.mountFD)
+		for _, fd := range []int{w.fd, w.mountFD, w.wake[0], w.wake[1]} {
+			unix.Close(fd)
+		}
 	})
 }
 
-// loop reads events until Close, polling so that Close is seen within 50 ms.
+// loop reads events until Close, which wakes its poll through the pipe.
 func (w *CreateWatch) loop() {
 	defer w.done.Done()
 	defer close(w.events)
 	buf := make([]byte, 64<<10)
-	pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.wake[0]), Events: unix.POLLIN}}
 	for {
 		select {
 		case <-w.stop:
 			return
 		default:
 		}
-		if n, _ := unix.Poll(pfd, 50); n <= 0 { // EINTR included
+		if n, _ := unix.Poll(pfd, -1); n <= 0 || pfd[0].Revents&unix.POLLIN == 0 { // EINTR, or the wake
 			continue
 		}
 		n, err := unix.Read(w.fd, buf)
