@@ -91,6 +91,10 @@ var escapeTests = []struct {
 	{"NestedRepositoryQuarantined", TestNestedRepositoryQuarantined},
 	{"GitCommitMode", TestGitCommitMode},
 	{"GitReadOnlyByDefault", TestGitReadOnlyByDefault},
+	{"ChangedNestedRepositoryQuarantined", TestChangedNestedRepositoryQuarantined},
+	{"BareRepositoryByLinksQuarantined", TestBareRepositoryByLinksQuarantined},
+	{"NewRepositoryDisarmedAtOnce", TestNewRepositoryDisarmedAtOnce},
+	{"ContractBelowTheRootQuarantined", TestContractBelowTheRootQuarantined},
 }
 
 var (
