@@ -1,9 +1,10 @@
 // Package egress is cordon's only way out of the sandbox: an allowlisting proxy that
 // serves HTTP (absolute-form requests, with keep-alive), CONNECT tunnels and SOCKS5 on one
-// listener, and the small [Bridge] that carries the sandbox's TCP connections to it.
+// listener. The small bridge that carries the sandbox's TCP connections to it is
+// package egress/bridge, which process 1 runs (and links nothing of this package).
 //
 // The sandbox has no network interface but loopback. Inside it, cordon's PID 1 runs
-// [Bridge] on 127.0.0.1 and pipes every connection to the [Proxy]'s unix socket, which is
+// the bridge on 127.0.0.1 and pipes every connection to the [Proxy]'s unix socket, which is
 // bind-mounted from the run's private directory. So every byte that leaves goes through
 // [Proxy], which:
 //

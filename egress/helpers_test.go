@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"github.com/cordonhq/cordon/egress/bridge"
+
 	"bufio"
 	"context"
 	"crypto/sha256"
@@ -202,7 +204,7 @@ func startEnv(t testing.TB, rules []policy.Rule, res Resolver, cfg Config) *env 
 	ctx, cancel := context.WithCancel(context.Background())
 	serveErr, bridgeErr := make(chan error, 1), make(chan error, 1)
 	go func() { serveErr <- p.Serve(ctx, pln) }()
-	go func() { bridgeErr <- Bridge(ctx, bln, e.socket) }()
+	go func() { bridgeErr <- bridge.Run(ctx, bln, e.socket) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := p.Close(); err != nil {

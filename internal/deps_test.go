@@ -4,7 +4,9 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,6 +79,48 @@ func TestPackageDocs(t *testing.T) {
 	for dir := range seen {
 		if !documented[dir] {
 			t.Errorf("package in %s has no doc comment (\"Package NAME ...\")", dir)
+		}
+	}
+}
+
+// TestBinaryDependencies: what each binary links, by `go list -deps`. cordon-init,
+// process 1 in every sandbox, links neither the proxy's HTTP and TLS stacks nor the
+// engine clients, BPF, YAML or the host-side packages (it starts on every run and is
+// the sandbox's own attack surface); the cordon command built without engines links no
+// engine client.
+func TestBinaryDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") // go test runs from it
+	}
+	for _, b := range []struct {
+		pkg, tags string
+		banned    []string
+	}{
+		{"./cmd/cordon-init", "", []string{"net/http", "crypto/tls", "crypto/x509", "github.com/cilium/ebpf", "github.com/docker/",
+			"github.com/containerd/", "gopkg.in/yaml.v3", "github.com/cordonhq/cordon/egress", "github.com/cordonhq/cordon/runner",
+			"github.com/cordonhq/cordon/contract", "github.com/cordonhq/cordon/creds", "github.com/cordonhq/cordon/monitor",
+			"github.com/cordonhq/cordon/audit"}},
+		{"./cmd/cordon", "noengines", []string{"github.com/docker/", "github.com/containerd/"}},
+	} {
+		args := []string{"list", "-deps"}
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
+		cmd := exec.Command(goTool, append(args, b.pkg)...)
+		cmd.Dir = moduleRoot
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", b.pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, ban := range b.banned {
+				// egress/bridge is process 1's; the rest of egress is not.
+				if (dep == ban || strings.HasPrefix(dep, strings.TrimSuffix(ban, "/")+"/") || strings.HasSuffix(ban, "/") && strings.HasPrefix(dep, ban)) &&
+					dep != "github.com/cordonhq/cordon/egress/bridge" {
+					t.Errorf("%s (tags %q) links %s", b.pkg, b.tags, dep)
+				}
+			}
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cordonhq/cordon/egress"
+	"github.com/cordonhq/cordon/egress/bridge"
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -137,7 +137,7 @@ func startBridge(b *Bridge) error {
 	if err != nil {
 		return fmt.Errorf("egress bridge: %w", err)
 	}
-	go func() { _ = egress.Bridge(context.Background(), ln, b.Socket) }()
+	go func() { _ = bridge.Run(context.Background(), ln, b.Socket) }()
 	return nil
 }
 

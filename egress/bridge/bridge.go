@@ -1,4 +1,8 @@
-package egress
+// Package bridge is the sandbox's end of egress: process 1 relays the TCP connections
+// made to 127.0.0.1 inside the sandbox to the egress proxy's unix socket outside. It
+// is its own package so that cordon-init, which runs it, links neither net/http nor
+// crypto/tls: the proxy (package egress) does all the parsing and deciding.
+package bridge
 
 import (
 	"context"
@@ -13,8 +17,8 @@ import (
 // bridgeDialTimeout bounds connecting to the proxy's socket.
 const bridgeDialTimeout = 10 * time.Second
 
-// Bridge accepts TCP connections on ln (127.0.0.1 inside the sandbox) and relays each one,
-// both ways, to a new connection to the unix socket at socketPath, where the [Proxy]
+// Run accepts TCP connections on ln (127.0.0.1 inside the sandbox) and relays each one,
+// both ways, to a new connection to the unix socket at socketPath, where the proxy
 // listens. When one side finishes sending, the other is half-closed, so request/response
 // protocols that close their write side first keep working.
 //
@@ -22,9 +26,9 @@ const bridgeDialTimeout = 10 * time.Second
 // workload could bypass anything it did. Every decision, limit and timeout is the proxy's,
 // outside the sandbox; when the proxy closes a connection, the bridge's copy ends too.
 //
-// Bridge returns nil when ctx is done, after closing ln and every relayed connection and
+// Run returns nil when ctx is done, after closing ln and every relayed connection and
 // waiting for them, or the error that stopped Accept.
-func Bridge(ctx context.Context, ln net.Listener, socketPath string) error {
+func Run(ctx context.Context, ln net.Listener, socketPath string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopLn := context.AfterFunc(ctx, func() { ln.Close() })

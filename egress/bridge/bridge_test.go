@@ -1,4 +1,4 @@
-package egress
+package bridge
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,7 +14,23 @@ import (
 	"time"
 )
 
-// startBridge runs Bridge on 127.0.0.1:0 to socketPath until the test ends.
+// randReader returns a deterministic byte stream for seed.
+func randReader(seed uint64) io.Reader {
+	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
+}
+
+type chachaReader struct{ r *rand.ChaCha8 }
+
+func (c *chachaReader) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// sumOf returns the hex SHA-256 of n bytes of randReader(seed).
+func sumOf(n int64, seed uint64) string {
+	h := sha256.New()
+	io.CopyN(h, randReader(seed), n)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// startBridge runs Run on 127.0.0.1:0 to socketPath until the test ends.
 func startBridge(t *testing.T, socketPath string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -22,7 +39,7 @@ func startBridge(t *testing.T, socketPath string) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Bridge(ctx, ln, socketPath) }()
+	go func() { done <- Run(ctx, ln, socketPath) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -148,7 +165,7 @@ func TestBridgeCancelClosesConnections(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Bridge(ctx, ln, sock) }()
+	go func() { done <- Run(ctx, ln, sock) }()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
