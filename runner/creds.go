@@ -28,14 +28,14 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 	root := creds.DefaultRoot()
 	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr})
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
 	}
 	broker, err := creds.New(creds.Config{
 		Root: root, Providers: provs, Redact: r.log.Redactor().Add, Events: r.sink,
 		Alerts: r.o.Stderr, Logger: r.o.Log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
 	}
 	r.broker = broker
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -45,7 +45,7 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 	cancel()
 	grants, err := broker.IssueAll(ctx, r.res.RunID, r.plan.Credentials)
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
 	}
 	host.Env = append(host.Env, creds.Env(grants)...)
 	var ic *egress.Intercept
@@ -57,7 +57,7 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 			if ic == nil {
 				ca, err := egress.NewCA(r.res.RunID)
 				if err != nil {
-					return nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+					return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
 				}
 				ic = &egress.Intercept{CA: ca}
 			}
@@ -116,8 +116,9 @@ func caBundle(runCA []byte) []byte {
 	return append(out, runCA...)
 }
 
-// revokeCredentials revokes everything the run was issued. It runs first in teardown,
-// on every exit path, and ignores cancellation (the broker bounds it).
+// revokeCredentials revokes everything the run was issued. Teardown runs it right after
+// the gates close (so no operation is minting meanwhile), on every exit path; it
+// ignores cancellation (the broker bounds it).
 func (r *run) revokeCredentials(ctx context.Context) error {
 	if r.broker == nil {
 		return nil

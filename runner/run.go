@@ -61,13 +61,6 @@ type Result struct {
 	AuditDir string // where the run's log is
 }
 
-// Unsupported lists the parts of a plan this cordon parses but cannot enforce yet;
-// running would silently ignore them, so Run refuses. Nothing is, at present: the list
-// stays as the place to put the next such feature.
-func Unsupported(p *contract.Plan) []string {
-	return nil
-}
-
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
 // and tears everything down before it returns, whatever happens. Errors wrap an errdefs
 // category; a command that ran and failed is not an error (see Result.ExitCode).
@@ -75,9 +68,6 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	o.defaults()
 	if len(argv) == 0 {
 		return Result{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
-	}
-	if u := Unsupported(plan); len(u) > 0 {
-		return Result{}, fmt.Errorf("%w: this contract uses %s, which this cordon cannot enforce yet; remove it or use a newer cordon", errdefs.ErrUnsupported, strings.Join(u, ", "))
 	}
 	if rule := plan.DeniedBy(argv); rule != nil {
 		return Result{}, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)

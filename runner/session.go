@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -109,9 +108,6 @@ func (r *run) prepareSession(host *Host) error {
 // process 1 and waits until it takes commands. Close must be called to tear it down.
 func StartSession(ctx context.Context, plan *contract.Plan, o Options) (s *Session, err error) {
 	o.defaults()
-	if u := Unsupported(plan); len(u) > 0 {
-		return nil, fmt.Errorf("%w: this contract uses %s, which this cordon cannot enforce yet; remove it or use a newer cordon", errdefs.ErrUnsupported, strings.Join(u, ", "))
-	}
 	if err := o.Backend.Check(ctx); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func explainContainer(w io.Writer, backend string, plan *contract.Plan) {
 	if backend != "docker" && backend != "containerd" {
 		return
 	}
-	fmt.Fprintf(w, "\n%s backend: one container per command (labels %s=<run id>, %s=%s).\n", backend, container.LabelRun, container.LabelContract, plan.ContractDigest)
+	fmt.Fprintf(w, "\n%s backend: one container per run or session, its process 1 serving every command (labels %s=<run id>, %s=%s).\n", backend, container.LabelRun, container.LabelContract, plan.ContractDigest)
 	if plan.Image != "" {
 		fmt.Fprintf(w, "  Root file system: the image %s (read-only; pull: %s). The @system rows above are not mounted: the image provides its own system.\n", plan.Image, plan.Pull)
 	} else {

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"strings"
-
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner"
@@ -87,9 +85,6 @@ func planFrom(load func() (*contract.Contract, error), auditDir string, gcDone f
 	p, c, err := compile(load, root, runner.DefaultRunRoot())
 	if err != nil {
 		return nil, c, err
-	}
-	if u := runner.Unsupported(p); len(u) > 0 {
-		return nil, c, fmt.Errorf("%w: cannot enforce yet: %s", errdefs.ErrUnavailable, strings.Join(u, "; "))
 	}
 	return p, c, nil
 }

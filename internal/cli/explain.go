@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/runner"
 )
 
 // explainJSONVersion versions `cordon explain --json`.
@@ -36,10 +35,9 @@ func explainCmd(ctx context.Context, stdio IO, args []string) error {
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Version     int            `json:"explain_version"`
-			Plan        *contract.Plan `json:"plan"`
-			Unsupported []string       `json:"not_enforced_yet"`
-		}{explainJSONVersion, plan, nonNil(runner.Unsupported(plan))})
+			Version int            `json:"explain_version"`
+			Plan    *contract.Plan `json:"plan"`
+		}{explainJSONVersion, plan})
 	}
 	writePlan(stdio.Stdout, plan)
 	for _, n := range plan.Notes {
@@ -130,8 +128,5 @@ func writePlan(w io.Writer, p *contract.Plan) {
 	}
 	for _, wd := range p.Widenings {
 		fmt.Fprintf(w, "Widening: %s %s at %s: %s\n", wd.Path, wd.Access, wd.Where, wd.Why)
-	}
-	if u := runner.Unsupported(p); len(u) > 0 {
-		fmt.Fprintf(w, "\nNot enforced yet (cordon run refuses this contract): %s\n", strings.Join(u, ", "))
 	}
 }

@@ -1,8 +1,8 @@
-// Package docker is the Docker backend: it translates a [contract.Plan] into one
-// Docker container per command (no network, read-only root, every capability
+// Package docker is the Docker backend: it translates a [contract.Plan] into a Docker
+// container, one per run or session (no network, read-only root, every capability
 // dropped, no-new-privileges, the engine's default seccomp profile, the workspace
 // owner's uid:gid, the plan's limits), with cordon's own static binary bind-mounted
-// read-only as process 1. It talks to the engine with the Docker Go client, API
+// read-only as process 1, which serves every command. It talks to the engine with the Docker Go client, API
 // version negotiated (Debian's Docker 20.10 speaks API 1.41).
 package docker
 
