@@ -135,7 +135,7 @@ func (g *gates) minter(r *run) gate.MintFunc {
 			g.mintMu.Unlock()
 			return nil, nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
 		}
-		c.Deliver = "gate" // to the operation's environment, on the host; never into the sandbox
+		c.Deliver = contract.DeliverGate // to the operation's environment, on the host; never into the sandbox
 		grants, err := b.IssueAll(ctx, r.res.RunID, []contract.Credential{c})
 		if err != nil {
 			g.mintMu.Unlock()
