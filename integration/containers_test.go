@@ -500,11 +500,13 @@ func startSleeper(t *testing.T, w *world, n string) (*exec.Cmd, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Both sleeps themselves: cordon and the shell name the marker in their arguments
+	// too, and counting them raced the shell's exec.
 	deadline := time.Now().Add(15 * time.Second)
-	for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
+	for len(processesRunning(marker)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(processesMatching(marker)) < 2 {
+	if len(processesRunning(marker)) < 2 {
 		t.Fatalf("%q did not start", marker)
 	}
 	return cmd, marker

@@ -125,7 +125,15 @@ func assertContains(t *testing.T, what, got, want string) {
 }
 
 // processesMatching lists host pids whose command line contains s.
-func processesMatching(s string) []string {
+func processesMatching(s string) []string { return processesWhere(s, strings.Contains) }
+
+// processesRunning lists the pids whose command line is exactly cmdline: the process
+// itself, not one (cordon, a shell) that names it in its arguments.
+func processesRunning(cmdline string) []string {
+	return processesWhere(cmdline, func(got, want string) bool { return strings.TrimSpace(got) == want })
+}
+
+func processesWhere(s string, match func(got, want string) bool) []string {
 	var out []string
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
@@ -133,7 +141,7 @@ func processesMatching(s string) []string {
 		if err != nil {
 			continue
 		}
-		if strings.Contains(strings.ReplaceAll(string(data), "\x00", " "), s) {
+		if match(strings.ReplaceAll(string(data), "\x00", " "), s) {
 			out = append(out, d.Name())
 		}
 	}
