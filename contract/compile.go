@@ -196,7 +196,7 @@ func (k *compiler) credentials() {
 			k.errorf(cr.Pos, "credentials.provider: want local, exec, github-app or vault, got %q", cr.Provider)
 		}
 		switch cr.Deliver {
-		case "", "env", "file":
+		case "", DeliverEnv, DeliverFile:
 			if len(cr.Hosts) > 0 {
 				k.errorf(cr.Pos, "credentials.hosts: only meaningful with deliver: proxy")
 			}
@@ -207,7 +207,7 @@ func (k *compiler) credentials() {
 					k.errorf(cr.Pos, "credentials.hosts: %q: %v", h, err)
 				}
 			}
-		case "proxy":
+		case DeliverProxy:
 			if len(cr.Hosts) == 0 {
 				k.errorf(cr.Pos, "credentials.hosts: deliver: proxy needs at least one host")
 			}

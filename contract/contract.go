@@ -100,7 +100,7 @@ type Credential struct {
 	Provider string         `json:"provider"`
 	TTL      time.Duration  `json:"ttl"`
 	Scope    map[string]any `json:"scope,omitempty"`
-	Deliver  string         `json:"deliver"`
+	Deliver  Deliver        `json:"deliver"`
 	Hosts    []string       `json:"hosts,omitempty"`
 	Why      string         `json:"why,omitempty"`
 	Pos      Pos            `json:"pos"`

@@ -14,10 +14,26 @@ import (
 // DefaultGateTimeout bounds a gate's operation when the contract sets no timeout.
 const DefaultGateTimeout = 5 * time.Minute
 
-// DeliverGate is the deliver value of a credential that only a gate uses: it is never
-// issued at run start and never reaches the sandbox; the gate service mints it for each
-// approved operation and revokes it right after.
-const DeliverGate = "gate"
+// Deliver says how a credential reaches what uses it (credentials.deliver).
+type Deliver string
+
+// Deliver values. The zero value means DeliverEnv.
+const (
+	DeliverEnv   Deliver = "env"   // an environment variable of the sandbox
+	DeliverFile  Deliver = "file"  // a file in a private directory of the sandbox
+	DeliverProxy Deliver = "proxy" // swapped into requests by the egress proxy; the sandbox holds a placeholder
+	// DeliverGate is the deliver value of a credential that only a gate uses: it is
+	// never issued at run start and never reaches the sandbox; the gate service mints
+	// it for each approved operation and revokes it right after.
+	DeliverGate Deliver = "gate"
+)
+
+func (d Deliver) String() string {
+	if d == "" {
+		return string(DeliverEnv)
+	}
+	return string(d)
+}
 
 // Gate approval policies ([Gate.Approve]).
 const (
@@ -253,11 +269,11 @@ func (k *compiler) gateProgram(gs GateSpec) {
 	}
 }
 
-func deliverName(d string) string {
+func deliverName(d Deliver) string {
 	if d == "" {
 		return "env (the default)"
 	}
-	return d
+	return string(d)
 }
 
 // templateMsg drops text/template's "template: run:1:2: " prefix, which names nothing

@@ -153,7 +153,7 @@ func (d *decoder) credentials(n *yaml.Node, c *Contract) {
 					d.at(v, "credentials.scope: %v", err)
 				}
 			}},
-			field{"deliver", func(v *yaml.Node) { cr.Deliver = d.str(v, "credentials.deliver") }},
+			field{"deliver", func(v *yaml.Node) { cr.Deliver = Deliver(d.str(v, "credentials.deliver")) }},
 			field{"hosts", func(v *yaml.Node) {
 				for _, h := range d.strList(v, "credentials.hosts") {
 					cr.Hosts = append(cr.Hosts, h.Value)

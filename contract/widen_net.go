@@ -130,11 +130,11 @@ func credentialsOf(p *Plan) map[string]Credential {
 // deliverRank orders deliveries by how close the value comes to the sandbox: a gate's
 // credential never enters it, a proxy one is only a placeholder there, env and file
 // hand it the value.
-func deliverRank(d string) int {
+func deliverRank(d Deliver) int {
 	switch d {
 	case DeliverGate:
 		return 0
-	case "proxy":
+	case DeliverProxy:
 		return 1
 	}
 	return 2

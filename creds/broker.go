@@ -135,7 +135,7 @@ func (b *Broker) IssueAll(ctx context.Context, run string, creds []contract.Cred
 			c.TTL = DefaultTTL
 		}
 		if c.Deliver == "" {
-			c.Deliver = "env"
+			c.Deliver = contract.DeliverEnv
 		}
 		var err error
 		var g Grant

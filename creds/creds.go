@@ -48,11 +48,11 @@ func (e *IssueError) Unwrap() error { return e.Err }
 
 // Grant is one issued credential.
 type Grant struct {
-	Run      string         // the run it was issued to
-	Name     string         // the contract's name: the variable or file it is delivered as
-	Provider string         // local, exec, github-app, vault
-	Deliver  string         // env, file or proxy
-	Scope    map[string]any // the scope the contract declared
+	Run      string           // the run it was issued to
+	Name     string           // the contract's name: the variable or file it is delivered as
+	Provider string           // local, exec, github-app, vault
+	Deliver  contract.Deliver // env, file or proxy
+	Scope    map[string]any   // the scope the contract declared
 	// ID identifies the grant in events and logs; it is safe to show. It is the
 	// provider's own identifier when it has one that is not a credential (the id an
 	// exec mint command printed), else [Fingerprint] of the value.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cordonhq/cordon/contract"
 )
 
 // SecretsDir is where the sandbox finds credentials delivered as files:
@@ -22,7 +24,7 @@ var ErrNotTmpfs = errors.New("not a tmpfs")
 func Env(grants []Grant) []string {
 	var env []string
 	for _, g := range grants {
-		if g.Deliver == "env" || g.Deliver == "" {
+		if g.Deliver == contract.DeliverEnv || g.Deliver == "" {
 			env = append(env, g.Name+"="+g.Secret.Reveal())
 		}
 	}
@@ -38,7 +40,7 @@ func WriteFiles(dir string, grants []Grant) error {
 		return err
 	}
 	for _, g := range grants {
-		if g.Deliver != "file" {
+		if g.Deliver != contract.DeliverFile {
 			continue
 		}
 		if !namePattern().MatchString(g.Name) {

@@ -1,18 +1,22 @@
 package creds
 
-import "time"
+import (
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+)
 
 // IssueEvent is the body of the [event.CredIssue] event, one per credential issued.
 // It never holds a value. Field names are part of the audit schema (docs/audit.md).
 type IssueEvent struct {
-	Name     string         `json:"name"`     // the contract's name, as in "[REDACTED:NAME]"
-	Provider string         `json:"provider"` // local, exec, github-app, vault
-	ID       string         `json:"id"`       // see [Grant.ID]; safe to show
-	Deliver  string         `json:"deliver"`  // env, file or proxy
-	Scope    map[string]any `json:"scope,omitempty"`
-	TTLSec   int64          `json:"ttl_s"`   // the ttl the contract asked for
-	Expires  string         `json:"expires"` // RFC 3339, as the issuer reported it
-	Reason   string         `json:"reason,omitempty"`
+	Name     string           `json:"name"`     // the contract's name, as in "[REDACTED:NAME]"
+	Provider string           `json:"provider"` // local, exec, github-app, vault
+	ID       string           `json:"id"`       // see [Grant.ID]; safe to show
+	Deliver  contract.Deliver `json:"deliver"`  // env, file or proxy
+	Scope    map[string]any   `json:"scope,omitempty"`
+	TTLSec   int64            `json:"ttl_s"`   // the ttl the contract asked for
+	Expires  string           `json:"expires"` // RFC 3339, as the issuer reported it
+	Reason   string           `json:"reason,omitempty"`
 }
 
 // Outcomes of a revocation ([RevokeEvent.Outcome], [Outcome.Result]).

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/creds/internal/atomicfile"
+
+	"github.com/cordonhq/cordon/contract"
 )
 
 // DefaultRoot is the ledger's directory: /var/lib/cordon/ledger for root,
@@ -42,20 +44,20 @@ const ledgerVersion = 1
 // record is one outstanding grant in the ledger: everything revocation needs and
 // nothing more. Field names are a file format; version changes are refused.
 type record struct {
-	V         int            `json:"v"`
-	Run       string         `json:"run"`
-	Name      string         `json:"name"`
-	Provider  string         `json:"provider"`
-	Deliver   string         `json:"deliver"`
-	Scope     map[string]any `json:"scope,omitempty"`
-	TTLSec    int64          `json:"ttl_s"`
-	State     string         `json:"state"`
-	ID        string         `json:"id,omitempty"`
-	IssuedAt  time.Time      `json:"issued_at"`
-	ExpiresAt time.Time      `json:"expires_at"`
-	SHA256    string         `json:"sha256,omitempty"` // of the value: identifies it, reveals nothing
-	RevokeRef string         `json:"revoke_ref,omitempty"`
-	Owner     owner          `json:"owner"`
+	V         int              `json:"v"`
+	Run       string           `json:"run"`
+	Name      string           `json:"name"`
+	Provider  string           `json:"provider"`
+	Deliver   contract.Deliver `json:"deliver"`
+	Scope     map[string]any   `json:"scope,omitempty"`
+	TTLSec    int64            `json:"ttl_s"`
+	State     string           `json:"state"`
+	ID        string           `json:"id,omitempty"`
+	IssuedAt  time.Time        `json:"issued_at"`
+	ExpiresAt time.Time        `json:"expires_at"`
+	SHA256    string           `json:"sha256,omitempty"` // of the value: identifies it, reveals nothing
+	RevokeRef string           `json:"revoke_ref,omitempty"`
+	Owner     owner            `json:"owner"`
 }
 
 // grant is the record as a Grant for Revoke: no secret, ever.
