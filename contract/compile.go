@@ -151,18 +151,18 @@ func (k *compiler) scalars() {
 
 func (k *compiler) monitor() {
 	m := k.c.Monitor
-	mp := MonitorPlan{Mode: "off", OnViolation: "alert", Exec: []string{}}
-	switch m.Mode.Value {
-	case "", "off":
-	case "best-effort", "required":
-		mp.Mode = m.Mode.Value
+	mp := MonitorPlan{Mode: MonitorOff, OnViolation: ViolationAlert, Exec: []string{}}
+	switch MonitorMode(m.Mode.Value) {
+	case "", MonitorOff:
+	case MonitorBestEffort, MonitorRequired:
+		mp.Mode = MonitorMode(m.Mode.Value)
 	default:
 		k.errorf(m.Mode.Pos, "monitor.mode: want off, best-effort or required, got %q", m.Mode.Value)
 	}
-	switch m.OnViolation.Value {
-	case "", "alert":
-	case "kill":
-		mp.OnViolation = "kill"
+	switch OnViolation(m.OnViolation.Value) {
+	case "", ViolationAlert:
+	case ViolationKill:
+		mp.OnViolation = ViolationKill
 	default:
 		k.errorf(m.OnViolation.Pos, "monitor.on_violation: want alert or kill, got %q", m.OnViolation.Value)
 	}

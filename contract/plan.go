@@ -159,10 +159,33 @@ type Plan struct {
 
 // MonitorPlan is the compiled monitor section.
 type MonitorPlan struct {
-	Mode        string   `json:"mode"`
-	OnViolation string   `json:"on_violation"`
-	Exec        []string `json:"exec"`
+	Mode        MonitorMode `json:"mode"`
+	OnViolation OnViolation `json:"on_violation"`
+	Exec        []string    `json:"exec"`
 }
+
+// MonitorMode is monitor.mode.
+type MonitorMode string
+
+// Monitor modes.
+const (
+	MonitorOff        MonitorMode = "off"         // no monitor
+	MonitorBestEffort MonitorMode = "best-effort" // a monitor that cannot load is a warning
+	MonitorRequired   MonitorMode = "required"    // a monitor that cannot load refuses the run
+)
+
+func (m MonitorMode) String() string { return string(m) }
+
+// OnViolation is monitor.on_violation.
+type OnViolation string
+
+// What a violation does.
+const (
+	ViolationAlert OnViolation = "alert" // logged and said
+	ViolationKill  OnViolation = "kill"  // and the run is killed
+)
+
+func (v OnViolation) String() string { return string(v) }
 
 // LimitsPlan are the run's resource limits; zero means unlimited.
 type LimitsPlan struct {

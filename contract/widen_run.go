@@ -90,7 +90,7 @@ func toInt(v any) int64 {
 }
 
 // monitorModes ranks monitor.mode by strength: a weaker monitor is wider.
-var monitorModes = map[string]int{"off": 0, "best-effort": 1, "required": 2}
+var monitorModes = map[MonitorMode]int{MonitorOff: 0, MonitorBestEffort: 1, MonitorRequired: 2}
 
 // compareMonitor compares the monitor: a weaker mode or a gentler on_violation is wider,
 // and so are new exec entries (more programs may run without a deviation) while both
@@ -103,10 +103,10 @@ func compareMonitor(c *comparison) {
 			"monitor.mode: %s (was %s)", n.Mode, o.Mode)
 	}
 	if o.OnViolation != n.OnViolation {
-		c.add(KindMonitor, n.OnViolation != "kill", c.old.at(oc.OnViolation.Pos), c.new.at(nc.OnViolation.Pos),
+		c.add(KindMonitor, n.OnViolation != ViolationKill, c.old.at(oc.OnViolation.Pos), c.new.at(nc.OnViolation.Pos),
 			"monitor.on_violation: %s (was %s)", n.OnViolation, o.OnViolation)
 	}
-	if o.Mode == "off" || n.Mode == "off" {
+	if o.Mode == MonitorOff || n.Mode == MonitorOff {
 		return // exec entries mean nothing to a monitor that is off; the mode says it all
 	}
 	for _, e := range nc.Exec {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/monitor"
 )
@@ -25,7 +26,7 @@ func (m monitorKill) Error() string { return "stopped by the monitor: " + m.aler
 // monitor that cannot load refuses the run; in best-effort mode it warns and runs.
 func (r *run) startMonitor(ctx context.Context) error {
 	mode := r.plan.Monitor.Mode
-	if mode == "off" {
+	if mode == contract.MonitorOff {
 		return nil
 	}
 	var id uint64
@@ -41,7 +42,7 @@ func (r *run) startMonitor(ctx context.Context) error {
 		})
 	}
 	if err != nil {
-		if mode == "required" {
+		if mode == contract.MonitorRequired {
 			return fmt.Errorf("%w: monitor.mode is required but the syscall monitor cannot run: %v", errdefs.ErrUnavailable, err)
 		}
 		fmt.Fprintf(r.o.Stderr, "cordon: warning: the syscall monitor is not running (monitor.mode best-effort): %v\n", err)
@@ -54,7 +55,7 @@ func (r *run) startMonitor(ctx context.Context) error {
 // onViolation is called once, with the first alert. Under on_violation: kill it stops
 // the command; the alert itself is already in the log.
 func (r *run) onViolation(a monitor.Alert) {
-	if r.plan.Monitor.OnViolation != "kill" {
+	if r.plan.Monitor.OnViolation != contract.ViolationKill {
 		return
 	}
 	r.killMu.Lock()

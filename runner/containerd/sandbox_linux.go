@@ -89,7 +89,7 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 	}
 	s.c, s.in = c, in
 	s.writable = container.Writable(in)
-	if plan.Monitor.Mode != "off" {
+	if plan.Monitor.Mode != contract.MonitorOff {
 		// The monitor watches the task's cgroup (the default spec's /NAMESPACE/ID):
 		// make it now, to know its id.
 		if id, dir, err := container.PrecreateCgroup(filepath.Join(s.ns, name)); err == nil {

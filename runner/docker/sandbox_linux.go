@@ -95,7 +95,7 @@ func (s *sandbox) createContainer(ctx context.Context) error {
 	}
 	var cgID uint64
 	cgDir := ""
-	if s.in.Plan.Monitor.Mode != "off" {
+	if s.in.Plan.Monitor.Mode != contract.MonitorOff {
 		// The monitor watches the container's cgroup: make it now, to know its id.
 		if rel := s.cgroupPath(ctx, resp.ID); rel != "" {
 			if id, dir, err := container.PrecreateCgroup(rel); err == nil {
