@@ -50,13 +50,6 @@ func explainCmd(ctx context.Context, stdio IO, args []string) error {
 	return nil
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
 // writePlan prints a plan for people.
 func writePlan(w io.Writer, p *contract.Plan) {
 	src := p.ContractFile
