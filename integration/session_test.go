@@ -163,6 +163,14 @@ func TestSessionConcurrentDeniedAndTimeout(t *testing.T) {
 	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo still"); r.code != 0 || r.stdout != "still\n" {
 		t.Errorf("session unusable after a timeout: %v", r)
 	}
+	// A connection the proxy refused is named in the command's result.
+	r = w.cordon("", "exec", id, "--json", "--", "wget", "-q", "-O", "/dev/null", "http://denied.example.com:8080/")
+	var js struct {
+		Denied []string `json:"denied_egress"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || len(js.Denied) != 1 || js.Denied[0] != "denied.example.com:8080" {
+		t.Errorf("exec --json denied_egress: %v", r)
+	}
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/egress"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -429,14 +429,9 @@ func (s *cmdSink) Emit(e event.Event) {
 	}
 }
 
-// denyTarget is "host:port" of a net.deny body (any type with those JSON fields).
+// denyTarget is "host:port" of a net.deny body, which the egress proxy emits as an
+// egress.ConnEvent.
 func denyTarget(body any) string {
-	var c struct {
-		Host string `json:"host"`
-		Port uint16 `json:"port"`
-	}
-	if data, err := json.Marshal(body); err == nil {
-		_ = json.Unmarshal(data, &c)
-	}
+	c, _ := body.(egress.ConnEvent)
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }
