@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"unsafe"
 
@@ -287,23 +286,6 @@ func TestLoadSeccomp(t *testing.T) {
 	}
 	if !sawThread || !sawChild {
 		t.Errorf("helper reported no thread or child status:\n%s", out)
-	}
-}
-
-// TestLoadSeccompKillsX32: a call through the x32 ABI kills the process.
-func TestLoadSeccompKillsX32(t *testing.T) {
-	requireSeccomp(t)
-	if runtime.GOARCH != "amd64" {
-		t.Skip("x32 is an amd64 ABI")
-	}
-	out, err := runSeccompHelper(t, modeX32)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("helper: %v\n%s", err, out)
-	}
-	ws, ok := exit.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGSYS {
-		t.Errorf("helper ended with %v; want killed by SIGSYS\n%s", err, out)
 	}
 }
 

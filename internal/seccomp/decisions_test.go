@@ -128,15 +128,15 @@ func TestDecisions(t *testing.T) {
 			cases = append(cases, decision{name: "bit 30 off amd64", nr: x32Bit, want: enosys})
 		}
 		for _, tt := range cases {
-			t.Run(arch.String()+"/"+tt.name, func(t *testing.T) {
-				c := call{nr: tt.nr, arch: tt.arch, args: tt.args}
-				if tt.sys != "" {
-					nr, ok := arch.Number(tt.sys)
-					if !ok {
-						t.Skipf("%s has no %s", arch, tt.sys)
-					}
-					c.nr = nr
+			c := call{nr: tt.nr, arch: tt.arch, args: tt.args}
+			if tt.sys != "" {
+				nr, ok := arch.Number(tt.sys)
+				if !ok {
+					continue // the architecture has no such call (open on arm64): nothing to decide
 				}
+				c.nr = nr
+			}
+			t.Run(arch.String()+"/"+tt.name, func(t *testing.T) {
 				if c.arch == 0 {
 					c.arch = arch.audit
 				}
