@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/egress/policy"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // benchSize is the download of one BenchmarkProxyThroughput iteration.
@@ -24,7 +26,7 @@ const benchSize = 200 << 20
 // little) and /small (a few bytes).
 func benchHandler() http.Handler {
 	block := make([]byte, 1<<20)
-	io.ReadFull(randReader(1), block)
+	io.ReadFull(testutil.RandReader(1), block)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(benchSize))

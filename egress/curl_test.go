@@ -130,7 +130,7 @@ func TestCurlLargeDownload(t *testing.T) {
 		}
 		got := sha256Hex(t, f)
 		f.Close()
-		if want := strconv.Itoa(size) + " " + sumOf(size, 11); got != want {
+		if want := strconv.Itoa(size) + " " + testutil.SumOf(size, 11); got != want {
 			t.Errorf("curl %v: got %s, want %s", args, got, want)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +30,8 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestMain fails the package when goroutines outlive the tests: every proxy, bridge,
@@ -257,7 +258,7 @@ func testHandler() http.Handler {
 		n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 		seed, _ := strconv.ParseUint(r.URL.Query().Get("seed"), 10, 64)
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		io.CopyN(w, randReader(seed), n)
+		io.CopyN(w, testutil.RandReader(seed), n)
 	})
 	mux.HandleFunc("/sha256", func(w http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
@@ -277,22 +278,6 @@ func testHandler() http.Handler {
 		}
 	})
 	return mux
-}
-
-// randReader returns a deterministic byte stream for seed.
-func randReader(seed uint64) io.Reader {
-	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
-}
-
-type chachaReader struct{ r *rand.ChaCha8 }
-
-func (c *chachaReader) Read(b []byte) (int, error) { return c.r.Read(b) }
-
-// sumOf returns the hex SHA-256 of n bytes of randReader(seed).
-func sumOf(n int64, seed uint64) string {
-	h := sha256.New()
-	io.CopyN(h, randReader(seed), n)
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // servers starts an HTTP and an HTTPS test server on 127.0.0.1.

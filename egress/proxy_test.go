@@ -383,16 +383,16 @@ func TestLargeTransfers(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			h := sha256Hex(t, resp.Body)
-			if want := strconv.Itoa(size) + " " + sumOf(size, 7); h != want {
+			if want := strconv.Itoa(size) + " " + testutil.SumOf(size, 7); h != want {
 				t.Errorf("download: got %s, want %s", h, want)
 			}
 		})
 		t.Run("upload "+base, func(t *testing.T) {
-			resp, err := c.Post(base+"/sha256", "application/octet-stream", io.LimitReader(randReader(9), size))
+			resp, err := c.Post(base+"/sha256", "application/octet-stream", io.LimitReader(testutil.RandReader(9), size))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if body, want := readBody(t, resp.Body), strconv.Itoa(size)+" "+sumOf(size, 9); body != want {
+			if body, want := readBody(t, resp.Body), strconv.Itoa(size)+" "+testutil.SumOf(size, 9); body != want {
 				t.Errorf("upload: got %q, want %q", body, want)
 			}
 		})
@@ -426,7 +426,7 @@ func TestConcurrentConnections(t *testing.T) {
 				errs <- err
 				return
 			}
-			if got, want := sha256Hex(t, resp.Body), "100000 "+sumOf(100000, uint64(i)); got != want {
+			if got, want := sha256Hex(t, resp.Body), "100000 "+testutil.SumOf(100000, uint64(i)); got != want {
 				errs <- fmt.Errorf("connection %d: got %s", i, got)
 			}
 			resp.Body.Close()

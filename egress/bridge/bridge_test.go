@@ -6,29 +6,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
-
-// randReader returns a deterministic byte stream for seed.
-func randReader(seed uint64) io.Reader {
-	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
-}
-
-type chachaReader struct{ r *rand.ChaCha8 }
-
-func (c *chachaReader) Read(b []byte) (int, error) { return c.r.Read(b) }
-
-// sumOf returns the hex SHA-256 of n bytes of randReader(seed).
-func sumOf(n int64, seed uint64) string {
-	h := sha256.New()
-	io.CopyN(h, randReader(seed), n)
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // startBridge runs Run on 127.0.0.1:0 to socketPath until the test ends.
 func startBridge(t *testing.T, socketPath string) string {
@@ -100,14 +85,14 @@ func TestBridgeHalfCloseClientFirst(t *testing.T) {
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	const size = 8 << 20
 	go func() {
-		io.CopyN(c, randReader(5), size)
+		io.CopyN(c, testutil.RandReader(5), size)
 		c.(*net.TCPConn).CloseWrite()
 	}()
 	got, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strconv.Itoa(size) + " " + sumOf(size, 5); string(got) != want {
+	if want := strconv.Itoa(size) + " " + testutil.SumOf(size, 5); string(got) != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }

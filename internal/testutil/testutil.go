@@ -3,6 +3,10 @@
 package testutil
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,3 +92,20 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// RandReader returns a deterministic stream of bytes for seed: test payloads that can
+// be checked end to end with [SumOf].
+func RandReader(seed uint64) io.Reader {
+	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
+}
+
+type chachaReader struct{ r *rand.ChaCha8 }
+
+func (c *chachaReader) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// SumOf returns the hex SHA-256 of n bytes of RandReader(seed).
+func SumOf(n int64, seed uint64) string {
+	h := sha256.New()
+	io.CopyN(h, RandReader(seed), n)
+	return hex.EncodeToString(h.Sum(nil))
+}
