@@ -63,7 +63,7 @@ func Compile(c *Contract, h Host) (*Plan, error) {
 		Version:     PlanVersion,
 		Name:        c.Name,
 		Image:       c.Image,
-		Egress:      []NetRule{},
+		Egress:      []EgressRule{},
 		Credentials: c.Credentials,
 		Links:       []Link{},
 		Widenings:   []WideningPlan{},

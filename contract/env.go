@@ -1,11 +1,7 @@
 package contract
 
 import (
-	"net/netip"
 	"regexp"
-	"strings"
-
-	"github.com/cordonhq/cordon/egress/policy"
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -82,47 +78,4 @@ func (k *compiler) envNameOK(name string, p Pos, field string) bool {
 		return true
 	}
 	return false
-}
-
-// network checks the allowlist's shape. The egress package normalises and matches
-// hosts; here each rule must name exactly one of host or cidr.
-func (k *compiler) network() {
-	for _, r := range k.c.Network.Allow {
-		switch {
-		case r.Host == "" && r.CIDR == "":
-			k.errorf(r.Pos, "network.allow: a rule needs host or cidr")
-			continue
-		case r.Host != "" && r.CIDR != "":
-			k.errorf(r.Pos, "network.allow: a rule has host or cidr, not both")
-			continue
-		case r.CIDR != "":
-			pfx, err := netip.ParsePrefix(r.CIDR)
-			if err != nil {
-				k.errorf(r.Pos, "network.allow: bad cidr %q: %v", r.CIDR, err)
-				continue
-			}
-			r.CIDR = pfx.Masked().String()
-		case strings.ContainsAny(r.Host, "/@:# \t") || strings.Trim(r.Host, ".") == "":
-			k.errorf(r.Pos, "network.allow: bad host %q (want a name like example.com or *.example.com)", r.Host)
-			continue
-		}
-		if len(r.Ports) == 0 {
-			r.Ports = []uint16{80, 443}
-		}
-		// The proxy's own normaliser is the judge of what a host rule means.
-		if _, err := policy.New([]policy.Rule{NetPolicyRule(r)}); err != nil {
-			k.errorf(r.Pos, "network.allow: %v", err)
-			continue
-		}
-		k.plan.Egress = append(k.plan.Egress, r)
-	}
-}
-
-// NetPolicyRule converts a compiled allowlist rule to the egress policy's form.
-func NetPolicyRule(r NetRule) policy.Rule {
-	pr := policy.Rule{Host: r.Host, Ports: r.Ports, Why: r.Why}
-	if r.CIDR != "" {
-		pr.CIDR, _ = netip.ParsePrefix(r.CIDR)
-	}
-	return pr
 }

@@ -141,7 +141,7 @@ type Plan struct {
 	Links []Link `json:"links"`
 
 	Env         []PlanEnv      `json:"env"`
-	Egress      []NetRule      `json:"egress"`
+	Egress      []EgressRule   `json:"egress"` // network.allow, compiled once
 	Credentials []Credential   `json:"credentials"`
 	Monitor     MonitorPlan    `json:"monitor"`
 	Timeout     Duration       `json:"timeout"`

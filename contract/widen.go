@@ -187,6 +187,8 @@ var classified = []fieldRule{
 	{"NetRule.Ports", "Plan.Egress", nil},
 	{"NetRule.Why", "a justification", nil},
 	{"NetRule.Pos", "locates the rule", nil},
+	{"EgressRule.Rule", "Plan.Egress: host, cidr and ports as the proxy enforces them", nil},
+	{"EgressRule.Pos", "locates the rule", nil},
 	{"Credential.Name", "matches credentials", nil},
 	{"Credential.Provider", "another provider is wider (unordered)", nil},
 	{"Credential.TTL", "longer is wider (0: the broker's default)", nil},

@@ -26,15 +26,10 @@ func (r egressRule) String() string {
 }
 
 func egressRules(p *Plan) []egressRule {
-	var out []egressRule
+	out := make([]egressRule, 0, len(p.Egress))
 	for _, r := range p.Egress {
-		pol, err := policy.New([]policy.Rule{NetPolicyRule(r)})
-		if err != nil {
-			continue // Compile accepted it; the proxy would not
-		}
-		n := pol.Rules()[0]
-		e := egressRule{host: n.Host, cidr: n.CIDR, ports: n.Ports, pos: r.Pos}
-		if s, ok := strings.CutPrefix(n.Host, "*"); ok {
+		e := egressRule{host: r.Host, cidr: r.CIDR, ports: r.Ports, pos: r.Pos}
+		if s, ok := strings.CutPrefix(r.Host, "*"); ok {
 			e.suffix = s
 		}
 		out = append(out, e)

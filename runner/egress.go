@@ -35,11 +35,7 @@ type egressService struct {
 // or not, so that every attempt to get out is recorded.
 // intercept, when not nil, delivers the run's proxy credentials.
 func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger, intercept *egress.Intercept) (*egressService, error) {
-	rules := make([]policy.Rule, len(plan.Egress))
-	for i, r := range plan.Egress {
-		rules[i] = contract.NetPolicyRule(r)
-	}
-	pol, err := policy.New(rules)
+	pol, err := policy.New(plan.EgressRules())
 	if err != nil {
 		return nil, fmt.Errorf("%w: network.allow: %v", errdefs.ErrInvalid, err)
 	}

@@ -15,15 +15,26 @@ type Rule struct {
 	// Host is an exact name ("proxy.golang.org") or a wildcard ("*.example.com") that
 	// matches every name below the domain at any depth, but not the domain itself: list
 	// "example.com" separately to allow it. IP literals belong in CIDR.
-	Host string
+	Host string `json:"host,omitempty"`
 	// CIDR allows destinations by address: an IP literal, or a name (matched by a host rule
 	// or not) that resolves into it. It is the only way to reach a special address such as
 	// 127.0.0.1 or 10.0.0.5. Host bits must be zero.
-	CIDR netip.Prefix
+	CIDR netip.Prefix `json:"cidr,omitzero"`
 	// Ports are the allowed destination ports; empty means 80 and 443.
-	Ports []uint16
+	Ports []uint16 `json:"ports"`
 	// Why is the contract author's justification, carried into logs and events.
-	Why string
+	Why string `json:"why,omitempty"`
+}
+
+// Normalized checks r alone and returns it in the form a Policy holds it: host
+// lower-cased and IDNA-checked ("*.a.com" for a wildcard), ports sorted, unique, and
+// defaulted to 80 and 443. The error wraps [ErrInvalidRule].
+func (r Rule) Normalized() (Rule, error) {
+	cr, err := compile(r)
+	if err != nil {
+		return Rule{}, err
+	}
+	return cr.clone(), nil
 }
 
 // defaultPorts are the ports of a Rule whose Ports is empty.

@@ -90,7 +90,7 @@ func writePlan(w io.Writer, p *contract.Plan) {
 		for _, r := range p.Egress {
 			target := r.Host
 			if target == "" {
-				target = r.CIDR
+				target = r.CIDR.String()
 			}
 			fmt.Fprintf(w, "  %s ports %v  %s\n", target, r.Ports, r.Why)
 		}
