@@ -38,6 +38,13 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
 	}
 	r.broker = broker
+	r.undo.add("revoking credentials", func(ctx context.Context) error {
+		err := r.revokeCredentials(ctx)
+		if err != nil {
+			fmt.Fprintf(r.o.Stderr, "cordon: ALERT: %v\n", err)
+		}
+		return err
+	})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if _, err := broker.Reconcile(rctx, nil); err != nil {
 		r.o.Log.Warn("reconciling credentials of crashed runs", "err", err)
@@ -116,9 +123,9 @@ func caBundle(runCA []byte) []byte {
 	return append(out, runCA...)
 }
 
-// revokeCredentials revokes everything the run was issued. Teardown runs it right after
-// the gates close (so no operation is minting meanwhile), on every exit path; it
-// ignores cancellation (the broker bounds it).
+// revokeCredentials revokes everything the run was issued. It is undone right after the
+// gates close (they start later, so no operation is minting meanwhile), on every exit
+// path; it ignores cancellation (the broker bounds it).
 func (r *run) revokeCredentials(ctx context.Context) error {
 	if r.broker == nil {
 		return nil

@@ -25,22 +25,11 @@ import (
 // errAuditFailed is the cancellation cause when the audit log cannot be written.
 var errAuditFailed = errors.New("audit log failed")
 
-// execute runs Run's one command: cmd.start, the command with its output captured,
-// cmd.end, then the command's fs.diff; it records how the run ended.
-func (r *run) execute(ctx context.Context, argv []string) error {
-	res, err := r.execOne(ctx, argv, ExecOptions{Stdin: r.o.Stdin, Stdout: r.o.Stdout, Stderr: r.o.Stderr, Timeout: r.o.Timeout}, true)
-	if err != nil {
-		return err
-	}
-	r.finish(res.ExitCode, res.Reason, res.Detail)
-	return nil
-}
-
 // execOne runs one command in the run's sandbox and logs it as a cmd.start, cmd.end,
-// fs.diff triple. single is true for Run's only command: the monitor is drained before
-// cmd.end so that its last alerts join it. Several execOne may run at once (sessions):
+// fs.diff triple. A one-command run's monitor is drained before cmd.end so that its
+// last alerts join it. Several execOne may run at once (sessions):
 // the log, the sink and the monitor's kill switch have their own locks.
-func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single bool) (ExecResult, error) {
+func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
 	tracker, err := r.baseline(ctx)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("%w: snapshotting the workspace for the audit diff: %v", errdefs.ErrUnavailable, err)
@@ -67,7 +56,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions, single
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	res := ExecResult{CmdID: cmdID}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res)
-	if single {
+	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.
 		if merr := r.stopMonitor(); merr != nil {

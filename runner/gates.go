@@ -46,6 +46,8 @@ func (r *run) startGates(ctx context.Context, host *Host) error {
 	}
 	g := &gates{}
 	r.gates = g
+	// Refuses pending requests; operations running finish and revoke their credential.
+	r.undo.add("closing the gates", func(context.Context) error { g.close(); return nil })
 	g.svc = gate.New(gate.Config{
 		RunID: r.res.RunID, Workspace: r.plan.Workspace, Gates: r.plan.Gates, Mode: r.o.Gates,
 		Events: r.sink, Mint: g.minter(r), Log: r.o.Log,

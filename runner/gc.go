@@ -42,14 +42,14 @@ func gcRuns(root string) ([]string, error) {
 	for _, e := range entries {
 		dir := filepath.Join(root, e.Name())
 		data, err := os.ReadFile(filepath.Join(dir, "owner.json"))
-		var o owner
+		var o runOwner
 		if err == nil {
 			err = json.Unmarshal(data, &o)
 		}
 		if err != nil {
 			continue // not a run directory, or one being created right now
 		}
-		if o.PID > 0 && processStart(o.PID) == o.Start {
+		if o.Alive() {
 			continue // its cordon is still running
 		}
 		if o.Workspace != "" && o.Started > 0 {
@@ -124,7 +124,7 @@ func Placeholder(root, path string) bool {
 	}
 	for _, e := range entries {
 		data, err := os.ReadFile(filepath.Join(root, e.Name(), "owner.json"))
-		var o owner
+		var o runOwner
 		if err != nil || json.Unmarshal(data, &o) != nil {
 			continue
 		}

@@ -62,43 +62,90 @@ type Result struct {
 }
 
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
-// and tears everything down before it returns, whatever happens. Errors wrap an errdefs
-// category; a command that ran and failed is not an error (see Result.ExitCode).
+// and tears everything down before it returns, whatever happens. It is a session with
+// one command, which process 1 runs itself: the same start, command and close as a
+// session's, without the control channel. Errors wrap an errdefs category; a command that
+// ran and failed is not an error (see Result.ExitCode).
 func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Result, error) {
-	o.defaults()
-	if len(argv) == 0 {
-		return Result{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
-	}
-	if rule := plan.DeniedBy(argv); rule != nil {
-		return Result{}, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
-	}
-	if err := o.Backend.Check(ctx); err != nil {
+	if err := checkCommand(plan, argv); err != nil {
 		return Result{}, err
 	}
-	r := &run{plan: plan, o: &o, start: o.now()}
-	r.res.RunID = audit.NewRunID(r.start)
-	var err error
-	defer func() {
-		// Teardown runs on every path, a panic included: credentials are revoked and
-		// nothing is left running before the panic goes on.
-		if p := recover(); p != nil {
-			r.teardown(ctx, fmt.Errorf("panic: %v", p))
-			panic(p)
-		}
-	}()
-	err = r.prepare(ctx)
-	if err == nil {
-		err = r.execute(ctx, argv)
+	s, err := start(ctx, plan, o, false)
+	if err != nil {
+		return s.result(), err
 	}
-	if terr := r.teardown(ctx, err); terr != nil {
+	r := s.r
+	defer r.teardownOnPanic(ctx)
+	res, err := s.Exec(ctx, argv, ExecOptions{Stdin: r.o.Stdin, Stdout: r.o.Stdout, Stderr: r.o.Stderr, Timeout: r.o.Timeout})
+	if err == nil {
+		r.finish(res.ExitCode, res.Reason, res.Detail)
+		r.res.TimedOut = res.TimedOut
+	}
+	if terr := s.close(ctx, err); terr != nil {
 		// The command's status stands; what is left is said here and in run.end, and
 		// cordon gc removes it.
-		fmt.Fprintf(o.Stderr, "cordon: warning: %v\n", terr)
+		fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)
 	}
 	if err != nil {
 		return r.res, err
 	}
 	return r.res, r.auditErr()
+}
+
+// result is what a run that could not start says: its id and log, when it got that far.
+func (s *Session) result() Result {
+	if s == nil {
+		return Result{}
+	}
+	return s.r.res
+}
+
+// checkCommand refuses an empty command or one the contract's commands.deny rules name,
+// before anything is started or logged.
+func checkCommand(plan *contract.Plan, argv []string) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
+	}
+	if rule := plan.DeniedBy(argv); rule != nil {
+		return fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
+	}
+	return nil
+}
+
+// start is the one preamble of Run and StartSession: it checks the backend, names the
+// run, prepares its services and sandbox and, for a session (serve), starts process 1
+// taking commands. On failure everything acquired is released and the log sealed with
+// the reason; the Session returned then still says where the log is (nil when the run was
+// never named).
+func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Session, error) {
+	o.defaults()
+	if err := o.Backend.Check(ctx); err != nil {
+		return nil, err
+	}
+	r := &run{plan: plan, o: &o, start: o.now(), session: serve}
+	r.res.RunID = audit.NewRunID(r.start)
+	s := &Session{r: r, serveDone: make(chan struct{})}
+	defer r.teardownOnPanic(ctx)
+	err := r.prepare(ctx)
+	if err == nil && serve {
+		err = s.serve(ctx)
+	}
+	if err != nil {
+		if terr := r.teardown(ctx, err); terr != nil {
+			fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)
+		}
+		return s, err
+	}
+	return s, nil
+}
+
+// teardownOnPanic, deferred, tears the run down when a panic goes through: credentials
+// are revoked and nothing is left running before the panic goes on.
+func (r *run) teardownOnPanic(ctx context.Context) {
+	if p := recover(); p != nil {
+		r.teardown(ctx, fmt.Errorf("panic: %v", p))
+		panic(p)
+	}
 }
 
 // orEmpty is r, or an empty stdin for nil.
@@ -186,23 +233,28 @@ type run struct {
 
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
+
+	undo cleanups // what prepare and the session acquired, undone in reverse by teardown
+	torn bool     // teardown has run
 }
 
-// prepare creates the run directory, the audit log, the placeholders and the egress
-// proxy, then starts the sandbox.
+// prepare creates the audit log, the run directory, the placeholders, the credentials,
+// the egress proxy and the session's and gates' sockets, then starts the sandbox and its
+// monitor. Each step registers its undo in r.undo as soon as it has acquired something.
 func (r *run) prepare(ctx context.Context) error {
 	log, err := openAudit(r.plan, r.o, r.res.RunID)
 	if err != nil {
 		return err
 	}
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
-	r.log, r.res.AuditDir = log, log.Dir()
+	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
 	r.sink = &cmdSink{next: log, copy: r.o.Events}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
 	}
 	r.rd = rd
+	r.undo.add("removing the run directory", func(context.Context) error { return rd.remove() })
 	host.Init = r.o.Init
 	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
 	if err := rd.placeholders(r.plan); err != nil {
@@ -216,6 +268,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept); err != nil {
 		return err
 	}
+	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
 	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
 	host.EgressSocket = r.eg.socket
 	if err := r.prepareSession(&host); err != nil {
@@ -225,52 +278,32 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 	r.watchRepositories()
+	r.undo.add("stopping the repository watch", func(context.Context) error { r.stopWatch(); return nil })
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
+	r.undo.add("tearing down sandbox", r.sb.Close)
+	r.undo.add("removing command cgroups", func(context.Context) error { return errors.Join(r.removeCommandCgroups()...) })
 	r.o.Log.Debug("sandbox started", "backend", r.o.Backend.Name())
-	return r.startMonitor(ctx)
+	if err := r.startMonitor(ctx); err != nil {
+		return err
+	}
+	r.undo.add("stopping the monitor", func(context.Context) error { return r.stopMonitor() })
+	return nil
 }
 
-// teardown stops everything in reverse order, on every path, and seals the log. What
-// could not be cleaned up is returned, and recorded in run.end's detail.
+// teardown undoes everything prepare and the session acquired, in reverse, on every
+// path, and seals the log with run.end. err is why the run is ending early, if it is.
+// What could not be cleaned up is returned and recorded in run.end's detail. A second
+// call does nothing.
 func (r *run) teardown(ctx context.Context, err error) error {
+	if r.torn {
+		return nil
+	}
+	r.torn = true
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var errs []error
-	if r.gates != nil {
-		r.gates.close() // refuses pending requests; operations running finish and revoke
-	}
-	if err := r.revokeCredentials(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("revoking credentials: %w", err))
-		fmt.Fprintf(r.o.Stderr, "cordon: ALERT: %v\n", err)
-	}
-	if err := r.stopMonitor(); err != nil {
-		errs = append(errs, fmt.Errorf("stopping the monitor: %w", err))
-	}
-	if r.ctlLn != nil {
-		r.ctlLn.Close()
-	}
-	if r.ctl != nil {
-		r.ctl.close()
-	}
-	errs = append(errs, r.removeCommandCgroups()...)
-	if r.sb != nil {
-		if cerr := r.sb.Close(cctx); cerr != nil {
-			errs = append(errs, fmt.Errorf("tearing down sandbox: %w", cerr))
-		}
-	}
-	r.stopWatch()
-	if r.eg != nil {
-		if cerr := r.eg.Close(); cerr != nil {
-			errs = append(errs, fmt.Errorf("stopping egress proxy: %w", cerr))
-		}
-	}
-	if r.rd != nil {
-		if cerr := r.rd.remove(); cerr != nil {
-			errs = append(errs, cerr)
-		}
-	}
+	errs := r.undo.release(cctx)
 	for _, e := range errs {
 		r.o.Log.Warn("cleanup", "err", e)
 	}
@@ -323,13 +356,23 @@ func classify(parent, ectx context.Context, code int, err error) (int, string, e
 	case errors.As(context.Cause(ectx), new(*monitorKill)):
 		return errdefs.ExitMonitor, audit.ReasonMonitor, nil
 	case parent.Err() != nil:
-		var sig interface{ Signal() os.Signal }
-		if errors.As(context.Cause(parent), &sig) {
-			return 128 + signalNumber(sig.Signal()), audit.ReasonSignal, nil
-		}
-		return 130, audit.ReasonCanceled, nil
+		code, reason, _ := signalled(parent)
+		return code, reason, nil
 	case errors.Is(err, context.DeadlineExceeded) && ectx.Err() != nil:
 		return errdefs.ExitTimeout, audit.ReasonTimeout, nil
 	}
 	return 0, "", err
+}
+
+// signalled says how ctx's end ends a run: 128+n when cordon got signal n (its cause is a
+// [SignalError]), 130 when it was cancelled otherwise; ok is false while ctx is live.
+func signalled(ctx context.Context) (code int, reason string, ok bool) {
+	if ctx.Err() == nil {
+		return 0, "", false
+	}
+	var sig interface{ Signal() os.Signal }
+	if errors.As(context.Cause(ctx), &sig) {
+		return 128 + signalNumber(sig.Signal()), audit.ReasonSignal, true
+	}
+	return 130, audit.ReasonCanceled, true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
@@ -19,10 +20,10 @@ import (
 // $XDG_RUNTIME_DIR/cordon/runs otherwise, else a per-user directory in /tmp.
 func DefaultRunRoot() string { return paths.RunRoot() }
 
-// owner identifies the cordon process that owns a run directory, for gc.
-type owner struct {
-	PID       int      `json:"pid"`
-	Start     uint64   `json:"start"` // process start time in clock ticks, against pid reuse
+// runOwner is a run directory's owner.json: the cordon process that owns it and what gc
+// must undo once that process is gone.
+type runOwner struct {
+	owner.Process
 	Workspace string   `json:"workspace"`
 	Created   []string `json:"placeholders"` // host paths created as placeholders
 	// Contents are what the placeholder files that are not empty hold, by path.
@@ -37,7 +38,7 @@ type owner struct {
 // created for denied paths that did not exist.
 type runDir struct {
 	path  string
-	owner owner
+	owner runOwner
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
@@ -61,7 +62,7 @@ func makeRunDir(root, id, workspace string) (*runDir, Host, error) {
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
 		return nil, Host{}, fmt.Errorf("creating mask: %w", err)
 	}
-	rd := &runDir{path: dir, owner: owner{PID: os.Getpid(), Start: processStart(os.Getpid()), Workspace: workspace, Started: time.Now().UnixNano()}}
+	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano()}}
 	return rd, h, rd.save()
 }
 
@@ -150,9 +151,6 @@ func removeIfEmpty(p, content string) error {
 	}
 	return fmt.Errorf("removing placeholder %s: %w", p, err)
 }
-
-// processStart is the owner's start time, to tell a reused pid apart.
-func processStart(pid int) uint64 { return linux.ProcessStart(pid) }
 
 // resolveExistingPrefix resolves symbolic links in the longest existing prefix of p.
 func resolveExistingPrefix(p string) (string, error) {

@@ -73,7 +73,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 		t.Errorf("gc removed a live run: %v", err)
 	}
 	data, _ := os.ReadFile(filepath.Join(live.path, "owner.json"))
-	var o owner
+	var o runOwner
 	if json.Unmarshal(data, &o) != nil || o.PID != os.Getpid() {
 		t.Errorf("owner.json: %s", data)
 	}

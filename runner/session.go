@@ -61,12 +61,13 @@ const (
 	endGrace = 3 * time.Second
 )
 
-// Session is one run kept open for many commands, in one sandbox: the run directory,
-// audit log, egress proxy, credentials, cgroup, monitor and the sandbox itself are set
-// up once by StartSession and torn down by Close. Process 1 of the sandbox takes each
-// Exec over the control channel, so files anywhere writable (the workspace, /tmp,
-// $HOME) and background processes persist from one command to the next, on every
-// backend alike.
+// Session is one run: kept open for many commands in one sandbox (StartSession), or
+// for exactly one that process 1 runs itself (Run), with the same start, Exec and close.
+// The run directory, audit log, egress proxy, credentials, cgroup, monitor and the
+// sandbox itself are set up once at the start and torn down, in reverse, by Close. In a
+// session, process 1 of the sandbox takes each Exec over the control channel, so files
+// anywhere writable (the workspace, /tmp, $HOME) and background processes persist from
+// one command to the next, on every backend alike.
 //
 // Exec may be called from several goroutines at once. Locks: mu guards closed and
 // counts the running commands (wg) so that Close waits for them; the audit writer, the
@@ -93,6 +94,7 @@ func (r *run) prepareSession(host *Host) error {
 		return err
 	}
 	r.ctlLn, host.ControlSocket = ln, filepath.Join(host.RunDir, "control.sock")
+	r.undo.add("closing the control socket", func(context.Context) error { ln.Close(); return nil })
 	r.spillDir = filepath.Join(host.RunDir, "spill")
 	if err := os.Mkdir(r.spillDir, 0o755); err != nil {
 		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
@@ -106,26 +108,9 @@ func (r *run) prepareSession(host *Host) error {
 
 // StartSession prepares a run for plan (services and sandbox), starts the sandbox's
 // process 1 and waits until it takes commands. Close must be called to tear it down.
-func StartSession(ctx context.Context, plan *contract.Plan, o Options) (s *Session, err error) {
-	o.defaults()
-	if err := o.Backend.Check(ctx); err != nil {
-		return nil, err
-	}
-	r := &run{plan: plan, o: &o, start: o.now(), session: true}
-	r.res.RunID = audit.NewRunID(r.start)
-	defer func() {
-		if p := recover(); p != nil {
-			r.teardown(ctx, fmt.Errorf("panic: %v", p))
-			panic(p)
-		}
-	}()
-	if err := r.prepare(ctx); err != nil {
-		r.teardown(ctx, err)
-		return nil, err
-	}
-	s = &Session{r: r, serveDone: make(chan struct{})}
-	if err := s.serve(ctx); err != nil {
-		r.teardown(ctx, err)
+func StartSession(ctx context.Context, plan *contract.Plan, o Options) (*Session, error) {
+	s, err := start(ctx, plan, o, true)
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -158,6 +143,7 @@ func (s *Session) serve(ctx context.Context) error {
 		return err
 	}
 	r.ctl = c
+	r.undo.add("closing the control channel", func(context.Context) error { c.close(); return nil })
 	r.o.Log.Debug("session sandbox taking commands")
 	return nil
 }
@@ -182,14 +168,11 @@ var ErrClosed = errors.New("session is stopped")
 // checked first: a denied command is refused (ErrDenied) and not logged as a command.
 // A command that ran and failed is not an error (see ExecResult.ExitCode).
 func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
-	if len(argv) == 0 {
-		return ExecResult{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
-	}
-	if rule := s.r.plan.DeniedBy(argv); rule != nil {
-		return ExecResult{}, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
+	if err := checkCommand(s.r.plan, argv); err != nil {
+		return ExecResult{}, err
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || !s.r.session && s.n > 0 {
 		s.mu.Unlock()
 		return ExecResult{}, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, ErrClosed)
 	}
@@ -202,7 +185,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 		return ExecResult{}, fmt.Errorf("%w: the session's sandbox has ended (%v); stop the session", errdefs.ErrUnavailable, s.serveErr)
 	default:
 	}
-	res, err := s.r.execOne(ctx, argv, eo, false)
+	res, err := s.r.execOne(ctx, argv, eo)
 	if err == nil {
 		err = s.r.auditErr()
 	}
@@ -217,7 +200,12 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 // end when hung up on (stopped, traced, hung) has its sandbox killed, and Close then
 // says so, as does the log's run.end; so does a teardown that failed. It is
 // idempotent.
-func (s *Session) Close(ctx context.Context) error {
+func (s *Session) Close(ctx context.Context) error { return s.close(ctx, nil) }
+
+// close ends the run: a session's process 1 is stopped first (stop), then everything is
+// torn down and the log sealed. err, for a one-command run, is why its command could not
+// run; the command's own end was recorded by finish.
+func (s *Session) close(ctx context.Context, err error) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -226,6 +214,17 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closed = true
 	n := s.n
 	s.mu.Unlock()
+	if !s.r.session {
+		return s.r.teardown(ctx, err)
+	}
+	stopErr := s.stop(ctx, n)
+	terr := s.r.teardown(ctx, nil)
+	return errors.Join(stopErr, terr, s.r.auditErr())
+}
+
+// stop ends a session's commands and process 1, records what changed since the last
+// command, and decides how the session ended; n commands were started.
+func (s *Session) stop(ctx context.Context, n int) error {
 	waitBounded(&s.wg, stopGrace) // commands an unresponsive process 1 holds end at the hang-up
 	reason, code, detail := audit.ReasonExited, 0, fmt.Sprintf("session stopped after %d command(s)", n)
 	endedAlone := false
@@ -251,16 +250,11 @@ func (s *Session) Close(ctx context.Context) error {
 	// What happened since the last command, once nothing in the sandbox runs any more: a
 	// process of the sandbox's own writing meanwhile was missed.
 	s.r.closeBetween(ctx)
-	if ctx.Err() != nil {
-		reason, code = audit.ReasonCanceled, 130
-		var se SignalError
-		if errors.As(context.Cause(ctx), &se) {
-			reason, code = audit.ReasonSignal, 128+signalNumber(se.Sig)
-		}
+	if c, why, ok := signalled(ctx); ok {
+		code, reason = c, why
 	}
 	s.r.finish(code, reason, detail)
-	terr := s.r.teardown(ctx, nil)
-	return errors.Join(stopErr, terr, s.r.auditErr())
+	return stopErr
 }
 
 // waitBounded waits for wg, at most d.

@@ -5,12 +5,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner"
 )
@@ -98,38 +97,15 @@ func MakeSkeleton(dir string, in Input) error {
 }
 
 // Owner returns this process's [LabelOwner] value: "PID:START:PIDNS".
-func Owner() string {
-	pid := os.Getpid()
-	return strconv.Itoa(pid) + ":" + strconv.FormatUint(linux.ProcessStart(pid), 10) + ":" + pidNamespace()
-}
+func Owner() string { return owner.Self().Label() }
 
 // OwnerGone reports whether the cordon process named by a [LabelOwner] value has
 // exited. A malformed or missing value counts as gone: only cordon sets these labels.
 // An owner in another pid namespace (a cordon in a container sharing the engine)
 // cannot be judged from here and counts as alive.
 func OwnerGone(label string) bool {
-	f := strings.Split(label, ":")
-	if len(f) != 3 {
-		return true
-	}
-	pid, err1 := strconv.Atoi(f[0])
-	start, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 {
-		return true
-	}
-	if f[2] != pidNamespace() {
-		return false
-	}
-	return linux.ProcessStart(pid) != start
-}
-
-// pidNamespace names this process's pid namespace ("4026531836"), or "".
-func pidNamespace() string {
-	link, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+	p, ok := owner.ParseLabel(label)
+	return !ok || !p.Alive()
 }
 
 // PrecreateCgroup creates the cgroup v2 directory rel (as the runtime will name it,
