@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
@@ -82,18 +82,15 @@ type Diffstat struct {
 
 // Info is RUNROOT/sessions/ID.json, written by the supervisor.
 type Info struct {
-	ID        string    `json:"id"`
-	PID       int       `json:"pid"`
-	Start     uint64    `json:"start"` // process start time in ticks, against pid reuse
+	ID string `json:"id"`
+	// Supervisor is the session's supervisor process: while it lives, the session does.
+	owner.Process
 	Started   time.Time `json:"started"`
 	Contract  string    `json:"contract"`
 	Backend   string    `json:"backend"`
 	Workspace string    `json:"workspace"`
 	AuditDir  string    `json:"audit_dir"`
 }
-
-// Alive reports whether the session's supervisor still runs.
-func (s Info) Alive() bool { return s.PID > 0 && linux.ProcessStart(s.PID) == s.Start }
 
 // Paths of a session's files in dir (RUNROOT/sessions).
 func SocketPath(dir, id string) string { return filepath.Join(dir, id+".sock") }

@@ -13,6 +13,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/owner"
 )
 
 // Config configures a [Broker]. Zero fields mean defaults.
@@ -68,7 +69,7 @@ type Broker struct {
 	cfg    Config
 	now    func() time.Time
 	ledger *ledger
-	me     owner
+	me     owner.Process
 
 	revokeMu sync.Mutex // serialises RevokeAll calls, so that a second waits for the first
 
@@ -99,7 +100,7 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, now: cfg.Clock, ledger: l, me: self()}
+	b := &Broker{cfg: cfg, now: cfg.Clock, ledger: l, me: owner.Self()}
 	if b.now == nil {
 		b.now = time.Now
 	}

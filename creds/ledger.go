@@ -15,6 +15,7 @@ import (
 	"github.com/cordonhq/cordon/creds/internal/atomicfile"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/owner"
 )
 
 // DefaultRoot is the ledger's directory: /var/lib/cordon/ledger for root,
@@ -57,7 +58,7 @@ type record struct {
 	ExpiresAt time.Time        `json:"expires_at"`
 	SHA256    string           `json:"sha256,omitempty"` // of the value: identifies it, reveals nothing
 	RevokeRef string           `json:"revoke_ref,omitempty"`
-	Owner     owner            `json:"owner"`
+	Owner     owner.Process    `json:"owner"` // while it lives, the grant is its to revoke; once gone, gc's
 }
 
 // grant is the record as a Grant for Revoke: no secret, ever.
@@ -66,18 +67,6 @@ func (r *record) grant() Grant {
 		Run: r.Run, Name: r.Name, Provider: r.Provider, Deliver: r.Deliver, Scope: r.Scope,
 		ID: r.ID, IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokeRef: r.RevokeRef,
 	}
-}
-
-// owner is the cordon process a grant was issued by: while it lives, the grant is its
-// to revoke; once it is gone, gc's.
-type owner struct {
-	PID   int    `json:"pid"`
-	Start uint64 `json:"start,omitempty"` // process start time in clock ticks (Linux), against pid reuse
-}
-
-func self() owner {
-	pid := os.Getpid()
-	return owner{PID: pid, Start: processStart(pid)}
 }
 
 var (

@@ -79,7 +79,7 @@ func (b *Broker) runAlive(run string, recs []*record, alive func(string) bool) b
 		return alive(run)
 	}
 	for _, r := range recs {
-		if r.Owner.alive() {
+		if r.Owner.Alive() {
 			return true
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
-	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/runner"
 )
 
@@ -144,7 +144,7 @@ func publishSession(sess *runner.Session, plan *contract.Plan, backend, dir stri
 		err = os.Chmod(sock, 0o600)
 	}
 	if err == nil {
-		si := client.Info{ID: id, PID: os.Getpid(), Start: linux.ProcessStart(os.Getpid()), Started: time.Now().UTC(),
+		si := client.Info{ID: id, Process: owner.Self(), Started: time.Now().UTC(),
 			Contract: plan.ContractFile, Backend: backend, Workspace: plan.Workspace, AuditDir: sess.AuditDir()}
 		data, _ := json.Marshal(si)
 		tmp := info + ".tmp"
