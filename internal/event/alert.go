@@ -11,7 +11,7 @@ type SyscallAlertBody struct {
 	Syscall string   `json:"syscall"`          // execve, openat, connect, ptrace, …
 	Path    string   `json:"path,omitempty"`   // file: the path compared (absolute, cleaned); exec: the file run
 	Access  string   `json:"access,omitempty"` // opens: "read" or "write"
-	Addr    string   `json:"addr,omitempty"`   // connect: "IP:PORT", "unix:/path" or "unix:@abstract"
+	Addr    string   `json:"addr,omitempty"`   // connect: "IP:PORT", "[IP6]:PORT", "unix:/path" or "unix:@abstract"
 	Argv    []string `json:"argv,omitempty"`   // exec: the new program's argv
 	Detail  string   `json:"detail,omitempty"` // other syscalls: their arguments, decoded
 	Rule    string   `json:"rule"`             // which part of the profile was broken: exec, read, write, connect, syscall
