@@ -1,4 +1,6 @@
-// Package audit owns the audit log of a cordon run: its versioned record schema, the
+// Package audit owns the audit log of a cordon run: its versioned record (the envelope
+// of each line; the body of each event type is a struct of internal/event, which
+// emitters build and [Record.DecodeBody] or event.DecodeBody read back), the
 // hash-chained append-only writer (an [event.Sink]), secret redaction, reading, listing
 // and verifying logs, and rendering them as a terminal timeline or a self-contained HTML
 // report, both of which list first the changed files that build or CI tooling runs later

@@ -15,13 +15,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-type alertBody struct {
-	Syscall string `json:"syscall"`
-	Comm    string `json:"comm"`
-	PID     int    `json:"pid"`
-	Reason  string `json:"reason"`
-}
-
 // renderRun writes a run with two commands, a workspace diff, egress decisions, an alert,
 // credential events and hostile strings, and returns its log path.
 func renderRun(t *testing.T) string {
@@ -38,10 +31,10 @@ func renderRun(t *testing.T) string {
 		t.Fatal(err)
 	}
 	w, _ := newWriter(t, Options{})
-	w.Emit(event.Event{Type: event.CredIssue, Body: map[string]any{"name": "GITHUB_TOKEN", "provider": "github", "ttl_s": 900}})
+	w.Emit(event.Event{Type: event.CredIssue, Body: event.CredIssueBody{Name: "GITHUB_TOKEN", Provider: "github", TTLSec: 900}})
 	cmd, _ := w.StartCmd(CmdStart{Argv: []string{"sh", "-c", "go test ./... && echo '<script>alert(1)</script>'"}, Cwd: "/w", Env: []string{"HOME", "PATH"}})
-	w.Emit(event.Event{Type: event.NetAllow, Cmd: cmd, Body: map[string]any{"host": "proxy.golang.org", "port": 443, "rule": "proxy.golang.org:443", "reason": "host matches rule"}})
-	w.Emit(event.Event{Type: event.NetDeny, Cmd: cmd, Body: map[string]any{"host": "evil.example", "port": 443, "reason": "no rule allows host \"evil.example\""}})
+	w.Emit(event.Event{Type: event.NetAllow, Cmd: cmd, Body: event.NetBody{Host: "proxy.golang.org", Port: 443, Proto: "connect", Rule: "proxy.golang.org:443", Reason: "host matches rule", BytesUp: 517, BytesDown: 4096, DurationMS: 35}})
+	w.Emit(event.Event{Type: event.NetDeny, Cmd: cmd, Body: event.NetBody{Host: "evil.example", Port: 443, Proto: "connect", Reason: "no rule allows host \"evil.example\""}})
 	out := NewCapture(0)
 	out.Write([]byte("ok  \x1b[31mexample\x1b[0m 0.1s\n<b>not bold</b>\n"))
 	write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"<hi>\") }\n")
@@ -49,14 +42,14 @@ func renderRun(t *testing.T) string {
 	w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd, Body: CmdEnd{ExitCode: 0, DurationMS: 1234, Stdout: out.Output(), Stderr: NewCapture(0).Output()}})
 	diffAndRecord(t, tr, w, cmd)
 	cmd2, _ := w.StartCmd(CmdStart{Argv: []string{"rm", "main.go"}, Cwd: "/w"})
-	w.Emit(event.Event{Type: event.SyscallAlert, Cmd: cmd2, Body: alertBody{Syscall: "ptrace", Comm: "rm", PID: 42, Reason: "not in profile"}})
+	w.Emit(event.Event{Type: event.SyscallAlert, Cmd: cmd2, Body: event.SyscallAlertBody{Syscall: "ptrace", Comm: "rm", PID: 42, Reason: "not in profile"}})
 	if err := os.Remove(filepath.Join(ws, "main.go")); err != nil {
 		t.Fatal(err)
 	}
 	w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd2, Body: CmdEnd{ExitCode: 137, Signal: "SIGKILL", DurationMS: 20}})
 	diffAndRecord(t, tr, w, cmd2)
-	w.Emit(event.Event{Type: event.NetDeny, Body: map[string]any{"dest": "10.0.0.1:22", "reason": "private address"}})
-	w.Emit(event.Event{Type: event.CredRevoke, Body: map[string]any{"name": "GITHUB_TOKEN"}})
+	w.Emit(event.Event{Type: event.NetDeny, Body: event.NetBody{Host: "10.0.0.1", Port: 22, Reason: "private address"}})
+	w.Emit(event.Event{Type: event.CredRevoke, Body: event.CredRevokeBody{Name: "GITHUB_TOKEN"}})
 	if err := w.Close(RunEnd{ExitCode: 137, Reason: ReasonMonitor, Detail: "ptrace by rm"}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 package audit
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,52 +126,44 @@ func (v *view) addNote(n noteView, c *cmdView) {
 	}
 }
 
-// note summarises an event whose body audit does not own, using the field names that
-// docs/audit.md recommends and falling back to the body's scalar fields.
+// note summarises an event other than a command's own on one line: the body decoded
+// into its schema struct, its subject and reason picked out, and its other scalar
+// fields shown as "k=v". An event type this schema does not know (a newer writer's) is
+// shown by its type alone.
 func note(r Record) (noteView, error) {
 	n := noteView{Time: r.TS, Cmd: r.Cmd, Type: r.Type, Verb: string(r.Type)}
-	var m map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(r.Body)))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
+	body, err := event.DecodeBody(r.Type, r.Body)
+	if errors.Is(err, event.ErrUnknownType) {
+		return n, nil
+	}
+	if err != nil {
 		return n, err
 	}
-	switch r.Type {
-	case event.NetAllow, event.NetDeny:
+	var what string
+	var shown []string // json names of fields in What or Why
+	switch b := body.(type) {
+	case event.NetBody:
 		n.Verb = map[event.Type]string{event.NetAllow: "allow", event.NetDeny: "DENY"}[r.Type]
-		n.What = dest(m)
-		take(m, "dest", "host", "port", "addr", "url")
-	case event.SyscallAlert:
-		n.Verb = "ALERT"
-		n.What = strings.TrimSpace(str(m, "syscall") + " " + str(m, "comm"))
-		take(m, "syscall", "comm")
-	case event.CredIssue, event.CredRevoke:
-		n.Verb = strings.TrimPrefix(string(r.Type), "cred.")
-		n.What = str(m, "name")
-		take(m, "name")
-	case event.GateRequest, event.GateApprove, event.GateDeny, event.GateExec:
-		n.Verb = gateVerbs[r.Type]
-		n.What = strings.TrimSpace(str(m, "gate") + " " + str(m, "id") + " " + bodyArgv(m))
-		take(m, "gate", "id", "argv")
+		what, n.Why, shown = netDest(b), b.Reason, []string{"host", "port", "addr"}
+	case event.SyscallAlertBody:
+		n.Verb, what, n.Why = "ALERT", strings.TrimSpace(b.Syscall+" "+b.Comm), b.Reason
+		shown = []string{"syscall", "comm"}
+	case event.CredIssueBody:
+		n.Verb, what, n.Why, shown = "issue", b.Name, b.Reason, []string{"name"}
+	case event.CredRevokeBody:
+		n.Verb, what, n.Why, shown = "revoke", b.Name, b.Reason, []string{"name"}
+	case event.GateRequestBody:
+		n.Verb, what, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, b.Argv), gateShown
+	case event.GateDecisionBody:
+		n.Verb, what, n.Why, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, nil), b.Reason, gateShown
+	case event.GateExecBody:
+		n.Verb, what, n.Why, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, b.Argv), b.Reason, gateShown
 	}
-	n.Why = str(m, "reason")
-	take(m, "reason")
-	if rest := scalars(m); rest != "" {
-		n.What = strings.TrimSpace(n.What + " " + rest)
+	n.What = what
+	if rest := scalars(body, append(shown, "reason")...); rest != "" {
+		n.What = strings.TrimSpace(what + " " + rest)
 	}
 	return n, nil
-}
-
-func str(m map[string]any, k string) string {
-	switch x := m[k].(type) {
-	case string:
-		return x
-	case json.Number:
-		return x.String()
-	case bool:
-		return strconv.FormatBool(x)
-	}
-	return ""
 }
 
 // gateVerbs are the timeline verbs of the gate events.
@@ -181,63 +174,72 @@ var gateVerbs = map[event.Type]string{
 	event.GateExec:    "gate exec",
 }
 
-// bodyArgv renders a body's "argv" list of strings, cut short, or "".
-func bodyArgv(m map[string]any) string {
-	list, _ := m["argv"].([]any)
-	var parts []string
-	for _, a := range list {
-		if s, ok := a.(string); ok {
-			parts = append(parts, s)
-		}
-	}
-	s := strings.Join(parts, " ")
+// gateShown are the fields of a gate event that [gateWhat] shows.
+var gateShown = []string{"gate", "id"}
+
+// gateWhat names a gate request: the gate, the request id and the operation, cut short.
+func gateWhat(gate, id string, argv []string) string {
+	s := strings.Join(argv, " ")
 	if len(s) > 80 {
 		s = s[:77] + "..."
 	}
-	return s
+	return strings.TrimSpace(gate + " " + id + " " + s)
 }
 
-func take(m map[string]any, keys ...string) {
-	for _, k := range keys {
-		delete(m, k)
+// netDest is the destination of a network event: host:port, else the address dialled.
+func netDest(b event.NetBody) string {
+	if b.Host != "" {
+		return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 	}
+	return b.Addr
 }
 
-// dest returns the destination of a network event: dest, else host:port, else addr or url.
-func dest(m map[string]any) string {
-	if d := str(m, "dest"); d != "" {
-		return d
+// scalars renders the scalar fields of body, a schema struct, as "k=v" by json name,
+// sorted, each value cut short: every field but those named in skip, those the
+// encoding omits (omitempty and zero) and empty strings.
+func scalars(body any, skip ...string) string {
+	v := reflect.ValueOf(body)
+	if v.Kind() != reflect.Struct {
+		return ""
 	}
-	host, port := str(m, "host"), str(m, "port")
-	if host != "" && port != "" {
-		return net.JoinHostPort(host, port)
-	}
-	for _, k := range []string{"host", "addr", "url"} {
-		if s := str(m, k); s != "" {
-			return s
+	type kv struct{ k, v string }
+	var kvs []kv
+	for i := range v.NumField() {
+		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		f := v.Field(i)
+		if name == "" || name == "-" || slices.Contains(skip, name) || opts == "omitempty" && f.IsZero() {
+			continue
 		}
-	}
-	return ""
-}
-
-// scalars renders the remaining scalar fields as "k=v", sorted, each value cut short.
-func scalars(m map[string]any) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		if s := str(m, k); s != "" {
-			keys = append(keys, k)
+		s := scalar(f)
+		if s == "" {
+			continue
 		}
-	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		s := str(m, k)
 		if len(s) > 60 {
 			s = s[:57] + "..."
 		}
-		parts[i] = k + "=" + s
+		kvs = append(kvs, kv{name, s})
+	}
+	slices.SortFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+	parts := make([]string, len(kvs))
+	for i, p := range kvs {
+		parts[i] = p.k + "=" + p.v
 	}
 	return strings.Join(parts, " ")
+}
+
+// scalar renders a string, number or boolean; anything else is "".
+func scalar(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.String:
+		return v.String()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10)
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	}
+	return ""
 }
 
 // clean makes text from the log safe to print on a terminal: control characters, and the

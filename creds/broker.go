@@ -207,8 +207,8 @@ func (b *Broker) issue(ctx context.Context, run string, c contract.Credential) (
 	if err := b.ledger.put(rec); err != nil {
 		return Grant{}, err
 	}
-	b.cfg.Events.Emit(event.Event{Type: event.CredIssue, Time: now, Body: IssueEvent{
-		Name: g.Name, Provider: g.Provider, ID: g.ID, Deliver: g.Deliver, Scope: g.Scope,
+	b.cfg.Events.Emit(event.Event{Type: event.CredIssue, Time: now, Body: event.CredIssueBody{
+		Name: g.Name, Provider: g.Provider, ID: g.ID, Deliver: string(g.Deliver), Scope: g.Scope,
 		TTLSec: rec.TTLSec, Expires: rfc3339(g.ExpiresAt), Reason: c.Why,
 	}})
 	if err := b.cfg.Redact(c.Name, g.Secret.Reveal()); err != nil {
@@ -260,7 +260,7 @@ func (b *Broker) revokeLive(ctx context.Context, reason string) error {
 // revokeOne settles one of this run's grants and reports it.
 func (b *Broker) revokeOne(ctx context.Context, r *record, reason string) error {
 	result, attempts, err := b.settle(ctx, r)
-	ev := RevokeEvent{
+	ev := event.CredRevokeBody{
 		Name: r.Name, Provider: r.Provider, ID: r.ID, Outcome: result, Attempts: attempts,
 		Expires: rfc3339(r.ExpiresAt), Reason: reason, Alert: result == Failed,
 	}

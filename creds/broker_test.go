@@ -360,11 +360,11 @@ func TestEventsCarryNoValues(t *testing.T) {
 		t.Fatalf("an event holds the value:\n%s", log)
 	}
 	issue := e.events.events[0]
-	body, ok := issue.Body.(creds.IssueEvent)
+	body, ok := issue.Body.(event.CredIssueBody)
 	if issue.Type != event.CredIssue || !ok {
 		t.Fatalf("first event %+v", issue)
 	}
-	want := creds.IssueEvent{
+	want := event.CredIssueBody{
 		Name: "A_TOKEN", Provider: "exec", ID: gs[0].ID, Deliver: "env", Scope: map[string]any{"scopes": []any{"read"}},
 		TTLSec: 3600, Expires: "2030-01-02T16:04:05Z", Reason: "test A_TOKEN",
 	}

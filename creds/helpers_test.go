@@ -116,13 +116,13 @@ func (r *recorder) all() string {
 	return strings.Join(r.lines, "\n")
 }
 
-func (r *recorder) revokes() []creds.RevokeEvent {
+func (r *recorder) revokes() []event.CredRevokeBody {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []creds.RevokeEvent
+	var out []event.CredRevokeBody
 	for _, e := range r.events {
 		if e.Type == event.CredRevoke {
-			out = append(out, e.Body.(creds.RevokeEvent))
+			out = append(out, e.Body.(event.CredRevokeBody))
 		}
 	}
 	return out

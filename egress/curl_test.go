@@ -90,7 +90,7 @@ func TestCurl(t *testing.T) {
 				t.Errorf("stderr %q, want it to contain %q", errOut, tt.wantErr)
 			}
 			typ, ev := e.events.nth(t, i+1)
-			wantEvent(t, typ, ev, tt.wantType, ConnEvent{Reason: tt.reason})
+			wantEvent(t, typ, ev, tt.wantType, event.NetBody{Reason: tt.reason})
 		})
 	}
 	if e.dialedAddr(addrs("10.0.0.5")[0]) {

@@ -25,7 +25,7 @@
 //   - bounds everything: concurrent connections ([Config.MaxConns]), handshake and idle
 //     timeouts, fixed-size buffers;
 //   - reports every attempt as exactly one [event.NetAllow] or [event.NetDeny] event whose
-//     body is a [ConnEvent].
+//     body is an [event.NetBody].
 //
 // SOCKS5 is a small server written here (RFC 1928: no authentication, CONNECT only, with
 // domain names, IPv4 and IPv6 addresses; BIND and UDP ASSOCIATE are refused). The

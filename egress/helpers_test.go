@@ -119,13 +119,13 @@ func (r *recorder) wait(t testing.TB, n int) []event.Event {
 }
 
 // last waits for the n-th event and returns its type and body.
-func (r *recorder) nth(t testing.TB, n int) (event.Type, ConnEvent) {
+func (r *recorder) nth(t testing.TB, n int) (event.Type, event.NetBody) {
 	t.Helper()
 	evs := r.wait(t, n)
 	e := evs[n-1]
-	body, ok := e.Body.(ConnEvent)
+	body, ok := e.Body.(event.NetBody)
 	if !ok {
-		t.Fatalf("event %d body is %T, want ConnEvent", n, e.Body)
+		t.Fatalf("event %d body is %T, want event.NetBody", n, e.Body)
 	}
 	return e.Type, body
 }
@@ -386,7 +386,7 @@ func socksIPv4(s string) []byte {
 }
 
 // wantEvent checks the type and the named fields of an event body.
-func wantEvent(t testing.TB, typ event.Type, got ConnEvent, wantTyp event.Type, want ConnEvent) {
+func wantEvent(t testing.TB, typ event.Type, got event.NetBody, wantTyp event.Type, want event.NetBody) {
 	t.Helper()
 	var errs []string
 	if typ != wantTyp {

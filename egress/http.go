@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/event"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -189,7 +190,7 @@ func (p *Proxy) badRequest(cc *idleConn, bw *bufio.Writer, code int, err error) 
 
 // refuseHTTP answers a connection over the limit with 503, after reading its request head
 // so the client sees the answer rather than a reset.
-func (p *Proxy) refuseHTTP(cc *idleConn, br *bufio.Reader, ev *ConnEvent) {
+func (p *Proxy) refuseHTTP(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
 	if req, err := http.ReadRequest(br); err == nil {
 		hostport := req.Host
 		if req.Method == http.MethodConnect {

@@ -30,7 +30,7 @@ func TestIPv6Literal(t *testing.T) {
 		t.Fatalf("absolute-form: %d %q", resp.StatusCode, body)
 	}
 	typ, ev := e.events.nth(t, 1)
-	wantEvent(t, typ, ev, event.NetAllow, ConnEvent{Host: "::1", Port: port, Addr: "[::1]:" + ps, Rule: "::1/128:" + ps})
+	wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Host: "::1", Port: port, Addr: "[::1]:" + ps, Rule: "::1/128:" + ps})
 
 	resp, c, _ := rawExchange(t, e, "CONNECT [::1]:"+ps+" HTTP/1.1\r\n\r\n")
 	if resp.StatusCode != 200 {
@@ -38,7 +38,7 @@ func TestIPv6Literal(t *testing.T) {
 	}
 	c.Close()
 	typ, ev = e.events.nth(t, 2)
-	wantEvent(t, typ, ev, event.NetAllow, ConnEvent{Host: "::1", Proto: protoConnect})
+	wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Host: "::1", Proto: protoConnect})
 
 	s, err := net.Dial("tcp", e.bridge)
 	if err != nil {

@@ -43,7 +43,7 @@ type Config struct {
 	// Resolver looks names up. Nil means [net.DefaultResolver].
 	Resolver Resolver
 	// Events receives one [event.NetAllow] or [event.NetDeny] per attempt, with a
-	// [ConnEvent] body. Nil discards them.
+	// [event.NetBody] body. Nil discards them.
 	Events event.Sink
 	// Logger receives operational logs (not the audit trail). Nil discards them.
 	Logger *slog.Logger
@@ -250,7 +250,7 @@ func (p *Proxy) refuse(ctx context.Context, c net.Conn, conns *sync.WaitGroup) {
 	case p.refusal <- struct{}{}:
 	default:
 		c.Close()
-		p.emit(ConnEvent{Reason: reason}, false)
+		p.emit(event.NetBody{Reason: reason}, false)
 		return
 	}
 	conns.Go(func() {
@@ -262,7 +262,7 @@ func (p *Proxy) refuse(ctx context.Context, c net.Conn, conns *sync.WaitGroup) {
 		cc.setHard(time.Now().Add(min(p.cfg.HandshakeTimeout, 5*time.Second)))
 		br := getReader(cc)
 		defer putReader(br)
-		ev := ConnEvent{Reason: reason}
+		ev := event.NetBody{Reason: reason}
 		first, err := br.Peek(1)
 		switch {
 		case err != nil:

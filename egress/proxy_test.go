@@ -36,7 +36,7 @@ func TestHTTPAllowedAndEvent(t *testing.T) {
 	rule := cidrRule(hp, sp)
 	pol, _ := policy.New([]policy.Rule{rule})
 	typ, ev := e.events.nth(t, 1)
-	wantEvent(t, typ, ev, event.NetAllow, ConnEvent{
+	wantEvent(t, typ, ev, event.NetAllow, event.NetBody{
 		Host: "127.0.0.1", Port: hp, Addr: "127.0.0.1:" + strconv.Itoa(int(hp)), Proto: protoHTTP,
 		Rule: pol.Rules()[0].String(), BytesDown: 6,
 	})
@@ -53,7 +53,7 @@ func TestHTTPAllowedAndEvent(t *testing.T) {
 	}
 	c.CloseIdleConnections() // the tunnel reports when it ends
 	typ, ev = e.events.nth(t, 2)
-	wantEvent(t, typ, ev, event.NetAllow, ConnEvent{Host: "127.0.0.1", Port: sp, Proto: protoConnect})
+	wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Host: "127.0.0.1", Port: sp, Proto: protoConnect})
 }
 
 func TestHTTPKeepAliveOneEventPerRequest(t *testing.T) {
@@ -161,7 +161,7 @@ func TestDenied(t *testing.T) {
 				t.Errorf("body %q, want it to start with %q", body, want)
 			}
 			typ, ev := e.events.nth(t, i+1)
-			wantEvent(t, typ, ev, event.NetDeny, ConnEvent{Proto: tt.proto, Reason: tt.reason})
+			wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: tt.proto, Reason: tt.reason})
 		})
 	}
 	for _, a := range addrs("10.0.0.5", "169.254.169.254") {
@@ -227,9 +227,9 @@ func TestSNI(t *testing.T) {
 			tc.Close()
 			typ, ev := e.events.nth(t, i+1)
 			if tt.wantErr {
-				wantEvent(t, typ, ev, event.NetDeny, ConnEvent{Proto: protoConnect, Reason: tt.reason, Addr: "127.0.0.1:" + strconv.Itoa(int(sp))})
+				wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoConnect, Reason: tt.reason, Addr: "127.0.0.1:" + strconv.Itoa(int(sp))})
 			} else {
-				wantEvent(t, typ, ev, event.NetAllow, ConnEvent{Proto: protoConnect})
+				wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Proto: protoConnect})
 			}
 		})
 	}
@@ -262,7 +262,7 @@ func TestPort443RequiresTLS(t *testing.T) {
 		t.Errorf("plain HTTP on port 443 got %q, %v; want the tunnel closed", b, err)
 	}
 	typ, ev := e.events.nth(t, 1)
-	wantEvent(t, typ, ev, event.NetDeny, ConnEvent{Proto: protoConnect, Port: 443, Reason: "expected a tls client hello"})
+	wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoConnect, Port: 443, Reason: "expected a tls client hello"})
 }
 
 func TestHeadersStripped(t *testing.T) {
@@ -340,11 +340,11 @@ func TestSOCKS5(t *testing.T) {
 				}
 				c.Close() // the tunnel reports when both directions have ended
 				ty, ev := e.events.nth(t, i+1)
-				wantEvent(t, ty, ev, event.NetAllow, ConnEvent{Proto: protoSOCKS, Addr: "127.0.0.1:" + strconv.Itoa(int(hp))})
+				wantEvent(t, ty, ev, event.NetAllow, event.NetBody{Proto: protoSOCKS, Addr: "127.0.0.1:" + strconv.Itoa(int(hp))})
 				return
 			}
 			ty, ev := e.events.nth(t, i+1)
-			wantEvent(t, ty, ev, event.NetDeny, ConnEvent{Proto: protoSOCKS, Reason: tt.reason})
+			wantEvent(t, ty, ev, event.NetDeny, event.NetBody{Proto: protoSOCKS, Reason: tt.reason})
 		})
 	}
 	if e.dialedAddr(addrs("10.0.0.5")[0]) {
@@ -366,7 +366,7 @@ func TestSOCKS5NoAcceptableMethod(t *testing.T) {
 		t.Fatalf("method selection %v, %v; want [5 255]", sel, err)
 	}
 	typ, ev := e.events.nth(t, 1)
-	wantEvent(t, typ, ev, event.NetDeny, ConnEvent{Proto: protoSOCKS, Reason: "no supported authentication method"})
+	wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoSOCKS, Reason: "no supported authentication method"})
 }
 
 func TestLargeTransfers(t *testing.T) {
@@ -398,10 +398,10 @@ func TestLargeTransfers(t *testing.T) {
 		})
 	}
 	evs := e.events.wait(t, 2) // the tunnel reports when it closes, after the test
-	if ev := evs[0].Body.(ConnEvent); ev.BytesDown != size {
+	if ev := evs[0].Body.(event.NetBody); ev.BytesDown != size {
 		t.Errorf("download event bytes_down %d, want %d", ev.BytesDown, size)
 	}
-	if ev := evs[1].Body.(ConnEvent); ev.BytesUp != size {
+	if ev := evs[1].Body.(event.NetBody); ev.BytesUp != size {
 		t.Errorf("upload event bytes_up %d, want %d", ev.BytesUp, size)
 	}
 }
@@ -461,7 +461,7 @@ func TestMaxConns(t *testing.T) {
 		t.Errorf("third connection: %d %q, want 503", resp.StatusCode, body)
 	}
 	typ, ev := e.events.nth(t, 1)
-	wantEvent(t, typ, ev, event.NetDeny, ConnEvent{Proto: protoHTTP, Host: "127.0.0.1", Port: hp, Reason: "too many connections (limit 2)"})
+	wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoHTTP, Host: "127.0.0.1", Port: hp, Reason: "too many connections (limit 2)"})
 
 	c, err := net.Dial("tcp", e.bridge)
 	if err != nil {
@@ -472,7 +472,7 @@ func TestMaxConns(t *testing.T) {
 		t.Errorf("socks reply %d (%s), want general failure", got, socksReplyName(got))
 	}
 	typ, ev = e.events.nth(t, 2)
-	wantEvent(t, typ, ev, event.NetDeny, ConnEvent{Proto: protoSOCKS, Reason: "too many connections"})
+	wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoSOCKS, Reason: "too many connections"})
 }
 
 func TestIdleTimeout(t *testing.T) {
@@ -493,7 +493,7 @@ func TestIdleTimeout(t *testing.T) {
 		t.Errorf("idle tunnel closed after %s", d)
 	}
 	typ, ev := e.events.nth(t, 1)
-	wantEvent(t, typ, ev, event.NetAllow, ConnEvent{Proto: protoConnect})
+	wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Proto: protoConnect})
 }
 
 func TestSlowDownloadIsNotIdle(t *testing.T) {

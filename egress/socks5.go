@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/event"
 	"io"
 	"net/netip"
 	"os"
@@ -208,7 +209,7 @@ func socksReplyFor(err error) byte {
 
 // refuseSOCKS answers a SOCKS5 connection over the limit with a general failure, after
 // the method negotiation and request (the reply has nowhere to go before them).
-func (p *Proxy) refuseSOCKS(cc *idleConn, br *bufio.Reader, ev *ConnEvent) {
+func (p *Proxy) refuseSOCKS(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
 	host, port, err := readSOCKS(cc, br)
 	if se := (*socksError)(nil); err == nil || errors.As(err, &se) && se.reply != 0 {
 		ev.Host, ev.Port = bound(host, 255), port

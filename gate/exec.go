@@ -31,7 +31,7 @@ const revokeTimeout = 30 * time.Second
 // perform runs r's approved operation on the host and reports it as gate.exec.
 func (s *Service) perform(ctx context.Context, r *request) Outcome {
 	g := r.gate
-	ev := ExecEvent{ID: r.p.ID, Gate: g.Name, Argv: r.p.Argv, Credential: credName(g)}
+	ev := event.GateExecBody{ID: r.p.ID, Gate: g.Name, Argv: r.p.Argv, Credential: credName(g)}
 	start := time.Now()
 	out, err := s.run(ctx, r, &ev)
 	if err != nil {
@@ -47,7 +47,7 @@ func (s *Service) perform(ctx context.Context, r *request) Outcome {
 
 // run mints the credential, checks the repository, runs the operation and revokes.
 // An error means the operation did not run.
-func (s *Service) run(ctx context.Context, r *request, ev *ExecEvent) (out Outcome, err error) {
+func (s *Service) run(ctx context.Context, r *request, ev *event.GateExecBody) (out Outcome, err error) {
 	g := r.gate
 	home, err := os.MkdirTemp("", "cordon-gate-")
 	if err != nil {

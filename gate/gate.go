@@ -157,7 +157,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 		ID: s.newID(), Run: s.cfg.RunID, Gate: name, Why: g.Why, Argv: argv,
 		Requested: s.cfg.now().UTC(), Cmd: cmd,
 	}}
-	ev := RequestEvent{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()}
+	ev := event.GateRequestBody{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()}
 	why := s.refusal(g)
 	if why == "" {
 		why = s.pin(ctx, r, &ev)
@@ -181,7 +181,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 	case <-ctx.Done():
 	}
 	if s.take(r.p.ID) != nil {
-		s.emit(event.GateDeny, cmd, DecisionEvent{ID: r.p.ID, Gate: name, By: byCordon, Reason: "withdrawn: the requester went away before a decision"})
+		s.emit(event.GateDeny, cmd, event.GateDecisionBody{ID: r.p.ID, Gate: name, By: byCordon, Reason: "withdrawn: the requester went away before a decision"})
 		return Outcome{}, ctx.Err()
 	}
 	// Decided at the same moment: the outcome is on its way.
@@ -190,7 +190,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 
 // pin pins r's operation when it is a git push and records it in ev; it says why the
 // request is refused, or "".
-func (s *Service) pin(ctx context.Context, r *request, ev *RequestEvent) string {
+func (s *Service) pin(ctx context.Context, r *request, ev *event.GateRequestBody) string {
 	p, err := parsePush(r.p.Argv)
 	if err == nil && p != nil {
 		err = s.pinPush(ctx, p, r.gate)
@@ -200,7 +200,7 @@ func (s *Service) pin(ctx context.Context, r *request, ev *RequestEvent) string 
 	}
 	if p != nil {
 		r.push = p
-		ev.Push = &PushEvent{URL: p.url, Refs: p.refs, Commits: len(p.commits)}
+		ev.Push = &event.GatePush{URL: p.url, Refs: p.refs, Commits: len(p.commits)}
 	}
 	return ""
 }
@@ -220,7 +220,7 @@ func (s *Service) refusal(g contract.Gate) string {
 
 // refuse logs gate.deny for r and returns the denial.
 func (s *Service) refuse(r *request, by, why string) Outcome {
-	s.emit(event.GateDeny, r.p.Cmd, DecisionEvent{ID: r.p.ID, Gate: r.p.Gate, By: by, Reason: why})
+	s.emit(event.GateDeny, r.p.Cmd, event.GateDecisionBody{ID: r.p.ID, Gate: r.p.Gate, By: by, Reason: why})
 	s.cfg.Log.Info("gate request denied", logKeyGate, r.p.Gate, logKeyID, r.p.ID, logKeyBy, by, logKeyReason, why)
 	return Outcome{Approved: false, By: by, Why: why}
 }
@@ -277,7 +277,7 @@ func (s *Service) Approve(ctx context.Context, id, by string) error {
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	s.emit(event.GateApprove, r.p.Cmd, DecisionEvent{ID: id, Gate: r.p.Gate, By: by})
+	s.emit(event.GateApprove, r.p.Cmd, event.GateDecisionBody{ID: id, Gate: r.p.Gate, By: by})
 	s.cfg.Log.Info("gate request approved", logKeyGate, r.p.Gate, logKeyID, id, logKeyBy, by)
 	go func() {
 		defer s.running.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/event"
 	"net"
 	"net/url"
 	"regexp"
@@ -37,7 +38,7 @@ type push struct {
 	url     string // where it goes
 	http    bool   // a loopback http:// URL
 	flags   []string
-	refs    []PushRef
+	refs    []event.GatePushRef
 	state   string // the repository's refs and HEAD when pinned (repoRefs.state)
 	format  string // the repository's object format ("" or "sha256")
 	home    string // cordon's private directory for the push (pinPush), removed by cleanup
@@ -49,16 +50,8 @@ type push struct {
 	history string   // the newest commits of what is pushed
 }
 
-// PushRef is one refspec of a pinned push, its source pinned to an object id.
-type PushRef struct {
-	Force bool   `json:"force,omitempty"`
-	Src   string `json:"src,omitempty"` // as named; "" deletes Dst
-	OID   string `json:"oid,omitempty"`
-	Dst   string `json:"dst"`
-}
-
-// spec is the refspec git is given.
-func (r PushRef) spec() string {
+// refspec is the refspec git is given for r, one ref of a pinned push.
+func refspec(r event.GatePushRef) string {
 	s := r.OID + ":" + r.Dst
 	if r.Force {
 		s = "+" + s
@@ -98,7 +91,7 @@ func parsePush(argv []string) (*push, error) {
 	}
 	p.remote = pos[0]
 	for _, s := range pos[1:] {
-		r := PushRef{}
+		r := event.GatePushRef{}
 		s, r.Force = strings.CutPrefix(s, "+")
 		src, dst, ok := strings.Cut(s, ":")
 		if !ok {
@@ -161,7 +154,7 @@ func remoteURL(ctx context.Context, home, cfg string, env []string, name string)
 
 // pinRef resolves r's source in the refs cordon read to an object id that the
 // scratch repository (env) holds, and its destination to a full ref name.
-func (p *push) pinRef(ctx context.Context, home string, rr *repoRefs, env []string, r *PushRef) error {
+func (p *push) pinRef(ctx context.Context, home string, rr *repoRefs, env []string, r *event.GatePushRef) error {
 	full := ""
 	if r.Src != "" {
 		oid, f, ok := rr.resolve(r.Src)
@@ -289,7 +282,7 @@ func (p *push) argv() []string {
 	out := append([]string{"git", "push"}, p.flags...)
 	out = append(out, "--", p.url)
 	for _, r := range p.refs {
-		out = append(out, r.spec())
+		out = append(out, refspec(r))
 	}
 	return out
 }

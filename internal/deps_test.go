@@ -123,3 +123,31 @@ func TestBinaryDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestEventSchemaDependencies: the event schema, which every emitter imports, depends on
+// nothing of cordon's, and the emitters reach neither the audit log's format nor the
+// runner (only audit knows the file format).
+func TestEventSchemaDependencies(t *testing.T) {
+	const mod = "github.com/cordonhq/cordon/"
+	for pkg, banned := range map[string][]string{
+		"./internal/event": {mod},
+		"./egress":         {mod + "audit", mod + "runner"},
+		"./creds":          {mod + "audit", mod + "runner"},
+		"./monitor":        {mod + "audit", mod + "runner"},
+		"./gate":           {mod + "audit", mod + "runner"},
+	} {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = moduleRoot
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, ban := range banned {
+				if dep != mod+"internal/event" && (dep == ban || strings.HasPrefix(dep, strings.TrimSuffix(ban, "/")+"/")) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}

@@ -70,27 +70,34 @@ const (
 	ActionAlert Action = "alert"
 )
 
-// Alert is the body of a syscall.alert event: one deviation from the profile. Its JSON
-// form is part of the audit log's schema (docs/monitor.md).
+// Alert is one deviation from the profile, as [Options.OnViolation] receives it. The
+// monitor reports each as a syscall.alert event whose body, [Alert.Body], carries every
+// field (docs/audit.md).
 type Alert struct {
-	PID     int      `json:"pid"`            // process (thread group) id, host pid namespace
-	PPID    int      `json:"ppid"`           // its parent
-	UID     int      `json:"uid"`            // its user id, host user namespace
-	Comm    string   `json:"comm"`           // its command name (as the kernel has it, ≤ 15 bytes)
-	Cgroup  uint64   `json:"cgroup"`         // its cgroup v2 id
-	Syscall string   `json:"syscall"`        // execve, openat, connect, ptrace, …
-	Path    string   `json:"path,omitempty"` // file: the path compared (absolute, cleaned)
-	Access  string   `json:"access,omitempty"`
-	Addr    string   `json:"addr,omitempty"`   // connect: "IP:PORT", "unix:/path" or "unix:@abstract"
-	Argv    []string `json:"argv,omitempty"`   // exec: the new program's argv
-	Detail  string   `json:"detail,omitempty"` // other syscalls: their arguments, decoded
-	Rule    Rule     `json:"rule"`             // which part of the profile was broken
-	Reason  string   `json:"reason"`           // why, in words
-	Action  Action   `json:"action"`
+	PID     int      // process (thread group) id, host pid namespace
+	PPID    int      // its parent
+	UID     int      // its user id, host user namespace
+	Comm    string   // its command name (as the kernel has it, ≤ 15 bytes)
+	Cgroup  uint64   // its cgroup v2 id
+	Syscall string   // execve, openat, connect, ptrace, …
+	Path    string   // file: the path compared (absolute, cleaned)
+	Access  string   // opens: "read" or "write"
+	Addr    string   // connect: "IP:PORT", "unix:/path" or "unix:@abstract"
+	Argv    []string // exec: the new program's argv
+	Detail  string   // other syscalls: their arguments, decoded
+	Rule    Rule     // which part of the profile was broken
+	Reason  string   // why, in words
+	Action  Action
 }
 
-// CgroupID is the cgroup the offending process was in: in a session, the command's.
-func (a Alert) CgroupID() uint64 { return a.Cgroup }
+// Body is the alert as the body of its syscall.alert event.
+func (a Alert) Body() event.SyscallAlertBody {
+	return event.SyscallAlertBody{
+		PID: a.PID, PPID: a.PPID, UID: a.UID, Comm: a.Comm, Cgroup: a.Cgroup, Syscall: a.Syscall,
+		Path: a.Path, Access: a.Access, Addr: a.Addr, Argv: a.Argv, Detail: a.Detail,
+		Rule: string(a.Rule), Reason: a.Reason, Action: string(a.Action),
+	}
+}
 
 // String is a one-line description naming the violation, for messages to the user.
 func (a Alert) String() string {
@@ -124,6 +131,6 @@ const (
 
 func emit(sink event.Sink, a Alert) {
 	if sink != nil {
-		sink.Emit(event.Event{Type: event.SyscallAlert, Body: a})
+		sink.Emit(event.Event{Type: event.SyscallAlert, Body: a.Body()})
 	}
 }

@@ -118,7 +118,7 @@ func newHarnessHooks(t testing.TB, prof Profile, opts Options, hooks bool) *harn
 	opts.Events = event.SinkFunc(func(e event.Event) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		h.alerts = append(h.alerts, e.Body.(Alert))
+		h.alerts = append(h.alerts, alertOf(e.Body.(event.SyscallAlertBody)))
 	})
 	opts.onRecord = func(r Record) {
 		for i := range r.Str {

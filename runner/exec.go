@@ -17,7 +17,6 @@ import (
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/egress"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -399,8 +398,8 @@ func (s *cmdSink) denied(id string) []string {
 // Emit implements event.Sink.
 func (s *cmdSink) Emit(e event.Event) {
 	s.mu.Lock()
-	if c, ok := e.Body.(interface{ CgroupID() uint64 }); ok && e.Cmd == "" {
-		e.Cmd = s.cgroups[c.CgroupID()] // exact: the process was in that command's cgroup
+	if a, ok := e.Body.(event.SyscallAlertBody); ok && e.Cmd == "" {
+		e.Cmd = s.cgroups[a.Cgroup] // exact: the process was in that command's cgroup
 	}
 	if e.Cmd == "" && len(s.active) > 0 {
 		e.Cmd = s.active[len(s.active)-1]
@@ -418,9 +417,8 @@ func (s *cmdSink) Emit(e event.Event) {
 	}
 }
 
-// denyTarget is "host:port" of a net.deny body, which the egress proxy emits as an
-// egress.ConnEvent.
+// denyTarget is "host:port" of a net.deny body (an event.NetBody).
 func denyTarget(body any) string {
-	c, _ := body.(egress.ConnEvent)
+	c, _ := body.(event.NetBody)
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }

@@ -1,6 +1,9 @@
 // Package event is the one small seam through which every part of cordon (runner, egress
-// proxy, credential broker, monitor) reports what happened during a run. Only the audit
-// package knows how events are stored; emitters depend on this package alone.
+// proxy, credential broker, monitor, gates) reports what happened during a run, and the
+// schema of what it reports: one documented body struct per event [Type] (docs/audit.md
+// describes exactly these; a test holds the two together). Emitters build these structs,
+// readers get them back with [DecodeBody]. Only the audit package knows how events are
+// stored; emitters depend on this package alone.
 package event
 
 import "time"
@@ -8,26 +11,26 @@ import "time"
 // Type names the kind of an event. The values are part of the audit log's schema.
 type Type string
 
-// Event types. See docs/audit.md for the body each one carries.
+// Event types. Each carries the body struct named beside it; see docs/audit.md.
 const (
-	RunStart     Type = "run.start"
-	CmdStart     Type = "cmd.start"
-	CmdEnd       Type = "cmd.end"
-	FSDiff       Type = "fs.diff"
-	NetAllow     Type = "net.allow"
-	NetDeny      Type = "net.deny"
-	CredIssue    Type = "cred.issue"
-	CredRevoke   Type = "cred.revoke"
-	SyscallAlert Type = "syscall.alert"
-	GateRequest  Type = "gate.request"
-	GateApprove  Type = "gate.approve"
-	GateDeny     Type = "gate.deny"
-	GateExec     Type = "gate.exec"
-	RunEnd       Type = "run.end"
+	RunStart     Type = "run.start"     // [RunStartBody]
+	CmdStart     Type = "cmd.start"     // [CmdStartBody]
+	CmdEnd       Type = "cmd.end"       // [CmdEndBody]
+	FSDiff       Type = "fs.diff"       // [FSDiffBody]
+	NetAllow     Type = "net.allow"     // [NetBody]
+	NetDeny      Type = "net.deny"      // [NetBody]
+	CredIssue    Type = "cred.issue"    // [CredIssueBody]
+	CredRevoke   Type = "cred.revoke"   // [CredRevokeBody]
+	SyscallAlert Type = "syscall.alert" // [SyscallAlertBody]
+	GateRequest  Type = "gate.request"  // [GateRequestBody]
+	GateApprove  Type = "gate.approve"  // [GateDecisionBody]
+	GateDeny     Type = "gate.deny"     // [GateDecisionBody]
+	GateExec     Type = "gate.exec"     // [GateExecBody]
+	RunEnd       Type = "run.end"       // [RunEndBody]
 )
 
-// Event is one thing that happened in a run. Body is a JSON-marshalable value specific to
-// Type (a struct with documented json tags); Cmd names the command that caused it when
+// Event is one thing that happened in a run. Body is the body struct of Type (a
+// [CmdEndBody] for [CmdEnd], …); Cmd names the command that caused it when
 // that is known (the cmd.start sequence number as a string, or "" when unknown).
 type Event struct {
 	Type Type

@@ -1,0 +1,52 @@
+package event
+
+// FSDiffBody is the body of fs.diff: what one command changed in the workspace.
+type FSDiffBody struct {
+	Files      int          `json:"files"`      // number of changed paths
+	Insertions int          `json:"insertions"` // added lines over all text files
+	Deletions  int          `json:"deletions"`  // deleted lines over all text files
+	Changes    []FileChange `json:"changes"`    // one per changed path, sorted by path
+	// Patch is the unified diff (redacted). When longer than the writer's inline limit it
+	// is cut at a line boundary, PatchTruncated is set and the whole patch is in
+	// PatchFile, a file next to events.jsonl whose SHA-256 is PatchSHA256.
+	Patch          string   `json:"patch"`
+	PatchBytes     int      `json:"patch_bytes"` // length of the whole (redacted) patch
+	PatchTruncated bool     `json:"patch_truncated,omitempty"`
+	PatchFile      string   `json:"patch_file,omitempty"`
+	PatchSHA256    string   `json:"patch_sha256,omitempty"`
+	Scan           ScanInfo `json:"scan"`
+	// Problems lists entries that could not be scanned, one "path: reason" each.
+	Problems []string `json:"problems,omitempty"`
+	// Between marks a session's changes made outside any command's diff: when no
+	// command ran (a background process of an earlier one, the host), or, with
+	// During, while the commands named there ran. Such an event names no command.
+	Between bool     `json:"between_commands,omitempty"`
+	During  []string `json:"during,omitempty"`
+	// Quarantined are nested git repositories the change created, renamed by cordon
+	// to PATH.cordon-quarantine so that no git on the host obeys their config and
+	// hooks (the change itself, the added .git, is in Changes).
+	Quarantined []string `json:"quarantined,omitempty"`
+}
+
+// FileChange is one changed path in an [FSDiffBody].
+type FileChange struct {
+	Op        string `json:"op"`                   // "added", "deleted", "modified" or "renamed"
+	Path      string `json:"path"`                 // slash-separated, relative to the workspace
+	OldPath   string `json:"old_path,omitempty"`   // for "renamed"
+	Kind      string `json:"kind"`                 // "text", "binary", "large", "symlink", "special" or "unreadable"
+	OldMode   string `json:"old_mode,omitempty"`   // octal st_mode, such as "100644"
+	NewMode   string `json:"new_mode,omitempty"`   // octal st_mode
+	OldSize   int64  `json:"old_size"`             // bytes
+	NewSize   int64  `json:"new_size"`             // bytes
+	OldSHA256 string `json:"old_sha256,omitempty"` // hex digest of the old content
+	NewSHA256 string `json:"new_sha256,omitempty"` // hex digest of the new content
+	Added     int    `json:"added"`                // lines, text only
+	Deleted   int    `json:"deleted"`              // lines, text only
+}
+
+// ScanInfo says what the snapshot behind an [FSDiffBody] cost.
+type ScanInfo struct {
+	Files      int   `json:"files"`       // entries in the workspace
+	Read       int   `json:"read"`        // entries whose content was (re)read
+	DurationMS int64 `json:"duration_ms"` // snapshot wall time
+}
