@@ -211,16 +211,18 @@ func leftovers(t *testing.T, backend string) []leftover {
 	default:
 		t.Fatalf("unknown backend %s", backend)
 	}
-	entries, _ := os.ReadDir("/run/cordon/runs")
-	for _, e := range entries {
-		dir := filepath.Join("/run/cordon/runs", e.Name())
-		if _, err := os.Stat(filepath.Join(dir, "init")); err != nil {
-			continue // not a container run's
+	for _, root := range runRoots() {
+		entries, _ := os.ReadDir(root)
+		for _, e := range entries {
+			dir := filepath.Join(root, e.Name())
+			if _, err := os.Stat(filepath.Join(dir, "init")); err != nil {
+				continue // not a container run's
+			}
+			var o struct{ PID int }
+			data, _ := os.ReadFile(filepath.Join(dir, "owner.json"))
+			_ = json.Unmarshal(data, &o)
+			out = append(out, leftover{"run directory:" + e.Name(), strconv.Itoa(o.PID)})
 		}
-		var o struct{ PID int }
-		data, _ := os.ReadFile(filepath.Join(dir, "owner.json"))
-		_ = json.Unmarshal(data, &o)
-		out = append(out, leftover{"run directory:" + e.Name(), strconv.Itoa(o.PID)})
 	}
 	return out
 }

@@ -236,10 +236,10 @@ func TestEgressLargeTransfersAndConcurrency(t *testing.T) {
 		t.Errorf("concurrent requests: %s of 60 succeeded", lines[4])
 	}
 	// Nothing of the run is left: no run directory (so no socket), no bridge process.
-	entries, _ := os.ReadDir("/run/cordon/runs")
+	entries, _ := os.ReadDir(w.runRoot)
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join("/run/cordon/runs", e.Name(), "owner.json")); err == nil {
-			data, _ := os.ReadFile(filepath.Join("/run/cordon/runs", e.Name(), "owner.json"))
+		if _, err := os.Stat(filepath.Join(w.runRoot, e.Name(), "owner.json")); err == nil {
+			data, _ := os.ReadFile(filepath.Join(w.runRoot, e.Name(), "owner.json"))
 			if strings.Contains(string(data), w.ws) {
 				t.Errorf("run directory %s left behind", e.Name())
 			}

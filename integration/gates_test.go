@@ -373,7 +373,7 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	w := newWorld(t)
 	w.contract(credsContract + "gates:\n  - name: noop\n    run: [\"true\"]\n    why: its admin socket must not outlive the session\n")
 	id := w.startSession()
-	admin := filepath.Join(gateAdminDir(), id+".sock")
+	admin := filepath.Join(w.gateAdminDir(), id+".sock")
 	if _, err := os.Stat(admin); err != nil {
 		t.Fatalf("no gate admin socket for the session: %v", err)
 	}
@@ -385,7 +385,7 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	if v := w.verifyToken(tok); v.code != 0 {
 		t.Fatalf("token not active in a live session: %v", v)
 	}
-	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
+	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
 	var info struct {
 		PID int `json:"pid"`
 	}

@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -22,6 +24,9 @@ type world struct {
 	ws   string
 	home string
 	env  []string
+	// runRoot is the world's own run root ($CORDON_RUN_ROOT): runs, sessions, gate
+	// sockets and gc of concurrent tests (and of other cordons on the machine) stay apart.
+	runRoot string
 }
 
 func newWorld(t *testing.T) *world {
@@ -40,6 +45,9 @@ func newWorld(t *testing.T) *world {
 		"GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
 		"SSH_AUTH_SOCK=/tmp/ssh-agent.sock",
 	}
+	w.runRoot = shortTempDir(t)
+	worldRoots.Store(w.runRoot, true)
+	w.env = append(w.env, paths.RunRootEnv+"="+w.runRoot)
 	// CORDON_BACKEND runs the tests against that backend (containers_test.go loops
 	// over the container backends with it).
 	if b := os.Getenv("CORDON_BACKEND"); b != "" {
@@ -158,5 +166,27 @@ func processesWithCwd(dir string) []string {
 			out = append(out, d.Name())
 		}
 	}
+	return out
+}
+
+// shortTempDir is a private directory removed after the test, with a path short enough
+// for the unix sockets of a run below it (108 bytes; t.TempDir's paths hold the test name).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// worldRoots holds every world's run root, for the checks that nothing is left behind.
+var worldRoots sync.Map
+
+// runRoots lists the default run root and every world's.
+func runRoots() []string {
+	out := []string{paths.RunRoot()}
+	worldRoots.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
 	return out
 }

@@ -55,7 +55,7 @@ func TestGCDisarmsWhatAKilledRunLeft(t *testing.T) {
 	old := filepath.Join(w.ws, "old", ".git")
 	mustWrite(t, filepath.Join(old, "config"), "[core]\n")
 	id := w.startSession()
-	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
+	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
 	var info struct {
 		PID int `json:"pid"`
 	}

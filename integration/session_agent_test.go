@@ -17,7 +17,6 @@ import (
 	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/testutil"
-	"github.com/cordonhq/cordon/runner"
 )
 
 // TestSessionIsOneSandbox: a session's commands share one sandbox: /tmp, $HOME and
@@ -236,7 +235,7 @@ func TestSessionControlChannelIsClosedToTheSandbox(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "Connection refused") {
 		t.Errorf("a command dialled the control socket: %v", r)
 	}
-	for _, p := range []string{client.SocketPath(sessionsDir(), id), gateAdminDir()} {
+	for _, p := range []string{client.SocketPath(w.sessionsDir(), id), w.gateAdminDir()} {
 		if r := w.cordon("", "exec", id, "--", "test", "-e", p); r.code != 1 {
 			t.Errorf("%s is visible in the sandbox: %v", p, r)
 		}
@@ -304,7 +303,7 @@ func haveCmd(name string) bool {
 	return err == nil
 }
 
-func gateAdminDir() string { return gate.AdminDir(runner.DefaultRunRoot()) }
+func (w *world) gateAdminDir() string { return gate.AdminDir(w.runRoot) }
 
 // TestSessionCommandCgroups: each command of a session runs in a cgroup of its own, so
 // a timeout kills what it started with setsid too, and a monitor alert names the

@@ -26,14 +26,15 @@ func (w *world) startSession(extra ...string) string {
 		w.t.Fatalf("session start: %v", r)
 	}
 	w.t.Cleanup(func() {
-		if _, err := os.Stat(filepath.Join(sessionsDir(), id+".sock")); err == nil {
+		if _, err := os.Stat(filepath.Join(w.sessionsDir(), id+".sock")); err == nil {
 			w.cordon("", "session", "stop", id)
 		}
 	})
 	return id
 }
 
-func sessionsDir() string { return runner.SessionsDir(runner.DefaultRunRoot()) }
+// sessionsDir is where the world's sessions are published, in its own run root.
+func (w *world) sessionsDir() string { return runner.SessionsDir(w.runRoot) }
 
 func sessionEvents(t *testing.T, w *world, id string) []audit.Record {
 	t.Helper()
@@ -86,7 +87,7 @@ func TestSessionKeepsStateAndLogsEachCommand(t *testing.T) {
 		t.Errorf("exec after stop: want 125: %v", r)
 	}
 	for _, ext := range []string{".sock", ".json", ".log"} {
-		assertAbsent(t, filepath.Join(sessionsDir(), id+ext))
+		assertAbsent(t, filepath.Join(w.sessionsDir(), id+ext))
 	}
 	recs := sessionEvents(t, w, id)
 	starts := map[string]bool{}
@@ -187,7 +188,7 @@ func TestSessionConcurrentDeniedAndTimeout(t *testing.T) {
 func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 	w := newWorld(t)
 	id := w.startSession()
-	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
+	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 		t.Errorf("gc: %v", r)
 	}
 	for _, ext := range []string{".sock", ".json", ".log"} {
-		assertAbsent(t, filepath.Join(sessionsDir(), id+ext))
+		assertAbsent(t, filepath.Join(w.sessionsDir(), id+ext))
 	}
-	assertAbsent(t, filepath.Join(runner.DefaultRunRoot(), id))
+	assertAbsent(t, filepath.Join(w.runRoot, id))
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
-	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/container"
 )
 
@@ -68,7 +67,7 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 	if r := w.cordon("", "exec", id, "--", "echo", "hi"); r.code != 0 || r.stdout != "hi\n" {
 		t.Fatalf("exec: %v", r)
 	}
-	pid := process1(t, backend, id, sessionPID(t, id))
+	pid := process1(t, backend, id, sessionPID(t, w, id))
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 		}
 	}
 	assertSealed(t, w, id, audit.ReasonError, "did not end within")
-	assertSessionGone(t, backend, id)
+	assertSessionGone(t, w, backend, id)
 }
 
 // sessionProcess1Killed kills the session's process 1: the supervisor tears the
@@ -111,12 +110,12 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 func sessionProcess1Killed(t *testing.T, backend string) {
 	w := teardownWorld(t, backend)
 	id := w.startSession()
-	pid := process1(t, backend, id, sessionPID(t, id))
+	pid := process1(t, backend, id, sessionPID(t, w, id))
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "the supervisor to tear the session down", func() bool {
-		_, err := os.Stat(filepath.Join(sessionsDir(), id+".json"))
+		_, err := os.Stat(filepath.Join(w.sessionsDir(), id+".json"))
 		return os.IsNotExist(err)
 	})
 	r := w.cordon("", "session", "stop", id)
@@ -125,7 +124,7 @@ func sessionProcess1Killed(t *testing.T, backend string) {
 		t.Errorf("session stop of an ended session: want 125, got %v", r)
 	}
 	assertSealed(t, w, id, audit.ReasonError, "ended on its own")
-	assertSessionGone(t, backend, id)
+	assertSessionGone(t, w, backend, id)
 }
 
 // runProcess1 sends sig to the process 1 of a `cordon run` whose command is running.
@@ -175,7 +174,7 @@ func runProcess1(t *testing.T, backend string, sig syscall.Signal) {
 		t.Errorf("cordon run: want exit %d, got %d (%v); stderr: %s", want, code, werr, stderr.String())
 	}
 	assertSealed(t, w, id, reason, "")
-	assertSessionGone(t, backend, id)
+	assertSessionGone(t, w, backend, id)
 }
 
 // TestTeardownEngineHung points cordon at an engine socket that stops answering in
@@ -216,7 +215,7 @@ func TestTeardownEngineHung(t *testing.T) {
 			if r := w.cordon("", "gc"); r.code != 0 || !strings.Contains(r.stdout, id) {
 				t.Errorf("gc: want it to remove the session's container: %v", r)
 			}
-			assertSessionGone(t, c.backend, id)
+			assertSessionGone(t, w, c.backend, id)
 		})
 	}
 }
@@ -300,9 +299,9 @@ func (px *engineProxy) pipe(dst, src net.Conn) {
 }
 
 // sessionPID is the pid of session id's supervisor.
-func sessionPID(t *testing.T, id string) int {
+func sessionPID(t *testing.T, w *world, id string) int {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".json"))
+	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,15 +434,15 @@ func assertSealed(t *testing.T, w *world, id, reason, detail string) {
 // assertSessionGone checks that nothing of run id is left: its supervisor's files
 // (a supervisor that panicked leaves its log), its run directory, its cgroups and the
 // engine's container, task and snapshot.
-func assertSessionGone(t *testing.T, backend, id string) {
+func assertSessionGone(t *testing.T, w *world, backend, id string) {
 	t.Helper()
-	if data, err := os.ReadFile(filepath.Join(sessionsDir(), id+".log")); err == nil {
+	if data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".log")); err == nil {
 		assertNoPanic(t, "the session's supervisor", string(data))
 		t.Errorf("the supervisor's log is left: %s", data)
 	}
 	for _, p := range []string{
-		filepath.Join(sessionsDir(), id+".sock"), filepath.Join(sessionsDir(), id+".json"),
-		filepath.Join(runner.DefaultRunRoot(), id),
+		filepath.Join(w.sessionsDir(), id+".sock"), filepath.Join(w.sessionsDir(), id+".json"),
+		filepath.Join(w.runRoot, id),
 	} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s is left", p)

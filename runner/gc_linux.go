@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -11,12 +12,18 @@ import (
 // removeCgroup removes a crashed run's cgroups, killing anything still in them.
 func removeCgroup(runID string) error { return linux.RemoveCgroup(runID) }
 
+// idleCgroupGrace is how old an idle run cgroup must be before gc takes it: a run's
+// cgroup is idle from when it is made until its sandbox enters it, which an engine
+// starting a container under load may take a minute to do.
+const idleCgroupGrace = 5 * time.Minute
+
 // gcIdleCgroups removes this user's idle run cgroups whose run directory under root is
 // gone: a teardown that found a process still exiting could not remove them. A live
-// run's cgroup always has its run directory (made before, removed after), and a
-// cgroup with any process in it is never touched.
+// run's cgroup always has its run directory (made before, removed after), a cgroup
+// with any process in it is never touched, and neither is a young one: a run under
+// another run root (CORDON_RUN_ROOT) has no directory under root, and may be starting.
 func gcIdleCgroups(root string) {
-	for _, name := range linux.IdleCgroups(os.Geteuid()) {
+	for _, name := range linux.IdleCgroups(os.Geteuid(), time.Now().Add(-idleCgroupGrace)) {
 		if audit.ValidateRunID(name) != nil {
 			continue // not a run's (a containerd namespace's, say)
 		}

@@ -385,10 +385,12 @@ func RemoveCgroup(name string) error {
 	return cg.Remove()
 }
 
-// IdleCgroups lists the cgroups under <v2 mount>/cordon that belong to uid and hold no
-// process, in them or below them: what a run whose teardown could not remove its
-// cgroup left behind (a process was still exiting), for gc.
-func IdleCgroups(uid int) []string {
+// IdleCgroups lists the cgroups under <v2 mount>/cordon that belong to uid, hold no
+// process, in them or below them, and were made (or last had a cgroup made below them)
+// before the given time: what a run whose teardown could not remove its cgroup left
+// behind (a process was still exiting), for gc. A newer idle cgroup may be a run's that
+// is still starting: its sandbox has not entered it yet.
+func IdleCgroups(uid int, before time.Time) []string {
 	v2, _, err := CgroupMounts()
 	if err != nil || v2 == "" {
 		return nil
@@ -403,6 +405,9 @@ func IdleCgroups(uid int) []string {
 		var st unix.Stat_t
 		dir := filepath.Join(parent, e.Name())
 		if !e.IsDir() || unix.Stat(dir, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		if changed := time.Unix(st.Ctim.Unix()); !changed.Before(before) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))

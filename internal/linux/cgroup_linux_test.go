@@ -84,7 +84,7 @@ func TestChildAndIdleCgroups(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(IdleCgroups(0), name) {
+	if slices.Contains(IdleCgroups(0, time.Now().Add(time.Hour)), name) {
 		t.Error("a cgroup whose child holds a process is listed as idle")
 	}
 	if err := RemoveIdleCgroup(name); err == nil {
@@ -94,7 +94,10 @@ func TestChildAndIdleCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if !slices.Contains(IdleCgroups(0), name) {
+	if slices.Contains(IdleCgroups(0, time.Now().Add(-time.Hour)), name) {
+		t.Error("an emptied cgroup made just now (a run still starting) is listed as idle for an hour-old cutoff")
+	}
+	if !slices.Contains(IdleCgroups(0, time.Now().Add(time.Hour)), name) {
 		t.Error("an emptied cgroup is not listed as idle")
 	}
 	if err := RemoveIdleCgroup(name); err != nil {
