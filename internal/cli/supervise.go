@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cordonhq/cordon/client"
@@ -62,7 +61,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 		}
 		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
 	}
-	syscall.Umask(0o077)
+	linux.Umask(0o077)
 	ctx, stopSignals := withSignals(ctx)
 	defer stopSignals()
 	root, err := auditRoot(*auditDir)
