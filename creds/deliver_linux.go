@@ -3,6 +3,8 @@ package creds
 import (
 	"fmt"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 const oNoFollow = syscall.O_NOFOLLOW
@@ -14,12 +16,11 @@ const (
 )
 
 func checkTmpfs(dir string) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	t, err := linux.FilesystemType(dir)
+	if err != nil {
 		return fmt.Errorf("credential files directory: %w", err)
 	}
-	// f_type's Go type differs by architecture; the magic numbers are 32 bits.
-	if t := uint32(st.Type); t != tmpfsMagic && t != ramfsMagic {
+	if t != tmpfsMagic && t != ramfsMagic {
 		return fmt.Errorf("credential files directory %s: %w (filesystem type %#x)", dir, ErrNotTmpfs, t)
 	}
 	return nil

@@ -5,6 +5,8 @@ package gate
 import (
 	"os/exec"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // setProcessGroup puts the operation in its own process group and makes cancellation
@@ -12,7 +14,7 @@ import (
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return linux.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -295,9 +296,8 @@ ls /usr; echo interfaces: $(tail -n +3 /proc/net/dev | cut -d: -f1)`)
 			t.Error(".env leaked")
 		}
 		assertContains(t, "stdout", r.stdout, "interfaces: lo\n") // --network none, or an empty netns
-		var st syscall.Stat_t
-		if err := syscall.Stat(filepath.Join(w.ws, "out.txt"), &st); err != nil || st.Uid != 1000 {
-			t.Errorf("out.txt on the host: %v, uid %d; want it written by uid 1000", err, st.Uid)
+		if uid, _, err := linux.Owner(filepath.Join(w.ws, "out.txt")); err != nil || uid != 1000 {
+			t.Errorf("out.txt on the host: %v, uid %d; want it written by uid 1000", err, uid)
 		}
 
 		// Egress works in any image: busybox's wget through pid1's bridge.

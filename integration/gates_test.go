@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -401,7 +402,7 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	if p := processesMatching(marker); len(p) < 2 {
 		t.Fatalf("the session's sleeps never started: %v", p)
 	}
-	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	b.wait(t)

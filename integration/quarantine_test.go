@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // armedRepos lists the entries named .git under ws (the workspace's own aside).
@@ -62,10 +64,10 @@ func TestGCDisarmsWhatAKilledRunLeft(t *testing.T) {
 	if err != nil || json.Unmarshal(data, &info) != nil || info.PID == 0 {
 		t.Fatalf("session json: %v %s", err, data)
 	}
-	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(info.PID, 0) == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); linux.Kill(info.PID, 0) == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 	}
 	// What the sandbox made as its cordon died, before any sweep.
 	mustWrite(t, filepath.Join(w.ws, "late", ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n")

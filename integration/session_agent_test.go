@@ -16,6 +16,7 @@ import (
 
 	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/gate"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -260,7 +261,7 @@ func TestSessionSandboxKilledEndsTheSession(t *testing.T) {
 		t.Fatal("the supervisor has no child (the sandbox)")
 	}
 	for _, pid := range kids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = linux.Kill(pid, syscall.SIGKILL)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for info.Info().Alive() && time.Now().Before(deadline) {

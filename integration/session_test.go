@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/runner"
 )
@@ -209,7 +210,7 @@ func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 	for len(processesMatching("sleep 987")) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -68,7 +68,7 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 		t.Fatalf("exec: %v", r)
 	}
 	pid := process1(t, backend, id, sessionPID(t, w, id))
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := linux.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	var execDone chan result
@@ -111,7 +111,7 @@ func sessionProcess1Killed(t *testing.T, backend string) {
 	w := teardownWorld(t, backend)
 	id := w.startSession()
 	pid := process1(t, backend, id, sessionPID(t, w, id))
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "the supervisor to tear the session down", func() bool {
@@ -148,7 +148,7 @@ func runProcess1(t *testing.T, backend string, sig syscall.Signal) {
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	id := onlyRun(t, w)
 	pid := process1(t, backend, id, cmd.Process.Pid)
-	if err := syscall.Kill(pid, sig); err != nil {
+	if err := linux.Kill(pid, sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -1,8 +1,11 @@
 package internal_test
 
 import (
+	"go/ast"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +37,7 @@ func walkGo(t *testing.T, fn func(path string, pkgDir string)) {
 	}
 }
 
-// TestOneDoorToTheKernel: x/sys/unix is imported only by internal/linux (STYLE rule 6),
+// TestDependencyRules: x/sys/unix is imported only by internal/linux (STYLE rule 6),
 // and the policy packages never import cilium/ebpf (rule 7).
 func TestDependencyRules(t *testing.T) {
 	fset := token.NewFileSet()
@@ -55,6 +58,78 @@ func TestDependencyRules(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOneDoorToTheKernel: package syscall is the other door to the kernel, so outside
+// internal/linux it is used only for its types and constants (Errno, Signal, SIGxxx,
+// Exxx, O_xxx, WaitStatus, Stat_t, SysProcAttr for os/exec, ...): every system call
+// (a use of one of its functions, called or not) is made in internal/linux, behind a
+// named function (STYLE rule 6). A conversion such as syscall.Signal(n) names a type
+// and is allowed. Test files are held to it too; testdata is not walked: the attack
+// programs under integration/testdata make raw system calls on purpose, as a
+// workload would, and are not part of cordon.
+func TestOneDoorToTheKernel(t *testing.T) {
+	sys, err := importer.Default().Import("syscall")
+	if err != nil {
+		t.Fatalf("loading package syscall: %v", err)
+	}
+	fset := token.NewFileSet()
+	walkGo(t, func(path, dir string) {
+		if rel, _ := filepath.Rel(moduleRoot, dir); filepath.ToSlash(rel) == "internal/linux" {
+			return
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range syscallNames(f) {
+			if name == "." {
+				t.Errorf("%s imports syscall with a dot; name what it uses", path)
+			}
+			for _, sel := range syscallFuncs(f, name, sys.Scope()) {
+				t.Errorf("%s: syscall.%s is a system call; make it in internal/linux", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+		}
+	})
+}
+
+// syscallNames is the names under which f imports package syscall.
+func syscallNames(f *ast.File) []string {
+	var names []string
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p != "syscall" {
+			continue
+		}
+		switch {
+		case imp.Name == nil:
+			names = append(names, "syscall")
+		case imp.Name.Name == "_":
+		default:
+			names = append(names, imp.Name.Name)
+		}
+	}
+	return names
+}
+
+// syscallFuncs lists the selectors name.X in f where X is not a type, constant or
+// variable of package syscall (a function, or a name this GOOS's syscall lacks).
+func syscallFuncs(f *ast.File, name string, scope *types.Scope) []*ast.SelectorExpr {
+	var out []*ast.SelectorExpr
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if id, ok := sel.X.(*ast.Ident); ok && id.Name == name {
+			switch scope.Lookup(sel.Sel.Name).(type) {
+			case *types.TypeName, *types.Const, *types.Var:
+			default:
+				out = append(out, sel)
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // TestPackageDocs: every package has a doc comment (STYLE rule 44).

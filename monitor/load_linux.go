@@ -257,7 +257,7 @@ func ensureTracefs() error {
 			return nil
 		}
 	}
-	if err := syscall.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+	if err := linux.MountTracefs("/sys/kernel/tracing"); err != nil {
 		return unavailable("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: %w", err)
 	}
 	return nil

@@ -44,8 +44,8 @@ func helperMain(what string, args []string) int {
 			}
 		}
 	case "syscalls": // high-signal syscalls that fail or only touch this process
-		_, _, _ = syscall.RawSyscall(syscall.SYS_UNSHARE, syscall.CLONE_NEWUTS, 0, 0)
-		_ = syscall.Mount("none", "/nonexistent-cordon-test", "tmpfs", 0, "")
+		_ = linux.ProbeUnshareUser()
+		_ = linux.ProbeMount()
 	case "rate": // open /dev/null N times at R per second (0: as fast as possible)
 		var n, rate int
 		fmt.Sscan(args[0], &n)
@@ -67,11 +67,9 @@ func helperMain(what string, args []string) int {
 func openLoop(n, rate int) int {
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
+		if linux.ProbeOpen("/dev/null", syscall.O_RDONLY) != 0 {
 			return 1
 		}
-		syscall.Close(fd)
 		if rate > 0 && i%100 == 99 {
 			if d := time.Duration(i+1) * time.Second / time.Duration(rate); time.Since(start) < d {
 				time.Sleep(d - time.Since(start))

@@ -5,7 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // peerCommand names the session command a process connected on c belongs to: the
@@ -17,18 +18,11 @@ func peerCommand(c net.Conn) string {
 	if !ok {
 		return ""
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
+	pid, err := linux.PeerPID(uc)
+	if err != nil || pid <= 0 {
 		return ""
 	}
-	var cred *syscall.Ucred
-	_ = raw.Control(func(fd uintptr) {
-		cred, err = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	})
-	if err != nil || cred == nil || cred.Pid <= 0 {
-		return ""
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/cgroup")
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return ""
 	}

@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // TestHostileWorkspace plants everything that would make a git-based differ run code or
@@ -37,7 +38,7 @@ func TestHostileWorkspace(t *testing.T) {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				return err
 			}
-			return syscall.Mkfifo(p, 0o644)
+			return linux.Mkfifo(p, 0o644)
 		}, fifo)
 	}
 	// A .git file (as in a worktree or submodule) in a subdirectory is skipped too.
@@ -100,7 +101,7 @@ func TestSpecialFilesAndLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.do(func(p string) error { return syscall.Mkfifo(p, 0o600) }, "fifo")
+	w.do(func(p string) error { return linux.Mkfifo(p, 0o600) }, "fifo")
 	w.do(func(p string) error { return os.Symlink("dir", p) }, "dirlink")
 	res, err := tr.Diff(context.Background())
 	if err != nil {

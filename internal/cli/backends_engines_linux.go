@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // This file is the `noengines` build of cordon (the `cordon` that `make build` lays
@@ -56,5 +56,5 @@ func execEngines() error {
 		return fmt.Errorf("this cordon was built without the container engines and %s is not beside it (make build installs both)", enginesBinary)
 	}
 	args := append([]string{bin}, os.Args[1:]...)
-	return fmt.Errorf("running %s: %w", bin, syscall.Exec(bin, args, os.Environ()))
+	return fmt.Errorf("running %s: %w", bin, linux.Exec(bin, args, os.Environ()))
 }

@@ -13,12 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/runner"
 )
@@ -62,7 +62,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 		}
 		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
 	}
-	syscall.Umask(0o077)
+	linux.Umask(0o077)
 	ctx, stopSignals := withSignals(ctx)
 	defer stopSignals()
 	root, err := auditRoot(*auditDir)

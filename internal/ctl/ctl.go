@@ -5,7 +5,8 @@
 // command's stdin, stdout and stderr as file descriptors (SCM_RIGHTS), so output flows
 // from the command to the host through pipes without passing through process 1.
 //
-// It imports only the standard library: it is linked into cmd/cordon-init.
+// It imports only the standard library and internal/linux: it is linked into
+// cmd/cordon-init.
 package ctl
 
 import (
@@ -16,6 +17,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // Ops of [Msg].
@@ -57,7 +60,7 @@ type Conn struct {
 
 // New wraps a unixpacket connection.
 func New(c *net.UnixConn) *Conn {
-	return &Conn{c: c, buf: make([]byte, MaxMsg), oob: make([]byte, syscall.CmsgSpace(MaxFiles*4))}
+	return &Conn{c: c, buf: make([]byte, MaxMsg), oob: make([]byte, linux.RightsSpace(MaxFiles))}
 }
 
 // Dial connects to the host's control socket at path.
@@ -87,7 +90,7 @@ func (c *Conn) Send(m Msg, files ...*os.File) error {
 		for i, f := range files {
 			fds[i] = int(f.Fd())
 		}
-		oob = syscall.UnixRights(fds...)
+		oob = linux.UnixRights(fds...)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -126,23 +129,13 @@ func (c *Conn) Recv() (Msg, []*os.File, error) {
 func (c *Conn) Close() error { return c.c.Close() }
 
 func parseRights(oob []byte) ([]*os.File, error) {
-	if len(oob) == 0 {
-		return nil, nil
-	}
-	msgs, err := syscall.ParseSocketControlMessage(oob)
+	fds, err := linux.ParseRights(oob)
 	if err != nil {
 		return nil, err
 	}
 	var files []*os.File
-	for _, m := range msgs {
-		fds, err := syscall.ParseUnixRights(&m)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			syscall.CloseOnExec(fd)
-			files = append(files, os.NewFile(uintptr(fd), "ctl"))
-		}
+	for _, fd := range fds {
+		files = append(files, os.NewFile(uintptr(fd), "ctl"))
 	}
 	return files, nil
 }

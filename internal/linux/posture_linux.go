@@ -109,3 +109,22 @@ func errnoOf(err error) syscall.Errno {
 	}
 	return syscall.EINVAL
 }
+
+// ProbeOpen opens path with flags (and O_CLOEXEC) and closes it again at once.
+func ProbeOpen(path string, flags int) syscall.Errno {
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errnoOf(err)
+}
+
+// ProbeCreate creates the new file path (O_EXCL, mode 0600) and removes it again.
+func ProbeCreate(path string) syscall.Errno {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		unix.Close(fd)
+		unix.Unlink(path)
+	}
+	return errnoOf(err)
+}

@@ -104,15 +104,6 @@ func MountTmpfs(target string) error {
 	return nil
 }
 
-// Owner returns the uid and gid that own path.
-func Owner(path string) (uid, gid int, err error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, 0, fmt.Errorf("stat %s: %w", path, err)
-	}
-	return int(st.Uid), int(st.Gid), nil
-}
-
 // PrivateMountNamespace moves the calling thread (locked, not the main thread, and
 // meant to die with its goroutine) into a mount namespace of its own and makes every mount in it private,
 // so that nothing it mounts propagates back to the host. It checks the move took:

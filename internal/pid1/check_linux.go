@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -90,12 +89,12 @@ func checkHostUID(want int) error {
 // write the file, which only its owner may.
 func hostRoot() (bool, error) {
 	const sysctl = "/proc/sys/kernel/core_pattern"
-	var st syscall.Stat_t
-	if err := syscall.Stat(sysctl, &st); err != nil {
-		return false, fmt.Errorf("stat a sysctl: %w", err)
+	uid, _, err := linux.Owner(sysctl)
+	if err != nil {
+		return false, fmt.Errorf("a sysctl: %w", err)
 	}
 	euid := os.Geteuid()
-	if int(st.Uid) != euid {
+	if uid != euid {
 		return false, nil
 	}
 	if euid != overflowUID() {

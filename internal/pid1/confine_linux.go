@@ -121,7 +121,7 @@ func (k *confiner) start(path string, argv []string, attr *syscall.ProcAttr, pro
 			return err
 		}
 		var err error
-		pid, err = syscall.ForkExec(path, argv, attr)
+		pid, err = linux.ForkExec(path, argv, attr)
 		if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD && procs == nil {
 			err = errors.New("clone3 is refused and the command's cgroup cannot be joined")
 		}
@@ -131,7 +131,7 @@ func (k *confiner) start(path string, argv []string, attr *syscall.ProcAttr, pro
 			sys.UseCgroupFD = false
 			join.Sys = &sys
 			join.Files = append(append([]uintptr(nil), attr.Files...), procs.Fd()) // fd 3
-			pid, err = syscall.ForkExec(k.self, append([]string{k.self, "internal", JoinArg, path}, argv...), &join)
+			pid, err = linux.ForkExec(k.self, append([]string{k.self, "internal", JoinArg, path}, argv...), &join)
 		}
 		return err
 	})
@@ -159,8 +159,7 @@ func JoinMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "cordon: internal join-cgroup: for cordon's own use only")
 		return ExitNotExecutable
 	}
-	_, err := syscall.Write(joinFD, []byte("0")) // "0": the writing process
-	if err != nil {
+	if err := linux.JoinCgroupProcs(joinFD); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %s: joining the command's cgroup: %v\n", args[1], err)
 		return ExitNotExecutable
 	}
@@ -168,7 +167,7 @@ func JoinMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[1], err)
 		return ExitNotExecutable
 	}
-	err = syscall.Exec(args[0], args[1:], os.Environ())
+	err := linux.Exec(args[0], args[1:], os.Environ())
 	fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", args[1], err)
 	if errors.Is(err, syscall.ENOENT) {
 		return ExitNotFound

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"unsafe"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // The files protocol, for container backends, which cannot hand pid1 file descriptors.
@@ -81,19 +82,19 @@ func dirArg(args []string) (string, bool) {
 func openDir(dir string) (status, spec *os.File, watch int, err error) {
 	fifo := filepath.Join(dir, DirStatus)
 	// Non-blocking: with no reader (cordon is gone) the open fails at once with ENXIO.
-	fd, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	fd, err := linux.OpenFIFOWriter(fifo)
 	if err != nil {
 		return nil, nil, -1, fmt.Errorf("opening the status pipe (is cordon still running?): %w", err)
 	}
-	watch, err = syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	watch, err = linux.OpenFIFOWriter(fifo)
 	if err != nil {
-		syscall.Close(fd)
+		linux.Close(fd)
 		return nil, nil, -1, fmt.Errorf("opening the status pipe: %w", err)
 	}
 	spec, err = os.Open(filepath.Join(dir, DirSpec))
 	if err != nil {
-		syscall.Close(fd)
-		syscall.Close(watch)
+		linux.Close(fd)
+		linux.Close(watch)
 		return nil, nil, -1, fmt.Errorf("reading the spec: %w", err)
 	}
 	return os.NewFile(uintptr(fd), fifo), spec, watch, nil
@@ -142,32 +143,11 @@ func receive(dir string) error {
 // dieWithHost kills everything in the sandbox and exits once the host's end of the
 // status FIFO is gone.
 func dieWithHost(fd int) {
-	if waitReaderGone(fd) != nil {
+	if linux.WaitReaderGone(fd) != nil {
 		return // cannot watch; the engine still kills the sandbox on timeout and signals
 	}
 	killSandbox() // exiting then makes the kernel kill whatever is left there
 	os.Exit(128 + int(syscall.SIGKILL))
-}
-
-// waitReaderGone blocks until the FIFO whose write end is fd has no reader left. A
-// pipe's write end reports POLLERR then; ppoll with no requested events reports only
-// that (and POLLHUP).
-func waitReaderGone(fd int) error {
-	const pollErr, pollHup = 0x8, 0x10
-	pfd := struct {
-		fd              int32
-		events, revents int16
-	}{fd: int32(fd)}
-	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, 0, 0, 0, 0)
-		switch {
-		case errno == syscall.EINTR:
-		case errno != 0:
-			return errno
-		case pfd.revents&(pollErr|pollHup) != 0:
-			return nil
-		}
-	}
 }
 
 // PrepareDir is the host side of the files protocol: it creates dir (mode 0700) with
@@ -178,7 +158,7 @@ func PrepareDir(dir string, uid, gid int) error {
 		return err
 	}
 	for _, name := range []string{DirEnv, DirStatus} {
-		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+		if err := linux.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
 			return fmt.Errorf("creating the %s pipe: %w", name, err)
 		}
 	}

@@ -4,9 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 func TestDirArg(t *testing.T) {
@@ -61,7 +61,7 @@ func TestFilesProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.Close()
-	syscall.Close(watch)
+	linux.Close(watch)
 
 	files := t.TempDir()
 	big := strings.Repeat("x", 100<<10) // more than a pipe holds
@@ -122,37 +122,5 @@ func TestReceiveRefusesPathsInFileNames(t *testing.T) {
 			t.Errorf("file name %q accepted", name)
 		}
 		sent.Close()
-	}
-}
-
-func TestWaitReaderGone(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "status")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	host, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fd)
-	done := make(chan error, 1)
-	go func() { done <- waitReaderGone(fd) }()
-	select {
-	case err := <-done:
-		t.Fatalf("returned while the host still holds the pipe: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	host.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the host's end closed but the watcher did not notice")
 	}
 }

@@ -212,23 +212,11 @@ func granted(p string, writable []string) bool {
 	return false
 }
 
-func openErrno(p string, flags int) syscall.Errno {
-	fd, err := syscall.Open(p, flags|syscall.O_CLOEXEC, 0)
-	if err == nil {
-		syscall.Close(fd)
-	}
-	return errnoOf(err)
-}
+func openErrno(p string, flags int) syscall.Errno { return linux.ProbeOpen(p, flags) }
 
 // createErrno creates (and removes) a new file in dir.
 func createErrno(dir string) syscall.Errno {
-	p := filepath.Join(dir, fmt.Sprintf(".cordon-posture-%d", os.Getpid()))
-	fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o600)
-	if err == nil {
-		syscall.Close(fd)
-		syscall.Unlink(p)
-	}
-	return errnoOf(err)
+	return linux.ProbeCreate(filepath.Join(dir, fmt.Sprintf(".cordon-posture-%d", os.Getpid())))
 }
 
 func errnoOf(err error) syscall.Errno {
@@ -294,7 +282,7 @@ func userNamespaceCheck() PostureCheck {
 	if err != nil {
 		got = "refused: " + errnoName(errnoOf(err))
 	} else {
-		syscall.Close(pidfd)
+		linux.Close(pidfd)
 	}
 	return check("user namespace (clone3)", "refused", got, err != nil,
 		"clone3's flags are out of the filter's sight: --disable-userns (bwrap) or the engine's clone3 ENOSYS refuses it")
@@ -342,10 +330,10 @@ func signalPid1() PostureCheck {
 	signal.Notify(caught, syscall.SIGUSR1)
 	defer signal.Stop(caught)
 	before := linux.ProcessStart(1)
-	if err := syscall.Kill(1, 0); err != nil {
+	if err := linux.Kill(1, 0); err != nil {
 		return check(name, want, "not signalled: "+errnoName(errnoOf(err)), true, "signal 0 refused: out of reach")
 	}
-	if err := syscall.Kill(1, syscall.SIGUSR1); err != nil {
+	if err := linux.Kill(1, syscall.SIGUSR1); err != nil {
 		return check(name, want, "refused: "+errnoName(errnoOf(err)), true, "")
 	}
 	forwarded := "not forwarded"
@@ -386,10 +374,6 @@ func kernelCheck() PostureCheck {
 		"faccessat(W_OK, AT_EACCESS) over /proc/sys (minus the sandbox's own namespaced sysctls) and /proc, /sys controls; faccessat does not see Landlock")
 }
 
-// nullDev is /dev/null's device number (1, 3): a read-write mount of it discards
-// writes (the engines mask kernel files that way).
-const nullDev = 1<<8 | 3
-
 // mountCheck lists the read-write mounts: each must be granted, a kernel file system
 // every sandbox has, or a /dev/null mask; none may be a kernel-global file system.
 func mountCheck(writable []string) PostureCheck {
@@ -409,7 +393,6 @@ func mountCheck(writable []string) PostureCheck {
 		if m.ReadOnly() {
 			continue
 		}
-		var st syscall.Stat_t
 		switch {
 		case kernelGlobal[m.FSType]:
 			bad = append(bad, m.Point+" ("+m.FSType+", a kernel interface)")
@@ -419,7 +402,9 @@ func mountCheck(writable []string) PostureCheck {
 			// Docker on a cgroup v1 host: a private tmpfs holding the read-only
 			// controller mounts of the container's own cgroups (docs/backends.md).
 			rw = append(rw, m.Point+" (tmpfs of read-only cgroup v1 mounts)")
-		case syscall.Stat(m.Point, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFCHR && st.Rdev == nullDev:
+		case linux.IsDevNull(m.Point):
+			// A read-write mount of /dev/null discards writes (the engines mask
+			// kernel files that way).
 			masks++
 		default:
 			bad = append(bad, m.Point+" ("+m.FSType+")")
@@ -460,13 +445,13 @@ func stdioChecks() []PostureCheck {
 		name := fmt.Sprintf("stdio: fd %d", fd)
 		const want = "pipe, socket or device"
 		target, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-		var st syscall.Stat_t
-		if err := syscall.Fstat(fd, &st); err != nil {
+		typ, err := linux.FDType(fd)
+		if err != nil {
 			out = append(out, check(name, want, "closed", true, "not open: nothing reached through it"))
 			continue
 		}
 		kind, ok := "other", false
-		switch st.Mode & syscall.S_IFMT {
+		switch typ {
 		case syscall.S_IFIFO:
 			kind, ok = "pipe", true
 		case syscall.S_IFSOCK:
@@ -483,44 +468,20 @@ func stdioChecks() []PostureCheck {
 	return out
 }
 
-// openFDs lists the descriptors open beyond stdio, read with raw system calls so that
-// nothing of the Go runtime's (its poller) is counted.
+// openFDs lists the descriptors open beyond stdio that the command inherited, with
+// what each refers to.
 func openFDs() ([]string, error) {
-	dir, err := syscall.Open("/proc/self/fd", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	fds, err := linux.InheritedFDs()
 	if err != nil {
 		return nil, err
 	}
-	defer syscall.Close(dir)
-	var names []string
-	buf := make([]byte, 8192)
-	for {
-		n, err := syscall.ReadDirent(dir, buf)
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			break
-		}
-		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
-	}
 	var out []string
-	for _, name := range names {
-		fd, err := strconv.Atoi(name)
-		if err != nil || fd <= 2 || fd == dir || closeOnExec(fd) {
-			// Close-on-exec: opened since the exec, by this process's own runtime (Go
-			// keeps the cgroup CPU limit files open to follow GOMAXPROCS). What
-			// survived the exec has the flag clear.
-			continue
-		}
+	for _, fd := range fds {
+		name := strconv.Itoa(fd)
 		target, _ := os.Readlink("/proc/self/fd/" + name)
 		out = append(out, name+" -> "+target)
 	}
 	return out, nil
-}
-
-func closeOnExec(fd int) bool {
-	flags, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
-	return e == 0 && flags&syscall.FD_CLOEXEC != 0
 }
 
 func fdCheck(fds []string, err error) PostureCheck {

@@ -108,12 +108,12 @@ func run(spec *Spec, k *confiner) int {
 	go func() {
 		for s := range sigs {
 			// Signal the command's whole process group, as a terminal would.
-			_ = syscall.Kill(-pid, s.(syscall.Signal))
+			_ = linux.KillGroup(pid, s.(syscall.Signal))
 		}
 	}()
 	for {
 		var ws syscall.WaitStatus
-		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		wpid, err := linux.WaitAny(&ws, 0)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}

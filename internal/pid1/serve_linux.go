@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // server runs a session's commands: each exec request is forked with the three file
@@ -49,7 +50,7 @@ func serve(c *ctl.Conn, k *confiner) int {
 // of the caller's user on the host: never.
 func killSandbox() {
 	if os.Getpid() == 1 {
-		_ = syscall.Kill(-1, syscall.SIGKILL)
+		_ = linux.Kill(-1, syscall.SIGKILL)
 	}
 }
 
@@ -67,7 +68,7 @@ func (s *server) loop() error {
 			pgid := s.groups[m.ID]
 			s.mu.Unlock()
 			if pgid > 0 && m.Sig > 0 {
-				_ = syscall.Kill(-pgid, syscall.Signal(m.Sig))
+				_ = linux.KillGroup(pgid, syscall.Signal(m.Sig))
 			}
 			ctl.CloseFiles(files)
 		default:
@@ -126,8 +127,8 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 		// joins it where clone3 is refused gets it as fd 3. Where this fails (a
 		// bwrap sandbox's uid may not open what the host's directory holds, though
 		// it may clone into it) only that fallback is lost.
-		if fd, err := syscall.Openat(int(files[3].Fd()), "cgroup.procs", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
-			procs = os.NewFile(uintptr(fd), "cgroup.procs")
+		if f, err := linux.OpenCgroupProcs(int(files[3].Fd())); err == nil {
+			procs = f
 			defer procs.Close()
 		}
 	}
@@ -154,7 +155,7 @@ func (s *server) reap(chld <-chan os.Signal) {
 	for range chld {
 		for {
 			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			pid, err := linux.WaitAny(&ws, syscall.WNOHANG)
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}

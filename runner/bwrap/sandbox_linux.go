@@ -372,7 +372,7 @@ func killMembers(cg *linux.Cgroup, timeout time.Duration) {
 			return
 		}
 		for _, pid := range procs {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = linux.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -1,0 +1,30 @@
+//go:build unix
+
+package linux
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kill sends sig to process pid (0 only asks whether it may be signalled). -1 reaches
+// every process the caller may signal: only process 1 of a pid namespace should ask.
+func Kill(pid int, sig syscall.Signal) error { return unix.Kill(pid, sig) }
+
+// KillGroup sends sig to every process of the process group pgid. A pgid that is not
+// positive is refused (EINVAL): kill(0) and kill(-1) would reach the caller's own
+// group or everything.
+func KillGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 0 {
+		return syscall.EINVAL
+	}
+	return unix.Kill(-pgid, sig)
+}
+
+// Exec replaces the calling process with argv0 run with argv and env (execve). It
+// returns only on failure.
+func Exec(argv0 string, argv, env []string) error { return unix.Exec(argv0, argv, env) }
+
+// Umask sets the process's file mode creation mask and returns the previous one.
+func Umask(mask int) int { return unix.Umask(mask) }

@@ -1,0 +1,28 @@
+package linux
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// PeerPID is the pid of the process at the other end of the unix socket c, as the
+// kernel recorded it when the connection was made (SO_PEERCRED), in the caller's pid
+// namespace: 0 when the peer is outside it.
+func PeerPID(c syscall.Conn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int(cred.Pid), nil
+}
