@@ -477,6 +477,9 @@ func gc(ctx context.Context, cli *client.Client) ([]string, error) {
 		// A session's command cgroups keep the runtime from removing the container's.
 		container.RemoveCommandCgroups(container.CgroupDir(cgroupRel(driver, c.ID)))
 		err := cli.ContainerRemove(ctx, c.ID, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+		if cerrdefs.IsConflict(err) {
+			err = waitRemoved(ctx, cli, c.ID) // another gc (or its teardown) is removing it
+		}
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("docker: removing container %s: %w", shortID(c.ID), err))
 			continue
@@ -484,4 +487,19 @@ func gc(ctx context.Context, cli *client.Client) ([]string, error) {
 		cleaned = append(cleaned, c.Labels[container.LabelRun])
 	}
 	return cleaned, errors.Join(errs...)
+}
+
+// waitRemoved waits until the engine has removed container id, which someone else is
+// removing; nil once it is gone.
+func waitRemoved(ctx context.Context, cli *client.Client, id string) error {
+	done, failed := cli.ContainerWait(ctx, id, dcontainer.WaitConditionRemoved)
+	select {
+	case <-done:
+		return nil
+	case err := <-failed:
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
 }
