@@ -14,11 +14,6 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 )
 
-// BridgeAddr is where cordon's process 1 listens inside every sandbox for HTTP proxy,
-// CONNECT and SOCKS5 clients, relaying each connection to the run's egress proxy. The
-// sandbox has its own network namespace, so the port is always free.
-const BridgeAddr = "127.0.0.1:3128"
-
 // maxSocketPath is the longest path a unix socket can be bound at (sun_path is 108
 // bytes with its terminating NUL).
 const maxSocketPath = 107

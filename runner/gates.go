@@ -14,15 +14,7 @@ import (
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/gate"
-	"github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/errdefs"
-)
-
-// Paths inside a sandbox with gates: the socket `cordon gate NAME` asks on, and the
-// directory (appended to PATH) holding that `cordon`, cordon's process-1 binary.
-const (
-	GatePath   = wire.SandboxSocket
-	GateBinDir = "/run/cordon/bin"
 )
 
 // gates is a run's approval gates: the service holding requests, the socket the

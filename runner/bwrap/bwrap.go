@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Paths inside the sandbox.
@@ -22,7 +22,7 @@ func SecretFD(i int) int { return 5 + i }
 
 // Args returns bwrap's arguments for plan, ending with the command that starts pid1.
 // It is pure: the same plan and host give the same arguments.
-func Args(plan *contract.Plan, host runner.Host) []string {
+func Args(plan *contract.Plan, host sandbox.Host) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--disable-userns", // no nested user namespace to regain capabilities in
@@ -65,13 +65,13 @@ func Args(plan *contract.Plan, host runner.Host) []string {
 		a = append(a, "--ro-bind", host.EgressSocket, EgressPath)
 	}
 	if host.ControlSocket != "" {
-		a = append(a, "--ro-bind", host.ControlSocket, runner.ControlPath)
+		a = append(a, "--ro-bind", host.ControlSocket, sandbox.ControlPath)
 	}
 	if host.SpillDir != "" {
-		a = append(a, "--ro-bind", host.SpillDir, runner.SpillPath)
+		a = append(a, "--ro-bind", host.SpillDir, sandbox.SpillPath)
 	}
 	if host.GateSocket != "" {
-		a = append(a, "--ro-bind", host.GateSocket, runner.GatePath, "--ro-bind", host.Init, runner.GateBinDir+"/cordon")
+		a = append(a, "--ro-bind", host.GateSocket, sandbox.GatePath, "--ro-bind", host.Init, sandbox.GateBinDir+"/cordon")
 	}
 	a = append(a,
 		"--ro-bind", host.Init, InitPath,

@@ -1,0 +1,107 @@
+// Package sandbox is the contract between the runner and its backends: what the runner
+// prepares on the host for a sandbox ([Host]), the one call that builds it
+// ([Backend.Start]), what a sandbox does ([Sandbox.Exec], [Sandbox.Close]) and the paths
+// every sandbox has inside. Modelled on containerd's core/sandbox, it holds types and
+// no policy, and it links neither the run-time services (egress proxy, credentials
+// broker, gates, monitor) nor the runner: a backend imports this package, never the
+// runner, and so only translates a plan into its mechanism.
+package sandbox
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/secret"
+)
+
+// Backend builds sandboxes with one mechanism (Bubblewrap, Docker, containerd, ...).
+type Backend interface {
+	// Name is the backend's name as used by --backend.
+	Name() string
+	// Check reports why the backend cannot run here (wrapping errdefs.ErrUnavailable),
+	// with a hint to fix it, or nil.
+	Check(ctx context.Context) error
+	// Start builds a sandbox for plan. The sandbox holds resources until Close.
+	Start(ctx context.Context, plan *contract.Plan, host Host) (Sandbox, error)
+}
+
+// Host is what the runner prepared on the host for a sandbox.
+type Host struct {
+	RunID  string
+	RunDir string // private to this run, never inside the workspace, mode 0700
+	// Init is the path of cordon's own static binary, run as process 1 inside.
+	Init string
+	// MaskFile and MaskDir are empty, mode-0000 entries in RunDir that backends mount
+	// over hidden paths.
+	MaskFile, MaskDir string
+	// EgressSocket is the unix socket of the run's egress proxy. Backends make it
+	// reachable inside and have process 1 bridge [BridgeAddr] to it.
+	EgressSocket string
+	// ControlSocket, in a session, is the unix (SOCK_SEQPACKET) socket process 1 dials to
+	// take commands; backends make it reachable at [ControlPath].
+	ControlSocket string
+	// SpillDir, in a session, holds the whole output of commands whose output was cut;
+	// backends mount it read-only at [SpillPath].
+	SpillDir string
+	// GateSocket, when the contract has gates, is the socket `cordon gate NAME` asks on;
+	// backends make it reachable at [GatePath] and put Init at [GateBinDir]/cordon.
+	GateSocket string
+	// Env is the sandbox environment: the plan's, plus what run-time services add.
+	Env []string
+	// SecretFiles are credentials delivered as files: backends put each at
+	// /run/cordon/secrets/NAME (mode 0400) without writing the value to a host disk.
+	SecretFiles []SecretFile
+}
+
+// SecretFile is one credential (or the run's CA bundle) delivered as a file. Value stays
+// opaque up to delivery: the backend reveals it only to write it where the sandbox
+// reads it, and a Host printed or logged shows no secret.
+type SecretFile struct {
+	Name  string
+	Value secret.Value
+}
+
+// Process is one command to run in a sandbox.
+type Process struct {
+	Argv   []string
+	Dir    string // working directory; "" means the plan's workdir
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Cgroup, when set, is the open directory of the cgroup the command is to start in
+	// (a session's command cgroup; process 1 clones it straight into it).
+	Cgroup *os.File
+	// Serve, when set, starts a session's process 1 instead of a command: it runs no
+	// command of its own but dials [Host.ControlSocket] and presents Serve as its token.
+	// Argv is then empty and Exec returns when the session ends.
+	Serve string
+}
+
+// Sandbox is a running or ready sandbox.
+type Sandbox interface {
+	// Exec runs p to completion and returns its exit status (128+n when a signal n
+	// ended it). When ctx ends first, Exec kills everything p started, waits for it to
+	// be gone, and returns ctx.Err().
+	Exec(ctx context.Context, p Process) (int, error)
+	// Close releases everything the sandbox holds. It is idempotent.
+	Close(ctx context.Context) error
+}
+
+// Paths inside every sandbox.
+const (
+	ControlPath = "/run/cordon/control.sock" // a session's control socket
+	SpillPath   = "/run/cordon/spill"        // a session's spill files
+	// GatePath is the socket `cordon gate NAME` asks on, in a sandbox with gates, and
+	// GateBinDir the directory (appended to PATH) holding that `cordon`, cordon's
+	// process-1 binary.
+	GatePath   = wire.SandboxSocket
+	GateBinDir = "/run/cordon/bin"
+)
+
+// BridgeAddr is where cordon's process 1 listens inside every sandbox for HTTP proxy,
+// CONNECT and SOCKS5 clients, relaying each connection to the run's egress proxy. The
+// sandbox has its own network namespace, so the port is always free.
+const BridgeAddr = "127.0.0.1:3128"
