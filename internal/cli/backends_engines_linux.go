@@ -4,12 +4,9 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/cordonhq/cordon/contract"
 )
 
 // This file is the `noengines` build of cordon (the `cordon` that `make build` lays
@@ -26,8 +23,6 @@ func containerBackends() []backendInfo {
 		{name: "containerd", reexec: true, needsImage: true},
 	}
 }
-
-func explainContainer(w io.Writer, backend string, plan *contract.Plan) {}
 
 // delegated are the commands that always need the engines: they list, explain,
 // measure or collect every backend's objects.

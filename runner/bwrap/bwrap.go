@@ -17,6 +17,20 @@ const (
 	SecretsPath = "/run/cordon/secrets"     // credential files (deliver: file)
 )
 
+// Backend runs sandboxes with Bubblewrap (on Linux; Start is unimplemented elsewhere).
+type Backend struct {
+	// Path is the bwrap binary; "" means "bwrap" on PATH.
+	Path string
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "bwrap" }
+
+// Explain says, for `cordon explain`, how the bwrap backend builds the sandbox from plan.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	return "bwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (" + InitPath + ", read-only)."
+}
+
 // SecretFD is the file descriptor bwrap reads the i-th credential file from.
 func SecretFD(i int) int { return 5 + i }
 

@@ -24,15 +24,6 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// Backend runs sandboxes with Bubblewrap.
-type Backend struct {
-	// Path is the bwrap binary; "" means "bwrap" on PATH.
-	Path string
-}
-
-// Name implements sandbox.Backend.
-func (b *Backend) Name() string { return "bwrap" }
-
 func (b *Backend) bin() (string, error) {
 	name := b.Path
 	if name == "" {

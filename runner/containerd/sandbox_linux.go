@@ -29,6 +29,12 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
+// Explain says, for `cordon explain`, how the containerd backend builds the sandbox from
+// plan.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	return container.Explain("containerd", "an empty network namespace", plan)
+}
+
 // Start implements sandbox.Backend: it creates the run's container (its snapshot
 // comes from the image, or its root is the host view's skeleton). Each Exec runs one
 // task in it. What runs whose cordon is gone left behind is removed in the

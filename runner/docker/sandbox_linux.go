@@ -28,6 +28,12 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
+// Explain says, for `cordon explain`, how the docker backend builds the sandbox from
+// plan.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	return container.Explain("docker", "--network none", plan)
+}
+
 // Start implements sandbox.Backend: it creates the run's container (not started yet).
 // Each Exec starts it once. Containers that runs whose cordon is gone left behind
 // are removed in the background.
