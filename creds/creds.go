@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 // Errors returned by the broker and its providers. Test with errors.Is.
 var (
 	// ErrMarshalSecret: something tried to encode a [Secret] (JSON, text, gob).
-	ErrMarshalSecret = errors.New("refusing to marshal a secret")
+	ErrMarshalSecret = secret.ErrMarshal
 	// ErrNoProvider: no provider is configured on this host for a credential's
 	// provider name (for example vault without VAULT_ADDR); issuing fails the run, and
 	// gc keeps the grant in the ledger until the provider is configured or it expires.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/egress/policy"
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 // Intercept configures credential delivery by proxy: for the hosts of its credentials,
@@ -50,9 +51,9 @@ type Credential struct {
 	Hosts []string
 	// Placeholder is what the sandbox holds instead of the value.
 	Placeholder string
-	// Value is the real credential. It is only ever written to a verified TLS
-	// connection to one of Hosts.
-	Value string
+	// Value is the real credential. It is revealed only to be written to a verified
+	// TLS connection to one of Hosts (and to check it against Placeholder).
+	Value secret.Value
 }
 
 // minPlaceholder bounds how short a placeholder may be: a short one could occur in a
@@ -65,8 +66,8 @@ func (ic *Intercept) validate() error {
 	}
 	var errs []error
 	for _, c := range ic.Credentials {
-		if len(c.Placeholder) < minPlaceholder || c.Value == "" || c.Placeholder == c.Value ||
-			strings.Contains(c.Value, c.Placeholder) {
+		if v := c.Value.Reveal(); len(c.Placeholder) < minPlaceholder || v == "" || c.Placeholder == v ||
+			strings.Contains(v, c.Placeholder) {
 			errs = append(errs, fmt.Errorf("intercept: credential %s: placeholder must be at least %d bytes and differ from the value", c.Name, minPlaceholder))
 		}
 		if len(c.Hosts) == 0 {
@@ -391,7 +392,7 @@ func inject(h http.Header, creds []Credential) {
 			continue
 		}
 		for _, c := range creds {
-			if strings.Contains(v, c.Value) {
+			if strings.Contains(v, c.Value.Reveal()) {
 				keep = append(keep, v)
 				break
 			}
@@ -399,7 +400,7 @@ func inject(h http.Header, creds []Credential) {
 	}
 	h.Del("Authorization")
 	if len(keep) == 0 && len(creds) > 0 {
-		keep = []string{"Bearer " + creds[0].Value}
+		keep = []string{"Bearer " + creds[0].Value.Reveal()}
 	}
 	if len(keep) > 0 {
 		h["Authorization"] = keep[:1]
@@ -414,7 +415,7 @@ func scrub(h http.Header, creds []Credential) {
 	for k, vs := range h {
 		for i, v := range vs {
 			for _, c := range creds {
-				v = strings.ReplaceAll(v, c.Value, c.Placeholder)
+				v = strings.ReplaceAll(v, c.Value.Reveal(), c.Placeholder)
 			}
 			vs[i] = v
 		}
@@ -424,7 +425,7 @@ func scrub(h http.Header, creds []Credential) {
 
 func replaceAll(v string, creds []Credential) string {
 	for _, c := range creds {
-		v = strings.ReplaceAll(v, c.Placeholder, c.Value)
+		v = strings.ReplaceAll(v, c.Placeholder, c.Value.Reveal())
 	}
 	return v
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 const (
@@ -39,7 +40,7 @@ func withPolicy(t *testing.T, tlsSrv *httptest.Server, roots *x509.CertPool) (*e
 	}
 	e := startEnv(t, []policy.Rule{cidrRule(portOf(t, tlsSrv.URL))}, fakeResolver{"example.com": addrs("127.0.0.1")}, Config{
 		Intercept: &Intercept{CA: ca, RootCAs: roots, Credentials: []Credential{
-			{Name: "API_TOKEN", Hosts: []string{"Example.COM"}, Placeholder: testPlaceholder, Value: testReal},
+			{Name: "API_TOKEN", Hosts: []string{"Example.COM"}, Placeholder: testPlaceholder, Value: secret.New(testReal)},
 		}},
 	})
 	return e, ca
@@ -215,11 +216,11 @@ func TestInterceptConfigValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, ic := range map[string]*Intercept{
-		"no CA":         {Credentials: []Credential{{Name: "A", Hosts: []string{"a.com"}, Placeholder: testPlaceholder, Value: testReal}}},
-		"no hosts":      {CA: ca, Credentials: []Credential{{Name: "A", Placeholder: testPlaceholder, Value: testReal}}},
-		"short":         {CA: ca, Credentials: []Credential{{Name: "A", Hosts: []string{"a.com"}, Placeholder: "x", Value: testReal}}},
-		"same as value": {CA: ca, Credentials: []Credential{{Name: "A", Hosts: []string{"a.com"}, Placeholder: testReal, Value: testReal}}},
-		"bad host":      {CA: ca, Credentials: []Credential{{Name: "A", Hosts: []string{"a b"}, Placeholder: testPlaceholder, Value: testReal}}},
+		"no CA":         {Credentials: []Credential{{Name: "A", Hosts: []string{"a.com"}, Placeholder: testPlaceholder, Value: secret.New(testReal)}}},
+		"no hosts":      {CA: ca, Credentials: []Credential{{Name: "A", Placeholder: testPlaceholder, Value: secret.New(testReal)}}},
+		"short":         {CA: ca, Credentials: []Credential{{Name: "A", Hosts: []string{"a.com"}, Placeholder: "x", Value: secret.New(testReal)}}},
+		"same as value": {CA: ca, Credentials: []Credential{{Name: "A", Hosts: []string{"a.com"}, Placeholder: testReal, Value: secret.New(testReal)}}},
+		"bad host":      {CA: ca, Credentials: []Credential{{Name: "A", Hosts: []string{"a b"}, Placeholder: testPlaceholder, Value: secret.New(testReal)}}},
 	} {
 		if _, err := New(Config{Intercept: ic}); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -281,5 +282,16 @@ func TestInterceptWrongHostHeaderRefused(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("status %d, want 421", resp.StatusCode)
+	}
+}
+
+// TestCredentialNotPrinted: the proxy's credentials hold the value opaque, so a log
+// line or an error that prints them shows no secret.
+func TestCredentialNotPrinted(t *testing.T) {
+	c := Credential{Name: "A", Hosts: []string{"a.com"}, Placeholder: testPlaceholder, Value: secret.New(testReal)}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		if out := fmt.Sprintf(verb, Intercept{Credentials: []Credential{c}}); strings.Contains(out, testReal) {
+			t.Errorf("Sprintf(%s) = %s", verb, out)
+		}
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,43 +159,39 @@ func TestPackageDocs(t *testing.T) {
 	}
 }
 
-// TestBinaryDependencies: what each binary links, by `go list -deps`. cordon-init,
-// process 1 in every sandbox, links neither the proxy's HTTP and TLS stacks nor the
-// engine clients, BPF, YAML or the host-side packages (it starts on every run and is
-// the sandbox's own attack surface); the cordon command built without engines links no
-// engine client.
+// TestBinaryDependencies: what each binary, and each package whose graph is a rule,
+// links, by `go list -deps`; a failure names the import chain that breaks the rule.
+//   - cordon-init, process 1 in every sandbox, links neither the proxy's HTTP and TLS
+//     stacks nor the engine clients, BPF, YAML or the host-side packages (it starts on
+//     every run and is the sandbox's own attack surface);
+//   - the cordon command built without engines links no engine client;
+//   - runner/sandbox and the backends reach none of the run-time services (egress proxy,
+//     credentials, gates, audit, monitor, BPF) nor the runner that orchestrates them: a
+//     backend only translates a plan into its mechanism.
+//
+// A banned path P bans the package P itself; P/... bans P and every package below it.
 func TestBinaryDependencies(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go list needs the go tool on PATH: %v", err)
-	}
+	const m = "github.com/cordonhq/cordon/"
+	backendBans := []string{m + "runner", m + "gate", m + "egress", m + "creds/...", m + "monitor/...", m + "audit/...", "github.com/cilium/ebpf/..."}
 	for _, b := range []struct {
 		pkg, tags string
 		banned    []string
+		allowed   []string // below a banned P/..., yet allowed
 	}{
-		{"./cmd/cordon-init", "", []string{"net/http", "crypto/tls", "crypto/x509", "github.com/cilium/ebpf", "github.com/docker/",
-			"github.com/containerd/", "gopkg.in/yaml.v3", "github.com/cordonhq/cordon/egress", "github.com/cordonhq/cordon/runner",
-			"github.com/cordonhq/cordon/contract", "github.com/cordonhq/cordon/creds", "github.com/cordonhq/cordon/monitor",
-			"github.com/cordonhq/cordon/audit"}},
-		{"./cmd/cordon", "noengines", []string{"github.com/docker/", "github.com/containerd/"}},
+		{"./cmd/cordon-init", "", []string{"net/http/...", "crypto/tls/...", "crypto/x509/...", "github.com/cilium/ebpf/...", "github.com/docker/...",
+			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
+			m + "monitor/...", m + "audit/..."}, []string{m + "egress/bridge"}}, // egress/bridge is process 1's; the rest of egress is not.
+		{"./cmd/cordon", "noengines", []string{"github.com/docker/...", "github.com/containerd/..."}, nil},
+		{"./runner/sandbox", "", backendBans, nil},
+		{"./runner/bwrap", "", backendBans, nil},
+		{"./runner/container", "", backendBans, nil},
+		{"./runner/docker", "", backendBans, nil},
+		{"./runner/containerd", "", backendBans, nil},
 	} {
-		args := []string{"list", "-deps"}
-		if b.tags != "" {
-			args = append(args, "-tags", b.tags)
-		}
-		cmd := exec.Command(goTool, append(args, b.pkg)...)
-		cmd.Dir = moduleRoot
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", b.pkg, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
-			for _, ban := range b.banned {
-				// egress/bridge is process 1's; the rest of egress is not.
-				if (dep == ban || strings.HasPrefix(dep, strings.TrimSuffix(ban, "/")+"/") || strings.HasSuffix(ban, "/") && strings.HasPrefix(dep, ban)) &&
-					dep != "github.com/cordonhq/cordon/egress/bridge" {
-					t.Errorf("%s (tags %q) links %s", b.pkg, b.tags, dep)
-				}
+		root, imports := depGraph(t, b.pkg, b.tags)
+		for _, dep := range slices.Sorted(maps.Keys(imports)) {
+			if bannedDep(dep, b.banned, b.allowed) {
+				t.Errorf("%s (tags %q) links %s: %s", b.pkg, b.tags, dep, strings.Join(importChain(root, dep, imports), " -> "))
 			}
 		}
 	}
@@ -225,4 +223,71 @@ func TestEventSchemaDependencies(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bannedDep reports whether dep matches a banned path (P, or P/... for P and below)
+// and no allowed one.
+func bannedDep(dep string, banned, allowed []string) bool {
+	if slices.Contains(allowed, dep) {
+		return false
+	}
+	for _, ban := range banned {
+		p, tree := strings.CutSuffix(ban, "/...")
+		if dep == p || tree && strings.HasPrefix(dep, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// depGraph returns the import path of pkg and, for it and every package it depends
+// on, the packages it imports, by `go list -deps`.
+func depGraph(t *testing.T, pkg, tags string) (string, map[string][]string) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go list needs the go tool on PATH: %v", err)
+	}
+	args := []string{"list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command(goTool, append(args, pkg)...)
+	cmd.Dir = moduleRoot
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	imports := map[string][]string{}
+	root := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		root = f[0] // -deps lists a package after its dependencies: pkg comes last
+		imports[f[0]] = f[1:]
+	}
+	return root, imports
+}
+
+// importChain returns a shortest chain of imports from root to dep.
+func importChain(root, dep string, imports map[string][]string) []string {
+	via := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == dep {
+			var chain []string
+			for ; p != ""; p = via[p] {
+				chain = append([]string{p}, chain...)
+			}
+			return chain
+		}
+		for _, q := range imports[p] {
+			if _, seen := via[q]; !seen {
+				via[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return []string{root, "?", dep}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// Where the sandbox's one legitimate way out is. They must match runner.BridgeAddr and
+// Where the sandbox's one legitimate way out is. They must match sandbox.BridgeAddr and
 // the bwrap backend's EgressPath (monitor does not import runner: runner imports it).
 const (
 	BridgeAddr   = "127.0.0.1:3128"

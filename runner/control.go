@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // outputGrace is how long a command's output may keep flowing after its first process
@@ -152,7 +153,7 @@ func (c *control) hangup(grace time.Duration) bool {
 }
 
 // exec runs p in the sandbox and returns its status (see Sandbox.Exec).
-func (c *control) exec(ctx context.Context, p Process) (int, error) {
+func (c *control) exec(ctx context.Context, p sandbox.Process) (int, error) {
 	pipes, err := newStdio(p)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
@@ -218,7 +219,7 @@ type stdio struct {
 	copying sync.WaitGroup
 }
 
-func newStdio(p Process) (*stdio, error) {
+func newStdio(p sandbox.Process) (*stdio, error) {
 	s := &stdio{}
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -238,7 +239,7 @@ func newStdio(p Process) (*stdio, error) {
 }
 
 // copy feeds stdin and drains stdout and stderr in the background.
-func (s *stdio) copy(p Process) {
+func (s *stdio) copy(p sandbox.Process) {
 	go func() {
 		if p.Stdin != nil {
 			_, _ = io.Copy(s.stdinW, p.Stdin)

@@ -12,6 +12,8 @@ import (
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/egress"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/secret"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // issueCredentials issues the plan's task-scoped credentials after the audit log is
@@ -21,7 +23,7 @@ import (
 // Credentials delivered by proxy reach the sandbox as placeholders; their values go
 // only to the returned Intercept, for the egress proxy, with a CA minted for this run
 // whose certificate the sandbox trusts (see [caBundle]).
-func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Intercept, error) {
+func (r *run) issueCredentials(ctx context.Context, host *sandbox.Host) (*egress.Intercept, error) {
 	if len(r.plan.Credentials) == 0 {
 		return nil, nil
 	}
@@ -59,7 +61,7 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 	for _, g := range grants {
 		switch g.Deliver {
 		case "file":
-			host.SecretFiles = append(host.SecretFiles, SecretFile{Name: g.Name, Value: g.Secret.Reveal()})
+			host.SecretFiles = append(host.SecretFiles, sandbox.SecretFile{Name: g.Name, Value: g.Secret})
 		case "proxy":
 			if ic == nil {
 				ca, err := egress.NewCA(r.res.RunID)
@@ -70,14 +72,14 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 			}
 			ph := creds.Placeholder(g.Secret.Reveal())
 			ic.Credentials = append(ic.Credentials, egress.Credential{
-				Name: g.Name, Hosts: hostsOf(r.plan, g.Name), Placeholder: ph, Value: g.Secret.Reveal(),
+				Name: g.Name, Hosts: hostsOf(r.plan, g.Name), Placeholder: ph, Value: g.Secret,
 			})
 			host.Env = append(host.Env, g.Name+"="+ph)
 		}
 	}
 	if ic != nil {
 		bundle := caBundle(ic.CA.CertPEM())
-		host.SecretFiles = append(host.SecretFiles, SecretFile{Name: creds.CABundleFile, Value: string(bundle)})
+		host.SecretFiles = append(host.SecretFiles, sandbox.SecretFile{Name: creds.CABundleFile, Value: secret.New(string(bundle))})
 		for _, k := range creds.CAEnv {
 			host.Env = append(host.Env, k+"="+creds.SecretsDir+"/"+creds.CABundleFile)
 		}

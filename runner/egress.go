@@ -12,12 +12,8 @@ import (
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
-
-// BridgeAddr is where cordon's process 1 listens inside every sandbox for HTTP proxy,
-// CONNECT and SOCKS5 clients, relaying each connection to the run's egress proxy. The
-// sandbox has its own network namespace, so the port is always free.
-const BridgeAddr = "127.0.0.1:3128"
 
 // maxSocketPath is the longest path a unix socket can be bound at (sun_path is 108
 // bytes with its terminating NUL).
@@ -68,8 +64,8 @@ func (s *egressService) Close() error {
 // ProxyEnv is what the sandbox's environment gets so that ordinary tools (curl, wget,
 // git, go, pip, npm) use the bridge. Programs that ignore it have no route out at all.
 func ProxyEnv() []string {
-	http := "http://" + BridgeAddr
-	socks := "socks5h://" + BridgeAddr
+	http := "http://" + sandbox.BridgeAddr
+	socks := "socks5h://" + sandbox.BridgeAddr
 	noProxy := "localhost,127.0.0.1"
 	return []string{
 		"HTTP_PROXY=" + http, "http_proxy=" + http,

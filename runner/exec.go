@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // errAuditFailed is the cancellation cause when the audit log cannot be written.
@@ -104,7 +105,7 @@ func (r *run) commandContext(ctx context.Context, timeout time.Duration) (contex
 // channel), its output going to eo's writers, capped when eo.Cap is set, and to the
 // audit captures; it records the duration and the caps in res.
 func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult) (int, error) {
-	p := Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin}
+	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin}
 	execFn := r.sb.Exec
 	if r.ctl != nil {
 		execFn = r.ctl.exec
@@ -132,8 +133,8 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 
 // commandCgroup gives a session's command its own cgroup when the sandbox can, and
 // joins the cgroup to the command for the monitor's events.
-func (r *run) commandCgroup(cmdID string) (*CommandCgroup, error) {
-	cc, ok := r.sb.(CommandCgroups)
+func (r *run) commandCgroup(cmdID string) (*sandbox.CommandCgroup, error) {
+	cc, ok := r.sb.(sandbox.CommandCgroups)
 	if !ok {
 		return nil, nil
 	}
@@ -147,7 +148,7 @@ func (r *run) commandCgroup(cmdID string) (*CommandCgroup, error) {
 
 // releaseCgroup removes a command's cgroup once the command is over, or keeps it
 // (processes it left in the background) until the session ends.
-func (r *run) releaseCgroup(cmdID string, cg *CommandCgroup) {
+func (r *run) releaseCgroup(cmdID string, cg *sandbox.CommandCgroup) {
 	// The cgroup stays joined to the command: the monitor's events reach user space a
 	// little after they happen, possibly after the cgroup is gone.
 	if cg.Empty() && cg.Rmdir() == nil {

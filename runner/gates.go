@@ -14,15 +14,8 @@ import (
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/gate"
-	"github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/errdefs"
-)
-
-// Paths inside a sandbox with gates: the socket `cordon gate NAME` asks on, and the
-// directory (appended to PATH) holding that `cordon`, cordon's process-1 binary.
-const (
-	GatePath   = wire.SandboxSocket
-	GateBinDir = "/run/cordon/bin"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // gates is a run's approval gates: the service holding requests, the socket the
@@ -40,7 +33,7 @@ type gates struct {
 
 // startGates serves the plan's gates, if any, and tells the backend to mount the gate
 // socket and the `cordon` binary, on PATH.
-func (r *run) startGates(ctx context.Context, host *Host) error {
+func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	if len(r.plan.Gates) == 0 {
 		return nil
 	}
@@ -82,7 +75,7 @@ func (r *run) startGates(ctx context.Context, host *Host) error {
 	}()
 	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()
 	host.GateSocket = sock
-	host.Env = appendPath(host.Env, GateBinDir)
+	host.Env = appendPath(host.Env, sandbox.GateBinDir)
 	return nil
 }
 

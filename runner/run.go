@@ -19,11 +19,12 @@ import (
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Options configure one run. Zero fields mean defaults.
 type Options struct {
-	Backend Backend // required
+	Backend sandbox.Backend // required
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
@@ -211,19 +212,19 @@ type run struct {
 	broker *creds.Broker
 	log    *audit.Writer
 	eg     *egressService
-	sb     Sandbox
+	sb     sandbox.Sandbox
 	sink   *cmdSink
 	monitorState
 	// A session's: the listener process 1 dials (until it has), the channel to it, and
 	// the directory of spill files.
 	session    bool
-	gates      *gates           // nil without gates
-	wsMu       sync.Mutex       // wsMu guards ws.
-	ws         *fsdiff.Tracker  // a session's workspace tracker, forked per command
-	turnMu     sync.Mutex       // turnMu guards turn.
-	turn       map[string]bool  // paths changed since the session's last Sweep
-	cgMu       sync.Mutex       // cgMu guards cmdCgroups.
-	cmdCgroups []*CommandCgroup // session commands' cgroups still holding processes
+	gates      *gates                   // nil without gates
+	wsMu       sync.Mutex               // wsMu guards ws.
+	ws         *fsdiff.Tracker          // a session's workspace tracker, forked per command
+	turnMu     sync.Mutex               // turnMu guards turn.
+	turn       map[string]bool          // paths changed since the session's last Sweep
+	cgMu       sync.Mutex               // cgMu guards cmdCgroups.
+	cmdCgroups []*sandbox.CommandCgroup // session commands' cgroups still holding processes
 	ctlLn      *net.UnixListener
 	ctl        *control
 	spillDir   string

@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // DefaultRunRoot is where run directories live: /run/cordon/runs for root,
@@ -44,23 +45,23 @@ type runDir struct {
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
 // that root is safe: owned by us and not writable by others.
 // workspace is recorded in the owner record, for gc.
-func makeRunDir(root, id, workspace string) (*runDir, Host, error) {
+func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, Host{}, fmt.Errorf("creating run root %s: %w", root, err)
+		return nil, sandbox.Host{}, fmt.Errorf("creating run root %s: %w", root, err)
 	}
 	if err := checkPrivateDir(root); err != nil {
-		return nil, Host{}, err
+		return nil, sandbox.Host{}, err
 	}
 	dir := filepath.Join(root, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, Host{}, fmt.Errorf("creating run directory: %w", err)
+		return nil, sandbox.Host{}, fmt.Errorf("creating run directory: %w", err)
 	}
-	h := Host{RunID: id, RunDir: dir, MaskFile: filepath.Join(dir, "mask-file"), MaskDir: filepath.Join(dir, "mask-dir")}
+	h := sandbox.Host{RunID: id, RunDir: dir, MaskFile: filepath.Join(dir, "mask-file"), MaskDir: filepath.Join(dir, "mask-dir")}
 	if err := os.WriteFile(h.MaskFile, nil, 0); err != nil {
-		return nil, Host{}, fmt.Errorf("creating mask: %w", err)
+		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
-		return nil, Host{}, fmt.Errorf("creating mask: %w", err)
+		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
 	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano()}}
 	return rd, h, rd.save()

@@ -13,6 +13,7 @@ import (
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // ExecOptions configure one command of a session. Zero fields mean defaults.
@@ -85,7 +86,7 @@ type Session struct {
 }
 
 // prepareSession gives a session's sandbox its control socket and spill directory.
-func (r *run) prepareSession(host *Host) error {
+func (r *run) prepareSession(host *sandbox.Host) error {
 	if !r.session {
 		return nil
 	}
@@ -124,7 +125,7 @@ func (s *Session) serve(ctx context.Context) error {
 	sctx := context.WithoutCancel(ctx)
 	go func() {
 		defer close(s.serveDone)
-		code, err := r.sb.Exec(sctx, Process{Serve: token, Stdout: pipeWriter(r.o.Stderr), Stderr: pipeWriter(r.o.Stderr)})
+		code, err := r.sb.Exec(sctx, sandbox.Process{Serve: token, Stdout: pipeWriter(r.o.Stderr), Stderr: pipeWriter(r.o.Stderr)})
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%w: the session's process 1 exited with status %d", errdefs.ErrSandbox, code)
 		}

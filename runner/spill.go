@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/cordonhq/cordon/runner/outcap"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Capped describes one capped output stream of a session command.
@@ -30,7 +31,7 @@ func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.W
 		return outcap.New(outcap.Options{
 			Cap: capN, Forward: w,
 			HostPath:  filepath.Join(r.spillDir, cmdID+ext),
-			ShownPath: path.Join(SpillPath, cmdID+ext),
+			ShownPath: path.Join(sandbox.SpillPath, cmdID+ext),
 		})
 	}
 	out, errOut := open(stdout, ".stdout"), open(stderr, ".stderr")

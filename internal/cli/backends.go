@@ -9,14 +9,14 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // backendInfo is one backend cordon knows of, built or not.
 type backendInfo struct {
 	name    string
-	backend runner.Backend // nil: not available in this build
-	why     string         // why it is not available in this build
+	backend sandbox.Backend // nil: not available in this build
+	why     string          // why it is not available in this build
 	// needsImage: --backend auto picks it only for a contract that names an image
 	// (container backends: bwrap's host view is preferred).
 	needsImage bool
@@ -48,7 +48,7 @@ func knownBackends() []backendInfo {
 }
 
 // selectBackend returns the named backend, or for "auto" the first usable one.
-func selectBackend(ctx context.Context, name string, plan *contract.Plan) (runner.Backend, error) {
+func selectBackend(ctx context.Context, name string, plan *contract.Plan) (sandbox.Backend, error) {
 	var reasons []error
 	for _, b := range knownBackends() {
 		if name != "auto" && name != b.name {

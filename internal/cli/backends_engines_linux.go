@@ -4,11 +4,9 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
-	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -26,8 +24,6 @@ func containerBackends() []backendInfo {
 		{name: "containerd", reexec: true, needsImage: true},
 	}
 }
-
-func explainContainer(w io.Writer, backend string, plan *contract.Plan) {}
 
 // delegated are the commands that always need the engines: they list, explain,
 // measure or collect every backend's objects.

@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/bwrap"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-func newBwrap() runner.Backend { return &bwrap.Backend{} }
+func newBwrap() sandbox.Backend { return &bwrap.Backend{} }

@@ -2,6 +2,6 @@
 
 package cli
 
-import "github.com/cordonhq/cordon/runner"
+import "github.com/cordonhq/cordon/runner/sandbox"
 
-func newBwrap() runner.Backend { return nil }
+func newBwrap() sandbox.Backend { return nil }

@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // postureBinary is where every backend mounts cordon's init binary in the sandbox
@@ -127,11 +128,11 @@ func doctorCmd(ctx context.Context, stdio IO, args []string) error {
 
 type namedBackend struct {
 	name    string
-	backend runner.Backend
+	backend sandbox.Backend
 }
 
 // postureOf runs the posture command in a sandbox of b built from plan.
-func postureOf(ctx context.Context, plan *contract.Plan, auditRoot string, b runner.Backend) doctorBackend {
+func postureOf(ctx context.Context, plan *contract.Plan, auditRoot string, b sandbox.Backend) doctorBackend {
 	argv := []string{postureBinary, "internal", pid1.PostureArg}
 	for _, w := range plan.Writable() {
 		argv = append(argv, "--writable", w)

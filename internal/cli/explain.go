@@ -43,11 +43,26 @@ func explainCmd(ctx context.Context, stdio IO, args []string) error {
 	for _, n := range plan.Notes {
 		fmt.Fprintf(stdio.Stdout, "note: %s\n", n)
 	}
-	if *backend == "bwrap" || *backend == "auto" {
-		fmt.Fprintf(stdio.Stdout, "\nbwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (/run/cordon/cordon, read-only).\n")
-	}
-	explainContainer(stdio.Stdout, *backend, plan) // backends_containers_*.go
+	explainBackend(stdio.Stdout, *backend, plan)
 	return nil
+}
+
+// explainer is a backend that can say how it builds the sandbox from a plan.
+type explainer interface {
+	Explain(plan *contract.Plan) string
+}
+
+// explainBackend prints what the backend named (bwrap for "auto") says of how it builds
+// the sandbox from plan; nothing for a backend this build or host lacks.
+func explainBackend(w io.Writer, name string, plan *contract.Plan) {
+	if name == "auto" {
+		name = "bwrap"
+	}
+	for _, b := range knownBackends() {
+		if e, ok := b.backend.(explainer); ok && b.name == name {
+			fmt.Fprintf(w, "\n%s\n", e.Explain(plan))
+		}
+	}
 }
 
 // writePlan prints a plan for people.

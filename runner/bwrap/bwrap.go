@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Paths inside the sandbox.
@@ -17,12 +17,26 @@ const (
 	SecretsPath = "/run/cordon/secrets"     // credential files (deliver: file)
 )
 
+// Backend runs sandboxes with Bubblewrap (on Linux; Start is unimplemented elsewhere).
+type Backend struct {
+	// Path is the bwrap binary; "" means "bwrap" on PATH.
+	Path string
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "bwrap" }
+
+// Explain says, for `cordon explain`, how the bwrap backend builds the sandbox from plan.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	return "bwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (" + InitPath + ", read-only)."
+}
+
 // SecretFD is the file descriptor bwrap reads the i-th credential file from.
 func SecretFD(i int) int { return 5 + i }
 
 // Args returns bwrap's arguments for plan, ending with the command that starts pid1.
 // It is pure: the same plan and host give the same arguments.
-func Args(plan *contract.Plan, host runner.Host) []string {
+func Args(plan *contract.Plan, host sandbox.Host) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--disable-userns", // no nested user namespace to regain capabilities in
@@ -65,13 +79,13 @@ func Args(plan *contract.Plan, host runner.Host) []string {
 		a = append(a, "--ro-bind", host.EgressSocket, EgressPath)
 	}
 	if host.ControlSocket != "" {
-		a = append(a, "--ro-bind", host.ControlSocket, runner.ControlPath)
+		a = append(a, "--ro-bind", host.ControlSocket, sandbox.ControlPath)
 	}
 	if host.SpillDir != "" {
-		a = append(a, "--ro-bind", host.SpillDir, runner.SpillPath)
+		a = append(a, "--ro-bind", host.SpillDir, sandbox.SpillPath)
 	}
 	if host.GateSocket != "" {
-		a = append(a, "--ro-bind", host.GateSocket, runner.GatePath, "--ro-bind", host.Init, runner.GateBinDir+"/cordon")
+		a = append(a, "--ro-bind", host.GateSocket, sandbox.GatePath, "--ro-bind", host.Init, sandbox.GateBinDir+"/cordon")
 	}
 	a = append(a,
 		"--ro-bind", host.Init, InitPath,

@@ -21,17 +21,8 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/internal/stage"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
-
-// Backend runs sandboxes with Bubblewrap.
-type Backend struct {
-	// Path is the bwrap binary; "" means "bwrap" on PATH.
-	Path string
-}
-
-// Name implements runner.Backend.
-func (b *Backend) Name() string { return "bwrap" }
 
 func (b *Backend) bin() (string, error) {
 	name := b.Path
@@ -45,7 +36,7 @@ func (b *Backend) bin() (string, error) {
 	return p, nil
 }
 
-// Check implements runner.Backend. It is cheap: it finds bwrap and checks that user
+// Check implements sandbox.Backend. It is cheap: it finds bwrap and checks that user
 // namespaces can be created; a failure to build the sandbox is still reported by Start.
 func (b *Backend) Check(ctx context.Context) error {
 	if _, err := b.bin(); err != nil {
@@ -60,14 +51,14 @@ func (b *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
-// Start implements runner.Backend: it creates the run's cgroup (with limits); each Exec
+// Start implements sandbox.Backend: it creates the run's cgroup (with limits); each Exec
 // starts one bwrap sandbox in it.
-func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	bin, err := b.bin()
 	if err != nil {
 		return nil, err
 	}
-	s := &sandbox{bin: bin, plan: plan, host: host}
+	s := &instance{bin: bin, plan: plan, host: host}
 	if s.uid, s.gid, err = sandboxIDs(plan); err != nil {
 		return nil, err
 	}
@@ -88,15 +79,15 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 	return s, nil
 }
 
-// sandbox is one run's bwrap sandboxes. Exec may be called from several goroutines
+// instance is one run's bwrap sandboxes. Exec may be called from several goroutines
 // (sessions): each call is its own bwrap in the run's cgroup. The cgroup-wide kill that
 // takes what a command left behind is done only when no other Exec is running (mu and
 // active); otherwise only that Exec's bwrap is killed, and --die-with-parent with the
 // pid namespace takes everything it started.
-type sandbox struct {
+type instance struct {
 	bin  string
 	plan *contract.Plan
-	host runner.Host
+	host sandbox.Host
 	cg   *linux.Cgroup // nil when no writable cgroup exists and no limits are set
 	// uid and gid are the sandbox's host ids (never 0 when cordon is root).
 	uid, gid int
@@ -108,8 +99,8 @@ type sandbox struct {
 	closeErr  error
 }
 
-// Exec implements runner.Sandbox.
-func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
+// Exec implements sandbox.Sandbox.
+func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	f, err := s.openFDs()
 	if err != nil {
 		return 0, err
@@ -197,7 +188,7 @@ type fds struct {
 	child                 []*os.File // the child's ends, in fd order from 3
 }
 
-func (s *sandbox) openFDs() (*fds, error) {
+func (s *instance) openFDs() (*fds, error) {
 	f := &fds{}
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
@@ -227,7 +218,7 @@ func (s *sandbox) openFDs() (*fds, error) {
 		go func(w *os.File, v string) {
 			_, _ = w.WriteString(v)
 			w.Close()
-		}(w, sf.Value)
+		}(w, sf.Value.Reveal())
 	}
 	if s.cg != nil && s.cg.NeedsV1() {
 		if f.infoR, w, err = pipe(); err != nil {
@@ -256,7 +247,7 @@ func (f *fds) close() {
 
 // release moves the sandbox into v1 limit cgroups when needed and then sends pid1 its
 // spec, which lets it proceed.
-func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process) error {
+func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Process) error {
 	if infoR != nil {
 		var info struct {
 			ChildPID int `json:"child-pid"`
@@ -274,10 +265,10 @@ func (s *sandbox) release(infoR, specW *os.File, bwrapPID int, p runner.Process)
 	}
 	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), Write: s.plan.Writable(), HostUID: s.uid}
 	if s.host.EgressSocket != "" {
-		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
+		sp.Bridge = &pid1.Bridge{Listen: sandbox.BridgeAddr, Socket: EgressPath}
 	}
 	if p.Serve != "" {
-		sp.Serve = &pid1.Serve{Socket: runner.ControlPath, Token: p.Serve}
+		sp.Serve = &pid1.Serve{Socket: sandbox.ControlPath, Token: p.Serve}
 	}
 	spec, _ := json.Marshal(sp)
 	_, err := specW.Write(spec)
@@ -299,7 +290,7 @@ func readStatus(r io.Reader) (pid1.Status, bool) {
 	return st, true
 }
 
-func (s *sandbox) finish(stderr io.Writer, err error, st pid1.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
+func (s *instance) finish(stderr io.Writer, err error, st pid1.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
 	if !checked {
 		msg := strings.TrimSpace(bwrapErr.String())
 		if msg == "" && err != nil {
@@ -341,14 +332,14 @@ func hint(msg string) string {
 // kill stops the sandbox and everything in it, including children that escaped with
 // setsid: the cgroup kill reaches every process; killing bwrap tears down the pid
 // namespace, whose members the kernel kills when its process 1 exits.
-func (s *sandbox) kill(cmd *exec.Cmd) {
+func (s *instance) kill(cmd *exec.Cmd) {
 	s.killCgroupIfAlone()
 	_ = cmd.Process.Kill()
 }
 
 // killCgroupIfAlone kills every member of the run's cgroup when the calling Exec is the
 // only one running; with others running it does nothing, since the cgroup is theirs too.
-func (s *sandbox) killCgroupIfAlone() {
+func (s *instance) killCgroupIfAlone() {
 	if s.cg == nil {
 		return
 	}
@@ -379,15 +370,15 @@ func killMembers(cg *linux.Cgroup, timeout time.Duration) {
 }
 
 // CgroupID is the run's cgroup v2 id, for the syscall monitor (0 without a cgroup).
-func (s *sandbox) CgroupID() uint64 {
+func (s *instance) CgroupID() uint64 {
 	if s.cg == nil {
 		return 0
 	}
 	return s.cg.ID
 }
 
-// Close implements runner.Sandbox.
-func (s *sandbox) Close(ctx context.Context) error {
+// Close implements sandbox.Sandbox.
+func (s *instance) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		if s.cg != nil {
 			s.closeErr = s.cg.Remove()
@@ -414,18 +405,18 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 
 // owner is the uid process 1 runs as when it is not cordon's own, for the cgroups it
 // clones commands into; -1 otherwise.
-func (s *sandbox) owner() int {
+func (s *instance) owner() int {
 	if s.uid == os.Geteuid() {
 		return -1
 	}
 	return s.uid
 }
 
-// CommandCgroup implements runner.CommandCgroups: a cgroup below the run's, which
+// CommandCgroup implements sandbox.CommandCgroups: a cgroup below the run's, which
 // process 1 clones each command into.
-func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
+func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	if s.cg == nil {
 		return nil, nil
 	}
-	return runner.NewCommandCgroup(s.cg, name, s.owner())
+	return sandbox.NewCommandCgroup(s.cg, name, s.owner())
 }

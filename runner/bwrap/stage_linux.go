@@ -11,7 +11,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/stage"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // SandboxIDEnv overrides the dedicated host uid:gid a root cordon runs bwrap
@@ -53,7 +53,7 @@ func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
 
 // staged turns bwrap's arguments into the stage's (package stage): every bind source becomes
 // its staged path, and sources another uid owns are idmapped to the sandbox's.
-func staged(args []string, host runner.Host, uid, gid int) (stage.Spec, []string, error) {
+func staged(args []string, host sandbox.Host, uid, gid int) (stage.Spec, []string, error) {
 	sp := stage.Spec{UID: uid, GID: gid}
 	args = append([]string(nil), args...)
 	// The run's sockets are the sandbox uid's to connect to (the run directory they

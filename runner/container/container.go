@@ -23,7 +23,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Paths inside every container.
@@ -62,7 +62,7 @@ var ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", 
 // Input is what one container is built from.
 type Input struct {
 	Plan *contract.Plan
-	Host runner.Host
+	Host sandbox.Host
 	// HostInitDir is the host directory shown read-only at [InitDir]: pid1's spec and
 	// its environment and status FIFOs (see [pid1.PrepareDir]).
 	HostInitDir string
@@ -149,13 +149,13 @@ func Mounts(in Input) []specs.Mount {
 		out = append(out, bind(in.Host.EgressSocket, EgressPath, true))
 	}
 	if in.Host.ControlSocket != "" {
-		out = append(out, bind(in.Host.ControlSocket, runner.ControlPath, true))
+		out = append(out, bind(in.Host.ControlSocket, sandbox.ControlPath, true))
 	}
 	if in.Host.SpillDir != "" {
-		out = append(out, bind(in.Host.SpillDir, runner.SpillPath, true))
+		out = append(out, bind(in.Host.SpillDir, sandbox.SpillPath, true))
 	}
 	if in.Host.GateSocket != "" {
-		out = append(out, bind(in.Host.GateSocket, runner.GatePath, true), bind(in.Host.Init, runner.GateBinDir+"/cordon", true))
+		out = append(out, bind(in.Host.GateSocket, sandbox.GatePath, true), bind(in.Host.Init, sandbox.GateBinDir+"/cordon", true))
 	}
 	if len(in.Host.SecretFiles) > 0 {
 		out = append(out, specs.Mount{Destination: SecretsDir, Type: "tmpfs", Source: "tmpfs", Options: []string{
@@ -202,7 +202,7 @@ func Writable(in Input, engine ...string) []string {
 }
 
 // Spec is pid1's spec for one command in this container.
-func Spec(in Input, p runner.Process, writable []string) pid1.Spec {
+func Spec(in Input, p sandbox.Process, writable []string) pid1.Spec {
 	dir := p.Dir
 	if dir == "" {
 		dir = in.Plan.Workdir
@@ -214,10 +214,10 @@ func Spec(in Input, p runner.Process, writable []string) pid1.Spec {
 		// A command holding the status FIFO would keep process 1 from seeing cordon die.
 		Hide: []string{InitDir + "/" + pid1.DirStatus, InitDir + "/" + pid1.DirEnv, InitDir + "/" + pid1.DirSpec}}
 	if in.Host.EgressSocket != "" {
-		sp.Bridge = &pid1.Bridge{Listen: runner.BridgeAddr, Socket: EgressPath}
+		sp.Bridge = &pid1.Bridge{Listen: sandbox.BridgeAddr, Socket: EgressPath}
 	}
 	if p.Serve != "" {
-		sp.Serve = &pid1.Serve{Socket: runner.ControlPath, Token: p.Serve}
+		sp.Serve = &pid1.Serve{Socket: sandbox.ControlPath, Token: p.Serve}
 	}
 	return sp
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/internal/secret"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -40,10 +41,10 @@ func testInput(image bool) Input {
 	run := "/run/cordon/runs/R"
 	return Input{
 		Plan: fixturePlan(),
-		Host: runner.Host{
+		Host: sandbox.Host{
 			RunID: "20260101T000000Z-abcdef", RunDir: run, Init: "/usr/local/bin/cordon",
 			MaskFile: run + "/mask-file", MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
-			SecretFiles: []runner.SecretFile{{Name: "TOKEN", Value: "never in a golden file"}},
+			SecretFiles: []sandbox.SecretFile{{Name: "TOKEN", Value: secret.New("never in a golden file")}},
 		},
 		HostInitDir: run + "/init", UID: 1000, GID: 1000, Image: image,
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // WorkspaceOwner returns the uid and gid that own the workspace: the user a container
@@ -38,17 +38,17 @@ func PrepareInit(in *Input) error {
 	}
 	// Mount points for the mounts inside the read-only directory: the runtime could
 	// not create them through it.
-	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath), filepath.Base(runner.ControlPath), filepath.Base(runner.GatePath)} {
+	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath), filepath.Base(sandbox.ControlPath), filepath.Base(sandbox.GatePath)} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o400); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
 	}
-	for _, sub := range []string{SecretsDir, runner.SpillPath, runner.GateBinDir} {
+	for _, sub := range []string{SecretsDir, sandbox.SpillPath, sandbox.GateBinDir} {
 		if err := os.Mkdir(filepath.Join(dir, filepath.Base(sub)), 0o700); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, filepath.Base(runner.GateBinDir), "cordon"), nil, 0o400); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(sandbox.GateBinDir), "cordon"), nil, 0o400); err != nil {
 		return fmt.Errorf("preparing the init directory: %w", err)
 	}
 	for _, sock := range []string{in.Host.EgressSocket, in.Host.ControlSocket, in.Host.GateSocket} {
@@ -73,7 +73,7 @@ func Payload(in Input) pid1.Payload {
 	}
 	for _, f := range in.Host.SecretFiles {
 		p.FilesDir = SecretsDir
-		p.Files = append(p.Files, pid1.File{Name: f.Name, Value: f.Value})
+		p.Files = append(p.Files, pid1.File{Name: f.Name, Value: f.Value.Reveal()})
 	}
 	return p
 }
@@ -180,7 +180,7 @@ type Handoff struct {
 // Hand writes pid1's spec for p into the run's init directory, opens the status FIFO and
 // sends the payload (environment and credential files, memory only). engine names the
 // backend in errors. Close releases both.
-func Hand(engine string, in Input, p runner.Process, writable []string) (*Handoff, error) {
+func Hand(engine string, in Input, p sandbox.Process, writable []string) (*Handoff, error) {
 	if err := pid1.WriteSpec(in.HostInitDir, Spec(in, p, writable), in.UID, in.GID); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
 	}
@@ -208,7 +208,7 @@ func (h *Handoff) Close() {
 // cgroup's cgroup.procs: process 1 must write both to clone a command into the new one.
 // Nothing else can use them: moving a process needs that file of the common ancestor
 // of where it is and where it goes, and no process outside the container is below it.
-func CommandCgroup(dir string, uid int, name string) (*runner.CommandCgroup, error) {
+func CommandCgroup(dir string, uid int, name string) (*sandbox.CommandCgroup, error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -223,5 +223,5 @@ func CommandCgroup(dir string, uid int, name string) (*runner.CommandCgroup, err
 			return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
 		}
 	}
-	return runner.NewCommandCgroup(parent, name, owner)
+	return sandbox.NewCommandCgroup(parent, name, owner)
 }

@@ -42,7 +42,7 @@ type Backend struct {
 	cliErr error
 }
 
-// Name implements runner.Backend.
+// Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "containerd" }
 
 func (b *Backend) address() string {
@@ -90,7 +90,7 @@ func (b *Backend) ctx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, b.namespace())
 }
 
-// Check implements runner.Backend: containerd must accept a connection.
+// Check implements sandbox.Backend: containerd must accept a connection.
 func (b *Backend) Check(ctx context.Context) error {
 	_, err := b.client()
 	return err

@@ -25,21 +25,27 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/container"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// Start implements runner.Backend: it creates the run's container (its snapshot
+// Explain says, for `cordon explain`, how the containerd backend builds the sandbox from
+// plan.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	return container.Explain("containerd", "an empty network namespace", plan)
+}
+
+// Start implements sandbox.Backend: it creates the run's container (its snapshot
 // comes from the image, or its root is the host view's skeleton). Each Exec runs one
 // task in it. What runs whose cordon is gone left behind is removed in the
 // background.
-func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	cli, err := b.client()
 	if err != nil {
 		return nil, err
 	}
 	ctx = b.ctx(ctx)
-	s := &sandbox{cli: cli, ns: b.namespace(), gcDone: make(chan struct{})}
+	s := &instance{cli: cli, ns: b.namespace(), gcDone: make(chan struct{})}
 	go func() {
 		defer close(s.gcDone)
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gcTimeout)
@@ -53,7 +59,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 	return s, nil
 }
 
-func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.Host) error {
+func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox.Host) error {
 	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
 	if err != nil {
 		return fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
@@ -99,9 +105,9 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 	return nil
 }
 
-// CommandCgroup implements runner.CommandCgroups: below the task's cgroup (the default
+// CommandCgroup implements sandbox.CommandCgroups: below the task's cgroup (the default
 // spec's /NAMESPACE/ID).
-func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
+func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	dir := s.cgDir
 	if dir == "" {
 		dir = container.CgroupDir(filepath.Join(s.ns, container.Name(s.in.Host.RunID)))
@@ -111,7 +117,7 @@ func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
 
 // CgroupID is the cgroup v2 id of the container's tasks, for the monitor; 0 when the
 // monitor was not asked for.
-func (s *sandbox) CgroupID() uint64 { return s.cgID }
+func (s *instance) CgroupID() uint64 { return s.cgID }
 
 // image returns the contract's image, pulling it only when the contract says
 // `pull: missing`, and unpacking it when needed.
@@ -152,9 +158,9 @@ func unpacking(img containerd.Image, snap containerd.NewContainerOpts) container
 	}
 }
 
-// sandbox is one run's container. Exec may be called once at a time; Close may be
+// instance is one run's container. Exec may be called once at a time; Close may be
 // called while it runs, and then kills its task.
-type sandbox struct {
+type instance struct {
 	cli      *containerd.Client
 	ns       string // the containerd namespace
 	c        containerd.Container
@@ -182,8 +188,8 @@ const (
 	gcTimeout     = 30 * time.Second // a whole gc pass
 )
 
-// Exec implements runner.Sandbox: it runs one task.
-func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
+// Exec implements sandbox.Sandbox: it runs one task.
+func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if len(p.Argv) == 0 && p.Serve == "" {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
@@ -293,7 +299,7 @@ func killTask(ctx context.Context, task containerd.Task, exitC <-chan containerd
 
 // finish delivers the task's last output and turns pid1's status report and the exit
 // code into Exec's result.
-func (s *sandbox) finish(task containerd.Task, code int, status *os.File, stC <-chan statusResult, ooms *oomWatch, p runner.Process) (int, error) {
+func (s *instance) finish(task containerd.Task, code int, status *os.File, stC <-chan statusResult, ooms *oomWatch, p sandbox.Process) (int, error) {
 	// Every byte of output is delivered before Exec returns.
 	task.IO().Wait()
 	// The status line, if pid1 wrote one, is in the pipe by now.
@@ -403,7 +409,7 @@ func (w *oomWatch) seen() bool {
 func (w *oomWatch) stop() { w.cancel(); <-w.done }
 
 // waitDeleted waits until the last Exec's task is deleted.
-func (s *sandbox) waitDeleted(ctx context.Context) {
+func (s *instance) waitDeleted(ctx context.Context) {
 	s.mu.Lock()
 	deleted := s.deleted
 	s.mu.Unlock()
@@ -416,11 +422,11 @@ func (s *sandbox) waitDeleted(ctx context.Context) {
 	}
 }
 
-// Close implements runner.Sandbox: it removes the container and its snapshot, and any
+// Close implements sandbox.Sandbox: it removes the container and its snapshot, and any
 // task left. A task an Exec still waits for (a session's process 1 that did not end
 // when the host hung up: stopped, traced or hung) is killed first. Every engine call
 // it makes has a deadline, whatever ctx's.
-func (s *sandbox) Close(ctx context.Context) error {
+func (s *instance) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		// One budget for all of it: a containerd that does not answer costs
 		// removeTimeout, not the sum of every call's deadline.

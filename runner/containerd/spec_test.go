@@ -16,8 +16,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/container"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -34,7 +34,7 @@ func testInput(image bool) container.Input {
 			},
 			Limits: contract.LimitsPlan{Memory: 64 << 20, Pids: 30, CPU: 0.5},
 		},
-		Host: runner.Host{
+		Host: sandbox.Host{
 			RunID: "R", RunDir: run, Init: "/usr/local/bin/cordon", MaskFile: run + "/mask-file",
 			MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
 		},

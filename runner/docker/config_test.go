@@ -11,8 +11,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/container"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -31,7 +31,7 @@ func testInput() container.Input {
 			},
 			Limits: contract.LimitsPlan{Memory: 64 << 20, Pids: 30, CPU: 1.5},
 		},
-		Host: runner.Host{
+		Host: sandbox.Host{
 			RunID: "R", RunDir: run, Init: "/usr/local/bin/cordon", MaskFile: run + "/mask-file",
 			MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
 		},

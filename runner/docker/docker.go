@@ -29,7 +29,7 @@ type Backend struct {
 	pinged bool // the engine answered once: Check need not ask again
 }
 
-// Name implements runner.Backend.
+// Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "docker" }
 
 // client returns the engine client, creating it once.
@@ -51,7 +51,7 @@ func (b *Backend) client() (*client.Client, error) {
 	return cli, nil
 }
 
-// Check implements runner.Backend: the engine must answer a ping within 3 seconds.
+// Check implements sandbox.Backend: the engine must answer a ping within 3 seconds.
 // The ping also settles the API version.
 func (b *Backend) Check(ctx context.Context) error {
 	cli, err := b.client()

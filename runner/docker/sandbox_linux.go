@@ -24,19 +24,25 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/container"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// Start implements runner.Backend: it creates the run's container (not started yet).
+// Explain says, for `cordon explain`, how the docker backend builds the sandbox from
+// plan.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	return container.Explain("docker", "--network none", plan)
+}
+
+// Start implements sandbox.Backend: it creates the run's container (not started yet).
 // Each Exec starts it once. Containers that runs whose cordon is gone left behind
 // are removed in the background.
-func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	if err := b.Check(ctx); err != nil {
 		return nil, err
 	}
 	cli, _ := b.client()
-	s := &sandbox{cli: cli, gcDone: make(chan struct{})}
+	s := &instance{cli: cli, gcDone: make(chan struct{})}
 	go func() {
 		defer close(s.gcDone)
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gcTimeout)
@@ -51,7 +57,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Ho
 	return sb, nil
 }
 
-func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.Host) (*sandbox, error) {
+func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox.Host) (*instance, error) {
 	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
@@ -84,7 +90,7 @@ func (s *sandbox) create(ctx context.Context, plan *contract.Plan, host runner.H
 
 // createContainer creates the container of the next command, once the last one is
 // removed (they share the run's name).
-func (s *sandbox) createContainer(ctx context.Context) error {
+func (s *instance) createContainer(ctx context.Context) error {
 	_ = s.waitRemoved(ctx) // a failed removal makes the create fail with the reason
 	resp, err := s.cli.ContainerCreate(ctx, s.cfg, s.hc, nil, nil, container.Name(s.in.Host.RunID))
 	if err != nil {
@@ -111,7 +117,7 @@ func (s *sandbox) createContainer(ctx context.Context) error {
 
 // cgroupPath is where the engine puts the container's processes (relative to the
 // cgroup v2 mount), or "" when it cannot say.
-func (s *sandbox) cgroupPath(ctx context.Context, id string) string {
+func (s *instance) cgroupPath(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, engineTimeout)
 	defer cancel()
 	info, err := s.cli.Info(ctx)
@@ -133,9 +139,9 @@ func cgroupRel(driver, id string) string {
 	return ""
 }
 
-// CommandCgroup implements runner.CommandCgroups. The container's cgroup is found on
+// CommandCgroup implements sandbox.CommandCgroups. The container's cgroup is found on
 // the first call (an engine round trip), not for every run.
-func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
+func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	s.cgOnce.Do(func() {
 		s.mu.Lock()
 		id, dir := s.id, s.cgDir
@@ -154,14 +160,14 @@ func (s *sandbox) CommandCgroup(name string) (*runner.CommandCgroup, error) {
 // CgroupID is the cgroup v2 id of the current command's container, for the monitor;
 // 0 when it has none (the monitor was not asked for, or the engine's layout is
 // unknown).
-func (s *sandbox) CgroupID() uint64 {
+func (s *instance) CgroupID() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cgID
 }
 
 // current is the current container's id, or "" when there is none.
-func (s *sandbox) current() string {
+func (s *instance) current() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.id
@@ -172,7 +178,7 @@ func (s *sandbox) current() string {
 // killed (a forced removal sends SIGKILL, which ends even a stopped or traced process
 // 1, and with it the pid namespace), and the engine's teardown overlaps what the runner
 // does next. Close and the next Exec wait for it.
-func (s *sandbox) removeContainer(ctx context.Context, id string) {
+func (s *instance) removeContainer(ctx context.Context, id string) {
 	s.mu.Lock()
 	if id == "" || id != s.id {
 		s.mu.Unlock()
@@ -201,7 +207,7 @@ type removal struct {
 
 // waitRemoved waits until the last container is removed and returns why it could not
 // be.
-func (s *sandbox) waitRemoved(ctx context.Context) error {
+func (s *instance) waitRemoved(ctx context.Context) error {
 	s.mu.Lock()
 	rm := s.removal
 	s.mu.Unlock()
@@ -290,10 +296,10 @@ func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) 
 	return ref, nil
 }
 
-// sandbox is one run's containers: one per command, created from the same
+// instance is one run's containers: one per command, created from the same
 // configuration. Exec may be called once at a time; Close may be called while it runs,
 // and then kills its container.
-type sandbox struct {
+type instance struct {
 	cli      *client.Client
 	in       container.Input
 	cfg      *dcontainer.Config
@@ -317,8 +323,8 @@ type sandbox struct {
 	closeErr  error
 }
 
-// Exec implements runner.Sandbox.
-func (s *sandbox) Exec(ctx context.Context, p runner.Process) (int, error) {
+// Exec implements sandbox.Sandbox.
+func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if len(p.Argv) == 0 && p.Serve == "" {
 		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
 	}
@@ -414,7 +420,7 @@ func orDiscard(w io.Writer) io.Writer {
 
 // kill stops the container and everything in it: SIGKILL to process 1 ends its pid
 // namespace. It waits (a bounded time) until the engine saw the exit.
-func (s *sandbox) kill(ctx context.Context, id string, waitC <-chan dcontainer.WaitResponse, waitErr <-chan error) {
+func (s *instance) kill(ctx context.Context, id string, waitC <-chan dcontainer.WaitResponse, waitErr <-chan error) {
 	kctx, cancel := context.WithTimeout(ctx, removeTimeout)
 	defer cancel()
 	if err := s.cli.ContainerKill(kctx, id, "KILL"); err != nil {
@@ -427,11 +433,11 @@ func (s *sandbox) kill(ctx context.Context, id string, waitC <-chan dcontainer.W
 	}
 }
 
-// Close implements runner.Sandbox: it makes sure the last container is removed,
+// Close implements sandbox.Sandbox: it makes sure the last container is removed,
 // killing it first if an Exec still runs in it (a session's process 1 that did not
 // end when the host hung up: stopped, traced or hung). Every engine call it makes has
 // a deadline, whatever ctx's.
-func (s *sandbox) Close(ctx context.Context) error {
+func (s *instance) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout+time.Second)
 		defer cancel()

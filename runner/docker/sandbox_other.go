@@ -8,11 +8,11 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
-	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Start is unimplemented off Linux: the sandbox's process 1 is a Linux binary.
-func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host runner.Host) (runner.Sandbox, error) {
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	return nil, fmt.Errorf("%w: docker: the docker backend is unimplemented on this GOOS", errdefs.ErrUnavailable)
 }
 

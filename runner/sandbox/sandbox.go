@@ -1,4 +1,11 @@
-package runner
+// Package sandbox is the contract between the runner and its backends: what the runner
+// prepares on the host for a sandbox ([Host]), the one call that builds it
+// ([Backend.Start]), what a sandbox does ([Sandbox.Exec], [Sandbox.Close]) and the paths
+// every sandbox has inside. Modelled on containerd's core/sandbox, it holds types and
+// no policy, and it links neither the run-time services (egress proxy, credentials
+// broker, gates, monitor) nor the runner: a backend imports this package, never the
+// runner, and so only translates a plan into its mechanism.
+package sandbox
 
 import (
 	"context"
@@ -6,6 +13,8 @@ import (
 	"os"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 // Backend builds sandboxes with one mechanism (Bubblewrap, Docker, containerd, ...).
@@ -29,7 +38,7 @@ type Host struct {
 	// over hidden paths.
 	MaskFile, MaskDir string
 	// EgressSocket is the unix socket of the run's egress proxy. Backends make it
-	// reachable inside and have process 1 bridge BridgeAddr to it.
+	// reachable inside and have process 1 bridge [BridgeAddr] to it.
 	EgressSocket string
 	// ControlSocket, in a session, is the unix (SOCK_SEQPACKET) socket process 1 dials to
 	// take commands; backends make it reachable at [ControlPath].
@@ -47,10 +56,12 @@ type Host struct {
 	SecretFiles []SecretFile
 }
 
-// SecretFile is one credential delivered as a file.
+// SecretFile is one credential (or the run's CA bundle) delivered as a file. Value stays
+// opaque up to delivery: the backend reveals it only to write it where the sandbox
+// reads it, and a Host printed or logged shows no secret.
 type SecretFile struct {
 	Name  string
-	Value string
+	Value secret.Value
 }
 
 // Process is one command to run in a sandbox.
@@ -69,31 +80,6 @@ type Process struct {
 	Serve string
 }
 
-// CommandCgroups is implemented by sandboxes that can give each command of a session a
-// cgroup of its own below the sandbox's: a timeout then kills everything the command
-// started, setsid or not, and the monitor's events name the command exactly.
-type CommandCgroups interface {
-	// CommandCgroup creates the cgroup name; nil and no error when this sandbox has no
-	// cgroup of its own to put it in.
-	CommandCgroup(name string) (*CommandCgroup, error)
-}
-
-// CommandCgroup is one command's cgroup.
-type CommandCgroup struct {
-	ID     uint64   // its cgroup v2 id, as the monitor reports it
-	Dir    *os.File // open directory, for CLONE_INTO_CGROUP
-	Kill   func() error
-	Empty  func() bool
-	Rmdir  func() error // removes it when empty; fails (EBUSY) otherwise
-	Remove func() error // kills what is left, then removes it
-}
-
-// Paths inside every sandbox.
-const (
-	ControlPath = "/run/cordon/control.sock" // a session's control socket
-	SpillPath   = "/run/cordon/spill"        // a session's spill files
-)
-
 // Sandbox is a running or ready sandbox.
 type Sandbox interface {
 	// Exec runs p to completion and returns its exit status (128+n when a signal n
@@ -103,3 +89,19 @@ type Sandbox interface {
 	// Close releases everything the sandbox holds. It is idempotent.
 	Close(ctx context.Context) error
 }
+
+// Paths inside every sandbox.
+const (
+	ControlPath = "/run/cordon/control.sock" // a session's control socket
+	SpillPath   = "/run/cordon/spill"        // a session's spill files
+	// GatePath is the socket `cordon gate NAME` asks on, in a sandbox with gates, and
+	// GateBinDir the directory (appended to PATH) holding that `cordon`, cordon's
+	// process-1 binary.
+	GatePath   = wire.SandboxSocket
+	GateBinDir = "/run/cordon/bin"
+)
+
+// BridgeAddr is where cordon's process 1 listens inside every sandbox for HTTP proxy,
+// CONNECT and SOCKS5 clients, relaying each connection to the run's egress proxy. The
+// sandbox has its own network namespace, so the port is always free.
+const BridgeAddr = "127.0.0.1:3128"

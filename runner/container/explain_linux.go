@@ -1,0 +1,29 @@
+package container
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/runner/sandbox"
+)
+
+// Explain says, for `cordon explain`, how a container backend builds the sandbox from
+// plan: engine is the backend's name, network how it gives the container no network.
+// The lines are for people; the last has no newline.
+func Explain(engine, network string, plan *contract.Plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s backend: one container per run or session, its process 1 serving every command (labels %s=<run id>, %s=%s).\n", engine, LabelRun, LabelContract, plan.ContractDigest)
+	if plan.Image != "" {
+		fmt.Fprintf(&b, "  Root file system: the image %s (read-only; pull: %s). The @system rows above are not mounted: the image provides its own system.\n", plan.Image, plan.Pull)
+	} else {
+		fmt.Fprintf(&b, "  Root file system: no image is named, so an empty read-only root holding the links above, with every host path above mounted at the same path (the host view, as bwrap).\n")
+	}
+	fmt.Fprintf(&b, "  The workspace %s is bind-mounted read-write at the same path, %s; the read-only and hidden rows above are mounted over it; /tmp and $HOME are private tmpfs.\n", plan.Workspace, plan.Workspace)
+	user := "the workspace owner's uid:gid"
+	if uid, gid, err := WorkspaceOwner(plan.Workspace); err == nil {
+		user = fmt.Sprintf("uid:gid %d:%d (the workspace owner's)", uid, gid)
+	}
+	fmt.Fprintf(&b, "  Runs as %s, with no capabilities, no-new-privileges and the engine's default seccomp profile; no network (%s) but the egress bridge on %s; cordon's binary is process 1 (%s, read-only).", user, network, sandbox.BridgeAddr, InitPath)
+	return b.String()
+}
