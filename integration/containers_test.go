@@ -184,7 +184,9 @@ func leftovers(t *testing.T, backend string) []leftover {
 	}
 	labels := func(kind, name string) map[string]string {
 		var info struct{ Labels map[string]string }
-		_ = json.Unmarshal([]byte(run("ctr", "-n", "cordon", kind, "info", name)), &info)
+		// Removed since it was listed (another cordon's gc or teardown): no labels.
+		out, _ := exec.Command("ctr", "-n", "cordon", kind, "info", name).Output()
+		_ = json.Unmarshal(out, &info)
 		return info.Labels
 	}
 	var out []leftover
@@ -478,6 +480,7 @@ func TestContainerLifecycle(t *testing.T) {
 			// gc removes the dead run's .git placeholder after the new plan was
 			// compiled with it, and the mount source is gone (bwrap fails the same way).
 			next := newWorld(t)
+			next.useRunRoot(w.runRoot) // whose gc is to find the dead run
 			next.imageContract(image, "")
 			if r := next.sh("true"); r.code != 0 {
 				t.Fatalf("next run: %v", r)

@@ -169,6 +169,16 @@ func processesWithCwd(dir string) []string {
 	return out
 }
 
+// useRunRoot makes the world's cordons use root, another world's run root.
+func (w *world) useRunRoot(root string) {
+	for i, e := range w.env {
+		if strings.HasPrefix(e, paths.RunRootEnv+"=") {
+			w.env[i] = paths.RunRootEnv + "=" + root
+		}
+	}
+	w.runRoot = root
+}
+
 // shortTempDir is a private directory removed after the test, with a path short enough
 // for the unix sockets of a run below it (108 bytes; t.TempDir's paths hold the test name).
 func shortTempDir(t *testing.T) string {

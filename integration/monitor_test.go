@@ -79,6 +79,7 @@ func TestMonitorRequiredRefusesWithoutPrivileges(t *testing.T) {
 	}
 	defer os.RemoveAll(xdg)
 	os.Chown(xdg, 65534, 65534)
+	os.Chown(w.runRoot, 65534, 65534) // the world's run root is nobody's here
 	run := func(mode string) result {
 		w.contract("version: 1\nmonitor: {mode: " + mode + ", exec: [sh, \"true\"]}\n")
 		os.Chown(filepath.Join(w.ws, "cordon.yaml"), 65534, 65534)
