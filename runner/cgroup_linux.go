@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"fmt"
 	"os"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 func NewCommandCgroup(parent *linux.Cgroup, name string, owner int) (*CommandCgroup, error) {
 	c, err := parent.Child(name, owner)
 	if err != nil {
-		return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("command cgroup: %w", err)
 	}
 	return &CommandCgroup{
 		ID: c.ID, Dir: c.Dir(),

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"time"
@@ -28,14 +27,14 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 	root := creds.DefaultRoot()
 	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr})
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}
 	broker, err := creds.New(creds.Config{
 		Root: root, Providers: provs, Redact: r.log.Redactor().Add, Events: r.sink,
 		Alerts: r.o.Stderr, Logger: r.o.Log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}
 	r.broker = broker
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -45,7 +44,7 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 	cancel()
 	grants, err := broker.IssueAll(ctx, r.res.RunID, r.plan.Credentials)
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}
 	host.Env = append(host.Env, creds.Env(grants)...)
 	var ic *egress.Intercept
@@ -57,7 +56,7 @@ func (r *run) issueCredentials(ctx context.Context, host *Host) (*egress.Interce
 			if ic == nil {
 				ca, err := egress.NewCA(r.res.RunID)
 				if err != nil {
-					return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+					return nil, errdefs.Unavailablef("credentials: %w", err)
 				}
 				ic = &egress.Intercept{CA: ca}
 			}

@@ -67,10 +67,10 @@ type Result struct {
 func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Result, error) {
 	o.defaults()
 	if len(argv) == 0 {
-		return Result{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
+		return Result{}, errdefs.Invalidf("no command given")
 	}
 	if rule := plan.DeniedBy(argv); rule != nil {
-		return Result{}, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
+		return Result{}, errdefs.Deniedf("command denied by contract rule %q (%s)", rule.Pattern, rule.Where)
 	}
 	if err := o.Backend.Check(ctx); err != nil {
 		return Result{}, err
@@ -200,13 +200,13 @@ func (r *run) prepare(ctx context.Context) error {
 	r.sink = &cmdSink{next: log, copy: r.o.Events}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("%w", err)
 	}
 	r.rd = rd
 	host.Init = r.o.Init
 	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
 	if err := rd.placeholders(r.plan); err != nil {
-		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("%w", err)
 	}
 	host.Env = append(r.plan.Environ(), ProxyEnv()...)
 	intercept, err := r.issueCredentials(ctx, &host)
@@ -299,7 +299,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 // auditErr reports a log that failed during the run: the run fails closed.
 func (r *run) auditErr() error {
 	if r.log != nil && r.log.Err() != nil {
-		return fmt.Errorf("%w: the audit log failed during the run, which was stopped: %v", errdefs.ErrUnavailable, r.log.Err())
+		return errdefs.Unavailablef("the audit log failed during the run, which was stopped: %w", r.log.Err())
 	}
 	return nil
 }

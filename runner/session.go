@@ -95,10 +95,10 @@ func (r *run) prepareSession(host *Host) error {
 	r.ctlLn, host.ControlSocket = ln, filepath.Join(host.RunDir, "control.sock")
 	r.spillDir = filepath.Join(host.RunDir, "spill")
 	if err := os.Mkdir(r.spillDir, 0o755); err != nil {
-		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("spill directory: %w", err)
 	}
 	if err := os.Chmod(r.spillDir, 0o755); err != nil { // whatever the umask
-		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("spill directory: %w", err)
 	}
 	host.SpillDir = r.spillDir
 	return nil
@@ -183,15 +183,15 @@ var ErrClosed = errors.New("session is stopped")
 // A command that ran and failed is not an error (see ExecResult.ExitCode).
 func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
 	if len(argv) == 0 {
-		return ExecResult{}, fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
+		return ExecResult{}, errdefs.Invalidf("no command given")
 	}
 	if rule := s.r.plan.DeniedBy(argv); rule != nil {
-		return ExecResult{}, fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
+		return ExecResult{}, errdefs.Deniedf("command denied by contract rule %q (%s)", rule.Pattern, rule.Where)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ExecResult{}, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, ErrClosed)
+		return ExecResult{}, errdefs.Unavailablef("%w", ErrClosed)
 	}
 	s.wg.Add(1)
 	s.n++
@@ -199,7 +199,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 	defer s.wg.Done()
 	select {
 	case <-s.serveDone:
-		return ExecResult{}, fmt.Errorf("%w: the session's sandbox has ended (%v); stop the session", errdefs.ErrUnavailable, s.serveErr)
+		return ExecResult{}, errdefs.Unavailablef("the session's sandbox has ended (%v); stop the session", s.serveErr) // serveErr may be nil
 	default:
 	}
 	res, err := s.r.execOne(ctx, argv, eo, false)
@@ -240,7 +240,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun
 		detail = fmt.Sprintf("the session's process 1 did not end within %s of the stop, after %d command(s) (stopped, traced or hung); its sandbox was killed", stopGrace, n)
-		stopErr = fmt.Errorf("%w: %s", errdefs.ErrUnavailable, detail)
+		stopErr = errdefs.Unavailablef("%s", detail)
 	} else {
 		select {
 		case <-s.serveDone:
@@ -260,7 +260,7 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.r.finish(code, reason, detail)
 	terr := s.r.teardown(ctx, nil)
-	return errors.Join(stopErr, terr, s.r.auditErr())
+	return errdefs.Join(stopErr, terr, s.r.auditErr())
 }
 
 // waitBounded waits for wg, at most d.
