@@ -154,7 +154,7 @@ func (e *Status) message() string { return Message(e.Err) }
 // carries no status or category of its own exits [ExitCannotRun] too, as DESIGN.md
 // says of every way cordon fails to run the command.
 func CannotRun(err error) error {
-	if err == nil || ExitCode(err) != ExitFailure {
+	if err == nil || carriesStatus(err) || inCategory(err) {
 		return err
 	}
 	return &Status{Code: ExitCannotRun, Err: err}
@@ -179,13 +179,24 @@ func ExitCode(err error) int {
 		return 0
 	case errors.As(err, &st):
 		return st.ExitStatus()
-	}
-	for _, c := range categories {
-		if errors.Is(err, c) {
-			return ExitCannotRun
-		}
+	case inCategory(err):
+		return ExitCannotRun
 	}
 	return ExitFailure
+}
+
+func carriesStatus(err error) bool {
+	var st interface{ ExitStatus() int }
+	return errors.As(err, &st)
+}
+
+func inCategory(err error) bool {
+	for _, c := range categories {
+		if errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // Message is what cordon tells a person about err (printed "cordon: " + each line). It

@@ -36,6 +36,8 @@ func TestExitCode(t *testing.T) {
 		{"a foreign status", fmt.Errorf("exec: %w", statusErr{7}), 7},
 		{"cannot run: plain", errdefs.CannotRun(errors.New("boom")), errdefs.ExitCannotRun},
 		{"cannot run keeps a status", errdefs.CannotRun(errdefs.Usagef("x")), errdefs.ExitUsage},
+		{"cannot run keeps a status of 1", errdefs.CannotRun(statusErr{1}), errdefs.ExitFailure},
+		{"cannot run keeps a category", errdefs.CannotRun(errdefs.Deniedf("no")), errdefs.ExitCannotRun},
 		{"cannot run of nil", errdefs.CannotRun(nil), 0},
 		{"reported", errdefs.Reported(errdefs.Unavailablef("x")), errdefs.ExitCannotRun},
 		{"joined", errdefs.Join(errors.New("a"), errdefs.Unavailablef("b")), errdefs.ExitCannotRun},
