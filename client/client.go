@@ -19,6 +19,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
 // ErrNoSession is returned by Open for an id with no session.
@@ -32,6 +34,15 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Msg }
+
+// ExitStatus is Code, the status `cordon exec` exits with (errdefs.ExitCode reads it),
+// or 125 when it is unset.
+func (e *Error) ExitStatus() int {
+	if e.Code == 0 {
+		return errdefs.ExitCannotRun
+	}
+	return e.Code
+}
 
 // StartOptions configure Start. Zero fields mean cordon's defaults.
 type StartOptions struct {
@@ -69,7 +80,7 @@ func Start(ctx context.Context, o StartOptions) (*Session, error) {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return nil, &Error{Code: 125, Msg: "session start: " + msg}
+		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: "session start: " + msg}
 	}
 	return Open(strings.TrimSpace(string(out)))
 }
@@ -109,9 +120,9 @@ func (s *Session) dial(ctx context.Context) (net.Conn, error) {
 	c, err := d.DialContext(ctx, "unix", SocketPath(s.dir, s.info.ID))
 	if err != nil {
 		if !s.info.Alive() {
-			return nil, &Error{Code: 125, Msg: fmt.Sprintf("session %s is dead (its supervisor is gone); cordon gc removes what it left", s.info.ID)}
+			return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s is dead (its supervisor is gone); cordon gc removes what it left", s.info.ID)}
 		}
-		return nil, &Error{Code: 125, Msg: fmt.Sprintf("session %s: %v", s.info.ID, err)}
+		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: %v", s.info.ID, err)}
 	}
 	return c, nil
 }
@@ -163,13 +174,13 @@ func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*Resu
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, &Error{Code: 125, Msg: fmt.Sprintf("session %s ended before the command's result: %v", s.info.ID, err)}
+			return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s ended before the command's result: %v", s.info.ID, err)}
 		}
 		switch {
 		case f.Error != "":
 			code := f.Code
 			if code == 0 {
-				code = 125
+				code = errdefs.ExitCannotRun
 			}
 			return nil, &Error{Code: code, Msg: f.Error}
 		case f.Result != nil:
@@ -239,10 +250,10 @@ func (s *Session) simple(ctx context.Context, op string) (Frame, error) {
 	}
 	var f Frame
 	if err := json.NewDecoder(c).Decode(&f); err != nil {
-		return f, &Error{Code: 125, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
+		return f, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
 	}
 	if f.Error != "" {
-		return f, &Error{Code: 125, Msg: f.Error}
+		return f, &Error{Code: errdefs.ExitCannotRun, Msg: f.Error}
 	}
 	return f, nil
 }

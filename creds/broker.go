@@ -113,7 +113,7 @@ func New(cfg Config) (*Broker, error) {
 // before IssueAll returns it. A broker serves one run.
 func (b *Broker) IssueAll(ctx context.Context, run string, creds []contract.Credential) ([]Grant, error) {
 	if !runIDPattern().MatchString(run) {
-		return nil, fmt.Errorf("%w: bad run id %q", errdefs.ErrInvalid, run)
+		return nil, errdefs.Invalidf("bad run id %q", run)
 	}
 	if len(creds) == 0 {
 		return nil, nil
@@ -142,9 +142,9 @@ func (b *Broker) IssueAll(ctx context.Context, run string, creds []contract.Cred
 		var g Grant
 		switch {
 		case !namePattern().MatchString(c.Name):
-			err = fmt.Errorf("%w: not a valid name", errdefs.ErrInvalid)
+			err = errdefs.Invalidf("not a valid name")
 		case seen[c.Name]:
-			err = fmt.Errorf("%w: declared twice", errdefs.ErrInvalid)
+			err = errdefs.Invalidf("declared twice")
 		default:
 			g, err = b.issue(ctx, run, c)
 		}

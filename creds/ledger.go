@@ -83,14 +83,14 @@ type ledger struct {
 
 func openLedger(root string) (*ledger, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: creating %s: %v", ErrLedger, root, err)
+		return nil, fmt.Errorf("%w: creating %s: %w", ErrLedger, root, err)
 	}
 	if err := checkPrivate(root); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(root, "grants")
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%w: %v", ErrLedger, err)
+		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	if err := checkPrivate(dir); err != nil {
 		return nil, err
@@ -109,20 +109,20 @@ func (l *ledger) put(r *record) error {
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrLedger, err)
+		return fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	// A concurrent Reconcile may remove the run's directory while it is still empty
 	// (or its temporary file while it is the only one): make it again and retry.
 	for try := 0; ; try++ {
 		if err := os.Mkdir(filepath.Join(l.dir, r.Run), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%w: %v", ErrLedger, err)
+			return fmt.Errorf("%w: %w", ErrLedger, err)
 		}
 		err = atomicfile.Write(l.path(r.Run, r.Name), append(data, '\n'), 0o600)
 		if err == nil {
 			return nil
 		}
 		if try == 2 || !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%w: writing %s/%s: %v", ErrLedger, r.Run, r.Name, err)
+			return fmt.Errorf("%w: writing %s/%s: %w", ErrLedger, r.Run, r.Name, err)
 		}
 	}
 }
@@ -130,7 +130,7 @@ func (l *ledger) put(r *record) error {
 // remove deletes a record, and its run's directory once empty.
 func (l *ledger) remove(run, name string) error {
 	if err := atomicfile.Remove(l.path(run, name)); err != nil {
-		return fmt.Errorf("%w: removing %s/%s: %v", ErrLedger, run, name, err)
+		return fmt.Errorf("%w: removing %s/%s: %w", ErrLedger, run, name, err)
 	}
 	// Fails while other records remain: that is the point.
 	if os.Remove(filepath.Join(l.dir, run)) == nil {
@@ -171,7 +171,7 @@ const staleAfter = time.Minute
 func (l *ledger) runs() ([]string, error) {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrLedger, err)
+		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	var out []string
 	for _, e := range entries {
@@ -187,7 +187,7 @@ func (l *ledger) records(run string) ([]*record, error) {
 	dir := filepath.Join(l.dir, run)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrLedger, err)
+		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	var out []*record
 	var errs []error
@@ -198,14 +198,14 @@ func (l *ledger) records(run string) ([]*record, error) {
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %v", ErrLedger, err))
+			errs = append(errs, fmt.Errorf("%w: %w", ErrLedger, err))
 			continue
 		}
 		var r record
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&r); err != nil || r.V != ledgerVersion || r.Run != run || r.Name != name {
-			errs = append(errs, fmt.Errorf("%w: %s/%s: unreadable record (version %d): %v", ErrLedger, run, e.Name(), r.V, err))
+			errs = append(errs, fmt.Errorf("%w: %s/%s: unreadable record (version %d): %w", ErrLedger, run, e.Name(), r.V, err))
 			continue
 		}
 		out = append(out, &r)

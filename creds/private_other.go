@@ -11,7 +11,7 @@ import (
 func checkPrivate(dir string) error {
 	st, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrLedger, err)
+		return fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("%w: %s is not a directory", ErrLedger, dir)

@@ -13,7 +13,7 @@ import (
 func checkPrivate(dir string) error {
 	st, err := os.Lstat(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrLedger, err)
+		return fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	s, ok := st.Sys().(*syscall.Stat_t)
 	if !st.IsDir() || st.Mode().Perm()&0o077 != 0 || !ok || int(s.Uid) != os.Geteuid() {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 )
 
@@ -20,9 +21,9 @@ const MaxOutput = 1 << 20
 
 // Exit statuses of operations that did not run to their own end.
 const (
-	exitCannotRun = 125 // refused or failed before it started
-	exitTimeout   = 124 // killed at the gate's timeout
-	exitNotFound  = 127 // the program does not exist
+	exitCannotRun = errdefs.ExitCannotRun // refused or failed before it started
+	exitTimeout   = errdefs.ExitTimeout   // killed at the gate's timeout
+	exitNotFound  = 127                   // the program does not exist
 )
 
 // revokeTimeout bounds a credential's revocation after the operation.

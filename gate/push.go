@@ -247,7 +247,7 @@ func checkURL(u string) (loopbackHTTP bool, err error) {
 func checkSchemeURL(u string) (bool, error) {
 	pu, err := url.Parse(u)
 	if err != nil {
-		return false, fmt.Errorf("URL %q does not parse: %v", u, err)
+		return false, fmt.Errorf("URL %q does not parse: %w", u, err)
 	}
 	switch strings.ToLower(pu.Scheme) {
 	case "https", "ssh", "git+ssh", "ssh+git", "http":

@@ -29,7 +29,7 @@ const (
 
 // unavailable wraps an error with errdefs.ErrUnavailable and the monitor's context.
 func unavailable(format string, args ...any) error {
-	return fmt.Errorf("%w: monitor: "+format, append([]any{errdefs.ErrUnavailable}, args...)...)
+	return errdefs.Unavailablef("monitor: "+format, args...)
 }
 
 // preflight says, before anything is loaded, why BPF cannot be used here.

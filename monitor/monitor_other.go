@@ -4,7 +4,6 @@ package monitor
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -15,7 +14,7 @@ type Monitor struct{}
 
 // Start fails: the monitor needs Linux (eBPF).
 func Start(ctx context.Context, opts Options) (*Monitor, error) {
-	return nil, fmt.Errorf("%w: monitor: unimplemented on %s (needs Linux eBPF)", errdefs.ErrUnavailable, runtime.GOOS)
+	return nil, errdefs.Unavailablef("monitor: unimplemented on %s (needs Linux eBPF)", runtime.GOOS)
 }
 
 // Stats returns zero counters.

@@ -46,7 +46,7 @@ func newToken() string {
 func listenControl(path string) (*net.UnixListener, error) {
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("%w: control socket: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("control socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(true)
 	return ln, nil
@@ -84,7 +84,7 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 	select {
 	case a := <-ch:
 		if a.err != nil {
-			return nil, fmt.Errorf("%w: waiting for the sandbox's process 1: %v", errdefs.ErrUnavailable, a.err)
+			return nil, errdefs.Unavailablef("waiting for the sandbox's process 1: %w", a.err)
 		}
 		cc := &control{c: a.c, uc: a.uc, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
 		go cc.read()
@@ -119,7 +119,7 @@ func (c *control) read() {
 		}
 	}
 	c.mu.Lock()
-	c.err = fmt.Errorf("%w: the session's sandbox is gone (%v)", errdefs.ErrUnavailable, err)
+	c.err = errdefs.Unavailablef("the session's sandbox is gone (%w)", err)
 	c.mu.Unlock()
 	close(c.gone)
 }
@@ -156,7 +156,7 @@ func (c *control) hangup(grace time.Duration) bool {
 func (c *control) exec(ctx context.Context, p sandbox.Process) (int, error) {
 	pipes, err := newStdio(p)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("%w", err)
 	}
 	defer pipes.close()
 	c.mu.Lock()
@@ -177,7 +177,7 @@ func (c *control) exec(ctx context.Context, p sandbox.Process) (int, error) {
 	pipes.closeChild()
 	if err != nil {
 		c.forget(id)
-		return 0, fmt.Errorf("%w: sending the command to the sandbox: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("sending the command to the sandbox: %w", err)
 	}
 	pipes.copy(p)
 	var m ctl.Msg
@@ -199,7 +199,7 @@ func (c *control) exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 	pipes.wait(outputGrace)
 	if m.Error != "" {
-		return 0, fmt.Errorf("%w: %s", errdefs.ErrInvalid, m.Error)
+		return 0, errdefs.Invalidf("%s", m.Error)
 	}
 	return m.Code, nil
 }

@@ -30,14 +30,14 @@ func (r *run) issueCredentials(ctx context.Context, host *sandbox.Host) (*egress
 	root := creds.DefaultRoot()
 	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr})
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}
 	broker, err := creds.New(creds.Config{
 		Root: root, Providers: provs, Redact: r.log.Redactor().Add, Events: r.sink,
 		Alerts: r.o.Stderr, Logger: r.o.Log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}
 	r.broker = broker
 	r.undo.add("revoking credentials", func(ctx context.Context) error {
@@ -54,7 +54,7 @@ func (r *run) issueCredentials(ctx context.Context, host *sandbox.Host) (*egress
 	cancel()
 	grants, err := broker.IssueAll(ctx, r.res.RunID, r.plan.Credentials)
 	if err != nil {
-		return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}
 	host.Env = append(host.Env, creds.Env(grants)...)
 	var ic *egress.Intercept
@@ -66,7 +66,7 @@ func (r *run) issueCredentials(ctx context.Context, host *sandbox.Host) (*egress
 			if ic == nil {
 				ca, err := egress.NewCA(r.res.RunID)
 				if err != nil {
-					return nil, fmt.Errorf("%w: credentials: %w", errdefs.ErrUnavailable, err)
+					return nil, errdefs.Unavailablef("credentials: %w", err)
 				}
 				ic = &egress.Intercept{CA: ca}
 			}

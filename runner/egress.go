@@ -33,7 +33,7 @@ type egressService struct {
 func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger, intercept *egress.Intercept) (*egressService, error) {
 	pol, err := policy.New(plan.EgressRules())
 	if err != nil {
-		return nil, fmt.Errorf("%w: network.allow: %v", errdefs.ErrInvalid, err)
+		return nil, errdefs.Invalidf("network.allow: %w", err)
 	}
 	proxy, err := egress.New(egress.Config{Policy: pol, Events: sink, Logger: log, Intercept: intercept})
 	if err != nil {
@@ -42,12 +42,12 @@ func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink e
 	sock := filepath.Join(runDir, "egress.sock")
 	if len(sock) > maxSocketPath {
 		proxy.Close()
-		return nil, fmt.Errorf("%w: the run directory %s is too long a path for a unix socket (%d bytes, at most %d); use a shorter run root (XDG_RUNTIME_DIR)", errdefs.ErrUnavailable, runDir, len(sock), maxSocketPath)
+		return nil, errdefs.Unavailablef("the run directory %s is too long a path for a unix socket (%d bytes, at most %d); use a shorter run root (XDG_RUNTIME_DIR)", runDir, len(sock), maxSocketPath)
 	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		proxy.Close()
-		return nil, fmt.Errorf("%w: egress proxy socket: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("egress proxy socket: %w", err)
 	}
 	s := &egressService{proxy: proxy, socket: sock, done: make(chan error, 1)}
 	go func() { s.done <- proxy.Serve(context.WithoutCancel(ctx), ln) }()

@@ -32,7 +32,7 @@ var errAuditFailed = errors.New("audit log failed")
 func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
 	tracker, err := r.baseline(ctx)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("%w: snapshotting the workspace for the audit diff: %v", errdefs.ErrUnavailable, err)
+		return ExecResult{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 	}
 	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files)
 	dir := eo.Dir
@@ -41,7 +41,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	}
 	cmdID, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("%w: writing the audit log: %v", errdefs.ErrUnavailable, err)
+		return ExecResult{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
 	r.sink.push(cmdID)
 	defer r.sink.pop(cmdID)
@@ -291,11 +291,11 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 	if root == "" {
 		var err error
 		if root, err = audit.DefaultRoot(); err != nil {
-			return nil, fmt.Errorf("%w: no audit root: %v (use --audit-dir)", errdefs.ErrUnavailable, err)
+			return nil, errdefs.Unavailablef("no audit root: %w (use --audit-dir)", err)
 		}
 	}
 	if inside(root, plan.Workspace) {
-		return nil, fmt.Errorf("%w: the audit root %s is inside the workspace %s; the log must be out of the sandbox's reach", errdefs.ErrInvalid, root, plan.Workspace)
+		return nil, errdefs.Invalidf("the audit root %s is inside the workspace %s; the log must be out of the sandbox's reach", root, plan.Workspace)
 	}
 	red := audit.NewRedactor()
 	for _, kv := range o.Secrets {
@@ -310,7 +310,7 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 		Workspace: plan.Workspace,
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("%w: audit log: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("audit log: %w", err)
 	}
 	return w, nil
 }

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,18 +47,18 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	var err error
 	sock := filepath.Join(host.RunDir, "gate.sock")
 	if g.sandboxLn, err = net.Listen("unix", sock); err != nil {
-		return fmt.Errorf("%w: gate socket: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("gate socket: %w", err)
 	}
 	dir := gate.AdminDir(r.o.RunRoot)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%w: gate admin directory: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("gate admin directory: %w", err)
 	}
 	g.adminPath = filepath.Join(dir, r.res.RunID+".sock")
 	if g.adminLn, err = net.Listen("unix", g.adminPath); err == nil {
 		err = os.Chmod(g.adminPath, 0o600)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: gate admin socket: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("gate admin socket: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.cancel = cancel
@@ -120,7 +119,7 @@ func (g *gates) minter(r *run) gate.MintFunc {
 		provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed([]contract.Credential{c}), Stderr: r.o.Stderr})
 		if err != nil {
 			g.mintMu.Unlock()
-			return nil, nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+			return nil, nil, errdefs.Unavailablef("credentials: %w", err)
 		}
 		b, err := creds.New(creds.Config{
 			Root: root, Providers: provs, Redact: r.log.Redactor().Add, Events: r.sink,
@@ -128,7 +127,7 @@ func (g *gates) minter(r *run) gate.MintFunc {
 		})
 		if err != nil {
 			g.mintMu.Unlock()
-			return nil, nil, fmt.Errorf("%w: credentials: %v", errdefs.ErrUnavailable, err)
+			return nil, nil, errdefs.Unavailablef("credentials: %w", err)
 		}
 		c.Deliver = contract.DeliverGate // to the operation's environment, on the host; never into the sandbox
 		grants, err := b.IssueAll(ctx, r.res.RunID, []contract.Credential{c})

@@ -43,7 +43,7 @@ func (r *run) startMonitor(ctx context.Context) error {
 	}
 	if err != nil {
 		if mode == contract.MonitorRequired {
-			return fmt.Errorf("%w: monitor.mode is required but the syscall monitor cannot run: %v", errdefs.ErrUnavailable, err)
+			return errdefs.Unavailablef("monitor.mode is required but the syscall monitor cannot run: %w", err)
 		}
 		fmt.Fprintf(r.o.Stderr, "cordon: warning: the syscall monitor is not running (monitor.mode best-effort): %v\n", err)
 		return nil

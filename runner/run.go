@@ -105,10 +105,10 @@ func (s *Session) result() Result {
 // before anything is started or logged.
 func checkCommand(plan *contract.Plan, argv []string) error {
 	if len(argv) == 0 {
-		return fmt.Errorf("%w: no command given", errdefs.ErrInvalid)
+		return errdefs.Invalidf("no command given")
 	}
 	if rule := plan.DeniedBy(argv); rule != nil {
-		return fmt.Errorf("%w: command denied by contract rule %q (%s)", errdefs.ErrDenied, rule.Pattern, rule.Where)
+		return errdefs.Deniedf("command denied by contract rule %q (%s)", rule.Pattern, rule.Where)
 	}
 	return nil
 }
@@ -252,14 +252,14 @@ func (r *run) prepare(ctx context.Context) error {
 	r.sink = &cmdSink{next: log, copy: r.o.Events}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("%w", err)
 	}
 	r.rd = rd
 	r.undo.add("removing the run directory", func(context.Context) error { return rd.remove() })
 	host.Init = r.o.Init
 	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
 	if err := rd.placeholders(r.plan); err != nil {
-		return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("%w", err)
 	}
 	host.Env = append(r.plan.Environ(), ProxyEnv()...)
 	intercept, err := r.issueCredentials(ctx, &host)
@@ -333,7 +333,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 // auditErr reports a log that failed during the run: the run fails closed.
 func (r *run) auditErr() error {
 	if r.log != nil && r.log.Err() != nil {
-		return fmt.Errorf("%w: the audit log failed during the run, which was stopped: %v", errdefs.ErrUnavailable, r.log.Err())
+		return errdefs.Unavailablef("the audit log failed during the run, which was stopped: %w", r.log.Err())
 	}
 	return nil
 }

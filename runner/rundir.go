@@ -73,7 +73,7 @@ func checkPrivateDir(dir string) error {
 		return err
 	}
 	if st.Mode().Perm()&0o022 != 0 || !ownedByMe(st) {
-		return fmt.Errorf("%w: run root %s must be owned by uid %d and not writable by others", errdefs.ErrUnavailable, dir, os.Geteuid())
+		return errdefs.Unavailablef("run root %s must be owned by uid %d and not writable by others", dir, os.Geteuid())
 	}
 	return nil
 }

@@ -98,10 +98,10 @@ func (r *run) prepareSession(host *sandbox.Host) error {
 	r.undo.add("closing the control socket", func(context.Context) error { ln.Close(); return nil })
 	r.spillDir = filepath.Join(host.RunDir, "spill")
 	if err := os.Mkdir(r.spillDir, 0o755); err != nil {
-		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("spill directory: %w", err)
 	}
 	if err := os.Chmod(r.spillDir, 0o755); err != nil { // whatever the umask
-		return fmt.Errorf("%w: spill directory: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("spill directory: %w", err)
 	}
 	host.SpillDir = r.spillDir
 	return nil
@@ -175,7 +175,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 	s.mu.Lock()
 	if s.closed || !s.r.session && s.n > 0 {
 		s.mu.Unlock()
-		return ExecResult{}, fmt.Errorf("%w: %w", errdefs.ErrUnavailable, ErrClosed)
+		return ExecResult{}, errdefs.Unavailablef("%w", ErrClosed)
 	}
 	s.wg.Add(1)
 	s.n++
@@ -183,7 +183,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, eo ExecOptions) (Exec
 	defer s.wg.Done()
 	select {
 	case <-s.serveDone:
-		return ExecResult{}, fmt.Errorf("%w: the session's sandbox has ended (%v); stop the session", errdefs.ErrUnavailable, s.serveErr)
+		return ExecResult{}, errdefs.Unavailablef("the session's sandbox has ended (%v); stop the session", s.serveErr) // serveErr may be nil
 	default:
 	}
 	res, err := s.r.execOne(ctx, argv, eo)
@@ -220,7 +220,7 @@ func (s *Session) close(ctx context.Context, err error) error {
 	}
 	stopErr := s.stop(ctx, n)
 	terr := s.r.teardown(ctx, nil)
-	return errors.Join(stopErr, terr, s.r.auditErr())
+	return errdefs.Join(stopErr, terr, s.r.auditErr())
 }
 
 // stop ends a session's commands and process 1, records what changed since the last
@@ -240,7 +240,7 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun
 		detail = fmt.Sprintf("the session's process 1 did not end within %s of the stop, after %d command(s) (stopped, traced or hung); its sandbox was killed", stopGrace, n)
-		stopErr = fmt.Errorf("%w: %s", errdefs.ErrUnavailable, detail)
+		stopErr = errdefs.Unavailablef("%s", detail)
 	} else {
 		select {
 		case <-s.serveDone:

@@ -92,17 +92,17 @@ func parse(name string, sc map[string]any) (spec, error) {
 	errs := []error{r.Err()}
 	for _, argv := range [][]string{s.mint, s.revoke} {
 		if len(argv) > 0 && strings.Contains(argv[0], "/") && !strings.HasPrefix(argv[0], "/") {
-			errs = append(errs, fmt.Errorf("%w: credentials %s: scope: %q: a command is an absolute path or a name in PATH, never relative (the workspace is the agent's)", errdefs.ErrInvalid, name, argv[0]))
+			errs = append(errs, errdefs.Invalidf("credentials %s: scope: %q: a command is an absolute path or a name in PATH, never relative (the workspace is the agent's)", name, argv[0]))
 		}
 	}
 	for _, v := range s.env {
 		if v == "" || strings.ContainsAny(v, "= \x00") || strings.HasPrefix(v, "CORDON_") || v == "PATH" {
-			errs = append(errs, fmt.Errorf("%w: credentials %s: scope.env: %q is not a variable the commands can be given", errdefs.ErrInvalid, name, v))
+			errs = append(errs, errdefs.Invalidf("credentials %s: scope.env: %q is not a variable the commands can be given", name, v))
 		}
 	}
 	data, err := json.Marshal(sc)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("%w: credentials %s: scope: %v", errdefs.ErrInvalid, name, err))
+		errs = append(errs, errdefs.Invalidf("credentials %s: scope: %w", name, err))
 	}
 	s.json = string(data)
 	return s, errors.Join(errs...)

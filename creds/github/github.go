@@ -79,7 +79,7 @@ func New(cfg Config) (*Provider, error) {
 		errs = append(errs, errors.New("github-app: no private key"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+		return nil, errdefs.Invalidf("%w", err)
 	}
 	api := strings.TrimSuffix(cfg.APIURL, "/")
 	if api == "" {
@@ -121,12 +121,12 @@ func parse(name string, sc map[string]any) (tokenRequest, error) {
 	errs := []error{r.Err()}
 	for _, repo := range req.Repositories {
 		if strings.Contains(repo, "/") {
-			errs = append(errs, fmt.Errorf("%w: credentials %s: scope.repositories: %q: give the name without its owner (the installation decides the owner)", errdefs.ErrInvalid, name, repo))
+			errs = append(errs, errdefs.Invalidf("credentials %s: scope.repositories: %q: give the name without its owner (the installation decides the owner)", name, repo))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(req.Permissions)) {
 		if levels[req.Permissions[k]] == 0 {
-			errs = append(errs, fmt.Errorf("%w: credentials %s: scope.permissions.%s: want read, write or admin, got %q", errdefs.ErrInvalid, name, k, req.Permissions[k]))
+			errs = append(errs, errdefs.Invalidf("credentials %s: scope.permissions.%s: want read, write or admin, got %q", name, k, req.Permissions[k]))
 		}
 	}
 	return req, errors.Join(errs...)

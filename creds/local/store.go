@@ -49,7 +49,7 @@ func readEntry(dir, hash string) (entry, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil || e.V != storeVersion {
-		return entry{}, fmt.Errorf("local token store: unreadable entry %s (version %d): %v", hash[:16], e.V, err)
+		return entry{}, fmt.Errorf("local token store: unreadable entry %s (version %d): %w", hash[:16], e.V, err)
 	}
 	return e, nil
 }

@@ -100,13 +100,13 @@ func FromEnv(cfg Config) (map[string]creds.Provider, error) {
 		switch n {
 		case Local, Exec, GitHubApp, Vault:
 		default:
-			errs = append(errs, fmt.Errorf("%w: unknown credentials provider %q", errdefs.ErrInvalid, n))
+			errs = append(errs, errdefs.Invalidf("unknown credentials provider %q", n))
 		}
 	}
 	if p, err := local.New(cfg.Root); err == nil {
 		out[Local] = p
 	} else {
-		need(Local, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err))
+		need(Local, errdefs.Unavailablef("%w", err))
 	}
 	out[Exec] = command.New(command.Config{Getenv: cfg.Getenv, Stderr: cfg.Stderr})
 	if p, err := gitHubApp(cfg.Getenv); err == nil {
@@ -130,7 +130,7 @@ func missing(getenv func(string) string, names ...string) error {
 		}
 	}
 	if len(miss) > 0 {
-		return fmt.Errorf("%w: not configured on this host: set %s", errdefs.ErrUnavailable, strings.Join(miss, ", "))
+		return errdefs.Unavailablef("not configured on this host: set %s", strings.Join(miss, ", "))
 	}
 	return nil
 }
@@ -141,16 +141,16 @@ func gitHubApp(getenv func(string) string) (*github.Provider, error) {
 	}
 	inst, err := strconv.ParseInt(getenv(EnvGitHubInstallationID), 10, 64)
 	if err != nil || inst <= 0 {
-		return nil, fmt.Errorf("%w: %s: want a positive number", errdefs.ErrInvalid, EnvGitHubInstallationID)
+		return nil, errdefs.Invalidf("%s: want a positive number", EnvGitHubInstallationID)
 	}
 	path := getenv(EnvGitHubAppKeyFile)
 	data, err := readPrivate(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrInvalid, EnvGitHubAppKeyFile, err)
+		return nil, errdefs.Invalidf("%s: %w", EnvGitHubAppKeyFile, err)
 	}
 	key, err := github.ParseKey(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrInvalid, path, err)
+		return nil, errdefs.Invalidf("%s: %w", path, err)
 	}
 	return github.New(github.Config{
 		APIURL: getenv(EnvGitHubAPIURL), AppID: getenv(EnvGitHubAppID), InstallationID: inst, Key: key,
@@ -182,11 +182,11 @@ func vaultFromEnv(getenv func(string) string) (*vault.Provider, error) {
 	if ca := getenv(EnvVaultCACert); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrInvalid, EnvVaultCACert, err)
+			return nil, errdefs.Invalidf("%s: %w", EnvVaultCACert, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: %s: no certificate in %s", errdefs.ErrInvalid, EnvVaultCACert, ca)
+			return nil, errdefs.Invalidf("%s: no certificate in %s", EnvVaultCACert, ca)
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}

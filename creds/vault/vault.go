@@ -62,10 +62,10 @@ type Provider struct {
 func New(cfg Config) (*Provider, error) {
 	u, err := url.Parse(cfg.Addr)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("%w: vault: address %q is not an http(s) URL", errdefs.ErrInvalid, cfg.Addr)
+		return nil, errdefs.Invalidf("vault: address %q is not an http(s) URL", cfg.Addr)
 	}
 	if cfg.Token.IsZero() {
-		return nil, fmt.Errorf("%w: vault: no token", errdefs.ErrInvalid)
+		return nil, errdefs.Invalidf("vault: no token")
 	}
 	client := http.Client{Timeout: 30 * time.Second}
 	if cfg.HTTPClient != nil {
@@ -109,10 +109,10 @@ func (p *Provider) Issue(ctx context.Context, args creds.IssueArgs) (creds.Grant
 		return creds.Grant{}, err
 	}
 	if slices.Contains(policies, "root") {
-		return creds.Grant{}, fmt.Errorf("%w: credentials %s: scope.policies: a task-scoped credential never gets root", errdefs.ErrInvalid, c.Name)
+		return creds.Grant{}, errdefs.Invalidf("credentials %s: scope.policies: a task-scoped credential never gets root", c.Name)
 	}
 	if role != "" && (strings.ContainsAny(role, "/?#%") || role == "." || role == "..") {
-		return creds.Grant{}, fmt.Errorf("%w: credentials %s: scope.role: %q is not a role name", errdefs.ErrInvalid, c.Name, role)
+		return creds.Grant{}, errdefs.Invalidf("credentials %s: scope.role: %q is not a role name", c.Name, role)
 	}
 	ttl := strconv.FormatInt(int64(c.TTL/time.Second), 10) + "s"
 	req := createRequest{

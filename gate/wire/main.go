@@ -8,13 +8,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
-// Exit statuses of [GateMain] besides the operation's own.
+// Exit statuses of [GateMain] besides the operation's own: cordon's (errdefs).
 const (
-	ExitDenied      = 1   // a person (or the contract) refused, or the request failed
-	ExitUsage       = 2   // bad arguments
-	ExitUnreachable = 125 // no gate socket: this sandbox has no gates
+	ExitDenied      = errdefs.ExitFailure   // a person (or the contract) refused, or the request failed
+	ExitUsage       = errdefs.ExitUsage     // bad arguments
+	ExitUnreachable = errdefs.ExitCannotRun // no gate socket: this sandbox has no gates
 )
 
 // GateMain is `cordon gate NAME` inside a sandbox: it asks for the gate, tells stderr

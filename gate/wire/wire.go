@@ -152,7 +152,7 @@ func dial(ctx context.Context, sock string) (*Conn, func(), error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, sock, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, sock, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	return NewConn(c), func() { stop(); c.Close() }, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"os"
 	"text/tabwriter"
@@ -27,7 +28,7 @@ func auditCmd(ctx context.Context, stdio IO, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
-		return &ExitError{Code: 2}
+		return errdefs.Exit(errdefs.ExitUsage)
 	}
 	return subs[args[0]](stdio, args[1:])
 }
@@ -84,7 +85,7 @@ func runArg(fs *flag.FlagSet, dir *string, args []string) (audit.Run, error) {
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return audit.Run{}, &ExitError{Code: 2, Msg: "want one RUN id or \"last\""}
+		return audit.Run{}, errdefs.Usagef("want one RUN id or \"last\"")
 	}
 	root, err := auditRoot(*dir)
 	if err != nil {
@@ -132,7 +133,7 @@ func auditVerify(stdio IO, args []string) error {
 	}
 	if !rep.OK() {
 		fmt.Fprintf(stdio.Stdout, "%s: NOT INTACT: %v\n", run.ID, rep.Problem)
-		return &ExitError{Code: 1}
+		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", run.ID, rep.Lines, rep.Head)
 	return nil
@@ -148,7 +149,7 @@ func auditReport(stdio IO, args []string) error {
 	}
 	if *out == "" {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "audit report: -o FILE is required"}
+		return errdefs.Usagef("audit report: -o FILE is required")
 	}
 	recs, err := audit.ReadEvents(run.EventsPath())
 	if err != nil {

@@ -75,9 +75,9 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (sandb
 		reasons = append(reasons, err)
 	}
 	if len(reasons) == 0 {
-		return nil, fmt.Errorf("%w: unknown backend %q (want auto, bwrap, docker, containerd or seatbelt)", errdefs.ErrInvalid, name)
+		return nil, errdefs.Invalidf("unknown backend %q (want auto, bwrap, docker, containerd or seatbelt)", name)
 	}
-	return nil, fmt.Errorf("%w: no usable sandbox backend, refusing to run unsandboxed: %w", errdefs.ErrUnavailable, errors.Join(reasons...))
+	return nil, errdefs.Unavailablef("no usable sandbox backend, refusing to run unsandboxed: %w", errors.Join(reasons...))
 }
 
 func backendsCmd(ctx context.Context, stdio IO, args []string) error {
@@ -97,7 +97,7 @@ func backendsCmd(ctx context.Context, stdio IO, args []string) error {
 		status, detail := "unavailable", b.why
 		if b.backend != nil {
 			if err := b.backend.Check(ctx); err != nil {
-				detail = cleanMsg(err)
+				detail = errdefs.Message(err)
 			} else {
 				status, detail = "available", "ready"
 				if d, ok := b.backend.(describer); ok {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
@@ -17,14 +18,14 @@ func checkCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "check: unexpected arguments " + strings.Join(fs.Args(), " ")}
+		return errdefs.Usagef("check: unexpected arguments %s", strings.Join(fs.Args(), " "))
 	}
 	p, c, err := planOf(*file, *auditDir, nil)
 	if err != nil {
 		for _, line := range problems(err) {
 			fmt.Fprintln(stdio.Stdout, line)
 		}
-		return &ExitError{Code: 1}
+		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	name := ""
 	if c != nil {
@@ -61,7 +62,7 @@ func problems(err error) []string {
 	}
 	walk(err)
 	if len(out) == 0 {
-		return strings.Split(cleanMsg(err), "\n")
+		return strings.Split(errdefs.Message(err), "\n")
 	}
 	return out
 }

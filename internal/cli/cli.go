@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
@@ -23,20 +22,6 @@ type IO struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-}
-
-// ExitError ends cordon with Code. When Msg is set, it is printed first, prefixed
-// "cordon: ".
-type ExitError struct {
-	Code int
-	Msg  string
-}
-
-func (e *ExitError) Error() string {
-	if e.Msg == "" {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Msg
 }
 
 // command is one subcommand.
@@ -66,13 +51,14 @@ func commands() []command {
 	}
 }
 
-// Run runs cordon with args (without the program name). The error is an *ExitError
-// when the process must exit with a particular status.
+// Run runs cordon with args (without the program name). Its error says how cordon
+// exits: errdefs.ExitCode is the status, errdefs.Message what to print (when not
+// already printed).
 func Run(ctx context.Context, stdio IO, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdio.Stderr)
 		if len(args) == 0 {
-			return &ExitError{Code: 2}
+			return errdefs.Exit(errdefs.ExitUsage)
 		}
 		return nil
 	}
@@ -83,7 +69,7 @@ func Run(ctx context.Context, stdio IO, args []string) error {
 		}
 	}
 	usage(stdio.Stderr)
-	return &ExitError{Code: 2, Msg: fmt.Sprintf("unknown command %q", args[0])}
+	return errdefs.Usagef("unknown command %q", args[0])
 }
 
 func usage(w io.Writer) {
@@ -114,29 +100,11 @@ func newFlags(name, synopsis string, w io.Writer) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return &ExitError{Code: 0}
+			return errdefs.Exit(0)
 		}
-		return &ExitError{Code: 2}
+		return errdefs.Exit(errdefs.ExitUsage)
 	}
 	return nil
-}
-
-// exitFor maps an error category to `cordon run`'s exit status (DESIGN.md).
-func exitFor(err error) *ExitError {
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee
-	}
-	return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
-}
-
-// cleanMsg drops the category prefix ("invalid: ") that wrapping adds, for users.
-func cleanMsg(err error) string {
-	msg := err.Error()
-	for _, cat := range []error{errdefs.ErrInvalid, errdefs.ErrUnavailable, errdefs.ErrDenied, errdefs.ErrUnsupported} {
-		msg = strings.TrimPrefix(msg, cat.Error()+": ")
-	}
-	return msg
 }
 
 func envOr(name, def string) string {

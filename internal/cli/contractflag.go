@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,14 +28,14 @@ func loadContract(file string) (*contract.Contract, error) {
 		} else if err == nil {
 			return contract.Default(), nil // a running sandbox keeps it from being created
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalid, err)
+			return nil, errdefs.Invalidf("%w", err)
 		} else {
 			return contract.Default(), nil
 		}
 	}
 	c, err := contract.Load(file)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+		return nil, errdefs.Invalidf("%w", err)
 	}
 	return c, nil
 }
@@ -55,7 +54,7 @@ func compile(load func() (*contract.Contract, error), protect ...string) (*contr
 	h.Protect = protect
 	p, err := contract.Compile(c, h)
 	if err != nil {
-		return nil, c, fmt.Errorf("%w: %w", errdefs.ErrInvalid, err)
+		return nil, c, errdefs.Invalidf("%w", err)
 	}
 	return p, c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,17 +55,17 @@ func diffCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	if len(files) != 2 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: fmt.Sprintf("diff: want two contracts, OLD and NEW; got %d argument(s)", len(files))}
+		return errdefs.Usagef("diff: want two contracts, OLD and NEW; got %d argument(s)", len(files))
 	}
 	ws, err := diffWorkspace(*dir)
 	if err != nil {
-		return &ExitError{Code: 2, Msg: "diff: " + err.Error()}
+		return errdefs.Usagef("diff: %w", err)
 	}
 	var sides [2]contract.Compiled
 	for i, role := range []string{"OLD", "NEW"} {
 		p, c, err := planFrom(loadFor(files[i], ws), *auditDir, nil)
 		if err != nil {
-			return &ExitError{Code: 2, Msg: fmt.Sprintf("diff: %s contract %s: %s", role, files[i], strings.Join(problems(err), "\n  "))}
+			return errdefs.Usagef("diff: %s contract %s: %s", role, files[i], strings.Join(problems(err), "\n  "))
 		}
 		sides[i] = contract.Compiled{Contract: c, Plan: p}
 	}
@@ -87,7 +88,7 @@ func diffCmd(ctx context.Context, stdio IO, args []string) error {
 		return err
 	}
 	if contract.Wider(changes) {
-		return &ExitError{Code: 1}
+		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"os"
 	"path/filepath"
@@ -66,8 +67,8 @@ func TestDiffComparesForOneWorkspace(t *testing.T) {
 		t.Errorf("diff output: %q", out.String())
 	}
 	err = Run(context.Background(), IO{Stdout: &out, Stderr: &errb}, []string{"diff", "--workspace", filepath.Join(root, "nope"), "a", "b"})
-	var ee *ExitError
-	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(ee.Msg, "--workspace") {
+	var st *errdefs.Status
+	if !errors.As(err, &st) || errdefs.ExitCode(err) != 2 || !strings.Contains(errdefs.Message(err), "--workspace") {
 		t.Errorf("a missing --workspace: %v", err)
 	}
 }

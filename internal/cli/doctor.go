@@ -72,7 +72,7 @@ func doctorCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "doctor: no arguments expected"}
+		return errdefs.Usagef("doctor: no arguments expected")
 	}
 	root, err := auditRoot(envOr("CORDON_AUDIT_DIR", ""))
 	if err != nil {
@@ -100,7 +100,7 @@ func doctorCmd(ctx context.Context, stdio IO, args []string) error {
 					backends = append(backends, namedBackend{b.name, b.backend})
 					continue
 				}
-				why = cleanMsg(err)
+				why = errdefs.Message(err)
 			}
 			results[b.name] = doctorBackend{Backend: b.name, Skipped: why}
 		}
@@ -121,7 +121,7 @@ func doctorCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	printDoctor(stdio, report, *asJSON)
 	if len(backends) == 0 {
-		return &ExitError{Code: errdefs.ExitCannotRun, Msg: "doctor: no usable sandbox backend"}
+		return errdefs.Unavailablef("doctor: no usable sandbox backend")
 	}
 	return doctorExit(report)
 }
@@ -143,7 +143,7 @@ func postureOf(ctx context.Context, plan *contract.Plan, auditRoot string, b san
 		AuditRoot: auditRoot, Version: Version, Gates: gate.DenyAll, Secrets: scrubbedSecrets(plan),
 	})
 	if err != nil {
-		return doctorBackend{Error: cleanMsg(err)}
+		return doctorBackend{Error: errdefs.Message(err)}
 	}
 	var p pid1.Posture
 	dec := json.NewDecoder(&stdout)
@@ -171,13 +171,13 @@ func doctorExit(r doctorReport) error {
 		case b.Error != "" && code == 0:
 			code = errdefs.ExitCannotRun
 		case b.Error == "" && !b.OK:
-			code = 1
+			code = errdefs.ExitFailure
 		}
 	}
 	if code == 0 {
 		return nil
 	}
-	return &ExitError{Code: code}
+	return errdefs.Exit(code)
 }
 
 func printDoctor(stdio IO, r doctorReport, asJSON bool) {

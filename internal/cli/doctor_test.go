@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"strings"
 	"testing"
 
@@ -99,9 +100,9 @@ func TestDoctorJSONAndExit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code := 0
-			var ee *ExitError
-			if err := doctorExit(doctorReport{Version: doctorVersion, Backends: tt.backends}); errors.As(err, &ee) {
-				code = ee.Code
+			var st *errdefs.Status
+			if err := doctorExit(doctorReport{Version: doctorVersion, Backends: tt.backends}); errors.As(err, &st) {
+				code = errdefs.ExitCode(err)
 			}
 			if code != tt.want {
 				t.Errorf("exit %d; want %d", code, tt.want)

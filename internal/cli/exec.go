@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +36,10 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	if id == "" || len(argv) == 0 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "exec: give a SESSION and a command (cordon exec SESSION -- CMD [ARGS...])"}
+		return errdefs.Usagef("exec: give a SESSION and a command (cordon exec SESSION -- CMD [ARGS...])")
 	}
 	if *timeout < 0 {
-		return &ExitError{Code: 2, Msg: "exec: --timeout must be positive"}
+		return errdefs.Usagef("exec: --timeout must be positive")
 	}
 	if *capN < 0 {
 		*capN = 0
@@ -68,7 +69,7 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 		return json.NewEncoder(stdio.Stdout).Encode(res)
 	}
 	if res.ExitCode != 0 {
-		return &ExitError{Code: res.ExitCode}
+		return errdefs.Exit(res.ExitCode)
 	}
 	return nil
 }

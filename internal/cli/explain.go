@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -28,7 +29,7 @@ func explainCmd(ctx context.Context, stdio IO, args []string) error {
 		for _, line := range problems(err) {
 			fmt.Fprintln(stdio.Stderr, line)
 		}
-		return &ExitError{Code: 1}
+		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdio.Stdout)

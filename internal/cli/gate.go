@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"os"
 	"os/user"
@@ -42,7 +43,7 @@ func gateCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdio.Stderr, gateUsage)
 		if len(args) == 0 {
-			return &ExitError{Code: 2}
+			return errdefs.Exit(errdefs.ExitUsage)
 		}
 		return nil
 	}
@@ -59,7 +60,7 @@ func gateCmd(ctx context.Context, stdio IO, args []string) error {
 		args = args[1:] // `cordon gate request NAME`, for gates named like a subcommand
 	}
 	if code := wire.GateMain(args, stdio.Stdout, stdio.Stderr); code != 0 {
-		return &ExitError{Code: code}
+		return errdefs.Exit(code)
 	}
 	return nil
 }
@@ -78,7 +79,7 @@ func gateList(ctx context.Context, stdio IO, args []string) error {
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "gate ls: takes no arguments"}
+		return errdefs.Usagef("gate ls: takes no arguments")
 	}
 	ps := pendingAll(ctx, *root, stdio.Stderr)
 	if *asJSON {
@@ -111,7 +112,7 @@ func gateShow(ctx context.Context, stdio IO, args []string) error {
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "gate show: want one ID"}
+		return errdefs.Usagef("gate show: want one ID")
 	}
 	id := fs.Arg(0)
 	for _, p := range pendingAll(ctx, *root, stdio.Stderr) {
@@ -128,7 +129,7 @@ func gateShow(ctx context.Context, stdio IO, args []string) error {
 		fmt.Fprintf(w, "\ncordon gate approve %s   |   cordon gate deny %s --why TEXT\n", p.ID, p.ID)
 		return nil
 	}
-	return &ExitError{Code: 1, Msg: fmt.Sprintf("gate show: no pending request %q (see cordon gate ls)", id)}
+	return errdefs.Exitf(errdefs.ExitFailure, "gate show: no pending request %q (see cordon gate ls)", id)
 }
 
 func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error {
@@ -153,7 +154,7 @@ func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error
 		id = fs.Arg(0)
 	} else if id == "" || fs.NArg() != 0 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "gate " + verb + ": want one ID"}
+		return errdefs.Usagef("gate %s: want one ID", verb)
 	}
 	by := approver()
 	for _, sock := range adminSockets(*root) {
@@ -169,7 +170,7 @@ func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error
 		case errors.Is(err, wire.ErrNotFound), errors.Is(err, wire.ErrUnreachable):
 			continue
 		case err != nil:
-			return &ExitError{Code: 125, Msg: fmt.Sprintf("gate %s: %s: %v", verb, filepath.Base(sock), err)}
+			return errdefs.CannotRun(fmt.Errorf("gate %s: %s: %w", verb, filepath.Base(sock), err))
 		}
 		if verb == "approve" {
 			fmt.Fprintf(stdio.Stdout, "approved %s; the operation runs now and its output goes to the requester\n", id)
@@ -178,7 +179,7 @@ func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error
 		}
 		return nil
 	}
-	return &ExitError{Code: 1, Msg: fmt.Sprintf("gate %s: no pending request %q (see cordon gate ls)", verb, id)}
+	return errdefs.Exitf(errdefs.ExitFailure, "gate %s: no pending request %q (see cordon gate ls)", verb, id)
 }
 
 // adminSockets lists the admin sockets under root, sorted.

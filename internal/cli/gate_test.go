@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"net"
 	"os"
 	"strings"
@@ -52,10 +53,10 @@ func runGate(t *testing.T, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	err := Run(context.Background(), IO{Stdout: &out, Stderr: &errb}, append([]string{"gate"}, args...))
 	code := 0
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		code = ee.Code
-		errb.WriteString(ee.Msg)
+	var st *errdefs.Status
+	if errors.As(err, &st) {
+		code = errdefs.ExitCode(err)
+		errb.WriteString(errdefs.Message(err))
 	} else if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/internal/pid1"
 )
@@ -10,16 +11,16 @@ import (
 // cordon's process 1 inside a sandbox.
 func internalCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 && args[0] == "init" {
-		return &ExitError{Code: pid1.Main()}
+		return errdefs.Exit(pid1.Main())
 	}
 	if len(args) > 0 && args[0] == pid1.JoinArg {
-		return &ExitError{Code: pid1.JoinMain(args[1:])}
+		return errdefs.Exit(pid1.JoinMain(args[1:]))
 	}
 	if len(args) > 0 && args[0] == pid1.PostureArg {
-		return &ExitError{Code: pid1.PostureMain(args[1:])}
+		return errdefs.Exit(pid1.PostureMain(args[1:]))
 	}
 	if len(args) > 0 && args[0] == "supervise" {
 		return superviseCmd(ctx, stdio, args[1:])
 	}
-	return &ExitError{Code: 2, Msg: "internal: for cordon's own use only"}
+	return errdefs.Usagef("internal: for cordon's own use only")
 }

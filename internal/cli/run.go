@@ -32,10 +32,10 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	argv := fs.Args()
 	if len(argv) == 0 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "run: no command given (cordon run -- CMD [ARGS...])"}
+		return errdefs.Usagef("run: no command given (cordon run -- CMD [ARGS...])")
 	}
 	if *timeout < 0 {
-		return &ExitError{Code: 2, Msg: "run: --timeout must be positive"}
+		return errdefs.Usagef("run: --timeout must be positive")
 	}
 	root, err := auditRoot(*auditDir)
 	if err != nil {
@@ -79,18 +79,19 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 		return reportRunError(stdio, err)
 	}
 	if res.ExitCode != 0 {
-		return &ExitError{Code: res.ExitCode}
+		return errdefs.Exit(res.ExitCode)
 	}
 	return nil
 }
 
 // reportRunError prints err as cordon's one-line reason (one line per contract
-// problem) and returns exit status 125.
+// problem) and returns its exit status: 125 unless err carries another.
 func reportRunError(stdio IO, err error) error {
-	for _, line := range strings.Split(cleanMsg(err), "\n") {
+	err = errdefs.CannotRun(err)
+	for _, line := range strings.Split(errdefs.Message(err), "\n") {
 		fmt.Fprintf(stdio.Stderr, "cordon: %s\n", line)
 	}
-	return &ExitError{Code: exitFor(err).Code}
+	return errdefs.Reported(err)
 }
 
 // withSignals cancels ctx, with the signal as the cause, on SIGINT, SIGTERM or SIGHUP,
@@ -119,7 +120,7 @@ func auditRoot(flagValue string) (string, error) {
 	if flagValue == "" {
 		root, err := audit.DefaultRoot()
 		if err != nil {
-			return "", fmt.Errorf("%w: no audit root (%v); pass --audit-dir", errdefs.ErrUnavailable, err)
+			return "", errdefs.Unavailablef("no audit root (%w); pass --audit-dir", err)
 		}
 		return root, nil
 	}

@@ -27,7 +27,7 @@ func sessionCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdio.Stderr, "Usage: cordon session start [-c FILE] [--backend B] [--audit-dir DIR] [--gates ask|deny]\n       cordon session ls\n       cordon session sweep SESSION\n       cordon session stop SESSION")
 		if len(args) == 0 {
-			return &ExitError{Code: 2}
+			return errdefs.Exit(errdefs.ExitUsage)
 		}
 		return nil
 	}
@@ -41,7 +41,7 @@ func sessionCmd(ctx context.Context, stdio IO, args []string) error {
 	case "sweep":
 		return sessionSweep(stdio, args[1:])
 	}
-	return &ExitError{Code: 2, Msg: fmt.Sprintf("session: unknown subcommand %q (start, ls, sweep, stop)", args[0])}
+	return errdefs.Usagef("session: unknown subcommand %q (start, ls, sweep, stop)", args[0])
 }
 
 // sessionStart spawns the supervisor, detached, and waits for it to say it is ready.
@@ -55,7 +55,7 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return &ExitError{Code: 2, Msg: "session start: unexpected arguments"}
+		return errdefs.Usagef("session start: unexpected arguments")
 	}
 	fail := func(err error) error { return reportRunError(stdio, err) }
 	dir := sessionsDir()
@@ -113,8 +113,7 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 		msg = "the session supervisor exited before it was ready: " + strings.TrimSpace(string(data))
 	}
 	os.Remove(logPath)
-	fmt.Fprintf(stdio.Stderr, "cordon: %s\n", msg)
-	return &ExitError{Code: 125}
+	return clientError(stdio, errors.New(msg))
 }
 
 func sessionLs(stdio IO, args []string) error {
@@ -141,7 +140,7 @@ func sessionSweep(stdio IO, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &ExitError{Code: 2, Msg: "session sweep: give one SESSION"}
+		return errdefs.Usagef("session sweep: give one SESSION")
 	}
 	sess, err := client.Open(fs.Arg(0))
 	if err != nil {
@@ -167,16 +166,12 @@ func sessionSweep(stdio IO, args []string) error {
 	return nil
 }
 
-// clientError reports a session client's failure: 125 (cordon could not do it) unless
-// the supervisor said otherwise.
+// clientError reports a session client's failure on one line: 125 (cordon could not
+// do it) unless the supervisor said otherwise (a [client.Error] carries its status).
 func clientError(stdio IO, err error) error {
-	code := errdefs.ExitCannotRun
-	var ce *client.Error
-	if errors.As(err, &ce) && ce.Code != 0 {
-		code = ce.Code
-	}
-	fmt.Fprintf(stdio.Stderr, "cordon: %s\n", cleanMsg(err))
-	return &ExitError{Code: code}
+	err = errdefs.CannotRun(err)
+	fmt.Fprintf(stdio.Stderr, "cordon: %s\n", errdefs.Message(err))
+	return errdefs.Reported(err)
 }
 
 func sessionStop(stdio IO, args []string) error {
@@ -185,7 +180,7 @@ func sessionStop(stdio IO, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &ExitError{Code: 2, Msg: "session stop: give one SESSION"}
+		return errdefs.Usagef("session stop: give one SESSION")
 	}
 	sess, err := client.Open(fs.Arg(0))
 	if err == nil {

@@ -54,13 +54,13 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	ready := os.NewFile(uintptr(*readyFD), "ready")
 	fail := func(err error) error {
 		if ready != nil {
-			fmt.Fprintf(ready, "error %s\n", strings.ReplaceAll(cleanMsg(err), "\n", "; "))
+			fmt.Fprintf(ready, "error %s\n", strings.ReplaceAll(errdefs.Message(err), "\n", "; "))
 			ready.Close()
 		}
 		if *logPath != "" {
 			os.Remove(*logPath)
 		}
-		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
+		return errdefs.CannotRun(err)
 	}
 	linux.Umask(0o077)
 	ctx, stopSignals := withSignals(ctx)
@@ -90,7 +90,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	ln, sock, cleanup, err := publishSession(sess, plan, b.Name(), dir)
 	if err != nil {
 		_ = sess.Close(ctx)
-		return fail(fmt.Errorf("%w: session socket: %v", errdefs.ErrUnavailable, err))
+		return fail(errdefs.Unavailablef("session socket: %w", err))
 	}
 	if *logPath != "" {
 		_ = os.Rename(*logPath, filepath.Join(dir, sess.ID()+".log"))
@@ -101,10 +101,7 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 	err = superviseUntilStop(ctx, sess, ln, sock)
 	cleanup()
 	log.Info("session stopped", "id", sess.ID(), "err", err)
-	if err != nil {
-		return &ExitError{Code: errdefs.ExitCannotRun, Msg: err.Error()}
-	}
-	return nil
+	return errdefs.CannotRun(err)
 }
 
 // superviseUntilStop serves the session's socket until a stop request, a signal or the
@@ -121,7 +118,7 @@ func superviseUntilStop(ctx context.Context, sess *runner.Session, ln net.Listen
 	if stopConn != nil {
 		f := client.Frame{Done: true}
 		if err != nil {
-			f = client.Frame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
+			f = errFrame(err)
 		}
 		_ = json.NewEncoder(stopConn).Encode(f)
 		stopConn.Close()
@@ -199,7 +196,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 	}
 	enc := &lockedEncoder{enc: json.NewEncoder(c)}
 	if err != nil {
-		_ = enc.Encode(client.Frame{Error: "bad request: " + err.Error(), Code: 2})
+		_ = enc.Encode(errFrame(errdefs.Usagef("bad request: %w", err)))
 		c.Close()
 		return
 	}
@@ -216,7 +213,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		turn, err := sess.Sweep()
 		f := client.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed}
 		if err != nil {
-			f = client.Frame{Error: cleanMsg(err), Code: errdefs.ExitCannotRun}
+			f = errFrame(err)
 		}
 		_ = enc.Encode(f)
 		c.Close()
@@ -225,7 +222,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		defer c.Close()
 		serveExec(ctx, sess, req, br, enc)
 	default:
-		_ = enc.Encode(client.Frame{Error: fmt.Sprintf("unknown op %q", req.Op), Code: 2})
+		_ = enc.Encode(errFrame(errdefs.Usagef("unknown op %q", req.Op)))
 		c.Close()
 	}
 }
@@ -234,7 +231,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 // client going away (cordon exec interrupted) ends the command.
 func serveExec(ctx context.Context, sess *runner.Session, req client.Request, br *bufio.Reader, enc *lockedEncoder) {
 	if req.Cap < 0 || req.TimeoutMS < 0 {
-		_ = enc.Encode(client.Frame{Error: "cap and timeout_ms must not be negative", Code: 2})
+		_ = enc.Encode(errFrame(errdefs.Usagef("cap and timeout_ms must not be negative")))
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -260,11 +257,12 @@ func serveExec(ctx context.Context, sess *runner.Session, req client.Request, br
 		Stdout: frameWriter{enc: enc, fd: 1}, Stderr: frameWriter{enc: enc, fd: 2},
 	})
 	if err != nil {
-		code := exitFor(err).Code
 		if errors.Is(err, errdefs.ErrInvalid) {
-			code = 2
+			// What the session refuses to run (no command, a working directory that
+			// does not exist) is a bad request: the caller's usage error.
+			err = &errdefs.Status{Code: errdefs.ExitUsage, Err: err}
 		}
-		_ = enc.Encode(client.Frame{Error: cleanMsg(err), Code: code})
+		_ = enc.Encode(errFrame(err))
 		return
 	}
 	_ = enc.Encode(client.Frame{Result: &client.Result{
@@ -275,6 +273,13 @@ func serveExec(ctx context.Context, sess *runner.Session, req client.Request, br
 		Diffstat:     client.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
 		DeniedEgress: res.DeniedEgress,
 	}})
+}
+
+// errFrame answers a request with err: its message and the status `cordon exec` exits
+// with (125 unless err carries another).
+func errFrame(err error) client.Frame {
+	err = errdefs.CannotRun(err)
+	return client.Frame{Error: errdefs.Message(err), Code: errdefs.ExitCode(err)}
 }
 
 // readInput copies Input lines to w until EOF is sent; a client that hangs up first

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"net/http"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ func tokenCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		return nil
 	}
-	return &ExitError{Code: 2}
+	return errdefs.Exit(errdefs.ExitUsage)
 }
 
 func tokenVerify(stdio IO, args []string) error {
@@ -40,23 +41,23 @@ func tokenVerify(stdio IO, args []string) error {
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
-		return &ExitError{Code: 2, Msg: "token verify: want one TOKEN or -"}
+		return errdefs.Usagef("token verify: want one TOKEN or -")
 	}
 	tok := fs.Arg(0)
 	if tok == "-" {
 		line, err := bufio.NewReader(stdio.Stdin).ReadString('\n')
 		if err != nil && line == "" {
-			return &ExitError{Code: 2, Msg: "token verify: no token on stdin"}
+			return errdefs.Usagef("token verify: no token on stdin")
 		}
 		tok = strings.TrimSpace(line)
 	}
 	info, err := local.Verify(*root, tok, strings.Fields(*scope), time.Now())
 	if errors.Is(err, local.ErrInactive) {
 		fmt.Fprintf(stdio.Stdout, "inactive: %v\n", err)
-		return &ExitError{Code: 1}
+		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	if err != nil {
-		return &ExitError{Code: 125, Msg: "token verify: " + err.Error()}
+		return errdefs.CannotRun(fmt.Errorf("token verify: %w", err))
 	}
 	fmt.Fprintf(stdio.Stdout, "active: %s of run %s, scopes %q, expires %s\n", info.Name, info.Run, info.Scopes, info.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil

@@ -77,11 +77,11 @@ func NewCgroup(name string, lim Limits) (*Cgroup, error) {
 	}
 	parent := filepath.Join(v2, "cordon")
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCgroup, err)
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
 	}
 	cg := &Cgroup{Path: filepath.Join(parent, name)}
 	if err := os.Mkdir(cg.Path, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCgroup, err)
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroup, err)
 	}
 	if err := cg.setup(parent, v1, lim); err != nil {
 		cg.Remove()

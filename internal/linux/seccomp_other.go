@@ -3,7 +3,6 @@
 package linux
 
 import (
-	"fmt"
 	"runtime"
 
 	"golang.org/x/net/bpf"
@@ -13,5 +12,5 @@ import (
 
 // LoadSeccompThread fails: seccomp is a Linux facility.
 func LoadSeccompThread(prog []bpf.RawInstruction) error {
-	return fmt.Errorf("%w: seccomp: unimplemented on %s", errdefs.ErrUnavailable, runtime.GOOS)
+	return errdefs.Unavailablef("seccomp: unimplemented on %s", runtime.GOOS)
 }

@@ -80,7 +80,7 @@ func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 			tree.Close()
 			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
-				return nil, fmt.Errorf("idmapping %s: %w (%v)", path, ErrNoIdmap, err)
+				return nil, fmt.Errorf("idmapping %s: %w (%w)", path, ErrNoIdmap, err)
 			}
 			return nil, fmt.Errorf("idmapping %s: %w", path, err)
 		}

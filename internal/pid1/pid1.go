@@ -5,6 +5,8 @@
 // signals, reaps every orphan, and exits with the command's status.
 package pid1
 
+import "github.com/cordonhq/cordon/internal/errdefs"
+
 // File descriptors the host passes to pid1.
 const (
 	StatusFD = 3 // pid1 writes one JSON Status line, then closes it
@@ -59,9 +61,9 @@ type Status struct {
 
 // Exit codes pid1 uses for itself, as shells do.
 const (
-	ExitNotFound      = 127 // the command does not exist
-	ExitNotExecutable = 126 // it exists but cannot be executed
-	ExitSelfCheck     = 125 // the sandbox failed its self-check; the command never ran
+	ExitNotFound      = 127                   // the command does not exist
+	ExitNotExecutable = 126                   // it exists but cannot be executed
+	ExitSelfCheck     = errdefs.ExitCannotRun // the sandbox failed its self-check; the command never ran
 )
 
 // JoinArg is the `internal` subcommand a command starts through when it could not

@@ -31,7 +31,7 @@ func (b *Backend) bin() (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: bwrap: Bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap); cordon never runs a command unsandboxed", errdefs.ErrUnavailable)
+		return "", errdefs.Unavailablef("bwrap: Bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap); cordon never runs a command unsandboxed")
 	}
 	return p, nil
 }
@@ -43,10 +43,10 @@ func (b *Backend) Check(ctx context.Context) error {
 		return err
 	}
 	if data, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(data)) == "0" {
-		return fmt.Errorf("%w: bwrap: user namespaces are disabled (sysctl user.max_user_namespaces=0); enable them or use a container backend", errdefs.ErrUnavailable)
+		return errdefs.Unavailablef("bwrap: user namespaces are disabled (sysctl user.max_user_namespaces=0); enable them or use a container backend")
 	}
 	if data, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(data)) == "0" && os.Geteuid() != 0 {
-		return fmt.Errorf("%w: bwrap: unprivileged user namespaces are disabled (sysctl kernel.unprivileged_userns_clone=0)", errdefs.ErrUnavailable)
+		return errdefs.Unavailablef("bwrap: unprivileged user namespaces are disabled (sysctl kernel.unprivileged_userns_clone=0)")
 	}
 	return nil
 }
@@ -70,11 +70,11 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 		if o := s.owner(); o != -1 {
 			if err := cg.Delegate(o); err != nil {
 				cg.Remove()
-				return nil, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+				return nil, errdefs.Unavailablef("%w", err)
 			}
 		}
 	case plan.Limits.Any():
-		return nil, fmt.Errorf("%w: limits need a cgroup cordon can write (run as root or delegate a cgroup): %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("limits need a cgroup cordon can write (run as root or delegate a cgroup): %w", err)
 	}
 	return s, nil
 }
@@ -137,7 +137,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
 	}
 	if len(p.Argv) == 0 && p.Serve == "" {
-		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
+		return 0, errdefs.Invalidf("empty command")
 	}
 	s.mu.Lock()
 	s.active++
@@ -155,7 +155,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 	f.closeChild()
 	if err != nil {
-		return 0, fmt.Errorf("%w: starting bwrap: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("starting bwrap: %w", err)
 	}
 	waitErr := make(chan error, 1)
 	go func() {
@@ -253,10 +253,13 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 			ChildPID int `json:"child-pid"`
 		}
 		if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPID == 0 {
-			return fmt.Errorf("%w: bwrap did not report its child (%v)", errdefs.ErrUnavailable, err)
+			if err == nil {
+				err = errors.New("no child-pid")
+			}
+			return errdefs.Unavailablef("bwrap did not report its child (%w)", err)
 		}
 		if err := s.cg.AddV1(bwrapPID, info.ChildPID); err != nil {
-			return fmt.Errorf("%w: applying limits: %v", errdefs.ErrUnavailable, err)
+			return errdefs.Unavailablef("applying limits: %w", err)
 		}
 	}
 	dir := p.Dir
@@ -274,7 +277,7 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 	_, err := specW.Write(spec)
 	specW.Close()
 	if err != nil && !errors.Is(err, syscall.EPIPE) {
-		return fmt.Errorf("%w: sending the command to the sandbox: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("sending the command to the sandbox: %w", err)
 	}
 	return nil
 }
@@ -296,7 +299,7 @@ func (s *instance) finish(stderr io.Writer, err error, st pid1.Status, checked b
 		if msg == "" && err != nil {
 			msg = err.Error()
 		}
-		return 0, fmt.Errorf("%w: bwrap could not build the sandbox: %s%s", errdefs.ErrUnavailable, msg, hint(msg))
+		return 0, errdefs.Unavailablef("bwrap could not build the sandbox: %s%s", msg, hint(msg))
 	}
 	if !st.OK {
 		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.Error)

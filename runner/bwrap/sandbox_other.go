@@ -4,7 +4,6 @@ package bwrap
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -13,7 +12,7 @@ import (
 
 // Check implements sandbox.Backend: Bubblewrap is Linux's.
 func (b *Backend) Check(ctx context.Context) error {
-	return fmt.Errorf("%w: bwrap: the bwrap backend is unimplemented on this GOOS", errdefs.ErrUnavailable)
+	return errdefs.Unavailablef("bwrap: the bwrap backend is unimplemented on this GOOS")
 }
 
 // Start is unimplemented off Linux.

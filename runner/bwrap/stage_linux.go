@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,7 +44,7 @@ func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
 		uid, e1 = strconv.Atoi(u)
 		gid, e2 = strconv.Atoi(g)
 		if e1 != nil || e2 != nil || uid <= 0 || gid <= 0 {
-			return 0, 0, fmt.Errorf("%w: %s=%q: want UID[:GID], not 0", errdefs.ErrInvalid, SandboxIDEnv, v)
+			return 0, 0, errdefs.Invalidf("%s=%q: want UID[:GID], not 0", SandboxIDEnv, v)
 		}
 	}
 	return uid, gid, nil
@@ -64,7 +63,7 @@ func staged(args []string, host sandbox.Host, uid, gid int) (stage.Spec, []strin
 			continue
 		}
 		if err := os.Lchown(p, uid, gid); err != nil {
-			return stage.Spec{}, nil, fmt.Errorf("%w: handing %s to the sandbox uid: %v", errdefs.ErrUnavailable, p, err)
+			return stage.Spec{}, nil, errdefs.Unavailablef("handing %s to the sandbox uid: %w", p, err)
 		}
 	}
 	idmapped := map[int]bool{}
@@ -110,7 +109,7 @@ func staged(args []string, host sandbox.Host, uid, gid int) (stage.Spec, []strin
 func source(path string, writable bool, earlier []stage.Source, idmapped map[int]bool, uid, gid int) (stage.Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return stage.Source{}, fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
+		return stage.Source{}, errdefs.Unavailablef("%w", err)
 	}
 	s := stage.Source{Path: path, Dir: fi.IsDir(), In: -1}
 	best := -1

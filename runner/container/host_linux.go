@@ -182,16 +182,16 @@ type Handoff struct {
 // backend in errors. Close releases both.
 func Hand(engine string, in Input, p sandbox.Process, writable []string) (*Handoff, error) {
 	if err := pid1.WriteSpec(in.HostInitDir, Spec(in, p, writable), in.UID, in.GID); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
+		return nil, errdefs.Unavailablef("%s: %w", engine, err)
 	}
 	status, err := pid1.OpenStatus(in.HostInitDir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
+		return nil, errdefs.Unavailablef("%s: %w", engine, err)
 	}
 	sent, err := pid1.Send(in.HostInitDir, Payload(in))
 	if err != nil {
 		status.Close()
-		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, engine, err)
+		return nil, errdefs.Unavailablef("%s: %w", engine, err)
 	}
 	return &Handoff{Status: status, sent: sent}, nil
 }
@@ -214,13 +214,13 @@ func CommandCgroup(dir string, uid int, name string) (*sandbox.CommandCgroup, er
 	}
 	parent, err := linux.OpenCgroup(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("command cgroup: %w", err)
 	}
 	owner := -1
 	if uid != os.Geteuid() {
 		owner = uid
 		if err := os.Chown(filepath.Join(dir, "cgroup.procs"), uid, -1); err != nil {
-			return nil, fmt.Errorf("%w: command cgroup: %v", errdefs.ErrUnavailable, err)
+			return nil, errdefs.Unavailablef("command cgroup: %w", err)
 		}
 	}
 	return sandbox.NewCommandCgroup(parent, name, owner)

@@ -81,7 +81,7 @@ func (b *Backend) client() (*containerd.Client, error) {
 		}
 	}
 	if b.cliErr != nil {
-		return nil, fmt.Errorf("%w: containerd: %s does not answer (%v); start containerd, or set CONTAINERD_ADDRESS", errdefs.ErrUnavailable, b.address(), b.cliErr)
+		return nil, errdefs.Unavailablef("containerd: %s does not answer (%w); start containerd, or set CONTAINERD_ADDRESS", b.address(), b.cliErr)
 	}
 	return b.cli, nil
 }

@@ -62,11 +62,11 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox.Host) error {
 	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
 	if err != nil {
-		return fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("containerd: %w", err)
 	}
 	in := container.Input{Plan: plan, Host: host, UID: uid, GID: gid, Image: plan.Image != ""}
 	if err := container.PrepareInit(&in); err != nil {
-		return fmt.Errorf("%w: containerd: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("containerd: %w", err)
 	}
 	name := container.Name(host.RunID)
 	labels := container.Labels(in, container.Owner())
@@ -82,7 +82,7 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 	} else {
 		rootfs = filepath.Join(host.RunDir, "rootfs")
 		if err := container.MakeSkeleton(rootfs, in); err != nil {
-			return fmt.Errorf("%w: containerd: the host view's root: %v", errdefs.ErrUnavailable, err)
+			return errdefs.Unavailablef("containerd: the host view's root: %w", err)
 		}
 	}
 	opts = append(opts, containerd.WithContainerLabels(labels), containerd.WithNewSpec(specOpts(in, rootfs)...))
@@ -91,7 +91,7 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 		if in.Image { // the snapshot may exist without its container
 			_ = s.cli.SnapshotService(containerd.DefaultSnapshotter).Remove(context.WithoutCancel(ctx), name)
 		}
-		return fmt.Errorf("%w: containerd: creating the container: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("containerd: creating the container: %w", err)
 	}
 	s.c, s.in = c, in
 	s.writable = container.Writable(in)
@@ -124,20 +124,19 @@ func (s *instance) CgroupID() uint64 { return s.cgID }
 func image(ctx context.Context, cli *containerd.Client, ref, pull string) (containerd.Image, error) {
 	named, err := reference.ParseDockerRef(ref)
 	if err != nil {
-		return nil, fmt.Errorf("%w: containerd: image %q: %v", errdefs.ErrInvalid, ref, err)
+		return nil, errdefs.Invalidf("containerd: image %q: %w", ref, err)
 	}
 	full := named.String()
 	img, err := cli.GetImage(ctx, full)
 	switch {
 	case err == nil:
 	case !cerrdefs.IsNotFound(err):
-		return nil, fmt.Errorf("%w: containerd: looking up image %q: %v", errdefs.ErrUnavailable, ref, err)
+		return nil, errdefs.Unavailablef("containerd: looking up image %q: %w", ref, err)
 	case pull != "missing":
-		return nil, fmt.Errorf("%w: containerd: image %q (%s) is not present in namespace %q and the contract does not allow pulling (pull: never); import it (ctr -n %[3]s images import/pull) or set pull: missing",
-			errdefs.ErrUnavailable, ref, full, DefaultNamespace)
+		return nil, errdefs.Unavailablef("containerd: image %q (%s) is not present in namespace %q and the contract does not allow pulling (pull: never); import it (ctr -n %[3]s images import/pull) or set pull: missing", ref, full, DefaultNamespace)
 	default:
 		if img, err = cli.Pull(ctx, full, containerd.WithPullUnpack); err != nil {
-			return nil, fmt.Errorf("%w: containerd: pulling image %q (pull: missing): %v", errdefs.ErrUnavailable, ref, err)
+			return nil, errdefs.Unavailablef("containerd: pulling image %q (pull: missing): %w", ref, err)
 		}
 	}
 	return img, nil
@@ -191,7 +190,7 @@ const (
 // Exec implements sandbox.Sandbox: it runs one task.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if len(p.Argv) == 0 && p.Serve == "" {
-		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
+		return 0, errdefs.Invalidf("empty command")
 	}
 	ctx = namespaces.WithNamespace(ctx, s.ns)
 	s.waitDeleted(ctx)
@@ -214,7 +213,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 	task, err := s.c.NewTask(ctx, cio.NewCreator(cio.WithStreams(stdin, p.Stdout, p.Stderr)))
 	if err != nil {
-		return 0, fmt.Errorf("%w: containerd: creating the task: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("containerd: creating the task: %w", err)
 	}
 	eof.then(func() {
 		cctx, cancel := context.WithTimeout(bg, killTimeout)
@@ -245,10 +244,10 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}()
 	exitC, err := task.Wait(bg)
 	if err != nil {
-		return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("containerd: waiting for the task: %w", err)
 	}
 	if err := task.Start(ctx); err != nil {
-		return 0, fmt.Errorf("%w: containerd: starting the task: %w", errdefs.ErrUnavailable, err) // a deadline met here is the command's timeout
+		return 0, errdefs.Unavailablef("containerd: starting the task: %w", err) // a deadline met here is the command's timeout
 	}
 	stC := make(chan statusResult, 1)
 	go func() {
@@ -269,7 +268,7 @@ func waitTask(ctx context.Context, task containerd.Task, exitC <-chan containerd
 	case es := <-exitC:
 		c, _, err := es.Result()
 		if err != nil {
-			return 0, fmt.Errorf("%w: containerd: waiting for the task: %v", errdefs.ErrUnavailable, err)
+			return 0, errdefs.Unavailablef("containerd: waiting for the task: %w", err)
 		}
 		return int(c), nil
 	case <-ctx.Done():
@@ -307,7 +306,7 @@ func (s *instance) finish(task containerd.Task, code int, status *os.File, stC <
 	st := <-stC
 	switch {
 	case !st.ok:
-		return 0, fmt.Errorf("%w: containerd: the task exited (status %d) before cordon's process 1 reported", errdefs.ErrUnavailable, code)
+		return 0, errdefs.Unavailablef("containerd: the task exited (status %d) before cordon's process 1 reported", code)
 	case !st.status.OK:
 		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
 	}

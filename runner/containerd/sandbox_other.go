@@ -4,7 +4,6 @@ package containerd
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -13,7 +12,7 @@ import (
 
 // Start is unimplemented off Linux: the sandbox's process 1 is a Linux binary.
 func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
-	return nil, fmt.Errorf("%w: containerd: the containerd backend is unimplemented on this GOOS", errdefs.ErrUnavailable)
+	return nil, errdefs.Unavailablef("containerd: the containerd backend is unimplemented on this GOOS")
 }
 
 // GC has nothing to collect off Linux.

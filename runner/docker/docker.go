@@ -45,7 +45,7 @@ func (b *Backend) client() (*client.Client, error) {
 	}
 	cli, err := client.NewClientWithOpts(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("docker: %w", err)
 	}
 	b.cli = cli
 	return cli, nil
@@ -68,7 +68,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	defer cancel()
 	ping, err := cli.Ping(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: docker: the engine at %s does not answer (%v); start dockerd, or set DOCKER_HOST", errdefs.ErrUnavailable, cli.DaemonHost(), err)
+		return errdefs.Unavailablef("docker: the engine at %s does not answer (%w); start dockerd, or set DOCKER_HOST", cli.DaemonHost(), err)
 	}
 	cli.NegotiateAPIVersionPing(ping)
 	b.mu.Lock()

@@ -60,15 +60,15 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox.Host) (*instance, error) {
 	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
 	if err != nil {
-		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("docker: %w", err)
 	}
 	in := container.Input{Plan: plan, Host: host, UID: uid, GID: gid, Image: plan.Image != ""}
 	if err := container.PrepareInit(&in); err != nil {
-		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("docker: %w", err)
 	}
 	etcDir := filepath.Join(host.RunDir, "etc")
 	if err := writeEtc(etcDir); err != nil {
-		return nil, fmt.Errorf("%w: docker: %v", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("docker: %w", err)
 	}
 	ref := plan.Image
 	if in.Image {
@@ -94,10 +94,10 @@ func (s *instance) createContainer(ctx context.Context) error {
 	_ = s.waitRemoved(ctx) // a failed removal makes the create fail with the reason
 	resp, err := s.cli.ContainerCreate(ctx, s.cfg, s.hc, nil, nil, container.Name(s.in.Host.RunID))
 	if err != nil {
-		return fmt.Errorf("%w: docker: creating the container: %v", errdefs.ErrUnavailable, err)
+		return errdefs.Unavailablef("docker: creating the container: %w", err)
 	}
 	if resp.ID == "" { // never from a sound engine; a removal by name would miss it
-		return fmt.Errorf("%w: docker: creating the container: the engine returned no id", errdefs.ErrUnavailable)
+		return errdefs.Unavailablef("docker: creating the container: the engine returned no id")
 	}
 	var cgID uint64
 	cgDir := ""
@@ -259,10 +259,10 @@ func ensureImage(ctx context.Context, cli *client.Client, ref, pull string) erro
 		return nil
 	}
 	if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: docker: inspecting image %q: %v", errdefs.ErrUnavailable, ref, err)
+		return errdefs.Unavailablef("docker: inspecting image %q: %w", ref, err)
 	}
 	if pull != "missing" {
-		return fmt.Errorf("%w: docker: image %q is not present and the contract does not allow pulling (pull: never); load it (docker pull/load %s) or set pull: missing", errdefs.ErrUnavailable, ref, ref)
+		return errdefs.Unavailablef("docker: image %q is not present and the contract does not allow pulling (pull: never); load it (docker pull/load %s) or set pull: missing", ref, ref)
 	}
 	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{})
 	if err == nil {
@@ -270,7 +270,7 @@ func ensureImage(ctx context.Context, cli *client.Client, ref, pull string) erro
 		rc.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: docker: pulling image %q (pull: missing): %v", errdefs.ErrUnavailable, ref, err)
+		return errdefs.Unavailablef("docker: pulling image %q (pull: missing): %w", ref, err)
 	}
 	return nil
 }
@@ -291,7 +291,7 @@ func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) 
 		rc.Close()
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w: docker: importing the host view's skeleton image: %v", errdefs.ErrUnavailable, err)
+		return "", errdefs.Unavailablef("docker: importing the host view's skeleton image: %w", err)
 	}
 	return ref, nil
 }
@@ -326,7 +326,7 @@ type instance struct {
 // Exec implements sandbox.Sandbox.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if len(p.Argv) == 0 && p.Serve == "" {
-		return 0, fmt.Errorf("%w: empty command", errdefs.ErrInvalid)
+		return 0, errdefs.Invalidf("empty command")
 	}
 	if s.current() == "" {
 		if err := s.createContainer(ctx); err != nil {
@@ -343,7 +343,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	status := h.Status
 	att, err := s.cli.ContainerAttach(ctx, id, dcontainer.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
-		return 0, fmt.Errorf("%w: docker: attaching to the container: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("docker: attaching to the container: %w", err)
 	}
 	defer att.Close()
 	// Waiting must be set up before the start, or a quick exit could be missed.
@@ -361,7 +361,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		_ = att.CloseWrite() // the command sees end of file
 	}()
 	if err := s.cli.ContainerStart(ctx, id, dcontainer.StartOptions{}); err != nil {
-		return 0, fmt.Errorf("%w: docker: starting the container: %w", errdefs.ErrUnavailable, err) // a deadline met here is the command's timeout
+		return 0, errdefs.Unavailablef("docker: starting the container: %w", err) // a deadline met here is the command's timeout
 	}
 	stC := make(chan statusResult, 1)
 	go func() {
@@ -373,11 +373,11 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	select {
 	case w := <-waitC:
 		if w.Error != nil {
-			return 0, fmt.Errorf("%w: docker: waiting for the container: %s", errdefs.ErrUnavailable, w.Error.Message)
+			return 0, errdefs.Unavailablef("docker: waiting for the container: %s", w.Error.Message)
 		}
 		code = int(w.StatusCode)
 	case err := <-waitErr:
-		return 0, fmt.Errorf("%w: docker: waiting for the container: %v", errdefs.ErrUnavailable, err)
+		return 0, errdefs.Unavailablef("docker: waiting for the container: %w", err)
 	case <-ctx.Done():
 		s.kill(bg, id, waitC, waitErr)
 		return 0, ctx.Err()
@@ -391,7 +391,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 	switch {
 	case !st.ok:
-		return 0, fmt.Errorf("%w: docker: the container exited (status %d) before cordon's process 1 reported", errdefs.ErrUnavailable, code)
+		return 0, errdefs.Unavailablef("docker: the container exited (status %d) before cordon's process 1 reported", code)
 	case !st.status.OK:
 		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
 	}

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"os"
 	"time"
 
@@ -17,7 +16,7 @@ type cgroup = linux.Cgroup
 func NewCommandCgroup(parent *linux.Cgroup, name string, owner int) (*CommandCgroup, error) {
 	c, err := parent.Child(name, owner)
 	if err != nil {
-		return nil, fmt.Errorf("%w: command cgroup: %w", errdefs.ErrUnavailable, err)
+		return nil, errdefs.Unavailablef("command cgroup: %w", err)
 	}
 	return &CommandCgroup{ID: c.ID, Dir: c.Dir(), cg: c}, nil
 }

@@ -27,7 +27,7 @@ func New(prefix string, m map[string]any) *Reader {
 }
 
 func (r *Reader) errorf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Errorf("%w: %s.%s", errdefs.ErrInvalid, r.prefix, fmt.Sprintf(format, args...)))
+	r.errs = append(r.errs, errdefs.Invalidf("%s.%s", r.prefix, fmt.Sprintf(format, args...)))
 }
 
 func (r *Reader) get(key string, required bool) (any, bool) {
@@ -160,7 +160,7 @@ func (r *Reader) Err() error {
 	errs := slices.Clone(r.errs)
 	for _, k := range slices.Sorted(maps.Keys(r.m)) {
 		if !r.used[k] {
-			errs = append(errs, fmt.Errorf("%w: %s.%s: unknown key", errdefs.ErrInvalid, r.prefix, k))
+			errs = append(errs, errdefs.Invalidf("%s.%s: unknown key", r.prefix, k))
 		}
 	}
 	return errors.Join(errs...)
