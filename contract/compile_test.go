@@ -270,3 +270,26 @@ func TestCompileProxyCredentialHosts(t *testing.T) {
 		t.Errorf("a malformed host was accepted: %v", err)
 	}
 }
+
+// TestRelativeProtectedPath: a relative host path to protect (a relative $CORDON_RUN_ROOT)
+// is taken from the caller's directory and hidden there; compiling it once looped forever.
+func TestRelativeProtectedPath(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "cordon.yaml")
+	if err := os.WriteFile(f, []byte("version: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := testHost(t, dir)
+	h.Protect = []string{".c/runs"}
+	p, err := Compile(c, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := mountAt(p, filepath.Join(dir, ".c/runs")); m == nil || m.Access != Hidden {
+		t.Fatalf("the relative protected path is not hidden at %s: %+v", filepath.Join(dir, ".c/runs"), m)
+	}
+}

@@ -198,7 +198,7 @@ func (k *compiler) enclosing(p string) *Mount {
 		if m, ok := k.mounts[q]; ok {
 			return m
 		}
-		if q == "/" {
+		if filepath.Dir(q) == q { // "/", or "." for a relative path, which no mount is
 			return nil
 		}
 	}

@@ -90,6 +90,9 @@ func (k *compiler) protectedPaths() []protected {
 		add(p, false, true, "a host control interface")
 	}
 	for _, p := range k.h.Protect {
+		if !filepath.IsAbs(p) { // as the caller's tools would read it
+			p = filepath.Join(k.h.Cwd, p)
+		}
 		add(p, true, false, "cordon's own state")
 	}
 	for _, rel := range HostExecuted {

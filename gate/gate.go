@@ -355,12 +355,3 @@ func (s *Service) newID() string {
 		}
 	}
 }
-
-// AdminDir is where runs' admin sockets live under the run root
-// (runner.DefaultRunRoot()): AdminDir(root)/RUNID.sock.
-func AdminDir(runRoot string) string { return filepath.Join(runRoot, "gates") }
-
-// AdminSocket is the admin socket of run runID.
-func AdminSocket(runRoot, runID string) string {
-	return filepath.Join(AdminDir(runRoot), runID+".sock")
-}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/event"
 	"net"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/cordonhq/cordon/internal/event"
 )
 
 // A `git push` gate never runs git in the workspace. What the sandbox wrote there (the

@@ -196,7 +196,7 @@ var worldRoots sync.Map
 
 // runRoots lists the default run root and every world's.
 func runRoots() []string {
-	out := []string{paths.RunRoot()}
+	out := []string{paths.RunRoot().String()}
 	worldRoots.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
 	return out
 }

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordonhq/cordon/client"
-	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // TestSessionIsOneSandbox: a session's commands share one sandbox: /tmp, $HOME and
@@ -71,7 +72,7 @@ func TestSessionCapSpillSweep(t *testing.T) {
 	w := newWorld(t)
 	id := w.startSession()
 	r := w.cordon("", "exec", id, "--json", "--", "sh", "-c", fiftyK)
-	var res client.Result
+	var res wire.Result
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
 		t.Fatalf("exec --json: %v", r)
 	}
@@ -118,12 +119,12 @@ func TestSessionCapSpillSweep(t *testing.T) {
 func TestSessionGoClient(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	s, err := client.Start(ctx, client.StartOptions{Cordon: testutil.Cordon(t), Dir: w.ws, Env: w.env, Backend: backendOf(w)})
+	s, err := session.Start(ctx, session.StartOptions{Cordon: testutil.Cordon(t), Dir: w.ws, Env: w.env, Backend: backendOf(w)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Stop(ctx)
-	res, err := s.Exec(ctx, []string{"sh", "-c", "echo out; echo err >&2; echo x > f; exit 7"}, client.ExecOptions{Cap: 10000})
+	res, err := s.Exec(ctx, []string{"sh", "-c", "echo out; echo err >&2; echo x > f; exit 7"}, session.ExecOptions{Cap: 10000})
 	if err != nil || res.ExitCode != 7 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Diffstat.Files != 1 {
 		t.Fatalf("buffered exec: %+v %v", res, err)
 	}
@@ -135,14 +136,14 @@ func TestSessionGoClient(t *testing.T) {
 		t.Fatalf("second sweep: want a new, empty turn: %+v %v", turn, err)
 	}
 	var out bytes.Buffer
-	res, err = s.Exec(ctx, []string{"tr", "a-z", "A-Z"}, client.ExecOptions{Stdin: strings.NewReader("piped\n"), Stdout: &out})
+	res, err = s.Exec(ctx, []string{"tr", "a-z", "A-Z"}, session.ExecOptions{Stdin: strings.NewReader("piped\n"), Stdout: &out})
 	if err != nil || res.ExitCode != 0 || out.String() != "PIPED\n" {
 		t.Fatalf("streamed exec with stdin: %+v %v %q", res, err, out.String())
 	}
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	if _, err := s.Exec(cctx, []string{"sleep", "432"}, client.ExecOptions{}); err == nil || time.Since(began) > 5*time.Second {
+	if _, err := s.Exec(cctx, []string{"sleep", "432"}, session.ExecOptions{}); err == nil || time.Since(began) > 5*time.Second {
 		t.Fatalf("cancelled exec: %v after %s", err, time.Since(began))
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -152,20 +153,20 @@ func TestSessionGoClient(t *testing.T) {
 	if p := processesMatching("sleep 432"); len(p) > 0 {
 		t.Errorf("a cancelled command kept running: %v", p)
 	}
-	if _, err := s.Exec(ctx, []string{"true"}, client.ExecOptions{Dir: "/nonexistent"}); err == nil {
+	if _, err := s.Exec(ctx, []string{"true"}, session.ExecOptions{Dir: "/nonexistent"}); err == nil {
 		t.Error("exec in a missing directory: want an error")
 	}
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ce *client.Error
-	if _, err := s.Exec(ctx, []string{"true"}, client.ExecOptions{}); err == nil || !asClientError(err, &ce) || ce.Code != 125 {
+	var ce *session.Error
+	if _, err := s.Exec(ctx, []string{"true"}, session.ExecOptions{}); err == nil || !asClientError(err, &ce) || ce.Code != 125 {
 		t.Errorf("exec after stop: want a 125 error, got %v", err)
 	}
 }
 
-func asClientError(err error, ce **client.Error) bool {
-	e, ok := err.(*client.Error)
+func asClientError(err error, ce **session.Error) bool {
+	e, ok := err.(*session.Error)
 	*ce = e
 	return ok
 }
@@ -236,7 +237,7 @@ func TestSessionControlChannelIsClosedToTheSandbox(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "Connection refused") {
 		t.Errorf("a command dialled the control socket: %v", r)
 	}
-	for _, p := range []string{client.SocketPath(w.sessionsDir(), id), w.gateAdminDir()} {
+	for _, p := range []string{paths.Root(w.runRoot).SessionSocket(id), w.gateAdminDir()} {
 		if r := w.cordon("", "exec", id, "--", "test", "-e", p); r.code != 1 {
 			t.Errorf("%s is visible in the sandbox: %v", p, r)
 		}
@@ -252,7 +253,7 @@ func TestSessionControlChannelIsClosedToTheSandbox(t *testing.T) {
 func TestSessionSandboxKilledEndsTheSession(t *testing.T) {
 	w := newWorld(t)
 	id := w.startSession()
-	info, err := client.Open(id)
+	info, err := session.Open(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +305,7 @@ func haveCmd(name string) bool {
 	return err == nil
 }
 
-func (w *world) gateAdminDir() string { return gate.AdminDir(w.runRoot) }
+func (w *world) gateAdminDir() string { return paths.Root(w.runRoot).Gates() }
 
 // TestSessionCommandCgroups: each command of a session runs in a cgroup of its own, so
 // a timeout kills what it started with setsid too, and a monitor alert names the

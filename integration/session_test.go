@@ -14,8 +14,8 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
-	"github.com/cordonhq/cordon/runner"
 )
 
 // startSession starts a session in w's workspace and stops it at the end of the test.
@@ -35,7 +35,7 @@ func (w *world) startSession(extra ...string) string {
 }
 
 // sessionsDir is where the world's sessions are published, in its own run root.
-func (w *world) sessionsDir() string { return runner.SessionsDir(w.runRoot) }
+func (w *world) sessionsDir() string { return paths.Root(w.runRoot).Sessions() }
 
 func sessionEvents(t *testing.T, w *world, id string) []audit.Record {
 	t.Helper()

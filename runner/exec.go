@@ -294,8 +294,8 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 			return nil, errdefs.Unavailablef("no audit root: %w (use --audit-dir)", err)
 		}
 	}
-	if inside(root, plan.Workspace) {
-		return nil, errdefs.Invalidf("the audit root %s is inside the workspace %s; the log must be out of the sandbox's reach", root, plan.Workspace)
+	if w, ok := writableBy(plan, root); ok {
+		return nil, errdefs.Invalidf("the audit root %s is inside %s, which the sandbox may write; the log must be out of the sandbox's reach", root, w)
 	}
 	red := audit.NewRedactor()
 	for _, kv := range o.Secrets {
@@ -313,6 +313,24 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 		return nil, errdefs.Unavailablef("audit log: %w", err)
 	}
 	return w, nil
+}
+
+// writableBy returns the host directory the sandbox of plan may write (the workspace, a
+// widened path) that holds p, links resolved; ok is false when there is none.
+func writableBy(plan *contract.Plan, p string) (string, bool) {
+	for _, m := range plan.Mounts {
+		if m.Type != contract.Bind || m.Access != contract.ReadWrite {
+			continue // a tmpfs is the sandbox's own, not a host directory
+		}
+		dir := m.Path
+		if rd, err := resolveExistingPrefix(dir); err == nil {
+			dir = rd
+		}
+		if inside(p, dir) {
+			return m.Path, true
+		}
+	}
+	return "", false
 }
 
 func inside(p, dir string) bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -49,7 +50,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	if g.sandboxLn, err = net.Listen("unix", sock); err != nil {
 		return errdefs.Unavailablef("gate socket: %w", err)
 	}
-	dir := gate.AdminDir(r.o.RunRoot)
+	dir := paths.Root(r.o.RunRoot).Gates()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errdefs.Unavailablef("gate admin directory: %w", err)
 	}

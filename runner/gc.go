@@ -4,20 +4,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/cordonhq/cordon/client"
-	"github.com/cordonhq/cordon/gate"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // GC removes what runs whose cordon process is gone left behind under root: their
 // placeholders, cgroups and run directories, and dead sessions' socket and files. It
 // returns the run ids it cleaned.
 func GC(root string) ([]string, error) {
+	if !filepath.IsAbs(root) {
+		return nil, errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)
+	}
+	if err := checkPrivateDir(root); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil // no run root: nothing to collect
+		}
+		return nil, err // never act on what an unsafe run root holds
+	}
 	cleaned, err := gcRuns(root)
 	gcGates(root)
 	gcIdleCgroups(root)
@@ -69,20 +79,17 @@ func gcRuns(root string) ([]string, error) {
 	return cleaned, errors.Join(errs...)
 }
 
-// SessionsDir is where session supervisors keep their socket, ID.json and log: a
-// subdirectory of the run root (mode 0700).
-func SessionsDir(root string) string { return paths.Sessions(root) }
-
 // gcSessions removes the socket, description and log of sessions whose supervisor is
 // gone.
 func gcSessions(root string) []string {
-	dir := SessionsDir(root)
+	rt := paths.Root(root)
+	dir := rt.Sessions()
 	var gone []string
-	for _, si := range client.List(dir) {
+	for _, si := range wire.List(dir) {
 		if si.Alive() {
 			continue
 		}
-		for _, p := range []string{client.SocketPath(dir, si.ID), client.LogPath(dir, si.ID), client.InfoPath(dir, si.ID)} {
+		for _, p := range []string{rt.SessionSocket(si.ID), rt.SessionLog(si.ID), rt.SessionInfo(si.ID)} {
 			_ = os.Remove(p)
 		}
 		gone = append(gone, si.ID)
@@ -93,7 +100,7 @@ func gcSessions(root string) []string {
 // gcGates removes the gate admin sockets (RUNROOT/gates/ID.sock) of runs whose run
 // directory is gone: their cordon died without removing them.
 func gcGates(root string) {
-	matches, _ := filepath.Glob(filepath.Join(gate.AdminDir(root), "*.sock"))
+	matches, _ := filepath.Glob(filepath.Join(paths.Root(root).Gates(), "*.sock"))
 	for _, m := range matches {
 		id := strings.TrimSuffix(filepath.Base(m), ".sock")
 		if _, err := os.Lstat(filepath.Join(root, id)); errors.Is(err, os.ErrNotExist) {

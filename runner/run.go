@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -30,7 +31,7 @@ type Options struct {
 	Stderr  io.Writer
 	// Timeout overrides the plan's per-command timeout when positive.
 	Timeout time.Duration
-	// RunRoot holds run directories; "" means DefaultRunRoot().
+	// RunRoot holds run directories; "" means paths.RunRoot() ($CORDON_RUN_ROOT or the default).
 	RunRoot string
 	// AuditRoot holds the audit logs; "" means audit.DefaultRoot(). It must not be
 	// inside the workspace, and the sandbox never sees it.
@@ -188,7 +189,7 @@ func orDiscard(w io.Writer) io.Writer {
 func (o *Options) defaults() {
 	o.Stdin, o.Stdout, o.Stderr = orEmpty(o.Stdin), orDiscard(o.Stdout), orDiscard(o.Stderr)
 	if o.RunRoot == "" {
-		o.RunRoot = DefaultRunRoot()
+		o.RunRoot = paths.RunRoot().String()
 	}
 	if o.Init == "" {
 		o.Init = DefaultInit()
@@ -250,6 +251,9 @@ func (r *run) prepare(ctx context.Context) error {
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
 	r.sink = &cmdSink{next: log, copy: r.o.Events}
+	if err := checkRunRoot(r.o.RunRoot, r.plan); err != nil {
+		return err
+	}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
 	if err != nil {
 		return errdefs.Unavailablef("%w", err)

@@ -17,10 +17,6 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// DefaultRunRoot is where run directories live: /run/cordon/runs for root,
-// $XDG_RUNTIME_DIR/cordon/runs otherwise, else a per-user directory in /tmp.
-func DefaultRunRoot() string { return paths.RunRoot() }
-
 // runOwner is a run directory's owner.json: the cordon process that owns it and what gc
 // must undo once that process is gone.
 type runOwner struct {
@@ -67,8 +63,24 @@ func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
 	return rd, h, rd.save()
 }
 
+// checkRunRoot refuses a run root the sandbox of plan could write, or that is not an
+// absolute path: gc trusts what a run root holds (owner records naming placeholders to
+// remove, cgroups to kill), so a sandbox that could rename or replace it would choose
+// what the next cordon on this host deletes and kills.
+func checkRunRoot(root string, plan *contract.Plan) error {
+	if !filepath.IsAbs(root) {
+		return errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)
+	}
+	if w, ok := writableBy(plan, root); ok {
+		return errdefs.Invalidf("the run root %s is inside %s, which the sandbox may write; use a run root out of its reach ($%s)", root, w, paths.RunRootEnv)
+	}
+	return nil
+}
+
+// checkPrivateDir checks that dir is a directory (not a link to one) owned by this user
+// and writable by no one else.
 func checkPrivateDir(dir string) error {
-	st, err := os.Stat(dir)
+	st, err := os.Lstat(dir)
 	if err != nil {
 		return err
 	}
@@ -174,7 +186,7 @@ func resolveExistingPrefix(p string) (string, error) {
 // DefaultInit is the binary backends run as process 1: cordon-init next to this
 // executable when it is there and as trusted as this executable (same owner, not
 // writable by others), else this executable itself (`cordon internal init`), which
-// does the same but starts slower, carrying every engine client.
+// does the same but starts slower, carrying every engine session.
 func DefaultInit() string {
 	exe, err := os.Executable()
 	if err != nil {

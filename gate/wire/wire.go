@@ -10,7 +10,7 @@
 //	← {"outcome":{"approved":true,"exit_code":0,…}}   or   {"error":"…"}
 //
 // Closing the connection withdraws the request. The admin socket (host only, mode 0600,
-// one per run under gate.AdminDir) takes any number of requests per connection:
+// one per run under the run root's gates/) takes any number of requests per connection:
 //
 //	→ {"op":"ls"}                               ← {"pending":[…]}
 //	→ {"op":"approve","id":"…","by":"alice"}    ← {"ok":true}   or {"error":"…","code":"not_found"}

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"os"
 	"text/tabwriter"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/audit"
 )

@@ -3,8 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"strings"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/contract"
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner"
 )
 
@@ -77,11 +78,11 @@ func planFrom(load func() (*contract.Contract, error), auditDir string, gcDone f
 	if err != nil {
 		return nil, nil, err
 	}
-	cleaned, gcErr := runner.GC(runner.DefaultRunRoot())
+	cleaned, gcErr := runner.GC(paths.RunRoot().String())
 	if gcDone != nil {
 		gcDone(cleaned, gcErr)
 	}
-	p, c, err := compile(load, root, runner.DefaultRunRoot())
+	p, c, err := compile(load, root, paths.RunRoot().String())
 	if err != nil {
 		return nil, c, err
 	}
@@ -98,5 +99,5 @@ func placeholder(rel string) bool {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r
 	}
-	return runner.Placeholder(runner.DefaultRunRoot(), abs)
+	return runner.Placeholder(paths.RunRoot().String(), abs)
 }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/contract"
 )

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
 func TestParseInterspersed(t *testing.T) {

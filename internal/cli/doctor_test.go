@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/internal/pid1"
 )

@@ -3,12 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/cordonhq/cordon/client"
+	"github.com/cordonhq/cordon/internal/errdefs"
+
+	"github.com/cordonhq/cordon/session"
 )
 
 // defaultJSONCap is --cap's default with --json: what fits a model's context window.
@@ -47,11 +48,11 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 			*capN = defaultJSONCap
 		}
 	}
-	sess, err := client.Open(id)
+	sess, err := session.Open(id)
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	o := client.ExecOptions{Dir: *dir, Timeout: *timeout, Cap: *capN}
+	o := session.ExecOptions{Dir: *dir, Timeout: *timeout, Cap: *capN}
 	if o.Dir == "" {
 		o.Dir = cwdIn(sess.Info().Workspace)
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/contract"
 )

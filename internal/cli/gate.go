@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"io"
 	"os"
 	"os/user"
@@ -17,9 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cordonhq/cordon/gate"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
+
 	"github.com/cordonhq/cordon/gate/wire"
-	"github.com/cordonhq/cordon/runner"
 )
 
 // gateJSONVersion versions `cordon gate ls --json`.
@@ -67,7 +67,7 @@ func gateCmd(ctx context.Context, stdio IO, args []string) error {
 
 func gateFlags(name, synopsis string, stdio IO) (*flag.FlagSet, *string) {
 	fs := newFlags("gate "+name, "gate "+synopsis, stdio.Stderr)
-	root := fs.String("run-root", runner.DefaultRunRoot(), "run `DIR` whose gates/ holds the runs' admin sockets")
+	root := fs.String("run-root", paths.RunRoot().String(), "run `DIR` whose gates/ holds the runs' admin sockets")
 	return fs, root
 }
 
@@ -184,7 +184,7 @@ func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error
 
 // adminSockets lists the admin sockets under root, sorted.
 func adminSockets(root string) []string {
-	ms, _ := filepath.Glob(filepath.Join(gate.AdminDir(root), "*.sock"))
+	ms, _ := filepath.Glob(filepath.Join(paths.Root(root).Gates(), "*.sock"))
 	sort.Strings(ms)
 	return ms
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/gate"
@@ -22,16 +24,16 @@ import (
 func gateRun(t *testing.T) (root string, s *gate.Service) {
 	t.Helper()
 	root = t.TempDir()
-	if err := os.MkdirAll(gate.AdminDir(root), 0o700); err != nil {
+	if err := os.MkdirAll(paths.Root(root).Gates(), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	g := contract.Gate{Name: "hello", Run: []string{"echo", "hi"}, Approve: contract.ApproveHuman, Why: "say hi", Timeout: contract.Duration(time.Minute)}
 	s = gate.New(gate.Config{RunID: "20261129T201530Z-3fa9c1", Workspace: t.TempDir(), Gates: []contract.Gate{g}})
-	ln, err := net.Listen("unix", gate.AdminSocket(root, "20261129T201530Z-3fa9c1"))
+	ln, err := net.Listen("unix", paths.Root(root).GateSocket("20261129T201530Z-3fa9c1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := net.Listen("unix", gate.AdminSocket(root, "20261129T000000Z-000000"))
+	dead, err := net.Listen("unix", paths.Root(root).GateSocket("20261129T000000Z-000000"))
 	if err != nil {
 		t.Fatal(err)
 	}

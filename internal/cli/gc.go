@@ -7,12 +7,13 @@ import (
 
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/providers"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner"
 )
 
 func gcCmd(ctx context.Context, stdio IO, args []string) error {
 	fs := newFlags("gc", "gc [--run-root DIR]", stdio.Stderr)
-	root := fs.String("run-root", runner.DefaultRunRoot(), "run directories `DIR`")
+	root := fs.String("run-root", paths.RunRoot().String(), "run directories `DIR`")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+
 	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/internal/pid1"

@@ -13,15 +13,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cordonhq/cordon/client"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // A session is one run kept open by a supervisor process (`cordon internal supervise`)
 // that listens on RUNROOT/sessions/ID.sock; the protocol and its types are package
-// client's (docs/sessions.md).
-
-func sessionsDir() string { return client.Dir() }
+// session/wire's (docs/sessions.md).
 
 func sessionCmd(ctx context.Context, stdio IO, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -58,7 +58,7 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 		return errdefs.Usagef("session start: unexpected arguments")
 	}
 	fail := func(err error) error { return reportRunError(stdio, err) }
-	dir := sessionsDir()
+	dir := paths.RunRoot().Sessions()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail(err)
 	}
@@ -121,7 +121,7 @@ func sessionLs(stdio IO, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	for _, s := range client.List(sessionsDir()) {
+	for _, s := range wire.List(paths.RunRoot().Sessions()) {
 		state := "running"
 		if !s.Alive() {
 			state = "dead (cordon gc removes it)"
@@ -142,7 +142,7 @@ func sessionSweep(stdio IO, args []string) error {
 	if fs.NArg() != 1 {
 		return errdefs.Usagef("session sweep: give one SESSION")
 	}
-	sess, err := client.Open(fs.Arg(0))
+	sess, err := session.Open(fs.Arg(0))
 	if err != nil {
 		return clientError(stdio, err)
 	}
@@ -167,7 +167,7 @@ func sessionSweep(stdio IO, args []string) error {
 }
 
 // clientError reports a session client's failure on one line: 125 (cordon could not
-// do it) unless the supervisor said otherwise (a [client.Error] carries its status).
+// do it) unless the supervisor said otherwise (a [session.Error] carries its status).
 func clientError(stdio IO, err error) error {
 	err = errdefs.CannotRun(err)
 	fmt.Fprintf(stdio.Stderr, "cordon: %s\n", errdefs.Message(err))
@@ -182,7 +182,7 @@ func sessionStop(stdio IO, args []string) error {
 	if fs.NArg() != 1 {
 		return errdefs.Usagef("session stop: give one SESSION")
 	}
-	sess, err := client.Open(fs.Arg(0))
+	sess, err := session.Open(fs.Arg(0))
 	if err == nil {
 		err = sess.Stop(context.Background())
 	}
@@ -191,18 +191,3 @@ func sessionStop(stdio IO, args []string) error {
 	}
 	return nil
 }
-
-// frameWriter sends what it is given as output chunks of fd.
-type frameWriter struct {
-	enc *lockedEncoder
-	fd  int
-}
-
-func (w frameWriter) Write(p []byte) (int, error) {
-	if err := w.enc.Encode(client.Frame{FD: w.fd, Data: p}); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-var errStopped = errors.New("session stopped")

@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/internal/errdefs"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/local"

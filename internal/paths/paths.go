@@ -1,36 +1,81 @@
 // Package paths names where cordon keeps its host-side state, for the packages that
-// must agree on it without importing each other (the runner, the session client, gc).
+// must agree on it without importing each other (the runner, the session supervisor and
+// client, the gates, gc). Every such path is named by a method of [Root].
 package paths
 
 import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // RunRootEnv names the variable that, when set, is the run root instead of the default:
 // side-by-side installations and tests keep their runs, sessions, gate sockets and gc
-// apart with it. A relative value is taken from the current directory. The run root is
-// checked as before: it must be owned by the user and writable by no one else.
+// apart with it. It must be an absolute path, owned by the user, writable by no one else,
+// and out of every sandbox's reach: a run refuses one inside what its sandbox may write.
 const RunRootEnv = "CORDON_RUN_ROOT"
 
-// RunRoot is where run directories live: $CORDON_RUN_ROOT when set, /run/cordon/runs for
-// root, else under $XDG_RUNTIME_DIR or the temporary directory, private to the user.
-func RunRoot() string {
-	if d := os.Getenv(RunRootEnv); d != "" {
-		if abs, err := filepath.Abs(d); err == nil {
-			return abs
+// Root is a run root: the private directory that holds the state of the runs live on
+// this host. Its layout:
+//
+//	ROOT/ID/               a run's private directory (owner.json, sockets, masks)
+//	ROOT/sessions/ID.sock  a session supervisor's socket, ID.json its record, ID.log its log
+//	ROOT/gates/ID.sock     a run's gate admin socket
+type Root string
+
+// RunRoot is the run root of this process's environment: $CORDON_RUN_ROOT when set,
+// /run/cordon/runs for root, else under $XDG_RUNTIME_DIR or the temporary directory,
+// private to the user.
+func RunRoot() Root { return RunRootIn(os.Environ()) }
+
+// RunRootIn is the run root a cordon started with the environment env uses (the caller's
+// own when env is nil), so that a program starting cordon finds what it publishes.
+func RunRootIn(env []string) Root {
+	if env == nil {
+		env = os.Environ()
+	}
+	get := func(name string) string {
+		v := ""
+		for _, e := range env {
+			if k, val, ok := strings.Cut(e, "="); ok && k == name {
+				v = val // the last one wins, as for exec
+			}
 		}
-		return d
+		return v
+	}
+	if d := get(RunRootEnv); d != "" {
+		return Root(filepath.Clean(d)) // a relative one is refused where it is used
 	}
 	if os.Geteuid() == 0 {
 		return "/run/cordon/runs"
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "cordon", "runs")
+	if d := get("XDG_RUNTIME_DIR"); d != "" {
+		return Root(filepath.Join(d, "cordon", "runs"))
 	}
-	return filepath.Join(os.TempDir(), "cordon-"+strconv.Itoa(os.Geteuid()), "runs")
+	return Root(filepath.Join(os.TempDir(), "cordon-"+strconv.Itoa(os.Geteuid()), "runs"))
 }
 
-// Sessions is where session supervisors publish their sockets and descriptions.
-func Sessions(runRoot string) string { return filepath.Join(runRoot, "sessions") }
+// String is the root directory.
+func (r Root) String() string { return string(r) }
+
+// Run is run id's private directory.
+func (r Root) Run(id string) string { return filepath.Join(string(r), id) }
+
+// Sessions is where session supervisors publish their sockets, records and logs.
+func (r Root) Sessions() string { return filepath.Join(string(r), "sessions") }
+
+// SessionSocket is session id's supervisor socket.
+func (r Root) SessionSocket(id string) string { return filepath.Join(r.Sessions(), id+".sock") }
+
+// SessionInfo is session id's record (session/wire.Info).
+func (r Root) SessionInfo(id string) string { return filepath.Join(r.Sessions(), id+".json") }
+
+// SessionLog is session id's supervisor log.
+func (r Root) SessionLog(id string) string { return filepath.Join(r.Sessions(), id+".log") }
+
+// Gates is where runs' gate admin sockets live.
+func (r Root) Gates() string { return filepath.Join(string(r), "gates") }
+
+// GateSocket is run id's gate admin socket.
+func (r Root) GateSocket(id string) string { return filepath.Join(r.Gates(), id+".sock") }

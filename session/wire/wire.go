@@ -1,4 +1,8 @@
-package client
+// Package wire is the protocol between a session's supervisor and its clients (`cordon
+// exec`, `cordon session`, the Go client in package session), and the record the
+// supervisor publishes for each session: one JSON request line per connection, input
+// lines, answer frames (docs/sessions.md).
+package wire
 
 import (
 	"encoding/json"
@@ -8,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/owner"
-	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // The supervisor protocol (docs/sessions.md): one connection per request; the client
@@ -92,12 +95,7 @@ type Info struct {
 	AuditDir  string    `json:"audit_dir"`
 }
 
-// Paths of a session's files in dir (RUNROOT/sessions).
-func SocketPath(dir, id string) string { return filepath.Join(dir, id+".sock") }
-func InfoPath(dir, id string) string   { return filepath.Join(dir, id+".json") }
-func LogPath(dir, id string) string    { return filepath.Join(dir, id+".log") }
-
-// List reads the sessions of dir (see [Dir]), live or dead, sorted by id.
+// List reads the session records in dir (a run root's Sessions), live or dead, sorted by id.
 func List(dir string) []Info {
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var out []Info
@@ -110,6 +108,3 @@ func List(dir string) []Info {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
-
-// Dir is where this user's sessions are published.
-func Dir() string { return paths.Sessions(paths.RunRoot()) }

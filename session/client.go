@@ -1,10 +1,10 @@
-// Package client drives cordon sessions from a Go program, such as an agent harness:
+// Package session drives cordon sessions from a Go program, such as an agent harness:
 // [Start] a session (a sandbox and its services, kept by a supervisor process), [Open]
 // one by id, run commands in it with [Session.Exec] (output streamed to writers, or
 // buffered and capped for a model's context window), [Session.Sweep] its spill files
 // and [Session.Stop] it. It speaks the supervisor's socket protocol (docs/sessions.md),
 // the same one `cordon exec` uses, so a harness in any language can do the same.
-package client
+package session
 
 import (
 	"bufio"
@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // ErrNoSession is returned by Open for an id with no session.
@@ -82,42 +84,44 @@ func Start(ctx context.Context, o StartOptions) (*Session, error) {
 		}
 		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: "session start: " + msg}
 	}
-	return Open(strings.TrimSpace(string(out)))
+	return open(paths.RunRootIn(o.Env), strings.TrimSpace(string(out)))
 }
 
 // Session is a handle on a running session; it holds no connection, so it may be
 // used from several goroutines.
 type Session struct {
-	info Info
-	dir  string
+	info wire.Info
+	root paths.Root
 }
 
 // Open finds the session id of this user.
-func Open(id string) (*Session, error) {
-	dir := Dir()
+func Open(id string) (*Session, error) { return open(paths.RunRoot(), id) }
+
+// open finds session id in the run root root.
+func open(root paths.Root, id string) (*Session, error) {
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return nil, fmt.Errorf("%w %q", ErrNoSession, id)
 	}
-	data, err := os.ReadFile(InfoPath(dir, id))
-	var si Info
+	data, err := os.ReadFile(root.SessionInfo(id))
+	var si wire.Info
 	if err == nil {
 		err = json.Unmarshal(data, &si)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s (cordon session ls)", ErrNoSession, id)
 	}
-	return &Session{info: si, dir: dir}, nil
+	return &Session{info: si, root: root}, nil
 }
 
 // ID is the session's id (its run id in the audit log).
 func (s *Session) ID() string { return s.info.ID }
 
 // Info is what the supervisor published about the session.
-func (s *Session) Info() Info { return s.info }
+func (s *Session) Info() wire.Info { return s.info }
 
 func (s *Session) dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", SocketPath(s.dir, s.info.ID))
+	c, err := d.DialContext(ctx, "unix", s.root.SessionSocket(s.info.ID))
 	if err != nil {
 		if !s.info.Alive() {
 			return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s is dead (its supervisor is gone); cordon gc removes what it left", s.info.ID)}
@@ -137,14 +141,14 @@ type ExecOptions struct {
 	Cap   int
 	Stdin io.Reader // nil: an empty stdin
 	// Stdout and Stderr receive the (capped) output as it comes. When nil, it is
-	// buffered into the Result instead.
+	// buffered into the wire.Result instead.
 	Stdout, Stderr io.Writer
 }
 
 // Exec runs argv in the session. A command that ran is never an error, whatever its
 // exit code; an *Error reports that cordon could not run it (denied, session gone).
 // Cancelling ctx ends the command.
-func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*Result, error) {
+func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*wire.Result, error) {
 	c, err := s.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -152,7 +156,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*Resu
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	req := Request{Op: "exec", Argv: argv, Dir: o.Dir, TimeoutMS: o.Timeout.Milliseconds(), Cap: o.Cap, Stdin: o.Stdin != nil}
+	req := wire.Request{Op: "exec", Argv: argv, Dir: o.Dir, TimeoutMS: o.Timeout.Milliseconds(), Cap: o.Cap, Stdin: o.Stdin != nil}
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return nil, err
 	}
@@ -169,7 +173,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*Resu
 	}
 	dec := json.NewDecoder(bufio.NewReaderSize(c, 64<<10))
 	for {
-		var f Frame
+		var f wire.Frame
 		if err := dec.Decode(&f); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -204,12 +208,12 @@ func sendStdin(c net.Conn, r io.Reader) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			if enc.Encode(Input{Data: buf[:n]}) != nil {
+			if enc.Encode(wire.Input{Data: buf[:n]}) != nil {
 				return
 			}
 		}
 		if err != nil {
-			_ = enc.Encode(Input{EOF: true})
+			_ = enc.Encode(wire.Input{EOF: true})
 			return
 		}
 	}
@@ -237,18 +241,18 @@ func (s *Session) Stop(ctx context.Context) error {
 	return err
 }
 
-func (s *Session) simple(ctx context.Context, op string) (Frame, error) {
+func (s *Session) simple(ctx context.Context, op string) (wire.Frame, error) {
 	c, err := s.dial(ctx)
 	if err != nil {
-		return Frame{}, err
+		return wire.Frame{}, err
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	if err := json.NewEncoder(c).Encode(Request{Op: op}); err != nil {
-		return Frame{}, err
+	if err := json.NewEncoder(c).Encode(wire.Request{Op: op}); err != nil {
+		return wire.Frame{}, err
 	}
-	var f Frame
+	var f wire.Frame
 	if err := json.NewDecoder(c).Decode(&f); err != nil {
 		return f, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
 	}

@@ -1,0 +1,268 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// lockedEncoder serialises JSON lines written to one connection by the stdout and
+// stderr copiers.
+type lockedEncoder struct {
+	mu  sync.Mutex // mu guards enc.
+	enc *json.Encoder
+}
+
+func (e *lockedEncoder) Encode(v any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.enc.Encode(v)
+}
+
+// Serve serves the session's socket until a stop request, ctx's end (a signal) or the
+// sandbox's end, then tears the session down, answers the stop request and removes
+// what Publish made. It returns how the session's Close went.
+func (s *Server) Serve(ctx context.Context) error {
+	defer s.remove()
+	sess, ln, sock := s.sess, s.ln, s.root.SessionSocket(s.sess.ID())
+	// execCtx ends every running command: on stop and on a signal.
+	execCtx, cancelExecs := context.WithCancelCause(ctx)
+	defer cancelExecs(nil)
+	stopConn := serveUntilStop(ctx, execCtx, sess, ln)
+	ln.Close()
+	os.Remove(sock) // no new connections
+	cancelExecs(errStopped)
+	err := sess.Close(ctx)
+	if stopConn != nil {
+		f := wire.Frame{Done: true}
+		if err != nil {
+			f = errFrame(err)
+		}
+		_ = json.NewEncoder(stopConn).Encode(f)
+		stopConn.Close()
+	}
+	return err
+}
+
+// Record is what a session's published record says besides its id, supervisor and log.
+type Record struct {
+	Contract  string // the contract file, "" for the built-in default
+	Backend   string
+	Workspace string
+}
+
+// Server is a session's supervisor side: its socket, listening, and its record.
+type Server struct {
+	sess *runner.Session
+	root paths.Root
+	ln   net.Listener
+}
+
+// Publish listens on session sess's socket (0600) in root's sessions directory and
+// writes its record (wire.Info), both under the session id, so that clients find it.
+func Publish(sess *runner.Session, rec Record, root paths.Root) (*Server, error) {
+	id := sess.ID()
+	s := &Server{sess: sess, root: root}
+	sock, info := root.SessionSocket(id), root.SessionInfo(id)
+	ln, err := net.Listen("unix", sock)
+	if err == nil {
+		s.ln = ln
+		err = os.Chmod(sock, 0o600)
+	}
+	if err == nil {
+		si := wire.Info{ID: id, Process: owner.Self(), Started: time.Now().UTC(),
+			Contract: rec.Contract, Backend: rec.Backend, Workspace: rec.Workspace, AuditDir: sess.AuditDir()}
+		data, _ := json.Marshal(si)
+		tmp := info + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, info)
+		}
+	}
+	if err != nil {
+		s.remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+// remove closes the listener and removes the socket, the record and the log.
+func (s *Server) remove() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	id := s.sess.ID()
+	for _, p := range []string{s.root.SessionSocket(id), s.root.SessionInfo(id), s.root.SessionLog(id)} {
+		os.Remove(p)
+	}
+}
+
+// serveUntilStop serves connections until a stop request (whose connection it returns,
+// to be answered after teardown) or until ctx ends (a signal: nil).
+func serveUntilStop(ctx, execCtx context.Context, sess *runner.Session, ln net.Listener) net.Conn {
+	stopped := make(chan net.Conn, 1)
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveConn(execCtx, sess, c, stopped)
+		}
+	}()
+	select {
+	case c := <-stopped:
+		return c
+	case <-ctx.Done():
+		return nil
+	case <-sess.Done(): // the sandbox ended on its own: tear down and say why
+		return nil
+	}
+}
+
+// serveConn answers one request.
+func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped chan<- net.Conn) {
+	br := bufio.NewReader(c)
+	line, err := br.ReadBytes('\n')
+	var req wire.Request
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	enc := &lockedEncoder{enc: json.NewEncoder(c)}
+	if err != nil {
+		_ = enc.Encode(errFrame(errdefs.Usagef("bad request: %w", err)))
+		c.Close()
+		return
+	}
+	switch req.Op {
+	case "stop":
+		select {
+		case stopped <- c:
+		default:
+			_ = enc.Encode(wire.Frame{Done: true}) // already stopping
+			c.Close()
+		}
+		return
+	case "sweep":
+		turn, err := sess.Sweep()
+		f := wire.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed}
+		if err != nil {
+			f = errFrame(err)
+		}
+		_ = enc.Encode(f)
+		c.Close()
+		return
+	case "exec":
+		defer c.Close()
+		serveExec(ctx, sess, req, br, enc)
+	default:
+		_ = enc.Encode(errFrame(errdefs.Usagef("unknown op %q", req.Op)))
+		c.Close()
+	}
+}
+
+// serveExec runs one exec request and answers with its output chunks and result. The
+// client going away (cordon exec interrupted) ends the command.
+func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *bufio.Reader, enc *lockedEncoder) {
+	if req.Cap < 0 || req.TimeoutMS < 0 {
+		_ = enc.Encode(errFrame(errdefs.Usagef("cap and timeout_ms must not be negative")))
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stdin io.Reader
+	if req.Stdin {
+		pr, pw := io.Pipe()
+		defer pr.Close()
+		stdin = pr
+		go func() {
+			pw.CloseWithError(readInput(br, pw))
+			_, _ = io.Copy(io.Discard, br) // until the client hangs up
+			cancel()
+		}()
+	} else {
+		go func() {
+			_, _ = io.Copy(io.Discard, br)
+			cancel()
+		}()
+	}
+	res, err := sess.Exec(ctx, req.Argv, runner.ExecOptions{
+		Dir: req.Dir, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, Cap: req.Cap, Stdin: stdin,
+		Stdout: frameWriter{enc: enc, fd: 1}, Stderr: frameWriter{enc: enc, fd: 2},
+	})
+	if err != nil {
+		if errors.Is(err, errdefs.ErrInvalid) {
+			// What the session refuses to run (no command, a working directory that
+			// does not exist) is a bad request: the caller's usage error.
+			err = &errdefs.Status{Code: errdefs.ExitUsage, Err: err}
+		}
+		_ = enc.Encode(errFrame(err))
+		return
+	}
+	_ = enc.Encode(wire.Frame{Result: &wire.Result{
+		V: wire.ResultVersion, Session: sess.ID(), Cmd: res.CmdID, ExitCode: res.ExitCode,
+		Truncated: res.Output[0].Truncated || res.Output[1].Truncated,
+		SpillPath: res.Output[0].SpillPath, StderrSpillPath: res.Output[1].SpillPath,
+		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Reason: res.Reason,
+		Diffstat:     wire.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
+		DeniedEgress: res.DeniedEgress,
+	}})
+}
+
+// errFrame answers a request with err: its message and the status `cordon exec` exits
+// with (125 unless err carries another).
+func errFrame(err error) wire.Frame {
+	err = errdefs.CannotRun(err)
+	return wire.Frame{Error: errdefs.Message(err), Code: errdefs.ExitCode(err)}
+}
+
+// readInput copies Input lines to w until EOF is sent; a client that hangs up first
+// is an error.
+func readInput(br *bufio.Reader, w io.Writer) error {
+	dec := json.NewDecoder(br)
+	for {
+		var in wire.Input
+		if err := dec.Decode(&in); err != nil {
+			return fmt.Errorf("stdin: %w", err)
+		}
+		if len(in.Data) > 0 {
+			if _, err := w.Write(in.Data); err != nil {
+				return nil // the command closed its stdin
+			}
+		}
+		if in.EOF {
+			return nil
+		}
+	}
+}
+
+// frameWriter sends what it is given as output chunks of fd.
+type frameWriter struct {
+	enc *lockedEncoder
+	fd  int
+}
+
+func (w frameWriter) Write(p []byte) (int, error) {
+	if err := w.enc.Encode(wire.Frame{FD: w.fd, Data: p}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+var errStopped = errors.New("session stopped")
