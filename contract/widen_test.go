@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,137 +64,160 @@ func gateYAML(deliver, gate string) string {
 		"gates:\n  - {name: push, run: [git, push, origin, HEAD], why: publish" + gate + "}\n"
 }
 
+// compareCase is a row of the TestCompare tables: two contracts and the changes
+// Compare must report between them.
+type compareCase struct {
+	name     string
+	old, new string
+	want     []string // in order; each a prefix of describe's line
+}
+
+// compareFilesystem are the TestCompare cases for filesystem: grants, denies, widen and git.
+var compareFilesystem = []compareCase{
+	{name: "same", old: v1, new: v1 + "# reworded, same rules\nname: other\n"},
+	{name: "same lists reordered", old: v1 + "filesystem:\n  readable: ['@system', ../srv/a, ../srv/x]\n",
+		new: v1 + "filesystem:\n  readable: [../srv/x, '@system', ../srv/a]\n"},
+	{name: "new readable path", old: v1, new: v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
+		want: []string{"wider filesystem: ROOT/srv is read-only (was "}},
+	{name: "containing directory", old: v1 + "filesystem:\n  readable: ['@system', ../srv/a]\n",
+		new:  v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
+		want: []string{"wider filesystem: ROOT/srv is read-only (was "}},
+	{name: "grant inside a granted directory", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
+		new: v1 + "filesystem:\n  readable: ['@system', ../srv, ../srv/a]\n"},
+	{name: "read-only to writable", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
+		new:  v1 + "filesystem:\n  readable: ['@system', ../srv]\n  writable: [., ../srv/a]\n",
+		want: []string{"wider filesystem: ROOT/srv/a is writable (was read-only)"}},
+	{name: "path removed", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n", new: v1,
+		want: []string{"narrower filesystem: ROOT/srv is "}},
+	{name: "workspace read-only", old: v1, new: v1 + "filesystem:\n  writable: []\n",
+		want: []string{"narrower filesystem: ROOT/ws is read-only (was writable)"}},
+	{name: "deny_read removed", old: v1 + "filesystem:\n  deny_read: [secrets]\n", new: v1,
+		want: []string{"wider filesystem: ROOT/ws/secrets is writable (was hidden)", `wider deny: filesystem.deny_read "secrets" is gone`}},
+	{name: "deny_read lowered to deny_write", old: v1 + "filesystem:\n  deny_read: [secrets]\n",
+		new: v1 + "filesystem:\n  deny_write: [secrets]\n",
+		want: []string{"wider filesystem: ROOT/ws/secrets is read-only (was hidden)",
+			`wider deny: filesystem.deny_read "secrets" is gone`}}, // deny_write adds nothing to hidden
+	{name: "deny glob that matches nothing yet", old: v1 + "filesystem:\n  deny_read: ['**/*.key']\n", new: v1,
+		want: []string{`wider deny: filesystem.deny_read "**/*.key" is gone`}},
+	{name: "deny spelled differently", old: v1 + "filesystem:\n  deny_read: [secrets]\n",
+		new: v1 + "filesystem:\n  deny_read: [./secrets/]\n"},
+	{name: "deny covered by a wider deny", old: v1 + "filesystem:\n  deny_read: [secrets/k.pem]\n",
+		new:  v1 + "filesystem:\n  deny_read: [secrets]\n",
+		want: []string{"narrower filesystem: ROOT/ws/secrets is hidden (was writable)", `narrower deny: filesystem.deny_read "secrets" is new`}},
+	{name: "deny of a path no longer granted", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n  deny_read: [../srv/x]\n",
+		new: v1, want: []string{"narrower filesystem: ROOT/srv is "}},
+	{name: "new widen entry", old: v1, new: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: deploy keys}\n",
+		want: []string{"wider widen: filesystem.widen exposes protected ROOT/home/.ssh read-only (deploy keys)"}},
+	{name: "widen raised to write", old: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: keys}\n",
+		new:  v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, access: write, why: keys}\n",
+		want: []string{"wider widen: filesystem.widen: protected ROOT/home/.ssh is writable (was read-only)"}},
+	{name: "widen lowered to read", old: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, access: write, why: keys}\n",
+		new:  v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: keys}\n",
+		want: []string{"narrower widen: filesystem.widen: protected ROOT/home/.ssh is read-only (was writable)"}},
+	{name: "widen removed", old: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: keys}\n", new: v1,
+		want: []string{"narrower widen: filesystem.widen no longer exposes protected ROOT/home/.ssh"}},
+	{name: "git commit", old: v1, new: v1 + "filesystem:\n  git: commit\n",
+		want: []string{"wider git: filesystem.git: commit (was read-only)"}},
+	{name: "git back to read-only", old: v1 + "filesystem:\n  git: commit\n", new: v1 + "filesystem:\n  git: read-only\n",
+		want: []string{"narrower git: filesystem.git: read-only (was commit)"}},
+}
+
+// compareNetwork are the TestCompare cases for network.allow.
+var compareNetwork = []compareCase{
+	{name: "wildcard host", old: v1 + "network:\n  allow: [{host: api.example.com}]\n",
+		new:  v1 + "network:\n  allow: [{host: '*.example.com'}]\n",
+		want: []string{"wider network: network.allow allows *.example.com on ports 80, 443"}},
+	{name: "wildcard covers a name", old: v1 + "network:\n  allow: [{host: '*.example.com'}]\n",
+		new:  v1 + "network:\n  allow: [{host: API.Example.com.}, {host: '*.b.example.com'}]\n",
+		want: []string{"narrower network: network.allow no longer allows *.example.com"}},
+	{name: "more ports", old: v1 + "network:\n  allow: [{host: example.com}]\n",
+		new:  v1 + "network:\n  allow: [{host: example.com, ports: [443, 8080]}]\n",
+		want: []string{"wider network: network.allow allows example.com on port 8080", "narrower network: network.allow no longer allows example.com on port 80"}},
+	{name: "wider cidr", old: v1 + "network:\n  allow: [{cidr: 10.1.0.0/16, ports: [5432]}]\n",
+		new:  v1 + "network:\n  allow: [{cidr: 10.0.0.0/8, ports: [5432]}]\n",
+		want: []string{"wider network: network.allow allows 10.0.0.0/8 on port 5432"}},
+	{name: "new rule", old: v1, new: v1 + "network:\n  allow: [{host: proxy.golang.org, why: modules}]\n",
+		want: []string{"wider network: network.allow allows proxy.golang.org on ports 80, 443"}},
+}
+
+// compareCredentialsGates are the TestCompare cases for credentials and gates.
+var compareCredentialsGates = []compareCase{
+	{name: "new credential", old: v1, new: v1 + "credentials:\n  - {name: TOK, provider: local, scope: {scopes: [read]}}\n",
+		want: []string{"wider credential: credential TOK is new (local, deliver: env (the default))"}},
+	{name: "credential scope and ttl", old: v1 + "credentials:\n  - {name: TOK, provider: local, ttl: 10m, scope: {scopes: [read, write]}}\n",
+		new:  v1 + "credentials:\n  - {name: TOK, provider: local, scope: {scopes: [read]}}\n",
+		want: []string{"wider credential: credential TOK: ttl: 1h0m0s (was 10m0s)", "narrower credential: credential TOK: scope is narrower"}},
+	{name: "credential permission raised", old: gateYAML("gate", ", credential: PUSH"),
+		new:  strings.Replace(gateYAML("gate", ", credential: PUSH"), "contents: write", "contents: admin", 1),
+		want: []string{"wider credential: credential PUSH: scope is wider"}},
+	{name: "credential proxy hosts", old: v1 + "credentials:\n  - {name: API, provider: exec, deliver: proxy, hosts: [a.example.com]}\n",
+		new:  v1 + "credentials:\n  - {name: API, provider: exec, deliver: proxy, hosts: [a.example.com, b.example.com]}\n",
+		want: []string{"wider credential: credential API: also goes to b.example.com"}},
+	{name: "gate credential delivered to the sandbox", old: gateYAML("gate", ", credential: PUSH"), new: gateYAML("env", ""),
+		want: []string{"wider credential: credential PUSH: deliver: env (was gate)", "narrower gate: gate push: no longer gets credential PUSH"}},
+	{name: "new gate", old: v1, new: v1 + "gates:\n  - {name: tag, run: [git, push, origin, v1], why: release}\n",
+		want: []string{`wider gate: gate tag is new: runs ["git" "push" "origin" "v1"] on the host (approve: human)`}},
+	{name: "gate argv and timeout", old: gateYAML("gate", ", credential: PUSH, timeout: 1m"),
+		new:  strings.Replace(gateYAML("gate", ", credential: PUSH, timeout: 10m"), "origin", "--force", 1),
+		want: []string{`wider gate: gate push: runs ["git" "push" "--force" "HEAD"]`, "wider gate: gate push: timeout: 10m0s (was 1m0s)"}},
+	{name: "gate approve deny", old: gateYAML("gate", ", credential: PUSH"), new: gateYAML("gate", ", credential: PUSH, approve: deny"),
+		want: []string{"narrower gate: gate push: approve: deny (was human)"}},
+	{name: "gate approve human", old: gateYAML("gate", ", credential: PUSH, approve: deny"), new: gateYAML("gate", ", credential: PUSH"),
+		want: []string{"wider gate: gate push: approve: human (was deny)"}},
+}
+
+// compareOther are the TestCompare cases for monitor, limits, timeout, commands, env and image.
+var compareOther = []compareCase{
+	{name: "monitor weakened", old: v1 + "monitor: {mode: required, on_violation: kill, exec: [go]}\n",
+		new: v1 + "monitor: {mode: best-effort, exec: [go, sh]}\n",
+		want: []string{"wider monitor: monitor.mode: best-effort (was required)", "wider monitor: monitor.on_violation: alert (was kill)",
+			`wider monitor: monitor.exec allows "sh"`}},
+	{name: "monitor turned on", old: v1, new: v1 + "monitor: {mode: required, exec: [sh]}\n",
+		want: []string{"narrower monitor: monitor.mode: required (was off)"}},
+	{name: "limits", old: v1 + "limits: {memory: 1GiB, pids: 100, cpu: 2}\n", new: v1 + "limits: {memory: 2GiB, cpu: 1}\n",
+		want: []string{"wider limits: limits.memory: 2GiB (was 1GiB)", "wider limits: limits.pids: unlimited (was 100)",
+			"narrower limits: limits.cpu: 1 CPU (was 2 CPUs)"}},
+	{name: "timeout", old: v1, new: v1 + "commands: {timeout: 10m}\n",
+		want: []string{"wider timeout: commands.timeout: 10m0s (was 1m0s)"}},
+	{name: "commands.deny", old: v1 + "commands: {deny: ['curl *', 'git  push *']}\n", new: v1 + "commands: {deny: ['git push *', 'wget *']}\n",
+		want: []string{`wider commands: commands.deny "curl *" is gone`, `narrower commands: commands.deny "wget *" is new`}},
+	{name: "env", old: v1 + "env: {pass: [GOFLAGS, CI], set: {A: '1', B: '2'}}\n", new: v1 + "env: {pass: [GOFLAGS, GOPATH], set: {A: '1', B: '3', C: '4'}}\n",
+		want: []string{"wider env: env.pass: the caller's GOPATH enters the sandbox", "wider env: env.set: B has another value",
+			"wider env: env.set: C is set", "narrower env: env.pass: the caller's CI no longer enters the sandbox"}},
+	{name: "image and pull", old: v1 + "image: debian:12\n", new: v1 + "image: debian:13\npull: missing\n",
+		want: []string{`wider image: image: "debian:13" (was "debian:12")`, "wider image: pull: missing (was never)"}},
+}
+
+// TestCompare runs every compare* table; subtest names are the case names.
 func TestCompare(t *testing.T) {
-	tests := []struct {
-		name     string
-		old, new string
-		want     []string // in order; each a prefix of describe's line
-	}{
-		{name: "same", old: v1, new: v1 + "# reworded, same rules\nname: other\n"},
-		{name: "same lists reordered", old: v1 + "filesystem:\n  readable: ['@system', ../srv/a, ../srv/x]\n",
-			new: v1 + "filesystem:\n  readable: [../srv/x, '@system', ../srv/a]\n"},
-		{name: "new readable path", old: v1, new: v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
-			want: []string{"wider filesystem: ROOT/srv is read-only (was "}},
-		{name: "containing directory", old: v1 + "filesystem:\n  readable: ['@system', ../srv/a]\n",
-			new:  v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
-			want: []string{"wider filesystem: ROOT/srv is read-only (was "}},
-		{name: "grant inside a granted directory", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
-			new: v1 + "filesystem:\n  readable: ['@system', ../srv, ../srv/a]\n"},
-		{name: "read-only to writable", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n",
-			new:  v1 + "filesystem:\n  readable: ['@system', ../srv]\n  writable: [., ../srv/a]\n",
-			want: []string{"wider filesystem: ROOT/srv/a is writable (was read-only)"}},
-		{name: "path removed", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n", new: v1,
-			want: []string{"narrower filesystem: ROOT/srv is "}},
-		{name: "workspace read-only", old: v1, new: v1 + "filesystem:\n  writable: []\n",
-			want: []string{"narrower filesystem: ROOT/ws is read-only (was writable)"}},
-		{name: "deny_read removed", old: v1 + "filesystem:\n  deny_read: [secrets]\n", new: v1,
-			want: []string{"wider filesystem: ROOT/ws/secrets is writable (was hidden)", `wider deny: filesystem.deny_read "secrets" is gone`}},
-		{name: "deny_read lowered to deny_write", old: v1 + "filesystem:\n  deny_read: [secrets]\n",
-			new: v1 + "filesystem:\n  deny_write: [secrets]\n",
-			want: []string{"wider filesystem: ROOT/ws/secrets is read-only (was hidden)",
-				`wider deny: filesystem.deny_read "secrets" is gone`}}, // deny_write adds nothing to hidden
-		{name: "deny glob that matches nothing yet", old: v1 + "filesystem:\n  deny_read: ['**/*.key']\n", new: v1,
-			want: []string{`wider deny: filesystem.deny_read "**/*.key" is gone`}},
-		{name: "deny spelled differently", old: v1 + "filesystem:\n  deny_read: [secrets]\n",
-			new: v1 + "filesystem:\n  deny_read: [./secrets/]\n"},
-		{name: "deny covered by a wider deny", old: v1 + "filesystem:\n  deny_read: [secrets/k.pem]\n",
-			new:  v1 + "filesystem:\n  deny_read: [secrets]\n",
-			want: []string{"narrower filesystem: ROOT/ws/secrets is hidden (was writable)", `narrower deny: filesystem.deny_read "secrets" is new`}},
-		{name: "deny of a path no longer granted", old: v1 + "filesystem:\n  readable: ['@system', ../srv]\n  deny_read: [../srv/x]\n",
-			new: v1, want: []string{"narrower filesystem: ROOT/srv is "}},
-		{name: "new widen entry", old: v1, new: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: deploy keys}\n",
-			want: []string{"wider widen: filesystem.widen exposes protected ROOT/home/.ssh read-only (deploy keys)"}},
-		{name: "widen raised to write", old: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: keys}\n",
-			new:  v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, access: write, why: keys}\n",
-			want: []string{"wider widen: filesystem.widen: protected ROOT/home/.ssh is writable (was read-only)"}},
-		{name: "widen lowered to read", old: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, access: write, why: keys}\n",
-			new:  v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: keys}\n",
-			want: []string{"narrower widen: filesystem.widen: protected ROOT/home/.ssh is read-only (was writable)"}},
-		{name: "widen removed", old: v1 + "filesystem:\n  widen:\n    - {path: ~/.ssh, why: keys}\n", new: v1,
-			want: []string{"narrower widen: filesystem.widen no longer exposes protected ROOT/home/.ssh"}},
-		{name: "git commit", old: v1, new: v1 + "filesystem:\n  git: commit\n",
-			want: []string{"wider git: filesystem.git: commit (was read-only)"}},
-		{name: "git back to read-only", old: v1 + "filesystem:\n  git: commit\n", new: v1 + "filesystem:\n  git: read-only\n",
-			want: []string{"narrower git: filesystem.git: read-only (was commit)"}},
-		{name: "wildcard host", old: v1 + "network:\n  allow: [{host: api.example.com}]\n",
-			new:  v1 + "network:\n  allow: [{host: '*.example.com'}]\n",
-			want: []string{"wider network: network.allow allows *.example.com on ports 80, 443"}},
-		{name: "wildcard covers a name", old: v1 + "network:\n  allow: [{host: '*.example.com'}]\n",
-			new:  v1 + "network:\n  allow: [{host: API.Example.com.}, {host: '*.b.example.com'}]\n",
-			want: []string{"narrower network: network.allow no longer allows *.example.com"}},
-		{name: "more ports", old: v1 + "network:\n  allow: [{host: example.com}]\n",
-			new:  v1 + "network:\n  allow: [{host: example.com, ports: [443, 8080]}]\n",
-			want: []string{"wider network: network.allow allows example.com on port 8080", "narrower network: network.allow no longer allows example.com on port 80"}},
-		{name: "wider cidr", old: v1 + "network:\n  allow: [{cidr: 10.1.0.0/16, ports: [5432]}]\n",
-			new:  v1 + "network:\n  allow: [{cidr: 10.0.0.0/8, ports: [5432]}]\n",
-			want: []string{"wider network: network.allow allows 10.0.0.0/8 on port 5432"}},
-		{name: "new rule", old: v1, new: v1 + "network:\n  allow: [{host: proxy.golang.org, why: modules}]\n",
-			want: []string{"wider network: network.allow allows proxy.golang.org on ports 80, 443"}},
-		{name: "new credential", old: v1, new: v1 + "credentials:\n  - {name: TOK, provider: local, scope: {scopes: [read]}}\n",
-			want: []string{"wider credential: credential TOK is new (local, deliver: env (the default))"}},
-		{name: "credential scope and ttl", old: v1 + "credentials:\n  - {name: TOK, provider: local, ttl: 10m, scope: {scopes: [read, write]}}\n",
-			new:  v1 + "credentials:\n  - {name: TOK, provider: local, scope: {scopes: [read]}}\n",
-			want: []string{"wider credential: credential TOK: ttl: 1h0m0s (was 10m0s)", "narrower credential: credential TOK: scope is narrower"}},
-		{name: "credential permission raised", old: gateYAML("gate", ", credential: PUSH"),
-			new:  strings.Replace(gateYAML("gate", ", credential: PUSH"), "contents: write", "contents: admin", 1),
-			want: []string{"wider credential: credential PUSH: scope is wider"}},
-		{name: "credential proxy hosts", old: v1 + "credentials:\n  - {name: API, provider: exec, deliver: proxy, hosts: [a.example.com]}\n",
-			new:  v1 + "credentials:\n  - {name: API, provider: exec, deliver: proxy, hosts: [a.example.com, b.example.com]}\n",
-			want: []string{"wider credential: credential API: also goes to b.example.com"}},
-		{name: "gate credential delivered to the sandbox", old: gateYAML("gate", ", credential: PUSH"), new: gateYAML("env", ""),
-			want: []string{"wider credential: credential PUSH: deliver: env (was gate)", "narrower gate: gate push: no longer gets credential PUSH"}},
-		{name: "new gate", old: v1, new: v1 + "gates:\n  - {name: tag, run: [git, push, origin, v1], why: release}\n",
-			want: []string{`wider gate: gate tag is new: runs ["git" "push" "origin" "v1"] on the host (approve: human)`}},
-		{name: "gate argv and timeout", old: gateYAML("gate", ", credential: PUSH, timeout: 1m"),
-			new:  strings.Replace(gateYAML("gate", ", credential: PUSH, timeout: 10m"), "origin", "--force", 1),
-			want: []string{`wider gate: gate push: runs ["git" "push" "--force" "HEAD"]`, "wider gate: gate push: timeout: 10m0s (was 1m0s)"}},
-		{name: "gate approve deny", old: gateYAML("gate", ", credential: PUSH"), new: gateYAML("gate", ", credential: PUSH, approve: deny"),
-			want: []string{"narrower gate: gate push: approve: deny (was human)"}},
-		{name: "gate approve human", old: gateYAML("gate", ", credential: PUSH, approve: deny"), new: gateYAML("gate", ", credential: PUSH"),
-			want: []string{"wider gate: gate push: approve: human (was deny)"}},
-		{name: "monitor weakened", old: v1 + "monitor: {mode: required, on_violation: kill, exec: [go]}\n",
-			new: v1 + "monitor: {mode: best-effort, exec: [go, sh]}\n",
-			want: []string{"wider monitor: monitor.mode: best-effort (was required)", "wider monitor: monitor.on_violation: alert (was kill)",
-				`wider monitor: monitor.exec allows "sh"`}},
-		{name: "monitor turned on", old: v1, new: v1 + "monitor: {mode: required, exec: [sh]}\n",
-			want: []string{"narrower monitor: monitor.mode: required (was off)"}},
-		{name: "limits", old: v1 + "limits: {memory: 1GiB, pids: 100, cpu: 2}\n", new: v1 + "limits: {memory: 2GiB, cpu: 1}\n",
-			want: []string{"wider limits: limits.memory: 2GiB (was 1GiB)", "wider limits: limits.pids: unlimited (was 100)",
-				"narrower limits: limits.cpu: 1 CPU (was 2 CPUs)"}},
-		{name: "timeout", old: v1, new: v1 + "commands: {timeout: 10m}\n",
-			want: []string{"wider timeout: commands.timeout: 10m0s (was 1m0s)"}},
-		{name: "commands.deny", old: v1 + "commands: {deny: ['curl *', 'git  push *']}\n", new: v1 + "commands: {deny: ['git push *', 'wget *']}\n",
-			want: []string{`wider commands: commands.deny "curl *" is gone`, `narrower commands: commands.deny "wget *" is new`}},
-		{name: "env", old: v1 + "env: {pass: [GOFLAGS, CI], set: {A: '1', B: '2'}}\n", new: v1 + "env: {pass: [GOFLAGS, GOPATH], set: {A: '1', B: '3', C: '4'}}\n",
-			want: []string{"wider env: env.pass: the caller's GOPATH enters the sandbox", "wider env: env.set: B has another value",
-				"wider env: env.set: C is set", "narrower env: env.pass: the caller's CI no longer enters the sandbox"}},
-		{name: "image and pull", old: v1 + "image: debian:12\n", new: v1 + "image: debian:13\npull: missing\n",
-			want: []string{`wider image: image: "debian:13" (was "debian:12")`, "wider image: pull: missing (was never)"}},
+	tables := [][]compareCase{compareFilesystem, compareNetwork, compareCredentialsGates, compareOther}
+	for _, tt := range slices.Concat(tables...) {
+		t.Run(tt.name, func(t *testing.T) { checkCompare(t, tt) })
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			root := diffWorld(t)
-			old, new := compileAs(t, root, "old.yaml", tt.old), compileAs(t, root, "cordon.yaml", tt.new)
-			changes := Compare(old, new)
-			var got []string
-			for _, ch := range changes {
-				got = append(got, describe(ch, root))
-			}
-			ok := len(got) == len(tt.want)
-			for i := 0; ok && i < len(got); i++ {
-				ok = strings.HasPrefix(got[i], tt.want[i])
-			}
-			if !ok {
-				t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
-			}
-			wantWider := false
-			for _, w := range tt.want {
-				wantWider = wantWider || strings.HasPrefix(w, "wider")
-			}
-			if Wider(changes) != wantWider {
-				t.Errorf("Wider = %v, want %v", Wider(changes), wantWider)
-			}
-		})
+}
+
+// checkCompare compiles tt.old and tt.new, and checks what Compare reports and Wider.
+func checkCompare(t *testing.T, tt compareCase) {
+	root := diffWorld(t)
+	old, new := compileAs(t, root, "old.yaml", tt.old), compileAs(t, root, "cordon.yaml", tt.new)
+	changes := Compare(old, new)
+	var got []string
+	for _, ch := range changes {
+		got = append(got, describe(ch, root))
+	}
+	ok := len(got) == len(tt.want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = strings.HasPrefix(got[i], tt.want[i])
+	}
+	if !ok {
+		t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
+	}
+	wantWider := false
+	for _, w := range tt.want {
+		wantWider = wantWider || strings.HasPrefix(w, "wider")
+	}
+	if Wider(changes) != wantWider {
+		t.Errorf("Wider = %v, want %v", Wider(changes), wantWider)
 	}
 }
 
