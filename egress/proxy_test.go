@@ -79,7 +79,21 @@ func TestHTTPKeepAliveOneEventPerRequest(t *testing.T) {
 	}
 }
 
-func TestDenied(t *testing.T) {
+// deniedCase is a request TestDenied sends, and how the proxy must refuse it.
+type deniedCase struct {
+	name     string
+	req      string
+	hostport string // in the 403 body
+	reason   string // exact reason; "" to check only the prefix
+	proto    string
+}
+
+// deniedEnv starts the proxy for TestDenied: cidr rules for the test servers, host
+// rules whose names resolve (through a fake resolver) to private, loopback and
+// metadata addresses. It returns ph, the port of the plain server, and po, a port no
+// rule allows.
+func deniedEnv(t *testing.T) (e *env, ph, po string) {
+	t.Helper()
 	plain, tlsSrv := servers(t)
 	hp, sp := portOf(t, plain.URL), portOf(t, tlsSrv.URL)
 	other := freePort(t)
@@ -89,22 +103,21 @@ func TestDenied(t *testing.T) {
 		"meta.test":     addrs("169.254.169.254"),
 		"mixed.test":    addrs("10.0.0.5", "127.0.0.1"),
 	}
-	e := startEnv(t, []policy.Rule{
+	e = startEnv(t, []policy.Rule{
 		cidrRule(hp, sp),
 		{Host: "allowed.com", Ports: []uint16{80, 443}},
 		{Host: "internal.test", Ports: []uint16{80, 443}},
 		{Host: "loop.test", Ports: []uint16{other}},
 		{Host: "meta.test", Ports: []uint16{80}},
 	}, res, Config{})
-	ph := strconv.Itoa(int(hp))
-	po := strconv.Itoa(int(other))
-	tests := []struct {
-		name     string
-		req      string
-		hostport string // in the 403 body
-		reason   string // exact reason; "" to check only the prefix
-		proto    string
-	}{
+	ph = strconv.Itoa(int(hp))
+	po = strconv.Itoa(int(other))
+	return e, ph, po
+}
+
+// deniedCases are the requests of TestDenied, for the ports deniedEnv returns.
+func deniedCases(ph, po string) []deniedCase {
+	return []deniedCase{
 		{"other port", "GET http://127.0.0.1:" + po + "/ HTTP/1.1\r\nHost: 127.0.0.1:" + po + "\r\n\r\n",
 			"127.0.0.1:" + po, "no rule allows address 127.0.0.1 on port " + po, protoHTTP},
 		{"connect other port", "CONNECT 127.0.0.1:" + po + " HTTP/1.1\r\nHost: 127.0.0.1:" + po + "\r\n\r\n",
@@ -142,27 +155,35 @@ func TestDenied(t *testing.T) {
 			"address ::ffff:127.0.0.1 is ipv4-mapped and no cidr rule names it", protoConnect},
 		{"https scheme", "GET https://127.0.0.1:" + ph + "/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "", "https:// requests must use CONNECT", protoHTTP},
 	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp, _, _ := rawExchange(t, e, tt.req)
-			body := readBody(t, resp.Body)
-			if tt.name == "fragment" && resp.StatusCode == http.StatusBadRequest {
-				e.events.nth(t, i+1)
-				return
-			}
-			if resp.StatusCode != http.StatusForbidden {
-				t.Fatalf("status %d body %q, want 403", resp.StatusCode, body)
-			}
-			if tt.hostport != "" && tt.reason != "" {
-				if want := denyBody(tt.hostport, tt.reason); body != want {
-					t.Errorf("body %q\nwant %q", body, want)
-				}
-			} else if want := "cordon: egress to " + tt.hostport; !strings.HasPrefix(body, want) || !strings.HasSuffix(body, ")\n") {
-				t.Errorf("body %q, want it to start with %q", body, want)
-			}
-			typ, ev := e.events.nth(t, i+1)
-			wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: tt.proto, Reason: tt.reason})
-		})
+}
+
+// checkDenied sends tt and checks the 403 (or, for "fragment", the 400 of net/http),
+// its body, and the n-th event.
+func checkDenied(t *testing.T, e *env, n int, tt deniedCase) {
+	resp, _, _ := rawExchange(t, e, tt.req)
+	body := readBody(t, resp.Body)
+	if tt.name == "fragment" && resp.StatusCode == http.StatusBadRequest {
+		e.events.nth(t, n)
+		return
+	}
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d body %q, want 403", resp.StatusCode, body)
+	}
+	if tt.hostport != "" && tt.reason != "" {
+		if want := denyBody(tt.hostport, tt.reason); body != want {
+			t.Errorf("body %q\nwant %q", body, want)
+		}
+	} else if want := "cordon: egress to " + tt.hostport; !strings.HasPrefix(body, want) || !strings.HasSuffix(body, ")\n") {
+		t.Errorf("body %q, want it to start with %q", body, want)
+	}
+	typ, ev := e.events.nth(t, n)
+	wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: tt.proto, Reason: tt.reason})
+}
+
+func TestDenied(t *testing.T) {
+	e, ph, po := deniedEnv(t)
+	for i, tt := range deniedCases(ph, po) {
+		t.Run(tt.name, func(t *testing.T) { checkDenied(t, e, i+1, tt) })
 	}
 	for _, a := range addrs("10.0.0.5", "169.254.169.254") {
 		if e.dialedAddr(a) {
