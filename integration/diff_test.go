@@ -38,26 +38,59 @@ func cordonDiff(t *testing.T, ws string, args ...string) result {
 // the pull request), 2 for usage errors and contracts that do not compile, and its
 // --json is the documented object.
 func TestDiffExitCodesAndJSON(t *testing.T) {
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := filepath.Join(root, "ws")
-	mustMkdir(t, filepath.Join(ws, "secrets"))
-	mustMkdir(t, filepath.Join(root, "home"))
-	base := filepath.Join(root, "base.yaml") // outside the workspace, as CI saves it
-	mustWrite(t, base, "version: 1\nfilesystem:\n  deny_read: [secrets]\nnetwork:\n  allow:\n    - {host: proxy.golang.org}\n")
-	mustWrite(t, filepath.Join(ws, "same.yaml"), "version: 1\nfilesystem: {deny_read: [secrets/]}\nnetwork: {allow: [{host: proxy.golang.org}]}\n")
-	mustWrite(t, filepath.Join(ws, "narrower.yaml"), "version: 1\nfilesystem:\n  deny_read: [secrets]\n")
-	mustWrite(t, filepath.Join(ws, "cordon.yaml"), "version: 1\nnetwork:\n  allow:\n    - {host: '*.golang.org', ports: [443]}\n")
-	mustWrite(t, filepath.Join(ws, "bad.yaml"), "version: 1\nnetwork: {allow: [{host: a, cidr: 10.0.0.0/8}]}\n")
-
+	ws, base := diffWorkspace(t)
 	if r := cordonDiff(t, ws, base, "same.yaml"); r.code != 0 || !strings.Contains(r.stdout, "allows the same") {
 		t.Errorf("same: %v", r)
 	}
 	if r := cordonDiff(t, ws, base, "narrower.yaml"); r.code != 0 || !strings.HasPrefix(r.stdout, "narrower: network: ") {
 		t.Errorf("narrower: %v", r)
 	}
+	checkDiffJSON(t, ws, base)
+	r := cordonDiff(t, ws, base, "cordon.yaml")
+	if r.code != 1 || !strings.HasPrefix(r.stdout, "wider: ") || !strings.Contains(r.stdout, "cordon.yaml is wider than "+base) {
+		t.Errorf("wider, human: %v", r)
+	}
+	for name, args := range map[string][]string{
+		"one argument":   {base},
+		"three":          {base, "cordon.yaml", "same.yaml"},
+		"a bad flag":     {"--nope", base, "cordon.yaml"},
+		"a missing file": {base, "missing.yaml"},
+		"a bad contract": {"bad.yaml", "cordon.yaml"},
+	} {
+		if r := cordonDiff(t, ws, args...); r.code != 2 {
+			t.Errorf("%s: want exit 2, got %v", name, r)
+		}
+	}
+	r = cordonDiff(t, ws, "bad.yaml", "cordon.yaml")
+	assertContains(t, "a bad contract", r.stderr, "OLD contract bad.yaml: bad.yaml:2:")
+	r = cordonDiff(t, ws, base, "missing.yaml")
+	assertContains(t, "a missing file", r.stderr, "NEW contract missing.yaml: reading contract: open missing.yaml")
+}
+
+// diffWorkspace writes the contracts TestDiffExitCodesAndJSON compares: base, outside
+// the workspace ws, and in ws one the same, one narrower, one wider (cordon.yaml) and
+// one that does not compile (bad.yaml).
+func diffWorkspace(t *testing.T) (ws, base string) {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws = filepath.Join(root, "ws")
+	mustMkdir(t, filepath.Join(ws, "secrets"))
+	mustMkdir(t, filepath.Join(root, "home"))
+	base = filepath.Join(root, "base.yaml") // outside the workspace, as CI saves it
+	mustWrite(t, base, "version: 1\nfilesystem:\n  deny_read: [secrets]\nnetwork:\n  allow:\n    - {host: proxy.golang.org}\n")
+	mustWrite(t, filepath.Join(ws, "same.yaml"), "version: 1\nfilesystem: {deny_read: [secrets/]}\nnetwork: {allow: [{host: proxy.golang.org}]}\n")
+	mustWrite(t, filepath.Join(ws, "narrower.yaml"), "version: 1\nfilesystem:\n  deny_read: [secrets]\n")
+	mustWrite(t, filepath.Join(ws, "cordon.yaml"), "version: 1\nnetwork:\n  allow:\n    - {host: '*.golang.org', ports: [443]}\n")
+	mustWrite(t, filepath.Join(ws, "bad.yaml"), "version: 1\nnetwork: {allow: [{host: a, cidr: 10.0.0.0/8}]}\n")
+	return ws, base
+}
+
+// checkDiffJSON checks cordon diff --json on the wider cordon.yaml: exit 1 and the
+// documented object, widenings first, each change with where it is written.
+func checkDiffJSON(t *testing.T, ws, base string) {
 	r := cordonDiff(t, ws, base, "cordon.yaml", "--json")
 	if r.code != 1 {
 		t.Fatalf("wider: want exit 1, got %v", r)
@@ -101,24 +134,4 @@ func TestDiffExitCodesAndJSON(t *testing.T) {
 			t.Errorf("no %s change in %s", k, r.stdout)
 		}
 	}
-
-	r = cordonDiff(t, ws, base, "cordon.yaml")
-	if r.code != 1 || !strings.HasPrefix(r.stdout, "wider: ") || !strings.Contains(r.stdout, "cordon.yaml is wider than "+base) {
-		t.Errorf("wider, human: %v", r)
-	}
-	for name, args := range map[string][]string{
-		"one argument":   {base},
-		"three":          {base, "cordon.yaml", "same.yaml"},
-		"a bad flag":     {"--nope", base, "cordon.yaml"},
-		"a missing file": {base, "missing.yaml"},
-		"a bad contract": {"bad.yaml", "cordon.yaml"},
-	} {
-		if r := cordonDiff(t, ws, args...); r.code != 2 {
-			t.Errorf("%s: want exit 2, got %v", name, r)
-		}
-	}
-	r = cordonDiff(t, ws, "bad.yaml", "cordon.yaml")
-	assertContains(t, "a bad contract", r.stderr, "OLD contract bad.yaml: bad.yaml:2:")
-	r = cordonDiff(t, ws, base, "missing.yaml")
-	assertContains(t, "a missing file", r.stderr, "NEW contract missing.yaml: reading contract: open missing.yaml")
 }
