@@ -253,7 +253,7 @@ func TestSessionControlChannelIsClosedToTheSandbox(t *testing.T) {
 func TestSessionSandboxKilledEndsTheSession(t *testing.T) {
 	w := newWorld(t)
 	id := w.startSession()
-	info, err := session.Open(id)
+	info, err := session.OpenWith(w.env, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,7 +295,11 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 		}
 	}
 	if w, ok := writableBy(plan, root); ok {
-		return nil, errdefs.Invalidf("the audit root %s is inside %s, which the sandbox may write; the log must be out of the sandbox's reach", root, w)
+		where := w + ", which the sandbox may write"
+		if w == plan.Workspace {
+			where = "the workspace " + w
+		}
+		return nil, errdefs.Invalidf("the audit root %s is inside %s; the log must be out of the sandbox's reach", root, where)
 	}
 	red := audit.NewRedactor()
 	for _, kv := range o.Secrets {

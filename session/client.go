@@ -97,6 +97,10 @@ type Session struct {
 // Open finds the session id of this user.
 func Open(id string) (*Session, error) { return open(paths.RunRoot(), id) }
 
+// OpenWith finds session id where a cordon started with the environment env published
+// it (its CORDON_RUN_ROOT), as [Start] does for the session it starts.
+func OpenWith(env []string, id string) (*Session, error) { return open(paths.RunRootIn(env), id) }
+
 // open finds session id in the run root root.
 func open(root paths.Root, id string) (*Session, error) {
 	if id == "" || strings.ContainsAny(id, "/.") {

@@ -277,6 +277,9 @@ func eventCount(data, key string) int64 {
 // CLONE_INTO_CGROUP. owner, when not -1, is given its cgroup.procs, which a process
 // of that uid must be able to write to clone into it.
 func (cg *Cgroup) Child(name string, owner int) (*Cgroup, error) {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("creating cgroup: %q is not a name for a cgroup below %s", name, cg.Path)
+	}
 	c := &Cgroup{Path: filepath.Join(cg.Path, name)}
 	if err := os.Mkdir(c.Path, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cgroup: %w", err)

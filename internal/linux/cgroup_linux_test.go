@@ -75,6 +75,12 @@ func TestChildAndIdleCgroups(t *testing.T) {
 	cg, err := NewCgroup(name, Limits{})
 	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
 	defer cg.Remove()
+	for _, bad := range []string{"", ".", "..", "../beside", "a/b"} {
+		if c, err := cg.Child(bad, -1); err == nil {
+			c.Remove()
+			t.Errorf("Child(%q) made %s: a child must be a direct one", bad, c.Path)
+		}
+	}
 	child, err := cg.Child("cmd-1", -1)
 	if err != nil {
 		t.Fatal(err)
