@@ -5,7 +5,7 @@ BIN := bin/cordon
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cordonhq/cordon/internal/cli.Version=$(VERSION)
 
-.PHONY: all build deps test test-short lint fuzz bench demo clean
+.PHONY: all build install deps test test-short lint fuzz bench demo clean
 
 all: build
 
@@ -13,6 +13,13 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags noengines -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cordon-engines ./cmd/cordon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/cordon-init ./cmd/cordon-init
+
+# install: the three binaries side by side in $(DESTDIR)$(PREFIX)/bin (cordon finds
+# cordon-engines and cordon-init beside itself).
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/cordon bin/cordon-engines bin/cordon-init $(DESTDIR)$(PREFIX)/bin/
 
 deps:
 	@scripts/deps.sh test

@@ -1,0 +1,26 @@
+package internal_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestMakeInstallLaysOutTheThreeBinaries: `make install` puts cordon, cordon-engines and
+// cordon-init side by side in $(DESTDIR)$(PREFIX)/bin, as cordon looks for its siblings
+// beside itself (checked from make's own dry run, so nothing is built or written).
+func TestMakeInstallLaysOutTheThreeBinaries(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	cmd := exec.Command("make", "-n", "install", "DESTDIR=/dest", "PREFIX=/opt/cordon")
+	cmd.Dir = moduleRoot
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n install: %v\n%s", err, out)
+	}
+	want := "install -m 0755 bin/cordon bin/cordon-engines bin/cordon-init /dest/opt/cordon/bin/"
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("make install does not lay out the three binaries side by side; want %q in:\n%s", want, out)
+	}
+}
