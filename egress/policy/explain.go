@@ -65,12 +65,15 @@ func SuggestRule(d Decision, port uint16) string {
 			return ""
 		}
 		if a, err := netip.ParseAddr(d.Host); err == nil {
+			if a.Is4In6() || a.Zone() != "" {
+				return ""
+			}
 			return cidrRule(a, port)
 		}
 		return fmt.Sprintf("network.allow: [{host: %s, ports: [%d]}]", d.Host, port)
 	case PrivateAddress, ForbiddenAddress:
-		if !d.Addr.IsValid() || d.Addr.Zone() != "" {
-			return ""
+		if !d.Addr.IsValid() || d.Addr.Zone() != "" || d.Addr.Is4In6() {
+			return "" // an IPv4-mapped form: better no suggestion than a rule for it
 		}
 		return cidrRule(d.Addr, port)
 	}
@@ -78,6 +81,5 @@ func SuggestRule(d Decision, port uint16) string {
 }
 
 func cidrRule(a netip.Addr, port uint16) string {
-	a = a.Unmap()
 	return fmt.Sprintf("network.allow: [{cidr: %s, ports: [%d]}]", netip.PrefixFrom(a, a.BitLen()), port)
 }
