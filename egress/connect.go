@@ -23,7 +23,8 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 	a := newAttempt(protoConnect)
 	host, port, err := policy.SplitHostPort(req.RequestURI)
 	if err != nil {
-		a.ev.Host, a.ev.Reason = bound(req.RequestURI, 255), err.Error()
+		a.ev.Host = bound(req.RequestURI, 255)
+		a.refused(policy.Malformed, err.Error())
 		p.denyHTTP(cc, bw, a)
 		return
 	}
@@ -31,13 +32,13 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 	a.target(host, port, d)
 	switch {
 	case up == nil && err == nil:
-		a.ev.Reason = d.Reason
+		a.deniedBy(d)
 		p.denyHTTP(cc, bw, a)
 		return
 	case up == nil:
 		a.ev.Error = err.Error()
 		if d.Verdict != policy.Allow {
-			a.ev.Reason = d.Reason
+			a.deniedBy(d)
 		}
 		p.unreachableHTTP(cc, bw, a, d.Verdict == policy.Allow)
 		return
@@ -48,7 +49,7 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 	if len(creds) > 0 {
 		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
 			up.Close()
-			a.ev.Reason = "credential host failed tls verification: " + err.Error()
+			a.refused(policy.Denied, "credential host failed tls verification: "+err.Error())
 			p.denyHTTP(cc, bw, a)
 			return
 		}
@@ -84,7 +85,7 @@ func (p *Proxy) relay(ctx context.Context, cc *idleConn, br *bufio.Reader, up *i
 	err := tunnel(cc, hc, up)
 	a.ev.BytesUp, a.ev.BytesDown = up.nwritten.Load(), up.nread.Load()
 	if de := (*deniedError)(nil); errors.As(err, &de) {
-		a.ev.Reason = de.reason
+		a.refused(policy.Malformed, de.reason)
 		p.emitAttempt(a, false)
 		return
 	}

@@ -67,15 +67,17 @@ func TestCurl(t *testing.T) {
 		{"socks5 ip", []string{"--socks5", e.bridge, "http://127.0.0.1:" + hps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
 		{
 			"http other port denied", []string{"-x", proxy, "http://127.0.0.1:" + others + "/"}, 0,
-			denyBody("127.0.0.1:"+others, "no rule allows address 127.0.0.1 on port "+others), "", event.NetDeny, "on port " + others,
+			denyBody("127.0.0.1:"+others, "no rule allows address 127.0.0.1 on port "+others,
+				"network.allow: [{cidr: 127.0.0.1/32, ports: ["+others+"]}]"), "", event.NetDeny, "on port " + others,
 		},
 		{"connect denied", []string{"-x", proxy, "https://evil.test/"}, 56, "", "403", event.NetDeny, `no rule allows host "evil.test"`},
 		{"userinfo stripped by curl", []string{"-x", proxy, "http://127.0.0.1@evil.test/"}, 0,
-			denyBody("evil.test:80", `no rule allows host "evil.test"`), "", event.NetDeny, "evil.test"},
+			denyBody("evil.test:80", `no rule allows host "evil.test"`, "network.allow: [{host: evil.test, ports: [80]}]"), "", event.NetDeny, "evil.test"},
 		{"socks private resolution", []string{"--socks5-hostname", e.bridge, "http://internal.test:" + hps + "/"}, 97, "", "SOCKS5 connection to internal.test. (2)", // 2: not allowed by ruleset
 			event.NetDeny, "address 10.0.0.5 is private and no cidr rule names it"},
 		{"http private resolution", []string{"-x", proxy, "http://internal.test:" + hps + "/"}, 0,
-			denyBody("internal.test:"+hps, "address 10.0.0.5 is private and no cidr rule names it"), "", event.NetDeny, ""},
+			denyBody("internal.test:"+hps, "address 10.0.0.5 is private and no cidr rule names it",
+				"network.allow: [{cidr: 10.0.0.5/32, ports: ["+hps+"]}]"), "", event.NetDeny, ""},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +106,8 @@ func TestCurlHostRuleLoopbackDenied(t *testing.T) {
 	e := startEnv(t, []policy.Rule{{Host: "loop.test", Ports: []uint16{hp}}}, fakeResolver{"loop.test": addrs("127.0.0.1")}, Config{})
 	hps := strconv.Itoa(int(hp))
 	out, errOut, code := curl(t, "-x", "http://"+e.bridge, "http://loop.test:"+hps+"/hello")
-	want := denyBody("loop.test:"+hps, "address 127.0.0.1 is loopback and no cidr rule names it")
+	want := denyBody("loop.test:"+hps, "address 127.0.0.1 is loopback and no cidr rule names it",
+		"network.allow: [{cidr: 127.0.0.1/32, ports: ["+hps+"]}]")
 	if code != 0 || out != want {
 		t.Fatalf("curl: exit %d stdout %q stderr %q; want %q", code, out, errOut, want)
 	}

@@ -40,7 +40,7 @@ func (p *Proxy) check(ctx context.Context, host string, port uint16) ([]policy.D
 		if err == nil {
 			err = errors.New("no addresses")
 		}
-		deny := policy.Decision{Host: d.Host, Reason: fmt.Sprintf("cannot resolve host %q", d.Host)}
+		deny := policy.Decision{Host: d.Host, Reason: fmt.Sprintf("cannot resolve host %q", d.Host), Category: policy.Unresolvable}
 		return nil, deny, fmt.Errorf("%w %q: %w", errUnresolved, d.Host, err)
 	}
 	var allowed []policy.Decision

@@ -49,9 +49,23 @@ func (a *attempt) target(raw string, port uint16, d policy.Decision) {
 // allowedBy records the decision that allowed the dialled address.
 func (a *attempt) allowedBy(d policy.Decision, addr net.Addr) {
 	a.ev.Rule, a.ev.Why, a.ev.Reason = d.Rule.String(), d.Rule.Why, ""
+	a.ev.Category, a.ev.SuggestedRule = "", ""
 	if addr != nil {
 		a.ev.Addr = addr.String()
 	}
+}
+
+// deniedBy records the decision that denied the destination: its reason, its category
+// and the rule that would allow it.
+func (a *attempt) deniedBy(d policy.Decision) {
+	a.ev.Reason, a.ev.Category = d.Reason, d.Category.String()
+	a.ev.SuggestedRule = policy.SuggestRule(d, a.ev.Port)
+}
+
+// refused records a denial that no policy decision made (a malformed request, a failed
+// check): no rule would allow it.
+func (a *attempt) refused(c policy.Category, reason string) {
+	a.ev.Reason, a.ev.Category, a.ev.SuggestedRule = reason, c.String(), ""
 }
 
 // hostport is the destination as shown in a denial: "host:port", IPv6 in brackets.

@@ -31,26 +31,27 @@ func (p *Proxy) forwardHTTP(ctx context.Context, cc *idleConn, bw *bufio.Writer,
 	a := newAttempt(protoHTTP)
 	rawHost, port, err := requestTarget(req)
 	if err != nil {
-		a.ev.Host, a.ev.Reason = bound(req.RequestURI, 255), err.Error()
+		a.ev.Host = bound(req.RequestURI, 255)
+		a.refused(policy.Malformed, err.Error())
 		p.denyHTTP(cc, bw, a)
 		return false
 	}
 	host, err := policy.Normalize(rawHost)
 	if err != nil {
 		a.target(rawHost, port, policy.Decision{})
-		a.ev.Reason = err.Error()
+		a.refused(policy.Malformed, err.Error())
 		p.denyHTTP(cc, bw, a)
 		return false
 	}
 	a.target(host, port, policy.Decision{Host: host})
 	if reason := checkHostHeader(hosts, host, port); reason != "" {
-		a.ev.Reason = reason
+		a.refused(policy.Malformed, reason)
 		p.denyHTTP(cc, bw, a)
 		return false
 	}
 	allowed, d, err := p.check(ctx, host, port)
 	if len(allowed) == 0 {
-		a.ev.Reason = d.Reason
+		a.deniedBy(d)
 		if err != nil {
 			a.ev.Error = err.Error()
 			p.unreachableHTTP(cc, bw, a, false)
@@ -98,7 +99,7 @@ func (p *Proxy) roundTrip(ctx context.Context, cc *idleConn, bw *bufio.Writer, r
 	if ap, err := netip.ParseAddrPort(fmt.Sprint(remote)); err == nil {
 		d = p.cfg.Policy.Decide(policy.DecideArgs{Host: a.ev.Host, Port: a.ev.Port, Addr: ap.Addr()})
 		if d.Verdict != policy.Allow { // cannot happen: every pooled connection was checked
-			a.ev.Reason = d.Reason
+			a.deniedBy(d)
 			p.denyHTTP(cc, bw, a)
 			return false
 		}

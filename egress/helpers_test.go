@@ -343,9 +343,14 @@ func readBody(t testing.TB, r io.ReadCloser) string {
 	return string(b)
 }
 
-// denyBody is the exact 403 body for a denial.
-func denyBody(hostport, reason string) string {
-	return "cordon: egress to " + hostport + " denied by contract (" + reason + ")\n"
+// denyBody is the exact 403 body for a denial, with the suggested rule's line when one
+// is given.
+func denyBody(hostport, reason string, rule ...string) string {
+	s := "cordon: egress to " + hostport + " denied by contract (" + reason + ")\n"
+	for _, r := range rule {
+		s += "cordon: to allow it, add to the contract: " + r + "\n"
+	}
+	return s
 }
 
 // socksConnect performs a SOCKS5 no-auth CONNECT over c with the given address bytes

@@ -159,12 +159,31 @@ func splitAuthority(s string, defPort uint16) (string, uint16, error) {
 	return policy.SplitHostPort(s)
 }
 
-// denyHTTP writes the 403 that tells the workload which destination the contract refused
-// and why, and reports the attempt. The body is fixed text around the host and the policy's
-// reason; nothing internal is shown.
+// denyHTTP writes the 403 that tells the workload which destination the contract refused,
+// why, and the rule that would allow it, and reports the attempt. It shows only what
+// docs/egress.md lists: the destination the client asked for, the policy's reason and its
+// category, and the rule for that destination; never the contract's other rules.
+//
+// The body says it all; X-Cordon-Denied carries the category and X-Cordon-Allow-Rule the
+// rule, for programs. A CONNECT client (curl, git, go) shows only the status line, so
+// there the reason phrase says it too: "403 cordon: example.com:443 not in network.allow".
+// Plain HTTP keeps "403 Forbidden", which clients print as the error they always have.
 func (p *Proxy) denyHTTP(cc *idleConn, bw *bufio.Writer, a *attempt) {
-	body := fmt.Sprintf("cordon: egress to %s denied by contract (%s)\n", a.hostport(), printable(a.ev.Reason))
-	writeSimple(bw, http.StatusForbidden, body)
+	dest, cat := a.hostport(), a.ev.Category
+	if cat == "" {
+		cat = policy.Denied.String()
+	}
+	body := fmt.Sprintf("cordon: egress to %s denied by contract (%s)\n", dest, printable(a.ev.Reason))
+	hdr := []string{"X-Cordon-Denied: " + printable(cat)}
+	if rule := printable(a.ev.SuggestedRule); rule != "" {
+		body += "cordon: to allow it, add to the contract: " + rule + "\n"
+		hdr = append(hdr, "X-Cordon-Allow-Rule: "+rule)
+	}
+	phrase := http.StatusText(http.StatusForbidden)
+	if a.ev.Proto == protoConnect {
+		phrase = "cordon: " + dest + " " + printable(cat)
+	}
+	writeText(bw, http.StatusForbidden, phrase, hdr, body)
 	p.emitAttempt(a, false)
 	lingerClose(cc)
 }
@@ -182,7 +201,7 @@ func (p *Proxy) unreachableHTTP(cc *idleConn, bw *bufio.Writer, a *attempt, allo
 // attempt with no destination.
 func (p *Proxy) badRequest(cc *idleConn, bw *bufio.Writer, code int, err error) {
 	a := newAttempt(protoHTTP)
-	a.ev.Reason = err.Error()
+	a.refused(policy.Malformed, err.Error())
 	writeSimple(bw, code, fmt.Sprintf("cordon: %s\n", printable(err.Error())))
 	p.emitAttempt(a, false)
 	lingerClose(cc)
@@ -211,8 +230,17 @@ func (p *Proxy) refuseHTTP(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
 
 // writeSimple writes a short text/plain response that closes the connection.
 func writeSimple(bw *bufio.Writer, code int, body string) {
-	fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"+
-		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), len(body), body)
+	writeText(bw, code, http.StatusText(code), nil, body)
+}
+
+// writeText writes a text/plain response that closes the connection, with the reason
+// phrase and the extra header lines ("Key: value") given; all must be printable ASCII.
+func writeText(bw *bufio.Writer, code int, phrase string, hdr []string, body string) {
+	fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n", code, phrase)
+	for _, h := range hdr {
+		fmt.Fprintf(bw, "%s\r\n", h)
+	}
+	fmt.Fprintf(bw, "Content-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 	_ = bw.Flush()
 }
 

@@ -263,7 +263,7 @@ func (p *Proxy) intercepted(ctx context.Context, cc *idleConn, br *bufio.Reader,
 	cc.setHard(time.Time{})
 	if err != nil {
 		if sniReason != "" {
-			a.ev.Reason = sniReason
+			a.refused(policy.Malformed, sniReason)
 			report(false)
 			return
 		}

@@ -51,7 +51,8 @@ func TestIPv6Literal(t *testing.T) {
 
 	resp, _, _ = rawExchange(t, e, "CONNECT [::1]:"+strconv.Itoa(int(port)+1)+" HTTP/1.1\r\n\r\n")
 	if body := readBody(t, resp.Body); resp.StatusCode != 403 ||
-		body != denyBody("[::1]:"+strconv.Itoa(int(port)+1), "no rule allows address ::1 on port "+strconv.Itoa(int(port)+1)) {
+		body != denyBody("[::1]:"+strconv.Itoa(int(port)+1), "no rule allows address ::1 on port "+strconv.Itoa(int(port)+1),
+			"network.allow: [{cidr: ::1/128, ports: ["+strconv.Itoa(int(port)+1)+"]}]") {
 		t.Errorf("other port: %d %q", resp.StatusCode, body)
 	}
 }

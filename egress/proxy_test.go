@@ -170,7 +170,8 @@ func checkDenied(t *testing.T, e *env, n int, tt deniedCase) {
 		t.Fatalf("status %d body %q, want 403", resp.StatusCode, body)
 	}
 	if tt.hostport != "" && tt.reason != "" {
-		if want := denyBody(tt.hostport, tt.reason); body != want {
+		// The rule itself is checked by TestDenialText; here, that the body shows the header's.
+		if want := denyBody(tt.hostport, tt.reason, resp.Header.Values("X-Cordon-Allow-Rule")...); body != want {
 			t.Errorf("body %q\nwant %q", body, want)
 		}
 	} else if want := "cordon: egress to " + tt.hostport; !strings.HasPrefix(body, want) || !strings.HasSuffix(body, ")\n") {

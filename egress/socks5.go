@@ -62,7 +62,7 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 			writeSOCKSReply(cc, se.reply)
 		}
 		a.target(host, port, policy.Decision{})
-		a.ev.Reason = err.Error()
+		a.refused(policy.Malformed, err.Error())
 		p.emitAttempt(a, false)
 		return
 	}
@@ -71,14 +71,14 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 	switch {
 	case up == nil && err == nil:
 		writeSOCKSReply(cc, socksNotAllowed)
-		a.ev.Reason = d.Reason
+		a.deniedBy(d)
 		p.emitAttempt(a, false)
 		return
 	case up == nil:
 		writeSOCKSReply(cc, socksReplyFor(err))
 		a.ev.Error = err.Error()
 		if d.Verdict != policy.Allow {
-			a.ev.Reason = d.Reason
+			a.deniedBy(d)
 		}
 		p.emitAttempt(a, d.Verdict == policy.Allow)
 		return
@@ -90,7 +90,7 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
 			up.Close()
 			writeSOCKSReply(cc, socksNotAllowed)
-			a.ev.Reason = "credential host failed tls verification: " + err.Error()
+			a.refused(policy.Denied, "credential host failed tls verification: "+err.Error())
 			p.emitAttempt(a, false)
 			return
 		}

@@ -67,7 +67,7 @@ func TestSessionKeepsStateAndLogsEachCommand(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &js) != nil {
 		t.Fatalf("exec --json: %v", r)
 	}
-	for _, k := range []string{"v", "exit_code", "stdout", "stderr", "duration_ms", "diffstat", "denied_egress"} {
+	for _, k := range []string{"v", "exit_code", "stdout", "stderr", "duration_ms", "diffstat", "denied_egress", "denied"} {
 		if _, ok := js[k]; !ok {
 			t.Errorf("exec --json: no %q in %s", k, r.stdout)
 		}
@@ -168,10 +168,16 @@ func TestSessionConcurrentDeniedAndTimeout(t *testing.T) {
 	// A connection the proxy refused is named in the command's result.
 	r = w.cordon("", "exec", id, "--json", "--", "wget", "-q", "-O", "/dev/null", "http://denied.example.com:8080/")
 	var js struct {
-		Denied []string `json:"denied_egress"`
+		Denied    []string `json:"denied_egress"`
+		Explained []struct {
+			Destination, Reason string
+		} `json:"denied"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || len(js.Denied) != 1 || js.Denied[0] != "denied.example.com:8080" {
 		t.Errorf("exec --json denied_egress: %v", r)
+	}
+	if len(js.Explained) != 1 || js.Explained[0].Destination != "denied.example.com:8080" || js.Explained[0].Reason != "not in network.allow" {
+		t.Errorf("exec --json denied: %+v", js.Explained)
 	}
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)

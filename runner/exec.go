@@ -205,7 +205,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	if err != nil {
 		r.o.Log.Warn("recording the workspace diff", "err", err)
 	}
-	res.DeniedEgress = r.sink.denied(res.CmdID)
+	res.DeniedEgress, res.Denied = r.sink.denied(res.CmdID)
 	r.o.Log.Debug("diff recorded")
 }
 
@@ -360,10 +360,10 @@ type cmdSink struct {
 	next event.Sink
 	copy event.Sink // may be nil
 
-	mu      sync.Mutex          // mu guards the fields below.
-	active  []string            // running commands, oldest first
-	denies  map[string][]string // cmd id -> "host:port" denied, while it runs
-	cgroups map[uint64]string   // a session command's cgroup id -> its cmd id
+	mu      sync.Mutex                 // mu guards the fields below.
+	active  []string                   // running commands, oldest first
+	denies  map[string][]event.NetBody // cmd id -> net.deny bodies, while it runs
+	cgroups map[uint64]string          // a session command's cgroup id -> its cmd id
 }
 
 // joinCgroup attributes events from cgroup id to command cmd.
@@ -411,11 +411,30 @@ func (s *cmdSink) current() string {
 	return s.active[len(s.active)-1]
 }
 
-// denied returns the destinations denied to command id so far.
-func (s *cmdSink) denied(id string) []string {
+// denied returns the destinations ("host:port") denied to command id so far, one per
+// denial, and the same explained, one per destination in the order first denied.
+func (s *cmdSink) denied(id string) ([]string, []Denial) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.denies[id]...)
+	var (
+		targets []string
+		denials []Denial
+		seen    = map[string]bool{}
+	)
+	for _, b := range s.denies[id] {
+		dest := denyTarget(b)
+		targets = append(targets, dest)
+		if seen[dest] {
+			continue
+		}
+		seen[dest] = true
+		reason := b.Category
+		if reason == "" {
+			reason = "denied by contract"
+		}
+		denials = append(denials, Denial{Destination: dest, Reason: reason, SuggestedRule: b.SuggestedRule})
+	}
+	return targets, denials
 }
 
 // Emit implements event.Sink.
@@ -429,9 +448,10 @@ func (s *cmdSink) Emit(e event.Event) {
 	}
 	if e.Type == event.NetDeny && e.Cmd != "" {
 		if s.denies == nil {
-			s.denies = map[string][]string{}
+			s.denies = map[string][]event.NetBody{}
 		}
-		s.denies[e.Cmd] = append(s.denies[e.Cmd], denyTarget(e.Body))
+		b, _ := e.Body.(event.NetBody)
+		s.denies[e.Cmd] = append(s.denies[e.Cmd], b)
 	}
 	s.mu.Unlock()
 	s.next.Emit(e)
@@ -440,8 +460,7 @@ func (s *cmdSink) Emit(e event.Event) {
 	}
 }
 
-// denyTarget is "host:port" of a net.deny body (an event.NetBody).
-func denyTarget(body any) string {
-	c, _ := body.(event.NetBody)
+// denyTarget is "host:port" of a net.deny body.
+func denyTarget(c event.NetBody) string {
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }

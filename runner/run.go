@@ -61,6 +61,8 @@ type Result struct {
 	TimedOut bool
 	Duration time.Duration
 	AuditDir string // where the run's log is
+	// Denied lists the destinations the egress proxy refused the command, once each.
+	Denied []Denial
 }
 
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
@@ -81,7 +83,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	res, err := s.Exec(ctx, argv, ExecOptions{Stdin: r.o.Stdin, Stdout: r.o.Stdout, Stderr: r.o.Stderr, Timeout: r.o.Timeout})
 	if err == nil {
 		r.finish(res.ExitCode, res.Reason, res.Detail)
-		r.res.TimedOut = res.TimedOut
+		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
 	}
 	if terr := s.close(ctx, err); terr != nil {
 		// The command's status stands; what is left is said here and in run.end, and

@@ -29,6 +29,14 @@ type ExecOptions struct {
 	Cap int
 }
 
+// Denial is one destination the egress proxy refused a command, as the command may be
+// told: nothing in it comes from the contract but the category.
+type Denial struct {
+	Destination   string // "host:port", as the command asked for it
+	Reason        string // the kind of denial, e.g. "not in network.allow"
+	SuggestedRule string // the rule that would allow it, "" when none could
+}
+
 // ExecResult is how one command of a session ended.
 type ExecResult struct {
 	CmdID    string // the seq of its cmd.start in the log
@@ -39,8 +47,10 @@ type ExecResult struct {
 	Duration time.Duration
 	// FilesChanged, Insertions and Deletions summarise its fs.diff.
 	FilesChanged, Insertions, Deletions int
-	// DeniedEgress lists the "host:port" the egress proxy refused it.
+	// DeniedEgress lists the "host:port" the egress proxy refused it, once per attempt.
 	DeniedEgress []string
+	// Denied explains those refusals, once per destination.
+	Denied []Denial
 	// Output describes stdout ([0]) and stderr ([1]) when ExecOptions.Cap was set.
 	Output [2]Capped
 

@@ -196,6 +196,9 @@ func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*wire
 			if f.Result.DeniedEgress == nil {
 				f.Result.DeniedEgress = []string{}
 			}
+			if f.Result.Denied == nil {
+				f.Result.Denied = []wire.Denial{}
+			}
 			return f.Result, nil
 		case f.FD == 1:
 			_, _ = stdout.Write(f.Data)

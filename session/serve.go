@@ -221,8 +221,17 @@ func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *
 		SpillPath: res.Output[0].SpillPath, StderrSpillPath: res.Output[1].SpillPath,
 		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Reason: res.Reason,
 		Diffstat:     wire.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
-		DeniedEgress: res.DeniedEgress,
+		DeniedEgress: res.DeniedEgress, Denied: wireDenials(res.Denied),
 	}})
+}
+
+// wireDenials converts the runner's denials to the wire's.
+func wireDenials(ds []runner.Denial) []wire.Denial {
+	out := make([]wire.Denial, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, wire.Denial{Destination: d.Destination, Reason: d.Reason, SuggestedRule: d.SuggestedRule})
+	}
+	return out
 }
 
 // errFrame answers a request with err: its message and the status `cordon exec` exits

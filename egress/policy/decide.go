@@ -25,11 +25,11 @@ import (
 func (p *Policy) Decide(args DecideArgs) Decision {
 	host, lit, err := normalize(args.Host)
 	if err != nil {
-		return Decision{Reason: err.Error()}
+		return Decision{Reason: err.Error(), Category: Malformed}
 	}
 	d := Decision{Host: host}
 	if args.Port == 0 {
-		d.Reason = "port 0 is not a destination port"
+		d.Reason, d.Category = "port 0 is not a destination port", Malformed
 		return d
 	}
 	if p == nil {
@@ -54,9 +54,9 @@ func (p *Policy) Decide(args DecideArgs) Decision {
 		d.Verdict = Resolve
 		d.Reason = fmt.Sprintf("no host rule names %q; a cidr rule may allow its addresses", host)
 	case hostPortMiss:
-		d.Reason = fmt.Sprintf("no rule allows host %q on port %d", host, args.Port)
+		d.Reason, d.Category = fmt.Sprintf("no rule allows host %q on port %d", host, args.Port), PortNotAllowed
 	default:
-		d.Reason = fmt.Sprintf("no rule allows host %q", host)
+		d.Reason, d.Category = fmt.Sprintf("no rule allows host %q", host), NotAllowed
 	}
 	return d
 }
@@ -78,17 +78,22 @@ func (p *Policy) decideAddr(d Decision, a netip.Addr, port uint16, hr *rule, hos
 		d.Verdict, d.Rule = Allow, hr.clone()
 		d.Reason = fmt.Sprintf("host %q matches rule %s", d.Host, hr.Rule)
 	case hr != nil && cidrPortMiss:
-		d.Reason = fmt.Sprintf("address %s is %s and no cidr rule names it on port %d", a, what, port)
+		d.Reason, d.Category = fmt.Sprintf("address %s is %s and no cidr rule names it on port %d", a, what, port), ForbiddenAddress
 	case cidrPortMiss:
-		d.Reason = fmt.Sprintf("no rule allows address %s on port %d", a, port)
-	case hr != nil || literal && what != "":
-		d.Reason = fmt.Sprintf("address %s is %s and no cidr rule names it", a, what)
+		d.Reason, d.Category = fmt.Sprintf("no rule allows address %s on port %d", a, port), PortNotAllowed
+		if !literal && !hostPortMiss {
+			d.Category = NotAllowed // the name is in no rule; its address is, on other ports
+		}
+	case hr != nil:
+		d.Reason, d.Category = fmt.Sprintf("address %s is %s and no cidr rule names it", a, what), ForbiddenAddress
+	case literal && what != "":
+		d.Reason, d.Category = fmt.Sprintf("address %s is %s and no cidr rule names it", a, what), PrivateAddress
 	case literal:
-		d.Reason = fmt.Sprintf("no cidr rule allows address %s", a)
+		d.Reason, d.Category = fmt.Sprintf("no cidr rule allows address %s", a), NotAllowed
 	case hostPortMiss:
-		d.Reason = fmt.Sprintf("no rule allows host %q on port %d", d.Host, port)
+		d.Reason, d.Category = fmt.Sprintf("no rule allows host %q on port %d", d.Host, port), PortNotAllowed
 	default:
-		d.Reason = fmt.Sprintf("no rule allows host %q or its address %s", d.Host, a)
+		d.Reason, d.Category = fmt.Sprintf("no rule allows host %q or its address %s", d.Host, a), NotAllowed
 	}
 	return d
 }

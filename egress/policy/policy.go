@@ -112,6 +112,8 @@ type Decision struct {
 	// `no rule allows host "x"` or
 	// `address 10.0.0.5 is private and no cidr rule names it`.
 	Reason string
+	// Category is the kind of denial, for a Deny; [Denied] otherwise.
+	Category Category
 	// Rule is the rule that matched (a copy), zero when none did.
 	Rule Rule
 	// Host is the normalised host, empty when it was malformed.

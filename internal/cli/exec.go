@@ -21,7 +21,7 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 	fs := newFlags("exec", "exec SESSION [--timeout D] [--cap N] [--json] [--dir DIR] [-i] -- CMD [ARGS...]", stdio.Stderr)
 	timeout := fs.Duration("timeout", 0, "per-command timeout, overriding commands.timeout")
 	dir := fs.String("dir", "", "working `DIR` inside (default: the current directory when it is in the workspace, else the contract's workdir)")
-	asJSON := fs.Bool("json", false, "print a versioned JSON object {v, exit_code, stdout, stderr, truncated, spill_path, duration_ms, diffstat, denied_egress, ...} and exit 0 unless cordon failed")
+	asJSON := fs.Bool("json", false, "print a versioned JSON object {v, exit_code, stdout, stderr, truncated, spill_path, duration_ms, diffstat, denied_egress, denied, ...} and exit 0 unless cordon failed")
 	capN := fs.Int("cap", -1, "keep at most `N` characters of each of stdout and stderr; the whole output goes to a spill file inside the sandbox, named on the last line (default 10000 with --json, else no cap; 0: no cap)")
 	stdin := fs.Bool("i", false, "forward standard input to the command (default: it reads an empty stdin)")
 	var id string
@@ -68,6 +68,9 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 	}
 	if *asJSON {
 		return json.NewEncoder(stdio.Stdout).Encode(res)
+	}
+	for _, d := range res.Denied {
+		printDenied(stdio.Stderr, d.Destination, d.Reason, d.SuggestedRule)
 	}
 	if res.ExitCode != 0 {
 		return errdefs.Exit(res.ExitCode)

@@ -75,6 +75,9 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	if *verbose && res.AuditDir != "" {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}
+	for _, d := range res.Denied {
+		printDenied(stdio.Stderr, d.Destination, d.Reason, d.SuggestedRule)
+	}
 	if err != nil {
 		return reportRunError(stdio, err)
 	}

@@ -21,6 +21,13 @@ type NetBody struct {
 	Why string `json:"why,omitempty"`
 	// Reason says why the attempt was denied; empty when it was allowed.
 	Reason string `json:"reason,omitempty"`
+	// Category is the kind of denial as shown to the workload ("not in network.allow",
+	// "port not allowed", "private address", "resolves to a forbidden address", ...);
+	// empty when the attempt was allowed.
+	Category string `json:"category,omitempty"`
+	// SuggestedRule is the contract rule that would allow this destination, in YAML flow
+	// syntax; empty when allowed or when no rule could.
+	SuggestedRule string `json:"suggested_rule,omitempty"`
 	// Error says why an allowed attempt failed (unreachable, reset, timed out), if it did.
 	Error string `json:"error,omitempty"`
 	// BytesUp counts bytes sent to the destination: the tunnel payload, or the request

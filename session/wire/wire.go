@@ -52,7 +52,8 @@ type Frame struct {
 	Changed []string `json:"changed,omitempty"`
 }
 
-// ResultVersion versions [Result], which is `cordon exec --json`'s output.
+// ResultVersion versions [Result], which is `cordon exec --json`'s output. Fields are
+// only added within a version (Denied was added in version 1).
 const ResultVersion = 1
 
 // Result is the outcome of one exec. Stdout and Stderr are filled in by the client from
@@ -73,7 +74,19 @@ type Result struct {
 	TimedOut        bool     `json:"timed_out"`
 	Reason          string   `json:"reason"`
 	Diffstat        Diffstat `json:"diffstat"`
-	DeniedEgress    []string `json:"denied_egress"`
+	// DeniedEgress lists the "host:port" the egress proxy refused, once per attempt.
+	DeniedEgress []string `json:"denied_egress"`
+	// Denied explains them, once per destination.
+	Denied []Denial `json:"denied"`
+}
+
+// Denial is one destination the egress proxy refused the command: the destination it
+// asked for, the kind of denial and the contract rule that would allow it ("" when none
+// could). Nothing else of the contract is in it.
+type Denial struct {
+	Destination   string `json:"destination"`
+	Reason        string `json:"reason"`
+	SuggestedRule string `json:"suggested_rule"`
 }
 
 // Diffstat summarises a command's fs.diff.

@@ -1,0 +1,34 @@
+package runner
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+func TestCmdSinkDenied(t *testing.T) {
+	s := &cmdSink{next: event.SinkFunc(func(event.Event) {})}
+	s.push("c1")
+	deny := func(b event.NetBody) { s.Emit(event.Event{Type: event.NetDeny, Body: b}) }
+	rule := "network.allow: [{host: example.com, ports: [443]}]"
+	deny(event.NetBody{Host: "example.com", Port: 443, Category: "not in network.allow", SuggestedRule: rule})
+	deny(event.NetBody{Host: "example.com", Port: 443, Category: "not in network.allow", SuggestedRule: rule})
+	deny(event.NetBody{Host: "::1", Port: 80})
+	s.Emit(event.Event{Type: event.NetAllow, Body: event.NetBody{Host: "ok.com", Port: 443}})
+	targets, denials := s.denied("c1")
+	if want := []string{"example.com:443", "example.com:443", "[::1]:80"}; !reflect.DeepEqual(targets, want) {
+		t.Errorf("targets %q, want %q", targets, want)
+	}
+	want := []Denial{
+		{Destination: "example.com:443", Reason: "not in network.allow", SuggestedRule: rule},
+		{Destination: "[::1]:80", Reason: "denied by contract"},
+	}
+	if !reflect.DeepEqual(denials, want) {
+		t.Errorf("denials %+v, want %+v", denials, want)
+	}
+	s.pop("c1")
+	if targets, denials := s.denied("c1"); targets != nil || denials != nil {
+		t.Errorf("after pop: %v %v", targets, denials)
+	}
+}
