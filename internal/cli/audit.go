@@ -25,7 +25,8 @@ func auditCmd(ctx context.Context, stdio IO, args []string) error {
 		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report [flags] [RUN|last]\n\n"+
 			"  ls       runs, newest first\n  show     a run's timeline (--diff for patches, --json)\n"+
 			"  verify   check a run's hash chain: exit 0 intact, 1 with the first bad line\n"+
-			"  report   one self-contained HTML page (-o FILE)")
+			"  report   one self-contained HTML page (-o FILE)\n\n"+
+			"last is the newest run of this workspace (the contract's, else the current directory); last --all of any.")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
@@ -64,43 +65,12 @@ func auditLs(stdio IO, args []string) error {
 	return tw.Flush()
 }
 
-// openRun resolves RUN or "last" (the newest run) to its log.
-func openRun(root, id string) (audit.Run, error) {
-	if id == "last" {
-		runs, err := audit.List(root)
-		if err != nil {
-			return audit.Run{}, err
-		}
-		if len(runs) == 0 {
-			return audit.Run{}, fmt.Errorf("no runs in %s", root)
-		}
-		id = runs[0].ID
-	}
-	return audit.Open(root, id)
-}
-
-// runArg parses flags and the single RUN|last argument of show, verify and report.
-func runArg(fs *flag.FlagSet, dir *string, args []string) (audit.Run, error) {
-	if err := parse(fs, args); err != nil {
-		return audit.Run{}, err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return audit.Run{}, errdefs.Usagef("want one RUN id or \"last\"")
-	}
-	root, err := auditRoot(*dir)
-	if err != nil {
-		return audit.Run{}, err
-	}
-	return openRun(root, fs.Arg(0))
-}
-
 func auditShow(stdio IO, args []string) error {
-	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last", stdio.Stderr)
-	dir := auditDirFlag(fs)
+	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last [--all] [-c FILE]", stdio.Stderr)
+	sel := runSelFlags(fs)
 	diff := fs.Bool("diff", false, "print each command's full patch")
 	asJSON := fs.Bool("json", false, "print the run's events, and its runs-later files, as JSON")
-	run, err := runArg(fs, dir, args)
+	run, err := sel.run(fs, args)
 	if err != nil {
 		return err
 	}
@@ -122,9 +92,9 @@ func auditShow(stdio IO, args []string) error {
 }
 
 func auditVerify(stdio IO, args []string) error {
-	fs := newFlags("audit verify", "audit verify [--audit-dir D] RUN|last\n\nExit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.", stdio.Stderr)
-	dir := auditDirFlag(fs)
-	run, err := runArg(fs, dir, args)
+	fs := newFlags("audit verify", "audit verify [--audit-dir D] RUN|last [--all] [-c FILE]\n\nExit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.", stdio.Stderr)
+	sel := runSelFlags(fs)
+	run, err := sel.run(fs, args)
 	if err != nil {
 		return err
 	}
@@ -141,10 +111,10 @@ func auditVerify(stdio IO, args []string) error {
 }
 
 func auditReport(stdio IO, args []string) error {
-	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last", stdio.Stderr)
-	dir := auditDirFlag(fs)
+	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last [--all] [-c FILE]", stdio.Stderr)
+	sel := runSelFlags(fs)
 	out := fs.String("o", "", "write the HTML report to `FILE` (\"-\" for stdout)")
-	run, err := runArg(fs, dir, args)
+	run, err := sel.run(fs, args)
 	if err != nil {
 		return err
 	}
