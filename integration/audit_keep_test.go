@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // in returns the world with its commands run in dir, another workspace.
@@ -46,5 +50,49 @@ func TestAuditLastIsThisWorkspaces(t *testing.T) {
 	r := none.cordon("", "audit", "report", "-o", "-", "last")
 	if r.code == 0 || !strings.Contains(r.stderr, "--all") || !strings.Contains(r.stderr, "no run of workspace") {
 		t.Errorf("last with no run here must fail naming --all: %v", r)
+	}
+}
+
+func TestAuditPruneKeepsLiveRuns(t *testing.T) {
+	w := newWorld(t)
+	live := exec.Command(testutil.Cordon(t), "run", "--", "sleep", "321")
+	live.Dir, live.Env = w.ws, w.env
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if runs, _ := audit.List(w.auditRoot()); len(runs) > 0 && runs[0].Commands > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 2 {
+		if r := w.sh("true"); r.code != 0 {
+			t.Fatalf("run: %v", r)
+		}
+	}
+	runs, _ := audit.List(w.auditRoot())
+	if len(runs) != 3 || runs[2].Sealed {
+		t.Fatalf("want two sealed runs and the live one last: %+v", runs)
+	}
+	if r := w.cordon("", "audit", "prune"); r.code != 2 || !strings.Contains(r.stderr, "--keep") {
+		t.Errorf("prune without a rule must be a usage error: %v", r)
+	}
+	if r := w.cordon("", "audit", "ls"); r.code != 0 || !strings.Contains(r.stderr, "keeping all runs") {
+		t.Errorf("audit ls must state the retention: %v", r)
+	}
+	r := w.cordon("", "audit", "prune", "--keep", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed "+runs[1].ID) || !strings.Contains(r.stdout, "kept "+runs[2].ID+": unsealed") {
+		t.Fatalf("prune --keep 1: want %s removed, the live %s kept: %v", runs[1].ID, runs[2].ID, r)
+	}
+	after, _ := audit.List(w.auditRoot())
+	if len(after) != 2 || after[0].ID != runs[0].ID || after[1].ID != runs[2].ID {
+		t.Errorf("after prune: %+v", after)
+	}
+	log, err := os.ReadFile(filepath.Join(w.auditRoot(), audit.PruneFile))
+	if err != nil || strings.Count(string(log), "\n") != 1 || !strings.Contains(string(log), `"run":"`+runs[1].ID+`"`) {
+		t.Errorf("%s: %q, %v", audit.PruneFile, log, err)
 	}
 }

@@ -20,12 +20,14 @@ const auditJSONVersion = 1
 func auditCmd(ctx context.Context, stdio IO, args []string) error {
 	subs := map[string]func(IO, []string) error{
 		"ls": auditLs, "show": auditShow, "verify": auditVerify, "report": auditReport,
+		"prune": auditPrune,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report [flags] [RUN|last]\n\n"+
+		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report|prune [flags] [RUN|last]\n\n"+
 			"  ls       runs, newest first\n  show     a run's timeline (--diff for patches, --json)\n"+
 			"  verify   check a run's hash chain: exit 0 intact, 1 with the first bad line\n"+
-			"  report   one self-contained HTML page (-o FILE)\n\n"+
+			"  report   one self-contained HTML page (-o FILE)\n"+
+			"  prune    remove sealed runs: --older-than D | --keep N (per workspace)\n\n"+
 			"last is the newest run of this workspace (the contract's, else the current directory); last --all of any.")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
@@ -62,7 +64,11 @@ func auditLs(stdio IO, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Start.Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Stderr, "%d runs in %s; %s\n", len(runs), root, retentionNote)
+	return nil
 }
 
 func auditShow(stdio IO, args []string) error {
