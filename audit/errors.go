@@ -30,6 +30,8 @@ var (
 	ErrBadSecret = errors.New("bad secret")
 	// ErrBadPrune: Prune was given no rule, or a negative one.
 	ErrBadPrune = errors.New("bad prune rule")
+	// ErrBadFormat: Export was asked for a format it does not write.
+	ErrBadFormat = errors.New("unknown export format")
 
 	// ErrEdited: a line's hash does not match its content, or a patch file does not match
 	// the digest recorded for it.

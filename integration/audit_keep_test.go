@@ -96,3 +96,42 @@ func TestAuditPruneKeepsLiveRuns(t *testing.T) {
 		t.Errorf("%s: %q, %v", audit.PruneFile, log, err)
 	}
 }
+
+func TestAuditExport(t *testing.T) {
+	w := newWorld(t)
+	if r := w.sh("echo hi > made.txt"); r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	runs, _ := audit.List(w.auditRoot())
+	if len(runs) != 1 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	logPath := filepath.Join(w.auditRoot(), runs[0].ID, audit.EventsFile)
+	orig, _ := os.ReadFile(logPath)
+	if r := w.cordon("", "audit", "export", "last", "--format", "jsonl"); r.code != 0 || r.stdout != string(orig) {
+		t.Errorf("export jsonl must be the log as is: %v", r)
+	}
+	r := w.cordon("", "audit", "export", "--format", "ocsf", runs[0].ID)
+	if r.code != 0 {
+		t.Fatalf("export ocsf: %v", r)
+	}
+	for _, want := range []string{`"class_uid":6002`, `"class_uid":1007`, `"class_uid":1001`, `"path":"made.txt"`, `"correlation_uid":"` + runs[0].ID + `"`} {
+		assertContains(t, "export ocsf", r.stdout, want)
+	}
+	if r := w.cordon("", "audit", "export", "last"); r.code != 2 {
+		t.Errorf("export without --format must be a usage error: %v", r)
+	}
+	tampered := strings.Replace(string(orig), `"made.txt"`, `"mado.txt"`, 1)
+	if tampered == string(orig) {
+		t.Fatal("made.txt not in the log")
+	}
+	if err := os.WriteFile(logPath, []byte(tampered), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.cordon("", "audit", "export", "last", "--format", "jsonl"); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "--force") {
+		t.Errorf("an edited log must be refused, naming --force: %v", r)
+	}
+	if r := w.cordon("", "audit", "export", "last", "--format", "jsonl", "--force"); r.code != 0 || r.stdout != tampered || !strings.Contains(r.stderr, "NOT INTACT") {
+		t.Errorf("--force exports it and says so: %v", r)
+	}
+}
