@@ -68,7 +68,11 @@ func auditLs(stdio IO, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdio.Stderr, "%d runs in %s; %s\n", len(runs), root, retentionNote)
+	noun := "runs"
+	if len(runs) == 1 {
+		noun = "run"
+	}
+	fmt.Fprintf(stdio.Stderr, "%d %s in %s; %s\n", len(runs), noun, root, retentionNote)
 	return nil
 }
 
