@@ -28,6 +28,10 @@ var (
 	// ErrBadSecret: a secret cannot be registered for redaction (too short, not UTF-8,
 	// or an invalid name).
 	ErrBadSecret = errors.New("bad secret")
+	// ErrBadPrune: Prune was given no rule, or a negative one.
+	ErrBadPrune = errors.New("bad prune rule")
+	// ErrBadFormat: Export was asked for a format it does not write.
+	ErrBadFormat = errors.New("unknown export format")
 
 	// ErrEdited: a line's hash does not match its content, or a patch file does not match
 	// the digest recorded for it.

@@ -109,10 +109,12 @@ type Summary struct {
 	Start        time.Time // ts of run.start (zero if unreadable)
 	ContractPath string
 	Backend      string
-	Commands     int    // cmd.start lines
-	Sealed       bool   // the last line is run.end
-	End          RunEnd // the run.end body, when Sealed
-	Err          error  // why the log could not be read, if it could not
+	Workspace    string    // absolute workspace path from run.start ("" in logs that predate it)
+	Ended        time.Time // ts of run.end, when Sealed
+	Commands     int       // cmd.start lines
+	Sealed       bool      // the last line is run.end
+	End          RunEnd    // the run.end body, when Sealed
+	Err          error     // why the log could not be read, if it could not
 }
 
 // Status is the final status of the run for people: "exit 0 (exited)", or "unsealed"
@@ -187,7 +189,7 @@ func summarize(r Run) Summary {
 	}
 	if last != nil {
 		if rec, err := parseRecord(last); err == nil && rec.DecodeBody(&s.End) == nil {
-			s.Sealed = true
+			s.Sealed, s.Ended = true, rec.TS
 		}
 	}
 	return s
@@ -202,7 +204,7 @@ func (s *Summary) first(line []byte) error {
 	if rec.Type != event.RunStart || rec.DecodeBody(&start) != nil {
 		return fmt.Errorf("%w: first line is not run.start", ErrMalformed)
 	}
-	s.Start, s.ContractPath, s.Backend = rec.TS, start.ContractPath, start.Backend
+	s.Start, s.ContractPath, s.Backend, s.Workspace = rec.TS, start.ContractPath, start.Backend, start.Workspace
 	return nil
 }
 

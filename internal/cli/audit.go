@@ -20,12 +20,16 @@ const auditJSONVersion = 1
 func auditCmd(ctx context.Context, stdio IO, args []string) error {
 	subs := map[string]func(IO, []string) error{
 		"ls": auditLs, "show": auditShow, "verify": auditVerify, "report": auditReport,
+		"prune": auditPrune, "export": auditExport,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report [flags] [RUN|last]\n\n"+
+		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report|prune|export [flags] [RUN|last]\n\n"+
 			"  ls       runs, newest first\n  show     a run's timeline (--diff for patches, --json)\n"+
 			"  verify   check a run's hash chain: exit 0 intact, 1 with the first bad line\n"+
-			"  report   one self-contained HTML page (-o FILE)")
+			"  report   one self-contained HTML page (-o FILE)\n"+
+			"  prune    remove sealed runs: --older-than D | --keep N (per workspace)\n"+
+			"  export   a verified log as --format jsonl (as is) or ocsf (for a SIEM)\n\n"+
+			"last is the newest run of this workspace (the contract's, else the current directory); last --all of any.")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
@@ -61,46 +65,23 @@ func auditLs(stdio IO, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Start.Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status())
 	}
-	return tw.Flush()
-}
-
-// openRun resolves RUN or "last" (the newest run) to its log.
-func openRun(root, id string) (audit.Run, error) {
-	if id == "last" {
-		runs, err := audit.List(root)
-		if err != nil {
-			return audit.Run{}, err
-		}
-		if len(runs) == 0 {
-			return audit.Run{}, fmt.Errorf("no runs in %s", root)
-		}
-		id = runs[0].ID
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	return audit.Open(root, id)
-}
-
-// runArg parses flags and the single RUN|last argument of show, verify and report.
-func runArg(fs *flag.FlagSet, dir *string, args []string) (audit.Run, error) {
-	if err := parse(fs, args); err != nil {
-		return audit.Run{}, err
+	noun := "runs"
+	if len(runs) == 1 {
+		noun = "run"
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return audit.Run{}, errdefs.Usagef("want one RUN id or \"last\"")
-	}
-	root, err := auditRoot(*dir)
-	if err != nil {
-		return audit.Run{}, err
-	}
-	return openRun(root, fs.Arg(0))
+	fmt.Fprintf(stdio.Stderr, "%d %s in %s; %s\n", len(runs), noun, root, retentionNote)
+	return nil
 }
 
 func auditShow(stdio IO, args []string) error {
-	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last", stdio.Stderr)
-	dir := auditDirFlag(fs)
+	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last [--all] [-c FILE]", stdio.Stderr)
+	sel := runSelFlags(fs)
 	diff := fs.Bool("diff", false, "print each command's full patch")
 	asJSON := fs.Bool("json", false, "print the run's events, and its runs-later files, as JSON")
-	run, err := runArg(fs, dir, args)
+	run, err := sel.run(fs, args)
 	if err != nil {
 		return err
 	}
@@ -122,9 +103,9 @@ func auditShow(stdio IO, args []string) error {
 }
 
 func auditVerify(stdio IO, args []string) error {
-	fs := newFlags("audit verify", "audit verify [--audit-dir D] RUN|last\n\nExit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.", stdio.Stderr)
-	dir := auditDirFlag(fs)
-	run, err := runArg(fs, dir, args)
+	fs := newFlags("audit verify", "audit verify [--audit-dir D] RUN|last [--all] [-c FILE]\n\nExit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.", stdio.Stderr)
+	sel := runSelFlags(fs)
+	run, err := sel.run(fs, args)
 	if err != nil {
 		return err
 	}
@@ -141,10 +122,10 @@ func auditVerify(stdio IO, args []string) error {
 }
 
 func auditReport(stdio IO, args []string) error {
-	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last", stdio.Stderr)
-	dir := auditDirFlag(fs)
+	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last [--all] [-c FILE]", stdio.Stderr)
+	sel := runSelFlags(fs)
 	out := fs.String("o", "", "write the HTML report to `FILE` (\"-\" for stdout)")
-	run, err := runArg(fs, dir, args)
+	run, err := sel.run(fs, args)
 	if err != nil {
 		return err
 	}

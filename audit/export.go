@@ -1,0 +1,78 @@
+package audit
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Export formats, for [ExportOptions.Format].
+const (
+	FormatJSONL = "jsonl" // the log's own lines, byte for byte
+	FormatOCSF  = "ocsf"  // one OCSF event object per line; see docs/audit.md
+)
+
+// ExportOptions says how [Export] writes a run.
+type ExportOptions struct {
+	Format string // FormatJSONL or FormatOCSF
+	// Force exports a log that does not verify (edited, truncated, unsealed): as far as
+	// it can be read, for OCSF. Without it such a log is refused.
+	Force bool
+}
+
+// Export verifies the log at path and writes it to w in the format o names. A log that
+// is not intact and sealed is refused with its [VerifyError] (unless o.Force), so what
+// leaves cordon is what was written. It returns the verification report either way.
+func Export(w io.Writer, path string, o ExportOptions) (Report, error) {
+	if o.Format != FormatJSONL && o.Format != FormatOCSF {
+		return Report{}, fmt.Errorf("%w: %q (want %s or %s)", ErrBadFormat, o.Format, FormatJSONL, FormatOCSF)
+	}
+	rep, err := Verify(path)
+	if err != nil && rep.Problem == nil {
+		return rep, err
+	}
+	if !rep.OK() && !o.Force {
+		return rep, fmt.Errorf("exporting %s: the log does not verify: %w", path, rep.Problem)
+	}
+	if o.Format == FormatJSONL {
+		return rep, copyFile(w, path)
+	}
+	recs, err := ReadEvents(path)
+	if err != nil && !o.Force {
+		return rep, err
+	}
+	return rep, writeOCSF(w, recs)
+}
+
+func copyFile(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("exporting: %w", err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("exporting: %w", err)
+	}
+	return nil
+}
+
+// writeOCSF writes the OCSF events of recs, one JSON object per line.
+func writeOCSF(w io.Writer, recs []Record) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	m := ocsfMapper{argv: map[string][]string{}}
+	for _, rec := range recs {
+		for _, e := range m.events(rec) {
+			if err := enc.Encode(e); err != nil {
+				return fmt.Errorf("exporting: %w", err)
+			}
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("exporting: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// retentionNote is what `cordon audit ls` says about retention: cordon deletes no run
+// by itself.
+const retentionNote = "retention: keeping all runs; remove sealed ones with cordon audit prune --older-than D | --keep N"
+
+func auditPrune(stdio IO, args []string) error {
+	fs := newFlags("audit prune", "audit prune [--audit-dir D] [--dry-run] --older-than D | --keep N\n\n"+
+		"Removes sealed runs that verify intact, never a live, crashed or tampered one, and records\n"+
+		"each in ROOT/"+audit.PruneFile+". With both flags a run goes only when both allow it.", stdio.Stderr)
+	dir := auditDirFlag(fs)
+	older := fs.String("older-than", "", "runs that ended longer ago than `D` (a Go duration such as 72h, or days: 30d)")
+	keep := fs.Int("keep", 0, "keep the `N` newest runs of each workspace, remove the rest")
+	dry := fs.Bool("dry-run", false, "print what would be removed, remove nothing")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return errdefs.Usagef("audit prune: unexpected arguments %s", strings.Join(pos, " "))
+	}
+	opts := audit.PruneOptions{Keep: *keep, DryRun: *dry}
+	if *older != "" {
+		if opts.OlderThan, err = parseAge(*older); err != nil {
+			return errdefs.Usagef("audit prune: --older-than: %w", err)
+		}
+	}
+	if *keep < 0 || (*older == "" && *keep == 0) || (*older != "" && opts.OlderThan <= 0) {
+		fs.Usage()
+		return errdefs.Usagef("audit prune: give --older-than D (> 0) or --keep N (N ≥ 1)")
+	}
+	root, err := auditRoot(*dir)
+	if err != nil {
+		return err
+	}
+	res, err := audit.Prune(root, opts)
+	verb := "removed"
+	if *dry {
+		verb = "would remove"
+	}
+	for _, p := range res.Removed {
+		fmt.Fprintf(stdio.Stdout, "%s %s  ended %s  workspace %s\n", verb, p.Run, p.Ended.UTC().Format("2006-01-02 15:04:05Z"), orNone(p.Workspace))
+	}
+	for _, k := range res.Kept {
+		fmt.Fprintf(stdio.Stdout, "kept %s: %s\n", k.Run, k.Why)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Stdout, "%s %d runs, kept %d that are not sealed and intact", verb, len(res.Removed), len(res.Kept))
+	if !*dry && len(res.Removed) > 0 {
+		fmt.Fprintf(stdio.Stdout, "; recorded in %s", filepath.Join(root, audit.PruneFile))
+	}
+	fmt.Fprintln(stdio.Stdout)
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(not recorded)"
+	}
+	return s
+}
+
+// parseAge parses a Go duration or a whole number of days ("30d").
+func parseAge(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return 0, fmt.Errorf("%q: want a number of days such as 30d", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a duration such as 72h or 30d", s)
+	}
+	return d, nil
+}
