@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -121,7 +122,7 @@ func auditVerify(stdio IO, args []string) error {
 	return nil
 }
 
-func auditReport(stdio IO, args []string) error {
+func auditReport(stdio IO, args []string) (err error) {
 	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last [--all] [-c FILE]", stdio.Stderr)
 	sel := runSelFlags(fs)
 	out := fs.String("o", "", "write the HTML report to `FILE` (\"-\" for stdout)")
@@ -138,14 +139,24 @@ func auditReport(stdio IO, args []string) error {
 		return err
 	}
 	rep, _ := audit.Verify(run.EventsPath())
-	var w io.Writer = stdio.Stdout
-	if *out != "-" {
-		f, err := os.OpenFile(*out, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+	w, closeOut, err := openOutput(stdio, *out)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, closeOut()) }()
 	return audit.WriteHTML(w, recs, audit.HTMLOptions{Verify: &rep})
+}
+
+// openOutput is the -o FILE of a command that writes a file ("-": stdout, mode 0600
+// otherwise). Its close reports a write the file system failed to keep, so that an
+// export or a report is never silently short.
+func openOutput(stdio IO, path string) (io.Writer, func() error, error) {
+	if path == "-" {
+		return stdio.Stdout, func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
 }

@@ -3,14 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
-func auditExport(stdio IO, args []string) error {
+func auditExport(stdio IO, args []string) (err error) {
 	fs := newFlags("audit export", "audit export [--audit-dir D] --format jsonl|ocsf [--force] [-o FILE] RUN|last [--all] [-c FILE]\n\n"+
 		"jsonl is the log byte for byte; ocsf one OCSF "+audit.OCSFVersion+" event per line (docs/audit.md has the mapping).\n"+
 		"A log that does not verify is refused (exit 1) unless --force.", stdio.Stderr)
@@ -26,15 +24,11 @@ func auditExport(stdio IO, args []string) error {
 		fs.Usage()
 		return errdefs.Usagef("audit export: --format jsonl or --format ocsf is required")
 	}
-	var w io.Writer = stdio.Stdout
-	if *out != "-" {
-		f, err := os.OpenFile(*out, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
+	w, closeOut, err := openOutput(stdio, *out)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, closeOut()) }()
 	rep, err := audit.Export(w, run.EventsPath(), audit.ExportOptions{Format: *format, Force: *force})
 	var verr *audit.VerifyError
 	if errors.As(err, &verr) {
