@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -173,7 +174,7 @@ func removeRun(root string, p Pruned) error {
 	if err != nil {
 		return fmt.Errorf("pruning %s: %w", p.Run, err)
 	}
-	f, err := os.OpenFile(filepath.Join(root, PruneFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(filepath.Join(root, PruneFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("pruning %s: recording it: %w", p.Run, err)
 	}

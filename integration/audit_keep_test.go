@@ -135,3 +135,41 @@ func TestAuditExport(t *testing.T) {
 		t.Errorf("--force exports it and says so: %v", r)
 	}
 }
+
+// TestAuditOutputRefusesALinkTheSandboxPlanted: a sandbox links the name a reviewer will
+// write the export or the report to (in the workspace) to a host file; `-o NAME` refuses
+// to write through the link, and the host file is untouched (red team). Writing over the
+// log being read is refused too.
+func TestAuditOutputRefusesALinkTheSandboxPlanted(t *testing.T) {
+	w := newWorld(t)
+	victim := filepath.Join(w.home, "hostrc")
+	mustWrite(t, victim, "host settings\n")
+	if r := w.sh("ln -s " + victim + " export.jsonl && ln -s " + victim + " report.html"); r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	for _, args := range [][]string{
+		{"audit", "export", "--format", "ocsf", "-o", "export.jsonl", "last"},
+		{"audit", "report", "-o", "report.html", "last"},
+	} {
+		r := w.cordon("", args...)
+		if r.code == 0 {
+			t.Errorf("%v wrote through the sandbox's link: %v", args, r)
+		}
+		assertContains(t, "stderr", r.stderr, "not a regular file")
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "host settings\n" {
+		t.Fatalf("the host file the link names was written: %q", data)
+	}
+	runs, _ := audit.List(w.auditRoot())
+	if len(runs) != 1 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	logPath := filepath.Join(w.auditRoot(), runs[0].ID, audit.EventsFile)
+	before, _ := os.ReadFile(logPath)
+	if r := w.cordon("", "audit", "export", "--format", "jsonl", "-o", logPath, runs[0].ID); r.code == 0 {
+		t.Errorf("export over the log it reads: %v", r)
+	}
+	if after, _ := os.ReadFile(logPath); string(after) != string(before) {
+		t.Fatal("export -o the run's own log truncated it")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -139,7 +140,7 @@ func auditReport(stdio IO, args []string) (err error) {
 		return err
 	}
 	rep, _ := audit.Verify(run.EventsPath())
-	w, closeOut, err := openOutput(stdio, *out)
+	w, closeOut, err := openOutput(stdio, *out, run.EventsPath())
 	if err != nil {
 		return err
 	}
@@ -148,13 +149,23 @@ func auditReport(stdio IO, args []string) (err error) {
 }
 
 // openOutput is the -o FILE of a command that writes a file ("-": stdout, mode 0600
-// otherwise). Its close reports a write the file system failed to keep, so that an
-// export or a report is never silently short.
-func openOutput(stdio IO, path string) (io.Writer, func() error, error) {
+// otherwise). FILE is often in a workspace a sandbox wrote: a symbolic link there is
+// refused rather than followed (it would truncate whatever it names on the host), so is
+// anything but a regular file, and so is the log being read (keep, if not nil). Its close
+// reports a write the file system failed to keep, so an export is never silently short.
+func openOutput(stdio IO, path, keep string) (io.Writer, func() error, error) {
 	if path == "-" {
 		return stdio.Stdout, func() error { return nil }, nil
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if st, err := os.Lstat(path); err == nil {
+		if !st.Mode().IsRegular() {
+			return nil, nil, errdefs.Invalidf("-o %s: not a regular file (%s); refusing to write through it", path, st.Mode().Type())
+		}
+		if kst, err := os.Stat(keep); err == nil && os.SameFile(st, kst) {
+			return nil, nil, errdefs.Invalidf("-o %s is the log being read", path)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, nil, err
 	}

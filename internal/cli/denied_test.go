@@ -15,3 +15,18 @@ func TestPrintDenied(t *testing.T) {
 		t.Errorf("got %q\nwant %q", b.String(), want)
 	}
 }
+
+// TestPrintDeniedHostileName: a name the sandbox sent (SOCKS5 carries any bytes) cannot
+// forge a line of cordon's own or send a control code to the terminal (red team).
+func TestPrintDeniedHostileName(t *testing.T) {
+	var b strings.Builder
+	printDenied(&b, "x\ncordon: FORGED LINE\n\x1b[31mRED\x1b[0m\u202e:443", "malformed request", "")
+	got := b.String()
+	if strings.Count(got, "\n") != 1 || strings.ContainsAny(got, "\x1b\r") || strings.Contains(got, "\u202e") {
+		t.Fatalf("a hostile name reaches the terminal as is: %q", got)
+	}
+	want := `cordon: egress denied: x\x0acordon: FORGED LINE\x0a\x1b[31mRED\x1b[0m\xe2\x80\xae:443 (malformed request)` + "\n"
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
