@@ -460,7 +460,11 @@ func (s *cmdSink) Emit(e event.Event) {
 	}
 }
 
-// denyTarget is "host:port" of a net.deny body.
+// denyTarget is "host:port" of a net.deny body, or "a malformed request" when the
+// request named no destination at all (a forward-proxy request cordon could not parse).
 func denyTarget(c event.NetBody) string {
+	if c.Host == "" && c.Port == 0 {
+		return "a malformed request"
+	}
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }

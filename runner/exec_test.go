@@ -32,3 +32,14 @@ func TestCmdSinkDenied(t *testing.T) {
 		t.Errorf("after pop: %v %v", targets, denials)
 	}
 }
+
+// TestDenyTargetOfAMalformedRequest: a request that named no destination is said to be
+// one, not shown as ":0".
+func TestDenyTargetOfAMalformedRequest(t *testing.T) {
+	if got := denyTarget(event.NetBody{}); got != "a malformed request" {
+		t.Errorf("denyTarget of no destination = %q", got)
+	}
+	if got := denyTarget(event.NetBody{Host: "example.com", Port: 443}); got != "example.com:443" {
+		t.Errorf("denyTarget = %q", got)
+	}
+}
