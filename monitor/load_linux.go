@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -136,26 +137,18 @@ func statID(p string) (fileID, bool) {
 	return fileID{Dev: st.Dev, Ino: st.Ino}, true
 }
 
-// loaded is the loaded collection and the section each program came from.
-type loaded struct {
-	*ebpf.Collection
-	sections map[string]string
-}
-
-func load(cfg config, ringSize uint32) (*loaded, error) {
+// loadPinned loads the programs, attaches them and pins the links and the shared maps
+// in a directory of its own under root, which it renames to dir once complete: a set
+// in dir is never half made. The caller holds the lock, so no one else is loading and
+// every load- directory left is a crashed loader's.
+func loadPinned(root, dir string) (*pinned, error) {
+	removeLoads(root)
 	spec, err := loadMonitor()
 	if err != nil {
 		return nil, fmt.Errorf("monitor: reading the embedded programs: %w", err)
 	}
-	for name, v := range map[string]any{
-		"cfg_cgroup_id": cfg.cgroupID, "cfg_cgroup_level": cfg.level, "cfg_host_pidns": cfg.hostPidns,
-	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("monitor: setting %s: %w", name, err)
-		}
-	}
-	if ringSize != 0 {
-		spec.Maps["events"].MaxEntries = ringSize
+	if err := ensureTracefs(); err != nil {
+		return nil, err
 	}
 	linux.RaiseMemlock()
 	coll, err := ebpf.NewCollection(spec)
@@ -165,11 +158,90 @@ func load(cfg config, ringSize uint32) (*loaded, error) {
 	case err != nil:
 		return nil, unavailable("loading the BPF programs: %w", err)
 	}
-	l := &loaded{Collection: coll, sections: map[string]string{}}
-	for name, p := range spec.Programs {
-		l.sections[name] = p.SectionName
+	defer coll.Close()
+	tmp := filepath.Join(root, loadPrefix+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, unavailable("creating %s: %w", tmp, err)
 	}
-	return l, nil
+	if err := pinSet(tmp, spec, coll); err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return nil, unavailable("publishing the program set: %w", err)
+	}
+	p := &pinned{root: root, dir: dir}
+	for name, dst := range map[string]**ebpf.Map{pinRuns: &p.runs, pinRings: &p.rings, pinLevels: &p.levels} {
+		*dst = coll.Maps[name]
+		delete(coll.Maps, name) // kept open past coll.Close
+	}
+	return p, nil
+}
+
+// removeLoads removes what crashed loaders left under root (the caller holds the lock).
+func removeLoads(root string) {
+	matches, _ := filepath.Glob(filepath.Join(root, loadPrefix+"*"))
+	for _, m := range matches {
+		os.RemoveAll(m)
+	}
+}
+
+// pinSet attaches coll's programs and pins the links, the shared maps and the manifest
+// in dir.
+func pinSet(dir string, spec *ebpf.CollectionSpec, coll *ebpf.Collection) error {
+	links, err := attach(coll, spec)
+	if err != nil {
+		return err
+	}
+	defer closeLinks(links) // the pins hold them from here on
+	for name, l := range links {
+		if err := l.Pin(filepath.Join(dir, name)); err != nil {
+			return unavailable("pinning %s: %w", name, err)
+		}
+	}
+	for _, name := range []string{pinRuns, pinRings, pinLevels} {
+		if err := coll.Maps[name].Pin(filepath.Join(dir, name)); err != nil {
+			return unavailable("pinning map %s: %w", name, err)
+		}
+	}
+	return pinManifestOf(filepath.Join(dir, pinManifest), coll)
+}
+
+// pinManifestOf records the name and tag of every program of coll in a map pinned at
+// path, which a later run checks the attached programs against.
+func pinManifestOf(path string, coll *ebpf.Collection) error {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name: "cordon_manifest", Type: ebpf.Array, KeySize: 4, ValueSize: 24,
+		MaxEntries: uint32(len(coll.Programs)),
+	})
+	if err != nil {
+		return unavailable("creating the manifest: %w", err)
+	}
+	defer m.Close()
+	names := make([]string, 0, len(coll.Programs))
+	for name := range coll.Programs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		info, err := coll.Programs[name].Info()
+		if err != nil {
+			return unavailable("reading program %s: %w", name, err)
+		}
+		var e manifestEntry
+		copy(e.Name[:], truncName(name))
+		if _, err := hex.Decode(e.Tag[:], []byte(info.Tag)); err != nil {
+			return unavailable("program %s: tag %q: %w", name, info.Tag, err)
+		}
+		if err := m.Update(uint32(i), e, ebpf.UpdateAny); err != nil {
+			return unavailable("writing the manifest: %w", err)
+		}
+	}
+	if err := m.Pin(path); err != nil {
+		return unavailable("pinning the manifest: %w", err)
+	}
+	return nil
 }
 
 // required are the programs without which the monitor does not start; the others
@@ -181,19 +253,12 @@ var required = map[string]bool{"tp_openat": true, "tp_connect": true, "on_exec":
 // could not be read at entry is read again.
 var exitEvents = []string{"sys_exit_openat", "sys_exit_openat2", "sys_exit_open", "sys_exit_creat", "sys_exit_connect"}
 
-// attach attaches every program by its section name (tp_exit to every exitEvents).
-func attach(l *loaded) ([]closer, error) {
-	if err := ensureTracefs(); err != nil {
-		return nil, err
-	}
-	var links []closer
-	names := make([]string, 0, len(l.Programs))
-	for name := range l.Programs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		prog, sec := l.Programs[name], l.sections[name]
+// attach attaches every program by its section name (tp_exit to every exitEvents) and
+// returns the links by pin name (link-PROGRAM or link-PROGRAM-EVENT).
+func attach(coll *ebpf.Collection, spec *ebpf.CollectionSpec) (map[string]link.Link, error) {
+	links := map[string]link.Link{}
+	for name, prog := range coll.Programs {
+		sec := spec.Programs[name].SectionName
 		kind, rest, _ := strings.Cut(sec, "/")
 		group, event, _ := strings.Cut(rest, "/")
 		var events []string
@@ -205,13 +270,13 @@ func attach(l *loaded) ([]closer, error) {
 		case kind == "tp_btf":
 			lk, err := link.AttachTracing(link.TracingOptions{Program: prog})
 			if err != nil {
-				closeAll(links)
+				closeLinks(links)
 				return nil, unavailable("attaching %s (%s): %w", name, sec, err)
 			}
-			links = append(links, lk)
+			links[linkPrefix+name] = lk
 			continue
 		default:
-			closeAll(links)
+			closeLinks(links)
 			return nil, fmt.Errorf("monitor: program %s: unknown section %q", name, sec)
 		}
 		for _, ev := range events {
@@ -220,33 +285,28 @@ func attach(l *loaded) ([]closer, error) {
 				continue
 			}
 			if err != nil {
-				closeAll(links)
+				closeLinks(links)
 				return nil, unavailable("attaching %s to %s/%s: %w", name, group, ev, err)
 			}
-			links = append(links, lk)
+			links[linkPrefix+name+"-"+ev] = lk
 		}
 	}
 	return links, nil
 }
 
-func closeAll(links []closer) { closeLinks(links) }
-
-// closeLinks detaches links in parallel: each detach of a tracepoint waits for an RCU
-// grace period, and in parallel they share them (26 links: 1.9 s in series, ~0.1 s).
-func closeLinks(links []closer) []error {
-	errs := make([]error, len(links))
+// closeLinks closes links in parallel. A link that is pinned stays attached; one that
+// is not is detached, which for a tracepoint waits for an RCU grace period, shared when
+// they run in parallel (26 links: 1.9 s in series, ~0.1 s).
+func closeLinks(links map[string]link.Link) {
 	var wg sync.WaitGroup
-	for i, l := range links {
+	for _, l := range links {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := l.Close(); err != nil {
-				errs[i] = fmt.Errorf("detaching: %w", err)
-			}
+			l.Close()
 		}()
 	}
 	wg.Wait()
-	return errs
 }
 
 // ensureTracefs mounts tracefs at /sys/kernel/tracing when no tracefs is mounted:

@@ -134,3 +134,15 @@ func emit(sink event.Sink, a Alert) {
 		sink.Emit(event.Event{Type: event.SyscallAlert, Body: a.Body()})
 	}
 }
+
+// Collected is what [GC] removed.
+type Collected struct {
+	Stale []Stale  // registrations of runs whose cordon is gone
+	Sets  []string // program sets no live run used, detached and unpinned
+}
+
+// Stale is the registration of a run whose cordon is gone.
+type Stale struct {
+	Cgroup uint64 // the run's cgroup v2 id
+	Owner  int    // the pid of the cordon that registered it
+}

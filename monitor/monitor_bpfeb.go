@@ -37,6 +37,16 @@ type monitorPending struct {
 	_    [6]byte
 }
 
+type monitorRun struct {
+	_          structs.HostLayout
+	Lost       uint64
+	Level      uint32
+	HostPidns  uint32
+	OwnerStart uint64
+	OwnerPid   uint32
+	OwnerPidns uint32
+}
+
 type monitorSc uint32
 
 const (
@@ -78,9 +88,10 @@ type monitorWalkbuf struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	monitorMapEvents            = "events"
-	monitorMapLost              = "lost"
+	monitorMapLevels            = "levels"
 	monitorMapPending           = "pending"
+	monitorMapRings             = "rings"
+	monitorMapRuns              = "runs"
 	monitorMapScratch           = "scratch"
 	monitorMapWalk              = "walk"
 	monitorProgOnExec           = "on_exec"
@@ -109,10 +120,8 @@ const (
 	monitorProgTpSetns          = "tp_setns"
 	monitorProgTpUmount         = "tp_umount"
 	monitorProgTpUnshare        = "tp_unshare"
-	monitorVarCfgCgroupId       = "cfg_cgroup_id"
-	monitorVarCfgCgroupLevel    = "cfg_cgroup_level"
-	monitorVarCfgHostPidns      = "cfg_host_pidns"
 	monitorVarUnusedEvent       = "unused_event"
+	monitorVarUnusedRun         = "unused_run"
 	monitorVarUnusedSc          = "unused_sc"
 )
 
@@ -190,9 +199,10 @@ type monitorProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Lost    *ebpf.MapSpec `ebpf:"lost"`
+	Levels  *ebpf.MapSpec `ebpf:"levels"`
 	Pending *ebpf.MapSpec `ebpf:"pending"`
+	Rings   *ebpf.MapSpec `ebpf:"rings"`
+	Runs    *ebpf.MapSpec `ebpf:"runs"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Walk    *ebpf.MapSpec `ebpf:"walk"`
 }
@@ -201,11 +211,9 @@ type monitorMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorVariableSpecs struct {
-	CfgCgroupId    *ebpf.VariableSpec `ebpf:"cfg_cgroup_id"`
-	CfgCgroupLevel *ebpf.VariableSpec `ebpf:"cfg_cgroup_level"`
-	CfgHostPidns   *ebpf.VariableSpec `ebpf:"cfg_host_pidns"`
-	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedSc       *ebpf.VariableSpec `ebpf:"unused_sc"`
+	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedRun   *ebpf.VariableSpec `ebpf:"unused_run"`
+	UnusedSc    *ebpf.VariableSpec `ebpf:"unused_sc"`
 }
 
 // monitorObjects contains all objects after they have been loaded into the kernel.
@@ -228,18 +236,20 @@ func (o *monitorObjects) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Lost    *ebpf.Map `ebpf:"lost"`
+	Levels  *ebpf.Map `ebpf:"levels"`
 	Pending *ebpf.Map `ebpf:"pending"`
+	Rings   *ebpf.Map `ebpf:"rings"`
+	Runs    *ebpf.Map `ebpf:"runs"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
 	Walk    *ebpf.Map `ebpf:"walk"`
 }
 
 func (m *monitorMaps) Close() error {
 	return _MonitorClose(
-		m.Events,
-		m.Lost,
+		m.Levels,
 		m.Pending,
+		m.Rings,
+		m.Runs,
 		m.Scratch,
 		m.Walk,
 	)
@@ -249,11 +259,9 @@ func (m *monitorMaps) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorVariables struct {
-	CfgCgroupId    *ebpf.Variable `ebpf:"cfg_cgroup_id"`
-	CfgCgroupLevel *ebpf.Variable `ebpf:"cfg_cgroup_level"`
-	CfgHostPidns   *ebpf.Variable `ebpf:"cfg_host_pidns"`
-	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
-	UnusedSc       *ebpf.Variable `ebpf:"unused_sc"`
+	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	UnusedRun   *ebpf.Variable `ebpf:"unused_run"`
+	UnusedSc    *ebpf.Variable `ebpf:"unused_sc"`
 }
 
 // monitorPrograms contains all programs after they have been loaded into the kernel.

@@ -11,18 +11,23 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // Regenerate with monitor/generate.sh, which installs the pinned compiler and checks.
-//go:generate go tool bpf2go -tags linux -type event -type sc monitor bpf/monitor.c -- -I bpf/include -Wall -Werror
+//go:generate go tool bpf2go -tags linux -type event -type sc -type run monitor bpf/monitor.c -- -I bpf/include -Wall -Werror
 
-// Monitor is a running monitor: BPF programs attached for one run and the goroutine
-// that reads their events. Its methods are safe for concurrent use.
+// Monitor is a running monitor: one run's registration with the shared BPF programs,
+// its own ring buffer, and the goroutine that reads it. Its methods are safe for
+// concurrent use.
 type Monitor struct {
 	opts    Options
 	chk     checker
-	coll    *loaded
-	links   []closer
+	pins    *pinned   // the shared programs' maps the run is registered in
+	ring    *ebpf.Map // the run's own ring buffer
 	rd      *ringbuf.Reader
 	done    chan struct{} // closed when the reader goroutine returns
 	flushed chan struct{} // one token per ErrFlushed the reader saw
@@ -43,15 +48,14 @@ type Monitor struct {
 	lostAtEnd uint64
 }
 
-type closer interface{ Close() error }
-
 // maxAlerts caps the distinct alerts one run emits, so that a workload cannot flood the
 // audit log; the rest are counted in Stats.Suppressed.
 const maxAlerts = 10000
 
-// Start loads and attaches the monitor for one run and starts reading its events. The
-// run's cgroup must exist and no process of the run should be in it yet; ctx bounds
-// only the start. The monitor runs until [Monitor.Close].
+// Start registers the run's cgroup with the monitor's programs (loading, attaching
+// and pinning them first if no earlier run left them on the host) and starts reading
+// its events. The run's cgroup must exist and no process of the run should be in it
+// yet; ctx bounds only the start. The monitor runs until [Monitor.Close].
 //
 // When BPF cannot be used it returns an error wrapping errdefs.ErrUnavailable that says
 // why (not root, no BTF, no tracefs, the verifier's refusal); monitor.mode: required
@@ -70,25 +74,28 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	coll, err := load(cfg, opts.ringSize)
-	if err != nil {
-		return nil, err
-	}
 	m := &Monitor{
 		opts:    opts,
 		chk:     checker{prof: opts.Profile, risky: scanRisky(riskyDirs)},
-		coll:    coll,
 		done:    make(chan struct{}),
 		flushed: make(chan struct{}, 1),
 		seen:    map[alertKey]struct{}{},
 	}
-	if m.rd, err = ringbuf.NewReader(coll.Maps["events"]); err != nil {
-		coll.Close()
+	size := opts.ringSize
+	if size == 0 {
+		size = 4 << 20
+	}
+	linux.RaiseMemlock()
+	if m.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "cordon_run", Type: ebpf.RingBuf, MaxEntries: size}); err != nil {
+		return nil, unavailable("creating the run's ring buffer: %w", err)
+	}
+	if m.rd, err = ringbuf.NewReader(m.ring); err != nil {
+		m.ring.Close()
 		return nil, fmt.Errorf("monitor: opening the ring buffer: %w", err)
 	}
-	if m.links, err = attach(coll); err != nil {
+	if m.pins, err = join(ctx, paths.BPFRoot(), newEntry(cfg, owner.Self()), m.ring); err != nil {
 		m.rd.Close()
-		coll.Close()
+		m.ring.Close()
 		return nil, err
 	}
 	go m.read()
@@ -189,20 +196,25 @@ func (m *Monitor) Stats() Stats {
 	if m.closing.Load() {
 		s.Lost = m.lostAtEnd
 	} else {
-		s.Lost = readLost(m.coll.Maps["lost"])
+		s.Lost = m.pins.lost(m.opts.CgroupID)
 	}
 	return s
 }
 
-// Close detaches the programs, handles the events still in the ring buffer, and frees
-// everything the monitor holds (links, maps, programs, file descriptors). It is
-// idempotent.
+// Close unregisters the run (its cgroup leaves the programs' filter; the programs stay
+// attached for the next run, [GC] detaches them), handles the events still in its ring
+// buffer, and frees everything the monitor holds (maps, file descriptors). It is
+// idempotent. Call it after the last process of the run has exited: an event of a
+// process still running may miss the last read.
 func (m *Monitor) Close() error {
 	m.closeOnce.Do(func() {
-		errs := closeLinks(m.links)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		lost, err := m.pins.leave(ctx, m.opts.CgroupID)
+		errs := []error{err}
 		m.drainMu.Lock()
 		m.closing.Store(true)
-		m.lostAtEnd = readLost(m.coll.Maps["lost"])
+		m.lostAtEnd = lost
 		m.drainMu.Unlock()
 		if err := m.rd.Flush(); err == nil {
 			select {
@@ -214,22 +226,11 @@ func (m *Monitor) Close() error {
 			errs = append(errs, fmt.Errorf("closing the ring buffer: %w", err))
 		}
 		<-m.done
-		m.coll.Close()
+		m.ring.Close()
+		m.pins.Close()
 		m.closeErr = errors.Join(errs...)
 	})
 	return m.closeErr
-}
-
-func readLost(mp *ebpf.Map) uint64 {
-	var perCPU []uint64
-	if err := mp.Lookup(uint32(0), &perCPU); err != nil {
-		return 0
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
-	}
-	return n
 }
 
 // riskyDirs are where scanRisky looks for shells, interpreters and relays.

@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -30,7 +31,21 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(helperMain(h, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	// The tests pin their programs in a root of their own, and leave nothing there.
+	root := fmt.Sprintf("/sys/fs/bpf/cordon-test-%d", os.Getpid())
+	os.Setenv(paths.BPFRootEnv, root)
+	code := m.Run()
+	if _, err := gc(context.Background(), root); err != nil {
+		fmt.Fprintln(os.Stderr, "monitor test: gc:", err)
+		code = 99
+	}
+	if ents, err := os.ReadDir(root); err == nil && len(ents) > 0 {
+		fmt.Fprintf(os.Stderr, "monitor test: pins left in %s: %v\n", root, ents)
+		code = 99
+	}
+	os.Remove(root)
+	os.Remove(paths.BPFLock(root))
+	os.Exit(code)
 }
 
 // helperMain does one thing the tests watch, then exits.

@@ -22,3 +22,6 @@ func (m *Monitor) Stats() Stats { return Stats{} }
 
 // Close does nothing.
 func (m *Monitor) Close() error { return nil }
+
+// GC does nothing: no program is pinned on this GOOS.
+func GC(ctx context.Context) (Collected, error) { return Collected{}, nil }

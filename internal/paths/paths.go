@@ -79,3 +79,38 @@ func (r Root) Gates() string { return filepath.Join(string(r), "gates") }
 
 // GateSocket is run id's gate admin socket.
 func (r Root) GateSocket(id string) string { return filepath.Join(r.Gates(), id+".sock") }
+
+// BPFRootEnv names the variable that, when set, is the bpffs directory the monitor pins
+// its programs in instead of [DefaultBPFRoot]; tests keep theirs apart with it. It must
+// be an absolute path on a bpffs.
+const BPFRootEnv = "CORDON_BPF_ROOT"
+
+// DefaultBPFRoot is where the syscall monitor pins the programs every monitored run on
+// the host shares, one directory per version of the programs:
+//
+//	/sys/fs/bpf/cordon/            root only (0700); flock(2) on it serialises loading,
+//	                               joining, leaving and gc
+//	/sys/fs/bpf/cordon/v-HASH/     one program set: links, the runs, rings and levels maps
+//	/sys/fs/bpf/cordon/load-PID/   a set being loaded, renamed to v-HASH when complete
+//
+// It is host-global, not per run root: every cordon on the host, whatever its
+// $CORDON_RUN_ROOT, shares one set of attached programs and one lock.
+const DefaultBPFRoot = "/sys/fs/bpf/cordon"
+
+// BPFRoot is the monitor's bpffs directory in this process's environment:
+// $CORDON_BPF_ROOT when set, else [DefaultBPFRoot].
+func BPFRoot() string {
+	if d := os.Getenv(BPFRootEnv); d != "" {
+		return filepath.Clean(d)
+	}
+	return DefaultBPFRoot
+}
+
+// BPFLock is the lock file that serialises every change to the monitor's pins under the
+// bpffs directory root ([BPFRoot]), mounting the bpffs included: a regular file under
+// /run/cordon (bpffs holds no regular files), named after root so that a test's own
+// root has its own lock.
+func BPFLock(root string) string {
+	name := strings.ReplaceAll(strings.Trim(filepath.Clean(root), "/"), "/", "-")
+	return filepath.Join("/run/cordon", "bpf-"+name+".lock")
+}

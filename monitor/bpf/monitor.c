@@ -2,10 +2,13 @@
 //go:build ignore
 
 /*
- * cordon's syscall monitor. Every program first asks whether the current task belongs
- * to the run (its cgroup v2, or a cgroup below it, and, for nested sandboxes, not the
- * sandbox's own machinery); nothing about any other task is read or sent. Events go to
- * user space through one ring buffer; an event that does not fit is counted in `lost`.
+ * cordon's syscall monitor. The programs are loaded and attached once and shared by
+ * every monitored run on the host (pinned in bpffs; docs/monitor.md): a run registers
+ * its cgroup v2 in `runs` and its own ring buffer in `rings`. Every program first asks
+ * whether the current task belongs to a registered run (its cgroup, or a cgroup below
+ * it, and, for nested sandboxes, not the sandbox's own machinery); nothing about any
+ * other task is read or sent, and a run's events go only to its own ring buffer. An
+ * event that does not fit is counted in its run's `lost`.
  *
  * The programs record; they decide nothing. User space compares what they send with
  * the run's profile. Execs are read after the new program is in place
@@ -18,11 +21,6 @@
 #include "bpf_tracing.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
-
-/* Set by the loader before loading (cilium/ebpf VariableSpec.Set). */
-volatile const __u64 cfg_cgroup_id = 0;    /* the run's cgroup v2 id */
-volatile const __u32 cfg_cgroup_level = 0; /* its depth below the v2 root */
-volatile const __u32 cfg_host_pidns = 0;   /* nested: inode of cordon's pid namespace, else 0 */
 
 #define SLOT 4096             /* bytes per string, NUL included */
 #define SLOT_MASK (SLOT - 1)
@@ -98,17 +96,47 @@ struct walkbuf {
 	char b[2 * SLOT];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20); /* the loader may change it */
-} events SEC(".maps");
+#define MAX_LEVEL 16  /* cgroup depths a run's cgroup may have: 1..MAX_LEVEL-1 */
+#define MAX_RUNS 1024 /* runs monitored at once on the host */
+
+/* One registered run, keyed by its cgroup v2 id in `runs`. Written by user space at
+ * registration; the programs only add to lost. Layout mirrored in monitor/pin_linux.go. */
+struct run {
+	__u64 lost;        /* events dropped: the run's ring buffer was full */
+	__u32 level;       /* depth of the cgroup below the v2 root */
+	__u32 host_pidns;  /* nested: inode of cordon's pid namespace, else 0 */
+	__u64 owner_start; /* owner: the cordon reading the ring buffer (internal/owner.Process) */
+	__u32 owner_pid;
+	__u32 owner_pidns;
+};
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_RUNS);
+	__type(key, __u64);
+	__type(value, struct run);
+} runs SEC(".maps");
+
+/* levels[0] has bit l set when some registered run's cgroup is at depth l: the
+ * programs look up only those ancestors, and nothing at all when no run is on. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} lost SEC(".maps");
+} levels SEC(".maps");
+
+/* Each run's own ring buffer, keyed by its cgroup id: a run that floods its buffer
+ * loses its own events, never another run's. The size is the run's choice. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, MAX_RUNS);
+	__type(key, __u64);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_RINGBUF);
+		__uint(max_entries, 4 << 20);
+	});
+} rings SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -127,32 +155,59 @@ struct {
 /* Force bpf2go to emit Go types for these. */
 const struct event *unused_event __attribute__((unused));
 const enum sc *unused_sc __attribute__((unused));
+const struct run *unused_run __attribute__((unused));
 
-/* watched reports whether task t (the current task) is one of the run's workload
- * processes. */
-static __always_inline bool watched(struct task_struct *t)
+/* watching is the run a task belongs to: its cgroup id and the run's entry. */
+struct watching {
+	__u64 cgroup;
+	struct run *run;
+};
+
+/* nested_machinery reports whether t, in a run of a nested sandbox, is the sandbox's
+ * machinery: what runs in cordon's own pid namespace (bwrap building the sandbox) and
+ * process 1 of the nested one (cordon's init). */
+static __always_inline bool nested_machinery(struct task_struct *t, __u32 host_pidns)
 {
-	if (!cfg_cgroup_id)
-		return false;
-	if (bpf_get_current_ancestor_cgroup_id(cfg_cgroup_level) != cfg_cgroup_id)
-		return false;
-	if (!cfg_host_pidns)
-		return true;
-	/* Nested: the sandbox's machinery is what runs in cordon's own pid namespace
-	 * (bwrap building the sandbox) and process 1 of the nested one (cordon's init). */
 	struct pid *p = BPF_CORE_READ(t, thread_pid);
 	unsigned int level = BPF_CORE_READ(p, level);
 	struct upid *u = (void *)p + bpf_core_field_offset(struct pid, numbers) +
 			 (level & 31) * sizeof(struct upid);
 	if (BPF_CORE_READ(u, nr) == 1)
-		return false;
-	return BPF_CORE_READ(u, ns, ns.inum) != cfg_host_pidns;
+		return true;
+	return BPF_CORE_READ(u, ns, ns.inum) == host_pidns;
 }
 
-static __always_inline struct event *begin(__u16 sc)
+/* watched finds the run task t (the current task) is a workload process of: the
+ * deepest registered cgroup among its ancestors. */
+static __always_inline bool watched(struct task_struct *t, struct watching *w)
+{
+	__u32 zero = 0;
+	__u64 *mask = bpf_map_lookup_elem(&levels, &zero);
+	if (!mask || !*mask)
+		return false;
+	__u64 m = *mask;
+	for (int l = MAX_LEVEL - 1; l > 0; l--) {
+		if (!(m & (1ULL << l)))
+			continue;
+		__u64 id = bpf_get_current_ancestor_cgroup_id(l);
+		if (!id)
+			continue;
+		struct run *r = bpf_map_lookup_elem(&runs, &id);
+		if (!r || r->level != l)
+			continue;
+		if (r->host_pidns && nested_machinery(t, r->host_pidns))
+			return false;
+		w->cgroup = id;
+		w->run = r;
+		return true;
+	}
+	return false;
+}
+
+static __always_inline struct event *begin(__u16 sc, struct watching *w)
 {
 	struct task_struct *t = (void *)bpf_get_current_task();
-	if (!watched(t))
+	if (!watched(t, w))
 		return NULL;
 	__u32 zero = 0;
 	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
@@ -180,20 +235,21 @@ static __always_inline struct event *begin(__u16 sc)
  */
 #define WAKE_BYTES (64 << 10)
 
-static __always_inline int submit(struct event *e, __u32 off)
+static __always_inline int submit(struct event *e, __u32 off, struct watching *w)
 {
 	__u64 size = offsetof(struct event, data) + off;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	__u64 wake = BPF_RB_FORCE_WAKEUP;
-	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
-		wake = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&events, e, size, wake) < 0) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-		if (n)
-			(*n)++;
+	void *ring = bpf_map_lookup_elem(&rings, &w->cgroup);
+	if (!ring) { /* the run is unregistering */
+		__sync_fetch_and_add(&w->run->lost, 1);
+		return 0;
 	}
+	__u64 wake = BPF_RB_FORCE_WAKEUP;
+	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
+		wake = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(ring, e, size, wake) < 0)
+		__sync_fetch_and_add(&w->run->lost, 1);
 	return 0;
 }
 
@@ -378,7 +434,8 @@ static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 
 static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
 {
-	struct event *e = begin(sc);
+	struct watching w;
+	struct event *e = begin(sc, &w);
 	if (!e)
 		return 0;
 	struct pending p = {.args = {a0, a1, a2, a3}, .sc = sc};
@@ -388,7 +445,7 @@ static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a
 		if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY) == 0)
 			return 0;
 	}
-	return submit(e, off);
+	return submit(e, off, &w);
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat")
@@ -434,10 +491,11 @@ int tp_exit(void *ctx)
 		return 0;
 	struct pending p = *pp;
 	bpf_map_delete_elem(&pending, &tid);
-	struct event *e = begin(p.sc);
+	struct watching w;
+	struct event *e = begin(p.sc, &w);
 	if (!e)
 		return 0;
-	return submit(e, fill(e, p.sc, p.args));
+	return submit(e, fill(e, p.sc, p.args), &w);
 }
 
 /* Successful execs, after the new program is in place: the file name as given, the new
@@ -445,7 +503,8 @@ int tp_exit(void *ctx)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
-	struct event *e = begin(SC_EXECVE);
+	struct watching w;
+	struct event *e = begin(SC_EXECVE, &w);
 	if (!e)
 		return 0;
 	__u32 off = put_str(e, 0, 0, BPF_CORE_READ(bprm, filename), false);
@@ -465,7 +524,7 @@ int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *b
 		e->args[1] = BPF_CORE_READ(ino, i_sb, s_dev);
 		e->args[2] = BPF_CORE_READ(ino, i_nlink);
 	}
-	return submit(e, off);
+	return submit(e, off, &w);
 }
 
 /*
@@ -475,7 +534,8 @@ int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *b
  */
 static __always_inline int on_other(struct sys_enter *ctx, __u16 sc, int nargs, int s0, int s1, int s2)
 {
-	struct event *e = begin(sc);
+	struct watching w;
+	struct event *e = begin(sc, &w);
 	if (!e)
 		return 0;
 	if (nargs > 0)
@@ -497,7 +557,7 @@ static __always_inline int on_other(struct sys_enter *ctx, __u16 sc, int nargs, 
 		off = put_str(e, 1, off, (const char *)ctx->args[s1], true);
 	if (s2 >= 0)
 		off = put_str(e, 2, off, (const char *)ctx->args[s2], true);
-	return submit(e, off);
+	return submit(e, off, &w);
 }
 
 #define OTHER(name, sc, nargs, s0, s1, s2)                        \

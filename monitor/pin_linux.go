@@ -1,0 +1,365 @@
+package monitor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
+)
+
+// The programs are loaded, attached and pinned in bpffs once per host and version of
+// the programs, and shared by every monitored run (docs/monitor.md, "Shared programs"):
+// a run only registers its cgroup in `runs` and its own ring buffer in `rings`, and
+// removes both at its end. Every change to the pins happens under one host-wide flock
+// ([paths.BPFLock]), so two runs never both load, and gc never removes what a run is
+// joining.
+
+// Pin names inside a set's directory.
+const (
+	pinRuns     = "runs"
+	pinRings    = "rings"
+	pinLevels   = "levels"
+	pinManifest = "manifest" // the name and tag of every program loaded with the set
+	linkPrefix  = "link-"    // link-PROGRAM[-EVENT]: one attachment (bpffs refuses dots in names)
+	loadPrefix  = "load-"    // ROOT/load-PID: a set being loaded
+	setPrefix   = "v-"       // ROOT/v-HASH: a complete set
+)
+
+// maxLevel bounds the depth of a run's cgroup (MAX_LEVEL in bpf/monitor.c).
+const maxLevel = 16
+
+// setName names the set of the programs embedded in this binary: another build of
+// cordon, whose maps may be laid out differently, pins its own set beside it.
+func setName() string {
+	sum := sha256.Sum256(_MonitorBytes)
+	return setPrefix + hex.EncodeToString(sum[:8])
+}
+
+// pinned is a set of shared programs as one run holds it: the maps it registers in.
+// The programs themselves are held by their pinned links, not by the run.
+type pinned struct {
+	root, dir           string
+	runs, rings, levels *ebpf.Map
+}
+
+func (p *pinned) Close() {
+	for _, m := range []*ebpf.Map{p.runs, p.rings, p.levels} {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+// entry is one run's registration.
+type entry struct {
+	cgroup uint64
+	run    monitorRun
+}
+
+func newEntry(cfg config, o owner.Process) entry {
+	ns, _ := strconv.ParseUint(o.PIDNS, 10, 32)
+	return entry{cgroup: cfg.cgroupID, run: monitorRun{
+		Level: cfg.level, HostPidns: cfg.hostPidns,
+		OwnerPid: uint32(o.PID), OwnerStart: o.Start, OwnerPidns: uint32(ns),
+	}}
+}
+
+// ownerOf is the cordon process that registered r.
+func ownerOf(r monitorRun) owner.Process {
+	o := owner.Process{PID: int(r.OwnerPid), Start: r.OwnerStart}
+	if r.OwnerPidns != 0 {
+		o.PIDNS = strconv.FormatUint(uint64(r.OwnerPidns), 10)
+	}
+	return o
+}
+
+// hostLock is the exclusive lock on root's pins; Close releases it.
+type hostLock struct{ f *os.File }
+
+func (l hostLock) Close() { l.f.Close() }
+
+// lockPins takes the lock on root's pins, waiting for it as long as ctx allows.
+func lockPins(ctx context.Context, root string) (hostLock, error) {
+	path := paths.BPFLock(root)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return hostLock{}, unavailable("creating the pin lock's directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return hostLock{}, unavailable("opening the pin lock: %w", err)
+	}
+	for {
+		ok, err := linux.TryLock(f)
+		if err != nil {
+			f.Close()
+			return hostLock{}, unavailable("locking %s: %w", path, err)
+		}
+		if ok {
+			return hostLock{f}, nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return hostLock{}, fmt.Errorf("monitor: waiting for %s: %w", path, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// ensureRoot makes root, on a bpffs, readable by root only. A bpffs is mounted at
+// /sys/fs/bpf when none is and root is in it; another root ($CORDON_BPF_ROOT) must be
+// on one. The caller holds the lock.
+func ensureRoot(root string) error {
+	parent := filepath.Dir(root)
+	if t, err := linux.FilesystemType(parent); err != nil || t != linux.BPFFSMagic {
+		if parent != filepath.Dir(paths.DefaultBPFRoot) {
+			return unavailable("%s is not on a bpffs ($%s)", root, paths.BPFRootEnv)
+		}
+		if err := linux.MountBPFFS(parent); err != nil {
+			return unavailable("no bpffs at %s and mounting one failed: %w", parent, err)
+		}
+	}
+	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return unavailable("creating %s: %w", root, err)
+	}
+	// Root only: the pins give whoever can open them the programs and every run's
+	// ring buffer.
+	if err := os.Chmod(root, 0o700); err != nil {
+		return unavailable("restricting %s: %w", root, err)
+	}
+	return nil
+}
+
+// join registers e and its ring buffer with the shared programs under root, loading,
+// attaching and pinning them first when they are not there yet.
+func join(ctx context.Context, root string, e entry, ring *ebpf.Map) (*pinned, error) {
+	lk, err := lockPins(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Close()
+	if err := ensureRoot(root); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, setName())
+	p, err := openPinned(root, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		p, err = loadPinned(root, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sweep(p.runs, p.rings)
+	if err := p.register(e, ring); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// register adds e: its ring buffer first, so that a program that finds the run finds
+// its buffer, then the run, then its level. The caller holds the lock.
+func (p *pinned) register(e entry, ring *ebpf.Map) error {
+	if e.run.Level == 0 || e.run.Level >= maxLevel {
+		return unavailable("the run's cgroup is at depth %d; the monitor watches depths 1 to %d", e.run.Level, maxLevel-1)
+	}
+	if err := p.rings.Update(e.cgroup, ring, ebpf.UpdateAny); err != nil {
+		return unavailable("registering the run's ring buffer: %w", err)
+	}
+	if err := p.runs.Update(e.cgroup, e.run, ebpf.UpdateAny); err != nil {
+		p.rings.Delete(e.cgroup)
+		return unavailable("registering the run's cgroup: %w", err)
+	}
+	if err := updateLevels(p.runs, p.levels); err != nil {
+		p.runs.Delete(e.cgroup)
+		p.rings.Delete(e.cgroup)
+		return unavailable("registering the run's cgroup level: %w", err)
+	}
+	return nil
+}
+
+// leave removes the run of cgroup id and returns the events its ring buffer lost. The
+// run's entries go at once (each update is atomic); the level mask is recomputed under
+// the lock, and left with a stale bit (an extra lookup, nothing more) if the lock
+// cannot be had.
+func (p *pinned) leave(ctx context.Context, id uint64) (uint64, error) {
+	lost := p.lost(id)
+	errs := []error{p.runs.Delete(id), p.rings.Delete(id)}
+	lk, err := lockPins(ctx, p.root)
+	if err == nil {
+		errs = append(errs, updateLevels(p.runs, p.levels))
+		lk.Close()
+	}
+	errs = append(errs, err)
+	for i, err := range errs {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs[i] = nil // gc took it already
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return lost, fmt.Errorf("monitor: unregistering the run: %w", err)
+	}
+	return lost, nil
+}
+
+// lost is the number of events the run of cgroup id lost.
+func (p *pinned) lost(id uint64) uint64 {
+	var r monitorRun
+	if err := p.runs.Lookup(id, &r); err != nil {
+		return 0
+	}
+	return r.Lost
+}
+
+// updateLevels sets the level mask from the runs registered. The caller holds the lock.
+func updateLevels(runs, levels *ebpf.Map) error {
+	var mask uint64
+	var id uint64
+	var r monitorRun
+	it := runs.Iterate()
+	for it.Next(&id, &r) {
+		if r.Level < maxLevel {
+			mask |= 1 << r.Level
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	return levels.Update(uint32(0), mask, ebpf.UpdateAny)
+}
+
+// openPinned opens the set in dir after checking that it is cordon's: its maps have the
+// layout this binary's programs use, and every attached program is one of them, with
+// the tag recorded when the set was loaded. It returns an error wrapping
+// fs.ErrNotExist when there is no set.
+func openPinned(root, dir string) (*pinned, error) {
+	if _, err := os.Lstat(dir); err != nil {
+		return nil, err
+	}
+	spec, err := loadMonitor()
+	if err != nil {
+		return nil, fmt.Errorf("monitor: reading the embedded programs: %w", err)
+	}
+	p := &pinned{root: root, dir: dir}
+	for name, dst := range map[string]**ebpf.Map{pinRuns: &p.runs, pinRings: &p.rings, pinLevels: &p.levels} {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err == nil {
+			if err = spec.Maps[name].Compatible(m); err != nil {
+				m.Close()
+			}
+		}
+		if err != nil {
+			p.Close()
+			return nil, unavailable("%s is not cordon's program set (map %s: %v); `cordon gc` removes it when no run uses it", dir, name, err)
+		}
+		*dst = m
+	}
+	if err := verifyLinks(dir, spec); err != nil {
+		p.Close()
+		return nil, unavailable("%s is not cordon's program set: %w; `cordon gc` removes it when no run uses it", dir, err)
+	}
+	return p, nil
+}
+
+// manifestEntry is one program of a set as pinManifest records it.
+type manifestEntry struct {
+	Name [16]byte
+	Tag  [8]byte
+}
+
+// verifyLinks checks that every pinned link of dir attaches one of spec's programs,
+// with the tag in the set's manifest, and that the required ones are attached.
+func verifyLinks(dir string, spec *ebpf.CollectionSpec) error {
+	want, err := readManifest(filepath.Join(dir, pinManifest))
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), linkPrefix) {
+			continue
+		}
+		name, tag, err := linkedProgram(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return fmt.Errorf("link %s: %w", e.Name(), err)
+		}
+		prog, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), linkPrefix), "-")
+		// The kernel keeps 15 bytes of a name; the library may restore the rest from BTF.
+		if _, ok := spec.Programs[prog]; !ok || truncName(name) != truncName(prog) || want[truncName(prog)] != tag {
+			return fmt.Errorf("link %s attaches program %q (tag %s), not cordon's %s", e.Name(), name, tag, prog)
+		}
+		seen[prog] = true
+	}
+	for name := range required {
+		if !seen[name] {
+			return fmt.Errorf("program %s is not attached", name)
+		}
+	}
+	return nil
+}
+
+// linkedProgram is the name and tag of the program the link pinned at path attaches.
+func linkedProgram(path string) (name, tag string, err error) {
+	l, err := link.LoadPinnedLink(path, nil)
+	if err != nil {
+		return "", "", err
+	}
+	defer l.Close()
+	li, err := l.Info()
+	if err != nil {
+		return "", "", err
+	}
+	prog, err := ebpf.NewProgramFromID(li.Program)
+	if err != nil {
+		return "", "", err
+	}
+	defer prog.Close()
+	pi, err := prog.Info()
+	if err != nil {
+		return "", "", err
+	}
+	return pi.Name, pi.Tag, nil
+}
+
+// truncName is a program name as the kernel keeps it (BPF_OBJ_NAME_LEN - 1 bytes).
+func truncName(s string) string {
+	if len(s) > 15 {
+		return s[:15]
+	}
+	return s
+}
+
+func readManifest(path string) (map[string]string, error) {
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	defer m.Close()
+	out := map[string]string{}
+	var k uint32
+	var v manifestEntry
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[strings.TrimRight(string(v.Name[:]), "\x00")] = hex.EncodeToString(v.Tag[:])
+	}
+	return out, it.Err()
+}
