@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cilium/ebpf"
@@ -142,6 +143,7 @@ func statID(p string) (fileID, bool) {
 // in dir is never half made. The caller holds the lock, so no one else is loading and
 // every load- directory left is a crashed loader's.
 func loadPinned(root, dir string) (*pinned, error) {
+	loads.Add(1)
 	removeLoads(root)
 	spec, err := loadMonitor()
 	if err != nil {
@@ -178,6 +180,10 @@ func loadPinned(root, dir string) (*pinned, error) {
 	}
 	return p, nil
 }
+
+// loads counts the program sets this process loaded (tests: a run joining a set loads
+// none).
+var loads atomic.Int64
 
 // removeLoads removes what crashed loaders left under root (the caller holds the lock).
 func removeLoads(root string) {

@@ -69,6 +69,15 @@ func helperMain(what string, args []string) int {
 	case "start": // try to start a monitor (as an unprivileged user)
 		_, err := Start(context.Background(), Options{CgroupID: 1})
 		fmt.Println(errors.Is(err, errdefs.ErrUnavailable), err)
+	case "hold": // start a monitor on cgroup id args[0], say so, and wait to be killed
+		var id uint64
+		fmt.Sscan(args[0], &id)
+		if _, err := Start(context.Background(), Options{CgroupID: id}); err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		fmt.Println("ready")
+		time.Sleep(time.Minute)
 	case "init": // process 1 of a nested sandbox: run the command, wait
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

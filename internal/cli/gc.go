@@ -8,6 +8,7 @@ import (
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/monitor"
 	"github.com/cordonhq/cordon/runner"
 )
 
@@ -28,6 +29,17 @@ func gcCmd(ctx context.Context, stdio IO, args []string) error {
 				fmt.Fprintf(stdio.Stdout, "removed %s container of run %s\n", c.Name(), r)
 			}
 			err = errors.Join(err, cerr)
+		}
+	}
+	// The monitor's registrations of dead runs, and its programs when no live run uses them.
+	if col, merr := monitor.GC(ctx); merr != nil {
+		err = errors.Join(err, merr)
+	} else {
+		for _, st := range col.Stale {
+			fmt.Fprintf(stdio.Stdout, "removed the monitor's registration of cgroup %d (cordon %d is gone)\n", st.Cgroup, st.Owner)
+		}
+		for _, set := range col.Sets {
+			fmt.Fprintf(stdio.Stdout, "removed the monitor's programs %s (no run uses them)\n", set)
 		}
 	}
 	// Credentials whose run is gone: revoke them (TTL is only the last backstop).

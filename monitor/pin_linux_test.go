@@ -1,0 +1,213 @@
+package monitor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
+)
+
+// cleanRoot removes every pin of the tests' root, so that a test starts from nothing.
+func cleanRoot(t *testing.T) string {
+	t.Helper()
+	root := paths.BPFRoot()
+	if _, err := gc(context.Background(), root); err != nil {
+		t.Fatalf("gc: %v", err)
+	}
+	t.Cleanup(func() { gc(context.Background(), root) })
+	return root
+}
+
+func setDirs(t *testing.T, root string) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// TestConcurrentRunsSeeOnlyTheirOwn: two runs starting at once load the programs once,
+// and each reads exactly its own events, all of them, while the other floods its own.
+func TestConcurrentRunsSeeOnlyTheirOwn(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	before := loads.Load()
+	hs := make([]*harness, 2)
+	var wg sync.WaitGroup
+	for i := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hs[i] = newHarness(t, hostProfile(), Options{})
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if n := loads.Load() - before; n != 1 {
+		t.Errorf("two runs starting at once loaded the programs %d times; want 1", n)
+	}
+	if dirs := setDirs(t, root); len(dirs) != 1 || !strings.HasPrefix(dirs[0], setPrefix) {
+		t.Errorf("pins under %s: %v; want one program set", root, dirs)
+	}
+	exe, _ := os.Executable()
+	const n = 20000
+	counts := [2]int{} // opens of /dev/null each helper made
+	for i, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := h.command(append(os.Environ(), helperEnv+"=rate"), exe, strconv.Itoa(n*(i+1)), "0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("helper %d: %v %s", i, err, out)
+			}
+			counts[i] = n * (i + 1)
+		}()
+	}
+	wg.Wait()
+	for i, h := range hs {
+		_, records := h.got()
+		mine := 0
+		for _, r := range records {
+			if r.Cgroup != h.cg.ID {
+				t.Fatalf("run %d got a record of cgroup %d (its own is %d): %+v", i, r.Cgroup, h.cg.ID, r)
+			}
+			if r.Syscall == SysOpenat && string(r.Str[0]) == "/dev/null" {
+				mine++
+			}
+		}
+		if s := h.m.Stats(); mine != counts[i] || s.Lost != 0 {
+			t.Errorf("run %d: %d opens of /dev/null recorded, %d lost; want %d, 0", i, mine, s.Lost, counts[i])
+		}
+	}
+}
+
+// TestLaterRunsReuseThePrograms: a run after another loads nothing and attaches
+// nothing; its Close leaves the programs attached for the next one, and gc detaches
+// them once no run is left.
+func TestLaterRunsReuseThePrograms(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	h := newHarness(t, hostProfile(), Options{})
+	if err := h.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pinsBefore := setDirs(t, root)
+	before := loads.Load()
+	h2 := newHarness(t, hostProfile(), Options{})
+	if n := loads.Load() - before; n != 0 {
+		t.Errorf("a second run loaded the programs %d times; want 0", n)
+	}
+	h2.run(nil, "/usr/bin/cat", "/etc/shadow")
+	if _, ok := h2.find(func(a Alert) bool { return a.Path == "/etc/shadow" }); !ok {
+		t.Error("the second run saw no alert for /etc/shadow")
+	}
+	h2.m.Close()
+	if after := setDirs(t, root); !slices.Equal(after, pinsBefore) || len(after) != 1 {
+		t.Errorf("pins %v after the last run; want the set left attached (%v)", after, pinsBefore)
+	}
+	col, err := gc(context.Background(), root)
+	if err != nil || len(col.Sets) != 1 || len(col.Stale) != 0 {
+		t.Errorf("gc with no run: %+v, %v; want the one set removed, no stale registration", col, err)
+	}
+	if left := setDirs(t, root); len(left) != 0 {
+		t.Errorf("pins left after gc: %v", left)
+	}
+}
+
+// TestKilledOwnerIsCollected: a cordon killed with SIGKILL leaves its registration;
+// the next run drops it, and gc removes it and then the programs.
+func TestKilledOwnerIsCollected(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	cg, err := linux.NewCgroup("monitor-test-hold-"+strconv.Itoa(os.Getpid()), linux.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, strconv.FormatUint(cg.ID, 10))
+	cmd.Env = append(os.Environ(), helperEnv+"=hold")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		cmd.Process.Kill()
+		t.Fatalf("holder: %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	col, err := gc(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(col.Stale) != 1 || col.Stale[0].Cgroup != cg.ID || col.Stale[0].Owner != cmd.Process.Pid || len(col.Sets) != 1 {
+		t.Errorf("gc after SIGKILL: %+v; want cgroup %d of pid %d and the set removed", col, cg.ID, cmd.Process.Pid)
+	}
+	if left := setDirs(t, root); len(left) != 0 {
+		t.Errorf("pins left after gc: %v", left)
+	}
+}
+
+// TestForeignProgramRefused: a set whose attached program is not the one cordon loaded
+// (same name, another tag) is not reused; gc removes it when no run uses it.
+func TestForeignProgramRefused(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	h := newHarness(t, hostProfile(), Options{})
+	h.m.Close()
+	dir := filepath.Join(root, setName())
+	pin := filepath.Join(dir, linkPrefix+"tp_openat-sys_enter_openat")
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "tp_openat", Type: ebpf.TracePoint, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	l, err := link.Tracepoint("syscalls", "sys_enter_openat", prog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	cg, err := linux.NewCgroup("monitor-test-foreign-"+strconv.Itoa(os.Getpid()), linux.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	_, err = Start(context.Background(), Options{CgroupID: cg.ID})
+	if err == nil || !strings.Contains(err.Error(), "not cordon's") {
+		t.Fatalf("Start over a foreign program: %v; want a refusal", err)
+	}
+	if col, err := gc(context.Background(), root); err != nil || len(col.Sets) != 1 {
+		t.Errorf("gc: %+v, %v; want the set removed", col, err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left after gc: %v", dir, err)
+	}
+}
