@@ -65,6 +65,8 @@ var escapeTests = []struct {
 	// Privileges is bwrap's: an unprivileged user cannot reach an engine at all.)
 	{"MonitorKillStopsTheRun", TestMonitorKillStopsTheRun},
 	{"MonitorAlertsWithoutKilling", TestMonitorAlertsWithoutKilling},
+	{"KilledMonitoredCordonLeavesNoPinsAfterGC", TestKilledMonitoredCordonLeavesNoPinsAfterGC},
+	{"MonitorPinsUnreachable", TestMonitorPinsUnreachable},
 	// Sessions: one container, its process 1 serving every exec.
 	{"SessionIsOneSandbox", TestSessionIsOneSandbox},
 	{"SessionCapSpillSweep", TestSessionCapSpillSweep},
