@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,5 +94,21 @@ func BenchmarkEventRate(b *testing.B) {
 			b.ReportMetric(float64(s.Lost), "lost")
 			b.ReportMetric(float64(s.Lost)/float64(s.Events+s.Lost)*100, "%lost")
 		})
+	}
+}
+
+// BenchmarkStartClose: one run's start and end once the programs are pinned (the cost
+// each monitored run pays; the first run on a host also loads and attaches).
+func BenchmarkStartClose(b *testing.B) {
+	requireBPF(b)
+	h := newHarnessHooks(b, hostProfile(), Options{}, false) // loads the programs
+	h.m.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m, err := Start(context.Background(), Options{CgroupID: h.cg.ID, Nested: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Close()
 	}
 }

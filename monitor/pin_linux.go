@@ -3,14 +3,17 @@ package monitor
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -244,36 +247,49 @@ func updateLevels(runs, levels *ebpf.Map) error {
 }
 
 // openPinned opens the set in dir after checking that it is cordon's: its maps have the
-// layout this binary's programs use, and every attached program is one of them, with
-// the tag recorded when the set was loaded. It returns an error wrapping
-// fs.ErrNotExist when there is no set.
+// layout this binary's programs use, and every attached program is one loaded with the
+// set, with the tag recorded then. It returns an error wrapping fs.ErrNotExist when
+// there is no set. (The embedded spec is not parsed: that costs more than the rest.)
 func openPinned(root, dir string) (*pinned, error) {
 	if _, err := os.Lstat(dir); err != nil {
 		return nil, err
 	}
-	spec, err := loadMonitor()
-	if err != nil {
-		return nil, fmt.Errorf("monitor: reading the embedded programs: %w", err)
-	}
 	p := &pinned{root: root, dir: dir}
-	for name, dst := range map[string]**ebpf.Map{pinRuns: &p.runs, pinRings: &p.rings, pinLevels: &p.levels} {
-		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
-		if err == nil {
-			if err = spec.Maps[name].Compatible(m); err != nil {
-				m.Close()
-			}
+	for _, want := range sharedMaps {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, want.name), nil)
+		if err == nil && (m.Type() != want.typ || m.KeySize() != want.key || m.ValueSize() != want.value) {
+			m.Close()
+			err = fmt.Errorf("%v with %d-byte keys and %d-byte values", m.Type(), m.KeySize(), m.ValueSize())
 		}
 		if err != nil {
 			p.Close()
-			return nil, unavailable("%s is not cordon's program set (map %s: %v); `cordon gc` removes it when no run uses it", dir, name, err)
+			return nil, unavailable("%s is not cordon's program set (map %s: %v); `cordon gc` removes it when no run uses it", dir, want.name, err)
 		}
-		*dst = m
+		switch want.name {
+		case pinRuns:
+			p.runs = m
+		case pinRings:
+			p.rings = m
+		case pinLevels:
+			p.levels = m
+		}
 	}
-	if err := verifyLinks(dir, spec); err != nil {
+	if err := verifyLinks(dir); err != nil {
 		p.Close()
 		return nil, unavailable("%s is not cordon's program set: %w; `cordon gc` removes it when no run uses it", dir, err)
 	}
 	return p, nil
+}
+
+// sharedMaps are the maps a set shares with its runs, as bpf/monitor.c declares them.
+var sharedMaps = []struct {
+	name       string
+	typ        ebpf.MapType
+	key, value uint32
+}{
+	{pinRuns, ebpf.Hash, 8, uint32(binary.Size(monitorRun{}))},
+	{pinRings, ebpf.HashOfMaps, 8, 4},
+	{pinLevels, ebpf.Array, 4, 8},
 }
 
 // manifestEntry is one program of a set as pinManifest records it.
@@ -282,9 +298,10 @@ type manifestEntry struct {
 	Tag  [8]byte
 }
 
-// verifyLinks checks that every pinned link of dir attaches one of spec's programs,
-// with the tag in the set's manifest, and that the required ones are attached.
-func verifyLinks(dir string, spec *ebpf.CollectionSpec) error {
+// verifyLinks checks that every pinned link of dir attaches a program of the set's
+// manifest, with its tag, and that the required ones are attached. The links are
+// checked in parallel (six system calls each).
+func verifyLinks(dir string) error {
 	want, err := readManifest(filepath.Join(dir, pinManifest))
 	if err != nil {
 		return err
@@ -293,26 +310,44 @@ func verifyLinks(dir string, spec *ebpf.CollectionSpec) error {
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
+	var links []string
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), linkPrefix) {
-			continue
+		if strings.HasPrefix(e.Name(), linkPrefix) {
+			links = append(links, e.Name())
 		}
-		name, tag, err := linkedProgram(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return fmt.Errorf("link %s: %w", e.Name(), err)
-		}
-		prog, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), linkPrefix), "-")
-		// The kernel keeps 15 bytes of a name; the library may restore the rest from BTF.
-		if _, ok := spec.Programs[prog]; !ok || truncName(name) != truncName(prog) || want[truncName(prog)] != tag {
-			return fmt.Errorf("link %s attaches program %q (tag %s), not cordon's %s", e.Name(), name, tag, prog)
-		}
-		seen[prog] = true
+	}
+	errs := make([]error, len(links))
+	var wg sync.WaitGroup
+	for i, pin := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = verifyLink(filepath.Join(dir, pin), want)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for name := range required {
-		if !seen[name] {
+		if !slices.ContainsFunc(links, func(pin string) bool { return strings.HasPrefix(pin, linkPrefix+name+"-") || pin == linkPrefix+name }) {
 			return fmt.Errorf("program %s is not attached", name)
 		}
+	}
+	return nil
+}
+
+// verifyLink checks the link pinned at path (link-PROGRAM[-EVENT]): it attaches
+// PROGRAM, with the tag the manifest has for it.
+func verifyLink(path string, manifest map[string]string) error {
+	name, tag, err := linkedProgram(path)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", filepath.Base(path), err)
+	}
+	prog, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(path), linkPrefix), "-")
+	// The kernel keeps 15 bytes of a name; the library may restore the rest from BTF.
+	if want, ok := manifest[truncName(prog)]; !ok || truncName(name) != truncName(prog) || want != tag {
+		return fmt.Errorf("link %s attaches program %q (tag %s), not cordon's %s", filepath.Base(path), name, tag, prog)
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side whole-command timings (issue 2): `cordon run -- true` against bare bwrap,
 # Anthropic's srt and plain `true`, measured in one hyperfine run; ratios come from
-# that same run. Results go to bench/out/.
+# that same run; then a monitored `cordon run -- true` against an unmonitored one
+# (issue 17). Results go to bench/out/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cordon="$root/bin/cordon"
@@ -34,5 +35,16 @@ fi
 echo "== start overhead: cordon run -- true vs bare bwrap vs srt vs true ($runs runs each, one hyperfine run)"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/start.json" "${cmds[@]}" >/dev/null
 (cd "$root" && go run ./scripts/benchtable -baseline bwrap "$out/start.json") | tee "$out/start.txt"
+
+# The monitor (issue 17): a monitored `cordon run -- true` against an unmonitored one.
+# The programs stay pinned between runs (docs/monitor.md), so the warmup runs load them
+# and the measured runs only register their cgroup. The contract lives outside the
+# workspace (a workspace cordon.yaml would be the unmonitored run's contract too).
+printf 'version: 1\nmonitor:\n  mode: best-effort\n' > "$cfg/monitored.yaml"
+echo "== monitor: cordon run -- true with monitor.mode best-effort vs without ($runs runs each, one hyperfine run)"
+hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/monitor.json" \
+  -n "cordon run" "$cordon run -- true" \
+  -n "cordon run (monitor)" "$cordon run -c $cfg/monitored.yaml -- true" >/dev/null
+(cd "$root" && go run ./scripts/benchtable -baseline "cordon run" "$out/monitor.json") | tee "$out/monitor.txt"
 
 # Sessions (warm `cordon exec`) are measured by scripts/bench-session.sh.
