@@ -61,18 +61,46 @@ func copyFile(w io.Writer, path string) error {
 // writeOCSF writes the OCSF events of recs, one JSON object per line.
 func writeOCSF(w io.Writer, recs []Record) error {
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	m := ocsfMapper{argv: map[string][]string{}}
+	st := NewStream(bw, FormatOCSF)
 	for _, rec := range recs {
-		for _, e := range m.events(rec) {
-			if err := enc.Encode(e); err != nil {
-				return fmt.Errorf("exporting: %w", err)
-			}
+		if err := st.Write(nil, rec); err != nil {
+			return err
 		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("exporting: %w", err)
+	}
+	return nil
+}
+
+// Stream writes records one at a time in an export format, for a collector that reads
+// a run live ([Follow]). Nothing is buffered: each record is written when it is given.
+type Stream struct {
+	w      io.Writer
+	format string
+	enc    *json.Encoder
+	m      ocsfMapper
+}
+
+// NewStream returns a Stream writing format (FormatJSONL or FormatOCSF) to w.
+func NewStream(w io.Writer, format string) *Stream {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &Stream{w: w, format: format, enc: enc, m: ocsfMapper{argv: map[string][]string{}}}
+}
+
+// Write writes one record: its line as the log has it (jsonl), or its OCSF events.
+func (s *Stream) Write(line []byte, rec Record) error {
+	if s.format == FormatJSONL {
+		if _, err := s.w.Write(append(line[:len(line):len(line)], '\n')); err != nil {
+			return fmt.Errorf("exporting: %w", err)
+		}
+		return nil
+	}
+	for _, e := range s.m.events(rec) {
+		if err := s.enc.Encode(e); err != nil {
+			return fmt.Errorf("exporting: %w", err)
+		}
 	}
 	return nil
 }

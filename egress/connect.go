@@ -85,7 +85,7 @@ func (p *Proxy) relay(ctx context.Context, cc *idleConn, br *bufio.Reader, up *i
 	err := tunnel(cc, hc, up)
 	a.ev.BytesUp, a.ev.BytesDown = up.nwritten.Load(), up.nread.Load()
 	if de := (*deniedError)(nil); errors.As(err, &de) {
-		a.refused(policy.Malformed, de.reason)
+		a.refused(de.category, de.reason)
 		p.emitAttempt(a, false)
 		return
 	}
@@ -96,7 +96,10 @@ func (p *Proxy) relay(ctx context.Context, cc *idleConn, br *bufio.Reader, up *i
 }
 
 // deniedError stops a tunnel that the proxy refused part-way (a TLS server name mismatch).
-type deniedError struct{ reason string }
+type deniedError struct {
+	category policy.Category
+	reason   string
+}
 
 func (e *deniedError) Error() string { return "denied: " + e.reason }
 
@@ -141,7 +144,11 @@ func (h *helloCheck) check() error {
 	sni, hello, err := readClientHello(h.br)
 	h.cc.setHard(time.Time{})
 	if reason := sniMismatch(h.host, sni, err); reason != "" {
-		return &deniedError{reason}
+		if err != nil {
+			return &deniedError{policy.Malformed, reason}
+		}
+		refuseHandshake(h.cc)
+		return &deniedError{policy.ServerNameMismatch, reason}
 	}
 	if _, err := h.up.Write(hello); err != nil {
 		return fmt.Errorf("sending client hello: %w", err)
@@ -165,6 +172,17 @@ func sniMismatch(host, sni string, helloErr error) string {
 	}
 	return ""
 }
+
+// tlsAccessDenied is a fatal TLS alert record, access_denied (49, RFC 8446 section 6.2),
+// which clients report as such ("tls: access denied", "tlsv1 alert access denied")
+// instead of a connection that was merely reset.
+var tlsAccessDenied = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}
+
+// refuseHandshake answers a ClientHello the proxy refuses with the access_denied alert.
+// Nothing was sent to the client on this connection before (no server speaks before the
+// ClientHello), so the alert is the first record it reads. A failed write changes
+// nothing: the connection is closed next anyway.
+func refuseHandshake(w io.Writer) { _, _ = w.Write(tlsAccessDenied) }
 
 func quoteBounded(s string) string { return fmt.Sprintf("%q", bound(s, 80)) }
 

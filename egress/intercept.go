@@ -253,6 +253,7 @@ func (p *Proxy) intercepted(ctx context.Context, cc *idleConn, br *bufio.Reader,
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if sniReason = sniMismatch(host, h.ServerName, nil); sniReason != "" {
+				refuseHandshake(cc) // before crypto/tls's own internal_error alert
 				return nil, errors.New(sniReason)
 			}
 			return p.cfg.Intercept.CA.leaf(host)
@@ -263,7 +264,7 @@ func (p *Proxy) intercepted(ctx context.Context, cc *idleConn, br *bufio.Reader,
 	cc.setHard(time.Time{})
 	if err != nil {
 		if sniReason != "" {
-			a.refused(policy.Malformed, sniReason)
+			a.refused(policy.ServerNameMismatch, sniReason)
 			report(false)
 			return
 		}

@@ -201,11 +201,15 @@ func TestInterceptRefusesOtherServerName(t *testing.T) {
 	pool.AddCert(ca.Certificate())
 	tc := tls.Client(conn, &tls.Config{ServerName: "evil.example.net", RootCAs: pool})
 	tc.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := tc.Handshake(); err == nil {
+	err = tc.Handshake()
+	if err == nil {
 		t.Fatal("handshake for another server name succeeded")
 	}
+	if !strings.Contains(err.Error(), "tls: access denied") {
+		t.Errorf("handshake error %q; want the proxy's access_denied alert", err)
+	}
 	typ, ev := e.events.nth(t, 1)
-	if typ != event.NetDeny || !strings.Contains(ev.Reason, "does not match") {
+	if typ != event.NetDeny || !strings.Contains(ev.Reason, "does not match") || ev.Category != policy.ServerNameMismatch.String() {
 		t.Errorf("event %s %+v, want net.deny for the server name", typ, ev)
 	}
 }

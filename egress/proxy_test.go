@@ -237,6 +237,9 @@ func TestSNI(t *testing.T) {
 				if err == nil {
 					t.Fatalf("handshake succeeded; want the tunnel refused")
 				}
+				if !strings.Contains(err.Error(), "tls: access denied") {
+					t.Errorf("handshake error %q; want the proxy's access_denied alert", err)
+				}
 			} else if err != nil {
 				t.Fatalf("handshake: %v", err)
 			} else {
@@ -250,6 +253,9 @@ func TestSNI(t *testing.T) {
 			typ, ev := e.events.nth(t, i+1)
 			if tt.wantErr {
 				wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoConnect, Reason: tt.reason, Addr: "127.0.0.1:" + strconv.Itoa(int(sp))})
+				if ev.Category != policy.ServerNameMismatch.String() {
+					t.Errorf("category %q; want %q", ev.Category, policy.ServerNameMismatch)
+				}
 			} else {
 				wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Proto: protoConnect})
 			}

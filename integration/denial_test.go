@@ -2,9 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestEgressDenialExplained checks what a denied agent is told, seen from inside the
@@ -65,4 +70,32 @@ func TestEgressDenialExplained(t *testing.T) {
 	if strings.Contains(r.stderr, "cordon: egress denied:") {
 		t.Errorf("exec --json printed the summary on stderr too: %q", r.stderr)
 	}
+}
+
+// TestEgressDenialSeenByClients checks what the clients agents use print for a denied
+// HTTPS destination: go's net/http and npm show the CONNECT reason phrase, git only the
+// status (libcurl drops the phrase), so cordon's own summary line is what tells it why.
+func TestEgressDenialSeenByClients(t *testing.T) {
+	w := newWorld(t)
+	up := newUpstream(t, false, "127.0.0.2:0")
+	w.egressContract(up.port)
+	_, err := exec.LookPath("npm")
+	testutil.Require(t, err == nil, "npm is needed (apt-get install npm)")
+	src := filepath.Join(w.ws, "getter.go")
+	mustWrite(t, src, "package main\n\nimport (\n\t\"fmt\"\n\t\"net/http\"\n\t\"os\"\n)\n\n"+
+		"func main() {\n\t_, err := http.Get(os.Args[1])\n\tfmt.Println(err)\n}\n")
+	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, "getter"), src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the go client: %v\n%s", err, out)
+	}
+	const phrase = "cordon: denied.example:443 not in network.allow"
+	r := w.sh("./getter https://denied.example/; " +
+		"git ls-remote https://denied.example/repo 2>&1; " +
+		"npm view left-pad --registry https://denied.example/ --cache ./.npm-cache 2>&1; true")
+	assertContains(t, "go net/http", r.stdout, `Get "https://denied.example/": `+phrase)
+	assertContains(t, "git", r.stdout, "CONNECT tunnel failed, response 403")
+	assertContains(t, "npm", r.stdout, "403 "+phrase)
+	assertContains(t, "run stderr", r.stderr,
+		"cordon: egress denied: denied.example:443 (not in network.allow; to allow: network.allow: [{host: denied.example, ports: [443]}])\n")
 }

@@ -194,6 +194,9 @@ func TestEgressTLSAndSNI(t *testing.T) {
 	if strings.Contains(r.stdout, "BEGIN CERTIFICATE") || strings.Contains(r.stdout, "Server certificate") {
 		t.Fatalf("a TLS session was set up despite the SNI mismatch: %v", r)
 	}
+	// The client is told: a TLS access_denied alert, and cordon's summary line.
+	assertContains(t, "openssl", r.stdout, "alert access denied")
+	assertContains(t, "run stderr", r.stderr, "cordon: egress denied: 127.0.0.2:443 (tls server name does not match the host)\n")
 	hits := up.hits.Load()
 	if hits != 1 {
 		t.Errorf("upstream hits %d; want only the allowed request", hits)

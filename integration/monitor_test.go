@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ func TestMonitorAlertsWithoutKilling(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
 	w.contract("version: 1\nmonitor: {mode: required, exec: [sh, cat, \"true\"]}\n")
-	r := w.sh("cat /etc/shadow 2>/dev/null; echo done")
+	r := w.sh("cat /etc/shadow 2>/dev/null; cat /etc/shadow 2>/dev/null; echo done")
 	if r.code != 0 || !strings.Contains(r.stdout, "done") {
 		t.Fatalf("alert mode must not stop the command: %v", r)
 	}
@@ -53,10 +54,30 @@ func TestMonitorAlertsWithoutKilling(t *testing.T) {
 	for _, rec := range lastRun(t, w) {
 		if rec.Type == "syscall.alert" && strings.Contains(string(rec.Body), "/etc/shadow") {
 			found = true
+			assertContains(t, "alert", string(rec.Body), `"category":"read of a hidden path"`)
 		}
 	}
 	if !found {
 		t.Error("reading /etc/shadow raised no alert")
+	}
+	// The run ends with one line per kind of alert, counted, without the contract's why.
+	assertContains(t, "run stderr", r.stderr, "cordon: monitor alert: read of a hidden path: /etc/shadow (openat, 2 times)\n")
+	if strings.Contains(r.stderr, "host secrets") || strings.Contains(r.stderr, "@system") {
+		t.Errorf("the summary shows the contract's wording: %q", r.stderr)
+	}
+	id := w.startSession()
+	r = w.cordon("", "exec", id, "--json", "--", "sh", "-c", "cat /etc/shadow 2>/dev/null; sleep 1; true")
+	var js struct {
+		Alerts []struct {
+			Category, Target, Syscall string
+			Count                     int
+		} `json:"alerts"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil {
+		t.Fatalf("exec --json: %v: %v", err, r)
+	}
+	if len(js.Alerts) != 1 || js.Alerts[0].Category != "read of a hidden path" || js.Alerts[0].Target != "/etc/shadow" || js.Alerts[0].Count != 1 {
+		t.Errorf("exec --json alerts %+v from %s", js.Alerts, r.stdout)
 	}
 }
 

@@ -12,7 +12,7 @@ func alertOf(b event.SyscallAlertBody) Alert {
 	return Alert{
 		PID: b.PID, PPID: b.PPID, UID: b.UID, Comm: b.Comm, Cgroup: b.Cgroup, Syscall: b.Syscall,
 		Path: b.Path, Access: b.Access, Addr: b.Addr, Argv: b.Argv, Detail: b.Detail,
-		Rule: Rule(b.Rule), Reason: b.Reason, Action: Action(b.Action),
+		Rule: Rule(b.Rule), Category: b.Category, Reason: b.Reason, Action: Action(b.Action),
 	}
 }
 

@@ -46,7 +46,8 @@ func (c *checker) check(r *Record) (a Alert, deviates, unresolved bool) {
 	case r.Syscall == SysConnect:
 		return c.checkConnect(r, a)
 	case r.Syscall > 0 && r.Syscall < sysMax:
-		a.Rule, a.Reason, a.Detail = RuleSyscall, "high-signal syscall: "+highSignal[r.Syscall], detail(r)
+		a.Rule, a.Category, a.Detail = RuleSyscall, CatSyscall, detail(r)
+		a.Reason = "high-signal syscall: " + highSignal[r.Syscall]
 		return a, true, false
 	}
 	return a, false, true
@@ -75,7 +76,7 @@ func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 	if write {
 		a.Access = "write"
 	}
-	a.Rule, a.Reason = c.prof.checkPath(a.Path, write)
+	a.Rule, a.Category, a.Reason = c.prof.checkPath(a.Path, write)
 	return a, a.Rule != "", false
 }
 
@@ -88,7 +89,8 @@ func (c *checker) checkExec(r *Record, a Alert) (Alert, bool, bool) {
 		a.Path = filename
 	}
 	if r.Args[2] == 0 && resolved != "" {
-		a.Rule, a.Reason = RuleExec, "exec of a file with no name (a memfd or a deleted file)"
+		a.Rule, a.Category = RuleExec, CatExecNameless
+		a.Reason = "exec of a file with no name (a memfd or a deleted file)"
 		return a, true, false
 	}
 	names := []string{path.Base(resolved), path.Base(filename)}
@@ -112,7 +114,8 @@ func (c *checker) checkExec(r *Record, a Alert) (Alert, bool, bool) {
 			return a, false, false
 		}
 	}
-	a.Rule, a.Reason = RuleExec, fmt.Sprintf("exec of %s %q, absent from monitor.exec", kind, name)
+	a.Rule, a.Category = RuleExec, CatExecRisky
+	a.Reason = fmt.Sprintf("exec of %s %q, absent from monitor.exec", kind, name)
 	return a, true, false
 }
 
@@ -143,7 +146,7 @@ func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
 			return a, false, false
 		}
 	}
-	a.Rule = RuleConnect
+	a.Rule, a.Category = RuleConnect, CatConnect
 	a.Reason = "connect to " + addr + "; the only allowed destination is the egress bridge"
 	return a, true, false
 }

@@ -50,8 +50,8 @@ func TestCheckPath(t *testing.T) {
 		{"other sys", "/sys/kernel/debug/x", false, RuleRead, "read outside the readable set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rule, reason := p.checkPath(c.path, c.write)
-			if rule != c.rule || reason != c.reason {
+			rule, category, reason := p.checkPath(c.path, c.write)
+			if rule != c.rule || reason != c.reason || !strings.HasPrefix(reason, category) {
 				t.Errorf("checkPath(%q, %v) = %q, %q; want %q, %q", c.path, c.write, rule, reason, c.rule, c.reason)
 			}
 		})

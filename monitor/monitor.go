@@ -86,8 +86,11 @@ type Alert struct {
 	Argv    []string // exec: the new program's argv
 	Detail  string   // other syscalls: their arguments, decoded
 	Rule    Rule     // which part of the profile was broken
-	Reason  string   // why, in words
-	Action  Action
+	// Category is the kind of deviation (one of the Cat constants), the part shown to the
+	// workload: it names nothing of the contract.
+	Category string
+	Reason   string // why, in words (names the contract path and its why)
+	Action   Action
 }
 
 // Body is the alert as the body of its syscall.alert event.
@@ -95,7 +98,7 @@ func (a Alert) Body() event.SyscallAlertBody {
 	return event.SyscallAlertBody{
 		PID: a.PID, PPID: a.PPID, UID: a.UID, Comm: a.Comm, Cgroup: a.Cgroup, Syscall: a.Syscall,
 		Path: a.Path, Access: a.Access, Addr: a.Addr, Argv: a.Argv, Detail: a.Detail,
-		Rule: string(a.Rule), Reason: a.Reason, Action: string(a.Action),
+		Rule: string(a.Rule), Category: a.Category, Reason: a.Reason, Action: string(a.Action),
 	}
 }
 
@@ -127,6 +130,20 @@ const (
 	RuleWrite   Rule = "write"   // a write outside the writable set
 	RuleConnect Rule = "connect" // a connect anywhere but the egress bridge
 	RuleSyscall Rule = "syscall" // a high-signal syscall (ptrace, mount, bpf, …)
+)
+
+// Categories of deviation: Alert.Category, the syscall.alert event's "category", and the
+// words `cordon run` and `cordon exec` end with for each alert.
+const (
+	CatWriteOutside  = "write outside the writable set"
+	CatReadOutside   = "read outside the readable set"
+	CatWriteHidden   = "write to a hidden path"
+	CatReadHidden    = "read of a hidden path"
+	CatWriteReadOnly = "write to a read-only path"
+	CatExecNameless  = "exec of a file with no name"
+	CatExecRisky     = "exec of a shell, interpreter or relay absent from monitor.exec"
+	CatConnect       = "connect to another address than the egress bridge"
+	CatSyscall       = "high-signal syscall"
 )
 
 func emit(sink event.Sink, a Alert) {

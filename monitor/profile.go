@@ -147,22 +147,26 @@ func under(path, dir string) (string, bool) {
 }
 
 // checkPath decides an access to an absolute, resolved path. It returns "" when the
-// access is expected, else the reason it is not.
-func (p *Profile) checkPath(path string, write bool) (Rule, string) {
+// access is expected, else the broken rule, the category of the deviation (what the
+// workload is shown: nothing of the contract's wording) and the reason in full (which
+// names the contract path and its why).
+func (p *Profile) checkPath(path string, write bool) (rule Rule, category, reason string) {
 	r := p.rule(path)
 	switch {
 	case r == nil && write:
-		return RuleWrite, "write outside the writable set"
+		return RuleWrite, CatWriteOutside, CatWriteOutside
 	case r == nil && p.aboveRule(path):
-		return "", ""
+		return "", "", ""
 	case r == nil:
-		return RuleRead, "read outside the readable set"
+		return RuleRead, CatReadOutside, CatReadOutside
 	case r.Access == contract.Hidden && write:
-		return RuleWrite, "write to a hidden path (" + r.Path + ": " + r.Why + ")"
+		rule, category = RuleWrite, CatWriteHidden
 	case r.Access == contract.Hidden:
-		return RuleRead, "read of a hidden path (" + r.Path + ": " + r.Why + ")"
+		rule, category = RuleRead, CatReadHidden
 	case r.Access == contract.ReadOnly && write:
-		return RuleWrite, "write to a read-only path (" + r.Path + ": " + r.Why + ")"
+		rule, category = RuleWrite, CatWriteReadOnly
+	default:
+		return "", "", ""
 	}
-	return "", ""
+	return rule, category, category + " (" + r.Path + ": " + r.Why + ")"
 }

@@ -206,6 +206,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 		r.o.Log.Warn("recording the workspace diff", "err", err)
 	}
 	res.DeniedEgress, res.Denied = r.sink.denied(res.CmdID)
+	res.Alerts = r.sink.alerts(res.CmdID)
 	r.o.Log.Debug("diff recorded")
 }
 
@@ -364,6 +365,7 @@ type cmdSink struct {
 	active  []string                   // running commands, oldest first
 	denies  map[string][]event.NetBody // cmd id -> net.deny bodies, while it runs
 	cgroups map[uint64]string          // a session command's cgroup id -> its cmd id
+	alerted alertCounts                // monitor alerts, per command and for the run
 }
 
 // joinCgroup attributes events from cgroup id to command cmd.
@@ -392,6 +394,7 @@ func (s *cmdSink) pop(id string) {
 		}
 	}
 	delete(s.denies, id)
+	s.alerted.forget(id)
 }
 
 // running lists the commands running now, oldest first.
@@ -437,6 +440,14 @@ func (s *cmdSink) denied(id string) ([]string, []Denial) {
 	return targets, denials
 }
 
+// alerts returns the monitor alerts of command id so far, or the whole run's when id is
+// "", once per category, target and syscall in the order first seen.
+func (s *cmdSink) alerts(id string) []Alert {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alerted.list(id)
+}
+
 // Emit implements event.Sink.
 func (s *cmdSink) Emit(e event.Event) {
 	s.mu.Lock()
@@ -445,6 +456,9 @@ func (s *cmdSink) Emit(e event.Event) {
 	}
 	if e.Cmd == "" && len(s.active) > 0 {
 		e.Cmd = s.active[len(s.active)-1]
+	}
+	if a, ok := e.Body.(event.SyscallAlertBody); ok {
+		s.alerted.add(e.Cmd, a)
 	}
 	if e.Type == event.NetDeny && e.Cmd != "" {
 		if s.denies == nil {

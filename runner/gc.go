@@ -51,11 +51,7 @@ func gcRuns(root string) ([]string, error) {
 	var errs []error
 	for _, e := range entries {
 		dir := filepath.Join(root, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, "owner.json"))
-		var o runOwner
-		if err == nil {
-			err = json.Unmarshal(data, &o)
-		}
+		o, err := readOwner(dir)
 		if err != nil {
 			continue // not a run directory, or one being created right now
 		}
@@ -130,9 +126,8 @@ func Placeholder(root, path string) bool {
 		return false
 	}
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(root, e.Name(), "owner.json"))
-		var o runOwner
-		if err != nil || json.Unmarshal(data, &o) != nil {
+		o, err := readOwner(filepath.Join(root, e.Name()))
+		if err != nil {
 			continue
 		}
 		if slices.Contains(o.Created, path) {
@@ -140,4 +135,21 @@ func Placeholder(root, path string) bool {
 		}
 	}
 	return false
+}
+
+// Live reports whether run id's cordon is still running under run root: its run
+// directory's owner record names a process that is alive.
+func Live(root paths.Root, id string) bool {
+	o, err := readOwner(root.Run(id))
+	return err == nil && o.Alive()
+}
+
+// readOwner reads the owner record of the run directory dir.
+func readOwner(dir string) (runOwner, error) {
+	var o runOwner
+	data, err := os.ReadFile(filepath.Join(dir, "owner.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &o)
+	}
+	return o, err
 }

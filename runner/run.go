@@ -63,6 +63,8 @@ type Result struct {
 	AuditDir string // where the run's log is
 	// Denied lists the destinations the egress proxy refused the command, once each.
 	Denied []Denial
+	// Alerts lists the run's monitor alerts, once per category, target and syscall.
+	Alerts []Alert
 }
 
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
@@ -90,6 +92,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 		// cordon gc removes it.
 		fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)
 	}
+	r.res.Alerts = r.sink.alerts("") // the monitor is closed: every alert has been read
 	if err != nil {
 		return r.res, err
 	}

@@ -37,6 +37,16 @@ type Denial struct {
 	SuggestedRule string // the rule that would allow it, "" when none could
 }
 
+// Alert is one kind of monitor alert a command raised: the category of the deviation,
+// what it touched and the syscall, counted. Nothing of the contract is in it (the full
+// reason, which names the contract's path and why, is in the audit log).
+type Alert struct {
+	Category string // e.g. "write to a read-only path"
+	Target   string // the path, address, program or decoded arguments
+	Syscall  string
+	Count    int
+}
+
 // ExecResult is how one command of a session ended.
 type ExecResult struct {
 	CmdID    string // the seq of its cmd.start in the log
@@ -51,6 +61,9 @@ type ExecResult struct {
 	DeniedEgress []string
 	// Denied explains those refusals, once per destination.
 	Denied []Denial
+	// Alerts lists the monitor alerts read by the time the command ended, once per
+	// category, target and syscall (an alert the monitor reads later is only in the log).
+	Alerts []Alert
 	// Output describes stdout ([0]) and stderr ([1]) when ExecOptions.Cap was set.
 	Output [2]Capped
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what cordon's build, tests and demo need on a Debian machine, only when
-# missing (chromium looks at the audit HTML report in a test).
+# missing (chromium looks at the audit HTML report in a test; git, npm and curl are the
+# clients whose view of a denial is tested).
 # Usage: scripts/deps.sh [test|bench|generate]
 set -euo pipefail
-want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium socat:socat)
+want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium socat:socat npm:npm)
 case "${1:-test}" in
   bench) want+=(hyperfine:hyperfine rg:ripgrep) ;;
   generate) want+=(clang:clang llvm-strip:llvm) ;;

@@ -199,6 +199,9 @@ func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*wire
 			if f.Result.Denied == nil {
 				f.Result.Denied = []wire.Denial{}
 			}
+			if f.Result.Alerts == nil {
+				f.Result.Alerts = []wire.Alert{}
+			}
 			return f.Result, nil
 		case f.FD == 1:
 			_, _ = stdout.Write(f.Data)

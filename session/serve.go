@@ -221,15 +221,25 @@ func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *
 		SpillPath: res.Output[0].SpillPath, StderrSpillPath: res.Output[1].SpillPath,
 		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Reason: res.Reason,
 		Diffstat:     wire.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
-		DeniedEgress: res.DeniedEgress, Denied: wireDenials(res.Denied),
+		DeniedEgress: res.DeniedEgress, Denied: WireDenials(res.Denied), Alerts: WireAlerts(res.Alerts),
 	}})
 }
 
-// wireDenials converts the runner's denials to the wire's.
-func wireDenials(ds []runner.Denial) []wire.Denial {
+// WireDenials converts the runner's denials to the wire's (as `cordon exec` and
+// `cordon run` show them).
+func WireDenials(ds []runner.Denial) []wire.Denial {
 	out := make([]wire.Denial, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, wire.Denial{Destination: d.Destination, Reason: d.Reason, SuggestedRule: d.SuggestedRule})
+	}
+	return out
+}
+
+// WireAlerts converts the runner's alerts to the wire's.
+func WireAlerts(as []runner.Alert) []wire.Alert {
+	out := make([]wire.Alert, 0, len(as))
+	for _, a := range as {
+		out = append(out, wire.Alert{Category: a.Category, Target: a.Target, Syscall: a.Syscall, Count: a.Count})
 	}
 	return out
 }

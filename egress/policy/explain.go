@@ -25,21 +25,25 @@ const (
 	// rule names.
 	ForbiddenAddress
 	// Malformed: the destination or the request naming it could not be accepted as
-	// written (a malformed host, port 0, a Host header or TLS server name that names
-	// another host).
+	// written (a malformed host, port 0, a Host header that names another host).
 	Malformed
 	// Unresolvable: the name could not be resolved.
 	Unresolvable
+	// ServerNameMismatch: a tunnel's TLS ClientHello named another server than the host
+	// that was checked, or none for a host name (the client sees a TLS access_denied
+	// alert).
+	ServerNameMismatch
 )
 
 var categoryNames = [...]string{
-	Denied:           "denied by contract",
-	NotAllowed:       "not in network.allow",
-	PortNotAllowed:   "port not allowed",
-	PrivateAddress:   "private address",
-	ForbiddenAddress: "resolves to a forbidden address",
-	Malformed:        "malformed request",
-	Unresolvable:     "cannot resolve",
+	Denied:             "denied by contract",
+	NotAllowed:         "not in network.allow",
+	PortNotAllowed:     "port not allowed",
+	PrivateAddress:     "private address",
+	ForbiddenAddress:   "resolves to a forbidden address",
+	Malformed:          "malformed request",
+	Unresolvable:       "cannot resolve",
+	ServerNameMismatch: "tls server name does not match the host",
 }
 
 // String returns the category as it is shown, e.g. "not in network.allow".

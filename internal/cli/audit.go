@@ -22,15 +22,16 @@ const auditJSONVersion = 1
 func auditCmd(ctx context.Context, stdio IO, args []string) error {
 	subs := map[string]func(IO, []string) error{
 		"ls": auditLs, "show": auditShow, "verify": auditVerify, "report": auditReport,
-		"prune": auditPrune, "export": auditExport,
+		"prune": auditPrune, "export": auditExport, "follow": auditFollow,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report|prune|export [flags] [RUN|last]\n\n"+
+		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report|prune|export|follow [flags] [RUN|last]\n\n"+
 			"  ls       runs, newest first\n  show     a run's timeline (--diff for patches, --json)\n"+
 			"  verify   check a run's hash chain: exit 0 intact, 1 with the first bad line\n"+
 			"  report   one self-contained HTML page (-o FILE)\n"+
 			"  prune    remove sealed runs: --older-than D | --keep N (per workspace)\n"+
-			"  export   a verified log as --format jsonl (as is) or ocsf (for a SIEM)\n\n"+
+			"  export   a verified log as --format jsonl (as is) or ocsf (for a SIEM)\n"+
+			"  follow   a run's events as they are logged, to stdout or a unix socket, until its seal\n\n"+
 			"last is the newest run of this workspace (the contract's, else the current directory); last --all of any.")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // printDenied writes the line `cordon run` and `cordon exec` end with for one destination
@@ -18,6 +20,48 @@ func printDenied(w io.Writer, dest, reason, rule string) {
 		reason += "; to allow: " + rule
 	}
 	fmt.Fprintf(w, "cordon: egress denied: %s (%s)\n", terminalSafe(dest), terminalSafe(reason))
+}
+
+// maxSummaryLines bounds the lines of each kind `cordon run` and `cordon exec` end with;
+// the rest are counted in one line (the audit log has every one).
+const maxSummaryLines = 20
+
+// ending is what a command's end says on stderr: one line per denied destination and
+// one per kind of monitor alert, at most maxSummaryLines of each.
+type ending struct {
+	denied []wire.Denial
+	alerts []wire.Alert
+}
+
+func (e ending) print(w io.Writer) {
+	for i, d := range e.denied {
+		if i == maxSummaryLines {
+			fmt.Fprintf(w, "cordon: and %d more denied destinations (cordon audit show)\n", len(e.denied)-i)
+			break
+		}
+		printDenied(w, d.Destination, d.Reason, d.SuggestedRule)
+	}
+	for i, a := range e.alerts {
+		if i == maxSummaryLines {
+			fmt.Fprintf(w, "cordon: and %d more kinds of monitor alert (cordon audit show)\n", len(e.alerts)-i)
+			break
+		}
+		printAlert(w, a)
+	}
+}
+
+// printAlert writes the line for one kind of monitor alert, e.g.
+//
+//	cordon: monitor alert: write to a read-only path: /usr/bin/x (openat, 2 times)
+//
+// Only the category, what the command touched and the syscall are shown: the contract's
+// path and why are in the log. Every byte outside printable ASCII is escaped.
+func printAlert(w io.Writer, a wire.Alert) {
+	times := "once"
+	if a.Count != 1 {
+		times = fmt.Sprintf("%d times", a.Count)
+	}
+	fmt.Fprintf(w, "cordon: monitor alert: %s: %s (%s, %s)\n", terminalSafe(a.Category), terminalSafe(a.Target), terminalSafe(a.Syscall), times)
 }
 
 // terminalSafe escapes every byte of s outside printable ASCII (and the backslash) as \xNN.

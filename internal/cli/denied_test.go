@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 func TestPrintDenied(t *testing.T) {
@@ -28,5 +31,25 @@ func TestPrintDeniedHostileName(t *testing.T) {
 	want := `cordon: egress denied: x\x0acordon: FORGED LINE\x0a\x1b[31mRED\x1b[0m\xe2\x80\xae:443 (malformed request)` + "\n"
 	if got != want {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestEndingBoundedAndEscaped(t *testing.T) {
+	var e ending
+	for i := range maxSummaryLines + 5 {
+		e.denied = append(e.denied, wire.Denial{Destination: fmt.Sprintf("h%d.example:443", i), Reason: "not in network.allow"})
+	}
+	e.alerts = []wire.Alert{{Category: "write to a read-only path", Target: "/usr/bin/x\ncordon: forged", Syscall: "openat", Count: 2}}
+	var b strings.Builder
+	e.print(&b)
+	out := b.String()
+	if n := strings.Count(out, "cordon: egress denied:"); n != maxSummaryLines {
+		t.Errorf("%d denial lines; want %d", n, maxSummaryLines)
+	}
+	if !strings.Contains(out, "cordon: and 5 more denied destinations (cordon audit show)\n") {
+		t.Errorf("no overflow line: %s", out)
+	}
+	if !strings.Contains(out, `cordon: monitor alert: write to a read-only path: /usr/bin/x\x0acordon: forged (openat, 2 times)`+"\n") {
+		t.Errorf("alert line: %s", out)
 	}
 }

@@ -69,9 +69,7 @@ func execCmd(ctx context.Context, stdio IO, args []string) error {
 	if *asJSON {
 		return json.NewEncoder(stdio.Stdout).Encode(res)
 	}
-	for _, d := range res.Denied {
-		printDenied(stdio.Stderr, d.Destination, d.Reason, d.SuggestedRule)
-	}
+	ending{denied: res.Denied, alerts: res.Alerts}.print(stdio.Stderr)
 	if res.ExitCode != 0 {
 		return errdefs.Exit(res.ExitCode)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/session"
 )
 
 func runCmd(ctx context.Context, stdio IO, args []string) error {
@@ -75,9 +76,7 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	if *verbose && res.AuditDir != "" {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}
-	for _, d := range res.Denied {
-		printDenied(stdio.Stderr, d.Destination, d.Reason, d.SuggestedRule)
-	}
+	runEnding(res).print(stdio.Stderr)
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
@@ -85,6 +84,11 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 		return errdefs.Exit(res.ExitCode)
 	}
 	return nil
+}
+
+// runEnding is the summary a run ends with, in the words of `cordon exec`'s.
+func runEnding(res runner.Result) ending {
+	return ending{denied: session.WireDenials(res.Denied), alerts: session.WireAlerts(res.Alerts)}
 }
 
 // reportRunError prints err as cordon's one-line reason (one line per contract

@@ -15,6 +15,9 @@ type SyscallAlertBody struct {
 	Argv    []string `json:"argv,omitempty"`   // exec: the new program's argv
 	Detail  string   `json:"detail,omitempty"` // other syscalls: their arguments, decoded
 	Rule    string   `json:"rule"`             // which part of the profile was broken: exec, read, write, connect, syscall
-	Reason  string   `json:"reason"`           // why, in words
-	Action  string   `json:"action"`           // what was done: "alert" (the syscall ran)
+	// Category is the kind of deviation, which the workload is shown: it names nothing of
+	// the contract ("write to a read-only path"); Reason does.
+	Category string `json:"category,omitempty"`
+	Reason   string `json:"reason"` // why, in words
+	Action   string `json:"action"` // what was done: "alert" (the syscall ran)
 }

@@ -78,6 +78,19 @@ type Result struct {
 	DeniedEgress []string `json:"denied_egress"`
 	// Denied explains them, once per destination.
 	Denied []Denial `json:"denied"`
+	// Alerts lists the monitor alerts read by the time the command ended, once per
+	// category, target and syscall.
+	Alerts []Alert `json:"alerts"`
+}
+
+// Alert is one kind of monitor alert a command raised, counted: the category of the
+// deviation ("write to a read-only path"), what it touched and the syscall. Nothing of
+// the contract is in it.
+type Alert struct {
+	Category string `json:"category"`
+	Target   string `json:"target"`
+	Syscall  string `json:"syscall"`
+	Count    int    `json:"count"`
 }
 
 // Denial is one destination the egress proxy refused the command: the destination it
