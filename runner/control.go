@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -172,6 +173,13 @@ func (c *control) exec(ctx context.Context, p sandbox.Process) (int, error) {
 	fds := pipes.child
 	if p.Cgroup != nil {
 		fds = append(fds[:len(fds):len(fds)], p.Cgroup)
+		// Its cgroup.procs, opened here, so that process 1 opens nothing of the host's
+		// (its own open of a host path raised a monitor alert on every command). Where
+		// this fails, process 1 opens it itself.
+		if procs, err := linux.OpenCgroupProcs(int(p.Cgroup.Fd())); err == nil {
+			defer procs.Close()
+			fds = append(fds, procs)
+		}
 	}
 	err = c.c.Send(ctl.Msg{Op: ctl.OpExec, ID: id, Argv: p.Argv, Dir: p.Dir}, fds...)
 	pipes.closeChild()

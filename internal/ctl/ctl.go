@@ -30,8 +30,8 @@ const (
 )
 
 // MaxFiles is the most descriptors one message carries: an exec's stdin, stdout,
-// stderr and cgroup directory.
-const MaxFiles = 4
+// stderr, cgroup directory and that cgroup's cgroup.procs (opened for writing).
+const MaxFiles = 5
 
 // MaxMsg is the largest message either side sends. A larger exec request (a huge
 // argv) is refused before it is sent.

@@ -83,7 +83,7 @@ func (s *server) loop() error {
 // sent.
 func (s *server) start(m ctl.Msg, files []*os.File) {
 	defer ctl.CloseFiles(files)
-	if len(files) < 3 || len(files) > 4 || len(m.Argv) == 0 {
+	if len(files) < 3 || len(files) > ctl.MaxFiles || len(m.Argv) == 0 {
 		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
 		return
 	}
@@ -121,7 +121,11 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
 	var procs *os.File
-	if len(files) == 4 {
+	switch {
+	case len(files) == 5: // the host opened the cgroup's cgroup.procs too
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(files[3].Fd())
+		procs = files[4]
+	case len(files) == 4:
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(files[3].Fd())
 		// Opened now, while this thread may still open anything: the trampoline that
 		// joins it where clone3 is refused gets it as fd 3. Where this fails (a
