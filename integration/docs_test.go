@@ -24,7 +24,8 @@ func repoRoot(t *testing.T) string {
 }
 
 // docWorld is a world whose shell finds the cordon under test first on PATH, with an
-// audit root of its own ($XDG_STATE_HOME) beside its run root.
+// audit root of its own ($XDG_STATE_HOME) beside its run root, and $CORDON_SRC naming
+// the cordon checkout (docs/ci.md runs the action's script from it).
 func docWorld(t *testing.T) *world {
 	t.Helper()
 	w := newWorld(t)
@@ -34,7 +35,7 @@ func docWorld(t *testing.T) *world {
 			w.env[i] = "PATH=" + bin + ":" + strings.TrimPrefix(e, "PATH=")
 		}
 	}
-	w.env = append(w.env, "XDG_STATE_HOME="+shortTempDir(t), "TERM=dumb")
+	w.env = append(w.env, "XDG_STATE_HOME="+shortTempDir(t), "TERM=dumb", "CORDON_SRC="+repoRoot(t))
 	t.Cleanup(func() { stopSessions(w) })
 	return w
 }

@@ -16,7 +16,8 @@ import (
 //   - A block is a bash script run with `set -e -o pipefail` in a fresh workspace of
 //     its own file's world (one per Markdown file, so a later block sees what an earlier
 //     one did: `audit show last` shows the run above it), with `cordon` on PATH, its own
-//     run root and audit root, and nothing else of the caller's. It must exit 0.
+//     run root and audit root, $CORDON_SRC naming the cordon checkout, and nothing
+//     else of the caller's. It must exit 0.
 //   - console blocks: only lines starting with "$ " (and their "\" continuations) are
 //     run; the other lines are output and are not compared.
 //   - Synopses with placeholders ([--json], FILE, ID) are not shell: put them in an
