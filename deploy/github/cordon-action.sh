@@ -122,7 +122,7 @@ diff_out=$(cd -- "$dir" && "$cordon" diff --workspace "$dir" "$base_file" "$new_
 diff_status=$?
 set -e
 printf '%s\n' "$diff_out"
-summary "## cordon: the pull request's contract against ${base_ref:-HEAD}'s" "" \
+summary "## cordon: the pull request's contract against $(printf '%s' "${base_ref:-HEAD}" | html_escape)'s" "" \
   "<pre>" "$(printf '%s\n' "$diff_out" | html_escape)" "</pre>" ""
 case $diff_status in
   0) output wider false
