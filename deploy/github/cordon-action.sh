@@ -157,6 +157,8 @@ summary "" "Ran under the base branch's contract: exit $run_status."
 # 4. The report, also when the command failed.
 rm -rf -- "$report" # the checkout may hold a file, link or directory by that name
 if (cd -- "$ws" && "${runas[@]}" "$cordon" audit report --audit-dir "$audit" --all -o "$report" last); then
+  # Under sudo the report is root's, 0600: hand it to the job's user for the upload.
+  if [ "${#runas[@]}" -gt 0 ]; then sudo -- chown "$(id -u):$(id -g)" "$report"; fi
   output report "$report"
 else
   note "no audit report (cordon refused before the run started?)"
