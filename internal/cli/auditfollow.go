@@ -64,4 +64,3 @@ func followOutput(stdio IO, path, keep string) (io.Writer, func() error, error) 
 	}
 	return c, c.Close, nil
 }
-
