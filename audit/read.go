@@ -26,6 +26,25 @@ type Run struct {
 // EventsPath returns the path of the run's events.jsonl.
 func (r Run) EventsPath() string { return filepath.Join(r.Dir, EventsFile) }
 
+// Workspace is the workspace the run's run.start records, or "" when it cannot be read
+// (or the log predates the field).
+func (r Run) Workspace() string {
+	f, err := os.Open(r.EventsPath())
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var s Summary
+	_ = eachLine(f, func(n int, line []byte) error {
+		_ = s.first(line)
+		return errStop
+	})
+	return s.Workspace
+}
+
+// errStop ends an eachLine walk early.
+var errStop = errors.New("stop")
+
 // Open finds the run runID under root. The id is validated first, so it cannot name a
 // path outside the root.
 func Open(root, runID string) (Run, error) {

@@ -160,8 +160,33 @@ func TestAuditOutputRefusesALinkTheSandboxPlanted(t *testing.T) {
 	if data, _ := os.ReadFile(victim); string(data) != "host settings\n" {
 		t.Fatalf("the host file the link names was written: %q", data)
 	}
+	// A planted directory link on the way: out/ names a host directory.
+	hostDir := filepath.Join(w.home, "hostdir")
+	mustMkdir(t, hostDir)
+	if r := w.sh("ln -s " + hostDir + " out"); r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	for _, args := range [][]string{
+		{"audit", "export", "--format", "ocsf", "-o", "out/export.jsonl", "--all", "last"},
+		{"audit", "report", "-o", filepath.Join(w.ws, "out", "report.html"), "--all", "last"},
+		{"audit", "follow", "-o", "out/follow.jsonl", "--all", "last"},
+	} {
+		r := w.cordon("", args...)
+		if r.code == 0 {
+			t.Errorf("%v wrote through the sandbox's directory link: %v", args, r)
+		}
+		assertContains(t, "stderr", r.stderr, "is not followed out of it")
+	}
+	if ents, _ := os.ReadDir(hostDir); len(ents) != 0 {
+		t.Fatalf("a file was created through the planted directory link: %v", ents)
+	}
+	if r := w.cordon("", "audit", "report", "-o", "ok.html", "--all", "last"); r.code != 0 {
+		t.Errorf("a plain -o in the workspace: %v", r)
+	} else if _, err := os.Stat(filepath.Join(w.ws, "ok.html")); err != nil {
+		t.Errorf("a plain -o in the workspace wrote nothing: %v", err)
+	}
 	runs, _ := audit.List(w.auditRoot())
-	if len(runs) != 1 {
+	if len(runs) != 2 {
 		t.Fatalf("runs: %+v", runs)
 	}
 	logPath := filepath.Join(w.auditRoot(), runs[0].ID, audit.EventsFile)

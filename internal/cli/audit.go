@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 
@@ -141,7 +142,7 @@ func auditReport(stdio IO, args []string) (err error) {
 		return err
 	}
 	rep, _ := audit.Verify(run.EventsPath())
-	w, closeOut, err := openOutput(stdio, *out, run.EventsPath())
+	w, closeOut, err := openOutput(stdio, *out, run)
 	if err != nil {
 		return err
 	}
@@ -149,12 +150,15 @@ func auditReport(stdio IO, args []string) (err error) {
 	return audit.WriteHTML(w, recs, audit.HTMLOptions{Verify: &rep})
 }
 
-// openOutput is the -o FILE of a command that writes a file ("-": stdout, mode 0600
-// otherwise). FILE is often in a workspace a sandbox wrote: a symbolic link there is
-// refused rather than followed (it would truncate whatever it names on the host), so is
-// anything but a regular file, and so is the log being read (keep, if not nil). Its close
-// reports a write the file system failed to keep, so an export is never silently short.
-func openOutput(stdio IO, path, keep string) (io.Writer, func() error, error) {
+// openOutput is the -o FILE of a command that writes a file about run ("-": stdout,
+// mode 0600 otherwise). FILE is often in the workspace the run's sandbox wrote: there
+// it is opened through an [os.Root] of the workspace, so no symbolic link the sandbox
+// planted, in FILE or in any directory on the way, leads the write outside it (it would
+// create or truncate whatever it names on the host). Elsewhere a link as FILE itself is
+// refused. Anything but a regular file is refused, and so is the run's own log. Its
+// close reports a write the file system failed to keep, so an export is never silently
+// short.
+func openOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error, error) {
 	if path == "-" {
 		return stdio.Stdout, func() error { return nil }, nil
 	}
@@ -162,11 +166,30 @@ func openOutput(stdio IO, path, keep string) (io.Writer, func() error, error) {
 		if !st.Mode().IsRegular() {
 			return nil, nil, errdefs.Invalidf("-o %s: not a regular file (%s); refusing to write through it", path, st.Mode().Type())
 		}
-		if kst, err := os.Stat(keep); err == nil && os.SameFile(st, kst) {
+		if kst, err := os.Stat(run.EventsPath()); err == nil && os.SameFile(st, kst) {
 			return nil, nil, errdefs.Invalidf("-o %s is the log being read", path)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	const flags = os.O_CREATE | os.O_TRUNC | os.O_WRONLY | syscall.O_NOFOLLOW
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, errdefs.Invalidf("-o %s: %w", path, err)
+	}
+	if ws := run.Workspace(); ws != "" {
+		if rel, err := filepath.Rel(ws, abs); err == nil && filepath.IsLocal(rel) {
+			root, err := os.OpenRoot(ws)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer root.Close()
+			f, err := root.OpenFile(rel, flags, 0o600)
+			if err != nil {
+				return nil, nil, errdefs.Invalidf("-o %s: %w (a symbolic link in the run's workspace is not followed out of it)", path, err)
+			}
+			return f, f.Close, nil
+		}
+	}
+	f, err := os.OpenFile(abs, flags, 0o600)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,7 +24,7 @@ func auditExport(stdio IO, args []string) (err error) {
 		fs.Usage()
 		return errdefs.Usagef("audit export: --format jsonl or --format ocsf is required")
 	}
-	w, closeOut, err := openOutput(stdio, *out, run.EventsPath())
+	w, closeOut, err := openOutput(stdio, *out, run)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func auditFollow(stdio IO, args []string) (err error) {
 		fs.Usage()
 		return errdefs.Usagef("audit follow: --format is jsonl or ocsf")
 	}
-	w, closeOut, err := followOutput(stdio, *out, run.EventsPath())
+	w, closeOut, err := followOutput(stdio, *out, run)
 	if err != nil {
 		return err
 	}
@@ -53,10 +53,10 @@ func auditFollow(stdio IO, args []string) (err error) {
 
 // followOutput is -o of audit follow: a file as openOutput opens it, or a unix socket
 // a collector listens on.
-func followOutput(stdio IO, path, keep string) (io.Writer, func() error, error) {
+func followOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error, error) {
 	sock, ok := strings.CutPrefix(path, "unix:")
 	if !ok {
-		return openOutput(stdio, path, keep)
+		return openOutput(stdio, path, run)
 	}
 	c, err := net.Dial("unix", sock)
 	if err != nil {
