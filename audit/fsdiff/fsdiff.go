@@ -63,6 +63,9 @@ type Options struct {
 
 	// now is the clock used to detect racy timestamps; nil means time.Now.
 	now func() time.Time
+	// noGitIndex makes the baseline read every file, as if the workspace had no git
+	// index (the golden tests compare both ways).
+	noGitIndex bool
 }
 
 func (o Options) withDefaults() Options {
@@ -143,7 +146,7 @@ func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := compare(t.base, next, t.opts)
+	res := compare(t.dir, t.base, next, t.opts)
 	t.base = next
 	return res, nil
 }
@@ -163,7 +166,7 @@ func (t *Tracker) Fork(ctx context.Context) (fork *Tracker, since *Result, err e
 	if err != nil {
 		return nil, nil, err
 	}
-	since = compare(t.base, next, t.opts)
+	since = compare(t.dir, t.base, next, t.opts)
 	t.base = next
 	return &Tracker{dir: t.dir, opts: t.opts, base: next}, since, nil
 }
