@@ -52,6 +52,7 @@ bench: build
 	scripts/bench.sh
 	scripts/bench-egress.sh
 	scripts/bench-session.sh
+	scripts/bench-workspace.sh
 	scripts/bench-isolation.sh
 
 # The quick-start demo: the built-in default contract against a few attacks.

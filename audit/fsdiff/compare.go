@@ -10,18 +10,35 @@ import (
 type pending struct {
 	Change
 	old, new *entry // nil on the missing side
+	// rewritten marks a file whose stat changed and whose new content is what the
+	// git index claimed for it at the baseline, which was not read: the claim is
+	// unverified, so the write is reported rather than taken for "unchanged".
+	rewritten bool
 }
 
-// compare lists what changed from snapshot a to snapshot b and renders the patch.
-func compare(a, b *snapshot, opts Options) *Result {
+// compare lists what changed from snapshot a to snapshot b (of the workspace dir) and
+// renders the patch.
+func compare(dir string, a, b *snapshot, opts Options) *Result {
+	r := &resolver{dir: dir, maxText: opts.MaxTextSize}
+	defer r.close()
 	var added, deleted []string
 	var out []pending
 	for p, nb := range b.entries {
 		oa, ok := a.entries[p]
-		switch {
-		case !ok:
+		if !ok {
 			added = append(added, p)
-		case oa == nb || same(oa, nb):
+			continue
+		}
+		if oa == nb {
+			continue
+		}
+		unverified := oa.blob != nil
+		switch oa = r.full(p, oa); {
+		case same(oa, nb) && unverified && oa.hasSum:
+			pd := newPending(Modified, p, p, oa, nb)
+			pd.rewritten, pd.OldSHA256 = true, ""
+			out = append(out, pd)
+		case same(oa, nb):
 		case fileType(oa.mode) != fileType(nb.mode):
 			// A type change (file to link, …) reads best as a deletion and an addition.
 			added, deleted = append(added, p), append(deleted, p)
@@ -36,12 +53,13 @@ func compare(a, b *snapshot, opts Options) *Result {
 	}
 	slices.Sort(added)
 	slices.Sort(deleted)
-	out = append(out, pairRenames(a, b, &added, &deleted)...)
+	old := func(p string) *entry { return r.full(p, a.entries[p]) }
+	out = append(out, pairRenames(old, b, &added, &deleted)...)
 	for _, p := range added {
 		out = append(out, newPending(Added, p, "", nil, b.entries[p]))
 	}
 	for _, p := range deleted {
-		out = append(out, newPending(Deleted, p, "", a.entries[p], nil))
+		out = append(out, newPending(Deleted, p, "", old(p), nil))
 	}
 	slices.SortFunc(out, func(x, y pending) int {
 		return cmp.Or(cmp.Compare(x.Path, y.Path), cmp.Compare(opOrder(x.Op), opOrder(y.Op)))
@@ -55,6 +73,7 @@ func compare(a, b *snapshot, opts Options) *Result {
 		res.Deletions += out[i].Deleted
 	}
 	res.Patch = p.buf.Bytes()
+	res.Problems = append(res.Problems, r.problems...)
 	return res
 }
 
@@ -82,14 +101,14 @@ func fileType(mode uint32) uint32 { return mode & 0o170000 }
 
 // pairRenames matches deleted and added paths with identical, non-empty content and the
 // same file type, in path order, and removes them from added and deleted.
-func pairRenames(a, b *snapshot, added, deleted *[]string) []pending {
+func pairRenames(old func(string) *entry, b *snapshot, added, deleted *[]string) []pending {
 	type content struct {
 		sum [32]byte
 		typ uint32
 	}
 	gone := make(map[content][]string)
 	for _, p := range *deleted {
-		if e := a.entries[p]; e.hasSum && e.size > 0 {
+		if e := old(p); e.hasSum && e.size > 0 {
 			k := content{e.sum, fileType(e.mode)}
 			gone[k] = append(gone[k], p)
 		}
@@ -106,7 +125,7 @@ func pairRenames(a, b *snapshot, added, deleted *[]string) []pending {
 		if olds := gone[k]; e.hasSum && e.size > 0 && len(olds) > 0 && olds[0] != p {
 			gone[k] = olds[1:]
 			used[olds[0]] = true
-			out = append(out, newPending(Renamed, p, olds[0], a.entries[olds[0]], e))
+			out = append(out, newPending(Renamed, p, olds[0], old(olds[0]), e))
 			continue
 		}
 		keep = append(keep, p)

@@ -18,6 +18,10 @@
 // timestamps were too recent to be trusted (the "racy git" problem). Text files up to
 // [Options.MaxTextSize] keep their content in memory, within [Options.MaxRetained] bytes in
 // total, so the next diff has the old side; larger or binary files keep only a SHA-256.
+// In a git workspace the baseline does not read the tracked files whose stat data
+// match the git index: their old side is the index's blob, read (and checked against
+// its id) only if the file changed; see gitbase.go for what a lying index can and
+// cannot do.
 //
 // This package is unstable until v1.
 package fsdiff
@@ -63,6 +67,9 @@ type Options struct {
 
 	// now is the clock used to detect racy timestamps; nil means time.Now.
 	now func() time.Time
+	// noGitIndex makes the baseline read every file, as if the workspace had no git
+	// index (the golden tests compare both ways).
+	noGitIndex bool
 }
 
 func (o Options) withDefaults() Options {
@@ -102,8 +109,8 @@ type Tracker struct {
 	base *snapshot
 }
 
-// New takes the baseline snapshot of the directory dir. This is the one snapshot whose
-// cost grows with the size of the workspace: it reads and hashes every file.
+// New takes the baseline snapshot of the directory dir. It stats every entry and reads
+// every file except, in a git workspace, the tracked files the index vouches for.
 func New(ctx context.Context, dir string, opts Options) (*Tracker, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("fsdiff options: %w", err)
@@ -143,7 +150,7 @@ func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := compare(t.base, next, t.opts)
+	res := compare(t.dir, t.base, next, t.opts)
 	t.base = next
 	return res, nil
 }
@@ -163,7 +170,7 @@ func (t *Tracker) Fork(ctx context.Context) (fork *Tracker, since *Result, err e
 	if err != nil {
 		return nil, nil, err
 	}
-	since = compare(t.base, next, t.opts)
+	since = compare(t.dir, t.base, next, t.opts)
 	t.base = next
 	return &Tracker{dir: t.dir, opts: t.opts, base: next}, since, nil
 }

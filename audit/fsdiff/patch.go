@@ -41,6 +41,11 @@ func (p *patcher) write(c *pending, opts Options) {
 			fmt.Fprintf(&p.buf, "old mode %06o\nnew mode %06o\n", c.OldMode, c.NewMode)
 		}
 	}
+	if c.rewritten {
+		fmt.Fprintf(&p.buf, "File %s rewritten with the content the git index recorded for it "+
+			"(its content before the command was not read: its stat data matched the index)\n", quote(newName))
+		return
+	}
 	if c.Op == Renamed {
 		fmt.Fprintf(&p.buf, "similarity index 100%%\nrename from %s\nrename to %s\n",
 			quote(c.OldPath), quote(c.Path))

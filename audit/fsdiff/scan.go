@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/gitread"
 )
 
 // racyWindow is how close to the start of a snapshot a timestamp may be before the
@@ -40,6 +42,9 @@ type entry struct {
 	content  []byte // retained content; nil when not retained
 	retained bool
 	racy     bool // the stat key cannot be trusted: re-read next time
+	// blob, when set, means the content was not read: it is this git blob's, and
+	// kind, sum and content are filled in only by resolving it (see gitbase.go).
+	blob *lazyBlob
 }
 
 // snapshot is the state of a workspace at one point in time.
@@ -54,14 +59,16 @@ type scanner struct {
 	root  *os.Root
 	opts  Options
 	prev  map[string]*entry // nil for the baseline
+	index *gitread.Index    // the workspace's git index, for the baseline; or nil
 	start time.Time
 	sem   chan struct{} // limits directories scanned at once
 	wg    sync.WaitGroup
 
-	retained atomic.Int64
-	read     atomic.Int64
-	bytes    atomic.Int64
-	dirs     atomic.Int64
+	retained  atomic.Int64
+	read      atomic.Int64
+	preOpened atomic.Int64 // subdirectories opened by their parent, not yet scanned
+	bytes     atomic.Int64
+	dirs      atomic.Int64
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -88,9 +95,12 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 		s.out = make(map[string]*entry, len(prev.entries))
 	} else {
 		s.out = make(map[string]*entry)
+		if !opts.noGitIndex {
+			s.index = gitIndex(root)
+		}
 	}
 	s.wg.Add(1)
-	go s.scanDir(ctx, ".", nil)
+	go s.scanDir(ctx, ".", nil, nil)
 	s.wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scanning workspace: %w", err)
@@ -118,15 +128,22 @@ func (s *scanner) problem(rel string, err error) {
 
 // scanDir lists the directory rel, starts a scan of each subdirectory and records its
 // files. want is the directory's own lstat result as seen from its parent (nil for the
-// root): the opened directory must be that same directory.
-func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
+// root): the opened directory must be that same directory. pre, when not nil, is the
+// directory already opened by its parent (scanDir closes it).
+func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre *os.Root) {
 	defer s.wg.Done()
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
+	if pre != nil {
+		s.preOpened.Add(-1)
+	}
 	if ctx.Err() != nil {
+		if pre != nil {
+			pre.Close()
+		}
 		return
 	}
-	r, err := s.openDir(rel, want)
+	r, err := s.openDir(rel, want, pre)
 	if err != nil {
 		s.problem(rel, err)
 		return
@@ -167,7 +184,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo) {
 		}
 		if fi.IsDir() {
 			s.wg.Add(1)
-			go s.scanDir(ctx, crel, fi)
+			go s.scanDir(ctx, crel, fi, s.preOpen(r, name))
 			continue
 		}
 		local = append(local, namedEntry{crel, s.fileEntry(r, name, crel, fi)})
@@ -260,13 +277,38 @@ type namedEntry struct {
 	e   *entry
 }
 
-// openDir opens the directory rel inside the workspace root and checks that it is the
-// directory its parent listed (not a symbolic link swapped in since).
-func (s *scanner) openDir(rel string, want fs.FileInfo) (*os.Root, error) {
+// maxPreOpened bounds the subdirectories opened by their parent and not yet scanned
+// (each holds a descriptor); beyond it a subdirectory is opened from the workspace
+// root by its path, one open per path component.
+const maxPreOpened = 256
+
+// preOpen opens the subdirectory name of r for its scan, or returns nil when too many
+// are open already or it cannot be opened (the scan then opens it by path and reports
+// why it cannot).
+func (s *scanner) preOpen(r *os.Root, name string) *os.Root {
+	if s.preOpened.Add(1) > maxPreOpened {
+		s.preOpened.Add(-1)
+		return nil
+	}
+	child, err := r.OpenRoot(name)
+	if err != nil {
+		s.preOpened.Add(-1)
+		return nil
+	}
+	return child
+}
+
+// openDir opens the directory rel inside the workspace root (or takes pre, opened by
+// its parent) and checks that it is the directory its parent listed (not a symbolic
+// link swapped in since).
+func (s *scanner) openDir(rel string, want fs.FileInfo, pre *os.Root) (*os.Root, error) {
 	if rel == "." {
 		return s.root, nil
 	}
-	r, err := s.root.OpenRoot(rel)
+	r, err := pre, error(nil)
+	if r == nil {
+		r, err = s.root.OpenRoot(rel)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +350,9 @@ func (s *scanner) fileEntry(r *os.Root, name, rel string, fi fs.FileInfo) *entry
 	e.racy = key.recent(s.start.Add(-racyWindow).UnixNano())
 	switch fi.Mode().Type() {
 	case 0:
+		if lazy := s.fromIndex(rel, fi, key, e.racy); lazy != nil {
+			return lazy
+		}
 		s.readFile(r, name, rel, fi, e)
 	case fs.ModeSymlink:
 		target, err := r.Readlink(name)

@@ -3,6 +3,8 @@ package fsdiff
 import (
 	"io/fs"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/gitread"
 )
 
 // statKey is what must be unchanged for a file to be taken as unchanged without reading
@@ -25,3 +27,17 @@ func keyOf(fi fs.FileInfo) statKey {
 
 // recent reports whether either timestamp is at or after t.
 func (k statKey) recent(t int64) bool { return k.mtime >= t || k.ctime >= t }
+
+// matchesIndex reports whether the stat data git recorded in an index entry are those
+// of the file with key k, as git compares them (ctime, mtime, inode and size, the
+// latter two truncated to 32 bits as git stores them; not the device, which git leaves
+// out by default).
+func (k statKey) matchesIndex(ie gitread.Entry) bool {
+	sec := func(ns int64) uint32 { return uint32(ns / 1e9) }
+	nsec := func(ns int64) uint32 { return uint32(ns % 1e9) }
+	return k.mtime >= 0 && k.ctime >= 0 &&
+		ie.MtimeSec == sec(k.mtime) && ie.MtimeNsec == nsec(k.mtime) &&
+		ie.CtimeSec == sec(k.ctime) && ie.CtimeNsec == nsec(k.ctime) &&
+		ie.Ino == uint32(k.ino) && ie.Size == uint32(k.size) &&
+		(ie.Mode == 0o100755) == (k.mode&0o100 != 0)
+}

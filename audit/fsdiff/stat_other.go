@@ -2,7 +2,11 @@
 
 package fsdiff
 
-import "io/fs"
+import (
+	"io/fs"
+
+	"github.com/cordonhq/cordon/internal/gitread"
+)
 
 // statKey is what must be unchanged for a file to be taken as unchanged without reading
 // it. Outside Linux only the portable fields are used.
@@ -18,3 +22,7 @@ func keyOf(fi fs.FileInfo) statKey {
 
 // recent reports whether the modification time is at or after t.
 func (k statKey) recent(t int64) bool { return k.mtime >= t }
+
+// matchesIndex is false outside Linux: without ctime and the inode a stat match
+// proves too little, so every tracked file is read.
+func (k statKey) matchesIndex(gitread.Entry) bool { return false }

@@ -1,0 +1,141 @@
+package fsdiff
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cordonhq/cordon/internal/gitread"
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// The baseline of a git workspace does not read the files git already has: a regular
+// file whose stat data match its entry in .git/index (and are not racy) has the
+// content of the blob the entry names. That blob is read from the object store only
+// if a later snapshot finds the file changed (or gone), so a baseline costs a stat
+// walk and one read of the index, and a diff costs what changed.
+//
+// The index is read once, before the command runs, and kept in memory: what the
+// command writes to .git afterwards changes nothing. Blobs are read after the command,
+// but an object is named by its content and is checked against its id, so the command
+// can at worst make one unavailable (the change is then reported without its old
+// content, and with a problem), never substitute another.
+//
+// The index may lie (a planted repository, or one an earlier run could write under
+// filesystem.git: commit): its entry can claim content the file never had, with stat
+// data copied from the file. What the command does to such a file is still reported,
+// against the claimed content; and a file the command rewrote with exactly the
+// claimed content, which would otherwise look unchanged, is reported as rewritten
+// (see [pending.rewritten]), so no write to a tracked file is hidden.
+
+// lazyBlob is the content of a file the baseline did not read.
+type lazyBlob struct {
+	oid  plumbing.Hash
+	once sync.Once
+	full *entry // the entry with its content, once read
+	err  error
+}
+
+// gitIndex reads the index of the workspace opened as root, or returns nil when there
+// is none usable: no .git directory (a link, a gitdir: file, a worktree), or an index
+// that is missing, malformed or over the parser's limits. The caller then reads every
+// file, as without git.
+func gitIndex(root *os.Root) *gitread.Index {
+	fi, err := root.Lstat(".git")
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	g, err := root.OpenRoot(".git")
+	if err != nil {
+		return nil
+	}
+	defer g.Close()
+	if got, err := g.Stat("."); err != nil || !os.SameFile(got, fi) {
+		return nil
+	}
+	idx, err := gitread.ReadIndex(g)
+	if err != nil {
+		return nil
+	}
+	return idx
+}
+
+// fromIndex returns a lazy entry for the regular file rel when the index vouches for
+// it: its stat data match the index entry, it is not racy (modified at or after the
+// index was written, or too close to this snapshot), and its blob is small enough to
+// be read whole ([gitread.MaxObject]). Otherwise it returns nil and the file is read.
+func (s *scanner) fromIndex(rel string, fi fs.FileInfo, key statKey, racy bool) *entry {
+	if s.index == nil || racy || fi.Size() > gitread.MaxObject {
+		return nil
+	}
+	ie, ok := s.index.Entries[rel]
+	if !ok || !key.matchesIndex(ie) || fi.ModTime().UnixNano() >= s.index.ModTime.UnixNano() {
+		return nil
+	}
+	return &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size(), blob: &lazyBlob{oid: ie.OID}}
+}
+
+// resolver reads the blobs of lazy entries for one comparison. Not safe for
+// concurrent use; the lazy entries themselves are (they are shared by snapshots).
+type resolver struct {
+	dir      string
+	maxText  int64 // Options.MaxTextSize
+	store    *gitread.Store
+	storeErr error
+	opened   bool
+	problems []string
+}
+
+func (r *resolver) close() {
+	if r.store != nil {
+		r.store.Close()
+	}
+}
+
+// full returns e with its content: e itself unless it is lazy.
+func (r *resolver) full(rel string, e *entry) *entry {
+	if e == nil || e.blob == nil {
+		return e
+	}
+	b := e.blob
+	b.once.Do(func() { b.full, b.err = r.load(e) })
+	if b.err != nil {
+		r.problems = append(r.problems, fmt.Sprintf("%s: content before the command unavailable: %v", rel, b.err))
+	}
+	return b.full
+}
+
+// load reads e's blob and builds the entry the baseline would have built by reading
+// the file (the same digest, kind and retained content); on failure, an unreadable
+// entry.
+func (r *resolver) load(e *entry) (*entry, error) {
+	full := &entry{key: e.key, mode: e.mode, size: e.size}
+	if !r.opened {
+		r.opened = true
+		r.store, r.storeErr = gitread.OpenStore(filepath.Join(r.dir, ".git"))
+	}
+	err := r.storeErr
+	var data []byte
+	if err == nil {
+		data, err = r.store.ReadBlob(e.blob.oid, e.size)
+	}
+	if err != nil {
+		full.kind = Unreadable
+		return full, err
+	}
+	full.sum, full.hasSum = sha256.Sum256(data), true
+	if int64(len(data)) > r.maxText {
+		full.kind = Large
+		return full, nil
+	}
+	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 {
+		full.kind = Binary
+		return full, nil
+	}
+	full.content, full.retained = data, true
+	return full, nil
+}

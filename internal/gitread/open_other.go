@@ -1,0 +1,5 @@
+//go:build !unix
+
+package gitread
+
+const oNonblock = 0

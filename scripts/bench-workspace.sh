@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Workspace benchmark (issue 16): `cordon run -- true` in an empty workspace, in a fresh
+# clone of an ~11k-file git repository (a copy of the Go source tree, committed with the
+# host's git) and in a fresh clone of 100k generated files, in one hyperfine run; ratios
+# are medians against the empty workspace. Each clone is made once, before any timed
+# run: cordon keeps nothing between runs, so every run costs what the first one does.
+# Results go to bench/out/workspace.{json,txt}. CORDON=path measures another binary.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cordon=${CORDON:-$root/bin/cordon}
+out="$root/bench/out"
+mkdir -p "$out"
+runs=${BENCH_RUNS:-20}
+tmp=$(mktemp -d /tmp/cordon-bench-ws.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+g() { git -c init.defaultBranch=main -c user.name=bench -c user.email=bench@localhost -c core.hooksPath=/dev/null "$@"; }
+
+mkdir -p "$tmp/empty" && g init -q "$tmp/empty"
+
+src=${GOSRC:-$(go env GOROOT)/src}
+mkdir -p "$tmp/src-go" && cp -a "$src/." "$tmp/src-go/"
+g -C "$tmp/src-go" init -q . && g -C "$tmp/src-go" add -A -f . && g -C "$tmp/src-go" commit -q -m go
+g clone -q "$tmp/src-go" "$tmp/go11k"
+
+mkdir -p "$tmp/src-100k"
+python3 - "$tmp/src-100k" <<'PY'
+import os, sys
+base = sys.argv[1]
+for d in range(1000):
+    p = os.path.join(base, "pkg%03d/sub%d" % (d // 10, d % 10))
+    os.makedirs(p)
+    for f in range(100):
+        with open(os.path.join(p, "file%03d.txt" % f), "w") as fh:
+            fh.write("".join("line %d of file %d in %d\n" % (i, f, d) for i in range(40)))
+PY
+g -C "$tmp/src-100k" init -q . && g -C "$tmp/src-100k" add -A . && g -C "$tmp/src-100k" commit -q -m gen
+g clone -q "$tmp/src-100k" "$tmp/gen100k"
+(cd "$root" && go build -o "$tmp/benchtable" ./scripts/benchtable)
+
+n11=$(g -C "$tmp/go11k" ls-files | wc -l) n100=$(g -C "$tmp/gen100k" ls-files | wc -l)
+echo "== cordon run -- true: empty workspace vs $n11-file and $n100-file fresh git clones ($runs runs each, one hyperfine run)"
+hyperfine -N --warmup 1 --runs "$runs" --export-json "$out/workspace.json" \
+  -n "empty" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
+  -n "git $n11 files" "sh -c 'cd $tmp/go11k && exec $cordon run -- true'" \
+  -n "git $n100 files" "sh -c 'cd $tmp/gen100k && exec $cordon run -- true'" >/dev/null
+"$tmp/benchtable" -baseline empty "$out/workspace.json" | tee "$out/workspace.txt"
