@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // filesystem.git values: what the sandbox may do to the workspace's own .git.
@@ -46,6 +48,9 @@ var gitPinned = []gitPin{
 	{name: "branches", dir: true, why: "git's remotes in the older file format"},
 	{name: "objects/info", dir: true, why: "git's alternates, objects borrowed from other repositories"},
 	{name: "objects/pack", dir: true, why: "git's packs, where a link would lend another repository's objects"},
+	// Created for good by the runner before the sandbox starts, so it is not a
+	// placeholder; read-only so the sandbox cannot remove it.
+	{name: paths.GitWritten, content: paths.GitWrittenContent, why: "cordon's record that a sandbox could write this index, which the diff then never trusts"},
 }
 
 // gitMode validates filesystem.git.

@@ -267,6 +267,9 @@ func (r *run) prepare(ctx context.Context) error {
 	r.undo.add("removing the run directory", func(context.Context) error { return rd.remove() })
 	host.Init = r.o.Init
 	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
+	if err := markGitWritten(r.plan); err != nil {
+		return errdefs.Unavailablef("%w", err)
+	}
 	if err := rd.placeholders(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}

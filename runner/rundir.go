@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -97,6 +98,24 @@ func (rd *runDir) save() error {
 		return fmt.Errorf("writing run owner: %w", err)
 	}
 	return os.Rename(tmp, filepath.Join(rd.path, "owner.json"))
+}
+
+// markGitWritten creates paths.GitWritten in the workspace's .git when the sandbox may
+// write it, before the sandbox starts: it stays after the run (it is not a placeholder),
+// and the plan mounts it read-only. Anything already at that name is left as it is: its
+// existence alone is what the diff baseline looks at.
+func markGitWritten(plan *contract.Plan) error {
+	if plan.Git != contract.GitCommit {
+		return nil
+	}
+	p := filepath.Join(plan.Workspace, ".git", paths.GitWritten)
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	if err := linux.MakePlaceholder(p, false, paths.GitWrittenContent); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("marking %s as written by the sandbox: %w", filepath.Dir(p), err)
+	}
+	return nil
 }
 
 // placeholders creates the host entries the plan needs so that denied paths that do

@@ -3,14 +3,17 @@ package fsdiff
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 
-	"github.com/cordonhq/cordon/internal/gitread"
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cordonhq/cordon/internal/gitread"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // The baseline of a git workspace does not read the files git already has: a regular
@@ -25,12 +28,17 @@ import (
 // can at worst make one unavailable (the change is then reported without its old
 // content, and with a problem), never substitute another.
 //
-// The index may lie (a planted repository, or one an earlier run could write under
-// filesystem.git: commit): its entry can claim content the file never had, with stat
-// data copied from the file. What the command does to such a file is still reported,
-// against the claimed content; and a file the command rewrote with exactly the
-// claimed content, which would otherwise look unchanged, is reported as rewritten
-// (see [pending.rewritten]), so no write to a tracked file is hidden.
+// The index is trusted only when no sandbox could have written it. An index that lies
+// names content a file never had, with the file's stat data; then a later command's
+// change is shown against the claimed content, so a file changed to what the index
+// claims looks untouched, or renamed, or only chmodded (red team). Stat data include
+// the inode and ctime, which no one can choose, so only a process on this host that
+// can write .git can forge a matching entry: a copied or unpacked repository cannot.
+// The one such process cordon starts is a sandbox under filesystem.git: commit, and
+// before it starts the runner creates paths.GitWritten in .git (read-only inside);
+// an index beside that file is never used. As a second line, a file the command
+// rewrote with exactly the claimed content is reported as rewritten
+// ([pending.rewritten]).
 
 // lazyBlob is the content of a file the baseline did not read.
 type lazyBlob struct {
@@ -56,6 +64,9 @@ func gitIndex(root *os.Root) *gitread.Index {
 	defer g.Close()
 	if got, err := g.Stat("."); err != nil || !os.SameFile(got, fi) {
 		return nil
+	}
+	if _, err := g.Lstat(paths.GitWritten); !errors.Is(err, fs.ErrNotExist) {
+		return nil // a sandbox could write this index (or we cannot tell): never trusted
 	}
 	idx, err := gitread.ReadIndex(g)
 	if err != nil {

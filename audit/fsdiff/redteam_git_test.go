@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // lyingWorkspace: f.sh holds "good!\n" (what the reviewer saw before the run), the
@@ -19,12 +21,15 @@ func lyingWorkspace(t *testing.T) (ws, *Tracker) {
 	w.write("f.sh", "good!\n")
 	time.Sleep(2 * racyWindow)
 	lieInIndex(t, w, "f.sh", evil)
+	// What the runner does before a sandbox that may write .git starts: from then on
+	// the index is never trusted (the lie is only possible after it).
+	w.write(".git/"+paths.GitWritten, paths.GitWrittenContent)
 	tr, err := New(context.Background(), w.dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tr.Baseline().Read; got != 0 {
-		t.Fatalf("baseline read %d files; the attack needs the index trusted", got)
+	if got := tr.Baseline().Read; got == 0 {
+		t.Fatalf("baseline read no file: the index a sandbox could write was trusted")
 	}
 	return w, tr
 }

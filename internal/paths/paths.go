@@ -16,6 +16,17 @@ import (
 // and out of every sandbox's reach: a run refuses one inside what its sandbox may write.
 const RunRootEnv = "CORDON_RUN_ROOT"
 
+// GitWritten is the file cordon creates in a workspace's .git before a sandbox that may
+// write that .git (filesystem.git: commit) starts, and keeps read-only inside it: from
+// then on the index is the sandbox's to forge, and the diff baseline no longer takes
+// any file's content from it. It is never removed by cordon.
+const GitWritten = "cordon-sandbox-wrote-this-index"
+
+// GitWrittenContent is what that file says to the person who finds it.
+const GitWrittenContent = "cordon: a sandbox could write this repository's index and objects (filesystem.git: commit).\n" +
+	"cordon's diffs no longer trust the index here and read every file instead. Remove this file\n" +
+	"only after you have checked the index against the files (e.g. rm .git/index && git reset).\n"
+
 // Root is a run root: the private directory that holds the state of the runs live on
 // this host. Its layout:
 //
