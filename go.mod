@@ -6,7 +6,10 @@ require github.com/rogpeppe/go-internal v1.16.0
 
 require (
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 
