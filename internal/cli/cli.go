@@ -41,7 +41,11 @@ func Run(ctx context.Context, stdio IO, args []string) error {
 	if len(args) > 0 {
 		delegate(args[0]) // the noengines build hands some commands to cordon-engines
 	}
-	root := newRoot(stdio)
+	first := ""
+	if len(args) > 0 {
+		first = args[0]
+	}
+	root := newRoot(stdio, first)
 	ran := false
 	markRuns(root, &ran)
 	if len(args) > 0 && strings.HasPrefix(args[0], "__complete") {
@@ -76,8 +80,22 @@ func runInternal(args []string) (error, bool) {
 	return nil, false
 }
 
-// newRoot builds cordon's command tree.
-func newRoot(stdio IO) *cobra.Command {
+// commands are cordon's top-level commands.
+var commands = []struct {
+	name string
+	make func(IO) *cobra.Command
+}{
+	{"run", newRunCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"check", newCheckCmd},
+	{"explain", newExplainCmd}, {"diff", newDiffCmd}, {"gate", newGateCmd}, {"audit", newAuditCmd},
+	{"backends", newBackendsCmd}, {"doctor", newDoctorCmd}, {"gc", newGCCmd}, {"token", newTokenCmd},
+	{"version", newVersionCmd}, {"internal", newInternalCmd},
+}
+
+// newRoot builds cordon's command tree. When first (the first argument) names a
+// command, the tree holds only that one: nothing else can run, and a warm cordon exec
+// does not pay for building the rest. `internal` (man pages) and anything else (help,
+// completion, an unknown command) get the whole tree.
+func newRoot(stdio IO, first string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cordon",
 		Short: "run commands inside a sandbox built from a reviewed contract",
@@ -105,12 +123,16 @@ func newRoot(stdio IO) *cobra.Command {
 	}
 	root.SetHelpFunc(helpFunc(stdio))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
-	root.AddCommand(
-		newRunCmd(stdio), newSessionCmd(stdio), newExecCmd(stdio), newCheckCmd(stdio),
-		newExplainCmd(stdio), newDiffCmd(stdio), newGateCmd(stdio), newAuditCmd(stdio),
-		newBackendsCmd(stdio), newDoctorCmd(stdio), newGCCmd(stdio), newTokenCmd(stdio),
-		newVersionCmd(stdio), newInternalCmd(stdio),
-	)
+	for _, c := range commands {
+		if c.name == first && first != "internal" {
+			root.AddCommand(c.make(stdio))
+			root.CompletionOptions.DisableDefaultCmd = true // `completion` was not asked for
+			return root
+		}
+	}
+	for _, c := range commands {
+		root.AddCommand(c.make(stdio))
+	}
 	return root
 }
 
