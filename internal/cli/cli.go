@@ -133,7 +133,25 @@ func newRoot(stdio IO, first string) *cobra.Command {
 	for _, c := range commands {
 		root.AddCommand(c.make(stdio))
 	}
+	completion(stdio, root)
 	return root
+}
+
+// completion adds cobra's completion command (bash, zsh, fish, powershell) in cordon's
+// words.
+func completion(stdio IO, root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Use, c.Short = "completion SHELL", "print the shell completion script: bash, zsh, fish or powershell"
+			c.Long = `Prints the script that makes SHELL complete cordon's commands, flags, session ids and
+run ids (see cordon completion SHELL --help for where to put it).`
+			c.Example = `  source <(cordon completion bash)
+  cordon completion zsh > "${fpath[1]}/_cordon"
+  cordon completion fish > ~/.config/fish/completions/cordon.fish`
+			group(stdio, c)
+		}
+	}
 }
 
 // markRuns makes every command's RunE set *ran first, so that Run tells the errors of
