@@ -227,7 +227,9 @@ func TestManPages(t *testing.T) {
 			t.Errorf("cordon-run.1: no %q in\n%s", want, b)
 		}
 	}
-	if ents, _ := os.ReadDir(dir); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return strings.Contains(e.Name(), "internal") || strings.Contains(e.Name(), "help") }) {
+	if ents, _ := os.ReadDir(dir); slices.ContainsFunc(ents, func(e os.DirEntry) bool {
+		return strings.Contains(e.Name(), "internal") || strings.Contains(e.Name(), "help")
+	}) {
 		t.Errorf("man pages of hidden commands: %v", ents)
 	}
 }
