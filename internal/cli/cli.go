@@ -9,13 +9,11 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/pid1"
@@ -213,20 +211,9 @@ func noArgs(c *cobra.Command, args []string) error {
 	return nil
 }
 
-// asJSONFlag adds --json, whose document what describes.
-func asJSONFlag(f *pflag.FlagSet, what string) *bool {
-	return f.Bool("json", false, "print "+what+" as one JSON object (versioned by its \"schema\" field; docs/cli.md)")
-}
-
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def
-}
-
-// flagError is a flag's bad value, found after cobra parsed the flags, as cobra reports
-// its own: a usage error of c.
-func flagError(c *cobra.Command, format string, args ...any) error {
-	return usageError(c, fmt.Errorf(format, args...))
 }
