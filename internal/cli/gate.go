@@ -188,7 +188,7 @@ func newGateDecideCmd(stdio IO, verb string) *cobra.Command {
 		c.Use, c.Short = "deny [flags] ID", "refuse it; the requester gets the reason"
 		c.Long = "Denies pending request ID; the requester is told --why."
 		c.Example = `  cordon gate deny $req --why "publish from CI instead"`
-		c.Flags().StringVar(&why, "why", "", "the reason the requester is told")
+		c.Flags().StringVar(&why, "why", "", "the reason (`TEXT`) the requester is told")
 	}
 	return c
 }
