@@ -5,7 +5,7 @@ BIN := bin/cordon
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cordonhq/cordon/internal/cli.Version=$(VERSION)
 
-.PHONY: all build install deps test test-short lint fuzz bench demo clean
+.PHONY: all build man install deps test test-short lint fuzz bench demo clean
 
 all: build
 
@@ -14,12 +14,18 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cordon-engines ./cmd/cordon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/cordon-init ./cmd/cordon-init
 
+# man: a man page per command in bin/man/man1, made from the same text as --help.
+man: build
+	rm -rf bin/man/man1
+	$(BIN) internal man bin/man/man1
+
 # install: the three binaries side by side in $(DESTDIR)$(PREFIX)/bin (cordon finds
-# cordon-engines and cordon-init beside itself).
+# cordon-engines and cordon-init beside itself), the man pages in share/man/man1.
 PREFIX ?= /usr/local
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
+install: build man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 bin/cordon bin/cordon-engines bin/cordon-init $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 bin/man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 deps:
 	@scripts/deps.sh test
@@ -46,7 +52,7 @@ fuzz:
 # (bare bwrap, Anthropic's srt, plain true). Figures are ratios from one run.
 bench: build
 	@scripts/deps.sh bench
-	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/...
+	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./internal/cli
 	$(GO) test -run XXX -bench . -benchtime 20x ./audit/fsdiff/
 	$(GO) test -run XXX -bench Writer ./audit/
 	scripts/bench.sh

@@ -22,6 +22,9 @@ require (
 	github.com/xanzy/ssh-agent v0.3.3 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 

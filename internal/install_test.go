@@ -9,7 +9,8 @@ import (
 
 // TestMakeInstallLaysOutTheThreeBinaries: `make install` puts cordon, cordon-engines and
 // cordon-init side by side in $(DESTDIR)$(PREFIX)/bin, as cordon looks for its siblings
-// beside itself (checked from make's own dry run, so nothing is built or written).
+// beside itself, and a man page per command in share/man/man1 (checked from make's own
+// dry run, so nothing is built or written).
 func TestMakeInstallLaysOutTheThreeBinaries(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -26,5 +27,10 @@ func TestMakeInstallLaysOutTheThreeBinaries(t *testing.T) {
 	want := "install -m 0755 bin/cordon bin/cordon-engines bin/cordon-init /dest/opt/cordon/bin/"
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("make install does not lay out the three binaries side by side; want %q in:\n%s", want, out)
+	}
+	for _, want := range []string{"bin/cordon internal man bin/man/man1", "install -m 0644 bin/man/man1/*.1 /dest/opt/cordon/share/man/man1/"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make install does not install the man pages; want %q in:\n%s", want, out)
+		}
 	}
 }

@@ -1,58 +1,83 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/audit"
 )
 
-// auditJSONVersion versions `cordon audit show --json`.
+// auditJSONVersion versions `cordon audit show --json` (show_version, kept beside its
+// schema).
 const auditJSONVersion = 1
 
-func auditCmd(ctx context.Context, stdio IO, args []string) error {
-	subs := map[string]func(IO, []string) error{
-		"ls": auditLs, "show": auditShow, "verify": auditVerify, "report": auditReport,
-		"prune": auditPrune, "export": auditExport, "follow": auditFollow,
-	}
-	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(stdio.Stderr, "Usage: cordon audit ls|show|verify|report|prune|export|follow [flags] [RUN|last]\n\n"+
-			"  ls       runs, newest first\n  show     a run's timeline (--diff for patches, --json)\n"+
-			"  verify   check a run's hash chain: exit 0 intact, 1 with the first bad line\n"+
-			"  report   one self-contained HTML page (-o FILE)\n"+
-			"  prune    remove sealed runs: --older-than D | --keep N (per workspace)\n"+
-			"  export   a verified log as --format jsonl (as is) or ocsf (for a SIEM)\n"+
-			"  follow   a run's events as they are logged, to stdout or a unix socket, until its seal\n\n"+
-			"last is the newest run of this workspace (the contract's, else the current directory); last --all of any.")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errdefs.Exit(errdefs.ExitUsage)
-	}
-	return subs[args[0]](stdio, args[1:])
+func newAuditCmd(stdio IO) *cobra.Command {
+	c := group(stdio, &cobra.Command{
+		Use:   "audit COMMAND",
+		Short: "list, show, verify and report runs' audit logs",
+		Long: `Lists, shows, verifies, reports, prunes, exports and follows the runs' audit logs (docs/audit.md).
+A RUN is a run id, or last: the newest run of this workspace (the contract's, else the
+current directory); last --all of any workspace.`,
+		Example: `  cordon audit ls
+  cordon audit show last --diff
+  cordon audit verify last --audit-dir /var/lib/cordon/runs
+  cordon audit report last -o report.html`,
+	})
+	c.AddCommand(newAuditLsCmd(stdio), newAuditShowCmd(stdio), newAuditVerifyCmd(stdio), newAuditReportCmd(stdio),
+		newAuditPruneCmd(stdio), newAuditExportCmd(stdio), newAuditFollowCmd(stdio))
+	return c
 }
 
-func auditDirFlag(fs *flag.FlagSet) *string {
-	return fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR; default $XDG_STATE_HOME/cordon/runs)")
+func auditDirFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR; default $XDG_STATE_HOME/cordon/runs)")
 }
 
-func auditLs(stdio IO, args []string) error {
-	fs := newFlags("audit ls", "audit ls [--audit-dir D]", stdio.Stderr)
-	dir := auditDirFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+func newAuditLsCmd(stdio IO) *cobra.Command {
+	var dir string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [flags]",
+		Short: "runs, newest first",
+		Long:  "Lists the runs of the audit root, newest first, and states the retention (on stderr).",
+		Example: `  cordon audit ls
+  cordon audit ls --json | jq -r '.runs[] | select(.workspace == env.PWD) | .id'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error { return auditLs(stdio, dir, asJSON) },
 	}
-	root, err := auditRoot(*dir)
+	auditDirFlag(c.Flags(), &dir)
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaAuditLs+`", root, retention, runs: [{id, started, ended, contract, backend, workspace, commands, sealed, status, exit_code}]}`)
+	return c
+}
+
+// runJSON is one run in `cordon audit ls --json`.
+type runJSON struct {
+	ID        string     `json:"id"`
+	Started   time.Time  `json:"started"`
+	Ended     *time.Time `json:"ended"`    // null until sealed
+	Contract  string     `json:"contract"` // "" for the built-in default contract
+	Backend   string     `json:"backend"`
+	Workspace string     `json:"workspace"` // "" in logs that predate it
+	Commands  int        `json:"commands"`
+	Sealed    bool       `json:"sealed"`
+	Status    string     `json:"status"`          // as the STATUS column: "exit 0 (exited)", "unsealed", "unreadable"
+	ExitCode  *int       `json:"exit_code"`       // null until sealed
+	Error     string     `json:"error,omitempty"` // why the log could not be read
+}
+
+func auditLs(stdio IO, dir string, asJSON bool) error {
+	root, err := auditRoot(dir)
 	if err != nil {
 		return err
 	}
@@ -60,14 +85,26 @@ func auditLs(stdio IO, args []string) error {
 	if err != nil {
 		return err
 	}
+	if asJSON {
+		out := []runJSON{}
+		for _, r := range runs {
+			out = append(out, runOf(r))
+		}
+		return writeJSON(stdio.Stdout, struct {
+			Schema    string    `json:"schema"`
+			Root      string    `json:"root"`
+			Retention string    `json:"retention"`
+			Runs      []runJSON `json:"runs"`
+		}{schemaAuditLs, root, retentionNote, out})
+	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTARTED\tCONTRACT\tBACKEND\tCOMMANDS\tSTATUS")
+	fmt.Fprintln(tw, "RUN\tSTARTED\tCONTRACT\tBACKEND\tCOMMANDS\tSTATUS\tWORKSPACE")
 	for _, r := range runs {
 		contract := r.ContractPath
 		if contract == "" {
 			contract = "(built-in)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Start.Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Start.Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status(), orNone(r.Workspace))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -80,69 +117,166 @@ func auditLs(stdio IO, args []string) error {
 	return nil
 }
 
-func auditShow(stdio IO, args []string) error {
-	fs := newFlags("audit show", "audit show [--audit-dir D] [--diff] [--json] RUN|last [--all] [-c FILE]", stdio.Stderr)
-	sel := runSelFlags(fs)
-	diff := fs.Bool("diff", false, "print each command's full patch")
-	asJSON := fs.Bool("json", false, "print the run's events, and its runs-later files, as JSON")
-	run, err := sel.run(fs, args)
-	if err != nil {
-		return err
+func runOf(r audit.Summary) runJSON {
+	j := runJSON{ID: r.ID, Started: r.Start, Contract: r.ContractPath, Backend: r.Backend, Workspace: r.Workspace,
+		Commands: r.Commands, Sealed: r.Sealed, Status: r.Status()}
+	if r.Sealed {
+		ended, code := r.Ended, r.End.ExitCode
+		j.Ended, j.ExitCode = &ended, &code
 	}
+	if r.Err != nil {
+		j.Error = r.Err.Error()
+	}
+	return j
+}
+
+func newAuditShowCmd(stdio IO) *cobra.Command {
+	var sel runSel
+	var diff, asJSON bool
+	c := &cobra.Command{
+		Use:   "show [flags] RUN|last",
+		Short: "a run's timeline (--diff for patches, --json)",
+		Long:  "Prints a run's timeline: every command, its changes, its network decisions and alerts.",
+		Example: `  cordon audit show last
+  cordon audit show last --diff
+  cordon audit show 20261129T201530Z-3fa9c1 --json | jq '.events[] | select(.type == "net.deny")'`,
+		ValidArgsFunction: completeRuns,
+		RunE: func(c *cobra.Command, args []string) error {
+			run, err := sel.run("audit show", args)
+			if err != nil {
+				return err
+			}
+			return auditShow(stdio, run, diff, asJSON)
+		},
+	}
+	sel.flags(c.Flags())
+	c.Flags().BoolVar(&diff, "diff", false, "print each command's full patch")
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaAuditShow+`", "show_version": 1, run, runs_later, events}`)
+	return c
+}
+
+func auditShow(stdio IO, run audit.Run, diff, asJSON bool) error {
 	recs, err := audit.ReadEvents(run.EventsPath())
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdio.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
+			Schema    string                `json:"schema"`
 			Version   int                   `json:"show_version"`
 			Run       string                `json:"run"`
 			RunsLater []audit.RunsLaterFile `json:"runs_later"` // added within version 1
 			Events    []audit.Record        `json:"events"`
-		}{auditJSONVersion, run.ID, audit.RunsLater(recs), recs})
+		}{schemaAuditShow, auditJSONVersion, run.ID, audit.RunsLater(recs), recs})
 	}
-	return audit.WriteTimeline(stdio.Stdout, recs, audit.TimelineOptions{Diff: *diff})
+	return audit.WriteTimeline(stdio.Stdout, recs, audit.TimelineOptions{Diff: diff})
 }
 
-func auditVerify(stdio IO, args []string) error {
-	fs := newFlags("audit verify", "audit verify [--audit-dir D] RUN|last [--all] [-c FILE]\n\nExit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.", stdio.Stderr)
-	sel := runSelFlags(fs)
-	run, err := sel.run(fs, args)
-	if err != nil {
-		return err
+func newAuditVerifyCmd(stdio IO) *cobra.Command {
+	var sel runSel
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "verify [flags] RUN|last",
+		Short: "check a run's hash chain: exit 0 intact, 1 with the first bad line",
+		Long: `Checks a run's hash chain and seal.
+
+Exit status: 0 intact and sealed, 1 tampered or truncated (first bad line and why), 2 usage error.`,
+		Example: `  cordon audit verify last
+  cordon audit verify last --audit-dir /var/lib/cordon/runs
+  cordon audit verify $run --json | jq .ok`,
+		ValidArgsFunction: completeRuns,
+		RunE: func(c *cobra.Command, args []string) error {
+			run, err := sel.run("audit verify", args)
+			if err != nil {
+				return err
+			}
+			return auditVerify(stdio, run, asJSON)
+		},
 	}
+	sel.flags(c.Flags())
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaAuditVerify+`", run, ok, sealed, lines, head, problem: {line, kind, detail} or null}`)
+	return c
+}
+
+// verifyJSON is `cordon audit verify --json`.
+type verifyJSON struct {
+	Schema  string       `json:"schema"`
+	Run     string       `json:"run"`
+	OK      bool         `json:"ok"` // intact and sealed: the exit status is 0
+	Sealed  bool         `json:"sealed"`
+	Lines   int          `json:"lines"` // lines found intact, from the first
+	Head    string       `json:"head"`  // the hash of the last intact line
+	Problem *problemJSON `json:"problem"`
+}
+
+// problemJSON is an [audit.VerifyError].
+type problemJSON struct {
+	Line   int    `json:"line"`
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+func auditVerify(stdio IO, run audit.Run, asJSON bool) error {
 	rep, err := audit.Verify(run.EventsPath())
 	if err != nil && rep.Problem == nil {
 		return err
 	}
+	if asJSON {
+		out := verifyJSON{Schema: schemaAuditVerify, Run: run.ID, OK: rep.OK(), Sealed: rep.Sealed, Lines: rep.Lines, Head: rep.Head}
+		if p := rep.Problem; p != nil {
+			out.Problem = &problemJSON{Line: p.Line, Kind: fmt.Sprint(p.Kind), Detail: p.Detail}
+		}
+		if err := writeJSON(stdio.Stdout, out); err != nil {
+			return err
+		}
+	}
 	if !rep.OK() {
-		fmt.Fprintf(stdio.Stdout, "%s: NOT INTACT: %v\n", run.ID, rep.Problem)
+		if !asJSON {
+			fmt.Fprintf(stdio.Stdout, "%s: NOT INTACT: %v\n", run.ID, rep.Problem)
+		}
 		return errdefs.Exit(errdefs.ExitFailure)
 	}
-	fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", run.ID, rep.Lines, rep.Head)
+	if !asJSON {
+		fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", run.ID, rep.Lines, rep.Head)
+	}
 	return nil
 }
 
-func auditReport(stdio IO, args []string) (err error) {
-	fs := newFlags("audit report", "audit report [--audit-dir D] -o FILE RUN|last [--all] [-c FILE]", stdio.Stderr)
-	sel := runSelFlags(fs)
-	out := fs.String("o", "", "write the HTML report to `FILE` (\"-\" for stdout)")
-	run, err := sel.run(fs, args)
-	if err != nil {
-		return err
+func newAuditReportCmd(stdio IO) *cobra.Command {
+	var sel runSel
+	var out string
+	c := &cobra.Command{
+		Use:   "report [flags] -o FILE RUN|last",
+		Short: "one self-contained HTML page (-o FILE)",
+		Long:  "Writes a run's report, verified, as one self-contained HTML page.",
+		Example: `  cordon audit report last -o report.html
+  cordon audit report -o - $run > report.html`,
+		ValidArgsFunction: completeRuns,
+		RunE: func(c *cobra.Command, args []string) error {
+			run, err := sel.run("audit report", args)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				return errdefs.Usagef("audit report: -o FILE is required")
+			}
+			return auditReport(stdio, run, out)
+		},
 	}
-	if *out == "" {
-		fs.Usage()
-		return errdefs.Usagef("audit report: -o FILE is required")
-	}
+	sel.flags(c.Flags())
+	c.Flags().StringVarP(&out, "output", "o", "", "write the HTML report to `FILE` (\"-\" for stdout)")
+	return c
+}
+
+func auditReport(stdio IO, run audit.Run, out string) (err error) {
 	recs, err := audit.ReadEvents(run.EventsPath())
 	if err != nil {
 		return err
 	}
 	rep, _ := audit.Verify(run.EventsPath())
-	w, closeOut, err := openOutput(stdio, *out, run)
+	w, closeOut, err := openOutput(stdio, out, run)
 	if err != nil {
 		return err
 	}

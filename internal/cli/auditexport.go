@@ -4,32 +4,55 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
-func auditExport(stdio IO, args []string) (err error) {
-	fs := newFlags("audit export", "audit export [--audit-dir D] --format jsonl|ocsf [--force] [-o FILE] RUN|last [--all] [-c FILE]\n\n"+
-		"jsonl is the log byte for byte; ocsf one OCSF "+audit.OCSFVersion+" event per line (docs/audit.md has the mapping).\n"+
-		"A log that does not verify is refused (exit 1) unless --force.", stdio.Stderr)
-	sel := runSelFlags(fs)
-	format := fs.String("format", "", "`FORMAT`: jsonl or ocsf (required)")
-	force := fs.Bool("force", false, "export a log that does not verify, as far as it can be read")
-	out := fs.String("o", "-", "write to `FILE` (\"-\" for stdout)")
-	run, err := sel.run(fs, args)
-	if err != nil {
-		return err
+// exportOptions are cordon audit export's flags.
+type exportOptions struct {
+	sel         runSel
+	format, out string
+	force       bool
+}
+
+func newAuditExportCmd(stdio IO) *cobra.Command {
+	var o exportOptions
+	c := &cobra.Command{
+		Use:   "export [flags] --format jsonl|ocsf RUN|last",
+		Short: "a verified log as --format jsonl (as is) or ocsf (for a SIEM)",
+		Long: `Exports a run's log: jsonl is the log byte for byte; ocsf one OCSF ` + audit.OCSFVersion + ` event per line
+(docs/audit.md has the mapping). A log that does not verify is refused (exit 1) unless --force.`,
+		Example: `  cordon audit export last --format jsonl -o run.jsonl
+  cordon audit export $run --format ocsf | my-collector`,
+		ValidArgsFunction: completeRuns,
+		RunE: func(c *cobra.Command, args []string) error {
+			run, err := o.sel.run("audit export", args)
+			if err != nil {
+				return err
+			}
+			if o.format != audit.FormatJSONL && o.format != audit.FormatOCSF {
+				return errdefs.Usagef("audit export: --format jsonl or --format ocsf is required")
+			}
+			return auditExport(stdio, run, o)
+		},
 	}
-	if *format != audit.FormatJSONL && *format != audit.FormatOCSF {
-		fs.Usage()
-		return errdefs.Usagef("audit export: --format jsonl or --format ocsf is required")
-	}
-	w, closeOut, err := openOutput(stdio, *out, run)
+	f := c.Flags()
+	o.sel.flags(f)
+	f.StringVar(&o.format, "format", "", "`FORMAT`: jsonl or ocsf (required)")
+	f.BoolVar(&o.force, "force", false, "export a log that does not verify, as far as it can be read")
+	f.StringVarP(&o.out, "output", "o", "-", "write to `FILE` (\"-\" for stdout)")
+	return c
+}
+
+func auditExport(stdio IO, run audit.Run, o exportOptions) (err error) {
+	w, closeOut, err := openOutput(stdio, o.out, run)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, closeOut()) }()
-	rep, err := audit.Export(w, run.EventsPath(), audit.ExportOptions{Format: *format, Force: *force})
+	rep, err := audit.Export(w, run.EventsPath(), audit.ExportOptions{Format: o.format, Force: o.force})
 	var verr *audit.VerifyError
 	if errors.As(err, &verr) {
 		return errdefs.Exitf(errdefs.ExitFailure, "%s: NOT INTACT: %w (--force exports it anyway)", run.ID, verr)

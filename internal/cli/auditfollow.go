@@ -7,30 +7,53 @@ import (
 	"net"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner"
 )
 
-func auditFollow(stdio IO, args []string) (err error) {
-	fs := newFlags("audit follow", "audit follow [--audit-dir D] [--format jsonl|ocsf] [-o FILE|unix:PATH] RUN|last [--all] [-c FILE]\n\n"+
-		"Streams a run's events as they are logged, from its first line, until its run.end seal: for a\n"+
-		"collector (jsonl is the log's own lines; ocsf as audit export writes it). Each line is checked\n"+
-		"as audit verify checks it before it is written. -o unix:PATH writes to a listening unix socket.\n"+
-		"Exits 0 at the seal, 1 when a line does not verify or the run stopped without sealing its log.", stdio.Stderr)
-	sel := runSelFlags(fs)
-	format := fs.String("format", audit.FormatJSONL, "`FORMAT`: jsonl or ocsf")
-	out := fs.String("o", "-", "write to `FILE`, or to the unix socket unix:PATH (\"-\" for stdout)")
-	run, err := sel.run(fs, args)
-	if err != nil {
-		return err
+// followOptions are cordon audit follow's flags.
+type followOptions struct {
+	sel         runSel
+	format, out string
+}
+
+func newAuditFollowCmd(stdio IO) *cobra.Command {
+	var o followOptions
+	c := &cobra.Command{
+		Use:   "follow [flags] RUN|last",
+		Short: "a run's events as they are logged, to stdout or a unix socket, until its seal",
+		Long: `Streams a run's events as they are logged, from its first line, until its run.end seal: for a
+collector (jsonl is the log's own lines; ocsf as audit export writes it). Each line is checked
+as audit verify checks it before it is written. -o unix:PATH writes to a unix socket a collector
+listens on. Exits 0 at the seal, 1 when a line does not verify or the run stopped without
+sealing its log.`,
+		Example: `  cordon audit follow last
+  cordon audit follow $session --format ocsf -o unix:/run/collector.sock`,
+		ValidArgsFunction: completeRuns,
+		RunE: func(c *cobra.Command, args []string) error {
+			run, err := o.sel.run("audit follow", args)
+			if err != nil {
+				return err
+			}
+			if o.format != audit.FormatJSONL && o.format != audit.FormatOCSF {
+				return errdefs.Usagef("audit follow: --format is jsonl or ocsf")
+			}
+			return auditFollow(stdio, run, o)
+		},
 	}
-	if *format != audit.FormatJSONL && *format != audit.FormatOCSF {
-		fs.Usage()
-		return errdefs.Usagef("audit follow: --format is jsonl or ocsf")
-	}
-	w, closeOut, err := followOutput(stdio, *out, run)
+	f := c.Flags()
+	o.sel.flags(f)
+	f.StringVar(&o.format, "format", audit.FormatJSONL, "`FORMAT`: jsonl or ocsf")
+	f.StringVarP(&o.out, "output", "o", "-", "write to `FILE`, or to the unix socket unix:PATH (\"-\" for stdout)")
+	return c
+}
+
+func auditFollow(stdio IO, run audit.Run, o followOptions) (err error) {
+	w, closeOut, err := followOutput(stdio, o.out, run)
 	if err != nil {
 		return err
 	}
@@ -38,7 +61,7 @@ func auditFollow(stdio IO, args []string) (err error) {
 	ctx, stop := withSignals(context.Background())
 	defer stop()
 	root := paths.RunRoot()
-	st := audit.NewStream(w, *format)
+	st := audit.NewStream(w, o.format)
 	_, err = audit.Follow(ctx, run.EventsPath(), audit.FollowOptions{Live: func() bool { return runner.Live(root, run.ID) }},
 		func(line []byte, rec audit.Record) error { return st.Write(line, rec) })
 	var verr *audit.VerifyError

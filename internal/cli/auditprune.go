@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
@@ -15,39 +17,53 @@ import (
 // by itself.
 const retentionNote = "retention: keeping all runs; remove sealed ones with cordon audit prune --older-than D | --keep N"
 
-func auditPrune(stdio IO, args []string) error {
-	fs := newFlags("audit prune", "audit prune [--audit-dir D] [--dry-run] --older-than D | --keep N\n\n"+
-		"Removes sealed runs that verify intact, never a live, crashed or tampered one, and records\n"+
-		"each in ROOT/"+audit.PruneFile+". With both flags a run goes only when both allow it.", stdio.Stderr)
-	dir := auditDirFlag(fs)
-	older := fs.String("older-than", "", "runs that ended longer ago than `D` (a Go duration such as 72h, or days: 30d)")
-	keep := fs.Int("keep", 0, "keep the `N` newest runs of each workspace, remove the rest")
-	dry := fs.Bool("dry-run", false, "print what would be removed, remove nothing")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+// pruneOptions are cordon audit prune's flags.
+type pruneOptions struct {
+	dir, older string
+	keep       int
+	dry        bool
+}
+
+func newAuditPruneCmd(stdio IO) *cobra.Command {
+	var o pruneOptions
+	c := &cobra.Command{
+		Use:   "prune [flags] --older-than D | --keep N",
+		Short: "remove sealed runs: --older-than D | --keep N (per workspace)",
+		Long: `Removes sealed runs that verify intact, never a live, crashed or tampered one, and records
+each in ROOT/` + audit.PruneFile + `. With both flags a run goes only when both allow it.`,
+		Example: `  cordon audit prune --older-than 30d --dry-run
+  cordon audit prune --keep 20`,
+		RunE: func(c *cobra.Command, args []string) error { return auditPrune(stdio, o, args) },
 	}
+	f := c.Flags()
+	auditDirFlag(f, &o.dir)
+	f.StringVar(&o.older, "older-than", "", "runs that ended longer ago than `D` (a Go duration such as 72h, or days: 30d)")
+	f.IntVar(&o.keep, "keep", 0, "keep the `N` newest runs of each workspace, remove the rest")
+	f.BoolVar(&o.dry, "dry-run", false, "print what would be removed, remove nothing")
+	return c
+}
+
+func auditPrune(stdio IO, o pruneOptions, pos []string) error {
 	if len(pos) != 0 {
-		fs.Usage()
 		return errdefs.Usagef("audit prune: unexpected arguments %s", strings.Join(pos, " "))
 	}
-	opts := audit.PruneOptions{Keep: *keep, DryRun: *dry}
-	if *older != "" {
-		if opts.OlderThan, err = parseAge(*older); err != nil {
+	opts := audit.PruneOptions{Keep: o.keep, DryRun: o.dry}
+	if o.older != "" {
+		var err error
+		if opts.OlderThan, err = parseAge(o.older); err != nil {
 			return errdefs.Usagef("audit prune: --older-than: %w", err)
 		}
 	}
-	if *keep < 0 || (*older == "" && *keep == 0) || (*older != "" && opts.OlderThan <= 0) {
-		fs.Usage()
+	if o.keep < 0 || (o.older == "" && o.keep == 0) || (o.older != "" && opts.OlderThan <= 0) {
 		return errdefs.Usagef("audit prune: give --older-than D (> 0) or --keep N (N ≥ 1)")
 	}
-	root, err := auditRoot(*dir)
+	root, err := auditRoot(o.dir)
 	if err != nil {
 		return err
 	}
 	res, err := audit.Prune(root, opts)
 	verb := "removed"
-	if *dry {
+	if o.dry {
 		verb = "would remove"
 	}
 	for _, p := range res.Removed {
@@ -60,7 +76,7 @@ func auditPrune(stdio IO, args []string) error {
 		return err
 	}
 	fmt.Fprintf(stdio.Stdout, "%s %d runs, kept %d that are not sealed and intact", verb, len(res.Removed), len(res.Kept))
-	if !*dry && len(res.Removed) > 0 {
+	if !o.dry && len(res.Removed) > 0 {
 		fmt.Fprintf(stdio.Stdout, "; recorded in %s", filepath.Join(root, audit.PruneFile))
 	}
 	fmt.Fprintln(stdio.Stdout)

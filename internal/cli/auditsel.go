@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
@@ -13,40 +14,33 @@ import (
 
 // runSel holds the flags that pick the run of show, verify, report and export.
 type runSel struct {
-	dir      *string
-	all      *bool
-	contract *string
+	dir      string
+	all      bool
+	contract string
 }
 
-func runSelFlags(fs *flag.FlagSet) runSel {
-	return runSel{
-		dir:      auditDirFlag(fs),
-		all:      fs.Bool("all", false, "with last: the newest run of any workspace, not only this one"),
-		contract: fs.String("c", "", "with last: the workspace is this contract `FILE`'s (default ./cordon.yaml if present, else the current directory)"),
-	}
+func (s *runSel) flags(f *pflag.FlagSet) {
+	auditDirFlag(f, &s.dir)
+	f.BoolVar(&s.all, "all", false, "with last: the newest run of any workspace, not only this one")
+	f.StringVarP(&s.contract, "contract", "c", "", "with last: the workspace is this contract `FILE`'s (default ./cordon.yaml if present, else the current directory)")
 }
 
-// run parses flags (before or after the argument) and the single RUN|last argument.
-func (s runSel) run(fs *flag.FlagSet, args []string) (audit.Run, error) {
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return audit.Run{}, err
-	}
+// run opens the run that the single RUN|last argument of the command name names.
+func (s *runSel) run(name string, pos []string) (audit.Run, error) {
 	if len(pos) != 1 {
-		fs.Usage()
-		return audit.Run{}, errdefs.Usagef("want one RUN id or \"last\"")
+		return audit.Run{}, errdefs.Usagef("%s: want one RUN id or \"last\"", name)
 	}
-	root, err := auditRoot(*s.dir)
+	root, err := auditRoot(s.dir)
 	if err != nil {
 		return audit.Run{}, err
 	}
 	if pos[0] != "last" {
 		return audit.Open(root, pos[0])
 	}
-	if *s.all {
+	if s.all {
 		return audit.Latest(root, "")
 	}
-	ws, err := currentWorkspace(*s.contract)
+	ws, err := currentWorkspace(s.contract)
 	if err != nil {
 		return audit.Run{}, err
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner/sandbox"
@@ -80,39 +82,74 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (sandb
 	return nil, errdefs.Unavailablef("no usable sandbox backend, refusing to run unsandboxed: %w", errors.Join(reasons...))
 }
 
-func backendsCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("backends", "backends [-c FILE]", stdio.Stderr)
-	file := contractFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+func newBackendsCmd(stdio IO) *cobra.Command {
+	var file string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "backends [flags]",
+		Short: "list sandbox backends and whether they work here",
+		Long: `Lists the sandbox backends this cordon knows, whether each works on this host (and why
+not), and which one --backend auto picks for the contract.`,
+		Example: `  cordon backends
+  cordon backends -c cordon.yaml --json | jq -r '.backends[] | select(.chosen) | .name'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error { return backendsCmd(c.Context(), stdio, file, asJSON) },
 	}
+	contractFlag(c.Flags(), &file)
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaBackends+`", "backends": [{name, available, detail, chosen}]}`)
+	return c
+}
+
+// backendJSON is one backend in `cordon backends --json`.
+type backendJSON struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	Detail    string `json:"detail"` // "ready: ...", or why it is unavailable
+	Chosen    bool   `json:"chosen"` // what --backend auto picks for the contract
+}
+
+func backendsCmd(ctx context.Context, stdio IO, file string, asJSON bool) error {
 	image := ""
-	if c, err := loadContract(*file); err == nil {
+	if c, err := loadContract(file); err == nil {
 		image = c.Image
 	}
-	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tSTATUS\tDETAIL")
-	chosen := ""
+	var out []backendJSON
+	chosen := false
 	for _, b := range knownBackends() {
-		status, detail := "unavailable", b.why
+		j := backendJSON{Name: b.name, Detail: b.why}
 		if b.backend != nil {
 			if err := b.backend.Check(ctx); err != nil {
-				detail = errdefs.Message(err)
+				j.Detail = errdefs.Message(err)
 			} else {
-				status, detail = "available", "ready"
+				j.Available, j.Detail = true, "ready"
 				if d, ok := b.backend.(describer); ok {
-					detail = "ready: " + d.Describe(ctx)
+					j.Detail = "ready: " + d.Describe(ctx)
 				}
 				switch {
-				case chosen == "" && (!b.needsImage || image != ""):
-					chosen = b.name
-					detail += "; chosen by --backend auto"
+				case !chosen && (!b.needsImage || image != ""):
+					chosen, j.Chosen = true, true
+					j.Detail += "; chosen by --backend auto"
 				case b.needsImage && image == "":
-					detail += "; --backend auto uses it only when bwrap is unusable and the contract names an image"
+					j.Detail += "; --backend auto uses it only when bwrap is unusable and the contract names an image"
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", b.name, status, detail)
+		out = append(out, j)
+	}
+	if asJSON {
+		return writeJSON(stdio.Stdout, struct {
+			Schema   string        `json:"schema"`
+			Backends []backendJSON `json:"backends"`
+		}{schemaBackends, out})
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tSTATUS\tDETAIL")
+	for _, b := range out {
+		status := "unavailable"
+		if b.Available {
+			status = "available"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Name, status, b.Detail)
 	}
 	return tw.Flush()
 }

@@ -2,10 +2,11 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -16,9 +17,14 @@ import (
 // DefaultContractFile is read from the current directory when -c is not given.
 const DefaultContractFile = contract.ContractName
 
-// contractFlag adds -c to a command.
-func contractFlag(fs *flag.FlagSet) *string {
-	return fs.String("c", "", "contract `FILE` (default ./cordon.yaml if present, else the built-in default contract)")
+// contractFlag adds -c, --contract to a command.
+func contractFlag(f *pflag.FlagSet, p *string) {
+	f.StringVarP(p, "contract", "c", "", "contract `FILE` (default ./cordon.yaml if present, else the built-in default contract)")
+}
+
+// backendFlag adds --backend, whose default is $CORDON_BACKEND, else auto.
+func backendFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd ($CORDON_BACKEND)")
 }
 
 // loadContract reads the contract named by -c, ./cordon.yaml, or the built-in default.

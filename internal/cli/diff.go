@@ -1,14 +1,15 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 
@@ -20,6 +21,7 @@ const diffJSONVersion = 1
 
 // diffJSON is the output of `cordon diff --json`.
 type diffJSON struct {
+	Schema  string       `json:"schema"`
 	Version int          `json:"diff_version"`
 	Wider   bool         `json:"wider"`   // some change widens: the exit status is 1
 	Changes []changeJSON `json:"changes"` // widenings first
@@ -34,9 +36,7 @@ type changeJSON struct {
 	Wider bool    `json:"wider"` // false: a narrowing, informational
 }
 
-const diffSynopsis = `diff [--json] [--workspace DIR] [--audit-dir DIR] OLD NEW
-
-Compares contract NEW with contract OLD and reports every way NEW lets the sandbox do
+const diffLong = `Compares contract NEW with contract OLD and reports every way NEW lets the sandbox do
 more (a widening) or less (a narrowing), with both files' positions. Both are compiled
 as run would, for one workspace: a missing or relative workspace key is taken from DIR,
 not from the file's directory, so a base branch's contract saved elsewhere compares as
@@ -45,26 +45,44 @@ it would run here.
 Exit status: 0 NEW is the same or narrower, 1 NEW is wider, 2 usage error or a contract
 that does not compile.`
 
-func diffCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("diff", diffSynopsis, stdio.Stderr)
-	asJSON := fs.Bool("json", false, "print a JSON object: {diff_version, wider, changes: [{kind, what, old, new, wider}]}")
-	dir := fs.String("workspace", "", "compile both contracts for workspace `DIR` (default the current directory)")
-	auditDir := auditDirFlag(fs)
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+// diffOptions are cordon diff's flags.
+type diffOptions struct {
+	asJSON        bool
+	dir, auditDir string
+}
+
+func newDiffCmd(stdio IO) *cobra.Command {
+	var o diffOptions
+	c := &cobra.Command{
+		Use:   "diff [flags] OLD NEW",
+		Short: "compare two contracts: every way the new one is wider (exit 1) or narrower",
+		Long:  diffLong,
+		Example: `  git show main:cordon.yaml > /tmp/base.yaml
+  cordon diff /tmp/base.yaml cordon.yaml
+  cordon diff /tmp/base.yaml cordon.yaml --json | jq '.changes[] | select(.wider)'`,
+		RunE: func(c *cobra.Command, args []string) error { return diffCmd(stdio, o, args) },
 	}
+	diffFlags(c.Flags(), &o)
+	return c
+}
+
+func diffFlags(f *pflag.FlagSet, o *diffOptions) {
+	f.BoolVar(&o.asJSON, "json", false, `print {"schema": "`+schemaDiff+`", diff_version, wider, changes: [{kind, what, old, new, wider}]}`)
+	f.StringVar(&o.dir, "workspace", "", "compile both contracts for workspace `DIR` (default the current directory)")
+	auditDirFlag(f, &o.auditDir)
+}
+
+func diffCmd(stdio IO, o diffOptions, files []string) error {
 	if len(files) != 2 {
-		fs.Usage()
 		return errdefs.Usagef("diff: want two contracts, OLD and NEW; got %d argument(s)", len(files))
 	}
-	ws, err := diffWorkspace(*dir)
+	ws, err := diffWorkspace(o.dir)
 	if err != nil {
 		return errdefs.Usagef("diff: %w", err)
 	}
 	var sides [2]contract.Compiled
 	for i, role := range []string{"OLD", "NEW"} {
-		p, c, err := planFrom(loadFor(files[i], ws), *auditDir, nil)
+		p, c, err := planFrom(loadFor(files[i], ws), o.auditDir, nil)
 		if err != nil {
 			return errdefs.Usagef("diff: %s contract %s: %s", role, files[i], strings.Join(problems(err), "\n  "))
 		}
@@ -80,7 +98,7 @@ func diffCmd(ctx context.Context, stdio IO, args []string) error {
 		}
 		return 1
 	})
-	if *asJSON {
+	if o.asJSON {
 		err = writeDiffJSON(stdio, changes)
 	} else {
 		writeDiff(stdio, changes, files[0], files[1])
@@ -92,26 +110,6 @@ func diffCmd(ctx context.Context, stdio IO, args []string) error {
 		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	return nil
-}
-
-// parseInterspersed parses flags given before, between or after the positional
-// arguments (cordon diff OLD NEW --json), which it returns. Everything after "--" is
-// positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parse(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
 }
 
 // diffWorkspace is the directory both contracts are compiled for: dir, or the current
@@ -150,7 +148,7 @@ func loadFor(file, ws string) func() (*contract.Contract, error) {
 }
 
 func writeDiffJSON(stdio IO, changes []contract.Change) error {
-	out := diffJSON{Version: diffJSONVersion, Wider: contract.Wider(changes), Changes: []changeJSON{}}
+	out := diffJSON{Schema: schemaDiff, Version: diffJSONVersion, Wider: contract.Wider(changes), Changes: []changeJSON{}}
 	at := func(s string) *string {
 		if s == "" {
 			return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,10 +11,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
-func TestParseInterspersed(t *testing.T) {
+// TestDiffInterspersed: cordon diff's flags go before, between or after OLD and NEW;
+// everything after "--" is positional (the cases of the hand-written parser it replaced).
+func TestDiffInterspersed(t *testing.T) {
 	tests := []struct {
 		args []string
 		want []string
@@ -29,12 +32,14 @@ func TestParseInterspersed(t *testing.T) {
 		{[]string{"a", "--", "--json"}, []string{"a", "--json"}, false},
 	}
 	for _, tt := range tests {
-		fs := flag.NewFlagSet("diff", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		j := fs.Bool("json", false, "")
-		got, err := parseInterspersed(fs, tt.args)
-		if err != nil || !slices.Equal(got, tt.want) || *j != tt.json {
-			t.Errorf("%q: got %q, json %v, %v; want %q, json %v", tt.args, got, *j, err, tt.want, tt.json)
+		c := newDiffCmd(IO{Stdout: io.Discard, Stderr: io.Discard})
+		var got []string
+		c.RunE = func(_ *cobra.Command, args []string) error { got = args; return nil }
+		c.SetArgs(tt.args)
+		err := c.Execute()
+		j, _ := c.Flags().GetBool("json")
+		if err != nil || !slices.Equal(got, tt.want) || j != tt.json {
+			t.Errorf("%q: got %q, json %v, %v; want %q, json %v", tt.args, got, j, err, tt.want, tt.json)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -26,6 +28,8 @@ const doctorVersion = 1
 
 // doctorReport is `cordon doctor --json`.
 type doctorReport struct {
+	// Schema is schemaDoctor.
+	Schema string `json:"schema"`
 	// Version is doctorVersion.
 	Version int `json:"version"`
 	// Backends are the backends measured (or skipped), in `cordon backends` order.
@@ -58,39 +62,57 @@ func (b doctorBackend) failed() int {
 	return n
 }
 
+func newDoctorCmd(stdio IO) *cobra.Command {
+	var file, name string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "doctor [flags]",
+		Short: "measure each backend's sandbox from inside: what a command can reach",
+		Long: `Runs cordon's posture check inside a sandbox of each backend usable here (or of
+--backend), through the same path as run, and prints what a command inside can reach.
+
+Exit status: 0 every check passed on every backend measured, 1 a check failed, 125 a
+sandbox could not be built (or no backend is usable), 2 usage error.`,
+		Example: `  cordon doctor
+  cordon doctor --backend docker -c cordon.yaml
+  cordon doctor --json | jq '.backends[] | {backend, ok}'`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return errdefs.Usagef("doctor: no arguments expected")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return doctorCmd(c.Context(), stdio, file, name, asJSON) },
+	}
+	f := c.Flags()
+	contractFlag(f, &file)
+	f.StringVar(&name, "backend", "", "measure only this sandbox `backend` (default: every backend usable here)")
+	f.BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaDoctor+`", "version": 1, "backends": [...]}`)
+	return c
+}
+
 // doctorCmd runs `cordon internal posture` inside a sandbox of each backend, through
 // the same runner.Run as `cordon run`, and prints what it measured. Exit status: 0
 // when every check passed on every backend measured, 1 when one failed, else 125 when
 // a sandbox could not be built (or no backend is usable).
-func doctorCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("doctor", "doctor [-c FILE] [--backend bwrap|docker|containerd] [--json]", stdio.Stderr)
-	file := contractFlag(fs)
-	name := fs.String("backend", "", "measure only this sandbox `backend` (default: every backend usable here)")
-	asJSON := fs.Bool("json", false, "print the posture as JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return errdefs.Usagef("doctor: no arguments expected")
-	}
+func doctorCmd(ctx context.Context, stdio IO, file, name string, asJSON bool) error {
 	root, err := auditRoot(envOr("CORDON_AUDIT_DIR", ""))
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
-	plan, _, err := planOf(*file, root, nil)
+	plan, _, err := planOf(file, root, nil)
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
 	// Each backend's result, measured or skipped, by name.
 	results := map[string]doctorBackend{}
 	var backends []namedBackend
-	if *name != "" {
-		b, err := selectBackend(ctx, *name, plan)
+	if name != "" {
+		b, err := selectBackend(ctx, name, plan)
 		if err != nil {
 			return reportRunError(stdio, err)
 		}
-		backends = append(backends, namedBackend{*name, b})
+		backends = append(backends, namedBackend{name, b})
 	} else {
 		for _, b := range knownBackends() {
 			why := b.why
@@ -113,13 +135,13 @@ func doctorCmd(ctx context.Context, stdio IO, args []string) error {
 		}
 		results[b.name] = d
 	}
-	report := doctorReport{Version: doctorVersion}
+	report := doctorReport{Schema: schemaDoctor, Version: doctorVersion}
 	for _, b := range knownBackends() { // in `cordon backends` order
 		if d, ok := results[b.name]; ok {
 			report.Backends = append(report.Backends, d)
 		}
 	}
-	printDoctor(stdio, report, *asJSON)
+	printDoctor(stdio, report, asJSON)
 	if len(backends) == 0 {
 		return errdefs.Unavailablef("doctor: no usable sandbox backend")
 	}

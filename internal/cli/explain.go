@@ -1,51 +1,72 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/contract"
 )
 
-// explainJSONVersion versions `cordon explain --json`.
+// explainJSONVersion versions `cordon explain --json` (explain_version, kept beside
+// its schema).
 const explainJSONVersion = 1
 
-func explainCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("explain", "explain [-c FILE] [--audit-dir DIR] [--backend B] [--json]", stdio.Stderr)
-	file := contractFlag(fs)
-	auditDir := auditDirFlag(fs)
-	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd")
-	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	if err := parse(fs, args); err != nil {
-		return err
+// explainOptions are cordon explain's flags.
+type explainOptions struct {
+	file, auditDir, backend string
+	asJSON                  bool
+}
+
+func newExplainCmd(stdio IO) *cobra.Command {
+	var o explainOptions
+	c := &cobra.Command{
+		Use:   "explain [flags]",
+		Short: "print the compiled plan of a contract",
+		Long: `Prints the plan the contract compiles to on this host, the same plan run runs: every
+mount and why, the environment's names, the egress rules, limits, monitor, credentials and
+gates, then how the backend builds the sandbox from it.
+
+Exit status: 0, 1 when the contract is invalid (one line per problem on stderr), 2 usage error.`,
+		Example: `  cordon explain
+  cordon explain -c cordon.yaml --backend docker
+  cordon explain --json | jq '.plan.mounts[] | select(.access == "rw") | .path'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error { return explainCmd(stdio, o) },
 	}
-	plan, _, err := planOf(*file, *auditDir, nil)
+	f := c.Flags()
+	contractFlag(f, &o.file)
+	auditDirFlag(f, &o.auditDir)
+	f.StringVar(&o.backend, "backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd ($CORDON_BACKEND)")
+	f.BoolVar(&o.asJSON, "json", false, `print {"schema": "`+schemaExplain+`", "explain_version": 1, "plan": {...}}`)
+	return c
+}
+
+func explainCmd(stdio IO, o explainOptions) error {
+	plan, _, err := planOf(o.file, o.auditDir, nil)
 	if err != nil {
 		for _, line := range problems(err) {
 			fmt.Fprintln(stdio.Stderr, line)
 		}
 		return errdefs.Exit(errdefs.ExitFailure)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+	if o.asJSON {
+		return writeJSON(stdio.Stdout, struct {
+			Schema  string         `json:"schema"`
 			Version int            `json:"explain_version"`
 			Plan    *contract.Plan `json:"plan"`
-		}{explainJSONVersion, plan})
+		}{schemaExplain, explainJSONVersion, plan})
 	}
 	writePlan(stdio.Stdout, plan)
 	for _, n := range plan.Notes {
 		fmt.Fprintf(stdio.Stdout, "note: %s\n", n)
 	}
-	explainBackend(stdio.Stdout, *backend, plan)
+	explainBackend(stdio.Stdout, o.backend, plan)
 	return nil
 }
 

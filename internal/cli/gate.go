@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,79 +14,100 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
 
 	"github.com/cordonhq/cordon/gate/wire"
 )
 
-// gateJSONVersion versions `cordon gate ls --json`.
+// gateJSONVersion versions `cordon gate ls --json` (gate_ls_version, kept beside its
+// schema).
 const gateJSONVersion = 1
 
 // gateDialTimeout bounds each admin socket exchange.
 const gateDialTimeout = 5 * time.Second
 
-const gateUsage = `Usage: cordon gate ls [--json] | show ID | approve ID | deny ID [--why TEXT]
-       cordon gate [request] NAME  (inside a sandbox: ask for the contract's gate NAME;
-                                    "request" is needed for gates named ls, show, approve, deny)
+func newGateCmd(stdio IO) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "gate COMMAND | cordon gate [request] NAME",
+		Short: "list, show, approve and deny requests to run a contract's gates",
+		Long: `Lists, shows, approves and denies the pending requests of every live run and session on
+this host to run one of its contract's gates. Inside a sandbox, cordon gate [request] NAME
+asks for the contract's gate NAME ("request" is needed for gates named ls, show, approve
+or deny).
 
-  ls        pending requests of every live run and session on this host
-  show      one request: what it would run and a preview of what it would publish
-  approve   run the operation (on the host, outside the sandbox); the requester gets its output
-  deny      refuse it; the requester gets the reason
-
-Exit status: 0 ok, 1 no pending request has that ID, 2 usage.`
-
-func gateCmd(ctx context.Context, stdio IO, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdio.Stderr, gateUsage)
-		if len(args) == 0 {
-			return errdefs.Exit(errdefs.ExitUsage)
-		}
-		return nil
+Exit status: 0 ok, 1 no pending request has that ID, 2 usage.`,
+		Example: `  cordon gate ls
+  cordon gate show $req
+  cordon gate approve $req
+  cordon gate deny $req --why "not on a Friday"
+  cordon gate push                # inside a sandbox: ask for the gate named push`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				helpFunc(stdio)(c, nil)
+				return errdefs.Exit(errdefs.ExitUsage)
+			}
+			return gateRequest(stdio, args)
+		},
 	}
-	switch args[0] {
-	case "ls":
-		return gateList(ctx, stdio, args[1:])
-	case "show":
-		return gateShow(ctx, stdio, args[1:])
-	case "approve":
-		return gateDecide(ctx, stdio, "approve", args[1:])
-	case "deny":
-		return gateDecide(ctx, stdio, "deny", args[1:])
-	case "request":
-		args = args[1:] // `cordon gate request NAME`, for gates named like a subcommand
+	request := &cobra.Command{
+		Use:   "request NAME",
+		Short: "inside a sandbox: ask for the contract's gate NAME",
+		Long: `Inside a sandbox: asks a person to approve the contract's gate NAME, which then runs
+outside the sandbox. Exit status: the operation's, 1 when refused, 125 when this sandbox
+has no gates.`,
+		Example: "  cordon gate request ls        # a gate named like a subcommand",
+		RunE:    func(c *cobra.Command, args []string) error { return gateRequest(stdio, args) },
 	}
+	c.AddCommand(newGateLsCmd(stdio), newGateShowCmd(stdio), newGateDecideCmd(stdio, "approve"), newGateDecideCmd(stdio, "deny"), request)
+	return c
+}
+
+// gateRequest is `cordon gate [request] NAME`, in a sandbox.
+func gateRequest(stdio IO, args []string) error {
 	if code := wire.GateMain(args, stdio.Stdout, stdio.Stderr); code != 0 {
 		return errdefs.Exit(code)
 	}
 	return nil
 }
 
-func gateFlags(name, synopsis string, stdio IO) (*flag.FlagSet, *string) {
-	fs := newFlags("gate "+name, "gate "+synopsis, stdio.Stderr)
-	root := fs.String("run-root", paths.RunRoot().String(), "run `DIR` whose gates/ holds the runs' admin sockets")
-	return fs, root
+func runRootFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "run-root", paths.RunRoot().String(), "run `DIR` whose gates/ holds the runs' admin sockets")
 }
 
-func gateList(ctx context.Context, stdio IO, args []string) error {
-	fs, root := gateFlags("ls", "ls [--json]", stdio)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
+func newGateLsCmd(stdio IO) *cobra.Command {
+	var root string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [flags]",
+		Short: "pending requests of every live run and session on this host",
+		Long:  "Lists the pending gate requests of every live run and session on this host, oldest first.",
+		Example: `  cordon gate ls
+  cordon gate ls --json | jq -r '.pending[].id'`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 0 {
+				return errdefs.Usagef("gate ls: takes no arguments")
+			}
+			return gateList(c.Context(), stdio, root, asJSON)
+		},
 	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return errdefs.Usagef("gate ls: takes no arguments")
-	}
-	ps := pendingAll(ctx, *root, stdio.Stderr)
-	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+	runRootFlag(c.Flags(), &root)
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaGateLs+`", "gate_ls_version": 1, "pending": [...]}`)
+	return c
+}
+
+func gateList(ctx context.Context, stdio IO, root string, asJSON bool) error {
+	ps := pendingAll(ctx, root, stdio.Stderr)
+	if asJSON {
+		return writeJSON(stdio.Stdout, struct {
+			Schema  string         `json:"schema"`
 			Version int            `json:"gate_ls_version"`
 			Pending []wire.Pending `json:"pending"`
-		}{gateJSONVersion, pendingOnly(ps)})
+		}{schemaGateLs, gateJSONVersion, pendingOnly(ps)})
 	}
 	if len(ps) == 0 {
 		fmt.Fprintln(stdio.Stdout, "no pending gate requests")
@@ -105,19 +124,37 @@ func gateList(ctx context.Context, stdio IO, args []string) error {
 	return nil
 }
 
-func gateShow(ctx context.Context, stdio IO, args []string) error {
-	fs, root := gateFlags("show", "show ID", stdio)
-	if err := parse(fs, args); err != nil {
-		return err
+func newGateShowCmd(stdio IO) *cobra.Command {
+	var root string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show [flags] ID",
+		Short: "one request: what it would run and a preview of what it would publish",
+		Long:  "Shows pending request ID: the gate, what it would run, and a preview of what it would publish.",
+		Example: `  cordon gate show $req
+  cordon gate show $req --json | jq -r .request.preview`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errdefs.Usagef("gate show: want one ID")
+			}
+			return gateShow(c.Context(), stdio, root, args[0], asJSON)
+		},
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errdefs.Usagef("gate show: want one ID")
-	}
-	id := fs.Arg(0)
-	for _, p := range pendingAll(ctx, *root, stdio.Stderr) {
+	runRootFlag(c.Flags(), &root)
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaGateShow+`", "request": {...}}`)
+	return c
+}
+
+func gateShow(ctx context.Context, stdio IO, root, id string, asJSON bool) error {
+	for _, p := range pendingAll(ctx, root, stdio.Stderr) {
 		if p.ID != id {
 			continue
+		}
+		if asJSON {
+			return writeJSON(stdio.Stdout, struct {
+				Schema  string       `json:"schema"`
+				Request wire.Pending `json:"request"`
+			}{schemaGateShow, p})
 		}
 		w := stdio.Stdout
 		fmt.Fprintf(w, "request %s: gate %s of run %s\n", p.ID, p.Gate, p.Run)
@@ -132,38 +169,39 @@ func gateShow(ctx context.Context, stdio IO, args []string) error {
 	return errdefs.Exitf(errdefs.ExitFailure, "gate show: no pending request %q (see cordon gate ls)", id)
 }
 
-func gateDecide(ctx context.Context, stdio IO, verb string, args []string) error {
-	fs, root := gateFlags(verb, verb+" ID", stdio)
-	why := new(string)
+func newGateDecideCmd(stdio IO, verb string) *cobra.Command {
+	var root, why string
+	c := &cobra.Command{
+		Use:     verb + " ID",
+		Short:   "run the operation (on the host, outside the sandbox); the requester gets its output",
+		Long:    "Approves pending request ID: its operation runs now, on the host, and its output goes to the requester.",
+		Example: "  cordon gate approve $req",
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errdefs.Usagef("gate %s: want one ID", verb)
+			}
+			return gateDecide(c.Context(), stdio, verb, root, args[0], why)
+		},
+	}
+	runRootFlag(c.Flags(), &root)
 	if verb == "deny" {
-		fs.Usage = func() {
-			fmt.Fprintf(stdio.Stderr, "Usage: cordon gate deny ID [--why TEXT]\n\nFlags:\n")
-			fs.PrintDefaults()
-		}
-		why = fs.String("why", "", "the reason the requester is told")
+		c.Use, c.Short = "deny [flags] ID", "refuse it; the requester gets the reason"
+		c.Long = "Denies pending request ID; the requester is told --why."
+		c.Example = `  cordon gate deny $req --why "publish from CI instead"`
+		c.Flags().StringVar(&why, "why", "", "the reason (`TEXT`) the requester is told")
 	}
-	// The ID may come before the flags (`deny ID --why TEXT`, as the hints print it).
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	} else if id == "" || fs.NArg() != 0 {
-		fs.Usage()
-		return errdefs.Usagef("gate %s: want one ID", verb)
-	}
+	return c
+}
+
+func gateDecide(ctx context.Context, stdio IO, verb, root, id, why string) error {
 	by := approver()
-	for _, sock := range adminSockets(*root) {
+	for _, sock := range adminSockets(root) {
 		cctx, cancel := context.WithTimeout(ctx, gateDialTimeout)
 		var err error
 		if verb == "approve" {
 			err = wire.Approve(cctx, sock, id, by)
 		} else {
-			err = wire.Deny(cctx, sock, id, by, *why)
+			err = wire.Deny(cctx, sock, id, by, why)
 		}
 		cancel()
 		switch {

@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"flag"
 	"os"
+
+	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/gate"
 )
@@ -10,7 +11,7 @@ import (
 // gatesFlag adds --gates: how approval gates are decided. The default is ask (a person
 // runs `cordon gate approve`), except under CI=true, where nobody is there to ask: deny.
 // $CORDON_GATES overrides the default.
-func gatesFlag(fs *flag.FlagSet) *gate.Mode {
+func gatesFlag(fs *pflag.FlagSet) *gate.Mode {
 	m := gate.Ask
 	if os.Getenv("CI") == "true" {
 		m = gate.DenyAll
@@ -20,6 +21,11 @@ func gatesFlag(fs *flag.FlagSet) *gate.Mode {
 			m = gate.DenyAll // a bad value never loosens
 		}
 	}
-	fs.Var(&m, "gates", "how approval `gates` are decided: ask (a person runs cordon gate approve) or deny (refused at once); default deny under CI=true, else ask ($CORDON_GATES)")
+	fs.Var(modeValue{&m}, "gates", "how approval `gates` are decided: ask (a person runs cordon gate approve) or deny (refused at once); default deny under CI=true, else ask ($CORDON_GATES)")
 	return &m
 }
+
+// modeValue is a [gate.Mode] as a pflag.Value.
+type modeValue struct{ *gate.Mode }
+
+func (modeValue) Type() string { return "ask|deny" }

@@ -1,9 +1,10 @@
 package cli
 
 import (
-	"flag"
 	"io"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/cordonhq/cordon/gate"
 )
@@ -25,7 +26,7 @@ func TestGatesFlagDefaults(t *testing.T) {
 	} {
 		t.Setenv("CI", c.ci)
 		t.Setenv("CORDON_GATES", c.env)
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		m := gatesFlag(fs)
 		if err := fs.Parse(c.args); err != nil {

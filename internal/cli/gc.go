@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -12,13 +14,23 @@ import (
 	"github.com/cordonhq/cordon/runner"
 )
 
-func gcCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("gc", "gc [--run-root DIR]", stdio.Stderr)
-	root := fs.String("run-root", paths.RunRoot().String(), "run directories `DIR`")
-	if err := parse(fs, args); err != nil {
-		return err
+func newGCCmd(stdio IO) *cobra.Command {
+	var root string
+	c := &cobra.Command{
+		Use:   "gc [flags]",
+		Short: "remove what crashed runs left behind",
+		Long: `Removes what runs whose cordon is gone left behind: run directories, containers, tasks
+and snapshots, and revokes their credentials (the ledger is reconciled).`,
+		Example: "  cordon gc",
+		Args:    noArgs,
+		RunE:    func(c *cobra.Command, args []string) error { return gcCmd(c.Context(), stdio, root) },
 	}
-	removed, err := runner.GC(*root)
+	c.Flags().StringVar(&root, "run-root", paths.RunRoot().String(), "run directories `DIR`")
+	return c
+}
+
+func gcCmd(ctx context.Context, stdio IO, root string) error {
+	removed, err := runner.GC(root)
 	for _, r := range removed {
 		fmt.Fprintf(stdio.Stdout, "removed run %s\n", r)
 	}

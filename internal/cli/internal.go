@@ -1,27 +1,25 @@
 package cli
 
 import (
-	"context"
+	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
-
-	"github.com/cordonhq/cordon/internal/pid1"
 )
 
-// internalCmd holds the re-executed helpers (internal use only): `internal init` is
-// cordon's process 1 inside a sandbox.
-func internalCmd(ctx context.Context, stdio IO, args []string) error {
-	if len(args) > 0 && args[0] == "init" {
-		return errdefs.Exit(pid1.Main())
+// newInternalCmd holds the re-executed helpers (internal use only, hidden):
+// `internal supervise` keeps a session open and `internal man DIR` writes the man
+// pages. `internal init` (cordon's process 1 inside a sandbox) and the helpers it
+// re-executes run before any command tree is built ([runInternal]).
+func newInternalCmd(stdio IO) *cobra.Command {
+	c := &cobra.Command{
+		Use:    "internal",
+		Short:  "internal use only",
+		Hidden: true,
+		Args:   cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return errdefs.Usagef("internal: for cordon's own use only")
+		},
 	}
-	if len(args) > 0 && args[0] == pid1.JoinArg {
-		return errdefs.Exit(pid1.JoinMain(args[1:]))
-	}
-	if len(args) > 0 && args[0] == pid1.PostureArg {
-		return errdefs.Exit(pid1.PostureMain(args[1:]))
-	}
-	if len(args) > 0 && args[0] == "supervise" {
-		return superviseCmd(ctx, stdio, args[1:])
-	}
-	return errdefs.Usagef("internal: for cordon's own use only")
+	c.AddCommand(newSuperviseCmd(stdio), newManCmd(stdio))
+	return c
 }

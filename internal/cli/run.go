@@ -11,56 +11,84 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/session"
 )
 
-func runCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("run", "run [-c FILE] [--backend auto|bwrap|docker|containerd] [--timeout D] [--audit-dir DIR] [-v] -- CMD [ARGS...]", stdio.Stderr)
-	file := contractFlag(fs)
-	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd ($CORDON_BACKEND)")
-	timeout := fs.Duration("timeout", 0, "per-command timeout, overriding commands.timeout (default from the contract, 60s)")
-	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR); never inside the workspace")
-	gates := gatesFlag(fs)
-	verbose := fs.Bool("v", false, "print cordon's own diagnostics and the run's events to stderr")
-	if err := parse(fs, args); err != nil {
-		return err
+// runOptions are cordon run's flags.
+type runOptions struct {
+	file, backend, auditDir string
+	timeout                 time.Duration
+	gates                   *gate.Mode
+	verbose                 bool
+}
+
+func newRunCmd(stdio IO) *cobra.Command {
+	var o runOptions
+	c := &cobra.Command{
+		Use:   "run [flags] [--] CMD [ARGS...]",
+		Short: "run a command in a sandbox built from the contract",
+		Long: `Runs CMD in a sandbox built from the contract (-c FILE, else ./cordon.yaml, else the
+built-in default contract), logs it in the audit root, and exits with CMD's status.
+Flags end at CMD: everything from CMD on is CMD's (cordon run make -v gives -v to make).
+
+Exit status: CMD's own; 124 when the timeout killed it; 125 when cordon could not run it
+(invalid contract, no usable backend, audit root not writable); 137 when the monitor
+stopped it; 2 for a usage error.`,
+		Example: `  cordon run -- make test
+  cordon run -c ci.yaml --timeout 10m -- make
+  cordon run --backend docker -v -- go build ./...
+  cordon run make -v                 # -v is make's: flags end at the command`,
+		RunE: func(c *cobra.Command, args []string) error { return runCmd(c.Context(), stdio, o, args) },
 	}
-	argv := fs.Args()
+	f := c.Flags()
+	f.SetInterspersed(false) // as docker run: the command's flags are its own
+	contractFlag(f, &o.file)
+	backendFlag(f, &o.backend)
+	f.DurationVar(&o.timeout, "timeout", 0, "per-command timeout, overriding commands.timeout (default from the contract, 60s)")
+	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR); never inside the workspace")
+	o.gates = gatesFlag(f)
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "print cordon's own diagnostics and the run's events to stderr")
+	return c
+}
+
+func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 	if len(argv) == 0 {
-		fs.Usage()
 		return errdefs.Usagef("run: no command given (cordon run -- CMD [ARGS...])")
 	}
-	if *timeout < 0 {
+	if o.timeout < 0 {
 		return errdefs.Usagef("run: --timeout must be positive")
 	}
-	root, err := auditRoot(*auditDir)
+	root, err := auditRoot(o.auditDir)
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
 	t0 := time.Now()
-	plan, _, err := planOf(*file, root, func(cleaned []string, err error) {
-		if *verbose && (err != nil || len(cleaned) > 0) {
+	plan, _, err := planOf(o.file, root, func(cleaned []string, err error) {
+		if o.verbose && (err != nil || len(cleaned) > 0) {
 			fmt.Fprintf(stdio.Stderr, "cordon: cleaned up after %d crashed run(s)%s\n", len(cleaned), errSuffix(err))
 		}
 	})
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
-	b, err := selectBackend(ctx, *backend, plan)
+	b, err := selectBackend(ctx, o.backend, plan)
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
 	opts := runner.Options{
-		Gates:   *gates,
+		Gates:   *o.gates,
 		Backend: b, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
-		Timeout: *timeout, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan),
+		Timeout: o.timeout, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan),
 	}
-	if *verbose {
+	if o.verbose {
 		log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		opts.Log = log
 		log.Debug("contract compiled", "took", time.Since(t0))
@@ -73,7 +101,7 @@ func runCmd(ctx context.Context, stdio IO, args []string) error {
 	ctx, stop := withSignals(ctx)
 	defer stop()
 	res, err := runner.Run(ctx, plan, argv, opts)
-	if *verbose && res.AuditDir != "" {
+	if o.verbose && res.AuditDir != "" {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}
 	runEnding(res).print(stdio.Stderr)

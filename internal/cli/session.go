@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/session"
@@ -23,40 +26,50 @@ import (
 // that listens on RUNROOT/sessions/ID.sock; the protocol and its types are package
 // session/wire's (docs/sessions.md).
 
-func sessionCmd(ctx context.Context, stdio IO, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdio.Stderr, "Usage: cordon session start [-c FILE] [--backend B] [--audit-dir DIR] [--gates ask|deny]\n       cordon session ls\n       cordon session sweep SESSION\n       cordon session stop SESSION")
-		if len(args) == 0 {
-			return errdefs.Exit(errdefs.ExitUsage)
-		}
-		return nil
+func newSessionCmd(stdio IO) *cobra.Command {
+	c := group(stdio, &cobra.Command{
+		Use:   "session COMMAND",
+		Short: "start, list and stop sessions (one sandboxed run, many commands)",
+		Long: `A session is one run kept open for many commands (cordon exec), in one sandbox, set up
+once by cordon session start and torn down once by cordon session stop (docs/sessions.md).`,
+		Example: `  id=$(cordon session start -c cordon.yaml)
+  cordon exec $id -- go build ./...
+  cordon session sweep --json $id
+  cordon session ls --json
+  cordon session stop $id`,
+	})
+	c.AddCommand(newSessionStartCmd(stdio), newSessionLsCmd(stdio), newSessionSweepCmd(stdio), newSessionStopCmd(stdio))
+	return c
+}
+
+// sessionStartOptions are cordon session start's flags.
+type sessionStartOptions struct {
+	file, backend, auditDir string
+	gates                   *gate.Mode
+}
+
+func newSessionStartCmd(stdio IO) *cobra.Command {
+	var o sessionStartOptions
+	c := &cobra.Command{
+		Use:   "start [flags]",
+		Short: "start a session and print its id",
+		Long: `Starts a session's supervisor, detached, waits until its sandbox is ready and prints the
+session's id. Exit status: 0 started; 125 when it could not be (the reason on stderr).`,
+		Example: `  id=$(cordon session start)
+  id=$(cordon session start -c agent.yaml --backend docker --gates deny)`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error { return sessionStart(stdio, o) },
 	}
-	switch args[0] {
-	case "start":
-		return sessionStart(ctx, stdio, args[1:])
-	case "ls":
-		return sessionLs(stdio, args[1:])
-	case "stop":
-		return sessionStop(stdio, args[1:])
-	case "sweep":
-		return sessionSweep(stdio, args[1:])
-	}
-	return errdefs.Usagef("session: unknown subcommand %q (start, ls, sweep, stop)", args[0])
+	f := c.Flags()
+	contractFlag(f, &o.file)
+	backendFlag(f, &o.backend)
+	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
+	o.gates = gatesFlag(f)
+	return c
 }
 
 // sessionStart spawns the supervisor, detached, and waits for it to say it is ready.
-func sessionStart(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("session start", "session start [-c FILE] [--backend auto|bwrap|docker|containerd] [--audit-dir DIR]", stdio.Stderr)
-	file := contractFlag(fs)
-	backend := fs.String("backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend` ($CORDON_BACKEND)")
-	auditDir := fs.String("audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
-	gates := gatesFlag(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return errdefs.Usagef("session start: unexpected arguments")
-	}
+func sessionStart(stdio IO, o sessionStartOptions) error {
 	fail := func(err error) error { return reportRunError(stdio, err) }
 	dir := paths.RunRoot().Sessions()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -80,16 +93,16 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 		return fail(err)
 	}
 	defer readyR.Close()
-	sargs := []string{"internal", "supervise", "--ready-fd", "3", "--log", logPath, "--backend", *backend, "--gates", gates.String()}
-	if *file != "" {
-		abs, err := filepath.Abs(*file)
+	sargs := []string{"internal", "supervise", "--ready-fd", "3", "--log", logPath, "--backend", o.backend, "--gates", o.gates.String()}
+	if o.file != "" {
+		abs, err := filepath.Abs(o.file)
 		if err != nil {
 			return fail(err)
 		}
 		sargs = append(sargs, "-c", abs)
 	}
-	if *auditDir != "" {
-		sargs = append(sargs, "--audit-dir", *auditDir)
+	if o.auditDir != "" {
+		sargs = append(sargs, "--audit-dir", o.auditDir)
 	}
 	cmd := exec.Command(self, sargs...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -116,14 +129,50 @@ func sessionStart(ctx context.Context, stdio IO, args []string) error {
 	return clientError(stdio, errors.New(msg))
 }
 
-func sessionLs(stdio IO, args []string) error {
-	fs := newFlags("session ls", "session ls", stdio.Stderr)
-	if err := parse(fs, args); err != nil {
-		return err
+func newSessionLsCmd(stdio IO) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [flags]",
+		Short: "list this host's sessions",
+		Long:  "Lists the sessions of this run root: id, state, start time, backend and workspace.",
+		Example: `  cordon session ls
+  cordon session ls --json | jq -r '.sessions[] | select(.alive) | .id'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error { return sessionLs(stdio, asJSON) },
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaSessionLs+`", "sessions": [{id, alive, state, started, backend, workspace, contract}]}`)
+	return c
+}
+
+// sessionJSON is one session in `cordon session ls --json`.
+type sessionJSON struct {
+	ID        string    `json:"id"`
+	Alive     bool      `json:"alive"` // its supervisor lives
+	State     string    `json:"state"` // "running", or "dead" (cordon gc removes it)
+	Started   time.Time `json:"started"`
+	Backend   string    `json:"backend"`
+	Workspace string    `json:"workspace"`
+	Contract  string    `json:"contract"` // "" for the built-in default
+}
+
+func sessionLs(stdio IO, asJSON bool) error {
+	out := []sessionJSON{}
 	for _, s := range wire.List(paths.RunRoot().Sessions()) {
-		state := "running"
-		if !s.Alive() {
+		j := sessionJSON{ID: s.ID, Alive: s.Alive(), State: "running", Started: s.Started, Backend: s.Backend, Workspace: s.Workspace, Contract: s.Contract}
+		if !j.Alive {
+			j.State = "dead"
+		}
+		out = append(out, j)
+	}
+	if asJSON {
+		return writeJSON(stdio.Stdout, struct {
+			Schema   string        `json:"schema"`
+			Sessions []sessionJSON `json:"sessions"`
+		}{schemaSessionLs, out})
+	}
+	for _, s := range out {
+		state := s.State
+		if !s.Alive {
 			state = "dead (cordon gc removes it)"
 		}
 		fmt.Fprintf(stdio.Stdout, "%s\t%s\t%s\t%s\t%s\n", s.ID, state, s.Started.Local().Format(time.DateTime), s.Backend, s.Workspace)
@@ -131,33 +180,47 @@ func sessionLs(stdio IO, args []string) error {
 	return nil
 }
 
+func newSessionSweepCmd(stdio IO) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "sweep [flags] SESSION",
+		Short: "end an agent's turn: delete spill files, print the paths changed",
+		Long: `Ends an agent's turn: deletes the session's spill files and prints the workspace paths
+changed since the last sweep, one per line.`,
+		Example: `  cordon session sweep $id
+  cordon session sweep $id --json`,
+		ValidArgsFunction: completeSessions,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errdefs.Usagef("session sweep: give one SESSION")
+			}
+			return sessionSweep(c.Context(), stdio, args[0], asJSON)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaSessionSweep+`", "removed": N, "changed": [PATH...]}`)
+	return c
+}
+
 // sessionSweep ends an agent's turn: it deletes the session's spill files and prints
 // the workspace paths changed since the last sweep, one per line (--json: an object).
-func sessionSweep(stdio IO, args []string) error {
-	fs := newFlags("session sweep", "session sweep [--json] SESSION", stdio.Stderr)
-	asJSON := fs.Bool("json", false, `print {"removed": N, "changed": [PATH...]}`)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return errdefs.Usagef("session sweep: give one SESSION")
-	}
-	sess, err := session.Open(fs.Arg(0))
+func sessionSweep(ctx context.Context, stdio IO, id string, asJSON bool) error {
+	sess, err := session.Open(id)
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	turn, err := sess.Sweep(context.Background())
+	turn, err := sess.Sweep(ctx)
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	if *asJSON {
+	if asJSON {
 		if turn.Changed == nil {
 			turn.Changed = []string{}
 		}
 		return json.NewEncoder(stdio.Stdout).Encode(struct {
+			Schema  string   `json:"schema"`
 			Removed int      `json:"removed"`
 			Changed []string `json:"changed"`
-		}{turn.Removed, turn.Changed})
+		}{schemaSessionSweep, turn.Removed, turn.Changed})
 	}
 	for _, p := range turn.Changed {
 		fmt.Fprintln(stdio.Stdout, p)
@@ -174,20 +237,25 @@ func clientError(stdio IO, err error) error {
 	return errdefs.Reported(err)
 }
 
-func sessionStop(stdio IO, args []string) error {
-	fs := newFlags("session stop", "session stop SESSION", stdio.Stderr)
-	if err := parse(fs, args); err != nil {
-		return err
+func newSessionStopCmd(stdio IO) *cobra.Command {
+	return &cobra.Command{
+		Use:               "stop SESSION",
+		Short:             "stop a session: revoke, tear down, seal the log",
+		Long:              "Stops session SESSION: revokes its credentials, tears its sandbox down and seals its audit log.",
+		Example:           `  cordon session stop $id`,
+		ValidArgsFunction: completeSessions,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errdefs.Usagef("session stop: give one SESSION")
+			}
+			sess, err := session.Open(args[0])
+			if err == nil {
+				err = sess.Stop(c.Context())
+			}
+			if err != nil {
+				return clientError(stdio, err)
+			}
+			return nil
+		},
 	}
-	if fs.NArg() != 1 {
-		return errdefs.Usagef("session stop: give one SESSION")
-	}
-	sess, err := session.Open(fs.Arg(0))
-	if err == nil {
-		err = sess.Stop(context.Background())
-	}
-	if err != nil {
-		return clientError(stdio, err)
-	}
-	return nil
 }

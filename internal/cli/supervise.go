@@ -7,6 +7,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -14,50 +17,65 @@ import (
 	"github.com/cordonhq/cordon/session"
 )
 
+func newSuperviseCmd(stdio IO) *cobra.Command {
+	var o superviseOptions
+	c := &cobra.Command{
+		Use:   "supervise --ready-fd N --log FILE [flags]",
+		Short: "keep one session open (cordon session start runs it)",
+		Args:  noArgs,
+		RunE:  func(c *cobra.Command, args []string) error { return superviseCmd(c.Context(), stdio, o) },
+	}
+	f := c.Flags()
+	contractFlag(f, &o.file)
+	f.StringVar(&o.backend, "backend", "auto", "sandbox `backend`")
+	f.StringVar(&o.auditDir, "audit-dir", "", "audit root `DIR`")
+	o.gates = gatesFlag(f)
+	f.IntVar(&o.readyFD, "ready-fd", -1, "report readiness on this `fd`")
+	f.StringVar(&o.logPath, "log", "", "this process's log `FILE`, renamed to ID.log")
+	return c
+}
+
+// superviseOptions are cordon internal supervise's flags.
+type superviseOptions struct {
+	file, backend, auditDir, logPath string
+	gates                            *gate.Mode
+	readyFD                          int
+}
+
 // superviseCmd is `cordon internal supervise`: it keeps one session (one run) open and
 // serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop), its
 // sandbox's end, or death (kill -9: process 1 loses its control channel and kills
 // everything in the sandbox; cordon gc removes the rest).
-func superviseCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("internal supervise", "internal supervise --ready-fd N --log FILE [-c FILE] [--backend B] [--audit-dir DIR]", stdio.Stderr)
-	file := contractFlag(fs)
-	backend := fs.String("backend", "auto", "sandbox `backend`")
-	auditDir := fs.String("audit-dir", "", "audit root `DIR`")
-	gates := gatesFlag(fs)
-	readyFD := fs.Int("ready-fd", -1, "report readiness on this `fd`")
-	logPath := fs.String("log", "", "this process's log `FILE`, renamed to ID.log")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	ready := os.NewFile(uintptr(*readyFD), "ready")
+func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
+	ready := os.NewFile(uintptr(o.readyFD), "ready")
 	fail := func(err error) error {
 		if ready != nil {
 			fmt.Fprintf(ready, "error %s\n", strings.ReplaceAll(errdefs.Message(err), "\n", "; "))
 			ready.Close()
 		}
-		if *logPath != "" {
-			os.Remove(*logPath)
+		if o.logPath != "" {
+			os.Remove(o.logPath)
 		}
 		return errdefs.CannotRun(err)
 	}
 	linux.Umask(0o077)
 	ctx, stopSignals := withSignals(ctx)
 	defer stopSignals()
-	root, err := auditRoot(*auditDir)
+	root, err := auditRoot(o.auditDir)
 	if err != nil {
 		return fail(err)
 	}
-	plan, _, err := planOf(*file, root, nil)
+	plan, _, err := planOf(o.file, root, nil)
 	if err != nil {
 		return fail(err)
 	}
-	b, err := selectBackend(ctx, *backend, plan)
+	b, err := selectBackend(ctx, o.backend, plan)
 	if err != nil {
 		return fail(err)
 	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, nil))
 	sess, err := runner.StartSession(ctx, plan, runner.Options{
-		Gates:   *gates,
+		Gates:   *o.gates,
 		Backend: b, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan), Log: log,
 		Stderr: stdio.Stderr,
 	})
@@ -70,8 +88,8 @@ func superviseCmd(ctx context.Context, stdio IO, args []string) error {
 		_ = sess.Close(ctx)
 		return fail(errdefs.Unavailablef("session socket: %w", err))
 	}
-	if *logPath != "" {
-		_ = os.Rename(*logPath, rt.SessionLog(sess.ID()))
+	if o.logPath != "" {
+		_ = os.Rename(o.logPath, rt.SessionLog(sess.ID()))
 	}
 	fmt.Fprintf(ready, "ok %s\n", sess.ID())
 	ready.Close()

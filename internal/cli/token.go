@@ -9,42 +9,50 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cordonhq/cordon/internal/errdefs"
 
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/local"
 )
 
-func tokenCmd(ctx context.Context, stdio IO, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "verify":
-			return tokenVerify(stdio, args[1:])
-		case "serve":
-			return tokenServe(ctx, stdio, args[1:])
-		}
-	}
-	fmt.Fprintln(stdio.Stderr, "Usage: cordon token verify TOKEN|- [--scope S] | cordon token serve --listen ADDR\n\n"+
-		"  verify   check a token cordon's local provider issued: exit 0 active, 1 inactive\n"+
-		"  serve    an RFC 7662 introspection endpoint (POST /introspect) for internal services")
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		return nil
-	}
-	return errdefs.Exit(errdefs.ExitUsage)
+func newTokenCmd(stdio IO) *cobra.Command {
+	c := group(stdio, &cobra.Command{
+		Use:   "token COMMAND",
+		Short: "verify tokens cordon issued, or serve RFC 7662 introspection",
+		Long:  "Verifies the tokens cordon's local credential provider issued, or serves RFC 7662 introspection for them.",
+		Example: `  echo "$TOKEN" | cordon token verify --scope "repo:read" -
+  cordon token serve --listen 127.0.0.1:8200`,
+	})
+	c.AddCommand(newTokenVerifyCmd(stdio), newTokenServeCmd(stdio))
+	return c
 }
 
-func tokenVerify(stdio IO, args []string) error {
-	fs := newFlags("token verify", "token verify [--scope \"S1 S2\"] TOKEN|-\n\n\"-\" reads the token from stdin, which keeps it out of the process list.\nExit status: 0 active, 1 inactive (revoked, expired, unknown, or missing a scope), 2 usage.", stdio.Stderr)
-	scope := fs.String("scope", "", "space-separated `scopes` the token must carry")
-	root := fs.String("ledger", creds.DefaultRoot(), "credential ledger `DIR`")
-	if err := parse(fs, args); err != nil {
-		return err
+func newTokenVerifyCmd(stdio IO) *cobra.Command {
+	var scope, root string
+	c := &cobra.Command{
+		Use:   "verify [flags] TOKEN|-",
+		Short: "check a token cordon's local provider issued: exit 0 active, 1 inactive",
+		Long: `Checks a token cordon's local provider issued. "-" reads the token from stdin, which keeps
+it out of the process list.
+
+Exit status: 0 active, 1 inactive (revoked, expired, unknown, or missing a scope), 2 usage.`,
+		Example: `  echo "$TOKEN" | cordon token verify -
+  cordon token verify --scope "repo:read repo:write" - < token.txt`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errdefs.Usagef("token verify: want one TOKEN or -")
+			}
+			return tokenVerify(stdio, root, scope, args[0])
+		},
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errdefs.Usagef("token verify: want one TOKEN or -")
-	}
-	tok := fs.Arg(0)
+	c.Flags().StringVar(&scope, "scope", "", "space-separated `scopes` the token must carry")
+	c.Flags().StringVar(&root, "ledger", creds.DefaultRoot(), "credential ledger `DIR`")
+	return c
+}
+
+func tokenVerify(stdio IO, root, scope, tok string) error {
 	if tok == "-" {
 		line, err := bufio.NewReader(stdio.Stdin).ReadString('\n')
 		if err != nil && line == "" {
@@ -52,7 +60,7 @@ func tokenVerify(stdio IO, args []string) error {
 		}
 		tok = strings.TrimSpace(line)
 	}
-	info, err := local.Verify(*root, tok, strings.Fields(*scope), time.Now())
+	info, err := local.Verify(root, tok, strings.Fields(scope), time.Now())
 	if errors.Is(err, local.ErrInactive) {
 		fmt.Fprintf(stdio.Stdout, "inactive: %v\n", err)
 		return errdefs.Exit(errdefs.ExitFailure)
@@ -64,16 +72,26 @@ func tokenVerify(stdio IO, args []string) error {
 	return nil
 }
 
-func tokenServe(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("token serve", "token serve --listen ADDR", stdio.Stderr)
-	listen := fs.String("listen", "127.0.0.1:8200", "`address` to serve POST /introspect on (plain HTTP: keep it on loopback or put TLS in front)")
-	root := fs.String("ledger", creds.DefaultRoot(), "credential ledger `DIR`")
-	if err := parse(fs, args); err != nil {
-		return err
+func newTokenServeCmd(stdio IO) *cobra.Command {
+	var listen, root string
+	c := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "an RFC 7662 introspection endpoint (POST /introspect) for internal services",
+		Long: `Serves an RFC 7662 introspection endpoint, POST /introspect, for the tokens cordon's local
+provider issued. Plain HTTP: keep it on loopback or put TLS in front.`,
+		Example: "  cordon token serve --listen 127.0.0.1:8200",
+		Args:    noArgs,
+		RunE:    func(c *cobra.Command, args []string) error { return tokenServe(c.Context(), stdio, listen, root) },
 	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8200", "`address` to serve POST /introspect on (plain HTTP: keep it on loopback or put TLS in front)")
+	c.Flags().StringVar(&root, "ledger", creds.DefaultRoot(), "credential ledger `DIR`")
+	return c
+}
+
+func tokenServe(ctx context.Context, stdio IO, listen, root string) error {
 	mux := http.NewServeMux()
-	mux.Handle("POST /introspect", local.NewHandler(local.HandlerConfig{Root: *root}))
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle("POST /introspect", local.NewHandler(local.HandlerConfig{Root: root}))
+	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := withSignals(ctx)
 	defer stop()
 	go func() {
@@ -82,7 +100,7 @@ func tokenServe(ctx context.Context, stdio IO, args []string) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	fmt.Fprintf(stdio.Stderr, "cordon: token introspection on http://%s/introspect\n", *listen)
+	fmt.Fprintf(stdio.Stderr, "cordon: token introspection on http://%s/introspect\n", listen)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

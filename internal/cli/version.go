@@ -1,16 +1,22 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"runtime"
+
+	"github.com/spf13/cobra"
 )
 
-func versionCmd(ctx context.Context, stdio IO, args []string) error {
-	fs := newFlags("version", "version", stdio.Stderr)
-	if err := parse(fs, args); err != nil {
-		return err
+func newVersionCmd(stdio IO) *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "print cordon's version",
+		Long:    "Prints cordon's version, the Go version it was built with, and its platform.",
+		Example: "  cordon version",
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			fmt.Fprintf(stdio.Stdout, "cordon %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
 	}
-	fmt.Fprintf(stdio.Stdout, "cordon %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return nil
 }

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// Dynamic shell completion (cordon completion bash|zsh|fish installs cobra's script,
+// which asks `cordon __complete ...`).
+
+// completeSessions completes a SESSION: the ids of the live sessions.
+func completeSessions(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveDefault // the command: files
+	}
+	var ids []cobra.Completion
+	for _, s := range wire.List(paths.RunRoot().Sessions()) {
+		if s.Alive() {
+			ids = append(ids, cobra.CompletionWithDesc(s.ID, s.Workspace))
+		}
+	}
+	return ids, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeRuns completes a RUN: last, then the run ids of the audit root, newest first.
+func completeRuns(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	out := []cobra.Completion{cobra.CompletionWithDesc("last", "the newest run of this workspace")}
+	dir, _ := c.Flags().GetString("audit-dir")
+	if root, err := auditRoot(dir); err == nil {
+		if runs, err := audit.List(root); err == nil {
+			for _, r := range runs {
+				out = append(out, cobra.CompletionWithDesc(r.ID, r.Workspace))
+			}
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// flagCompletions are the fixed values of flags, by flag name.
+var flagCompletions = map[string][]cobra.Completion{
+	"backend": {"auto", "bwrap", "docker", "containerd"},
+	"gates":   {"ask", "deny"},
+	"format":  {"jsonl", "ocsf"},
+}
+
+// registerFlagCompletions registers flagCompletions on every command of c's tree that
+// has such a flag; only `cordon __complete` needs them.
+func registerFlagCompletions(c *cobra.Command) {
+	for name, values := range flagCompletions {
+		if c.LocalFlags().Lookup(name) != nil {
+			_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+		}
+	}
+	for _, s := range c.Commands() {
+		registerFlagCompletions(s)
+	}
+}
