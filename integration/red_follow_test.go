@@ -12,7 +12,7 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// TestRedFollowOutputThroughASymlinkedWorkspacePath (red team, fails today): -o FILE in
+// TestRedFollowOutputThroughASymlinkedWorkspacePath (red team): -o FILE in
 // the run's workspace is opened through an os.Root only when its absolute path is
 // lexically under the workspace as the log records it (resolved). From the same
 // workspace reached by another name (a symlinked project directory, macOS /tmp, a
@@ -38,7 +38,7 @@ func TestRedFollowOutputThroughASymlinkedWorkspacePath(t *testing.T) {
 	}
 }
 
-// TestRedFollowSocketPlantedByTheSandbox (red team, fails today): -o unix:PATH in the
+// TestRedFollowSocketPlantedByTheSandbox (red team): -o unix:PATH in the
 // workspace dials whatever socket is there; the workload listening on it receives its
 // run's whole log as it is written, including each syscall.alert's reason (the
 // contract's wording), which the summary is careful never to show it.

@@ -10,7 +10,7 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// TestRedPendingFullHidesAnotherRunsAlert (red team, fails today): the monitor's
+// TestRedPendingFullHidesAnotherRunsAlert (red team): the monitor's
 // pending table (calls whose path is on a page not yet faulted in, read again at exit)
 // is one 4096-entry map shared by every run on the host. A hostile run with 4200
 // threads blocked in open(FIFO) fills it; another run's read of a hidden path, its name

@@ -8,7 +8,7 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// TestRedSummaryConcealedByTheWorkload (red team, fails today): on a terminal the
+// TestRedSummaryConcealedByTheWorkload (red team): on a terminal the
 // command's output and cordon's end-of-run lines share stderr, and cordon writes its
 // lines after whatever state the command left the terminal in. A command that ends
 // with ESC[8m (conceal; or black on black, ESC[30;40m) makes every following
@@ -17,9 +17,8 @@ import (
 // stderr is a terminal.
 func TestRedSummaryConcealedByTheWorkload(t *testing.T) {
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("script"); err != nil {
-		t.Skip("no script(1) to give cordon a terminal")
-	}
+	_, err := exec.LookPath("script")
+	testutil.Require(t, err == nil, "script(1) (bsdutils) gives cordon a terminal")
 	w := newWorld(t)
 	w.contract("version: 1\nmonitor: {mode: required, exec: [sh, cat]}\n")
 	inner := testutil.Cordon(t) + ` run -- sh -c 'cat /etc/shadow 2>/dev/null; printf "\033[8m" >&2'`

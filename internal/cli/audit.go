@@ -309,23 +309,45 @@ func openOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error, 
 	if err != nil {
 		return nil, nil, errdefs.Invalidf("-o %s: %w", path, err)
 	}
-	if ws := run.Workspace(); ws != "" {
-		if rel, err := filepath.Rel(ws, abs); err == nil && filepath.IsLocal(rel) {
-			root, err := os.OpenRoot(ws)
-			if err != nil {
-				return nil, nil, err
-			}
-			defer root.Close()
-			f, err := root.OpenFile(rel, flags, 0o600)
-			if err != nil {
-				return nil, nil, errdefs.Invalidf("-o %s: %w (a symbolic link in the run's workspace is not followed out of it)", path, err)
-			}
-			return f, f.Close, nil
+	if ws, rel, ok := inWorkspace(abs, run.Workspace()); ok {
+		root, err := os.OpenRoot(ws)
+		if err != nil {
+			return nil, nil, err
 		}
+		defer root.Close()
+		f, err := root.OpenFile(rel, flags, 0o600)
+		if err != nil {
+			return nil, nil, errdefs.Invalidf("-o %s: %w (a symbolic link in the run's workspace is not followed out of it)", path, err)
+		}
+		return f, f.Close, nil
 	}
 	f, err := os.OpenFile(abs, flags, 0o600)
 	if err != nil {
 		return nil, nil, err
 	}
 	return f, f.Close, nil
+}
+
+// inWorkspace reports whether abs names something inside the workspace ws, by identity
+// rather than spelling: the nearest of abs's ancestors that is ws itself (found through
+// whatever links the caller's path takes, as the kernel would follow them) and the rest
+// of abs below it. The rest is then opened through an os.Root of that directory, so no
+// link in it leaves the workspace.
+func inWorkspace(abs, ws string) (dir, rel string, ok bool) {
+	if ws == "" {
+		return "", "", false
+	}
+	wst, err := os.Stat(ws)
+	if err != nil {
+		return "", "", false
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && os.SameFile(st, wst) {
+			rel, err := filepath.Rel(d, abs)
+			return d, rel, err == nil && filepath.IsLocal(rel)
+		}
+		if d == filepath.Dir(d) {
+			return "", "", false
+		}
+	}
 }

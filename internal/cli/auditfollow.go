@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -81,9 +84,34 @@ func followOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error
 	if !ok {
 		return openOutput(stdio, path, run)
 	}
+	if err := checkCollector(sock, run); err != nil {
+		return nil, nil, err
+	}
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		return nil, nil, errdefs.Unavailablef("-o %s: %w", path, err)
 	}
 	return c, c.Close, nil
+}
+
+// checkCollector refuses a collector's socket the run's sandbox could have planted: one
+// inside the run's workspace, or one another user owns (a sandbox's files belong to its
+// own uid). The stream carries the whole log, the contract's wording included, which the
+// workload is never shown.
+func checkCollector(sock string, run audit.Run) error {
+	abs, err := filepath.Abs(sock)
+	if err != nil {
+		return errdefs.Invalidf("-o unix:%s: %w", sock, err)
+	}
+	if _, _, inside := inWorkspace(abs, run.Workspace()); inside {
+		return errdefs.Invalidf("-o unix:%s: the socket is in the run's workspace, where its sandbox could have made it", sock)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return errdefs.Unavailablef("-o unix:%s: %w", sock, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return errdefs.Invalidf("-o unix:%s: the socket belongs to uid %d, not to you", sock, sys.Uid)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cordonhq/cordon/session/wire"
@@ -34,6 +35,16 @@ type ending struct {
 }
 
 func (e ending) print(w io.Writer) {
+	if len(e.denied)+len(e.alerts) == 0 {
+		return
+	}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			// A terminal, which the command shared: whatever state its last bytes left
+			// (concealed, black on black) is reset, on a line of cordon's own.
+			fmt.Fprint(w, "\033[0m\n")
+		}
+	}
 	for i, d := range e.denied {
 		if i == maxSummaryLines {
 			fmt.Fprintf(w, "cordon: and %d more denied destinations (cordon audit show)\n", len(e.denied)-i)
