@@ -14,8 +14,8 @@ import (
 // pending table (calls whose path is on a page not yet faulted in, read again at exit)
 // is one 4096-entry map shared by every run on the host. A hostile run with 4200
 // threads blocked in open(FIFO) fills it; another run's read of a hidden path, its name
-// on such a page, is then sent unreadable, the checker skips it (Unresolved, reported
-// nowhere), and that run's log and summary have no alert.
+// on such a page, is then sent unreadable. It used to be skipped (no alert anywhere);
+// now it is an alert of its own, "a call the monitor could not read": fail closed.
 func TestRedPendingFullHidesAnotherRunsAlert(t *testing.T) {
 	testutil.RequireRoot(t)
 	hostile, victim := newWorld(t), newWorld(t)
@@ -24,7 +24,7 @@ func TestRedPendingFullHidesAnotherRunsAlert(t *testing.T) {
 		w.contract("version: 1\nmonitor: {mode: required}\n")
 		w.attacker()
 	}
-	alerted := func() bool {
+	alerted := func(unwatchedToo bool) bool {
 		r := victim.cordon("", "run", "--", "./attack", "fresh-open", "/etc/shadow")
 		if r.code != 0 {
 			t.Fatalf("victim: %v", r)
@@ -33,10 +33,15 @@ func TestRedPendingFullHidesAnotherRunsAlert(t *testing.T) {
 			if rec.Type == "syscall.alert" && strings.Contains(string(rec.Body), `"/etc/shadow"`) {
 				return true
 			}
+			// Fail closed: with the shared table full the open cannot be read, and it is
+			// reported as such instead of being skipped.
+			if unwatchedToo && rec.Type == "syscall.alert" && strings.Contains(string(rec.Body), `"category":"a call the monitor could not read"`) {
+				return true
+			}
 		}
 		return false
 	}
-	if !alerted() {
+	if !alerted(false) {
 		t.Fatal("control: no alert for a fresh-page open of /etc/shadow with the table empty")
 	}
 	cmd := exec.Command(testutil.Cordon(t), "run", "--", "./attack", "pending-fill", "4200", "60")
@@ -60,7 +65,7 @@ func TestRedPendingFullHidesAnotherRunsAlert(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("the hostile run never filled the table")
 	}
-	if !alerted() {
+	if !alerted(true) {
 		t.Error("a hostile run's blocked opens hid another run's read of /etc/shadow: no syscall.alert in its log")
 	}
 }

@@ -53,7 +53,19 @@ func (c *checker) check(r *Record) (a Alert, deviates, unresolved bool) {
 	return a, false, true
 }
 
+// unwatched is the alert for an open or connect the monitor could not read at all: a
+// workload that fills the shared table of pending calls must not make its own calls,
+// or another run's, go unreported.
+func unwatched(a Alert) (Alert, bool, bool) {
+	a.Rule, a.Category = RuleSyscall, CatUnwatched
+	a.Reason = "its arguments could not be read: the monitor's table of pending calls was full"
+	return a, true, false
+}
+
 func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
+	if r.Flags&flagUnwatched != 0 {
+		return unwatched(a)
+	}
 	p := string(r.Str[0])
 	if r.Flags&flagFault != 0 && p == "" {
 		return a, false, true
@@ -133,6 +145,9 @@ func execMatches(pat string, paths, names []string) bool {
 }
 
 func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
+	if r.Flags&flagUnwatched != 0 {
+		return unwatched(a)
+	}
 	if r.Flags&flagFault != 0 {
 		return a, false, true
 	}

@@ -144,6 +144,7 @@ const (
 	CatExecRisky     = "exec of a shell, interpreter or relay absent from monitor.exec"
 	CatConnect       = "connect to another address than the egress bridge"
 	CatSyscall       = "high-signal syscall"
+	CatUnwatched     = "a call the monitor could not read"
 )
 
 func emit(sink event.Sink, a Alert) {

@@ -26,6 +26,9 @@ const (
 	flagTrunc    = 1 // a string or path was cut
 	flagFault    = 2 // a string could not be read
 	flagRelative = 4 // open: Str[1] is the directory a relative Str[0] is resolved in
+	// flagUnwatched: a string could not be read at entry and the table of calls to read
+	// again at exit was full (it is shared by every run on the host).
+	flagUnwatched = 8
 )
 
 // Layout of struct event (bpf/monitor.c); TestRecordLayout checks it against the

@@ -64,6 +64,7 @@ enum ef {
 	EF_TRUNC = 1,    /* a string was cut at SLOT bytes, or a path at MAX_DEPTH */
 	EF_FAULT = 2,    /* a string could not be read */
 	EF_RELATIVE = 4, /* open: str[1] is the directory a relative str[0] is resolved in */
+	EF_UNWATCHED = 8, /* unreadable, and no room to read it at exit: reported, not dropped */
 };
 
 /*
@@ -444,6 +445,9 @@ static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a
 		__u32 tid = e->tid;
 		if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY) == 0)
 			return 0;
+		/* The table is shared by every run: when another filled it, this call is
+		 * sent now, marked, and user space reports it instead of skipping it. */
+		e->flags |= EF_UNWATCHED;
 	}
 	return submit(e, off, &w);
 }
