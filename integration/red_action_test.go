@@ -1,0 +1,48 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+)
+
+// forgedCommands returns the lines of a job log stream that GitHub would take as
+// workflow commands (a line starting with "::") and that contain mark, outside a
+// ::stop-commands::TOKEN ... ::TOKEN:: region.
+func forgedCommands(stream, mark string) []string {
+	var bad []string
+	stop := ""
+	for _, line := range strings.Split(stream, "\n") {
+		switch {
+		case stop != "" && line == "::"+stop+"::":
+			stop = ""
+		case stop != "":
+		case strings.HasPrefix(line, "::stop-commands::"):
+			stop = strings.TrimPrefix(line, "::stop-commands::")
+		case strings.HasPrefix(line, "::") && strings.Contains(line, mark):
+			bad = append(bad, line)
+		}
+	}
+	return bad
+}
+
+// TestRedActionWorkflowCommandsFromThePR (red team, fails today): the job log is where
+// GitHub reads workflow commands (::error::, ::warning::, ::add-mask::,
+// ::stop-commands::). The script prints cordon diff's output as is, and cordon's error
+// for a contract path quotes the pull request's path raw, newlines included; the
+// sandboxed build's own output goes to the log too. So the pull request writes
+// annotations ("contract is narrower") or stops the script's own ::error:: line from
+// being read. The script should print untrusted text inside ::stop-commands::.
+func TestRedActionWorkflowCommandsFromThePR(t *testing.T) {
+	w := newWorld(t)
+	pr := "version: 1\nfilesystem:\n  writable: [\"a\\n::warning title=cordon::FORGED-BY-CONTRACT\\n\"]\n"
+	prRepo(t, w, baseWide, pr, map[string]string{"build.sh": "echo '::notice title=cordon::FORGED-BY-BUILD'\n"})
+	a := runAction(t, w, "sh build.sh")
+	for _, s := range []struct{ name, stream, mark string }{
+		{"stdout", a.stdout, "FORGED-BY-CONTRACT"}, {"stderr", a.stderr, "FORGED-BY-CONTRACT"},
+		{"stdout", a.stdout, "FORGED-BY-BUILD"}, {"stderr", a.stderr, "FORGED-BY-BUILD"},
+	} {
+		if bad := forgedCommands(s.stream, s.mark); len(bad) > 0 {
+			t.Errorf("the pull request wrote workflow commands into the job log (%s): %q", s.name, bad)
+		}
+	}
+}
