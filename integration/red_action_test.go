@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,3 +48,29 @@ func TestRedActionWorkflowCommandsFromThePR(t *testing.T) {
 		}
 	}
 }
+
+// TestRedActionPullRequestChoosesItsBase (red team, fails today): the contract in force
+// is the base branch's, and the base branch is github.base_ref, which the pull
+// request's author picks among the repository's branches. A pull request opened
+// against a branch with no cordon.yaml (gh-pages, an old release branch) or a wider one
+// runs under that contract, not main's. The action should take its base from the
+// repository's default branch (or a configured list) and say so in the docs.
+func TestRedActionPullRequestChoosesItsBase(t *testing.T) {
+	w := newWorld(t)
+	prRepo(t, w, baseNarrow, baseNarrow, map[string]string{"build/.keep": ""})
+	if runAction(t, w, "touch outside-build"); fileExists(filepath.Join(w.ws, "outside-build")) {
+		t.Fatal("control: main's contract let the build write outside build/")
+	}
+	r := w.bash("git -c user.name=t -c user.email=t@example.com checkout -q --orphan legacy main && " +
+		"git rm -q --cached cordon.yaml && rm cordon.yaml && " +
+		"git -c user.name=t -c user.email=t@example.com commit -q -m legacy && git checkout -q -f pr")
+	if r.code != 0 {
+		t.Fatalf("making the legacy branch: %v", r)
+	}
+	a := runAction(t, w, "touch outside-build", "CORDON_BASE_REF=legacy")
+	if fileExists(filepath.Join(w.ws, "outside-build")) {
+		t.Errorf("a pull request against 'legacy' ran under that branch's (default) contract, not main's: it wrote outside build/ (exit %d)", a.code)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
