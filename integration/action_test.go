@@ -66,7 +66,7 @@ func runAction(t *testing.T, w *world, command string, env ...string) actionRun 
 	script := filepath.Join(repoRoot(t), "deploy", "github", "cordon-action.sh")
 	saved := w.env
 	w.env = append(append([]string(nil), w.env...),
-		"GITHUB_WORKSPACE="+w.ws, "GITHUB_BASE_REF=main", "GITHUB_HEAD_REF=pr",
+		"GITHUB_WORKSPACE="+w.ws, "GITHUB_BASE_REF=main", "GITHUB_HEAD_REF=pr", "CORDON_DEFAULT_BRANCH=main",
 		"GITHUB_EVENT_NAME=pull_request", "GITHUB_STEP_SUMMARY="+summary, "GITHUB_OUTPUT="+output,
 		"RUNNER_TEMP="+tmp, "CORDON_BIN="+testutil.Cordon(t), "CORDON_COMMAND="+command,
 		"CORDON_REPORT="+a.report, "GIT_CONFIG_GLOBAL=/dev/null")
@@ -130,6 +130,9 @@ func TestActionWideningPR(t *testing.T) {
 	assertContains(t, "summary", a.summary, "widens the contract")
 	assertContains(t, "GITHUB_OUTPUT", a.output, "wider=true")
 	assertContains(t, "stdout", a.stdout, "::error::")
+	if len(forgedCommands(a.stdout, "widens the contract")) == 0 {
+		t.Errorf("the script's own ::error:: line is inside a ::stop-commands:: region, GitHub would not read it:\n%s", a.stdout)
+	}
 	assertAbsent(t, filepath.Join(w.ws, "pwned.txt"))
 	if _, err := os.Stat(filepath.Join(w.ws, "build", "refused")); err != nil {
 		t.Errorf("the command did not run, or its write to build/ (which the base allows) failed: %v", err)
@@ -227,3 +230,110 @@ func TestActionYAML(t *testing.T) {
 	}
 	assertContains(t, ".gitlab-ci.yml", string(gl), `bash "$CORDON_SRC/deploy/github/cordon-action.sh"`)
 }
+
+// forgedCommands returns the lines of a job log stream that GitHub would take as
+// workflow commands (a line starting with "::") and that contain mark, outside a
+// ::stop-commands::TOKEN ... ::TOKEN:: region.
+func forgedCommands(stream, mark string) []string {
+	var bad []string
+	stop := ""
+	for _, line := range strings.Split(stream, "\n") {
+		switch {
+		case stop != "" && line == "::"+stop+"::":
+			stop = ""
+		case stop != "":
+		case strings.HasPrefix(line, "::stop-commands::"):
+			stop = strings.TrimPrefix(line, "::stop-commands::")
+		case strings.HasPrefix(line, "::") && strings.Contains(line, mark):
+			bad = append(bad, line)
+		}
+	}
+	return bad
+}
+
+// TestActionStopsWorkflowCommandsFromThePR (red team): the job log is where GitHub
+// reads workflow commands (::error::, ::warning::, ::add-mask::, ::stop-commands::).
+// cordon diff's output, cordon's messages (which quote the pull request's contract raw,
+// newlines included) and the sandboxed build's output are the pull request's: they are
+// printed inside ::stop-commands::TOKEN, with a token that is new for each region.
+func TestActionStopsWorkflowCommandsFromThePR(t *testing.T) {
+	w := newWorld(t)
+	pr := "version: 1\nfilesystem:\n  writable: [\"a\\n::warning title=cordon::FORGED-BY-CONTRACT\\n\"]\n"
+	prRepo(t, w, baseWide, pr, map[string]string{"build.sh": "echo '::notice title=cordon::FORGED-BY-BUILD'\n"})
+	a := runAction(t, w, "sh build.sh")
+	for _, s := range []struct{ name, stream, mark string }{
+		{"stdout", a.stdout, "FORGED-BY-CONTRACT"}, {"stderr", a.stderr, "FORGED-BY-CONTRACT"},
+		{"stdout", a.stdout, "FORGED-BY-BUILD"}, {"stderr", a.stderr, "FORGED-BY-BUILD"},
+	} {
+		if bad := forgedCommands(s.stream, s.mark); len(bad) > 0 {
+			t.Errorf("the pull request wrote workflow commands into the job log (%s): %q", s.name, bad)
+		}
+	}
+	assertContains(t, "stdout", a.stdout, "FORGED-BY-BUILD") // the build's output is in the log, inert
+	seen := map[string]bool{}
+	for _, tok := range append(stopTokens(a.stdout), stopTokens(runAction(t, w, "sh build.sh").stdout)...) {
+		if len(tok) != 32 || strings.Trim(tok, "0123456789abcdef") != "" || seen[tok] {
+			t.Errorf("stop-commands token %q: want 32 hex digits, new for each region and run", tok)
+		}
+		seen[tok] = true
+	}
+	if len(seen) < 6 {
+		t.Errorf("want 3 regions a run (diff, run, report), got tokens %v", seen)
+	}
+}
+
+// stopTokens returns the tokens of a stream's ::stop-commands:: lines.
+func stopTokens(stream string) []string {
+	var toks []string
+	for _, line := range strings.Split(stream, "\n") {
+		if tok, ok := strings.CutPrefix(line, "::stop-commands::"); ok {
+			toks = append(toks, tok)
+		}
+	}
+	return toks
+}
+
+// TestActionBaseIsNotThePRsChoice (red team): the pull request's author picks the
+// branch it targets (github.base_ref). A pull request against a branch with no
+// cordon.yaml (gh-pages, an old release branch) or a wider one would run under that
+// contract. The base is the repository's default branch, another only when
+// protected-bases lists it; any other base is refused before anything runs.
+func TestActionBaseIsNotThePRsChoice(t *testing.T) {
+	w := newWorld(t)
+	prRepo(t, w, baseNarrow, baseNarrow, map[string]string{"build/.keep": ""})
+	if runAction(t, w, "touch outside-build"); fileExists(filepath.Join(w.ws, "outside-build")) {
+		t.Fatal("control: main's contract let the build write outside build/")
+	}
+	r := w.bash("git -c user.name=t -c user.email=t@example.com checkout -q --orphan legacy main && " +
+		"git rm -q --cached cordon.yaml && rm cordon.yaml && " +
+		"git -c user.name=t -c user.email=t@example.com commit -q -m legacy && git checkout -q -f pr")
+	if r.code != 0 {
+		t.Fatalf("making the legacy branch: %v", r)
+	}
+	a := runAction(t, w, "touch outside-build", "CORDON_BASE_REF=legacy")
+	if fileExists(filepath.Join(w.ws, "outside-build")) {
+		t.Errorf("a pull request against 'legacy' ran under that branch's (default) contract, not main's: it wrote outside build/ (exit %d)", a.code)
+	}
+	if a.code != 2 || !strings.Contains(a.stderr, "legacy is neither the default branch (main) nor in protected-bases") {
+		t.Errorf("a base outside protected-bases: want 2 and a refusal naming it, got %v", a.result)
+	}
+	if a := runAction(t, w, "true", "CORDON_BASE_REF=legacy", "CORDON_PROTECTED_BASES=release/*"); a.code != 2 {
+		t.Errorf("a base no pattern matches: want 2, got %v", a.result)
+	}
+	if a := runAction(t, w, "true", "CORDON_DEFAULT_BRANCH="); a.code != 2 || !strings.Contains(a.stderr, "default branch is not known") {
+		t.Errorf("no default branch and no origin/HEAD: want 2 and a refusal, got %v", a.result)
+	}
+	// A listed base (or the default branch itself) is the contract in force: legacy's
+	// built-in default lets the build write the whole workspace.
+	for _, env := range [][]string{
+		{"CORDON_BASE_REF=legacy", "CORDON_PROTECTED_BASES=release/* leg*"},
+		{"CORDON_BASE_REF=legacy", "CORDON_DEFAULT_BRANCH=legacy"},
+	} {
+		os.Remove(filepath.Join(w.ws, "outside-build"))
+		if a := runAction(t, w, "touch outside-build", env...); a.code != 0 || !fileExists(filepath.Join(w.ws, "outside-build")) {
+			t.Errorf("%v: want legacy's contract in force, got %v", env, a.result)
+		}
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }

@@ -20,13 +20,32 @@
 # hooks pointed at /dev/null, no fsmonitor, and `git cat-file blob`, which unlike
 # `git show` applies no textconv or filter driver either way.
 #
+#
+# The job log is the pull request's too: GitHub reads every line of it starting with
+# "::" as a workflow command (::error::, ::add-mask::, ::stop-commands::). So all that
+# the pull request controls and that reaches the log (cordon diff's output, the
+# command's stdout and stderr, cordon's messages, which quote the contracts) goes to
+# stdout between ::stop-commands::TOKEN and ::TOKEN::, TOKEN fresh from /dev/urandom for
+# each region; the script's own messages are one line each, newlines escaped.
+#
+# The base branch is not the pull request's to choose: its author picks the branch it
+# targets (GITHUB_BASE_REF), and a branch with a wider contract, or none, would be the
+# contract in force. So the base is the repository's default branch, and a pull
+# request's base other than that is accepted only when CORDON_PROTECTED_BASES lists it;
+# any other base is refused (exit 2).
+#
 # Environment (inputs):
 #   GITHUB_WORKSPACE       the checkout (required)
 #   CORDON_COMMAND         the shell command to run in the sandbox (required; it is the
 #                          workflow's, not the pull request's)
 #   CORDON_CONTRACT        the contract's path in the repository (default cordon.yaml)
-#   CORDON_BASE_REF        the base branch (default GITHUB_BASE_REF; empty on a push:
-#                          the commit's own contract, read from git, is used)
+#   CORDON_BASE_REF        the pull request's base branch (default GITHUB_BASE_REF; empty
+#                          on a push: the commit's own contract, read from git, is used)
+#   CORDON_DEFAULT_BRANCH  the repository's default branch (the action passes
+#                          github.event.repository.default_branch; default: origin/HEAD)
+#   CORDON_PROTECTED_BASES the branches (shell patterns, space-separated: "main
+#                          release/*") a pull request's base may be besides the default
+#                          branch (default: none)
 #   CORDON_ALLOW_WIDENING  true: a wider contract is reported, not failed
 #   CORDON_BIN             the cordon binary (default: cordon on PATH)
 #   CORDON_REPORT          where the HTML report goes (default RUNNER_TEMP/cordon-report.html)
@@ -35,8 +54,26 @@
 # Outputs (GITHUB_OUTPUT): wider=true|false, exit-code=N, report=PATH.
 set -euo pipefail
 
-die() { printf 'cordon-action: %s\n' "$*" >&2; exit 2; }
-note() { printf 'cordon-action: %s\n' "$*" >&2; }
+# note and die print one line: a newline in what they quote (a path, a branch name)
+# cannot start a workflow command.
+oneline() { local m=$*; m=${m//$'\r'/\\r}; printf '%s' "${m//$'\n'/\\n}"; }
+die() { printf 'cordon-action: %s\n' "$(oneline "$*")" >&2; exit 2; }
+note() { printf 'cordon-action: %s\n' "$(oneline "$*")" >&2; }
+# untrusted CMD... runs CMD with its stdout and stderr on stdout between
+# ::stop-commands::TOKEN and ::TOKEN::, where GitHub reads no workflow command, and
+# returns its status. TOKEN is new for each region and random: the pull request cannot
+# end a region it cannot predict. The newline before ::TOKEN:: ends a last line without
+# one, which would otherwise swallow the token. One stream, so that stdout and stderr,
+# which the runner reads apart, cannot reorder a region's start and end.
+untrusted() {
+  local token status=0
+  token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') || die "no random token from /dev/urandom"
+  [ "${#token}" = 32 ] || die "no random token from /dev/urandom"
+  printf '::stop-commands::%s\n' "$token"
+  "$@" 2>&1 || status=$?
+  printf '\n::%s::\n' "$token"
+  return "$status"
+}
 output() { if [ -n "${GITHUB_OUTPUT:-}" ]; then printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"; fi; }
 summary() { if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then printf '%s\n' "$@" >>"$GITHUB_STEP_SUMMARY"; fi; }
 html_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g'; }
@@ -44,7 +81,7 @@ html_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g'; }
 ws=${GITHUB_WORKSPACE:?GITHUB_WORKSPACE: the checkout}
 command=${CORDON_COMMAND:?CORDON_COMMAND: the command to run}
 contract=${CORDON_CONTRACT:-cordon.yaml}
-base_ref=${CORDON_BASE_REF-${GITHUB_BASE_REF:-}}
+pr_base=${CORDON_BASE_REF-${GITHUB_BASE_REF:-}}
 tmp=${RUNNER_TEMP:-${TMPDIR:-/tmp}}
 report=${CORDON_REPORT:-$tmp/cordon-report.html}
 cordon=${CORDON_BIN:-$(command -v cordon || true)}
@@ -79,6 +116,30 @@ git_() {
     -c core.fsmonitor=false -c protocol.file.allow=never "$@"
 }
 
+# choose_base prints the branch whose contract is in force: empty on a push (no pull
+# request), the default branch, or the pull request's base when CORDON_PROTECTED_BASES
+# lists it. Any other base is refused: the pull request's author picked it.
+choose_base() {
+  [ -n "$pr_base" ] || return 0
+  git_ check-ref-format --branch "$pr_base" >/dev/null 2>&1 || die "CORDON_BASE_REF: $pr_base is not a branch name"
+  local default=${CORDON_DEFAULT_BRANCH:-} pattern patterns
+  if [ -z "$default" ]; then
+    default=$(git_ symbolic-ref --quiet --short refs/remotes/origin/HEAD 2>/dev/null) || true
+    default=${default#origin/}
+  fi
+  [ -n "$default" ] || die "CORDON_DEFAULT_BRANCH: the repository's default branch is not known (no origin/HEAD either)"
+  git_ check-ref-format --branch "$default" >/dev/null 2>&1 || die "CORDON_DEFAULT_BRANCH: $default is not a branch name"
+  if [ "$pr_base" = "$default" ]; then printf '%s\n' "$default"; return; fi
+  read -r -a patterns <<<"${CORDON_PROTECTED_BASES:-}"
+  for pattern in "${patterns[@]}"; do
+    # shellcheck disable=SC2053 # $pattern is a pattern
+    if [[ $pr_base == $pattern ]]; then printf '%s\n' "$pr_base"; return; fi
+  done
+  die "the pull request's base branch $pr_base is neither the default branch ($default) nor in protected-bases" \
+    "(${CORDON_PROTECTED_BASES:-empty}): its contract is not a reviewed one, so nothing runs." \
+    "Retarget the pull request, or list the branch in protected-bases (CORDON_PROTECTED_BASES)"
+}
+
 # base_commit prints the commit the base contract is read from.
 base_commit() {
   if [ -z "$base_ref" ]; then
@@ -86,12 +147,12 @@ base_commit() {
     git_ rev-parse --verify --quiet 'HEAD^{commit}' || die "HEAD is not a commit"
     return
   fi
-  git_ check-ref-format --branch "$base_ref" >/dev/null 2>&1 || die "CORDON_BASE_REF: $base_ref is not a branch name"
   local remote="refs/remotes/origin/$base_ref"
   if ! git_ rev-parse --verify --quiet "$remote^{commit}" >/dev/null &&
     git_ remote get-url origin >/dev/null 2>&1; then
-    git_ fetch --quiet --no-tags --depth=1 origin "+refs/heads/$base_ref:$remote" >&2 ||
-      note "could not fetch $base_ref from origin"
+    local out # git's messages quote the remote's, on one line through note
+    out=$(git_ fetch --quiet --no-tags --depth=1 origin "+refs/heads/$base_ref:$remote" 2>&1) ||
+      note "could not fetch $base_ref from origin: $out"
   fi
   for ref in "$remote" "refs/heads/$base_ref"; do
     if git_ rev-parse --verify --quiet "$ref^{commit}"; then return; fi
@@ -99,6 +160,7 @@ base_commit() {
   die "base branch $base_ref: no such branch here or on origin"
 }
 
+base_ref=$(choose_base)
 base=$(base_commit)
 rm -rf -- "$base_file" # the pull request may have committed a file or link by that name
 if git_ cat-file -e "$base:$contract" 2>/dev/null; then
@@ -121,7 +183,7 @@ set +e
 diff_out=$(cd -- "$dir" && "$cordon" diff --workspace "$dir" "$base_file" "$new_file" 2>&1)
 diff_status=$?
 set -e
-printf '%s\n' "$diff_out"
+untrusted printf '%s\n' "$diff_out"
 summary "## cordon: the pull request's contract against $(printf '%s' "${base_ref:-HEAD}" | html_escape)'s" "" \
   "<pre>" "$(printf '%s\n' "$diff_out" | html_escape)" "</pre>" ""
 case $diff_status in
@@ -130,16 +192,18 @@ case $diff_status in
   1) output wider true
      if [ "${CORDON_ALLOW_WIDENING:-false}" = true ]; then
        summary "**$contract widens the contract**; allowed by allow-widening."
-       printf '::notice::%s widens the contract; allowed by allow-widening\n' "$contract"
+       printf '::notice::%s widens the contract; allowed by allow-widening\n' "$(oneline "$contract")"
      else
        check_failed=1
        summary "**$contract widens the contract**: a maintainer must review and approve it."
-       printf '::error::%s widens the contract (above); it needs a maintainer'"'"'s approval\n' "$contract"
+       printf '::error::%s widens the contract (above); it needs a maintainer'"'"'s approval\n' "$(oneline "$contract")"
      fi ;;
   *) check_failed=1
      summary "**cordon diff could not compare the contracts** (exit $diff_status)."
      printf '::error::cordon diff could not compare the contracts (above)\n' ;;
 esac
+
+run_in_ws() { (cd -- "$ws" && "$@"); }
 
 # 3. The command, under the base branch's contract, with an audit root of its own.
 audit=$(mktemp -d "$tmp/cordon-audit.XXXXXX")
@@ -147,16 +211,14 @@ runas=()
 if [ "$(id -u)" != 0 ] && [ "${CORDON_USE_SUDO:-auto}" != false ] && command -v sudo >/dev/null; then
   runas=(sudo --)
 fi
-set +e
-(cd -- "$ws" && "${runas[@]}" "$cordon" run -c "$base_file" --audit-dir "$audit" -- sh -c "$command")
-run_status=$?
-set -e
+run_status=0
+untrusted run_in_ws "${runas[@]}" "$cordon" run -c "$base_file" --audit-dir "$audit" -- sh -c "$command" || run_status=$?
 output exit-code "$run_status"
 summary "" "Ran under the base branch's contract: exit $run_status."
 
 # 4. The report, also when the command failed.
 rm -rf -- "$report" # the checkout may hold a file, link or directory by that name
-if (cd -- "$ws" && "${runas[@]}" "$cordon" audit report --audit-dir "$audit" --all -o "$report" last); then
+if untrusted run_in_ws "${runas[@]}" "$cordon" audit report --audit-dir "$audit" --all -o "$report" last; then
   # Under sudo the report is root's, 0600: hand it to the job's user for the upload.
   if [ "${#runas[@]}" -gt 0 ]; then sudo -- chown "$(id -u):$(id -g)" "$report"; fi
   output report "$report"
