@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,18 +18,7 @@ func cordonDiff(t *testing.T, ws string, args ...string) result {
 	cmd := exec.Command(testutil.Cordon(t), append([]string{"diff"}, args...)...)
 	cmd.Dir = ws
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(filepath.Dir(ws), "home")}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running cordon diff: %v", err)
-	}
-	return r
+	return runResult(t, cmd, "cordon diff")
 }
 
 // cordon diff exits 0 for the same or a narrower contract, 1 for a wider one (CI fails

@@ -75,18 +75,7 @@ func (w *world) cordon(stdin string, args ...string) result {
 	cmd.Dir = w.ws
 	cmd.Env = w.env
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		w.t.Fatalf("running cordon: %v", err)
-	}
-	return r
+	return runResult(w.t, cmd, "cordon")
 }
 
 // sh runs a shell script in the sandbox with the built-in or given contract.
@@ -199,4 +188,22 @@ func runRoots() []string {
 	out := []string{paths.RunRoot().String()}
 	worldRoots.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
 	return out
+}
+
+// runResult runs cmd and returns its output and exit status; a command that could not
+// be run at all (not a non-zero exit) fails the test.
+func runResult(t testing.TB, cmd *exec.Cmd, what string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s: %v", what, err)
+	}
+	return r
 }
