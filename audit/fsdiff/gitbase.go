@@ -95,6 +95,10 @@ func (s *scanner) fromIndex(rel string, fi fs.FileInfo, key statKey, racy bool) 
 type resolver struct {
 	dir      string
 	maxText  int64 // Options.MaxTextSize
+	// maxRetained and retained bound the content loaded from blobs for one comparison,
+	// as Options.MaxRetained bounds a scan's: beyond it a blob is kept as size and
+	// SHA-256 only (Large), as the file would have been had the baseline read it.
+	maxRetained, retained int64
 	store    *gitread.Store
 	storeErr error
 	opened   bool
@@ -147,6 +151,11 @@ func (r *resolver) load(e *entry) (*entry, error) {
 		full.kind = Binary
 		return full, nil
 	}
+	if r.retained+int64(len(data)) > r.maxRetained {
+		full.kind = Large // over the memory budget: the patch says so
+		return full, nil
+	}
+	r.retained += int64(len(data))
 	full.content, full.retained = data, true
 	return full, nil
 }

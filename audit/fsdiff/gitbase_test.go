@@ -339,3 +339,34 @@ func TestGitIndexRewrittenDuringRun(t *testing.T) {
 		t.Errorf("changes %+v patch:\n%s", res.Changes, res.Patch)
 	}
 }
+
+// TestGitLazyLoadsWithinMemoryBudget: the old content read from blobs at diff time is
+// charged to Options.MaxRetained, as the scan's is: past it a blob is kept as a digest
+// (Large), so a command that changes many big tracked files cannot make the diff hold
+// all their old contents at once (red team: 2 GB against 1 GB without .git).
+func TestGitLazyLoadsWithinMemoryBudget(t *testing.T) {
+	files := map[string]string{}
+	for i := range 4 {
+		files[fmt.Sprintf("f%d.txt", i)] = strings.Repeat(fmt.Sprintf("line %d\n", i), 100) // 700 bytes
+	}
+	w := newWS(t, files)
+	gitRepo(t, w)
+	time.Sleep(2 * racyWindow)
+	tr, err := New(context.Background(), w.dir, Options{MaxRetained: 1600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Baseline().Read; got != 0 {
+		t.Fatalf("baseline read %d files; want them all from the index", got)
+	}
+	for name := range files {
+		w.write(name, "changed\n")
+	}
+	res := mustDiff(t, tr)
+	if len(res.Changes) != 4 {
+		t.Fatalf("changes %+v; want the 4 files", res.Changes)
+	}
+	if n := bytes.Count(res.Patch, []byte("over the memory budget")); n != 2 {
+		t.Errorf("%d files over the budget; want 2 (1,600 bytes hold two old sides of 700):\n%s", n, res.Patch)
+	}
+}
