@@ -93,16 +93,16 @@ func (s *scanner) fromIndex(rel string, fi fs.FileInfo, key statKey, racy bool) 
 // resolver reads the blobs of lazy entries for one comparison. Not safe for
 // concurrent use; the lazy entries themselves are (they are shared by snapshots).
 type resolver struct {
-	dir      string
-	maxText  int64 // Options.MaxTextSize
+	dir     string
+	maxText int64 // Options.MaxTextSize
 	// maxRetained and retained bound the content loaded from blobs for one comparison,
 	// as Options.MaxRetained bounds a scan's: beyond it a blob is kept as size and
 	// SHA-256 only (Large), as the file would have been had the baseline read it.
 	maxRetained, retained int64
-	store    *gitread.Store
-	storeErr error
-	opened   bool
-	problems []string
+	store                 *gitread.Store
+	storeErr              error
+	opened                bool
+	problems              []string
 }
 
 func (r *resolver) close() {
