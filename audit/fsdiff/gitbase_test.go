@@ -14,18 +14,16 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/format/index"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // gitRepo makes w a git repository with every file committed, using the host's git
 // (only to set the test up: fsdiff never runs it), and waits out the racy window.
 func gitRepo(t *testing.T, w ws) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("git is missing")
-		}
-		t.Skip("git is missing")
-	}
+	_, err := exec.LookPath("git")
+	testutil.Require(t, err == nil, "git sets the test repository up (apt-get install git)")
 	for _, args := range [][]string{{"init", "-q", "."}, {"add", "-A", "-f", "."}, {"commit", "-q", "-m", "base"}} {
 		git(t, w.dir, args...)
 	}
