@@ -2,14 +2,11 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordonhq/cordon/audit"
-	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // in returns the world with its commands run in dir, another workspace.
@@ -55,19 +52,8 @@ func TestAuditLastIsThisWorkspaces(t *testing.T) {
 
 func TestAuditPruneKeepsLiveRuns(t *testing.T) {
 	w := newWorld(t)
-	live := exec.Command(testutil.Cordon(t), "run", "--", "sleep", "321")
-	live.Dir, live.Env = w.ws, w.env
-	if err := live.Start(); err != nil {
-		t.Fatal(err)
-	}
+	live := w.startLongRun()
 	defer func() { live.Process.Kill(); live.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if runs, _ := audit.List(w.auditRoot()); len(runs) > 0 && runs[0].Commands > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	for range 2 {
 		if r := w.sh("true"); r.code != 0 {
 			t.Fatalf("run: %v", r)

@@ -141,21 +141,31 @@ func TestAuditTamperingDetected(t *testing.T) {
 	}
 }
 
-func TestAuditKilledCordonLeavesTruncatedLog(t *testing.T) {
-	w := newWorld(t)
-	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sleep", "321")
+// startLongRun starts `cordon run -- sleep 321` in the background and returns once the
+// command runs (its cmd.start is in the newest log); the caller kills it.
+func (w *world) startLongRun() *exec.Cmd {
+	w.t.Helper()
+	cmd := exec.Command(testutil.Cordon(w.t), "run", "--", "sleep", "321")
 	cmd.Dir, cmd.Env = w.ws, w.env
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	// Wait until the command runs: its cmd.start is in the log.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if runs, _ := audit.List(w.auditRoot()); len(runs) > 0 && runs[0].Commands > 0 {
-			break
+			return cmd
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	w.t.Fatal("the background run never logged its command")
+	return nil
+}
+
+func TestAuditKilledCordonLeavesTruncatedLog(t *testing.T) {
+	w := newWorld(t)
+	cmd := w.startLongRun()
 	cmd.Process.Kill()
 	cmd.Wait()
 	r := w.cordon("", "audit", "verify", "last")
