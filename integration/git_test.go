@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // hostGit runs git on the host in dir with no user or system configuration.
@@ -76,6 +78,10 @@ func TestGitCommitMode(t *testing.T) {
 		"objmove":    "mv .git/objects .git/o2",
 		"remotes":    "mkdir -p .git/remotes && echo 'URL: /srv/x' > .git/remotes/origin",
 		"worktrees":  "mkdir -p .git/worktrees/x",
+		// The record that this index is the sandbox's: it must outlive the run.
+		"unmark":   "rm -f .git/" + paths.GitWritten + " && ! test -e .git/" + paths.GitWritten,
+		"markmove": "mv .git/" + paths.GitWritten + " .git/x",
+		"markedit": "echo trusted > .git/" + paths.GitWritten,
 	}
 	var script strings.Builder
 	for name, cmd := range attacks {
@@ -92,6 +98,9 @@ func TestGitCommitMode(t *testing.T) {
 	}
 	for _, p := range []string{"commondir", "modules", "worktrees", "remotes", "config.worktree", "hooks/post-checkout"} {
 		assertAbsent(t, filepath.Join(w.ws, ".git", p)) // placeholders removed, nothing planted
+	}
+	if mark, err := os.ReadFile(filepath.Join(w.ws, ".git", paths.GitWritten)); err != nil || string(mark) != paths.GitWrittenContent {
+		t.Fatalf("the record that a sandbox could write the index is gone or changed after the run: %q, %v", mark, err)
 	}
 	hostGit(t, w.ws, "status", "--short")
 }
