@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/termtext"
 )
 
 // view is a run arranged for rendering: each command with everything attributed to it.
@@ -242,42 +242,11 @@ func scalar(v reflect.Value) string {
 	return ""
 }
 
-// clean makes text from the log safe to print on a terminal: control characters, and the
-// bidirectional overrides that can make code read differently than it runs ("trojan
-// source"), are shown as escapes instead of being interpreted.
-func clean(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case !unsafeRune(r):
-			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
-}
+// clean makes text from the log safe to print on a terminal (see termtext).
+func clean(s string) string { return termtext.Line(s) }
 
 // cleanText is clean for multi-line text: newlines are kept.
-func cleanText(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = clean(l)
-	}
-	return strings.Join(lines, "\n")
-}
-
-func unsafeRune(r rune) bool {
-	return r != '\t' && (unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 ||
-		r == utf8RuneError)
-}
-
-const utf8RuneError = '\uFFFD'
+func cleanText(s string) string { return termtext.Text(s) }
 
 // argv renders a command line, quoting arguments that need it.
 func argv(args []string) string {

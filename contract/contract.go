@@ -3,6 +3,8 @@ package contract
 import (
 	"fmt"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/termtext"
 )
 
 // SchemaVersion is the only contract version this cordon understands.
@@ -136,7 +138,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return Where(e.File, e.Pos) + ": " + e.Msg
+	// One problem is one line: a path in Msg (a workspace name the sandbox may have
+	// made) cannot start another, or drive the terminal (termtext).
+	return termtext.Line(Where(e.File, e.Pos) + ": " + e.Msg)
 }
 
 // Where formats a contract location as FILE:LINE:COL (FILE alone without a position).

@@ -510,12 +510,12 @@ func TestCredentialHelper(t *testing.T) {
 }
 
 func TestSanitize(t *testing.T) {
-	if got := sanitize("a\x1b[31mb\tc\n\x9b"); got != "a?[31mb\tc\n?" {
+	if got := sanitize("a\x1b[31mb\tc\n\x9b"); got != "a\\x1b[31mb\tc\n\\x9b" {
 		t.Errorf("sanitize = %q", got)
 	}
 	// A subject that reads "fix typo" and is "fix install.sh backdoor" reversed, or
 	// hides words behind zero-width ones.
-	if got := sanitize("fix \u202eodyt\u202c x\u200by\ufeff\u2066z\u2069"); got != "fix ?odyt? x?y??z?" {
+	if got := sanitize("fix \u202eodyt\u202c x\u200by\ufeff\u2066z\u2069"); got != `fix \u202eodyt\u202c x\u200by\ufeff\u2066z\u2069` {
 		t.Errorf("sanitize = %q", got)
 	}
 }

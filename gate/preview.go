@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/termtext"
 )
 
 // maxPreview bounds the preview text: room for a push's every commit
@@ -51,27 +52,6 @@ func indent(s string) string {
 	return "  " + strings.Join(lines, "\n  ") + "\n"
 }
 
-// sanitize replaces control characters other than newline and tab, and the
-// characters that reorder or hide text (bidirectional overrides and isolates,
-// zero-width ones), so that commit subjects and file names the agent chose can neither
-// drive the approver's terminal nor show other than what they are.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || invisible(r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
-}
-
-// invisible reports whether r reorders or hides the text around it.
-func invisible(r rune) bool {
-	switch {
-	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0xfeff, r == 0x061c:
-		return true
-	}
-	return false
-}
+// sanitize escapes what could drive the approver's terminal or show other than it is
+// (termtext), keeping newlines: commit subjects and file names are the agent's.
+func sanitize(s string) string { return termtext.Text(s) }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/session/wire"
 )
 
@@ -75,16 +75,6 @@ func printAlert(w io.Writer, a wire.Alert) {
 	fmt.Fprintf(w, "cordon: monitor alert: %s: %s (%s, %s)\n", terminalSafe(a.Category), terminalSafe(a.Target), terminalSafe(a.Syscall), times)
 }
 
-// terminalSafe escapes every byte of s outside printable ASCII (and the backslash) as \xNN.
-func terminalSafe(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '\\' {
-			fmt.Fprintf(&b, `\x%02x`, c)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+// terminalSafe escapes what a sandbox-chosen name could use to drive the terminal or
+// forge a line (termtext).
+func terminalSafe(s string) string { return termtext.Line(s) }

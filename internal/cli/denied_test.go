@@ -28,7 +28,7 @@ func TestPrintDeniedHostileName(t *testing.T) {
 	if strings.Count(got, "\n") != 1 || strings.ContainsAny(got, "\x1b\r") || strings.Contains(got, "\u202e") {
 		t.Fatalf("a hostile name reaches the terminal as is: %q", got)
 	}
-	want := `cordon: egress denied: x\x0acordon: FORGED LINE\x0a\x1b[31mRED\x1b[0m\xe2\x80\xae:443 (malformed request)` + "\n"
+	want := `cordon: egress denied: x\x0acordon: FORGED LINE\x0a\x1b[31mRED\x1b[0m\u202e:443 (malformed request)` + "\n"
 	if got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}

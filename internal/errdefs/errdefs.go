@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cordonhq/cordon/internal/termtext"
 )
 
 // Error categories. Test with errors.Is. Each one means cordon could not do what was
@@ -210,8 +212,10 @@ func Message(err error) string {
 	}
 	// Only the outermost error decides: an inner one's message would drop the
 	// context its wrappers add.
+	// Messages name paths, hosts and commands the sandbox may have chosen: printed as
+	// they are, one could drive the terminal (termtext).
 	if m, ok := err.(interface{ message() string }); ok {
-		return m.message()
+		return termtext.Text(m.message())
 	}
-	return err.Error()
+	return termtext.Text(err.Error())
 }

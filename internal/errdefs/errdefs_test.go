@@ -100,3 +100,14 @@ func TestBothWrapped(t *testing.T) {
 		t.Errorf("CannotRun: want a *Status wrapping the cause")
 	}
 }
+
+// A message names what the sandbox chose (paths, hosts): it cannot drive the terminal.
+func TestMessageEscapesTerminalControls(t *testing.T) {
+	err := errdefs.Unavailablef("opening %s", "x\x1b]0;pwned\x07\u202ey")
+	if got, want := errdefs.Message(err), `opening x\x1b]0;pwned\x07\u202ey`; got != want {
+		t.Errorf("Message = %q, want %q", got, want)
+	}
+	if got := errdefs.Message(errors.New("line one\nline two")); got != "line one\nline two" {
+		t.Errorf("Message dropped a line break of a multi-line error: %q", got)
+	}
+}
