@@ -70,6 +70,14 @@ func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 	if r.Flags&flagFault != 0 && p == "" {
 		return a, false, true
 	}
+	if r.Flags&flagTrunc != 0 {
+		// What was cut may have left the prefix it shows ("/usr/aaa…/../../etc"):
+		// a path not read in full is never taken as allowed.
+		a.Path = p
+		a.Rule, a.Category = RuleRead, CatUnwatched
+		a.Reason = "its path is longer than the monitor reads (4096 bytes or 48 components)"
+		return a, true, false
+	}
 	if !strings.HasPrefix(p, "/") {
 		if r.Flags&flagRelative == 0 || len(r.Str[1]) == 0 {
 			return a, false, true

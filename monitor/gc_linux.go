@@ -14,9 +14,10 @@ import (
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
-// sweep removes the runs whose cordon is gone, and their ring buffers, from a set's
-// maps, and returns them. The caller holds the lock and recomputes the level mask.
-func sweep(runs, rings *ebpf.Map) []Stale {
+// sweep removes the runs whose cordon is gone, and their entries in the per-run maps
+// (ring buffers, path filters), from a set's maps, and returns them. The caller holds
+// the lock and recomputes the level mask.
+func sweep(runs *ebpf.Map, perRun ...*ebpf.Map) []Stale {
 	var dead []Stale
 	var id uint64
 	var r monitorRun
@@ -28,7 +29,9 @@ func sweep(runs, rings *ebpf.Map) []Stale {
 	}
 	for _, s := range dead {
 		runs.Delete(s.Cgroup)
-		rings.Delete(s.Cgroup)
+		for _, m := range perRun {
+			m.Delete(s.Cgroup)
+		}
 	}
 	return dead
 }
@@ -94,10 +97,14 @@ func gcSet(dir string) ([]Stale, int, error) {
 		return nil, countEntries(runs), nil
 	}
 	var stale []Stale
-	if rings, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinRings), nil); err == nil {
-		stale = sweep(runs, rings)
-		rings.Close()
+	var perRun []*ebpf.Map
+	for _, name := range []string{pinRings, pinFilters} {
+		if m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil); err == nil {
+			defer m.Close()
+			perRun = append(perRun, m)
+		}
 	}
+	stale = sweep(runs, perRun...)
 	live := countEntries(runs)
 	if levels, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinLevels), nil); err == nil {
 		err = updateLevels(runs, levels)

@@ -55,6 +55,7 @@ type Options struct {
 type Stats struct {
 	Events     uint64 // records read from the ring buffer
 	Lost       uint64 // records the kernel dropped because the ring buffer was full
+	Filtered   uint64 // opens the run's path filter kept in the kernel: the profile allows them
 	Alerts     uint64 // syscall.alert events emitted
 	Suppressed uint64 // deviations not emitted: repeats of an alert already emitted
 	Malformed  uint64 // records that could not be decoded

@@ -30,6 +30,12 @@ type monitorEvent struct {
 	Data   [12288]int8
 }
 
+type monitorPathkey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Data      [256]int8
+}
+
 type monitorPending struct {
 	_    structs.HostLayout
 	Args [4]uint64
@@ -40,6 +46,7 @@ type monitorPending struct {
 type monitorRun struct {
 	_          structs.HostLayout
 	Lost       uint64
+	Filtered   uint64
 	Level      uint32
 	HostPidns  uint32
 	OwnerStart uint64
@@ -88,6 +95,8 @@ type monitorWalkbuf struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	monitorMapFilters           = "filters"
+	monitorMapKeybuf            = "keybuf"
 	monitorMapLevels            = "levels"
 	monitorMapPending           = "pending"
 	monitorMapRings             = "rings"
@@ -121,6 +130,7 @@ const (
 	monitorProgTpUmount         = "tp_umount"
 	monitorProgTpUnshare        = "tp_unshare"
 	monitorVarUnusedEvent       = "unused_event"
+	monitorVarUnusedPathkey     = "unused_pathkey"
 	monitorVarUnusedRun         = "unused_run"
 	monitorVarUnusedSc          = "unused_sc"
 )
@@ -199,6 +209,8 @@ type monitorProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorMapSpecs struct {
+	Filters *ebpf.MapSpec `ebpf:"filters"`
+	Keybuf  *ebpf.MapSpec `ebpf:"keybuf"`
 	Levels  *ebpf.MapSpec `ebpf:"levels"`
 	Pending *ebpf.MapSpec `ebpf:"pending"`
 	Rings   *ebpf.MapSpec `ebpf:"rings"`
@@ -211,9 +223,10 @@ type monitorMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorVariableSpecs struct {
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedRun   *ebpf.VariableSpec `ebpf:"unused_run"`
-	UnusedSc    *ebpf.VariableSpec `ebpf:"unused_sc"`
+	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedPathkey *ebpf.VariableSpec `ebpf:"unused_pathkey"`
+	UnusedRun     *ebpf.VariableSpec `ebpf:"unused_run"`
+	UnusedSc      *ebpf.VariableSpec `ebpf:"unused_sc"`
 }
 
 // monitorObjects contains all objects after they have been loaded into the kernel.
@@ -236,6 +249,8 @@ func (o *monitorObjects) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorMaps struct {
+	Filters *ebpf.Map `ebpf:"filters"`
+	Keybuf  *ebpf.Map `ebpf:"keybuf"`
 	Levels  *ebpf.Map `ebpf:"levels"`
 	Pending *ebpf.Map `ebpf:"pending"`
 	Rings   *ebpf.Map `ebpf:"rings"`
@@ -246,6 +261,8 @@ type monitorMaps struct {
 
 func (m *monitorMaps) Close() error {
 	return _MonitorClose(
+		m.Filters,
+		m.Keybuf,
 		m.Levels,
 		m.Pending,
 		m.Rings,
@@ -259,9 +276,10 @@ func (m *monitorMaps) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorVariables struct {
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
-	UnusedRun   *ebpf.Variable `ebpf:"unused_run"`
-	UnusedSc    *ebpf.Variable `ebpf:"unused_sc"`
+	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
+	UnusedPathkey *ebpf.Variable `ebpf:"unused_pathkey"`
+	UnusedRun     *ebpf.Variable `ebpf:"unused_run"`
+	UnusedSc      *ebpf.Variable `ebpf:"unused_sc"`
 }
 
 // monitorPrograms contains all programs after they have been loaded into the kernel.

@@ -28,6 +28,7 @@ type Monitor struct {
 	chk     checker
 	pins    *pinned   // the shared programs' maps the run is registered in
 	ring    *ebpf.Map // the run's own ring buffer
+	filter  *ebpf.Map // the run's path filter (filter.go), or nil: every open is sent
 	rd      *ringbuf.Reader
 	done    chan struct{} // closed when the reader goroutine returns
 	flushed chan struct{} // one token per ErrFlushed the reader saw
@@ -45,7 +46,7 @@ type Monitor struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	lostAtEnd uint64
+	atEnd     monitorRun // the run's counters when it left
 }
 
 // maxAlerts caps the distinct alerts one run emits, so that a workload cannot flood the
@@ -76,7 +77,7 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 	}
 	m := &Monitor{
 		opts:    opts,
-		chk:     checker{prof: opts.Profile, risky: scanRisky(riskyDirs)},
+		chk:     checker{prof: opts.Profile}, // risky: scanned by the reader (read)
 		done:    make(chan struct{}),
 		flushed: make(chan struct{}, 1),
 		seen:    map[alertKey]struct{}{},
@@ -93,9 +94,15 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 		m.ring.Close()
 		return nil, fmt.Errorf("monitor: opening the ring buffer: %w", err)
 	}
-	if m.pins, err = join(ctx, paths.BPFRoot(), newEntry(cfg, owner.Self()), m.ring); err != nil {
+	// A filter that cannot be made leaves the run without one: every open is then sent
+	// and compared in user space, never dropped.
+	m.filter, _ = newFilter(&m.chk.prof)
+	if m.pins, err = join(ctx, paths.BPFRoot(), newEntry(cfg, owner.Self()), m.ring, m.filter); err != nil {
 		m.rd.Close()
 		m.ring.Close()
+		if m.filter != nil {
+			m.filter.Close()
+		}
 		return nil, err
 	}
 	go m.read()
@@ -108,6 +115,9 @@ const pollInterval = 10 * time.Millisecond
 
 func (m *Monitor) read() {
 	defer close(m.done)
+	// Scanned here, not in Start: the events wait in the ring buffer meanwhile, and the
+	// run's start does not wait for a walk of the host's bin directories.
+	m.chk.risky = scanRisky(riskyDirs)
 	var rec ringbuf.Record
 	for {
 		m.rd.SetDeadline(time.Now().Add(pollInterval))
@@ -193,11 +203,11 @@ func (m *Monitor) Stats() Stats {
 	}
 	m.drainMu.Lock()
 	defer m.drainMu.Unlock()
-	if m.closing.Load() {
-		s.Lost = m.lostAtEnd
-	} else {
-		s.Lost = m.pins.lost(m.opts.CgroupID)
+	c := m.atEnd
+	if !m.closing.Load() {
+		c = m.pins.counters(m.opts.CgroupID)
 	}
+	s.Lost, s.Filtered = c.Lost, c.Filtered
 	return s
 }
 
@@ -210,11 +220,11 @@ func (m *Monitor) Close() error {
 	m.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		lost, err := m.pins.leave(ctx, m.opts.CgroupID)
+		atEnd, err := m.pins.leave(ctx, m.opts.CgroupID)
 		errs := []error{err}
 		m.drainMu.Lock()
 		m.closing.Store(true)
-		m.lostAtEnd = lost
+		m.atEnd = atEnd
 		m.drainMu.Unlock()
 		if err := m.rd.Flush(); err == nil {
 			select {
@@ -227,6 +237,9 @@ func (m *Monitor) Close() error {
 		}
 		<-m.done
 		m.ring.Close()
+		if m.filter != nil {
+			m.filter.Close()
+		}
 		m.pins.Close()
 		m.closeErr = errors.Join(errs...)
 	})

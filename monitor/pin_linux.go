@@ -37,6 +37,7 @@ const (
 	pinRuns     = "runs"
 	pinRings    = "rings"
 	pinLevels   = "levels"
+	pinFilters  = "filters"
 	pinManifest = "manifest" // the name and tag of every program loaded with the set
 	linkPrefix  = "link-"    // link-PROGRAM[-EVENT]: one attachment (bpffs refuses dots in names)
 	loadPrefix  = "load-"    // ROOT/load-PID: a set being loaded
@@ -56,12 +57,12 @@ func setName() string {
 // pinned is a set of shared programs as one run holds it: the maps it registers in.
 // The programs themselves are held by their pinned links, not by the run.
 type pinned struct {
-	root, dir           string
-	runs, rings, levels *ebpf.Map
+	root, dir                    string
+	runs, rings, levels, filters *ebpf.Map
 }
 
 func (p *pinned) Close() {
-	for _, m := range []*ebpf.Map{p.runs, p.rings, p.levels} {
+	for _, m := range []*ebpf.Map{p.runs, p.rings, p.levels, p.filters} {
 		if m != nil {
 			m.Close()
 		}
@@ -150,7 +151,7 @@ func ensureRoot(root string) error {
 
 // join registers e and its ring buffer with the shared programs under root, loading,
 // attaching and pinning them first when they are not there yet.
-func join(ctx context.Context, root string, e entry, ring *ebpf.Map) (*pinned, error) {
+func join(ctx context.Context, root string, e entry, ring, filter *ebpf.Map) (*pinned, error) {
 	lk, err := lockPins(ctx, root)
 	if err != nil {
 		return nil, err
@@ -167,42 +168,53 @@ func join(ctx context.Context, root string, e entry, ring *ebpf.Map) (*pinned, e
 	if err != nil {
 		return nil, err
 	}
-	sweep(p.runs, p.rings)
-	if err := p.register(e, ring); err != nil {
+	sweep(p.runs, p.rings, p.filters)
+	if err := p.register(e, ring, filter); err != nil {
 		p.Close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// register adds e: its ring buffer first, so that a program that finds the run finds
-// its buffer, then the run, then its level. The caller holds the lock.
-func (p *pinned) register(e entry, ring *ebpf.Map) error {
+// register adds e: its ring buffer and its path filter (nil: none) first, so that a
+// program that finds the run finds them, then the run, then its level. The caller
+// holds the lock.
+func (p *pinned) register(e entry, ring, filter *ebpf.Map) error {
 	if e.run.Level == 0 || e.run.Level >= maxLevel {
 		return unavailable("the run's cgroup is at depth %d; the monitor watches depths 1 to %d", e.run.Level, maxLevel-1)
 	}
 	if err := p.rings.Update(e.cgroup, ring, ebpf.UpdateAny); err != nil {
 		return unavailable("registering the run's ring buffer: %w", err)
 	}
+	// A filter left by an earlier run of this cgroup id must not apply to this one.
+	p.filters.Delete(e.cgroup)
+	if filter != nil {
+		if err := p.filters.Update(e.cgroup, filter, ebpf.UpdateAny); err != nil {
+			p.rings.Delete(e.cgroup)
+			return unavailable("registering the run's path filter: %w", err)
+		}
+	}
 	if err := p.runs.Update(e.cgroup, e.run, ebpf.UpdateAny); err != nil {
+		p.filters.Delete(e.cgroup)
 		p.rings.Delete(e.cgroup)
 		return unavailable("registering the run's cgroup: %w", err)
 	}
 	if err := updateLevels(p.runs, p.levels); err != nil {
 		p.runs.Delete(e.cgroup)
+		p.filters.Delete(e.cgroup)
 		p.rings.Delete(e.cgroup)
 		return unavailable("registering the run's cgroup level: %w", err)
 	}
 	return nil
 }
 
-// leave removes the run of cgroup id and returns the events its ring buffer lost. The
+// leave removes the run of cgroup id and returns its counters at the end. The
 // run's entries go at once (each update is atomic); the level mask is recomputed under
 // the lock, and left with a stale bit (an extra lookup, nothing more) if the lock
 // cannot be had.
-func (p *pinned) leave(ctx context.Context, id uint64) (uint64, error) {
-	lost := p.lost(id)
-	errs := []error{p.runs.Delete(id), p.rings.Delete(id)}
+func (p *pinned) leave(ctx context.Context, id uint64) (monitorRun, error) {
+	lost := p.counters(id)
+	errs := []error{p.runs.Delete(id), p.rings.Delete(id), p.filters.Delete(id)}
 	lk, err := lockPins(ctx, p.root)
 	if err == nil {
 		errs = append(errs, updateLevels(p.runs, p.levels))
@@ -220,13 +232,13 @@ func (p *pinned) leave(ctx context.Context, id uint64) (uint64, error) {
 	return lost, nil
 }
 
-// lost is the number of events the run of cgroup id lost.
-func (p *pinned) lost(id uint64) uint64 {
+// counters is the entry of the run of cgroup id: what it lost and what was filtered.
+func (p *pinned) counters(id uint64) monitorRun {
 	var r monitorRun
 	if err := p.runs.Lookup(id, &r); err != nil {
-		return 0
+		return monitorRun{}
 	}
-	return r.Lost
+	return r
 }
 
 // updateLevels sets the level mask from the runs registered. The caller holds the lock.
@@ -272,6 +284,8 @@ func openPinned(root, dir string) (*pinned, error) {
 			p.rings = m
 		case pinLevels:
 			p.levels = m
+		case pinFilters:
+			p.filters = m
 		}
 	}
 	if err := verifyLinks(dir); err != nil {
@@ -290,6 +304,7 @@ var sharedMaps = []struct {
 	{pinRuns, ebpf.Hash, 8, uint32(binary.Size(monitorRun{}))},
 	{pinRings, ebpf.HashOfMaps, 8, 4},
 	{pinLevels, ebpf.Array, 4, 8},
+	{pinFilters, ebpf.HashOfMaps, 8, 4},
 }
 
 // manifestEntry is one program of a set as pinManifest records it.

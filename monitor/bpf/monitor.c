@@ -104,6 +104,7 @@ struct walkbuf {
  * registration; the programs only add to lost. Layout mirrored in monitor/pin_linux.go. */
 struct run {
 	__u64 lost;        /* events dropped: the run's ring buffer was full */
+	__u64 filtered;    /* opens not sent: the run's path filter says they deviate from nothing */
 	__u32 level;       /* depth of the cgroup below the v2 root */
 	__u32 host_pidns;  /* nested: inode of cordon's pid namespace, else 0 */
 	__u64 owner_start; /* owner: the cordon reading the ring buffer (internal/owner.Process) */
@@ -139,6 +140,48 @@ struct {
 	});
 } rings SEC(".maps");
 
+/*
+ * Each run's path filter, keyed by its cgroup id: an LPM trie whose keys are the
+ * profile's rule paths with a '/' appended ("/usr/"), and whose value says which
+ * accesses under that path deviate from nothing (FILTER_READ, FILTER_WRITE). The
+ * longest prefix is the rule user space would pick, so an open whose clean absolute
+ * path matches an entry allowing its access is one the profile would not alert on and
+ * is not sent. Built by user space from the profile (monitor/filter.go); a run
+ * without one has every open sent.
+ */
+#define KEY_DATA 256
+struct pathkey {
+	__u32 prefixlen; /* bits of data compared */
+	char data[KEY_DATA];
+};
+
+enum filter_bits {
+	FILTER_READ = 1,
+	FILTER_WRITE = 2,
+};
+
+struct filter {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__type(key, struct pathkey);
+	__type(value, __u8);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, MAX_RUNS);
+	__type(key, __u64);
+	__array(values, struct filter);
+} filters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pathkey);
+} keybuf SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -157,6 +200,7 @@ struct {
 const struct event *unused_event __attribute__((unused));
 const enum sc *unused_sc __attribute__((unused));
 const struct run *unused_run __attribute__((unused));
+const struct pathkey *unused_pathkey __attribute__((unused)); /* the filter's key, in full */
 
 /* watching is the run a task belongs to: its cgroup id and the run's entry. */
 struct watching {
@@ -433,6 +477,87 @@ static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 	return off;
 }
 
+/* Open flags that make an open a write, as monitor/check.go counts them. */
+#define WRITE_FLAGS (03 | 0100 | 01000 | 020000000) /* O_ACCMODE O_CREAT O_TRUNC __O_TMPFILE */
+
+struct clean_ctx {
+	struct pathkey *k;
+	__u32 n; /* bytes of k->data in use, the appended '/' included */
+	bool bad;
+};
+
+/* clean_step rejects, at byte i, what filepath.Clean would change: "//", "/./", "/../"
+ * (the appended '/' makes a trailing "/." or "/.." one of them). It returns 1 to stop. */
+static long clean_step(__u32 i, struct clean_ctx *c)
+{
+	__u32 n = c->n;
+	if (i >= n)
+		return 1;
+	char *d = c->k->data;
+	if (d[i & (KEY_DATA - 1)] != '/' || i + 1 >= n)
+		return 0;
+	char c1 = d[(i + 1) & (KEY_DATA - 1)];
+	if (c1 == '/') {
+		c->bad = true;
+		return 1;
+	}
+	if (c1 != '.' || i + 2 >= n)
+		return 0;
+	char c2 = d[(i + 2) & (KEY_DATA - 1)];
+	if (c2 == '/' || (c2 == '.' && i + 3 < n && d[(i + 3) & (KEY_DATA - 1)] == '/')) {
+		c->bad = true;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * filtered reports whether user space would find that the open in e deviates from
+ * nothing: its path is absolute, whole (not cut, not faulted), clean, short enough to
+ * be a key, and the run's filter has an entry above it allowing the access. Anything
+ * else is sent: the filter only ever drops what the profile allows.
+ */
+static __always_inline bool filtered(struct event *e, struct watching *w)
+{
+	if (e->flags & (EF_TRUNC | EF_FAULT | EF_RELATIVE | EF_UNWATCHED))
+		return false;
+	__u32 n = e->len[0];
+	if (n == 0 || n >= KEY_DATA - 1 || e->data[0] != '/')
+		return false;
+	void *trie = bpf_map_lookup_elem(&filters, &w->cgroup);
+	if (!trie)
+		return false;
+	__u32 zero = 0;
+	struct pathkey *k = bpf_map_lookup_elem(&keybuf, &zero);
+	if (!k)
+		return false;
+	n &= KEY_DATA - 1;
+	if (bpf_probe_read_kernel(k->data, n, e->data) < 0)
+		return false;
+	k->data[n] = '/';
+	struct clean_ctx c = {.k = k, .n = n + 1};
+	bpf_loop(KEY_DATA, clean_step, &c, 0);
+	if (c.bad)
+		return false;
+	k->prefixlen = (n + 1) * 8;
+	__u8 *v = bpf_map_lookup_elem(trie, k);
+	if (!v)
+		return false;
+	__u8 need = (e->args[0] & WRITE_FLAGS) ? FILTER_WRITE : FILTER_READ;
+	if (!(*v & need))
+		return false;
+	__sync_fetch_and_add(&w->run->filtered, 1);
+	return true;
+}
+
+/* send submits e unless it is an open the run's filter drops. */
+static __always_inline int send(struct event *e, __u32 off, struct watching *w)
+{
+	if (e->sc != SC_CONNECT && filtered(e, w))
+		return 0;
+	return submit(e, off, w);
+}
+
 static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a3)
 {
 	struct watching w;
@@ -449,7 +574,7 @@ static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a
 		 * sent now, marked, and user space reports it instead of skipping it. */
 		e->flags |= EF_UNWATCHED;
 	}
-	return submit(e, off, &w);
+	return send(e, off, &w);
 }
 
 SEC("tracepoint/syscalls/sys_enter_openat")
@@ -499,7 +624,7 @@ int tp_exit(void *ctx)
 	struct event *e = begin(p.sc, &w);
 	if (!e)
 		return 0;
-	return submit(e, fill(e, p.sc, p.args), &w);
+	return send(e, fill(e, p.sc, p.args), &w);
 }
 
 /* Successful execs, after the new program is in place: the file name as given, the new

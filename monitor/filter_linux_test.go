@@ -1,0 +1,114 @@
+package monitor
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestFilterDropsOnlyWhatTheProfileAllows drives both paths with the same opens: the
+// kernel's path filter and user space's Profile check. Every open the check would alert
+// on must reach user space and alert; the filter must keep in the kernel the plainly
+// allowed ones (else it filters nothing and the test proves nothing).
+func TestFilterDropsOnlyWhatTheProfileAllows(t *testing.T) {
+	long := "/usr/" + strings.Repeat("a", 300)                                      // too long for a key
+	cut := "/usr/" + strings.Repeat("a/", 2100) + "../../../../../../../etc/shadow" // cut at 4096 bytes
+	cases := []struct {
+		open     string // "r:PATH" or "w:PATH"
+		filtered bool   // must stay in the kernel
+	}{
+		{"r:/usr/bin/true", true},                // just inside a read-only prefix
+		{"r:/usr", true},                         // the prefix itself
+		{"w:/usr/bin/cordon-filter-test", false}, // a write under a read-only rule
+		{"r:/usrx/y", false},                     // just outside: a sibling sharing the prefix's bytes
+		{"r:/etc/shadow", false},                 // a hidden rule below a read-only one
+		{"r:/etc/shadow/x", false},               // below the hidden rule
+		{"r:/etc/passwd", true},                  // beside it
+		{"r:/usr/../etc/shadow", false},          // ".." out of an allowed prefix
+		{"r:/usr/./../etc/shadow", false},        // "." and ".."
+		{"r:/usr//../etc/shadow", false},         // "//"
+		{"r:/usr/bin/..", false},                 // a trailing ".."
+		{"r:/usr/bin/", false},                   // a trailing "/"
+		{"r:/bin/sh", false},                     // through a link (read as its target)
+		{"r:" + long, false},                     // longer than a key
+		{"r:" + cut, false},                      // cut in the kernel: never allowed
+		{"w:/dev/null", true},                    // a read-write rule, written
+		{"r:/proc/kcore", false},                 // hidden inside /proc
+	}
+	h := newHarness(t, hostProfile(), Options{})
+	var args []string
+	for _, c := range cases {
+		args = append(args, c.open)
+	}
+	h.helper("open", args...)
+	alerts, records := h.got()
+	sent := map[string]bool{}
+	for _, r := range records {
+		if r.Syscall.isOpen() {
+			sent[string(r.Str[0])] = true
+		}
+	}
+	chk := checker{prof: hostProfile()}
+	for _, c := range cases {
+		path := c.open[2:]
+		flags := uint64(syscall.O_RDONLY)
+		if c.open[0] == 'w' {
+			flags = syscall.O_WRONLY | syscall.O_CREAT
+		}
+		rec := Record{Syscall: SysOpenat, Args: [6]uint64{flags}, Str: [3][]byte{[]byte(path)}}
+		if len(path) >= 4096 {
+			rec.Str[0], rec.Flags = []byte(path[:4095]), flagTrunc
+		}
+		want, deviates, _ := chk.check(&rec)
+		name := c.open
+		if len(name) > 60 {
+			name = name[:60] + "…"
+		}
+		key := path
+		if len(key) >= 4096 {
+			key = path[:4095]
+		}
+		switch {
+		case deviates && !sent[key]:
+			t.Errorf("%s: user space alerts on it, but the kernel did not send it", name)
+		case deviates && !hasAlert(alerts, want.Path): // repeats of one alert are emitted once
+			t.Errorf("%s: sent, but no alert", name)
+		case c.filtered && sent[key]:
+			t.Errorf("%s: allowed by the profile, but sent: the filter is not filtering", name)
+		case !c.filtered && !sent[key]:
+			t.Errorf("%s: filtered in the kernel; want it sent", name)
+		}
+	}
+	if s := h.m.Stats(); s.Filtered == 0 {
+		t.Errorf("stats %+v: nothing filtered", s)
+	}
+}
+
+func hasAlert(alerts []Alert, path string) bool {
+	for _, a := range alerts {
+		if a.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNoFilterSendsEverything: a profile the filter cannot represent (a rule too long
+// for a key) leaves the run without a filter, and every open reaches user space.
+func TestNoFilterSendsEverything(t *testing.T) {
+	prof := hostProfile()
+	prof.Paths = append(prof.Paths, PathRule{Path: "/" + strings.Repeat("x", 300), Access: 1, Why: "too long"})
+	if _, ok := filterEntries(&prof); ok {
+		t.Fatal("a 301-byte rule fit in the filter")
+	}
+	h := newHarness(t, prof, Options{})
+	h.helper("open", "r:/usr/bin/true", "r:/dev/null")
+	_, records := h.got()
+	sent := map[string]bool{}
+	for _, r := range records {
+		sent[string(r.Str[0])] = true
+	}
+	if !sent["/usr/bin/true"] || !sent["/dev/null"] || h.m.Stats().Filtered != 0 {
+		t.Errorf("without a filter: sent %v, stats %+v; want every open sent", sent, h.m.Stats())
+	}
+}
