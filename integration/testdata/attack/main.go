@@ -23,7 +23,7 @@ func main() {
 	modes := map[string]func(){
 		"sysctl": sysctl, "pid1": pid1, "signals": signals, "cgroup": cgroup,
 		"seccomp": seccomp, "stdio": stdio, "noop": func() {}, "trace-child": traceChild,
-		"pending-fill": pendingFill, "fresh-open": freshOpen,
+		"pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
 	}
 	f, ok := modes[os.Args[1]]
 	if !ok {
