@@ -96,6 +96,14 @@ func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 	if write {
 		a.Access = "write"
 	}
+	if unfollowable(a.Path) {
+		a.Rule, a.Category = RuleRead, CatUnfollowable
+		if write {
+			a.Rule = RuleWrite
+		}
+		a.Reason = CatUnfollowable + ": below a process's working directory or descriptor, whose path it does not know"
+		return a, true, false
+	}
 	a.Rule, a.Category, a.Reason = c.prof.checkPath(a.Path, write)
 	return a, a.Rule != "", false
 }

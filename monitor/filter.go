@@ -13,7 +13,8 @@ import (
 // for every path it matches, the answer Profile.checkPath gives: every rule is in it
 // (denying ones too, so that a longer denying rule wins over a shorter allowing one),
 // and every link with what is below it is an entry that allows nothing (user space
-// reads a path through a link as its target).
+// reads a path through a link as its target), as is /proc and the /dev links into it
+// (magicDirs: /proc/self/root/etc/shadow is /etc/shadow).
 const (
 	filterRead  = 1 // FILTER_READ: a read below the path deviates from nothing
 	filterWrite = 2 // FILTER_WRITE: nor does a write
@@ -34,8 +35,14 @@ func filterEntries(prof *Profile) (entries map[string]uint8, ok bool) {
 		}
 		entries[k] = accessBits(r)
 	}
+	// A process's links in /proc lead elsewhere than their path says (proclink.go):
+	// what is below them is sent, as what is below the plan's links.
+	var links []string
 	for _, l := range prof.Links {
-		lk, ok := filterKey(l.Path)
+		links = append(links, l.Path)
+	}
+	for _, l := range append(links, magicDirs...) {
+		lk, ok := filterKey(l)
 		if !ok {
 			return nil, false
 		}

@@ -34,6 +34,9 @@ func TestFilterDropsOnlyWhatTheProfileAllows(t *testing.T) {
 		{"r:" + cut, false},                      // cut in the kernel: never allowed
 		{"w:/dev/null", true},                    // a read-write rule, written
 		{"r:/proc/kcore", false},                 // hidden inside /proc
+		{"r:/proc/self/root/etc/shadow", false},  // a process's root link: /etc/shadow
+		{"w:/proc/self/cwd/x", false},            // below a cwd link: the cwd is not known
+		{"r:/dev/fd/0/x", false},                 // /dev/fd is a link to /proc/self/fd
 	}
 	h := newHarness(t, hostProfile(), Options{})
 	var args []string

@@ -146,6 +146,7 @@ const (
 	CatConnect       = "connect to another address than the egress bridge"
 	CatSyscall       = "high-signal syscall"
 	CatUnwatched     = "a call the monitor could not read"
+	CatUnfollowable  = "a path through /proc the monitor cannot follow"
 )
 
 func emit(sink event.Sink, a Alert) {

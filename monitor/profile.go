@@ -95,9 +95,10 @@ func FromPlan(p *contract.Plan) Profile {
 	return prof
 }
 
-// resolve cleans an absolute path and rewrites a prefix that is one of the links.
+// resolve cleans an absolute path and rewrites a prefix that is a process's root link
+// in /proc (proclink.go) or one of the links.
 func (p *Profile) resolve(path string) string {
-	path = filepath.Clean(path)
+	path = throughRoot(filepath.Clean(path))
 	for _, l := range p.Links {
 		if rest, ok := under(path, l.Path); ok {
 			target := l.Target
