@@ -147,6 +147,7 @@ const (
 	CatSyscall       = "high-signal syscall"
 	CatUnwatched     = "a call the monitor could not read"
 	CatUnfollowable  = "a path through /proc the monitor cannot follow"
+	CatGap           = "deviations the monitor could not log"
 )
 
 func emit(sink event.Sink, a Alert) {

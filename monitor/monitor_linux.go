@@ -41,8 +41,11 @@ type Monitor struct {
 	events, alerts, suppressed, malformed, unresolved atomic.Uint64
 	violated                                          atomic.Bool
 
-	// seen holds the alerts already emitted; only the reader goroutine uses it.
-	seen map[alertKey]struct{}
+	// seen holds the alerts already emitted; only the reader goroutine uses it (and
+	// Close once the reader is gone), as it does capped and lostRaised (gaps_linux.go).
+	seen       map[alertKey]struct{}
+	capped     bool
+	lostRaised bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -125,7 +128,11 @@ func (m *Monitor) read() {
 		switch {
 		case err == nil:
 			m.handle(rec.RawSample)
+			if m.events.Load()%1024 == 0 { // a flood never lets the deadline pass
+				m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
+			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
+			m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
 		case errors.Is(err, ringbuf.ErrFlushed):
 			select {
 			case m.flushed <- struct{}{}:
@@ -163,17 +170,7 @@ func (m *Monitor) handle(raw []byte) {
 	if !deviates {
 		return
 	}
-	key := alertKey{a.PID, a.Rule, a.Syscall, a.Path + a.Addr + a.Detail, a.Reason}
-	if _, dup := m.seen[key]; dup || len(m.seen) >= maxAlerts {
-		m.suppressed.Add(1)
-		return
-	}
-	m.seen[key] = struct{}{}
-	m.alerts.Add(1)
-	if m.opts.OnViolation != nil && m.violated.CompareAndSwap(false, true) {
-		m.opts.OnViolation(a)
-	}
-	emit(m.opts.Events, a)
+	m.raise(a, alertKey{a.PID, a.Rule, a.Syscall, a.Path + a.Addr + a.Detail, a.Reason})
 }
 
 // drain returns once every event in the ring buffer when it was called is handled.
@@ -236,6 +233,7 @@ func (m *Monitor) Close() error {
 			errs = append(errs, fmt.Errorf("closing the ring buffer: %w", err))
 		}
 		<-m.done
+		m.checkLost(m.atEnd.Lost) // the reader is gone: this goroutine is the only one
 		m.ring.Close()
 		if m.filter != nil {
 			m.filter.Close()

@@ -66,6 +66,12 @@ func helperMain(what string, args []string) int {
 			}
 			linux.ProbeOpen(a[2:], flags)
 		}
+	case "distinct": // N opens of distinct paths outside every profile
+		var n int
+		fmt.Sscan(args[0], &n)
+		for i := 0; i < n; i++ {
+			linux.ProbeOpen(fmt.Sprintf("%s-%d", ratePath, i), syscall.O_RDONLY)
+		}
 	case "syscalls": // high-signal syscalls that fail or only touch this process
 		_ = linux.ProbeUnshareUser()
 		_ = linux.ProbeMount()

@@ -1,0 +1,38 @@
+package monitor
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLostEventsAlert (red team): a workload that floods its ring buffer makes the
+// kernel drop events, a deviation among them; the loss must be an alert in the log,
+// not only a counter.
+func TestLostEventsAlert(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{ringSize: 4096})
+	h.helper("rate", "20000", "0") // opens outside the profile: each one is sent
+	h.helper("open", "r:/etc/shadow")
+	if h.m.Stats().Lost == 0 {
+		t.Fatal("a 4 KiB ring buffer lost nothing of 20,000 events: the test proves nothing")
+	}
+	if _, ok := h.find(func(a Alert) bool { return a.Category == CatGap && strings.Contains(a.Reason, "lost") }); !ok {
+		t.Errorf("events were lost (stats %+v) and no alert says so", h.m.Stats())
+	}
+}
+
+// TestAlertCapAlerts (red team): past maxAlerts distinct alerts the rest are counted,
+// not logged; a workload that raises that many first must leave an alert saying so.
+func TestAlertCapAlerts(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	h.helper("distinct", strconv.Itoa(maxAlerts))
+	h.helper("open", "r:/etc/shadow")
+	alerts, _ := h.got()
+	var capped bool
+	for _, a := range alerts {
+		capped = capped || (a.Category == CatGap && strings.Contains(a.Reason, "distinct alerts"))
+	}
+	if !capped || len(alerts) != maxAlerts+1 {
+		t.Errorf("%d alerts, cap alert %v; want %d and the cap alert", len(alerts), capped, maxAlerts+1)
+	}
+}
