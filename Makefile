@@ -57,6 +57,7 @@ fuzz:
 
 # Benchmarks: Go benchmarks plus side-by-side whole-command timings against the peers
 # (bare bwrap, Anthropic's srt, plain true). Figures are ratios from one run.
+# ./runner/... includes seatbelt.BenchmarkProfile (profile generation per example contract).
 bench: build
 	@scripts/deps.sh bench
 	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./internal/cli

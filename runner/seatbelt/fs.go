@@ -31,7 +31,7 @@ func (g *gen) fileSystem() {
 func (g *gen) resolvedMounts() []contract.Mount {
 	out := make([]contract.Mount, len(g.plan.Mounts))
 	for i, m := range g.plan.Mounts {
-		m.Path = resolve(m.Path)
+		m.Path = g.res.resolve(m.Path)
 		out[i] = m
 	}
 	return out
@@ -99,7 +99,7 @@ func (g *gen) links() {
 			target = filepath.Join(filepath.Dir(l.Path), target)
 		}
 		g.w.comment("  %s -> %s", l.Path, l.Target)
-		g.w.rule("allow", opsRead, subpath(resolve(target)))
+		g.w.rule("allow", opsRead, subpath(g.res.resolve(target)))
 	}
 	g.w.blank()
 }
@@ -144,7 +144,7 @@ func (g *gen) insideWritable(p string) bool {
 func (g *gen) mandatory() {
 	var widened []string
 	for _, wp := range g.plan.Widenings {
-		widened = append(widened, resolve(wp.Path))
+		widened = append(widened, g.res.resolve(wp.Path))
 	}
 	var paths []string
 	if g.plan.Home != "" {
@@ -167,7 +167,7 @@ func (g *gen) mandatory() {
 	seen := map[string]bool{}
 outer:
 	for _, p := range paths {
-		p = resolve(p)
+		p = g.res.resolve(p)
 		if seen[p] {
 			continue
 		}

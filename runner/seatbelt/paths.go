@@ -1,6 +1,7 @@
 package seatbelt
 
 import (
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -11,27 +12,39 @@ import (
 // nothing: the profile names /private/tmp.
 var privateLinks = []string{"/tmp", "/var", "/etc"}
 
-// resolve is what the kernel will compare for p: every symbolic link of its longest
-// existing prefix resolved (filepath.EvalSymlinks, on the host generating the profile:
-// a link changed after generation is not followed), the rest joined as is (a path that
-// does not exist yet), and the /private links applied, which on a host other than macOS
-// have no link to resolve.
-func resolve(p string) string {
-	p = filepath.Clean(p)
-	rest := ""
-	for cur := p; ; {
-		if r, err := filepath.EvalSymlinks(cur); err == nil {
-			p = filepath.Join(r, rest)
-			break
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			break
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
+// resolve is what the kernel will compare for p: every symbolic link on the way resolved
+// (on the host generating the profile: a link changed after generation is not
+// followed), a part that does not exist yet joined as it is, and the /private links
+// applied, which on a host other than macOS have no link to resolve.
+func resolve(p string) string { return newResolver().resolve(p) }
+
+// resolver resolves paths with a memo of the directories it has seen: one profile names
+// many paths under the same few directories. It is not safe for concurrent use.
+type resolver struct{ dirs map[string]string }
+
+func newResolver() *resolver { return &resolver{dirs: map[string]string{}} }
+
+func (r *resolver) resolve(p string) string {
+	return privateOf(r.real(filepath.Clean(p)))
+}
+
+// real is p with its links resolved: its directory's, then its own if it is one (a
+// chain of links, or one with ".." in it, is left to filepath.EvalSymlinks).
+func (r *resolver) real(p string) string {
+	if p == "/" || !filepath.IsAbs(p) {
+		return p
 	}
-	return privateOf(p)
+	if d, ok := r.dirs[p]; ok {
+		return d
+	}
+	out := filepath.Join(r.real(filepath.Dir(p)), filepath.Base(p))
+	if st, err := os.Lstat(out); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if t, err := filepath.EvalSymlinks(out); err == nil {
+			out = t
+		}
+	}
+	r.dirs[p] = out
+	return out
 }
 
 // privateOf maps /tmp, /var and /etc (and what is under them) to /private.

@@ -49,7 +49,9 @@ func Generate(plan *contract.Plan, p Params) (*Profile, error) {
 	if p.RunDir == "" || !filepath.IsAbs(p.RunDir) {
 		return nil, fmt.Errorf("seatbelt profile: run directory %q is not absolute", p.RunDir)
 	}
-	g := &gen{plan: plan, params: p, runDir: resolve(p.RunDir)}
+	g := &gen{plan: plan, params: p, res: newResolver()}
+	g.runDir = g.res.resolve(p.RunDir)
+	g.w.b.Grow(64 << 10) // the example contracts give 20-40 KB
 	g.header()
 	g.processes()
 	g.services()
@@ -67,6 +69,7 @@ type gen struct {
 	w      writer
 	plan   *contract.Plan
 	params Params
+	res    *resolver
 	runDir string
 	dirs   []PrivateDir
 	// writable are the resolved paths granted for writing so far, in rule order.

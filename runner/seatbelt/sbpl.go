@@ -95,9 +95,16 @@ func foldRegex(p string) (filter, error) {
 	b.WriteByte('^')
 	for _, r := range p {
 		switch {
-		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
-			lo, up := strings.ToLower(string(r)), strings.ToUpper(string(r))
-			b.WriteString("[" + lo + up + "]")
+		case r >= 'a' && r <= 'z':
+			b.WriteByte('[')
+			b.WriteRune(r)
+			b.WriteRune(r - 'a' + 'A')
+			b.WriteByte(']')
+		case r >= 'A' && r <= 'Z':
+			b.WriteByte('[')
+			b.WriteRune(r - 'A' + 'a')
+			b.WriteRune(r)
+			b.WriteByte(']')
 		case strings.ContainsRune(`\.+*?()|[]{}^$`, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
