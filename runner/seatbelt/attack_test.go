@@ -249,3 +249,33 @@ filesystem:
 		t.Errorf("~/.ssh is allowed by line %d", d.line)
 	}
 }
+
+// TestRunDirInsideCordonState: a run directory under cordon's own state (a mandatory
+// denial) still gets its private $HOME and /tmp, and the rest of that state stays denied:
+// the stand-ins are the last rules.
+func TestRunDirInsideCordonState(t *testing.T) {
+	f := newFixture(t)
+	plan := f.plan(t, examples(t)["default"])
+	state := filepath.Join(f.home, ".local/state/cordon")
+	prof, err := Generate(plan, Params{RunDir: filepath.Join(state, "runs", "r1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := compilePolicy(prof.SBPL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		q    query
+		want bool
+	}{
+		{query{op: "file-write-create", path: resolve(state + "/runs/r1/home/x")}, true},
+		{query{op: "file-write-create", path: resolve(state + "/runs/r1/tmp/x")}, true},
+		{query{op: "file-read-data", path: resolve(state + "/audit/log.jsonl")}, false},
+		{query{op: "file-read-data", path: resolve(state + "/runs/r1/secrets")}, false},
+	} {
+		if d, err := pol.decide(c.q); err != nil || d.allow != c.want {
+			t.Errorf("%s %s: allowed=%v by line %d (%v); want %v", c.q.op, c.q.path, d.allow, d.line, err, c.want)
+		}
+	}
+}

@@ -54,6 +54,9 @@ network:
 		{"read ~/.ssh/id_rsa", "cat " + f.home + "/.ssh/id_rsa", false},
 		{"read it through a workspace link", "cat keys/id_rsa", false},
 		{"read ~/.aws/credentials", "cat " + f.home + "/.aws/credentials", false},
+		// A hard link names the same file under an allowed path: whether Seatbelt checks
+		// the link's source is what this case finds out (unverified: written on Linux).
+		{"hard-link ~/.ssh/id_rsa into the workspace and read it", "ln " + f.home + "/.ssh/id_rsa hl && cat hl", false},
 		{"write outside the workspace", "echo x > " + f.root + "/outside/x", false},
 		{"connect the proxy port", "nc -z -G 5 127.0.0.1 " + port(proxy), true},
 		{"connect another loopback port", "nc -z -G 5 127.0.0.1 " + port(other), false},
