@@ -5,7 +5,7 @@ BIN := bin/cordon
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cordonhq/cordon/internal/cli.Version=$(VERSION)
 
-.PHONY: all build man install deps test test-short lint fuzz bench demo clean
+.PHONY: all build man install deps test test-short lint fuzz bench demo clean darwin
 
 all: build
 
@@ -34,8 +34,15 @@ deps:
 # needs bwrap, root or BPF may skip.
 test: deps
 	$(GO) vet ./...
+	$(MAKE) --no-print-directory darwin
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 	$(GO) test -race -count=1 -timeout 12m ./...
+
+# darwin: the module builds and vets for macOS on both architectures (the seatbelt
+# backend and every _other.go stub), cross-compiled here.
+darwin:
+	GOOS=darwin GOARCH=arm64 $(GO) build ./... && GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	GOOS=darwin GOARCH=amd64 $(GO) build ./... && GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
 test-short:
 	$(GO) test -short ./...
@@ -50,6 +57,7 @@ fuzz:
 
 # Benchmarks: Go benchmarks plus side-by-side whole-command timings against the peers
 # (bare bwrap, Anthropic's srt, plain true). Figures are ratios from one run.
+# ./runner/... includes seatbelt.BenchmarkProfile (profile generation per example contract).
 bench: build
 	@scripts/deps.sh bench
 	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./internal/cli

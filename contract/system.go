@@ -1,6 +1,9 @@
 package contract
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // SystemPreset is what "@system" makes readable: the paths a program needs to run.
 // Entries that do not exist on the host are skipped; entries that are symbolic links at
@@ -38,6 +41,15 @@ var mandatoryHost = []string{
 	"/sys/kernel/security", "/sys/firmware", "/boot",
 	"/run/cordon", "/var/lib/cordon",
 }
+
+// MandatoryHome returns the credential stores under a home directory (relative to it; a
+// trailing slash marks a directory) that no contract exposes except through a named
+// widening. A backend that hides paths by rule rather than by mount (seatbelt) denies
+// each one explicitly.
+func MandatoryHome() []string { return slices.Clone(mandatoryHome) }
+
+// MandatoryHost returns the host paths with the same status as [MandatoryHome]'s.
+func MandatoryHost() []string { return slices.Clone(mandatoryHost) }
 
 // credentialLikeName reports whether an environment variable name looks like it holds a
 // credential. Such names may not be passed through env.pass (declare a credential).

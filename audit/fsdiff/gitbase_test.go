@@ -205,8 +205,8 @@ func lieInIndex(t *testing.T, w ws, name, oid string) {
 	key := keyOf(fi)
 	e.Hash = hashOf(t, oid)
 	e.Size = uint32(fi.Size())
-	e.ModifiedAt, e.CreatedAt = fi.ModTime(), time.Unix(0, key.ctime)
-	e.Inode = uint32(key.ino)
+	e.ModifiedAt = fi.ModTime()
+	e.CreatedAt, e.Inode = indexStat(t, key)
 	out, err := os.Create(w.path(".git/index"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/runner/seatbelt"
 )
 
 // backendInfo is one backend cordon knows of, built or not.
@@ -42,7 +43,8 @@ type collector interface {
 func knownBackends() []backendInfo {
 	out := []backendInfo{{name: "bwrap", backend: newBwrap()}}
 	out = append(out, containerBackends()...) // backends_containers_*.go
-	out = append(out, backendInfo{name: "seatbelt", why: "not implemented in this version of cordon (macOS only)"})
+	// seatbelt's Check says why it cannot run here; its profile is shown on any host.
+	out = append(out, backendInfo{name: "seatbelt", backend: &seatbelt.Backend{}})
 	if runtime.GOOS != "linux" {
 		out[0] = backendInfo{name: "bwrap", why: "Linux only"}
 	}

@@ -42,7 +42,7 @@ Exit status: 0, 1 when the contract is invalid (one line per problem on stderr),
 	f := c.Flags()
 	contractFlag(f, &o.file)
 	auditDirFlag(f, &o.auditDir)
-	f.StringVar(&o.backend, "backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd ($CORDON_BACKEND)")
+	f.StringVar(&o.backend, "backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd, seatbelt ($CORDON_BACKEND)")
 	f.BoolVar(&o.asJSON, "json", false, `print {"schema": "`+schemaExplain+`", "explain_version": 1, "plan": {...}}`)
 	return c
 }

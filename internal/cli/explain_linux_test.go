@@ -9,7 +9,8 @@ import (
 )
 
 // TestExplainBackend: `cordon explain` prints what the chosen backend says of itself
-// (bwrap for auto), and nothing for a backend this build lacks.
+// (bwrap for auto), and nothing for a backend this build lacks; seatbelt prints its
+// profile on any host.
 func TestExplainBackend(t *testing.T) {
 	plan := &contract.Plan{Workspace: "/nonexistent/ws", ContractDigest: "sha256:0123", Image: "alpine:3.19", Pull: "never"}
 	engines := containerBackends()[0].backend != nil
@@ -22,7 +23,7 @@ func TestExplainBackend(t *testing.T) {
 		{"docker", []string{"\ndocker backend: one container per run or session", "cordon.contract=sha256:0123", "Root file system: the image alpine:3.19 (read-only; pull: never)",
 			"Runs as the workspace owner's uid:gid,", "no network (--network none) but the egress bridge on 127.0.0.1:3128", "(/run/cordon/cordon, read-only).\n"}},
 		{"containerd", []string{"\ncontainerd backend: ", "no network (an empty network namespace)"}},
-		{"seatbelt", nil},
+		{"seatbelt", []string{"\nseatbelt backend: sandbox-exec -p PROFILE", "\n(version 1)\n(deny default)\n", "; Network: none."}},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
 			var out bytes.Buffer

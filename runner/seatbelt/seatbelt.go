@@ -1,0 +1,34 @@
+// Package seatbelt is the macOS backend: it translates a [contract.Plan] into a Seatbelt
+// profile (SBPL, the language of sandbox-exec(1)) that the kernel enforces on the command
+// and everything it starts. Profile generation ([Generate]) is pure and portable, so that
+// `cordon explain --backend seatbelt` shows on any host what a Mac would enforce; running
+// a sandbox is macOS's (sandbox_darwin.go) and not built yet beyond a skeleton.
+package seatbelt
+
+import (
+	"github.com/cordonhq/cordon/contract"
+)
+
+// Example run-time values `cordon explain` shows: the real ones are chosen at run start.
+const (
+	ExplainPort   = 49152
+	ExplainRunDir = "/private/var/run/cordon/RUN-ID"
+)
+
+// Backend runs sandboxes with sandbox-exec on macOS.
+type Backend struct{}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "seatbelt" }
+
+// Explain says, for `cordon explain`, what profile the seatbelt backend would apply to
+// plan, with example values for what a run chooses at start.
+func (b *Backend) Explain(plan *contract.Plan) string {
+	prof, err := Generate(plan, Params{ProxyPort: ExplainPort, RunDir: ExplainRunDir})
+	if err != nil {
+		return "seatbelt backend: no profile for this plan: " + err.Error()
+	}
+	head := "seatbelt backend: sandbox-exec -p PROFILE, with PROFILE (proxy port and run directory are examples;\n" +
+		"a run chooses them at start):\n\n"
+	return head + prof.SBPL
+}
