@@ -62,3 +62,37 @@ func OpenDirNoLinks(p string) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), p), nil
 }
+
+// NewOverlayView returns a detached, read-only overlay of layers, the first on top:
+// a staged run's upper directory over the workspace shows the workspace as the run
+// left it, whiteouts and opaque directories applied, without anything being
+// mounted anywhere (the view goes when the returned file is closed). Open it as a
+// directory through [FDPath].
+func NewOverlayView(layers ...*os.File) (*os.File, error) {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("opening overlayfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, l := range layers {
+		if err := unix.FsconfigSetFd(fsfd, "lowerdir+", int(l.Fd())); err != nil {
+			return nil, fmt.Errorf("overlay view: layer %s: %w", l.Name(), err)
+		}
+	}
+	for _, o := range []string{"redirect_dir", "metacopy", "index", "xino"} {
+		if err := unix.FsconfigSetString(fsfd, o, "off"); err != nil {
+			return nil, fmt.Errorf("overlay view: %s: %w", o, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return nil, fmt.Errorf("overlay view: creating it: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("overlay view: mounting: %w", err)
+	}
+	return os.NewFile(uintptr(mfd), "overlay-view"), nil
+}
+
+// FDPath is the path through which this process reopens f.
+func FDPath(f *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", f.Fd()) }
