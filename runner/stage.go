@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
@@ -99,7 +100,7 @@ type stageMount struct {
 func mountsBelow(plan *contract.Plan) []stageMount {
 	var out []stageMount
 	for _, m := range plan.Mounts {
-		if m.Path == plan.Workspace || inside(m.Path, plan.Workspace) {
+		if m.Path == plan.Workspace || strings.HasPrefix(m.Path, plan.Workspace+"/") {
 			out = append(out, stageMount{m.Path, m.Type == contract.Bind && m.Access == contract.ReadWrite})
 		}
 	}
@@ -112,7 +113,9 @@ func (s *stageRecord) writable(rel string) bool {
 	p := filepath.Join(s.Workspace, filepath.FromSlash(rel))
 	ok := false
 	for _, m := range s.Mounts {
-		if m.Path == p || inside(p, m.Path) {
+		// Lexically: the path is named as the sandbox named it, and apply follows no
+		// link on the host.
+		if p == m.Path || strings.HasPrefix(p, m.Path+"/") {
 			ok = m.Writable
 		}
 	}
