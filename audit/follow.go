@@ -129,6 +129,6 @@ func (fl *follower) check(line []byte, emit func([]byte, Record) error) error {
 		return p
 	}
 	fl.rep.Lines, fl.rep.Head = n, rec.Hash
-	fl.rep.Sealed = rec.Type == event.RunEnd
+	fl.rep.Sealed = fl.rep.Sealed || rec.Type == event.RunEnd
 	return emit(line, rec)
 }

@@ -197,7 +197,9 @@ func summarize(r Run) Summary {
 		if typ == event.CmdStart {
 			s.Commands++
 		}
-		last = nil
+		if !AfterSeal(typ) {
+			last = nil
+		}
 		if typ == event.RunEnd {
 			last = slices.Clone(line)
 		}

@@ -86,13 +86,18 @@ func verifyLines(rep *Report, data []byte, dir string) *VerifyError {
 			return p
 		}
 		rep.Lines, rep.Head = n, rec.Hash
-		rep.Sealed = rec.Type == event.RunEnd
+		rep.Sealed = rep.Sealed || rec.Type == event.RunEnd
 	}
 	if !rep.Sealed {
 		return &VerifyError{len(lines) + 1, ErrTruncated, "no run.end seal: the run did not finish, or its last lines were cut off"}
 	}
 	return nil
 }
+
+// AfterSeal reports whether lines of type t follow run.end: what a person did with
+// a staged run's changes once it had ended (stage.apply, stage.discard), chained to
+// the seal like every other line.
+func AfterSeal(t event.Type) bool { return t == event.StageApply || t == event.StageDiscard }
 
 // checkLine checks one line on its own: hash, syntax, version and canonical form.
 func checkLine(n int, line []byte) (Record, *VerifyError) {
@@ -134,8 +139,10 @@ func checkPlace(rep *Report, n int, rec Record, seqs map[int64]bool) *VerifyErro
 		return &VerifyError{n, ErrMalformed, "first line is not run.start"}
 	case n > 1 && rec.Run != rep.Run:
 		return &VerifyError{n, ErrMalformed, fmt.Sprintf("line of run %q in the log of run %q", rec.Run, rep.Run)}
-	case rep.Sealed:
+	case rep.Sealed && !AfterSeal(rec.Type):
 		return &VerifyError{n, ErrMalformed, "line after the run.end seal"}
+	case !rep.Sealed && AfterSeal(rec.Type):
+		return &VerifyError{n, ErrMalformed, string(rec.Type) + " before the run.end seal"}
 	case n > 1 && (rec.Type == event.RunStart):
 		return &VerifyError{n, ErrMalformed, "second run.start"}
 	}

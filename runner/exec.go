@@ -55,6 +55,9 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	defer stop(nil)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	res := ExecResult{CmdID: cmdID}
+	if r.stage != nil {
+		r.stage.Started = r.o.now().UnixNano()
+	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res)
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
@@ -193,14 +196,24 @@ func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration,
 // recordDiff logs the command's fs.diff and summarises it, with the egress it was
 // denied, in res.
 func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *ExecResult) {
-	diff, err := tracker.Diff(context.WithoutCancel(ctx))
+	var diff *fsdiff.Result
+	var err error
+	if r.stage != nil {
+		diff, err = r.stagedDiff(context.WithoutCancel(ctx), tracker)
+	} else {
+		diff, err = tracker.Diff(context.WithoutCancel(ctx))
+	}
 	if err == nil {
 		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
 		for _, c := range diff.Changes {
 			r.noteTurn(c.Path, c.OldPath)
 		}
-		err = r.log.RecordDiff(res.CmdID, diff, r.quarantine(diff))
+		var renamed []string
+		if r.stage == nil {
+			renamed = r.quarantine(diff) // a staged run's changes are disarmed as they land
+		}
+		err = r.log.RecordDiff(res.CmdID, diff, renamed)
 	}
 	if err != nil {
 		r.o.Log.Warn("recording the workspace diff", "err", err)

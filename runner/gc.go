@@ -63,6 +63,15 @@ func gcRuns(root string) ([]string, error) {
 				fmt.Fprintf(os.Stderr, "cordon: gc: run %s left a git repository armed in %s: renamed it %s\n", e.Name(), o.Workspace, q)
 			}
 		}
+		if o.Stage != "" {
+			// A staged run that died before it finished: its change set may be
+			// partial; it is dropped, never applied.
+			if st, err := loadStage(o.Stage); err != nil || !st.Finished {
+				if err := os.RemoveAll(o.Stage); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		rd := &runDir{path: dir, owner: o}
 		if err := removeCgroup(e.Name()); err != nil {
 			errs = append(errs, err)

@@ -50,6 +50,10 @@ type Options struct {
 	// Gates is how the contract's approval gates are decided: a person (gate.Ask, the
 	// default) or refused at once (gate.DenyAll, `--gates deny`).
 	Gates gate.Mode
+	// Stage runs the command against a copy-on-write view of the workspace: the real
+	// workspace is untouched, and the changes wait in the run's stage for Apply or
+	// Discard (a one-command run only; backends that are a sandbox.Stager).
+	Stage bool
 
 	now func() time.Time // or nil for time.Now
 }
@@ -65,6 +69,8 @@ type Result struct {
 	Denied []Denial
 	// Alerts lists the run's monitor alerts, once per category, target and syscall.
 	Alerts []Alert
+	// Staged, for a staged run, is how many changes wait for Apply or Discard.
+	Staged int
 }
 
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
@@ -83,6 +89,11 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	r := s.r
 	defer r.teardownOnPanic(ctx)
 	res, err := s.Exec(ctx, argv, ExecOptions{Stdin: r.o.Stdin, Stdout: r.o.Stdout, Stderr: r.o.Stderr, Timeout: r.o.Timeout})
+	if err == nil && r.stage != nil {
+		// The command and everything it started have ended: nothing writes the
+		// upper directory any more.
+		err = r.finishStage()
+	}
 	if err == nil {
 		r.finish(res.ExitCode, res.Reason, res.Detail)
 		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
@@ -241,6 +252,9 @@ type run struct {
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd
 
+	stage    *stageRecord // a staged run's record; nil for a direct run
+	stageDir string
+
 	undo cleanups // what prepare and the session acquired, undone in reverse by teardown
 	torn bool     // teardown has run
 }
@@ -290,8 +304,16 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.startGates(ctx, &host); err != nil {
 		return err
 	}
-	r.watchRepositories()
-	r.undo.add("stopping the repository watch", func(context.Context) error { r.stopWatch(); return nil })
+	if r.o.Stage {
+		// Nothing lands in the workspace during a staged run: there is no new
+		// repository to disarm as it appears; Apply disarms what it lands.
+		if err := r.prepareStage(&host); err != nil {
+			return err
+		}
+	} else {
+		r.watchRepositories()
+		r.undo.add("stopping the repository watch", func(context.Context) error { r.stopWatch(); return nil })
+	}
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}

@@ -30,6 +30,9 @@ type runOwner struct {
 	// Started is when the run began (Unix nanoseconds): gc disarms the git repositories
 	// made or changed in its workspace since, which the run itself no longer could.
 	Started int64 `json:"started,omitempty"`
+	// Stage is a staged run's stage directory: gc removes it when the run died
+	// before it finished (never applying anything).
+	Stage string `json:"stage,omitempty"`
 }
 
 // runDir is the host side of one run: a private directory and the placeholders

@@ -70,6 +70,10 @@ type Options struct {
 	// noGitIndex makes the baseline read every file, as if the workspace had no git
 	// index (the golden tests compare both ways).
 	noGitIndex bool
+	// devAlias, when [0] is not zero, makes files whose device is devAlias[0] count
+	// as on devAlias[1] (a staged run's overlay view shows the workspace's unchanged
+	// files with their own inode numbers, on the overlay's device).
+	devAlias [2]uint64
 }
 
 func (o Options) withDefaults() Options {
@@ -147,6 +151,27 @@ func (t *Tracker) Baseline() ScanStats { return t.base.stats }
 // and makes the new snapshot the baseline. On error the baseline is unchanged.
 func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
 	next, err := scan(ctx, t.dir, t.opts, t.base)
+	if err != nil {
+		return nil, err
+	}
+	res := compare(t.dir, t.base, next, t.opts)
+	t.base = next
+	return res, nil
+}
+
+// DiffAt is Diff of another view of the same workspace: dir shows the workspace as a
+// staged run left it (an overlay of its changes on the workspace, which stays
+// untouched). Unchanged files, seen through the overlay with their own inode numbers,
+// are not read again. On error the baseline is unchanged.
+func (t *Tracker) DiffAt(ctx context.Context, dir string) (*Result, error) {
+	opts := t.opts
+	view, err1 := os.Stat(dir)
+	real, err2 := os.Stat(t.dir)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	opts.devAlias = [2]uint64{devOf(view), devOf(real)}
+	next, err := scan(ctx, dir, opts, t.base)
 	if err != nil {
 		return nil, err
 	}

@@ -339,7 +339,7 @@ func readDirNames(r *os.Root) ([]string, error) {
 // fileEntry returns the entry for a non-directory: the previous one when its stat key is
 // unchanged and trustworthy, else a fresh one.
 func (s *scanner) fileEntry(r *os.Root, name, rel string, fi fs.FileInfo) *entry {
-	key := keyOf(fi)
+	key := keyOf(fi).alias(s.opts.devAlias)
 	if p := s.prev[rel]; p != nil && p.key == key && !p.racy {
 		if p.retained {
 			s.retained.Add(int64(len(p.content)))

@@ -41,3 +41,19 @@ func (k statKey) matchesIndex(ie gitread.Entry) bool {
 		ie.Ino == uint32(k.ino) && ie.Size == uint32(k.size) &&
 		(ie.Mode == 0o100755) == (k.mode&0o100 != 0)
 }
+
+// alias is k with the device a[0] taken for a[1] (Options.devAlias).
+func (k statKey) alias(a [2]uint64) statKey {
+	if a[0] != 0 && k.dev == a[0] {
+		k.dev = a[1]
+	}
+	return k
+}
+
+// devOf is fi's device.
+func devOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Dev
+	}
+	return 0
+}

@@ -26,3 +26,9 @@ func (k statKey) recent(t int64) bool { return k.mtime >= t }
 // matchesIndex is false outside Linux: without ctime and the inode a stat match
 // proves too little, so every tracked file is read.
 func (k statKey) matchesIndex(gitread.Entry) bool { return false }
+
+// alias is k: outside Linux keys hold no device.
+func (k statKey) alias([2]uint64) statKey { return k }
+
+// devOf is 0 outside Linux.
+func devOf(fs.FileInfo) uint64 { return 0 }

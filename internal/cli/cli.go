@@ -83,7 +83,7 @@ var commands = []struct {
 	name string
 	make func(IO) *cobra.Command
 }{
-	{"run", newRunCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"check", newCheckCmd},
+	{"run", newRunCmd}, {"apply", newApplyCmd}, {"discard", newDiscardCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"check", newCheckCmd},
 	{"explain", newExplainCmd}, {"diff", newDiffCmd}, {"gate", newGateCmd}, {"audit", newAuditCmd},
 	{"backends", newBackendsCmd}, {"doctor", newDoctorCmd}, {"gc", newGCCmd}, {"token", newTokenCmd},
 	{"version", newVersionCmd}, {"internal", newInternalCmd},

@@ -27,7 +27,7 @@ type runOptions struct {
 	file, backend, auditDir string
 	timeout                 time.Duration
 	gates                   *gate.Mode
-	verbose                 bool
+	verbose, stage          bool
 }
 
 func newRunCmd(stdio IO) *cobra.Command {
@@ -55,6 +55,7 @@ stopped it; 2 for a usage error.`,
 	f.DurationVar(&o.timeout, "timeout", 0, "per-command timeout, overriding commands.timeout (default from the contract, 60s)")
 	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR); never inside the workspace")
 	o.gates = gatesFlag(f)
+	f.BoolVar(&o.stage, "stage", false, "run against a copy-on-write view of the workspace; land the changes later with cordon apply RUN, or drop them with cordon discard RUN")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print cordon's own diagnostics and the run's events to stderr")
 	return c
 }
@@ -87,6 +88,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 		Gates:   *o.gates,
 		Backend: b, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
 		Timeout: o.timeout, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan),
+		Stage: o.stage,
 	}
 	if o.verbose {
 		log := slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -105,6 +107,9 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}
 	runEnding(res).print(stdio.Stderr)
+	if o.stage && err == nil {
+		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: %d change(s) wait; land them with `cordon apply %s`, drop them with `cordon discard %s`\n", res.RunID, res.Staged, res.RunID, res.RunID)
+	}
 	if err != nil {
 		return reportRunError(stdio, err)
 	}

@@ -34,6 +34,8 @@ var bodies = map[Type]any{
 	GateDeny:     GateDecisionBody{},
 	GateExec:     GateExecBody{},
 	RunEnd:       RunEndBody{},
+	StageApply:   StageBody{},
+	StageDiscard: StageBody{},
 }
 
 // DecodeBody decodes the JSON body of an event of type t into the body struct of

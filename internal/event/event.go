@@ -27,6 +27,10 @@ const (
 	GateDeny     Type = "gate.deny"     // [GateDecisionBody]
 	GateExec     Type = "gate.exec"     // [GateExecBody]
 	RunEnd       Type = "run.end"       // [RunEndBody]
+	// A staged run's changes landed or dropped, after its run.end (the only lines
+	// that may follow it).
+	StageApply   Type = "stage.apply"   // [StageBody]
+	StageDiscard Type = "stage.discard" // [StageBody]
 )
 
 // Event is one thing that happened in a run. Body is the body struct of Type (a

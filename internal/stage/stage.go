@@ -38,6 +38,18 @@ type Source struct {
 	// inside a writable one is cloned from that one's staged tree, and so shares its
 	// idmap.
 	In int `json:"in"`
+	// Overlay, when set, stages the source as an overlay: the (idmapped) clone of
+	// Path is its read-only lower layer and the sandbox's writes go to Overlay.Upper
+	// (a staged run). Sources inside it are cloned from the overlay, so that they show
+	// what the sandbox sees there and write where it writes.
+	Overlay *Overlay `json:"overlay,omitempty"`
+}
+
+// Overlay is a staged source's upper and work directories (root's to open, out of
+// the sandbox's reach; the upper directory's root is the sandbox uid's).
+type Overlay struct {
+	Upper string `json:"upper"`
+	Work  string `json:"work"`
 }
 
 // Owner is a file's owner.

@@ -120,10 +120,30 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 			if errors.Is(err, linux.ErrNoIdmap) && !s.Writable {
 				trees[i], err = linux.CloneTree(nil, s.Path, nil)
 			}
+			if err == nil && s.Overlay != nil {
+				trees[i], err = overlay(trees[i], s.Overlay)
+			}
 		}
 		if err != nil {
 			return trees, fmt.Errorf("staging: %w", err)
 		}
 	}
 	return trees, nil
+}
+
+// overlay returns a detached overlay of lower (which it closes) with o's upper and
+// work directories.
+func overlay(lower *os.File, o *Overlay) (*os.File, error) {
+	defer lower.Close()
+	upper, err := linux.OpenDirNoLinks(o.Upper)
+	if err != nil {
+		return nil, err
+	}
+	defer upper.Close()
+	work, err := linux.OpenDirNoLinks(o.Work)
+	if err != nil {
+		return nil, err
+	}
+	defer work.Close()
+	return linux.NewOverlay(lower, upper, work)
 }

@@ -51,6 +51,32 @@ func (b *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
+// CanStage implements sandbox.Stager: a staged run's overlay is mounted by cordon,
+// as root, in the private mount namespace bwrap starts from (package stage); as
+// another user there is no such namespace, and Debian's bwrap (0.8) has no --overlay.
+func (b *Backend) CanStage() error {
+	if os.Geteuid() != 0 {
+		return errdefs.Unavailablef("bwrap: staged runs need cordon to run as root (it mounts the workspace's overlay in the sandbox's mount namespace); run without --stage or as root")
+	}
+	return nil
+}
+
+// prepareUpper gives the upper directory's root the workspace's mode and the sandbox
+// uid: the overlay's root directory is it, and the sandbox writes there as that uid.
+func prepareUpper(upper, workspace string, uid, gid int) error {
+	fi, err := os.Stat(workspace)
+	if err != nil {
+		return errdefs.Unavailablef("%w", err)
+	}
+	if err := os.Chown(upper, uid, gid); err != nil {
+		return errdefs.Unavailablef("preparing the staged workspace: %w", err)
+	}
+	if err := os.Chmod(upper, fi.Mode().Perm()); err != nil {
+		return errdefs.Unavailablef("preparing the staged workspace: %w", err)
+	}
+	return nil
+}
+
 // Start implements sandbox.Backend: it creates the run's cgroup (with limits); each Exec
 // starts one bwrap sandbox in it.
 func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
@@ -61,6 +87,14 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	s := &instance{bin: bin, plan: plan, host: host}
 	if s.uid, s.gid, err = sandboxIDs(plan); err != nil {
 		return nil, err
+	}
+	if host.Stage != nil {
+		if err := b.CanStage(); err != nil {
+			return nil, err
+		}
+		if err := prepareUpper(host.Stage.Upper, plan.Workspace, s.uid, s.gid); err != nil {
+			return nil, err
+		}
 	}
 	lim := linux.Limits{Memory: plan.Limits.Memory, Pids: plan.Limits.Pids, CPU: plan.Limits.CPU}
 	cg, err := linux.NewCgroup(host.RunID, lim)
@@ -115,7 +149,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	var sp *stage.Spec
 	if os.Geteuid() == 0 {
 		// Never host root inside: bwrap runs as the sandbox uid, on staged sources.
-		spec, staged, err := staged(args, s.host, s.uid, s.gid)
+		spec, staged, err := staged(args, s.host, s.plan.Workspace, s.uid, s.gid)
 		if err != nil {
 			return 0, err
 		}

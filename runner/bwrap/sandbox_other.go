@@ -19,3 +19,6 @@ func (b *Backend) Check(ctx context.Context) error {
 func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	return nil, b.Check(ctx)
 }
+
+// CanStage implements sandbox.Stager: unimplemented on this GOOS.
+func (b *Backend) CanStage() error { return b.Check(context.Background()) }

@@ -52,7 +52,10 @@ func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
 
 // staged turns bwrap's arguments into the stage's (package stage): every bind source becomes
 // its staged path, and sources another uid owns are idmapped to the sandbox's.
-func staged(args []string, host sandbox.Host, uid, gid int) (stage.Spec, []string, error) {
+//
+// A staged run's workspace (host.Stage) is staged as an overlay whose writes go to
+// host.Stage.Upper; what is mounted inside it is cloned from that overlay.
+func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (stage.Spec, []string, error) {
 	sp := stage.Spec{UID: uid, GID: gid}
 	args = append([]string(nil), args...)
 	// The run's sockets are the sandbox uid's to connect to (the run directory they
@@ -94,7 +97,10 @@ func staged(args []string, host sandbox.Host, uid, gid int) (stage.Spec, []strin
 		if err != nil {
 			return stage.Spec{}, nil, err
 		}
-		if s.Idmap != nil && s.In < 0 {
+		if host.Stage != nil && src == workspace && opt == "--bind" && s.In < 0 {
+			s.Overlay = &stage.Overlay{Upper: host.Stage.Upper, Work: host.Stage.Work}
+		}
+		if (s.Idmap != nil || s.Overlay != nil) && s.In < 0 {
 			idmapped[len(sp.Sources)] = true
 		}
 		args[i+1] = filepath.Join(stage.Root, strconv.Itoa(len(sp.Sources)))
@@ -104,8 +110,9 @@ func staged(args []string, host sandbox.Host, uid, gid int) (stage.Spec, []strin
 	return sp, args, nil
 }
 
-// source describes one bind source: inside an earlier idmapped source it is cloned
-// from that one's tree (and so shares its idmap); one another uid owns is idmapped.
+// source describes one bind source: inside an earlier idmapped (or overlaid) source it
+// is cloned from that one's tree (and so shares its idmap, or its overlay); one
+// another uid owns is idmapped.
 func source(path string, writable bool, earlier []stage.Source, idmapped map[int]bool, uid, gid int) (stage.Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {

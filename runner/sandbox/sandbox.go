@@ -9,6 +9,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 
@@ -54,7 +55,27 @@ type Host struct {
 	// SecretFiles are credentials delivered as files: backends put each at
 	// /run/cordon/secrets/NAME (mode 0400) without writing the value to a host disk.
 	SecretFiles []SecretFile
+	// Stage, for a staged run, is where the workspace's writes go: the backend shows
+	// the workspace as an overlay of Stage.Upper on the real workspace (read only), or
+	// refuses the run. Nil for a direct run.
+	Stage *Stage
 }
+
+// Stage is a staged run's overlay directories, on one file system, out of the
+// sandbox's reach.
+type Stage struct {
+	Upper string // the change set: what the sandbox wrote
+	Work  string // overlayfs' scratch directory, empty
+}
+
+// Stager is a backend that can run a staged run (Host.Stage): CanStage says why it
+// cannot here, or nil. A backend that is not a Stager refuses staged runs.
+type Stager interface {
+	CanStage() error
+}
+
+// ErrNoStage means a backend cannot run a staged run.
+var ErrNoStage = errors.New("staged runs are not implemented on this backend")
 
 // SecretFile is one credential (or the run's CA bundle) delivered as a file. Value stays
 // opaque up to delivery: the backend reveals it only to write it where the sandbox

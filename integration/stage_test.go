@@ -1,0 +1,278 @@
+package integration
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// Staged runs (cordon run --stage, apply, discard) through the real binary on bwrap,
+// which stages as root.
+
+// stageWorld is a world with a workspace of three files and its own audit root.
+type stageWorld struct {
+	*world
+	audit string
+}
+
+func newStageWorld(t *testing.T) *stageWorld {
+	t.Helper()
+	testutil.RequireRoot(t)
+	w := &stageWorld{world: newWorld(t), audit: t.TempDir()}
+	w.env = append(w.env, "CORDON_AUDIT_DIR="+w.audit)
+	mustWrite(t, filepath.Join(w.ws, "a.txt"), "one\n")
+	mustWrite(t, filepath.Join(w.ws, "b.txt"), "keep\n")
+	mustWrite(t, filepath.Join(w.ws, "d", "x"), "x\n")
+	return w
+}
+
+var stagedRunID = regexp.MustCompile(`staged run (\S+): (\d+) change`)
+
+// stage runs script as a staged run and returns the run id.
+func (w *stageWorld) stage(script string) string {
+	w.t.Helper()
+	r := w.cordon("", "run", "--stage", "--", "sh", "-c", script)
+	m := stagedRunID.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		w.t.Fatalf("staged run: %v", r)
+	}
+	return m[1]
+}
+
+func (w *stageWorld) read(rel string) string {
+	data, err := os.ReadFile(filepath.Join(w.ws, rel))
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(data)
+}
+
+func (w *stageWorld) verify(id string) {
+	w.t.Helper()
+	if r := w.cordon("", "audit", "verify", id); r.code != 0 {
+		w.t.Fatalf("the log of %s does not verify after apply/discard: %v", id, r)
+	}
+}
+
+func (w *stageWorld) stageDir(id string) string { return filepath.Join(w.audit, id, "stage") }
+
+const stagedEdits = `echo two > a.txt; rm b.txt; echo new > c.txt; rm -r d; mkdir d; echo y > d/y; mkdir -p n/m; echo z > n/m/z`
+
+func TestStagedWritesInvisibleUntilApply(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(stagedEdits + `; cat a.txt c.txt`)
+	if got := w.read("a.txt") + w.read("b.txt") + w.read("d/x"); got != "one\nkeep\nx\n" {
+		t.Fatalf("the staged run changed the workspace: %q", got)
+	}
+	for _, p := range []string{"c.txt", "d/y", "n"} {
+		assertAbsent(t, filepath.Join(w.ws, p))
+	}
+	show := w.cordon("", "audit", "show", "--diff", id)
+	for _, want := range []string{"M a.txt", "D b.txt", "A c.txt", "D d/x", "A d/y", "A n/m/z", "+two"} {
+		assertContains(t, "the staged run's diff", show.stdout, want)
+	}
+	// A subset first: only c.txt and n/ land.
+	if r := w.cordon("", "apply", id, "c.txt", "n"); r.code != 0 {
+		t.Fatalf("apply c.txt n: %v", r)
+	}
+	if w.read("c.txt") != "new\n" || w.read("n/m/z") != "z\n" || w.read("a.txt") != "one\n" || w.read("b.txt") != "keep\n" {
+		t.Fatalf("apply of a subset landed the wrong paths: a=%q b=%q c=%q", w.read("a.txt"), w.read("b.txt"), w.read("c.txt"))
+	}
+	w.verify(id)
+	r := w.cordon("", "apply", id)
+	if r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	if w.read("a.txt") != "two\n" || w.read("d/y") != "y\n" {
+		t.Fatalf("apply did not land everything: a=%q d/y=%q", w.read("a.txt"), w.read("d/y"))
+	}
+	assertAbsent(t, filepath.Join(w.ws, "b.txt"))
+	assertAbsent(t, filepath.Join(w.ws, "d", "x"))
+	w.verify(id)
+	assertAbsent(t, w.stageDir(id))
+	events, _ := os.ReadFile(filepath.Join(w.audit, id, "events.jsonl"))
+	if n := strings.Count(string(events), `"type":"stage.apply"`); n != 2 {
+		t.Errorf("want 2 stage.apply lines, got %d", n)
+	}
+	if r := w.cordon("", "apply", id); r.code != 1 || !strings.Contains(r.stderr, "nothing staged") {
+		t.Errorf("a second apply: want exit 1 saying nothing is staged, got %v", r)
+	}
+}
+
+func TestStagedDiscard(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(stagedEdits)
+	r := w.cordon("", "discard", id)
+	if r.code != 0 {
+		t.Fatalf("discard: %v", r)
+	}
+	if got := w.read("a.txt") + w.read("b.txt") + w.read("d/x"); got != "one\nkeep\nx\n" {
+		t.Fatalf("discard changed the workspace: %q", got)
+	}
+	assertAbsent(t, filepath.Join(w.ws, "c.txt"))
+	assertAbsent(t, w.stageDir(id))
+	w.verify(id)
+	show := w.cordon("", "audit", "show", id)
+	assertContains(t, "the timeline", show.stdout, "stage.discard")
+	if r := w.cordon("", "apply", id); r.code != 1 {
+		t.Errorf("apply after discard: want exit 1, got %v", r)
+	}
+}
+
+// TestStagedApplyRefusesConflicts: the workspace changed underneath a staged file
+// after the run: apply names it and lands nothing at all; --force lands over it.
+func TestStagedApplyRefusesConflicts(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo staged > a.txt; echo new > c.txt; echo staged > b.txt`)
+	mustWrite(t, filepath.Join(w.ws, "a.txt"), "edited on the host\n")
+	if err := os.Remove(filepath.Join(w.ws, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	r := w.cordon("", "apply", id)
+	if r.code != 1 {
+		t.Fatalf("apply over a conflict: want exit 1, got %v", r)
+	}
+	assertContains(t, "apply's refusal", r.stderr, "conflict: a.txt")
+	assertContains(t, "apply's refusal", r.stderr, "conflict: b.txt")
+	if w.read("a.txt") != "edited on the host\n" {
+		t.Fatalf("the host's edit was overwritten: %q", w.read("a.txt"))
+	}
+	assertAbsent(t, filepath.Join(w.ws, "c.txt")) // nothing lands when anything conflicts
+	if r := w.cordon("", "apply", "--force", id); r.code != 0 {
+		t.Fatalf("apply --force: %v", r)
+	}
+	if w.read("a.txt") != "staged\n" || w.read("c.txt") != "new\n" {
+		t.Fatalf("apply --force did not land: a=%q c=%q", w.read("a.txt"), w.read("c.txt"))
+	}
+	w.verify(id)
+	events, _ := os.ReadFile(filepath.Join(w.audit, id, "events.jsonl"))
+	assertContains(t, "the log", string(events), `"forced":true`)
+}
+
+// TestStagedApplyRefusesWhatTheContractDenied: the upper directory is the sandbox's
+// writing. Entries it could not have made through the overlay (a git hook under the
+// read-only .git, a device) are refused by apply, never landed, and named.
+func TestStagedApplyRefusesWhatTheContractDenied(t *testing.T) {
+	w := newStageWorld(t)
+	mustMkdir(t, filepath.Join(w.ws, ".git", "hooks"))
+	mustWrite(t, filepath.Join(w.ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+	id := w.stage(`echo hook > .git/hooks/pre-commit 2>/dev/null; echo ok > ok.txt`)
+	upper := filepath.Join(w.stageDir(id), "upper")
+	// What a hostile change set could hold, written where the sandbox's writes go.
+	mustWrite(t, filepath.Join(upper, ".git", "hooks", "pre-commit"), "#!/bin/sh\necho pwned\n")
+	if err := syscall.Mknod(filepath.Join(upper, "dev"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+		t.Fatal(err)
+	}
+	r := w.cordon("", "apply", id)
+	if r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	assertAbsent(t, filepath.Join(w.ws, ".git", "hooks", "pre-commit"))
+	assertAbsent(t, filepath.Join(w.ws, "dev"))
+	assertContains(t, "apply's report", r.stderr, "not applied: .git")
+	assertContains(t, "apply's report", r.stderr, "not applied: dev: a special file")
+	if w.read("ok.txt") != "ok\n" {
+		t.Errorf("the allowed change did not land: %q", w.read("ok.txt"))
+	}
+	w.verify(id)
+}
+
+// TestStagedApplyFollowsNoLink: a directory of the workspace replaced by a link to
+// outside after the run: apply, even forced, writes below the workspace only.
+func TestStagedApplyFollowsNoLink(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo staged > d/new`)
+	outside := t.TempDir()
+	if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(w.ws, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.cordon("", "apply", id); r.code != 1 {
+		t.Fatalf("apply through a replaced directory: want a conflict (exit 1), got %v", r)
+	}
+	r := w.cordon("", "apply", "--force", id)
+	assertAbsent(t, filepath.Join(outside, "new"))
+	if r.code != 0 {
+		t.Fatalf("apply --force: %v", r)
+	}
+	if fi, err := os.Lstat(filepath.Join(w.ws, "d")); err != nil || !fi.IsDir() {
+		t.Fatalf("d should be a directory again: %v %v", fi, err)
+	}
+	if w.read("d/new") != "staged\n" {
+		t.Errorf("d/new = %q", w.read("d/new"))
+	}
+}
+
+// TestStagedApplyQuarantinesRepositories: a git repository the staged run made lands
+// disarmed, as a direct run's would.
+func TestStagedApplyQuarantinesRepositories(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`mkdir -p sub/.git && printf '[core]\n\tfsmonitor = evil\n' > sub/.git/config && echo 'ref: refs/heads/m' > sub/.git/HEAD`)
+	r := w.cordon("", "apply", id)
+	if r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	assertAbsent(t, filepath.Join(w.ws, "sub", ".git"))
+	if _, err := os.Stat(filepath.Join(w.ws, "sub", ".git.cordon-quarantine", "config")); err != nil {
+		t.Errorf("the repository did not land quarantined: %v", err)
+	}
+	w.verify(id)
+}
+
+// TestStagedRunKilledThenGC: cordon killed -9 during a staged run leaves a partial
+// change set; gc drops it, applies nothing, and nothing of the run is left.
+func TestStagedRunKilledThenGC(t *testing.T) {
+	w := newStageWorld(t)
+	cmd := exec.Command(testutil.Cordon(t), "run", "--stage", "--", "sh", "-c", "echo half > a.txt; echo ready; exec sleep 600")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the staged command did not start: %q", line)
+	}
+	entries, _ := os.ReadDir(w.audit)
+	if len(entries) != 1 {
+		t.Fatalf("want one run in the audit root, got %d", len(entries))
+	}
+	id := entries[0].Name()
+	if _, err := os.Stat(filepath.Join(w.stageDir(id), "upper", "a.txt")); err != nil {
+		t.Fatalf("the staged write is not in the stage: %v", err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	// bwrap dies with its parent; wait until the sandbox's sleep is gone.
+	for deadline := time.Now().Add(20 * time.Second); len(processesRunning("sleep 600")) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox outlived its cordon")
+		}
+	}
+	if r := w.cordon("", "gc"); r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	assertAbsent(t, w.stageDir(id))
+	if w.read("a.txt") != "one\n" {
+		t.Fatalf("gc applied a killed run's change: %q", w.read("a.txt"))
+	}
+	if entries, _ := os.ReadDir(w.runRoot); len(entries) > 0 {
+		t.Errorf("the run root still holds %v", entries)
+	}
+	if r := w.cordon("", "apply", id); r.code != 1 {
+		t.Errorf("apply of a collected run: want exit 1, got %v", r)
+	}
+}

@@ -1,0 +1,252 @@
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// State is what the real workspace held at a path: recorded when the staged run
+// ended, compared when its changes land.
+type State struct {
+	Exists bool   `json:"exists"`
+	Ino    uint64 `json:"ino,omitempty"`
+	Ctime  int64  `json:"ctime,omitempty"` // ns; ctime cannot be set from user space
+	Dir    bool   `json:"dir,omitempty"`
+}
+
+// StateOf describes rel in t.
+func StateOf(t *linux.Tree, rel string) State {
+	st, err := t.Lstat(rel)
+	if err != nil {
+		return State{}
+	}
+	return State{Exists: true, Ino: st.Ino, Ctime: st.Ctim.Nano(), Dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR}
+}
+
+// ctimeSlack is how far before the run's start a change still counts as made during
+// it: file times come from a clock that may lag the one the start was read from.
+const ctimeSlack = int64(20e6)
+
+// Landing is how Apply lands a change set in a workspace.
+type Landing struct {
+	Workspace string // the real workspace
+	Upper     string // the staged run's upper directory
+	// Started is when the staged command started (ns): a workspace path changed since
+	// is a conflict.
+	Started int64
+	// Ended is each change's workspace path as the run's end found it: a path that
+	// differs now changed underneath the stage.
+	Ended map[string]State
+	// Writable reports whether the contract let the sandbox write the workspace path
+	// rel; what it did not is never landed.
+	Writable func(rel string) bool
+	// UID and GID own what is landed (the workspace owner's, as if they wrote it);
+	// -1 leaves it the caller's.
+	UID, GID int
+	// Force lands over conflicts.
+	Force bool
+}
+
+// Outcome is what Apply did.
+type Outcome struct {
+	Applied   []string  // paths landed (or deleted)
+	Refused   []Problem // paths not landed, and why
+	Conflicts []string  // paths the workspace changed underneath the stage
+}
+
+// ErrConflict means the real workspace changed underneath staged paths since the
+// run started; nothing was landed.
+var ErrConflict = errors.New("the workspace changed underneath the staged changes")
+
+// Apply lands changes in l.Workspace. It checks every change first: a path the
+// contract did not let the sandbox write is refused (never landed, with or without
+// Force); a conflict stops everything before anything lands unless l.Force.
+func Apply(l Landing, changes []Change) (Outcome, error) {
+	var out Outcome
+	ws, err := linux.OpenTree(l.Workspace)
+	if err != nil {
+		return out, err
+	}
+	defer ws.Close()
+	var land []Change
+	for _, c := range changes {
+		if why := l.refuse(ws, c); why != "" {
+			out.Refused = append(out.Refused, Problem{c.Path, why})
+			continue
+		}
+		if l.conflict(ws, c) {
+			out.Conflicts = append(out.Conflicts, c.Path)
+		}
+		land = append(land, c)
+	}
+	if len(out.Conflicts) > 0 && !l.Force {
+		return out, fmt.Errorf("%w: %s (apply --force lands over them)", ErrConflict, strings.Join(out.Conflicts, ", "))
+	}
+	for _, c := range land {
+		if under(c.Path, out.Refused) {
+			continue
+		}
+		if err := l.land(ws, c); err != nil {
+			return out, fmt.Errorf("landing %s: %w", c.Path, err)
+		}
+		if c.Kind != Dir || c.Opaque || !l.Ended[c.Path].Exists {
+			out.Applied = append(out.Applied, c.Path)
+		}
+	}
+	return out, nil
+}
+
+// under reports whether p is at or below a refused path: what lies in a directory
+// that may not be landed is not landed either.
+func under(p string, refused []Problem) bool {
+	for _, r := range refused {
+		if p == r.Path || isBelow(p, r.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse says why c may not land ("" when it may).
+func (l Landing) refuse(ws *linux.Tree, c Change) string {
+	if !clean(c.Path) {
+		return "not a clean workspace path"
+	}
+	if c.Kind == Dir && !c.Opaque && StateOf(ws, c.Path).Dir {
+		return "" // a directory whose entries changed: itself unchanged
+	}
+	if !l.Writable(c.Path) {
+		return "the contract does not let the sandbox write it"
+	}
+	if c.Kind == Delete || c.Opaque || c.Kind == Dir && StateOf(ws, c.Path).Exists {
+		// What goes must all be the sandbox's to remove.
+		if p := l.unwritableBelow(ws, c.Path); p != "" {
+			return "it would remove " + p + ", which the contract does not let the sandbox write"
+		}
+	}
+	return ""
+}
+
+// unwritableBelow returns a path at or below rel in the workspace that the contract
+// does not let the sandbox write, or "".
+func (l Landing) unwritableBelow(ws *linux.Tree, rel string) string {
+	if !l.Writable(rel) {
+		return rel
+	}
+	if !StateOf(ws, rel).Dir {
+		return ""
+	}
+	names, _ := ws.Names(rel)
+	for _, n := range names {
+		if p := l.unwritableBelow(ws, path.Join(rel, n)); p != "" {
+			return p
+		}
+	}
+	return ""
+}
+
+func clean(p string) bool {
+	return p != "" && p != "." && path.Clean(p) == p && !path.IsAbs(p) && p != ".." && !strings.HasPrefix(p, "../")
+}
+
+// conflict reports whether the workspace changed at c's path since the run started.
+func (l Landing) conflict(ws *linux.Tree, c Change) bool {
+	now := StateOf(ws, c.Path)
+	if c.Kind == Dir && !c.Opaque && now.Dir {
+		return false
+	}
+	was := l.Ended[c.Path]
+	if now != was {
+		return true
+	}
+	return was.Exists && was.Ctime >= l.Started-ctimeSlack
+}
+
+// land makes the workspace hold c.
+func (l Landing) land(ws *linux.Tree, c Change) error {
+	now := StateOf(ws, c.Path)
+	switch c.Kind {
+	case Delete:
+		return removeAll(ws, c.Path)
+	case Dir:
+		if now.Exists && !now.Dir {
+			if err := ws.Remove(c.Path); err != nil {
+				return err
+			}
+		}
+		if err := ws.Mkdir(c.Path, c.Mode, l.UID, l.GID); err != nil {
+			return err
+		}
+		if c.Opaque {
+			return l.emptyExcept(ws, c.Path)
+		}
+		return nil
+	}
+	if now.Dir {
+		if err := removeAll(ws, c.Path); err != nil {
+			return err
+		}
+	}
+	if c.Kind == Symlink {
+		return ws.Symlink(c.Path, c.Target, l.UID, l.GID)
+	}
+	f, err := os.OpenFile(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("the staged file is no longer a regular file")
+	}
+	return ws.WriteFile(c.Path, f, c.Mode, l.UID, l.GID)
+}
+
+// emptyExcept removes the entries of the workspace directory rel that the upper
+// directory does not hold (an opaque directory replaced them).
+func (l Landing) emptyExcept(ws *linux.Tree, rel string) error {
+	keep := map[string]bool{}
+	if f, err := os.Open(filepath.Join(l.Upper, filepath.FromSlash(rel))); err == nil {
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		for _, n := range names {
+			keep[n] = true
+		}
+	}
+	names, err := ws.Names(rel)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if !keep[n] {
+			if err := removeAll(ws, path.Join(rel, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeAll removes rel and, for a directory, everything below it, deepest first.
+func removeAll(ws *linux.Tree, rel string) error {
+	if StateOf(ws, rel).Dir {
+		names, err := ws.Names(rel)
+		if err != nil {
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := removeAll(ws, path.Join(rel, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return ws.Remove(rel)
+}

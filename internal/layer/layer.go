@@ -1,0 +1,116 @@
+// Package layer reads the change set of a staged run and lands it in the real
+// workspace.
+//
+// A staged run's workspace is an overlay: the real workspace is its lower layer, read
+// only, and every write goes to an upper directory of the run's own. That upper
+// directory *is* the change set — a file written is a file there, a file deleted a
+// whiteout (a 0/0 character device), a directory emptied and refilled an opaque
+// directory — so reading it costs what changed, not what the workspace holds. The
+// sandbox wrote it: everything in it is hostile input. Read describes it without
+// following a link or trusting a name; Apply lands it through [linux.Tree], which
+// follows no link in the workspace either, and refuses what the contract did not let
+// the sandbox write.
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+)
+
+// Kind is what a change does to its path.
+type Kind int
+
+// Change kinds.
+const (
+	File    Kind = iota // a regular file written (new or replaced)
+	Dir                 // a directory: new, or one whose entries changed (Opaque: replaced)
+	Symlink             // a symbolic link written
+	Delete              // the path was deleted (a whiteout)
+)
+
+func (k Kind) String() string {
+	switch k {
+	case File:
+		return "file"
+	case Dir:
+		return "dir"
+	case Symlink:
+		return "symlink"
+	case Delete:
+		return "delete"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Change is one entry of the change set.
+type Change struct {
+	Path   string // slash-separated, relative to the workspace
+	Kind   Kind
+	Mode   uint32 // permission bits (File, Dir)
+	Size   int64  // File
+	Target string // Symlink
+	// Opaque is a Dir that replaced whatever the workspace held there: entries of the
+	// workspace's directory that the change set does not hold are deleted.
+	Opaque bool
+}
+
+// Set is a staged run's change set: the changes, parents before children, and what
+// the overlay held that cannot be landed (each with why), which Apply never lands.
+type Set struct {
+	Changes  []Change
+	Problems []Problem
+}
+
+// Problem is an entry of the upper directory that is not a change Apply can land.
+type Problem struct {
+	Path string
+	Why  string
+}
+
+// ErrNotStaged means the upper directory is missing.
+var ErrNotStaged = errors.New("no staged changes")
+
+// Select returns the changes at or below one of paths (all of them when paths is
+// empty), parents first, with the directories above each so that they can be made:
+// those come as plain directories (never Opaque: landing one path inside a replaced
+// directory deletes nothing else). unmatched are the paths no change is at or below.
+func (s *Set) Select(paths []string) (out []Change, unmatched []string) {
+	if len(paths) == 0 {
+		return s.Changes, nil
+	}
+	direct := map[string]bool{}
+	above := map[string]bool{}
+	for _, want := range paths {
+		want = path.Clean(filepath.ToSlash(want))
+		n := 0
+		for _, c := range s.Changes {
+			switch {
+			case c.Path == want || isBelow(c.Path, want):
+				direct[c.Path] = true
+				n++
+			case c.Kind == Dir && isBelow(want, c.Path):
+				above[c.Path] = true
+			}
+		}
+		if n == 0 {
+			unmatched = append(unmatched, want)
+		}
+	}
+	for _, c := range s.Changes {
+		switch {
+		case direct[c.Path]:
+			out = append(out, c)
+		case above[c.Path]:
+			c.Opaque = false
+			out = append(out, c)
+		}
+	}
+	return out, unmatched
+}
+
+// isBelow reports whether p lies below dir (not dir itself).
+func isBelow(p, dir string) bool {
+	return dir == "." && p != "." || len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir
+}

@@ -1,0 +1,103 @@
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// Overlay's own attributes, on the upper directory of an overlay a root cordon
+// mounted (trusted.*, which only root reads or writes).
+const (
+	xattrOpaque   = "trusted.overlay.opaque"
+	xattrRedirect = "trusted.overlay.redirect"
+	xattrMetacopy = "trusted.overlay.metacopy"
+)
+
+// Read describes the upper directory upper. The caller guarantees that nothing
+// writes it any more (the run that wrote it has ended).
+func Read(upper string) (*Set, error) {
+	if _, err := os.Lstat(upper); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNotStaged, upper)
+		}
+		return nil, err
+	}
+	s := &Set{}
+	if err := s.walk(upper, "."); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(s.Changes, func(i, j int) bool { return s.Changes[i].Path < s.Changes[j].Path })
+	return s, nil
+}
+
+// walk adds the entries of the upper directory rel (relative to upper).
+func (s *Set) walk(upper, rel string) error {
+	dir := filepath.Join(upper, filepath.FromSlash(rel))
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("reading the staged changes: %w", err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("reading the staged changes: %w", err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := path.Join(rel, name)
+		full := filepath.Join(upper, filepath.FromSlash(p))
+		fi, err := os.Lstat(full)
+		if err != nil {
+			return fmt.Errorf("reading the staged changes: %w", err)
+		}
+		if err := s.entry(upper, p, full, fi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Set) entry(upper, p, full string, fi fs.FileInfo) error {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	for _, x := range []string{xattrRedirect, xattrMetacopy} {
+		if v, err := linux.Getxattr(full, x); err != nil || v != "" {
+			s.Problems = append(s.Problems, Problem{p, "overlay metadata (" + x + ") the change set cannot represent"})
+			return nil
+		}
+	}
+	switch m := fi.Mode(); {
+	case m&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0:
+		s.Changes = append(s.Changes, Change{Path: p, Kind: Delete})
+	case m.IsDir():
+		v, err := linux.Getxattr(full, xattrOpaque)
+		if err != nil {
+			return err
+		}
+		s.Changes = append(s.Changes, Change{Path: p, Kind: Dir, Mode: uint32(m.Perm()), Opaque: v == "y"})
+		return s.walk(upper, p)
+	case m.IsRegular():
+		if st != nil && st.Nlink > 1 {
+			// Two names for one file in the change set: each lands as a file of its
+			// own (the link is not kept), and the reviewer is told.
+			s.Problems = append(s.Problems, Problem{p, fmt.Sprintf("a hard link (%d names): lands as a separate copy", st.Nlink)})
+		}
+		s.Changes = append(s.Changes, Change{Path: p, Kind: File, Mode: uint32(m.Perm()), Size: fi.Size()})
+	case m&fs.ModeSymlink != 0:
+		target, err := os.Readlink(full)
+		if err != nil {
+			return err
+		}
+		s.Changes = append(s.Changes, Change{Path: p, Kind: Symlink, Target: target})
+	default:
+		s.Problems = append(s.Problems, Problem{p, "a special file (" + m.Type().String() + "): not landed"})
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tree is a directory tree written in place of whoever else writes it: every path is
+// resolved below its root without following a symbolic link or crossing to another
+// mount on the way (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV), and
+// the last component is never followed either. A link planted anywhere in the tree
+// makes the operation fail; it never redirects it. Paths are slash-separated and
+// relative to the root ("." is the root).
+type Tree struct {
+	root *os.File
+}
+
+// OpenTree opens dir, which must be a directory reached without links.
+func OpenTree(dir string) (*Tree, error) {
+	f, err := OpenDirNoLinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Tree{root: f}, nil
+}
+
+// Close releases the tree's root.
+func (t *Tree) Close() error { return t.root.Close() }
+
+func (t *Tree) resolve(rel string, flags uint64) (int, error) {
+	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
+	for {
+		fd, err := unix.Openat2(int(t.root.Fd()), rel, &how)
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// parent opens rel's parent directory and returns it with rel's last component.
+func (t *Tree) parent(rel string) (int, string, error) {
+	rel = path.Clean(rel)
+	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) {
+		return -1, "", fmt.Errorf("%q: not a path below the tree", rel)
+	}
+	fd, err := t.resolve(path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, "", fmt.Errorf("opening the directory of %s: %w", rel, err)
+	}
+	return fd, path.Base(rel), nil
+}
+
+// Lstat describes rel itself (a link is described, not followed); an error matching
+// os.ErrNotExist when it is not there.
+func (t *Tree) Lstat(rel string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if path.Clean(rel) == "." {
+		return &st, unix.Fstat(int(t.root.Fd()), &st)
+	}
+	pfd, name, err := t.parent(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(pfd)
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	return &st, nil
+}
+
+// Names lists the directory rel.
+func (t *Tree) Names(rel string) ([]string, error) {
+	fd, err := t.resolve(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// Mkdir makes the directory rel (its parent must exist) with mode perm, owned by
+// uid:gid when uid >= 0. An existing directory is left as it is.
+func (t *Tree) Mkdir(rel string, perm uint32, uid, gid int) error {
+	pfd, name, err := t.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	if err := unix.Mkdirat(pfd, name, perm&0o777); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			var st unix.Stat_t
+			if unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return nil
+			}
+		}
+		return &os.PathError{Op: "mkdir", Path: rel, Err: err}
+	}
+	if uid >= 0 {
+		if err := unix.Fchownat(pfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &os.PathError{Op: "chown", Path: rel, Err: err}
+		}
+	}
+	// mkdir applied the umask; the mode asked for is the mode wanted.
+	return unix.Fchmodat(pfd, name, perm&0o777, 0)
+}
+
+// WriteFile replaces rel with a regular file holding what r gives, with mode perm
+// (permission bits only: never set-id or sticky) owned by uid:gid when uid >= 0. The
+// file is written under a temporary name beside rel and renamed over it, so rel is at
+// every moment either what it was or the whole new file; a directory at rel is not
+// replaced (an error).
+func (t *Tree) WriteFile(rel string, r io.Reader, perm uint32, uid, gid int) error {
+	return t.replace(rel, uid, gid, func(pfd int, tmp string) error {
+		fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), tmp)
+		defer f.Close()
+		if _, err := io.Copy(f, r); err != nil {
+			return err
+		}
+		if uid >= 0 {
+			if err := f.Chown(uid, gid); err != nil {
+				return err
+			}
+		}
+		return f.Chmod(os.FileMode(perm & 0o777))
+	})
+}
+
+// Symlink replaces rel with a symbolic link to target, owned by uid:gid when uid >= 0.
+func (t *Tree) Symlink(rel, target string, uid, gid int) error {
+	return t.replace(rel, uid, gid, func(pfd int, tmp string) error {
+		if err := unix.Symlinkat(target, pfd, tmp); err != nil {
+			return err
+		}
+		if uid >= 0 {
+			return unix.Fchownat(pfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		return nil
+	})
+}
+
+// replace makes rel's new content under a temporary name (make) and renames it over
+// rel.
+func (t *Tree) replace(rel string, uid, gid int, make func(pfd int, tmp string) error) error {
+	pfd, name, err := t.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return &os.PathError{Op: "replace", Path: rel, Err: syscall.EISDIR}
+	}
+	var tmp string
+	for i := 0; ; i++ {
+		// A fresh name each try, made exclusively: a file of that name already
+		// there is someone's, and is never touched.
+		tmp = fmt.Sprintf(".cordon-apply-%d-%d", os.Getpid(), rand.Uint32())
+		err = make(pfd, tmp)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EEXIST) || i == 10 {
+			if !errors.Is(err, unix.EEXIST) {
+				_ = unix.Unlinkat(pfd, tmp, 0)
+			}
+			return &os.PathError{Op: "write", Path: rel, Err: err}
+		}
+	}
+	if err := unix.Renameat(pfd, tmp, pfd, name); err != nil {
+		_ = unix.Unlinkat(pfd, tmp, 0)
+		return &os.PathError{Op: "rename", Path: rel, Err: err}
+	}
+	return nil
+}
+
+// Remove removes rel: a file, a link or an empty directory. A missing rel is no error.
+func (t *Tree) Remove(rel string) error {
+	pfd, name, err := t.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &os.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	flags := 0
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		flags = unix.AT_REMOVEDIR
+	}
+	if err := unix.Unlinkat(pfd, name, flags); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "remove", Path: rel, Err: err}
+	}
+	return nil
+}
+
+// Getxattr returns the value of the extended attribute name of rel itself (not what a
+// link points to); "" and no error when rel has none by that name.
+func Getxattr(p, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Lgetxattr(p, name, buf)
+		switch {
+		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
+			return "", nil
+		case errors.Is(err, unix.ERANGE) && len(buf) < 1<<16:
+			buf = make([]byte, 4*len(buf))
+			continue
+		case err != nil:
+			return "", &os.PathError{Op: "getxattr", Path: p, Err: err}
+		}
+		return string(buf[:n]), nil
+	}
+}

@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/audit/fsdiff"
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/layer"
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// ApplyOptions configure Apply.
+type ApplyOptions struct {
+	AuditRoot string   // where the run's log is
+	Paths     []string // workspace-relative paths to land; none means all
+	Force     bool     // land over conflicts
+	Stderr    io.Writer
+}
+
+// StageResult is what Apply or Discard did.
+type StageResult struct {
+	Paths       []string // landed (apply) or dropped (discard)
+	Refused     []string // "path: why", never landed
+	Conflicts   []string // changed underneath the stage
+	Quarantined []string
+	Pending     int // changes still staged
+}
+
+// Apply lands the staged changes of run id (those at or below o.Paths, or all) in
+// its workspace and records a stage.apply line in its log. It refuses, landing
+// nothing, when the workspace changed underneath a staged path since the run
+// started (unless o.Force), and never lands what the contract did not let the
+// sandbox write. What it lands is disarmed as a direct run's changes are: a new git
+// repository or contract is renamed (quarantine). Once nothing is left staged, the
+// stage directory goes.
+func Apply(id string, o ApplyOptions) (StageResult, error) {
+	var res StageResult
+	if err := audit.ValidateRunID(id); err != nil {
+		return res, errdefs.Invalidf("%w", err)
+	}
+	dir, rec, err := stageDirOf(o.AuditRoot, id)
+	if err != nil {
+		return res, err
+	}
+	unlock, err := lockStage(dir)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	if _, err := audit.Verify(filepath.Join(o.AuditRoot, id, audit.EventsFile)); err != nil {
+		return res, errdefs.Unavailablef("the run's log does not verify, so nothing of it is applied: %w", err)
+	}
+	upper := filepath.Join(dir, stageUpperName)
+	set, err := layer.Read(upper)
+	if err != nil {
+		return res, errdefs.Unavailablef("%w", err)
+	}
+	changes, unmatched := set.Select(o.Paths)
+	if len(unmatched) > 0 {
+		return res, errdefs.Invalidf("nothing staged at %q", unmatched)
+	}
+	changes = notYet(changes, rec)
+	l := layer.Landing{Workspace: rec.Workspace, Upper: upper, Started: rec.Started, Ended: rec.Ended,
+		Writable: rec.writable, UID: -1, GID: -1, Force: o.Force}
+	if os.Geteuid() == 0 {
+		if l.UID, l.GID, err = linux.Owner(rec.Workspace); err != nil {
+			return res, errdefs.Unavailablef("%w", err)
+		}
+	}
+	out, err := layer.Apply(l, changes)
+	res.Conflicts = out.Conflicts
+	for _, p := range out.Refused {
+		res.Refused = append(res.Refused, p.Path+": "+p.Why)
+		rec.Refused = append(rec.Refused, p.Path)
+	}
+	for _, p := range set.Problems {
+		res.Refused = append(res.Refused, p.Path+": "+p.Why)
+	}
+	if errors.Is(err, layer.ErrConflict) {
+		return res, errdefs.Deniedf("%w", err)
+	}
+	res.Paths = out.Applied
+	rec.Applied = append(rec.Applied, out.Applied...)
+	res.Quarantined = quarantineLanded(rec.Workspace, out.Applied, o.Stderr)
+	res.Pending = pending(set, rec)
+	if serr := rec.save(dir); err == nil {
+		err = serr
+	}
+	body := event.StageBody{Paths: res.Paths, Refused: res.Refused, Conflicts: res.Conflicts, Forced: o.Force,
+		Quarantined: res.Quarantined, Pending: res.Pending, By: userName()}
+	if aerr := audit.Append(filepath.Join(o.AuditRoot, id), event.StageApply, body); err == nil {
+		err = aerr
+	}
+	if err != nil {
+		return res, errdefs.Unavailablef("applying: %w", err)
+	}
+	if res.Pending == 0 {
+		if err := os.RemoveAll(dir); err != nil {
+			return res, errdefs.Unavailablef("removing the applied stage: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// notYet drops the changes an earlier apply landed or refused.
+func notYet(changes []layer.Change, rec *stageRecord) []layer.Change {
+	done := map[string]bool{}
+	for _, p := range append(append([]string(nil), rec.Applied...), rec.Refused...) {
+		done[p] = true
+	}
+	var out []layer.Change
+	for _, c := range changes {
+		if !done[c.Path] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// quarantineLanded disarms what apply landed the way a direct run's diff is disarmed
+// (quarantine): the same rules, on the paths landed.
+func quarantineLanded(ws string, landed []string, stderr io.Writer) []string {
+	if len(landed) == 0 {
+		return nil
+	}
+	diff := &fsdiff.Result{}
+	for _, p := range landed {
+		diff.Changes = append(diff.Changes, fsdiff.Change{Path: p, Op: fsdiff.Added})
+	}
+	r := &run{plan: &contract.Plan{Workspace: ws}, o: &Options{Stderr: orDiscard(stderr), Log: slog.New(slog.DiscardHandler)}}
+	return r.quarantine(diff)
+}
+
+// Discard drops the staged changes of run id and records a stage.discard line in its
+// log. The workspace is not touched.
+func Discard(auditRoot, id string) (StageResult, error) {
+	var res StageResult
+	if err := audit.ValidateRunID(id); err != nil {
+		return res, errdefs.Invalidf("%w", err)
+	}
+	dir, rec, err := stageDirOf(auditRoot, id)
+	if err != nil {
+		return res, err
+	}
+	unlock, err := lockStage(dir)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	logDir := filepath.Join(auditRoot, id)
+	if _, err := audit.Verify(filepath.Join(logDir, audit.EventsFile)); err != nil {
+		return res, errdefs.Unavailablef("the run's log does not verify: %w", err)
+	}
+	if set, err := layer.Read(filepath.Join(dir, stageUpperName)); err == nil {
+		for _, c := range notYet(set.Changes, rec) {
+			if c.Kind != layer.Dir || c.Opaque || !rec.Ended[c.Path].Dir {
+				res.Paths = append(res.Paths, c.Path)
+			}
+		}
+	}
+	if err := audit.Append(logDir, event.StageDiscard, event.StageBody{Paths: res.Paths, By: userName()}); err != nil {
+		return res, errdefs.Unavailablef("%w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return res, errdefs.Unavailablef("removing the stage: %w", err)
+	}
+	return res, nil
+}
