@@ -13,15 +13,6 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// State is what the real workspace held at a path: recorded when the staged run
-// ended, compared when its changes land.
-type State struct {
-	Exists bool   `json:"exists"`
-	Ino    uint64 `json:"ino,omitempty"`
-	Ctime  int64  `json:"ctime,omitempty"` // ns; ctime cannot be set from user space
-	Dir    bool   `json:"dir,omitempty"`
-}
-
 // StateOf describes rel in t.
 func StateOf(t *linux.Tree, rel string) State {
 	st, err := t.Lstat(rel)
