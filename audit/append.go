@@ -10,6 +10,11 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 )
 
+// StageDir is the directory a staged run keeps beside its log: the change set waiting
+// for `cordon apply` or `cordon discard` (package runner owns what is in it). A run
+// that has one is never pruned.
+const StageDir = "stage"
+
 // Append adds one line of type typ (one that follows the seal: [AfterSeal]) to the
 // sealed log of the run in dir, chained to its last line. The log must verify first:
 // a log that does not is never extended (its problem is returned). The caller

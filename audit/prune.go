@@ -151,6 +151,9 @@ func prunable(root string, s Summary) (Pruned, string) {
 	if !rep.OK() || err != nil {
 		return Pruned{}, fmt.Sprintf("does not verify (%v): never pruned", err)
 	}
+	if _, err := os.Lstat(filepath.Join(root, s.ID, StageDir)); err == nil {
+		return Pruned{}, "its staged changes wait for cordon apply or discard: never pruned"
+	}
 	return Pruned{V: Version, Run: s.ID, Workspace: s.Workspace, Started: s.Start, Ended: s.Ended,
 		Lines: rep.Lines, Head: rep.Head}, ""
 }

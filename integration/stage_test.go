@@ -168,8 +168,8 @@ func TestStagedApplyRefusesWhatTheContractDenied(t *testing.T) {
 	upper := filepath.Join(w.stageDir(id), "upper")
 	// What a hostile change set could hold, written where the sandbox's writes go.
 	mustWrite(t, filepath.Join(upper, ".git", "hooks", "pre-commit"), "#!/bin/sh\necho pwned\n")
-	if err := syscall.Mknod(filepath.Join(upper, "dev"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("mknod", filepath.Join(upper, "dev"), "c", "1", "3").CombinedOutput(); err != nil {
+		t.Fatalf("mknod: %v: %s", err, out)
 	}
 	r := w.cordon("", "apply", id)
 	if r.code != 0 {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cordonhq/cordon/audit"
+
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/layer"
 )
@@ -19,7 +21,7 @@ import (
 
 // Names in a run's stage directory.
 const (
-	stageDirName    = "stage"
+	stageDirName    = audit.StageDir
 	stageRecordName = "stage.json"
 	stageUpperName  = "upper"
 	stageWorkName   = "work"

@@ -94,10 +94,14 @@ func (r *run) finishStage() error {
 		r.stage.Ended[c.Path] = layer.StateOf(ws, c.Path)
 	}
 	r.stage.Finished = true
+	r.res.Staged = pending(set, r.stage)
+	if r.res.Staged == 0 && len(set.Problems) == 0 {
+		// Nothing to land: no stage waits for apply or discard.
+		return os.RemoveAll(r.stageDir)
+	}
 	if err := r.stage.save(r.stageDir); err != nil {
 		return err
 	}
-	r.res.Staged = pending(set, r.stage)
 	for _, p := range set.Problems {
 		fmt.Fprintf(r.o.Stderr, "cordon: staged %s: %s\n", termtext.Line(p.Path), p.Why)
 	}

@@ -44,3 +44,25 @@ hyperfine -N --warmup 1 --runs "$runs" --export-json "$out/workspace.json" \
   -n "git $n11 files" "sh -c 'cd $tmp/go11k && exec $cordon run -- true'" \
   -n "git $n100 files" "sh -c 'cd $tmp/gen100k && exec $cordon run -- true'" >/dev/null
 "$tmp/benchtable" -baseline empty "$out/workspace.json" | tee "$out/workspace.txt"
+
+echo "== cordon run --stage -- true in the same workspaces (staged: the overlay, its diff view and the change set read)"
+hyperfine -N --warmup 1 --runs "$runs" --export-json "$out/workspace-staged.json" \
+  -n "empty direct" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
+  -n "empty staged" "sh -c 'cd $tmp/empty && exec $cordon run --stage -- true'" \
+  -n "git $n11 staged" "sh -c 'cd $tmp/go11k && exec $cordon run --stage -- true'" \
+  -n "git $n100 staged" "sh -c 'cd $tmp/gen100k && exec $cordon run --stage -- true'" >/dev/null
+"$tmp/benchtable" -baseline "empty direct" "$out/workspace-staged.json" | tee "$out/workspace-staged.txt"
+
+# cordon apply of 10 and 1,000 changed files: each timed apply lands a fresh staged
+# run's changes (made by --prepare, not timed) into the 11k-file clone.
+export CORDON_AUDIT_DIR="$tmp/audit"
+for n in 10 1000; do
+  cat >"$tmp/stage$n.sh" <<SH
+cd $tmp/go11k && $cordon run --stage -- sh -c 'mkdir -p bench && i=0; while [ \$i -lt $n ]; do echo \$i\$\$ > bench/f\$i; i=\$((i+1)); done' 2>&1 | sed -n 's/.*staged run \([^:]*\):.*/\1/p' > $tmp/id$n
+SH
+done
+echo "== cordon apply of a staged run's 10 and 1000 new files (the staged run itself is not timed)"
+hyperfine -N --runs "$runs" --export-json "$out/apply.json" \
+  --prepare "sh $tmp/stage10.sh" -n "apply 10 files" "sh -c 'cd $tmp/go11k && exec $cordon apply --force \$(cat $tmp/id10)'" \
+  --prepare "sh $tmp/stage1000.sh" -n "apply 1000 files" "sh -c 'cd $tmp/go11k && exec $cordon apply --force \$(cat $tmp/id1000)'" >/dev/null
+"$tmp/benchtable" -baseline "apply 10 files" "$out/apply.json" | tee "$out/apply.txt"

@@ -107,7 +107,9 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}
 	runEnding(res).print(stdio.Stderr)
-	if o.stage && err == nil {
+	if o.stage && err == nil && res.Staged == 0 {
+		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: no changes; nothing is staged\n", res.RunID)
+	} else if o.stage && err == nil {
 		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: %d change(s) wait; land them with `cordon apply %s`, drop them with `cordon discard %s`\n", res.RunID, res.Staged, res.RunID, res.RunID)
 	}
 	if err != nil {

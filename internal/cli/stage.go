@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,10 +13,10 @@ import (
 )
 
 func newApplyCmd(stdio IO) *cobra.Command {
-	var auditDir string
+	var sel runSel
 	var force bool
 	c := &cobra.Command{
-		Use:   "apply [flags] RUN [PATH...]",
+		Use:   "apply [flags] RUN|last [PATH...]",
 		Short: "land a staged run's changes in the workspace",
 		Long: `Lands the changes of the staged run RUN (cordon run --stage) in its workspace: all of
 them, or only those at or below each PATH (relative to the workspace). The run's log
@@ -25,51 +26,51 @@ Nothing lands when the workspace changed underneath a staged path since the run
 started: apply names those paths and exits 1; --force lands over them. What the
 contract did not let the sandbox write is never landed, and a new git repository or
 contract is renamed as a direct run renames it.`,
-		Example: `  cordon apply 20261202T150405-ab12cd
-  cordon apply 20261202T150405-ab12cd src/main.go docs/`,
+		Example: `  cordon apply last                  # the last run of this workspace
+  cordon apply 20261202T150405Z-ab12cd src/main.go docs/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			root, err := auditRoot(auditDir)
+			run, err := sel.run("apply", args[:1])
 			if err != nil {
-				return err
+				return stageError(err)
 			}
-			res, err := runner.Apply(args[0], runner.ApplyOptions{AuditRoot: root, Paths: args[1:], Force: force, Stderr: stdio.Stderr})
+			res, err := runner.Apply(run.ID, runner.ApplyOptions{AuditRoot: filepath.Dir(run.Dir), Paths: args[1:], Force: force, Stderr: stdio.Stderr})
 			printStage(stdio.Stderr, res)
 			if err != nil {
 				return stageError(err)
 			}
-			fmt.Fprintf(stdio.Stdout, "applied %d path(s) of run %s; %d still staged\n", len(res.Paths), args[0], res.Pending)
+			fmt.Fprintf(stdio.Stdout, "applied %d path(s) of run %s; %d still staged\n", len(res.Paths), run.ID, res.Pending)
 			return nil
 		},
 	}
-	c.Flags().StringVar(&auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
+	sel.flags(c.Flags())
 	c.Flags().BoolVar(&force, "force", false, "land over paths the workspace changed underneath the stage")
 	return c
 }
 
 func newDiscardCmd(stdio IO) *cobra.Command {
-	var auditDir string
+	var sel runSel
 	c := &cobra.Command{
-		Use:   "discard [flags] RUN",
+		Use:   "discard [flags] RUN|last",
 		Short: "drop a staged run's changes",
 		Long: `Drops what the staged run RUN (cordon run --stage) left staged, without touching the
 workspace. The run's log records it (stage.discard, with the paths dropped).`,
-		Example: "  cordon discard 20261202T150405-ab12cd",
+		Example: "  cordon discard last",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			root, err := auditRoot(auditDir)
-			if err != nil {
-				return err
-			}
-			res, err := runner.Discard(root, args[0])
+			run, err := sel.run("discard", args)
 			if err != nil {
 				return stageError(err)
 			}
-			fmt.Fprintf(stdio.Stdout, "discarded %d path(s) of run %s\n", len(res.Paths), args[0])
+			res, err := runner.Discard(filepath.Dir(run.Dir), run.ID)
+			if err != nil {
+				return stageError(err)
+			}
+			fmt.Fprintf(stdio.Stdout, "discarded %d path(s) of run %s\n", len(res.Paths), run.ID)
 			return nil
 		},
 	}
-	c.Flags().StringVar(&auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
+	sel.flags(c.Flags())
 	return c
 }
 
