@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Egress benchmark (issue 3), side by side in one run: a 200 MB download over loopback
-# and 1,000 small keep-alive requests, directly, through cordon's proxy (curl inside a
-# cordon sandbox) and through srt's proxy (curl inside srt). Results go to bench/out/.
+# Egress benchmark (issues 3 and 17), side by side in one run:
+#  - throughput: a 400 MB body over loopback with curl, directly, through cordon's proxy as
+#    plain HTTP (curl inside `cordon run`, which sets HTTP_PROXY) and as a CONNECT tunnel
+#    (curl -p through the same proxy); median of $REPS downloads each, MB/s and the ratio
+#    to direct;
+#  - the older table: a 200 MB download and 1,000 small keep-alive requests, direct,
+#    through cordon and through srt's proxy when srt is installed.
+# Results go to bench/out/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cordon="$root/bin/cordon"
@@ -32,6 +37,27 @@ dl="curl -sS -o /dev/null -w %{speed_download} http://$addr/big?n=$big"
 lat='curl -sS -K small.curl -w "%{time_total}\n"'
 have_srt=0; command -v srt >/dev/null 2>&1 && have_srt=1
 srt_run() { srt -s "$tmp/srt.json" -c "sleep 0.3; export NO_PROXY= no_proxy=; $1"; }
+
+reps=${REPS:-3}
+huge=$((400 * 1024 * 1024))
+hurl="http://$addr/big?n=$huge"
+# median MB/s of $reps runs of the command given, which prints curl's speed_download.
+median_mbs() {
+  for _ in $(seq "$reps"); do "$@"; echo; done | sort -g |
+    awk 'NF{v[++n]=$1/1e6} END{m=(n%2)?v[(n+1)/2]:(v[n/2]+v[n/2+1])/2; printf "%.0f", m}'
+}
+speed='-sS -o /dev/null -w %{speed_download}'
+{
+  echo "== egress throughput: 400 MB over loopback, curl, median of $reps (one run)"
+  printf '%-28s %10s %8s\n' path MB/s ratio
+  t_d=$(median_mbs curl $speed "$hurl")
+  t_h=$(median_mbs "$cordon" run -- curl $speed "$hurl")
+  t_c=$(median_mbs "$cordon" run -- curl -p $speed "$hurl")
+  for r in "direct:$t_d" "cordon HTTP proxy:$t_h" "cordon CONNECT tunnel:$t_c"; do
+    awk -v n="${r%%:*}" -v v="${r##*:}" -v d="$t_d" 'BEGIN{printf "%-28s %10.0f %8.2f\n", n, v, v/d}'
+  done
+  echo
+} | tee "$out/egress-throughput.txt"
 
 row() { printf '%-22s %12s %12s %12s\n' "$@"; }
 {
