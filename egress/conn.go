@@ -27,6 +27,10 @@ type idleConn struct {
 	hard time.Time
 
 	nread, nwritten atomic.Int64
+
+	// splice, when set on an upstream conn, relays a response body kernel to kernel
+	// (see bodySplice); it may be read by the transport's read loop, hence atomic.
+	splice atomic.Pointer[bodySplice]
 }
 
 func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
@@ -37,6 +41,11 @@ func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
 func (c *idleConn) setHard(t time.Time) { c.hard = t }
 
 func (c *idleConn) Read(b []byte) (int, error) {
+	if s := c.splice.Load(); s != nil {
+		if n, ok, err := s.read(c, b); ok {
+			return n, err
+		}
+	}
 	for {
 		deadline := time.Now().Add(c.idle)
 		if !c.hard.IsZero() && c.hard.Before(deadline) {

@@ -9,7 +9,7 @@
 # Results go to bench/out/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cordon="$root/bin/cordon"
+cordon=${CORDON:-$root/bin/cordon} # CORDON=path compares another build
 out="$root/bench/out"
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/cordon-bench-egress.XXXXXX)
@@ -41,21 +41,27 @@ srt_run() { srt -s "$tmp/srt.json" -c "sleep 0.3; export NO_PROXY= no_proxy=; $1
 reps=${REPS:-3}
 huge=$((400 * 1024 * 1024))
 hurl="http://$addr/big?n=$huge"
-# median MB/s of $reps runs of the command given, which prints curl's speed_download.
-median_mbs() {
-  for _ in $(seq "$reps"); do "$@"; echo; done | sort -g |
-    awk 'NF{v[++n]=$1/1e6} END{m=(n%2)?v[(n+1)/2]:(v[n/2]+v[n/2+1])/2; printf "%.0f", m}'
-}
+# Rounds are interleaved (direct, HTTP proxy, CONNECT, then again) so that load from
+# elsewhere on the machine falls on all three alike; each figure is the median of its
+# rounds and each ratio the median of the per-round ratios.
+mbs() { "$@" | awk '{printf "%.0f\n", $1/1e6}'; }
+med() { sort -g | awk '{v[++n]=$1} END{m=(n%2)?v[(n+1)/2]:(v[n/2]+v[n/2+1])/2; printf "%.2f", m}'; }
 speed='-sS -o /dev/null -w %{speed_download}'
+: > "$tmp/rounds"
+for _ in $(seq "$reps"); do
+  d=$(mbs curl $speed "$hurl")
+  h=$(mbs "$cordon" run -- curl $speed "$hurl")
+  c=$(mbs "$cordon" run -- curl -p $speed "$hurl")
+  echo "$d $h $c" >> "$tmp/rounds"
+done
+col() { awk -v i="$1" '{print $i}' "$tmp/rounds" | med; }
+ratio() { awk -v i="$1" '{print $i/$1}' "$tmp/rounds" | med; }
 {
-  echo "== egress throughput: 400 MB over loopback, curl, median of $reps (one run)"
+  echo "== egress throughput: 400 MB over loopback, curl, median of $reps interleaved rounds (one run)"
   printf '%-28s %10s %8s\n' path MB/s ratio
-  t_d=$(median_mbs curl $speed "$hurl")
-  t_h=$(median_mbs "$cordon" run -- curl $speed "$hurl")
-  t_c=$(median_mbs "$cordon" run -- curl -p $speed "$hurl")
-  for r in "direct:$t_d" "cordon HTTP proxy:$t_h" "cordon CONNECT tunnel:$t_c"; do
-    awk -v n="${r%%:*}" -v v="${r##*:}" -v d="$t_d" 'BEGIN{printf "%-28s %10.0f %8.2f\n", n, v, v/d}'
-  done
+  printf '%-28s %10.0f %8.2f\n' direct "$(col 1)" 1
+  printf '%-28s %10.0f %8.2f\n' "cordon HTTP proxy" "$(col 2)" "$(ratio 2)"
+  printf '%-28s %10.0f %8.2f\n' "cordon CONNECT tunnel" "$(col 3)" "$(ratio 3)"
   echo
 } | tee "$out/egress-throughput.txt"
 
