@@ -56,7 +56,9 @@ func bodyHash(t *testing.T, resp *http.Response) string {
 	return sha256Hex(t, resp.Body)
 }
 
-func wantSum(n int64, seed uint64) string { return strconv.FormatInt(n, 10) + " " + testutil.SumOf(n, seed) }
+func wantSum(n int64, seed uint64) string {
+	return strconv.FormatInt(n, 10) + " " + testutil.SumOf(n, seed)
+}
 
 // TestSpliceKeepAlive sends, on one client connection, two large Content-Length downloads
 // (the upstream connection is reused between them), a chunked one, and then a request to
