@@ -36,6 +36,7 @@ type bodySplice struct {
 	dst     *idleConn    // the client
 	budget  atomic.Int64 // bytes the next upstream Read may splice; 0 when disarmed
 	spliced atomic.Int64 // bytes the last armed Read spliced
+	pipes   pipeCache    // used only by the armed Read, which runs in the relay's goroutine
 }
 
 // read is the armed upstream conn's Read; ok is false when it did nothing (no budget,
@@ -45,7 +46,7 @@ func (s *bodySplice) read(src *idleConn, b []byte) (int, bool, error) {
 	if k <= 0 {
 		return 0, false, nil
 	}
-	n, handled, err := spliceCopy(s.dst, src, k)
+	n, handled, err := spliceVia(&s.pipes, s.dst, src, k)
 	if !handled {
 		return 0, false, nil
 	}
@@ -61,6 +62,7 @@ func relaySpliced(bw *bufio.Writer, cc, up *idleConn, body io.Reader, length int
 		return 0, err
 	}
 	s := &bodySplice{dst: cc}
+	defer s.pipes.close() // runs last: no Read can use the pipe once disarmed
 	up.splice.Store(s)
 	defer up.splice.Store(nil)
 	bp := bigBufPool.Get().(*[]byte)

@@ -20,15 +20,40 @@ import (
 // handled is false, with nothing moved, when either side is not a TCP or unix stream
 // socket or no pipe could be made; the caller then copies through user memory.
 func spliceCopy(dst, src *idleConn, limit int64) (n int64, handled bool, err error) {
+	var pc pipeCache
+	defer pc.close()
+	return spliceVia(&pc, dst, src, limit)
+}
+
+// pipeCache keeps one splice pipe across calls of spliceVia (a pipe is three system
+// calls to make and close). The zero value is empty; close releases the pipe.
+type pipeCache struct{ p *linux.Pipe }
+
+func (c *pipeCache) close() {
+	if c.p != nil {
+		c.p.Close()
+		c.p = nil
+	}
+}
+
+// spliceVia is spliceCopy through the pipe in pc, made on first use. A pipe that may
+// still hold bytes after an error is closed, never reused.
+func spliceVia(pc *pipeCache, dst, src *idleConn, limit int64) (n int64, handled bool, err error) {
 	rs, ws := rawSocket(src.Conn), rawSocket(dst.Conn)
 	if rs == nil || ws == nil || limit == 0 {
 		return 0, limit == 0, nil
 	}
-	p, err := linux.NewPipe()
-	if err != nil {
-		return 0, false, nil
+	if pc.p == nil {
+		if pc.p, err = linux.NewPipe(); err != nil {
+			return 0, false, nil
+		}
 	}
-	defer p.Close()
+	p := pc.p
+	defer func() {
+		if err != nil {
+			pc.close()
+		}
+	}()
 	for limit < 0 || n < limit {
 		want := linux.PipeSize
 		if limit >= 0 && limit-n < int64(want) {
