@@ -27,6 +27,10 @@ type idleConn struct {
 	hard time.Time
 
 	nread, nwritten atomic.Int64
+
+	// splice, when set on an upstream conn, relays a response body kernel to kernel
+	// (see bodySplice); it may be read by the transport's read loop, hence atomic.
+	splice atomic.Pointer[bodySplice]
 }
 
 func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
@@ -37,6 +41,11 @@ func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
 func (c *idleConn) setHard(t time.Time) { c.hard = t }
 
 func (c *idleConn) Read(b []byte) (int, error) {
+	if s := c.splice.Load(); s != nil {
+		if n, ok, err := s.read(c, b); ok {
+			return n, err
+		}
+	}
 	for {
 		deadline := time.Now().Add(c.idle)
 		if !c.hard.IsZero() && c.hard.Before(deadline) {
@@ -126,8 +135,42 @@ func tunnel(client *idleConn, clientR io.Reader, up *idleConn) error {
 	return errors.Join(errUp, errDown)
 }
 
-// pipe copies src to dst through a pooled buffer, then half-closes dst.
+// pipe copies src to dst, then half-closes dst. When src can hand over its socket (see
+// [spliceSource]) the bytes move kernel to kernel with splice(2); otherwise, and on other
+// systems, through a pooled buffer.
 func pipe(dst *idleConn, src io.Reader) error {
+	if err := copyStream(dst, src); err != nil {
+		return err
+	}
+	if cerr := dst.CloseWrite(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		return cerr
+	}
+	return nil
+}
+
+// spliceSource is a tunnel source that can hand over its socket: it first writes to dst
+// whatever it holds in user memory, then returns the conn the rest is read from.
+type spliceSource interface {
+	spliceSource(dst *idleConn) (*idleConn, error)
+}
+
+// spliceSource implements spliceSource: an idleConn holds nothing.
+func (c *idleConn) spliceSource(*idleConn) (*idleConn, error) { return c, nil }
+
+// copyStream copies src to dst until src's end.
+func copyStream(dst *idleConn, src io.Reader) error {
+	if ss, ok := src.(spliceSource); ok {
+		raw, err := ss.spliceSource(dst)
+		if errors.Is(err, io.EOF) {
+			return nil // the client sent nothing and closed
+		}
+		if err != nil {
+			return err
+		}
+		if _, handled, err := spliceCopy(dst, raw, -1); handled {
+			return err
+		}
+	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -139,9 +182,6 @@ func pipe(dst *idleConn, src io.Reader) error {
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			if cerr := dst.CloseWrite(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
-				return cerr
-			}
 			return nil
 		}
 		if err != nil {

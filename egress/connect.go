@@ -125,6 +125,25 @@ func (h *helloCheck) Read(b []byte) (int, error) {
 	return h.br.Read(b)
 }
 
+// spliceSource implements spliceSource: it checks the ClientHello, sends upstream what
+// the client sent beyond it that br already holds, and hands over the client conn.
+func (h *helloCheck) spliceSource(dst *idleConn) (*idleConn, error) {
+	if !h.checked {
+		h.checked = true
+		if err := h.check(); err != nil {
+			return nil, err
+		}
+	}
+	if n := h.br.Buffered(); n > 0 {
+		b, _ := h.br.Peek(n)
+		if _, err := dst.Write(b); err != nil {
+			return nil, err
+		}
+		_, _ = h.br.Discard(n)
+	}
+	return h.cc, nil
+}
+
 // check waits for the first byte and, for a TLS handshake, reads and checks the
 // ClientHello and sends it upstream.
 func (h *helloCheck) check() error {

@@ -27,6 +27,15 @@
 //   - reports every attempt as exactly one [event.NetAllow] or [event.NetDeny] event whose
 //     body is an [event.NetBody].
 //
+// After the decision the bytes move kernel to kernel on Linux (splice(2) through a pipe,
+// via internal/linux): a CONNECT or SOCKS5 tunnel once the ClientHello check is done,
+// and a plain-HTTP response body framed by Content-Length, which http.Transport still
+// frames (see bodySplice), so every request head on a kept-alive connection is still
+// parsed and checked. Chunked and unframed bodies, request bodies, intercepted TLS and
+// other systems copy through user memory. The upstream socket never leaves this
+// process: handing it to the bridge (SCM_RIGHTS) would put a host-namespace socket in
+// the sandbox's process 1, and a TCP socket can be disconnected and reconnected anywhere.
+//
 // SOCKS5 is a small server written here (RFC 1928: no authentication, CONNECT only, with
 // domain names, IPv4 and IPv6 addresses; BIND and UDP ASSOCIATE are refused). The
 // maintained library candidate, github.com/things-go/go-socks5, is not served by the module

@@ -67,8 +67,12 @@ func (p *Proxy) forwardHTTP(ctx context.Context, cc *idleConn, bw *bufio.Writer,
 func (p *Proxy) roundTrip(ctx context.Context, cc *idleConn, bw *bufio.Writer, req *http.Request, a *attempt, allowed []policy.Decision) bool {
 	authority := net.JoinHostPort(a.ev.Host, strconv.Itoa(int(a.ev.Port)))
 	var remote net.Addr
+	var upConn *idleConn
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) { remote = info.Conn.RemoteAddr() },
+		GotConn: func(info httptrace.GotConnInfo) {
+			remote = info.Conn.RemoteAddr()
+			upConn, _ = info.Conn.(*idleConn)
+		},
 	})
 	ctx = context.WithValue(ctx, targetKey{}, &checkedTarget{authority: authority, port: a.ev.Port, allowed: allowed})
 	body := newBodyCounter(req.Body)
@@ -105,7 +109,7 @@ func (p *Proxy) roundTrip(ctx context.Context, cc *idleConn, bw *bufio.Writer, r
 		}
 	}
 	a.allowedBy(d, remote)
-	down, werr := writeResponse(bw, req, resp)
+	down, werr := writeResponse(bw, cc, upConn, req, resp)
 	finished := body.wait(p.cfg.IdleTimeout)
 	a.ev.BytesUp, a.ev.BytesDown = body.n.Load(), down
 	if werr != nil {
@@ -188,8 +192,9 @@ func outgoing(ctx context.Context, req *http.Request, authority string, body *bo
 
 // writeResponse relays resp to the client with its own framing (Content-Length when
 // known, chunked otherwise), flushing after every read so streamed responses are not held
-// back. It returns the body bytes written.
-func writeResponse(bw *bufio.Writer, req *http.Request, resp *http.Response) (int64, error) {
+// back. A body framed by Content-Length moves from up to cc with splice(2) where it can
+// (see relaySpliced). It returns the body bytes written.
+func writeResponse(bw *bufio.Writer, cc, up *idleConn, req *http.Request, resp *http.Response) (int64, error) {
 	code := resp.StatusCode
 	text := strings.TrimPrefix(resp.Status, strconv.Itoa(code)+" ")
 	if text == "" || text == resp.Status {
@@ -223,7 +228,13 @@ func writeResponse(bw *bufio.Writer, req *http.Request, resp *http.Response) (in
 	if bodyless {
 		return 0, bw.Flush()
 	}
-	n, err := copyFlush(bw, resp.Body, chunked)
+	var n int64
+	var err error
+	if !chunked && spliceable(resp, up) {
+		n, err = relaySpliced(bw, cc, up, resp.Body, resp.ContentLength)
+	} else {
+		n, err = copyFlush(bw, resp.Body, chunked)
+	}
 	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
 		err = io.ErrUnexpectedEOF
 	}

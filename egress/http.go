@@ -258,5 +258,6 @@ func (p *Proxy) newTransport() *http.Transport {
 		MaxIdleConnsPerHost:    8,
 		IdleConnTimeout:        p.cfg.IdleTimeout,
 		MaxResponseHeaderBytes: maxHead,
+		ReadBufferSize:         upstreamReadBuf,
 	}
 }

@@ -221,7 +221,7 @@ func TestWriteResponseFraming(t *testing.T) {
 			var out bytes.Buffer
 			bw := bufio.NewWriter(&out)
 			req := &http.Request{Method: tt.method, ProtoMajor: 1, ProtoMinor: tt.minor}
-			if _, err := writeResponse(bw, req, tt.resp); err != nil {
+			if _, err := writeResponse(bw, nil, nil, req, tt.resp); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tt.want {
@@ -241,7 +241,7 @@ func TestWriteResponseFraming(t *testing.T) {
 func TestWriteResponseShortBody(t *testing.T) {
 	var out bytes.Buffer
 	resp := &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, ContentLength: 10, Body: io.NopCloser(strings.NewReader("short"))}
-	if _, err := writeResponse(bufio.NewWriter(&out), &http.Request{Method: "GET", ProtoMajor: 1, ProtoMinor: 1}, resp); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := writeResponse(bufio.NewWriter(&out), nil, nil, &http.Request{Method: "GET", ProtoMajor: 1, ProtoMinor: 1}, resp); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("writeResponse of a short body: %v, want ErrUnexpectedEOF", err)
 	}
 }

@@ -365,7 +365,7 @@ func (p *Proxy) interceptOne(cc *idleConn, cbr *bufio.Reader, cbw *bufio.Writer,
 		writeSimple(cbw, http.StatusBadGateway, "cordon: destination switched protocols unasked\n")
 		return errors.New("destination switched protocols unasked")
 	}
-	if _, err := writeResponse(cbw, req, resp); err != nil {
+	if _, err := writeResponse(cbw, nil, nil, req, resp); err != nil {
 		return err
 	}
 	if req.Close || resp.Close || !req.ProtoAtLeast(1, 1) || !body.eof.Load() {

@@ -1,17 +1,26 @@
 // Command benchserver is the loopback HTTP server cordon's egress benchmarks download
 // from: /big?n=BYTES streams n bytes, /small answers a few bytes with keep-alive.
 //
-// Usage: benchserver -listen 127.0.0.2:0 (prints the address it listens on)
+// Usage: benchserver -listen 127.0.0.2:0 [-tls] (prints the address it listens on; with
+// -tls it serves HTTPS with a throwaway self-signed certificate, for curl -k)
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"time"
 )
 
 type zeros struct{}
@@ -23,8 +32,15 @@ func (zeros) Read(p []byte) (int, error) {
 
 func main() {
 	listen := flag.String("listen", "127.0.0.2:0", "address to listen on")
+	useTLS := flag.Bool("tls", false, "serve HTTPS with a self-signed certificate")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
+	if err == nil && *useTLS {
+		var cfg *tls.Config
+		if cfg, err = selfSigned(); err == nil {
+			ln = tls.NewListener(ln, cfg)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchserver:", err)
 		os.Exit(1)
@@ -40,4 +56,24 @@ func main() {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	_ = http.Serve(ln, mux)
+}
+
+// selfSigned returns a TLS config with a fresh self-signed certificate for 127.0.0.2.
+func selfSigned() (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "benchserver"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.2")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, nil
 }

@@ -1,0 +1,102 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// PipeSize is the buffer size [NewPipe] asks for: one splice moves at most this much.
+const PipeSize = 1 << 20
+
+// Pipe is a kernel pipe that carries bytes between two sockets with splice(2), so they
+// never enter user memory. It holds no bytes between a [Pipe.Fill] and the [Pipe.Drain]
+// that follows it unless Drain failed; a Pipe that failed must be closed, not reused.
+// A Pipe is not safe for concurrent use.
+type Pipe struct {
+	r, w int
+	held int // bytes in the pipe
+}
+
+// NewPipe returns a non-blocking pipe of up to [PipeSize] bytes (less when the pipe
+// limits of /proc/sys/fs refuse more).
+func NewPipe() (*Pipe, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("creating splice pipe: %w", err)
+	}
+	_, _ = unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, PipeSize) // smaller works too
+	return &Pipe{r: fds[0], w: fds[1]}, nil
+}
+
+// Close closes both ends of the pipe. It is idempotent.
+func (p *Pipe) Close() error {
+	if p.r < 0 {
+		return nil
+	}
+	err := errors.Join(unix.Close(p.r), unix.Close(p.w))
+	p.r, p.w = -1, -1
+	return err
+}
+
+// Fill moves up to max bytes that src has received into the pipe, waiting through the
+// Go poller (and so under src's read deadline) until there is at least one. It returns
+// io.EOF when src's peer has finished sending and nothing was moved.
+func (p *Pipe) Fill(src syscall.RawConn, max int) (int, error) {
+	var n int64
+	var serr error
+	err := src.Read(func(fd uintptr) bool {
+		for {
+			n, serr = unix.Splice(int(fd), nil, p.w, nil, max, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			if serr != unix.EINTR {
+				return serr != unix.EAGAIN
+			}
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("splice from socket: %w", err)
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	p.held += int(n)
+	return int(n), nil
+}
+
+// Drain moves every byte in the pipe to dst, waiting through the Go poller (and so
+// under dst's write deadline) while dst's buffer is full.
+func (p *Pipe) Drain(dst syscall.RawConn) error {
+	var serr error
+	err := dst.Write(func(fd uintptr) bool {
+		for p.held > 0 {
+			n, e := unix.Splice(p.r, nil, int(fd), nil, p.held, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case e == unix.EINTR:
+				continue
+			case e == unix.EAGAIN:
+				return false
+			case e != nil:
+				serr = e
+				return true
+			case n == 0:
+				serr = io.ErrShortWrite
+				return true
+			}
+			p.held -= int(n)
+		}
+		return true
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("splice to socket: %w", err)
+	}
+	return nil
+}
