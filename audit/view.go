@@ -158,12 +158,48 @@ func note(r Record) (noteView, error) {
 		n.Verb, what, n.Why, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, nil), b.Reason, gateShown
 	case event.GateExecBody:
 		n.Verb, what, n.Why, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, b.Argv), b.Reason, gateShown
+	case event.StageBody:
+		n.Verb, what, n.Why = stageVerbs[r.Type], stageWhat(b), stageWhy(b)
+		shown = []string{"paths", "refused", "conflicts", "forced", "quarantined", "by"}
 	}
 	n.What = what
 	if rest := scalars(body, append(shown, "reason")...); rest != "" {
 		n.What = strings.TrimSpace(what + " " + rest)
 	}
 	return n, nil
+}
+
+// stageVerbs are the timeline verbs of what was done with a staged run's changes.
+var stageVerbs = map[event.Type]string{event.StageApply: "stage APPLY", event.StageDiscard: "stage DISCARD"}
+
+// stageWhat names the paths of a stage line: the first few, and how many in all.
+func stageWhat(b event.StageBody) string {
+	shown := b.Paths
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	what := fmt.Sprintf("%d path(s)", len(b.Paths))
+	if len(shown) > 0 {
+		what += ": " + strings.Join(shown, " ")
+		if len(shown) < len(b.Paths) {
+			what += " …"
+		}
+	}
+	return what + " by " + b.By
+}
+
+func stageWhy(b event.StageBody) string {
+	var why []string
+	if b.Forced {
+		why = append(why, fmt.Sprintf("forced over %d conflict(s)", len(b.Conflicts)))
+	}
+	if len(b.Refused) > 0 {
+		why = append(why, fmt.Sprintf("%d refused", len(b.Refused)))
+	}
+	if len(b.Quarantined) > 0 {
+		why = append(why, fmt.Sprintf("%d quarantined", len(b.Quarantined)))
+	}
+	return strings.Join(why, "; ")
 }
 
 // gateVerbs are the timeline verbs of the gate events.
