@@ -121,7 +121,7 @@ func TestStagedDiscard(t *testing.T) {
 	assertAbsent(t, w.stageDir(id))
 	w.verify(id)
 	show := w.cordon("", "audit", "show", id)
-	assertContains(t, "the timeline", show.stdout, "stage.discard")
+	assertContains(t, "the timeline", show.stdout, "stage DISCARD")
 	if r := w.cordon("", "apply", id); r.code != 1 {
 		t.Errorf("apply after discard: want exit 1, got %v", r)
 	}
@@ -275,4 +275,25 @@ func TestStagedRunKilledThenGC(t *testing.T) {
 	if r := w.cordon("", "apply", id); r.code != 1 {
 		t.Errorf("apply of a collected run: want exit 1, got %v", r)
 	}
+}
+
+// TestContainerStaged: the same staged runs on Docker and containerd, whose overlay
+// is mounted on the host for the engine to bind and detached when the run ends.
+func TestContainerStaged(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		for _, st := range []struct {
+			name string
+			fn   func(*testing.T)
+		}{
+			{"apply", TestStagedWritesInvisibleUntilApply},
+			{"discard", TestStagedDiscard},
+			{"conflicts", TestStagedApplyRefusesConflicts},
+			{"contract", TestStagedApplyRefusesWhatTheContractDenied},
+		} {
+			t.Run(st.name, st.fn)
+		}
+		if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), "staged-workspace") {
+			t.Errorf("a staged overlay is still mounted on the host")
+		}
+	})
 }

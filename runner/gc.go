@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/session/wire"
 )
 
@@ -64,6 +66,10 @@ func gcRuns(root string) ([]string, error) {
 			}
 		}
 		if o.Stage != "" {
+			// A container backend's overlay, still mounted for the engine.
+			if err := linux.Unmount(filepath.Join(dir, sandbox.StageRoot)); err != nil {
+				errs = append(errs, err)
+			}
 			// A staged run that died before it finished: its change set may be
 			// partial; it is dropped, never applied.
 			if st, err := loadStage(o.Stage); err != nil || !st.Finished {

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -96,3 +97,13 @@ func NewOverlayView(layers ...*os.File) (*os.File, error) {
 
 // FDPath is the path through which this process reopens f.
 func FDPath(f *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", f.Fd()) }
+
+// Unmount detaches the mount at target (MNT_DETACH, following no link); a target
+// that is not a mount point, or is gone, is no error.
+func Unmount(target string) error {
+	err := unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return fmt.Errorf("unmounting %s: %w", target, err)
+}

@@ -14,3 +14,6 @@ func NewOverlay(lower, upper, work *os.File) (*os.File, error) { return nil, err
 
 // NewOverlayView is unimplemented on this GOOS.
 func NewOverlayView(layers ...*os.File) (*os.File, error) { return nil, errNoOverlay }
+
+// Unmount is unimplemented on this GOOS.
+func Unmount(target string) error { return errNoOverlay }

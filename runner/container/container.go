@@ -71,6 +71,9 @@ type Input struct {
 	// Image is set when the root file system comes from the contract's image. The
 	// image then provides the system paths: the host's @system paths are not mounted.
 	Image bool
+	// StagedRoot, for a staged run, is the host path of the workspace's overlay
+	// (MountStage): the workspace and the plan's mounts inside it are bound from there.
+	StagedRoot string
 }
 
 // Argv is the container's command: cordon's process 1 reading [InitDir].
@@ -140,7 +143,7 @@ func Mounts(in Input) []specs.Mount {
 			}
 			out = append(out, bind(src, m.Path, true))
 		case contract.Bind:
-			out = append(out, bind(m.Path, m.Path, m.Access != contract.ReadWrite))
+			out = append(out, bind(in.source(m.Path), m.Path, m.Access != contract.ReadWrite))
 		}
 	}
 	out = append(out, bind(in.HostInitDir, InitDir, true), bind(in.Host.Init, InitPath, true))
@@ -163,6 +166,21 @@ func Mounts(in Input) []specs.Mount {
 		}})
 	}
 	return out
+}
+
+// source is the host path a bind of the plan's path p comes from: p itself, or its
+// place in the staged overlay for the workspace and what is inside it.
+func (in Input) source(p string) string {
+	ws := in.Plan.Workspace
+	switch {
+	case in.StagedRoot == "":
+		return p
+	case p == ws:
+		return in.StagedRoot
+	case strings.HasPrefix(p, ws+"/"):
+		return in.StagedRoot + p[len(ws):]
+	}
+	return p
 }
 
 func bind(src, dst string, ro bool) specs.Mount {

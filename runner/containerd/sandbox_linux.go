@@ -68,6 +68,13 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 	if err := container.PrepareInit(&in); err != nil {
 		return errdefs.Unavailablef("containerd: %w", err)
 	}
+	if host.Stage != nil {
+		unstage, err := container.MountStage(&in)
+		if err != nil {
+			return errdefs.Unavailablef("containerd: staging the workspace: %w", err)
+		}
+		s.unstage = unstage
+	}
 	name := container.Name(host.RunID)
 	labels := container.Labels(in, container.Owner())
 	var opts []containerd.NewContainerOpts
@@ -160,6 +167,7 @@ func unpacking(img containerd.Image, snap containerd.NewContainerOpts) container
 // instance is one run's container. Exec may be called once at a time; Close may be
 // called while it runs, and then kills its task.
 type instance struct {
+	unstage  func() error // detaches a staged run's overlay; nil otherwise
 	cli      *containerd.Client
 	ns       string // the containerd namespace
 	c        containerd.Container
@@ -425,6 +433,10 @@ func (s *instance) waitDeleted(ctx context.Context) {
 // task left. A task an Exec still waits for (a session's process 1 that did not end
 // when the host hung up: stopped, traced or hung) is killed first. Every engine call
 // it makes has a deadline, whatever ctx's.
+// CanStage implements sandbox.Stager: cordon mounts the staged overlay on the host
+// for containerd to bind, which takes root.
+func (b *Backend) CanStage() error { return container.CanStage("containerd") }
+
 func (s *instance) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		// One budget for all of it: a containerd that does not answer costs
@@ -446,6 +458,9 @@ func (s *instance) Close(ctx context.Context) error {
 			s.closeErr = fmt.Errorf("%w (cordon gc removes it later)", err)
 		}
 		container.RemoveCgroup(s.cgDir)
+		if s.unstage != nil {
+			s.closeErr = errors.Join(s.closeErr, s.unstage())
+		}
 		select {
 		case <-s.gcDone:
 		case <-ctx.Done():

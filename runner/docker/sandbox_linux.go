@@ -66,6 +66,13 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 	if err := container.PrepareInit(&in); err != nil {
 		return nil, errdefs.Unavailablef("docker: %w", err)
 	}
+	if host.Stage != nil {
+		unstage, err := container.MountStage(&in)
+		if err != nil {
+			return nil, errdefs.Unavailablef("docker: staging the workspace: %w", err)
+		}
+		s.unstage = unstage
+	}
 	etcDir := filepath.Join(host.RunDir, "etc")
 	if err := writeEtc(etcDir); err != nil {
 		return nil, errdefs.Unavailablef("docker: %w", err)
@@ -300,6 +307,7 @@ func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) 
 // configuration. Exec may be called once at a time; Close may be called while it runs,
 // and then kills its container.
 type instance struct {
+	unstage  func() error // detaches a staged run's overlay; nil otherwise
 	cli      *client.Client
 	in       container.Input
 	cfg      *dcontainer.Config
@@ -443,6 +451,9 @@ func (s *instance) Close(ctx context.Context) error {
 		defer cancel()
 		s.removeContainer(ctx, s.current()) // created and never run, or still running
 		s.closeErr = s.waitRemoved(ctx)
+		if s.unstage != nil {
+			s.closeErr = errors.Join(s.closeErr, s.unstage())
+		}
 		select {
 		case <-s.gcDone:
 		case <-ctx.Done():
@@ -450,6 +461,10 @@ func (s *instance) Close(ctx context.Context) error {
 	})
 	return s.closeErr
 }
+
+// CanStage implements sandbox.Stager: cordon mounts the staged overlay on the host
+// for the engine to bind, which takes root.
+func (b *Backend) CanStage() error { return container.CanStage("docker") }
 
 // GC removes the containers of runs whose cordon process is gone (killed with -9) and
 // returns their run ids. An engine that does not answer has nothing to collect.

@@ -68,6 +68,11 @@ type Stage struct {
 	Work  string // overlayfs' scratch directory, empty
 }
 
+// StageRoot is where, in the run directory, the container backends mount a staged
+// run's overlay of the workspace for the engine to bind (engines bind host paths; bwrap
+// keeps its overlay in a private mount namespace). gc detaches what a killed run left.
+const StageRoot = "staged-workspace"
+
 // Stager is a backend that can run a staged run (Host.Stage): CanStage says why it
 // cannot here, or nil. A backend that is not a Stager refuses staged runs.
 type Stager interface {

@@ -1,0 +1,68 @@
+package container
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/runner/sandbox"
+)
+
+// MountStage mounts the staged run's overlay (in.Host.Stage's upper directory over a
+// clone of the workspace, read only) at RunDir/[sandbox.StageRoot] and sets in.StagedRoot, so
+// that Mounts binds the workspace, and what the plan mounts inside it, from there.
+// The upper directory's root is given the workspace's mode and in.UID, who writes
+// there. unmount detaches it; gc does, for a run whose cordon was killed.
+func MountStage(in *Input) (unmount func() error, err error) {
+	st := in.Host.Stage
+	ws := in.Plan.Workspace
+	fi, err := os.Stat(ws)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chown(st.Upper, in.UID, in.GID); err != nil {
+		return nil, fmt.Errorf("preparing the staged workspace: %w", err)
+	}
+	if err := os.Chmod(st.Upper, fi.Mode().Perm()); err != nil {
+		return nil, fmt.Errorf("preparing the staged workspace: %w", err)
+	}
+	lower, err := linux.CloneTree(nil, ws, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer lower.Close()
+	upper, err := linux.OpenDirNoLinks(st.Upper)
+	if err != nil {
+		return nil, err
+	}
+	defer upper.Close()
+	work, err := linux.OpenDirNoLinks(st.Work)
+	if err != nil {
+		return nil, err
+	}
+	defer work.Close()
+	ov, err := linux.NewOverlay(lower, upper, work)
+	if err != nil {
+		return nil, err
+	}
+	defer ov.Close()
+	target := filepath.Join(in.Host.RunDir, sandbox.StageRoot)
+	if err := os.Mkdir(target, 0o700); err != nil {
+		return nil, err
+	}
+	if err := linux.AttachTree(ov, target); err != nil {
+		return nil, err
+	}
+	in.StagedRoot = target
+	return func() error { return linux.Unmount(target) }, nil
+}
+
+// CanStage says why backend cannot stage here: only root mounts the overlay.
+func CanStage(backend string) error {
+	if os.Geteuid() != 0 {
+		return errdefs.Unavailablef("%s: staged runs need cordon to run as root (it mounts the workspace's overlay for the engine to bind)", backend)
+	}
+	return nil
+}
