@@ -54,6 +54,11 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		return res, err
 	}
 	defer unlock()
+	// Read again under the lock: an apply or discard that held it until now has
+	// changed the record, or removed the stage.
+	if dir, rec, err = stageDirOf(o.AuditRoot, id); err != nil {
+		return res, err
+	}
 	if _, err := audit.Verify(filepath.Join(o.AuditRoot, id, audit.EventsFile)); err != nil {
 		return res, errdefs.Unavailablef("the run's log does not verify, so nothing of it is applied: %w", err)
 	}
@@ -154,6 +159,11 @@ func Discard(auditRoot, id string) (StageResult, error) {
 		return res, err
 	}
 	defer unlock()
+	// Read again under the lock: an apply that held it until now has changed the
+	// record, or removed the stage.
+	if dir, rec, err = stageDirOf(auditRoot, id); err != nil {
+		return res, err
+	}
 	logDir := filepath.Join(auditRoot, id)
 	if _, err := audit.Verify(filepath.Join(logDir, audit.EventsFile)); err != nil {
 		return res, errdefs.Unavailablef("the run's log does not verify: %w", err)

@@ -126,8 +126,9 @@ func (l Landing) refuse(ws *linux.Tree, c Change) string {
 	if !l.Writable(c.Path) {
 		return "the contract does not let the sandbox write it"
 	}
-	if c.Kind == Delete || c.Opaque || c.Kind == Dir && StateOf(ws, c.Path).Exists {
-		// What goes must all be the sandbox's to remove.
+	if c.Kind == Delete || c.Opaque || StateOf(ws, c.Path).Exists {
+		// What goes must all be the sandbox's to remove: a file or a link staged
+		// where the workspace holds a directory replaces all of it too.
 		if p := l.unwritableBelow(ws, c.Path); p != "" {
 			return "it would remove " + p + ", which the contract does not let the sandbox write"
 		}
@@ -167,7 +168,30 @@ func (l Landing) conflict(ws *linux.Tree, c Change) bool {
 	if now != was {
 		return true
 	}
-	return was.Exists && was.Ctime >= l.Started-ctimeSlack
+	if was.Exists && was.Ctime >= l.Started-ctimeSlack {
+		return true
+	}
+	// What goes with it: an entry deeper down changed in place changes no ctime
+	// above it, and landing c removes it.
+	return now.Dir && (c.Kind != Dir || c.Opaque) && l.changedBelow(ws, c.Path)
+}
+
+// changedBelow reports whether an entry below the workspace directory rel changed
+// since the run started (a directory's ctime moves when an entry is added, removed
+// or renamed in it; a file's when it is written).
+func (l Landing) changedBelow(ws *linux.Tree, rel string) bool {
+	names, err := ws.Names(rel)
+	if err != nil {
+		return true // unreadable now: nothing vouches for it
+	}
+	for _, n := range names {
+		p := path.Join(rel, n)
+		st := StateOf(ws, p)
+		if !st.Exists || st.Ctime >= l.Started-ctimeSlack || st.Dir && l.changedBelow(ws, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // land makes the workspace hold c.

@@ -104,13 +104,23 @@ func (t *Tree) Mkdir(rel string, perm uint32, uid, gid int) error {
 		}
 		return &os.PathError{Op: "mkdir", Path: rel, Err: err}
 	}
+	// The new directory is opened before it is changed: whoever else writes the
+	// tree may have put a link in its place since, which chmod by name follows.
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
 	if uid >= 0 {
-		if err := unix.Fchownat(pfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
 			return &os.PathError{Op: "chown", Path: rel, Err: err}
 		}
 	}
 	// mkdir applied the umask; the mode asked for is the mode wanted.
-	return unix.Fchmodat(pfd, name, perm&0o777, 0)
+	if err := unix.Fchmod(fd, perm&0o777); err != nil {
+		return &os.PathError{Op: "chmod", Path: rel, Err: err}
+	}
+	return nil
 }
 
 // WriteFile replaces rel with a regular file holding what r gives, with mode perm
