@@ -212,6 +212,33 @@ func TestStageRedLogTailTruncated(t *testing.T) {
 	}
 }
 
+// TestStageRedLogPartialApplyCut: the line of a partial apply cut off, the stage
+// still there: the log verifies (the stage waits), but apply refuses to extend a log
+// that no longer says what was landed.
+func TestStageRedLogPartialApplyCut(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo two > a.txt; echo new > c.txt`)
+	p := filepath.Join(w.audit, id, "events.jsonl")
+	sealed, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := w.cordon("", "apply", id, "c.txt"); r.code != 0 {
+		t.Fatalf("apply c.txt: %v", r)
+	}
+	if err := os.WriteFile(p, sealed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := w.cordon("", "apply", id)
+	if r.code == 0 {
+		t.Fatalf("apply extended a log cut back past a partial apply: %v", r)
+	}
+	if w.read("a.txt") != "one\n" {
+		t.Errorf("apply landed on a log that lost a line: %q", w.read("a.txt"))
+	}
+	assertContains(t, "apply's refusal", r.stderr, "cut off")
+}
+
 // TestStageRedGCAppliesNothing: gc after a finished staged run keeps the stage for
 // apply or discard and lands nothing.
 func TestStageRedGCAppliesNothing(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -26,7 +27,7 @@ import (
 
 // Names in a run's stage directory.
 const (
-	stageDirName    = "stage"
+	stageDirName    = audit.StageDirName
 	stageRecordName = "stage.json"
 	stageUpperName  = "upper"
 	stageWorkName   = "work"

@@ -2,8 +2,10 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -61,6 +63,9 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	}
 	if _, err := audit.Verify(filepath.Join(o.AuditRoot, id, audit.EventsFile)); err != nil {
 		return res, errdefs.Unavailablef("the run's log does not verify, so nothing of it is applied: %w", err)
+	}
+	if err := matchLog(filepath.Join(o.AuditRoot, id, audit.EventsFile), rec); err != nil {
+		return res, errdefs.Unavailablef("nothing of it is applied: %w", err)
 	}
 	upper := filepath.Join(dir, stageUpperName)
 	set, err := layer.Read(upper)
@@ -168,6 +173,9 @@ func Discard(auditRoot, id string) (StageResult, error) {
 	if _, err := audit.Verify(filepath.Join(logDir, audit.EventsFile)); err != nil {
 		return res, errdefs.Unavailablef("the run's log does not verify: %w", err)
 	}
+	if err := matchLog(filepath.Join(logDir, audit.EventsFile), rec); err != nil {
+		return res, errdefs.Unavailablef("%w", err)
+	}
 	if set, err := layer.Read(filepath.Join(dir, stageUpperName)); err == nil {
 		for _, c := range notYet(set.Changes, rec) {
 			if c.Kind != layer.Dir || c.Opaque || !rec.Ended[c.Path].Dir {
@@ -182,4 +190,39 @@ func Discard(auditRoot, id string) (StageResult, error) {
 		return res, errdefs.Unavailablef("removing the stage: %w", err)
 	}
 	return res, nil
+}
+
+// matchLog checks that the log's stage.apply lines name exactly the paths the stage
+// record says were landed, and that none said nothing was left: lines after the seal
+// are optional to Verify, so a log cut back to an earlier one verifies; the record
+// tells. What the next line records then rests on a log that says what happened.
+func matchLog(logPath string, rec *stageRecord) error {
+	recs, err := audit.ReadEvents(logPath)
+	if err != nil {
+		return err
+	}
+	logged := map[string]bool{}
+	for _, r := range recs {
+		if !audit.AfterSeal(r.Type) {
+			continue
+		}
+		var b event.StageBody
+		if err := r.DecodeBody(&b); err != nil {
+			return err
+		}
+		if r.Type == event.StageDiscard || b.Pending == 0 {
+			return errors.New("the log says nothing of the run is staged any more, yet its stage is there")
+		}
+		for _, p := range b.Paths {
+			logged[p] = true
+		}
+	}
+	recorded := map[string]bool{}
+	for _, p := range rec.Applied {
+		recorded[p] = true
+	}
+	if !maps.Equal(logged, recorded) {
+		return fmt.Errorf("the log names %d path(s) applied, the stage record %d: lines after the run's seal were cut off, or the record was edited", len(logged), len(recorded))
+	}
+	return nil
 }
