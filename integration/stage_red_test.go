@@ -259,3 +259,26 @@ func TestStageRedGCAppliesNothing(t *testing.T) {
 	w.verify(id)
 }
 
+
+// TestStageRedWritableSubdirBypassesStage: a contract whose workspace is read-only
+// but one of whose directories is writable: the staged run's writes there must wait
+// in the stage like any other, not land at once in the real workspace (where,
+// unwatched and unquarantined, a new repository stays armed).
+func TestStageRedWritableSubdirBypassesStage(t *testing.T) {
+	w := newStageWorld(t)
+	mustMkdir(t, filepath.Join(w.ws, "sub"))
+	w.contract("version: 1\nfilesystem:\n  writable: [sub]\n")
+	id := w.stage(`echo hi > sub/x; mkdir -p sub/r/.git && printf '[core]\n\tfsmonitor = evil\n' > sub/r/.git/config; echo top > top.txt 2>/dev/null; true`)
+	assertAbsent(t, filepath.Join(w.ws, "sub", "x"))
+	assertAbsent(t, filepath.Join(w.ws, "sub", "r"))
+	r := w.cordon("", "apply", id)
+	if r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	if w.read("sub/x") != "hi\n" {
+		t.Errorf("sub/x = %q", w.read("sub/x"))
+	}
+	assertAbsent(t, filepath.Join(w.ws, "sub", "r", ".git"))
+	assertAbsent(t, filepath.Join(w.ws, "top.txt"))
+	w.verify(id)
+}
