@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -281,4 +282,26 @@ func TestStageRedWritableSubdirBypassesStage(t *testing.T) {
 	assertAbsent(t, filepath.Join(w.ws, "sub", "r", ".git"))
 	assertAbsent(t, filepath.Join(w.ws, "top.txt"))
 	w.verify(id)
+}
+
+// TestStageRedSparseFileAmplified: a file of holes costs the sandbox nothing in the
+// stage; apply (as root, which may use the blocks reserved for it) must not write it
+// out as data.
+func TestStageRedSparseFileAmplified(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`truncate -s 1G holes; echo end >> holes`)
+	if r := w.cordon("", "apply", id); r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	fi, err := os.Lstat(filepath.Join(w.ws, "holes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Size() != 1<<30+4 {
+		t.Errorf("size %d", fi.Size())
+	}
+	if used := st.Blocks * 512; used > 1<<20 {
+		t.Fatalf("apply wrote a sparse file's holes out: %d bytes used for %d", used, fi.Size())
+	}
 }

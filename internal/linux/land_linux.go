@@ -136,7 +136,7 @@ func (t *Tree) WriteFile(rel string, r io.Reader, perm uint32, uid, gid int) err
 		}
 		f := os.NewFile(uintptr(fd), tmp)
 		defer f.Close()
-		if _, err := io.Copy(f, r); err != nil {
+		if err := copyData(f, r); err != nil {
 			return err
 		}
 		if uid >= 0 {
@@ -237,4 +237,38 @@ func Getxattr(p, name string) (string, error) {
 		}
 		return string(buf[:n]), nil
 	}
+}
+
+// copyData copies r to the new file dst. A file's holes stay holes: a file of holes
+// costs its writer nothing, and written out as zeros by root (who may use the blocks
+// a file system keeps for it) it could fill the disk.
+func copyData(dst *os.File, r io.Reader) error {
+	src, ok := r.(*os.File)
+	if !ok {
+		_, err := io.Copy(dst, r)
+		return err
+	}
+	fi, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(int(src.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // only a hole is left
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(int(src.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.NewOffsetWriter(dst, data), io.NewSectionReader(src, data, hole-data)); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return dst.Truncate(size)
 }
