@@ -305,3 +305,50 @@ func TestStageRedSparseFileAmplified(t *testing.T) {
 		t.Fatalf("apply wrote a sparse file's holes out: %d bytes used for %d", used, fi.Size())
 	}
 }
+
+// TestStageRedGitCommitMode: under filesystem.git: commit the workspace's .git is
+// writable but for what git on the host obeys. A staged commit lands; a hostile
+// change set that replaces .git with a pointer file, empties it (opaque), deletes a
+// pinned entry or plants a hook lands none of that.
+func TestStageRedGitCommitMode(t *testing.T) {
+	for name, plant := range map[string]func(t *testing.T, upper string){
+		"pointer file": func(t *testing.T, upper string) {
+			must(t, os.RemoveAll(filepath.Join(upper, ".git")))
+			must(t, os.WriteFile(filepath.Join(upper, ".git"), []byte("gitdir: /tmp/evil\n"), 0o644))
+		},
+		"hook": func(t *testing.T, upper string) {
+			mustWrite(t, filepath.Join(upper, ".git", "hooks", "pre-commit"), "#!/bin/sh\necho pwned\n")
+		},
+		"config whiteout": func(t *testing.T, upper string) {
+			must(t, syscall.Mknod(filepath.Join(upper, ".git", "config"), syscall.S_IFCHR, 0))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newStageWorld(t)
+			w.gitRepo()
+			w.contract("version: 1\nfilesystem:\n  git: commit\n")
+			config, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config"))
+			id := w.stage(`echo more >> main.go; git -c user.name=a -c user.email=a@b commit -qam second`)
+			if _, err := os.Stat(filepath.Join(w.upper(id), ".git")); err != nil {
+				t.Fatalf("the staged commit wrote nothing in .git: %v", err)
+			}
+			plant(t, w.upper(id))
+			r := w.cordon("", "apply", "--force", id)
+			got, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config"))
+			if string(got) != string(config) {
+				t.Fatalf("apply changed .git/config: %q (%v)", got, r)
+			}
+			assertAbsent(t, filepath.Join(w.ws, ".git", "hooks", "pre-commit"))
+			if fi, err := os.Lstat(filepath.Join(w.ws, ".git")); err != nil || !fi.IsDir() {
+				t.Fatalf(".git is no longer a directory: %v", err)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
