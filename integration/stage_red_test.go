@@ -181,6 +181,11 @@ func TestStageRedHostileNamesInLog(t *testing.T) {
 		t.Fatalf("a hostile name reached the terminal raw: %q", r.stderr)
 	}
 	w.verify(id)
+	for _, args := range [][]string{{"audit", "show", id}, {"audit", "show", "--diff", id}} {
+		if show := w.cordon("", args...); strings.ContainsAny(show.stdout+show.stderr, "\033") {
+			t.Errorf("%v printed a hostile name raw: %q", args, show.stdout)
+		}
+	}
 	if _, err := os.Lstat(filepath.Join(w.ws, "a\nfake: \033[31mline")); err != nil {
 		t.Errorf("the file did not land under its name: %v", err)
 	}
@@ -350,5 +355,25 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStageRedApplyDiscardRace: apply and discard at once: one of them wins, the
+// other says so, and the log holds one line of what became of the stage.
+func TestStageRedApplyDiscardRace(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(stagedEdits)
+	done := make(chan result, 2)
+	for _, args := range [][]string{{"apply", id}, {"discard", id}} {
+		go func() { done <- w.cordon("", args...) }()
+	}
+	a, b := <-done, <-done
+	if (a.code == 0) == (b.code == 0) {
+		t.Fatalf("want exactly one of apply and discard to succeed:\n%v\n%v", a, b)
+	}
+	w.verify(id)
+	events, _ := os.ReadFile(filepath.Join(w.audit, id, "events.jsonl"))
+	if n := strings.Count(string(events), `"type":"stage.`); n != 1 {
+		t.Errorf("want one stage.* line, got %d", n)
 	}
 }
