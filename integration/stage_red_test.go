@@ -265,7 +265,6 @@ func TestStageRedGCAppliesNothing(t *testing.T) {
 	w.verify(id)
 }
 
-
 // TestStageRedWritableSubdirBypassesStage: a contract whose workspace is read-only
 // but one of whose directories is writable: the staged run's writes there must wait
 // in the stage like any other, not land at once in the real workspace (where,

@@ -47,7 +47,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	if err := audit.ValidateRunID(id); err != nil {
 		return res, errdefs.Invalidf("%w", err)
 	}
-	dir, rec, err := stageDirOf(o.AuditRoot, id)
+	dir, _, err := stageDirOf(o.AuditRoot, id)
 	if err != nil {
 		return res, err
 	}
@@ -58,7 +58,8 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	defer unlock()
 	// Read again under the lock: an apply or discard that held it until now has
 	// changed the record, or removed the stage.
-	if dir, rec, err = stageDirOf(o.AuditRoot, id); err != nil {
+	dir, rec, err := stageDirOf(o.AuditRoot, id)
+	if err != nil {
 		return res, err
 	}
 	if _, err := audit.Verify(filepath.Join(o.AuditRoot, id, audit.EventsFile)); err != nil {
@@ -155,7 +156,7 @@ func Discard(auditRoot, id string) (StageResult, error) {
 	if err := audit.ValidateRunID(id); err != nil {
 		return res, errdefs.Invalidf("%w", err)
 	}
-	dir, rec, err := stageDirOf(auditRoot, id)
+	dir, _, err := stageDirOf(auditRoot, id)
 	if err != nil {
 		return res, err
 	}
@@ -166,7 +167,8 @@ func Discard(auditRoot, id string) (StageResult, error) {
 	defer unlock()
 	// Read again under the lock: an apply that held it until now has changed the
 	// record, or removed the stage.
-	if dir, rec, err = stageDirOf(auditRoot, id); err != nil {
+	dir, rec, err := stageDirOf(auditRoot, id)
+	if err != nil {
 		return res, err
 	}
 	logDir := filepath.Join(auditRoot, id)
