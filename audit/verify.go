@@ -91,7 +91,39 @@ func verifyLines(rep *Report, data []byte, dir string) *VerifyError {
 	if !rep.Sealed {
 		return &VerifyError{len(lines) + 1, ErrTruncated, "no run.end seal: the run did not finish, or its last lines were cut off"}
 	}
-	return nil
+	return checkStageTail(lines, dir)
+}
+
+// checkStageTail checks what follows the seal of a staged run (run.end says staged):
+// either a line that leaves nothing staged (stage.discard, or stage.apply with
+// nothing pending) ends the log, or the stage still waits in the run's directory.
+// A log cut back after its seal, with the stage gone, is found truncated: lines
+// after run.end are optional, so nothing else would tell.
+func checkStageTail(lines [][]byte, dir string) *VerifyError {
+	var staged, closed bool
+	for _, l := range lines {
+		rec, err := parseRecord(bytes.TrimSuffix(l, []byte("\n")))
+		if err != nil {
+			return nil // checked above
+		}
+		switch rec.Type {
+		case event.RunEnd:
+			var end event.RunEndBody
+			staged = rec.DecodeBody(&end) == nil && end.Staged
+		case event.StageDiscard:
+			closed = true
+		case event.StageApply:
+			var b event.StageBody
+			closed = rec.DecodeBody(&b) == nil && b.Pending == 0
+		}
+	}
+	if !staged || closed {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, StageDir)); err == nil {
+		return nil
+	}
+	return &VerifyError{len(lines) + 1, ErrTruncated, "the run's changes were staged, and no stage is left, but no stage.apply or stage.discard line says what became of them: lines after the seal were cut off"}
 }
 
 // AfterSeal reports whether lines of type t follow run.end: what a person did with

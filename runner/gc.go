@@ -13,6 +13,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/session/wire"
 )
@@ -62,7 +63,7 @@ func gcRuns(root string) ([]string, error) {
 		}
 		if o.Workspace != "" && o.Started > 0 {
 			for _, q := range sweepRepositories(o.Workspace, o.Started) {
-				fmt.Fprintf(os.Stderr, "cordon: gc: run %s left a git repository armed in %s: renamed it %s\n", e.Name(), o.Workspace, q)
+				fmt.Fprintf(os.Stderr, "cordon: gc: run %s left a git repository armed in %s: renamed it %s\n", e.Name(), termtext.Line(o.Workspace), termtext.Line(q))
 			}
 		}
 		if o.Stage != "" {

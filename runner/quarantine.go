@@ -13,6 +13,7 @@ import (
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/termtext"
 )
 
 // quarantineSuffix is appended to what quarantine renames.
@@ -129,16 +130,16 @@ func (r *run) disarm(rel string) bool {
 	to, err := disarmPath(r.plan.Workspace, rel)
 	switch {
 	case err == nil && path.Base(rel) == contract.ContractName:
-		fmt.Fprintf(r.o.Stderr, "cordon: a command wrote a contract in the workspace: renamed %s to %s so that no later run reads it\n", rel, to)
+		fmt.Fprintf(r.o.Stderr, "cordon: a command wrote a contract in the workspace: renamed %s to %s so that no later run reads it\n", termtext.Line(rel), termtext.Line(to))
 		return true
 	case err == nil:
-		fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s so that no git on the host obeys it\n", rel, to)
+		fmt.Fprintf(r.o.Stderr, "cordon: a command made a new git repository in the workspace: renamed %s to %s so that no git on the host obeys it\n", termtext.Line(rel), termtext.Line(to))
 		return true
 	case errors.Is(err, os.ErrNotExist):
 		return false
 	}
 	r.o.Log.Warn("quarantining a nested git repository", "path", rel, "err", err)
-	fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %v\n", rel, err)
+	fmt.Fprintf(r.o.Stderr, "cordon: warning: could not quarantine the git repository at %s: %s\n", termtext.Line(rel), termtext.Line(err.Error()))
 	return false
 }
 

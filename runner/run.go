@@ -96,6 +96,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	}
 	if err == nil {
 		r.finish(res.ExitCode, res.Reason, res.Detail)
+		r.end.Staged = r.stage != nil && r.stage.Finished
 		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
 	}
 	if terr := s.close(ctx, err); terr != nil {

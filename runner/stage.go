@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/audit"
-
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/layer"
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -172,7 +173,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	if err := audit.ValidateRunID(id); err != nil {
 		return res, errdefs.Invalidf("%w", err)
 	}
-	dir, rec, err := stageDirOf(o.AuditRoot, id)
+	dir, _, err := stageDirOf(o.AuditRoot, id)
 	if err != nil {
 		return res, err
 	}
@@ -181,8 +182,17 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		return res, err
 	}
 	defer unlock()
+	// Read again under the lock: an apply or discard that held it until now has
+	// changed the record, or removed the stage.
+	dir, rec, err := stageDirOf(o.AuditRoot, id)
+	if err != nil {
+		return res, err
+	}
 	if _, err := audit.Verify(filepath.Join(o.AuditRoot, id, audit.EventsFile)); err != nil {
 		return res, errdefs.Unavailablef("the run's log does not verify, so nothing of it is applied: %w", err)
+	}
+	if err := matchLog(filepath.Join(o.AuditRoot, id, audit.EventsFile), rec); err != nil {
+		return res, errdefs.Unavailablef("nothing of it is applied: %w", err)
 	}
 	upper := filepath.Join(dir, stageUpperName)
 	set, err := layer.Read(upper)
@@ -272,7 +282,7 @@ func Discard(auditRoot, id string) (StageResult, error) {
 	if err := audit.ValidateRunID(id); err != nil {
 		return res, errdefs.Invalidf("%w", err)
 	}
-	dir, rec, err := stageDirOf(auditRoot, id)
+	dir, _, err := stageDirOf(auditRoot, id)
 	if err != nil {
 		return res, err
 	}
@@ -281,9 +291,18 @@ func Discard(auditRoot, id string) (StageResult, error) {
 		return res, err
 	}
 	defer unlock()
+	// Read again under the lock: an apply that held it until now has changed the
+	// record, or removed the stage.
+	dir, rec, err := stageDirOf(auditRoot, id)
+	if err != nil {
+		return res, err
+	}
 	logDir := filepath.Join(auditRoot, id)
 	if _, err := audit.Verify(filepath.Join(logDir, audit.EventsFile)); err != nil {
 		return res, errdefs.Unavailablef("the run's log does not verify: %w", err)
+	}
+	if err := matchLog(filepath.Join(logDir, audit.EventsFile), rec); err != nil {
+		return res, errdefs.Unavailablef("%w", err)
 	}
 	if set, err := layer.Read(filepath.Join(dir, stageUpperName)); err == nil {
 		for _, c := range notYet(set.Changes, rec) {
@@ -299,4 +318,39 @@ func Discard(auditRoot, id string) (StageResult, error) {
 		return res, errdefs.Unavailablef("removing the stage: %w", err)
 	}
 	return res, nil
+}
+
+// matchLog checks that the log's stage.apply lines name exactly the paths the stage
+// record says were landed, and that none said nothing was left: lines after the seal
+// are optional to Verify, so a log cut back to an earlier one verifies; the record
+// tells. What the next line records then rests on a log that says what happened.
+func matchLog(logPath string, rec *stageRecord) error {
+	recs, err := audit.ReadEvents(logPath)
+	if err != nil {
+		return err
+	}
+	logged := map[string]bool{}
+	for _, r := range recs {
+		if !audit.AfterSeal(r.Type) {
+			continue
+		}
+		var b event.StageBody
+		if err := r.DecodeBody(&b); err != nil {
+			return err
+		}
+		if r.Type == event.StageDiscard || b.Pending == 0 {
+			return errors.New("the log says nothing of the run is staged any more, yet its stage is there")
+		}
+		for _, p := range b.Paths {
+			logged[p] = true
+		}
+	}
+	recorded := map[string]bool{}
+	for _, p := range rec.Applied {
+		recorded[p] = true
+	}
+	if !maps.Equal(logged, recorded) {
+		return fmt.Errorf("the log names %d path(s) applied, the stage record %d: lines after the run's seal were cut off, or the record was edited", len(logged), len(recorded))
+	}
+	return nil
 }

@@ -58,4 +58,8 @@ type RunEndBody struct {
 	Detail   string `json:"detail,omitempty"` // a one-line explanation, for errors
 	Commands int    `json:"commands"`         // number of cmd.start lines (set by the writer)
 	Dropped  int64  `json:"dropped"`          // events emitted after Close began (set by the writer)
+	// Staged is set when the run left its changes staged (cordon run --stage): the
+	// lines after this one (stage.apply, stage.discard) say what became of them, and
+	// until one says nothing is left its stage waits in the run's directory.
+	Staged bool `json:"staged,omitempty"`
 }

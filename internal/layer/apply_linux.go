@@ -1,7 +1,6 @@
 package layer
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -21,41 +20,6 @@ func StateOf(t *linux.Tree, rel string) State {
 	}
 	return State{Exists: true, Ino: st.Ino, Ctime: st.Ctim.Nano(), Dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR}
 }
-
-// ctimeSlack is how far before the run's start a change still counts as made during
-// it: file times come from a clock that may lag the one the start was read from.
-const ctimeSlack = int64(20e6)
-
-// Landing is how Apply lands a change set in a workspace.
-type Landing struct {
-	Workspace string // the real workspace
-	Upper     string // the staged run's upper directory
-	// Started is when the staged command started (ns): a workspace path changed since
-	// is a conflict.
-	Started int64
-	// Ended is each change's workspace path as the run's end found it: a path that
-	// differs now changed underneath the stage.
-	Ended map[string]State
-	// Writable reports whether the contract let the sandbox write the workspace path
-	// rel; what it did not is never landed.
-	Writable func(rel string) bool
-	// UID and GID own what is landed (the workspace owner's, as if they wrote it);
-	// -1 leaves it the caller's.
-	UID, GID int
-	// Force lands over conflicts.
-	Force bool
-}
-
-// Outcome is what Apply did.
-type Outcome struct {
-	Applied   []string  // paths landed (or deleted)
-	Refused   []Problem // paths not landed, and why
-	Conflicts []string  // paths the workspace changed underneath the stage
-}
-
-// ErrConflict means the real workspace changed underneath staged paths since the
-// run started; nothing was landed.
-var ErrConflict = errors.New("the workspace changed underneath the staged changes")
 
 // Apply lands changes in l.Workspace. It checks every change first: a path the
 // contract did not let the sandbox write is refused (never landed, with or without
@@ -117,8 +81,9 @@ func (l Landing) refuse(ws *linux.Tree, c Change) string {
 	if !l.Writable(c.Path) {
 		return "the contract does not let the sandbox write it"
 	}
-	if c.Kind == Delete || c.Opaque || c.Kind == Dir && StateOf(ws, c.Path).Exists {
-		// What goes must all be the sandbox's to remove.
+	if c.Kind == Delete || c.Opaque || StateOf(ws, c.Path).Exists {
+		// What goes must all be the sandbox's to remove: a file or a link staged
+		// where the workspace holds a directory replaces all of it too.
 		if p := l.unwritableBelow(ws, c.Path); p != "" {
 			return "it would remove " + p + ", which the contract does not let the sandbox write"
 		}
@@ -158,7 +123,30 @@ func (l Landing) conflict(ws *linux.Tree, c Change) bool {
 	if now != was {
 		return true
 	}
-	return was.Exists && was.Ctime >= l.Started-ctimeSlack
+	if was.Exists && was.Ctime >= l.Started-ctimeSlack {
+		return true
+	}
+	// What goes with it: an entry deeper down changed in place changes no ctime
+	// above it, and landing c removes it.
+	return now.Dir && (c.Kind != Dir || c.Opaque) && l.changedBelow(ws, c.Path)
+}
+
+// changedBelow reports whether an entry below the workspace directory rel changed
+// since the run started (a directory's ctime moves when an entry is added, removed
+// or renamed in it; a file's when it is written).
+func (l Landing) changedBelow(ws *linux.Tree, rel string) bool {
+	names, err := ws.Names(rel)
+	if err != nil {
+		return true // unreadable now: nothing vouches for it
+	}
+	for _, n := range names {
+		p := path.Join(rel, n)
+		st := StateOf(ws, p)
+		if !st.Exists || st.Ctime >= l.Started-ctimeSlack || st.Dir && l.changedBelow(ws, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // land makes the workspace hold c.

@@ -114,12 +114,3 @@ func (s *Set) Select(paths []string) (out []Change, unmatched []string) {
 func isBelow(p, dir string) bool {
 	return dir == "." && p != "." || len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir
 }
-
-// State is what the real workspace held at a path: recorded when the staged run
-// ended, compared when its changes land.
-type State struct {
-	Exists bool   `json:"exists"`
-	Ino    uint64 `json:"ino,omitempty"`
-	Ctime  int64  `json:"ctime,omitempty"` // ns; ctime cannot be set from user space
-	Dir    bool   `json:"dir,omitempty"`
-}

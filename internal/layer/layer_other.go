@@ -2,9 +2,19 @@
 
 package layer
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
 
 var errUnimplemented = errors.New("staged runs are unimplemented on this GOOS")
 
 // Read is unimplemented on this GOOS.
 func Read(upper string) (*Set, error) { return nil, errUnimplemented }
+
+// StateOf is unimplemented on this GOOS: it describes nothing.
+func StateOf(t *linux.Tree, rel string) State { return State{} }
+
+// Apply is unimplemented on this GOOS.
+func Apply(l Landing, changes []Change) (Outcome, error) { return Outcome{}, errUnimplemented }

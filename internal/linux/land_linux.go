@@ -104,13 +104,23 @@ func (t *Tree) Mkdir(rel string, perm uint32, uid, gid int) error {
 		}
 		return &os.PathError{Op: "mkdir", Path: rel, Err: err}
 	}
+	// The new directory is opened before it is changed: whoever else writes the
+	// tree may have put a link in its place since, which chmod by name follows.
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
 	if uid >= 0 {
-		if err := unix.Fchownat(pfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchown(fd, uid, gid); err != nil {
 			return &os.PathError{Op: "chown", Path: rel, Err: err}
 		}
 	}
 	// mkdir applied the umask; the mode asked for is the mode wanted.
-	return unix.Fchmodat(pfd, name, perm&0o777, 0)
+	if err := unix.Fchmod(fd, perm&0o777); err != nil {
+		return &os.PathError{Op: "chmod", Path: rel, Err: err}
+	}
+	return nil
 }
 
 // WriteFile replaces rel with a regular file holding what r gives, with mode perm
@@ -126,7 +136,7 @@ func (t *Tree) WriteFile(rel string, r io.Reader, perm uint32, uid, gid int) err
 		}
 		f := os.NewFile(uintptr(fd), tmp)
 		defer f.Close()
-		if _, err := io.Copy(f, r); err != nil {
+		if err := copyData(f, r); err != nil {
 			return err
 		}
 		if uid >= 0 {
@@ -227,4 +237,38 @@ func Getxattr(p, name string) (string, error) {
 		}
 		return string(buf[:n]), nil
 	}
+}
+
+// copyData copies r to the new file dst. A file's holes stay holes: a file of holes
+// costs its writer nothing, and written out as zeros by root (who may use the blocks
+// a file system keeps for it) it could fill the disk.
+func copyData(dst *os.File, r io.Reader) error {
+	src, ok := r.(*os.File)
+	if !ok {
+		_, err := io.Copy(dst, r)
+		return err
+	}
+	fi, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(int(src.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // only a hole is left
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(int(src.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.NewOffsetWriter(dst, data), io.NewSectionReader(src, data, hole-data)); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return dst.Truncate(size)
 }

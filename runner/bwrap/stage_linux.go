@@ -97,8 +97,15 @@ func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (s
 		if err != nil {
 			return stage.Spec{}, nil, err
 		}
-		if host.Stage != nil && src == workspace && opt == "--bind" && s.In < 0 {
+		if host.Stage != nil && src == workspace && s.In < 0 && !overlaid(sp.Sources) {
+			// Read-only too: a writable directory inside it is cloned from the
+			// overlay, so that its writes are staged as well.
 			s.Overlay = &stage.Overlay{Upper: host.Stage.Upper, Work: host.Stage.Work}
+		}
+		if host.Stage != nil && opt == "--bind" {
+			if err := stagedWrite(src, workspace, s, sp.Sources); err != nil {
+				return stage.Spec{}, nil, err
+			}
 		}
 		if (s.Idmap != nil || s.Overlay != nil) && s.In < 0 {
 			idmapped[len(sp.Sources)] = true
@@ -142,4 +149,31 @@ func source(path string, writable bool, earlier []stage.Source, idmapped map[int
 	}
 	s.Writable = writable
 	return s, nil
+}
+
+func overlaid(srcs []stage.Source) bool {
+	for _, s := range srcs {
+		if s.Overlay != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// stagedWrite refuses a writable source of a staged run whose writes would not go to
+// the stage: one above the workspace, or one in it not cloned from its overlay.
+func stagedWrite(src, workspace string, s stage.Source, earlier []stage.Source) error {
+	if strings.HasPrefix(workspace, src+"/") {
+		return errdefs.Invalidf("--stage: %s, above the workspace, is writable: only the workspace can be staged; run without --stage", src)
+	}
+	if src != workspace && !strings.HasPrefix(src, workspace+"/") {
+		return nil
+	}
+	for s.Overlay == nil && s.In >= 0 && s.In < len(earlier) {
+		s = earlier[s.In]
+	}
+	if s.Overlay == nil {
+		return errdefs.Invalidf("--stage: %s would be written directly, not staged; run without --stage", src)
+	}
+	return nil
 }

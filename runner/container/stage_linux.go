@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/runner/sandbox"
@@ -18,6 +20,11 @@ import (
 func MountStage(in *Input) (unmount func() error, err error) {
 	st := in.Host.Stage
 	ws := in.Plan.Workspace
+	for _, m := range in.Plan.Mounts {
+		if m.Type == contract.Bind && m.Access == contract.ReadWrite && strings.HasPrefix(ws, m.Path+"/") {
+			return nil, errdefs.Invalidf("--stage: %s, above the workspace, is writable: only the workspace can be staged; run without --stage", m.Path)
+		}
+	}
 	fi, err := os.Stat(ws)
 	if err != nil {
 		return nil, err
