@@ -170,30 +170,11 @@ type StageResult struct {
 // stage directory goes.
 func Apply(id string, o ApplyOptions) (StageResult, error) {
 	var res StageResult
-	if err := audit.ValidateRunID(id); err != nil {
-		return res, errdefs.Invalidf("%w", err)
-	}
-	dir, _, err := stageDirOf(o.AuditRoot, id)
-	if err != nil {
-		return res, err
-	}
-	unlock, err := lockStage(dir)
+	dir, rec, unlock, err := openStage(o.AuditRoot, id)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-	// Read again under the lock: an apply or discard that held it until now has
-	// changed the record, or removed the stage.
-	dir, rec, err := stageDirOf(o.AuditRoot, id)
-	if err != nil {
-		return res, err
-	}
-	if _, err := audit.Verify(filepath.Join(o.AuditRoot, id, audit.EventsFile)); err != nil {
-		return res, errdefs.Unavailablef("the run's log does not verify, so nothing of it is applied: %w", err)
-	}
-	if err := matchLog(filepath.Join(o.AuditRoot, id, audit.EventsFile), rec); err != nil {
-		return res, errdefs.Unavailablef("nothing of it is applied: %w", err)
-	}
 	upper := filepath.Join(dir, stageUpperName)
 	set, err := layer.Read(upper)
 	if err != nil {
@@ -279,31 +260,12 @@ func quarantineLanded(ws string, landed []string, stderr io.Writer) []string {
 // log. The workspace is not touched.
 func Discard(auditRoot, id string) (StageResult, error) {
 	var res StageResult
-	if err := audit.ValidateRunID(id); err != nil {
-		return res, errdefs.Invalidf("%w", err)
-	}
-	dir, _, err := stageDirOf(auditRoot, id)
-	if err != nil {
-		return res, err
-	}
-	unlock, err := lockStage(dir)
+	dir, rec, unlock, err := openStage(auditRoot, id)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-	// Read again under the lock: an apply that held it until now has changed the
-	// record, or removed the stage.
-	dir, rec, err := stageDirOf(auditRoot, id)
-	if err != nil {
-		return res, err
-	}
 	logDir := filepath.Join(auditRoot, id)
-	if _, err := audit.Verify(filepath.Join(logDir, audit.EventsFile)); err != nil {
-		return res, errdefs.Unavailablef("the run's log does not verify: %w", err)
-	}
-	if err := matchLog(filepath.Join(logDir, audit.EventsFile), rec); err != nil {
-		return res, errdefs.Unavailablef("%w", err)
-	}
 	if set, err := layer.Read(filepath.Join(dir, stageUpperName)); err == nil {
 		for _, c := range notYet(set.Changes, rec) {
 			if c.Kind != layer.Dir || c.Opaque || !rec.Ended[c.Path].Dir {
@@ -318,6 +280,35 @@ func Discard(auditRoot, id string) (StageResult, error) {
 		return res, errdefs.Unavailablef("removing the stage: %w", err)
 	}
 	return res, nil
+}
+
+// openStage locks the stage of run id and reads its record under the lock (an apply or
+// discard that held it until now may have changed the record, or removed the stage),
+// once the run's log verifies and agrees with the record: nothing is done with a stage
+// whose log does not say what happened to it.
+func openStage(auditRoot, id string) (dir string, rec *stageRecord, unlock func(), err error) {
+	if err := audit.ValidateRunID(id); err != nil {
+		return "", nil, nil, errdefs.Invalidf("%w", err)
+	}
+	if dir, _, err = stageDirOf(auditRoot, id); err != nil {
+		return "", nil, nil, err
+	}
+	if unlock, err = lockStage(dir); err != nil {
+		return "", nil, nil, err
+	}
+	events := filepath.Join(auditRoot, id, audit.EventsFile)
+	if dir, rec, err = stageDirOf(auditRoot, id); err == nil {
+		if _, verr := audit.Verify(events); verr != nil {
+			err = errdefs.Unavailablef("the run's log does not verify, so nothing of its stage is done: %w", verr)
+		} else if merr := matchLog(events, rec); merr != nil {
+			err = errdefs.Unavailablef("nothing of its stage is done: %w", merr)
+		}
+	}
+	if err != nil {
+		unlock()
+		return "", nil, nil, err
+	}
+	return dir, rec, unlock, nil
 }
 
 // matchLog checks that the log's stage.apply lines name exactly the paths the stage
