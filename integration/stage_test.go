@@ -297,3 +297,40 @@ func TestContainerStaged(t *testing.T) {
 		}
 	})
 }
+
+// TestStagedDiffEqualsDirect: the staged run's diff, taken through the overlay view,
+// is the diff a direct run of the same command makes of the same workspace.
+func TestStagedDiffEqualsDirect(t *testing.T) {
+	script := stagedEdits + `; printf '\000\001bin' > blob.bin; chmod +x a.txt; mv c.txt c2.txt; mkdir -p build && echo o > build/out.o`
+	diffOf := func(stage bool) string {
+		w := newStageWorld(t)
+		mustWrite(t, filepath.Join(w.ws, ".gitignore"), "build/\n")
+		args := []string{"run"}
+		if stage {
+			args = append(args, "--stage")
+		}
+		if r := w.cordon("", append(args, "--", "sh", "-c", script)...); r.code != 0 {
+			t.Fatalf("run (stage %v): %v", stage, r)
+		}
+		entries, _ := os.ReadDir(w.audit)
+		events, err := os.ReadFile(filepath.Join(w.audit, entries[len(entries)-1].Name(), "events.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(events), "\n") {
+			if strings.Contains(line, `"type":"fs.diff"`) {
+				body := line[strings.Index(line, `"body":`):strings.Index(line, `,"scan":`)]
+				return body
+			}
+		}
+		t.Fatalf("no fs.diff in the log (stage %v)", stage)
+		return ""
+	}
+	direct, staged := diffOf(false), diffOf(true)
+	for _, want := range []string{`"path":"blob.bin"`, `"path":"c2.txt"`, `"path":"d/y"`, `+two`} {
+		assertContains(t, "the direct diff", direct, want)
+	}
+	if direct != staged {
+		t.Errorf("the staged diff differs from the direct one:\ndirect: %s\nstaged: %s", direct, staged)
+	}
+}
