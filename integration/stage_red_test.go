@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -324,7 +325,9 @@ func TestStageRedGitCommitMode(t *testing.T) {
 			mustWrite(t, filepath.Join(upper, ".git", "hooks", "pre-commit"), "#!/bin/sh\necho pwned\n")
 		},
 		"config whiteout": func(t *testing.T, upper string) {
-			must(t, syscall.Mknod(filepath.Join(upper, ".git", "config"), syscall.S_IFCHR, 0))
+			if out, err := exec.Command("mknod", filepath.Join(upper, ".git", "config"), "c", "0", "0").CombinedOutput(); err != nil {
+				t.Fatalf("mknod: %v: %s", err, out)
+			}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
