@@ -71,6 +71,8 @@ type Result struct {
 	Alerts []Alert
 	// Staged, for a staged run, is how many changes wait for Apply or Discard.
 	Staged int
+	// FilesChanged, Insertions and Deletions summarise the command's fs.diff.
+	FilesChanged, Insertions, Deletions int
 }
 
 // Run executes argv in a fresh sandbox built from plan, records it in the audit log,
@@ -98,6 +100,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 		r.finish(res.ExitCode, res.Reason, res.Detail)
 		r.end.Staged = r.stage != nil && r.stage.Finished
 		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
+		r.res.FilesChanged, r.res.Insertions, r.res.Deletions = res.FilesChanged, res.Insertions, res.Deletions
 	}
 	if terr := s.close(ctx, err); terr != nil {
 		// The command's status stands; what is left is said here and in run.end, and

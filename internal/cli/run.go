@@ -110,7 +110,8 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 	if o.stage && err == nil && res.Staged == 0 {
 		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: no changes; nothing is staged\n", res.RunID)
 	} else if o.stage && err == nil {
-		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: %d change(s) wait; land them with `cordon apply %s`, drop them with `cordon discard %s`\n", res.RunID, res.Staged, res.RunID, res.RunID)
+		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: %d change(s) wait (%d files changed, +%d -%d); land them with `cordon apply %s`, drop them with `cordon discard %s`\n",
+			res.RunID, res.Staged, res.FilesChanged, res.Insertions, res.Deletions, res.RunID, res.RunID)
 	}
 	if err != nil {
 		return reportRunError(stdio, err)
