@@ -36,6 +36,7 @@ func WriteTimeline(w io.Writer, recs []Record, opts TimelineOptions) error {
 		}
 	}
 	writeEnd(bw, v)
+	writeStaged(bw, v)
 	for _, b := range v.Bad {
 		fmt.Fprintf(bw, "warning: %s\n", clean(b))
 	}
@@ -164,3 +165,31 @@ func writeEnd(w io.Writer, v *view) {
 	}
 	fmt.Fprintln(w)
 }
+
+// writeStaged says, after the end, what became of a staged run's changes: the stage
+// lines, then the paths still pending.
+func writeStaged(w io.Writer, v *view) {
+	sv := v.Staged()
+	if sv == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nstaged: %s pending\n", plural(sv.Pending, "change"))
+	for _, n := range sv.Lines {
+		writeNote(w, n)
+	}
+	shown := 0
+	for _, p := range sv.Paths {
+		if p.Status != stagedPending {
+			continue
+		}
+		if shown == maxPendingShown {
+			fmt.Fprintf(w, "    … (cordon audit report --html lists them all)\n")
+			break
+		}
+		fmt.Fprintf(w, "    %s %s  pending\n", opLetter(p.Op), clean(p.Path))
+		shown++
+	}
+}
+
+// maxPendingShown bounds the pending paths the timeline lists.
+const maxPendingShown = 20

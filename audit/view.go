@@ -28,6 +28,9 @@ type view struct {
 	Creds    []noteView   // every cred.issue and cred.revoke, in order
 	Later    []*laterView // every runs-later file of every fs.diff, in order
 	Bad      []string     // bodies that could not be decoded
+
+	stage      *stagedView // the stage lines after the seal, nil when there are none
+	stageLines []stageLine
 }
 
 // cmdView is one command and what it caused.
@@ -83,6 +86,8 @@ func (v *view) add(r Record, byID map[string]*cmdView) error {
 			c.End = new(CmdEnd)
 			return r.DecodeBody(c.End)
 		}
+	case event.StageApply, event.StageDiscard:
+		return v.addStage(r)
 	case event.FSDiff:
 		if c := byID[r.Cmd]; c != nil {
 			c.Diff = new(FSDiff)

@@ -334,3 +334,58 @@ func TestStagedDiffEqualsDirect(t *testing.T) {
 		t.Errorf("the staged diff differs from the direct one:\ndirect: %s\nstaged: %s", direct, staged)
 	}
 }
+
+// TestStagedReportShowsPending: the HTML report and the timeline of a staged run say
+// which changes wait for apply, which landed and which were dropped.
+func TestStagedReportShowsPending(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(stagedEdits)
+	state := func(html, path string) string {
+		t.Helper()
+		m := regexp.MustCompile(`<code>` + regexp.QuoteMeta(path) + `</code></td><td class="\w+">([^<]+)</td>`).FindStringSubmatch(html)
+		if m == nil {
+			t.Fatalf("the report has no staged row for %s:\n%s", path, html)
+		}
+		return m[1]
+	}
+	report := func() string {
+		t.Helper()
+		r := w.cordon("", "audit", "report", "-o", "-", id)
+		if r.code != 0 {
+			t.Fatalf("audit report: %v", r)
+		}
+		return r.stdout
+	}
+	html := report()
+	assertContains(t, "the report before apply", html, `id="staged"`)
+	for _, p := range []string{"a.txt", "b.txt", "c.txt", "n/m/z"} {
+		if got := state(html, p); got != "pending" {
+			t.Errorf("before apply, %s is %q, want pending", p, got)
+		}
+	}
+	if r := w.cordon("", "apply", id, "c.txt", "n"); r.code != 0 {
+		t.Fatalf("apply c.txt n: %v", r)
+	}
+	html = report()
+	for p, want := range map[string]string{"c.txt": "applied", "n/m/z": "applied", "a.txt": "pending", "b.txt": "pending"} {
+		if got := state(html, p); got != want {
+			t.Errorf("after a subset apply, %s is %q, want %q", p, got, want)
+		}
+	}
+	show := w.cordon("", "audit", "show", id)
+	assertContains(t, "the timeline after a subset apply", show.stdout, "M a.txt  pending")
+	if strings.Contains(show.stdout, "A c.txt  pending") {
+		t.Errorf("the timeline lists an applied path as pending:\n%s", show.stdout)
+	}
+	if r := w.cordon("", "discard", id); r.code != 0 {
+		t.Fatalf("discard: %v", r)
+	}
+	html = report()
+	if got := state(html, "a.txt"); got != "discarded" {
+		t.Errorf("after discard, a.txt is %q, want discarded", got)
+	}
+	if got := state(html, "c.txt"); got != "applied" {
+		t.Errorf("after discard, the applied c.txt is %q, want applied", got)
+	}
+	assertContains(t, "the report after discard", html, "Nothing is pending.")
+}
