@@ -318,7 +318,7 @@ func (s *instance) finish(task containerd.Task, code int, status *os.File, stC <
 	case !st.status.OK:
 		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
 	}
-	if ooms != nil && code != 0 && ooms.seen() && p.Stderr != nil {
+	if ooms != nil && code != 0 && ooms.seen(code) && p.Stderr != nil {
 		fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
 	}
 	return code, nil
@@ -399,9 +399,15 @@ func watchOOM(ctx context.Context, cli *containerd.Client, id string) *oomWatch 
 	return w
 }
 
-// seen reports an OOM kill, waiting briefly for its event to arrive.
-func (w *oomWatch) seen() bool {
-	deadline := time.Now().Add(300 * time.Millisecond)
+// seen reports an OOM kill, waiting for its event to arrive, which may come after the
+// task's exit: for up to two seconds after a status of 137 (SIGKILL, what the OOM
+// killer sends), briefly after any other.
+func (w *oomWatch) seen(code int) bool {
+	wait := 300 * time.Millisecond
+	if code == 128+9 {
+		wait = 2 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		w.mu.Lock()
 		hit := w.hit

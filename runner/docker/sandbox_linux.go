@@ -403,16 +403,37 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	case !st.status.OK:
 		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
 	}
-	if s.in.Plan.Limits.Memory > 0 && code != 0 {
-		ictx, cancel := context.WithTimeout(bg, engineTimeout)
-		info, err := s.cli.ContainerInspect(ictx, id)
-		cancel()
-		if err == nil && info.State != nil && info.State.OOMKilled && p.Stderr != nil {
-			fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
-		}
+	if s.in.Plan.Limits.Memory > 0 && code != 0 && p.Stderr != nil && s.oomKilled(bg, id, code) {
+		fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
 	}
 	return code, nil
 }
+
+// oomKilled reports whether the engine saw the memory limit kill a process of the
+// container. The engine learns of it from an event of its own that may come after the
+// container's exit: a status of 137 (SIGKILL, what the OOM killer sends) is asked about
+// again for up to oomWait; any other status once.
+func (s *instance) oomKilled(ctx context.Context, id string, code int) bool {
+	deadline := time.Now().Add(oomWait)
+	for {
+		ictx, cancel := context.WithTimeout(ctx, engineTimeout)
+		info, err := s.cli.ContainerInspect(ictx, id)
+		cancel()
+		if err == nil && info.State != nil && info.State.OOMKilled {
+			return true
+		}
+		if err != nil || code != 128+9 || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(oomPoll)
+	}
+}
+
+// How long and how often oomKilled asks again.
+const (
+	oomWait = 2 * time.Second
+	oomPoll = 50 * time.Millisecond
+)
 
 type statusResult struct {
 	status pid1.Status
