@@ -389,3 +389,76 @@ func TestStagedReportShowsPending(t *testing.T) {
 	}
 	assertContains(t, "the report after discard", html, "Nothing is pending.")
 }
+
+// TestStagedApplyRefusesAHostDeletionDuringTheRun: the sandbox edits a.txt (the overlay
+// copies it up) and renames d/k; while the command still runs, the host deletes a.txt.
+// The end finds a.txt missing: apply must not bring it back unasked, so it names the
+// conflict and lands nothing (the rename, in a directory the host left alone, is no
+// conflict of its own). With --force both land.
+func TestStagedApplyRefusesAHostDeletionDuringTheRun(t *testing.T) {
+	w := newStageWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "d", "k"), "kept\n")
+	cmd := exec.Command(testutil.Cordon(t), "run", "--stage", "--", "sh", "-c", `echo staged >> a.txt; mv d/k d/k2; echo ready; read x; true`)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the staged command did not start: %q; stderr: %s", line, stderr.String())
+	}
+	if err := os.Remove(filepath.Join(w.ws, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("staged run: %v; stderr: %s", err, stderr.String())
+	}
+	m := stagedRunID.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no staged run id: %s", stderr.String())
+	}
+	id := m[1]
+	r := w.cordon("", "apply", id)
+	if r.code != 1 {
+		t.Fatalf("apply over a file the host deleted during the run: want exit 1 (a conflict), got %v", r)
+	}
+	assertContains(t, "apply's refusal", r.stderr, "conflict: a.txt")
+	assertAbsent(t, filepath.Join(w.ws, "a.txt"))
+	if w.read("d/k") != "kept\n" {
+		t.Fatalf("a refused apply moved d/k: %q", w.read("d/k"))
+	}
+	if r := w.cordon("", "apply", "--force", id); r.code != 0 {
+		t.Fatalf("apply --force: %v", r)
+	}
+	if w.read("a.txt") != "one\nstaged\n" || w.read("d/k2") != "kept\n" {
+		t.Fatalf("apply --force did not land: a=%q d/k2=%q", w.read("a.txt"), w.read("d/k2"))
+	}
+	assertAbsent(t, filepath.Join(w.ws, "d", "k"))
+	w.verify(id)
+}
+
+// TestStagedRenameIsNoConflict: a file the sandbox only renamed, in a workspace the host
+// left alone, lands without a conflict (the overlay's copy-up record alone is no
+// reason to refuse).
+func TestStagedRenameIsNoConflict(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`mv d/x d/x2; echo more >> b.txt`)
+	if r := w.cordon("", "apply", id); r.code != 0 {
+		t.Fatalf("apply of a rename: %v", r)
+	}
+	if w.read("d/x2") != "x\n" || w.read("b.txt") != "keep\nmore\n" {
+		t.Fatalf("apply of a rename: d/x2=%q b=%q", w.read("d/x2"), w.read("b.txt"))
+	}
+	assertAbsent(t, filepath.Join(w.ws, "d", "x"))
+}

@@ -92,7 +92,7 @@ func (r *run) finishStage() error {
 	defer ws.Close()
 	r.stage.Ended = make(map[string]layer.State, len(set.Changes))
 	for _, c := range set.Changes {
-		r.stage.Ended[c.Path] = layer.StateOf(ws, c.Path)
+		r.stage.Ended[c.Path] = layer.EndState(ws, c, r.stage.Started)
 	}
 	r.stage.Finished = true
 	r.res.Staged = pending(set, r.stage)

@@ -21,6 +21,25 @@ func StateOf(t *linux.Tree, rel string) State {
 	return State{Exists: true, Ino: st.Ino, Ctime: st.Ctim.Nano(), Dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR}
 }
 
+// EndState is StateOf for c's path at a staged run's end, the run having started at
+// started (ns): a path the overlay copied up from the workspace that the workspace no
+// longer holds, in a directory changed since the start, is Gone (the host removed
+// it; a path the sandbox only renamed away leaves its directory unchanged).
+func EndState(t *linux.Tree, c Change, started int64) State {
+	st := StateOf(t, c.Path)
+	if st.Exists || !c.Origin {
+		return st
+	}
+	for dir := path.Dir(c.Path); ; dir = path.Dir(dir) {
+		if d := StateOf(t, dir); d.Exists {
+			return State{Gone: d.Ctime >= started-ctimeSlack}
+		}
+		if dir == "." {
+			return State{Gone: true}
+		}
+	}
+}
+
 // Apply lands changes in l.Workspace. It checks every change first: a path the
 // contract did not let the sandbox write is refused (never landed, with or without
 // Force); a conflict stops everything before anything lands unless l.Force.

@@ -9,6 +9,11 @@ type State struct {
 	Ino    uint64 `json:"ino,omitempty"`
 	Ctime  int64  `json:"ctime,omitempty"` // ns; ctime cannot be set from user space
 	Dir    bool   `json:"dir,omitempty"`
+	// Gone is set when the run's end found the path missing from the workspace although
+	// the overlay had copied it up from there during the run, and the directory that
+	// held it changed since the run started: the host removed it underneath the stage.
+	// Nothing at a path matches it, so landing the path is a conflict.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // ctimeSlack is how far before the run's start a change still counts as made during

@@ -54,6 +54,9 @@ type Change struct {
 	// Opaque is a Dir that replaced whatever the workspace held there: entries of the
 	// workspace's directory that the change set does not hold are deleted.
 	Opaque bool
+	// Origin is set when the overlay copied the entry up from the workspace (the
+	// kernel's origin record): the workspace held it when the sandbox first wrote it.
+	Origin bool
 }
 
 // Set is a staged run's change set: the changes, parents before children, and what

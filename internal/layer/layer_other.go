@@ -18,3 +18,6 @@ func StateOf(t *linux.Tree, rel string) State { return State{} }
 
 // Apply is unimplemented on this GOOS.
 func Apply(l Landing, changes []Change) (Outcome, error) { return Outcome{}, errUnimplemented }
+
+// EndState is unimplemented on this GOOS: it describes nothing.
+func EndState(t *linux.Tree, c Change, started int64) State { return State{} }

@@ -19,6 +19,7 @@ const (
 	xattrOpaque   = "trusted.overlay.opaque"
 	xattrRedirect = "trusted.overlay.redirect"
 	xattrMetacopy = "trusted.overlay.metacopy"
+	xattrOrigin   = "trusted.overlay.origin"
 )
 
 // Read describes the upper directory upper. The caller guarantees that nothing
@@ -73,6 +74,15 @@ func (s *Set) entry(upper, p, full string, fi fs.FileInfo) error {
 			return nil
 		}
 	}
+	n := len(s.Changes)
+	defer func() {
+		if len(s.Changes) > n {
+			// Set only by the kernel: a trusted.* attribute, which the sandbox can
+			// neither set nor remove.
+			v, err := linux.Getxattr(full, xattrOrigin)
+			s.Changes[n].Origin = err == nil && v != ""
+		}
+	}()
 	switch m := fi.Mode(); {
 	case m&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0:
 		s.Changes = append(s.Changes, Change{Path: p, Kind: Delete})
