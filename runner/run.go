@@ -291,17 +291,24 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := rd.placeholders(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
-	host.Env = append(r.plan.Environ(), ProxyEnv()...)
-	intercept, err := r.issueCredentials(ctx, &host)
+	lb, penv, err := r.proxyPort()
 	if err != nil {
 		return err
 	}
-	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept); err != nil {
+	host.Env = append(r.plan.Environ(), penv...)
+	intercept, err := r.issueCredentials(ctx, &host)
+	if err != nil {
+		if lb != nil {
+			lb.ln.Close()
+		}
+		return err
+	}
+	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept, lb); err != nil {
 		return err
 	}
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
-	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
-	host.EgressSocket = r.eg.socket
+	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket, "addr", r.eg.addr)
+	host.EgressSocket, host.EgressAddr = r.eg.socket, r.eg.addr
 	if err := r.prepareSession(&host); err != nil {
 		return err
 	}
