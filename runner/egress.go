@@ -50,7 +50,7 @@ func listenLoopback() (*loopback, []string, error) {
 		return nil, nil, errdefs.Unavailablef("egress proxy port: %w", err)
 	}
 	lb := &loopback{ln: ln, token: hex.EncodeToString(b[:])}
-	return lb, proxyEnv(tokenUser+":"+lb.token+"@"+ln.Addr().String()), nil
+	return lb, proxyEnv(tokenUser + ":" + lb.token + "@" + ln.Addr().String()), nil
 }
 
 // proxyPort opens the loopback port of a [sandbox.LoopbackEgress] backend's run, with
