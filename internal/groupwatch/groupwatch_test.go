@@ -2,6 +2,8 @@ package groupwatch
 
 import (
 	"io"
+
+	"github.com/cordonhq/cordon/internal/linux"
 	"os"
 	"os/exec"
 	"syscall"
@@ -84,7 +86,7 @@ func group(t *testing.T) (*exec.Cmd, *os.File) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = linux.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
 	return cmd, r
@@ -120,7 +122,7 @@ func TestRelease(t *testing.T) {
 	if err := w.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(-g.Process.Pid, 0); err != nil {
+	if err := linux.KillGroup(g.Process.Pid, 0); err != nil {
 		t.Errorf("the group is gone after Release: %v", err)
 	}
 }
