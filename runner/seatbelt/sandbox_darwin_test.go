@@ -64,7 +64,7 @@ network:
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code, err := execProfile(context.Background(), prof.SBPL, []string{"/bin/sh", "-c", c.script}, f.ws, env, &out, &out)
+			code, err := execProfile(context.Background(), "", prof.SBPL, []string{"/bin/sh", "-c", c.script}, f.ws, env, stdio{nil, &out, &out})
 			if err != nil {
 				t.Fatal(err)
 			}
