@@ -63,21 +63,11 @@ var errNoMonitor = errors.New("seatbelt: the monitor is eBPF, which macOS does n
 // of a colon-separated list (PATH), is rewritten when it is such a path or inside one.
 // TMPDIR is set to the private /tmp, which macOS tools prefer over /tmp.
 func sandboxEnv(env []string, dirs []PrivateDir, secrets string) []string {
-	moves := map[string]string{creds.SecretsDir: secrets}
-	tmp := ""
+	m, tmp := newMover(dirs, secrets), ""
 	for _, d := range dirs {
-		moves[d.For] = d.Host
 		if d.For == "/tmp" || d.For == "/private/tmp" {
 			tmp = d.Host
 		}
-	}
-	move := func(p string) string {
-		for from, to := range moves {
-			if p == from || strings.HasPrefix(p, from+"/") {
-				return to + p[len(from):]
-			}
-		}
-		return p
 	}
 	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {
@@ -87,7 +77,7 @@ func sandboxEnv(env []string, dirs []PrivateDir, secrets string) []string {
 		}
 		parts := strings.Split(v, ":")
 		for i, p := range parts {
-			parts[i] = move(p)
+			parts[i] = m.move(p)
 		}
 		out = append(out, k+"="+strings.Join(parts, ":"))
 	}
@@ -95,6 +85,30 @@ func sandboxEnv(env []string, dirs []PrivateDir, secrets string) []string {
 		out = append(out, "TMPDIR="+tmp)
 	}
 	return out
+}
+
+// mover maps the plan's paths that have no equivalent on macOS to their stand-ins.
+type mover map[string]string
+
+func newMover(dirs []PrivateDir, secrets string) mover {
+	m := mover{}
+	if secrets != "" {
+		m[creds.SecretsDir] = secrets
+	}
+	for _, d := range dirs {
+		m[d.For] = d.Host
+	}
+	return m
+}
+
+// move is p in its stand-in when p is one of m's paths or inside one, else p.
+func (m mover) move(p string) string {
+	for from, to := range m {
+		if p == from || strings.HasPrefix(p, from+"/") {
+			return to + p[len(from):]
+		}
+	}
+	return p
 }
 
 // writeSecrets creates dir (0700, which must not exist) and writes each file in it,

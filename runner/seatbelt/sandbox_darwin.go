@@ -101,7 +101,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
-	dir = sandboxEnv([]string{"D=" + dir}, s.profile.Dirs, "")[0][len("D="):]
+	dir = newMover(s.profile.Dirs, "").move(dir)
 	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})
 }
 
