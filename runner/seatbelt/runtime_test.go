@@ -90,3 +90,35 @@ func TestWriteSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsReadOnly: the credential files' directory is readable by the sandbox and
+// not writable, and without credentials it stays closed like the rest of the run
+// directory.
+func TestSecretsReadOnly(t *testing.T) {
+	f := newFixture(t)
+	plan := f.plan(t, examples(t)["default"])
+	secrets := filepath.Join(f.run, SecretsDirName)
+	for _, c := range []struct {
+		secrets   string
+		op        string
+		wantAllow bool
+	}{
+		{secrets, "file-read-data", true},
+		{secrets, "file-write-data", false},
+		{secrets, "file-write-create", false},
+		{"", "file-read-data", false},
+	} {
+		prof, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run, Secrets: c.secrets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol, err := compilePolicy(prof.SBPL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := pol.decide(query{op: c.op, path: resolve(secrets + "/TOKEN")})
+		if err != nil || d.allow != c.wantAllow {
+			t.Errorf("secrets %q, %s: allowed=%v (line %d), %v; want %v", c.secrets, c.op, d.allow, d.line, err, c.wantAllow)
+		}
+	}
+}
