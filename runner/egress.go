@@ -137,17 +137,20 @@ func (s *egressService) Close() error {
 
 // ProxyEnv is what the sandbox's environment gets so that ordinary tools (curl, wget,
 // git, go, pip, npm) use the bridge. Programs that ignore it have no route out at all.
-func ProxyEnv() []string { return proxyEnv(sandbox.BridgeAddr) }
+func ProxyEnv() []string {
+	return append(proxyEnv(sandbox.BridgeAddr), "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
+}
 
-// proxyEnv is the proxy variables for a proxy at authority ([userinfo@]host:port).
+// proxyEnv is the proxy variables for a proxy at authority ([userinfo@]host:port),
+// without NO_PROXY: on a loopback port (no network namespace) the sandbox's loopback is
+// the host's, which the profile does not let it reach directly, so every destination,
+// local ones included, goes through the proxy and its rules.
 func proxyEnv(authority string) []string {
 	http := "http://" + authority
 	socks := "socks5h://" + authority
-	noProxy := "localhost,127.0.0.1"
 	return []string{
 		"HTTP_PROXY=" + http, "http_proxy=" + http,
 		"HTTPS_PROXY=" + http, "https_proxy=" + http,
 		"ALL_PROXY=" + socks, "all_proxy=" + socks,
-		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
 	}
 }
