@@ -39,7 +39,7 @@ func refusals(plan *contract.Plan, host sandbox.Host) error {
 		errs = append(errs, errors.New("the egress proxy is not on a loopback port (the runner did not treat seatbelt as a loopback backend)"))
 	}
 	if plan.Limits.Memory > 0 {
-		errs = append(errs, errors.New("limits.memory cannot be enforced: macOS has no cgroups, and XNU does not enforce RLIMIT_AS or RLIMIT_DATA on mmap'd memory"))
+		errs = append(errs, errors.New("limits.memory cannot be enforced: macOS has no cgroups, and XNU is not known to enforce RLIMIT_AS or RLIMIT_DATA on mmap'd memory"))
 	}
 	if plan.Limits.Pids > 0 {
 		errs = append(errs, errors.New("limits.pids cannot be enforced: macOS has no cgroups, and RLIMIT_NPROC counts every process of the user, not the sandbox's"))
