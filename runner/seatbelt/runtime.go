@@ -53,10 +53,6 @@ func refusals(plan *contract.Plan, host sandbox.Host) error {
 	return errdefs.Unsupportedf("seatbelt: %w", errors.Join(errs...))
 }
 
-// errNoMonitor is why the syscall monitor cannot watch a seatbelt sandbox: the runner
-// refuses monitor.mode required with it and warns with it under best-effort.
-var errNoMonitor = errors.New("seatbelt: the monitor is eBPF, which macOS does not have; it is off for this run")
-
 // sandboxEnv is env with every path the plan gives the sandbox that has no equivalent
 // on macOS moved to the directory standing in for it: the private $HOME and /tmp to
 // their run directories, credential files to secrets. Each value, and each element

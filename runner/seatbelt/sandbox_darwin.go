@@ -75,6 +75,10 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	return s, nil
 }
 
+// errNoMonitor is why the syscall monitor cannot watch a seatbelt sandbox: the runner
+// refuses monitor.mode required with it and warns with it under best-effort.
+var errNoMonitor = errors.New("seatbelt: the monitor is eBPF, which macOS does not have; it is off for this run")
+
 // instance is one run's Seatbelt sandbox: a profile, an environment and the
 // directories made for them. Each Exec is its own sandbox-exec under the profile.
 type instance struct {
