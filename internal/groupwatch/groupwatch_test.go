@@ -2,12 +2,12 @@ package groupwatch
 
 import (
 	"io"
-
-	"github.com/cordonhq/cordon/internal/linux"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // TestMain runs the watcher when the test binary is re-executed as one.
