@@ -52,7 +52,10 @@ func (s *loopbackSandbox) Exec(ctx context.Context, p sandbox.Process) (int, err
 	}
 	code := 0
 	for _, arg := range p.Argv {
-		f := strings.Fields(arg) // how, URL, status wanted
+		f := strings.Fields(arg) // how, URL, status wanted; anything else is a no-op
+		if len(f) != 3 {
+			continue
+		}
 		how, target, want := f[0], f[1], f[2]
 		u := *pu
 		if how == "without" {
