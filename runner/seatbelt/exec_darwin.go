@@ -58,15 +58,17 @@ func execProfile(ctx context.Context, watcher, profile string, argv []string, di
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var werr error
+	exited := false
 	select {
 	case werr = <-done:
+		exited = true
 	case <-ctx.Done():
 	}
 	// Whatever is left of the group goes: what a command started does not outlive it
 	// (ESRCH when nothing is left).
 	_ = linux.KillGroup(pgid, syscall.SIGKILL)
-	if ctx.Err() != nil {
-		<-done
+	if !exited {
+		werr = <-done
 	}
 	if w != nil {
 		if err := w.Release(); err != nil {
