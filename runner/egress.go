@@ -63,8 +63,9 @@ func (r *run) proxyPort() (*loopback, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Closed by the proxy when it stops, or here when the run ends before it starts.
+	r.undo.add("closing the egress proxy's port", func(context.Context) error { lb.ln.Close(); return nil })
 	if err := r.log.Redactor().Add("CORDON_PROXY_TOKEN", lb.token); err != nil {
-		lb.ln.Close()
 		return nil, nil, errdefs.Unavailablef("egress proxy token: %w", err)
 	}
 	return lb, env, nil

@@ -298,9 +298,6 @@ func (r *run) prepare(ctx context.Context) error {
 	host.Env = append(r.plan.Environ(), penv...)
 	intercept, err := r.issueCredentials(ctx, &host)
 	if err != nil {
-		if lb != nil {
-			lb.ln.Close()
-		}
 		return err
 	}
 	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept, lb); err != nil {
