@@ -36,7 +36,12 @@
 // process: handing it to the bridge (SCM_RIGHTS) would put a host-namespace socket in
 // the sandbox's process 1, and a TCP socket can be disconnected and reconnected anywhere.
 //
-// SOCKS5 is a small server written here (RFC 1928: no authentication, CONNECT only, with
+// Where the sandbox shares the host's network stack (seatbelt on macOS) there is no bridge:
+// the proxy listens on a loopback TCP port that every local process can reach, and
+// [Config.Token] makes it serve only clients presenting the run's token (auth.go).
+//
+// SOCKS5 is a small server written here (RFC 1928: no authentication, or RFC 1929's
+// username and password for the token; CONNECT only, with
 // domain names, IPv4 and IPv6 addresses; BIND and UDP ASSOCIATE are refused). The
 // maintained library candidate, github.com/things-go/go-socks5, is not served by the module
 // proxy this project can reach, and github.com/armon/go-socks5 has been unmaintained since

@@ -26,7 +26,7 @@ func FuzzReadSOCKS(f *testing.F) {
 	f.Add([]byte{5, 1, 0, 5, 1, 0, 3, 0, 0, 80})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		cc := newIdleConn(discardConn{}, time.Second)
-		host, port, err := readSOCKS(cc, bufio.NewReader(bytes.NewReader(in)))
+		host, port, err := readSOCKS(cc, bufio.NewReader(bytes.NewReader(in)), "")
 		if err == nil && port == 0 && len(in) < 7 {
 			t.Fatalf("readSOCKS(%x) = %q, %d from a short input", in, host, port)
 		}

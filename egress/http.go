@@ -54,6 +54,10 @@ func (p *Proxy) serveHTTP(ctx context.Context, cc *idleConn, br *bufio.Reader) {
 			return
 		}
 		cc.setHard(time.Time{})
+		if !p.httpAuthorized(req) {
+			p.denyAuthHTTP(cc, bw, req)
+			return
+		}
 		if req.Method == http.MethodConnect {
 			p.serveConnect(ctx, cc, br, bw, req)
 			return

@@ -61,6 +61,10 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Intercept, when set, delivers credentials by proxy to its hosts (see [Intercept]).
 	Intercept *Intercept
+	// Token, when set, is the secret every client must present (see auth.go): for a
+	// proxy on a TCP port that other local processes can reach. Empty for a unix socket
+	// only the sandbox's bridge reaches.
+	Token string
 }
 
 // Validate reports every invalid field.

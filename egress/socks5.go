@@ -45,24 +45,30 @@ const (
 type socksError struct {
 	reply byte
 	msg   string
+	auth  bool // the client did not present the run's token: a denial, not a malformed request
 }
 
 func (e *socksError) Error() string { return e.msg }
 
-// serveSOCKS serves one SOCKS5 connection: no authentication, one CONNECT (domain name,
+// serveSOCKS serves one SOCKS5 connection: no authentication (or the run's token, see
+// [Config.Token]), one CONNECT (domain name,
 // IPv4 or IPv6), then a tunnel. BIND and UDP ASSOCIATE are refused: the sandbox has no
 // other way out, and neither fits a per-destination allowlist.
 func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) {
 	a := newAttempt(protoSOCKS)
 	cc.setHard(time.Now().Add(p.cfg.HandshakeTimeout))
-	host, port, err := readSOCKS(cc, br)
+	host, port, err := readSOCKS(cc, br, p.cfg.Token)
 	cc.setHard(time.Time{})
 	if err != nil {
 		if se := (*socksError)(nil); errors.As(err, &se) && se.reply != 0 {
 			writeSOCKSReply(cc, se.reply)
 		}
 		a.target(host, port, policy.Decision{})
-		a.refused(policy.Malformed, err.Error())
+		cat := policy.Malformed
+		if se := (*socksError)(nil); errors.As(err, &se) && se.auth {
+			cat = policy.Denied
+		}
+		a.refused(cat, err.Error())
 		p.emitAttempt(a, false)
 		return
 	}
@@ -110,7 +116,8 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 
 // readSOCKS negotiates the method and reads the request, answering the method selection.
 // It returns the requested host (as given: a name, or an address in text form) and port.
-func readSOCKS(cc *idleConn, br *bufio.Reader) (string, uint16, error) {
+// With a token (see [Config.Token]) the client must authenticate with it first.
+func readSOCKS(cc *idleConn, br *bufio.Reader, token string) (string, uint16, error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
 		return "", 0, fmt.Errorf("reading socks5 greeting: %w", err)
@@ -119,17 +126,20 @@ func readSOCKS(cc *idleConn, br *bufio.Reader) (string, uint16, error) {
 	if _, err := io.ReadFull(br, methods); err != nil {
 		return "", 0, fmt.Errorf("reading socks5 methods: %w", err)
 	}
-	method := byte(socksNoMethod)
-	for _, m := range methods {
-		if m == socksNoAuth {
-			method = socksNoAuth
-		}
-	}
+	method := socksMethod(methods, token)
 	if _, err := cc.Write([]byte{socksVersion, method}); err != nil {
 		return "", 0, fmt.Errorf("writing socks5 method: %w", err)
 	}
-	if method != socksNoAuth {
+	switch method {
+	case socksNoMethod:
+		if token != "" {
+			return "", 0, &socksError{msg: reasonAuth + " (the client offers no username/password authentication)", auth: true}
+		}
 		return "", 0, &socksError{msg: "socks5 client offers no supported authentication method"}
+	case socksUserPass:
+		if err := readSOCKSAuth(cc, br, token); err != nil {
+			return "", 0, err
+		}
 	}
 	var req [4]byte
 	if _, err := io.ReadFull(br, req[:]); err != nil {
@@ -148,7 +158,7 @@ func readSOCKS(cc *idleConn, br *bufio.Reader) (string, uint16, error) {
 	}
 	port := binary.BigEndian.Uint16(pb[:])
 	if req[1] != socksCmdConnect {
-		return host, port, &socksError{socksCmdUnsupported, fmt.Sprintf("socks5 command %d is not supported (only connect)", req[1])}
+		return host, port, &socksError{reply: socksCmdUnsupported, msg: fmt.Sprintf("socks5 command %d is not supported (only connect)", req[1])}
 	}
 	return host, port, nil
 }
@@ -180,7 +190,7 @@ func readSOCKSAddr(br *bufio.Reader, atyp byte) (string, error) {
 		}
 		return string(b), nil
 	}
-	return "", &socksError{socksAtypUnsupported, fmt.Sprintf("socks5 address type %d is not supported", atyp)}
+	return "", &socksError{reply: socksAtypUnsupported, msg: fmt.Sprintf("socks5 address type %d is not supported", atyp)}
 }
 
 // writeSOCKSReply answers the request. The bound address is always 0.0.0.0:0: the
@@ -210,7 +220,7 @@ func socksReplyFor(err error) byte {
 // refuseSOCKS answers a SOCKS5 connection over the limit with a general failure, after
 // the method negotiation and request (the reply has nowhere to go before them).
 func (p *Proxy) refuseSOCKS(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
-	host, port, err := readSOCKS(cc, br)
+	host, port, err := readSOCKS(cc, br, p.cfg.Token)
 	if se := (*socksError)(nil); err == nil || errors.As(err, &se) && se.reply != 0 {
 		ev.Host, ev.Port = bound(host, 255), port
 		if n, err := policy.Normalize(host); err == nil {

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,25 +22,98 @@ import (
 const maxSocketPath = 107
 
 // egressService is the run's egress proxy, listening on a unix socket in the run
-// directory: the sandbox's only way out.
+// directory (or, for a [sandbox.LoopbackEgress] backend, on a loopback TCP port): the
+// sandbox's only way out.
 type egressService struct {
 	proxy  *egress.Proxy
-	socket string
+	socket string // "" on a loopback port
+	addr   string // the loopback address, or ""
 	done   chan error
 }
+
+// loopback is a loopback TCP listener for the egress proxy and the token its clients
+// must present (see [egress.Config.Token]).
+type loopback struct {
+	ln    net.Listener
+	token string
+}
+
+// listenLoopback opens the run's loopback port and chooses its token, for a backend
+// without a network namespace. It returns the proxy variables naming both.
+func listenLoopback() (*loopback, []string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, nil, errdefs.Unavailablef("egress proxy token: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, errdefs.Unavailablef("egress proxy port: %w", err)
+	}
+	lb := &loopback{ln: ln, token: hex.EncodeToString(b[:])}
+	return lb, proxyEnv(tokenUser + ":" + lb.token + "@" + ln.Addr().String()), nil
+}
+
+// proxyPort opens the loopback port of a [sandbox.LoopbackEgress] backend's run, with
+// the token redacted from the log; nil and the bridge's variables for other backends.
+func (r *run) proxyPort() (*loopback, []string, error) {
+	if _, ok := r.o.Backend.(sandbox.LoopbackEgress); !ok {
+		return nil, ProxyEnv(), nil
+	}
+	lb, env, err := listenLoopback()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Closed by the proxy when it stops, or here when the run ends before it starts.
+	r.undo.add("closing the egress proxy's port", func(context.Context) error { lb.ln.Close(); return nil })
+	if err := r.log.Redactor().Add("CORDON_PROXY_TOKEN", lb.token); err != nil {
+		return nil, nil, errdefs.Unavailablef("egress proxy token: %w", err)
+	}
+	return lb, env, nil
+}
+
+// tokenUser is the user name of the proxy URL; only the password (the token) is checked.
+const tokenUser = "cordon"
 
 // startEgress starts the proxy for plan's allowlist. It runs for every run, allowlist
 // or not, so that every attempt to get out is recorded.
 // intercept, when not nil, delivers the run's proxy credentials.
-func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger, intercept *egress.Intercept) (*egressService, error) {
+// lb, when not nil, is the loopback port to serve on (and is closed on failure).
+func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger, intercept *egress.Intercept, lb *loopback) (*egressService, error) {
+	cfg := egress.Config{Events: sink, Logger: log, Intercept: intercept}
+	if lb != nil {
+		cfg.Token = lb.token
+	}
+	proxy, err := newProxy(plan, cfg)
+	if err != nil {
+		if lb != nil {
+			lb.ln.Close()
+		}
+		return nil, err
+	}
+	if lb == nil {
+		return serveSocket(ctx, proxy, runDir)
+	}
+	s := &egressService{proxy: proxy, addr: lb.ln.Addr().String(), done: make(chan error, 1)}
+	go func() { s.done <- proxy.Serve(context.WithoutCancel(ctx), lb.ln) }()
+	return s, nil
+}
+
+// newProxy is the proxy for plan's allowlist with cfg's other settings.
+func newProxy(plan *contract.Plan, cfg egress.Config) (*egress.Proxy, error) {
 	pol, err := policy.New(plan.EgressRules())
 	if err != nil {
 		return nil, errdefs.Invalidf("network.allow: %w", err)
 	}
-	proxy, err := egress.New(egress.Config{Policy: pol, Events: sink, Logger: log, Intercept: intercept})
+	cfg.Policy = pol
+	proxy, err := egress.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting egress proxy: %w", err)
 	}
+	return proxy, nil
+}
+
+// serveSocket serves proxy on the unix socket egress.sock in runDir.
+func serveSocket(ctx context.Context, proxy *egress.Proxy, runDir string) (*egressService, error) {
 	sock := filepath.Join(runDir, "egress.sock")
 	if len(sock) > maxSocketPath {
 		proxy.Close()
@@ -64,13 +139,19 @@ func (s *egressService) Close() error {
 // ProxyEnv is what the sandbox's environment gets so that ordinary tools (curl, wget,
 // git, go, pip, npm) use the bridge. Programs that ignore it have no route out at all.
 func ProxyEnv() []string {
-	http := "http://" + sandbox.BridgeAddr
-	socks := "socks5h://" + sandbox.BridgeAddr
-	noProxy := "localhost,127.0.0.1"
+	return append(proxyEnv(sandbox.BridgeAddr), "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
+}
+
+// proxyEnv is the proxy variables for a proxy at authority ([userinfo@]host:port),
+// without NO_PROXY: on a loopback port (no network namespace) the sandbox's loopback is
+// the host's, which the profile does not let it reach directly, so every destination,
+// local ones included, goes through the proxy and its rules.
+func proxyEnv(authority string) []string {
+	http := "http://" + authority
+	socks := "socks5h://" + authority
 	return []string{
 		"HTTP_PROXY=" + http, "http_proxy=" + http,
 		"HTTPS_PROXY=" + http, "https_proxy=" + http,
 		"ALL_PROXY=" + socks, "all_proxy=" + socks,
-		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
 	}
 }

@@ -17,6 +17,11 @@ type cgrouper interface {
 	CgroupID() uint64
 }
 
+// noMonitor is a Sandbox the monitor cannot watch, saying why (seatbelt: no eBPF).
+type noMonitor interface {
+	MonitorUnavailable() error
+}
+
 // monitorKill is the cancellation cause when monitor.on_violation: kill stops the run.
 type monitorKill struct{ alert monitor.Alert }
 
@@ -35,6 +40,9 @@ func (r *run) startMonitor(ctx context.Context) error {
 	}
 	var m *monitor.Monitor
 	err := errors.New("the sandbox has no cgroup of its own to watch")
+	if nm, ok := r.sb.(noMonitor); ok {
+		err = nm.MonitorUnavailable()
+	}
 	if id != 0 {
 		m, err = monitor.Start(ctx, monitor.Options{
 			CgroupID: id, Nested: true, Profile: monitor.FromPlan(r.plan), Events: r.sink,

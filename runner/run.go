@@ -291,17 +291,21 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := rd.placeholders(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
-	host.Env = append(r.plan.Environ(), ProxyEnv()...)
+	lb, penv, err := r.proxyPort()
+	if err != nil {
+		return err
+	}
+	host.Env = append(r.plan.Environ(), penv...)
 	intercept, err := r.issueCredentials(ctx, &host)
 	if err != nil {
 		return err
 	}
-	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept); err != nil {
+	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept, lb); err != nil {
 		return err
 	}
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
-	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket)
-	host.EgressSocket = r.eg.socket
+	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket, "addr", r.eg.addr)
+	host.EgressSocket, host.EgressAddr = r.eg.socket, r.eg.addr
 	if err := r.prepareSession(&host); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/groupwatch"
 	"github.com/cordonhq/cordon/internal/pid1"
 )
 
@@ -25,6 +26,9 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.PostureArg {
 		os.Exit(pid1.PostureMain(os.Args[3:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == groupwatch.Arg {
+		os.Exit(groupwatch.Main(os.Args[3:]))
 	}
 	os.Exit(pid1.Main())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/groupwatch"
 	"github.com/cordonhq/cordon/internal/pid1"
 )
 
@@ -74,6 +75,8 @@ func runInternal(args []string) (error, bool) {
 		return errdefs.Exit(pid1.JoinMain(args[2:])), true
 	case pid1.PostureArg:
 		return errdefs.Exit(pid1.PostureMain(args[2:])), true
+	case groupwatch.Arg:
+		return errdefs.Exit(groupwatch.Main(args[2:])), true
 	}
 	return nil, false
 }

@@ -44,7 +44,7 @@ func completeRuns(c *cobra.Command, args []string, _ string) ([]cobra.Completion
 
 // flagCompletions are the fixed values of flags, by flag name.
 var flagCompletions = map[string][]cobra.Completion{
-	"backend": {"auto", "bwrap", "docker", "containerd"},
+	"backend": {"auto", "bwrap", "docker", "containerd", "seatbelt"},
 	"gates":   {"ask", "deny"},
 	"format":  {"jsonl", "ocsf"},
 }

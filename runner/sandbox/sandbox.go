@@ -39,8 +39,13 @@ type Host struct {
 	// over hidden paths.
 	MaskFile, MaskDir string
 	// EgressSocket is the unix socket of the run's egress proxy. Backends make it
-	// reachable inside and have process 1 bridge [BridgeAddr] to it.
+	// reachable inside and have process 1 bridge [BridgeAddr] to it. Empty for a
+	// [LoopbackEgress] backend.
 	EgressSocket string
+	// EgressAddr, for a [LoopbackEgress] backend, is the loopback TCP address
+	// (127.0.0.1:port) the run's egress proxy listens on; Env's proxy variables name
+	// it with the run's token. Empty otherwise.
+	EgressAddr string
 	// ControlSocket, in a session, is the unix (SOCK_SEQPACKET) socket process 1 dials to
 	// take commands; backends make it reachable at [ControlPath].
 	ControlSocket string
@@ -59,6 +64,14 @@ type Host struct {
 	// the workspace as an overlay of Stage.Upper on the real workspace (read only), or
 	// refuses the run. Nil for a direct run.
 	Stage *Stage
+}
+
+// LoopbackEgress is a backend whose sandbox has no network namespace of its own, so no
+// process 1 bridges [BridgeAddr] to a unix socket (seatbelt on macOS): the runner serves
+// the egress proxy on a per-run loopback TCP port instead ([Host.EgressAddr]), which any
+// local process can connect to, and requires a per-run token of every client.
+type LoopbackEgress interface {
+	LoopbackEgress()
 }
 
 // Stage is a staged run's overlay directories, on one file system, out of the

@@ -195,4 +195,8 @@ func (g *gen) privateDirs(mounts []contract.Mount) {
 		g.w.comment("The run's private directory standing in for %s (%s).", m.Path, m.Why)
 		g.w.rule("allow", opsReadWrite, subpath(host))
 	}
+	if g.params.Secrets != "" {
+		g.w.comment("The run's credential files (deliver: file) and CA bundle: read only.")
+		g.w.rule("allow", []string{"file-read*"}, subpath(g.res.resolve(g.params.Secrets)))
+	}
 }

@@ -17,6 +17,9 @@ type Params struct {
 	// $HOME and /tmp) have no equivalent on macOS: each becomes a directory under it,
 	// listed in [Profile.Dirs], that the runner creates empty and removes after the run.
 	RunDir string
+	// Secrets, when set, is the directory of the run's credential files (in RunDir; see
+	// [SecretsDirName]): the sandbox may read it, not write it.
+	Secrets string
 }
 
 // PrivateDir is a directory the runner creates for the sandbox in place of a tmpfs.

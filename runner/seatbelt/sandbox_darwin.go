@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"net"
 	"os"
-	"os/exec"
-	"syscall"
+	"path/filepath"
+	"strconv"
+	"sync"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
-	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -19,57 +19,110 @@ import (
 // controls.
 const sandboxExec = "/usr/bin/sandbox-exec"
 
-// Check implements sandbox.Backend. The profile is generated and sandbox-exec exists,
-// but the run-time half (egress proxy on a loopback port, credentials, sessions, the
-// audit log's process tree) is not wired: refusing is what the design asks of a backend
-// that cannot keep the contract's promises.
+// Check implements sandbox.Backend: seatbelt runs wherever sandbox-exec is. What a
+// given plan asks that macOS cannot enforce (limits, sessions, gates, staging) is
+// refused by Start, each with its reason.
 func (b *Backend) Check(ctx context.Context) error {
 	if _, err := os.Stat(sandboxExec); err != nil {
 		return errdefs.Unavailablef("seatbelt: %w", err)
 	}
-	return errdefs.Unsupportedf("seatbelt: the profile is generated (cordon explain --backend seatbelt) but running it is not built yet")
+	return nil
 }
 
-// Start implements sandbox.Backend; see Check.
+// LoopbackEgress implements sandbox.LoopbackEgress: a Seatbelt sandbox shares the
+// host's network stack, so the proxy listens on a loopback port the profile allows.
+func (b *Backend) LoopbackEgress() {}
+
+// Start implements sandbox.Backend: it refuses what it cannot enforce, writes the
+// credential files, generates the profile for the run's proxy port and directory and
+// creates the private directories standing in for the plan's tmpfs mounts.
 func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
-	return nil, b.Check(ctx)
+	if err := b.Check(ctx); err != nil {
+		return nil, err
+	}
+	if err := refusals(plan, host); err != nil {
+		return nil, err
+	}
+	_, p, err := net.SplitHostPort(host.EgressAddr)
+	if err != nil {
+		return nil, fmt.Errorf("seatbelt: egress address: %w", err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, fmt.Errorf("seatbelt: egress port: %w", err)
+	}
+	s := &instance{plan: plan, host: host}
+	params := Params{ProxyPort: port, RunDir: host.RunDir}
+	if len(host.SecretFiles) > 0 {
+		params.Secrets = filepath.Join(host.RunDir, SecretsDirName)
+		s.made = append(s.made, params.Secrets)
+		if err := writeSecrets(params.Secrets, host.SecretFiles); err != nil {
+			return nil, errors.Join(errdefs.Unavailablef("seatbelt: %w", err), s.Close(ctx))
+		}
+	}
+	prof, err := Generate(plan, params)
+	if err != nil {
+		return nil, errors.Join(errdefs.Invalidf("seatbelt: %w", err), s.Close(ctx))
+	}
+	for _, d := range prof.Dirs {
+		s.made = append(s.made, d.Host)
+		if err := os.Mkdir(d.Host, 0o700); err != nil {
+			return nil, errors.Join(errdefs.Unavailablef("seatbelt: private directory for %s: %w", d.For, err), s.Close(ctx))
+		}
+	}
+	s.profile = prof
+	s.env = sandboxEnv(host.Env, prof.Dirs, params.Secrets)
+	return s, nil
 }
 
-// execProfile runs argv under profile with sandbox-exec, in a process group of its own
-// with env as its whole environment, and returns its exit status (128+n for signal n).
-// When ctx ends first the whole group is killed (sandbox-exec execs the command, so the
-// group is the command's) and ctx.Err() returned. macOS has no PDEATHSIG: a cordon that
-// is killed leaves the group behind, which the runner's supervisor (not built) reaps.
-func execProfile(ctx context.Context, profile string, argv []string, dir string, env []string, stdout, stderr io.Writer) (int, error) {
-	if len(argv) == 0 {
-		return -1, errors.New("seatbelt: empty command")
-	}
-	cmd := exec.Command(sandboxExec, append([]string{"-p", profile, "--"}, argv...)...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return -1, fmt.Errorf("seatbelt: starting sandbox-exec: %w", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return exitStatus(cmd, err)
-	case <-ctx.Done():
-		_ = linux.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return -1, ctx.Err()
-	}
+// errNoMonitor is why the syscall monitor cannot watch a seatbelt sandbox: the runner
+// refuses monitor.mode required with it and warns with it under best-effort.
+var errNoMonitor = errors.New("seatbelt: the monitor is eBPF, which macOS does not have; it is off for this run")
+
+// instance is one run's Seatbelt sandbox: a profile, an environment and the
+// directories made for them. Each Exec is its own sandbox-exec under the profile.
+type instance struct {
+	plan    *contract.Plan
+	host    sandbox.Host
+	profile *Profile
+	env     []string
+
+	mu     sync.Mutex // mu guards made and closed.
+	made   []string   // directories Start created, removed by Close
+	closed bool
 }
 
-func exitStatus(cmd *exec.Cmd, err error) (int, error) {
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return -1, fmt.Errorf("seatbelt: waiting for sandbox-exec: %w", err)
+// MonitorUnavailable implements the runner's interface for a sandbox the syscall
+// monitor cannot watch.
+func (s *instance) MonitorUnavailable() error { return errNoMonitor }
+
+// Exec implements sandbox.Sandbox.
+func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
+	if p.Serve != "" {
+		return -1, errdefs.Unsupportedf("seatbelt: sessions are not built on seatbelt")
 	}
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		return 128 + int(ws.Signal()), nil
+	dir := p.Dir
+	if dir == "" {
+		dir = s.plan.Workdir
 	}
-	return ws.ExitStatus(), nil
+	dir = newMover(s.profile.Dirs, "").move(dir)
+	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})
+}
+
+// Close implements sandbox.Sandbox: it removes the credential files and the private
+// directories (the runner removes the run directory after).
+func (s *instance) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for i := len(s.made) - 1; i >= 0; i-- {
+		if err := os.RemoveAll(s.made[i]); err != nil {
+			errs = append(errs, fmt.Errorf("seatbelt: removing %s: %w", s.made[i], err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -3,11 +3,17 @@ package seatbelt
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/groupwatch"
 )
 
 // TestSandboxExec runs the attacks for real under sandbox-exec, with the profile of a
@@ -64,7 +70,7 @@ network:
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code, err := execProfile(context.Background(), prof.SBPL, []string{"/bin/sh", "-c", c.script}, f.ws, env, &out, &out)
+			code, err := execProfile(context.Background(), "", prof.SBPL, []string{"/bin/sh", "-c", c.script}, f.ws, env, stdio{nil, &out, &out})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,4 +99,62 @@ func listen(t *testing.T) net.Listener {
 		}
 	}()
 	return l
+}
+
+// TestMain runs the group watcher when execProfile starts the test binary as one.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == groupwatch.Arg {
+		os.Exit(groupwatch.Main(os.Args[3:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestExecGroup: under a watcher, a command's timeout kills its whole group, and what a
+// command leaves in its group when it exits is killed too.
+func TestExecGroup(t *testing.T) {
+	f := newFixture(t)
+	plan := f.plan(t, []byte("version: 1\nfilesystem:\n  writable: [\".\"]\n"))
+	prof, err := Generate(plan, Params{RunDir: f.run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=/usr/bin:/bin"}
+	run := func(ctx context.Context, script string) (int, error) {
+		return execProfile(ctx, os.Args[0], prof.SBPL, []string{"/bin/sh", "-c", script}, f.ws, env, stdio{nil, io.Discard, io.Discard})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(time.Minute); !running("sleep 3219") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if _, err := run(ctx, "sleep 3219 & wait"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled command: %v; want context.Canceled", err)
+	}
+	if !gone("sleep 3219") {
+		t.Error("the cancelled command's background sleep survived")
+	}
+	if code, err := run(context.Background(), "sleep 3218 >/dev/null 2>&1 &"); code != 0 || err != nil {
+		t.Fatalf("a command leaving a process behind: %d, %v", code, err)
+	}
+	if !gone("sleep 3218") {
+		t.Error("the process the command left in its group survived it")
+	}
+}
+
+// gone waits (up to 10s: a killed process is reaped by launchd) until no process's
+// command line is cmdline.
+func gone(cmdline string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !running(cmdline) {
+			return true
+		}
+	}
+	return false
+}
+
+// running reports whether a process whose command line is cmdline exists.
+func running(cmdline string) bool {
+	return exec.Command("pgrep", "-f", "^"+cmdline+"$").Run() == nil
 }

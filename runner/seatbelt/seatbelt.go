@@ -2,7 +2,11 @@
 // profile (SBPL, the language of sandbox-exec(1)) that the kernel enforces on the command
 // and everything it starts. Profile generation ([Generate]) is pure and portable, so that
 // `cordon explain --backend seatbelt` shows on any host what a Mac would enforce; running
-// a sandbox is macOS's (sandbox_darwin.go) and not built yet beyond a skeleton.
+// a sandbox is macOS's (sandbox_darwin.go, exec_darwin.go), with the portable pieces of
+// it (refusals, the environment, the credential files) in runtime.go. The runner serves
+// the egress proxy on a loopback port for it ([sandbox.LoopbackEgress]), and a watcher
+// process (package groupwatch) kills the command's process group if cordon dies. It has
+// been written and tested on Linux and cross-compiled, never run on a Mac.
 package seatbelt
 
 import (
