@@ -198,6 +198,15 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		waitErr <- err
 	}()
 
+	if p.Ready != nil {
+		// bwrap builds the sandbox and process 1 checks it meanwhile; process 1 runs
+		// nothing before it has its spec, which is sent only once Ready says so.
+		if err := p.Ready(ctx); err != nil {
+			s.kill(cmd)
+			<-waitErr
+			return 0, err
+		}
+	}
 	if err := s.release(infoR, specW, cmd.Process.Pid, p); err != nil {
 		s.kill(cmd)
 		<-waitErr
@@ -405,6 +414,10 @@ func killMembers(cg *linux.Cgroup, timeout time.Duration) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// StartsEarly implements sandbox.EarlyStarter: Exec starts bwrap at once and sends
+// process 1 its spec (which lets it proceed) only once Process.Ready has returned.
+func (s *instance) StartsEarly() bool { return true }
 
 // CgroupID is the run's cgroup v2 id, for the syscall monitor (0 without a cgroup).
 func (s *instance) CgroupID() uint64 {
