@@ -63,7 +63,10 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	actx, stop := r.commandContext(ctx, timeout)
 	defer stop(nil)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
-	res := ExecResult{CmdID: c.id}
+	var res ExecResult
+	if !r.early {
+		res.CmdID = c.id // early, c is the setup's until wait has returned
+	}
 	if r.stage != nil {
 		r.stage.Started = r.o.now().UnixNano()
 	}
