@@ -279,3 +279,30 @@ func TestNilBodies(t *testing.T) {
 		t.Errorf("RecordDiff(nil) = %v; want ErrBadEvent", err)
 	}
 }
+
+// TestStartSyncLater: run.start made durable in the background while events are
+// written, and a Close that does not wait for it first, leave a whole, verified log.
+func TestStartSyncLater(t *testing.T) {
+	for _, waitFirst := range []bool{true, false} {
+		w, _ := newWriter(t, Options{StartSyncLater: true})
+		if waitFirst {
+			if err := w.WaitStart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Emit(event.Event{Type: event.NetAllow, Body: netBody{Dest: "h:1"}})
+		if err := w.Close(RunEnd{Reason: ReasonExited}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WaitStart(); err != nil {
+			t.Errorf("WaitStart after Close: %v", err)
+		}
+		rep, err := Verify(w.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Lines != 3 || !rep.Sealed {
+			t.Errorf("report %+v; want 3 lines, sealed", rep)
+		}
+	}
+}

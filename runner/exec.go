@@ -107,9 +107,13 @@ type command struct {
 	id      string
 }
 
-// beginCommand takes the workspace's baseline and writes cmd.start; from then on the
-// command is the sink's current one (until the caller pops it).
+// beginCommand waits for run.start to be durable, takes the workspace's baseline and
+// writes cmd.start; from then on the command is the sink's current one (until the
+// caller pops it).
 func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
+	if err := r.log.WaitStart(); err != nil {
+		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
+	}
 	tracker, err := r.baseline(ctx)
 	if err != nil {
 		return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
@@ -363,7 +367,8 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 		}
 	}
 	host, _ := os.Hostname()
-	w, err := audit.Create(root, runID, audit.Options{Redactor: red, Start: audit.RunStart{
+	// run.start is made durable while the run starts; beginCommand waits for it.
+	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true, Start: audit.RunStart{
 		ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
 		Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),
 		Workspace: plan.Workspace,
