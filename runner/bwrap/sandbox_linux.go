@@ -154,9 +154,6 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 			return 0, err
 		}
 		sp, args = &spec, staged
-		if os.Getenv("CSARGS") != "" {
-			fmt.Fprintf(os.Stderr, "ARGS %q\n%+v\n", args, spec)
-		}
 	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = s.host.Env
