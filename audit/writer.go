@@ -103,6 +103,11 @@ type Writer struct {
 	closed   bool
 	closeErr error
 
+	// pending, guarded by mu, receives the result of cmd.end's fsync, which runs
+	// while the workspace diff is computed; the next fsync, Synced and Close wait
+	// for it.
+	pending chan error
+
 	startSynced chan struct{} // closed once run.start is durable (or failed to be)
 	startErr    error         // why it is not; read after startSynced is closed
 }
@@ -331,8 +336,21 @@ func (w *Writer) appendLocked(typ event.Type, cmd string, ts time.Time, body []b
 	}
 	line := encodeLine(Record{V: Version, Seq: seq, TS: ts, Run: w.run, Type: typ, Cmd: cmd, Body: body, Prev: w.prev})
 	n, err := w.f.Write(line)
-	if err == nil && (w.opts.Sync == SyncEvery || w.opts.Sync == SyncCommands && syncsAfter(typ)) && !(typ == event.RunStart && w.opts.StartSyncLater) {
-		err = w.f.Sync()
+	sync := w.opts.Sync == SyncEvery || w.opts.Sync == SyncCommands && syncsAfter(typ)
+	switch {
+	case err != nil || !sync || typ == event.RunStart && w.opts.StartSyncLater:
+	case typ == event.CmdEnd && w.opts.Sync == SyncCommands:
+		// Made durable while the caller computes the command's fs.diff: its fsync,
+		// or Synced, waits for this one.
+		err = w.waitPendingLocked()
+		if err == nil {
+			ch, f := make(chan error, 1), w.f
+			go func() { ch <- f.Sync() }()
+			w.pending = ch
+		}
+		n = len(line)
+	default:
+		err = errors.Join(w.f.Sync(), w.waitPendingLocked())
 		n = len(line) // the line is written; only its durability is in doubt
 	}
 	if err != nil {
@@ -345,6 +363,29 @@ func (w *Writer) appendLocked(typ event.Type, cmd string, ts time.Time, body []b
 		w.commands++
 	}
 	return seq, nil
+}
+
+// waitPendingLocked waits for the fsync of cmd.end still running, if one is, and
+// returns its error. w.mu must be held.
+func (w *Writer) waitPendingLocked() error {
+	if w.pending == nil {
+		return nil
+	}
+	err := <-w.pending
+	w.pending = nil
+	return err
+}
+
+// Synced waits until every line the sync policy makes durable is: the fsync of the
+// last cmd.end, which runs in the background, has ended. A failure fails the writer.
+func (w *Writer) Synced() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.waitPendingLocked(); err != nil {
+		w.failLocked(fmt.Errorf("syncing %s: %w", w.Path(), err), 0)
+		return fmt.Errorf("%w: %w", ErrWriterFailed, w.err)
+	}
+	return nil
 }
 
 func syncsAfter(t event.Type) bool {
@@ -385,6 +426,9 @@ func (w *Writer) Close(end RunEnd) error {
 	}
 	w.closed = true
 	var errs []error
+	if err := w.waitPendingLocked(); err != nil && w.err == nil {
+		w.failLocked(fmt.Errorf("syncing %s: %w", w.Path(), err), 0)
+	}
 	if w.err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrWriterFailed, w.err))
 	} else {

@@ -94,6 +94,9 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	r.o.Log.Debug("command recorded")
 	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
 	r.recordDiff(ctx, c.tracker, &res)
+	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
+	// was written. A failure fails the log, and the run with it (auditErr).
+	_ = r.log.Synced()
 	if reason == audit.ReasonMonitor {
 		res.Detail = context.Cause(actx).Error()
 	}
