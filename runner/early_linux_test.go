@@ -21,8 +21,8 @@ import (
 // gone, no process of the sandbox remains, and the log is sealed with the reason.
 
 // earlyRun runs `sh -c "touch ran"` in a fresh workspace with o's knobs and returns
-// what Run returned, the workspace, the run root and the audit root.
-func earlyRun(t *testing.T, o Options) (Result, error, string, string, string) {
+// what Run returned with the workspace, the run root and the audit root.
+func earlyRun(t *testing.T, o Options) (Result, string, string, string, error) {
 	t.Helper()
 	testutil.RequireBwrap(t)
 	ws, runRoot, auditRoot := t.TempDir(), t.TempDir(), t.TempDir()
@@ -44,7 +44,7 @@ func earlyRun(t *testing.T, o Options) (Result, error, string, string, string) {
 	o.Init = filepath.Join(filepath.Dir(testutil.Cordon(t)), "cordon-init")
 	o.RunRoot, o.AuditRoot = runRoot, auditRoot
 	res, err := Run(context.Background(), plan, []string{"sh", "-c", "touch ran"}, o)
-	return res, err, ws, runRoot, auditRoot
+	return res, ws, runRoot, auditRoot, err
 }
 
 // assertNothingLeft checks that the run left nothing behind and never ran its command.
@@ -86,7 +86,7 @@ func processesNaming(s string) []string {
 
 func TestEarlySetupFailureKillsTheSandbox(t *testing.T) {
 	injected := errors.New("injected setup failure")
-	res, err, ws, runRoot, _ := earlyRun(t, Options{beforeCommand: func() error { return injected }})
+	res, ws, runRoot, _, err := earlyRun(t, Options{beforeCommand: func() error { return injected }})
 	if !errors.Is(err, injected) {
 		t.Fatalf("Run: %v, want the setup's failure", err)
 	}
@@ -105,7 +105,7 @@ func TestEarlySandboxFailureWaitsForTheSetup(t *testing.T) {
 	// A bwrap that fails at once: the sandbox's branch ends while the setup's may still
 	// be running, and Run must wait for it before tearing down.
 	setupRan := false
-	res, err, ws, runRoot, _ := earlyRun(t, Options{
+	res, ws, runRoot, _, err := earlyRun(t, Options{
 		Backend:       &bwrap.Backend{Path: "false"},
 		beforeCommand: func() error { setupRan = true; return nil },
 	})
