@@ -32,7 +32,7 @@ func Append(dir string, typ event.Type, body any) error {
 	if err != nil {
 		return fmt.Errorf("appending to %s: %w", path, err)
 	}
-	w := &Writer{run: rep.Run, dir: dir, opts: Options{now: time.Now}, red: NewRedactor(), f: f, failed: make(chan struct{}),
+	w := &Writer{run: rep.Run, dir: dir, opts: Options{now: time.Now}, red: NewRedactor(), f: f, failed: make(chan struct{}), startSynced: closedChan(),
 		seq: int64(rep.Lines), prev: rep.Head}
 	raw, err := json.Marshal(body)
 	if err == nil {

@@ -58,6 +58,12 @@ type Options struct {
 	// MaxInlinePatch is the most bytes of patch an fs.diff line carries (default
 	// 64 KiB); a longer patch is also stored whole in a file next to the log.
 	MaxInlinePatch int
+	// StartSyncLater makes Create return once run.start is written, without waiting
+	// for the disk: the run directory's entry and the line are made durable in the
+	// background, and [Writer.WaitStart] waits for that. A caller sets it to overlap
+	// the disk with the rest of its start, and calls WaitStart before anything the log
+	// must keep (a command) can happen. A failure there fails the writer.
+	StartSyncLater bool
 
 	now func() time.Time // nil means time.Now; tests set it
 }
@@ -96,6 +102,14 @@ type Writer struct {
 	err      error // the first failure; set once
 	closed   bool
 	closeErr error
+
+	// pending, guarded by mu, receives the result of cmd.end's fsync, which runs
+	// while the workspace diff is computed; the next fsync, Synced and Close wait
+	// for it.
+	pending chan error
+
+	startSynced chan struct{} // closed once run.start is durable (or failed to be)
+	startErr    error         // why it is not; read after startSynced is closed
 }
 
 // Create creates the run directory root/runID (mode 0700, creating root if needed) and
@@ -129,13 +143,43 @@ func Create(root, runID string, opts Options) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRootUnwritable, err)
 	}
-	syncDir(dir)
-	w := &Writer{run: runID, dir: dir, opts: opts, red: opts.Redactor, f: f, failed: make(chan struct{})}
+	if !opts.StartSyncLater {
+		syncDir(dir)
+	}
+	w := &Writer{run: runID, dir: dir, opts: opts, red: opts.Redactor, f: f, failed: make(chan struct{}), startSynced: make(chan struct{})}
 	if _, err := w.record(event.Event{Type: event.RunStart, Body: opts.Start}); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%w: %w", ErrRootUnwritable, err)
 	}
+	if !opts.StartSyncLater {
+		close(w.startSynced)
+		return w, nil
+	}
+	go func() {
+		defer close(w.startSynced)
+		syncDir(dir)
+		if opts.Sync != SyncClose {
+			if err := f.Sync(); err != nil {
+				w.startErr = fmt.Errorf("syncing %s: %w", w.Path(), err)
+				w.fail(w.startErr)
+			}
+		}
+	}()
 	return w, nil
+}
+
+// closedChan is a channel closed already.
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// WaitStart waits until run.start is durable (see [Options.StartSyncLater]; at once
+// otherwise) and returns why it could not be made so.
+func (w *Writer) WaitStart() error {
+	<-w.startSynced
+	return w.startErr
 }
 
 // syncDir makes a new directory entry durable; failure only weakens durability.
@@ -292,8 +336,21 @@ func (w *Writer) appendLocked(typ event.Type, cmd string, ts time.Time, body []b
 	}
 	line := encodeLine(Record{V: Version, Seq: seq, TS: ts, Run: w.run, Type: typ, Cmd: cmd, Body: body, Prev: w.prev})
 	n, err := w.f.Write(line)
-	if err == nil && (w.opts.Sync == SyncEvery || w.opts.Sync == SyncCommands && syncsAfter(typ)) {
-		err = w.f.Sync()
+	sync := w.opts.Sync == SyncEvery || w.opts.Sync == SyncCommands && syncsAfter(typ)
+	switch {
+	case err != nil || !sync || typ == event.RunStart && w.opts.StartSyncLater:
+	case typ == event.CmdEnd && w.opts.Sync == SyncCommands:
+		// Made durable while the caller computes the command's fs.diff: its fsync,
+		// or Synced, waits for this one.
+		err = w.waitPendingLocked()
+		if err == nil {
+			ch, f := make(chan error, 1), w.f
+			go func() { ch <- f.Sync() }()
+			w.pending = ch
+		}
+		n = len(line)
+	default:
+		err = errors.Join(w.f.Sync(), w.waitPendingLocked())
 		n = len(line) // the line is written; only its durability is in doubt
 	}
 	if err != nil {
@@ -306,6 +363,29 @@ func (w *Writer) appendLocked(typ event.Type, cmd string, ts time.Time, body []b
 		w.commands++
 	}
 	return seq, nil
+}
+
+// waitPendingLocked waits for the fsync of cmd.end still running, if one is, and
+// returns its error. w.mu must be held.
+func (w *Writer) waitPendingLocked() error {
+	if w.pending == nil {
+		return nil
+	}
+	err := <-w.pending
+	w.pending = nil
+	return err
+}
+
+// Synced waits until every line the sync policy makes durable is: the fsync of the
+// last cmd.end, which runs in the background, has ended. A failure fails the writer.
+func (w *Writer) Synced() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.waitPendingLocked(); err != nil {
+		w.failLocked(fmt.Errorf("syncing %s: %w", w.Path(), err), 0)
+		return fmt.Errorf("%w: %w", ErrWriterFailed, w.err)
+	}
+	return nil
 }
 
 func syncsAfter(t event.Type) bool {
@@ -338,6 +418,7 @@ func (w *Writer) failLocked(err error, written int) {
 // stays unsealed) and the failure is returned. Close is idempotent: later calls return
 // the first call's result. Events emitted after Close are dropped.
 func (w *Writer) Close(end RunEnd) error {
+	<-w.startSynced // no fsync of run.start still running on f when it is closed
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -345,6 +426,9 @@ func (w *Writer) Close(end RunEnd) error {
 	}
 	w.closed = true
 	var errs []error
+	if err := w.waitPendingLocked(); err != nil && w.err == nil {
+		w.failLocked(fmt.Errorf("syncing %s: %w", w.Path(), err), 0)
+	}
 	if w.err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrWriterFailed, w.err))
 	} else {

@@ -279,3 +279,70 @@ func TestNilBodies(t *testing.T) {
 		t.Errorf("RecordDiff(nil) = %v; want ErrBadEvent", err)
 	}
 }
+
+// TestStartSyncLater: run.start made durable in the background while events are
+// written, and a Close that does not wait for it first, leave a whole, verified log.
+func TestStartSyncLater(t *testing.T) {
+	for _, waitFirst := range []bool{true, false} {
+		w, _ := newWriter(t, Options{StartSyncLater: true})
+		if waitFirst {
+			if err := w.WaitStart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Emit(event.Event{Type: event.NetAllow, Body: netBody{Dest: "h:1"}})
+		if err := w.Close(RunEnd{Reason: ReasonExited}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WaitStart(); err != nil {
+			t.Errorf("WaitStart after Close: %v", err)
+		}
+		rep, err := Verify(w.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Lines != 3 || !rep.Sealed {
+			t.Errorf("report %+v; want 3 lines, sealed", rep)
+		}
+	}
+}
+
+// syncFailingFile fails every fsync.
+type syncFailingFile struct{ *os.File }
+
+func (f syncFailingFile) Sync() error { return errors.New("sync: input/output error") }
+
+// TestCmdEndSyncedBeside: cmd.end's fsync runs while the caller computes the diff; the
+// next fsync and Synced wait for it, and its failure fails the writer.
+func TestCmdEndSyncedBeside(t *testing.T) {
+	w, _ := newWriter(t, Options{})
+	cmd, err := w.StartCmd(CmdStart{Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd, Body: CmdEnd{}})
+	if err := w.Synced(); err != nil {
+		t.Fatalf("Synced: %v", err)
+	}
+	w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd, Body: CmdEnd{}})
+	if err := w.Close(RunEnd{Reason: ReasonExited}); err != nil { // waits for the second
+		t.Fatal(err)
+	}
+	if rep, err := Verify(w.Path()); err != nil || rep.Lines != 5 {
+		t.Errorf("Verify: %+v, %v; want 5 lines", rep, err)
+	}
+
+	w, _ = newWriter(t, Options{})
+	w.mu.Lock()
+	w.f = syncFailingFile{File: w.f.(*os.File)}
+	w.mu.Unlock()
+	w.Emit(event.Event{Type: event.CmdEnd, Cmd: "2", Body: CmdEnd{}})
+	if err := w.Synced(); !errors.Is(err, ErrWriterFailed) {
+		t.Errorf("Synced after a failed fsync: %v; want ErrWriterFailed", err)
+	}
+	select {
+	case <-w.Failed():
+	default:
+		t.Error("Failed not closed after cmd.end's fsync failed")
+	}
+}

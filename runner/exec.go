@@ -29,36 +29,52 @@ var errAuditFailed = errors.New("audit log failed")
 // fs.diff triple. A one-command run's monitor is drained before cmd.end so that its
 // last alerts join it. Several execOne may run at once (sessions):
 // the log, the sink and the monitor's kill switch have their own locks.
+//
+// In a one-command run on a sandbox that starts early, the sandbox builds itself while
+// the monitor attaches, the workspace baseline is taken and cmd.start is written
+// (see [run.setUpEarly]); the command runs only once all three are done. The command's
+// timeout then counts from the start of that overlap.
 func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
-	tracker, err := r.baseline(ctx)
-	if err != nil {
-		return ExecResult{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+	if eo.Dir == "" {
+		eo.Dir = r.plan.Workdir
 	}
-	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files)
-	dir := eo.Dir
-	if dir == "" {
-		dir = r.plan.Workdir
-	}
-	cmdID, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
-	if err != nil {
-		return ExecResult{}, errdefs.Unavailablef("writing the audit log: %w", err)
-	}
-	r.sink.push(cmdID)
-	defer r.sink.pop(cmdID)
 	timeout := time.Duration(r.plan.Timeout)
 	if eo.Timeout > 0 {
 		timeout = eo.Timeout
 	}
-	eo.Dir = dir
 	eo.Stdin, eo.Stdout, eo.Stderr = orEmpty(eo.Stdin), orDiscard(eo.Stdout), orDiscard(eo.Stderr)
+	var c command
+	defer func() {
+		if c.id != "" {
+			r.sink.pop(c.id)
+		}
+	}()
+	setup := func() (err error) {
+		c, err = r.beginCommand(ctx, argv, eo.Dir)
+		return err
+	}
+	var ready func(context.Context) error
+	wait := func() error { return nil }
+	if r.early {
+		ready, wait = r.setUpEarly(ctx, setup)
+	} else if err := setup(); err != nil {
+		return ExecResult{}, err
+	}
 	actx, stop := r.commandContext(ctx, timeout)
 	defer stop(nil)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
-	res := ExecResult{CmdID: cmdID}
+	var res ExecResult
+	if !r.early {
+		res.CmdID = c.id // early, c is the setup's until wait has returned
+	}
 	if r.stage != nil {
 		r.stage.Started = r.o.now().UnixNano()
 	}
-	code, err := r.runCommand(actx, argv, eo, out, errOut, &res)
+	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
+	if serr := wait(); serr != nil {
+		return ExecResult{}, serr // the sandbox was killed before the command ran
+	}
+	res.CmdID = c.id
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.
@@ -72,16 +88,46 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		return ExecResult{}, err
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
-	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: cmdID, Body: audit.CmdEnd{
+	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
 	r.o.Log.Debug("command recorded")
 	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
-	r.recordDiff(ctx, tracker, &res)
+	r.recordDiff(ctx, c.tracker, &res)
+	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
+	// was written. A failure fails the log, and the run with it (auditErr).
+	_ = r.log.Synced()
 	if reason == audit.ReasonMonitor {
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
+}
+
+// command is what is known of a command before it runs: the workspace's baseline and
+// its id in the log (the seq of its cmd.start).
+type command struct {
+	tracker *fsdiff.Tracker
+	id      string
+}
+
+// beginCommand waits for run.start to be durable, takes the workspace's baseline and
+// writes cmd.start; from then on the command is the sink's current one (until the
+// caller pops it).
+func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
+	if err := r.log.WaitStart(); err != nil {
+		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
+	}
+	tracker, err := r.baseline(ctx)
+	if err != nil {
+		return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+	}
+	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files)
+	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
+	if err != nil {
+		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
+	}
+	r.sink.push(id)
+	return command{tracker: tracker, id: id}, nil
 }
 
 // commandContext is one command's context: it ends at the timeout, when the monitor
@@ -107,8 +153,10 @@ func (r *run) commandContext(ctx context.Context, timeout time.Duration) (contex
 // runCommand runs argv in the sandbox (a session's through process 1's control
 // channel), its output going to eo's writers, capped when eo.Cap is set, and to the
 // audit captures; it records the duration and the caps in res.
-func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult) (int, error) {
-	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin}
+//
+// ready, when set, is the sandbox's Process.Ready (a sandbox that starts early).
+func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult, ready func(context.Context) error) (int, error) {
+	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin, Ready: ready}
 	execFn := r.sb.Exec
 	if r.ctl != nil {
 		execFn = r.ctl.exec
@@ -322,7 +370,8 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 		}
 	}
 	host, _ := os.Hostname()
-	w, err := audit.Create(root, runID, audit.Options{Redactor: red, Start: audit.RunStart{
+	// run.start is made durable while the run starts; beginCommand waits for it.
+	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true, Start: audit.RunStart{
 		ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
 		Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),
 		Workspace: plan.Workspace,

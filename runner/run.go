@@ -56,6 +56,9 @@ type Options struct {
 	Stage bool
 
 	now func() time.Time // or nil for time.Now
+	// beforeCommand, when set, runs in a one-command run's early setup after the
+	// monitor attached (tests fail that branch with it).
+	beforeCommand func() error
 }
 
 // Result is how a run ended.
@@ -259,6 +262,10 @@ type run struct {
 	stage    *stageRecord // a staged run's record; nil for a direct run
 	stageDir string
 
+	// early: a one-command run whose sandbox builds itself while the monitor attaches,
+	// the baseline is taken and cmd.start is written (execOne).
+	early bool
+
 	undo cleanups // what prepare and the session acquired, undone in reverse by teardown
 	torn bool     // teardown has run
 }
@@ -328,11 +335,13 @@ func (r *run) prepare(ctx context.Context) error {
 	r.undo.add("tearing down sandbox", r.sb.Close)
 	r.undo.add("removing command cgroups", func(context.Context) error { return errors.Join(r.removeCommandCgroups()...) })
 	r.o.Log.Debug("sandbox started", "backend", r.o.Backend.Name())
-	if err := r.startMonitor(ctx); err != nil {
-		return err
+	if es, ok := r.sb.(sandbox.EarlyStarter); ok && !r.session && es.StartsEarly() {
+		// A one-command run: the monitor attaches while the sandbox builds itself,
+		// before the command is let run (execOne).
+		r.early = true
+		return nil
 	}
-	r.undo.add("stopping the monitor", func(context.Context) error { return r.stopMonitor() })
-	return nil
+	return r.attachMonitor(ctx)
 }
 
 // teardown undoes everything prepare and the session acquired, in reverse, on every

@@ -24,8 +24,26 @@ cat > "$cfg/srt.json" <<JSON
  "filesystem":{"denyRead":[],"allowWrite":["$ws"],"denyWrite":[]}}
 JSON
 
+# A bare bwrap with a mount table comparable to the one cordon's default contract gives
+# (issue 17): the same namespaces and flags, /etc and /usr read-only, private /root and
+# /tmp, four masks in /etc, the workspace writable and 30 read-only binds in it (the
+# protected paths), cordon's init binary and no process 1 of cordon's own.
+mask=$(mktemp -d /tmp/cordon-bench-mask.XXXXXX)
+touch "$mask/f"
+mkdir -p "$ws/.bench-protected"
+table=(--unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try
+       --disable-userns --die-with-parent --new-session --as-pid-1 --cap-drop ALL --hostname cordon
+       --dev /dev --proc /proc --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
+       --ro-bind /etc /etc --perms 0700 --tmpfs /root --perms 1777 --tmpfs /tmp --ro-bind /usr /usr)
+for f in gshadow gshadow- shadow shadow-; do table+=(--ro-bind "$mask/f" "/etc/$f"); done
+table+=(--bind "$ws" "$ws")
+for i in $(seq 30); do mkdir -p "$ws/.bench-protected/$i"; table+=(--ro-bind "$mask" "$ws/.bench-protected/$i"); done
+table+=(--ro-bind "$root/bin/cordon-init" /run/cordon/cordon --remount-ro / --chdir "$ws" -- /bin/true)
+trap 'rm -rf "$ws" "$cfg" "$mask"' EXIT
+
 cmds=(-n true true
       -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session --cap-drop ALL /bin/true"
+      -n "bwrap (cordon's mount table)" "bwrap ${table[*]}"
       -n "cordon run" "$cordon run -- true")
 if command -v srt >/dev/null 2>&1; then
   cmds+=(-n srt "srt -s $cfg/srt.json /bin/true")
@@ -34,7 +52,7 @@ else
 fi
 echo "== start overhead: cordon run -- true vs bare bwrap vs srt vs true ($runs runs each, one hyperfine run)"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/start.json" "${cmds[@]}" >/dev/null
-(cd "$root" && go run ./scripts/benchtable -baseline bwrap "$out/start.json") | tee "$out/start.txt"
+(cd "$root" && go run ./scripts/benchtable -baseline "bwrap (cordon's mount table)" "$out/start.json") | tee "$out/start.txt"
 
 # The monitor (issue 17): a monitored `cordon run -- true` against an unmonitored one.
 # The programs stay pinned between runs (docs/monitor.md), so the warmup runs load them

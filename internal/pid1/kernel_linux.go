@@ -32,7 +32,15 @@ func kernelWritable() []string {
 		if err != nil {
 			return nil // unreadable: not listable, so not reachable by name either
 		}
-		if !namespaced(p) && linux.Writable(p) {
+		if namespaced(p) {
+			if d.IsDir() {
+				// Everything below is the namespace's too: /proc/sys/net alone is four
+				// fifths of the tree, and walking it cost process 1 milliseconds.
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if linux.Writable(p) {
 			out = append(out, p)
 		}
 		return nil

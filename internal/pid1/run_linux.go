@@ -45,12 +45,9 @@ func Main() int {
 	if err == nil && len(spec.Argv) == 0 && spec.Serve == nil {
 		err = errors.New("empty command")
 	}
-	if err == nil {
-		err = selfCheck(&spec)
-	}
 	var k *confiner
 	if err == nil {
-		k, err = newConfiner(confinement(&spec))
+		k, err = checkAndConfine(&spec)
 	}
 	if err == nil && spec.Bridge != nil {
 		err = startBridge(spec.Bridge)
@@ -80,6 +77,27 @@ func Main() int {
 		return serve(ctlConn, k)
 	}
 	return run(&spec, k)
+}
+
+// checkAndConfine runs the self-check and builds the confiner (the Landlock ruleset,
+// the seccomp program) side by side: they are independent, and both are on the path of
+// every start. Nothing runs before both are done; the self-check's error wins.
+func checkAndConfine(spec *Spec) (*confiner, error) {
+	type built struct {
+		k   *confiner
+		err error
+	}
+	ch := make(chan built, 1)
+	go func() {
+		k, err := newConfiner(confinement(spec))
+		ch <- built{k, err}
+	}()
+	cerr := selfCheck(spec)
+	b := <-ch
+	if cerr != nil {
+		return nil, cerr
+	}
+	return b.k, b.err
 }
 
 // run starts the command, forwards signals to it and reaps every child until it exits.

@@ -155,21 +155,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		}
 		sp, args = &spec, staged
 	}
-	cmd := exec.Command(s.bin, args...)
-	cmd.Env = s.host.Env
-	if cmd.Env == nil {
-		cmd.Env = s.plan.Environ()
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.Stdin, p.Stdout, p.Stderr
-	var bwrapErr bytes.Buffer
-	if p.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(p.Stderr, &limitedBuffer{buf: &bwrapErr, max: 4096})
-	}
-	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if s.cg != nil {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
-	}
+	cmd, bwrapErr := s.command(args, extra, p)
 	if len(p.Argv) == 0 && p.Serve == "" {
 		return 0, errdefs.Invalidf("empty command")
 	}
@@ -198,7 +184,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		waitErr <- err
 	}()
 
-	if err := s.release(infoR, specW, cmd.Process.Pid, p); err != nil {
+	if err := s.letRun(ctx, infoR, specW, cmd.Process.Pid, p); err != nil {
 		s.kill(cmd)
 		<-waitErr
 		return 0, err
@@ -206,12 +192,45 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	st, checked := readStatus(statusR)
 	select {
 	case err := <-waitErr:
-		return s.finish(p.Stderr, err, st, checked, &bwrapErr)
+		return s.finish(p.Stderr, err, st, checked, bwrapErr)
 	case <-ctx.Done():
 		s.kill(cmd)
 		<-waitErr
 		return 0, ctx.Err()
 	}
+}
+
+// command is bwrap with args, extra as its descriptors from 3, in the run's cgroup;
+// its stderr is p's, the first 4 KiB of it kept for the reason bwrap failed.
+func (s *instance) command(args []string, extra []*os.File, p sandbox.Process) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = s.host.Env
+	if cmd.Env == nil {
+		cmd.Env = s.plan.Environ()
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.Stdin, p.Stdout, p.Stderr
+	var bwrapErr bytes.Buffer
+	if p.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(p.Stderr, &limitedBuffer{buf: &bwrapErr, max: 4096})
+	}
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.cg != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
+	}
+	return cmd, &bwrapErr
+}
+
+// letRun lets process 1 run the command: once p.Ready (when set) has returned nil it
+// sends the spec (see release). bwrap builds the sandbox and process 1 checks it
+// meanwhile; process 1 runs nothing before it has its spec.
+func (s *instance) letRun(ctx context.Context, infoR, specW *os.File, bwrapPID int, p sandbox.Process) error {
+	if p.Ready != nil {
+		if err := p.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	return s.release(infoR, specW, bwrapPID, p)
 }
 
 // fds are the pipes Exec passes to bwrap beyond stdio: fd 3 pid1's status, fd 4 its
@@ -405,6 +424,10 @@ func killMembers(cg *linux.Cgroup, timeout time.Duration) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// StartsEarly implements sandbox.EarlyStarter: Exec starts bwrap at once and sends
+// process 1 its spec (which lets it proceed) only once Process.Ready has returned.
+func (s *instance) StartsEarly() bool { return true }
 
 // CgroupID is the run's cgroup v2 id, for the syscall monitor (0 without a cgroup).
 func (s *instance) CgroupID() uint64 {

@@ -117,6 +117,20 @@ type Process struct {
 	// command of its own but dials [Host.ControlSocket] and presents Serve as its token.
 	// Argv is then empty and Exec returns when the session ends.
 	Serve string
+	// Ready, when set, is what the command waits for. A sandbox that is an
+	// [EarlyStarter] builds itself (its namespaces, process 1 and process 1's
+	// self-check) while the caller finishes what must be in place first, and calls
+	// Ready once, before anything of the command can run: the command runs only if
+	// it returns nil; an error ends Exec with that error, the sandbox killed. Other
+	// sandboxes never call it (the caller then waits before Exec).
+	Ready func(context.Context) error
+}
+
+// EarlyStarter is a sandbox whose Exec honours [Process.Ready]: it starts building the
+// sandbox at once and holds the command back until Ready returns.
+type EarlyStarter interface {
+	Sandbox
+	StartsEarly() bool
 }
 
 // Sandbox is a running or ready sandbox.

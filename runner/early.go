@@ -1,0 +1,58 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+)
+
+// setUpEarly runs setup, what a one-command run needs in place before its command
+// runs, beside the sandbox building itself: it first attaches the monitor (the
+// sandbox's cgroup exists and holds nothing of the command yet), then runs setup.
+// ready is the sandbox's Process.Ready: the command waits on it, and runs only when
+// everything succeeded. wait waits for the whole setup, whatever became of the
+// sandbox, and returns its error: nothing it started is still running once wait has
+// returned, and what it acquired is in r.undo, undone in order by teardown. A panic in
+// it is returned as an error, so that teardown still runs.
+func (r *run) setUpEarly(ctx context.Context, setup func() error) (ready func(context.Context) error, wait func() error) {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		if err = r.attachMonitor(ctx); err != nil {
+			return
+		}
+		if r.o.beforeCommand != nil {
+			if err = r.o.beforeCommand(); err != nil {
+				return
+			}
+		}
+		err = setup()
+	}()
+	ready = func(rctx context.Context) error {
+		select {
+		case <-done:
+			return err
+		case <-rctx.Done():
+			return rctx.Err()
+		}
+	}
+	wait = func() error {
+		<-done
+		return err
+	}
+	return ready, wait
+}
+
+// attachMonitor starts the monitor on the sandbox's cgroup and registers its undo.
+func (r *run) attachMonitor(ctx context.Context) error {
+	if err := r.startMonitor(ctx); err != nil {
+		return err
+	}
+	r.undo.add("stopping the monitor", func(context.Context) error { return r.stopMonitor() })
+	return nil
+}
