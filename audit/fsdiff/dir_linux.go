@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -22,9 +23,14 @@ func openTop(dir string) (dirHandle, error) {
 	return fdDir{fd}, nil
 }
 
+// direntBufs holds getdents buffers, so that a walk does not allocate (and clear)
+// one per directory.
+var direntBufs = sync.Pool{New: func() any { return new([16 << 10]byte) }}
+
 func (d fdDir) names() ([]string, error) {
-	buf := make([]byte, 16<<10)
-	names, err := linux.DirNames(d.fd, buf)
+	buf := direntBufs.Get().(*[16 << 10]byte)
+	names, err := linux.DirNames(d.fd, buf[:])
+	direntBufs.Put(buf)
 	// Sorted, so that which files fit the memory budget does not depend on the order the
 	// file system lists them in.
 	slices.Sort(names)
