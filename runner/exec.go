@@ -208,6 +208,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 		diff, err = tracker.Diff(context.WithoutCancel(ctx))
 	}
 	if err == nil {
+		r.o.Log.Debug("workspace diff taken", "changes", len(diff.Changes), "read", diff.Scan.Read, "took", diff.Scan.Duration)
 		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
 		for _, c := range diff.Changes {
@@ -255,7 +256,7 @@ func (r *run) startBaseline(ctx context.Context) (b *pendingBaseline, gate func(
 			return
 		}
 		b.tracker = t
-		r.o.Log.Debug("workspace baseline taken", "files", t.Baseline().Files)
+		r.o.Log.Debug("workspace baseline taken", "files", t.Baseline().Files, "read", t.Baseline().Read, "took", t.Baseline().Duration)
 	}
 	if g, ok := r.sb.(sandbox.Gated); ok && g.Gated() && !r.session {
 		go take()
