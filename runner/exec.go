@@ -241,7 +241,7 @@ func (b *pendingBaseline) wait() error {
 	return b.err
 }
 
-// startBaseline starts a command's workspace baseline. A direct run's sandbox that
+// startBaseline starts a command's workspace baseline. A one-command run's sandbox that
 // holds the command back until Process.Gate returns ([sandbox.Gated]) is started while
 // the baseline is taken, and gate (passed to it) waits for the baseline: the sandbox's
 // start costs no more than the walk. Otherwise the baseline is taken now and gate is
