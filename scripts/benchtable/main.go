@@ -25,6 +25,9 @@ type result struct {
 	Stddev  float64   `json:"stddev"`
 	Median  float64   `json:"median"`
 	Times   []float64 `json:"times"`
+	User    float64   `json:"user"`   // mean user CPU seconds
+	System  float64   `json:"system"` // mean system CPU seconds
+	cpu     []float64 // pooled rounds: user+system CPU seconds of each run
 }
 
 func main() {
@@ -52,21 +55,29 @@ func run(baseline string, files []string) error {
 	if err != nil {
 		return err
 	}
-	doc := struct{ Results []result }{results}
-	base := 0.0
-	for _, r := range doc.Results {
+	base, baseCPU := 0.0, 0.0
+	for _, r := range results {
 		if r.Command == baseline {
-			base = r.Median
+			base, baseCPU = r.Median, median(r.cpu)
 		}
 	}
+	pooled := len(files) > 1
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "command\tmedian ms\tmean ms\tp90 ms\truns\tmedian / %s\t\n", baseline)
-	for _, r := range doc.Results {
-		ratio := "-"
-		if base > 0 {
-			ratio = fmt.Sprintf("%.2fx", r.Median/base)
+	head := fmt.Sprintf("command\tmedian ms\tmean ms\tp90 ms\truns\tmedian / %s\t", baseline)
+	if pooled {
+		// CPU time (user+system, children included) is what a loaded machine changes
+		// least: the wall-clock ratio is the goal, the CPU ratio says what it would be
+		// on an idle machine.
+		head += fmt.Sprintf("cpu ms\tcpu / %s\t", baseline)
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range results {
+		line := fmt.Sprintf("%s\t%.2f\t%.2f\t%.2f\t%d\t%s\t", r.Command, r.Median*1e3, r.Mean*1e3,
+			pct(r.Times, 0.9)*1e3, len(r.Times), ratio(r.Median, base))
+		if pooled {
+			line += fmt.Sprintf("%.2f\t%s\t", median(r.cpu)*1e3, ratio(median(r.cpu), baseCPU))
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%d\t%s\t\n", r.Command, r.Median*1e3, r.Mean*1e3, pct(r.Times, 0.9)*1e3, len(r.Times), ratio)
+		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
 }
@@ -106,6 +117,9 @@ func merge(files []string) ([]result, error) {
 				out = append(out, result{Command: r.Command})
 			}
 			out[i].Times = append(out[i].Times, r.Times...)
+			for range r.Times {
+				out[i].cpu = append(out[i].cpu, r.User+r.System)
+			}
 		}
 	}
 	for i := range out {
@@ -129,4 +143,11 @@ func median(xs []float64) float64 {
 		return (s[n/2-1] + s[n/2]) / 2
 	}
 	return s[len(s)/2]
+}
+
+func ratio(x, base float64) string {
+	if base <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x/base)
 }
