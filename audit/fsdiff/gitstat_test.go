@@ -2,6 +2,7 @@ package fsdiff
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -93,5 +94,33 @@ func TestGitBaselineStatForgery(t *testing.T) {
 	}
 	if len(a.Problems) != 0 {
 		t.Errorf("problems: %v", a.Problems)
+	}
+}
+
+// TestManyDirectories: beyond maxPreOpened subdirectories waiting for their scan, a
+// directory is opened from the top by its path, one component at a time; its files are
+// seen all the same.
+func TestManyDirectories(t *testing.T) {
+	files := map[string]string{}
+	for i := range 3 * maxPreOpened {
+		files[fmt.Sprintf("d%04d/sub/f.txt", i)] = "old\n"
+	}
+	w := newWS(t, files)
+	ctx := context.Background()
+	tr, err := New(ctx, w.dir, Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Baseline().Files; got != len(files) {
+		t.Fatalf("baseline has %d files, want %d", got, len(files))
+	}
+	last := fmt.Sprintf("d%04d/sub/f.txt", 3*maxPreOpened-1)
+	w.write(last, "new\n")
+	res, err := tr.Diff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || res.Changes[0].Path != last || len(res.Problems) != 0 {
+		t.Fatalf("changes %+v, problems %v", res.Changes, res.Problems)
 	}
 }
