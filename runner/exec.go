@@ -30,12 +30,11 @@ var errAuditFailed = errors.New("audit log failed")
 // last alerts join it. Several execOne may run at once (sessions):
 // the log, the sink and the monitor's kill switch have their own locks.
 func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
-	base, gate := r.startBaseline(ctx)
-	if gate == nil {
-		if err := base.wait(); err != nil {
-			return ExecResult{}, err
-		}
+	tracker, err := r.baseline(ctx)
+	if err != nil {
+		return ExecResult{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 	}
+	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	dir := eo.Dir
 	if dir == "" {
 		dir = r.plan.Workdir
@@ -59,7 +58,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	if r.stage != nil {
 		r.stage.Started = r.o.now().UnixNano()
 	}
-	code, err := r.runCommand(actx, argv, eo, gate, out, errOut, &res)
+	code, err := r.runCommand(actx, argv, eo, out, errOut, &res)
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.
@@ -69,9 +68,6 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		}
 	}
 	code, reason, err := classify(ctx, actx, code, err)
-	if err == nil {
-		err = base.wait() // a gated sandbox ran the command only once it was taken
-	}
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -81,7 +77,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	}})
 	r.o.Log.Debug("command recorded")
 	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
-	r.recordDiff(ctx, base.tracker, &res)
+	r.recordDiff(ctx, tracker, &res)
 	if reason == audit.ReasonMonitor {
 		res.Detail = context.Cause(actx).Error()
 	}
@@ -109,10 +105,10 @@ func (r *run) commandContext(ctx context.Context, timeout time.Duration) (contex
 }
 
 // runCommand runs argv in the sandbox (a session's through process 1's control
-// channel), once gate (if any) lets it, its output going to eo's writers, capped when eo.Cap is set, and to the
+// channel), its output going to eo's writers, capped when eo.Cap is set, and to the
 // audit captures; it records the duration and the caps in res.
-func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, gate func() error, out, errOut io.Writer, res *ExecResult) (int, error) {
-	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin, Gate: gate}
+func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult) (int, error) {
+	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin}
 	execFn := r.sb.Exec
 	if r.ctl != nil {
 		execFn = r.ctl.exec
@@ -226,44 +222,6 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	res.DeniedEgress, res.Denied = r.sink.denied(res.CmdID)
 	res.Alerts = r.sink.alerts(res.CmdID)
 	r.o.Log.Debug("diff recorded")
-}
-
-// pendingBaseline is a command's workspace baseline, being taken: tracker and err
-// are set when done is closed.
-type pendingBaseline struct {
-	done    chan struct{}
-	tracker *fsdiff.Tracker
-	err     error
-}
-
-func (b *pendingBaseline) wait() error {
-	<-b.done
-	return b.err
-}
-
-// startBaseline starts a command's workspace baseline. A one-command run's sandbox that
-// holds the command back until Process.Gate returns ([sandbox.Gated]) is started while
-// the baseline is taken, and gate (passed to it) waits for the baseline: the sandbox's
-// start costs no more than the walk. Otherwise the baseline is taken now and gate is
-// nil. Either way the command runs only after its baseline is complete.
-func (r *run) startBaseline(ctx context.Context) (b *pendingBaseline, gate func() error) {
-	b = &pendingBaseline{done: make(chan struct{})}
-	take := func() {
-		defer close(b.done)
-		t, err := r.baseline(ctx)
-		if err != nil {
-			b.err = errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
-			return
-		}
-		b.tracker = t
-		r.o.Log.Debug("workspace baseline taken", "files", t.Baseline().Files, "read", t.Baseline().Read, "took", t.Baseline().Duration)
-	}
-	if g, ok := r.sb.(sandbox.Gated); ok && g.Gated() && !r.session {
-		go take()
-		return b, b.wait
-	}
-	take()
-	return b, nil
 }
 
 // baseline snapshots the workspace before a command. A session keeps one tracker of

@@ -214,10 +214,6 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 }
 
-// Gated implements sandbox.Gated: process 1 runs nothing of the command before it
-// reads the spec, which Exec writes only once Process.Gate has returned nil.
-func (s *instance) Gated() bool { return true }
-
 // fds are the pipes Exec passes to bwrap beyond stdio: fd 3 pid1's status, fd 4 its
 // spec, then one per credential file (SecretFD), then bwrap's info (only when v1
 // limit cgroups must be joined).
@@ -283,8 +279,8 @@ func (f *fds) close() {
 	}
 }
 
-// release moves the sandbox into v1 limit cgroups when needed, waits for p.Gate and
-// then sends pid1 its spec, which lets it proceed.
+// release moves the sandbox into v1 limit cgroups when needed and then sends pid1 its
+// spec, which lets it proceed.
 func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Process) error {
 	if infoR != nil {
 		var info struct {
@@ -298,11 +294,6 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 		}
 		if err := s.cg.AddV1(bwrapPID, info.ChildPID); err != nil {
 			return errdefs.Unavailablef("applying limits: %w", err)
-		}
-	}
-	if p.Gate != nil {
-		if err := p.Gate(); err != nil {
-			return err
 		}
 	}
 	dir := p.Dir

@@ -104,18 +104,6 @@ type Process struct {
 	// command of its own but dials [Host.ControlSocket] and presents Serve as its token.
 	// Argv is then empty and Exec returns when the session ends.
 	Serve string
-	// Gate, when set, is called once the sandbox is being built and before anything
-	// of the command runs; Exec runs the command only if Gate returns nil, and
-	// otherwise stops the sandbox and returns Gate's error. Only a sandbox that
-	// implements [Gated] calls it: the runner takes a command's workspace baseline
-	// while the sandbox starts, and the command must not run before it is taken.
-	Gate func() error
-}
-
-// Gated is implemented by sandboxes whose Exec honours [Process.Gate].
-type Gated interface {
-	// Gated reports whether Exec calls Process.Gate before the command starts.
-	Gated() bool
 }
 
 // Sandbox is a running or ready sandbox.
