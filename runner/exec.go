@@ -121,7 +121,7 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 	if err != nil {
 		return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 	}
-	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files)
+	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
@@ -252,6 +252,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 		diff, err = tracker.Diff(context.WithoutCancel(ctx))
 	}
 	if err == nil {
+		r.o.Log.Debug("workspace diff taken", "changes", len(diff.Changes), "read", diff.Scan.Read, "took", diff.Scan.Duration)
 		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
 		for _, c := range diff.Changes {

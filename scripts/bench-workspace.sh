@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Workspace benchmark (issue 16): `cordon run -- true` in an empty workspace, in a fresh
 # clone of an ~11k-file git repository (a copy of the Go source tree, committed with the
-# host's git) and in a fresh clone of 100k generated files, in one hyperfine run; ratios
+# host's git) and in a fresh clone of 100k generated files, in interleaved rounds; ratios
 # are medians against the empty workspace. Each clone is made once, before any timed
 # run: cordon keeps nothing between runs, so every run costs what the first one does.
 # Results go to bench/out/workspace.{json,txt}. CORDON=path measures another binary.
@@ -36,22 +36,51 @@ PY
 g -C "$tmp/src-100k" init -q . && g -C "$tmp/src-100k" add -A . && g -C "$tmp/src-100k" commit -q -m gen
 g clone -q "$tmp/src-100k" "$tmp/gen100k"
 (cd "$root" && go build -o "$tmp/benchtable" ./scripts/benchtable)
+# The clones and the generated tree are hundreds of MB of dirty pages: written back
+# during the first table they slowed every row of it (an empty run by 60%).
+sync
 
 n11=$(g -C "$tmp/go11k" ls-files | wc -l) n100=$(g -C "$tmp/gen100k" ls-files | wc -l)
-echo "== cordon run -- true: empty workspace vs $n11-file and $n100-file fresh git clones ($runs runs each, one hyperfine run)"
-hyperfine -N --warmup 1 --runs "$runs" --export-json "$out/workspace.json" \
-  -n "empty" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
-  -n "git $n11 files" "sh -c 'cd $tmp/go11k && exec $cordon run -- true'" \
-  -n "git $n100 files" "sh -c 'cd $tmp/gen100k && exec $cordon run -- true'" >/dev/null
-"$tmp/benchtable" -baseline empty "$out/workspace.json" | tee "$out/workspace.txt"
+
+# interleaved OUT NAME CMD [NAME CMD]...: $runs rounds, each one hyperfine call that runs
+# every command once, the order rotated each round; benchtable pools the rounds. A
+# machine's load drifts over minutes (other work, thermal limits, the page cache): a
+# hyperfine call per command would put each command in its own stretch of that drift
+# and make the ratios swing; here every row sees the same stretches.
+interleaved() {
+  local out=$1
+  shift
+  local -a pairs=("$@") args files=()
+  local n=$((${#pairs[@]} / 2)) i k j
+  for ((i = 0; i < runs; i++)); do
+    args=()
+    for ((k = 0; k < n; k++)); do
+      j=$(((k + i) % n))
+      args+=(-n "${pairs[2 * j]}" "${pairs[2 * j + 1]}")
+    done
+    hyperfine -N --runs 1 --export-json "$tmp/round-$i.json" "${args[@]}" >/dev/null 2>&1
+    files+=("$tmp/round-$i.json")
+  done
+  "$tmp/benchtable" -baseline "${pairs[0]}" "${files[@]}" >"$out.txt"
+  jq -s '{results: ([.[].results[]] | group_by(.command) | map({command: .[0].command, times: map(.times[])}))}' \
+    "${files[@]}" >"$out.json"
+  rm -f "${files[@]}"
+}
+
+echo "== cordon run -- true: empty workspace vs $n11-file and $n100-file fresh git clones ($runs interleaved rounds)"
+interleaved "$out/workspace" \
+  "empty" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
+  "git $n11 files" "sh -c 'cd $tmp/go11k && exec $cordon run -- true'" \
+  "git $n100 files" "sh -c 'cd $tmp/gen100k && exec $cordon run -- true'"
+cat "$out/workspace.txt"
 
 echo "== cordon run --stage -- true in the same workspaces (staged: the overlay, its diff view and the change set read)"
-hyperfine -N --warmup 1 --runs "$runs" --export-json "$out/workspace-staged.json" \
-  -n "empty direct" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
-  -n "empty staged" "sh -c 'cd $tmp/empty && exec $cordon run --stage -- true'" \
-  -n "git $n11 staged" "sh -c 'cd $tmp/go11k && exec $cordon run --stage -- true'" \
-  -n "git $n100 staged" "sh -c 'cd $tmp/gen100k && exec $cordon run --stage -- true'" >/dev/null
-"$tmp/benchtable" -baseline "empty direct" "$out/workspace-staged.json" | tee "$out/workspace-staged.txt"
+interleaved "$out/workspace-staged" \
+  "empty direct" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
+  "empty staged" "sh -c 'cd $tmp/empty && exec $cordon run --stage -- true'" \
+  "git $n11 staged" "sh -c 'cd $tmp/go11k && exec $cordon run --stage -- true'" \
+  "git $n100 staged" "sh -c 'cd $tmp/gen100k && exec $cordon run --stage -- true'"
+cat "$out/workspace-staged.txt"
 
 # cordon apply of 10 and 1,000 changed files: each timed apply lands a fresh staged
 # run's changes (made by --prepare, not timed) into the 11k-file clone.

@@ -10,8 +10,9 @@
 // special entry, so that a planted repository shows in the diff), never follows a symbolic link (a
 // link is recorded with its target as content) and never opens anything but regular
 // files, with O_NONBLOCK, so a FIFO planted in the workspace cannot block it. Every open
-// goes through an [os.Root], so a directory swapped for a symbolic link during a snapshot
-// cannot lead the reader outside the workspace.
+// is of one name relative to its directory's descriptor, never through a symbolic link
+// (raw descriptors on Linux, an [os.Root] elsewhere: dirHandle), so a directory swapped
+// for a link during a snapshot cannot lead the reader outside the workspace.
 //
 // Cost: a snapshot stats every entry (in parallel) but reads only the files whose stat key
 // (size, mtime, ctime, inode, device, mode) changed since the previous snapshot, or whose

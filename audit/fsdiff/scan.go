@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,9 +53,23 @@ type snapshot struct {
 	problems []string
 }
 
+// dirHandle is one open directory of the workspace being scanned: a raw descriptor on
+// Linux (dir_linux.go), an [os.Root] elsewhere (dir_other.go). Every call takes one
+// name in that directory and never follows a symbolic link; sub and open fail on one.
+type dirHandle interface {
+	names() ([]string, error)               // sorted, without "." and ".."
+	lstat(name string) (fs.FileInfo, error) // of an entry
+	stat() (fs.FileInfo, error)             // of the directory itself
+	sub(name string) (dirHandle, error)     // a subdirectory
+	open(name string) (*os.File, error)     // a file, for reading, without blocking
+	readlink(name string) (string, error)   // a symbolic link's target
+	close()
+}
+
 // scanner takes one snapshot.
 type scanner struct {
-	root  *os.Root
+	root  *os.Root  // the workspace, for the git index and nested repositories
+	top   dirHandle // the workspace, for the walk
 	opts  Options
 	prev  map[string]*entry // nil for the baseline
 	index *gitread.Index    // the workspace's git index, for the baseline; or nil
@@ -84,8 +97,17 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 		return nil, fmt.Errorf("opening workspace: %w", err)
 	}
 	defer root.Close()
+	top, err := openTop(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening workspace: %w", err)
+	}
+	defer top.close()
+	if err := sameDir(root, top); err != nil {
+		return nil, fmt.Errorf("opening workspace: %w", err)
+	}
 	s := &scanner{
 		root:  root,
+		top:   top,
 		opts:  opts,
 		start: opts.now(),
 		sem:   make(chan struct{}, opts.Workers),
@@ -130,7 +152,7 @@ func (s *scanner) problem(rel string, err error) {
 // files. want is the directory's own lstat result as seen from its parent (nil for the
 // root): the opened directory must be that same directory. pre, when not nil, is the
 // directory already opened by its parent (scanDir closes it).
-func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre *os.Root) {
+func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre dirHandle) {
 	defer s.wg.Done()
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
@@ -139,7 +161,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 	}
 	if ctx.Err() != nil {
 		if pre != nil {
-			pre.Close()
+			pre.close()
 		}
 		return
 	}
@@ -148,11 +170,11 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.problem(rel, err)
 		return
 	}
-	if r != s.root {
-		defer r.Close()
+	if r != s.top {
+		defer r.close()
 	}
 	s.dirs.Add(1)
-	names, err := readDirNames(r)
+	names, err := r.names()
 	if err != nil {
 		s.problem(rel, err)
 		return
@@ -166,7 +188,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		if name == ".git" && rel != "." && !strings.HasPrefix(crel, ".git/") {
 			// A nested repository: shown (the host's git would obey its config and
 			// hooks), never descended into; what git obeys is fingerprinted.
-			if e := nestedRepo(r, name); e != nil {
+			if e := nestedRepo(s.root, crel); e != nil {
 				local = append(local, namedEntry{crel, e})
 			}
 			continue
@@ -174,7 +196,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		if excluded(crel, s.opts.Exclude, s.opts.GitDir) {
 			continue
 		}
-		fi, err := r.Lstat(name)
+		fi, err := r.lstat(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // vanished since the listing
 		}
@@ -285,12 +307,12 @@ const maxPreOpened = 256
 // preOpen opens the subdirectory name of r for its scan, or returns nil when too many
 // are open already or it cannot be opened (the scan then opens it by path and reports
 // why it cannot).
-func (s *scanner) preOpen(r *os.Root, name string) *os.Root {
+func (s *scanner) preOpen(r dirHandle, name string) dirHandle {
 	if s.preOpened.Add(1) > maxPreOpened {
 		s.preOpened.Add(-1)
 		return nil
 	}
-	child, err := r.OpenRoot(name)
+	child, err := r.sub(name)
 	if err != nil {
 		s.preOpened.Add(-1)
 		return nil
@@ -301,44 +323,61 @@ func (s *scanner) preOpen(r *os.Root, name string) *os.Root {
 // openDir opens the directory rel inside the workspace root (or takes pre, opened by
 // its parent) and checks that it is the directory its parent listed (not a symbolic
 // link swapped in since).
-func (s *scanner) openDir(rel string, want fs.FileInfo, pre *os.Root) (*os.Root, error) {
+func (s *scanner) openDir(rel string, want fs.FileInfo, pre dirHandle) (dirHandle, error) {
 	if rel == "." {
-		return s.root, nil
+		return s.top, nil
 	}
 	r, err := pre, error(nil)
 	if r == nil {
-		r, err = s.root.OpenRoot(rel)
+		r, err = s.openPath(rel)
 	}
 	if err != nil {
 		return nil, err
 	}
-	got, err := r.Stat(".")
-	if err == nil && !os.SameFile(got, want) {
+	got, err := r.stat()
+	if err == nil && !sameFile(got, want) {
 		err = errors.New("directory replaced during scan")
 	}
 	if err != nil {
-		r.Close()
+		r.close()
 		return nil, err
 	}
 	return r, nil
 }
 
-func readDirNames(r *os.Root) ([]string, error) {
-	d, err := r.Open(".")
-	if err != nil {
-		return nil, err
+// openPath opens the directory rel from the top of the workspace, one component at a
+// time, following no link.
+func (s *scanner) openPath(rel string) (dirHandle, error) {
+	d := s.top
+	for _, name := range strings.Split(rel, "/") {
+		next, err := d.sub(name)
+		if d != s.top {
+			d.close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		d = next
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	// Sorted, so that which files fit the memory budget does not depend on the order the
-	// file system lists them in.
-	slices.Sort(names)
-	return names, err
+	return d, nil
+}
+
+// sameDir checks that the walk's top is the directory root opened.
+func sameDir(root *os.Root, top dirHandle) error {
+	a, err1 := root.Stat(".")
+	b, err2 := top.stat()
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	if !sameFile(a, b) {
+		return errors.New("workspace replaced while opening it")
+	}
+	return nil
 }
 
 // fileEntry returns the entry for a non-directory: the previous one when its stat key is
 // unchanged and trustworthy, else a fresh one.
-func (s *scanner) fileEntry(r *os.Root, name, rel string, fi fs.FileInfo) *entry {
+func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entry {
 	key := keyOf(fi).alias(s.opts.devAlias)
 	if p := s.prev[rel]; p != nil && p.key == key && !p.racy {
 		if p.retained {
@@ -355,7 +394,7 @@ func (s *scanner) fileEntry(r *os.Root, name, rel string, fi fs.FileInfo) *entry
 		}
 		s.readFile(r, name, rel, fi, e)
 	case fs.ModeSymlink:
-		target, err := r.Readlink(name)
+		target, err := r.readlink(name)
 		if err != nil {
 			s.unreadable(rel, e, err)
 			break
@@ -398,15 +437,15 @@ func (s *scanner) setContent(e *entry, data []byte) {
 // readFile reads a regular file: its content when it is small enough, else only its
 // digest. The file is opened without following links and without blocking, and must
 // still be the file that was listed.
-func (s *scanner) readFile(r *os.Root, name, rel string, fi fs.FileInfo, e *entry) {
-	f, err := r.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+func (s *scanner) readFile(r dirHandle, name, rel string, fi fs.FileInfo, e *entry) {
+	f, err := r.open(name)
 	if err != nil {
 		s.unreadable(rel, e, err)
 		return
 	}
 	defer f.Close()
 	got, err := f.Stat()
-	if err == nil && (!got.Mode().IsRegular() || !os.SameFile(got, fi)) {
+	if err == nil && (!got.Mode().IsRegular() || !sameFile(got, fi)) {
 		err = errors.New("file replaced during scan")
 	}
 	if err != nil {

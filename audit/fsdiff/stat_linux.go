@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/gitread"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // statKey is what must be unchanged for a file to be taken as unchanged without reading
@@ -18,11 +19,20 @@ type statKey struct {
 
 func keyOf(fi fs.FileInfo) statKey {
 	k := statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+	switch st := fi.Sys().(type) {
+	case *linux.Stat: // the walk's (dir_linux.go)
+		k.ctime, k.ino, k.dev = st.Ctime, st.Ino, st.Dev
+	case *syscall.Stat_t: // os.Stat's
 		k.ctime = st.Ctim.Nano()
 		k.ino, k.dev = st.Ino, st.Dev
 	}
 	return k
+}
+
+// sameFile reports whether a and b (from the walk or from os) are the same file.
+func sameFile(a, b fs.FileInfo) bool {
+	ka, kb := keyOf(a), keyOf(b)
+	return ka.ino == kb.ino && ka.dev == kb.dev && (ka.ino != 0 || ka.dev != 0)
 }
 
 // recent reports whether either timestamp is at or after t.
@@ -51,9 +61,4 @@ func (k statKey) alias(a [2]uint64) statKey {
 }
 
 // devOf is fi's device.
-func devOf(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Dev
-	}
-	return 0
-}
+func devOf(fi fs.FileInfo) uint64 { return keyOf(fi).dev }

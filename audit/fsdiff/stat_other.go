@@ -4,6 +4,7 @@ package fsdiff
 
 import (
 	"io/fs"
+	"os"
 
 	"github.com/cordonhq/cordon/internal/gitread"
 )
@@ -32,3 +33,6 @@ func (k statKey) alias([2]uint64) statKey { return k }
 
 // devOf is 0 outside Linux.
 func devOf(fs.FileInfo) uint64 { return 0 }
+
+// sameFile is os.SameFile outside Linux (the walk's entries come from os there).
+func sameFile(a, b fs.FileInfo) bool { return os.SameFile(a, b) }

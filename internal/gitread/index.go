@@ -90,10 +90,13 @@ func ReadIndex(root *os.Root) (*Index, error) {
 	if !os.SameFile(got, fi) {
 		return nil, fmt.Errorf("%w: index replaced while opening it", ErrMalformed)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxIndexSize+1))
-	if err != nil {
+	// Sized by the stat (one allocation, no regrowth); read to EOF all the same, within
+	// the limit, in case the file grew since.
+	buf := bytes.NewBuffer(make([]byte, 0, got.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxIndexSize+1)); err != nil {
 		return nil, err
 	}
+	data := buf.Bytes()
 	entries, err := ParseIndex(data)
 	if err != nil {
 		return nil, err

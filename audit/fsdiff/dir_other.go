@@ -1,0 +1,63 @@
+//go:build !linux
+
+package fsdiff
+
+import (
+	"io/fs"
+	"os"
+	"slices"
+	"syscall"
+)
+
+// rootDir is a directory of the workspace as an [os.Root].
+type rootDir struct{ r *os.Root }
+
+func openTop(dir string) (dirHandle, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return rootDir{r}, nil
+}
+
+func (d rootDir) names() ([]string, error) { return readDirNames(d.r) }
+
+func (d rootDir) lstat(name string) (fs.FileInfo, error) { return d.r.Lstat(name) }
+
+func (d rootDir) stat() (fs.FileInfo, error) { return d.r.Stat(".") }
+
+func (d rootDir) sub(name string) (dirHandle, error) {
+	fi, err := d.r.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
+	}
+	r, err := d.r.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	return rootDir{r}, nil
+}
+
+func (d rootDir) open(name string) (*os.File, error) {
+	return d.r.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+}
+
+func (d rootDir) readlink(name string) (string, error) { return d.r.Readlink(name) }
+
+func (d rootDir) close() { d.r.Close() }
+
+func readDirNames(r *os.Root) ([]string, error) {
+	d, err := r.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	// Sorted, so that which files fit the memory budget does not depend on the order the
+	// file system lists them in.
+	slices.Sort(names)
+	return names, err
+}
