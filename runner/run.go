@@ -152,6 +152,9 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 	if err == nil && serve {
 		err = s.serve(ctx)
 	}
+	if err == nil && serve && r.stage != nil {
+		err = r.openStagedSession()
+	}
 	if err != nil {
 		if terr := r.teardown(ctx, err); terr != nil {
 			fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)
@@ -258,6 +261,7 @@ type run struct {
 
 	stage    *stageRecord // a staged run's record; nil for a direct run
 	stageDir string
+	ss       *stagedSession // a staged session's live overlay and checkpoints; nil otherwise
 
 	undo cleanups // what prepare and the session acquired, undone in reverse by teardown
 	torn bool     // teardown has run

@@ -24,9 +24,6 @@ import (
 // prepareStage makes the run's stage directory in its audit directory and tells the
 // backend to write there, refusing a backend that cannot.
 func (r *run) prepareStage(host *sandbox.Host) error {
-	if r.session {
-		return errdefs.Invalidf("--stage: staged sessions are not implemented yet; stage one-command runs (cordon run --stage)")
-	}
 	st, ok := r.o.Backend.(sandbox.Stager)
 	if !ok {
 		return errdefs.Unavailablef("%s: %w; run without --stage, or on bwrap", r.o.Backend.Name(), sandbox.ErrNoStage)

@@ -1,0 +1,94 @@
+package linux
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// TreeOf is the Tree rooted at the directory f (a live overlay's mount, say), which
+// it duplicates: closing the Tree leaves f open.
+func TreeOf(f *os.File) (*Tree, error) {
+	d, err := DupFile(f)
+	if err != nil {
+		return nil, err
+	}
+	return &Tree{root: d}, nil
+}
+
+// DupFile duplicates f (close-on-exec).
+func DupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicating %s: %w", f.Name(), err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// Open opens rel for reading: a regular file, never through a link, without
+// blocking on a FIFO put in its place (the caller checks what it opened).
+func (t *Tree) Open(rel string) (*os.File, error) {
+	fd, err := t.resolve(rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// Readlink returns the target of the symbolic link rel.
+func (t *Tree) Readlink(rel string) (string, error) {
+	pfd, name, err := t.parent(rel)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(pfd)
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(pfd, name, buf)
+	if err != nil {
+		return "", &os.PathError{Op: "readlink", Path: rel, Err: err}
+	}
+	return string(buf[:n]), nil
+}
+
+// Chmod sets the permission bits of the directory rel (never set-id or sticky).
+func (t *Tree) Chmod(rel string, perm uint32) error {
+	fd, err := t.resolve(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, perm&0o777); err != nil {
+		return &os.PathError{Op: "chmod", Path: rel, Err: err}
+	}
+	return nil
+}
+
+// Owner is the owner of the tree's root.
+func (t *Tree) Owner() (uid, gid int, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(t.root.Fd()), &st); err != nil {
+		return -1, -1, err
+	}
+	return int(st.Uid), int(st.Gid), nil
+}
+
+// Path is the path through which this process reaches the tree's root.
+func (t *Tree) Path() string { return FDPath(t.root) }
+
+// Whiteout makes p an overlay whiteout (a 0/0 character device) with no permission
+// bits; p must not exist.
+func Whiteout(p string) error {
+	if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
+		return &os.PathError{Op: "mknod", Path: p, Err: err}
+	}
+	return nil
+}
+
+// Lsetxattr sets the extended attribute name of p itself (not what a link points to).
+func Lsetxattr(p, name, value string) error {
+	if err := unix.Lsetxattr(p, name, []byte(value), 0); err != nil {
+		return &os.PathError{Op: "setxattr", Path: p, Err: err}
+	}
+	return nil
+}
