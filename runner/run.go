@@ -52,7 +52,8 @@ type Options struct {
 	Gates gate.Mode
 	// Stage runs the command against a copy-on-write view of the workspace: the real
 	// workspace is untouched, and the changes wait in the run's stage for Apply or
-	// Discard (a one-command run only; backends that are a sandbox.Stager).
+	// Discard (backends that are a sandbox.Stager). A staged session also keeps
+	// checkpoints to roll back to (Session.Checkpoint, Session.Rollback).
 	Stage bool
 
 	now func() time.Time // or nil for time.Now
