@@ -206,9 +206,9 @@ func pathsWhat(paths []string) string {
 // checkpointWhat names a staged session's checkpoint.
 func checkpointWhat(n int, name string) string {
 	if name == "" {
-		return fmt.Sprintf("checkpoint %d", n)
+		return fmt.Sprintf("#%d", n)
 	}
-	return fmt.Sprintf("checkpoint %d (%s)", n, name)
+	return fmt.Sprintf("#%d (%s)", n, name)
 }
 
 func stageWhy(b event.StageBody) string {

@@ -210,6 +210,7 @@ func TestContainerStagedSession(t *testing.T) {
 			{"discard", TestStagedSessionDiscard},
 			{"killed", TestStagedSessionKilledThenGC},
 			{"links", TestStagedSessionRollbackRacesLinks},
+			{"nothing", TestStagedNothingChangedVerifies},
 		} {
 			t.Run(st.name, st.fn)
 		}
@@ -217,4 +218,23 @@ func TestContainerStagedSession(t *testing.T) {
 			t.Errorf("a staged overlay is still mounted on the host")
 		}
 	})
+}
+
+// TestStagedNothingChangedVerifies: a staged run or session that changed nothing
+// leaves no stage, and its log, which says nothing is staged, verifies.
+func TestStagedNothingChangedVerifies(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	w.exec(id, "true")
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	assertAbsent(t, w.stageDir(id))
+	w.verify(id)
+	if r := w.cordon("", "run", "--stage", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	if r := w.cordon("", "audit", "verify", "last"); r.code != 0 {
+		t.Errorf("a staged run that changed nothing does not verify: %v", r)
+	}
 }

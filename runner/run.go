@@ -99,7 +99,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	}
 	if err == nil {
 		r.finish(res.ExitCode, res.Reason, res.Detail)
-		r.end.Staged = r.stage != nil && r.stage.Finished
+		r.end.Staged = r.stage.waits()
 		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
 		r.res.FilesChanged, r.res.Insertions, r.res.Deletions = res.FilesChanged, res.Insertions, res.Deletions
 	}

@@ -283,7 +283,7 @@ func (s *Session) stop(ctx context.Context, n int) error {
 		code, reason = c, why
 	}
 	s.r.finish(code, reason, detail)
-	s.r.end.Staged = s.r.stage != nil && s.r.stage.Finished
+	s.r.end.Staged = s.r.stage.waits()
 	return stopErr
 }
 

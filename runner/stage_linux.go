@@ -100,6 +100,7 @@ func (r *run) finishStage() error {
 	if err := r.stage.save(r.stageDir); err != nil {
 		return err
 	}
+	r.stage.kept = true
 	for _, p := range set.Problems {
 		fmt.Fprintf(r.o.Stderr, "cordon: staged %s: %s\n", termtext.Line(p.Path), p.Why)
 	}
