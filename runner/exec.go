@@ -62,8 +62,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	defer stop(nil)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	res := ExecResult{CmdID: cmdID}
-	if r.stage != nil && r.stage.Started == 0 {
-		// A staged session's conflicts are judged from its first command.
+	if r.stage != nil && !r.session {
 		r.stage.Started = r.o.now().UnixNano()
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res)

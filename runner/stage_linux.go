@@ -38,6 +38,11 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 		}
 	}
 	r.stage = &stageRecord{Run: r.res.RunID, Workspace: r.plan.Workspace, Mounts: mountsBelow(r.plan)}
+	if r.session {
+		// A staged session's conflicts are judged from its start (a run's from its
+		// command's).
+		r.stage.Started = r.o.now().UnixNano()
+	}
 	r.stageDir = dir
 	r.undo.add("removing an unfinished stage", func(context.Context) error {
 		if r.stage.Finished {

@@ -3,11 +3,11 @@ package layer
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -15,20 +15,22 @@ import (
 
 // A checkpoint is a copy of a staged session's upper directory, made while the
 // overlay is mounted (the upper directory is only read, never written) into a
-// directory of cordon's own: layer by layer the same entries, whiteouts and opaque
-// directories as the upper directory held, so that the checkpoint over the workspace
-// shows the workspace as it was then. Copies are never modified: a file unchanged
-// since the previous checkpoint (same inode, same ctime, which user space cannot set)
-// is a hard link to that checkpoint's copy, so a checkpoint costs a stat of every
-// entry of the upper directory and a copy of what changed since the last one.
+// directory of cordon's own: the same entries, whiteouts and opaque directories as
+// the upper directory held, so that the checkpoint over the workspace shows the
+// workspace as it was then. The sandbox writes the upper directory meanwhile, and may
+// swap any directory of it for a link: it is read as a [linux.Tree], following none.
+// Copies are never modified: a file unchanged since the previous checkpoint (same
+// inode, same ctime, which user space cannot set) is a hard link to that checkpoint's
+// copy, so a checkpoint costs a stat of every entry of the upper directory and a copy
+// of what changed since the last one.
 
 // Checkpoint is one copy of an upper directory.
 type Checkpoint struct {
 	Dir    string
 	Copied int // files copied
 	Linked int // files unchanged since the previous checkpoint, linked to its copy
-	// Problems are entries the checkpoint does not hold (special files, overlay
-	// metadata): a rollback to it does not restore them either.
+	// Problems are entries the checkpoint does not hold as they are (special files,
+	// overlay metadata, hard links): a rollback to it does not restore them so.
 	Problems []Problem
 	index    map[string]fileKey // the upper directory's files as copied, by path
 }
@@ -44,98 +46,115 @@ type fileKey struct {
 // copies (prev may be nil) the files unchanged since prev was taken. Entries that
 // vanish while it reads (the sandbox writes on) are skipped.
 func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
+	src, err := linux.OpenTree(upper)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer src.Close()
 	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}}
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := c.copyDir(upper, ".", prev); err != nil {
+	if err := c.copyDir(src, ".", prev); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	return c, nil
 }
 
-func (c *Checkpoint) copyDir(upper, rel string, prev *Checkpoint) error {
-	f, err := os.Open(filepath.Join(upper, filepath.FromSlash(rel)))
+func (c *Checkpoint) copyDir(src *linux.Tree, rel string, prev *Checkpoint) error {
+	names, err := src.Names(rel)
 	if err != nil {
 		return err
 	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return err
-	}
+	sort.Strings(names)
 	for _, name := range names {
 		p := path.Join(rel, name)
-		src := filepath.Join(upper, filepath.FromSlash(p))
-		fi, err := os.Lstat(src)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := c.copyEntry(upper, p, src, fi, prev); err != nil {
+		if err := c.copyEntry(src, p, prev); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	return nil
 }
 
-func (c *Checkpoint) copyEntry(upper, p, src string, fi fs.FileInfo, prev *Checkpoint) error {
+func (c *Checkpoint) copyEntry(src *linux.Tree, p string, prev *Checkpoint) error {
+	st, err := src.Lstat(p)
+	if err != nil {
+		return err
+	}
 	dst := filepath.Join(c.Dir, filepath.FromSlash(p))
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	for _, x := range []string{xattrRedirect, xattrMetacopy} {
-		if v, err := linux.Getxattr(src, x); err != nil || v != "" {
-			c.Problems = append(c.Problems, Problem{p, "overlay metadata (" + x + ") a checkpoint cannot hold"})
+	mode := st.Mode
+	perm := fs.FileMode(mode & 0o777)
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFCHR:
+		if st.Rdev != 0 {
+			break
+		}
+		return linux.Whiteout(dst)
+	case syscall.S_IFDIR:
+		if c.metadata(src, p) {
 			return nil
 		}
-	}
-	switch m := fi.Mode(); {
-	case m&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0:
-		return linux.Whiteout(dst)
-	case m.IsDir():
 		if err := os.Mkdir(dst, 0o700); err != nil {
 			return err
 		}
-		if v, err := linux.Getxattr(src, xattrOpaque); err != nil {
+		if v, err := src.Getxattr(p, xattrOpaque); err != nil {
 			return err
 		} else if v == "y" {
 			if err := linux.Lsetxattr(dst, xattrOpaque, "y"); err != nil {
 				return err
 			}
 		}
-		if err := c.copyDir(upper, p, prev); err != nil {
+		if err := c.copyDir(src, p, prev); err != nil {
 			return err
 		}
-		return os.Chmod(dst, m.Perm())
-	case m.IsRegular() && st != nil:
-		key := fileKey{st.Ino, st.Ctim.Nano(), fi.Size()}
+		return os.Chmod(dst, perm)
+	case syscall.S_IFREG:
+		if c.metadata(src, p) {
+			return nil
+		}
+		if st.Nlink > 1 {
+			c.Problems = append(c.Problems, Problem{p, fmt.Sprintf("a hard link (%d names): kept as a separate copy", st.Nlink)})
+		}
+		key := fileKey{st.Ino, st.Ctim.Nano(), st.Size}
 		if prev != nil && prev.index[p] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil {
 			c.index[p] = key
 			c.Linked++
 			return nil
 		}
-		if err := copyFile(src, dst, m.Perm()); err != nil {
+		if err := copyFile(src, p, dst, perm); err != nil {
 			return err
 		}
 		c.index[p] = key
 		c.Copied++
-	case m&fs.ModeSymlink != 0:
-		target, err := os.Readlink(src)
+		return nil
+	case syscall.S_IFLNK:
+		target, err := src.Readlink(p)
 		if err != nil {
 			return err
 		}
 		return os.Symlink(target, dst)
-	default:
-		c.Problems = append(c.Problems, Problem{p, "a special file (" + m.Type().String() + "): not kept"})
 	}
+	c.Problems = append(c.Problems, Problem{p, "a special file: not kept"})
 	return nil
 }
 
-// copyFile copies the regular file src (never through a link, never blocking on a
-// FIFO swapped in) to the new file dst with the permission bits perm, no set-id bits.
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// metadata reports (and records) overlay metadata at p that a checkpoint cannot
+// hold; the overlay is mounted with it off.
+func (c *Checkpoint) metadata(src *linux.Tree, p string) bool {
+	for _, x := range []string{xattrRedirect, xattrMetacopy} {
+		if v, err := src.Getxattr(p, x); err != nil || v != "" {
+			c.Problems = append(c.Problems, Problem{p, "overlay metadata (" + x + ") a checkpoint cannot hold"})
+			return true
+		}
+	}
+	return false
+}
+
+// copyFile copies the regular file p of src (opened without following a link or
+// blocking on a FIFO swapped in) to the new file dst with the permission bits perm,
+// no set-id bits, its holes kept.
+func copyFile(src *linux.Tree, p, dst string, perm fs.FileMode) error {
+	in, err := src.Open(p)
 	if err != nil {
 		return err
 	}
@@ -147,7 +166,7 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in)
+	err = linux.CopySparse(out, in)
 	if err == nil {
 		err = out.Chmod(perm & 0o777)
 	}

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"syscall"
 
@@ -193,23 +192,36 @@ func (rb *rollback) sameContent(p string) bool {
 	}
 }
 
-// UpperPaths lists the paths of the upper directory upper, parents first; entries
-// that vanish while it reads (the sandbox writes on) are skipped.
+// UpperPaths lists the paths of the upper directory upper, parents first, following
+// no link (the sandbox writes it meanwhile); entries that vanish while it reads are
+// skipped.
 func UpperPaths(upper string) ([]string, error) {
+	t, err := linux.OpenTree(upper)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
 	var out []string
-	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		names, err := t.Names(rel)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			if errors.Is(err, fs.ErrNotExist) || rel != "." {
+				return nil // gone, or no longer a directory
 			}
 			return err
 		}
-		rel, rerr := filepath.Rel(upper, p)
-		if rerr != nil || rel == "." {
-			return rerr
+		sort.Strings(names)
+		for _, n := range names {
+			p := path.Join(rel, n)
+			out = append(out, p)
+			if st, err := t.Lstat(p); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
 		}
-		out = append(out, filepath.ToSlash(rel))
 		return nil
-	})
-	return out, err
+	}
+	return out, walk(".")
 }

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -92,3 +93,32 @@ func Lsetxattr(p, name, value string) error {
 	}
 	return nil
 }
+
+// Getxattr returns the value of the extended attribute name of the directory or
+// regular file rel ("" when it has none), opened without following a link.
+func (t *Tree) Getxattr(rel, name string) (string, error) {
+	fd, err := t.resolve(rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Fgetxattr(fd, name, buf)
+		switch {
+		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
+			return "", nil
+		case errors.Is(err, unix.ERANGE) && len(buf) < 1<<16:
+			buf = make([]byte, 4*len(buf))
+			continue
+		case err != nil:
+			return "", &os.PathError{Op: "getxattr", Path: rel, Err: err}
+		}
+		return string(buf[:n]), nil
+	}
+}
+
+// CopySparse copies the regular file src to the new file dst, holes kept as holes
+// (see copyData: root writing a sandbox's sparse file out as zeros could fill the
+// disk).
+func CopySparse(dst, src *os.File) error { return copyData(dst, src) }
