@@ -168,25 +168,35 @@ func TestStagedSessionKilledThenGC(t *testing.T) {
 }
 
 // TestStagedSessionRollbackRacesLinks: a sandbox process swaps the directory being
-// rolled back for a symbolic link to a host directory, over and over; the rollback
-// fails or succeeds, and never writes through the link.
+// rolled back or checkpointed for a symbolic link to a host directory, over and over;
+// a rollback fails or succeeds and never writes through the link, and a checkpoint
+// never copies what the link points to.
 func TestStagedSessionRollbackRacesLinks(t *testing.T) {
 	w := newStageWorld(t)
 	outside := t.TempDir()
+	mustWrite(t, filepath.Join(outside, "secret"), "host only\n")
 	id := w.startSession("--stage")
 	w.exec(id, "rm -r d")
-	w.exec(id, "(setsid sh -c 'echo $$ > /tmp/flip.pid; while :; do rm -rf d; ln -s "+outside+" d; rm -f d; mkdir d; done' </dev/null >/dev/null 2>&1 &)")
+	w.exec(id, "(setsid sh -c 'echo $$ > /tmp/flip.pid; while :; do rm -rf d; ln -s "+outside+" d; rm -f d; mkdir d; echo y > d/y; done' </dev/null >/dev/null 2>&1 &)")
 	for i := 0; i < 20; i++ {
 		// Back to before rm -r d: d/x must be written in d, whatever d is then.
-		r := w.cordon("", "session", "rollback", id, "1")
-		if r.code != 0 && r.code != 125 {
+		if r := w.cordon("", "session", "rollback", id, "1"); r.code != 0 && r.code != 125 {
 			t.Fatalf("rollback: %v", r)
+		}
+		if r := w.cordon("", "session", "checkpoint", id); r.code != 0 && r.code != 125 {
+			t.Fatalf("checkpoint: %v", r)
 		}
 	}
 	w.exec(id, "kill $(cat /tmp/flip.pid)")
-	if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 || w.readAt(outside, "secret") != "host only\n" {
 		t.Fatalf("the rollback wrote through the sandbox's link: %s holds %v", outside, entries)
 	}
+	_ = filepath.WalkDir(filepath.Join(w.stageDir(id), "checkpoints"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "secret" {
+			t.Errorf("a checkpoint copied the host file the sandbox linked to: %s", p)
+		}
+		return nil
+	})
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("stop: %v", r)
 	}
@@ -196,6 +206,11 @@ func TestStagedSessionRollbackRacesLinks(t *testing.T) {
 	if w.read("d/x") != "x\n" {
 		t.Errorf("the workspace changed: d/x %q", w.read("d/x"))
 	}
+}
+
+func (w *stageWorld) readAt(dir, rel string) string {
+	data, _ := os.ReadFile(filepath.Join(dir, rel))
+	return string(data)
 }
 
 // TestContainerStagedSession: the same on Docker and containerd, whose overlay is
