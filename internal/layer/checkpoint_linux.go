@@ -46,72 +46,66 @@ type fileKey struct {
 // copies (prev may be nil) the files unchanged since prev was taken. Entries that
 // vanish while it reads (the sandbox writes on) are skipped.
 func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
-	src, err := linux.OpenTree(upper)
+	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	defer src.Close()
+	defer t.Close()
+	root, err := t.OpenDir(".")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer root.Close()
 	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}}
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := c.copyDir(src, ".", prev); err != nil {
+	if err := c.copyDir(root, ".", prev); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	return c, nil
 }
 
-func (c *Checkpoint) copyDir(src *linux.Tree, rel string, prev *Checkpoint) error {
-	names, err := src.Names(rel)
+// copyDir copies the entries of the upper directory d, at rel.
+func (c *Checkpoint) copyDir(d *linux.Dir, rel string, prev *Checkpoint) error {
+	names, err := d.Names()
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		p := path.Join(rel, name)
-		if err := c.copyEntry(src, p, prev); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := c.copyEntry(d, name, p, prev); err != nil && !errors.Is(err, fs.ErrNotExist) &&
+			!errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 	}
 	return nil
 }
 
-func (c *Checkpoint) copyEntry(src *linux.Tree, p string, prev *Checkpoint) error {
-	st, err := src.Lstat(p)
+// copyEntry copies the entry name of d (p in the upper directory). An entry the
+// sandbox swapped meanwhile (a link where a directory was) is not reached.
+func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) error {
+	st, err := d.Lstat(name)
 	if err != nil {
 		return err
 	}
 	dst := filepath.Join(c.Dir, filepath.FromSlash(p))
-	mode := st.Mode
-	perm := fs.FileMode(mode & 0o777)
-	switch mode & syscall.S_IFMT {
+	perm := fs.FileMode(st.Mode & 0o777)
+	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFCHR:
 		if st.Rdev != 0 {
 			break
 		}
 		return linux.Whiteout(dst)
 	case syscall.S_IFDIR:
-		if c.metadata(src, p) {
-			return nil
-		}
-		if err := os.Mkdir(dst, 0o700); err != nil {
+		sub, err := d.Sub(name)
+		if err != nil {
 			return err
 		}
-		if v, err := src.Getxattr(p, xattrOpaque); err != nil {
-			return err
-		} else if v == "y" {
-			if err := linux.Lsetxattr(dst, xattrOpaque, "y"); err != nil {
-				return err
-			}
-		}
-		if err := c.copyDir(src, p, prev); err != nil {
-			return err
-		}
-		return os.Chmod(dst, perm)
+		defer sub.Close()
+		return c.copySubdir(sub, p, dst, perm, prev)
 	case syscall.S_IFREG:
-		if c.metadata(src, p) {
-			return nil
-		}
 		if st.Nlink > 1 {
 			c.Problems = append(c.Problems, Problem{p, fmt.Sprintf("a hard link (%d names): kept as a separate copy", st.Nlink)})
 		}
@@ -121,14 +115,14 @@ func (c *Checkpoint) copyEntry(src *linux.Tree, p string, prev *Checkpoint) erro
 			c.Linked++
 			return nil
 		}
-		if err := copyFile(src, p, dst, perm); err != nil {
+		if err := copyFile(d, name, dst, perm); err != nil {
 			return err
 		}
 		c.index[p] = key
 		c.Copied++
 		return nil
 	case syscall.S_IFLNK:
-		target, err := src.Readlink(p)
+		target, err := d.Readlink(name)
 		if err != nil {
 			return err
 		}
@@ -138,23 +132,36 @@ func (c *Checkpoint) copyEntry(src *linux.Tree, p string, prev *Checkpoint) erro
 	return nil
 }
 
-// metadata reports (and records) overlay metadata at p that a checkpoint cannot
-// hold; the overlay is mounted with it off.
-func (c *Checkpoint) metadata(src *linux.Tree, p string) bool {
-	for _, x := range []string{xattrRedirect, xattrMetacopy} {
-		if v, err := src.Getxattr(p, x); err != nil || v != "" {
-			c.Problems = append(c.Problems, Problem{p, "overlay metadata (" + x + ") a checkpoint cannot hold"})
-			return true
+// copySubdir copies the upper directory sub (p) to dst: opaque as it is, and with
+// overlay metadata a checkpoint cannot hold reported instead (the overlay is mounted
+// with it off). A file's metadata (metacopy) cannot be there either: it is off too,
+// and only the kernel writes trusted.* attributes.
+func (c *Checkpoint) copySubdir(sub *linux.Dir, p, dst string, perm fs.FileMode, prev *Checkpoint) error {
+	if v, err := sub.Getxattr(xattrRedirect); err != nil || v != "" {
+		c.Problems = append(c.Problems, Problem{p, "overlay metadata (" + xattrRedirect + ") a checkpoint cannot hold"})
+		return nil
+	}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	if v, err := sub.Getxattr(xattrOpaque); err != nil {
+		return err
+	} else if v == "y" {
+		if err := linux.Lsetxattr(dst, xattrOpaque, "y"); err != nil {
+			return err
 		}
 	}
-	return false
+	if err := c.copyDir(sub, p, prev); err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm)
 }
 
-// copyFile copies the regular file p of src (opened without following a link or
+// copyFile copies the regular file name of d (opened without following a link or
 // blocking on a FIFO swapped in) to the new file dst with the permission bits perm,
 // no set-id bits, its holes kept.
-func copyFile(src *linux.Tree, p, dst string, perm fs.FileMode) error {
-	in, err := src.Open(p)
+func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
+	in, err := d.Open(name)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -102,6 +103,98 @@ func (t *Tree) Getxattr(rel, name string) (string, error) {
 		return "", &os.PathError{Op: "open", Path: rel, Err: err}
 	}
 	defer unix.Close(fd)
+	return fgetxattr(fd, name)
+}
+
+// CopySparse copies the regular file src to the new file dst, holes kept as holes
+// (see copyData: root writing a sandbox's sparse file out as zeros could fill the
+// disk).
+func CopySparse(dst, src *os.File) error { return copyData(dst, src) }
+
+// Dir is an open directory of a Tree whose entries are reached by name, one
+// component at a time, never through a link: a walk of a tree someone else writes
+// costs one open per directory, not one lookup from the root per entry.
+type Dir struct {
+	f *os.File
+}
+
+// OpenDir opens the directory rel of t.
+func (t *Tree) OpenDir(rel string) (*Dir, error) {
+	fd, err := t.resolve(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return &Dir{f: os.NewFile(uintptr(fd), rel)}, nil
+}
+
+// Close closes d.
+func (d *Dir) Close() error { return d.f.Close() }
+
+func entryName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return fmt.Errorf("%q: not an entry name", name)
+	}
+	return nil
+}
+
+// Names lists d's entries (once: it reads the directory).
+func (d *Dir) Names() ([]string, error) { return d.f.Readdirnames(-1) }
+
+// Lstat describes the entry name itself.
+func (d *Dir) Lstat(name string) (*unix.Stat_t, error) {
+	if err := entryName(name); err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(d.f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, &os.PathError{Op: "lstat", Path: name, Err: err}
+	}
+	return &st, nil
+}
+
+// Open opens the entry name for reading, not through a link, without blocking on a
+// FIFO (the caller checks what it opened).
+func (d *Dir) Open(name string) (*os.File, error) {
+	return d.openat(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+}
+
+// Sub opens the entry name as a directory, not through a link.
+func (d *Dir) Sub(name string) (*Dir, error) {
+	f, err := d.openat(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{f: f}, nil
+}
+
+func (d *Dir) openat(name string, flags int) (*os.File, error) {
+	if err := entryName(name); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(d.f.Fd()), name, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// Readlink returns the target of the symbolic link name.
+func (d *Dir) Readlink(name string) (string, error) {
+	if err := entryName(name); err != nil {
+		return "", err
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(int(d.f.Fd()), name, buf)
+	if err != nil {
+		return "", &os.PathError{Op: "readlink", Path: name, Err: err}
+	}
+	return string(buf[:n]), nil
+}
+
+// Getxattr returns the value of d's own extended attribute attr ("" when none).
+func (d *Dir) Getxattr(attr string) (string, error) { return fgetxattr(int(d.f.Fd()), attr) }
+
+func fgetxattr(fd int, name string) (string, error) {
 	buf := make([]byte, 256)
 	for {
 		n, err := unix.Fgetxattr(fd, name, buf)
@@ -112,13 +205,8 @@ func (t *Tree) Getxattr(rel, name string) (string, error) {
 			buf = make([]byte, 4*len(buf))
 			continue
 		case err != nil:
-			return "", &os.PathError{Op: "getxattr", Path: rel, Err: err}
+			return "", &os.PathError{Op: "getxattr", Path: name, Err: err}
 		}
 		return string(buf[:n]), nil
 	}
 }
-
-// CopySparse copies the regular file src to the new file dst, holes kept as holes
-// (see copyData: root writing a sandbox's sparse file out as zeros could fill the
-// disk).
-func CopySparse(dst, src *os.File) error { return copyData(dst, src) }
