@@ -189,12 +189,16 @@ func (r *run) restore(cp *checkpoint) ([]string, []layer.Problem, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	same, err := cp.copy.Unchanged(filepath.Join(r.stageDir, stageUpperName))
+	if err != nil {
+		return nil, nil, err
+	}
 	want, err := r.checkpointView(cp)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer want.Close()
-	return layer.Rollback(live, want, paths, uid, gid)
+	return layer.Rollback(live, want, paths, same, uid, gid)
 }
 
 // checkpointView is the workspace as it was at cp: cp's copy over the workspace, a

@@ -179,3 +179,43 @@ func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
 	}
 	return errors.Join(err, out.Close())
 }
+
+// Unchanged lists the files of the upper directory upper that are what they were
+// when c was taken (same inode, same ctime): a rollback to c need not read them.
+func (c *Checkpoint) Unchanged(upper string) (map[string]bool, error) {
+	t, err := linux.OpenTree(upper)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	root, err := t.OpenDir(".")
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	same := map[string]bool{}
+	var walk func(d *linux.Dir, rel string)
+	walk = func(d *linux.Dir, rel string) {
+		names, _ := d.Names()
+		for _, name := range names {
+			p := path.Join(rel, name)
+			st, err := d.Lstat(name)
+			if err != nil {
+				continue
+			}
+			switch st.Mode & syscall.S_IFMT {
+			case syscall.S_IFREG:
+				if key, ok := c.index[p]; ok && key == (fileKey{st.Ino, st.Ctim.Nano(), st.Size}) {
+					same[p] = true
+				}
+			case syscall.S_IFDIR:
+				if sub, err := d.Sub(name); err == nil {
+					walk(sub, p)
+					sub.Close()
+				}
+			}
+		}
+	}
+	walk(root, ".")
+	return same, nil
+}

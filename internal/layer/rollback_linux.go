@@ -19,15 +19,20 @@ import (
 // the paths an upper directory names can differ between the two, so paths (those of
 // the live upper directory and of the checkpoint) are where it looks, and the
 // entries of each directory among them. Every write goes through live, following no
-// link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits. It
-// returns the paths it changed, and what want holds that it cannot restore.
-func Rollback(live, want *linux.Tree, paths []string, uid, gid int) (changed []string, problems []Problem, err error) {
+// link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits. Files
+// in same are known to be what they were at the checkpoint (Checkpoint.Unchanged) and
+// are not read. It returns the paths it changed, and what want holds that it cannot
+// restore.
+func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid, gid int) (changed []string, problems []Problem, err error) {
 	rb := &rollback{live: live, want: want, uid: uid, gid: gid, named: map[string]bool{}}
 	sort.Strings(paths)
 	for _, p := range paths {
 		rb.named[p] = true
 	}
 	for _, p := range paths {
+		if same[p] {
+			continue
+		}
 		if err := rb.sync(p); err != nil {
 			return rb.changed, rb.problems, err
 		}

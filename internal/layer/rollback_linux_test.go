@@ -103,7 +103,11 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 	defer want.Close()
 	now, _ := UpperPaths(w.upper)
 	then, _ := UpperPaths(c.Dir)
-	changed, problems, err := Rollback(w.live, want, append(now, then...), -1, -1)
+	same, err := c.Unchanged(w.upper)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	changed, problems, err := Rollback(w.live, want, append(now, then...), same, -1, -1)
 	if err != nil || len(problems) > 0 {
 		w.t.Fatalf("rollback: %v %v", err, problems)
 	}
