@@ -275,7 +275,7 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	// process of the sandbox's own writing meanwhile was missed.
 	s.r.closeBetween(ctx)
 	if err := s.r.endStagedSession(); err != nil {
-		// The stage is left unfinished: gc drops it, never applies it.
+		// The stage is left unfinished: teardown (or gc) drops it, never applies it.
 		fmt.Fprintf(s.r.o.Stderr, "cordon: staged session: %v\n", err)
 		stopErr = errdefs.Join(stopErr, err)
 	}
