@@ -163,6 +163,18 @@ func note(r Record) (noteView, error) {
 		n.Verb, what, n.Why, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, nil), b.Reason, gateShown
 	case event.GateExecBody:
 		n.Verb, what, n.Why, shown = gateVerbs[r.Type], gateWhat(b.Gate, b.ID, b.Argv), b.Reason, gateShown
+	case event.CheckpointBody:
+		n.Verb, what = "checkpoint", checkpointWhat(b.N, b.Name)
+		if len(b.Problems) > 0 {
+			n.Why = fmt.Sprintf("%d not kept", len(b.Problems))
+		}
+		shown = []string{"n", "name", "problems"}
+	case event.RollbackBody:
+		n.Verb, what = "ROLLBACK", "to "+checkpointWhat(b.N, b.Name)+": "+pathsWhat(b.Paths)+" by "+b.By
+		if len(b.Problems) > 0 {
+			n.Why = fmt.Sprintf("%d not restored", len(b.Problems))
+		}
+		shown = []string{"n", "name", "paths", "problems", "running", "by"}
 	case event.StageBody:
 		n.Verb, what, n.Why = stageVerbs[r.Type], stageWhat(b), stageWhy(b)
 		shown = []string{"paths", "refused", "conflicts", "forced", "quarantined", "by"}
@@ -178,19 +190,30 @@ func note(r Record) (noteView, error) {
 var stageVerbs = map[event.Type]string{event.StageApply: "stage APPLY", event.StageDiscard: "stage DISCARD"}
 
 // stageWhat names the paths of a stage line: the first few, and how many in all.
-func stageWhat(b event.StageBody) string {
-	shown := b.Paths
+func stageWhat(b event.StageBody) string { return pathsWhat(b.Paths) + " by " + b.By }
+
+// pathsWhat names the first few of paths, and how many in all.
+func pathsWhat(paths []string) string {
+	shown := paths
 	if len(shown) > 5 {
 		shown = shown[:5]
 	}
-	what := fmt.Sprintf("%d path(s)", len(b.Paths))
+	what := fmt.Sprintf("%d path(s)", len(paths))
 	if len(shown) > 0 {
 		what += ": " + strings.Join(shown, " ")
-		if len(shown) < len(b.Paths) {
+		if len(shown) < len(paths) {
 			what += " …"
 		}
 	}
-	return what + " by " + b.By
+	return what
+}
+
+// checkpointWhat names a staged session's checkpoint.
+func checkpointWhat(n int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("#%d", n)
+	}
+	return fmt.Sprintf("#%d (%s)", n, name)
 }
 
 func stageWhy(b event.StageBody) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -35,6 +36,12 @@ var errAuditFailed = errors.New("audit log failed")
 // (see [run.setUpEarly]); the command runs only once all three are done. The command's
 // timeout then counts from the start of that overlap.
 func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecResult, error) {
+	if r.ss != nil {
+		// "Undo the last command" is a rollback to this one.
+		if _, err := r.checkpoint("", true); err != nil {
+			return ExecResult{}, err
+		}
+	}
 	if eo.Dir == "" {
 		eo.Dir = r.plan.Workdir
 	}
@@ -67,7 +74,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	if !r.early {
 		res.CmdID = c.id // early, c is the setup's until wait has returned
 	}
-	if r.stage != nil {
+	if r.stage != nil && !r.session {
 		r.stage.Started = r.o.now().UnixNano()
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
@@ -246,7 +253,7 @@ func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration,
 func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *ExecResult) {
 	var diff *fsdiff.Result
 	var err error
-	if r.stage != nil {
+	if r.stage != nil && !r.session {
 		diff, err = r.stagedDiff(context.WithoutCancel(ctx), tracker)
 	} else {
 		diff, err = tracker.Diff(context.WithoutCancel(ctx))
@@ -283,7 +290,13 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	r.wsMu.Lock()
 	defer r.wsMu.Unlock()
 	if r.ws == nil {
-		t, err := fsdiff.New(ctx, r.plan.Workspace, opts)
+		root := r.plan.Workspace
+		if r.ss != nil {
+			// A staged session's workspace is the overlay its sandbox writes: one
+			// command's end is the next one's start, read through it.
+			root = linux.FDPath(r.ss.live)
+		}
+		t, err := fsdiff.New(ctx, root, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +321,11 @@ func (r *run) recordBetween(since *fsdiff.Result) {
 	for _, c := range since.Changes {
 		r.noteTurn(c.Path, c.OldPath)
 	}
-	if err := r.log.RecordDiffBetween(since, r.sink.running(), r.quarantine(since)); err != nil {
+	var renamed []string
+	if r.stage == nil {
+		renamed = r.quarantine(since) // a staged session's changes are disarmed as they land
+	}
+	if err := r.log.RecordDiffBetween(since, r.sink.running(), renamed); err != nil {
 		r.o.Log.Warn("recording the workspace diff between commands", "err", err)
 	}
 }

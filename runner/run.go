@@ -52,7 +52,8 @@ type Options struct {
 	Gates gate.Mode
 	// Stage runs the command against a copy-on-write view of the workspace: the real
 	// workspace is untouched, and the changes wait in the run's stage for Apply or
-	// Discard (a one-command run only; backends that are a sandbox.Stager).
+	// Discard (backends that are a sandbox.Stager). A staged session also keeps
+	// checkpoints to roll back to (Session.Checkpoint, Session.Rollback).
 	Stage bool
 
 	now func() time.Time // or nil for time.Now
@@ -101,7 +102,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	}
 	if err == nil {
 		r.finish(res.ExitCode, res.Reason, res.Detail)
-		r.end.Staged = r.stage != nil && r.stage.Finished
+		r.end.Staged = r.stage.waits()
 		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
 		r.res.FilesChanged, r.res.Insertions, r.res.Deletions = res.FilesChanged, res.Insertions, res.Deletions
 	}
@@ -154,6 +155,9 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 	err := r.prepare(ctx)
 	if err == nil && serve {
 		err = s.serve(ctx)
+	}
+	if err == nil && serve && r.stage != nil {
+		err = r.openStagedSession()
 	}
 	if err != nil {
 		if terr := r.teardown(ctx, err); terr != nil {
@@ -261,6 +265,7 @@ type run struct {
 
 	stage    *stageRecord // a staged run's record; nil for a direct run
 	stageDir string
+	ss       *stagedSession // a staged session's live overlay and checkpoints; nil otherwise
 
 	// early: a one-command run whose sandbox builds itself while the monitor attaches,
 	// the baseline is taken and cmd.start is written (execOne).

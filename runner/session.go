@@ -274,10 +274,16 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	// What happened since the last command, once nothing in the sandbox runs any more: a
 	// process of the sandbox's own writing meanwhile was missed.
 	s.r.closeBetween(ctx)
+	if err := s.r.endStagedSession(); err != nil {
+		// The stage is left unfinished: teardown (or gc) drops it, never applies it.
+		fmt.Fprintf(s.r.o.Stderr, "cordon: staged session: %v\n", err)
+		stopErr = errdefs.Join(stopErr, err)
+	}
 	if c, why, ok := signalled(ctx); ok {
 		code, reason = c, why
 	}
 	s.r.finish(code, reason, detail)
+	s.r.end.Staged = s.r.stage.waits()
 	return stopErr
 }
 

@@ -46,7 +46,13 @@ type stageRecord struct {
 	// Finished is set once the run ended and nothing writes the upper directory any
 	// more; gc removes a stage whose run died before.
 	Finished bool `json:"finished"`
+
+	kept bool // finished with something to apply or discard: the stage stays
 }
+
+// waits reports whether s is a finished stage left for apply or discard (run.end's
+// staged): one that held nothing was removed.
+func (s *stageRecord) waits() bool { return s != nil && s.kept }
 
 // stageMount is one of the plan's mounts at or below the workspace, in plan order,
 // and whether the sandbox could write there (a read-write bind).

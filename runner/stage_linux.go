@@ -24,9 +24,6 @@ import (
 // prepareStage makes the run's stage directory in its audit directory and tells the
 // backend to write there, refusing a backend that cannot.
 func (r *run) prepareStage(host *sandbox.Host) error {
-	if r.session {
-		return errdefs.Invalidf("--stage: staged sessions are not implemented yet; stage one-command runs (cordon run --stage)")
-	}
 	st, ok := r.o.Backend.(sandbox.Stager)
 	if !ok {
 		return errdefs.Unavailablef("%s: %w; run without --stage, or on bwrap", r.o.Backend.Name(), sandbox.ErrNoStage)
@@ -41,6 +38,11 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 		}
 	}
 	r.stage = &stageRecord{Run: r.res.RunID, Workspace: r.plan.Workspace, Mounts: mountsBelow(r.plan)}
+	if r.session {
+		// A staged session's conflicts are judged from its start (a run's from its
+		// command's).
+		r.stage.Started = r.o.now().UnixNano()
+	}
 	r.stageDir = dir
 	r.undo.add("removing an unfinished stage", func(context.Context) error {
 		if r.stage.Finished {
@@ -103,6 +105,7 @@ func (r *run) finishStage() error {
 	if err := r.stage.save(r.stageDir); err != nil {
 		return err
 	}
+	r.stage.kept = true
 	for _, p := range set.Problems {
 		fmt.Fprintf(r.o.Stderr, "cordon: staged %s: %s\n", termtext.Line(p.Path), p.Why)
 	}

@@ -35,6 +35,18 @@ func (r *run) stagedDiff(context.Context, *fsdiff.Tracker) (*fsdiff.Result, erro
 
 func (r *run) finishStage() error { return errNoStage() }
 
+type checkpoint struct{ Checkpoint }
+
+func (r *run) openStagedSession() error { return errNoStage() }
+
+func (r *run) checkpoint(string, bool) (Checkpoint, error) { return Checkpoint{}, errNoStage() }
+
+func (r *run) rollback(context.Context, string) (RollbackResult, error) {
+	return RollbackResult{}, errNoStage()
+}
+
+func (r *run) endStagedSession() error { return nil }
+
 // Apply is unimplemented on this GOOS.
 func Apply(string, ApplyOptions) (StageResult, error) { return StageResult{}, errNoStage() }
 

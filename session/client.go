@@ -239,7 +239,7 @@ type Turn struct {
 // many it removed, with the workspace paths the turn's commands changed (volatile facts
 // a harness appends to its next request rather than to its system prompt).
 func (s *Session) Sweep(ctx context.Context) (Turn, error) {
-	f, err := s.simple(ctx, "sweep")
+	f, err := s.simple(ctx, wire.Request{Op: "sweep"})
 	return Turn{Removed: f.Removed, Changed: f.Changed}, err
 }
 
@@ -247,11 +247,33 @@ func (s *Session) Sweep(ctx context.Context) (Turn, error) {
 // and its services are torn down and the log is sealed. It returns once all that is
 // done.
 func (s *Session) Stop(ctx context.Context) error {
-	_, err := s.simple(ctx, "stop")
+	_, err := s.simple(ctx, wire.Request{Op: "stop"})
 	return err
 }
 
-func (s *Session) simple(ctx context.Context, op string) (wire.Frame, error) {
+// Checkpoint keeps a staged session's workspace as it is now, under name ("" for a
+// numbered one), until the session stops.
+func (s *Session) Checkpoint(ctx context.Context, name string) (wire.Checkpoint, []string, error) {
+	f, err := s.simple(ctx, wire.Request{Op: "checkpoint", Name: name})
+	if err != nil || f.Checkpoint == nil {
+		return wire.Checkpoint{}, nil, err
+	}
+	return *f.Checkpoint, f.Problems, nil
+}
+
+// Rollback makes a staged session's workspace what it was at checkpoint to (a name,
+// a number, or "-K": the K-th latest automatic one) and returns it, the paths it
+// changed and what it could not restore.
+func (s *Session) Rollback(ctx context.Context, to string) (wire.Checkpoint, []string, []string, error) {
+	f, err := s.simple(ctx, wire.Request{Op: "rollback", Name: to})
+	if err != nil || f.Checkpoint == nil {
+		return wire.Checkpoint{}, nil, f.Problems, err
+	}
+	return *f.Checkpoint, f.Changed, f.Problems, nil
+}
+
+func (s *Session) simple(ctx context.Context, req wire.Request) (wire.Frame, error) {
+	op := req.Op
 	c, err := s.dial(ctx)
 	if err != nil {
 		return wire.Frame{}, err
@@ -259,7 +281,7 @@ func (s *Session) simple(ctx context.Context, op string) (wire.Frame, error) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	if err := json.NewEncoder(c).Encode(wire.Request{Op: op}); err != nil {
+	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return wire.Frame{}, err
 	}
 	var f wire.Frame
@@ -267,7 +289,11 @@ func (s *Session) simple(ctx context.Context, op string) (wire.Frame, error) {
 		return f, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
 	}
 	if f.Error != "" {
-		return f, &Error{Code: errdefs.ExitCannotRun, Msg: f.Error}
+		code := f.Code
+		if code == 0 {
+			code = errdefs.ExitCannotRun
+		}
+		return f, &Error{Code: code, Msg: f.Error}
 	}
 	return f, nil
 }

@@ -168,6 +168,10 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		_ = enc.Encode(f)
 		c.Close()
 		return
+	case "checkpoint", "rollback":
+		_ = enc.Encode(serveStaged(ctx, sess, req))
+		c.Close()
+		return
 	case "exec":
 		defer c.Close()
 		serveExec(ctx, sess, req, br, enc)
@@ -223,6 +227,32 @@ func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *
 		Diffstat:     wire.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
 		DeniedEgress: res.DeniedEgress, Denied: WireDenials(res.Denied), Alerts: WireAlerts(res.Alerts),
 	}})
+}
+
+// serveStaged answers a checkpoint or rollback request.
+func serveStaged(ctx context.Context, sess *runner.Session, req wire.Request) wire.Frame {
+	var cp runner.Checkpoint
+	var f wire.Frame
+	var err error
+	if req.Op == "checkpoint" {
+		cp, err = sess.Checkpoint(req.Name)
+		f.Problems = cp.Problems
+	} else {
+		var rb runner.RollbackResult
+		rb, err = sess.Rollback(ctx, req.Name)
+		cp, f.Changed, f.Problems = rb.To, rb.Changed, rb.Problems
+	}
+	if err != nil {
+		if errors.Is(err, errdefs.ErrInvalid) {
+			err = &errdefs.Status{Code: errdefs.ExitUsage, Err: err}
+		}
+		ef := errFrame(err)
+		ef.Changed, ef.Problems = f.Changed, f.Problems
+		return ef
+	}
+	f.Done = true
+	f.Checkpoint = &wire.Checkpoint{N: cp.N, Name: cp.Name, Auto: cp.Auto, Copied: cp.Copied, Linked: cp.Linked}
+	return f
 }
 
 // WireDenials converts the runner's denials to the wire's (as `cordon exec` and

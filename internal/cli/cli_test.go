@@ -104,7 +104,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"exec", "ID", "--nope", "--", "true"}, 2, "exec: unknown flag: --nope"},
 		{[]string{"exec", "ID", "--help"}, 0, "Usage: cordon exec"},
 		{[]string{"session"}, 2, "Usage: cordon session COMMAND"},
-		{[]string{"session", "frob"}, 2, `session: unknown subcommand "frob" (ls, start, stop, sweep)`},
+		{[]string{"session", "frob"}, 2, `session: unknown subcommand "frob" (checkpoint, ls, rollback, start, stop, sweep)`},
 		{[]string{"session", "stop"}, 2, "session stop: give one SESSION"},
 		{[]string{"session", "start", "x"}, 2, "session start: unexpected arguments x"},
 		{[]string{"audit"}, 2, "Usage: cordon audit COMMAND"},

@@ -38,7 +38,8 @@ once by cordon session start and torn down once by cordon session stop (docs/ses
   cordon session ls --json
   cordon session stop $id`,
 	})
-	c.AddCommand(newSessionStartCmd(stdio), newSessionLsCmd(stdio), newSessionSweepCmd(stdio), newSessionStopCmd(stdio))
+	c.AddCommand(newSessionStartCmd(stdio), newSessionLsCmd(stdio), newSessionSweepCmd(stdio), newSessionStopCmd(stdio),
+		newSessionCheckpointCmd(stdio), newSessionRollbackCmd(stdio))
 	return c
 }
 
@@ -46,6 +47,7 @@ once by cordon session start and torn down once by cordon session stop (docs/ses
 type sessionStartOptions struct {
 	file, backend, auditDir string
 	gates                   *gate.Mode
+	stage                   bool
 }
 
 func newSessionStartCmd(stdio IO) *cobra.Command {
@@ -65,6 +67,7 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 	backendFlag(f, &o.backend)
 	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
 	o.gates = gatesFlag(f)
+	f.BoolVar(&o.stage, "stage", false, "stage the workspace: writes go to an overlay, with checkpoints and rollback, applied or discarded after stop (docs/sessions.md)")
 	return c
 }
 
@@ -103,6 +106,9 @@ func sessionStart(stdio IO, o sessionStartOptions) error {
 	}
 	if o.auditDir != "" {
 		sargs = append(sargs, "--audit-dir", o.auditDir)
+	}
+	if o.stage {
+		sargs = append(sargs, "--stage")
 	}
 	cmd := exec.Command(self, sargs...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -31,6 +31,7 @@ func newSuperviseCmd(stdio IO) *cobra.Command {
 	f.StringVar(&o.auditDir, "audit-dir", "", "audit root `DIR`")
 	o.gates = gatesFlag(f)
 	f.IntVar(&o.readyFD, "ready-fd", -1, "report readiness on this `fd`")
+	f.BoolVar(&o.stage, "stage", false, "stage the workspace")
 	f.StringVar(&o.logPath, "log", "", "this process's log `FILE`, renamed to ID.log")
 	return c
 }
@@ -40,6 +41,7 @@ type superviseOptions struct {
 	file, backend, auditDir, logPath string
 	gates                            *gate.Mode
 	readyFD                          int
+	stage                            bool
 }
 
 // superviseCmd is `cordon internal supervise`: it keeps one session (one run) open and
@@ -77,7 +79,7 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	sess, err := runner.StartSession(ctx, plan, runner.Options{
 		Gates:   *o.gates,
 		Backend: b, AuditRoot: root, Version: Version, Secrets: scrubbedSecrets(plan), Log: log,
-		Stderr: stdio.Stderr,
+		Stderr: stdio.Stderr, Stage: o.stage,
 	})
 	if err != nil {
 		return fail(err)

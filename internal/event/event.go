@@ -27,6 +27,9 @@ const (
 	GateDeny     Type = "gate.deny"     // [GateDecisionBody]
 	GateExec     Type = "gate.exec"     // [GateExecBody]
 	RunEnd       Type = "run.end"       // [RunEndBody]
+	// A staged session's checkpoint taken, and its workspace rolled back to one.
+	SessionCheckpoint Type = "session.checkpoint" // [CheckpointBody]
+	SessionRollback   Type = "session.rollback"   // [RollbackBody]
 	// A staged run's changes landed or dropped, after its run.end (the only lines
 	// that may follow it).
 	StageApply   Type = "stage.apply"   // [StageBody]

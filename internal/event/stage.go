@@ -17,3 +17,36 @@ type StageBody struct {
 	Pending     int      `json:"pending"` // changes still staged after this
 	By          string   `json:"by"`      // who ran apply or discard
 }
+
+// CheckpointBody is the body of session.checkpoint: a staged session's workspace
+// kept as it is now, to roll back to (cordon session checkpoint; one is taken
+// before each command). Cmd is empty: it is taken between commands.
+type CheckpointBody struct {
+	N    int    `json:"n"`              // its number in the session, from 1
+	Name string `json:"name,omitempty"` // the name it was given; "" for an automatic one
+	Auto bool   `json:"auto,omitempty"` // taken before a command
+	// Copied are the staged files copied; Linked those unchanged since the previous
+	// checkpoint, which share its copy.
+	Copied int `json:"copied"`
+	Linked int `json:"linked"`
+	// Problems are staged entries the checkpoint does not hold ("path: why"): a
+	// rollback to it does not restore them.
+	Problems []string `json:"problems,omitempty"`
+	// Dropped is the number of the automatic checkpoint this one pushed out.
+	Dropped int `json:"dropped,omitempty"`
+}
+
+// RollbackBody is the body of session.rollback: a staged session's workspace made
+// what it was at checkpoint N. Processes still running keep running.
+type RollbackBody struct {
+	N    int    `json:"n"`              // the checkpoint rolled back to
+	Name string `json:"name,omitempty"` // its name, if it had one
+	// Paths are the workspace paths the rollback changed; the fs.diff that follows
+	// holds the content.
+	Paths []string `json:"paths"`
+	// Problems are what the checkpoint holds that was not restored ("path: why").
+	Problems []string `json:"problems,omitempty"`
+	// Running are the commands running meanwhile (their cmd ids).
+	Running []string `json:"running,omitempty"`
+	By      string   `json:"by"` // who asked
+}

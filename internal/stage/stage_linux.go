@@ -25,6 +25,14 @@ import (
 // cmd's Pdeathsig) fires when the parent thread ends, not the process: it stays,
 // parked, until release is called, after cmd has been waited for.
 func Start(sp *Spec, cmd *exec.Cmd) (release func(), err error) {
+	return StartLive(sp, cmd, nil)
+}
+
+// StartLive is [Start] that, for a source staged as an overlay, hands keep a
+// duplicate of the overlay's mount (the workspace as the sandbox sees and writes it)
+// before cmd starts, for cordon to read and write through while the sandbox runs.
+// keep owns it (the overlay lives until it is closed); with keep nil it is not made.
+func StartLive(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) (release func(), err error) {
 	if os.Geteuid() != 0 || sp.UID == 0 {
 		return nil, errors.New("staging: cordon stages as root, for another uid")
 	}
@@ -33,7 +41,7 @@ func Start(sp *Spec, cmd *exec.Cmd) (release func(), err error) {
 	end := make(chan struct{})
 	go func() {
 		_ = linux.OnOwnThread(func() error {
-			err := stageAndStart(sp, cmd)
+			err := stageAndStart(sp, cmd, keep)
 			started <- err
 			if err == nil {
 				<-end
@@ -48,8 +56,10 @@ func Start(sp *Spec, cmd *exec.Cmd) (release func(), err error) {
 	return func() { once.Do(func() { close(end) }) }, nil
 }
 
-func stageAndStart(sp *Spec, cmd *exec.Cmd) error {
-	trees, err := cloneAll(sp)
+// stageAndStart stages sp's sources and starts cmd, handing keep the overlay's
+// mount first (see StartLive).
+func stageAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
+	trees, live, err := cloneAll(sp, keep != nil)
 	defer func() {
 		for _, t := range trees {
 			if t != nil {
@@ -58,7 +68,13 @@ func stageAndStart(sp *Spec, cmd *exec.Cmd) error {
 		}
 	}()
 	if err != nil {
+		if live != nil {
+			live.Close()
+		}
 		return err
+	}
+	if live != nil {
+		keep(live) // its owner now, whatever happens next
 	}
 	if err := linux.PrivateMountNamespace(); err != nil {
 		return err
@@ -88,9 +104,9 @@ func stageAndStart(sp *Spec, cmd *exec.Cmd) error {
 
 // cloneAll clones every source before anything is mounted over Root, where the run
 // directory's own sources live.
-func cloneAll(sp *Spec) ([]*os.File, error) {
+func cloneAll(sp *Spec, wantLive bool) (trees []*os.File, live *os.File, err error) {
 	srcs := sp.Sources
-	trees := make([]*os.File, len(srcs))
+	trees = make([]*os.File, len(srcs))
 	userns := map[Owner]*os.File{}
 	defer func() {
 		for _, f := range userns {
@@ -103,16 +119,15 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 			if ns = userns[*s.Idmap]; ns == nil {
 				f, err := linux.IdmapUserns(s.Idmap.UID, sp.UID, s.Idmap.GID, sp.GID)
 				if err != nil {
-					return trees, err
+					return trees, live, err
 				}
 				userns[*s.Idmap], ns = f, f
 			}
 		}
-		var err error
 		if s.In >= 0 && s.In < i {
 			rel, rerr := filepath.Rel(srcs[s.In].Path, s.Path)
 			if rerr != nil {
-				return trees, rerr
+				return trees, live, rerr
 			}
 			trees[i], err = linux.CloneTree(trees[s.In], rel, nil)
 		} else {
@@ -121,14 +136,16 @@ func cloneAll(sp *Spec) ([]*os.File, error) {
 				trees[i], err = linux.CloneTree(nil, s.Path, nil)
 			}
 			if err == nil && s.Overlay != nil {
-				trees[i], err = overlay(trees[i], s.Overlay)
+				if trees[i], err = overlay(trees[i], s.Overlay); err == nil && wantLive && live == nil {
+					live, err = linux.DupFile(trees[i])
+				}
 			}
 		}
 		if err != nil {
-			return trees, fmt.Errorf("staging: %w", err)
+			return trees, live, fmt.Errorf("staging: %w", err)
 		}
 	}
-	return trees, nil
+	return trees, live, nil
 }
 
 // overlay returns a detached overlay of lower (which it closes) with o's upper and

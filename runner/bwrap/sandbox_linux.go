@@ -129,6 +129,9 @@ type instance struct {
 	mu     sync.Mutex // mu guards active and serialises cgroup-wide kills with starts.
 	active int        // Execs between start and return
 
+	liveMu sync.Mutex // liveMu guards live.
+	live   *os.File   // a staged session's overlay, mounted for its process 1; nil otherwise
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -169,7 +172,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}()
 	release := func() {}
 	if sp != nil {
-		release, err = stage.Start(sp, cmd)
+		release, err = s.startStaged(sp, cmd, p.Serve != "")
 	} else {
 		err = cmd.Start()
 	}
@@ -443,6 +446,7 @@ func (s *instance) Close(ctx context.Context) error {
 		if s.cg != nil {
 			s.closeErr = s.cg.Remove()
 		}
+		s.dropLive()
 	})
 	return s.closeErr
 }

@@ -73,3 +73,13 @@ func CanStage(backend string) error {
 	}
 	return nil
 }
+
+// StagedWorkspace opens the staged overlay MountStage attached (following no link):
+// the workspace the container sees and writes, for cordon to read and write through
+// (sandbox.StagedWorkspace).
+func StagedWorkspace(in *Input) (*os.File, error) {
+	if in.StagedRoot == "" {
+		return nil, errdefs.Invalidf("no staged workspace is mounted")
+	}
+	return linux.OpenDirNoLinks(in.StagedRoot)
+}

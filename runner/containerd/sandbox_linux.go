@@ -569,3 +569,7 @@ func gc(ctx context.Context, cli *containerd.Client) ([]string, error) {
 	}
 	return cleaned, errors.Join(errs...)
 }
+
+// StagedWorkspace implements sandbox.StagedWorkspace: the staged overlay attached
+// on the host for the engine to bind.
+func (s *instance) StagedWorkspace() (*os.File, error) { return container.StagedWorkspace(&s.in) }

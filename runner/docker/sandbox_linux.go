@@ -545,3 +545,7 @@ func waitRemoved(ctx context.Context, cli *client.Client, id string) error {
 		return err
 	}
 }
+
+// StagedWorkspace implements sandbox.StagedWorkspace: the staged overlay attached
+// on the host for the engine to bind.
+func (s *instance) StagedWorkspace() (*os.File, error) { return container.StagedWorkspace(&s.in) }

@@ -92,6 +92,14 @@ type Stager interface {
 	CanStage() error
 }
 
+// StagedWorkspace is a sandbox of a staged session that gives cordon the overlay the
+// sandbox sees as its workspace, mounted and live (an O_PATH directory, the caller's
+// to close): checkpoints read it and rollbacks write through it while the sandbox
+// runs, and each command's diff is taken of it.
+type StagedWorkspace interface {
+	StagedWorkspace() (*os.File, error)
+}
+
 // ErrNoStage means a backend cannot run a staged run.
 var ErrNoStage = errors.New("staged runs are not implemented on this backend")
 

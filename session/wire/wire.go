@@ -20,7 +20,10 @@ import (
 
 // Request is the first line a client sends.
 type Request struct {
-	Op        string   `json:"op"` // "exec", "sweep" or "stop"
+	Op string `json:"op"` // "exec", "sweep", "checkpoint", "rollback" or "stop"
+	// Name is the checkpoint's name (checkpoint; "" for a numbered one) or the one to
+	// roll back to (rollback: a name, a number, or "-K").
+	Name      string   `json:"name,omitempty"`
 	Argv      []string `json:"argv,omitempty"`
 	Dir       string   `json:"dir,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
@@ -50,6 +53,20 @@ type Frame struct {
 	// Changed lists the workspace paths changed since the previous sweep (the answer
 	// to sweep).
 	Changed []string `json:"changed,omitempty"`
+	// Checkpoint is the checkpoint taken (checkpoint) or rolled back to (rollback).
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Problems are what a checkpoint does not hold, or a rollback did not restore
+	// ("path: why"; the path is the sandbox's naming).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Checkpoint is a staged session's checkpoint.
+type Checkpoint struct {
+	N      int    `json:"n"`
+	Name   string `json:"name,omitempty"`
+	Auto   bool   `json:"auto,omitempty"`
+	Copied int    `json:"copied"`
+	Linked int    `json:"linked"`
 }
 
 // ResultVersion versions [Result], which is `cordon exec --json`'s output. Fields are

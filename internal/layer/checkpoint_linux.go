@@ -1,0 +1,221 @@
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// A checkpoint is a copy of a staged session's upper directory, made while the
+// overlay is mounted (the upper directory is only read, never written) into a
+// directory of cordon's own: the same entries, whiteouts and opaque directories as
+// the upper directory held, so that the checkpoint over the workspace shows the
+// workspace as it was then. The sandbox writes the upper directory meanwhile, and may
+// swap any directory of it for a link: it is read as a [linux.Tree], following none.
+// Copies are never modified: a file unchanged since the previous checkpoint (same
+// inode, same ctime, which user space cannot set) is a hard link to that checkpoint's
+// copy, so a checkpoint costs a stat of every entry of the upper directory and a copy
+// of what changed since the last one.
+
+// Checkpoint is one copy of an upper directory.
+type Checkpoint struct {
+	Dir    string
+	Copied int // files copied
+	Linked int // files unchanged since the previous checkpoint, linked to its copy
+	// Problems are entries the checkpoint does not hold as they are (special files,
+	// overlay metadata, hard links): a rollback to it does not restore them so.
+	Problems []Problem
+	index    map[string]fileKey // the upper directory's files as copied, by path
+}
+
+// fileKey says whether an upper file changed since it was copied.
+type fileKey struct {
+	ino   uint64
+	ctime int64
+	size  int64
+}
+
+// TakeCheckpoint copies upper into dst (which must not exist), linking to prev's
+// copies (prev may be nil) the files unchanged since prev was taken. Entries that
+// vanish while it reads (the sandbox writes on) are skipped.
+func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
+	t, err := linux.OpenTree(upper)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer t.Close()
+	root, err := t.OpenDir(".")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer root.Close()
+	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := c.copyDir(root, ".", prev); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return c, nil
+}
+
+// copyDir copies the entries of the upper directory d, at rel.
+func (c *Checkpoint) copyDir(d *linux.Dir, rel string, prev *Checkpoint) error {
+	names, err := d.Names()
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := path.Join(rel, name)
+		if err := c.copyEntry(d, name, p, prev); err != nil && !errors.Is(err, fs.ErrNotExist) &&
+			!errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// copyEntry copies the entry name of d (p in the upper directory). An entry the
+// sandbox swapped meanwhile (a link where a directory was) is not reached.
+func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) error {
+	st, err := d.Lstat(name)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(c.Dir, filepath.FromSlash(p))
+	perm := fs.FileMode(st.Mode & 0o777)
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFCHR:
+		if st.Rdev != 0 {
+			break
+		}
+		return linux.Whiteout(dst)
+	case syscall.S_IFDIR:
+		sub, err := d.Sub(name)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		return c.copySubdir(sub, p, dst, perm, prev)
+	case syscall.S_IFREG:
+		if st.Nlink > 1 {
+			c.Problems = append(c.Problems, Problem{p, fmt.Sprintf("a hard link (%d names): kept as a separate copy", st.Nlink)})
+		}
+		key := fileKey{st.Ino, st.Ctim.Nano(), st.Size}
+		if prev != nil && prev.index[p] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil {
+			c.index[p] = key
+			c.Linked++
+			return nil
+		}
+		if err := copyFile(d, name, dst, perm); err != nil {
+			return err
+		}
+		c.index[p] = key
+		c.Copied++
+		return nil
+	case syscall.S_IFLNK:
+		target, err := d.Readlink(name)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	}
+	c.Problems = append(c.Problems, Problem{p, "a special file: not kept"})
+	return nil
+}
+
+// copySubdir copies the upper directory sub (p) to dst: opaque as it is, and with
+// overlay metadata a checkpoint cannot hold reported instead (the overlay is mounted
+// with it off). A file's metadata (metacopy) cannot be there either: it is off too,
+// and only the kernel writes trusted.* attributes.
+func (c *Checkpoint) copySubdir(sub *linux.Dir, p, dst string, perm fs.FileMode, prev *Checkpoint) error {
+	if v, err := sub.Getxattr(xattrRedirect); err != nil || v != "" {
+		c.Problems = append(c.Problems, Problem{p, "overlay metadata (" + xattrRedirect + ") a checkpoint cannot hold"})
+		return nil
+	}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	if v, err := sub.Getxattr(xattrOpaque); err != nil {
+		return err
+	} else if v == "y" {
+		if err := linux.Lsetxattr(dst, xattrOpaque, "y"); err != nil {
+			return err
+		}
+	}
+	if err := c.copyDir(sub, p, prev); err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm)
+}
+
+// copyFile copies the regular file name of d (opened without following a link or
+// blocking on a FIFO swapped in) to the new file dst with the permission bits perm,
+// no set-id bits, its holes kept.
+func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
+	in, err := d.Open(name)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return errors.New("no longer a regular file")
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	err = linux.CopySparse(out, in)
+	if err == nil {
+		err = out.Chmod(perm & 0o777)
+	}
+	return errors.Join(err, out.Close())
+}
+
+// Unchanged lists the files of the upper directory upper that are what they were
+// when c was taken (same inode, same ctime): a rollback to c need not read them.
+func (c *Checkpoint) Unchanged(upper string) (map[string]bool, error) {
+	t, err := linux.OpenTree(upper)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	root, err := t.OpenDir(".")
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	same := map[string]bool{}
+	var walk func(d *linux.Dir, rel string)
+	walk = func(d *linux.Dir, rel string) {
+		names, _ := d.Names()
+		for _, name := range names {
+			p := path.Join(rel, name)
+			st, err := d.Lstat(name)
+			if err != nil {
+				continue
+			}
+			switch st.Mode & syscall.S_IFMT {
+			case syscall.S_IFREG:
+				if key, ok := c.index[p]; ok && key == (fileKey{st.Ino, st.Ctim.Nano(), st.Size}) {
+					same[p] = true
+				}
+			case syscall.S_IFDIR:
+				if sub, err := d.Sub(name); err == nil {
+					walk(sub, p)
+					sub.Close()
+				}
+			}
+		}
+	}
+	walk(root, ".")
+	return same, nil
+}

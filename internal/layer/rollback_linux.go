@@ -1,0 +1,232 @@
+package layer
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// Rollback makes live (a staged session's merged workspace: the mounted overlay,
+// which the sandbox may be writing at the same time) show at every path what want
+// shows there (a checkpoint over the workspace, cordon's own read-only view). Only
+// the paths an upper directory names can differ between the two, so paths (those of
+// the live upper directory and of the checkpoint) are where it looks, and the
+// entries of each directory among them. Every write goes through live, following no
+// link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits. Files
+// in same are known to be what they were at the checkpoint (Checkpoint.Unchanged) and
+// are not read. It returns the paths it changed, and what want holds that it cannot
+// restore.
+func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid, gid int) (changed []string, problems []Problem, err error) {
+	rb := &rollback{live: live, want: want, uid: uid, gid: gid, named: map[string]bool{}}
+	sort.Strings(paths)
+	for _, p := range paths {
+		rb.named[p] = true
+	}
+	for _, p := range paths {
+		if same[p] {
+			continue
+		}
+		if err := rb.sync(p); err != nil {
+			return rb.changed, rb.problems, err
+		}
+	}
+	return rb.changed, rb.problems, nil
+}
+
+type rollback struct {
+	live, want *linux.Tree
+	uid, gid   int
+	named      map[string]bool
+	changed    []string
+	problems   []Problem
+}
+
+// sync makes live hold at p what want holds there.
+func (rb *rollback) sync(p string) error {
+	var wMode, lMode uint32 // 0: nothing there, or not reached without a link
+	if w, err := rb.want.Lstat(p); err == nil {
+		wMode = w.Mode
+	}
+	if l, err := rb.live.Lstat(p); err == nil {
+		lMode = l.Mode
+	}
+	wType, lType := wMode&syscall.S_IFMT, lMode&syscall.S_IFMT
+	switch wType {
+	case 0:
+		if lType == 0 {
+			return nil
+		}
+		return rb.did(p, removeAll(rb.live, p))
+	case syscall.S_IFDIR:
+		return rb.syncDir(p, wMode, lMode)
+	case syscall.S_IFREG:
+		if lType == syscall.S_IFREG && lMode&0o777 == wMode&0o777 && rb.sameContent(p) {
+			return nil
+		}
+		return rb.did(p, rb.writeFile(p, wMode, lType))
+	case syscall.S_IFLNK:
+		target, err := rb.want.Readlink(p)
+		if err != nil {
+			return err
+		}
+		if lType == syscall.S_IFLNK {
+			if now, err := rb.live.Readlink(p); err == nil && now == target {
+				return nil
+			}
+		}
+		if lType == syscall.S_IFDIR {
+			if err := removeAll(rb.live, p); err != nil {
+				return err
+			}
+		}
+		return rb.did(p, rb.live.Symlink(p, target, rb.uid, rb.gid))
+	}
+	rb.problems = append(rb.problems, Problem{p, "a special file: not restored"})
+	return nil
+}
+
+// syncDir makes live's p a directory of want's mode and reconciles its entries that
+// no upper directory names (they come from the workspace on one side only).
+func (rb *rollback) syncDir(p string, wMode, lMode uint32) error {
+	switch lType := lMode & syscall.S_IFMT; {
+	case lType != syscall.S_IFDIR:
+		if lType != 0 {
+			if err := removeAll(rb.live, p); err != nil {
+				return err
+			}
+		}
+		if err := rb.did(p, rb.live.Mkdir(p, wMode&0o777, rb.uid, rb.gid)); err != nil {
+			return err
+		}
+	case lMode&0o777 != wMode&0o777:
+		if err := rb.did(p, rb.live.Chmod(p, wMode&0o777)); err != nil {
+			return err
+		}
+	}
+	wn, err := rb.want.Names(p)
+	if err != nil {
+		return err
+	}
+	ln, err := rb.live.Names(p)
+	if err != nil {
+		return err
+	}
+	in := map[string]int{}
+	for _, n := range wn {
+		in[n] |= 1
+	}
+	for _, n := range ln {
+		in[n] |= 2
+	}
+	names := make([]string, 0, len(in))
+	for n, sides := range in {
+		if sides != 3 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if c := path.Join(p, n); !rb.named[c] {
+			if err := rb.sync(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (rb *rollback) did(p string, err error) error {
+	if err == nil {
+		rb.changed = append(rb.changed, p)
+	}
+	return err
+}
+
+// writeFile replaces live's p with want's file of mode mode.
+func (rb *rollback) writeFile(p string, mode uint32, lType uint32) error {
+	if lType == syscall.S_IFDIR {
+		if err := removeAll(rb.live, p); err != nil {
+			return err
+		}
+	}
+	f, err := rb.want.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return &os.PathError{Op: "rollback", Path: p, Err: errors.New("the checkpoint's entry is not a regular file")}
+	}
+	return rb.live.WriteFile(p, f, mode&0o777, rb.uid, rb.gid)
+}
+
+// sameContent reports whether live's and want's regular files p hold the same bytes.
+func (rb *rollback) sameContent(p string) bool {
+	a, err := rb.live.Open(p)
+	if err != nil {
+		return false
+	}
+	defer a.Close()
+	b, err := rb.want.Open(p)
+	if err != nil {
+		return false
+	}
+	defer b.Close()
+	fa, err1 := a.Stat()
+	fb, err2 := b.Stat()
+	if err1 != nil || err2 != nil || !fa.Mode().IsRegular() || !fb.Mode().IsRegular() || fa.Size() != fb.Size() {
+		return false
+	}
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(a, ba)
+		nb, eb := io.ReadFull(b, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if ea != nil || eb != nil {
+			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// UpperPaths lists the paths of the upper directory upper, parents first, following
+// no link (the sandbox writes it meanwhile); entries that vanish while it reads are
+// skipped.
+func UpperPaths(upper string) ([]string, error) {
+	t, err := linux.OpenTree(upper)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	var out []string
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		names, err := t.Names(rel)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || rel != "." {
+				return nil // gone, or no longer a directory
+			}
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := path.Join(rel, n)
+			out = append(out, p)
+			if st, err := t.Lstat(p); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return out, walk(".")
+}
