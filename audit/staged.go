@@ -103,31 +103,55 @@ func (v *view) Staged() *stagedView {
 	return sv
 }
 
-// stagedPaths are the paths the run's diffs name, in order, each once (a rename's old
-// path is its deletion).
+// stagedPaths are the paths the run's diffs leave changed, in the order first
+// changed, each once with its net op: every fs.diff counts, a command's or one between
+// commands (a session's background writes, a rollback's), so that a file added and
+// then deleted again, or rolled back away, is not listed.
 func (v *view) stagedPaths() []stagedPath {
-	seen := map[string]int{}
-	var out []stagedPath
-	add := func(path, op string) {
-		if i, ok := seen[path]; ok {
-			out[i].Op = op
-			return
+	op := map[string]string{}
+	var order []string
+	set := func(path, o string) {
+		if _, ok := op[path]; !ok {
+			order = append(order, path)
 		}
-		seen[path] = len(out)
-		out = append(out, stagedPath{Path: path, Op: op, Status: stagedPending})
+		op[path] = o
 	}
-	for _, c := range v.Commands {
-		if c.Diff == nil {
-			continue
-		}
-		for _, f := range c.Diff.Changes {
+	for _, d := range v.diffs {
+		for _, f := range d.Changes {
 			if f.OldPath != "" {
-				add(f.OldPath, "deleted")
+				netChange(op, set, f.OldPath, "deleted")
 			}
-			add(f.Path, f.Op)
+			netChange(op, set, f.Path, f.Op)
+		}
+	}
+	out := make([]stagedPath, 0, len(order))
+	for _, p := range order {
+		if o := op[p]; o != "" {
+			out = append(out, stagedPath{Path: p, Op: o, Status: stagedPending})
 		}
 	}
 	return out
+}
+
+// netChange folds a change of path (op as a diff says it; a rename's new path is
+// "renamed") into what the path's changes add up to since the run started: "" when
+// nothing (added, then deleted).
+func netChange(op map[string]string, set func(path, op string), path, o string) {
+	was := op[path]
+	switch {
+	case o == "deleted" && was == "added":
+		set(path, "")
+	case o == "deleted":
+		set(path, "deleted")
+	case was == "added":
+		// still new since the start
+	case was == "deleted" || was == "modified":
+		set(path, "modified")
+	case was == "" && o == "renamed":
+		set(path, "added")
+	default:
+		set(path, o)
+	}
 }
 
 // decide sets p's state from stage line l when l names it: a path landed is applied

@@ -18,3 +18,27 @@ func TestSplitRefusedHostileNames(t *testing.T) {
 		}
 	}
 }
+
+// The staged panel lists what the diffs add up to: a file a command added and a later
+// diff (a rollback, between commands) deleted again is not pending; one deleted and
+// made again is modified; a rename is the old path's deletion and the new one's
+// addition.
+func TestStagedPathsNet(t *testing.T) {
+	v := &view{diffs: []*FSDiff{
+		{Changes: []FileChange{{Path: "new", Op: "added"}, {Path: "a", Op: "modified"}, {Path: "b", Op: "deleted"}}},
+		{Changes: []FileChange{{Path: "new", Op: "deleted"}, {Path: "b", Op: "added"}, {Path: "d2", OldPath: "d1", Op: "renamed"}}},
+	}}
+	got := map[string]string{}
+	for _, p := range v.stagedPaths() {
+		got[p.Path] = p.Op
+	}
+	want := map[string]string{"a": "modified", "b": "modified", "d1": "deleted", "d2": "added"}
+	if len(got) != len(want) {
+		t.Fatalf("staged paths: got %v, want %v", got, want)
+	}
+	for p, op := range want {
+		if got[p] != op {
+			t.Errorf("%s: got %q, want %q", p, got[p], op)
+		}
+	}
+}

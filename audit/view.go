@@ -31,6 +31,7 @@ type view struct {
 
 	stage      *stagedView // the stage lines after the seal, nil when there are none
 	stageLines []stageLine
+	diffs      []*FSDiff // every fs.diff, a command's or between commands, in log order
 }
 
 // cmdView is one command and what it caused.
@@ -94,6 +95,7 @@ func (v *view) add(r Record, byID map[string]*cmdView) error {
 			if err := r.DecodeBody(c.Diff); err != nil {
 				return err
 			}
+			v.diffs = append(v.diffs, c.Diff)
 			v.flagDiff(c, c.Diff)
 			return nil
 		}
@@ -368,6 +370,7 @@ func (v *view) addBetween(r Record) error {
 		return err
 	}
 	v.flagDiff(nil, &d)
+	v.diffs = append(v.diffs, &d)
 	paths := make([]string, 0, len(d.Changes))
 	for _, c := range d.Changes {
 		paths = append(paths, c.Op+" "+c.Path)

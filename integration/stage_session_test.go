@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,6 +88,20 @@ func TestStagedSessionRollback(t *testing.T) {
 		t.Fatalf("stop: %v", r)
 	}
 	assertAbsent(t, filepath.Join(w.stageDir(id), "checkpoints"))
+	// The report's staged panel lists what the diffs and rollbacks add up to: the
+	// directory a command made and a rollback removed is not pending.
+	report := w.cordon("", "audit", "report", "-o", "-", id)
+	if report.code != 0 {
+		t.Fatalf("audit report: %v", report)
+	}
+	staged := regexp.MustCompile(`<code>([^<]+)</code></td><td class="\w+">pending</td>`).FindAllStringSubmatch(report.stdout, -1)
+	var pending []string
+	for _, m := range staged {
+		pending = append(pending, m[1])
+	}
+	if !slices.Contains(pending, "a.txt") || slices.Contains(pending, "n/m/z") || slices.Contains(pending, "e") {
+		t.Errorf("the report's pending paths after the rollbacks: %q; want a.txt, and neither n/m/z nor e", pending)
+	}
 	if r := w.cordon("", "apply", id); r.code != 0 {
 		t.Fatalf("apply: %v", r)
 	}
