@@ -174,10 +174,9 @@ func TestSignalToCordonTearsDown(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			// Both sleeps run: the command is running (cordon's and bwrap's own
+			// command lines name the marker too, and they exist before it runs).
+			waitFor(t, 10*time.Second, "the command's two sleeps", func() bool { return len(processesRunning(marker)) >= 2 })
 			_ = cmd.Process.Signal(sig)
 			err := cmd.Wait()
 			ee, ok := err.(*exec.ExitError)

@@ -95,6 +95,11 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	r := s.r
 	defer r.teardownOnPanic(ctx)
 	res, err := s.Exec(ctx, argv, ExecOptions{Stdin: r.o.Stdin, Stdout: r.o.Stdout, Stderr: r.o.Stderr, Timeout: r.o.Timeout})
+	if code, reason, ok := signalled(ctx); err != nil && ok {
+		// cordon was interrupted while it readied the command (the sandbox, the
+		// baseline, cmd.start): it ends as a signal ends a run, the command not run.
+		res, err = ExecResult{ExitCode: code, Reason: reason, Detail: "interrupted before the command ran"}, nil
+	}
 	if err == nil && r.stage != nil {
 		// The command and everything it started have ended: nothing writes the
 		// upper directory any more.
