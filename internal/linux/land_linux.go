@@ -223,9 +223,15 @@ func (t *Tree) Remove(rel string) error {
 // Getxattr returns the value of the extended attribute name of rel itself (not what a
 // link points to); "" and no error when rel has none by that name.
 func Getxattr(p, name string) (string, error) {
+	return getxattr(p, name, func(buf []byte) (int, error) { return unix.Lgetxattr(p, name, buf) })
+}
+
+// getxattr reads an extended attribute with get, growing the buffer as the value
+// needs (up to 64 KiB): "" and no error when there is none; what names it in an error.
+func getxattr(what, name string, get func([]byte) (int, error)) (string, error) {
 	buf := make([]byte, 256)
 	for {
-		n, err := unix.Lgetxattr(p, name, buf)
+		n, err := get(buf)
 		switch {
 		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
 			return "", nil
@@ -233,7 +239,7 @@ func Getxattr(p, name string) (string, error) {
 			buf = make([]byte, 4*len(buf))
 			continue
 		case err != nil:
-			return "", &os.PathError{Op: "getxattr", Path: p, Err: err}
+			return "", &os.PathError{Op: "getxattr", Path: what, Err: err}
 		}
 		return string(buf[:n]), nil
 	}

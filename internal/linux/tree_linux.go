@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -195,18 +194,5 @@ func (d *Dir) Readlink(name string) (string, error) {
 func (d *Dir) Getxattr(attr string) (string, error) { return fgetxattr(int(d.f.Fd()), attr) }
 
 func fgetxattr(fd int, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Fgetxattr(fd, name, buf)
-		switch {
-		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
-			return "", nil
-		case errors.Is(err, unix.ERANGE) && len(buf) < 1<<16:
-			buf = make([]byte, 4*len(buf))
-			continue
-		case err != nil:
-			return "", &os.PathError{Op: "getxattr", Path: name, Err: err}
-		}
-		return string(buf[:n]), nil
-	}
+	return getxattr(name, name, func(buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
 }
