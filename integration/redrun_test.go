@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// Red-team attacks on a one-command bwrap run's early start (runner/early.go): bwrap
+// and process 1 start while the monitor attaches, the baseline is taken and cmd.start
+// is written; the command must run nothing before all three are done.
+
+// runEvents is the type sequence of the last run's log and its fs.diff (if any).
+func runEvents(t *testing.T, w *world) ([]string, *audit.FSDiff) {
+	t.Helper()
+	var types []string
+	var diff *audit.FSDiff
+	for _, rec := range lastRun(t, w) {
+		types = append(types, string(rec.Type))
+		if rec.Type == "fs.diff" {
+			diff = new(audit.FSDiff)
+			if err := rec.DecodeBody(diff); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return types, diff
+}
+
+// TestRedRunEarlyChangesNotInBaseline: a command that changes the workspace the
+// instant it starts, in a workspace large enough that its baseline takes a while, has
+// every change in its diff: no byte of it ran while the baseline was being taken.
+func TestRedRunEarlyChangesNotInBaseline(t *testing.T) {
+	w := newWorld(t)
+	for i := range 40 {
+		for j := range 50 {
+			mustWrite(t, filepath.Join(w.ws, fmt.Sprintf("d%02d/f%02d.txt", i, j)), "old\n")
+		}
+	}
+	for round := range 3 {
+		// Touch a file in the first, a middle and the last directory, whatever the
+		// walk's order: one of them is read late.
+		victim := fmt.Sprintf("d%02d/f%02d.txt", 20, round)
+		script := fmt.Sprintf("echo new%d > d00/f00.txt; echo new%d > d39/f49.txt; rm %s; echo x > made%d",
+			round, round, victim, round)
+		if r := w.sh(script); r.code != 0 {
+			t.Fatalf("round %d: %v", round, r)
+		}
+		types, diff := runEvents(t, w)
+		if diff == nil {
+			t.Fatalf("round %d: no fs.diff in %v", round, types)
+		}
+		got := map[string]string{}
+		for _, c := range diff.Changes {
+			got[c.Path] = c.Op
+		}
+		want := map[string]string{"d00/f00.txt": "modified", "d39/f49.txt": "modified", victim: "deleted", fmt.Sprintf("made%d", round): "added"}
+		for p, op := range want {
+			if got[p] != op {
+				t.Errorf("round %d: %s is %q in the diff, want %q (a change hidden in the baseline); diff: %v", round, p, got[p], op, got)
+			}
+		}
+	}
+}
+
+// TestRedRunEarlyMonitorRequiredFails: with monitor.mode required and a monitor that
+// cannot attach (its bpffs root is not a bpffs), the command never runs, no cmd.start
+// is logged, and nothing is left running.
+func TestRedRunEarlyMonitorRequiredFails(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	notBPF := t.TempDir()
+	w.env = append(w.env, paths.BPFRootEnv+"="+notBPF)
+	w.contract("version: 1\nmonitor: {mode: required}\n")
+	marker := filepath.Join(w.ws, "ran")
+	r := w.sh("touch " + marker + "; exec sleep 1234.25")
+	if r.code == 0 {
+		t.Fatalf("a run whose required monitor cannot attach succeeded: %v", r)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(r.stderr))
+	assertContains(t, "the reason", r.stderr, "bpffs")
+	assertAbsent(t, marker)
+	if p := processesRunning("sleep 1234.25"); len(p) > 0 {
+		t.Errorf("left running: %v", p)
+	}
+	types, _ := runEvents(t, w)
+	for _, typ := range types {
+		if typ == "cmd.start" {
+			t.Errorf("cmd.start logged for a command that must not run: %v", types)
+		}
+	}
+	if len(types) == 0 || types[len(types)-1] != "run.end" {
+		t.Errorf("log not sealed: %v", types)
+	}
+	if w2 := dirEntries(notBPF); len(w2) != 0 {
+		t.Errorf("the failed monitor left %v in %s", w2, notBPF)
+	}
+}
+
+// TestRedRunEarlyTinyTimeout: a 1ms timeout ends the run while the sandbox is still
+// starting. Whatever the command got to do before the timeout is in the diff, after a
+// cmd.start; nothing is left running.
+func TestRedRunEarlyTinyTimeout(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\ncommands: {timeout: 1ms}\n")
+	marker := filepath.Join(w.ws, "ran")
+	for round := range 3 {
+		os.Remove(marker)
+		r := w.sh("touch " + marker + "; exec sleep 1234.5")
+		if r.code != 124 {
+			t.Errorf("round %d: exit %d; want 124 (timeout): %v", round, r.code, r)
+		}
+		if p := processesRunning("sleep 1234.5"); len(p) > 0 {
+			t.Errorf("round %d: left running: %v", round, p)
+		}
+		types, diff := runEvents(t, w)
+		joined := strings.Join(types, " ")
+		if types[len(types)-1] != "run.end" {
+			t.Errorf("round %d: log not sealed: %s", round, joined)
+		}
+		_, err := os.Lstat(marker)
+		t.Logf("round %d: marker made: %v; log: %s", round, err == nil, joined)
+		if err != nil {
+			continue // the command never ran: nothing to account for
+		}
+		found := false
+		if diff != nil {
+			for _, c := range diff.Changes {
+				found = found || c.Path == "ran"
+			}
+		}
+		if !found || !strings.Contains(joined, "cmd.start") {
+			t.Errorf("round %d: the command ran (marker made) but the log does not show it: %s, diff %+v", round, joined, diff)
+		}
+	}
+	if p := processesWithCwd(w.ws); len(p) > 0 {
+		t.Errorf("processes left in the workspace: %v", p)
+	}
+}
+
+func dirEntries(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
