@@ -1,6 +1,11 @@
 package integration
 
 import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,4 +69,86 @@ func TestRedSessHardLinkAmplification(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.ws, "big")); err == nil {
 		t.Errorf("discard left big")
 	}
+}
+
+// killSession kills session id's cordon (-9) and waits until ls calls it dead.
+func (w *stageWorld) killSession(id string) {
+	w.t.Helper()
+	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var info struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
+		w.t.Fatalf("session json: %v %s", err, data)
+	}
+	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
+		w.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r := w.cordon("", "session", "ls"); strings.Contains(r.stdout, id+"\tdead") {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatal("the killed session is not dead")
+		}
+	}
+}
+
+// TestRedSessKilledThenApply: the session's cordon is killed -9; apply before gc must
+// not land the unfinished stage (no sealed log, no end state), and gc drops it.
+func TestRedSessKilledThenApply(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	w.exec(id, "echo evil > a.txt; echo new > c.txt")
+	w.killSession(id)
+	r := w.cordon("", "apply", id)
+	if r.code == 0 || w.read("a.txt") != "one\n" {
+		t.Fatalf("apply of a killed session landed its stage: %v; a.txt %q", r, w.read("a.txt"))
+	}
+	assertAbsent(t, filepath.Join(w.ws, "c.txt"))
+	if r := w.cordon("", "gc"); r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	assertAbsent(t, w.stageDir(id))
+	if w.read("a.txt") != "one\n" {
+		t.Fatalf("gc applied: %q", w.read("a.txt"))
+	}
+}
+
+// TestRedSessCheckpointNames: numbers, -K past the oldest kept, and names that look
+// like numbers are refused; -20 is the oldest kept.
+func TestRedSessCheckpointNames(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	for _, bad := range []string{"5", "-1", "+1", "1e3", "a b", "x\ny", "../x", strings.Repeat("a", 65)} {
+		if r := w.cordon("", "session", "checkpoint", id, bad); r.code == 0 {
+			t.Errorf("checkpoint named %q: accepted: %v", bad, r)
+		}
+	}
+	for i := 1; i <= 21; i++ {
+		w.exec(id, "echo "+strconv.Itoa(i)+" > a.txt")
+	}
+	for _, bad := range []string{"-21", "-0", "1", "0", "-", "--1"} {
+		if r := w.cordon("", "session", "rollback", id, bad); r.code == 0 {
+			t.Errorf("rollback to %q: accepted: %v", bad, r)
+		}
+	}
+	if got := w.exec(id, "cat a.txt"); got != "21\n" {
+		t.Fatalf("a refused rollback changed the workspace: %q", got)
+	}
+	// 22 commands ran (the cat too): -20 is the checkpoint before the third, a.txt 2.
+	w.rollback(id, "-20")
+	if got := w.exec(id, "cat a.txt"); got != "2\n" {
+		t.Errorf("after rollback -20: %q", got)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	if r := w.cordon("", "discard", id); r.code != 0 {
+		t.Fatalf("discard: %v", r)
+	}
+	w.verify(id)
 }
