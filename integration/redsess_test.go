@@ -152,3 +152,29 @@ func TestRedSessCheckpointNames(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedSessRollbackHardLinkAmplification: the sandbox makes 40 names of one 2 MiB
+// file, a checkpoint is taken, and it changes the file's mode (one chmod changes all
+// 40 names); the rollback must not write 40 copies of it to the host's disk.
+func TestRedSessRollbackHardLinkAmplification(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	w.exec(id, "mkdir big && head -c 2097152 /dev/urandom > big/f && for i in $(seq 1 40); do ln big/f big/l$i; done")
+	w.exec(id, "chmod 644 big/f")
+	w.exec(id, "chmod 600 big/f")
+	w.rollback(id, "-1")
+	if got := w.exec(id, "stat -c %a big/l7; cmp big/f big/l7 && echo same"); got != "644\nsame\n" {
+		t.Errorf("after the rollback: %q", got)
+	}
+	upper := diskUse(t, w.upper(id))
+	if upper > 4<<20 {
+		t.Errorf("the rollback of a 2 MiB file of 40 names wrote %d bytes to the upper directory", upper)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	if r := w.cordon("", "discard", id); r.code != 0 {
+		t.Fatalf("discard: %v", r)
+	}
+	w.verify(id)
+}
