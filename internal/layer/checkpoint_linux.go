@@ -30,7 +30,8 @@ type Checkpoint struct {
 	Copied int // files copied
 	Linked int // files unchanged since the previous checkpoint, linked to its copy
 	// Problems are entries the checkpoint does not hold as they are (special files,
-	// overlay metadata, hard links): a rollback to it does not restore them so.
+	// overlay metadata): a rollback to it does not restore them so. A file of many
+	// names is held as one copy of many names, and restored so.
 	Problems []Problem
 	index    map[string]fileKey // the upper directory's files as copied, by path
 	// names holds, for an upper file of more than one name, the copy of it this
@@ -132,9 +133,6 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 // dst to a copy already made of it: prev's, when the file is unchanged since, or this
 // checkpoint's, when the file has another name copied already.
 func (c *Checkpoint) copyRegular(d *linux.Dir, name, p, dst string, key fileKey, nlink uint64, perm fs.FileMode, prev *Checkpoint) error {
-	if nlink > 1 {
-		c.Problems = append(c.Problems, Problem{p, fmt.Sprintf("a hard link (%d names): restored as a separate file", nlink)})
-	}
 	linked := prev != nil && prev.index[p] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil
 	if !linked && nlink > 1 {
 		// A link to a file changed since, or one at its most names, fails: copied.
