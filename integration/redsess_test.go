@@ -178,3 +178,102 @@ func TestRedSessRollbackHardLinkAmplification(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedSessHostileNames: a name with a newline, an escape sequence and ": " is
+// rolled back, printed escaped, logged so that the log verifies, and reported
+// without the raw escape.
+func TestRedSessHostileNames(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	w.exec(id, `printf x > "$(printf 'n\nl\033[31mred: a special file: not kept')"`)
+	r := w.cordon("", "session", "rollback", id, "-1")
+	if r.code != 0 {
+		t.Fatalf("rollback: %v", r)
+	}
+	if strings.ContainsRune(r.stdout+r.stderr, '\033') || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("the rollback printed the sandbox's name raw: %q", r.stdout)
+	}
+	if got := w.exec(id, "ls | wc -l"); strings.TrimSpace(got) != "3" {
+		t.Errorf("after the rollback the workspace holds %s entries, want 3", got)
+	}
+	w.exec(id, `printf y > "$(printf 'n\nl\033[31mred')"`)
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	rep := w.cordon("", "audit", "report", "-o", "-", id)
+	if rep.code != 0 || strings.ContainsRune(rep.stdout, '\033') {
+		t.Errorf("the report holds the raw escape (or failed): code %d", rep.code)
+	}
+	if r := w.cordon("", "apply", id); r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	if w.read("n\nl\033[31mred") != "y" {
+		t.Errorf("apply did not land the file of the hostile name")
+	}
+	w.verify(id)
+}
+
+// TestRedSessFIFOs: a FIFO in the upper directory does not block a checkpoint or a
+// rollback; the checkpoint names it, a rollback to before it removes it, one to it
+// says it is not restored, and apply refuses it.
+func TestRedSessFIFOs(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	w.exec(id, "mkfifo p d/q")
+	r := w.cordon("", "session", "checkpoint", id, "withfifo")
+	if r.code != 0 || !strings.Contains(r.stderr, "special file") {
+		t.Errorf("checkpoint with FIFOs: %v", r)
+	}
+	w.rollback(id, "-1")
+	if got := w.exec(id, "ls -d p d/q 2>/dev/null | wc -l"); strings.TrimSpace(got) != "0" {
+		t.Errorf("the rollback left the FIFOs: %s", got)
+	}
+	r = w.cordon("", "session", "rollback", id, "withfifo")
+	if r.code != 0 || !strings.Contains(r.stderr, "not restored") {
+		t.Errorf("rollback to a checkpoint with FIFOs: %v", r)
+	}
+	w.exec(id, "mkfifo p")
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	w.cordon("", "apply", id)
+	if st, err := os.Lstat(filepath.Join(w.ws, "p")); err == nil {
+		t.Errorf("apply landed the FIFO: %v", st.Mode())
+	}
+	w.verify(id)
+}
+
+// TestRedSessConcurrentRollbacks: two rollbacks at once, to different checkpoints,
+// while a background process writes: each is whole (the workspace is one of the two
+// states, then the second), and the log verifies.
+func TestRedSessConcurrentRollbacks(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.startSession("--stage")
+	for i := 0; i < 50; i++ {
+		w.exec(id, "mkdir -p s"+strconv.Itoa(i)+" && seq 1 200 > s"+strconv.Itoa(i)+"/f && echo "+strconv.Itoa(i)+" > a.txt")
+	}
+	w.exec(id, "(setsid sh -c 'echo $$ > /tmp/w.pid; while :; do echo bg >> bg.txt; done' </dev/null >/dev/null 2>&1 &)")
+	done := make(chan result, 2)
+	// 51 commands ran: -18 is the checkpoint before the 34th (a.txt 32, 33 dirs),
+	// -8 the one before the 44th (a.txt 42, 43 dirs).
+	for _, to := range []string{"-18", "-8"} {
+		go func() { done <- w.cordon("", "session", "rollback", id, to) }()
+	}
+	for i := 0; i < 2; i++ {
+		if r := <-done; r.code != 0 {
+			t.Errorf("a concurrent rollback failed: %v", r)
+		}
+	}
+	w.exec(id, "kill $(cat /tmp/w.pid)")
+	got := w.exec(id, "cat a.txt; ls -d s* 2>/dev/null | wc -l")
+	if got != "32\n33\n" && got != "42\n43\n" {
+		t.Errorf("after two concurrent rollbacks: %q, want one of the two checkpoints", got)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	if r := w.cordon("", "discard", id); r.code != 0 {
+		t.Fatalf("discard: %v", r)
+	}
+	w.verify(id)
+}
