@@ -151,7 +151,8 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 	r.closeBetween(ctx)
 	res := RollbackResult{To: cp.Checkpoint}
 	changed, problems, err := r.restore(cp)
-	res.Changed, res.Problems = changed, problemLines(problems)
+	// What the checkpoint did not keep is not restored either: said again here.
+	res.Changed, res.Problems = changed, append(append([]string(nil), cp.Problems...), problemLines(problems)...)
 	r.log.Emit(event.Event{Type: event.SessionRollback, Body: event.RollbackBody{
 		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.running(), By: userName()}})
 	r.closeBetween(ctx)

@@ -30,9 +30,20 @@ type Checkpoint struct {
 	Copied int // files copied
 	Linked int // files unchanged since the previous checkpoint, linked to its copy
 	// Problems are entries the checkpoint does not hold as they are (special files,
-	// overlay metadata, hard links): a rollback to it does not restore them so.
+	// overlay metadata): a rollback to it does not restore them so. A file of many
+	// names is held as one copy of many names, and restored so.
 	Problems []Problem
 	index    map[string]fileKey // the upper directory's files as copied, by path
+	// names holds, for an upper file of more than one name, the copy of it this
+	// checkpoint made last: its other names are links to that copy, so a file of
+	// many names costs one copy, not one per name.
+	names map[uint64]linkedCopy
+}
+
+// linkedCopy is a checkpoint's copy of a file of many names.
+type linkedCopy struct {
+	dst string
+	key fileKey
 }
 
 // fileKey says whether an upper file changed since it was copied.
@@ -56,7 +67,7 @@ func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer root.Close()
-	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}}
+	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}, names: map[uint64]linkedCopy{}}
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -106,21 +117,7 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 		defer sub.Close()
 		return c.copySubdir(sub, p, dst, perm, prev)
 	case syscall.S_IFREG:
-		if st.Nlink > 1 {
-			c.Problems = append(c.Problems, Problem{p, fmt.Sprintf("a hard link (%d names): kept as a separate copy", st.Nlink)})
-		}
-		key := fileKey{st.Ino, st.Ctim.Nano(), st.Size}
-		if prev != nil && prev.index[p] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil {
-			c.index[p] = key
-			c.Linked++
-			return nil
-		}
-		if err := copyFile(d, name, dst, perm); err != nil {
-			return err
-		}
-		c.index[p] = key
-		c.Copied++
-		return nil
+		return c.copyRegular(d, name, p, dst, fileKey{st.Ino, st.Ctim.Nano(), st.Size}, uint64(st.Nlink), perm, prev)
 	case syscall.S_IFLNK:
 		target, err := d.Readlink(name)
 		if err != nil {
@@ -129,6 +126,31 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 		return os.Symlink(target, dst)
 	}
 	c.Problems = append(c.Problems, Problem{p, "a special file: not kept"})
+	return nil
+}
+
+// copyRegular copies the regular file name of d (p: key, of nlink names) to dst, or links
+// dst to a copy already made of it: prev's, when the file is unchanged since, or this
+// checkpoint's, when the file has another name copied already.
+func (c *Checkpoint) copyRegular(d *linux.Dir, name, p, dst string, key fileKey, nlink uint64, perm fs.FileMode, prev *Checkpoint) error {
+	linked := prev != nil && prev.index[p] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil
+	if !linked && nlink > 1 {
+		// A link to a file changed since, or one at its most names, fails: copied.
+		l, ok := c.names[key.ino]
+		linked = ok && l.key == key && os.Link(l.dst, dst) == nil
+	}
+	if linked {
+		c.Linked++
+	} else {
+		if err := copyFile(d, name, dst, perm); err != nil {
+			return err
+		}
+		c.Copied++
+	}
+	c.index[p] = key
+	if nlink > 1 {
+		c.names[key.ino] = linkedCopy{dst, key}
+	}
 	return nil
 }
 

@@ -24,7 +24,7 @@ import (
 // are not read. It returns the paths it changed, and what want holds that it cannot
 // restore.
 func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid, gid int) (changed []string, problems []Problem, err error) {
-	rb := &rollback{live: live, want: want, uid: uid, gid: gid, named: map[string]bool{}}
+	rb := &rollback{live: live, want: want, uid: uid, gid: gid, named: map[string]bool{}, written: map[[2]uint64]string{}}
 	sort.Strings(paths)
 	for _, p := range paths {
 		rb.named[p] = true
@@ -44,8 +44,12 @@ type rollback struct {
 	live, want *linux.Tree
 	uid, gid   int
 	named      map[string]bool
-	changed    []string
-	problems   []Problem
+	// written is, for a file of want of many names, the live path it was last written
+	// to: its other names are made links to it, so that a file of many names costs one
+	// write, not one per name.
+	written  map[[2]uint64]string // by device and inode
+	changed  []string
+	problems []Problem
 }
 
 // sync makes live hold at p what want holds there.
@@ -70,7 +74,7 @@ func (rb *rollback) sync(p string) error {
 		if lType == syscall.S_IFREG && lMode&0o777 == wMode&0o777 && rb.sameContent(p) {
 			return nil
 		}
-		return rb.did(p, rb.writeFile(p, wMode, lType))
+		return rb.did(p, rb.writeNamed(p, wMode, lType))
 	case syscall.S_IFLNK:
 		target, err := rb.want.Readlink(p)
 		if err != nil {
@@ -147,6 +151,32 @@ func (rb *rollback) did(p string, err error) error {
 		rb.changed = append(rb.changed, p)
 	}
 	return err
+}
+
+// writeNamed replaces live's p with want's file of mode mode: a new name of the live
+// file written already for another of its names, when it has many, else a copy.
+func (rb *rollback) writeNamed(p string, mode uint32, lType uint32) error {
+	w, err := rb.want.Lstat(p)
+	if err != nil || w.Nlink < 2 {
+		return rb.writeFile(p, mode, lType)
+	}
+	id := [2]uint64{uint64(w.Dev), w.Ino}
+	if first, ok := rb.written[id]; ok {
+		if lType == syscall.S_IFDIR {
+			if err := removeAll(rb.live, p); err != nil {
+				return err
+			}
+		}
+		if err := rb.live.Link(first, p); err == nil {
+			return nil
+		}
+		// The first name is gone, or at its most names: p is written instead.
+	}
+	if err := rb.writeFile(p, mode, lType); err != nil {
+		return err
+	}
+	rb.written[id] = p
+	return nil
 }
 
 // writeFile replaces live's p with want's file of mode mode.

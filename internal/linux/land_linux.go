@@ -161,6 +161,19 @@ func (t *Tree) Symlink(rel, target string, uid, gid int) error {
 	})
 }
 
+// Link replaces rel with a new name of the file old (both resolved below t, no link
+// followed, old itself not followed either).
+func (t *Tree) Link(old, rel string) error {
+	ofd, oname, err := t.parent(old)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ofd)
+	return t.replace(rel, -1, -1, func(pfd int, tmp string) error {
+		return unix.Linkat(ofd, oname, pfd, tmp, 0)
+	})
+}
+
 // replace makes rel's new content under a temporary name (make) and renames it over
 // rel.
 func (t *Tree) replace(rel string, uid, gid int, make func(pfd int, tmp string) error) error {
