@@ -124,11 +124,17 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 	if err := r.log.WaitStart(); err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
-	tracker, err := r.baseline(ctx)
-	if err != nil {
-		return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+	var tracker *fsdiff.Tracker
+	if r.stage != nil && !r.session {
+		// A staged run's diff is taken from its change set (stagedDiff): no baseline.
+		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
+	} else {
+		var err error
+		if tracker, err = r.baseline(ctx); err != nil {
+			return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+		}
+		r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	}
-	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
@@ -254,7 +260,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	var diff *fsdiff.Result
 	var err error
 	if r.stage != nil && !r.session {
-		diff, err = r.stagedDiff(context.WithoutCancel(ctx), tracker)
+		diff, err = r.stagedDiff(context.WithoutCancel(ctx))
 	} else {
 		diff, err = tracker.Diff(context.WithoutCancel(ctx))
 	}
