@@ -35,15 +35,10 @@ func DiffChanged(ctx context.Context, before, after string, changed []ChangedPat
 		return nil, fmt.Errorf("fsdiff options: %w", err)
 	}
 	opts = opts.withDefaults()
-	for _, dir := range []string{before, after} {
-		if _, err := absDir(dir); err != nil {
-			return nil, err
-		}
-	}
-	view, err1 := os.Stat(after)
-	real, err2 := os.Stat(before)
+	real, err1 := os.Stat(before)
+	view, err2 := os.Stat(after)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	targets := changedTargets(changed, opts)
 	a, err := partialScan(ctx, before, opts, targets)
