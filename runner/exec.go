@@ -110,15 +110,16 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	return res, nil
 }
 
-// command is what is known of a command before it runs: the workspace's baseline and
-// its id in the log (the seq of its cmd.start).
+// command is what is known of a command before it runs: the workspace's baseline (nil
+// for a staged one-command run, whose diff is taken from its change set) and its id in
+// the log (the seq of its cmd.start).
 type command struct {
 	tracker *fsdiff.Tracker
 	id      string
 }
 
-// beginCommand waits for run.start to be durable, takes the workspace's baseline and
-// writes cmd.start; from then on the command is the sink's current one (until the
+// beginCommand waits for run.start to be durable, takes the workspace's baseline
+// (unless the run is a staged one-command run) and writes cmd.start; from then on the command is the sink's current one (until the
 // caller pops it).
 func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
 	if err := r.log.WaitStart(); err != nil {
