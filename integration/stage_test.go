@@ -301,10 +301,17 @@ func TestContainerStaged(t *testing.T) {
 // TestStagedDiffEqualsDirect: the staged run's diff, taken through the overlay view,
 // is the diff a direct run of the same command makes of the same workspace.
 func TestStagedDiffEqualsDirect(t *testing.T) {
-	script := stagedEdits + `; printf '\000\001bin' > blob.bin; chmod +x a.txt; mv c.txt c2.txt; mkdir -p build && echo o > build/out.o`
+	script := stagedEdits + `; printf '\000\001bin' > blob.bin; chmod +x a.txt; mv c.txt c2.txt; mkdir -p build && echo o > build/out.o` +
+		`; echo rebuilt > build/old.o; rm -r gone; rm -r opq; echo now a file > opq; mkdir -p nd/e && mv r.txt nd/e/r.txt` +
+		`; rm f2d; mkdir f2d; echo in > f2d/in`
 	diffOf := func(stage bool) string {
 		w := newStageWorld(t)
-		mustWrite(t, filepath.Join(w.ws, ".gitignore"), "build/\n")
+		for name, content := range map[string]string{
+			".gitignore": "build/\n", "build/old.o": "old\n", "gone/p/q": "q\n", "gone/g": "g\n",
+			"opq/i": "i\n", "opq/j/k": "k\n", "r.txt": "renamed into a new directory\n", "f2d": "file\n",
+		} {
+			mustWrite(t, filepath.Join(w.ws, filepath.FromSlash(name)), content)
+		}
 		args := []string{"run"}
 		if stage {
 			args = append(args, "--stage")
@@ -327,7 +334,8 @@ func TestStagedDiffEqualsDirect(t *testing.T) {
 		return ""
 	}
 	direct, staged := diffOf(false), diffOf(true)
-	for _, want := range []string{`"path":"blob.bin"`, `"path":"c2.txt"`, `"path":"d/y"`, `+two`} {
+	for _, want := range []string{`"path":"blob.bin"`, `"path":"c2.txt"`, `"path":"d/y"`, `+two`,
+		`"path":"gone/p/q"`, `"path":"opq/j/k"`, `"path":"nd/e/r.txt"`, `"path":"build/old.o"`, `"path":"f2d/in"`} {
 		assertContains(t, "the direct diff", direct, want)
 	}
 	if direct != staged {

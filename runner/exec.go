@@ -110,25 +110,32 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	return res, nil
 }
 
-// command is what is known of a command before it runs: the workspace's baseline and
-// its id in the log (the seq of its cmd.start).
+// command is what is known of a command before it runs: the workspace's baseline (nil
+// for a staged one-command run, whose diff is taken from its change set) and its id in
+// the log (the seq of its cmd.start).
 type command struct {
 	tracker *fsdiff.Tracker
 	id      string
 }
 
-// beginCommand waits for run.start to be durable, takes the workspace's baseline and
-// writes cmd.start; from then on the command is the sink's current one (until the
+// beginCommand waits for run.start to be durable, takes the workspace's baseline
+// (unless the run is a staged one-command run) and writes cmd.start; from then on the command is the sink's current one (until the
 // caller pops it).
 func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
 	if err := r.log.WaitStart(); err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
-	tracker, err := r.baseline(ctx)
-	if err != nil {
-		return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+	var tracker *fsdiff.Tracker
+	if r.stage != nil && !r.session {
+		// A staged run's diff is taken from its change set (stagedDiff): no baseline.
+		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
+	} else {
+		var err error
+		if tracker, err = r.baseline(ctx); err != nil {
+			return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+		}
+		r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	}
-	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
@@ -254,7 +261,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	var diff *fsdiff.Result
 	var err error
 	if r.stage != nil && !r.session {
-		diff, err = r.stagedDiff(context.WithoutCancel(ctx), tracker)
+		diff, err = r.stagedDiff(context.WithoutCancel(ctx))
 	} else {
 		diff, err = tracker.Diff(context.WithoutCancel(ctx))
 	}

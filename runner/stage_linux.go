@@ -9,6 +9,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/audit/fsdiff"
@@ -58,11 +60,20 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 	return r.rd.save()
 }
 
-// stagedDiff is a staged command's diff: the workspace as the command left it is an
-// overlay view of the upper directory on the workspace, made for the purpose and
-// mounted nowhere.
-func (r *run) stagedDiff(ctx context.Context, tracker *fsdiff.Tracker) (*fsdiff.Result, error) {
-	upper, err := linux.OpenDirNoLinks(filepath.Join(r.stageDir, stageUpperName))
+// stagedDiff is a staged command's diff, taken from its change set alone: the upper
+// directory names every path that can differ, so no walk of the workspace is needed.
+// The before side of each is the workspace (the overlay's lower layer) at that path;
+// the after side the workspace as the command left it, an overlay view of the upper
+// directory on the workspace, made for the purpose and mounted nowhere. The host may
+// have changed the workspace since the command started: the before side is read now
+// (apply's conflict check judges such changes).
+func (r *run) stagedDiff(ctx context.Context) (*fsdiff.Result, error) {
+	upperDir := filepath.Join(r.stageDir, stageUpperName)
+	set, err := layer.Read(upperDir)
+	if err != nil {
+		return nil, err
+	}
+	upper, err := linux.OpenDirNoLinks(upperDir)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +88,23 @@ func (r *run) stagedDiff(ctx context.Context, tracker *fsdiff.Tracker) (*fsdiff.
 		return nil, err
 	}
 	defer view.Close()
-	return tracker.DiffAt(ctx, linux.FDPath(view))
+	opts := fsdiff.Options{GitDir: r.plan.Git == contract.GitCommit}
+	return fsdiff.DiffChanged(ctx, linux.FDPath(ws), linux.FDPath(view), changedPaths(set), opts)
+}
+
+// changedPaths are the paths a change set can differ at. Only a directory merged
+// with the workspace's keeps the workspace's entries below it; an entry the change set
+// could not describe is compared in full.
+func changedPaths(set *layer.Set) []fsdiff.ChangedPath {
+	out := make([]fsdiff.ChangedPath, 0, len(set.Changes)+len(set.Problems))
+	for _, c := range set.Changes {
+		out = append(out, fsdiff.ChangedPath{Path: c.Path, Deep: c.Kind != layer.Dir || c.Opaque})
+	}
+	for _, p := range set.Problems {
+		out = append(out, fsdiff.ChangedPath{Path: p.Path, Deep: true})
+	}
+	slices.SortFunc(out, func(a, b fsdiff.ChangedPath) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // finishStage records, once the command has ended and nothing writes the upper

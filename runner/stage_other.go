@@ -29,7 +29,7 @@ func errNoStage() error { return errdefs.Unsupportedf("staged runs are unimpleme
 
 func (r *run) prepareStage(*sandbox.Host) error { return errNoStage() }
 
-func (r *run) stagedDiff(context.Context, *fsdiff.Tracker) (*fsdiff.Result, error) {
+func (r *run) stagedDiff(context.Context) (*fsdiff.Result, error) {
 	return nil, errNoStage()
 }
 

@@ -92,34 +92,16 @@ type scanner struct {
 // scan takes a snapshot of dir, re-reading only the entries of prev whose stat key
 // changed.
 func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snapshot, error) {
-	root, err := os.OpenRoot(dir)
+	s, done, err := openScanner(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("opening workspace: %w", err)
+		return nil, err
 	}
-	defer root.Close()
-	top, err := openTop(dir)
-	if err != nil {
-		return nil, fmt.Errorf("opening workspace: %w", err)
-	}
-	defer top.close()
-	if err := sameDir(root, top); err != nil {
-		return nil, fmt.Errorf("opening workspace: %w", err)
-	}
-	s := &scanner{
-		root:  root,
-		top:   top,
-		opts:  opts,
-		start: opts.now(),
-		sem:   make(chan struct{}, opts.Workers),
-	}
+	defer done()
 	if prev != nil {
 		s.prev = prev.entries
 		s.out = make(map[string]*entry, len(prev.entries))
-	} else {
-		s.out = make(map[string]*entry)
-		if !opts.noGitIndex {
-			s.index = gitIndex(root)
-		}
+	} else if !opts.noGitIndex {
+		s.index = gitIndex(s.root)
 	}
 	s.wg.Add(1)
 	go s.scanDir(ctx, ".", nil, nil)
@@ -127,7 +109,39 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scanning workspace: %w", err)
 	}
-	snap := &snapshot{
+	return s.snapshot(), nil
+}
+
+// openScanner opens the workspace dir for a snapshot; done closes it.
+func openScanner(dir string, opts Options) (s *scanner, done func(), err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening workspace: %w", err)
+	}
+	top, err := openTop(dir)
+	if err != nil {
+		root.Close()
+		return nil, nil, fmt.Errorf("opening workspace: %w", err)
+	}
+	if err := sameDir(root, top); err != nil {
+		top.close()
+		root.Close()
+		return nil, nil, fmt.Errorf("opening workspace: %w", err)
+	}
+	s = &scanner{
+		root:  root,
+		top:   top,
+		opts:  opts,
+		start: opts.now(),
+		sem:   make(chan struct{}, opts.Workers),
+		out:   make(map[string]*entry),
+	}
+	return s, func() { top.close(); root.Close() }, nil
+}
+
+// snapshot is what s has scanned.
+func (s *scanner) snapshot() *snapshot {
+	return &snapshot{
 		entries:  s.out,
 		problems: s.problems,
 		stats: ScanStats{
@@ -139,7 +153,6 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 			Duration: time.Since(s.start),
 		},
 	}
-	return snap, nil
 }
 
 func (s *scanner) problem(rel string, err error) {
@@ -188,7 +201,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		if name == ".git" && rel != "." && !strings.HasPrefix(crel, ".git/") {
 			// A nested repository: shown (the host's git would obey its config and
 			// hooks), never descended into; what git obeys is fingerprinted.
-			if e := nestedRepo(s.root, crel); e != nil {
+			if e := nestedRepo(s.root, crel, s.opts.devAlias); e != nil {
 				local = append(local, namedEntry{crel, e})
 			}
 			continue
@@ -225,13 +238,13 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 // content. A rewritten config or hook anywhere in it, or a pointer aimed elsewhere,
 // changes it; objects, refs, logs and the index (which git on the host rewrites as it
 // works) do not.
-func nestedRepo(r *os.Root, name string) *entry {
+func nestedRepo(r *os.Root, name string, alias [2]uint64) *entry {
 	fi, err := r.Lstat(name)
 	if err != nil {
 		return nil
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%v\n", keyOf(fi))
+	fmt.Fprintf(h, "%v\n", keyOf(fi).alias(alias))
 	if fi.Mode().IsRegular() && fi.Size() <= 4<<10 {
 		if f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
 			io.Copy(h, io.LimitReader(f, 4<<10))
@@ -239,9 +252,9 @@ func nestedRepo(r *os.Root, name string) *entry {
 		}
 	}
 	if fi.IsDir() {
-		fingerprintGitDir(r, name, h)
+		fingerprintGitDir(r, name, h, alias)
 	}
-	e := &entry{key: keyOf(fi), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special, hasSum: true}
+	e := &entry{key: keyOf(fi).alias(alias), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special, hasSum: true}
 	h.Sum(e.sum[:0])
 	return e
 }
@@ -256,7 +269,7 @@ var obeyed = map[string]bool{"config": true, "config.worktree": true, "commondir
 // fingerprintGitDir writes to h the stat key of every entry git obeys in the git
 // directory dir: obeyed names and anything under a hooks directory, at any depth, not
 // descending into objects, refs, logs or lfs. Links are keyed, never followed.
-func fingerprintGitDir(r *os.Root, dir string, h io.Writer) {
+func fingerprintGitDir(r *os.Root, dir string, h io.Writer, alias [2]uint64) {
 	n := 0
 	fs.WalkDir(r.FS(), dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -272,7 +285,7 @@ func fingerprintGitDir(r *os.Root, dir string, h io.Writer) {
 			case "objects":
 				for _, a := range []string{"/info/alternates", "/info/http-alternates"} {
 					if st, err := r.Lstat(p + a); err == nil {
-						fmt.Fprintf(h, "%s%s %v\n", rel, a, keyOf(st))
+						fmt.Fprintf(h, "%s%s %v\n", rel, a, keyOf(st).alias(alias))
 					}
 				}
 				return fs.SkipDir
@@ -288,7 +301,7 @@ func fingerprintGitDir(r *os.Root, dir string, h io.Writer) {
 			return nil
 		}
 		if st, err := d.Info(); err == nil {
-			fmt.Fprintf(h, "%s %v\n", rel, keyOf(st))
+			fmt.Fprintf(h, "%s %v\n", rel, keyOf(st).alias(alias))
 		}
 		return nil
 	})

@@ -1,0 +1,212 @@
+package fsdiff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+)
+
+// ChangedPath is one path that may differ between two trees, for [DiffChanged]: a
+// staged run's change set (its overlay's upper directory) names every such path.
+type ChangedPath struct {
+	Path string // slash-separated, relative to the trees' roots
+	// Deep says that every entry below Path, on either side, may differ: a deletion
+	// (a whiteout), a directory that replaced what was there (an opaque directory) or
+	// a file or link written over a directory. Without it a directory at Path is only
+	// an ancestor of other changed paths: its own entries are compared only as they
+	// are listed themselves.
+	Deep bool
+}
+
+// DiffChanged compares the tree before with the tree after at the paths changed only,
+// with no walk of either tree: it is [Tracker.Diff] of after against a baseline of
+// before, for two trees known to differ at those paths at most (after is an overlay of
+// a change set on before). Both sides are read as a snapshot reads them (the same
+// rules for ".git", [Options.Exclude] and [Options.GitDir], the same limits), so the
+// result is the one a walk of both trees would give. Result.Scan describes what was
+// read of after; Problems holds both sides'.
+func DiffChanged(ctx context.Context, before, after string, changed []ChangedPath, opts Options) (*Result, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("fsdiff options: %w", err)
+	}
+	opts = opts.withDefaults()
+	real, err1 := os.Stat(before)
+	view, err2 := os.Stat(after)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	targets := changedTargets(changed, opts)
+	a, err := partialScan(ctx, before, opts, targets)
+	if err != nil {
+		return nil, err
+	}
+	aopts := opts
+	aopts.devAlias = [2]uint64{devOf(view), devOf(real)}
+	b, err := partialScan(ctx, after, aopts, targets)
+	if err != nil {
+		return nil, err
+	}
+	b.problems = append(a.problems, b.problems...)
+	return compare(before, a, b, opts), nil
+}
+
+// target is a path a partial snapshot reads: a file (or, deep, the whole tree below a
+// directory), or a nested repository's .git.
+type target struct {
+	rel          string
+	deep, nested bool
+}
+
+// changedTargets maps changed paths to what a walk would have recorded for them, in
+// path order, without paths below a deep one (its walk covers them): a path inside a
+// nested repository is that repository's .git entry, a path a walk skips is dropped.
+func changedTargets(changed []ChangedPath, opts Options) []target {
+	seen := make(map[string]bool)
+	var out []target
+	var deepAt []string
+	for _, c := range changed {
+		t, ok := targetOf(c, opts)
+		if !ok || seen[t.rel] || below(t.rel, deepAt) {
+			continue
+		}
+		seen[t.rel] = true
+		if t.deep {
+			deepAt = append(deepAt, t.rel)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// targetOf is what a walk records for the changed path c, as scanDir decides it
+// component by component; ok is false for a path it never reaches.
+func targetOf(c ChangedPath, opts Options) (t target, ok bool) {
+	p := path.Clean(c.Path)
+	if p == "." || !fs.ValidPath(p) {
+		return target{}, false
+	}
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		crel := strings.Join(parts[:i+1], "/")
+		if parts[i] == ".git" && i > 0 && !strings.HasPrefix(crel, ".git/") {
+			return target{rel: crel, nested: true}, true
+		}
+		if excluded(crel, opts.Exclude, opts.GitDir) {
+			return target{}, false
+		}
+	}
+	return target{rel: p, deep: c.Deep}, true
+}
+
+// below reports whether p lies below one of dirs.
+func below(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// partialScan is a snapshot of dir holding only what a walk records at targets.
+func partialScan(ctx context.Context, dir string, opts Options, targets []target) (*snapshot, error) {
+	s, done, err := openScanner(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var parents parentCache
+	defer parents.close()
+	for _, t := range targets {
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		s.scanTarget(ctx, t, &parents)
+	}
+	s.wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scanning workspace: %w", err)
+	}
+	return s.snapshot(), nil
+}
+
+// scanTarget records what a walk would record at t: nothing when its parent is not a
+// directory reached without following a link (the walk would not reach it either).
+func (s *scanner) scanTarget(ctx context.Context, t target, parents *parentCache) {
+	dir, name := path.Split(t.rel)
+	r, err := parents.open(s, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		if !missing(err) {
+			s.problem(t.rel, err)
+		}
+		return
+	}
+	if t.nested {
+		if e := nestedRepo(s.root, t.rel, s.opts.devAlias); e != nil {
+			s.put(t.rel, e)
+		}
+		return
+	}
+	fi, err := r.lstat(name)
+	switch {
+	case missing(err):
+	case err != nil:
+		s.problem(t.rel, err)
+	case fi.IsDir():
+		if t.deep {
+			s.wg.Add(1)
+			go s.scanDir(ctx, t.rel, fi, nil)
+		}
+	default:
+		s.put(t.rel, s.fileEntry(r, name, t.rel, fi))
+	}
+}
+
+func (s *scanner) put(rel string, e *entry) {
+	s.mu.Lock()
+	s.out[rel] = e
+	s.mu.Unlock()
+}
+
+// missing reports whether err means that a path is not there: absent, or below
+// something that is not a directory or is a symbolic link, where a walk does not go.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
+}
+
+// parentCache keeps the directory last opened for scanTarget: targets come in path
+// order, so siblings share one open of their parent.
+type parentCache struct {
+	rel string
+	d   dirHandle
+}
+
+// open returns the directory rel ("" for the top), opened one component at a time
+// from the top, following no link.
+func (c *parentCache) open(s *scanner, rel string) (dirHandle, error) {
+	if rel == "" || rel == "." {
+		return s.top, nil
+	}
+	if c.d != nil && c.rel == rel {
+		return c.d, nil
+	}
+	c.close()
+	d, err := s.openPath(rel)
+	if err != nil {
+		return nil, err
+	}
+	c.rel, c.d = rel, d
+	return d, nil
+}
+
+func (c *parentCache) close() {
+	if c.d != nil {
+		c.d.close()
+		c.d = nil
+	}
+}
