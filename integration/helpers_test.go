@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,23 @@ func processesWhere(s string, match func(got, want string) bool) []string {
 		}
 	}
 	return out
+}
+
+// describeProcesses names each pid with its command line and the State, PPid and
+// NSpid lines of its status: enough to tell a leaked process from one being reaped.
+func describeProcesses(pids []string) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		status, _ := os.ReadFile(filepath.Join("/proc", pid, "status"))
+		fmt.Fprintf(&b, "\n  %s %q", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+		for _, line := range strings.Split(string(status), "\n") {
+			if k, _, _ := strings.Cut(line, ":"); k == "State" || k == "PPid" || k == "NSpid" {
+				b.WriteString(" " + strings.Join(strings.Fields(line), " "))
+			}
+		}
+	}
+	return b.String()
 }
 
 // processesWithCwd lists host pids whose working directory is dir: what a sandbox

@@ -212,8 +212,9 @@ func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Both sleeps themselves, not the client or a shell whose command line names them.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(processesMatching("sleep 987")) < 2 && time.Now().Before(deadline) {
+	for len(processesRunning("sleep 987")) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
@@ -227,12 +228,18 @@ func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("cordon exec did not end when its session's supervisor died")
 	}
+	// Gone means absent from two listings in a row: a process the kernel is killing
+	// can show an empty command line to one listing and its own to the next.
 	deadline = time.Now().Add(5 * time.Second)
-	for len(processesMatching("sleep 987")) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	for clear := 0; clear < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if len(processesMatching("sleep 987")) == 0 {
+			clear++
+		} else {
+			clear = 0
+		}
 	}
 	if p := processesMatching("sleep 987"); len(p) > 0 {
-		t.Errorf("processes left running after the supervisor was killed: %v", p)
+		t.Errorf("processes left running after the supervisor was killed: %s", describeProcesses(p))
 	}
 	if r := w.cordon("", "session", "ls"); !strings.Contains(r.stdout, id+"\tdead") {
 		t.Errorf("session ls: want it dead: %v", r)
