@@ -18,7 +18,10 @@ cleanup() {
   rm -rf "$ws"
 }
 trap cleanup EXIT
-cd "$ws"
+# Each backend's session gets a workspace of its own, side by side: a workspace inside
+# a running session's is that session's to guard (the second session's placeholder .git
+# would be a nested repository the first quarantines).
+mkdir -p "$ws/bwrap" && cd "$ws/bwrap"
 git init -q .
 (cd "$root" && go build -o "$ws/.benchtable" ./scripts/benchtable)
 
