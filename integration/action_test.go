@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cordonhq/cordon/internal/testutil"
 	"gopkg.in/yaml.v3"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // actionRun is one run of deploy/github/cordon-action.sh with a fake GitHub environment.

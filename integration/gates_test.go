@@ -386,13 +386,7 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	if v := w.verifyToken(tok); v.code != 0 {
 		t.Fatalf("token not active in a live session: %v", v)
 	}
-	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
-	var info struct {
-		PID int `json:"pid"`
-	}
-	if err != nil || json.Unmarshal(data, &info) != nil || info.PID == 0 {
-		t.Fatalf("session json: %v %s", err, data)
-	}
+	pid := sessionPID(t, w, id)
 	const marker = "sleep 7319"
 	b := w.background("exec", id, "--", "sh", "-c", marker+" & "+marker)
 	deadline := time.Now().Add(10 * time.Second)
@@ -402,7 +396,7 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	if p := processesMatching(marker); len(p) < 2 {
 		t.Fatalf("the session's sleeps never started: %v", p)
 	}
-	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	b.wait(t)

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,17 +56,11 @@ func TestGCDisarmsWhatAKilledRunLeft(t *testing.T) {
 	old := filepath.Join(w.ws, "old", ".git")
 	mustWrite(t, filepath.Join(old, "config"), "[core]\n")
 	id := w.startSession()
-	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
-	var info struct {
-		PID int `json:"pid"`
-	}
-	if err != nil || json.Unmarshal(data, &info) != nil || info.PID == 0 {
-		t.Fatalf("session json: %v %s", err, data)
-	}
-	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
+	pid := sessionPID(t, w, id)
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); linux.Kill(info.PID, 0) == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); linux.Kill(pid, 0) == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 	}
 	// What the sandbox made as its cordon died, before any sweep.
 	mustWrite(t, filepath.Join(w.ws, "late", ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n")

@@ -1,17 +1,17 @@
 package integration
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
 
-	"github.com/cordonhq/cordon/internal/linux"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // Red-team tests of staged sessions: checkpoints and rollback, through the real
@@ -77,17 +77,8 @@ func TestRedSessHardLinkAmplification(t *testing.T) {
 // killSession kills session id's cordon (-9) and waits until ls calls it dead.
 func (w *stageWorld) killSession(id string) {
 	w.t.Helper()
-	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var info struct {
-		PID int `json:"pid"`
-	}
-	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
-		w.t.Fatalf("session json: %v %s", err, data)
-	}
-	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
+	pid := sessionPID(w.t, w.world, id)
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		w.t.Fatal(err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -195,16 +195,7 @@ func TestSessionConcurrentDeniedAndTimeout(t *testing.T) {
 func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 	w := newWorld(t)
 	id := w.startSession()
-	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		PID int `json:"pid"`
-	}
-	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
-		t.Fatalf("session json: %v %s", err, data)
-	}
+	pid := sessionPID(t, w, id)
 	cmd := exec.Command(testutil.Cordon(t), "exec", id, "--", "sh", "-c", "sleep 987 & sleep 987")
 	cmd.Dir, cmd.Env = w.ws, w.env
 	var out bytes.Buffer
@@ -217,7 +208,7 @@ func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 	for len(processesRunning("sleep 987")) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

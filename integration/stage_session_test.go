@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -149,17 +148,8 @@ func TestStagedSessionKilledThenGC(t *testing.T) {
 	if r := w.cordon("", "session", "checkpoint", id, "k"); r.code != 0 {
 		t.Fatalf("checkpoint: %v", r)
 	}
-	data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info struct {
-		PID int `json:"pid"`
-	}
-	if err := json.Unmarshal(data, &info); err != nil || info.PID == 0 {
-		t.Fatalf("session json: %v %s", err, data)
-	}
-	if err := linux.Kill(info.PID, syscall.SIGKILL); err != nil {
+	pid := sessionPID(t, w.world, id)
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
