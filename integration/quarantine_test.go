@@ -3,6 +3,7 @@ package integration
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // armedRepos lists the entries named .git under ws (the workspace's own aside).
@@ -92,4 +94,42 @@ func TestContractBelowTheRootQuarantined(t *testing.T) {
 		}
 	}
 	assertContains(t, "cordon says so", r.stderr, "so that no later run reads it")
+}
+
+// TestRunInsideAWatchedWorkspaceRefused: a run whose workspace is inside a running
+// session's workspace would have its placeholders (an empty .git, cordon.yaml) taken
+// for a planted repository and contract by that session's live quarantine and renamed
+// from under its sandbox. It is refused before it makes any, naming the session; a
+// run in the session's own workspace, and one in the subdirectory after the session
+// has ended, run.
+func TestRunInsideAWatchedWorkspaceRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	sub := filepath.Join(w.ws, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := w.startSession()
+	runIn := func(dir string, args ...string) result {
+		t.Helper()
+		cmd := exec.Command(testutil.Cordon(t), args...)
+		cmd.Dir, cmd.Env = dir, w.env
+		return runResult(t, cmd, "cordon")
+	}
+	r := runIn(sub, "run", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "inside "+w.ws) || !strings.Contains(r.stderr, id) {
+		t.Errorf("a run inside the session's workspace: want 125 naming the session: %v", r)
+	}
+	if entries, _ := os.ReadDir(sub); len(entries) > 0 {
+		t.Errorf("the refused run left entries in its workspace: %v", entries)
+	}
+	if r := w.cordon("", "run", "--", "true"); r.code != 0 {
+		t.Errorf("a run in the session's own workspace: %v", r)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	if r := runIn(sub, "run", "--", "echo", "ran"); r.code != 0 || r.stdout != "ran\n" {
+		t.Errorf("a run in the subdirectory once the session ended: %v", r)
+	}
 }

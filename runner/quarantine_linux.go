@@ -46,6 +46,10 @@ func (r *run) watchRepositories() {
 	}
 	lw := &liveWatch{w: w}
 	r.live = lw
+	r.rd.owner.Watching = true
+	if err := r.rd.save(); err != nil {
+		r.o.Log.Debug("the owner record does not say the run watches its workspace", "err", err)
+	}
 	lw.wg.Add(1)
 	go func() {
 		defer lw.wg.Done()

@@ -305,6 +305,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := markGitWritten(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
+	if err := guardedBy(r.o.RunRoot, r.plan.Workspace); err != nil {
+		return err
+	}
 	if err := rd.placeholders(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}

@@ -33,6 +33,10 @@ type runOwner struct {
 	// Stage is a staged run's stage directory: gc removes it when the run died
 	// before it finished (never applying anything).
 	Stage string `json:"stage,omitempty"`
+	// Watching says the run quarantines new repositories and contracts in its
+	// workspace as they appear (the live watch): a run inside that workspace is refused
+	// (guardedBy), since its placeholders would be among them.
+	Watching bool `json:"watching,omitempty"`
 }
 
 // runDir is the host side of one run: a private directory and the placeholders
@@ -65,6 +69,27 @@ func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
 	}
 	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano()}}
 	return rd, h, rd.save()
+}
+
+// guardedBy refuses a run in workspace ws when a live run under root watches a
+// workspace that holds ws (and is not ws itself): that run's live quarantine would take
+// this run's placeholders (an empty .git, cordon.yaml) for a repository and a contract
+// its sandbox planted, and rename them from under the sandbox being built. One
+// workspace shared by two runs is not refused: the second finds the first's
+// placeholders in place and makes none.
+func guardedBy(root, ws string) error {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil // no run root yet: no run
+	}
+	for _, e := range entries {
+		o, err := readOwner(filepath.Join(root, e.Name()))
+		if err != nil || !o.Watching || o.Workspace == ws || !inside(ws, o.Workspace) || !o.Alive() {
+			continue
+		}
+		return errdefs.Unavailablef("the workspace %s is inside %s, the workspace of run %s, which is running and quarantines the repositories and contracts that appear in it (this run's placeholders among them); run in %s, or when %s has ended", ws, o.Workspace, e.Name(), o.Workspace, e.Name())
+	}
+	return nil
 }
 
 // checkRunRoot refuses a run root the sandbox of plan could write, or that is not an
