@@ -1,0 +1,55 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Further red-team attacks on cordon apply: what it lands must be what the diff
+// showed, and nothing outside the workspace or in a host-executed path.
+
+// TestRedStageGitHooks: a staged run writes an executable hook and edits .git/config
+// of the workspace's repository. Whatever apply does, the host's repository must not
+// end up running the sandbox's code (a hook or a config alias/fsmonitor).
+func TestRedStageGitHooks(t *testing.T) {
+	w := newStageWorld(t)
+	if out, err := exec.Command("git", "init", "-q", w.ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config"))
+	r := w.cordon("", "run", "--stage", "--", "sh", "-c",
+		`printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' >> .git/config; echo ok > ok.txt`)
+	m := stagedRunID.FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Logf("the staged run refused the write, as it may: %v", r)
+		return
+	}
+	a := w.cordon("", "apply", "--force", m[1])
+	t.Logf("apply: %v", a)
+	assertAbsent(t, filepath.Join(w.ws, ".git", "hooks", "pre-commit"))
+	if now, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config")); string(now) != string(cfg) {
+		t.Fatalf("apply landed the sandbox's .git/config:\n%s", now)
+	}
+	w.verify(m[1])
+}
+
+// TestRedStagePathOutside: path arguments naming something outside the workspace
+// (../x, an absolute path) select nothing and land nothing there.
+func TestRedStagePathOutside(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo two > a.txt`)
+	outside := filepath.Join(filepath.Dir(w.ws), "a.txt")
+	for _, arg := range []string{"../a.txt", outside, "d/../../a.txt"} {
+		r := w.cordon("", "apply", id, arg)
+		if r.code == 0 {
+			t.Errorf("apply %s %s: want a refusal, got %v", id, arg, r)
+		}
+		assertAbsent(t, outside)
+	}
+	if w.read("a.txt") != "one\n" {
+		t.Fatalf("a path outside the workspace applied a.txt: %q", w.read("a.txt"))
+	}
+	w.verify(id)
+}
