@@ -53,3 +53,30 @@ func TestRedStagePathOutside(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedStageWhiteoutLookalike: a file named like an aufs whiteout (.wh.a.txt) and a
+// character device 0:0 the sandbox tries to mknod: what apply lands (or deletes) is in
+// the logged diff, and a.txt is not deleted.
+func TestRedStageWhiteoutLookalike(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo w > .wh.a.txt; echo w > .wh..wh..opq; mknod b.txt c 0 0 2>/dev/null; true`)
+	r := w.cordon("", "apply", id)
+	if r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	if w.read("a.txt") != "one\n" {
+		t.Fatalf("a whiteout-named file removed a.txt: %q", w.read("a.txt"))
+	}
+	if w.read(".wh.a.txt") != "w\n" || w.read(".wh..wh..opq") != "w\n" {
+		t.Errorf("whiteout-named files did not land as files: %q %q", w.read(".wh.a.txt"), w.read(".wh..wh..opq"))
+	}
+	show := w.cordon("", "audit", "show", "--diff", id)
+	for _, name := range []string{".wh.a.txt", ".wh..wh..opq"} {
+		assertContains(t, "the logged diff", show.stdout, name)
+	}
+	if w.read("b.txt") != "keep\n" {
+		// A 0:0 device the sandbox made is a real deletion: the diff must show it.
+		assertContains(t, "the logged diff (b.txt deleted)", show.stdout, "b.txt")
+	}
+	w.verify(id)
+}
