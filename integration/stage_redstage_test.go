@@ -80,3 +80,29 @@ func TestRedStageWhiteoutLookalike(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedStageTypeChange: the sandbox replaces a workspace file by a directory (and
+// a directory by a link pointing out of the workspace). Apply lands exactly that,
+// the logged diff shows both, and apply writes nothing through the link.
+func TestRedStageTypeChange(t *testing.T) {
+	w := newStageWorld(t)
+	outside := t.TempDir()
+	id := w.stage(`rm a.txt; mkdir a.txt; echo inner > a.txt/x; rm -r d; ln -s ` + outside + ` d`)
+	show := w.cordon("", "audit", "show", "--diff", id)
+	for _, want := range []string{"a.txt/x", "+inner", "-one", "d/x"} {
+		assertContains(t, "the logged diff", show.stdout, want)
+	}
+	if r := w.cordon("", "apply", id); r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	if w.read("a.txt/x") != "inner\n" {
+		t.Fatalf("a.txt/x = %q", w.read("a.txt/x"))
+	}
+	if fi, err := os.Lstat(filepath.Join(w.ws, "d")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("d should be the staged link: %v %v", fi, err)
+	}
+	if names, _ := os.ReadDir(outside); len(names) != 0 {
+		t.Fatalf("apply wrote through the staged link: %v", names)
+	}
+	w.verify(id)
+}
