@@ -106,3 +106,21 @@ func TestRedStageTypeChange(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedStageGitFile: a staged run plants sub/.git as a gitfile pointing at a
+// repository it made under another name, whose config runs a command. After apply,
+// git on the host in sub must not run it (as after a direct run).
+func TestRedStageGitFile(t *testing.T) {
+	w := newStageWorld(t)
+	mark := filepath.Join(t.TempDir(), "pwned")
+	id := w.stage(`mkdir -p evil/objects evil/refs/heads sub; printf 'ref: refs/heads/m\n' > evil/HEAD; printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = "touch ` + mark + `; false"\n' > evil/config; echo 'gitdir: ../evil' > sub/.git; echo s > sub/s`)
+	r := w.cordon("", "apply", id)
+	t.Logf("apply: %v", r)
+	cmd := exec.Command("git", "status")
+	cmd.Dir = filepath.Join(w.ws, "sub")
+	cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(w.ws))
+	out, _ := cmd.CombinedOutput()
+	t.Logf("git status in sub: %s", out)
+	assertAbsent(t, mark)
+	w.verify(id)
+}
