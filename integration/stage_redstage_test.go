@@ -124,3 +124,46 @@ func TestRedStageGitFile(t *testing.T) {
 	assertAbsent(t, mark)
 	w.verify(id)
 }
+
+// TestRedStageDeepTree: a staged run makes a tree deeper than PATH_MAX (relative
+// mkdir/cd), with a file at the bottom and an edit of a.txt. Either the change set is
+// refused whole, or what apply lands is in the logged diff: never a landed path the
+// diff did not show.
+func TestRedStageDeepTree(t *testing.T) {
+	w := newStageWorld(t)
+	r := w.cordon("", "run", "--stage", "--", "sh", "-c",
+		`echo two > a.txt; i=0; while [ $i -lt 1100 ]; do mkdir dddd && cd dddd || exit 3; i=$((i+1)); done; echo deep > bottom`)
+	t.Logf("staged run: %v", r)
+	m := stagedRunID.FindStringSubmatch(r.stderr)
+	if m == nil {
+		// Refused whole: nothing landed, the run's log verifies and its change set
+		// can be discarded, leaving nothing behind.
+		if w.read("a.txt") != "one\n" {
+			t.Fatalf("a refused change set landed a.txt: %q", w.read("a.txt"))
+		}
+		logs, _ := filepath.Glob(filepath.Join(w.audit, "*", "events.jsonl"))
+		for _, l := range logs {
+			w.verify(filepath.Base(filepath.Dir(l)))
+		}
+		ids, _ := filepath.Glob(filepath.Join(w.audit, "*", "stage"))
+		for _, st := range ids {
+			id := filepath.Base(filepath.Dir(st))
+			t.Logf("discard: %v", w.cordon("", "discard", id))
+			w.verify(id)
+			assertAbsent(t, st)
+		}
+		return
+	}
+	id := m[1]
+	show := w.cordon("", "audit", "show", "--diff", id)
+	a := w.cordon("", "apply", id)
+	t.Logf("apply: %v", a)
+	if _, err := os.Lstat(filepath.Join(w.ws, "dddd")); err == nil {
+		assertContains(t, "the logged diff", show.stdout, "bottom")
+		assertContains(t, "the logged diff", show.stdout, "+deep")
+	}
+	if w.read("a.txt") == "two\n" {
+		assertContains(t, "the logged diff", show.stdout, "+two")
+	}
+	w.verify(id)
+}
