@@ -167,3 +167,30 @@ func TestRedStageDeepTree(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedStageHostFileLink: after the staged run edited a.txt, the host (or a
+// concurrent direct run) replaced a.txt by a link to a file outside the workspace.
+// apply --force replaces the link; it never writes through it.
+func TestRedStageHostFileLink(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo staged > a.txt`)
+	outside := filepath.Join(t.TempDir(), "victim")
+	mustWrite(t, outside, "victim\n")
+	if err := os.Remove(filepath.Join(w.ws, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(w.ws, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.cordon("", "apply", id); r.code != 1 {
+		t.Errorf("apply over a host-made link: want a conflict (exit 1), got %v", r)
+	}
+	r := w.cordon("", "apply", "--force", id)
+	if got, _ := os.ReadFile(outside); string(got) != "victim\n" {
+		t.Fatalf("apply --force wrote through a link to outside the workspace: %q (%v)", got, r)
+	}
+	if fi, err := os.Lstat(filepath.Join(w.ws, "a.txt")); err != nil || !fi.Mode().IsRegular() || w.read("a.txt") != "staged\n" {
+		t.Fatalf("a.txt should be the staged file: %v %v %q", fi, err, w.read("a.txt"))
+	}
+	w.verify(id)
+}
