@@ -194,3 +194,22 @@ func TestRedStageHostFileLink(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedStageOverlayXattrs: the sandbox tries to set overlay's own attributes
+// (opaque on d, a redirect on a new directory) through its view. If any took, apply
+// would delete d/x or land content the diff never showed; the diff and the
+// workspace after apply must agree on d/x.
+func TestRedStageOverlayXattrs(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`echo k > d/k; mkdir e; for n in trusted.overlay.opaque user.overlay.opaque; do python3 -c "import os,sys; os.setxattr('d', sys.argv[1], b'y')" $n 2>/dev/null; done; python3 -c "import os; os.setxattr('e', 'trusted.overlay.redirect', b'/d')" 2>/dev/null; true`)
+	show := w.cordon("", "audit", "show", "--diff", id)
+	r := w.cordon("", "apply", id)
+	t.Logf("apply: %v", r)
+	if w.read("d/x") != "x\n" {
+		assertContains(t, "the logged diff (d/x removed)", show.stdout, "-x")
+	}
+	if names, _ := os.ReadDir(filepath.Join(w.ws, "e")); len(names) != 0 {
+		t.Fatalf("a redirect landed entries the diff did not show: %v\n%s", names, show.stdout)
+	}
+	w.verify(id)
+}
