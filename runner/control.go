@@ -45,7 +45,7 @@ func newToken() string {
 
 // listenControl listens on path (in the run directory) for process 1.
 func listenControl(path string) (*net.UnixListener, error) {
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	ln, err := ctl.Listen(path)
 	if err != nil {
 		return nil, errdefs.Unavailablef("control socket: %w", err)
 	}
