@@ -20,6 +20,10 @@ type Params struct {
 	// Secrets, when set, is the directory of the run's credential files (in RunDir; see
 	// [SecretsDirName]): the sandbox may read it, not write it.
 	Secrets string
+	// Control and Init, in a session, are the host's control socket (in RunDir) and
+	// cordon's binary, run as the session's process 1 under the profile: the sandbox
+	// may connect to the one and execute the other (session.go).
+	Control, Init string
 }
 
 // PrivateDir is a directory the runner creates for the sandbox in place of a tmpfs.
@@ -60,6 +64,7 @@ func Generate(plan *contract.Plan, p Params) (*Profile, error) {
 	g.services()
 	g.fileSystem()
 	g.network()
+	g.session()
 	text, err := g.w.text()
 	if err != nil {
 		return nil, fmt.Errorf("seatbelt profile: %w", err)

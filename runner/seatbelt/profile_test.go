@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -41,4 +43,34 @@ func firstDiff(got, want string) string {
 		}
 	}
 	return ""
+}
+
+// TestSessionRules: a session's profile ends with the two rules its process 1 needs,
+// executing cordon's binary and connecting to the control socket, after every carve-out
+// of the plan; a run's profile has neither.
+func TestSessionRules(t *testing.T) {
+	f := newFixture(t)
+	plan := f.plan(t, []byte("version: 1\n"))
+	run, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, sock := filepath.Join(f.root, "bin", "cordon"), filepath.Join(f.run, "control.sock")
+	params := Params{ProxyPort: testPort, RunDir: f.run}
+	sessionParams(&params, sandbox.Host{ControlSocket: sock, Init: init})
+	sess, err := Generate(plan, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "(allow process-exec file-read* file-map-executable (literal " + quote(resolve(init)) + "))\n" +
+		"(allow network-outbound (remote unix-socket (path-literal " + quote(resolve(sock)) + ")))\n"
+	if !strings.HasSuffix(sess.SBPL, want) || !strings.HasPrefix(sess.SBPL, run.SBPL) {
+		t.Errorf("a session's profile is not the run's followed by\n%s\ngot the tail\n%s", want, sess.SBPL[max(0, len(sess.SBPL)-400):])
+	}
+	if strings.Contains(run.SBPL, "unix-socket") || strings.Contains(run.SBPL, quote(resolve(init))) {
+		t.Error("a run's profile allows the session's socket or binary")
+	}
+	if _, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run, Control: "relative.sock", Init: init}); err == nil {
+		t.Error("a relative control socket path was written into a profile")
+	}
 }

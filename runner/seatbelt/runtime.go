@@ -29,8 +29,8 @@ func refusals(plan *contract.Plan, host sandbox.Host) error {
 	if host.Stage != nil {
 		errs = append(errs, fmt.Errorf("staged runs (--stage) need an overlay file system macOS does not have: %w", sandbox.ErrNoStage))
 	}
-	if host.ControlSocket != "" {
-		errs = append(errs, errors.New("sessions are not built on seatbelt (process 1 is cordon-init, whose control channel and reaper are Linux's); use cordon run"))
+	if host.ControlSocket != "" && host.Init == "" {
+		errs = append(errs, errors.New("a session's process 1 is cordon's binary, and the runner gave none"))
 	}
 	if host.GateSocket != "" || len(plan.Gates) > 0 {
 		errs = append(errs, errors.New("gates are not built on seatbelt (`cordon gate` finds its socket at a path macOS cannot provide); remove gates: from the contract"))

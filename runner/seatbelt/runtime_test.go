@@ -30,7 +30,7 @@ func TestRefusals(t *testing.T) {
 		{"memory", contract.Plan{Limits: contract.LimitsPlan{Memory: 1 << 30}}, ok, "limits.memory cannot be enforced"},
 		{"pids", contract.Plan{Limits: contract.LimitsPlan{Pids: 100}}, ok, "RLIMIT_NPROC counts every process of the user"},
 		{"cpu", contract.Plan{Limits: contract.LimitsPlan{CPU: 1}}, ok, "limits.cpu cannot be enforced"},
-		{"session", contract.Plan{}, sandbox.Host{EgressAddr: ok.EgressAddr, ControlSocket: "/x"}, "sessions are not built"},
+		{"session without init", contract.Plan{}, sandbox.Host{EgressAddr: ok.EgressAddr, ControlSocket: "/x"}, "process 1 is cordon's binary"},
 		{"gates", contract.Plan{Gates: []contract.Gate{{}}}, ok, "gates are not built"},
 		{"stage", contract.Plan{}, sandbox.Host{EgressAddr: ok.EgressAddr, Stage: &sandbox.Stage{}}, "staged runs"},
 		{"unix socket", contract.Plan{}, sandbox.Host{EgressSocket: "/x"}, "not on a loopback port"},
@@ -39,6 +39,10 @@ func TestRefusals(t *testing.T) {
 		if !errors.Is(err, errdefs.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want ErrUnsupported saying %q", c.name, err, c.want)
 		}
+	}
+	session := sandbox.Host{EgressAddr: ok.EgressAddr, ControlSocket: "/x/control.sock", Init: "/bin/cordon"}
+	if err := refusals(&contract.Plan{}, session); err != nil {
+		t.Errorf("a session: %v", err)
 	}
 	both := contract.Plan{Limits: contract.LimitsPlan{Memory: 1, Pids: 1}}
 	if err := refusals(&both, ok); !strings.Contains(err.Error(), "memory") || !strings.Contains(err.Error(), "pids") {

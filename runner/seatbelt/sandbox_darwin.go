@@ -53,6 +53,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	}
 	s := &instance{plan: plan, host: host}
 	params := Params{ProxyPort: port, RunDir: host.RunDir}
+	sessionParams(&params, host)
 	if len(host.SecretFiles) > 0 {
 		params.Secrets = filepath.Join(host.RunDir, SecretsDirName)
 		s.made = append(s.made, params.Secrets)
@@ -98,14 +99,14 @@ func (s *instance) MonitorUnavailable() error { return errNoMonitor }
 
 // Exec implements sandbox.Sandbox.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
-	if p.Serve != "" {
-		return -1, errdefs.Unsupportedf("seatbelt: sessions are not built on seatbelt")
-	}
 	dir := p.Dir
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
 	dir = newMover(s.profile.Dirs, "").move(dir)
+	if p.Serve != "" {
+		return s.serve(ctx, p, dir)
+	}
 	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})
 }
 
