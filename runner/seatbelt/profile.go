@@ -24,6 +24,10 @@ type Params struct {
 	// cordon's binary, run as the session's process 1 under the profile: the sandbox
 	// may connect to the one and execute the other (session.go).
 	Control, Init string
+	// Gate, when the plan has gates, is the host's gate socket (in RunDir): the sandbox
+	// may connect to it and run `cordon gate` from a directory standing in for
+	// sandbox.GateBinDir, which holds a link to Init (session.go).
+	Gate string
 }
 
 // PrivateDir is a directory the runner creates for the sandbox in place of a tmpfs.
@@ -65,6 +69,7 @@ func Generate(plan *contract.Plan, p Params) (*Profile, error) {
 	g.fileSystem()
 	g.network()
 	g.session()
+	g.gates()
 	text, err := g.w.text()
 	if err != nil {
 		return nil, fmt.Errorf("seatbelt profile: %w", err)

@@ -71,8 +71,11 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 			return nil, errors.Join(errdefs.Unavailablef("seatbelt: private directory for %s: %w", d.For, err), s.Close(ctx))
 		}
 	}
+	if err := linkGate(prof.Dirs, host); err != nil {
+		return nil, errors.Join(errdefs.Unavailablef("seatbelt: %w", err), s.Close(ctx))
+	}
 	s.profile = prof
-	s.env = sandboxEnv(host.Env, prof.Dirs, params.Secrets)
+	s.env = gateEnv(sandboxEnv(host.Env, prof.Dirs, params.Secrets), host)
 	return s, nil
 }
 
