@@ -24,6 +24,9 @@ type Params struct {
 	// cordon's binary, run as the session's process 1 under the profile: the sandbox
 	// may connect to the one and execute the other (session.go).
 	Control, Init string
+	// Spill, in a session, is the directory of the whole output of commands whose
+	// output was cut: readable, at its host path (nothing is mounted).
+	Spill string
 	// Gate, when the plan has gates, is the host's gate socket (in RunDir): the sandbox
 	// may connect to it and run `cordon gate` from a directory standing in for
 	// sandbox.GateBinDir, which holds a link to Init (session.go).

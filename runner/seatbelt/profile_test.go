@@ -58,14 +58,17 @@ func TestSessionRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	init, sock := filepath.Join(f.root, "bin", "cordon"), filepath.Join(f.run, "control.sock")
+	spill := filepath.Join(f.run, "spill")
 	params := Params{ProxyPort: testPort, RunDir: f.run}
-	sessionParams(&params, sandbox.Host{ControlSocket: sock, Init: init})
+	sessionParams(&params, sandbox.Host{ControlSocket: sock, Init: init, SpillDir: spill})
 	sess, err := Generate(plan, params)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "(allow process-exec file-read* file-map-executable (literal " + quote(resolve(init)) + "))\n" +
-		"(allow network-outbound (remote unix-socket (path-literal " + quote(resolve(sock)) + ")))\n"
+		"(allow network-outbound (remote unix-socket (path-literal " + quote(resolve(sock)) + ")))\n" +
+		"; The whole output of commands whose output was cut, at its host path.\n" +
+		"(allow file-read* (subpath " + quote(resolve(spill)) + "))\n"
 	if !strings.HasSuffix(sess.SBPL, want) || !strings.HasPrefix(sess.SBPL, run.SBPL) {
 		t.Errorf("a session's profile is not the run's followed by\n%s\ngot the tail\n%s", want, sess.SBPL[max(0, len(sess.SBPL)-400):])
 	}

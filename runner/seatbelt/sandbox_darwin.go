@@ -113,6 +113,11 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})
 }
 
+// SpillShown implements the runner's interface for a sandbox that shows a session's
+// spill directory elsewhere than at sandbox.SpillPath: nothing is mounted, so it is
+// where it is on the host, which the profile lets the sandbox read.
+func (s *instance) SpillShown() string { return s.host.SpillDir }
+
 // Close implements sandbox.Sandbox: it removes the credential files and the private
 // directories (the runner removes the run directory after).
 func (s *instance) Close(ctx context.Context) error {

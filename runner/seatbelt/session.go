@@ -29,6 +29,10 @@ func (g *gen) session() {
 	w.comment("Session: process 1 is cordon's binary; it connects to the runner's control socket.")
 	w.rule("allow", []string{"process-exec", "file-read*", "file-map-executable"}, literal(g.res.resolve(g.params.Init)))
 	w.rule("allow", []string{"network-outbound"}, filter{"unix-socket", g.res.resolve(g.params.Control)})
+	if g.params.Spill != "" {
+		w.comment("The whole output of commands whose output was cut, at its host path.")
+		w.rule("allow", []string{"file-read*"}, subpath(g.res.resolve(g.params.Spill)))
+	}
 }
 
 // Gates: no mount puts the gate socket at sandbox.GatePath or cordon's binary in
@@ -60,7 +64,7 @@ func sessionParams(p *Params, host sandbox.Host) {
 	if host.ControlSocket != "" || host.GateSocket != "" {
 		p.Init = host.Init
 	}
-	p.Control, p.Gate = host.ControlSocket, host.GateSocket
+	p.Control, p.Gate, p.Spill = host.ControlSocket, host.GateSocket, host.SpillDir
 }
 
 // gateEnv is env with the gate socket's path, when there is one.
