@@ -20,8 +20,8 @@ import (
 const sandboxExec = "/usr/bin/sandbox-exec"
 
 // Check implements sandbox.Backend: seatbelt runs wherever sandbox-exec is. What a
-// given plan asks that macOS cannot enforce (limits, sessions, gates, staging) is
-// refused by Start, each with its reason.
+// given plan asks that macOS cannot enforce (limits, staging) is refused by Start, each
+// with its reason.
 func (b *Backend) Check(ctx context.Context) error {
 	if _, err := os.Stat(sandboxExec); err != nil {
 		return errdefs.Unavailablef("seatbelt: %w", err)
