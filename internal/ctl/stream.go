@@ -10,16 +10,17 @@ import (
 
 // On a SOCK_STREAM connection each message is one frame, written by one sendmsg: a
 // 4-byte big-endian length of the JSON, one byte counting the descriptors, the JSON.
-// The descriptors travel as that sendmsg's SCM_RIGHTS, which both Linux and XNU attach
-// to the frame's first byte and never deliver later than it, so by the time a frame
-// is read whole its descriptors are queued; a frame takes as many from the queue as
-// its header counts.
+// The descriptors travel as that sendmsg's SCM_RIGHTS, which the kernel delivers with
+// the frame's first byte. Recv never reads past the frame it is reading (the header,
+// then exactly the length it gives), so no read can take the next frame's first bytes
+// without its descriptors, however the kernel merges stream data: each frame's
+// descriptors arrive while that frame is read.
 const frameHeader = 5
 
-// streamState is what a stream connection has read but not yet returned.
+// streamState is what a stream connection has read of the frame it is reading.
 type streamState struct {
-	n     int        // bytes of buf holding data not yet returned
-	files []*os.File // descriptors received and not yet returned, in order
+	n     int        // bytes of buf holding the frame so far
+	files []*os.File // descriptors received with it
 }
 
 func frame(size, files int) []byte {
@@ -29,27 +30,30 @@ func frame(size, files int) []byte {
 	return h
 }
 
-// recvFrame reads until buf holds a whole frame and returns it with its descriptors.
+// recvFrame reads one frame whole and returns it with its descriptors.
 func (c *Conn) recvFrame() (Msg, []*os.File, error) {
 	r := &c.r
 	for {
+		want := frameHeader
 		if r.n >= frameHeader {
 			size, nf := int(binary.BigEndian.Uint32(c.buf)), int(c.buf[4])
 			if size > MaxMsg || nf > MaxFiles {
+				CloseFiles(r.files)
+				*r = streamState{}
 				return Msg{}, nil, ErrTruncated
 			}
-			if end := frameHeader + size; r.n >= end {
-				if nf > len(r.files) {
-					return Msg{}, nil, fmt.Errorf("bad control message: %d descriptors announced, %d received", nf, len(r.files))
+			want += size
+			if r.n == want {
+				files := r.files
+				*r = streamState{}
+				if nf != len(files) {
+					CloseFiles(files)
+					return Msg{}, nil, fmt.Errorf("bad control message: %d descriptors announced, %d received", nf, len(files))
 				}
-				files := append([]*os.File(nil), r.files[:nf]...)
-				r.files = r.files[nf:]
-				m, files, err := decode(c.buf[frameHeader:end], files, nil)
-				r.n = copy(c.buf, c.buf[end:r.n])
-				return m, files, err
+				return decode(c.buf[frameHeader:want], files, nil)
 			}
 		}
-		n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf[r.n:], c.oob)
+		n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf[r.n:want], c.oob)
 		files, ferr := parseRights(c.oob[:oobn])
 		r.files = append(r.files, files...)
 		switch {
