@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -45,7 +46,10 @@ func newToken() string {
 
 // listenControl listens on path (in the run directory) for process 1.
 func listenControl(path string) (*net.UnixListener, error) {
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if len(path) > maxSocketPath {
+		return nil, errdefs.Unavailablef("the run directory %s is too long a path for a unix socket (%d bytes, at most %d); use a shorter run root (CORDON_RUN_ROOT)", filepath.Dir(path), len(path), maxSocketPath)
+	}
+	ln, err := ctl.Listen(path)
 	if err != nil {
 		return nil, errdefs.Unavailablef("control socket: %w", err)
 	}

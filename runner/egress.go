@@ -17,10 +17,6 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// maxSocketPath is the longest path a unix socket can be bound at (sun_path is 108
-// bytes with its terminating NUL).
-const maxSocketPath = 107
-
 // egressService is the run's egress proxy, listening on a unix socket in the run
 // directory (or, for a [sandbox.LoopbackEgress] backend, on a loopback TCP port): the
 // sandbox's only way out.

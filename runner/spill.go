@@ -19,6 +19,10 @@ type Capped struct {
 	Cut       int64  // characters not shown
 }
 
+// spillShown is a sandbox that shows the spill directory elsewhere than at
+// sandbox.SpillPath (seatbelt, which mounts nothing, shows it where it is).
+type spillShown interface{ SpillShown() string }
+
 // capStreams wraps a session command's stdout and stderr in output caps (ExecOptions.Cap)
 // whose spill files land in the session's spill directory, named by the command's id.
 // The returned finish closes them, writes each cut stream's notice line after its
@@ -27,11 +31,15 @@ func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.W
 	if capN <= 0 || r.spillDir == "" {
 		return stdout, stderr, func(*ExecResult) {}
 	}
+	shown := sandbox.SpillPath
+	if sp, ok := r.sb.(spillShown); ok {
+		shown = sp.SpillShown()
+	}
 	open := func(w io.Writer, ext string) *outcap.Stream {
 		return outcap.New(outcap.Options{
 			Cap: capN, Forward: w,
 			HostPath:  filepath.Join(r.spillDir, cmdID+ext),
-			ShownPath: path.Join(sandbox.SpillPath, cmdID+ext),
+			ShownPath: path.Join(shown, cmdID+ext),
 		})
 	}
 	out, errOut := open(stdout, ".stdout"), open(stderr, ".stderr")

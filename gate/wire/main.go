@@ -26,7 +26,7 @@ const (
 func GateMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return gateMain(ctx, SandboxSocket, args, stdout, stderr)
+	return gateMain(ctx, sandboxSocket(), args, stdout, stderr)
 }
 
 func gateMain(ctx context.Context, sock string, args []string, stdout, stderr io.Writer) int {

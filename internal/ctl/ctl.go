@@ -1,7 +1,9 @@
 // Package ctl is the control channel between cordon on the host and its process 1
-// inside a long-lived sandbox (a session). It is one SOCK_SEQPACKET unix connection
-// that process 1 dials out to, so every backend (bwrap, Docker, containerd) uses it
-// alike. Each message is one packet holding one JSON [Msg]; an exec request carries the
+// inside a long-lived sandbox (a session). It is one unix connection that process 1
+// dials out to, so every backend (bwrap, Docker, containerd, Seatbelt) uses it alike.
+// On Linux it is SOCK_SEQPACKET and each message is one packet holding one JSON [Msg];
+// macOS has no SOCK_SEQPACKET for unix sockets, so there it is SOCK_STREAM and each
+// message is one frame (stream.go). An exec request carries the
 // command's stdin, stdout and stderr as file descriptors (SCM_RIGHTS), so output flows
 // from the command to the host through pipes without passing through process 1.
 //
@@ -56,20 +58,35 @@ type Conn struct {
 	wmu sync.Mutex // wmu serialises Send, so each message is one packet.
 	buf []byte
 	oob []byte
+	// stream is set on a SOCK_STREAM connection: messages are frames, and r holds
+	// what was read past the last one (stream.go).
+	stream bool
+	r      streamState
 }
 
-// New wraps a unixpacket connection.
-func New(c *net.UnixConn) *Conn {
-	return &Conn{c: c, buf: make([]byte, MaxMsg), oob: make([]byte, linux.RightsSpace(MaxFiles))}
+// New wraps a connection of this GOOS's [Network] (from [Listen] or [Dial]).
+func New(c *net.UnixConn) *Conn { return newConn(c, Network == "unix") }
+
+func newConn(c *net.UnixConn, stream bool) *Conn {
+	n := MaxMsg
+	if stream {
+		n += frameHeader
+	}
+	return &Conn{c: c, buf: make([]byte, n), oob: make([]byte, linux.RightsSpace(MaxFiles)), stream: stream}
 }
 
 // Dial connects to the host's control socket at path.
 func Dial(path string) (*Conn, error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	c, err := net.DialUnix(Network, nil, &net.UnixAddr{Name: path, Net: Network})
 	if err != nil {
 		return nil, err
 	}
 	return New(c), nil
+}
+
+// Listen listens on path for process 1's connection.
+func Listen(path string) (*net.UnixListener, error) {
+	return net.ListenUnix(Network, &net.UnixAddr{Name: path, Net: Network})
 }
 
 // Send writes m as one packet with files attached.
@@ -83,6 +100,9 @@ func (c *Conn) Send(m Msg, files ...*os.File) error {
 	}
 	if len(files) > MaxFiles {
 		return fmt.Errorf("control message with %d descriptors, over the limit of %d", len(files), MaxFiles)
+	}
+	if c.stream {
+		data = append(frame(len(data), len(files)), data...)
 	}
 	var oob []byte
 	if len(files) > 0 {
@@ -104,6 +124,9 @@ var ErrTruncated = errors.New("control message truncated")
 
 // Recv reads one packet. The returned files are the caller's to close.
 func (c *Conn) Recv() (Msg, []*os.File, error) {
+	if c.stream {
+		return c.recvFrame()
+	}
 	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
 	if err != nil {
 		return Msg{}, nil, err
@@ -117,8 +140,13 @@ func (c *Conn) Recv() (Msg, []*os.File, error) {
 		CloseFiles(files)
 		return Msg{}, nil, net.ErrClosed // a zero-length packet: the peer shut down
 	}
+	return decode(c.buf[:n], files, ferr)
+}
+
+// decode is the message in data, which carried files.
+func decode(data []byte, files []*os.File, ferr error) (Msg, []*os.File, error) {
 	var m Msg
-	if err := json.Unmarshal(c.buf[:n], &m); err != nil || ferr != nil {
+	if err := json.Unmarshal(data, &m); err != nil || ferr != nil {
 		CloseFiles(files)
 		return Msg{}, nil, fmt.Errorf("bad control message: %w", errors.Join(err, ferr))
 	}

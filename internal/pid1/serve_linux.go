@@ -1,49 +1,12 @@
 package pid1
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/linux"
 )
-
-// server runs a session's commands: each exec request is forked with the three file
-// descriptors it carries as stdin, stdout and stderr, in a process group of its own;
-// the reaper reports each command's status when its first process exits and reaps
-// every orphan.
-type server struct {
-	c *ctl.Conn
-	k *confiner // starts every command confined
-
-	mu      sync.Mutex     // mu guards the maps, and is held across fork and insert.
-	running map[int]uint64 // pid of a command's first process → exec id
-	groups  map[uint64]int // exec id → its process group
-}
-
-// serve runs the host's commands until the control connection ends or pid1 is told to
-// stop; then it kills everything left in the sandbox and exits 0.
-//
-// Signals do not stop it: a command could send them (it shares the uid), and the
-// host ends a session by hanging up or by killing the sandbox from outside.
-func serve(c *ctl.Conn, k *confiner) int {
-	s := &server{c: c, k: k, running: map[int]uint64{}, groups: map[uint64]int{}}
-	ignoreSignals()
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, syscall.SIGCHLD)
-	go s.reap(chld)
-	_ = s.loop()
-	c.Close()
-	killSandbox()
-	return 0
-}
 
 // killSandbox kills every other process of the sandbox. As process 1 of its pid
 // namespace, kill(-1) reaches exactly those; anywhere else it would reach every process
@@ -54,62 +17,12 @@ func killSandbox() {
 	}
 }
 
-func (s *server) loop() error {
-	for {
-		m, files, err := s.c.Recv()
-		if err != nil {
-			return err
-		}
-		switch m.Op {
-		case ctl.OpExec:
-			s.start(m, files)
-		case ctl.OpSignal:
-			s.mu.Lock()
-			pgid := s.groups[m.ID]
-			s.mu.Unlock()
-			if pgid > 0 && m.Sig > 0 {
-				_ = linux.KillGroup(pgid, syscall.Signal(m.Sig))
-			}
-			ctl.CloseFiles(files)
-		default:
-			ctl.CloseFiles(files)
-		}
-	}
-}
+// stopAll kills what is left of the sandbox when the session ends.
+func (s *server) stopAll() { killSandbox() }
 
-// start forks one command, into the cgroup whose directory is the optional fourth
-// descriptor. Failures before it runs are reported as its exit: 127 and 126 as a shell
-// would (with the reason on its stderr), or Error for a request cordon should not have
-// sent.
-func (s *server) start(m ctl.Msg, files []*os.File) {
-	defer ctl.CloseFiles(files)
-	if len(files) < 3 || len(files) > ctl.MaxFiles || len(m.Argv) == 0 {
-		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
-		return
-	}
-	if fi, err := os.Stat(m.Dir); err != nil || !fi.IsDir() {
-		if err == nil {
-			err = errors.New("not a directory")
-		}
-		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: fmt.Sprintf("working directory %s: %v", m.Dir, errors.Unwrap(err))})
-		return
-	}
-	path, err := lookPath(m.Argv[0], m.Dir)
-	if err != nil {
-		fmt.Fprintf(files[2], "cordon: %s: command not found in the sandbox\n", m.Argv[0])
-		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Code: ExitNotFound})
-		return
-	}
-	_, err = s.fork(m, path, files)
-	if err != nil {
-		fmt.Fprintf(files[2], "cordon: %s: %v\n", m.Argv[0], err)
-		code := ExitNotExecutable
-		if errors.Is(err, syscall.ENOENT) {
-			code = ExitNotFound
-		}
-		_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Code: code})
-	}
-}
+// exited is told of a command whose first process exited: on Linux what it left stays
+// until the session stops, in the pid namespace process 1 reaps and kills.
+func (s *server) exited(int) {}
 
 // fork starts the command, confined, in its own process group and, with a fourth
 // descriptor, in its own cgroup (see [confiner.start]).
@@ -143,44 +56,4 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 		s.running[pid], s.groups[m.ID] = m.ID, pid
 	}
 	return pid, err
-}
-
-// lookPath finds argv[0] as a shell would from dir: a name with a slash is a path
-// (relative to dir), any other is searched in PATH.
-func lookPath(name, dir string) (string, error) {
-	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
-		name = filepath.Join(dir, name)
-	}
-	return exec.LookPath(name)
-}
-
-// reap waits for children on every SIGCHLD and reports the commands among them.
-func (s *server) reap(chld <-chan os.Signal) {
-	for range chld {
-		for {
-			var ws syscall.WaitStatus
-			pid, err := linux.WaitAny(&ws, syscall.WNOHANG)
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
-			if err != nil || pid <= 0 {
-				break
-			}
-			s.mu.Lock()
-			id, ok := s.running[pid]
-			if ok {
-				delete(s.running, pid)
-				delete(s.groups, id)
-			}
-			s.mu.Unlock()
-			if !ok {
-				continue // an orphan reparented to us: reaped
-			}
-			code := ws.ExitStatus()
-			if ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			}
-			_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: id, Code: code})
-		}
-	}
 }

@@ -46,7 +46,7 @@ type Host struct {
 	// (127.0.0.1:port) the run's egress proxy listens on; Env's proxy variables name
 	// it with the run's token. Empty otherwise.
 	EgressAddr string
-	// ControlSocket, in a session, is the unix (SOCK_SEQPACKET) socket process 1 dials to
+	// ControlSocket, in a session, is the unix socket (ctl.Network) process 1 dials to
 	// take commands; backends make it reachable at [ControlPath].
 	ControlSocket string
 	// SpillDir, in a session, holds the whole output of commands whose output was cut;

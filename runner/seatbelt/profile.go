@@ -20,6 +20,17 @@ type Params struct {
 	// Secrets, when set, is the directory of the run's credential files (in RunDir; see
 	// [SecretsDirName]): the sandbox may read it, not write it.
 	Secrets string
+	// Control and Init, in a session, are the host's control socket (in RunDir) and
+	// cordon's binary, run as the session's process 1 under the profile: the sandbox
+	// may connect to the one and execute the other (session.go).
+	Control, Init string
+	// Spill, in a session, is the directory of the whole output of commands whose
+	// output was cut: readable, at its host path (nothing is mounted).
+	Spill string
+	// Gate, when the plan has gates, is the host's gate socket (in RunDir): the sandbox
+	// may connect to it and run `cordon gate` from a directory standing in for
+	// sandbox.GateBinDir, which holds a link to Init (session.go).
+	Gate string
 }
 
 // PrivateDir is a directory the runner creates for the sandbox in place of a tmpfs.
@@ -60,6 +71,8 @@ func Generate(plan *contract.Plan, p Params) (*Profile, error) {
 	g.services()
 	g.fileSystem()
 	g.network()
+	g.session()
+	g.gates()
 	text, err := g.w.text()
 	if err != nil {
 		return nil, fmt.Errorf("seatbelt profile: %w", err)

@@ -29,11 +29,11 @@ func refusals(plan *contract.Plan, host sandbox.Host) error {
 	if host.Stage != nil {
 		errs = append(errs, fmt.Errorf("staged runs (--stage) need an overlay file system macOS does not have: %w", sandbox.ErrNoStage))
 	}
-	if host.ControlSocket != "" {
-		errs = append(errs, errors.New("sessions are not built on seatbelt (process 1 is cordon-init, whose control channel and reaper are Linux's); use cordon run"))
+	if (host.ControlSocket != "" || host.GateSocket != "") && host.Init == "" {
+		errs = append(errs, errors.New("a session's process 1 and `cordon gate` are cordon's binary, and the runner gave none"))
 	}
-	if host.GateSocket != "" || len(plan.Gates) > 0 {
-		errs = append(errs, errors.New("gates are not built on seatbelt (`cordon gate` finds its socket at a path macOS cannot provide); remove gates: from the contract"))
+	if len(plan.Gates) > 0 && host.GateSocket == "" {
+		errs = append(errs, errors.New("the plan has gates but the runner gave no gate socket"))
 	}
 	if host.EgressSocket != "" || host.EgressAddr == "" {
 		errs = append(errs, errors.New("the egress proxy is not on a loopback port (the runner did not treat seatbelt as a loopback backend)"))
@@ -105,6 +105,19 @@ func (m mover) move(p string) string {
 		}
 	}
 	return p
+}
+
+// linkGate puts the link named cordon to host.Init in the directory standing in for
+// sandbox.GateBinDir, when dirs has one (the plan has gates).
+func linkGate(dirs []PrivateDir, host sandbox.Host) error {
+	for _, d := range dirs {
+		if d.For == sandbox.GateBinDir {
+			if err := os.Symlink(host.Init, filepath.Join(d.Host, "cordon")); err != nil {
+				return fmt.Errorf("gate binary: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // writeSecrets creates dir (0700, which must not exist) and writes each file in it,

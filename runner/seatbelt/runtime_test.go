@@ -30,8 +30,8 @@ func TestRefusals(t *testing.T) {
 		{"memory", contract.Plan{Limits: contract.LimitsPlan{Memory: 1 << 30}}, ok, "limits.memory cannot be enforced"},
 		{"pids", contract.Plan{Limits: contract.LimitsPlan{Pids: 100}}, ok, "RLIMIT_NPROC counts every process of the user"},
 		{"cpu", contract.Plan{Limits: contract.LimitsPlan{CPU: 1}}, ok, "limits.cpu cannot be enforced"},
-		{"session", contract.Plan{}, sandbox.Host{EgressAddr: ok.EgressAddr, ControlSocket: "/x"}, "sessions are not built"},
-		{"gates", contract.Plan{Gates: []contract.Gate{{}}}, ok, "gates are not built"},
+		{"session without init", contract.Plan{}, sandbox.Host{EgressAddr: ok.EgressAddr, ControlSocket: "/x"}, "are cordon's binary"},
+		{"gates without a socket", contract.Plan{Gates: []contract.Gate{{}}}, ok, "no gate socket"},
 		{"stage", contract.Plan{}, sandbox.Host{EgressAddr: ok.EgressAddr, Stage: &sandbox.Stage{}}, "staged runs"},
 		{"unix socket", contract.Plan{}, sandbox.Host{EgressSocket: "/x"}, "not on a loopback port"},
 	} {
@@ -39,6 +39,10 @@ func TestRefusals(t *testing.T) {
 		if !errors.Is(err, errdefs.ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want ErrUnsupported saying %q", c.name, err, c.want)
 		}
+	}
+	session := sandbox.Host{EgressAddr: ok.EgressAddr, ControlSocket: "/x/control.sock", GateSocket: "/x/gate.sock", Init: "/bin/cordon"}
+	if err := refusals(&contract.Plan{Gates: []contract.Gate{{}}}, session); err != nil {
+		t.Errorf("a session with gates: %v", err)
 	}
 	both := contract.Plan{Limits: contract.LimitsPlan{Memory: 1, Pids: 1}}
 	if err := refusals(&both, ok); !strings.Contains(err.Error(), "memory") || !strings.Contains(err.Error(), "pids") {
@@ -120,5 +124,20 @@ func TestSecretsReadOnly(t *testing.T) {
 		if err != nil || d.allow != c.wantAllow {
 			t.Errorf("secrets %q, %s: allowed=%v (line %d), %v; want %v", c.secrets, c.op, d.allow, d.line, err, c.wantAllow)
 		}
+	}
+}
+
+// TestLinkGate: the directory standing in for GateBinDir gets a link named cordon to
+// cordon's binary; without one nothing is made.
+func TestLinkGate(t *testing.T) {
+	bin := t.TempDir()
+	if err := linkGate([]PrivateDir{{For: "/tmp", Host: t.TempDir()}}, sandbox.Host{Init: "/x/cordon"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := linkGate([]PrivateDir{{For: sandbox.GateBinDir, Host: bin}}, sandbox.Host{Init: "/x/cordon"}); err != nil {
+		t.Fatal(err)
+	}
+	if to, err := os.Readlink(filepath.Join(bin, "cordon")); err != nil || to != "/x/cordon" {
+		t.Errorf("link: %q, %v; want /x/cordon", to, err)
 	}
 }

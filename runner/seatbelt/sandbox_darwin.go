@@ -20,8 +20,8 @@ import (
 const sandboxExec = "/usr/bin/sandbox-exec"
 
 // Check implements sandbox.Backend: seatbelt runs wherever sandbox-exec is. What a
-// given plan asks that macOS cannot enforce (limits, sessions, gates, staging) is
-// refused by Start, each with its reason.
+// given plan asks that macOS cannot enforce (limits, staging) is refused by Start, each
+// with its reason.
 func (b *Backend) Check(ctx context.Context) error {
 	if _, err := os.Stat(sandboxExec); err != nil {
 		return errdefs.Unavailablef("seatbelt: %w", err)
@@ -53,6 +53,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	}
 	s := &instance{plan: plan, host: host}
 	params := Params{ProxyPort: port, RunDir: host.RunDir}
+	sessionParams(&params, host)
 	if len(host.SecretFiles) > 0 {
 		params.Secrets = filepath.Join(host.RunDir, SecretsDirName)
 		s.made = append(s.made, params.Secrets)
@@ -70,8 +71,11 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 			return nil, errors.Join(errdefs.Unavailablef("seatbelt: private directory for %s: %w", d.For, err), s.Close(ctx))
 		}
 	}
+	if err := linkGate(prof.Dirs, host); err != nil {
+		return nil, errors.Join(errdefs.Unavailablef("seatbelt: %w", err), s.Close(ctx))
+	}
 	s.profile = prof
-	s.env = sandboxEnv(host.Env, prof.Dirs, params.Secrets)
+	s.env = gateEnv(sandboxEnv(host.Env, prof.Dirs, params.Secrets), host)
 	return s, nil
 }
 
@@ -98,16 +102,21 @@ func (s *instance) MonitorUnavailable() error { return errNoMonitor }
 
 // Exec implements sandbox.Sandbox.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
-	if p.Serve != "" {
-		return -1, errdefs.Unsupportedf("seatbelt: sessions are not built on seatbelt")
-	}
 	dir := p.Dir
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
 	dir = newMover(s.profile.Dirs, "").move(dir)
+	if p.Serve != "" {
+		return s.serve(ctx, p, dir)
+	}
 	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})
 }
+
+// SpillShown implements the runner's interface for a sandbox that shows a session's
+// spill directory elsewhere than at sandbox.SpillPath: nothing is mounted, so it is
+// where it is on the host, which the profile lets the sandbox read.
+func (s *instance) SpillShown() string { return s.host.SpillDir }
 
 // Close implements sandbox.Sandbox: it removes the credential files and the private
 // directories (the runner removes the run directory after).

@@ -20,7 +20,7 @@ var (
 // constructors below and rendered by [filter.render]: no path reaches the profile text
 // any other way.
 type filter struct {
-	kind string // literal, subpath, regex, remote-ip
+	kind string // literal, subpath, regex, remote-ip, unix-socket
 	arg  string
 }
 
@@ -42,6 +42,11 @@ func (f filter) render() (string, error) {
 		return `(regex #"` + f.arg + `")`, nil
 	case "remote-ip":
 		return "(remote ip " + quote(f.arg) + ")", nil
+	case "unix-socket":
+		if err := checkPath(f.arg); err != nil {
+			return "", err
+		}
+		return "(remote unix-socket (path-literal " + quote(f.arg) + "))", nil
 	}
 	return "", fmt.Errorf("unknown filter kind %q", f.kind)
 }

@@ -1,0 +1,61 @@
+package pid1
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cordonhq/cordon/internal/ctl"
+)
+
+// Main is the body of `cordon internal init` on macOS, where it is only a session's
+// process 1 (a seatbelt run execs its command under sandbox-exec directly). The host
+// starts it under sandbox-exec with the session's profile, which every command it
+// forks inherits: the profile is the sandbox, so there is no Landlock, seccomp or mount
+// check to make. It reads its Spec on fd 4, checks its uid, dials the control socket,
+// reports on fd 3 and serves until the host hangs up.
+func Main() int {
+	status, specFile := os.NewFile(StatusFD, "cordon-status"), os.NewFile(SpecFD, "cordon-spec")
+	if status == nil || specFile == nil {
+		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
+		return ExitSelfCheck
+	}
+	var spec Spec
+	data, err := io.ReadAll(specFile)
+	specFile.Close()
+	if err == nil {
+		err = json.Unmarshal(data, &spec)
+	}
+	switch {
+	case err != nil:
+	case spec.Serve == nil:
+		err = errors.New("on macOS process 1 only serves a session")
+	case os.Getuid() != spec.HostUID:
+		err = fmt.Errorf("running as uid %d, not the host's %d", os.Getuid(), spec.HostUID)
+	}
+	var c *ctl.Conn
+	if err == nil {
+		if c, err = ctl.Dial(spec.Serve.Socket); err == nil {
+			err = c.Send(ctl.Msg{Op: ctl.OpHello, Token: spec.Serve.Token})
+		}
+		if err != nil {
+			err = fmt.Errorf("control channel: %w", err)
+		}
+	}
+	report := Status{OK: err == nil}
+	if err != nil {
+		report.Error = err.Error()
+	}
+	line, _ := json.Marshal(report)
+	_, werr := status.Write(append(line, '\n'))
+	status.Close()
+	if err != nil || werr != nil {
+		return ExitSelfCheck
+	}
+	return serve(c, nil)
+}
+
+// JoinMain is Linux's (cgroups).
+func JoinMain([]string) int { return ExitNotExecutable }
