@@ -14,7 +14,10 @@ import (
 // the frame's first byte. Recv never reads past the frame it is reading (the header,
 // then exactly the length it gives), so no read can take the next frame's first bytes
 // without its descriptors, however the kernel merges stream data: each frame's
-// descriptors arrive while that frame is read.
+// descriptors arrive while that frame is read. A frame that fails (a hang-up inside
+// it, more descriptors than a message carries, however they trickle in) closes every
+// descriptor received with it, so a hostile peer cannot make the reader hold more than
+// MaxFiles of them.
 const frameHeader = 5
 
 // streamState is what a stream connection has read of the frame it is reading.
@@ -57,14 +60,19 @@ func (c *Conn) recvFrame() (Msg, []*os.File, error) {
 		files, ferr := parseRights(c.oob[:oobn])
 		r.files = append(r.files, files...)
 		switch {
-		case flags&syscall.MSG_CTRUNC != 0:
-			return Msg{}, nil, ErrTruncated
+		case flags&syscall.MSG_CTRUNC != 0, len(r.files) > MaxFiles:
+			err = ErrTruncated
 		case ferr != nil:
-			return Msg{}, nil, fmt.Errorf("bad control message: %w", ferr)
-		case err != nil:
+			err = fmt.Errorf("bad control message: %w", ferr)
+		case err == nil && n == 0 && oobn == 0:
+			err = net.ErrClosed // the peer shut down
+		}
+		if err != nil {
+			// The frame is lost: what came with it is closed, not kept for a next Recv
+			// (the stream is out of step; the caller drops the connection).
+			CloseFiles(r.files)
+			*r = streamState{}
 			return Msg{}, nil, err
-		case n == 0 && oobn == 0:
-			return Msg{}, nil, net.ErrClosed // the peer shut down
 		}
 		r.n += n
 	}
