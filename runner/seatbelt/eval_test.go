@@ -208,6 +208,7 @@ type query struct {
 	op          string // file-read-data, file-write-create, network-outbound, signal, ...
 	path        string // the path as the kernel checks it (links resolved)
 	remote      string // host:port of network-outbound
+	socket      string // the unix socket path of network-outbound
 	sameSandbox bool   // the target of signal or process-info is in this sandbox
 }
 
@@ -318,8 +319,15 @@ func match(f sexp, q query) (bool, error) {
 }
 
 // matchRemote: (remote ip "HOST:PORT"), HOST localhost (any loopback address) or *, PORT a
-// number or *.
+// number or *; (remote unix-socket (path-literal "PATH")), a connection to exactly PATH.
 func matchRemote(f sexp, q query) (bool, error) {
+	if len(f.list) == 3 && f.list[1].atom == "unix-socket" {
+		p := f.list[2]
+		if !p.isList || len(p.list) != 2 || p.list[0].atom != "path-literal" || !p.list[1].str {
+			return false, fmt.Errorf("unmodelled %s", render(f))
+		}
+		return q.socket != "" && q.socket == p.list[1].atom, nil
+	}
 	if len(f.list) != 3 || f.list[1].atom != "ip" || !f.list[2].str {
 		return false, fmt.Errorf("unmodelled %s", render(f))
 	}
@@ -354,6 +362,7 @@ func TestEvaluator(t *testing.T) {
 (allow file-read-data (require-all (prefix "/a/secret/pub") (require-not (literal "/a/secret/pubx"))))
 (allow network-outbound (remote ip "localhost:8080"))
 (allow signal (target same-sandbox))
+(allow network-outbound (remote unix-socket (path-literal "/r/c.sock")))
 (allow sysctl-read (sysctl-name "hw.ncpu"))
 `)
 	if err != nil {
@@ -379,6 +388,10 @@ func TestEvaluator(t *testing.T) {
 		{query{op: "network-outbound", remote: "1.2.3.4:8080"}, false, 2},
 		{query{op: "signal", sameSandbox: true}, true, 7},
 		{query{op: "signal"}, false, 2},
+		{query{op: "network-outbound", socket: "/r/c.sock"}, true, 8},
+		{query{op: "network-outbound", socket: "/r/c.soc"}, false, 2},
+		{query{op: "network-outbound", socket: "/r/c.sock/x"}, false, 2},
+		{query{op: "file-write-data", path: "/r/c.sock"}, false, 2},
 	} {
 		d, err := p.decide(c.q)
 		if err != nil {

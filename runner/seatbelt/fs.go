@@ -141,6 +141,7 @@ func (g *gen) insideWritable(p string) bool {
 // mandatory denies the credential stores and host interfaces of contract/system.go and
 // macOS's own, except what a widening in the plan deliberately exposes. They are hidden
 // already unless a grant contains them; this makes it explicit and immune to a grant.
+// The run directory is denied the same way.
 func (g *gen) mandatory() {
 	var widened []string
 	for _, wp := range g.plan.Widenings {
@@ -180,6 +181,11 @@ outer:
 		}
 		g.w.deny(opsAll, p)
 	}
+	g.w.comment("The run directory is the runner's (its control and gate sockets, the gate link, the")
+	g.w.comment("spill, the secrets), even inside a grant of the contract: what the sandbox may use")
+	g.w.comment("of it is granted after (its stat stays, for getcwd and realpath).")
+	g.w.deny(opsAll, g.runDir)
+	g.w.rule("allow", []string{"file-read-metadata"}, literal(g.runDir))
 	g.w.blank()
 }
 
