@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -104,13 +106,22 @@ func TestMonitorRequiredRefusesWithoutPrivileges(t *testing.T) {
 	run := func(mode string) result {
 		w.contract("version: 1\nmonitor: {mode: " + mode + ", exec: [sh, \"true\"]}\n")
 		os.Chown(filepath.Join(w.ws, "cordon.yaml"), 65534, 65534)
-		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "echo ran > ran.txt")
+		// A run that hangs is stopped with SIGQUIT, which makes cordon print every
+		// goroutine's stack: a failure that says where it hung, not a test timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, testutil.Cordon(t), "run", "--", "sh", "-c", "echo ran > ran.txt")
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+		cmd.WaitDelay = 10 * time.Second
 		cmd.Dir = w.ws
 		cmd.Env = append(w.env, "XDG_RUNTIME_DIR="+xdg)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()
+		if ctx.Err() != nil {
+			t.Fatalf("cordon as nobody (monitor %s) hung; its stacks:\n%s", mode, errb.String())
+		}
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
