@@ -37,21 +37,9 @@ func Main() int {
 	}
 	var c *ctl.Conn
 	if err == nil {
-		if c, err = ctl.Dial(spec.Serve.Socket); err == nil {
-			err = c.Send(ctl.Msg{Op: ctl.OpHello, Token: spec.Serve.Token})
-		}
-		if err != nil {
-			err = fmt.Errorf("control channel: %w", err)
-		}
+		c, err = dialControl(spec.Serve)
 	}
-	report := Status{OK: err == nil}
-	if err != nil {
-		report.Error = err.Error()
-	}
-	line, _ := json.Marshal(report)
-	_, werr := status.Write(append(line, '\n'))
-	status.Close()
-	if err != nil || werr != nil {
+	if !report(status, err) {
 		return ExitSelfCheck
 	}
 	return serve(c, nil)

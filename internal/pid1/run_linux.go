@@ -56,21 +56,9 @@ func Main() int {
 	if err == nil && spec.Serve != nil {
 		// Dial before reporting: the host accepts this one connection, then stops
 		// listening, before any command exists that could dial instead.
-		if ctlConn, err = ctl.Dial(spec.Serve.Socket); err == nil {
-			err = ctlConn.Send(ctl.Msg{Op: ctl.OpHello, Token: spec.Serve.Token})
-		}
-		if err != nil {
-			err = fmt.Errorf("control channel: %w", err)
-		}
+		ctlConn, err = dialControl(spec.Serve)
 	}
-	report := Status{OK: err == nil}
-	if err != nil {
-		report.Error = err.Error()
-	}
-	line, _ := json.Marshal(report)
-	_, werr := status.Write(append(line, '\n'))
-	status.Close()
-	if err != nil || werr != nil {
+	if !report(status, err) {
 		return ExitSelfCheck
 	}
 	if ctlConn != nil {

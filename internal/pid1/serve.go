@@ -3,6 +3,7 @@
 package pid1
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -143,4 +144,31 @@ func (s *server) reap(chld <-chan os.Signal) {
 			_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: id, Code: code})
 		}
 	}
+}
+
+// dialControl dials the host's control socket and proves itself with the token.
+func dialControl(sv *Serve) (*ctl.Conn, error) {
+	c, err := ctl.Dial(sv.Socket)
+	if err == nil {
+		if err = c.Send(ctl.Msg{Op: ctl.OpHello, Token: sv.Token}); err != nil {
+			c.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("control channel: %w", err)
+	}
+	return c, nil
+}
+
+// report writes pid1's one status line, saying err if there is one, and closes
+// status. It reports whether process 1 may go on: no error, and the line written.
+func report(status *os.File, err error) bool {
+	st := Status{OK: err == nil}
+	if err != nil {
+		st.Error = err.Error()
+	}
+	line, _ := json.Marshal(st)
+	_, werr := status.Write(append(line, '\n'))
+	status.Close()
+	return err == nil && werr == nil
 }
