@@ -1,10 +1,8 @@
 package pid1
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/cordonhq/cordon/internal/ctl"
@@ -22,12 +20,7 @@ func Main() int {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
 		return ExitSelfCheck
 	}
-	var spec Spec
-	data, err := io.ReadAll(specFile)
-	specFile.Close()
-	if err == nil {
-		err = json.Unmarshal(data, &spec)
-	}
+	spec, err := readSpec(specFile)
 	switch {
 	case err != nil:
 	case spec.Serve == nil:

@@ -2,10 +2,8 @@ package pid1
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -36,12 +34,7 @@ func Main() int {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
 		return ExitSelfCheck
 	}
-	var spec Spec
-	data, err := io.ReadAll(specFile)
-	specFile.Close()
-	if err == nil {
-		err = json.Unmarshal(data, &spec)
-	}
+	spec, err := readSpec(specFile)
 	if err == nil && len(spec.Argv) == 0 && spec.Serve == nil {
 		err = errors.New("empty command")
 	}

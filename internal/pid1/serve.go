@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -171,4 +172,27 @@ func report(status *os.File, err error) bool {
 	_, werr := status.Write(append(line, '\n'))
 	status.Close()
 	return err == nil && werr == nil
+}
+
+// readSpec reads the host's Spec from f to its end and closes f.
+func readSpec(f *os.File) (Spec, error) {
+	var spec Spec
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err == nil {
+		err = json.Unmarshal(data, &spec)
+	}
+	return spec, err
+}
+
+// commandAttr is how a session command is started: in its working directory, with
+// process 1's environment (the host's payload), the request's three descriptors as its
+// stdio, in a process group of its own.
+func commandAttr(m ctl.Msg, files []*os.File) *syscall.ProcAttr {
+	return &syscall.ProcAttr{
+		Dir:   m.Dir,
+		Env:   os.Environ(),
+		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
 }

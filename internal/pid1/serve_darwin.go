@@ -61,12 +61,7 @@ func (s *server) stopAll() {
 // fork starts the command in its own process group. macOS has no cgroups: a request
 // with more than three descriptors (Linux's cgroup directory) is run without them.
 func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
-	attr := &syscall.ProcAttr{
-		Dir:   m.Dir,
-		Env:   os.Environ(),
-		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	}
+	attr := commandAttr(m, files)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sweep()

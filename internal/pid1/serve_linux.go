@@ -27,12 +27,7 @@ func (s *server) exited(int) {}
 // fork starts the command, confined, in its own process group and, with a fourth
 // descriptor, in its own cgroup (see [confiner.start]).
 func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
-	attr := &syscall.ProcAttr{
-		Dir:   m.Dir,
-		Env:   os.Environ(),
-		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	}
+	attr := commandAttr(m, files)
 	var procs *os.File
 	switch {
 	case len(files) == 5: // the host opened the cgroup's cgroup.procs too
