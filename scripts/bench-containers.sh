@@ -16,7 +16,9 @@ img=$("$root/scripts/container-env.sh")
 ref=$img
 case "${ref%%/*}" in *.*|*:*|localhost) ;; *) [[ $ref == */* ]] || ref=library/$ref; ref=docker.io/$ref ;; esac
 ws=$(mktemp -d /tmp/cordon-bench-containers.XXXXXX)
-trap 'rm -rf "$ws"' EXIT
+audit=$(mktemp -d /tmp/cordon-bench-containers-audit.XXXXXX)
+export CORDON_AUDIT_DIR=$audit # a ledger of the benchmark's own, removed with it
+trap 'rm -rf "$ws" "$audit"' EXIT
 cd "$ws"
 git init -q .
 printf 'version: 1\nimage: %s\n' "$img" > cordon.yaml

@@ -15,6 +15,7 @@ mkdir -p "$out"
 tmp=$(mktemp -d /tmp/cordon-bench-egress.XXXXXX)
 cleanup() { for p in ${srv:-} ${tsrv:-}; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
+export CORDON_AUDIT_DIR="$tmp/audit" # a ledger of the benchmark's own, removed with it
 (cd "$root" && go build -o "$tmp/benchserver" ./scripts/benchserver && go build -o "$tmp/benchtable" ./scripts/benchtable)
 "$tmp/benchserver" -listen 127.0.0.2:0 > "$tmp/addr" &
 srv=$!

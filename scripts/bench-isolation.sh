@@ -22,11 +22,13 @@ if [[ ! -x $before/cordon ]]; then
 fi
 after="$root/bin"
 ws=$(mktemp -d /tmp/cordon-bench-iso.XXXXXX)
+audit=$(mktemp -d /tmp/cordon-bench-iso-audit.XXXXXX)
+export CORDON_AUDIT_DIR=$audit # a ledger of the benchmark's own, removed with it
 sids=()
 cleanup() {
   "$before/cordon" session stop "${sids[0]:-x}" >/dev/null 2>&1 || true
   "$after/cordon" session stop "${sids[1]:-x}" >/dev/null 2>&1 || true
-  rm -rf "$ws"
+  rm -rf "$ws" "$audit"
 }
 trap cleanup EXIT
 cd "$ws"

@@ -11,11 +11,13 @@ out="$root/bench/out"
 mkdir -p "$out"
 runs=${BENCH_RUNS:-100}
 ws=$(mktemp -d /tmp/cordon-bench-session.XXXXXX)
+audit=$(mktemp -d /tmp/cordon-bench-session-audit.XXXXXX)
+export CORDON_AUDIT_DIR=$audit # a ledger of the benchmark's own, removed with it
 sids=() ctr=""
 cleanup() {
   for s in "${sids[@]}"; do "$cordon" session stop "$s" >/dev/null 2>&1 || true; done
   [[ -n $ctr ]] && docker rm -f "$ctr" >/dev/null 2>&1 || true
-  rm -rf "$ws"
+  rm -rf "$ws" "$audit"
 }
 trap cleanup EXIT
 # Each backend's session gets a workspace of its own, side by side: a workspace inside
