@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,4 +133,63 @@ func TestRunInsideAWatchedWorkspaceRefused(t *testing.T) {
 	if r := runIn(sub, "run", "--", "echo", "ran"); r.code != 0 || r.stdout != "ran\n" {
 		t.Errorf("a run in the subdirectory once the session ended: %v", r)
 	}
+}
+
+// TestWatchingRunRefusedAroundALiveNestedRun: the other order. A session runs in a
+// subdirectory; a run of the directory holding it would watch a tree containing the
+// session's placeholders and take any it made later for planted ones. The outer run is
+// refused once it has said it watches (so two runs starting at the same instant cannot
+// both pass), naming the session; the session's workspace is left as it was and the
+// session still runs commands.
+func TestWatchingRunRefusedAroundALiveNestedRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	sub := filepath.Join(w.ws, "sub")
+	mustMkdir(t, sub)
+	inSub := func(args ...string) result {
+		t.Helper()
+		cmd := exec.Command(testutil.Cordon(t), args...)
+		cmd.Dir, cmd.Env = sub, w.env
+		return runResult(t, cmd, "cordon")
+	}
+	r := inSub("session", "start")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("session start in sub: %v", r)
+	}
+	t.Cleanup(func() { inSub("session", "stop", id) })
+	before := dirNames(t, sub)
+	if r := w.cordon("", "run", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "holds "+sub) || !strings.Contains(r.stderr, id) {
+		t.Errorf("a run of the directory holding a live session's workspace: want 125 naming the session, got %v", r)
+	}
+	if after := dirNames(t, sub); !slices.Equal(before, after) {
+		t.Errorf("the refused run changed the session's workspace: %v, then %v", before, after)
+	}
+	if r := inSub("exec", id, "--", "echo", "still"); r.code != 0 || r.stdout != "still\n" {
+		t.Errorf("the session after the refused run: %v", r)
+	}
+	if r := inSub("session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	if r := w.cordon("", "run", "--", "echo", "ran"); r.code != 0 || r.stdout != "ran\n" {
+		t.Errorf("the outer run once the session ended: %v", r)
+	}
+}
+
+// dirNames lists dir's entries, a directory's name ending in "/".
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		names = append(names, n)
+	}
+	return names
 }

@@ -33,22 +33,26 @@ func watched(name string, movedDir bool) bool {
 	return movedDir || repoNames[name] || name == contract.ContractName
 }
 
-// watchRepositories starts the live watch, when cordon may.
-func (r *run) watchRepositories() {
+// watchRepositories starts the live watch, when cordon may. It refuses the run when a
+// live run's workspace is inside this one's (nestedRun).
+func (r *run) watchRepositories() error {
 	if os.Geteuid() != 0 {
-		return
+		return nil
 	}
 	// A directory moved into place may be a whole repository prepared elsewhere.
 	w, err := linux.WatchCreates(r.plan.Workspace, watched)
 	if err != nil {
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
-		return
+		return nil
 	}
 	lw := &liveWatch{w: w}
 	r.live = lw
 	r.rd.owner.Watching = true
 	if err := r.rd.save(); err != nil {
 		r.o.Log.Debug("the owner record does not say the run watches its workspace", "err", err)
+	}
+	if err := nestedRun(filepath.Dir(r.rd.path), r.plan.Workspace, filepath.Base(r.rd.path)); err != nil {
+		return err
 	}
 	lw.wg.Add(1)
 	go func() {
@@ -65,6 +69,7 @@ func (r *run) watchRepositories() {
 			}
 		}
 	}()
+	return nil
 }
 
 // liveTarget is what to disarm for a created entry, workspace-relative, or "".

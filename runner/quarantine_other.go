@@ -5,7 +5,7 @@ package runner
 // liveWatch is Linux's (fanotify); elsewhere only the end-of-command quarantine runs.
 type liveWatch struct{}
 
-func (r *run) watchRepositories() {}
+func (r *run) watchRepositories() error { return nil }
 
 func (r *run) takeLive() []string { return nil }
 

@@ -339,8 +339,11 @@ func (r *run) prepare(ctx context.Context) error {
 			return err
 		}
 	} else {
-		r.watchRepositories()
+		err := r.watchRepositories()
 		r.undo.add("stopping the repository watch", func(context.Context) error { r.stopWatch(); return nil })
+		if err != nil {
+			return err
+		}
 	}
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err

@@ -92,6 +92,30 @@ func guardedBy(root, ws string) error {
 	return nil
 }
 
+// nestedRun is the other half of guardedBy, for the watching run: once its owner
+// record says it watches ws, it refuses when a live run under root (other than self)
+// has its workspace strictly inside ws. Each of two runs writes its owner record before
+// it looks at the other's, so whichever order they start in, at least one sees the other
+// and refuses: a run that checked guardedBy just before this one began watching would
+// otherwise make its placeholders under this run's live quarantine.
+func nestedRun(root, ws, self string) error {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("reading run root: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name() == self {
+			continue
+		}
+		o, err := readOwner(filepath.Join(root, e.Name()))
+		if err != nil || o.Workspace == ws || !inside(o.Workspace, ws) || !o.Alive() {
+			continue
+		}
+		return errdefs.Unavailablef("the workspace %s holds %s, the workspace of run %s, which is running: this run's live quarantine would take that run's placeholders (an empty .git, cordon.yaml) for a planted repository and contract; run when %s has ended, or in a workspace that does not hold it", ws, o.Workspace, e.Name(), e.Name())
+	}
+	return nil
+}
+
 // checkRunRoot refuses a run root the sandbox of plan could write, or that is not an
 // absolute path: gc trusts what a run root holds (owner records naming placeholders to
 // remove, cgroups to kill), so a sandbox that could rename or replace it would choose
