@@ -183,7 +183,7 @@ func (k *compiler) monitor() {
 func (k *compiler) credentials() {
 	seen := map[string]bool{}
 	for _, cr := range k.c.Credentials {
-		if !envName.MatchString(cr.Name) {
+		if !envName().MatchString(cr.Name) {
 			k.errorf(cr.Pos, "credentials.name: %q is not a valid variable name", cr.Name)
 		}
 		if seen[cr.Name] {

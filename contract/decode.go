@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -53,10 +54,10 @@ func Parse(file string, data []byte) (*Contract, error) {
 	return c, nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 func (d *decoder) syntaxError(err error) error {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		return &Error{File: d.file, Pos: Pos{Line: line, Col: 1}, Msg: "invalid YAML: " + m[2]}
 	}
@@ -226,7 +227,7 @@ func (d *decoder) duration(n *yaml.Node, what string) time.Duration {
 	return v
 }
 
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B?|B)?$`)
+var sizeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B?|B)?$`) })
 
 var sizeUnits = map[string]float64{
 	"": 1, "B": 1,
@@ -238,7 +239,7 @@ var sizeUnits = map[string]float64{
 
 // ParseSize parses a byte size such as "512MiB", "2GiB", "1.5G" or "1048576".
 func ParseSize(s string) (int64, error) {
-	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	m := sizeRE().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return 0, fmt.Errorf("invalid size %q (want e.g. 512MiB, 2GiB)", s)
 	}

@@ -2,9 +2,10 @@ package contract
 
 import (
 	"regexp"
+	"sync"
 )
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // reservedEnv are variables cordon sets itself inside the sandbox.
 var reservedEnv = map[string]bool{
@@ -70,7 +71,7 @@ func (k *compiler) env() {
 
 func (k *compiler) envNameOK(name string, p Pos, field string) bool {
 	switch {
-	case !envName.MatchString(name):
+	case !envName().MatchString(name):
 		k.errorf(p, "%s: %q is not a valid variable name", field, name)
 	case reservedEnv[name]:
 		k.errorf(p, "%s: %s is set by cordon and cannot be changed by a contract", field, name)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -98,9 +99,9 @@ func expandGateArg(s, run string) (string, error) {
 	return b.String(), nil
 }
 
-var unknownField = regexp.MustCompile(`can't evaluate field (\w+)`)
+var unknownField = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`can't evaluate field (\w+)`) })
 
-var gateName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+var gateName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
 
 func (d *decoder) gates(n *yaml.Node, c *Contract) {
 	c.Gates = []GateSpec{}
@@ -159,7 +160,7 @@ func (k *compiler) gate(gs GateSpec, creds map[string]Credential, seen map[strin
 	switch {
 	case gs.Name.Value == "":
 		k.errorf(gs.Pos, "gates: missing required key \"name\"")
-	case !gateName.MatchString(gs.Name.Value):
+	case !gateName().MatchString(gs.Name.Value):
 		k.errorf(gs.Name.Pos, "gates.name: %q is not a valid gate name (want [a-z][a-z0-9_-]{0,31})", gs.Name.Value)
 	default:
 		if p, dup := seen[gs.Name.Value]; dup {
@@ -229,12 +230,12 @@ var wrappers = map[string]bool{
 
 // gitWord finds git named as a program in an argument: alone, as a path, or as a
 // command in a shell line.
-var gitWord = regexp.MustCompile(`(^|[\s/;&|(` + "`" + `])git(-[a-z-]+)?(\s|$)`)
+var gitWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[\s/;&|(` + "`" + `])git(-[a-z-]+)?(\s|$)`) })
 
 // mentionsGit reports whether any of args names git as a program.
 func mentionsGit(args []Str) bool {
 	for _, a := range args {
-		if gitWord.MatchString(a.Value) {
+		if gitWord().MatchString(a.Value) {
 			return true
 		}
 	}
@@ -280,7 +281,7 @@ func deliverName(d Deliver) string {
 // the user wrote.
 func templateMsg(err error) string {
 	msg := err.Error()
-	if m := unknownField.FindStringSubmatch(msg); m != nil {
+	if m := unknownField().FindStringSubmatch(msg); m != nil {
 		return "unknown field ." + m[1] + " (the only field is {{.Run}}, the run id)"
 	}
 	if rest, ok := strings.CutPrefix(msg, "template: run:"); ok {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -107,7 +108,7 @@ func parsePush(argv []string) (*push, error) {
 	return p, nil
 }
 
-var remoteName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var remoteName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
 
 // resolveURL is where p goes: its remote when that is a URL, else the one pushurl (or
 // else the one url) of the remote of that name in the repository's configuration,
@@ -116,7 +117,7 @@ var remoteName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 func (p *push) resolveURL(ctx context.Context, home, cfg string, env []string) error {
 	u := p.remote
 	if !isURL(u) {
-		if !remoteName.MatchString(u) {
+		if !remoteName().MatchString(u) {
 			return fmt.Errorf("remote %q is neither a URL nor a remote name", u)
 		}
 		var err error

@@ -206,29 +206,25 @@ func devFromKernel(d uint64) uint64 {
 // ("shell", "interpreter" or "network relay"), or "" for any other program. Version
 // suffixes are ignored: python3.11 is python.
 func Risky(name string) string {
-	if k, ok := riskyNames[name]; ok {
+	if k := riskyKind(name); k != "" {
 		return k
 	}
-	if k, ok := riskyNames[strings.TrimRight(name, "0123456789.")]; ok {
-		return k
+	return riskyKind(strings.TrimRight(name, "0123456789."))
+}
+
+// riskyKind is the kind of program name, or "": a switch, so that nothing is built when
+// cordon starts.
+func riskyKind(name string) string {
+	switch name {
+	case "sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "pdksh", "ash", "yash",
+		"fish", "csh", "tcsh", "busybox", "elvish", "xonsh", "nu":
+		return "shell"
+	case "python", "pypy", "perl", "ruby", "irb", "node", "nodejs", "deno", "bun",
+		"php", "lua", "luajit", "tclsh", "wish", "expect", "Rscript", "guile", "pwsh",
+		"jshell", "julia", "gdb":
+		return "interpreter"
+	case "nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "socat", "telnet":
+		return "network relay"
 	}
 	return ""
 }
-
-var riskyNames = func() map[string]string {
-	m := map[string]string{}
-	for kind, names := range map[string][]string{
-		"shell": {"sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "pdksh", "ash", "yash",
-			"fish", "csh", "tcsh", "busybox", "elvish", "xonsh", "nu"},
-		"interpreter": {"python", "pypy", "perl", "ruby", "irb", "node", "nodejs", "deno", "bun",
-			"php", "lua", "luajit", "tclsh", "wish", "expect", "Rscript", "guile", "pwsh",
-			"jshell", "julia", "gdb"},
-		"network relay": {"nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "socat",
-			"telnet"},
-	} {
-		for _, n := range names {
-			m[n] = kind
-		}
-	}
-	return m
-}()

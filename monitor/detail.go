@@ -8,8 +8,9 @@ import (
 )
 
 // highSignal says, for each syscall that is a deviation whenever the workload makes it,
-// what it is used for.
-var highSignal = map[Syscall]string{
+// what it is used for. An array, so that it is data in the binary rather than a map
+// built when cordon starts.
+var highSignal = [sysMax]string{
 	SysPtrace:         "tracing or injecting into another process",
 	SysMount:          "changing the mount tree",
 	SysUmount:         "changing the mount tree",

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -252,8 +253,9 @@ func pinManifestOf(path string, coll *ebpf.Collection) error {
 
 // required are the programs without which the monitor does not start; the others
 // attach where the kernel has their tracepoint (open(2) and creat(2) exist on some
-// architectures only; kexec and module syscalls need their kernel options).
-var required = map[string]bool{"tp_openat": true, "tp_connect": true, "on_exec": true}
+// architectures only; kexec and module syscalls need their kernel options). A slice,
+// so that it is data in the binary rather than a map built when cordon starts.
+var required = []string{"tp_openat", "tp_connect", "on_exec"}
 
 // exitEvents are the syscall exits tp_exit attaches to: where a call whose arguments
 // could not be read at entry is read again.
@@ -287,7 +289,7 @@ func attach(coll *ebpf.Collection, spec *ebpf.CollectionSpec) (map[string]link.L
 		}
 		for _, ev := range events {
 			lk, err := link.Tracepoint(group, ev, prog, nil)
-			if errors.Is(err, os.ErrNotExist) && !required[name] {
+			if errors.Is(err, os.ErrNotExist) && !slices.Contains(required, name) {
 				continue
 			}
 			if err != nil {

@@ -267,7 +267,7 @@ func openPinned(root, dir string) (*pinned, error) {
 		return nil, err
 	}
 	p := &pinned{root: root, dir: dir}
-	for _, want := range sharedMaps {
+	for _, want := range sharedMaps() {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, want.name), nil)
 		if err == nil && (m.Type() != want.typ || m.KeySize() != want.key || m.ValueSize() != want.value) {
 			m.Close()
@@ -295,16 +295,22 @@ func openPinned(root, dir string) (*pinned, error) {
 	return p, nil
 }
 
-// sharedMaps are the maps a set shares with its runs, as bpf/monitor.c declares them.
-var sharedMaps = []struct {
+// sharedMaps are the maps a set shares with its runs, as bpf/monitor.c declares them
+// (a function: binary.Size is reflection, not worth running when cordon starts).
+func sharedMaps() []sharedMap {
+	return []sharedMap{
+		{pinRuns, ebpf.Hash, 8, uint32(binary.Size(monitorRun{}))},
+		{pinRings, ebpf.HashOfMaps, 8, 4},
+		{pinLevels, ebpf.Array, 4, 8},
+		{pinFilters, ebpf.HashOfMaps, 8, 4},
+	}
+}
+
+// sharedMap is one map of sharedMaps.
+type sharedMap struct {
 	name       string
 	typ        ebpf.MapType
 	key, value uint32
-}{
-	{pinRuns, ebpf.Hash, 8, uint32(binary.Size(monitorRun{}))},
-	{pinRings, ebpf.HashOfMaps, 8, 4},
-	{pinLevels, ebpf.Array, 4, 8},
-	{pinFilters, ebpf.HashOfMaps, 8, 4},
 }
 
 // manifestEntry is one program of a set as pinManifest records it.
@@ -344,7 +350,7 @@ func verifyLinks(dir string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for name := range required {
+	for _, name := range required {
 		if !slices.ContainsFunc(links, func(pin string) bool { return strings.HasPrefix(pin, linkPrefix+name+"-") || pin == linkPrefix+name }) {
 			return fmt.Errorf("program %s is not attached", name)
 		}

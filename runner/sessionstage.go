@@ -51,10 +51,10 @@ type stagedSession struct {
 }
 
 // checkpointName is what a checkpoint may be called: not a number, nor "-K".
-var checkpointName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9._-]{0,63}$`)
+var checkpointName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9._-]{0,63}$`) })
 
 func validCheckpointName(name string) error {
-	if name != "" && !checkpointName.MatchString(name) {
+	if name != "" && !checkpointName().MatchString(name) {
 		return errdefs.Invalidf("checkpoint name %q: letters, digits, '.', '_' and '-', starting with a letter or '_', at most 64", name)
 	}
 	return nil

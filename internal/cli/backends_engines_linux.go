@@ -25,15 +25,21 @@ func containerBackends() []backendInfo {
 	}
 }
 
-// delegated are the commands that always need the engines: they list, explain,
-// measure or collect every backend's objects.
-var delegated = map[string]bool{"gc": true, "backends": true, "explain": true, "doctor": true}
+// delegated reports whether cmd always needs the engines: it lists, explains, measures
+// or collects every backend's objects.
+func delegated(cmd string) bool {
+	switch cmd {
+	case "gc", "backends", "explain", "doctor":
+		return true
+	}
+	return false
+}
 
 // delegate replaces this process with cordon-engines for cmd when cmd needs the
 // engines; it returns only when cordon-engines cannot be run (false: carry on without
 // the container backends, which then say why).
 func delegate(cmd string) bool {
-	if !delegated[cmd] {
+	if !delegated(cmd) {
 		return false
 	}
 	_ = execEngines()

@@ -42,19 +42,23 @@ func completeRuns(c *cobra.Command, args []string, _ string) ([]cobra.Completion
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-// flagCompletions are the fixed values of flags, by flag name.
-var flagCompletions = map[string][]cobra.Completion{
-	"backend": {"auto", "bwrap", "docker", "containerd", "seatbelt"},
-	"gates":   {"ask", "deny"},
-	"format":  {"jsonl", "ocsf"},
+// flagCompletions are the fixed values of flags, by flag name (a slice, so that
+// nothing is built when cordon starts).
+var flagCompletions = []struct {
+	name   string
+	values []cobra.Completion
+}{
+	{"backend", []cobra.Completion{"auto", "bwrap", "docker", "containerd", "seatbelt"}},
+	{"gates", []cobra.Completion{"ask", "deny"}},
+	{"format", []cobra.Completion{"jsonl", "ocsf"}},
 }
 
 // registerFlagCompletions registers flagCompletions on every command of c's tree that
 // has such a flag; only `cordon __complete` needs them.
 func registerFlagCompletions(c *cobra.Command) {
-	for name, values := range flagCompletions {
-		if c.LocalFlags().Lookup(name) != nil {
-			_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	for _, fc := range flagCompletions {
+		if c.LocalFlags().Lookup(fc.name) != nil {
+			_ = c.RegisterFlagCompletionFunc(fc.name, cobra.FixedCompletions(fc.values, cobra.ShellCompDirectiveNoFileComp))
 		}
 	}
 	for _, s := range c.Commands() {

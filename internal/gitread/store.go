@@ -84,7 +84,7 @@ func (s *Store) spend(n int64) error {
 }
 
 // emptyBlob is the id of the empty blob, which git never needs to store.
-var emptyBlob = plumbing.ComputeHash(plumbing.BlobObject, nil)
+var emptyBlob = sync.OnceValue(func() plumbing.Hash { return plumbing.ComputeHash(plumbing.BlobObject, nil) })
 
 // ReadBlob returns the content of the blob oid, which must be size bytes long (at most
 // MaxObject), after checking that it hashes to oid.
@@ -92,7 +92,7 @@ func (s *Store) ReadBlob(oid plumbing.Hash, size int64) ([]byte, error) {
 	if size < 0 || size > MaxObject {
 		return nil, fmt.Errorf("%w: blob size %d", ErrMalformed, size)
 	}
-	if size == 0 && oid == emptyBlob {
+	if size == 0 && oid == emptyBlob() {
 		return []byte{}, nil
 	}
 	data, err := s.loose(oid, size)
