@@ -7,12 +7,10 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// Where the sandbox's one legitimate way out is. They must match sandbox.BridgeAddr and
-// the bwrap backend's EgressPath (monitor does not import runner: runner imports it).
-const (
-	BridgeAddr   = "127.0.0.1:3128"
-	BridgeSocket = "/run/cordon/egress.sock"
-)
+// ProxyAddr is the sandbox's one legitimate way out: the egress proxy's listener inside
+// it. It must match sandbox.ProxyAddr (monitor does not import runner: runner imports
+// it).
+const ProxyAddr = "127.0.0.1:3128"
 
 // Profile is what a run's processes are expected to do; whatever else they do is a
 // deviation. It is a pure value: build it with [FromPlan], adjust it if needed, and pass
@@ -87,7 +85,7 @@ func FromPlan(p *contract.Plan) Profile {
 		Paths:   append([]PathRule(nil), sandboxPaths...),
 		Links:   append([]contract.Link(nil), p.Links...),
 		Exec:    append([]string(nil), p.Monitor.Exec...),
-		Connect: []string{BridgeAddr, "unix:" + BridgeSocket},
+		Connect: []string{ProxyAddr},
 	}
 	for _, m := range p.Mounts {
 		prof.Paths = append(prof.Paths, PathRule{Path: m.Path, Access: m.Access, Why: m.Why})

@@ -248,8 +248,8 @@ type run struct {
 	sb     sandbox.Sandbox
 	sink   *cmdSink
 	monitorState
-	// A session's: the listener process 1 dials (until it has), the channel to it, and
-	// the directory of spill files.
+	// The listener process 1 dials (until it has) and its token; a session's channel
+	// to it and directory of spill files; a one-command run's hand-over.
 	session    bool
 	gates      *gates                   // nil without gates
 	wsMu       sync.Mutex               // wsMu guards ws.
@@ -259,7 +259,9 @@ type run struct {
 	cgMu       sync.Mutex               // cgMu guards cmdCgroups.
 	cmdCgroups []*sandbox.CommandCgroup // session commands' cgroups still holding processes
 	ctlLn      *net.UnixListener
+	ctlToken   string
 	ctl        *control
+	handoff    chan error // a one-command run's hello, taken or refused (handOver)
 	spillDir   string
 
 	qMu  sync.Mutex // qMu serialises quarantine renames (the live watch's and the sweep's)
@@ -320,12 +322,12 @@ func (r *run) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept, lb); err != nil {
+	if r.eg, err = startEgress(r.plan, r.sink, r.o.Log, intercept, lb); err != nil {
 		return err
 	}
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
-	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket, "addr", r.eg.addr)
-	host.EgressSocket, host.EgressAddr = r.eg.socket, r.eg.addr
+	r.o.Log.Debug("egress proxy ready", "addr", r.eg.addr)
+	host.EgressAddr = r.eg.addr
 	if err := r.prepareSession(&host); err != nil {
 		return err
 	}
