@@ -79,7 +79,7 @@ var sandboxPaths = []PathRule{
 
 // FromPlan returns the profile of a compiled contract: the plan's mounts (readable,
 // writable and hidden sets) over the sandbox's own files, its links, monitor.exec, and
-// the egress bridge as the only connect destination.
+// the egress proxy's address as the only connect destination.
 func FromPlan(p *contract.Plan) Profile {
 	prof := Profile{
 		Paths:   append([]PathRule(nil), sandboxPaths...),

@@ -88,36 +88,47 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 				c.Close()
 				continue
 			}
+			// The outcome is sent before the connection closes: process 1 sees the
+			// hang-up (and exits) only once the reason is there to be read.
 			if err := take(files); err != nil {
-				c.Close()
 				ch <- accepted{err: err}
+				c.Close()
 				return
 			}
 			if err := c.Send(ctl.Msg{Op: ctl.OpReady}); err != nil {
-				c.Close()
 				ch <- accepted{err: errdefs.Unavailablef("answering the sandbox's process 1: %w", err)}
+				c.Close()
 				return
 			}
 			ch <- accepted{c: c, uc: uc}
 			return
 		}
 	}()
+	var a accepted
 	select {
-	case a := <-ch:
-		if errors.Is(a.err, errListener) || errors.Is(a.err, errdefs.ErrUnavailable) {
-			return nil, a.err
-		}
-		if a.err != nil {
-			return nil, errdefs.Unavailablef("waiting for the sandbox's process 1: %w", a.err)
-		}
-		cc := &control{c: a.c, uc: a.uc, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
-		go cc.read()
-		return cc, nil
+	case a = <-ch:
 	case <-sandboxDone:
-		return nil, fmt.Errorf("%w: the sandbox's process 1 ended before taking commands", errdefs.ErrSandbox)
+		select {
+		case a = <-ch: // decided before process 1 ended (a refusal ends it): the reason
+		default:
+			return nil, fmt.Errorf("%w: the sandbox's process 1 ended before taking commands", errdefs.ErrSandbox)
+		}
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case a = <-ch:
+		default:
+			return nil, ctx.Err()
+		}
 	}
+	switch {
+	case errors.Is(a.err, errListener) || errors.Is(a.err, errdefs.ErrUnavailable):
+		return nil, a.err
+	case a.err != nil:
+		return nil, errdefs.Unavailablef("waiting for the sandbox's process 1: %w", a.err)
+	}
+	cc := &control{c: a.c, uc: a.uc, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
+	go cc.read()
+	return cc, nil
 }
 
 // read dispatches exits to the waiting execs until the channel ends.

@@ -76,12 +76,13 @@ func (r *run) takeHello(files []*os.File) error {
 // listener) while the sandbox starts, answers it, and hangs up: a one-command run takes
 // no commands on the channel. Its result is read by handedOver once the command's
 // sandbox has ended. It ends when the hello is taken or refused, when ctx ends, or
-// when the control socket closes (handedOver closes it).
+// when handedOver stops it.
 func (r *run) handOver(ctx context.Context) {
 	if r.ctlLn == nil || r.session {
 		return
 	}
 	r.handoff = make(chan error, 1)
+	ctx, r.handoffStop = context.WithCancel(ctx)
 	go func() {
 		c, err := acceptControl(ctx, r.ctlLn, r.ctlToken, nil, r.takeHello)
 		if c != nil {
@@ -92,12 +93,14 @@ func (r *run) handOver(ctx context.Context) {
 }
 
 // handedOver is why process 1's hello was refused, once the sandbox of a one-command run
-// has ended (nil when it was taken, or never came: the sandbox's own error says why).
+// has ended (nil when it was taken, or never came: the sandbox's own error says why). A
+// refusal is decided before process 1 sees the hang-up, so before its sandbox can end
+// (see [acceptControl]).
 func (r *run) handedOver() error {
 	if r.handoff == nil {
 		return nil
 	}
-	r.ctlLn.Close() // nobody dials any more: an accept still waiting ends
+	r.handoffStop() // nobody dials any more: an accept still waiting ends
 	err := <-r.handoff
 	r.handoff = nil
 	if errors.Is(err, errListener) {

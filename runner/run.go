@@ -250,19 +250,20 @@ type run struct {
 	monitorState
 	// The listener process 1 dials (until it has) and its token; a session's channel
 	// to it and directory of spill files; a one-command run's hand-over.
-	session    bool
-	gates      *gates                   // nil without gates
-	wsMu       sync.Mutex               // wsMu guards ws.
-	ws         *fsdiff.Tracker          // a session's workspace tracker, forked per command
-	turnMu     sync.Mutex               // turnMu guards turn.
-	turn       map[string]bool          // paths changed since the session's last Sweep
-	cgMu       sync.Mutex               // cgMu guards cmdCgroups.
-	cmdCgroups []*sandbox.CommandCgroup // session commands' cgroups still holding processes
-	ctlLn      *net.UnixListener
-	ctlToken   string
-	ctl        *control
-	handoff    chan error // a one-command run's hello, taken or refused (handOver)
-	spillDir   string
+	session     bool
+	gates       *gates                   // nil without gates
+	wsMu        sync.Mutex               // wsMu guards ws.
+	ws          *fsdiff.Tracker          // a session's workspace tracker, forked per command
+	turnMu      sync.Mutex               // turnMu guards turn.
+	turn        map[string]bool          // paths changed since the session's last Sweep
+	cgMu        sync.Mutex               // cgMu guards cmdCgroups.
+	cmdCgroups  []*sandbox.CommandCgroup // session commands' cgroups still holding processes
+	ctlLn       *net.UnixListener
+	ctlToken    string
+	ctl         *control
+	handoff     chan error // a one-command run's hello, taken or refused (handOver)
+	handoffStop context.CancelFunc
+	spillDir    string
 
 	qMu  sync.Mutex // qMu serialises quarantine renames (the live watch's and the sweep's)
 	live *liveWatch // nil without a live watch for new git repositories
