@@ -362,7 +362,7 @@ func networkCheck() PostureCheck {
 		names = append(names, i.Name)
 	}
 	got := strings.Join(names, ",")
-	return check("network interfaces", "lo", got, got == "lo", "egress only through process 1's bridge on loopback")
+	return check("network interfaces", "lo", got, got == "lo", "egress only through the proxy's listener on loopback")
 }
 
 func kernelCheck() PostureCheck {
