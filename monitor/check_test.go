@@ -75,8 +75,8 @@ func TestResolve(t *testing.T) {
 
 func TestFromPlan(t *testing.T) {
 	p := testProfile()
-	if len(p.Connect) != 1 || p.Connect[0] != "127.0.0.1:3128" {
-		t.Errorf("Connect = %q; want the proxy only", p.Connect)
+	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/control.sock" {
+		t.Errorf("Connect = %q; want the proxy and the control socket only", p.Connect)
 	}
 	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != 1 {
 		t.Errorf("FromPlan = %+v", p)

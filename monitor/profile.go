@@ -7,10 +7,15 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// ProxyAddr is the sandbox's one legitimate way out: the egress proxy's listener inside
-// it. It must match sandbox.ProxyAddr (monitor does not import runner: runner imports
-// it).
-const ProxyAddr = "127.0.0.1:3128"
+// The sandbox's legitimate connects. ProxyAddr, its one way out, is the egress proxy's
+// listener inside it; ControlSocket is what process 1 dials once, before any command
+// runs, to hand that listener over (cordon accepts that one connection and closes the
+// socket, so a command's connect there finds nobody). They must match sandbox.ProxyAddr
+// and sandbox.ControlPath (monitor does not import runner: runner imports it).
+const (
+	ProxyAddr     = "127.0.0.1:3128"
+	ControlSocket = "/run/cordon/control.sock"
+)
 
 // Profile is what a run's processes are expected to do; whatever else they do is a
 // deviation. It is a pure value: build it with [FromPlan], adjust it if needed, and pass
@@ -85,7 +90,7 @@ func FromPlan(p *contract.Plan) Profile {
 		Paths:   append([]PathRule(nil), sandboxPaths...),
 		Links:   append([]contract.Link(nil), p.Links...),
 		Exec:    append([]string(nil), p.Monitor.Exec...),
-		Connect: []string{ProxyAddr},
+		Connect: []string{ProxyAddr, "unix:" + ControlSocket},
 	}
 	for _, m := range p.Mounts {
 		prof.Paths = append(prof.Paths, PathRule{Path: m.Path, Access: m.Access, Why: m.Why})
