@@ -41,7 +41,7 @@ func benchHandler() http.Handler {
 }
 
 // benchClients returns, by name, clients that reach the servers directly and through the
-// proxy behind the bridge (as in the sandbox): as an HTTP proxy (absolute-form for http,
+// proxy on a loopback listener (as in the sandbox): as an HTTP proxy (absolute-form for http,
 // CONNECT for https) and as a SOCKS5 proxy.
 func benchClients(b *testing.B) (plainURL, tlsURL string, clients map[string]*http.Client) {
 	plain := httptest.NewServer(benchHandler())
@@ -61,12 +61,12 @@ func benchClients(b *testing.B) (plainURL, tlsURL string, clients map[string]*ht
 	}
 	tunnel := mk(nil)
 	tunnel.Transport.(*http.Transport).DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return dialConnect(ctx, e.bridge, addr)
+		return dialConnect(ctx, e.addr, addr)
 	}
 	return plain.URL, tlsSrv.URL, map[string]*http.Client{
 		"direct":  mk(nil),
-		"proxy":   mk(&url.URL{Scheme: "http", Host: e.bridge}),
-		"socks5":  mk(&url.URL{Scheme: "socks5", Host: e.bridge}),
+		"proxy":   mk(&url.URL{Scheme: "http", Host: e.addr}),
+		"socks5":  mk(&url.URL{Scheme: "socks5", Host: e.addr}),
 		"connect": tunnel,
 	}
 }
@@ -90,7 +90,7 @@ func dialConnect(ctx context.Context, proxyAddr, addr string) (net.Conn, error) 
 }
 
 // BenchmarkProxyThroughput downloads 200 MB over loopback per iteration, directly and
-// through bridge and proxy (absolute-form, SOCKS5, and CONNECT with and without TLS);
+// through the proxy (absolute-form, SOCKS5, and CONNECT with and without TLS);
 // compare the MB/s columns.
 func BenchmarkProxyThroughput(b *testing.B) {
 	plainURL, tlsURL, clients := benchClients(b)
@@ -121,7 +121,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 }
 
 // BenchmarkProxyLatency sends small requests on a kept-alive connection, directly and
-// through bridge and proxy; compare ns/op.
+// through the proxy; compare ns/op.
 func BenchmarkProxyLatency(b *testing.B) {
 	plainURL, tlsURL, clients := benchClients(b)
 	for _, tc := range []struct{ name, client, url string }{

@@ -49,7 +49,7 @@ func TestCurl(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	proxy := "http://" + e.bridge
+	proxy := "http://" + e.addr
 	hps, sps, others := strconv.Itoa(int(hp)), strconv.Itoa(int(sp)), strconv.Itoa(int(other))
 	tests := []struct {
 		name     string
@@ -62,9 +62,9 @@ func TestCurl(t *testing.T) {
 	}{
 		{"http proxy http", []string{"-x", proxy, "http://127.0.0.1:" + hps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
 		{"http proxy https by name", []string{"-x", proxy, "--cacert", ca, "https://example.com:" + sps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
-		{"socks5-hostname http", []string{"--socks5-hostname", e.bridge, "http://example.com:" + hps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
-		{"socks5-hostname https", []string{"--socks5-hostname", e.bridge, "--cacert", ca, "https://example.com:" + sps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
-		{"socks5 ip", []string{"--socks5", e.bridge, "http://127.0.0.1:" + hps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
+		{"socks5-hostname http", []string{"--socks5-hostname", e.addr, "http://example.com:" + hps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
+		{"socks5-hostname https", []string{"--socks5-hostname", e.addr, "--cacert", ca, "https://example.com:" + sps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
+		{"socks5 ip", []string{"--socks5", e.addr, "http://127.0.0.1:" + hps + "/hello"}, 0, "hello\n", "", event.NetAllow, ""},
 		{
 			"http other port denied", []string{"-x", proxy, "http://127.0.0.1:" + others + "/"}, 0,
 			denyBody("127.0.0.1:"+others, "no rule allows address 127.0.0.1 on port "+others,
@@ -73,7 +73,7 @@ func TestCurl(t *testing.T) {
 		{"connect denied", []string{"-x", proxy, "https://evil.test/"}, 56, "", "403", event.NetDeny, `no rule allows host "evil.test"`},
 		{"userinfo stripped by curl", []string{"-x", proxy, "http://127.0.0.1@evil.test/"}, 0,
 			denyBody("evil.test:80", `no rule allows host "evil.test"`, "network.allow: [{host: evil.test, ports: [80]}]"), "", event.NetDeny, "evil.test"},
-		{"socks private resolution", []string{"--socks5-hostname", e.bridge, "http://internal.test:" + hps + "/"}, 97, "", "SOCKS5 connection to internal.test. (2)", // 2: not allowed by ruleset
+		{"socks private resolution", []string{"--socks5-hostname", e.addr, "http://internal.test:" + hps + "/"}, 97, "", "SOCKS5 connection to internal.test. (2)", // 2: not allowed by ruleset
 			event.NetDeny, "address 10.0.0.5 is private and no cidr rule names it"},
 		{"http private resolution", []string{"-x", proxy, "http://internal.test:" + hps + "/"}, 0,
 			denyBody("internal.test:"+hps, "address 10.0.0.5 is private and no cidr rule names it",
@@ -105,7 +105,7 @@ func TestCurlHostRuleLoopbackDenied(t *testing.T) {
 	hp := portOf(t, plain.URL)
 	e := startEnv(t, []policy.Rule{{Host: "loop.test", Ports: []uint16{hp}}}, fakeResolver{"loop.test": addrs("127.0.0.1")}, Config{})
 	hps := strconv.Itoa(int(hp))
-	out, errOut, code := curl(t, "-x", "http://"+e.bridge, "http://loop.test:"+hps+"/hello")
+	out, errOut, code := curl(t, "-x", "http://"+e.addr, "http://loop.test:"+hps+"/hello")
 	want := denyBody("loop.test:"+hps, "address 127.0.0.1 is loopback and no cidr rule names it",
 		"network.allow: [{cidr: 127.0.0.1/32, ports: ["+hps+"]}]")
 	if code != 0 || out != want {
@@ -123,7 +123,7 @@ func TestCurlLargeDownload(t *testing.T) {
 	e := startEnv(t, []policy.Rule{cidrRule(hp)}, fakeResolver{}, Config{})
 	file := filepath.Join(t.TempDir(), "out")
 	url := plain.URL + "/bytes?n=" + strconv.Itoa(size) + "&seed=11"
-	for _, args := range [][]string{{"-x", "http://" + e.bridge}, {"--socks5-hostname", e.bridge}} {
+	for _, args := range [][]string{{"-x", "http://" + e.addr}, {"--socks5-hostname", e.addr}} {
 		if _, errOut, code := curl(t, append(args, "-o", file, url)...); code != 0 {
 			t.Fatalf("curl %v: exit %d: %s", args, code, errOut)
 		}

@@ -1,12 +1,15 @@
 // Package egress is cordon's only way out of the sandbox: an allowlisting proxy that
 // serves HTTP (absolute-form requests, with keep-alive), CONNECT tunnels and SOCKS5 on one
-// listener. The small bridge that carries the sandbox's TCP connections to it is
-// package egress/bridge, which process 1 runs (and links nothing of this package).
+// listener.
 //
-// The sandbox has no network interface but loopback. Inside it, cordon's PID 1 runs
-// the bridge on 127.0.0.1 and pipes every connection to the [Proxy]'s unix socket, which is
-// bind-mounted from the run's private directory. So every byte that leaves goes through
-// [Proxy], which:
+// The sandbox has no network interface but loopback. Before any command exists, cordon's
+// process 1 inside makes a listening TCP socket on 127.0.0.1:3128 in the sandbox's
+// network namespace, sends that listening descriptor to cordon over the run's control
+// channel (SCM_RIGHTS, in its hello) and closes its own copy; the runner checks it (TCP,
+// listening, on that address, in a network namespace that is not cordon's own) and
+// [Proxy.Serve] accepts on it. A connection is then sandbox TCP → [Proxy] → upstream TCP,
+// with nothing relaying in between, and every byte that leaves goes through [Proxy],
+// which:
 //
 //   - decides each destination with [policy.Policy]: the name first, then, after the proxy
 //     resolved it itself, each address; it dials exactly an address it checked, by
@@ -32,13 +35,17 @@
 // and a plain-HTTP response body framed by Content-Length, which http.Transport still
 // frames (see bodySplice), so every request head on a kept-alive connection is still
 // parsed and checked. Chunked and unframed bodies, request bodies, intercepted TLS and
-// other systems copy through user memory. The upstream socket never leaves this
-// process: handing it to the bridge (SCM_RIGHTS) would put a host-namespace socket in
-// the sandbox's process 1, and a TCP socket can be disconnected and reconnected anywhere.
+// other systems copy through user memory. Descriptors move one way only, from the
+// sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
+// gives the host nothing new to reach. The upstream socket never leaves this process:
+// handing it into the sandbox would put a host-namespace socket in the sandbox's
+// process 1, and a TCP socket can be disconnected (connect with AF_UNSPEC) and
+// reconnected anywhere from the host's namespace.
 //
-// Where the sandbox shares the host's network stack (seatbelt on macOS) there is no bridge:
-// the proxy listens on a loopback TCP port that every local process can reach, and
-// [Config.Token] makes it serve only clients presenting the run's token (auth.go).
+// Where the sandbox shares the host's network stack (seatbelt on macOS) there is no
+// listener to hand over: the proxy listens on a loopback TCP port that every local
+// process can reach, and [Config.Token] makes it serve only clients presenting the run's
+// token (auth.go).
 //
 // SOCKS5 is a small server written here (RFC 1928: no authentication, or RFC 1929's
 // username and password for the token; CONNECT only, with

@@ -69,7 +69,7 @@ func TestDenialText(t *testing.T) {
 // phrase, says why.
 func TestDenialSeenByGo(t *testing.T) {
 	e, _, _ := deniedEnv(t)
-	u, _ := url.Parse("http://" + e.bridge)
+	u, _ := url.Parse("http://" + e.addr)
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
 	resp, err := c.Get("https://evil.com/")
 	if err == nil {
@@ -85,7 +85,7 @@ func TestDenialSeenByGo(t *testing.T) {
 // TestDenialSeenByCurl checks the CONNECT status line curl prints.
 func TestDenialSeenByCurl(t *testing.T) {
 	e, _, _ := deniedEnv(t)
-	_, errOut, code := curl(t, "-v", "-x", "http://"+e.bridge, "https://evil.test/")
+	_, errOut, code := curl(t, "-v", "-x", "http://"+e.addr, "https://evil.test/")
 	if want := "< HTTP/1.1 403 cordon: evil.test:443 not in network.allow"; code != 56 || !strings.Contains(errOut, want) {
 		t.Errorf("curl exit %d stderr %q; want 56 and %q", code, errOut, want)
 	}

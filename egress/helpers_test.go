@@ -1,8 +1,6 @@
 package egress
 
 import (
-	"github.com/cordonhq/cordon/egress/bridge"
-
 	"bufio"
 	"context"
 	"crypto/sha256"
@@ -19,7 +17,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -34,7 +31,7 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// TestMain fails the package when goroutines outlive the tests: every proxy, bridge,
+// TestMain fails the package when goroutines outlive the tests: every proxy,
 // server and client a test starts must be gone once it has been closed.
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -153,12 +150,12 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
-// env is a proxy on a unix socket with a bridge in front of it, as in the sandbox.
+// env is a proxy accepting on a loopback TCP listener, as in the sandbox (where the
+// listener is made inside and handed over by process 1).
 type env struct {
 	proxy  *Proxy
 	events *recorder
-	bridge string // host:port of the bridge
-	socket string
+	addr   string // host:port of the proxy's listener
 
 	mu     sync.Mutex
 	dialed []netip.AddrPort
@@ -171,8 +168,7 @@ func (e *env) dialedAddr(a netip.Addr) bool {
 	return slices.ContainsFunc(e.dialed, func(ap netip.AddrPort) bool { return ap.Addr() == a })
 }
 
-// startEnv starts a proxy for rules with resolver res and the given limits, and a bridge.
-// Both stop, and are checked to have stopped, when the test ends.
+// startEnv starts a proxy for rules with resolver res and the given limits. It stops, and are checked to have stopped, when the test ends.
 func startEnv(t testing.TB, rules []policy.Rule, res Resolver, cfg Config) *env {
 	t.Helper()
 	pol, err := policy.New(rules)
@@ -185,7 +181,7 @@ func startEnv(t testing.TB, rules []policy.Rule, res Resolver, cfg Config) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{proxy: p, events: rec, socket: filepath.Join(t.TempDir(), "egress.sock")}
+	e := &env{proxy: p, events: rec}
 	real := p.dial
 	p.dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
 		e.mu.Lock()
@@ -193,33 +189,27 @@ func startEnv(t testing.TB, rules []policy.Rule, res Resolver, cfg Config) *env 
 		e.mu.Unlock()
 		return real(ctx, ap)
 	}
-	pln, err := net.Listen("unix", e.socket)
+	// As in the sandbox: the proxy accepts TCP on loopback itself.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.bridge = bln.Addr().String()
+	e.addr = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
-	serveErr, bridgeErr := make(chan error, 1), make(chan error, 1)
-	go func() { serveErr <- p.Serve(ctx, pln) }()
-	go func() { bridgeErr <- bridge.Run(ctx, bln, e.socket) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- p.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := p.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		for name, ch := range map[string]chan error{"Serve": serveErr, "Bridge": bridgeErr} {
-			select {
-			case err := <-ch:
-				if err != nil {
-					t.Errorf("%s: %v", name, err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Errorf("%s did not return after Close", name)
+		select {
+		case err := <-serveErr:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
 			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Serve did not return after Close")
 		}
 	})
 	return e
@@ -294,12 +284,12 @@ func servers(t testing.TB) (plain, tlsSrv *httptest.Server) {
 	return plain, tlsSrv
 }
 
-// proxyClient returns an http.Client that uses the bridge as its HTTP proxy and trusts
+// proxyClient returns an http.Client that uses the proxy and trusts
 // the TLS test server's certificate for 127.0.0.1 and example.com.
 func proxyClient(t testing.TB, e *env, tlsSrv *httptest.Server) *http.Client {
 	t.Helper()
 	tr := &http.Transport{
-		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: e.bridge}),
+		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: e.addr}),
 		ForceAttemptHTTP2: false,
 	}
 	if tlsSrv != nil {
@@ -311,11 +301,11 @@ func proxyClient(t testing.TB, e *env, tlsSrv *httptest.Server) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
 }
 
-// rawExchange writes req on a new connection to the bridge and returns the response and
+// rawExchange writes req on a new connection to the proxy and returns the response and
 // a reader positioned after its head.
 func rawExchange(t testing.TB, e *env, req string) (*http.Response, net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", e.bridge)
+	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func withPolicy(t *testing.T, tlsSrv *httptest.Server, roots *x509.CertPool) (*e
 	return e, ca
 }
 
-// clientFor returns a client through the bridge that trusts the given roots.
+// clientFor returns a client through the proxy that trusts the given roots.
 func clientFor(t *testing.T, e *env, roots ...*x509.Certificate) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
@@ -54,7 +54,7 @@ func clientFor(t *testing.T, e *env, roots ...*x509.Certificate) *http.Client {
 		pool.AddCert(c)
 	}
 	tr := &http.Transport{
-		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: e.bridge}),
+		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: e.addr}),
 		TLSClientConfig: &tls.Config{RootCAs: pool},
 	}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -186,7 +186,7 @@ func TestInterceptUnverifiedDestinationDenied(t *testing.T) {
 func TestInterceptRefusesOtherServerName(t *testing.T) {
 	_, tlsSrv := servers(t)
 	e, ca := withPolicy(t, tlsSrv, nil)
-	conn, err := net.Dial("tcp", e.bridge)
+	conn, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestInterceptConfigValidated(t *testing.T) {
 func TestInterceptOverSOCKS5(t *testing.T) {
 	_, tlsSrv := servers(t)
 	e, ca := withPolicy(t, tlsSrv, nil)
-	conn, err := net.Dial("tcp", e.bridge)
+	conn, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestInterceptOverSOCKS5(t *testing.T) {
 func TestInterceptWrongHostHeaderRefused(t *testing.T) {
 	_, tlsSrv := servers(t)
 	e, ca := withPolicy(t, tlsSrv, nil)
-	conn, err := net.Dial("tcp", e.bridge)
+	conn, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestIPv6Literal(t *testing.T) {
 	typ, ev = e.events.nth(t, 2)
 	wantEvent(t, typ, ev, event.NetAllow, event.NetBody{Host: "::1", Proto: protoConnect})
 
-	s, err := net.Dial("tcp", e.bridge)
+	s, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

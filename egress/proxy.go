@@ -62,8 +62,8 @@ type Config struct {
 	// Intercept, when set, delivers credentials by proxy to its hosts (see [Intercept]).
 	Intercept *Intercept
 	// Token, when set, is the secret every client must present (see auth.go): for a
-	// proxy on a TCP port that other local processes can reach. Empty for a unix socket
-	// only the sandbox's bridge reaches.
+	// proxy on a TCP port that other local processes can reach. Empty for a listener
+	// in the sandbox's own network namespace, which only the sandbox reaches.
 	Token string
 }
 

@@ -350,7 +350,7 @@ func TestSOCKS5(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", e.bridge)
+			c, err := net.Dial("tcp", e.addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +382,7 @@ func TestSOCKS5(t *testing.T) {
 
 func TestSOCKS5NoAcceptableMethod(t *testing.T) {
 	e := startEnv(t, nil, fakeResolver{}, Config{})
-	c, err := net.Dial("tcp", e.bridge)
+	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestMaxConns(t *testing.T) {
 	typ, ev := e.events.nth(t, 1)
 	wantEvent(t, typ, ev, event.NetDeny, event.NetBody{Proto: protoHTTP, Host: "127.0.0.1", Port: hp, Reason: "too many connections (limit 2)"})
 
-	c, err := net.Dial("tcp", e.bridge)
+	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

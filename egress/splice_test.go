@@ -68,7 +68,7 @@ func TestSpliceKeepAlive(t *testing.T) {
 	hp := portOf(t, srv.URL)
 	denied := freePort(t)
 	e := startEnv(t, []policy.Rule{cidrRule(hp)}, fakeResolver{}, Config{})
-	c, err := net.Dial("tcp", e.bridge)
+	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,7 +249,7 @@ func TestEgressLargeTransfersAndConcurrency(t *testing.T) {
 		}
 	}
 	if p := processesWithCwd(w.ws); len(p) > 0 {
-		t.Errorf("processes of the run (pid1, the bridge) left: %v", p)
+		t.Errorf("processes of the run (pid1) left: %v", p)
 	}
 }
 

@@ -178,7 +178,7 @@ func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
 		}
 	}
 	a.Rule, a.Category = RuleConnect, CatConnect
-	a.Reason = "connect to " + addr + "; the only allowed destination is the egress bridge"
+	a.Reason = "connect to " + addr + "; the only allowed destination is the egress proxy on 127.0.0.1:3128"
 	return a, true, false
 }
 

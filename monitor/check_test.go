@@ -75,8 +75,8 @@ func TestResolve(t *testing.T) {
 
 func TestFromPlan(t *testing.T) {
 	p := testProfile()
-	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/egress.sock" {
-		t.Errorf("Connect = %q; want the bridge only", p.Connect)
+	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/control.sock" {
+		t.Errorf("Connect = %q; want the proxy and the control socket only", p.Connect)
 	}
 	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != 1 {
 		t.Errorf("FromPlan = %+v", p)
@@ -141,8 +141,8 @@ func TestCheck(t *testing.T) {
 		{"exec renamed shell", rec(SysExecve, [6]uint64{2, 1 << 20, 1}, 0, "/tmp/ls", "ls\x00", "/usr/bin/dash"), RuleExec, `shell "dash"`, false},
 		{"exec renamed interpreter by inode", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/tmp/x", "x\x00", "/tmp/x"), "", "", false},
 		{"exec memfd", rec(SysExecveat, [6]uint64{9, 0, 0}, 0, "/dev/fd/3", "x\x00", "/memfd:x (deleted)"), RuleExec, "no name", false},
-		{"connect bridge", rec(SysConnect, [6]uint64{}, 0, sockaddr4([4]byte{127, 0, 0, 1}, 3128)), "", "", false},
-		{"connect bridge socket", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/egress.sock")), "", "", false},
+		{"connect proxy", rec(SysConnect, [6]uint64{}, 0, sockaddr4([4]byte{127, 0, 0, 1}, 3128)), "", "", false},
+		{"connect the bridge's old socket", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/egress.sock")), RuleConnect, "unix:/run/cordon/egress.sock", false},
 		{"connect loopback", rec(SysConnect, [6]uint64{}, 0, sockaddr4([4]byte{127, 0, 0, 1}, 8080)), RuleConnect, "127.0.0.1:8080", false},
 		{"connect v6", rec(SysConnect, [6]uint64{}, 0, sockaddr6(loopback6, 3128)), RuleConnect, "[::1]:3128", false},
 		{"connect unix", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/var/run/docker.sock")), RuleConnect, "unix:/var/run/docker.sock", false},

@@ -129,7 +129,7 @@ const (
 	RuleExec    Rule = "exec"    // an executable absent from monitor.exec
 	RuleRead    Rule = "read"    // a read outside the readable set
 	RuleWrite   Rule = "write"   // a write outside the writable set
-	RuleConnect Rule = "connect" // a connect anywhere but the egress bridge
+	RuleConnect Rule = "connect" // a connect anywhere but the egress proxy
 	RuleSyscall Rule = "syscall" // a high-signal syscall (ptrace, mount, bpf, …)
 )
 
@@ -143,7 +143,7 @@ const (
 	CatWriteReadOnly = "write to a read-only path"
 	CatExecNameless  = "exec of a file with no name"
 	CatExecRisky     = "exec of a shell, interpreter or relay absent from monitor.exec"
-	CatConnect       = "connect to another address than the egress bridge"
+	CatConnect       = "connect to another address than the egress proxy"
 	CatSyscall       = "high-signal syscall"
 	CatUnwatched     = "a call the monitor could not read"
 	CatUnfollowable  = "a path through /proc the monitor cannot follow"

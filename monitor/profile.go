@@ -7,11 +7,14 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// Where the sandbox's one legitimate way out is. They must match sandbox.BridgeAddr and
-// the bwrap backend's EgressPath (monitor does not import runner: runner imports it).
+// The sandbox's legitimate connects. ProxyAddr, its one way out, is the egress proxy's
+// listener inside it; ControlSocket is what process 1 dials once, before any command
+// runs, to hand that listener over (cordon accepts that one connection and closes the
+// socket, so a command's connect there finds nobody). They must match sandbox.ProxyAddr
+// and sandbox.ControlPath (monitor does not import runner: runner imports it).
 const (
-	BridgeAddr   = "127.0.0.1:3128"
-	BridgeSocket = "/run/cordon/egress.sock"
+	ProxyAddr     = "127.0.0.1:3128"
+	ControlSocket = "/run/cordon/control.sock"
 )
 
 // Profile is what a run's processes are expected to do; whatever else they do is a
@@ -81,13 +84,13 @@ var sandboxPaths = []PathRule{
 
 // FromPlan returns the profile of a compiled contract: the plan's mounts (readable,
 // writable and hidden sets) over the sandbox's own files, its links, monitor.exec, and
-// the egress bridge as the only connect destination.
+// the egress proxy's address as the only connect destination.
 func FromPlan(p *contract.Plan) Profile {
 	prof := Profile{
 		Paths:   append([]PathRule(nil), sandboxPaths...),
 		Links:   append([]contract.Link(nil), p.Links...),
 		Exec:    append([]string(nil), p.Monitor.Exec...),
-		Connect: []string{BridgeAddr, "unix:" + BridgeSocket},
+		Connect: []string{ProxyAddr, "unix:" + ControlSocket},
 	}
 	for _, m := range p.Mounts {
 		prof.Paths = append(prof.Paths, PathRule{Path: m.Path, Access: m.Access, Why: m.Why})

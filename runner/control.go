@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -59,9 +60,13 @@ func listenControl(path string) (*net.UnixListener, error) {
 
 // acceptControl takes the first connection that presents token, then closes the
 // listener: process 1 dials before any command of the sandbox exists, so no other
-// process can take its place, and none can dial later. It gives up when sandboxDone
-// closes (process 1 ended before dialling) or ctx ends.
-func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sandboxDone <-chan struct{}) (*control, error) {
+// process can take its place, and none can dial later. take is given the descriptors
+// the hello carried (the egress listener) and keeps or closes them; when it fails the
+// connection is dropped unanswered and acceptControl fails with its error (process 1
+// then runs nothing); otherwise process 1 is answered ready. Descriptors on any later
+// message are closed unread ([control.read]). It gives up when sandboxDone closes
+// (process 1 ended before dialling; nil for never) or ctx ends.
+func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sandboxDone <-chan struct{}, take func([]*os.File) error) (*control, error) {
 	defer ln.Close()
 	type accepted struct {
 		c   *ctl.Conn
@@ -78,27 +83,52 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 			}
 			c := ctl.New(uc)
 			m, files, err := c.Recv()
-			ctl.CloseFiles(files)
-			if err == nil && m.Op == ctl.OpHello && m.Token == token {
-				ch <- accepted{c: c, uc: uc}
+			if err != nil || m.Op != ctl.OpHello || m.Token != token {
+				ctl.CloseFiles(files)
+				c.Close()
+				continue
+			}
+			// The outcome is sent before the connection closes: process 1 sees the
+			// hang-up (and exits) only once the reason is there to be read.
+			if err := take(files); err != nil {
+				ch <- accepted{err: err}
+				c.Close()
 				return
 			}
-			c.Close()
+			if err := c.Send(ctl.Msg{Op: ctl.OpReady}); err != nil {
+				ch <- accepted{err: errdefs.Unavailablef("answering the sandbox's process 1: %w", err)}
+				c.Close()
+				return
+			}
+			ch <- accepted{c: c, uc: uc}
+			return
 		}
 	}()
+	var a accepted
 	select {
-	case a := <-ch:
-		if a.err != nil {
-			return nil, errdefs.Unavailablef("waiting for the sandbox's process 1: %w", a.err)
-		}
-		cc := &control{c: a.c, uc: a.uc, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
-		go cc.read()
-		return cc, nil
+	case a = <-ch:
 	case <-sandboxDone:
-		return nil, fmt.Errorf("%w: the sandbox's process 1 ended before taking commands", errdefs.ErrSandbox)
+		select {
+		case a = <-ch: // decided before process 1 ended (a refusal ends it): the reason
+		default:
+			return nil, fmt.Errorf("%w: the sandbox's process 1 ended before taking commands", errdefs.ErrSandbox)
+		}
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case a = <-ch:
+		default:
+			return nil, ctx.Err()
+		}
 	}
+	switch {
+	case errors.Is(a.err, errListener) || errors.Is(a.err, errdefs.ErrUnavailable):
+		return nil, a.err
+	case a.err != nil:
+		return nil, errdefs.Unavailablef("waiting for the sandbox's process 1: %w", a.err)
+	}
+	cc := &control{c: a.c, uc: a.uc, waiting: map[uint64]chan ctl.Msg{}, gone: make(chan struct{})}
+	go cc.read()
+	return cc, nil
 }
 
 // read dispatches exits to the waiting execs until the channel ends.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
+	"sync"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/egress"
@@ -17,14 +18,18 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// egressService is the run's egress proxy, listening on a unix socket in the run
-// directory (or, for a [sandbox.LoopbackEgress] backend, on a loopback TCP port): the
-// sandbox's only way out.
+// egressService is the run's egress proxy, the sandbox's only way out. It serves the
+// listener the sandbox's process 1 handed over ([run.takeHello]: TCP on
+// [sandbox.ProxyAddr], in the sandbox's network namespace) or, for a
+// [sandbox.LoopbackEgress] backend, a loopback TCP port of the host's.
 type egressService struct {
-	proxy  *egress.Proxy
-	socket string // "" on a loopback port
-	addr   string // the loopback address, or ""
-	done   chan error
+	proxy *egress.Proxy
+	addr  string // the loopback address, or ""
+
+	mu      sync.Mutex // mu guards closed and serving.
+	closed  bool
+	serving bool
+	done    chan error
 }
 
 // loopback is a loopback TCP listener for the egress proxy and the token its clients
@@ -50,7 +55,7 @@ func listenLoopback() (*loopback, []string, error) {
 }
 
 // proxyPort opens the loopback port of a [sandbox.LoopbackEgress] backend's run, with
-// the token redacted from the log; nil and the bridge's variables for other backends.
+// the token redacted from the log; nil and [ProxyEnv] for other backends.
 func (r *run) proxyPort() (*loopback, []string, error) {
 	if _, ok := r.o.Backend.(sandbox.LoopbackEgress); !ok {
 		return nil, ProxyEnv(), nil
@@ -73,8 +78,10 @@ const tokenUser = "cordon"
 // startEgress starts the proxy for plan's allowlist. It runs for every run, allowlist
 // or not, so that every attempt to get out is recorded.
 // intercept, when not nil, delivers the run's proxy credentials.
-// lb, when not nil, is the loopback port to serve on (and is closed on failure).
-func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink event.Sink, log *slog.Logger, intercept *egress.Intercept, lb *loopback) (*egressService, error) {
+// lb, when not nil, is the loopback port to serve on (and is closed on failure);
+// otherwise the proxy serves the listener process 1 hands over, once it has
+// ([egressService.serve]).
+func startEgress(plan *contract.Plan, sink event.Sink, log *slog.Logger, intercept *egress.Intercept, lb *loopback) (*egressService, error) {
 	cfg := egress.Config{Events: sink, Logger: log, Intercept: intercept}
 	if lb != nil {
 		cfg.Token = lb.token
@@ -86,12 +93,32 @@ func startEgress(ctx context.Context, plan *contract.Plan, runDir string, sink e
 		}
 		return nil, err
 	}
-	if lb == nil {
-		return serveSocket(ctx, proxy, runDir)
+	s := &egressService{proxy: proxy, done: make(chan error, 1)}
+	if lb != nil {
+		s.addr = lb.ln.Addr().String()
+		s.serve(lb.ln)
 	}
-	s := &egressService{proxy: proxy, addr: lb.ln.Addr().String(), done: make(chan error, 1)}
-	go func() { s.done <- proxy.Serve(context.WithoutCancel(ctx), lb.ln) }()
 	return s, nil
+}
+
+// serve serves ln until the proxy is closed; ln is closed then, or at once when the
+// proxy already is. It is called once.
+func (s *egressService) serve(ln net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return
+	}
+	s.serving = true
+	go func() {
+		err := s.proxy.Serve(context.Background(), ln)
+		if errors.Is(err, egress.ErrClosed) {
+			ln.Close() // closed before it served
+			err = nil
+		}
+		s.done <- err
+	}()
 }
 
 // newProxy is the proxy for plan's allowlist with cfg's other settings.
@@ -108,34 +135,25 @@ func newProxy(plan *contract.Plan, cfg egress.Config) (*egress.Proxy, error) {
 	return proxy, nil
 }
 
-// serveSocket serves proxy on the unix socket egress.sock in runDir.
-func serveSocket(ctx context.Context, proxy *egress.Proxy, runDir string) (*egressService, error) {
-	sock := filepath.Join(runDir, "egress.sock")
-	if len(sock) > maxSocketPath {
-		proxy.Close()
-		return nil, errdefs.Unavailablef("the run directory %s is too long a path for a unix socket (%d bytes, at most %d); use a shorter run root (XDG_RUNTIME_DIR)", runDir, len(sock), maxSocketPath)
-	}
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		proxy.Close()
-		return nil, errdefs.Unavailablef("egress proxy socket: %w", err)
-	}
-	s := &egressService{proxy: proxy, socket: sock, done: make(chan error, 1)}
-	go func() { s.done <- proxy.Serve(context.WithoutCancel(ctx), ln) }()
-	return s, nil
-}
-
 // Close stops the proxy and every connection through it, and waits for them.
 func (s *egressService) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	serving := s.serving
+	s.mu.Unlock()
 	err := s.proxy.Close()
-	<-s.done
+	if serving {
+		if serr := <-s.done; err == nil {
+			err = serr
+		}
+	}
 	return err
 }
 
 // ProxyEnv is what the sandbox's environment gets so that ordinary tools (curl, wget,
-// git, go, pip, npm) use the bridge. Programs that ignore it have no route out at all.
+// git, go, pip, npm) use the proxy at [sandbox.ProxyAddr]. Programs that ignore it have no route out at all.
 func ProxyEnv() []string {
-	return append(proxyEnv(sandbox.BridgeAddr), "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
+	return append(proxyEnv(sandbox.ProxyAddr), "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
 }
 
 // proxyEnv is the proxy variables for a proxy at authority ([userinfo@]host:port),

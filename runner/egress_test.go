@@ -47,8 +47,8 @@ func (s *loopbackSandbox) Exec(ctx context.Context, p sandbox.Process) (int, err
 		env[k] = v
 	}
 	pu, err := url.Parse(env["HTTP_PROXY"])
-	if err != nil || s.host.EgressSocket != "" || pu.Host != s.host.EgressAddr || env["ALL_PROXY"] != "socks5h://"+pu.User.String()+"@"+pu.Host {
-		return 0, fmt.Errorf("proxy variables %q and %q for address %q (socket %q)", env["HTTP_PROXY"], env["ALL_PROXY"], s.host.EgressAddr, s.host.EgressSocket)
+	if err != nil || s.host.ControlSocket != "" || pu.Host != s.host.EgressAddr || env["ALL_PROXY"] != "socks5h://"+pu.User.String()+"@"+pu.Host {
+		return 0, fmt.Errorf("proxy variables %q and %q for address %q (control socket %q)", env["HTTP_PROXY"], env["ALL_PROXY"], s.host.EgressAddr, s.host.ControlSocket)
 	}
 	code := 0
 	for _, arg := range p.Argv {

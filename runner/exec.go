@@ -189,7 +189,11 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 	cout, cerr, finishCap := r.capStreams(res.CmdID, eo.Cap, eo.Stdout, eo.Stderr)
 	p.Stdout, p.Stderr = io.MultiWriter(cout, out), io.MultiWriter(cerr, errOut)
 	began := r.o.now()
+	r.handOver(ctx) // a one-command run: process 1's hello, with the egress listener
 	code, err := execFn(ctx, p)
+	if herr := r.handedOver(); herr != nil {
+		code, err = 0, herr // the sandbox ran nothing: its egress could not be confined
+	}
 	res.Duration = r.o.now().Sub(began)
 	finishCap(res)
 	r.o.Log.Debug("command finished", "code", code, "err", err)

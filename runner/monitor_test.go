@@ -8,6 +8,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/monitor"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
@@ -47,5 +48,12 @@ func TestMonitorUnavailable(t *testing.T) {
 		case c.ok && (err != nil || !strings.Contains(stderr.String(), "not running") || !strings.Contains(stderr.String(), errNoEBPF.Error())):
 			t.Errorf("%s: %v, stderr %q; want a run and a warning saying %q", c.mode, err, stderr.String(), errNoEBPF)
 		}
+	}
+}
+
+// The monitor's allowed connects are the sandbox's proxy address and control socket.
+func TestMonitorConnectsMatchTheSandbox(t *testing.T) {
+	if monitor.ProxyAddr != sandbox.ProxyAddr || monitor.ControlSocket != sandbox.ControlPath {
+		t.Errorf("monitor allows %s and %s; the sandbox has %s and %s", monitor.ProxyAddr, monitor.ControlSocket, sandbox.ProxyAddr, sandbox.ControlPath)
 	}
 }

@@ -248,19 +248,22 @@ type run struct {
 	sb     sandbox.Sandbox
 	sink   *cmdSink
 	monitorState
-	// A session's: the listener process 1 dials (until it has), the channel to it, and
-	// the directory of spill files.
-	session    bool
-	gates      *gates                   // nil without gates
-	wsMu       sync.Mutex               // wsMu guards ws.
-	ws         *fsdiff.Tracker          // a session's workspace tracker, forked per command
-	turnMu     sync.Mutex               // turnMu guards turn.
-	turn       map[string]bool          // paths changed since the session's last Sweep
-	cgMu       sync.Mutex               // cgMu guards cmdCgroups.
-	cmdCgroups []*sandbox.CommandCgroup // session commands' cgroups still holding processes
-	ctlLn      *net.UnixListener
-	ctl        *control
-	spillDir   string
+	// The listener process 1 dials (until it has) and its token; a session's channel
+	// to it and directory of spill files; a one-command run's hand-over.
+	session     bool
+	gates       *gates                   // nil without gates
+	wsMu        sync.Mutex               // wsMu guards ws.
+	ws          *fsdiff.Tracker          // a session's workspace tracker, forked per command
+	turnMu      sync.Mutex               // turnMu guards turn.
+	turn        map[string]bool          // paths changed since the session's last Sweep
+	cgMu        sync.Mutex               // cgMu guards cmdCgroups.
+	cmdCgroups  []*sandbox.CommandCgroup // session commands' cgroups still holding processes
+	ctlLn       *net.UnixListener
+	ctlToken    string
+	ctl         *control
+	handoff     chan error // a one-command run's hello, taken or refused (handOver)
+	handoffStop context.CancelFunc
+	spillDir    string
 
 	qMu  sync.Mutex // qMu serialises quarantine renames (the live watch's and the sweep's)
 	live *liveWatch // nil without a live watch for new git repositories
@@ -320,12 +323,12 @@ func (r *run) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.eg, err = startEgress(ctx, r.plan, host.RunDir, r.sink, r.o.Log, intercept, lb); err != nil {
+	if r.eg, err = startEgress(r.plan, r.sink, r.o.Log, intercept, lb); err != nil {
 		return err
 	}
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
-	r.o.Log.Debug("egress proxy listening", "socket", r.eg.socket, "addr", r.eg.addr)
-	host.EgressSocket, host.EgressAddr = r.eg.socket, r.eg.addr
+	r.o.Log.Debug("egress proxy ready", "addr", r.eg.addr)
+	host.EgressAddr = r.eg.addr
 	if err := r.prepareSession(&host); err != nil {
 		return err
 	}

@@ -110,15 +110,9 @@ type Session struct {
 
 // prepareSession gives a session's sandbox its control socket and spill directory.
 func (r *run) prepareSession(host *sandbox.Host) error {
-	if !r.session {
-		return nil
-	}
-	ln, err := listenControl(filepath.Join(host.RunDir, "control.sock"))
-	if err != nil {
+	if err := r.prepareControl(host); err != nil || !r.session {
 		return err
 	}
-	r.ctlLn, host.ControlSocket = ln, filepath.Join(host.RunDir, "control.sock")
-	r.undo.add("closing the control socket", func(context.Context) error { ln.Close(); return nil })
 	r.spillDir = filepath.Join(host.RunDir, "spill")
 	if err := os.Mkdir(r.spillDir, 0o755); err != nil {
 		return errdefs.Unavailablef("spill directory: %w", err)
@@ -143,12 +137,11 @@ func StartSession(ctx context.Context, plan *contract.Plan, o Options) (*Session
 // serve starts process 1 in serve mode and waits for its control channel.
 func (s *Session) serve(ctx context.Context) error {
 	r := s.r
-	token := newToken()
 	// The sandbox lives until Close, whatever ctx (a CLI's start request) does.
 	sctx := context.WithoutCancel(ctx)
 	go func() {
 		defer close(s.serveDone)
-		code, err := r.sb.Exec(sctx, sandbox.Process{Serve: token, Stdout: pipeWriter(r.o.Stderr), Stderr: pipeWriter(r.o.Stderr)})
+		code, err := r.sb.Exec(sctx, sandbox.Process{Serve: true, Stdout: pipeWriter(r.o.Stderr), Stderr: pipeWriter(r.o.Stderr)})
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%w: the session's process 1 exited with status %d", errdefs.ErrSandbox, code)
 		}
@@ -156,9 +149,9 @@ func (s *Session) serve(ctx context.Context) error {
 	}()
 	actx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	c, err := acceptControl(actx, r.ctlLn, token, s.serveDone)
+	c, err := acceptControl(actx, r.ctlLn, r.ctlToken, s.serveDone, r.takeHello)
 	if err != nil {
-		if errors.Is(err, errdefs.ErrSandbox) {
+		if errors.Is(err, errdefs.ErrSandbox) && !errors.Is(err, errListener) {
 			<-s.serveDone
 			if s.serveErr != nil {
 				err = s.serveErr // why: the self-check, bwrap, the engine

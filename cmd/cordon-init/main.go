@@ -1,6 +1,6 @@
 // Command cordon-init is cordon's process 1 inside a sandbox, built on its own so that
 // it starts fast: it links only what process 1 needs (the self-check, the egress
-// bridge, the reaper, the session control channel), not the container engine clients
+// listener it hands over, the reaper, the control channel), not the container engine clients
 // and the BPF loader that the cordon command carries. cordon mounts it read-only into
 // every sandbox when it sits next to the cordon binary; otherwise cordon mounts itself
 // and runs `internal init`.

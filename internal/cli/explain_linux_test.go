@@ -21,7 +21,7 @@ func TestExplainBackend(t *testing.T) {
 		{"auto", []string{"\nbwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (/run/cordon/cordon, read-only).\n"}},
 		{"bwrap", []string{"\nbwrap backend: "}},
 		{"docker", []string{"\ndocker backend: one container per run or session", "cordon.contract=sha256:0123", "Root file system: the image alpine:3.19 (read-only; pull: never)",
-			"Runs as the workspace owner's uid:gid,", "no network (--network none) but the egress bridge on 127.0.0.1:3128", "(/run/cordon/cordon, read-only).\n"}},
+			"Runs as the workspace owner's uid:gid,", "no network (--network none) but the egress proxy on 127.0.0.1:3128", "(/run/cordon/cordon, read-only).\n"}},
 		{"containerd", []string{"\ncontainerd backend: ", "no network (an empty network namespace)"}},
 		{"seatbelt", []string{"\nseatbelt backend: sandbox-exec -p PROFILE", "\n(version 1)\n(deny default)\n", "; Network: none."}},
 	} {

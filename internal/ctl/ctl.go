@@ -25,7 +25,8 @@ import (
 
 // Ops of [Msg].
 const (
-	OpHello  = "hello"  // pid1 → host, first: proves it is the process the host started
+	OpHello  = "hello"  // pid1 → host, first: proves it is the process the host started (Linux: with the egress listener attached)
+	OpReady  = "ready"  // host → pid1, the answer to hello: the host holds what came with it; pid1 may go on
 	OpExec   = "exec"   // host → pid1: run Argv in Dir with the three attached fds
 	OpSignal = "signal" // host → pid1: send Sig to exec ID's process group
 	OpExit   = "exit"   // pid1 → host: exec ID ended with Code (Error: it never started)

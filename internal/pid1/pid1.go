@@ -33,24 +33,24 @@ type Spec struct {
 	// HostUID is the host uid the sandbox must run as: process 1 refuses to run
 	// anything when its own uid maps to another one.
 	HostUID int `json:"host_uid"`
-	// Bridge, when set, makes pid1 relay Listen (TCP, loopback) to the egress proxy's
-	// unix Socket for as long as the command runs.
-	Bridge *Bridge `json:"bridge,omitempty"`
-	// Serve, when set, makes pid1 run no command of its own: it dials the host's control
-	// socket and runs the commands the host sends (a session), until the host hangs up.
-	Serve *Serve `json:"serve,omitempty"`
+	// Egress, when set, is the address (127.0.0.1:port) pid1 listens on for the
+	// sandbox's proxy clients, in the sandbox's network namespace. pid1 hands the
+	// listening socket to cordon in its hello on the control channel and keeps no copy:
+	// cordon's egress proxy accepts on it directly.
+	Egress string `json:"egress,omitempty"`
+	// Control, when set, is the host's control socket, which pid1 dials before it
+	// reports and before any command exists, and the token that proves it. pid1 waits
+	// for the host's ready there (the host has the egress listener and checked it).
+	Control *Control `json:"control,omitempty"`
+	// Serve makes pid1 run no command of its own: it runs the commands the host sends
+	// on Control (a session), until the host hangs up.
+	Serve bool `json:"serve,omitempty"`
 }
 
-// Serve is where pid1 dials for commands and the token that proves it to the host.
-type Serve struct {
+// Control is where pid1 dials the host and the token that proves it.
+type Control struct {
 	Socket string `json:"socket"`
 	Token  string `json:"token"`
-}
-
-// Bridge is where pid1 listens and where it relays to.
-type Bridge struct {
-	Listen string `json:"listen"`
-	Socket string `json:"socket"`
 }
 
 // Status is pid1's report after the self-check.

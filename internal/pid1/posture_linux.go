@@ -288,8 +288,9 @@ func userNamespaceCheck() PostureCheck {
 		"clone3's flags are out of the filter's sight: --disable-userns (bwrap) or the engine's clone3 ENOSYS refuses it")
 }
 
-// pid1Checks try to reach process 1, which holds the sandbox's control channel and
-// the egress bridge: it is not dumpable and ignores signals.
+// pid1Checks try to reach process 1, which holds the sandbox's control channel (and
+// held the egress listener until it handed it over): it is not dumpable and ignores
+// signals.
 func pid1Checks() []PostureCheck {
 	e := openErrno("/proc/1/fd", syscall.O_RDONLY|syscall.O_DIRECTORY)
 	out := []PostureCheck{check("process 1: open /proc/1/fd", "EACCES", errnoName(e), e == syscall.EACCES,
@@ -361,7 +362,7 @@ func networkCheck() PostureCheck {
 		names = append(names, i.Name)
 	}
 	got := strings.Join(names, ",")
-	return check("network interfaces", "lo", got, got == "lo", "egress only through process 1's bridge on loopback")
+	return check("network interfaces", "lo", got, got == "lo", "egress only through the proxy's listener on loopback")
 }
 
 func kernelCheck() PostureCheck {

@@ -23,14 +23,14 @@ func Main() int {
 	spec, err := readSpec(specFile)
 	switch {
 	case err != nil:
-	case spec.Serve == nil:
+	case !spec.Serve || spec.Control == nil:
 		err = errors.New("on macOS process 1 only serves a session")
 	case os.Getuid() != spec.HostUID:
 		err = fmt.Errorf("running as uid %d, not the host's %d", os.Getuid(), spec.HostUID)
 	}
 	var c *ctl.Conn
 	if err == nil {
-		c, err = dialControl(spec.Serve)
+		c, err = dialControl(spec.Control)
 	}
 	if !report(status, err) {
 		return ExitSelfCheck

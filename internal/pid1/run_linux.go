@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cordonhq/cordon/egress/bridge"
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -35,27 +34,33 @@ func Main() int {
 		return ExitSelfCheck
 	}
 	spec, err := readSpec(specFile)
-	if err == nil && len(spec.Argv) == 0 && spec.Serve == nil {
+	switch {
+	case err != nil:
+	case len(spec.Argv) == 0 && !spec.Serve:
 		err = errors.New("empty command")
+	case spec.Serve && spec.Control == nil:
+		err = errors.New("a session without a control channel")
+	case spec.Egress != "" && spec.Control == nil:
+		err = errors.New("an egress listener with no control channel to hand it over on")
 	}
 	var k *confiner
 	if err == nil {
 		k, err = checkAndConfine(&spec)
 	}
-	if err == nil && spec.Bridge != nil {
-		err = startBridge(spec.Bridge)
-	}
 	var ctlConn *ctl.Conn
-	if err == nil && spec.Serve != nil {
+	if err == nil && spec.Control != nil {
 		// Dial before reporting: the host accepts this one connection, then stops
 		// listening, before any command exists that could dial instead.
-		ctlConn, err = dialControl(spec.Serve)
+		ctlConn, err = handOver(&spec)
 	}
 	if !report(status, err) {
 		return ExitSelfCheck
 	}
-	if ctlConn != nil {
+	if spec.Serve {
 		return serve(ctlConn, k)
+	}
+	if ctlConn != nil {
+		ctlConn.Close()
 	}
 	return run(&spec, k)
 }
@@ -129,15 +134,40 @@ func run(spec *Spec, k *confiner) int {
 	}
 }
 
-// startBridge listens before the command starts, so its first connection cannot race
-// the bridge, and relays in the background until pid1 exits.
-func startBridge(b *Bridge) error {
-	ln, err := net.Listen("tcp", b.Listen)
-	if err != nil {
-		return fmt.Errorf("egress bridge: %w", err)
+// handOver dials the host's control channel and, when the spec asks for egress, hands
+// it the listening TCP socket of the sandbox's proxy clients: created here, inside the
+// sandbox's network namespace, before any command exists (so none can reach it while
+// process 1 holds it), and closed here before the host's ready, so that from then on
+// only cordon holds it. Connections made before the proxy accepts wait in its backlog.
+func handOver(spec *Spec) (*ctl.Conn, error) {
+	if spec.Egress == "" {
+		return dialControl(spec.Control)
 	}
-	go func() { _ = bridge.Run(context.Background(), ln, b.Socket) }()
-	return nil
+	ln, err := listenEgress(spec.Egress)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	return dialControl(spec.Control, ln)
+}
+
+// listenEgress listens on addr (TCP, in this network namespace) and returns the
+// listening socket as a file, its only descriptor.
+func listenEgress(addr string) (*os.File, error) {
+	// Plain TCP: Go listens with MPTCP by default where the kernel has it, and the
+	// host accepts IPPROTO_TCP only.
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", addr)
+	if err != nil {
+		return nil, fmt.Errorf("egress listener: %w", err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, fmt.Errorf("egress listener: %w", err)
+	}
+	return f, nil
 }
 
 // confinement is this binary (the trampoline every command starts through) and what

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -147,15 +148,30 @@ func (s *server) reap(chld <-chan os.Signal) {
 	}
 }
 
-// dialControl dials the host's control socket and proves itself with the token.
-func dialControl(sv *Serve) (*ctl.Conn, error) {
-	c, err := ctl.Dial(sv.Socket)
+// dialControl dials the host's control socket, proves itself with the token and hands
+// over files (the egress listener, on Linux), then waits for the host's ready: the host
+// has taken them and checked them, and nothing of the command may run before that. The
+// connection is a session's from then on; a one-command run closes it.
+func dialControl(cc *Control, files ...*os.File) (*ctl.Conn, error) {
+	c, err := ctl.Dial(cc.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("control channel: %w", err)
+	}
+	err = c.Send(ctl.Msg{Op: ctl.OpHello, Token: cc.Token}, files...)
+	var m ctl.Msg
 	if err == nil {
-		if err = c.Send(ctl.Msg{Op: ctl.OpHello, Token: sv.Token}); err != nil {
-			c.Close()
-		}
+		var got []*os.File
+		m, got, err = c.Recv()
+		ctl.CloseFiles(got)
+	}
+	if err == nil && m.Op != ctl.OpReady {
+		err = fmt.Errorf("%q where the host's ready was due", m.Op)
 	}
 	if err != nil {
+		c.Close()
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			err = errors.New("the host hung up without taking the sandbox (see cordon's error)")
+		}
 		return nil, fmt.Errorf("control channel: %w", err)
 	}
 	return c, nil

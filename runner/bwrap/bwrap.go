@@ -12,9 +12,8 @@ import (
 
 // Paths inside the sandbox.
 const (
-	InitPath    = "/run/cordon/cordon"      // cordon's binary, process 1
-	EgressPath  = "/run/cordon/egress.sock" // the run's egress proxy
-	SecretsPath = "/run/cordon/secrets"     // credential files (deliver: file)
+	InitPath    = "/run/cordon/cordon"  // cordon's binary, process 1
+	SecretsPath = "/run/cordon/secrets" // credential files (deliver: file)
 )
 
 // Backend runs sandboxes with Bubblewrap (on Linux; Start is unimplemented elsewhere).
@@ -74,11 +73,8 @@ func Args(plan *contract.Plan, host sandbox.Host) []string {
 	for i, sf := range host.SecretFiles {
 		a = append(a, "--perms", "0400", "--ro-bind-data", strconv.Itoa(SecretFD(i)), SecretsPath+"/"+sf.Name)
 	}
-	if host.EgressSocket != "" {
-		// Read-only is enough to connect to a socket, and keeps it from being replaced.
-		a = append(a, "--ro-bind", host.EgressSocket, EgressPath)
-	}
 	if host.ControlSocket != "" {
+		// Read-only is enough to connect to a socket, and keeps it from being replaced.
 		a = append(a, "--ro-bind", host.ControlSocket, sandbox.ControlPath)
 	}
 	if host.SpillDir != "" {

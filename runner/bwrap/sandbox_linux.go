@@ -159,7 +159,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		sp, args = &spec, staged
 	}
 	cmd, bwrapErr := s.command(args, extra, p)
-	if len(p.Argv) == 0 && p.Serve == "" {
+	if len(p.Argv) == 0 && !p.Serve {
 		return 0, errdefs.Invalidf("empty command")
 	}
 	s.mu.Lock()
@@ -172,7 +172,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}()
 	release := func() {}
 	if sp != nil {
-		release, err = s.startStaged(sp, cmd, p.Serve != "")
+		release, err = s.startStaged(sp, cmd, p.Serve)
 	} else {
 		err = cmd.Start()
 	}
@@ -323,12 +323,13 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 		dir = s.plan.Workdir
 	}
 	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), Write: s.plan.Writable(), HostUID: s.uid}
-	if s.host.EgressSocket != "" {
-		sp.Bridge = &pid1.Bridge{Listen: sandbox.BridgeAddr, Socket: EgressPath}
+	if s.host.ControlSocket != "" {
+		// Process 1 hands the egress listener over on it (and, in a session, takes
+		// commands there).
+		sp.Control = &pid1.Control{Socket: sandbox.ControlPath, Token: s.host.ControlToken}
+		sp.Egress = sandbox.ProxyAddr
 	}
-	if p.Serve != "" {
-		sp.Serve = &pid1.Serve{Socket: sandbox.ControlPath, Token: p.Serve}
-	}
+	sp.Serve = p.Serve
 	spec, _ := json.Marshal(sp)
 	_, err := specW.Write(spec)
 	specW.Close()

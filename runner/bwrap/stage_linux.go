@@ -61,7 +61,7 @@ func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (s
 	// The run's sockets are the sandbox uid's to connect to (the run directory they
 	// are in is root's, mode 0700: only the stage reaches them). Handed over first, so
 	// that they are staged as they are, not idmapped.
-	for _, p := range []string{host.EgressSocket, host.ControlSocket, host.GateSocket} {
+	for _, p := range []string{host.ControlSocket, host.GateSocket} {
 		if p == "" {
 			continue
 		}
@@ -71,7 +71,7 @@ func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (s
 	}
 	idmapped := map[int]bool{}
 	own := map[string]bool{}
-	for _, p := range []string{host.Init, host.MaskFile, host.MaskDir, host.EgressSocket, host.ControlSocket, host.SpillDir, host.GateSocket} {
+	for _, p := range []string{host.Init, host.MaskFile, host.MaskDir, host.ControlSocket, host.SpillDir, host.GateSocket} {
 		if p != "" {
 			own[p] = true
 		}

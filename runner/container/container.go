@@ -28,9 +28,8 @@ import (
 
 // Paths inside every container.
 const (
-	InitDir    = "/run/cordon"            // the init directory, read-only
-	InitPath   = InitDir + "/cordon"      // cordon's static binary, process 1
-	EgressPath = InitDir + "/egress.sock" // the run's egress proxy
+	InitDir  = "/run/cordon"       // the init directory, read-only
+	InitPath = InitDir + "/cordon" // cordon's static binary, process 1
 	// SecretsDir holds the credential files (deliver: file): a private tmpfs that
 	// pid1 fills from what the host sends it through a pipe.
 	SecretsDir = InitDir + "/secrets"
@@ -147,11 +146,8 @@ func Mounts(in Input) []specs.Mount {
 		}
 	}
 	out = append(out, bind(in.HostInitDir, InitDir, true), bind(in.Host.Init, InitPath, true))
-	if in.Host.EgressSocket != "" {
-		// Read-only is enough to connect to a socket, and keeps it from being replaced.
-		out = append(out, bind(in.Host.EgressSocket, EgressPath, true))
-	}
 	if in.Host.ControlSocket != "" {
+		// Read-only is enough to connect to a socket, and keeps it from being replaced.
 		out = append(out, bind(in.Host.ControlSocket, sandbox.ControlPath, true))
 	}
 	if in.Host.SpillDir != "" {
@@ -231,12 +227,13 @@ func Spec(in Input, p sandbox.Process, writable []string) pid1.Spec {
 	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: writable, Read: []string{"/"}, Write: in.Plan.Writable(), HostUID: in.UID,
 		// A command holding the status FIFO would keep process 1 from seeing cordon die.
 		Hide: []string{InitDir + "/" + pid1.DirStatus, InitDir + "/" + pid1.DirEnv, InitDir + "/" + pid1.DirSpec}}
-	if in.Host.EgressSocket != "" {
-		sp.Bridge = &pid1.Bridge{Listen: sandbox.BridgeAddr, Socket: EgressPath}
+	if in.Host.ControlSocket != "" {
+		// Process 1 hands the egress listener over on it (and, in a session, takes
+		// commands there).
+		sp.Control = &pid1.Control{Socket: sandbox.ControlPath, Token: in.Host.ControlToken}
+		sp.Egress = sandbox.ProxyAddr
 	}
-	if p.Serve != "" {
-		sp.Serve = &pid1.Serve{Socket: sandbox.ControlPath, Token: p.Serve}
-	}
+	sp.Serve = p.Serve
 	return sp
 }
 

@@ -43,7 +43,7 @@ func testInput(image bool) Input {
 		Plan: fixturePlan(),
 		Host: sandbox.Host{
 			RunID: "20260101T000000Z-abcdef", RunDir: run, Init: "/usr/local/bin/cordon",
-			MaskFile: run + "/mask-file", MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
+			MaskFile: run + "/mask-file", MaskDir: run + "/mask-dir", ControlSocket: run + "/control.sock", ControlToken: "T",
 			SecretFiles: []sandbox.SecretFile{{Name: "TOKEN", Value: secret.New("never in a golden file")}},
 		},
 		HostInitDir: run + "/init", UID: 1000, GID: 1000, Image: image,
@@ -100,7 +100,7 @@ func TestImageLeavesOutTheHostSystem(t *testing.T) {
 			t.Errorf("with an image, %s (from @system) must not be mounted; got %v", gone, got)
 		}
 	}
-	for _, kept := range []string{"/home/dev", "/home/dev/proj", "/home/dev/proj/.env", "/home/dev/proj/.git", "/opt/data", "/tmp", InitDir, InitPath, EgressPath} {
+	for _, kept := range []string{"/home/dev", "/home/dev/proj", "/home/dev/proj/.env", "/home/dev/proj/.git", "/opt/data", "/tmp", InitDir, InitPath, sandbox.ControlPath} {
 		if !slices.Contains(got, kept) {
 			t.Errorf("with an image, %s must still be mounted; got %v", kept, got)
 		}

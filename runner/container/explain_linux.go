@@ -24,6 +24,6 @@ func Explain(engine, network string, plan *contract.Plan) string {
 	if uid, gid, err := WorkspaceOwner(plan.Workspace); err == nil {
 		user = fmt.Sprintf("uid:gid %d:%d (the workspace owner's)", uid, gid)
 	}
-	fmt.Fprintf(&b, "  Runs as %s, with no capabilities, no-new-privileges and the engine's default seccomp profile; no network (%s) but the egress bridge on %s; cordon's binary is process 1 (%s, read-only).", user, network, sandbox.BridgeAddr, InitPath)
+	fmt.Fprintf(&b, "  Runs as %s, with no capabilities, no-new-privileges and the engine's default seccomp profile; no network (%s) but the egress proxy on %s (its listener made inside by process 1 and handed to cordon); cordon's binary is process 1 (%s, read-only).", user, network, sandbox.ProxyAddr, InitPath)
 	return b.String()
 }

@@ -29,7 +29,7 @@ func WorkspaceOwner(ws string) (uid, gid int, err error) {
 }
 
 // PrepareInit creates the run's init directory (RunDir/init, shown at [InitDir]):
-// pid1's FIFOs, the mount points of the binary, the egress socket and the secrets
+// pid1's FIFOs, the mount points of the binary, the control socket and the secrets
 // tmpfs, and hands what the sandbox user needs to it. It sets in.HostInitDir.
 func PrepareInit(in *Input) error {
 	dir := filepath.Join(in.Host.RunDir, "init")
@@ -38,7 +38,7 @@ func PrepareInit(in *Input) error {
 	}
 	// Mount points for the mounts inside the read-only directory: the runtime could
 	// not create them through it.
-	for _, name := range []string{filepath.Base(InitPath), filepath.Base(EgressPath), filepath.Base(sandbox.ControlPath), filepath.Base(sandbox.GatePath)} {
+	for _, name := range []string{filepath.Base(InitPath), filepath.Base(sandbox.ControlPath), filepath.Base(sandbox.GatePath)} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o400); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
@@ -51,7 +51,7 @@ func PrepareInit(in *Input) error {
 	if err := os.WriteFile(filepath.Join(dir, filepath.Base(sandbox.GateBinDir), "cordon"), nil, 0o400); err != nil {
 		return fmt.Errorf("preparing the init directory: %w", err)
 	}
-	for _, sock := range []string{in.Host.EgressSocket, in.Host.ControlSocket, in.Host.GateSocket} {
+	for _, sock := range []string{in.Host.ControlSocket, in.Host.GateSocket} {
 		if sock != "" && in.UID != os.Geteuid() {
 			// Connecting needs write permission on the socket; the run directory (0700)
 			// keeps everyone else on the host away from it.

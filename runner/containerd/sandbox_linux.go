@@ -197,7 +197,7 @@ const (
 
 // Exec implements sandbox.Sandbox: it runs one task.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
-	if len(p.Argv) == 0 && p.Serve == "" {
+	if len(p.Argv) == 0 && !p.Serve {
 		return 0, errdefs.Invalidf("empty command")
 	}
 	ctx = namespaces.WithNamespace(ctx, s.ns)

@@ -36,7 +36,7 @@ func testInput(image bool) container.Input {
 		},
 		Host: sandbox.Host{
 			RunID: "R", RunDir: run, Init: "/usr/local/bin/cordon", MaskFile: run + "/mask-file",
-			MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
+			MaskDir: run + "/mask-dir", ControlSocket: run + "/control.sock", ControlToken: "T",
 		},
 		HostInitDir: run + "/init", UID: 1000, GID: 1000, Image: image,
 	}
@@ -114,7 +114,7 @@ func TestSpecOptions(t *testing.T) {
 		if slices.Contains(dst, "/run") {
 			t.Errorf("the default spec's /run tmpfs must go: %v", dst)
 		}
-		for _, want := range []string{"/proc", "/dev", "/sys", "/home/dev/proj", container.InitDir, container.InitPath, container.EgressPath} {
+		for _, want := range []string{"/proc", "/dev", "/sys", "/home/dev/proj", container.InitDir, container.InitPath, sandbox.ControlPath} {
 			if !slices.Contains(dst, want) {
 				t.Errorf("%s missing from %v", want, dst)
 			}

@@ -33,7 +33,7 @@ func testInput() container.Input {
 		},
 		Host: sandbox.Host{
 			RunID: "R", RunDir: run, Init: "/usr/local/bin/cordon", MaskFile: run + "/mask-file",
-			MaskDir: run + "/mask-dir", EgressSocket: run + "/egress.sock",
+			MaskDir: run + "/mask-dir", ControlSocket: run + "/control.sock", ControlToken: "T",
 		},
 		HostInitDir: run + "/init", UID: 1000, GID: 1000, Image: true,
 	}

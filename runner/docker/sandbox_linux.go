@@ -333,7 +333,7 @@ type instance struct {
 
 // Exec implements sandbox.Sandbox.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
-	if len(p.Argv) == 0 && p.Serve == "" {
+	if len(p.Argv) == 0 && !p.Serve {
 		return 0, errdefs.Invalidf("empty command")
 	}
 	if s.current() == "" {

@@ -38,17 +38,19 @@ type Host struct {
 	// MaskFile and MaskDir are empty, mode-0000 entries in RunDir that backends mount
 	// over hidden paths.
 	MaskFile, MaskDir string
-	// EgressSocket is the unix socket of the run's egress proxy. Backends make it
-	// reachable inside and have process 1 bridge [BridgeAddr] to it. Empty for a
-	// [LoopbackEgress] backend.
-	EgressSocket string
 	// EgressAddr, for a [LoopbackEgress] backend, is the loopback TCP address
 	// (127.0.0.1:port) the run's egress proxy listens on; Env's proxy variables name
 	// it with the run's token. Empty otherwise.
 	EgressAddr string
-	// ControlSocket, in a session, is the unix socket (ctl.Network) process 1 dials to
-	// take commands; backends make it reachable at [ControlPath].
+	// ControlSocket is the unix socket (ctl.Network) process 1 dials, before it reports
+	// and before any command exists, presenting ControlToken; backends make it reachable
+	// at [ControlPath]. In a session process 1 takes its commands there. Where the
+	// sandbox has a network namespace of its own (every backend but a [LoopbackEgress]
+	// one), process 1 also listens on [ProxyAddr] inside it and hands the listening
+	// socket over in its hello: the run's egress proxy accepts on it directly. Empty for
+	// a one-command run of a [LoopbackEgress] backend.
 	ControlSocket string
+	ControlToken  string
 	// SpillDir, in a session, holds the whole output of commands whose output was cut;
 	// backends mount it read-only at [SpillPath].
 	SpillDir string
@@ -67,7 +69,7 @@ type Host struct {
 }
 
 // LoopbackEgress is a backend whose sandbox has no network namespace of its own, so no
-// process 1 bridges [BridgeAddr] to a unix socket (seatbelt on macOS): the runner serves
+// process 1 listens on [ProxyAddr] in one (seatbelt on macOS): the runner serves
 // the egress proxy on a per-run loopback TCP port instead ([Host.EgressAddr]), which any
 // local process can connect to, and requires a per-run token of every client.
 type LoopbackEgress interface {
@@ -121,10 +123,10 @@ type Process struct {
 	// Cgroup, when set, is the open directory of the cgroup the command is to start in
 	// (a session's command cgroup; process 1 clones it straight into it).
 	Cgroup *os.File
-	// Serve, when set, starts a session's process 1 instead of a command: it runs no
-	// command of its own but dials [Host.ControlSocket] and presents Serve as its token.
-	// Argv is then empty and Exec returns when the session ends.
-	Serve string
+	// Serve starts a session's process 1 instead of a command: it runs no command of
+	// its own but takes them on [Host.ControlSocket]. Argv is then empty and Exec
+	// returns when the session ends.
+	Serve bool
 	// Ready, when set, is what the command waits for. A sandbox that is an
 	// [EarlyStarter] builds itself (its namespaces, process 1 and process 1's
 	// self-check) while the caller finishes what must be in place first, and calls
@@ -162,7 +164,8 @@ const (
 	GateBinDir = "/run/cordon/bin"
 )
 
-// BridgeAddr is where cordon's process 1 listens inside every sandbox for HTTP proxy,
-// CONNECT and SOCKS5 clients, relaying each connection to the run's egress proxy. The
-// sandbox has its own network namespace, so the port is always free.
-const BridgeAddr = "127.0.0.1:3128"
+// ProxyAddr is where, inside every sandbox with a network namespace of its own, the
+// run's egress proxy takes HTTP proxy, CONNECT and SOCKS5 clients: process 1 listens
+// there and hands the listening socket to cordon (see [Host.ControlSocket]). The sandbox
+// has its own network namespace, so the port is always free.
+const ProxyAddr = "127.0.0.1:3128"

@@ -35,7 +35,7 @@ func refusals(plan *contract.Plan, host sandbox.Host) error {
 	if len(plan.Gates) > 0 && host.GateSocket == "" {
 		errs = append(errs, errors.New("the plan has gates but the runner gave no gate socket"))
 	}
-	if host.EgressSocket != "" || host.EgressAddr == "" {
+	if host.EgressAddr == "" {
 		errs = append(errs, errors.New("the egress proxy is not on a loopback port (the runner did not treat seatbelt as a loopback backend)"))
 	}
 	if plan.Limits.Memory > 0 {

@@ -107,7 +107,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		dir = s.plan.Workdir
 	}
 	dir = newMover(s.profile.Dirs, "").move(dir)
-	if p.Serve != "" {
+	if p.Serve {
 		return s.serve(ctx, p, dir)
 	}
 	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})

@@ -54,7 +54,8 @@ func (s *instance) serve(ctx context.Context, p sandbox.Process, dir string) (in
 	spec, _ := json.Marshal(pid1.Spec{
 		Dir:     dir,
 		HostUID: os.Getuid(),
-		Serve:   &pid1.Serve{Socket: s.host.ControlSocket, Token: p.Serve},
+		Serve:   true,
+		Control: &pid1.Control{Socket: s.host.ControlSocket, Token: s.host.ControlToken},
 	})
 	if _, err := specW.Write(spec); err != nil && !errors.Is(err, syscall.EPIPE) {
 		_ = linux.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
