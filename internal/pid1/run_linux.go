@@ -34,13 +34,15 @@ func Main() int {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
 		return ExitSelfCheck
 	}
+	// What the self-check proves without the spec runs while the host sends it.
+	pre := startPrecheck()
 	spec, err := readSpec(specFile)
 	if err == nil && len(spec.Argv) == 0 && spec.Serve == nil {
 		err = errors.New("empty command")
 	}
 	var k *confiner
 	if err == nil {
-		k, err = checkAndConfine(&spec)
+		k, err = checkAndConfine(&spec, pre)
 	}
 	if err == nil && spec.Bridge != nil {
 		err = startBridge(spec.Bridge)
@@ -60,10 +62,11 @@ func Main() int {
 	return run(&spec, k)
 }
 
-// checkAndConfine runs the self-check and builds the confiner (the Landlock ruleset,
-// the seccomp program) side by side: they are independent, and both are on the path of
-// every start. Nothing runs before both are done; the self-check's error wins.
-func checkAndConfine(spec *Spec) (*confiner, error) {
+// checkAndConfine finishes the self-check (pre is its part that needed no spec, started
+// before the spec was read) and builds the confiner (the Landlock ruleset, the seccomp
+// program) side by side: they are independent, and both are on the path of every start.
+// Nothing runs before both are done; the self-check's error wins.
+func checkAndConfine(spec *Spec, pre func() ([]linux.MountInfo, error)) (*confiner, error) {
 	type built struct {
 		k   *confiner
 		err error
@@ -73,7 +76,10 @@ func checkAndConfine(spec *Spec) (*confiner, error) {
 		k, err := newConfiner(confinement(spec))
 		ch <- built{k, err}
 	}()
-	cerr := selfCheck(spec)
+	mounts, cerr := pre()
+	if cerr == nil {
+		cerr = specCheck(spec, mounts)
+	}
 	b := <-ch
 	if cerr != nil {
 		return nil, cerr
