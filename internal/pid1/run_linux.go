@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/net/bpf"
+
 	"github.com/cordonhq/cordon/egress/bridge"
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -34,15 +36,16 @@ func Main() int {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
 		return ExitSelfCheck
 	}
-	// What the self-check proves without the spec runs while the host sends it.
-	pre := startPrecheck()
+	// What needs no spec (the self-check's part, the seccomp filter) is done while the
+	// host sends it.
+	pre, filter := startPrecheck(), startSeccomp()
 	spec, err := readSpec(specFile)
 	if err == nil && len(spec.Argv) == 0 && spec.Serve == nil {
 		err = errors.New("empty command")
 	}
 	var k *confiner
 	if err == nil {
-		k, err = checkAndConfine(&spec, pre)
+		k, err = checkAndConfine(&spec, pre, filter)
 	}
 	if err == nil && spec.Bridge != nil {
 		err = startBridge(spec.Bridge)
@@ -63,17 +66,19 @@ func Main() int {
 }
 
 // checkAndConfine finishes the self-check (pre is its part that needed no spec, started
-// before the spec was read) and builds the confiner (the Landlock ruleset, the seccomp
-// program) side by side: they are independent, and both are on the path of every start.
-// Nothing runs before both are done; the self-check's error wins.
-func checkAndConfine(spec *Spec, pre func() ([]linux.MountInfo, error)) (*confiner, error) {
+// before the spec was read) and builds the confiner (the Landlock ruleset; filter is the
+// seccomp program, compiled meanwhile too) side by side: they are independent, and both
+// are on the path of every start. Nothing runs before both are done; the self-check's
+// error wins.
+func checkAndConfine(spec *Spec, pre func() ([]linux.MountInfo, error), filter func() ([]bpf.RawInstruction, error)) (*confiner, error) {
 	type built struct {
 		k   *confiner
 		err error
 	}
 	ch := make(chan built, 1)
 	go func() {
-		k, err := newConfiner(confinement(spec))
+		self, c := confinement(spec)
+		k, err := newConfiner(self, c, filter)
 		ch <- built{k, err}
 	}()
 	mounts, cerr := pre()
