@@ -154,6 +154,10 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 		return nil, err
 	}
 	r := &run{plan: plan, o: &o, start: o.now(), session: serve}
+	if w, ok := o.Backend.(sandbox.Warmer); ok {
+		release := w.Warm(plan)
+		r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
+	}
 	r.res.RunID = audit.NewRunID(r.start)
 	s := &Session{r: r, serveDone: make(chan struct{})}
 	defer r.teardownOnPanic(ctx)

@@ -11,10 +11,12 @@ mkdir -p "$out"
 runs=${BENCH_RUNS:-100}
 ws=$(mktemp -d /tmp/cordon-bench.XXXXXX)
 cfg=$(mktemp -d /tmp/cordon-bench-cfg.XXXXXX)
-trap 'rm -rf "$ws" "$cfg"' EXIT
+aud=$(mktemp -d /tmp/cordon-bench-audit.XXXXXX)
+trap 'rm -rf "$ws" "$cfg" "$aud"' EXIT
 # The runs' logs go to a ledger of the benchmark's own, removed with it: `make bench`
-# leaves nothing in the user's ledger.
-export CORDON_AUDIT_DIR="$cfg/audit"
+# leaves nothing in the user's ledger. Not below $cfg: the monitored run's contract is
+# there, which makes $cfg its workspace, and cordon refuses a log the sandbox can reach.
+export CORDON_AUDIT_DIR="$aud"
 cd "$ws"
 git init -q . 2>/dev/null || true
 
@@ -42,7 +44,7 @@ for f in gshadow gshadow- shadow shadow-; do table+=(--ro-bind "$mask/f" "/etc/$
 table+=(--bind "$ws" "$ws")
 for i in $(seq 30); do mkdir -p "$ws/.bench-protected/$i"; table+=(--ro-bind "$mask" "$ws/.bench-protected/$i"); done
 table+=(--ro-bind "$root/bin/cordon-init" /run/cordon/cordon --remount-ro / --chdir "$ws" -- /bin/true)
-trap 'rm -rf "$ws" "$cfg" "$mask"' EXIT
+trap 'rm -rf "$ws" "$cfg" "$aud" "$mask"' EXIT
 
 cmds=(-n true true
       -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session --cap-drop ALL /bin/true"

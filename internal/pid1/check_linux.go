@@ -21,18 +21,30 @@ var kernelFS = map[string]string{
 
 // selfCheck proves the boundary from inside before anything runs.
 func selfCheck(spec *Spec) error {
+	mounts, err := precheck()
+	if err != nil {
+		return err
+	}
+	return specCheck(spec, mounts)
+}
+
+// precheck is the part of the self-check that needs no spec: loopback only, no
+// capabilities, no_new_privs, process 1 not dumpable, no kernel interface writable. It
+// returns the mount table for [specCheck]. Process 1 runs it while the host is still
+// sending the spec (see [startPrecheck]).
+func precheck() ([]linux.MountInfo, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
-		return fmt.Errorf("listing network interfaces: %w", err)
+		return nil, fmt.Errorf("listing network interfaces: %w", err)
 	}
 	for _, i := range ifs {
 		if i.Name != "lo" {
-			return fmt.Errorf("network interface %q is present; the sandbox must have loopback only", i.Name)
+			return nil, fmt.Errorf("network interface %q is present; the sandbox must have loopback only", i.Name)
 		}
 	}
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return fmt.Errorf("reading process status: %w", err)
+		return nil, fmt.Errorf("reading process status: %w", err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
 		k, v, _ := strings.Cut(line, ":")
@@ -40,31 +52,52 @@ func selfCheck(spec *Spec) error {
 		switch k {
 		case "CapEff", "CapPrm", "CapBnd", "CapAmb":
 			if n, err := strconv.ParseUint(v, 16, 64); err != nil || n != 0 {
-				return fmt.Errorf("capability set %s is %s; the sandbox must have none", k, v)
+				return nil, fmt.Errorf("capability set %s is %s; the sandbox must have none", k, v)
 			}
 		case "NoNewPrivs":
 			if v != "1" {
-				return fmt.Errorf("no_new_privs is not set")
+				return nil, fmt.Errorf("no_new_privs is not set")
 			}
 		}
 	}
 	if d, err := linux.Dumpable(); err != nil || d {
-		return fmt.Errorf("process 1 is dumpable: commands could ptrace it or open its descriptors")
-	}
-	if err := checkHostUID(spec.HostUID); err != nil {
-		return err
+		return nil, fmt.Errorf("process 1 is dumpable: commands could ptrace it or open its descriptors")
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return fmt.Errorf("reading mount table: %w", err)
+		return nil, fmt.Errorf("reading mount table: %w", err)
 	}
-	if err := checkMounts(string(mi), spec.Writable); err != nil {
+	mounts := linux.ParseMountinfo(string(mi))
+	if w := kernelWritable(procSysReadOnly(mounts)); len(w) > 0 {
+		return nil, fmt.Errorf("%s is writable: no kernel interface may be", strings.Join(w, ", "))
+	}
+	return mounts, nil
+}
+
+// specCheck is the part of the self-check that needs the spec: the host uid the
+// sandbox runs as, and no read-write mount the contract did not grant.
+func specCheck(spec *Spec, mounts []linux.MountInfo) error {
+	if err := checkHostUID(spec.HostUID); err != nil {
 		return err
 	}
-	if w := kernelWritable(); len(w) > 0 {
-		return fmt.Errorf("%s is writable: no kernel interface may be", strings.Join(w, ", "))
+	return checkMounts(mounts, spec.Writable)
+}
+
+// startPrecheck runs [precheck] in the background; wait returns its result.
+func startPrecheck() (wait func() ([]linux.MountInfo, error)) {
+	type result struct {
+		mounts []linux.MountInfo
+		err    error
 	}
-	return nil
+	ch := make(chan result, 1)
+	go func() {
+		m, err := precheck()
+		ch <- result{m, err}
+	}()
+	return func() ([]linux.MountInfo, error) {
+		r := <-ch
+		return r.mounts, r.err
+	}
 }
 
 // checkHostUID fails when the sandbox is host root but want is another uid. Nested
@@ -123,12 +156,12 @@ var kernelGlobal = map[string]bool{
 // checkMounts fails on the first read-write mount that is neither granted nor one of
 // the kernel file systems every sandbox has, and on any read-write mount of a file
 // system that is a kernel-global interface.
-func checkMounts(mountinfo string, writable []string) error {
+func checkMounts(mounts []linux.MountInfo, writable []string) error {
 	allowed := map[string]bool{}
 	for _, w := range writable {
 		allowed[w] = true
 	}
-	for _, m := range linux.ParseMountinfo(mountinfo) {
+	for _, m := range mounts {
 		if !m.ReadOnly() && kernelGlobal[m.FSType] {
 			return fmt.Errorf("%s is mounted read-write (%s): a kernel interface", m.Point, m.FSType)
 		}

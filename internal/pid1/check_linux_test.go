@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -29,18 +30,43 @@ func TestCheckMounts(t *testing.T) {
 5 1 8:1 /src /work/ws rw,relatime - ext4 /dev/vda rw
 6 5 8:1 /src/.git /work/ws/.git ro,relatime - ext4 /dev/vda rw
 `
-	if err := checkMounts(base, []string{"/work/ws"}); err != nil {
+	if err := checkMounts(linux.ParseMountinfo(base), []string{"/work/ws"}); err != nil {
 		t.Fatalf("a correct sandbox failed: %v", err)
 	}
-	if err := checkMounts(base, nil); err == nil || !strings.Contains(err.Error(), "/work/ws is mounted read-write") {
+	if err := checkMounts(linux.ParseMountinfo(base), nil); err == nil || !strings.Contains(err.Error(), "/work/ws is mounted read-write") {
 		t.Fatalf("an ungranted writable mount passed: %v", err)
 	}
 	// A host path at a kernel file system's mount point is not that file system.
 	evil := base + "7 1 8:1 /etc /dev/shm rw - ext4 /dev/vda rw\n8 1 8:1 /home /work/with\\040space rw - ext4 /dev/vda rw\n"
-	if err := checkMounts(evil, []string{"/work/ws"}); err == nil || !strings.Contains(err.Error(), "/dev/shm") {
+	if err := checkMounts(linux.ParseMountinfo(evil), []string{"/work/ws"}); err == nil || !strings.Contains(err.Error(), "/dev/shm") {
 		t.Fatalf("a host bind at /dev/shm passed: %v", err)
 	}
-	if err := checkMounts(evil, []string{"/work/ws", "/dev/shm"}); err == nil || !strings.Contains(err.Error(), "/work/with space") {
+	if err := checkMounts(linux.ParseMountinfo(evil), []string{"/work/ws", "/dev/shm"}); err == nil || !strings.Contains(err.Error(), "/work/with space") {
 		t.Fatalf("escaped mount point: %v", err)
+	}
+}
+
+// TestProcSysReadOnly: the walk of /proc/sys is skipped only when one read-only procfs
+// mount covers it with nothing below; every other shape is walked.
+func TestProcSysReadOnly(t *testing.T) {
+	const root = "1 0 0:1 / / ro,nosuid - tmpfs tmpfs ro\n4 1 0:3 / /proc rw,nosuid - proc proc rw\n"
+	for _, tc := range []struct {
+		name, mounts string
+		want         bool
+	}{
+		{"read-only bind of /proc/sys", root + "5 4 0:3 /sys /proc/sys ro,nosuid - proc proc rw\n", true},
+		{"no mount at /proc/sys", root, false},
+		{"read-write /proc/sys", root + "5 4 0:3 /sys /proc/sys rw,nosuid - proc proc rw\n", false},
+		{"read-write stacked on read-only", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:3 /sys /proc/sys rw - proc proc rw\n", false},
+		{"another file system at /proc/sys", root + "5 4 0:7 / /proc/sys ro - tmpfs tmpfs ro\n", false},
+		{"a bind below it", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:6 /null /proc/sys/kernel/core_pattern rw - devtmpfs udev rw\n", false},
+		{"read-only bind below it", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:6 /null /proc/sys/kernel/core_pattern ro - devtmpfs udev rw\n", false},
+		{"a sibling with the prefix", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 4 0:3 /sysrq-trigger /proc/sysrq-trigger ro - proc proc rw\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := procSysReadOnly(linux.ParseMountinfo(tc.mounts)); got != tc.want {
+				t.Errorf("procSysReadOnly = %v; want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/net/bpf"
@@ -90,7 +91,9 @@ type confiner struct {
 	landlock bool
 }
 
-func newConfiner(self string, c Confine) (*confiner, error) {
+// newConfiner builds the Landlock ruleset for c; filter is the seccomp program's (see
+// [startSeccomp]).
+func newConfiner(self string, c Confine, filter func() ([]bpf.RawInstruction, error)) (*confiner, error) {
 	k := &confiner{self: self, landlock: c.Landlock}
 	if c.Landlock {
 		rs, err := linux.NewRuleset(c.rules())
@@ -99,14 +102,40 @@ func newConfiner(self string, c Confine) (*confiner, error) {
 		}
 		k.rs = rs
 	}
-	arch, err := seccomp.Native()
-	if err == nil {
-		k.prog, err = seccomp.Program(arch)
-	}
+	prog, err := filter()
 	if err != nil {
-		return nil, fmt.Errorf("seccomp: %w", err)
+		return nil, err
 	}
+	k.prog = prog
 	return k, nil
+}
+
+// startSeccomp compiles the seccomp filter in the background: it is the same for every
+// command and needs nothing of the spec (about a millisecond of process 1's start here),
+// so process 1 compiles it while the host sends the spec. wait returns it.
+func startSeccomp() (wait func() ([]bpf.RawInstruction, error)) {
+	type result struct {
+		prog []bpf.RawInstruction
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		arch, err := seccomp.Native()
+		var prog []bpf.RawInstruction
+		if err == nil {
+			prog, err = seccomp.Program(arch)
+		}
+		if err != nil {
+			err = fmt.Errorf("seccomp: %w", err)
+		}
+		ch <- result{prog, err}
+	}()
+	var once sync.Once
+	var r result
+	return func() ([]bpf.RawInstruction, error) {
+		once.Do(func() { r = <-ch })
+		return r.prog, r.err
+	}
 }
 
 // start forks path as the command, confined, in its own process group as attr says.

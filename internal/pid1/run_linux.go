@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/net/bpf"
+
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -33,6 +35,9 @@ func Main() int {
 		fmt.Fprintln(os.Stderr, "cordon: internal init must be started by cordon")
 		return ExitSelfCheck
 	}
+	// What needs no spec (the self-check's part, the seccomp filter) is done while the
+	// host sends it.
+	pre, filter := startPrecheck(), startSeccomp()
 	spec, err := readSpec(specFile)
 	switch {
 	case err != nil:
@@ -45,7 +50,7 @@ func Main() int {
 	}
 	var k *confiner
 	if err == nil {
-		k, err = checkAndConfine(&spec)
+		k, err = checkAndConfine(&spec, pre, filter)
 	}
 	var ctlConn *ctl.Conn
 	if err == nil && spec.Control != nil {
@@ -65,20 +70,26 @@ func Main() int {
 	return run(&spec, k)
 }
 
-// checkAndConfine runs the self-check and builds the confiner (the Landlock ruleset,
-// the seccomp program) side by side: they are independent, and both are on the path of
-// every start. Nothing runs before both are done; the self-check's error wins.
-func checkAndConfine(spec *Spec) (*confiner, error) {
+// checkAndConfine finishes the self-check (pre is its part that needed no spec, started
+// before the spec was read) and builds the confiner (the Landlock ruleset; filter is the
+// seccomp program, compiled meanwhile too) side by side: they are independent, and both
+// are on the path of every start. Nothing runs before both are done; the self-check's
+// error wins.
+func checkAndConfine(spec *Spec, pre func() ([]linux.MountInfo, error), filter func() ([]bpf.RawInstruction, error)) (*confiner, error) {
 	type built struct {
 		k   *confiner
 		err error
 	}
 	ch := make(chan built, 1)
 	go func() {
-		k, err := newConfiner(confinement(spec))
+		self, c := confinement(spec)
+		k, err := newConfiner(self, c, filter)
 		ch <- built{k, err}
 	}()
-	cerr := selfCheck(spec)
+	mounts, cerr := pre()
+	if cerr == nil {
+		cerr = specCheck(spec, mounts)
+	}
 	b := <-ch
 	if cerr != nil {
 		return nil, cerr

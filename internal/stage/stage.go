@@ -10,6 +10,8 @@
 // sandbox then is that uid on the host, and the workspace stays its owner's on disk.
 package stage
 
+import "os"
+
 // Root is where the stage's tmpfs is mounted in its mount namespace: every staged
 // source is Root/N. It hides the run root below it, in that namespace only.
 const Root = "/run/cordon"
@@ -20,6 +22,9 @@ type Spec struct {
 	GID int `json:"gid"`
 	// Sources are staged at Root/<index>, in order.
 	Sources []Source `json:"sources"`
+	// Prepared are idmap user namespaces made beforehand ([Prepare]); staging uses the
+	// one for a source's owner and these ids, when there is one, and leaves it open.
+	Prepared []*Userns `json:"-"`
 }
 
 // Source is one staged tree.
@@ -56,4 +61,16 @@ type Overlay struct {
 type Owner struct {
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+}
+
+// Userns is an idmap user namespace made in the background by Prepare (Linux), for a
+// [Spec]'s Prepared: making one forks and execs a child, which root's cordon would
+// otherwise do on the path of every start. Safe for concurrent use.
+type Userns struct {
+	from     Owner // the owner whose files it shows as the sandbox's
+	uid, gid int   // the sandbox's host ids
+
+	done chan struct{} // closed once f and err are set
+	f    *os.File
+	err  error
 }

@@ -116,7 +116,13 @@ func cloneAll(sp *Spec, wantLive bool) (trees []*os.File, live *os.File, err err
 	for i, s := range srcs {
 		var ns *os.File
 		if s.Idmap != nil && s.In < 0 {
-			if ns = userns[*s.Idmap]; ns == nil {
+			if ns = userns[*s.Idmap]; ns == nil && sp.prepared(*s.Idmap) != nil {
+				// Made beforehand: it stays the Spec's.
+				if ns, err = sp.prepared(*s.Idmap).file(); err != nil {
+					return trees, live, err
+				}
+			}
+			if ns == nil {
 				f, err := linux.IdmapUserns(s.Idmap.UID, sp.UID, s.Idmap.GID, sp.GID)
 				if err != nil {
 					return trees, live, err

@@ -85,3 +85,45 @@ func TestCloneRefusesLinks(t *testing.T) {
 		f.Close()
 	}
 }
+
+// A namespace made beforehand (Prepare) idmaps the sources of its owner as the one
+// staging would have made, is left open by staging (it is the caller's), and one for
+// other ids is not used.
+func TestStagePrepared(t *testing.T) {
+	testutil.RequireRoot(t)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := Prepare(Owner{}, 64999, 64999)
+	defer u.Close()
+	other := Prepare(Owner{}, 64998, 64998)
+	defer other.Close()
+	sp := &Spec{UID: 64999, GID: 64999, Sources: []Source{{Path: src, Dir: true, In: -1, Idmap: &Owner{}, Writable: true}}, Prepared: []*Userns{other, u}}
+	if got := sp.prepared(Owner{}); got != u {
+		t.Fatalf("prepared = %p; want the namespace for 64999 (%p)", got, u)
+	}
+	for i := 0; i < 2; i++ { // twice: the first start leaves it usable
+		cmd := exec.Command("/bin/sh", "-c", "id -u; stat -c %u "+Root+"/0/f; cat "+Root+"/0/f")
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		release, err := Start(sp, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		release()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		if got := out.String(); got != "64999\n64999\nx" {
+			t.Errorf("start %d: want uid 64999 reading its idmapped source as its own, got %q", i, got)
+		}
+	}
+	if f, err := u.file(); err != nil || f == nil {
+		t.Fatalf("the prepared namespace was not left open: %v", err)
+	}
+	u.Close()
+	u.Close() // idempotent
+}

@@ -20,6 +20,8 @@ const (
 type Backend struct {
 	// Path is the bwrap binary; "" means "bwrap" on PATH.
 	Path string
+
+	warm warmed // what Warm began, for Start (Linux)
 }
 
 // Name implements sandbox.Backend.

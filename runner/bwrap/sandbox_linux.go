@@ -79,12 +79,17 @@ func prepareUpper(upper, workspace string, uid, gid int) error {
 
 // Start implements sandbox.Backend: it creates the run's cgroup (with limits); each Exec
 // starts one bwrap sandbox in it.
-func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
-	bin, err := b.bin()
-	if err != nil {
+func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (_ sandbox.Sandbox, err error) {
+	// What Warm began is this sandbox's from here, released by Close or on failure.
+	s := &instance{plan: plan, host: host, userns: b.take(plan, nil)}
+	defer func() {
+		if err != nil {
+			s.userns.Close()
+		}
+	}()
+	if s.bin, err = b.bin(); err != nil {
 		return nil, err
 	}
-	s := &instance{bin: bin, plan: plan, host: host}
 	if s.uid, s.gid, err = sandboxIDs(plan); err != nil {
 		return nil, err
 	}
@@ -132,6 +137,8 @@ type instance struct {
 	liveMu sync.Mutex // liveMu guards live.
 	live   *os.File   // a staged session's overlay, mounted for its process 1; nil otherwise
 
+	userns *stage.Userns // the idmap namespace Backend.Warm began for root's files, or nil
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -156,6 +163,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		spec.Prepared = []*stage.Userns{s.userns}
 		sp, args = &spec, staged
 	}
 	cmd, bwrapErr := s.command(args, extra, p)
@@ -448,6 +456,7 @@ func (s *instance) Close(ctx context.Context) error {
 			s.closeErr = s.cg.Remove()
 		}
 		s.dropLive()
+		s.userns.Close()
 	})
 	return s.closeErr
 }

@@ -143,6 +143,15 @@ type EarlyStarter interface {
 	StartsEarly() bool
 }
 
+// Warmer is a Backend that can begin, in the background, work its Start needs that
+// depends only on the plan, while the run's services are prepared (bwrap as root: the
+// idmap user namespace it stages root's files through). Warm returns at once; the next
+// Start for the same plan takes what it began; release, called when the run ends,
+// drops it when no Start did. The runner calls Warm right after Check.
+type Warmer interface {
+	Warm(plan *contract.Plan) (release func())
+}
+
 // Sandbox is a running or ready sandbox.
 type Sandbox interface {
 	// Exec runs p to completion and returns its exit status (128+n when a signal n
