@@ -104,15 +104,21 @@ func TestTokenSOCKS(t *testing.T) {
 		return append(append([]byte{1, 6}, "cordon"...), append([]byte{byte(len(pass))}, pass...)...)
 	}
 
+	// Each refused attempt's event is awaited before the next connection: the proxy
+	// records a refusal after it answers, so unawaited events may arrive in any order.
 	c := dial()
 	if got := exchange(c, []byte{5, 1, 0}, 2); got[1] != socksNoMethod {
 		t.Errorf("no-auth offer: method %x; want ff", got[1])
 	}
+	c.Close()
+	rec.wait(t, 1)
 	c = dial()
 	exchange(c, []byte{5, 1, 2}, 2)
 	if got := exchange(c, auth("wrong"), 2); got[1] == 0 {
 		t.Error("a wrong password was accepted")
 	}
+	c.Close()
+	rec.wait(t, 2)
 	c = dial()
 	if got := exchange(c, []byte{5, 2, 0, 2}, 2); got[1] != socksUserPass {
 		t.Fatalf("offer of both: method %x; want 02", got[1])
