@@ -52,6 +52,8 @@ type monitorRun struct {
 	OwnerStart uint64
 	OwnerPid   uint32
 	OwnerPidns uint32
+	WakeNs     uint64
+	Woken      uint64
 }
 
 type monitorSc uint32

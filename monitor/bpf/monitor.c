@@ -110,6 +110,8 @@ struct run {
 	__u64 owner_start; /* owner: the cordon reading the ring buffer (internal/owner.Process) */
 	__u32 owner_pid;
 	__u32 owner_pidns;
+	__u64 wake_ns;     /* opens and connects wake the reader at most once per wake_ns (0: always) */
+	__u64 woken;       /* bpf_ktime_get_ns of the last wakeup the programs sent */
 };
 
 struct {
@@ -274,9 +276,12 @@ static __always_inline struct event *begin(__u16 sc, struct watching *w)
 }
 
 /*
- * Waking the reader for every event costs a context switch per open; opens and
- * connects are only announced once WAKE_BYTES are waiting (the reader also polls every
- * few milliseconds), execs and the high-signal syscalls at once.
+ * Waking the reader for every event costs a context switch per open. Opens and connects
+ * wake it when WAKE_BYTES are waiting, or when the run's last wakeup is wake_ns old;
+ * execs and the high-signal syscalls at once. An open sent without a wakeup follows a
+ * wakeup less than wake_ns before it, and the reader, after reading what a wakeup
+ * announced, polls again within twice wake_ns (monitor_linux.go, read): every event is
+ * read within that bound, and a reader with nothing to read sleeps until woken.
  */
 #define WAKE_BYTES (64 << 10)
 
@@ -290,9 +295,13 @@ static __always_inline int submit(struct event *e, __u32 off, struct watching *w
 		__sync_fetch_and_add(&w->run->lost, 1);
 		return 0;
 	}
+	__u64 now = bpf_ktime_get_ns();
 	__u64 wake = BPF_RB_FORCE_WAKEUP;
-	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
+	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && now - w->run->woken < w->run->wake_ns &&
+	    bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
 		wake = BPF_RB_NO_WAKEUP;
+	else
+		w->run->woken = now;
 	if (bpf_ringbuf_output(ring, e, size, wake) < 0)
 		__sync_fetch_and_add(&w->run->lost, 1);
 	return 0;
