@@ -30,10 +30,14 @@ type monitorEvent struct {
 	Data   [12288]int8
 }
 
-type monitorPathkey struct {
-	_         structs.HostLayout
-	Prefixlen uint32
-	Data      [256]int8
+type monitorKeyscratch struct {
+	_ structs.HostLayout
+	K struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Data      [256]int8
+	}
+	Spill [256]int8
 }
 
 type monitorPending struct {

@@ -161,6 +161,8 @@ func (m *Monitor) read() {
 			idle = true
 			m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
 		case errors.Is(err, ringbuf.ErrFlushed):
+			// A drain has every event before it handled, and any loss alerted.
+			m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
 			select {
 			case m.flushed <- struct{}{}:
 			default:
