@@ -104,6 +104,7 @@ const (
 	monitorMapFilters           = "filters"
 	monitorMapKeybuf            = "keybuf"
 	monitorMapLevels            = "levels"
+	monitorMapNpending          = "npending"
 	monitorMapPending           = "pending"
 	monitorMapRings             = "rings"
 	monitorMapRuns              = "runs"
@@ -215,14 +216,15 @@ type monitorProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorMapSpecs struct {
-	Filters *ebpf.MapSpec `ebpf:"filters"`
-	Keybuf  *ebpf.MapSpec `ebpf:"keybuf"`
-	Levels  *ebpf.MapSpec `ebpf:"levels"`
-	Pending *ebpf.MapSpec `ebpf:"pending"`
-	Rings   *ebpf.MapSpec `ebpf:"rings"`
-	Runs    *ebpf.MapSpec `ebpf:"runs"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Walk    *ebpf.MapSpec `ebpf:"walk"`
+	Filters  *ebpf.MapSpec `ebpf:"filters"`
+	Keybuf   *ebpf.MapSpec `ebpf:"keybuf"`
+	Levels   *ebpf.MapSpec `ebpf:"levels"`
+	Npending *ebpf.MapSpec `ebpf:"npending"`
+	Pending  *ebpf.MapSpec `ebpf:"pending"`
+	Rings    *ebpf.MapSpec `ebpf:"rings"`
+	Runs     *ebpf.MapSpec `ebpf:"runs"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Walk     *ebpf.MapSpec `ebpf:"walk"`
 }
 
 // monitorVariableSpecs contains global variables before they are loaded into the kernel.
@@ -255,14 +257,15 @@ func (o *monitorObjects) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorMaps struct {
-	Filters *ebpf.Map `ebpf:"filters"`
-	Keybuf  *ebpf.Map `ebpf:"keybuf"`
-	Levels  *ebpf.Map `ebpf:"levels"`
-	Pending *ebpf.Map `ebpf:"pending"`
-	Rings   *ebpf.Map `ebpf:"rings"`
-	Runs    *ebpf.Map `ebpf:"runs"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Walk    *ebpf.Map `ebpf:"walk"`
+	Filters  *ebpf.Map `ebpf:"filters"`
+	Keybuf   *ebpf.Map `ebpf:"keybuf"`
+	Levels   *ebpf.Map `ebpf:"levels"`
+	Npending *ebpf.Map `ebpf:"npending"`
+	Pending  *ebpf.Map `ebpf:"pending"`
+	Rings    *ebpf.Map `ebpf:"rings"`
+	Runs     *ebpf.Map `ebpf:"runs"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Walk     *ebpf.Map `ebpf:"walk"`
 }
 
 func (m *monitorMaps) Close() error {
@@ -270,6 +273,7 @@ func (m *monitorMaps) Close() error {
 		m.Filters,
 		m.Keybuf,
 		m.Levels,
+		m.Npending,
 		m.Pending,
 		m.Rings,
 		m.Runs,

@@ -470,6 +470,32 @@ struct {
 	__type(value, struct pending);
 } pending SEC(".maps");
 
+/* npending[0] counts the entries of pending: the exit program, which runs at the exit
+ * of every open and connect on the host, looks one up only when there is one. A count
+ * is added after its entry and taken off only by the delete that removed it, so it is
+ * never below the entries there are. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} npending SEC(".maps");
+
+/* keep_pending keeps the call p of thread tid for its syscall exit. */
+static __always_inline bool keep_pending(__u32 tid, struct pending *p)
+{
+	long err = bpf_map_update_elem(&pending, &tid, p, BPF_NOEXIST);
+	if (err == 0) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&npending, &zero);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		return true;
+	}
+	/* an entry the thread left (its exit was not seen) is already counted */
+	return err == -EEXIST && bpf_map_update_elem(&pending, &tid, p, BPF_EXIST) == 0;
+}
+
 /* fill reads the arguments of an open or a connect into e; it returns the data size. */
 static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 {
@@ -603,7 +629,7 @@ static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a
 	__u32 off = fill(e, sc, p.args);
 	if (e->flags & EF_FAULT) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
-		if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY) == 0)
+		if (keep_pending(tid, &p))
 			return 0;
 		/* The table is shared by every run: when another filled it, this call is
 		 * sent now, marked, and user space reports it instead of skipping it. */
@@ -649,12 +675,17 @@ int tp_connect(struct sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_openat")
 int tp_exit(void *ctx)
 {
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&npending, &zero);
+	if (!n || !*n)
+		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *pp = bpf_map_lookup_elem(&pending, &tid);
 	if (!pp)
 		return 0;
 	struct pending p = *pp;
-	bpf_map_delete_elem(&pending, &tid);
+	if (bpf_map_delete_elem(&pending, &tid) == 0)
+		__sync_fetch_and_sub(n, 1);
 	struct watching w;
 	struct event *e = begin(p.sc, &w);
 	if (!e)
