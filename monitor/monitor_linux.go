@@ -117,9 +117,10 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 // connect only when WAKE_BYTES are waiting or the run's last wakeup is half a poll old
 // (bpf/monitor.c, submit); after reading what a wakeup announced, the reader polls again
 // within one poll, and once a poll finds nothing it sleeps until woken (idlePoll only
-// bounds how late a count of lost events is noticed). A reader woken or polling every
-// 10 ms costs about a millisecond of CPU per second on its own (docs/monitor.md,
-// "Benchmarks"), so only kill mode, where the alert stops the run, polls that often.
+// bounds how late a count of lost events is noticed). A reader polling every 10 ms cost
+// 15 ms of CPU a second with nothing to read, several times that beside a busy workload
+// (docs/monitor.md, "Benchmarks"), so only kill mode, where the alert stops the run,
+// polls that often.
 const (
 	killPoll  = 10 * time.Millisecond
 	alertPoll = 100 * time.Millisecond
