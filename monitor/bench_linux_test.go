@@ -6,20 +6,41 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
-// Overhead benchmarks: the same workload in a cgroup, with the monitor off and on. Each
-// op is one whole run of the workload; compare the two ns/op (make bench).
+// Overhead benchmarks: the same workload in a cgroup with no programs attached on the
+// host (detached), with the programs attached but the cgroup not watched (off: what
+// every process on the host pays while the programs stay pinned), and watched (on).
+// Each op is one whole run of the workload; compare the ns/op (make bench). For on,
+// monitor-ms/op is the CPU this process (the ring buffer's reader) used, and bpf-ms/op
+// the programs' run time, reported when `sysctl kernel.bpf_stats_enabled=1`.
 
 func benchWorkload(b *testing.B, dir string, env []string, name string, args ...string) {
-	for _, on := range []bool{false, true} {
-		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+	for _, mode := range []string{"detached", "off", "on"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "detached" {
+				if _, err := gc(context.Background(), paths.BPFRoot()); err != nil {
+					b.Fatal(err)
+				}
+			}
 			h := newHarnessHooks(b, hostProfile(os.TempDir()), Options{}, false)
-			if !on {
+			if mode != "on" {
 				h.m.Close() // the cgroup stays; nothing watches it
 			}
+			if mode == "detached" {
+				if _, err := gc(context.Background(), paths.BPFRoot()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu0, bpf0 := selfCPU(b), progRuntime(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				cmd := h.command(env, name, args...)
@@ -29,14 +50,60 @@ func benchWorkload(b *testing.B, dir string, env []string, name string, args ...
 				}
 			}
 			b.StopTimer()
-			if on {
+			if mode == "on" {
 				h.m.drain()
 				s := h.m.Stats()
 				b.ReportMetric(float64(s.Events)/float64(b.N), "events/op")
 				b.ReportMetric(float64(s.Lost), "lost")
+				b.ReportMetric(float64(selfCPU(b)-cpu0)/float64(b.N)/1e6, "monitor-ms/op")
+				if d := progRuntime(b) - bpf0; d > 0 {
+					b.ReportMetric(float64(d)/float64(b.N)/1e6, "bpf-ms/op")
+				}
 			}
 		})
 	}
+}
+
+// selfCPU is the CPU time this process used so far (/proc/self/stat: 10 ms ticks).
+func selfCPU(b *testing.B) time.Duration {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:]) // f[11], f[12]: utime, stime
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond
+}
+
+// progRuntime is the run time of the programs of the test's pinned sets so far: zero
+// unless kernel.bpf_stats_enabled is 1.
+func progRuntime(b *testing.B) time.Duration {
+	pins, _ := filepath.Glob(filepath.Join(paths.BPFRoot(), setPrefix+"*", linkPrefix+"*"))
+	seen := map[ebpf.ProgramID]bool{}
+	var total time.Duration
+	for _, pin := range pins {
+		l, err := link.LoadPinnedLink(pin, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil || seen[info.Program] {
+			continue
+		}
+		seen[info.Program] = true
+		prog, err := ebpf.NewProgramFromID(info.Program)
+		if err != nil {
+			continue
+		}
+		if st, err := prog.Stats(); err == nil {
+			total += st.Runtime
+		}
+		prog.Close()
+	}
+	return total
 }
 
 // BenchmarkFindCat: find /usr/share -type f | xargs cat > /dev/null (≈46,000 files).

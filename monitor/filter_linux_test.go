@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,5 +114,64 @@ func TestNoFilterSendsEverything(t *testing.T) {
 	}
 	if !sent["/usr/bin/true"] || !sent["/dev/null"] || h.m.Stats().Filtered != 0 {
 		t.Errorf("without a filter: sent %v, stats %+v; want every open sent", sent, h.m.Stats())
+	}
+}
+
+// TestFilterRelativeOpens: a relative open is filtered on its directory and its path
+// joined as user space joins them; whatever user space would alert on is still sent.
+func TestFilterRelativeOpens(t *testing.T) {
+	cases := []struct {
+		dir, open string // the helper's working directory; "r:PATH" or "w:PATH"
+		filtered  bool
+	}{
+		{"/usr", "r:bin/true", true},                         // inside a read-only prefix
+		{"/", "r:usr/lib", true},                             // from the root
+		{"/etc", "r:passwd", true},                           // beside a hidden rule
+		{"/etc", "r:shadow", false},                          // the hidden rule
+		{"/usr", "r:../etc/shadow", false},                   // ".." out of an allowed prefix
+		{"/usr", "r:./bin/env", false},                       // "." (unclean: sent, allowed)
+		{"/usr", "r:lib//os-release", false},                 // "//"
+		{"/usr", "r:sbin/..", false},                         // a trailing ".."
+		{"/usr", "w:cordon-no-such-dir/x", false},            // a write under a read-only rule
+		{"/usr/lib", "r:" + strings.Repeat("b", 250), false}, // joined, longer than a key
+		{"/proc", "r:self/root/etc/shadow", false},           // a process's root link
+		{"/", "r:bin/sh", false},                             // through a link
+	}
+	h := newHarness(t, hostProfile(), Options{})
+	exe, _ := os.Executable()
+	for _, c := range cases {
+		cmd := h.command(append(os.Environ(), helperEnv+"=open"), exe, c.open)
+		cmd.Dir = c.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s in %s: %v: %s", c.open, c.dir, err, out)
+		}
+	}
+	alerts, records := h.got()
+	sent := map[string]bool{}
+	for _, r := range records {
+		if r.Syscall.isOpen() && r.Flags&flagRelative != 0 {
+			sent[string(r.Str[1])+" "+string(r.Str[0])] = true
+		}
+	}
+	chk := checker{prof: hostProfile()}
+	for _, c := range cases {
+		path := c.open[2:]
+		flags := uint64(syscall.O_RDONLY)
+		if c.open[0] == 'w' {
+			flags = syscall.O_WRONLY | syscall.O_CREAT
+		}
+		rec := Record{Syscall: SysOpenat, Args: [6]uint64{flags}, Flags: flagRelative, Str: [3][]byte{[]byte(path), []byte(c.dir)}}
+		want, deviates, _ := chk.check(&rec)
+		key := c.dir + " " + path
+		switch {
+		case deviates && !sent[key]:
+			t.Errorf("%s in %s: user space alerts on it, but the kernel did not send it", c.open, c.dir)
+		case deviates && !hasAlert(alerts, want.Path):
+			t.Errorf("%s in %s: sent, but no alert", c.open, c.dir)
+		case c.filtered && sent[key]:
+			t.Errorf("%s in %s: allowed by the profile, but sent: the filter is not filtering", c.open, c.dir)
+		case !c.filtered && !sent[key]:
+			t.Errorf("%s in %s: filtered in the kernel; want it sent", c.open, c.dir)
+		}
 	}
 }

@@ -36,3 +36,15 @@ func TestAlertCapAlerts(t *testing.T) {
 		t.Errorf("%d alerts, cap alert %v; want %d and the cap alert", len(alerts), capped, maxAlerts+1)
 	}
 }
+
+// TestUnfaultedPathIsRead: a path on a page not faulted in yet cannot be read at
+// syscall entry; the call is kept and read at its exit, so the open of a hidden path
+// still alerts with its path.
+func TestUnfaultedPathIsRead(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	h.helper("unfaulted", "/etc/shadow", "/etc/passwd")
+	if _, ok := h.find(func(a Alert) bool { return a.Path == "/etc/shadow" && a.Category == CatReadHidden }); !ok {
+		alerts, _ := h.got()
+		t.Errorf("an open of /etc/shadow from an unfaulted page: no alert naming it (alerts %+v)", alerts)
+	}
+}

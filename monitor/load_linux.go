@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -66,12 +67,13 @@ func effectiveCaps() (uint64, error) {
 // config is what the programs are specialised with before loading.
 type config struct {
 	cgroupID  uint64
-	level     uint32 // depth of the cgroup below the v2 root
-	hostPidns uint32 // nested: inode of cordon's pid namespace; 0 otherwise
+	level     uint32        // depth of the cgroup below the v2 root
+	hostPidns uint32        // nested: inode of cordon's pid namespace; 0 otherwise
+	poll      time.Duration // the reader's poll after a wakeup: twice the programs' wake_ns
 }
 
 func kernelConfig(opts Options) (config, error) {
-	cfg := config{cgroupID: opts.CgroupID}
+	cfg := config{cgroupID: opts.CgroupID, poll: pollInterval(opts)}
 	level, err := cgroupLevel(opts.CgroupID)
 	if err != nil {
 		return cfg, err

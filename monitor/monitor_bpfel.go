@@ -30,10 +30,14 @@ type monitorEvent struct {
 	Data   [12288]int8
 }
 
-type monitorPathkey struct {
-	_         structs.HostLayout
-	Prefixlen uint32
-	Data      [256]int8
+type monitorKeyscratch struct {
+	_ structs.HostLayout
+	K struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Data      [256]int8
+	}
+	Spill [256]int8
 }
 
 type monitorPending struct {
@@ -52,6 +56,8 @@ type monitorRun struct {
 	OwnerStart uint64
 	OwnerPid   uint32
 	OwnerPidns uint32
+	WakeNs     uint64
+	Woken      uint64
 }
 
 type monitorSc uint32
@@ -98,6 +104,7 @@ const (
 	monitorMapFilters           = "filters"
 	monitorMapKeybuf            = "keybuf"
 	monitorMapLevels            = "levels"
+	monitorMapNpending          = "npending"
 	monitorMapPending           = "pending"
 	monitorMapRings             = "rings"
 	monitorMapRuns              = "runs"
@@ -209,14 +216,15 @@ type monitorProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorMapSpecs struct {
-	Filters *ebpf.MapSpec `ebpf:"filters"`
-	Keybuf  *ebpf.MapSpec `ebpf:"keybuf"`
-	Levels  *ebpf.MapSpec `ebpf:"levels"`
-	Pending *ebpf.MapSpec `ebpf:"pending"`
-	Rings   *ebpf.MapSpec `ebpf:"rings"`
-	Runs    *ebpf.MapSpec `ebpf:"runs"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Walk    *ebpf.MapSpec `ebpf:"walk"`
+	Filters  *ebpf.MapSpec `ebpf:"filters"`
+	Keybuf   *ebpf.MapSpec `ebpf:"keybuf"`
+	Levels   *ebpf.MapSpec `ebpf:"levels"`
+	Npending *ebpf.MapSpec `ebpf:"npending"`
+	Pending  *ebpf.MapSpec `ebpf:"pending"`
+	Rings    *ebpf.MapSpec `ebpf:"rings"`
+	Runs     *ebpf.MapSpec `ebpf:"runs"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Walk     *ebpf.MapSpec `ebpf:"walk"`
 }
 
 // monitorVariableSpecs contains global variables before they are loaded into the kernel.
@@ -249,14 +257,15 @@ func (o *monitorObjects) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorMaps struct {
-	Filters *ebpf.Map `ebpf:"filters"`
-	Keybuf  *ebpf.Map `ebpf:"keybuf"`
-	Levels  *ebpf.Map `ebpf:"levels"`
-	Pending *ebpf.Map `ebpf:"pending"`
-	Rings   *ebpf.Map `ebpf:"rings"`
-	Runs    *ebpf.Map `ebpf:"runs"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Walk    *ebpf.Map `ebpf:"walk"`
+	Filters  *ebpf.Map `ebpf:"filters"`
+	Keybuf   *ebpf.Map `ebpf:"keybuf"`
+	Levels   *ebpf.Map `ebpf:"levels"`
+	Npending *ebpf.Map `ebpf:"npending"`
+	Pending  *ebpf.Map `ebpf:"pending"`
+	Rings    *ebpf.Map `ebpf:"rings"`
+	Runs     *ebpf.Map `ebpf:"runs"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Walk     *ebpf.Map `ebpf:"walk"`
 }
 
 func (m *monitorMaps) Close() error {
@@ -264,6 +273,7 @@ func (m *monitorMaps) Close() error {
 		m.Filters,
 		m.Keybuf,
 		m.Levels,
+		m.Npending,
 		m.Pending,
 		m.Rings,
 		m.Runs,

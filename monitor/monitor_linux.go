@@ -112,28 +112,58 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 	return m, nil
 }
 
-// pollInterval bounds how long an open or connect waits in the ring buffer: the
-// programs wake the reader only for execs, high-signal syscalls and a filling buffer.
-const pollInterval = 10 * time.Millisecond
+// How long an open or connect may wait in the ring buffer before the reader sees it. The
+// programs wake the reader at once for execs and high-signal syscalls, for an open or a
+// connect only when WAKE_BYTES are waiting or the run's last wakeup is half a poll old
+// (bpf/monitor.c, submit); after reading what a wakeup announced, the reader polls again
+// within one poll, and once a poll finds nothing it sleeps until woken (idlePoll only
+// bounds how late a count of lost events is noticed). A reader polling every 10 ms cost
+// 15 ms of CPU a second with nothing to read, several times that beside a busy workload
+// (docs/monitor.md, "Benchmarks"), so only kill mode, where the alert stops the run,
+// polls that often.
+const (
+	killPoll  = 10 * time.Millisecond
+	alertPoll = 100 * time.Millisecond
+	idlePoll  = time.Second
+)
+
+// pollInterval is the run's poll: killPoll when an alert stops the run, else alertPoll.
+func pollInterval(opts Options) time.Duration {
+	if opts.OnViolation != nil {
+		return killPoll
+	}
+	return alertPoll
+}
 
 func (m *Monitor) read() {
 	defer close(m.done)
 	// Scanned here, not in Start: the events wait in the ring buffer meanwhile, and the
 	// run's start does not wait for a walk of the host's bin directories.
 	m.chk.risky = scanRisky(riskyDirs)
+	poll := pollInterval(m.opts)
+	idle := false
 	var rec ringbuf.Record
 	for {
-		m.rd.SetDeadline(time.Now().Add(pollInterval))
+		if idle {
+			m.rd.SetDeadline(time.Now().Add(idlePoll))
+		} else {
+			m.rd.SetDeadline(time.Now().Add(poll))
+		}
 		err := m.rd.ReadInto(&rec)
 		switch {
 		case err == nil:
+			idle = false
 			m.handle(rec.RawSample)
 			if m.events.Load()%1024 == 0 { // a flood never lets the deadline pass
 				m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Every open sent since the last wakeup has been read: the next one wakes.
+			idle = true
 			m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
 		case errors.Is(err, ringbuf.ErrFlushed):
+			// A drain has every event before it handled, and any loss alerted.
+			m.checkLost(m.pins.counters(m.opts.CgroupID).Lost)
 			select {
 			case m.flushed <- struct{}{}:
 			default:

@@ -66,6 +66,10 @@ func helperMain(what string, args []string) int {
 			}
 			linux.ProbeOpen(a[2:], flags)
 		}
+	case "unfaulted": // open each path (read-only) from a page not faulted in yet
+		for _, a := range args {
+			linux.ProbeOpenUnfaulted(a, syscall.O_RDONLY)
+		}
 	case "distinct": // N opens of distinct paths outside every profile
 		var n int
 		fmt.Sscan(args[0], &n)

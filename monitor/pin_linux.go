@@ -78,7 +78,7 @@ type entry struct {
 func newEntry(cfg config, o owner.Process) entry {
 	ns, _ := strconv.ParseUint(o.PIDNS, 10, 32)
 	return entry{cgroup: cfg.cgroupID, run: monitorRun{
-		Level: cfg.level, HostPidns: cfg.hostPidns,
+		Level: cfg.level, HostPidns: cfg.hostPidns, WakeNs: uint64(cfg.poll / 2),
 		OwnerPid: uint32(o.PID), OwnerStart: o.Start, OwnerPidns: uint32(ns),
 	}}
 }

@@ -128,3 +128,30 @@ func ProbeCreate(path string) syscall.Errno {
 	}
 	return errnoOf(err)
 }
+
+// ProbeOpenUnfaulted is ProbeOpen with the path read from a page the process has not
+// touched (a fresh shared mapping of a memfd holding it): a reader that may not fault,
+// such as a BPF program at syscall entry, cannot read it until the kernel has.
+func ProbeOpenUnfaulted(path string, flags int) syscall.Errno {
+	fd, err := unix.MemfdCreate("cordon-probe", unix.MFD_CLOEXEC)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Close(fd)
+	b := append([]byte(path), 0)
+	if _, err := unix.Write(fd, b); err != nil {
+		return errnoOf(err)
+	}
+	mem, err := unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Munmap(mem)
+	dirfd := unix.AT_FDCWD
+	r, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&mem[0])),
+		uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
+	if e == 0 {
+		unix.Close(int(r))
+	}
+	return e
+}

@@ -37,7 +37,10 @@ enum {
 };
 enum {
 	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
 };
+#define EEXIST 17
 enum {
 	BPF_F_NO_PREALLOC = 1,
 };

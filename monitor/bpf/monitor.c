@@ -110,6 +110,8 @@ struct run {
 	__u64 owner_start; /* owner: the cordon reading the ring buffer (internal/owner.Process) */
 	__u32 owner_pid;
 	__u32 owner_pidns;
+	__u64 wake_ns;     /* opens and connects wake the reader at most once per wake_ns (0: always) */
+	__u64 woken;       /* bpf_ktime_get_ns of the last wakeup the programs sent */
 };
 
 struct {
@@ -155,6 +157,13 @@ struct pathkey {
 	char data[KEY_DATA];
 };
 
+/* Where a key is built: a relative path is copied after its directory, at an offset
+ * the verifier only knows to be below KEY_DATA, hence the spill. */
+struct keyscratch {
+	struct pathkey k;
+	char spill[KEY_DATA];
+};
+
 enum filter_bits {
 	FILTER_READ = 1,
 	FILTER_WRITE = 2,
@@ -179,7 +188,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct pathkey);
+	__type(value, struct keyscratch);
 } keybuf SEC(".maps");
 
 struct {
@@ -249,6 +258,9 @@ static __always_inline bool watched(struct task_struct *t, struct watching *w)
 	return false;
 }
 
+/* begin returns the scratch event for a call by the current task when the task is
+ * watched (w is then its run), NULL otherwise. The header naming the task is filled
+ * only by submit: an open the filter drops never reads it. */
 static __always_inline struct event *begin(__u16 sc, struct watching *w)
 {
 	struct task_struct *t = (void *)bpf_get_current_task();
@@ -258,25 +270,34 @@ static __always_inline struct event *begin(__u16 sc, struct watching *w)
 	struct event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return NULL;
+	e->sc = sc;
+	e->flags = 0;
+	e->len[0] = e->len[1] = e->len[2] = 0;
+	for (int i = 0; i < 6; i++)
+		e->args[i] = 0;
+	return e;
+}
+
+/* header names the current task in e. */
+static __always_inline void header(struct event *e)
+{
+	struct task_struct *t = (void *)bpf_get_current_task();
 	__u64 id = bpf_get_current_pid_tgid();
 	e->cgroup = bpf_get_current_cgroup_id();
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
 	e->ppid = BPF_CORE_READ(t, real_parent, tgid);
 	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->sc = sc;
-	e->flags = 0;
-	e->len[0] = e->len[1] = e->len[2] = 0;
-	for (int i = 0; i < 6; i++)
-		e->args[i] = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	return e;
 }
 
 /*
- * Waking the reader for every event costs a context switch per open; opens and
- * connects are only announced once WAKE_BYTES are waiting (the reader also polls every
- * few milliseconds), execs and the high-signal syscalls at once.
+ * Waking the reader for every event costs a context switch per open. Opens and connects
+ * wake it when WAKE_BYTES are waiting, or when the run's last wakeup is wake_ns old;
+ * execs and the high-signal syscalls at once. An open sent without a wakeup follows a
+ * wakeup less than wake_ns before it, and the reader, after reading what a wakeup
+ * announced, polls again within twice wake_ns (monitor_linux.go, read): every event is
+ * read within that bound, and a reader with nothing to read sleeps until woken.
  */
 #define WAKE_BYTES (64 << 10)
 
@@ -290,9 +311,14 @@ static __always_inline int submit(struct event *e, __u32 off, struct watching *w
 		__sync_fetch_and_add(&w->run->lost, 1);
 		return 0;
 	}
+	header(e);
+	__u64 now = bpf_ktime_get_ns();
 	__u64 wake = BPF_RB_FORCE_WAKEUP;
-	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
+	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && now - w->run->woken < w->run->wake_ns &&
+	    bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) < WAKE_BYTES)
 		wake = BPF_RB_NO_WAKEUP;
+	else
+		w->run->woken = now;
 	if (bpf_ringbuf_output(ring, e, size, wake) < 0)
 		__sync_fetch_and_add(&w->run->lost, 1);
 	return 0;
@@ -444,6 +470,32 @@ struct {
 	__type(value, struct pending);
 } pending SEC(".maps");
 
+/* npending[0] counts the entries of pending: the exit program, which runs at the exit
+ * of every open and connect on the host, looks one up only when there is one. A count
+ * is added after its entry and taken off only by the delete that removed it, so it is
+ * never below the entries there are. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} npending SEC(".maps");
+
+/* keep_pending keeps the call p of thread tid for its syscall exit. */
+static __always_inline bool keep_pending(__u32 tid, struct pending *p)
+{
+	long err = bpf_map_update_elem(&pending, &tid, p, BPF_NOEXIST);
+	if (err == 0) {
+		__u32 zero = 0;
+		__u64 *n = bpf_map_lookup_elem(&npending, &zero);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		return true;
+	}
+	/* an entry the thread left (its exit was not seen) is already counted */
+	return err == -EEXIST && bpf_map_update_elem(&pending, &tid, p, BPF_EXIST) == 0;
+}
+
 /* fill reads the arguments of an open or a connect into e; it returns the data size. */
 static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 {
@@ -480,64 +532,73 @@ static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 /* Open flags that make an open a write, as monitor/check.go counts them. */
 #define WRITE_FLAGS (03 | 0100 | 01000 | 020000000) /* O_ACCMODE O_CREAT O_TRUNC __O_TMPFILE */
 
-struct clean_ctx {
-	struct pathkey *k;
-	__u32 n; /* bytes of k->data in use, the appended '/' included */
-	bool bad;
-};
-
-/* clean_step rejects, at byte i, what filepath.Clean would change: "//", "/./", "/../"
- * (the appended '/' makes a trailing "/." or "/.." one of them). It returns 1 to stop. */
-static long clean_step(__u32 i, struct clean_ctx *c)
+/* clean reports whether the n bytes of d (the path with a '/' appended) are what
+ * filepath.Clean leaves alone: no "//", "/./" or "/../" (the appended '/' makes a
+ * trailing "/." or "/.." one of them). A bounded loop, not bpf_loop: a callback per
+ * byte cost more than the rest of the filter. */
+static __always_inline bool clean(const char *d, __u32 n)
 {
-	__u32 n = c->n;
-	if (i >= n)
-		return 1;
-	char *d = c->k->data;
-	if (d[i & (KEY_DATA - 1)] != '/' || i + 1 >= n)
-		return 0;
-	char c1 = d[(i + 1) & (KEY_DATA - 1)];
-	if (c1 == '/') {
-		c->bad = true;
-		return 1;
+	for (__u32 i = 0; i < KEY_DATA - 1; i++) {
+		if (i + 1 >= n)
+			return true;
+		if (d[i] != '/')
+			continue;
+		char c1 = d[(i + 1) & (KEY_DATA - 1)];
+		if (c1 == '/')
+			return false;
+		if (c1 != '.' || i + 2 >= n)
+			continue;
+		char c2 = d[(i + 2) & (KEY_DATA - 1)];
+		if (c2 == '/' || (c2 == '.' && i + 3 < n && d[(i + 3) & (KEY_DATA - 1)] == '/'))
+			return false;
 	}
-	if (c1 != '.' || i + 2 >= n)
-		return 0;
-	char c2 = d[(i + 2) & (KEY_DATA - 1)];
-	if (c2 == '/' || (c2 == '.' && i + 3 < n && d[(i + 3) & (KEY_DATA - 1)] == '/')) {
-		c->bad = true;
-		return 1;
-	}
-	return 0;
+	return true;
 }
 
 /*
  * filtered reports whether user space would find that the open in e deviates from
- * nothing: its path is absolute, whole (not cut, not faulted), clean, short enough to
- * be a key, and the run's filter has an entry above it allowing the access. Anything
- * else is sent: the filter only ever drops what the profile allows.
+ * nothing: its path (a relative one joined to its directory, as user space joins them)
+ * is absolute, whole (not cut, not faulted), clean, short enough to be a key, and the
+ * run's filter has an entry above it allowing the access. Anything else is sent: the
+ * filter only ever drops what the profile allows.
  */
 static __always_inline bool filtered(struct event *e, struct watching *w)
 {
-	if (e->flags & (EF_TRUNC | EF_FAULT | EF_RELATIVE | EF_UNWATCHED))
+	if (e->flags & (EF_TRUNC | EF_FAULT | EF_UNWATCHED))
 		return false;
-	__u32 n = e->len[0];
-	if (n == 0 || n >= KEY_DATA - 1 || e->data[0] != '/')
+	__u32 n = e->len[0], dl = 0;
+	if (n == 0)
+		return false;
+	if (e->flags & EF_RELATIVE) {
+		/* str[1], the directory, follows str[0]; "/" is joined without a second '/' */
+		dl = e->len[1];
+		if (dl == 0 || dl >= KEY_DATA - 1 || e->data[n & SLOT_MASK] != '/')
+			return false;
+		if (dl > 1)
+			dl++;
+	} else if (e->data[0] != '/') {
+		return false;
+	}
+	if (n >= KEY_DATA - 1 || dl + n >= KEY_DATA - 1)
 		return false;
 	void *trie = bpf_map_lookup_elem(&filters, &w->cgroup);
 	if (!trie)
 		return false;
 	__u32 zero = 0;
-	struct pathkey *k = bpf_map_lookup_elem(&keybuf, &zero);
-	if (!k)
+	struct keyscratch *ks = bpf_map_lookup_elem(&keybuf, &zero);
+	if (!ks)
 		return false;
-	n &= KEY_DATA - 1;
-	if (bpf_probe_read_kernel(k->data, n, e->data) < 0)
+	struct pathkey *k = &ks->k;
+	if (dl) {
+		if (bpf_probe_read_kernel(k->data, e->len[1] & (KEY_DATA - 1), &e->data[n & SLOT_MASK]) < 0)
+			return false;
+		k->data[(dl - 1) & (KEY_DATA - 1)] = '/';
+	}
+	if (bpf_probe_read_kernel(&k->data[dl & (KEY_DATA - 1)], n & (KEY_DATA - 1), e->data) < 0)
 		return false;
+	n = (dl + n) & (KEY_DATA - 1);
 	k->data[n] = '/';
-	struct clean_ctx c = {.k = k, .n = n + 1};
-	bpf_loop(KEY_DATA, clean_step, &c, 0);
-	if (c.bad)
+	if (!clean(k->data, n + 1))
 		return false;
 	k->prefixlen = (n + 1) * 8;
 	__u8 *v = bpf_map_lookup_elem(trie, k);
@@ -567,8 +628,8 @@ static __always_inline int enter(__u16 sc, __u64 a0, __u64 a1, __u64 a2, __u64 a
 	struct pending p = {.args = {a0, a1, a2, a3}, .sc = sc};
 	__u32 off = fill(e, sc, p.args);
 	if (e->flags & EF_FAULT) {
-		__u32 tid = e->tid;
-		if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY) == 0)
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		if (keep_pending(tid, &p))
 			return 0;
 		/* The table is shared by every run: when another filled it, this call is
 		 * sent now, marked, and user space reports it instead of skipping it. */
@@ -614,12 +675,17 @@ int tp_connect(struct sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_openat")
 int tp_exit(void *ctx)
 {
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&npending, &zero);
+	if (!n || !*n)
+		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *pp = bpf_map_lookup_elem(&pending, &tid);
 	if (!pp)
 		return 0;
 	struct pending p = *pp;
-	bpf_map_delete_elem(&pending, &tid);
+	if (bpf_map_delete_elem(&pending, &tid) == 0)
+		__sync_fetch_and_sub(n, 1);
 	struct watching w;
 	struct event *e = begin(p.sc, &w);
 	if (!e)
