@@ -1,6 +1,8 @@
 package monitor
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -38,6 +40,11 @@ func TestFilterDropsOnlyWhatTheProfileAllows(t *testing.T) {
 		{"r:/proc/self/root/etc/shadow", false},  // a process's root link: /etc/shadow
 		{"w:/proc/self/cwd/x", false},            // below a cwd link: the cwd is not known
 		{"r:/dev/fd/0/x", false},                 // /dev/fd is a link to /proc/self/fd
+	}
+	// The write case creates its file as root: remove it after, unless it was there.
+	const made = "/usr/bin/cordon-filter-test"
+	if _, err := os.Lstat(made); errors.Is(err, fs.ErrNotExist) {
+		t.Cleanup(func() { os.Remove(made) })
 	}
 	h := newHarness(t, hostProfile(), Options{})
 	var args []string
