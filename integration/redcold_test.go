@@ -1,0 +1,174 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// Red team of the cold-start changes: process 1 skips its walk of /proc/sys when the
+// mount table shows one read-only procfs mount there with nothing below it, and bwrap
+// as root begins the run's idmap user namespace right after the backend check.
+
+// procSysProbe lists, from inside, every path below /proc/sys (reached directly and
+// through process 1's and this process's roots) that access(2) says is writable, then
+// the mount table.
+const procSysProbe = `for r in / /proc/self/root/ /proc/1/root/ /proc/self/task/*/root/; do
+  find "${r}proc/sys" -writable 2>/dev/null | sed 's/^/WRITABLE /'
+done
+echo probed; cat /proc/self/mountinfo`
+
+// procSysShape is what process 1's skip looks at: whether a mount is at /proc/sys, and
+// whether every one there is a read-only procfs with nothing mounted below.
+func procSysShape(t *testing.T, mountinfo string) (mounted, readOnly bool) {
+	t.Helper()
+	readOnly = true
+	for _, m := range linux.ParseMountinfo(mountinfo) {
+		switch {
+		case m.Point == "/proc/sys":
+			mounted = true
+			readOnly = readOnly && m.FSType == "proc" && m.ReadOnly()
+		case strings.HasPrefix(m.Point, "/proc/sys/"):
+			readOnly = false
+		}
+	}
+	return mounted, mounted && readOnly
+}
+
+// namespacedSysctl reports whether p is a sysctl of the sandbox's own namespaces, which
+// process 1's walk lets be writable (internal/pid1 namespacedSysctls).
+func namespacedSysctl(p string) bool {
+	for _, n := range []string{
+		"/proc/sys/net/", "/proc/sys/fs/mqueue/", "/proc/sys/user/",
+		"/proc/sys/kernel/hostname", "/proc/sys/kernel/domainname",
+		"/proc/sys/kernel/shm", "/proc/sys/kernel/msg", "/proc/sys/kernel/sem", "/proc/sys/kernel/auto_msgmni",
+		"/proc/sys/kernel/ns_last_pid", "/proc/sys/kernel/pid_max",
+	} {
+		if strings.HasPrefix(p, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestColdProcSysSkipHolds: where the skip fires (a contract that shows the host's
+// /proc/sys read-only on bwrap; every engine sandbox, whose runtime binds /proc/sys
+// read-only), nothing below /proc/sys is writable by any path into it, and in bwrap's
+// own shape (no mount at /proc/sys) the skip does not fire at all.
+func TestColdProcSysSkipHolds(t *testing.T) {
+	check := func(t *testing.T, r result, wantSkip bool) {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("the run was refused: %v", r)
+		}
+		found, mi, ok := strings.Cut(r.stdout, "probed\n")
+		if !ok {
+			t.Fatalf("the probe did not finish: %v", r)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(found), "\n") {
+			p, ok := strings.CutPrefix(l, "WRITABLE ")
+			if !ok {
+				continue
+			}
+			// What the walk allows (the sandbox's own namespaces' sysctls) only where
+			// the walk runs: where it is skipped, nothing at all.
+			if p = p[strings.LastIndex(p, "/proc/sys"):]; wantSkip || !namespacedSysctl(p) {
+				t.Fatalf("%s is writable (skip shape %v): %v", l, wantSkip, r)
+			}
+		}
+		if _, skip := procSysShape(t, mi); skip != wantSkip {
+			t.Fatalf("skip shape %v; want %v in this mount table:\n%s", skip, wantSkip, mi)
+		}
+	}
+	t.Run("bwrap", func(t *testing.T) {
+		w := newWorld(t)
+		check(t, w.sh(procSysProbe), false)
+		w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", \"/proc/sys\"]\n")
+		check(t, w.sh(procSysProbe), true)
+		// Below it, a bind of its own: the walk runs (and finds nothing writable).
+		w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", \"/proc/sys\", \"/proc/sys/kernel\"]\n")
+		check(t, w.sh(procSysProbe), false)
+		// The host's whole procfs over the fresh one, /proc/sys bound from it again.
+		w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", \"/proc\", \"/proc/sys\"]\n")
+		check(t, w.sh(procSysProbe), true)
+	})
+	t.Run("engines", func(t *testing.T) {
+		forEachContainerBackend(t, func(t *testing.T, backend string) {
+			check(t, newWorld(t).sh(procSysProbe), true)
+		})
+	})
+}
+
+// TestColdHostileMountPointNames: a writable directory whose name holds what a
+// mountinfo line is made of (a newline, then a whole line claiming a read-only procfs
+// at /proc/sys; spaces; " - proc ") reaches process 1's parser escaped: the run starts
+// (its grant matched the unescaped point), and the table parses to that one path and
+// no mount at /proc/sys.
+func TestColdHostileMountPointNames(t *testing.T) {
+	w := newWorld(t)
+	root := shortTempDir(t)
+	hostile := filepath.Join(root, "a\n9 1 0:3 ", " ", "proc", "sys ro - proc proc ro\nb - proc x")
+	mustMkdir(t, hostile)
+	w.contract("version: 1\nfilesystem:\n  writable: [\".\", " + strconv.Quote(hostile) + "]\n")
+	r := w.sh("cat /proc/self/mountinfo > mi; echo x > " + shellQuote(filepath.Join(hostile, "f")))
+	if r.code != 0 {
+		t.Fatalf("the run was refused: %v", r)
+	}
+	data, err := os.ReadFile(filepath.Join(w.ws, "mi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range linux.ParseMountinfo(string(data)) {
+		found = found || m.Point == hostile
+	}
+	if !found {
+		t.Fatalf("the hostile mount point did not parse back to itself:\n%s", data)
+	}
+	if mounted, _ := procSysShape(t, string(data)); mounted {
+		t.Fatalf("a directory's name parsed as a mount at /proc/sys:\n%s", data)
+	}
+}
+
+// TestColdRefusedAfterWarmStartsNothing: bwrap as root begins the idmap namespace right
+// after the backend check; a run that fails after that (its sandbox cannot be staged:
+// procfs cannot be idmapped) still refuses with 125, runs nothing, and leaves no child
+// of cordon's behind; nor does a cordon killed -9 while its sandbox runs (gc collects
+// the run).
+func TestColdRefusedAfterWarmStartsNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	self := testutil.Cordon(t) // an idmap child runs cordon's binary with no arguments
+	w.contract("version: 1\nfilesystem:\n  writable: [\".\", \"/proc/sys/kernel\"]\n")
+	r := w.sh("touch ran")
+	if r.code != 125 || !strings.Contains(r.stderr, "idmap") {
+		t.Fatalf("want a refusal (125) naming the idmap, got %v", r)
+	}
+	assertAbsent(t, filepath.Join(w.ws, "ran"))
+	if p := processesRunning(self); len(p) > 0 {
+		t.Fatalf("cordon's children outlived a refused run:%s", describeProcesses(p))
+	}
+
+	if err := os.Remove(filepath.Join(w.ws, "cordon.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	cmd, marker := startSleeper(t, w, uniq("3197"))
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesRunning(marker))+len(processesRunning(self)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := append(processesRunning(marker), processesRunning(self)...); len(p) > 0 {
+		t.Fatalf("left running after kill -9 of cordon:%s", describeProcesses(p))
+	}
+	if r := w.cordon("", "gc"); r.code != 0 || !strings.Contains(r.stdout, "removed run ") {
+		t.Fatalf("gc: %v", r)
+	}
+}
