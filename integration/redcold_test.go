@@ -22,23 +22,26 @@ import (
 const procSysProbe = `for r in / /proc/self/root/ /proc/1/root/ /proc/self/task/*/root/; do
   find "${r}proc/sys" -writable 2>/dev/null | sed 's/^/WRITABLE /'
 done
+exec 3</proc/sys; sed -n 's/^mnt_id:[[:space:]]*/at /p' /proc/self/fdinfo/3
 echo probed; cat /proc/self/mountinfo`
 
 // procSysShape is what process 1's skip looks at: whether a mount is at /proc/sys, and
-// whether every one there is a read-only procfs with nothing mounted below.
-func procSysShape(t *testing.T, mountinfo string) (mounted, readOnly bool) {
+// whether every one there is a read-only procfs with nothing mounted below, the one
+// /proc/sys is reached on (mount ID at) among them.
+func procSysShape(t *testing.T, mountinfo string, at int) (mounted, readOnly bool) {
 	t.Helper()
-	readOnly = true
+	readOnly, reached := true, false
 	for _, m := range linux.ParseMountinfo(mountinfo) {
 		switch {
 		case m.Point == "/proc/sys":
 			mounted = true
 			readOnly = readOnly && m.FSType == "proc" && m.ReadOnly()
+			reached = reached || m.ID == at
 		case strings.HasPrefix(m.Point, "/proc/sys/"):
 			readOnly = false
 		}
 	}
-	return mounted, mounted && readOnly
+	return mounted, reached && readOnly
 }
 
 // namespacedSysctl reports whether p is a sysctl of the sandbox's own namespaces, which
@@ -71,7 +74,11 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 		if !ok {
 			t.Fatalf("the probe did not finish: %v", r)
 		}
+		at := -1
 		for _, l := range strings.Split(strings.TrimSpace(found), "\n") {
+			if n, ok := strings.CutPrefix(l, "at "); ok {
+				at, _ = strconv.Atoi(n)
+			}
 			p, ok := strings.CutPrefix(l, "WRITABLE ")
 			if !ok {
 				continue
@@ -82,7 +89,10 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 				t.Fatalf("%s is writable (skip shape %v): %v", l, wantSkip, r)
 			}
 		}
-		if _, skip := procSysShape(t, mi); skip != wantSkip {
+		if at < 0 {
+			t.Fatalf("no mount ID for /proc/sys: %v", r)
+		}
+		if _, skip := procSysShape(t, mi, at); skip != wantSkip {
 			t.Fatalf("skip shape %v; want %v in this mount table:\n%s", skip, wantSkip, mi)
 		}
 	}
@@ -131,7 +141,7 @@ func TestColdHostileMountPointNames(t *testing.T) {
 	if !found {
 		t.Fatalf("the hostile mount point did not parse back to itself:\n%s", data)
 	}
-	if mounted, _ := procSysShape(t, string(data)); mounted {
+	if mounted, _ := procSysShape(t, string(data), -1); mounted {
 		t.Fatalf("a directory's name parsed as a mount at /proc/sys:\n%s", data)
 	}
 }
