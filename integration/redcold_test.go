@@ -147,22 +147,29 @@ func TestColdHostileMountPointNames(t *testing.T) {
 }
 
 // TestColdRefusedAfterWarmStartsNothing: bwrap as root begins the idmap namespace right
-// after the backend check; a run that fails after that (its sandbox cannot be staged:
-// procfs cannot be idmapped) still refuses with 125, runs nothing, and leaves no child
+// after the backend check; a run that fails after that (its credential cannot be
+// minted; its sandbox cannot be staged: procfs cannot be idmapped) still refuses with 125, runs nothing, and leaves no child
 // of cordon's behind; nor does a cordon killed -9 while its sandbox runs (gc collects
 // the run).
 func TestColdRefusedAfterWarmStartsNothing(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
 	self := testutil.Cordon(t) // an idmap child runs cordon's binary with no arguments
-	w.contract("version: 1\nfilesystem:\n  writable: [\".\", \"/proc/sys/kernel\"]\n")
-	r := w.sh("touch ran")
-	if r.code != 125 || !strings.Contains(r.stderr, "idmap") {
-		t.Fatalf("want a refusal (125) naming the idmap, got %v", r)
-	}
-	assertAbsent(t, filepath.Join(w.ws, "ran"))
-	if p := processesRunning(self); len(p) > 0 {
-		t.Fatalf("cordon's children outlived a refused run:%s", describeProcesses(p))
+	for _, c := range []struct{ what, contract, want string }{
+		// Warmed, taken by Start, which fails.
+		{"unstageable", "filesystem:\n  writable: [\".\", \"/proc/sys/kernel\"]\n", "idmap"},
+		// Warmed, never taken: the run fails before its sandbox starts.
+		{"unmintable", "credentials:\n  - {name: TOK, provider: exec, why: t, scope: {mint: [/bin/false], revoke: [/bin/true]}}\n", "mint command"},
+	} {
+		w.contract("version: 1\n" + c.contract)
+		r := w.sh("touch ran")
+		if r.code != 125 || !strings.Contains(r.stderr, c.want) {
+			t.Fatalf("%s: want a refusal (125) naming %q, got %v", c.what, c.want, r)
+		}
+		assertAbsent(t, filepath.Join(w.ws, "ran"))
+		if p := processesRunning(self); len(p) > 0 {
+			t.Fatalf("%s: cordon's children outlived a refused run:%s", c.what, describeProcesses(p))
+		}
 	}
 
 	if err := os.Remove(filepath.Join(w.ws, "cordon.yaml")); err != nil {
