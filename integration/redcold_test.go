@@ -115,18 +115,29 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 	})
 }
 
-// TestColdHostileMountPointNames: a writable directory whose name holds what a
-// mountinfo line is made of (a newline, then a whole line claiming a read-only procfs
-// at /proc/sys; spaces; " - proc ") reaches process 1's parser escaped: the run starts
-// (its grant matched the unescaped point), and the table parses to that one path and
-// no mount at /proc/sys.
+// TestColdHostileMountPointNames: writable directories whose names hold what a
+// mountinfo line is made of reach process 1's parser intact: the run starts (each
+// grant matched its unescaped point), and the table parses to those paths and no mount
+// at /proc/sys. The names: a newline, then a whole line claiming a read-only procfs at
+// /proc/sys; spaces and " - proc "; and the white space the kernel does not escape
+// (\r, \v, \f, U+0085, U+00A0), at which a split into fields read a mount's options
+// out of its path ("x,ro": a read-write mount passed as read-only) and refused every
+// run that showed such a directory.
 func TestColdHostileMountPointNames(t *testing.T) {
 	w := newWorld(t)
 	root := shortTempDir(t)
-	hostile := filepath.Join(root, "a\n9 1 0:3 ", " ", "proc", "sys ro - proc proc ro\nb - proc x")
-	mustMkdir(t, hostile)
-	w.contract("version: 1\nfilesystem:\n  writable: [\".\", " + strconv.Quote(hostile) + "]\n")
-	r := w.sh("cat /proc/self/mountinfo > mi; echo x > " + shellQuote(filepath.Join(hostile, "f")))
+	hostile := []string{filepath.Join(root, "a\n9 1 0:3 ", " ", "proc", "sys ro - proc proc ro\nb - proc x")}
+	for i, sp := range []string{"\r", "\v", "\f", "\u0085", "\u00a0"} {
+		hostile = append(hostile, filepath.Join(root, strconv.Itoa(i)+"p"+sp+"q"+sp+"x,ro"))
+	}
+	grants, script := `"."`, "cat /proc/self/mountinfo > mi"
+	for _, h := range hostile {
+		mustMkdir(t, h)
+		grants += ", " + strconv.Quote(h)
+		script += "; echo x > " + shellQuote(filepath.Join(h, "f"))
+	}
+	w.contract("version: 1\nfilesystem:\n  writable: [" + grants + "]\n")
+	r := w.sh(script)
 	if r.code != 0 {
 		t.Fatalf("the run was refused: %v", r)
 	}
@@ -134,12 +145,14 @@ func TestColdHostileMountPointNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	points := map[string]linux.MountInfo{}
 	for _, m := range linux.ParseMountinfo(string(data)) {
-		found = found || m.Point == hostile
+		points[m.Point] = m
 	}
-	if !found {
-		t.Fatalf("the hostile mount point did not parse back to itself:\n%s", data)
+	for _, h := range hostile {
+		if m, ok := points[h]; !ok || m.ReadOnly() {
+			t.Errorf("%q did not parse back to itself, read-write (%+v):\n%s", h, m, data)
+		}
 	}
 	if mounted, _ := procSysShape(t, string(data), -1); mounted {
 		t.Fatalf("a directory's name parsed as a mount at /proc/sys:\n%s", data)

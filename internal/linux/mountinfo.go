@@ -31,8 +31,12 @@ func parseMountinfo(line string) (MountInfo, bool) {
 	if !ok {
 		return MountInfo{}, false
 	}
-	f := strings.Fields(pre)
-	g := strings.Fields(post)
+	// Fields are separated by one space: the kernel escapes only space, tab, newline
+	// and backslash in paths, so a path may hold any other character strings.Fields
+	// would split at (\r, \v, \f, U+0085, U+00A0), which would shift every field
+	// after it: a mount's options read from its path.
+	f := strings.Split(pre, " ")
+	g := strings.Split(post, " ")
 	if len(f) < 6 || len(g) < 3 {
 		return MountInfo{}, false
 	}
