@@ -25,23 +25,21 @@ done
 exec 3</proc/sys; sed -n 's/^mnt_id:[[:space:]]*/at /p' /proc/self/fdinfo/3
 echo probed; cat /proc/self/mountinfo`
 
-// procSysShape is what process 1's skip looks at: whether a mount is at /proc/sys, and
-// whether every one there is a read-only procfs with nothing mounted below, the one
-// /proc/sys is reached on (mount ID at) among them.
-func procSysShape(t *testing.T, mountinfo string, at int) (mounted, readOnly bool) {
-	t.Helper()
+// procSysSkips is what process 1's skip decides from the mount table: every mount at
+// /proc/sys is a read-only procfs, nothing is mounted below, and the one /proc/sys is
+// reached on (mount ID at) is among them.
+func procSysSkips(mountinfo string, at int) bool {
 	readOnly, reached := true, false
 	for _, m := range linux.ParseMountinfo(mountinfo) {
 		switch {
 		case m.Point == "/proc/sys":
-			mounted = true
 			readOnly = readOnly && m.FSType == "proc" && m.ReadOnly()
 			reached = reached || m.ID == at
 		case strings.HasPrefix(m.Point, "/proc/sys/"):
 			readOnly = false
 		}
 	}
-	return mounted, reached && readOnly
+	return reached && readOnly
 }
 
 // namespacedSysctl reports whether p is a sysctl of the sandbox's own namespaces, which
@@ -92,7 +90,7 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 		if at < 0 {
 			t.Fatalf("no mount ID for /proc/sys: %v", r)
 		}
-		if _, skip := procSysShape(t, mi, at); skip != wantSkip {
+		if skip := procSysSkips(mi, at); skip != wantSkip {
 			t.Fatalf("skip shape %v; want %v in this mount table:\n%s", skip, wantSkip, mi)
 		}
 	}
@@ -117,16 +115,23 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 
 // TestColdHostileMountPointNames: writable directories whose names hold what a
 // mountinfo line is made of reach process 1's parser intact: the run starts (each
-// grant matched its unescaped point), and the table parses to those paths and no mount
-// at /proc/sys. The names: a newline, then a whole line claiming a read-only procfs at
+// grant matched its unescaped point), and the table parses to those paths and not to
+// the mount a name spells. The names: a newline, then a whole line claiming a read-only procfs at
 // /proc/sys; spaces and " - proc "; and the white space the kernel does not escape
 // (\r, \v, \f, U+0085, U+00A0), at which a split into fields read a mount's options
 // out of its path ("x,ro": a read-write mount passed as read-only) and refused every
 // run that showed such a directory.
 func TestColdHostileMountPointNames(t *testing.T) {
+	t.Run("bwrap", hostileMountPointNames)
+	t.Run("engines", func(t *testing.T) {
+		forEachContainerBackend(t, func(t *testing.T, _ string) { hostileMountPointNames(t) })
+	})
+}
+
+func hostileMountPointNames(t *testing.T) {
 	w := newWorld(t)
 	root := shortTempDir(t)
-	hostile := []string{filepath.Join(root, "a\n9 1 0:3 ", " ", "proc", "sys ro - proc proc ro\nb - proc x")}
+	hostile := []string{filepath.Join(root, "a\n999999 1 0:3 ", " ", "proc", "sys ro - proc proc ro\nb - proc x")}
 	for i, sp := range []string{"\r", "\v", "\f", "\u0085", "\u00a0"} {
 		hostile = append(hostile, filepath.Join(root, strconv.Itoa(i)+"p"+sp+"q"+sp+"x,ro"))
 	}
@@ -154,8 +159,10 @@ func TestColdHostileMountPointNames(t *testing.T) {
 			t.Errorf("%q did not parse back to itself, read-write (%+v):\n%s", h, m, data)
 		}
 	}
-	if mounted, _ := procSysShape(t, string(data), -1); mounted {
-		t.Fatalf("a directory's name parsed as a mount at /proc/sys:\n%s", data)
+	for _, m := range points {
+		if m.ID == 999999 {
+			t.Fatalf("a directory's name parsed as a mount of its own (%+v):\n%s", m, data)
+		}
 	}
 }
 
