@@ -215,6 +215,13 @@ func TestColdRefusedAfterWarmStartsNothing(t *testing.T) {
 // between the grant and it): a name with white space the kernel does not escape
 // neither refuses the run nor unhides the file.
 func TestColdHostileWorkspaceNamesUnderADenial(t *testing.T) {
+	t.Run("bwrap", hostileWorkspaceNamesUnderADenial)
+	t.Run("engines", func(t *testing.T) {
+		forEachContainerBackend(t, func(t *testing.T, _ string) { hostileWorkspaceNamesUnderADenial(t) })
+	})
+}
+
+func hostileWorkspaceNamesUnderADenial(t *testing.T) {
 	w := newWorld(t)
 	dir := filepath.Join(w.ws, "a\u00a0b\rc")
 	mustWrite(t, filepath.Join(dir, "k.pem"), "private key\n")
