@@ -64,6 +64,15 @@ func TestParseMountinfo(t *testing.T) {
 	if ms[1].FSType != "cgroup2" || ms[1].Point != "/sys/fs/cgroup/unified" {
 		t.Errorf("%+v", ms[1])
 	}
+	// What the kernel leaves unescaped in a path and strings.Fields would split at:
+	// a read-write mount whose name would read as options "x,ro".
+	for _, sp := range []string{"\r", "\v", "\f", "\u0085", "\u00a0"} {
+		point := "/w/p" + sp + "q" + sp + "x,ro"
+		ms := ParseMountinfo("38 35 98:0 " + point + " " + point + " rw,noatime - ext4 /dev/root rw\n")
+		if len(ms) != 1 || ms[0].Point != point || ms[0].ReadOnly() || ms[0].ID != 38 || ms[0].FSType != "ext4" {
+			t.Errorf("%q: %+v", sp, ms)
+		}
+	}
 }
 
 // TestChildAndIdleCgroups: a child cgroup takes a process cloned into it and is killed

@@ -171,6 +171,19 @@ func Writable(path string) bool {
 	return unix.Faccessat(unix.AT_FDCWD, path, unix.W_OK, unix.AT_EACCESS) == nil
 }
 
+// MountID returns the ID (as /proc/self/mountinfo numbers it) of the mount path is
+// on: the one a lookup of path reaches now, whatever else is stacked at or above it.
+func MountID(path string) (int, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, unix.STATX_MNT_ID, &st); err != nil {
+		return 0, err
+	}
+	if st.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, unix.ENOSYS
+	}
+	return int(st.Mnt_id), nil
+}
+
 // IsDevNull reports whether path is the null device (what container engines bind over
 // the /proc files they mask).
 func IsDevNull(path string) bool {

@@ -1,9 +1,13 @@
 package linux
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // MountInfo is one line of /proc/PID/mountinfo.
 type MountInfo struct {
+	ID     int    // mount ID (what [MountID] returns for a path on it)
 	Point  string // mount point, unescaped
 	Opts   string // per-mount options ("rw,nosuid,...")
 	FSType string
@@ -27,12 +31,20 @@ func parseMountinfo(line string) (MountInfo, bool) {
 	if !ok {
 		return MountInfo{}, false
 	}
-	f := strings.Fields(pre)
-	g := strings.Fields(post)
+	// Fields are separated by one space: the kernel escapes only space, tab, newline
+	// and backslash in paths, so a path may hold any other character strings.Fields
+	// would split at (\r, \v, \f, U+0085, U+00A0), which would shift every field
+	// after it: a mount's options read from its path.
+	f := strings.Split(pre, " ")
+	g := strings.Split(post, " ")
 	if len(f) < 6 || len(g) < 3 {
 		return MountInfo{}, false
 	}
-	return MountInfo{Point: unescapeOctal(f[4]), Opts: f[5], FSType: g[0], Source: g[1], Super: g[2]}, true
+	id, err := strconv.Atoi(f[0])
+	if err != nil {
+		return MountInfo{}, false
+	}
+	return MountInfo{ID: id, Point: unescapeOctal(f[4]), Opts: f[5], FSType: g[0], Source: g[1], Super: g[2]}, true
 }
 
 // ParseMountinfo parses a whole mountinfo file.

@@ -63,12 +63,13 @@ func precheck() ([]linux.MountInfo, error) {
 	if d, err := linux.Dumpable(); err != nil || d {
 		return nil, fmt.Errorf("process 1 is dumpable: commands could ptrace it or open its descriptors")
 	}
+	at := procSysMount() // the mount /proc/sys is reached on, for procSysReadOnly
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("reading mount table: %w", err)
 	}
 	mounts := linux.ParseMountinfo(string(mi))
-	if w := kernelWritable(procSysReadOnly(mounts)); len(w) > 0 {
+	if w := kernelWritable(procSysReadOnly(mounts, at)); len(w) > 0 {
 		return nil, fmt.Errorf("%s is writable: no kernel interface may be", strings.Join(w, ", "))
 	}
 	return mounts, nil

@@ -1,6 +1,7 @@
 package pid1
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -47,26 +48,54 @@ func TestCheckMounts(t *testing.T) {
 }
 
 // TestProcSysReadOnly: the walk of /proc/sys is skipped only when one read-only procfs
-// mount covers it with nothing below; every other shape is walked.
+// mount covers it with nothing below, and it is the mount /proc/sys is reached on; every
+// other shape is walked.
 func TestProcSysReadOnly(t *testing.T) {
 	const root = "1 0 0:1 / / ro,nosuid - tmpfs tmpfs ro\n4 1 0:3 / /proc rw,nosuid - proc proc rw\n"
 	for _, tc := range []struct {
 		name, mounts string
+		at           int // the mount a lookup of /proc/sys reaches
 		want         bool
 	}{
-		{"read-only bind of /proc/sys", root + "5 4 0:3 /sys /proc/sys ro,nosuid - proc proc rw\n", true},
-		{"no mount at /proc/sys", root, false},
-		{"read-write /proc/sys", root + "5 4 0:3 /sys /proc/sys rw,nosuid - proc proc rw\n", false},
-		{"read-write stacked on read-only", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:3 /sys /proc/sys rw - proc proc rw\n", false},
-		{"another file system at /proc/sys", root + "5 4 0:7 / /proc/sys ro - tmpfs tmpfs ro\n", false},
-		{"a bind below it", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:6 /null /proc/sys/kernel/core_pattern rw - devtmpfs udev rw\n", false},
-		{"read-only bind below it", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:6 /null /proc/sys/kernel/core_pattern ro - devtmpfs udev rw\n", false},
-		{"a sibling with the prefix", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 4 0:3 /sysrq-trigger /proc/sysrq-trigger ro - proc proc rw\n", true},
+		{"read-only bind of /proc/sys", root + "5 4 0:3 /sys /proc/sys ro,nosuid - proc proc rw\n", 5, true},
+		{"no mount at /proc/sys", root, 4, false},
+		{"read-write /proc/sys", root + "5 4 0:3 /sys /proc/sys rw,nosuid - proc proc rw\n", 5, false},
+		{"read-write stacked on read-only", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:3 /sys /proc/sys rw - proc proc rw\n", 6, false},
+		{"another file system at /proc/sys", root + "5 4 0:7 / /proc/sys ro - tmpfs tmpfs ro\n", 5, false},
+		{"a bind below it", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:6 /null /proc/sys/kernel/core_pattern rw - devtmpfs udev rw\n", 5, false},
+		{"read-only bind below it", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 5 0:6 /null /proc/sys/kernel/core_pattern ro - devtmpfs udev rw\n", 5, false},
+		{"a sibling with the prefix", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n6 4 0:3 /sysrq-trigger /proc/sysrq-trigger ro - proc proc rw\n", 5, true},
+		// Hidden: a read-write procfs mounted over /proc after the read-only /proc/sys.
+		{"shadowed by a later /proc", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n7 4 0:9 / /proc rw - proc proc rw\n", 7, false},
+		{"shadowed by a later /", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n8 1 0:9 / / rw - proc proc rw\n", 8, false},
+		{"where /proc/sys is unknown", root + "5 4 0:3 /sys /proc/sys ro - proc proc rw\n", -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := procSysReadOnly(linux.ParseMountinfo(tc.mounts)); got != tc.want {
+			if got := procSysReadOnly(linux.ParseMountinfo(tc.mounts), tc.at); got != tc.want {
 				t.Errorf("procSysReadOnly = %v; want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// TestProcSysMount: the mount /proc/sys is reached on is one the mount table lists
+// at /proc/sys or above it.
+func TestProcSysMount(t *testing.T) {
+	at := procSysMount()
+	if at < 0 {
+		t.Fatal("no mount ID for /proc/sys")
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range linux.ParseMountinfo(string(mi)) {
+		if m.ID == at {
+			if m.Point != "/" && m.Point != "/proc" && m.Point != "/proc/sys" {
+				t.Fatalf("/proc/sys is on mount %d at %s", at, m.Point)
+			}
+			return
+		}
+	}
+	t.Fatalf("mount %d (/proc/sys's) is not in the mount table:\n%s", at, mi)
 }

@@ -82,7 +82,12 @@ func namespaced(p string) bool {
 // file. Any other shape (no such mount, a read-write one stacked at /proc/sys, a bind
 // below it, which could be a device node that a read-only mount does not protect) is
 // answered by the walk.
-func procSysReadOnly(mounts []linux.MountInfo) bool {
+//
+// at is the ID of the mount a lookup of /proc/sys reaches ([linux.MountID]; -1 when
+// unknown): the table lists hidden mounts too, and a read-only /proc/sys under a
+// /proc (or /) mounted after it over its parent proves nothing about the /proc/sys
+// that paths reach. That mount must be one of the read-only procfs ones at /proc/sys.
+func procSysReadOnly(mounts []linux.MountInfo, at int) bool {
 	const sys = "/proc/sys"
 	found := false
 	for _, m := range mounts {
@@ -91,10 +96,19 @@ func procSysReadOnly(mounts []linux.MountInfo) bool {
 			if m.FSType != "proc" || !m.ReadOnly() {
 				return false
 			}
-			found = true
+			found = found || m.ID == at
 		case strings.HasPrefix(m.Point, sys+"/"):
 			return false
 		}
 	}
 	return found
+}
+
+// procSysMount is the ID of the mount /proc/sys is on, or -1.
+func procSysMount() int {
+	id, err := linux.MountID("/proc/sys")
+	if err != nil {
+		return -1
+	}
+	return id
 }
