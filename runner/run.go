@@ -424,7 +424,10 @@ func (r *run) finish(code int, reason, detail string) {
 // timeout and the audit watch).
 func classify(parent, ectx context.Context, code int, err error) (int, string, error) {
 	switch {
-	case err == nil:
+	case err == nil && !errors.As(context.Cause(ectx), new(*monitorKill)):
+		// A kill the monitor asked for once the command had exited (a violation read
+		// in the drain after it: an open waits up to a poll in the ring buffer) ends
+		// it as stopped by the monitor all the same, below.
 		return code, audit.ReasonExited, nil
 	case errors.Is(context.Cause(ectx), errAuditFailed):
 		return errdefs.ExitCannotRun, audit.ReasonAuditFail, nil
