@@ -193,3 +193,29 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestKernelFilesystemWorkspaceRefused: a workspace or a writable grant on one of the
+// kernel's own file systems is refused (125, naming it) before anything is made there:
+// root's placeholders would be a mkdir in procfs or a cgroup hierarchy (a new cgroup),
+// and the sandbox would write the host kernel's interfaces.
+func TestKernelFilesystemWorkspaceRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
+	cmd.Dir, cmd.Env = "/proc/sys/kernel", w.env
+	if r := runResult(t, cmd, "cordon"); r.code != 125 || !strings.Contains(r.stderr, "/proc/sys/kernel is on proc, a kernel file system") {
+		t.Errorf("a run in /proc/sys/kernel: want 125 naming proc, got %v", r)
+	}
+	cg, _, err := linux.CgroupMounts()
+	if err != nil || cg == "" {
+		t.Fatalf("no cgroup2 hierarchy: %q, %v", cg, err)
+	}
+	before := dirNames(t, cg)
+	w.contract("version: 1\nfilesystem:\n  writable: [" + cg + "]\n")
+	if r := w.cordon("", "run", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, cg+" is on cgroup2, a kernel file system") {
+		t.Errorf("a writable grant of the cgroup hierarchy: want 125 naming cgroup2, got %v", r)
+	}
+	if after := dirNames(t, cg); !slices.Equal(before, after) {
+		t.Errorf("the refused run changed %s: %v, then %v", cg, before, after)
+	}
+}

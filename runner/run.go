@@ -301,6 +301,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := checkRunRoot(r.o.RunRoot, r.plan); err != nil {
 		return err
 	}
+	if err := checkKernelFilesystems(r.plan); err != nil {
+		return err
+	}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
 	if err != nil {
 		return errdefs.Unavailablef("%w", err)

@@ -44,3 +44,29 @@ func TryLock(f *os.File) (bool, error) {
 	}
 	return false, err
 }
+
+// kernelFilesystems are the kernel's own file systems (statfs f_type), by name: their
+// files are interfaces to the kernel, not data, so none may be a sandbox's workspace
+// or writable grant. configfs (0x62656570) and fusectl (0x65735543) have no constant
+// in x/sys.
+var kernelFilesystems = map[uint32]string{
+	uint32(unix.PROC_SUPER_MAGIC): "proc", uint32(unix.SYSFS_MAGIC): "sysfs",
+	uint32(unix.CGROUP_SUPER_MAGIC): "cgroup", uint32(unix.CGROUP2_SUPER_MAGIC): "cgroup2",
+	uint32(unix.DEBUGFS_MAGIC): "debugfs", uint32(unix.TRACEFS_MAGIC): "tracefs",
+	uint32(unix.SECURITYFS_MAGIC): "securityfs", uint32(unix.BINFMTFS_MAGIC): "binfmt_misc",
+	uint32(unix.BPF_FS_MAGIC): "bpf", uint32(unix.EFIVARFS_MAGIC): "efivarfs",
+	uint32(unix.PSTOREFS_MAGIC): "pstore", uint32(unix.SELINUX_MAGIC): "selinuxfs",
+	uint32(unix.SMACK_MAGIC): "smackfs", uint32(unix.NSFS_MAGIC): "nsfs",
+	uint32(unix.DEVPTS_SUPER_MAGIC): "devpts", uint32(unix.AUTOFS_SUPER_MAGIC): "autofs",
+	0x62656570: "configfs", 0x65735543: "fusectl",
+}
+
+// KernelFilesystem names the kernel file system path is on, or "" when it is on an
+// ordinary one.
+func KernelFilesystem(path string) (string, error) {
+	t, err := FilesystemType(path)
+	if err != nil {
+		return "", err
+	}
+	return kernelFilesystems[t], nil
+}
