@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -387,4 +388,131 @@ func descendants(pid int) []int {
 func cmdline(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+// redTunnel opens a CONNECT tunnel to ARGV[0] through the proxy, says so, and reads
+// from it until it ends.
+const redTunnel = `use IO::Socket::INET;
+$| = 1;
+my $t = shift;
+my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+print $s "CONNECT $t HTTP/1.1\r\nHost: $t\r\n\r\n";
+my $status = <$s>;
+die "CONNECT: $status" unless $status =~ / 200 /;
+while (<$s>) { last if /^\r?\n$/; }
+my $buf;
+sysread($s, $buf, 1) or die "no bytes through the tunnel";
+print "tunnel up\n";
+while (sysread($s, $buf, 65536)) {}
+print "tunnel ended\n";
+`
+
+// streamer is a TCP server that writes to each connection until it fails, and counts
+// the connections still open.
+type streamer struct {
+	ln   net.Listener
+	open atomic.Int64
+	port string
+}
+
+func newStreamer(t *testing.T, addr string) *streamer {
+	t.Helper()
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &streamer{ln: ln}
+	_, s.port, _ = net.SplitHostPort(ln.Addr().String())
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.open.Add(1)
+			go func() {
+				defer s.open.Add(-1)
+				defer c.Close()
+				for {
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return s
+}
+
+// TestRedEgressSessionStopWhileTunnelsBusy: in a session on bwrap, a tunnel left running
+// in the background by one exec and kept busy across many later execs, and a second one
+// in the foreground of an exec still running, are both cut by session stop: stop
+// succeeds, the foreground exec returns, the upstream sees both connections closed,
+// nothing of them is left running, and every connection is recorded.
+func TestRedEgressSessionStopWhileTunnelsBusy(t *testing.T) {
+	w := newWorld(t)
+	up := newUpstream(t, false, "127.0.0.2:0")
+	st := newStreamer(t, "127.0.0.2:0")
+	w.egressContract(up.port, st.port)
+	mustWrite(t, filepath.Join(w.ws, "tunnel.pl"), redTunnel)
+	target := "127.0.0.2:" + st.port
+	marker := uniq("tunnel")
+	id := w.startSession()
+	// The loop waits for the tunnel with a deadline.
+	r := w.cordon("", "exec", id, "--", "sh", "-c", `(setsid perl tunnel.pl `+target+` `+marker+` > bg.out 2>&1 &)
+for i in $(seq 300); do grep -q "tunnel up" bg.out && exit 0; sleep 0.1; done; cat bg.out; exit 7`)
+	if r.code != 0 {
+		t.Fatalf("the background tunnel: %v", r)
+	}
+	const execs = 5
+	for i := range execs {
+		if r := w.cordon("", "exec", id, "--", "curl", "-sS", "--max-time", "10", "http://127.0.0.2:"+up.port+"/hello"); r.code != 0 || !strings.Contains(r.stdout, "hello from upstream") {
+			t.Errorf("exec %d while the tunnel is busy: %v", i+1, r)
+		}
+	}
+	fg, _, fgOut := w.startCordon("exec", id, "--", "perl", "tunnel.pl", target, marker)
+	if !waitLine(fgOut, "tunnel up") {
+		t.Fatal("the foreground tunnel never came up")
+	}
+	if n := st.open.Load(); n != 2 {
+		t.Errorf("%d tunnels open upstream before the stop; want 2 (the background one kept across execs)", n)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Errorf("session stop with busy tunnels: %v", r)
+	}
+	fgDone := make(chan error, 1)
+	go func() { fgDone <- fg.Wait() }()
+	select {
+	case err := <-fgDone:
+		t.Logf("the foreground exec ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Error("the foreground exec did not return after session stop")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for st.open.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := st.open.Load(); n != 0 {
+		t.Errorf("%d tunnels still open upstream after session stop", n)
+	}
+	if ps := processesMatching(marker); len(ps) != 0 {
+		t.Errorf("left running after session stop: %s", describeProcesses(ps))
+	}
+	tunnels, hellos := 0, 0
+	for _, rec := range sessionEvents(t, w, id) {
+		if rec.Type != "net.allow" {
+			continue
+		}
+		switch b := string(rec.Body); {
+		case strings.Contains(b, target):
+			tunnels++
+		case strings.Contains(b, "127.0.0.2:"+up.port):
+			hellos++
+		}
+	}
+	if tunnels != 2 || hellos != execs {
+		t.Errorf("recorded %d tunnels and %d requests; want 2 and %d", tunnels, hellos, execs)
+	}
 }
