@@ -186,6 +186,7 @@ func testRedEgressSmuggling(t *testing.T) {
 		{"CL+TE", "POST http://" + ok + "/upload HTTP/1.1\nHost: " + ok + "\nContent-Length: 60\nTransfer-Encoding: chunked\n\n0\n\nGET http://" + bad + "/hello HTTP/1.1\nHost: " + bad + "\n\n"},
 		{"two CLs", "POST http://" + ok + "/upload HTTP/1.1\nHost: " + ok + "\nContent-Length: 0\nContent-Length: 60\n\nGET http://" + bad + "/hello HTTP/1.1\nHost: " + bad + "\n\n"},
 		{"Host names another", "GET http://" + ok + "/hello HTTP/1.1\nHost: " + bad + "\n\n"},
+		{"CONNECT after an allowed one", "GET http://" + ok + "/hello HTTP/1.1\nHost: " + ok + "\n\nCONNECT " + bad + " HTTP/1.1\nHost: " + bad + "\n\n"},
 		{"origin-form after an allowed one", "GET http://" + ok + "/hello HTTP/1.1\nHost: " + ok + "\n\nGET /hello HTTP/1.1\nHost: " + bad + "\n\n"},
 	}
 	var script strings.Builder
