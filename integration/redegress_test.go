@@ -122,6 +122,11 @@ curl -sS --max-time 10 http://127.0.0.2:` + up.port + `/hello`
 // the command's end: the proxy serves again once they are gone, each one over the limit
 // is recorded as a deny, and the run ends.
 func TestRedEgressFloodAndHalfOpen(t *testing.T) {
+	t.Run("bwrap", testRedEgressFlood)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { testRedEgressFlood(t) })
+}
+
+func testRedEgressFlood(t *testing.T) {
 	w := newWorld(t)
 	up := newUpstream(t, false, "127.0.0.2:0")
 	w.egressContract(up.port)
@@ -447,12 +452,17 @@ func newStreamer(t *testing.T, addr string) *streamer {
 	return s
 }
 
-// TestRedEgressSessionStopWhileTunnelsBusy: in a session on bwrap, a tunnel left running
+// TestRedEgressSessionStopWhileTunnelsBusy: in a session on every backend, a tunnel left running
 // in the background by one exec and kept busy across many later execs, and a second one
 // in the foreground of an exec still running, are both cut by session stop: stop
 // succeeds, the foreground exec returns, the upstream sees both connections closed,
 // nothing of them is left running, and every connection is recorded.
 func TestRedEgressSessionStopWhileTunnelsBusy(t *testing.T) {
+	t.Run("bwrap", testRedEgressSessionStop)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { testRedEgressSessionStop(t) })
+}
+
+func testRedEgressSessionStop(t *testing.T) {
 	w := newWorld(t)
 	up := newUpstream(t, false, "127.0.0.2:0")
 	st := newStreamer(t, "127.0.0.2:0")
