@@ -454,7 +454,7 @@ type cmdSink struct {
 
 	mu      sync.Mutex                 // mu guards the fields below.
 	active  []string                   // running commands, oldest first
-	denies  map[string][]event.NetBody // cmd id -> net.deny bodies, while it runs
+	denies  map[string][]event.NetBody // cmd id -> its first maxDeniesKept net.deny bodies, while it runs
 	cgroups map[uint64]string          // a session command's cgroup id -> its cmd id
 	alerted alertCounts                // monitor alerts, per command and for the run
 }
@@ -555,8 +555,9 @@ func (s *cmdSink) Emit(e event.Event) {
 		if s.denies == nil {
 			s.denies = map[string][]event.NetBody{}
 		}
-		b, _ := e.Body.(event.NetBody)
-		s.denies[e.Cmd] = append(s.denies[e.Cmd], b)
+		if b, _ := e.Body.(event.NetBody); len(s.denies[e.Cmd]) < maxDeniesKept {
+			s.denies[e.Cmd] = append(s.denies[e.Cmd], b)
+		}
 	}
 	s.mu.Unlock()
 	s.next.Emit(e)
@@ -564,6 +565,13 @@ func (s *cmdSink) Emit(e event.Event) {
 		s.copy.Emit(e)
 	}
 }
+
+// maxDeniesKept bounds the net.deny bodies kept per running command for its result
+// (ExecResult.DeniedEgress and Denied). The sandbox makes denials as fast as it can
+// connect (a flood past MaxConns is one deny per connection, about 12,000 a second):
+// kept without bound they grew cordon's memory by some 700 bytes each until it ran out.
+// Every deny is still in the log; past this many, the result lists no more.
+const maxDeniesKept = 1000
 
 // denyTarget is "host:port" of a net.deny body, or "a malformed request" when the
 // request named no destination at all (a forward-proxy request cordon could not parse).

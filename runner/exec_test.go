@@ -2,6 +2,7 @@ package runner
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/event"
@@ -30,6 +31,30 @@ func TestCmdSinkDenied(t *testing.T) {
 	s.pop("c1")
 	if targets, denials := s.denied("c1"); targets != nil || denials != nil {
 		t.Errorf("after pop: %v %v", targets, denials)
+	}
+}
+
+// TestCmdSinkDeniesBounded: a command denied far more often than maxDeniesKept (a
+// flood of connections) keeps only that many for its result, and every deny still
+// reaches the log.
+func TestCmdSinkDeniesBounded(t *testing.T) {
+	logged := 0
+	s := &cmdSink{next: event.SinkFunc(func(e event.Event) {
+		if e.Type == event.NetDeny {
+			logged++
+		}
+	})}
+	s.push("c1")
+	const n = 3 * maxDeniesKept
+	for i := range n {
+		s.Emit(event.Event{Type: event.NetDeny, Body: event.NetBody{Host: "h" + strconv.Itoa(i) + ".example", Port: 80}})
+	}
+	targets, denials := s.denied("c1")
+	if len(targets) != maxDeniesKept || len(denials) != maxDeniesKept {
+		t.Errorf("kept %d targets and %d denials of %d; want %d of each", len(targets), len(denials), n, maxDeniesKept)
+	}
+	if logged != n {
+		t.Errorf("%d denies reached the log; want all %d", logged, n)
 	}
 }
 

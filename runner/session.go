@@ -57,9 +57,10 @@ type ExecResult struct {
 	Duration time.Duration
 	// FilesChanged, Insertions and Deletions summarise its fs.diff.
 	FilesChanged, Insertions, Deletions int
-	// DeniedEgress lists the "host:port" the egress proxy refused it, once per attempt.
+	// DeniedEgress lists the "host:port" the egress proxy refused it, once per attempt,
+	// for its first 1000 refusals (the log has every one).
 	DeniedEgress []string
-	// Denied explains those refusals, once per destination.
+	// Denied explains those refusals (the first 1000), once per destination.
 	Denied []Denial
 	// Alerts lists the monitor alerts read by the time the command ended, once per
 	// category, target and syscall (an alert the monitor reads later is only in the log).

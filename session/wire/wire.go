@@ -91,7 +91,8 @@ type Result struct {
 	TimedOut        bool     `json:"timed_out"`
 	Reason          string   `json:"reason"`
 	Diffstat        Diffstat `json:"diffstat"`
-	// DeniedEgress lists the "host:port" the egress proxy refused, once per attempt.
+	// DeniedEgress lists the "host:port" the egress proxy refused, once per attempt,
+	// for the command's first 1000 refusals (the log has every one).
 	DeniedEgress []string `json:"denied_egress"`
 	// Denied explains them, once per destination.
 	Denied []Denial `json:"denied"`
