@@ -62,13 +62,27 @@ func unwatched(a Alert) (Alert, bool, bool) {
 	return a, true, false
 }
 
+// faulted is the alert for an open or connect whose arguments could be read neither at
+// syscall entry nor again at its exit (bpf/monitor.c, tp_exit). By the exit the kernel
+// has read them itself; what faults there is memory the workload dropped meanwhile
+// (MADV_DONTNEED from another thread) or was never valid (the call failed with EFAULT).
+// Not knowing which, it is reported: else a workload retrying that race opens or
+// connects where it likes, counted only as unresolved.
+func faulted(a Alert, p string) (Alert, bool, bool) {
+	a.Path = p
+	a.Rule, a.Category = RuleSyscall, CatUnwatched
+	a.Reason = "its arguments could not be read, at entry nor at exit: memory dropped or invalid"
+	return a, true, false
+}
+
 func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 	if r.Flags&flagUnwatched != 0 {
 		return unwatched(a)
 	}
 	p := string(r.Str[0])
-	if r.Flags&flagFault != 0 && p == "" {
-		return a, false, true
+	if r.Flags&flagFault != 0 {
+		// the path, or the flags of openat2 (struct open_how): either may be a write
+		return faulted(a, p)
 	}
 	if r.Flags&flagTrunc != 0 {
 		// What was cut may have left the prefix it shows ("/usr/aaa…/../../etc"):
@@ -165,7 +179,7 @@ func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
 		return unwatched(a)
 	}
 	if r.Flags&flagFault != 0 {
-		return a, false, true
+		return faulted(a, "")
 	}
 	addr, ok := sockaddrString(r.Str[0])
 	if !ok {

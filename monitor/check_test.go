@@ -130,7 +130,8 @@ func TestCheck(t *testing.T) {
 		{"open relative", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "shadow", "/etc"), RuleRead, "hidden", false},
 		{"open relative dotdot", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "../etc/shadow", "/usr"), RuleRead, "hidden", false},
 		{"open relative unresolved", rec(SysOpenat, [6]uint64{rdonly}, 0, "shadow"), "", "", true},
-		{"open fault", rec(SysOpenat, [6]uint64{rdonly}, flagFault), "", "", true},
+		{"open fault", rec(SysOpenat, [6]uint64{rdonly}, flagFault), RuleSyscall, "at entry nor at exit", false},
+		{"openat2 flags fault", rec(SysOpenat2, [6]uint64{rdonly}, flagFault, "/etc/passwd"), RuleSyscall, "at entry nor at exit", false},
 		{"creat outside", rec(SysCreat, [6]uint64{wronlyCreat}, 0, "/opt/x"), RuleWrite, "writable", false},
 		{"truncate read-only", rec(SysOpenat2, [6]uint64{0o1000}, 0, "/etc/passwd"), RuleWrite, "read-only", false},
 		{"exec allowed by name", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/usr/bin/python3", "python3\x00-c\x00pass\x00", "/usr/bin/python3.11"), "", "", false},
@@ -148,6 +149,7 @@ func TestCheck(t *testing.T) {
 		{"connect unix", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/var/run/docker.sock")), RuleConnect, "unix:/var/run/docker.sock", false},
 		{"connect abstract", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("\x00x")), RuleConnect, "unix:@x", false},
 		{"connect unspec", rec(SysConnect, [6]uint64{}, 0, "\x00\x00"), "", "", false},
+		{"connect fault", rec(SysConnect, [6]uint64{3, 16}, flagFault), RuleSyscall, "at entry nor at exit", false},
 		{"ptrace", rec(SysPtrace, [6]uint64{16, 1}, 0), RuleSyscall, "tracing", false},
 		{"unshare", rec(SysUnshare, [6]uint64{0x10000000}, 0), RuleSyscall, "namespaces", false},
 	} {

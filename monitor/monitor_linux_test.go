@@ -70,6 +70,11 @@ func helperMain(what string, args []string) int {
 		for _, a := range args {
 			linux.ProbeOpenUnfaulted(a, syscall.O_RDONLY)
 		}
+	case "dropped": // open args[1] args[0] times from a page another thread keeps dropping
+		var n int
+		fmt.Sscan(args[0], &n)
+		opened, err := linux.ProbeOpenDropped(args[1], syscall.O_RDONLY, n)
+		fmt.Println(opened, err)
 	case "distinct": // N opens of distinct paths outside every profile
 		var n int
 		fmt.Sscan(args[0], &n)

@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -154,4 +155,48 @@ func ProbeOpenUnfaulted(path string, flags int) syscall.Errno {
 		unix.Close(int(r))
 	}
 	return e
+}
+
+// ProbeOpenDropped is ProbeOpenUnfaulted tries times over with a second thread dropping
+// the page that holds the path (MADV_DONTNEED) again and again: some opens find it gone
+// after the kernel read it, so a reader at syscall exit, which may not fault either,
+// cannot read it there. It returns how many opens succeeded.
+func ProbeOpenDropped(path string, flags, tries int) (int, error) {
+	fd, err := unix.MemfdCreate("cordon-probe", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	b := append([]byte(path), 0)
+	if _, err := unix.Write(fd, b); err != nil {
+		return 0, err
+	}
+	mem, err := unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(mem)
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		for !stop.Load() {
+			unix.Madvise(mem, unix.MADV_DONTNEED)
+		}
+	}()
+	opened := 0
+	dirfd := unix.AT_FDCWD
+	for i := 0; i < tries; i++ {
+		unix.Madvise(mem, unix.MADV_DONTNEED)
+		r, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&mem[0])),
+			uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
+		if e == 0 {
+			unix.Close(int(r))
+			opened++
+		}
+	}
+	stop.Store(true)
+	<-done
+	return opened, nil
 }
