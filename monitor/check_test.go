@@ -78,7 +78,7 @@ func TestFromPlan(t *testing.T) {
 	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/control.sock" {
 		t.Errorf("Connect = %q; want the proxy and the control socket only", p.Connect)
 	}
-	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != 1 {
+	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != len(sandboxLinks)+1 {
 		t.Errorf("FromPlan = %+v", p)
 	}
 }
@@ -127,6 +127,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"open readable", rec(SysOpenat, [6]uint64{rdonly}, 0, "/etc/hostname"), "", "", false},
 		{"open shadow", rec(SysOpenat, [6]uint64{rdonly}, 0, "/etc/shadow"), RuleRead, "hidden", false},
+		{"open /dev/core", rec(SysOpenat, [6]uint64{rdonly}, 0, "/dev/core"), RuleRead, "hidden", false},
 		{"open relative", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "shadow", "/etc"), RuleRead, "hidden", false},
 		{"open relative dotdot", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "../etc/shadow", "/usr"), RuleRead, "hidden", false},
 		{"open relative unresolved", rec(SysOpenat, [6]uint64{rdonly}, 0, "shadow"), "", "", true},
