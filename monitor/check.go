@@ -29,6 +29,8 @@ const (
 	oTrunc   = 0o1000
 	oTmpfile = 0o20000000
 	oPath    = 0o10000000 // a handle to the name only: no content is read or written
+
+	resolveInRoot = 0x10 // openat2 RESOLVE_IN_ROOT: Args[3] of an open is open_how.resolve
 )
 
 // check returns the alert for a record, if it is a deviation; unresolved is true when
@@ -92,7 +94,15 @@ func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 		a.Reason = "its path is longer than the monitor reads (4096 bytes or 48 components)"
 		return a, true, false
 	}
-	if !strings.HasPrefix(p, "/") {
+	switch {
+	case r.Syscall == SysOpenat2 && r.Args[3]&resolveInRoot != 0:
+		// below the directory, as if it were the root: ".." stops there, and an
+		// absolute path is below it too
+		if r.Flags&flagRelative == 0 || len(r.Str[1]) == 0 {
+			return a, false, true
+		}
+		p = string(r.Str[1]) + filepath.Clean("/"+p)
+	case !strings.HasPrefix(p, "/"):
 		if r.Flags&flagRelative == 0 || len(r.Str[1]) == 0 {
 			return a, false, true
 		}

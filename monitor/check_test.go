@@ -130,6 +130,8 @@ func TestCheck(t *testing.T) {
 		{"open /dev/core", rec(SysOpenat, [6]uint64{rdonly}, 0, "/dev/core"), RuleRead, "hidden", false},
 		{"open relative", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "shadow", "/etc"), RuleRead, "hidden", false},
 		{"open relative dotdot", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "../etc/shadow", "/usr"), RuleRead, "hidden", false},
+		{"openat2 in root", rec(SysOpenat2, [6]uint64{wronlyCreat, 3, 0, 0x10}, flagRelative, "/tmp/x", "/etc"), RuleWrite, "read-only", false},
+		{"openat2 in root dotdot", rec(SysOpenat2, [6]uint64{wronlyCreat, 3, 0, 0x10}, flagRelative, "../../tmp/x", "/etc"), RuleWrite, "read-only", false},
 		{"open relative unresolved", rec(SysOpenat, [6]uint64{rdonly}, 0, "shadow"), "", "", true},
 		{"open fault", rec(SysOpenat, [6]uint64{rdonly}, flagFault), RuleSyscall, "at entry nor at exit", false},
 		{"openat2 flags fault", rec(SysOpenat2, [6]uint64{rdonly}, flagFault, "/etc/passwd"), RuleSyscall, "at entry nor at exit", false},

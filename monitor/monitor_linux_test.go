@@ -75,6 +75,12 @@ func helperMain(what string, args []string) int {
 		fmt.Sscan(args[0], &n)
 		opened, err := linux.ProbeOpenDropped(args[1], syscall.O_RDONLY, n)
 		fmt.Println(opened, err)
+	case "openin": // each "HOW:DIR:PATH": open PATH through a descriptor of DIR (redteam_linux_test.go)
+		for _, a := range args {
+			how, rest, _ := strings.Cut(a, ":")
+			dir, path, _ := strings.Cut(rest, ":")
+			openIn(how, dir, path)
+		}
 	case "distinct": // N opens of distinct paths outside every profile
 		var n int
 		fmt.Sscan(args[0], &n)

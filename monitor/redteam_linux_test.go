@@ -1,9 +1,16 @@
 package monitor
 
 import (
+	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // TestPathDroppedBeforeExitAlerts: a path the programs cannot read at syscall entry is
@@ -38,4 +45,99 @@ func TestPathDroppedBeforeExitAlerts(t *testing.T) {
 	if st := h.m.Stats(); st.Unresolved != 0 {
 		t.Errorf("%d records counted unresolved, not reported", st.Unresolved)
 	}
+}
+
+// openIn opens path through a descriptor of dir, the way how names (see
+// TestDirfdTricksAreSent).
+func openIn(how, dir, path string) {
+	const inRoot = 0x10 // RESOLVE_IN_ROOT
+	flags := syscall.O_RDONLY
+	if strings.HasPrefix(how, "w") {
+		how, flags = how[1:], syscall.O_WRONLY|syscall.O_CREAT
+	}
+	switch how {
+	case "dir":
+		linux.ProbeOpenIn(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, path, flags, 0)
+	case "opath":
+		linux.ProbeOpenIn(dir, unix.O_PATH|syscall.O_DIRECTORY, path, flags, 0)
+	case "procfd": // through /proc/self/fd: "N/path", N a descriptor of dir
+		f, err := os.Open(dir)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		linux.ProbeOpenIn("/proc/self/fd", syscall.O_RDONLY|syscall.O_DIRECTORY, fmt.Sprintf("%d/%s", f.Fd(), path), flags, 0)
+	case "cwd": // through /proc/self/cwd, opened as a directory with dir the cwd
+		if os.Chdir(dir) == nil {
+			linux.ProbeOpenIn("/proc/self/cwd", unix.O_PATH|syscall.O_DIRECTORY, path, flags, 0)
+		}
+	case "moved": // dir/a, opened, then renamed dir/secret: the walk must say where it is now
+		os.Mkdir(dir+"/a", 0o700)
+		f, err := os.Open(dir + "/a")
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		if os.Rename(dir+"/a", dir+"/secret") == nil {
+			linux.ProbeOpenIn(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), syscall.O_RDONLY|syscall.O_DIRECTORY, path, flags, 0)
+		}
+	case "inroot": // openat2 RESOLVE_IN_ROOT: the absolute path is below dir
+		linux.ProbeOpenIn(dir, unix.O_PATH|syscall.O_DIRECTORY, path, flags, inRoot)
+	}
+}
+
+// TestDirfdTricksAreSent: relative opens, filtered in the kernel on the directory the
+// programs walk from the descriptor, through descriptors whose path could read
+// otherwise than the directory (an O_PATH one, /proc/self/fd/N, /proc/self/cwd, a
+// directory renamed into a hidden one after it was opened, openat2 RESOLVE_IN_ROOT).
+// Each opens a hidden file or writes below a read-only rule: each must be sent and alert.
+func TestDirfdTricksAreSent(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(ws+"/ro", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(ws+"/ro"+ws, 0o700); err != nil { // for RESOLVE_IN_ROOT
+		t.Fatal(err)
+	}
+	prof := hostProfile(ws)
+	prof.Paths = append(prof.Paths,
+		PathRule{Path: ws + "/secret", Access: contract.Hidden, Why: "test"},
+		PathRule{Path: ws + "/ro", Access: contract.ReadOnly, Why: "test"})
+	cases := []struct{ open, wantPath string }{
+		{"dir:/etc:shadow", "/etc/shadow"},
+		{"opath:/etc:shadow", "/etc/shadow"},
+		{"procfd:/etc:shadow", ""}, // below a descriptor: unfollowable, any path
+		{"cwd:/etc:shadow", "/etc/shadow"},
+		{"moved:" + ws + ":key", ws + "/secret/key"},
+		{"wopath:" + ws + "/ro:x", ws + "/ro/x"},
+		{"winroot:" + ws + "/ro:" + ws + "/x", ""}, // creates ws/ro/ws/x: any alert
+	}
+	h := newHarness(t, prof, Options{})
+	exe, _ := os.Executable()
+	for _, c := range cases {
+		cmd := h.command(append(os.Environ(), helperEnv+"=openin"), exe, c.open)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", c.open, err, out)
+		}
+		alerts, records := h.got()
+		var got []string
+		for _, r := range records {
+			if r.Syscall.isOpen() && r.PID == uint32(cmd.Process.Pid) {
+				got = append(got, fmt.Sprintf("%q in %q", r.Str[0], r.Str[1]))
+			}
+		}
+		if !hasAlertFrom(alerts, cmd.Process.Pid, c.wantPath) {
+			t.Errorf("%s: no alert (want path %q); its opens sent: %s", c.open, c.wantPath, strings.Join(got, ", "))
+		}
+	}
+}
+
+// hasAlertFrom reports whether pid raised an alert on an open, of path unless it is "".
+func hasAlertFrom(alerts []Alert, pid int, path string) bool {
+	for _, a := range alerts {
+		if a.PID == pid && strings.HasPrefix(a.Syscall, "open") && (path == "" || a.Path == path) {
+			return true
+		}
+	}
+	return false
 }

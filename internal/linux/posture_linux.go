@@ -200,3 +200,24 @@ func ProbeOpenDropped(path string, flags, tries int) (int, error) {
 	<-done
 	return opened, nil
 }
+
+// ProbeOpenIn opens dir with dirFlags and path relative to it with flags, by openat2
+// with resolve when resolve is not 0 (RESOLVE_IN_ROOT: an absolute path is resolved
+// below dir), else by openat; it closes both again.
+func ProbeOpenIn(dir string, dirFlags int, path string, flags int, resolve uint64) syscall.Errno {
+	dfd, err := unix.Open(dir, dirFlags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Close(dfd)
+	var fd int
+	if resolve != 0 {
+		fd, err = unix.Openat2(dfd, path, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: 0o600, Resolve: resolve})
+	} else {
+		fd, err = unix.Openat(dfd, path, flags|unix.O_CLOEXEC, 0o600)
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errnoOf(err)
+}
