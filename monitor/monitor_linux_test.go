@@ -81,6 +81,8 @@ func helperMain(what string, args []string) int {
 			dir, path, _ := strings.Cut(rest, ":")
 			openIn(how, dir, path)
 		}
+	case "flood-violate": // 3 threads of sent, allowed opens; the time, then /etc/shadow
+		floodThenViolate()
 	case "distinct": // N opens of distinct paths outside every profile
 		var n int
 		fmt.Sscan(args[0], &n)
