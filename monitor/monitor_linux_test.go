@@ -81,6 +81,11 @@ func helperMain(what string, args []string) int {
 			dir, path, _ := strings.Cut(rest, ":")
 			openIn(how, dir, path)
 		}
+	case "unfaulted-threads": // N threads, each M opens of ARG/T-I from untouched pages
+		var n, m int
+		fmt.Sscan(args[0], &n)
+		fmt.Sscan(args[1], &m)
+		unfaultedThreads(n, m, args[2])
 	case "flood-violate": // 3 threads of sent, allowed opens; the time, then /etc/shadow
 		floodThenViolate()
 	case "distinct": // N opens of distinct paths outside every profile

@@ -3,7 +3,9 @@ package monitor
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -140,4 +142,49 @@ func hasAlertFrom(alerts []Alert, pid int, path string) bool {
 		}
 	}
 	return false
+}
+
+// unfaultedThreads opens dir/T-I (I < m) from a page not faulted in, on n threads at once.
+func unfaultedThreads(n, m int, dir string) {
+	var wg sync.WaitGroup
+	for t := 0; t < n; t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread() // a thread of its own: exits when the goroutine does
+			for i := 0; i < m; i++ {
+				linux.ProbeOpenUnfaulted(fmt.Sprintf("%s/%d-%d", dir, t, i), syscall.O_RDONLY)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestConcurrentPendingCallsAllSent: many threads whose paths fault at entry, at once,
+// some exiting right after: each call goes through `pending` and the count of its
+// entries (npending), which the exit program reads before looking. None may be lost.
+func TestConcurrentPendingCallsAllSent(t *testing.T) {
+	const threads, each = 64, 20
+	h := newHarness(t, hostProfile(), Options{})
+	exe, _ := os.Executable()
+	cmd := h.command(append(os.Environ(), helperEnv+"=unfaulted-threads"), exe, fmt.Sprint(threads), fmt.Sprint(each), "/etc/shadow")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	alerts, records := h.got()
+	seen := map[string]bool{}
+	for _, r := range records {
+		if r.Syscall.isOpen() && strings.HasPrefix(string(r.Str[0]), "/etc/shadow/") {
+			seen[string(r.Str[0])] = true
+		}
+	}
+	var hidden int
+	for _, a := range alerts {
+		if strings.HasPrefix(a.Path, "/etc/shadow/") && a.Category == CatReadHidden {
+			hidden++
+		}
+	}
+	if len(seen) != threads*each || hidden != threads*each {
+		t.Errorf("%d calls: %d read at exit, %d alerts (lost %d)", threads*each, len(seen), hidden, h.m.Stats().Lost)
+	}
 }
