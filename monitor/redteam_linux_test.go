@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -61,7 +59,7 @@ func openIn(how, dir, path string) {
 	case "dir":
 		linux.ProbeOpenIn(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, path, flags, 0)
 	case "opath":
-		linux.ProbeOpenIn(dir, unix.O_PATH|syscall.O_DIRECTORY, path, flags, 0)
+		linux.ProbeOpenIn(dir, oPath|syscall.O_DIRECTORY, path, flags, 0)
 	case "procfd": // through /proc/self/fd: "N/path", N a descriptor of dir
 		f, err := os.Open(dir)
 		if err != nil {
@@ -71,7 +69,7 @@ func openIn(how, dir, path string) {
 		linux.ProbeOpenIn("/proc/self/fd", syscall.O_RDONLY|syscall.O_DIRECTORY, fmt.Sprintf("%d/%s", f.Fd(), path), flags, 0)
 	case "cwd": // through /proc/self/cwd, opened as a directory with dir the cwd
 		if os.Chdir(dir) == nil {
-			linux.ProbeOpenIn("/proc/self/cwd", unix.O_PATH|syscall.O_DIRECTORY, path, flags, 0)
+			linux.ProbeOpenIn("/proc/self/cwd", oPath|syscall.O_DIRECTORY, path, flags, 0)
 		}
 	case "moved": // dir/a, opened, then renamed dir/secret: the walk must say where it is now
 		os.Mkdir(dir+"/a", 0o700)
@@ -84,7 +82,7 @@ func openIn(how, dir, path string) {
 			linux.ProbeOpenIn(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), syscall.O_RDONLY|syscall.O_DIRECTORY, path, flags, 0)
 		}
 	case "inroot": // openat2 RESOLVE_IN_ROOT: the absolute path is below dir
-		linux.ProbeOpenIn(dir, unix.O_PATH|syscall.O_DIRECTORY, path, flags, inRoot)
+		linux.ProbeOpenIn(dir, oPath|syscall.O_DIRECTORY, path, flags, inRoot)
 	}
 }
 
