@@ -66,14 +66,14 @@ func unwatched(a Alert) (Alert, bool, bool) {
 
 // faulted is the alert for an open or connect whose arguments could be read neither at
 // syscall entry nor again at its exit (bpf/monitor.c, tp_exit). By the exit the kernel
-// has read them itself; what faults there is memory the workload dropped meanwhile
-// (MADV_DONTNEED from another thread) or was never valid (the call failed with EFAULT).
-// Not knowing which, it is reported: else a workload retrying that race opens or
-// connects where it likes, counted only as unresolved.
+// has read them itself (a call it failed with EFAULT is dropped there): what faults is
+// memory the workload dropped meanwhile (MADV_DONTNEED from another thread). It is
+// reported: else a workload retrying that race opens or connects where it likes,
+// counted only as unresolved.
 func faulted(a Alert, p string) (Alert, bool, bool) {
 	a.Path = p
 	a.Rule, a.Category = RuleSyscall, CatUnwatched
-	a.Reason = "its arguments could not be read, at entry nor at exit: memory dropped or invalid"
+	a.Reason = "its arguments could not be read, at entry nor at exit: memory dropped after the kernel read it"
 	return a, true, false
 }
 

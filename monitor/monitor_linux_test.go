@@ -86,6 +86,9 @@ func helperMain(what string, args []string) int {
 		fmt.Sscan(args[0], &n)
 		fmt.Sscan(args[1], &m)
 		unfaultedThreads(n, m, args[2])
+	case "badpointer": // an openat the kernel fails with EFAULT, then one of args[0]
+		fmt.Println(linux.ProbeOpenBadPointer())
+		linux.ProbeOpen(args[0], syscall.O_RDONLY)
 	case "flood-violate": // 3 threads of sent, allowed opens; the time, then /etc/shadow
 		floodThenViolate()
 	case "distinct": // N opens of distinct paths outside every profile

@@ -186,3 +186,20 @@ func TestConcurrentPendingCallsAllSent(t *testing.T) {
 		t.Errorf("%d calls: %d read at exit, %d alerts (lost %d)", threads*each, len(seen), hidden, h.m.Stats().Lost)
 	}
 }
+
+// TestEFAULTOpenDoesNotAlert: an open whose path the kernel could not read either (it
+// failed with EFAULT) opened nothing: the exit program drops it, where a path dropped
+// after the kernel read it (TestPathDroppedBeforeExitAlerts) alerts.
+func TestEFAULTOpenDoesNotAlert(t *testing.T) {
+	h := newHarness(t, hostProfile(), Options{})
+	h.helper("badpointer", "/etc/shadow")
+	alerts, _ := h.got()
+	if !hasAlert(alerts, "/etc/shadow") {
+		t.Fatal("control: no alert for /etc/shadow after the bad pointer")
+	}
+	for _, a := range alerts {
+		if a.Category == CatUnwatched {
+			t.Errorf("an open failed with EFAULT alerted: %+v", a)
+		}
+	}
+}

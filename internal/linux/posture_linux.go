@@ -221,3 +221,11 @@ func ProbeOpenIn(dir string, dirFlags int, path string, flags int, resolve uint6
 	}
 	return errnoOf(err)
 }
+
+// ProbeOpenBadPointer makes an openat whose path is at an address nothing is mapped at:
+// the kernel fails it with EFAULT.
+func ProbeOpenBadPointer() syscall.Errno {
+	dirfd := unix.AT_FDCWD
+	_, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), 8, unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
+	return e
+}

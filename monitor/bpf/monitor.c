@@ -681,7 +681,7 @@ int tp_connect(struct sys_enter *ctx)
 
 /* One exit program for all of the above: it only acts on a call left pending. */
 SEC("tracepoint/syscalls/sys_exit_openat")
-int tp_exit(void *ctx)
+int tp_exit(struct sys_exit *ctx)
 {
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&npending, &zero);
@@ -698,7 +698,13 @@ int tp_exit(void *ctx)
 	struct event *e = begin(p.sc, &w);
 	if (!e)
 		return 0;
-	return send(e, fill(e, p.sc, p.args), &w);
+	__u32 off = fill(e, p.sc, p.args);
+	/* Arguments unreadable at exit too: the kernel could not read them either (the
+	 * call failed with EFAULT, nothing was opened or connected), or the workload
+	 * dropped their memory after the kernel read them, which user space reports. */
+	if ((e->flags & EF_FAULT) && ctx->ret == -EFAULT)
+		return 0;
+	return send(e, off, &w);
 }
 
 /* Successful execs, after the new program is in place: the file name as given, the new
