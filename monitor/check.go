@@ -29,6 +29,8 @@ const (
 	oTrunc   = 0o1000
 	oTmpfile = 0o20000000
 	oPath    = 0o10000000 // a handle to the name only: no content is read or written
+
+	resolveInRoot = 0x10 // openat2 RESOLVE_IN_ROOT: Args[3] of an open is open_how.resolve
 )
 
 // check returns the alert for a record, if it is a deviation; unresolved is true when
@@ -62,13 +64,27 @@ func unwatched(a Alert) (Alert, bool, bool) {
 	return a, true, false
 }
 
+// faulted is the alert for an open or connect whose arguments could be read neither at
+// syscall entry nor again at its exit (bpf/monitor.c, tp_exit). By the exit the kernel
+// has read them itself (a call it failed with EFAULT is dropped there): what faults is
+// memory the workload dropped meanwhile (MADV_DONTNEED from another thread). It is
+// reported: else a workload retrying that race opens or connects where it likes,
+// counted only as unresolved.
+func faulted(a Alert, p string) (Alert, bool, bool) {
+	a.Path = p
+	a.Rule, a.Category = RuleSyscall, CatUnwatched
+	a.Reason = "its arguments could not be read, at entry nor at exit: memory dropped after the kernel read it"
+	return a, true, false
+}
+
 func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 	if r.Flags&flagUnwatched != 0 {
 		return unwatched(a)
 	}
 	p := string(r.Str[0])
-	if r.Flags&flagFault != 0 && p == "" {
-		return a, false, true
+	if r.Flags&flagFault != 0 {
+		// the path, or the flags of openat2 (struct open_how): either may be a write
+		return faulted(a, p)
 	}
 	if r.Flags&flagTrunc != 0 {
 		// What was cut may have left the prefix it shows ("/usr/aaa…/../../etc"):
@@ -78,7 +94,15 @@ func (c *checker) checkOpen(r *Record, a Alert) (Alert, bool, bool) {
 		a.Reason = "its path is longer than the monitor reads (4096 bytes or 48 components)"
 		return a, true, false
 	}
-	if !strings.HasPrefix(p, "/") {
+	switch {
+	case r.Syscall == SysOpenat2 && r.Args[3]&resolveInRoot != 0:
+		// below the directory, as if it were the root: ".." stops there, and an
+		// absolute path is below it too
+		if r.Flags&flagRelative == 0 || len(r.Str[1]) == 0 {
+			return a, false, true
+		}
+		p = string(r.Str[1]) + filepath.Clean("/"+p)
+	case !strings.HasPrefix(p, "/"):
 		if r.Flags&flagRelative == 0 || len(r.Str[1]) == 0 {
 			return a, false, true
 		}
@@ -165,7 +189,7 @@ func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
 		return unwatched(a)
 	}
 	if r.Flags&flagFault != 0 {
-		return a, false, true
+		return faulted(a, "")
 	}
 	addr, ok := sockaddrString(r.Str[0])
 	if !ok {

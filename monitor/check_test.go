@@ -78,7 +78,7 @@ func TestFromPlan(t *testing.T) {
 	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/control.sock" {
 		t.Errorf("Connect = %q; want the proxy and the control socket only", p.Connect)
 	}
-	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != 1 {
+	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != len(sandboxLinks)+1 {
 		t.Errorf("FromPlan = %+v", p)
 	}
 }
@@ -127,10 +127,14 @@ func TestCheck(t *testing.T) {
 	}{
 		{"open readable", rec(SysOpenat, [6]uint64{rdonly}, 0, "/etc/hostname"), "", "", false},
 		{"open shadow", rec(SysOpenat, [6]uint64{rdonly}, 0, "/etc/shadow"), RuleRead, "hidden", false},
+		{"open /dev/core", rec(SysOpenat, [6]uint64{rdonly}, 0, "/dev/core"), RuleRead, "hidden", false},
 		{"open relative", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "shadow", "/etc"), RuleRead, "hidden", false},
 		{"open relative dotdot", rec(SysOpenat, [6]uint64{rdonly}, flagRelative, "../etc/shadow", "/usr"), RuleRead, "hidden", false},
+		{"openat2 in root", rec(SysOpenat2, [6]uint64{wronlyCreat, 3, 0, 0x10}, flagRelative, "/tmp/x", "/etc"), RuleWrite, "read-only", false},
+		{"openat2 in root dotdot", rec(SysOpenat2, [6]uint64{wronlyCreat, 3, 0, 0x10}, flagRelative, "../../tmp/x", "/etc"), RuleWrite, "read-only", false},
 		{"open relative unresolved", rec(SysOpenat, [6]uint64{rdonly}, 0, "shadow"), "", "", true},
-		{"open fault", rec(SysOpenat, [6]uint64{rdonly}, flagFault), "", "", true},
+		{"open fault", rec(SysOpenat, [6]uint64{rdonly}, flagFault), RuleSyscall, "at entry nor at exit", false},
+		{"openat2 flags fault", rec(SysOpenat2, [6]uint64{rdonly}, flagFault, "/etc/passwd"), RuleSyscall, "at entry nor at exit", false},
 		{"creat outside", rec(SysCreat, [6]uint64{wronlyCreat}, 0, "/opt/x"), RuleWrite, "writable", false},
 		{"truncate read-only", rec(SysOpenat2, [6]uint64{0o1000}, 0, "/etc/passwd"), RuleWrite, "read-only", false},
 		{"exec allowed by name", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/usr/bin/python3", "python3\x00-c\x00pass\x00", "/usr/bin/python3.11"), "", "", false},
@@ -148,6 +152,7 @@ func TestCheck(t *testing.T) {
 		{"connect unix", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/var/run/docker.sock")), RuleConnect, "unix:/var/run/docker.sock", false},
 		{"connect abstract", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("\x00x")), RuleConnect, "unix:@x", false},
 		{"connect unspec", rec(SysConnect, [6]uint64{}, 0, "\x00\x00"), "", "", false},
+		{"connect fault", rec(SysConnect, [6]uint64{3, 16}, flagFault), RuleSyscall, "at entry nor at exit", false},
 		{"ptrace", rec(SysPtrace, [6]uint64{16, 1}, 0), RuleSyscall, "tracing", false},
 		{"unshare", rec(SysUnshare, [6]uint64{0x10000000}, 0), RuleSyscall, "namespaces", false},
 	} {

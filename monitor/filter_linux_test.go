@@ -40,6 +40,8 @@ func TestFilterDropsOnlyWhatTheProfileAllows(t *testing.T) {
 		{"r:/proc/self/root/etc/shadow", false},  // a process's root link: /etc/shadow
 		{"w:/proc/self/cwd/x", false},            // below a cwd link: the cwd is not known
 		{"r:/dev/fd/0/x", false},                 // /dev/fd is a link to /proc/self/fd
+		{"r:/dev/core", false},                   // a link to /proc/kcore (bwrap, runc)
+		{"r:/dev/ptmx", true},                    // a link to pts/ptmx, both read-write
 	}
 	// The write case creates its file as root: remove it after, unless it was there.
 	const made = "/usr/bin/cordon-filter-test"

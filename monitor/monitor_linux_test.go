@@ -70,6 +70,27 @@ func helperMain(what string, args []string) int {
 		for _, a := range args {
 			linux.ProbeOpenUnfaulted(a, syscall.O_RDONLY)
 		}
+	case "dropped": // open args[1] args[0] times from a page another thread keeps dropping
+		var n int
+		fmt.Sscan(args[0], &n)
+		opened, err := linux.ProbeOpenDropped(args[1], syscall.O_RDONLY, n)
+		fmt.Println(opened, err)
+	case "openin": // each "HOW:DIR:PATH": open PATH through a descriptor of DIR (redteam_linux_test.go)
+		for _, a := range args {
+			how, rest, _ := strings.Cut(a, ":")
+			dir, path, _ := strings.Cut(rest, ":")
+			openIn(how, dir, path)
+		}
+	case "unfaulted-threads": // N threads, each M opens of ARG/T-I from untouched pages
+		var n, m int
+		fmt.Sscan(args[0], &n)
+		fmt.Sscan(args[1], &m)
+		unfaultedThreads(n, m, args[2])
+	case "badpointer": // an openat the kernel fails with EFAULT, then one of args[0]
+		fmt.Println(linux.ProbeOpenBadPointer())
+		linux.ProbeOpen(args[0], syscall.O_RDONLY)
+	case "flood-violate": // 3 threads of sent, allowed opens; the time, then /etc/shadow
+		floodThenViolate()
 	case "distinct": // N opens of distinct paths outside every profile
 		var n int
 		fmt.Sscan(args[0], &n)

@@ -82,13 +82,20 @@ var sandboxPaths = []PathRule{
 	{"/sys/fs/cgroup", contract.ReadOnly, "runtime probe: cgroup limits"},
 }
 
+// sandboxLinks are the links every backend's /dev has besides those into /proc/self
+// (magicDirs): bwrap --dev and runc both make /dev/core a link to /proc/kcore, which
+// /dev's read-only rule would otherwise let through, in the kernel's filter too.
+var sandboxLinks = []contract.Link{
+	{Path: "/dev/core", Target: "/proc/kcore"},
+}
+
 // FromPlan returns the profile of a compiled contract: the plan's mounts (readable,
 // writable and hidden sets) over the sandbox's own files, its links, monitor.exec, and
 // the egress proxy's address as the only connect destination.
 func FromPlan(p *contract.Plan) Profile {
 	prof := Profile{
 		Paths:   append([]PathRule(nil), sandboxPaths...),
-		Links:   append([]contract.Link(nil), p.Links...),
+		Links:   append(append([]contract.Link(nil), sandboxLinks...), p.Links...),
 		Exec:    append([]string(nil), p.Monitor.Exec...),
 		Connect: []string{ProxyAddr, "unix:" + ControlSocket},
 	}

@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -153,5 +154,78 @@ func ProbeOpenUnfaulted(path string, flags int) syscall.Errno {
 	if e == 0 {
 		unix.Close(int(r))
 	}
+	return e
+}
+
+// ProbeOpenDropped is ProbeOpenUnfaulted tries times over with a second thread dropping
+// the page that holds the path (MADV_DONTNEED) again and again: some opens find it gone
+// after the kernel read it, so a reader at syscall exit, which may not fault either,
+// cannot read it there. It returns how many opens succeeded.
+func ProbeOpenDropped(path string, flags, tries int) (int, error) {
+	fd, err := unix.MemfdCreate("cordon-probe", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	b := append([]byte(path), 0)
+	if _, err := unix.Write(fd, b); err != nil {
+		return 0, err
+	}
+	mem, err := unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(mem)
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		for !stop.Load() {
+			unix.Madvise(mem, unix.MADV_DONTNEED)
+		}
+	}()
+	opened := 0
+	dirfd := unix.AT_FDCWD
+	for i := 0; i < tries; i++ {
+		unix.Madvise(mem, unix.MADV_DONTNEED)
+		r, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&mem[0])),
+			uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
+		if e == 0 {
+			unix.Close(int(r))
+			opened++
+		}
+	}
+	stop.Store(true)
+	<-done
+	return opened, nil
+}
+
+// ProbeOpenIn opens dir with dirFlags and path relative to it with flags, by openat2
+// with resolve when resolve is not 0 (RESOLVE_IN_ROOT: an absolute path is resolved
+// below dir), else by openat; it closes both again.
+func ProbeOpenIn(dir string, dirFlags int, path string, flags int, resolve uint64) syscall.Errno {
+	dfd, err := unix.Open(dir, dirFlags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer unix.Close(dfd)
+	var fd int
+	if resolve != 0 {
+		fd, err = unix.Openat2(dfd, path, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: 0o600, Resolve: resolve})
+	} else {
+		fd, err = unix.Openat(dfd, path, flags|unix.O_CLOEXEC, 0o600)
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errnoOf(err)
+}
+
+// ProbeOpenBadPointer makes an openat whose path is at an address nothing is mapped at:
+// the kernel fails it with EFAULT.
+func ProbeOpenBadPointer() syscall.Errno {
+	dirfd := unix.AT_FDCWD
+	_, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), 8, unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
 	return e
 }

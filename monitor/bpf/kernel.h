@@ -41,6 +41,7 @@ enum {
 	BPF_EXIST = 2,
 };
 #define EEXIST 17
+#define EFAULT 14
 enum {
 	BPF_F_NO_PREALLOC = 1,
 };
@@ -58,6 +59,14 @@ struct sys_enter {
 	__u64 common;
 	__s64 nr;
 	__u64 args[6];
+};
+
+/* The context of a syscalls:sys_exit_* tracepoint: the common fields, the syscall
+ * number, its return value. */
+struct sys_exit {
+	__u64 common;
+	__s64 nr;
+	__s64 ret;
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)

@@ -73,7 +73,7 @@ enum ef {
  * go into the ring buffer. Layout mirrored in monitor/record.go.
  *
  *   exec:    args = {inode, kernel dev, nlink}; str = {filename, argv (NUL-separated), resolved path}
- *   open*:   args = {flags, dfd, mode};         str = {path, directory of a relative path}
+ *   open*:   args = {flags, dfd, mode, resolve}; str = {path, directory of a relative path}
  *   connect: args = {fd, addrlen};              str = {raw sockaddr}
  *   others:  args = the syscall's arguments;    str = its string arguments
  */
@@ -496,6 +496,8 @@ static __always_inline bool keep_pending(__u32 tid, struct pending *p)
 	return err == -EEXIST && bpf_map_update_elem(&pending, &tid, p, BPF_EXIST) == 0;
 }
 
+#define RESOLVE_IN_ROOT 0x10 /* openat2: resolve as if the directory were the root */
+
 /* fill reads the arguments of an open or a connect into e; it returns the data size. */
 static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 {
@@ -508,18 +510,24 @@ static __always_inline __u32 fill(struct event *e, __u16 sc, const __u64 *a)
 		return put_user_bytes(e, 0, 0, (const void *)a[1], n);
 	}
 	/* a = {dfd, path, flags or struct open_how *, mode} */
-	__u64 flags = a[2];
+	__u64 flags = a[2], resolve = 0;
 	if (sc == SC_OPENAT2) {
-		flags = 0; /* struct open_how starts with __u64 flags */
-		if (bpf_probe_read_user(&flags, sizeof(flags), (void *)a[2]) < 0)
+		/* struct open_how: {__u64 flags, mode, resolve}, 24 bytes at least */
+		__u64 how[3] = {};
+		if (bpf_probe_read_user(how, sizeof(how), (void *)a[2]) < 0)
 			e->flags |= EF_FAULT;
+		flags = how[0];
+		resolve = how[2];
 	}
 	long dfd = (int)a[0]; /* an int: the tracepoint zero-extends it */
 	e->args[0] = flags;
 	e->args[1] = dfd;
 	e->args[2] = a[3];
+	e->args[3] = resolve;
 	__u32 off = put_str(e, 0, 0, (const char *)a[1], true);
-	if (e->len[0] > 0 && e->data[0] != '/') {
+	/* RESOLVE_IN_ROOT resolves even an absolute path below the directory: it is
+	 * sent with it (joined, "dir" "/" "/x" is not clean: never filtered) */
+	if (e->len[0] > 0 && (e->data[0] != '/' || (resolve & RESOLVE_IN_ROOT))) {
 		const struct path *dir = dir_of(dfd);
 		if (dir) {
 			off = put_path(e, 1, off, dir);
@@ -673,7 +681,7 @@ int tp_connect(struct sys_enter *ctx)
 
 /* One exit program for all of the above: it only acts on a call left pending. */
 SEC("tracepoint/syscalls/sys_exit_openat")
-int tp_exit(void *ctx)
+int tp_exit(struct sys_exit *ctx)
 {
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&npending, &zero);
@@ -690,7 +698,13 @@ int tp_exit(void *ctx)
 	struct event *e = begin(p.sc, &w);
 	if (!e)
 		return 0;
-	return send(e, fill(e, p.sc, p.args), &w);
+	__u32 off = fill(e, p.sc, p.args);
+	/* Arguments unreadable at exit too: the kernel could not read them either (the
+	 * call failed with EFAULT, nothing was opened or connected), or the workload
+	 * dropped their memory after the kernel read them, which user space reports. */
+	if ((e->flags & EF_FAULT) && ctx->ret == -EFAULT)
+		return 0;
+	return send(e, off, &w);
 }
 
 /* Successful execs, after the new program is in place: the file name as given, the new

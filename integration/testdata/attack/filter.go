@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -18,6 +21,7 @@ import (
 //	mv:OLD:NEW                   rename (the dirfd stays open)
 //	inroot:DIR:PATH              openat2(DIR, PATH, O_WRONLY|O_CREAT, RESOLVE_IN_ROOT)
 //	reopen:PATH                  open PATH with O_PATH, then /proc/self/fd/N for O_RDWR
+//	dropped:N:PATH               N reads of PATH from a page another thread keeps dropping
 //	pidroot:PATH                 read /proc/<own pid>/root/PATH
 //	taskroot:PATH                read /proc/self/task/<own tid>/root/PATH
 func opens() {
@@ -50,6 +54,9 @@ func opens() {
 				err = openClose(-100, fmt.Sprintf("/proc/self/fd/%d", fd), syscall.O_RDWR)
 				syscall.Close(fd)
 			}
+		case "dropped":
+			n, p, _ := strings.Cut(arg, ":")
+			err = droppedOpens(n, p)
 		case "pidroot":
 			err = openClose(-100, fmt.Sprintf("/proc/%d/root%s", os.Getpid(), arg), syscall.O_RDONLY)
 		case "taskroot":
@@ -88,5 +95,50 @@ func openat2InRoot(dir, path string) error {
 		return e
 	}
 	syscall.Close(int(fd))
+	return nil
+}
+
+// droppedOpens opens path n times read-only from a page of a file mapping that another
+// thread drops (MADV_DONTNEED) again and again: some opens find it gone by their exit,
+// after the kernel read it, where the monitor reads a path it could not read at entry.
+func droppedOpens(n, path string) error {
+	tries, err := strconv.Atoi(n)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(".", "pathpage-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	page := make([]byte, os.Getpagesize())
+	copy(page, path)
+	if _, err := f.Write(page); err != nil {
+		return err
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, len(page), syscall.PROT_READ, syscall.MAP_PRIVATE)
+	if err != nil {
+		return err
+	}
+	defer syscall.Munmap(b)
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		for !stop.Load() {
+			syscall.Madvise(b, syscall.MADV_DONTNEED)
+		}
+	}()
+	for i := 0; i < tries; i++ {
+		syscall.Madvise(b, syscall.MADV_DONTNEED)
+		fd, _, e := syscall.Syscall6(syscall.SYS_OPENAT, ^uintptr(99), uintptr(unsafe.Pointer(&b[0])), syscall.O_RDONLY|syscall.O_CLOEXEC, 0, 0, 0)
+		if e == 0 {
+			syscall.Close(int(fd))
+		}
+	}
+	stop.Store(true)
+	<-done
 	return nil
 }
