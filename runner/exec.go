@@ -79,7 +79,10 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
 	if serr := wait(); serr != nil {
-		return ExecResult{}, serr // the sandbox was killed before the command ran
+		if c.id == "" || !startTimedOut(actx, serr) {
+			return ExecResult{}, serr // the sandbox was killed before the command ran
+		}
+		code, err = 0, serr // its time ran out while the sandbox started: a timeout
 	}
 	res.CmdID = c.id
 	if !r.session {

@@ -441,13 +441,17 @@ func classify(parent, ectx context.Context, code int, err error) (int, string, e
 		return code, reason, nil
 	case errors.Is(err, context.DeadlineExceeded) && ectx.Err() != nil:
 		return errdefs.ExitTimeout, audit.ReasonTimeout, nil
-	case errors.Is(context.Cause(ectx), context.DeadlineExceeded) && !errors.Is(err, errListener):
-		// The command's time ran out while its sandbox was still starting: what failed
-		// then (a socket the timeout had closed) failed because of it. A refused egress
-		// listener is the sandbox's doing and stays a refusal.
+	case startTimedOut(ectx, err):
 		return errdefs.ExitTimeout, audit.ReasonTimeout, nil
 	}
 	return 0, "", err
+}
+
+// startTimedOut reports whether err, from a sandbox still starting, came after the
+// command's time ran out: what failed then (a socket the timeout had closed) failed
+// because of it. A refused egress listener is the sandbox's doing and stays a refusal.
+func startTimedOut(ectx context.Context, err error) bool {
+	return errors.Is(context.Cause(ectx), context.DeadlineExceeded) && !errors.Is(err, errListener)
 }
 
 // signalled says how ctx's end ends a run: 128+n when cordon got signal n (its cause is a
