@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -168,16 +169,24 @@ func hostileMountPointNames(t *testing.T) {
 
 // TestColdRefusedAfterWarmStartsNothing: bwrap as root begins the idmap namespace right
 // after the backend check; a run that fails after that (its credential cannot be
-// minted; its sandbox cannot be staged: procfs cannot be idmapped) still refuses with 125, runs nothing, and leaves no child
+// minted; its sandbox cannot be staged: a ramfs cannot be idmapped) still refuses with 125, runs nothing, and leaves no child
 // of cordon's behind; nor does a cordon killed -9 while its sandbox runs (gc collects
 // the run).
 func TestColdRefusedAfterWarmStartsNothing(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
 	self := testutil.Cordon(t) // an idmap child runs cordon's binary with no arguments
+	// A ramfs has no idmapped mounts. (A kernel file system such as procfs is refused
+	// before the warm-up, so it cannot stand in.)
+	ramfs := filepath.Join(t.TempDir(), "ramfs")
+	mustMkdir(t, ramfs)
+	if out, err := exec.Command("mount", "-t", "ramfs", "cordon-test", ramfs).CombinedOutput(); err != nil {
+		t.Fatalf("mount ramfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", ramfs).Run() })
 	for _, c := range []struct{ what, contract, want string }{
 		// Warmed, taken by Start, which fails.
-		{"unstageable", "filesystem:\n  writable: [\".\", \"/proc/sys/kernel\"]\n", "idmap"},
+		{"unstageable", "filesystem:\n  writable: [\".\", \"" + ramfs + "\"]\n", "idmap"},
 		// Warmed, never taken: the run fails before its sandbox starts.
 		{"unmintable", "credentials:\n  - {name: TOK, provider: exec, why: t, scope: {mint: [/bin/false], revoke: [/bin/true]}}\n", "mint command"},
 	} {
