@@ -111,10 +111,58 @@ func progRuntime(b *testing.B) time.Duration {
 	return total
 }
 
+// findCat is BenchmarkFindCat's workload.
+var findCat = []string{"/bin/sh", "-c", "find /usr/share -type f -print0 | xargs -0 cat > /dev/null"}
+
 // BenchmarkFindCat: find /usr/share -type f | xargs cat > /dev/null (≈46,000 files).
 func BenchmarkFindCat(b *testing.B) {
 	requireBPF(b)
-	benchWorkload(b, "/", nil, "/bin/sh", "-c", "find /usr/share -type f -print0 | xargs -0 cat > /dev/null")
+	benchWorkload(b, "/", nil, findCat[0], findCat[1:]...)
+}
+
+// BenchmarkFindCatPaired: FindCat once with no programs on the host and once watched
+// per op, in alternating order, so that the machine's drift and the page cache fall on
+// both alike; on/detached is the ratio of their summed times (the figure issue 17's
+// ≤ 5 % is about).
+func BenchmarkFindCatPaired(b *testing.B) {
+	requireBPF(b)
+	detach := func() {
+		if _, err := gc(context.Background(), paths.BPFRoot()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	timed := func(h *harness) time.Duration {
+		cmd := h.command(nil, findCat[0], findCat[1:]...)
+		cmd.Dir = "/"
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		return time.Since(start)
+	}
+	var det, on time.Duration
+	detached := func() {
+		detach()
+		h := newHarnessHooks(b, hostProfile(os.TempDir()), Options{}, false)
+		h.m.Close()
+		detach()
+		det += timed(h)
+	}
+	watched := func() {
+		h := newHarnessHooks(b, hostProfile(os.TempDir()), Options{}, false)
+		on += timed(h)
+		h.m.Close()
+	}
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			detached()
+			watched()
+		} else {
+			watched()
+			detached()
+		}
+	}
+	b.ReportMetric(on.Seconds()/det.Seconds(), "on/detached")
 }
 
 // BenchmarkGoBuild: go build of cordon's own command with a warm build cache (mostly
