@@ -78,18 +78,37 @@ func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
 // workspace shared by two runs is not refused: the second finds the first's
 // placeholders in place and makes none.
 func guardedBy(root, ws string) error {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil // no run root yet: no run
-	}
-	for _, e := range entries {
-		o, err := readOwner(filepath.Join(root, e.Name()))
-		if err != nil || !o.Watching || o.Workspace == ws || !inside(ws, o.Workspace) || !o.Alive() {
-			continue
+	for _, l := range liveRuns(root, "") {
+		if o := l.owner; o.Watching && o.Workspace != ws && inside(ws, o.Workspace) {
+			return errdefs.Unavailablef("the workspace %s is inside %s, the workspace of run %s, which is running and quarantines the repositories and contracts that appear in it (this run's placeholders among them); run in %s, or when %s has ended", ws, o.Workspace, l.id, o.Workspace, l.id)
 		}
-		return errdefs.Unavailablef("the workspace %s is inside %s, the workspace of run %s, which is running and quarantines the repositories and contracts that appear in it (this run's placeholders among them); run in %s, or when %s has ended", ws, o.Workspace, e.Name(), o.Workspace, e.Name())
 	}
 	return nil
+}
+
+// liveRun is a run under a run root whose cordon is running, and its owner record.
+type liveRun struct {
+	id    string
+	owner runOwner
+}
+
+// liveRuns lists the runs under root whose cordon is alive, but self; a run root that
+// cannot be read has none (no run root yet: no run).
+func liveRuns(root, self string) []liveRun {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var runs []liveRun
+	for _, e := range entries {
+		if e.Name() == self {
+			continue
+		}
+		if o, err := readOwner(filepath.Join(root, e.Name())); err == nil && o.Alive() {
+			runs = append(runs, liveRun{e.Name(), o})
+		}
+	}
+	return runs
 }
 
 // nestedRun is the other half of guardedBy, for the watching run: once its owner
@@ -99,19 +118,10 @@ func guardedBy(root, ws string) error {
 // and refuses: a run that checked guardedBy just before this one began watching would
 // otherwise make its placeholders under this run's live quarantine.
 func nestedRun(root, ws, self string) error {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return fmt.Errorf("reading run root: %w", err)
-	}
-	for _, e := range entries {
-		if e.Name() == self {
-			continue
+	for _, l := range liveRuns(root, self) {
+		if o := l.owner; o.Workspace != ws && inside(o.Workspace, ws) {
+			return errdefs.Unavailablef("the workspace %s holds %s, the workspace of run %s, which is running: this run's live quarantine would take that run's placeholders (an empty .git, cordon.yaml) for a planted repository and contract; run when %s has ended, or in a workspace that does not hold it", ws, o.Workspace, l.id, l.id)
 		}
-		o, err := readOwner(filepath.Join(root, e.Name()))
-		if err != nil || o.Workspace == ws || !inside(o.Workspace, ws) || !o.Alive() {
-			continue
-		}
-		return errdefs.Unavailablef("the workspace %s holds %s, the workspace of run %s, which is running: this run's live quarantine would take that run's placeholders (an empty .git, cordon.yaml) for a planted repository and contract; run when %s has ended, or in a workspace that does not hold it", ws, o.Workspace, e.Name(), e.Name())
 	}
 	return nil
 }
