@@ -158,8 +158,7 @@ func handOver(spec *Spec) (*ctl.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer ln.Close()
-	return dialControl(spec.Control, ln)
+	return dialControl(spec.Control, ln) // closes ln once it is sent
 }
 
 // listenEgress listens on addr (TCP, in this network namespace) and returns the

@@ -151,13 +151,17 @@ func (s *server) reap(chld <-chan os.Signal) {
 // dialControl dials the host's control socket, proves itself with the token and hands
 // over files (the egress listener, on Linux), then waits for the host's ready: the host
 // has taken them and checked them, and nothing of the command may run before that. The
-// connection is a session's from then on; a one-command run closes it.
+// connection is a session's from then on; a one-command run closes it. files are
+// closed as soon as they are sent (or cannot be): the host's copies are the only ones
+// left while it checks them.
 func dialControl(cc *Control, files ...*os.File) (*ctl.Conn, error) {
 	c, err := ctl.Dial(cc.Socket)
 	if err != nil {
+		ctl.CloseFiles(files)
 		return nil, fmt.Errorf("control channel: %w", err)
 	}
 	err = c.Send(ctl.Msg{Op: ctl.OpHello, Token: cc.Token}, files...)
+	ctl.CloseFiles(files) // sent or not, process 1 keeps none of them
 	var m ctl.Msg
 	if err == nil {
 		var got []*os.File
