@@ -180,8 +180,8 @@ func listenEgress(addr string) (*os.File, error) {
 	return f, nil
 }
 
-// confinement is this binary (the trampoline every command starts through) and what
-// commands are confined to.
+// confinement is this binary (the join-cgroup trampoline, used where clone3 into a
+// command's cgroup is refused) and what commands are confined to.
 func confinement(spec *Spec) (self string, c Confine) {
 	self, err := os.Executable()
 	if err != nil {
