@@ -198,14 +198,13 @@ func TestKilledCordonLeavesNothingAfterGC(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The two sleeps themselves: cordon's and bwrap's command lines name them too, and
+	// killing cordon before its sandbox ran left gc no run to remove.
+	waitFor(t, 30*time.Second, "the two "+marker, func() bool { return len(processesRunning(marker)) == 2 })
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	// bwrap dies with its parent; the pid namespace takes everything with it.
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for len(processesMatching(marker)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
