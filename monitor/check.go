@@ -203,6 +203,12 @@ func (c *checker) checkConnect(r *Record, a Alert) (Alert, bool, bool) {
 	}
 	a.Rule, a.Category = RuleConnect, CatConnect
 	a.Reason = "connect to " + addr + "; the only allowed destination is the egress proxy on 127.0.0.1:3128"
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok && strings.HasPrefix(p, "/") && c.prof.resolve(p) == ControlSocket {
+		// Process 1 dials it, once, before any command exists, and is not watched
+		// (Options.Nested): whoever else dials it goes for cordon's own channel.
+		a.Category = CatConnectControl
+		a.Reason = "connect to " + addr + ", cordon's control socket: only process 1 dials it, once, before any command runs"
+	}
 	return a, true, false
 }
 

@@ -75,8 +75,12 @@ func TestResolve(t *testing.T) {
 
 func TestFromPlan(t *testing.T) {
 	p := testProfile()
-	if len(p.Connect) != 2 || p.Connect[0] != "127.0.0.1:3128" || p.Connect[1] != "unix:/run/cordon/control.sock" {
-		t.Errorf("Connect = %q; want the proxy and the control socket only", p.Connect)
+	if len(p.Connect) != 1 || p.Connect[0] != "127.0.0.1:3128" {
+		t.Errorf("Connect = %q; want the proxy only", p.Connect)
+	}
+	gated := FromPlan(&contract.Plan{Gates: []contract.Gate{{Name: "push"}}})
+	if len(gated.Connect) != 2 || gated.Connect[1] != "unix:/run/cordon/gate.sock" {
+		t.Errorf("Connect with gates = %q; want the proxy and the gate socket", gated.Connect)
 	}
 	if len(p.Exec) != 2 || len(p.Paths) != len(sandboxPaths)+6 || len(p.Links) != len(sandboxLinks)+1 {
 		t.Errorf("FromPlan = %+v", p)
@@ -153,6 +157,11 @@ func TestCheck(t *testing.T) {
 		{"connect abstract", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("\x00x")), RuleConnect, "unix:@x", false},
 		{"connect unspec", rec(SysConnect, [6]uint64{}, 0, "\x00\x00"), "", "", false},
 		{"connect fault", rec(SysConnect, [6]uint64{3, 16}, flagFault), RuleSyscall, "at entry nor at exit", false},
+		{"connect gate socket, no gates", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/gate.sock")), RuleConnect, "the only allowed destination is the egress proxy", false},
+		{"open process 1's spec", rec(SysOpenat, [6]uint64{rdonly}, 0, "/run/cordon/spec.json"), RuleRead, "process 1's own", false},
+		{"open process 1's env pipe", rec(SysOpenat, [6]uint64{rdonly}, 0, "/run/cordon/env"), RuleRead, "process 1's own", false},
+		{"write process 1's status pipe", rec(SysOpenat, [6]uint64{1}, 0, "/run/cordon/status"), RuleWrite, "process 1's own", false},
+		{"open cordon's binary", rec(SysOpenat, [6]uint64{rdonly}, 0, "/run/cordon/cordon"), "", "", false},
 		{"ptrace", rec(SysPtrace, [6]uint64{16, 1}, 0), RuleSyscall, "tracing", false},
 		{"unshare", rec(SysUnshare, [6]uint64{0x10000000}, 0), RuleSyscall, "namespaces", false},
 	} {
@@ -236,4 +245,37 @@ func FuzzDecodeRecord(f *testing.F) {
 		c := checker{prof: testProfile()}
 		c.check(&r) // must not panic
 	})
+}
+
+// TestConnectControlSocket: process 1 is not watched (Options.Nested), so a connect to
+// the control socket the checker sees is the workload's, however the path is spelt, and
+// has a category of its own; other unix sockets keep the general one.
+func TestConnectControlSocket(t *testing.T) {
+	c := checker{prof: testProfile()}
+	for _, tc := range []struct{ name, path, category string }{
+		{"as process 1 dials it", "/run/cordon/control.sock", CatConnectControl},
+		{"unclean", "//run/./cordon/../cordon/control.sock", CatConnectControl},
+		{"through the root link", "/proc/self/root/run/cordon/control.sock", CatConnectControl},
+		{"through another process's root link", "/proc/1/root/run/cordon/control.sock", CatConnectControl},
+		{"a sibling", "/run/cordon/control.sock2", CatConnect},
+		{"relative (its directory is not known)", "control.sock", CatConnect},
+		{"abstract of the same name", "\x00/run/cordon/control.sock", CatConnect},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, dev, _ := c.check(rec(SysConnect, [6]uint64{}, 0, sockaddrUnix(tc.path)))
+			if !dev || a.Rule != RuleConnect || a.Category != tc.category {
+				t.Fatalf("check = %v, rule %q, category %q; want rule connect, category %q", dev, a.Rule, a.Category, tc.category)
+			}
+			if tc.category == CatConnectControl && !strings.Contains(a.Reason, "only process 1 dials it") {
+				t.Errorf("reason %q does not say whose socket it is", a.Reason)
+			}
+		})
+	}
+	gated := checker{prof: FromPlan(&contract.Plan{Gates: []contract.Gate{{Name: "push"}}})}
+	if a, dev, _ := gated.check(rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/gate.sock"))); dev {
+		t.Errorf("with gates, a connect to the gate socket deviates: %+v", a)
+	}
+	if a, dev, _ := gated.check(rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/control.sock"))); !dev || a.Category != CatConnectControl {
+		t.Errorf("with gates, the control socket: %v, %+v", dev, a)
+	}
 }

@@ -28,8 +28,11 @@ type Options struct {
 	// cordon's, whose process 1 is cordon's init (the bwrap backend and containers).
 	// The cgroup's processes in cordon's own pid namespace (bwrap building the
 	// sandbox: mounts, pivot_root, opening mask files) and process 1 of the nested
-	// namespace are then the sandbox's machinery and are not watched. false watches
-	// every process of the cgroup.
+	// namespace, every thread of it, are then the sandbox's machinery and are not
+	// watched: the kernel tells them apart at each call, so no pid has to be learnt
+	// and nothing depends on the order events are read in. false watches every
+	// process of the cgroup (process 1's connect to [ControlSocket] is then an alert
+	// too).
 	Nested bool
 
 	// Profile is what the run is expected to do; see [FromPlan].
@@ -136,18 +139,19 @@ const (
 // Categories of deviation: Alert.Category, the syscall.alert event's "category", and the
 // words `cordon run` and `cordon exec` end with for each alert.
 const (
-	CatWriteOutside  = "write outside the writable set"
-	CatReadOutside   = "read outside the readable set"
-	CatWriteHidden   = "write to a hidden path"
-	CatReadHidden    = "read of a hidden path"
-	CatWriteReadOnly = "write to a read-only path"
-	CatExecNameless  = "exec of a file with no name"
-	CatExecRisky     = "exec of a shell, interpreter or relay absent from monitor.exec"
-	CatConnect       = "connect to another address than the egress proxy"
-	CatSyscall       = "high-signal syscall"
-	CatUnwatched     = "a call the monitor could not read"
-	CatUnfollowable  = "a path through /proc the monitor cannot follow"
-	CatGap           = "deviations the monitor could not log"
+	CatWriteOutside   = "write outside the writable set"
+	CatReadOutside    = "read outside the readable set"
+	CatWriteHidden    = "write to a hidden path"
+	CatReadHidden     = "read of a hidden path"
+	CatWriteReadOnly  = "write to a read-only path"
+	CatExecNameless   = "exec of a file with no name"
+	CatExecRisky      = "exec of a shell, interpreter or relay absent from monitor.exec"
+	CatConnect        = "connect to another address than the egress proxy"
+	CatConnectControl = "connect to cordon's control socket"
+	CatSyscall        = "high-signal syscall"
+	CatUnwatched      = "a call the monitor could not read"
+	CatUnfollowable   = "a path through /proc the monitor cannot follow"
+	CatGap            = "deviations the monitor could not log"
 )
 
 func emit(sink event.Sink, a Alert) {

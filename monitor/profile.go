@@ -7,13 +7,18 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// The sandbox's legitimate connects. ProxyAddr, its one way out, is the egress proxy's
-// listener inside it; ControlSocket is what process 1 dials once, before any command
-// runs, to hand that listener over (cordon accepts that one connection and closes the
-// socket, so a command's connect there finds nobody). They must match sandbox.ProxyAddr
-// and sandbox.ControlPath (monitor does not import runner: runner imports it).
+// The sandbox's sockets. ProxyAddr, its one way out, is the egress proxy's listener
+// inside it, for every process. GateSocket, in a run with gates, is where `cordon gate
+// NAME` asks, for every process too. ControlSocket is process 1's alone: it dials it
+// once, before any command runs, to hand the proxy's listener over (cordon accepts that
+// one connection and closes the socket, so a command's connect there finds nobody);
+// process 1 is not watched ([Options.Nested]), so every connect to it the monitor sees
+// is a deviation, [CatConnectControl]. They must match sandbox.ProxyAddr,
+// sandbox.GatePath and sandbox.ControlPath (monitor does not import runner: runner
+// imports it).
 const (
 	ProxyAddr     = "127.0.0.1:3128"
+	GateSocket    = "/run/cordon/gate.sock"
 	ControlSocket = "/run/cordon/control.sock"
 )
 
@@ -76,6 +81,9 @@ var sandboxPaths = []PathRule{
 	{"/proc/kmsg", contract.Hidden, "kernel log"},
 	{"/proc/sysrq-trigger", contract.Hidden, "kernel control"},
 	{"/run/cordon", contract.ReadOnly, "cordon's init and egress socket"},
+	{"/run/cordon/spec.json", contract.Hidden, "process 1's own: its spec (containers)"},
+	{"/run/cordon/env", contract.Hidden, "process 1's own: its environment pipe (containers)"},
+	{"/run/cordon/status", contract.Hidden, "process 1's own: its status pipe (containers)"},
 	{"/sys/devices/system/cpu", contract.ReadOnly, "runtime probe: CPU topology"},
 	{"/sys/devices/system/node", contract.ReadOnly, "runtime probe: NUMA nodes"},
 	{"/sys/kernel/mm/transparent_hugepage", contract.ReadOnly, "runtime probe: huge pages"},
@@ -91,13 +99,17 @@ var sandboxLinks = []contract.Link{
 
 // FromPlan returns the profile of a compiled contract: the plan's mounts (readable,
 // writable and hidden sets) over the sandbox's own files, its links, monitor.exec, and
-// the egress proxy's address as the only connect destination.
+// as connect destinations the egress proxy's address and, when the plan has gates, the
+// gate socket.
 func FromPlan(p *contract.Plan) Profile {
 	prof := Profile{
 		Paths:   append([]PathRule(nil), sandboxPaths...),
 		Links:   append(append([]contract.Link(nil), sandboxLinks...), p.Links...),
 		Exec:    append([]string(nil), p.Monitor.Exec...),
-		Connect: []string{ProxyAddr, "unix:" + ControlSocket},
+		Connect: []string{ProxyAddr},
+	}
+	if len(p.Gates) > 0 {
+		prof.Connect = append(prof.Connect, "unix:"+GateSocket)
 	}
 	for _, m := range p.Mounts {
 		prof.Paths = append(prof.Paths, PathRule{Path: m.Path, Access: m.Access, Why: m.Why})

@@ -51,9 +51,10 @@ func TestMonitorUnavailable(t *testing.T) {
 	}
 }
 
-// The monitor's allowed connects are the sandbox's proxy address and control socket.
+// The monitor's sockets are the sandbox's: the proxy address and the gate socket it
+// allows, and the control socket it alerts on.
 func TestMonitorConnectsMatchTheSandbox(t *testing.T) {
-	if monitor.ProxyAddr != sandbox.ProxyAddr || monitor.ControlSocket != sandbox.ControlPath {
-		t.Errorf("monitor allows %s and %s; the sandbox has %s and %s", monitor.ProxyAddr, monitor.ControlSocket, sandbox.ProxyAddr, sandbox.ControlPath)
+	if monitor.ProxyAddr != sandbox.ProxyAddr || monitor.GateSocket != sandbox.GatePath || monitor.ControlSocket != sandbox.ControlPath {
+		t.Errorf("monitor knows %s, %s and %s; the sandbox has %s, %s and %s", monitor.ProxyAddr, monitor.GateSocket, monitor.ControlSocket, sandbox.ProxyAddr, sandbox.GatePath, sandbox.ControlPath)
 	}
 }

@@ -157,6 +157,7 @@ struct task_struct {
 	int pid;
 	int tgid;
 	struct task_struct *real_parent;
+	struct task_struct *group_leader;
 	struct pid *thread_pid;
 	struct mm_struct *mm;
 	struct fs_struct *fs;

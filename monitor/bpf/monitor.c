@@ -219,10 +219,12 @@ struct watching {
 
 /* nested_machinery reports whether t, in a run of a nested sandbox, is the sandbox's
  * machinery: what runs in cordon's own pid namespace (bwrap building the sandbox) and
- * process 1 of the nested one (cordon's init). */
+ * process 1 of the nested one (cordon's init), every thread of it: the pid compared is
+ * the thread group leader's, since a Go init makes its calls (the control socket's
+ * connect among them) from whichever thread runs the goroutine. */
 static __always_inline bool nested_machinery(struct task_struct *t, __u32 host_pidns)
 {
-	struct pid *p = BPF_CORE_READ(t, thread_pid);
+	struct pid *p = BPF_CORE_READ(t, group_leader, thread_pid);
 	unsigned int level = BPF_CORE_READ(p, level);
 	struct upid *u = (void *)p + bpf_core_field_offset(struct pid, numbers) +
 			 (level & 31) * sizeof(struct upid);
