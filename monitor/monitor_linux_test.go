@@ -117,6 +117,8 @@ func helperMain(what string, args []string) int {
 		}
 		fmt.Println("ready")
 		time.Sleep(time.Minute)
+	case "init-threads": // process 1 of a nested sandbox that calls from other threads too
+		initThreads(args)
 	case "init": // process 1 of a nested sandbox: run the command, wait
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
