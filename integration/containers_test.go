@@ -67,6 +67,8 @@ var escapeTests = []struct {
 	{"MonitorAlertsWithoutKilling", TestMonitorAlertsWithoutKilling},
 	{"KilledMonitoredCordonLeavesNoPinsAfterGC", TestKilledMonitoredCordonLeavesNoPinsAfterGC},
 	{"MonitorPinsUnreachable", TestMonitorPinsUnreachable},
+	{"MonitorAlertsOnControlSocketConnect", TestMonitorAlertsOnControlSocketConnect},
+	{"MonitorAllowsTheGateSocket", TestMonitorAllowsTheGateSocket},
 	// Sessions: one container, its process 1 serving every exec.
 	{"SessionIsOneSandbox", TestSessionIsOneSandbox},
 	{"SessionCapSpillSweep", TestSessionCapSpillSweep},

@@ -1,0 +1,122 @@
+package integration
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// dialControl is a command dialling cordon's control socket as process 1 does
+// (SOCK_SEQPACKET); the listener is closed by then, so it is refused.
+var dialControl = []string{"socat", "-u", "OPEN:/dev/null", "UNIX-CONNECT:/run/cordon/control.sock,type=5"}
+
+// syscallAlerts decodes the syscall.alert events of a run's log.
+func syscallAlerts(t *testing.T, recs []audit.Record) []event.SyscallAlertBody {
+	t.Helper()
+	var out []event.SyscallAlertBody
+	for _, rec := range recs {
+		if rec.Type != event.SyscallAlert {
+			continue
+		}
+		var a event.SyscallAlertBody
+		if err := rec.DecodeBody(&a); err != nil {
+			t.Fatalf("syscall.alert body: %v: %s", err, rec.Body)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// assertControlAlert checks that the log's only alerts are one connect to the control
+// socket by socat: process 1's own connect (comm "cordon") raised none.
+func assertControlAlert(t *testing.T, recs []audit.Record, action string) {
+	t.Helper()
+	alerts := syscallAlerts(t, recs)
+	if len(alerts) != 1 {
+		t.Fatalf("%d syscall.alert events; want one, the command's connect: %+v", len(alerts), alerts)
+	}
+	a := alerts[0]
+	if a.Comm != "socat" || a.Syscall != "connect" || a.Addr != "unix:/run/cordon/control.sock" ||
+		a.Rule != "connect" || a.Category != "connect to cordon's control socket" || a.Action != action {
+		t.Errorf("alert = %+v; want socat's connect to unix:/run/cordon/control.sock, category \"connect to cordon's control socket\", action %s", a, action)
+	}
+}
+
+// TestMonitorAlertsOnControlSocketConnect: only process 1 may dial cordon's control
+// socket, once, before any command runs. A command that dials it later is refused (the
+// listener is closed) and, now, seen: one alert with its own category, in a run, in a
+// session and in a staged run, and in kill mode it stops the run, as any connect
+// alert does. Process 1's own connect raises none.
+func TestMonitorAlertsOnControlSocketConnect(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.Require(t, haveCmd("socat"), "socat is needed to dial a SOCK_SEQPACKET socket (scripts/deps.sh installs it)")
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, exec: [socat]}\n")
+
+	t.Run("run", func(t *testing.T) {
+		r := w.cordon("", append([]string{"run", "--"}, dialControl...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, "Connection refused") {
+			t.Fatalf("the command reached the control socket: %v", r)
+		}
+		assertContains(t, "stderr", r.stderr, "cordon: monitor alert: connect to cordon's control socket: unix:/run/cordon/control.sock (connect, once)\n")
+		assertControlAlert(t, lastRun(t, w), "alert")
+	})
+	t.Run("staged", func(t *testing.T) {
+		r := w.cordon("", append([]string{"run", "--stage", "--"}, dialControl...)...)
+		if r.code == 0 {
+			t.Fatalf("the command reached the control socket: %v", r)
+		}
+		assertControlAlert(t, lastRun(t, w), "alert")
+	})
+	t.Run("session", func(t *testing.T) {
+		id := w.startSession()
+		if r := w.cordon("", append([]string{"exec", id, "--"}, dialControl...)...); r.code == 0 {
+			t.Fatalf("the command reached the control socket: %v", r)
+		}
+		w.cordon("", "session", "stop", id)
+		assertControlAlert(t, lastRun(t, w), "alert")
+	})
+	t.Run("clean runs", func(t *testing.T) {
+		// Process 1 dials from whichever thread its goroutine runs on: a few runs,
+		// each of which must raise nothing.
+		for i := 0; i < 3; i++ {
+			if r := w.cordon("", "run", "--", "true"); r.code != 0 || strings.Contains(r.stderr, "monitor alert") {
+				t.Fatalf("a run that dials nothing: %v", r)
+			}
+			if alerts := syscallAlerts(t, lastRun(t, w)); len(alerts) != 0 {
+				t.Fatalf("process 1's own connect raised alerts: %+v", alerts)
+			}
+		}
+	})
+	t.Run("kill", func(t *testing.T) {
+		w.contract("version: 1\nmonitor: {mode: required, on_violation: kill, exec: [sh, socat]}\n")
+		r := w.sh(strings.Join(dialControl, " ") + "; sleep 2; echo survived > after.txt")
+		if r.code != 137 {
+			t.Fatalf("want 137 when the monitor stops the run, got %v", r)
+		}
+		assertContains(t, "stderr", r.stderr, "cordon: stopped by the monitor: connect (pid ")
+		assertAbsent(t, filepath.Join(w.ws, "after.txt"))
+		assertControlAlert(t, lastRun(t, w), "alert")
+	})
+}
+
+// TestMonitorAllowsTheGateSocket: `cordon gate NAME` is for every process of a run with
+// gates; its connect to the gate socket is no deviation, even in kill mode (it was one:
+// the gate's answer never came back, the run was killed).
+func TestMonitorAllowsTheGateSocket(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, on_violation: kill}\n" +
+		"gates:\n  - {name: release, run: [\"true\"], approve: deny, why: people cut releases}\n")
+	r := w.cordon("", "run", "--", "cordon", "gate", "release")
+	if r.code != 1 || !strings.Contains(r.stderr, "approve: deny") {
+		t.Fatalf("want the gate's refusal (exit 1), got %v", r)
+	}
+	if alerts := syscallAlerts(t, lastRun(t, w)); len(alerts) != 0 {
+		t.Errorf("asking a gate raised alerts: %+v", alerts)
+	}
+}
