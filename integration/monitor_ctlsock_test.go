@@ -54,10 +54,14 @@ func assertControlAlert(t *testing.T, recs []audit.Record, action string) {
 func TestMonitorAlertsOnControlSocketConnect(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.Require(t, haveCmd("socat"), "socat is needed to dial a SOCK_SEQPACKET socket (scripts/deps.sh installs it)")
-	w := newWorld(t)
-	w.contract("version: 1\nmonitor: {mode: required, exec: [socat]}\n")
-
+	// Each case a world of its own, so that its last run is the one it made.
+	world := func(t *testing.T) *world {
+		w := newWorld(t)
+		w.contract("version: 1\nmonitor: {mode: required, exec: [socat]}\n")
+		return w
+	}
 	t.Run("run", func(t *testing.T) {
+		w := world(t)
 		r := w.cordon("", append([]string{"run", "--"}, dialControl...)...)
 		if r.code == 0 || !strings.Contains(r.stderr, "Connection refused") {
 			t.Fatalf("the command reached the control socket: %v", r)
@@ -66,13 +70,15 @@ func TestMonitorAlertsOnControlSocketConnect(t *testing.T) {
 		assertControlAlert(t, lastRun(t, w), "alert")
 	})
 	t.Run("staged", func(t *testing.T) {
+		w := world(t)
 		r := w.cordon("", append([]string{"run", "--stage", "--"}, dialControl...)...)
-		if r.code == 0 {
-			t.Fatalf("the command reached the control socket: %v", r)
+		if r.code == 0 || !strings.Contains(r.stderr, "Connection refused") || !strings.Contains(r.stderr, "staged run ") {
+			t.Fatalf("want a staged run whose command was refused: %v", r)
 		}
 		assertControlAlert(t, lastRun(t, w), "alert")
 	})
 	t.Run("session", func(t *testing.T) {
+		w := world(t)
 		id := w.startSession()
 		if r := w.cordon("", append([]string{"exec", id, "--"}, dialControl...)...); r.code == 0 {
 			t.Fatalf("the command reached the control socket: %v", r)
@@ -81,6 +87,7 @@ func TestMonitorAlertsOnControlSocketConnect(t *testing.T) {
 		assertControlAlert(t, lastRun(t, w), "alert")
 	})
 	t.Run("clean runs", func(t *testing.T) {
+		w := world(t)
 		// Process 1 dials from whichever thread its goroutine runs on: a few runs,
 		// each of which must raise nothing.
 		for i := 0; i < 3; i++ {
@@ -93,6 +100,7 @@ func TestMonitorAlertsOnControlSocketConnect(t *testing.T) {
 		}
 	})
 	t.Run("kill", func(t *testing.T) {
+		w := newWorld(t)
 		w.contract("version: 1\nmonitor: {mode: required, on_violation: kill, exec: [sh, socat]}\n")
 		r := w.sh(strings.Join(dialControl, " ") + "; sleep 2; echo survived > after.txt")
 		if r.code != 137 {
