@@ -69,6 +69,7 @@ var escapeTests = []struct {
 	{"MonitorPinsUnreachable", TestMonitorPinsUnreachable},
 	{"MonitorAlertsOnControlSocketConnect", TestMonitorAlertsOnControlSocketConnect},
 	{"MonitorAllowsTheGateSocket", TestMonitorAllowsTheGateSocket},
+	{"MonitorAlertsOnProcessOnesFiles", TestMonitorAlertsOnProcessOnesFiles},
 	// Sessions: one container, its process 1 serving every exec.
 	{"SessionIsOneSandbox", TestSessionIsOneSandbox},
 	{"SessionCapSpillSweep", TestSessionCapSpillSweep},

@@ -128,3 +128,38 @@ func TestMonitorAllowsTheGateSocket(t *testing.T) {
 		t.Errorf("asking a gate raised alerts: %+v", alerts)
 	}
 }
+
+// TestMonitorAlertsOnProcessOnesFiles: a container's /run/cordon holds process 1's
+// spec and pipes (docs/backends.md); under bwrap they do not exist. Either way a command
+// opening them goes for process 1's own files and is seen (they were readable under
+// /run/cordon's read-only rule: reading the spec raised nothing).
+func TestMonitorAlertsOnProcessOnesFiles(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, exec: [python3]}\n")
+	r := w.cordon("", "run", "--", "python3", "-c", `import os
+for p, f in (("/run/cordon/spec.json", os.O_RDONLY), ("/run/cordon/env", os.O_RDONLY|os.O_NONBLOCK), ("/run/cordon/status", os.O_WRONLY|os.O_NONBLOCK)):
+    try: os.close(os.open(p, f))
+    except OSError as e: print(p, e)
+`)
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	want := map[string]string{
+		"/run/cordon/spec.json": "read of a hidden path",
+		"/run/cordon/env":       "read of a hidden path",
+		"/run/cordon/status":    "write to a hidden path",
+	}
+	for _, a := range syscallAlerts(t, lastRun(t, w)) {
+		if !strings.HasPrefix(a.Path, "/run/cordon/") {
+			continue
+		}
+		if cat, ok := want[a.Path]; !ok || a.Category != cat || a.Comm != "python3" {
+			t.Errorf("unexpected alert: %+v", a)
+		}
+		delete(want, a.Path)
+	}
+	for p, cat := range want {
+		t.Errorf("opening %s raised no %q alert", p, cat)
+	}
+}
