@@ -59,7 +59,7 @@ func listenControl(path string) (*net.UnixListener, error) {
 }
 
 // acceptControl takes the first connection that presents token, then closes the
-// listener: process 1 dials before any command of the sandbox exists, so no other
+// listener, before answering it: process 1 dials before any command of the sandbox exists, so no other
 // process can take its place, and none can dial later. take is given the descriptors
 // the hello carried (the egress listener) and keeps or closes them; when it fails the
 // connection is dropped unanswered and acceptControl fails with its error (process 1
@@ -88,6 +88,11 @@ func acceptControl(ctx context.Context, ln *net.UnixListener, token string, sand
 				c.Close()
 				continue
 			}
+			// Nobody dials after process 1: the listener is closed before the ready
+			// that lets a command start, so a command's connect is refused, not queued
+			// in the backlog until the deferred close (a staged run's command was seen
+			// connecting there).
+			ln.Close()
 			// The outcome is sent before the connection closes: process 1 sees the
 			// hang-up (and exits) only once the reason is there to be read.
 			if err := take(files); err != nil {
