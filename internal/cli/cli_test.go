@@ -165,43 +165,6 @@ func TestRunFlagsEndAtTheCommand(t *testing.T) {
 	}
 }
 
-// TestExecArgs: exec's flags go before or after SESSION and end at CMD.
-func TestExecArgs(t *testing.T) {
-	tests := []struct {
-		args []string
-		id   string
-		argv []string
-		json bool
-	}{
-		{[]string{"ID", "--", "echo", "hi"}, "ID", []string{"echo", "hi"}, false},
-		{[]string{"ID", "--json", "--", "echo"}, "ID", []string{"echo"}, true},
-		{[]string{"--json", "ID", "--", "echo"}, "ID", []string{"echo"}, true},
-		{[]string{"--json", "ID", "--timeout", "1s", "echo"}, "ID", []string{"echo"}, true},
-		{[]string{"ID", "echo", "--json"}, "ID", []string{"echo", "--json"}, false},
-		{[]string{"ID", "--", "--json"}, "ID", []string{"--json"}, false},
-		{[]string{"--", "ID", "echo", "-v"}, "ID", []string{"echo", "-v"}, false},
-		{[]string{"-i", "ID", "sh", "-c", "cat"}, "ID", []string{"sh", "-c", "cat"}, false},
-	}
-	for _, tt := range tests {
-		var id string
-		var argv []string
-		c := newExecCmd(IO{})
-		c.RunE = func(c *cobra.Command, args []string) error {
-			var err error
-			id, argv, err = execArgs(c, args)
-			return err
-		}
-		c.SetArgs(tt.args)
-		if err := c.Execute(); err != nil {
-			t.Fatalf("exec %q: %v", tt.args, err)
-		}
-		j, _ := c.Flags().GetBool("json")
-		if id != tt.id || !slices.Equal(argv, tt.argv) || j != tt.json {
-			t.Errorf("exec %q: %q %q json %v; want %q %q json %v", tt.args, id, argv, j, tt.id, tt.argv, tt.json)
-		}
-	}
-}
-
 // TestManPages: one page per command, from the help text, that man(1) can read.
 func TestManPages(t *testing.T) {
 	dir := t.TempDir()
