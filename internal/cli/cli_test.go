@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/execcli"
 )
 
 // run runs cordon in-process and returns its output and exit status.
@@ -206,6 +207,38 @@ func TestRoff(t *testing.T) {
 	} {
 		if got := roff(in); got != want {
 			t.Errorf("roff(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// TestExecFlagsFromOneTable: cordon exec's help, man page and completion show every
+// flag internal/execcli parses (one table), and completion offers files for a flag's
+// value and for the command.
+func TestExecFlagsFromOneTable(t *testing.T) {
+	_, help, code := run(t, "exec", "--help")
+	if code != 0 {
+		t.Fatalf("exec --help: exit %d", code)
+	}
+	dir := t.TempDir()
+	if _, stderr, code := run(t, "internal", "man", dir); code != 0 {
+		t.Fatalf("internal man: %d %s", code, stderr)
+	}
+	man, err := os.ReadFile(filepath.Join(dir, "cordon-exec.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _, _ := run(t, "__complete", "exec", "--")
+	for _, f := range execcli.Flags {
+		if !strings.Contains(help, "--"+f.Name) || !strings.Contains(names, "--"+f.Name+"\t") {
+			t.Errorf("--%s: not in exec --help or in its completion:\n%s\n%s", f.Name, help, names)
+		}
+		if f.Name != "help" && !strings.Contains(string(man), `\-\-`+f.Name) {
+			t.Errorf("--%s: not in cordon-exec.1", f.Name)
+		}
+	}
+	for _, args := range [][]string{{"exec", "--dir", ""}, {"exec", "ID", ""}} {
+		if out, _, _ := run(t, append([]string{"__complete"}, args...)...); !strings.HasSuffix(strings.TrimSpace(out), ":0") {
+			t.Errorf("__complete %q: want files (directive 0): %q", args, out)
 		}
 	}
 }
