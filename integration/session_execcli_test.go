@@ -30,7 +30,8 @@ func (w *world) execVia(bin, stdin string, args ...string) result {
 
 // TestCordonExecBinaryIsCordonExec: the small cordon-exec binary and `cordon exec`, one
 // implementation behind two entry points, give the same exit status, stdout, stderr and
-// --json document on a real session, for a command that ran, a usage error, an unknown
+// --json document on a real session, for a command that ran, help (the same text, but
+// for the name), a usage error, an unknown
 // session, a denied connection and a timeout.
 func TestCordonExecBinaryIsCordonExec(t *testing.T) {
 	w := newWorld(t)
@@ -43,11 +44,13 @@ func TestCordonExecBinaryIsCordonExec(t *testing.T) {
 		// stderr is what stderr holds; a %s in it is the entry point's own name
 		// ("cordon exec" or "cordon-exec"), for the lines that name it.
 		stderr string
+		stdout string // when not ""
 		json   bool
 	}{
-		{name: "exit status and output", args: []string{id, "--", "sh", "-c", "echo out; echo err >&2; exit 3"}, code: 3, stderr: "err\n"},
-		{name: "flags after SESSION", stdin: "piped\n", args: []string{id, "-i", "--dir", w.ws, "tr", "a-z", "A-Z"}, code: 0},
+		{name: "exit status and output", args: []string{id, "--", "sh", "-c", "echo out; echo err >&2; exit 3"}, code: 3, stderr: "err\n", stdout: "out\n"},
+		{name: "flags after SESSION", stdin: "piped\n", args: []string{id, "-i", "--dir", w.ws, "tr", "a-z", "A-Z"}, code: 0, stdout: "PIPED\n"},
 		{name: "json", args: []string{"--json", id, "--", "sh", "-c", "echo out; echo err >&2; exit 4"}, code: 0, json: true},
+		{name: "help", args: []string{id, "--help"}, code: 0},
 		{name: "usage error", args: []string{id, "--nope", "--", "true"}, code: 2, stderr: "cordon: exec: unknown flag: --nope; see %s --help\n"},
 		{name: "no command", args: []string{id}, code: 2, stderr: "cordon: exec: give a SESSION and a command (%s SESSION -- CMD [ARGS...])\n"},
 		{name: "unknown session", args: []string{"20990101T000000Z-abcdef", "--", "true"}, code: 125, stderr: "cordon: no such session 20990101T000000Z-abcdef (cordon session ls)\n"},
@@ -66,6 +69,9 @@ func TestCordonExecBinaryIsCordonExec(t *testing.T) {
 				prog := map[string]string{"cordon": "cordon exec", "cordon-exec": "cordon-exec"}[bin]
 				if want := strings.ReplaceAll(tt.stderr, "%s", prog); tt.stderr != "" && r.stderr != want {
 					t.Errorf("%s: stderr %q; want %q", bin, r.stderr, want)
+				}
+				if tt.stdout != "" && r.stdout != tt.stdout {
+					t.Errorf("%s: stdout %q; want %q", bin, r.stdout, tt.stdout)
 				}
 				r.stderr = strings.ReplaceAll(r.stderr, prog, "PROG")
 				if tt.json {
