@@ -13,18 +13,20 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags noengines -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/cordon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cordon-engines ./cmd/cordon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/cordon-init ./cmd/cordon-init
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/cordon-exec ./cmd/cordon-exec
 
 # man: a man page per command in bin/man/man1, made from the same text as --help.
 man: build
 	rm -rf bin/man/man1
 	$(BIN) internal man bin/man/man1
 
-# install: the three binaries side by side in $(DESTDIR)$(PREFIX)/bin (cordon finds
-# cordon-engines and cordon-init beside itself), the man pages in share/man/man1.
+# install: the four binaries side by side in $(DESTDIR)$(PREFIX)/bin (cordon finds
+# cordon-engines and cordon-init beside itself; cordon-exec is `cordon exec` alone, for
+# harness loops), the man pages in share/man/man1 (cordon-exec.1 is cordon exec's page).
 PREFIX ?= /usr/local
 install: build man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 0755 bin/cordon bin/cordon-engines bin/cordon-init $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/cordon bin/cordon-engines bin/cordon-init bin/cordon-exec $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 bin/man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 deps:

@@ -165,6 +165,9 @@ func TestPackageDocs(t *testing.T) {
 //     stacks nor the engine clients, BPF, YAML or the host-side packages (it starts on
 //     every run and is the sandbox's own attack surface);
 //   - the cordon command built without engines links no engine client;
+//   - cordon-exec, the client a harness runs for every command of a warm session,
+//     links none of what only the host side needs (the runner, cobra, YAML, BPF,
+//     net/http, the engine clients): every package it links costs page faults at start;
 //   - runner/sandbox and the backends reach none of the run-time services (egress proxy,
 //     credentials, gates, audit, monitor, BPF) nor the runner that orchestrates them: a
 //     backend only translates a plan into its mechanism.
@@ -182,6 +185,10 @@ func TestBinaryDependencies(t *testing.T) {
 			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
 			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil},
 		{"./cmd/cordon", "noengines", []string{"github.com/docker/...", "github.com/containerd/..."}, nil},
+		{"./cmd/cordon-exec", "", []string{m + "runner/...", m + "contract/...", m + "audit/...", m + "egress/...", m + "monitor/...", m + "internal/cli",
+			"github.com/spf13/...", "gopkg.in/yaml.v3/...", "github.com/cilium/ebpf/...", "net/http/...", "crypto/tls/...",
+			"github.com/docker/...", "github.com/containerd/..."}, nil},
+		{"./session", "", []string{m + "runner/...", "github.com/spf13/...", "gopkg.in/yaml.v3/..."}, nil},
 		{"./runner/sandbox", "", backendBans, nil},
 		{"./runner/bwrap", "", backendBans, nil},
 		{"./runner/container", "", backendBans, nil},

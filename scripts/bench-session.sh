@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Session benchmark (issue 8), side by side in one hyperfine run per backend:
-#   bwrap:  warm `cordon exec SID -- true`  vs  a fresh `cordon run -- true`  vs bare bwrap
-#   docker: warm `cordon exec SID -- true` (docker session)  vs  `docker exec C true`
-#           into an already running container of the same image
+#   bwrap:  warm `cordon exec SID -- true` and `cordon-exec SID -- true` (the small client,
+#           issue 17)  vs  a fresh `cordon run -- true`  vs bare bwrap
+#   docker: warm `cordon exec SID -- true` and `cordon-exec SID -- true` (docker session)
+#           vs  `docker exec C true` into an already running container of the same image
 # Ratios are medians from the same run. Results go to bench/out/session-*.{json,txt}.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cordon="$root/bin/cordon"
+cexec="$root/bin/cordon-exec"
 out="$root/bench/out"
 mkdir -p "$out"
 runs=${BENCH_RUNS:-100}
@@ -29,12 +31,15 @@ git init -q .
 
 sid=$("$cordon" session start --backend bwrap)
 sids+=("$sid")
-echo "== bwrap: warm cordon exec -- true vs cordon run -- true vs bare bwrap ($runs runs each, one hyperfine run)"
+echo "== bwrap: warm cordon exec and cordon-exec -- true vs cordon run -- true vs bare bwrap ($runs runs each, one hyperfine run)"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/session-bwrap.json" \
   -n "cordon exec (warm session)" "$cordon exec $sid -- true" \
+  -n "cordon-exec (warm session)" "$cexec $sid -- true" \
   -n "cordon run" "$cordon run -- true" \
   -n "bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session --cap-drop ALL /bin/true" >/dev/null
 "$ws/.benchtable" -baseline "cordon run" "$out/session-bwrap.json" | tee "$out/session-bwrap.txt"
+# Issue 17's row: a warm exec against bare bwrap (goal: cordon-exec at most 1.0x).
+"$ws/.benchtable" -baseline "bwrap" "$out/session-bwrap.json" | tee -a "$out/session-bwrap.txt"
 
 img=$("$root/scripts/container-env.sh")
 mkdir -p "$ws/docker" && cd "$ws/docker"
@@ -42,8 +47,9 @@ printf 'version: 1\nimage: %s\n' "$img" > cordon.yaml
 dsid=$("$cordon" session start --backend docker)
 sids+=("$dsid")
 ctr=$(docker run -d --network none --read-only --cap-drop ALL --security-opt no-new-privileges "$img" sleep 3600)
-echo "== docker: warm cordon exec -- true vs docker exec ($runs runs each, one hyperfine run)"
+echo "== docker: warm cordon exec and cordon-exec -- true vs docker exec ($runs runs each, one hyperfine run)"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/session-docker.json" \
   -n "docker exec" "docker exec $ctr true" \
-  -n "cordon exec (docker session)" "$cordon exec $dsid -- true" >/dev/null
+  -n "cordon exec (docker session)" "$cordon exec $dsid -- true" \
+  -n "cordon-exec (docker session)" "$cexec $dsid -- true" >/dev/null
 "$ws/.benchtable" -baseline "docker exec" "$out/session-docker.json" | tee "$out/session-docker.txt"

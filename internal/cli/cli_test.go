@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/execcli"
 )
 
 // run runs cordon in-process and returns its output and exit status.
@@ -165,43 +166,6 @@ func TestRunFlagsEndAtTheCommand(t *testing.T) {
 	}
 }
 
-// TestExecArgs: exec's flags go before or after SESSION and end at CMD.
-func TestExecArgs(t *testing.T) {
-	tests := []struct {
-		args []string
-		id   string
-		argv []string
-		json bool
-	}{
-		{[]string{"ID", "--", "echo", "hi"}, "ID", []string{"echo", "hi"}, false},
-		{[]string{"ID", "--json", "--", "echo"}, "ID", []string{"echo"}, true},
-		{[]string{"--json", "ID", "--", "echo"}, "ID", []string{"echo"}, true},
-		{[]string{"--json", "ID", "--timeout", "1s", "echo"}, "ID", []string{"echo"}, true},
-		{[]string{"ID", "echo", "--json"}, "ID", []string{"echo", "--json"}, false},
-		{[]string{"ID", "--", "--json"}, "ID", []string{"--json"}, false},
-		{[]string{"--", "ID", "echo", "-v"}, "ID", []string{"echo", "-v"}, false},
-		{[]string{"-i", "ID", "sh", "-c", "cat"}, "ID", []string{"sh", "-c", "cat"}, false},
-	}
-	for _, tt := range tests {
-		var id string
-		var argv []string
-		c := newExecCmd(IO{})
-		c.RunE = func(c *cobra.Command, args []string) error {
-			var err error
-			id, argv, err = execArgs(c, args)
-			return err
-		}
-		c.SetArgs(tt.args)
-		if err := c.Execute(); err != nil {
-			t.Fatalf("exec %q: %v", tt.args, err)
-		}
-		j, _ := c.Flags().GetBool("json")
-		if id != tt.id || !slices.Equal(argv, tt.argv) || j != tt.json {
-			t.Errorf("exec %q: %q %q json %v; want %q %q json %v", tt.args, id, argv, j, tt.id, tt.argv, tt.json)
-		}
-	}
-}
-
 // TestManPages: one page per command, from the help text, that man(1) can read.
 func TestManPages(t *testing.T) {
 	dir := t.TempDir()
@@ -243,6 +207,38 @@ func TestRoff(t *testing.T) {
 	} {
 		if got := roff(in); got != want {
 			t.Errorf("roff(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// TestExecFlagsFromOneTable: cordon exec's help, man page and completion show every
+// flag internal/execcli parses (one table), and completion offers files for a flag's
+// value and for the command.
+func TestExecFlagsFromOneTable(t *testing.T) {
+	_, help, code := run(t, "exec", "--help")
+	if code != 0 {
+		t.Fatalf("exec --help: exit %d", code)
+	}
+	dir := t.TempDir()
+	if _, stderr, code := run(t, "internal", "man", dir); code != 0 {
+		t.Fatalf("internal man: %d %s", code, stderr)
+	}
+	man, err := os.ReadFile(filepath.Join(dir, "cordon-exec.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _, _ := run(t, "__complete", "exec", "--")
+	for _, f := range execcli.Flags {
+		if !strings.Contains(help, "--"+f.Name) || !strings.Contains(names, "--"+f.Name+"\t") {
+			t.Errorf("--%s: not in exec --help or in its completion:\n%s\n%s", f.Name, help, names)
+		}
+		if f.Name != "help" && !strings.Contains(string(man), `\-\-`+f.Name) {
+			t.Errorf("--%s: not in cordon-exec.1", f.Name)
+		}
+	}
+	for _, args := range [][]string{{"exec", "--dir", ""}, {"exec", "ID", ""}} {
+		if out, _, _ := run(t, append([]string{"__complete"}, args...)...); !strings.HasSuffix(strings.TrimSpace(out), ":0") {
+			t.Errorf("__complete %q: want files (directive 0): %q", args, out)
 		}
 	}
 }

@@ -54,8 +54,12 @@ var flagCompletions = []struct {
 }
 
 // registerFlagCompletions registers flagCompletions on every command of c's tree that
-// has such a flag; only `cordon __complete` needs them.
+// has such a flag, and -h/--help on exec, which parses its own flags; only
+// `cordon __complete` needs them.
 func registerFlagCompletions(c *cobra.Command) {
+	if c.DisableFlagParsing {
+		c.InitDefaultHelpFlag() // cobra's completion adds it only where cobra parses (exec)
+	}
 	for _, fc := range flagCompletions {
 		if c.LocalFlags().Lookup(fc.name) != nil {
 			_ = c.RegisterFlagCompletionFunc(fc.name, cobra.FixedCompletions(fc.values, cobra.ShellCompDirectiveNoFileComp))

@@ -1,140 +1,60 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"strings"
-	"time"
+	"errors"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cordonhq/cordon/internal/errdefs"
-
-	"github.com/cordonhq/cordon/session"
-	"github.com/cordonhq/cordon/session/wire"
+	"github.com/cordonhq/cordon/internal/execcli"
 )
 
-// defaultJSONCap is --cap's default with --json: what fits a model's context window.
-const defaultJSONCap = 10000
-
-// execOptions are cordon exec's flags.
-type execOptions struct {
-	timeout time.Duration
-	dir     string
-	asJSON  bool
-	capN    int
-	stdin   bool
-}
-
+// newExecCmd is `cordon exec`: cobra only names it, and shows its flags in help, man
+// page and completion; internal/execcli parses its raw arguments and runs it, as the
+// small cordon-exec binary does.
 func newExecCmd(stdio IO) *cobra.Command {
-	var o execOptions
 	c := &cobra.Command{
-		Use:   "exec [flags] SESSION [flags] [--] CMD [ARGS...]",
-		Short: "run a command in a session",
-		Long: `Runs CMD in the sandbox of session SESSION (cordon session start) and exits with its
-status. Flags go before or after SESSION and end at CMD: everything from CMD on is CMD's.
-
-Exit status: CMD's own (with --json: 0 unless cordon failed); 124 when the timeout killed
-it; 125 when cordon could not run it (no such session, a refused command); 137 when the
-monitor stopped it; 2 for a usage error or a bad request.`,
-		Example: `  cordon exec $id -- go build ./...
-  cordon exec $id --timeout 30s -- go test ./...
-  cordon exec $id --json -- make          # {"schema": "cordon.exec/v1", "exit_code": ...}
-  cordon exec $id -i -- patch -p1 < fix.diff`,
-		ValidArgsFunction: completeSessions,
+		Use:                execcli.Use,
+		Short:              execcli.Short,
+		Long:               execcli.Long,
+		Example:            execcli.Example,
+		DisableFlagParsing: true, // execcli parses: [flags] SESSION [flags] [--] CMD...
+		ValidArgsFunction:  completeExec,
 		RunE: func(c *cobra.Command, args []string) error {
-			id, argv, err := execArgs(c, args)
-			if err != nil || id == "" {
-				return err
+			err := execcli.Run(c.Context(), execcli.IO{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, "cordon exec", args)
+			if errors.Is(err, execcli.ErrHelp) {
+				return c.Help()
 			}
-			return execCmd(c.Context(), stdio, o, id, argv)
+			return err
 		},
 	}
 	f := c.Flags()
-	f.SetInterspersed(false) // as docker exec: the command's flags are its own
-	f.DurationVar(&o.timeout, "timeout", 0, "per-command timeout, overriding commands.timeout")
-	f.StringVar(&o.dir, "dir", "", "working `DIR` inside (default: the current directory when it is in the workspace, else the contract's workdir)")
-	f.BoolVar(&o.asJSON, "json", false, "print one JSON object {schema, v, exit_code, stdout, stderr, truncated, spill_path, duration_ms, diffstat, denied_egress, denied, ...} and exit 0 unless cordon failed")
-	f.IntVar(&o.capN, "cap", -1, "keep at most `N` characters of each of stdout and stderr; the whole output goes to a spill file inside the sandbox, named on the last line (default 10000 with --json, else no cap; 0: no cap)")
-	f.BoolVarP(&o.stdin, "interactive", "i", false, "forward standard input to the command (default: it reads an empty stdin)")
+	for _, fl := range execcli.Flags {
+		switch fl.Kind {
+		case execcli.Bool:
+			if fl.Name != "help" { // cobra's own help flag, in the same words
+				f.BoolP(fl.Name, fl.Short, false, fl.Usage)
+			}
+		case execcli.Duration:
+			f.DurationP(fl.Name, fl.Short, 0, fl.Usage)
+		case execcli.String:
+			f.StringP(fl.Name, fl.Short, "", fl.Usage)
+		case execcli.Int:
+			n, _ := strconv.Atoi(fl.Default)
+			f.IntP(fl.Name, fl.Short, n, fl.Usage)
+		}
+	}
 	return c
 }
 
-// execArgs splits exec's arguments into SESSION and the command, parsing the flags
-// between them (cordon exec ID --json -- CMD). Flags after "--", or after CMD's first
-// word, are the command's. id is "" when --help was asked for (and printed).
-func execArgs(c *cobra.Command, args []string) (id string, argv []string, err error) {
-	dashed := c.ArgsLenAtDash() >= 0 // "--" before SESSION: no flags after it
-	if len(args) > 0 {
-		id, argv = args[0], args[1:]
+// completeExec completes exec's arguments, which cobra hands over unparsed: the live
+// sessions where SESSION goes, files for a flag's value and for the command.
+func completeExec(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	switch {
+	case len(toComplete) > 0 && toComplete[0] == '-':
+		return nil, cobra.ShellCompDirectiveNoFileComp // cobra completes the flag names
+	case execcli.SessionNext(args):
+		return completeSessions(c, nil, toComplete)
 	}
-	if !dashed && len(argv) > 0 {
-		if err := c.Flags().Parse(argv); err != nil {
-			return "", nil, usageError(c, err)
-		}
-		if help, _ := c.Flags().GetBool("help"); help {
-			return "", nil, c.Help()
-		}
-		argv = c.Flags().Args()
-	}
-	if id == "" || len(argv) == 0 {
-		return "", nil, errdefs.Usagef("exec: give a SESSION and a command (cordon exec SESSION -- CMD [ARGS...])")
-	}
-	return id, argv, nil
-}
-
-// execCmd runs argv in session id.
-func execCmd(ctx context.Context, stdio IO, o execOptions, id string, argv []string) error {
-	if o.timeout < 0 {
-		return errdefs.Usagef("exec: --timeout must be positive")
-	}
-	if o.capN < 0 {
-		o.capN = 0
-		if o.asJSON {
-			o.capN = defaultJSONCap
-		}
-	}
-	sess, err := session.Open(id)
-	if err != nil {
-		return clientError(stdio, err)
-	}
-	eo := session.ExecOptions{Dir: o.dir, Timeout: o.timeout, Cap: o.capN}
-	if eo.Dir == "" {
-		eo.Dir = cwdIn(sess.Info().Workspace)
-	}
-	if o.stdin {
-		eo.Stdin = stdio.Stdin
-	}
-	if !o.asJSON {
-		eo.Stdout, eo.Stderr = stdio.Stdout, stdio.Stderr
-	}
-	res, err := sess.Exec(ctx, argv, eo)
-	if err != nil {
-		return clientError(stdio, err)
-	}
-	if o.asJSON {
-		return json.NewEncoder(stdio.Stdout).Encode(struct {
-			Schema string `json:"schema"`
-			*wire.Result
-		}{schemaExec, res})
-	}
-	ending{denied: res.Denied, alerts: res.Alerts}.print(stdio.Stderr)
-	if res.ExitCode != 0 {
-		return errdefs.Exit(res.ExitCode)
-	}
-	return nil
-}
-
-// cwdIn is the current directory when it is inside the workspace ws, else "".
-func cwdIn(ws string) string {
-	wd, err := os.Getwd()
-	if err != nil || ws == "" {
-		return ""
-	}
-	if rel, err := filepath.Rel(ws, wd); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		return wd
-	}
-	return ""
+	return nil, cobra.ShellCompDirectiveDefault
 }

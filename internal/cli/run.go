@@ -16,10 +16,11 @@ import (
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/gate"
+	"github.com/cordonhq/cordon/internal/ending"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/runner"
-	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/serve"
 )
 
 // runOptions are cordon run's flags.
@@ -106,7 +107,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 	if o.verbose && res.AuditDir != "" {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}
-	runEnding(res).print(stdio.Stderr)
+	runEnding(res).Print(stdio.Stderr)
 	if o.stage && err == nil && res.Staged == 0 {
 		fmt.Fprintf(stdio.Stderr, "cordon: staged run %s: no changes; nothing is staged\n", res.RunID)
 	} else if o.stage && err == nil {
@@ -123,8 +124,8 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 }
 
 // runEnding is the summary a run ends with, in the words of `cordon exec`'s.
-func runEnding(res runner.Result) ending {
-	return ending{denied: session.WireDenials(res.Denied), alerts: session.WireAlerts(res.Alerts)}
+func runEnding(res runner.Result) ending.Summary {
+	return ending.Summary{Denied: serve.WireDenials(res.Denied), Alerts: serve.WireAlerts(res.Alerts)}
 }
 
 // reportRunError prints err as cordon's one-line reason (one line per contract

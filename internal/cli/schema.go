@@ -15,7 +15,6 @@ const (
 	schemaBackends     = "cordon.backends/v1"
 	schemaDoctor       = "cordon.doctor/v1"
 	schemaDiff         = "cordon.diff/v1"
-	schemaExec         = "cordon.exec/v1"
 	schemaSessionLs    = "cordon.session.ls/v1"
 	schemaSessionSweep = "cordon.session.sweep/v1"
 	schemaAuditLs      = "cordon.audit.ls/v1"

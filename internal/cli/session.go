@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/execcli"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/session"
 	"github.com/cordonhq/cordon/session/wire"
@@ -237,11 +238,7 @@ func sessionSweep(ctx context.Context, stdio IO, id string, asJSON bool) error {
 
 // clientError reports a session client's failure on one line: 125 (cordon could not
 // do it) unless the supervisor said otherwise (a [session.Error] carries its status).
-func clientError(stdio IO, err error) error {
-	err = errdefs.CannotRun(err)
-	fmt.Fprintf(stdio.Stderr, "cordon: %s\n", errdefs.Message(err))
-	return errdefs.Reported(err)
-}
+func clientError(stdio IO, err error) error { return execcli.ReportError(stdio.Stderr, err) }
 
 func newSessionStopCmd(stdio IO) *cobra.Command {
 	return &cobra.Command{

@@ -51,8 +51,9 @@ var (
 	buildErr  error
 )
 
-// Cordon builds cordon, cordon-engines and cordon-init once per test binary (static,
-// CGO_ENABLED=0) and returns the path of cordon.
+// Cordon builds cordon, cordon-engines, cordon-init and cordon-exec once per test
+// binary (static, CGO_ENABLED=0) and returns the path of cordon; [CordonExec] is the
+// path of cordon-exec beside it.
 func Cordon(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -67,9 +68,11 @@ func Cordon(t testing.TB) string {
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		// As `make build` lays them out: cordon without the container engine clients,
 		// cordon-engines (the full build) that it hands container work to, and
-		// cordon-init beside them, which runs use as process 1.
+		// cordon-init beside them, which runs use as process 1; cordon-exec, the small
+		// client for cordon exec.
 		for _, b := range []struct{ out, pkg, tags string }{
 			{"cordon", "cordon", "noengines"}, {"cordon-engines", "cordon", ""}, {"cordon-init", "cordon-init", ""},
+			{"cordon-exec", "cordon-exec", ""},
 		} {
 			cmd := exec.Command("go", "build", "-tags="+b.tags, "-o", filepath.Join(dir, b.out), "./cmd/"+b.pkg)
 			cmd.Dir = root
@@ -84,6 +87,12 @@ func Cordon(t testing.TB) string {
 		t.Fatalf("building cordon: %v", buildErr)
 	}
 	return buildPath
+}
+
+// CordonExec builds the binaries as [Cordon] does and returns the path of cordon-exec.
+func CordonExec(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(Cordon(t)), "cordon-exec")
 }
 
 type buildError struct {

@@ -1,4 +1,4 @@
-package cli
+package ending
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"github.com/cordonhq/cordon/session/wire"
 )
 
-func TestPrintDenied(t *testing.T) {
+func TestDenied(t *testing.T) {
 	var b strings.Builder
-	printDenied(&b, "example.com:443", "not in network.allow", "network.allow: [{host: example.com, ports: [443]}]")
-	printDenied(&b, "0x7f.1:443", "malformed request", "")
+	Denied(&b, "example.com:443", "not in network.allow", "network.allow: [{host: example.com, ports: [443]}]")
+	Denied(&b, "0x7f.1:443", "malformed request", "")
 	want := "cordon: egress denied: example.com:443 (not in network.allow; to allow: network.allow: [{host: example.com, ports: [443]}])\n" +
 		"cordon: egress denied: 0x7f.1:443 (malformed request)\n"
 	if b.String() != want {
@@ -21,9 +21,9 @@ func TestPrintDenied(t *testing.T) {
 
 // TestPrintDeniedHostileName: a name the sandbox sent (SOCKS5 carries any bytes) cannot
 // forge a line of cordon's own or send a control code to the terminal (red team).
-func TestPrintDeniedHostileName(t *testing.T) {
+func TestDeniedHostileName(t *testing.T) {
 	var b strings.Builder
-	printDenied(&b, "x\ncordon: FORGED LINE\n\x1b[31mRED\x1b[0m\u202e:443", "malformed request", "")
+	Denied(&b, "x\ncordon: FORGED LINE\n\x1b[31mRED\x1b[0m\u202e:443", "malformed request", "")
 	got := b.String()
 	if strings.Count(got, "\n") != 1 || strings.ContainsAny(got, "\x1b\r") || strings.Contains(got, "\u202e") {
 		t.Fatalf("a hostile name reaches the terminal as is: %q", got)
@@ -35,16 +35,16 @@ func TestPrintDeniedHostileName(t *testing.T) {
 }
 
 func TestEndingBoundedAndEscaped(t *testing.T) {
-	var e ending
-	for i := range maxSummaryLines + 5 {
-		e.denied = append(e.denied, wire.Denial{Destination: fmt.Sprintf("h%d.example:443", i), Reason: "not in network.allow"})
+	var e Summary
+	for i := range MaxLines + 5 {
+		e.Denied = append(e.Denied, wire.Denial{Destination: fmt.Sprintf("h%d.example:443", i), Reason: "not in network.allow"})
 	}
-	e.alerts = []wire.Alert{{Category: "write to a read-only path", Target: "/usr/bin/x\ncordon: forged", Syscall: "openat", Count: 2}}
+	e.Alerts = []wire.Alert{{Category: "write to a read-only path", Target: "/usr/bin/x\ncordon: forged", Syscall: "openat", Count: 2}}
 	var b strings.Builder
-	e.print(&b)
+	e.Print(&b)
 	out := b.String()
-	if n := strings.Count(out, "cordon: egress denied:"); n != maxSummaryLines {
-		t.Errorf("%d denial lines; want %d", n, maxSummaryLines)
+	if n := strings.Count(out, "cordon: egress denied:"); n != MaxLines {
+		t.Errorf("%d denial lines; want %d", n, MaxLines)
 	}
 	if !strings.Contains(out, "cordon: and 5 more denied destinations (cordon audit show)\n") {
 		t.Errorf("no overflow line: %s", out)
