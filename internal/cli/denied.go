@@ -31,11 +31,12 @@ const maxSummaryLines = 20
 // one per kind of monitor alert, at most maxSummaryLines of each.
 type ending struct {
 	denied []wire.Denial
+	more   int // denied attempts past those the result lists
 	alerts []wire.Alert
 }
 
 func (e ending) print(w io.Writer) {
-	if len(e.denied)+len(e.alerts) == 0 {
+	if len(e.denied)+len(e.alerts)+e.more == 0 {
 		return
 	}
 	if f, ok := w.(*os.File); ok {
@@ -51,6 +52,9 @@ func (e ending) print(w io.Writer) {
 			break
 		}
 		printDenied(w, d.Destination, d.Reason, d.SuggestedRule)
+	}
+	if e.more > 0 {
+		fmt.Fprintf(w, "cordon: and %d more denied connection attempts (cordon audit show)\n", e.more)
 	}
 	for i, a := range e.alerts {
 		if i == maxSummaryLines {

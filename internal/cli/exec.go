@@ -120,7 +120,7 @@ func execCmd(ctx context.Context, stdio IO, o execOptions, id string, argv []str
 			*wire.Result
 		}{schemaExec, res})
 	}
-	ending{denied: res.Denied, alerts: res.Alerts}.print(stdio.Stderr)
+	ending{denied: res.Denied, more: res.DeniedMore, alerts: res.Alerts}.print(stdio.Stderr)
 	if res.ExitCode != 0 {
 		return errdefs.Exit(res.ExitCode)
 	}
