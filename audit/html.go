@@ -40,7 +40,7 @@ type HTMLOptions struct {
 type reportData struct {
 	*view
 	Verify  *Report
-	Denied  int
+	Denied  int64
 	Elapsed string
 }
 
@@ -53,9 +53,7 @@ func WriteHTML(w io.Writer, recs []Record, opts HTMLOptions) error {
 	v := buildView(recs)
 	d := reportData{view: v, Verify: opts.Verify}
 	for _, n := range v.Net {
-		if n.Verb == "DENY" {
-			d.Denied++
-		}
+		d.Denied += n.Denied
 	}
 	if v.End != nil {
 		d.Elapsed = v.Ended.Sub(v.Started).Round(time.Millisecond).String()

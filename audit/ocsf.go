@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"path"
 	"strconv"
@@ -24,20 +25,22 @@ type ocsfClass struct {
 // ocsfClasses maps every event type to its OCSF class and activity. fs.diff is
 // per change (see fileActivity); a type not here becomes a Base Event (class 0).
 var ocsfClasses = map[event.Type]ocsfClass{
-	event.RunStart:     {6002, "Application Lifecycle", 3, "Start"},
-	event.RunEnd:       {6002, "Application Lifecycle", 4, "Stop"},
-	event.CmdStart:     {1007, "Process Activity", 1, "Launch"},
-	event.CmdEnd:       {1007, "Process Activity", 2, "Terminate"},
-	event.GateExec:     {1007, "Process Activity", 2, "Terminate"},
-	event.FSDiff:       {1001, "File System Activity", 99, "Other"},
-	event.NetAllow:     {4001, "Network Activity", 1, "Open"},
-	event.NetDeny:      {4001, "Network Activity", 5, "Refuse"},
-	event.CredIssue:    {3001, "Account Change", 1, "Create"},
-	event.CredRevoke:   {3001, "Account Change", 6, "Delete"},
-	event.SyscallAlert: {2004, "Detection Finding", 1, "Create"},
-	event.GateRequest:  {0, "Base Event", 99, "Other"},
-	event.GateApprove:  {0, "Base Event", 99, "Other"},
-	event.GateDeny:     {0, "Base Event", 99, "Other"},
+	event.RunStart: {6002, "Application Lifecycle", 3, "Start"},
+	event.RunEnd:   {6002, "Application Lifecycle", 4, "Stop"},
+	event.CmdStart: {1007, "Process Activity", 1, "Launch"},
+	event.CmdEnd:   {1007, "Process Activity", 2, "Terminate"},
+	event.GateExec: {1007, "Process Activity", 2, "Terminate"},
+	event.FSDiff:   {1001, "File System Activity", 99, "Other"},
+	event.NetAllow: {4001, "Network Activity", 1, "Open"},
+	event.NetDeny:  {4001, "Network Activity", 5, "Refuse"},
+	// Denials counted, not itemized: one event with count and start and end times.
+	event.NetDenySummary: {4001, "Network Activity", 5, "Refuse"},
+	event.CredIssue:      {3001, "Account Change", 1, "Create"},
+	event.CredRevoke:     {3001, "Account Change", 6, "Delete"},
+	event.SyscallAlert:   {2004, "Detection Finding", 1, "Create"},
+	event.GateRequest:    {0, "Base Event", 99, "Other"},
+	event.GateApprove:    {0, "Base Event", 99, "Other"},
+	event.GateDeny:       {0, "Base Event", 99, "Other"},
 }
 
 var ocsfCategories = map[int]string{0: "Uncategorized", 1: "System Activity", 2: "Findings",
@@ -76,6 +79,11 @@ type ocsfEvent struct {
 	ActionID      int    `json:"action_id,omitempty"`      // network: 1 Allowed, 2 Denied
 	DispositionID int    `json:"disposition_id,omitempty"` // network: 1 Allowed, 2 Blocked
 	ExitCode      *int   `json:"exit_code,omitempty"`
+	// Count, StartTime and EndTime describe an aggregated event (net.deny.summary):
+	// how many it stands for and when the first and the last happened (ms).
+	Count     int64 `json:"count,omitempty"`
+	StartTime int64 `json:"start_time,omitempty"`
+	EndTime   int64 `json:"end_time,omitempty"`
 
 	Metadata    ocsfMetadata  `json:"metadata"`
 	Device      *ocsfDevice   `json:"device,omitempty"`
@@ -234,6 +242,12 @@ func (m *ocsfMapper) events(rec Record) []ocsfEvent {
 		e.status(b.ExitCode == 0)
 	case event.NetBody:
 		m.network(&e, rec.Type, b)
+	case event.NetDenySummaryBody:
+		e.ActionID, e.DispositionID = 2, 2
+		e.SeverityID, e.Severity = sevLow, severityNames[sevLow]
+		e.Count, e.StartTime, e.EndTime = b.Denied, b.First.UnixMilli(), b.Last.UnixMilli()
+		e.Message = fmt.Sprintf("denied %d more times, not itemized: %s", b.Denied, denySummaryWhy(b))
+		e.status(false)
 	case event.CredIssueBody:
 		e.User, e.Message = &ocsfUser{Name: b.Name, CredentialUID: b.ID}, "credential issued by "+b.Provider
 		e.status(true)

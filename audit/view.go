@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -23,7 +24,7 @@ type view struct {
 	End      *RunEnd // nil when unsealed
 	Commands []*cmdView
 	Loose    []noteView   // events attributed to no command, in order
-	Net      []noteView   // every net.allow and net.deny, in order
+	Net      []noteView   // every net.allow, net.deny and net.deny.summary, in order
 	Alerts   []noteView   // every syscall.alert, in order
 	Creds    []noteView   // every cred.issue and cred.revoke, in order
 	Later    []*laterView // every runs-later file of every fs.diff, in order
@@ -42,7 +43,7 @@ type cmdView struct {
 	End     *CmdEnd // nil if the command never finished
 	Diff    *FSDiff // nil if no fs.diff was recorded
 	Events  []noteView
-	Denied  int                // net.deny events
+	Denied  int64              // denials: net.deny events, and those net.deny.summary counts
 	Alerted int                // syscall.alert events
 	later   map[int]*laterView // runs-later flags by index in Diff.Changes
 }
@@ -55,6 +56,9 @@ type noteView struct {
 	Verb string // "allow", "DENY", "ALERT", "issue", …
 	What string // the destination, the syscall, the credential, …
 	Why  string // the reason, when the body has one
+	// Denied is how many denials the event stands for: 1 for net.deny, the count of a
+	// net.deny.summary, 0 for anything else.
+	Denied int64
 }
 
 // buildView arranges recs (as ReadEvents returns them) for rendering.
@@ -113,7 +117,7 @@ func (v *view) add(r Record, byID map[string]*cmdView) error {
 
 func (v *view) addNote(n noteView, c *cmdView) {
 	switch n.Type {
-	case event.NetAllow, event.NetDeny:
+	case event.NetAllow, event.NetDeny, event.NetDenySummary:
 		v.Net = append(v.Net, n)
 	case event.SyscallAlert:
 		v.Alerts = append(v.Alerts, n)
@@ -125,9 +129,8 @@ func (v *view) addNote(n noteView, c *cmdView) {
 		return
 	}
 	c.Events = append(c.Events, n)
+	c.Denied += n.Denied
 	switch n.Type {
-	case event.NetDeny:
-		c.Denied++
 	case event.SyscallAlert:
 		c.Alerted++
 	}
@@ -152,6 +155,13 @@ func note(r Record) (noteView, error) {
 	case event.NetBody:
 		n.Verb = map[event.Type]string{event.NetAllow: "allow", event.NetDeny: "DENY"}[r.Type]
 		what, n.Why, shown = netDest(b), b.Reason, []string{"host", "port", "addr"}
+		if r.Type == event.NetDeny {
+			n.Denied = 1
+		}
+	case event.NetDenySummaryBody:
+		n.Verb, n.Denied = "DENY", b.Denied
+		what, n.Why = denySummaryWhat(b), denySummaryWhy(b)
+		shown = []string{"denied", "reasons", "destinations", "destinations_at_least", "examples", "first", "last"}
 	case event.SyscallAlertBody:
 		n.Verb, what, n.Why = "ALERT", strings.TrimSpace(b.Syscall+" "+b.Comm), b.Reason
 		shown = []string{"syscall", "comm"}
@@ -250,6 +260,41 @@ func gateWhat(gate, id string, argv []string) string {
 		s = s[:77] + "..."
 	}
 	return strings.TrimSpace(gate + " " + id + " " + s)
+}
+
+// denySummaryWhat says what a net.deny.summary counts: how many denials, over how long,
+// how many destinations and a few of them.
+func denySummaryWhat(b event.NetDenySummaryBody) string {
+	what := fmt.Sprintf("%d more, not itemized (past the log's budget), over %s", b.Denied, b.Last.Sub(b.First).Round(time.Millisecond))
+	if b.Destinations > 0 {
+		at := ""
+		if b.DestinationsAtLeast {
+			at = "at least "
+		}
+		what += fmt.Sprintf(", to %s%d destination(s)", at, b.Destinations)
+		if len(b.Examples) > 0 {
+			what += " such as " + strings.Join(b.Examples, " ")
+		}
+	}
+	return what
+}
+
+// denySummaryWhy lists a net.deny.summary's kinds of denial, most frequent first.
+func denySummaryWhy(b event.NetDenySummaryBody) string {
+	kinds := make([]string, 0, len(b.Reasons))
+	for k := range b.Reasons {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(x, y string) int {
+		if b.Reasons[x] != b.Reasons[y] {
+			return cmp.Compare(b.Reasons[y], b.Reasons[x])
+		}
+		return strings.Compare(x, y)
+	})
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%s: %d", k, b.Reasons[k])
+	}
+	return strings.Join(kinds, "; ")
 }
 
 // netDest is the destination of a network event: host:port, else the address dialled.

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/user"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
@@ -98,6 +96,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		return ExecResult{}, err
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
+	r.sink.flushDenies(c.id) // the count of its denials past the budget precedes its end
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
@@ -288,7 +287,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	if err != nil {
 		r.o.Log.Warn("recording the workspace diff", "err", err)
 	}
-	res.DeniedEgress, res.Denied = r.sink.denied(res.CmdID)
+	res.DeniedEgress, res.Denied, res.DeniedMore = r.sink.denied(res.CmdID)
 	res.Alerts = r.sink.alerts(res.CmdID)
 	r.o.Log.Debug("diff recorded")
 }
@@ -444,143 +443,4 @@ func userName() string {
 		return u.Username
 	}
 	return strconv.Itoa(os.Geteuid())
-}
-
-// cmdSink stamps events that do not name a command with the one running now (in a
-// session with concurrent commands: the most recently started one still running), so a
-// reviewer can join a denied connection to the command that tried it, remembers each
-// running command's denied destinations, and copies every event to an optional second
-// sink.
-type cmdSink struct {
-	next event.Sink
-	copy event.Sink // may be nil
-
-	mu      sync.Mutex                 // mu guards the fields below.
-	active  []string                   // running commands, oldest first
-	denies  map[string][]event.NetBody // cmd id -> its first maxDeniesKept net.deny bodies, while it runs
-	cgroups map[uint64]string          // a session command's cgroup id -> its cmd id
-	alerted alertCounts                // monitor alerts, per command and for the run
-}
-
-// joinCgroup attributes events from cgroup id to command cmd.
-func (s *cmdSink) joinCgroup(id uint64, cmd string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cgroups == nil {
-		s.cgroups = map[uint64]string{}
-	}
-	s.cgroups[id] = cmd
-}
-
-func (s *cmdSink) push(id string) {
-	s.mu.Lock()
-	s.active = append(s.active, id)
-	s.mu.Unlock()
-}
-
-func (s *cmdSink) pop(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, a := range s.active {
-		if a == id {
-			s.active = append(s.active[:i], s.active[i+1:]...)
-			break
-		}
-	}
-	delete(s.denies, id)
-	s.alerted.forget(id)
-}
-
-// running lists the commands running now, oldest first.
-func (s *cmdSink) running() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.active...)
-}
-
-// current is the most recently started command still running, or "".
-func (s *cmdSink) current() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.active) == 0 {
-		return ""
-	}
-	return s.active[len(s.active)-1]
-}
-
-// denied returns the destinations ("host:port") denied to command id so far, one per
-// denial, and the same explained, one per destination in the order first denied.
-func (s *cmdSink) denied(id string) ([]string, []Denial) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var (
-		targets []string
-		denials []Denial
-		seen    = map[string]bool{}
-	)
-	for _, b := range s.denies[id] {
-		dest := denyTarget(b)
-		targets = append(targets, dest)
-		if seen[dest] {
-			continue
-		}
-		seen[dest] = true
-		reason := b.Category
-		if reason == "" {
-			reason = "denied by contract"
-		}
-		denials = append(denials, Denial{Destination: dest, Reason: reason, SuggestedRule: b.SuggestedRule})
-	}
-	return targets, denials
-}
-
-// alerts returns the monitor alerts of command id so far, or the whole run's when id is
-// "", once per category, target and syscall in the order first seen.
-func (s *cmdSink) alerts(id string) []Alert {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.alerted.list(id)
-}
-
-// Emit implements event.Sink.
-func (s *cmdSink) Emit(e event.Event) {
-	s.mu.Lock()
-	if a, ok := e.Body.(event.SyscallAlertBody); ok && e.Cmd == "" {
-		e.Cmd = s.cgroups[a.Cgroup] // exact: the process was in that command's cgroup
-	}
-	if e.Cmd == "" && len(s.active) > 0 {
-		e.Cmd = s.active[len(s.active)-1]
-	}
-	if a, ok := e.Body.(event.SyscallAlertBody); ok {
-		s.alerted.add(e.Cmd, a)
-	}
-	if e.Type == event.NetDeny && e.Cmd != "" {
-		if s.denies == nil {
-			s.denies = map[string][]event.NetBody{}
-		}
-		if b, _ := e.Body.(event.NetBody); len(s.denies[e.Cmd]) < maxDeniesKept {
-			s.denies[e.Cmd] = append(s.denies[e.Cmd], b)
-		}
-	}
-	s.mu.Unlock()
-	s.next.Emit(e)
-	if s.copy != nil {
-		s.copy.Emit(e)
-	}
-}
-
-// maxDeniesKept bounds the net.deny bodies kept per running command for its result
-// (ExecResult.DeniedEgress and Denied). The sandbox makes denials as fast as it can
-// connect (a flood past MaxConns is one deny per connection, about 12,000 a second):
-// kept without bound they grew cordon's memory by some 700 bytes each until it ran out.
-// Every deny is still in the log; past this many, the result lists no more.
-const maxDeniesKept = 1000
-
-// denyTarget is "host:port" of a net.deny body, or "a malformed request" when the
-// request named no destination at all (a forward-proxy request cordon could not parse).
-func denyTarget(c event.NetBody) string {
-	if c.Host == "" && c.Port == 0 {
-		return "a malformed request"
-	}
-	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }

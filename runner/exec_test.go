@@ -17,7 +17,10 @@ func TestCmdSinkDenied(t *testing.T) {
 	deny(event.NetBody{Host: "example.com", Port: 443, Category: "not in network.allow", SuggestedRule: rule})
 	deny(event.NetBody{Host: "::1", Port: 80})
 	s.Emit(event.Event{Type: event.NetAllow, Body: event.NetBody{Host: "ok.com", Port: 443}})
-	targets, denials := s.denied("c1")
+	targets, denials, more := s.denied("c1")
+	if more != 0 {
+		t.Errorf("%d more denials; want none past the 3 listed", more)
+	}
 	if want := []string{"example.com:443", "example.com:443", "[::1]:80"}; !reflect.DeepEqual(targets, want) {
 		t.Errorf("targets %q, want %q", targets, want)
 	}
@@ -29,19 +32,22 @@ func TestCmdSinkDenied(t *testing.T) {
 		t.Errorf("denials %+v, want %+v", denials, want)
 	}
 	s.pop("c1")
-	if targets, denials := s.denied("c1"); targets != nil || denials != nil {
+	if targets, denials, _ := s.denied("c1"); targets != nil || denials != nil {
 		t.Errorf("after pop: %v %v", targets, denials)
 	}
 }
 
 // TestCmdSinkDeniesBounded: a command denied far more often than maxDeniesKept (a
-// flood of connections) keeps only that many for its result, and every deny still
-// reaches the log.
+// flood of connections) keeps only that many for its result and counts the rest in
+// DeniedMore, and every deny reaches the log: itemized, or counted in a summary.
 func TestCmdSinkDeniesBounded(t *testing.T) {
-	logged := 0
+	var logged, counted int64
 	s := &cmdSink{next: event.SinkFunc(func(e event.Event) {
-		if e.Type == event.NetDeny {
+		switch e.Type {
+		case event.NetDeny:
 			logged++
+		case event.NetDenySummary:
+			counted += e.Body.(event.NetDenySummaryBody).Denied
 		}
 	})}
 	s.push("c1")
@@ -49,12 +55,13 @@ func TestCmdSinkDeniesBounded(t *testing.T) {
 	for i := range n {
 		s.Emit(event.Event{Type: event.NetDeny, Body: event.NetBody{Host: "h" + strconv.Itoa(i) + ".example", Port: 80}})
 	}
-	targets, denials := s.denied("c1")
-	if len(targets) != maxDeniesKept || len(denials) != maxDeniesKept {
-		t.Errorf("kept %d targets and %d denials of %d; want %d of each", len(targets), len(denials), n, maxDeniesKept)
+	targets, denials, more := s.denied("c1")
+	if len(targets) != maxDeniesKept || len(denials) != maxDeniesKept || more != n-maxDeniesKept {
+		t.Errorf("kept %d targets and %d denials of %d, %d more; want %d of each and %d more", len(targets), len(denials), n, more, maxDeniesKept, n-maxDeniesKept)
 	}
-	if logged != n {
-		t.Errorf("%d denies reached the log; want all %d", logged, n)
+	s.close()
+	if logged+counted != n {
+		t.Errorf("%d denies itemized and %d counted; want all %d", logged, counted, n)
 	}
 }
 

@@ -71,6 +71,9 @@ type Result struct {
 	AuditDir string // where the run's log is
 	// Denied lists the destinations the egress proxy refused the command, once each.
 	Denied []Denial
+	// DeniedMore counts the command's refusals Denied does not explain (past its first
+	// 1000; see ExecResult.DeniedMore).
+	DeniedMore int
 	// Alerts lists the run's monitor alerts, once per category, target and syscall.
 	Alerts []Alert
 	// Staged, for a staged run, is how many changes wait for Apply or Discard.
@@ -108,7 +111,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 	if err == nil {
 		r.finish(res.ExitCode, res.Reason, res.Detail)
 		r.end.Staged = r.stage.waits()
-		r.res.TimedOut, r.res.Denied = res.TimedOut, res.Denied
+		r.res.TimedOut, r.res.Denied, r.res.DeniedMore = res.TimedOut, res.Denied, res.DeniedMore
 		r.res.FilesChanged, r.res.Insertions, r.res.Deletions = res.FilesChanged, res.Insertions, res.Deletions
 	}
 	if terr := s.close(ctx, err); terr != nil {
@@ -297,7 +300,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
-	r.sink = &cmdSink{next: log, copy: r.o.Events}
+	r.sink = &cmdSink{next: log, copy: r.o.Events, now: r.o.now}
 	if err := checkRunRoot(r.o.RunRoot, r.plan); err != nil {
 		return err
 	}
@@ -392,6 +395,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if r.log == nil {
 		return terr
 	}
+	r.sink.close() // the proxy is closed: the last count of denials past the budget
 	if !r.ended {
 		r.end = audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError}
 		if err != nil {

@@ -58,10 +58,13 @@ type ExecResult struct {
 	// FilesChanged, Insertions and Deletions summarise its fs.diff.
 	FilesChanged, Insertions, Deletions int
 	// DeniedEgress lists the "host:port" the egress proxy refused it, once per attempt,
-	// for its first 1000 refusals (the log has every one).
+	// for its first 1000 refusals (the log accounts for every one).
 	DeniedEgress []string
 	// Denied explains those refusals (the first 1000), once per destination.
 	Denied []Denial
+	// DeniedMore counts its refusals past those 1000, which DeniedEgress does not list
+	// (the log itemizes them, or counts them in net.deny.summary lines).
+	DeniedMore int
 	// Alerts lists the monitor alerts read by the time the command ended, once per
 	// category, target and syscall (an alert the monitor reads later is only in the log).
 	Alerts []Alert

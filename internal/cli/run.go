@@ -96,7 +96,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 		opts.Log = log
 		log.Debug("contract compiled", "took", time.Since(t0))
 		opts.Events = event.SinkFunc(func(e event.Event) {
-			if e.Type == event.NetAllow || e.Type == event.NetDeny {
+			if e.Type == event.NetAllow || e.Type == event.NetDeny || e.Type == event.NetDenySummary {
 				fmt.Fprintf(stdio.Stderr, "cordon: %s %+v\n", e.Type, e.Body)
 			}
 		})
@@ -125,7 +125,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 
 // runEnding is the summary a run ends with, in the words of `cordon exec`'s.
 func runEnding(res runner.Result) ending.Summary {
-	return ending.Summary{Denied: serve.WireDenials(res.Denied), Alerts: serve.WireAlerts(res.Alerts)}
+	return ending.Summary{Denied: serve.WireDenials(res.Denied), More: res.DeniedMore, Alerts: serve.WireAlerts(res.Alerts)}
 }
 
 // reportRunError prints err as cordon's one-line reason (one line per contract

@@ -35,12 +35,13 @@ const MaxLines = 20
 // one per kind of monitor alert, at most MaxLines of each.
 type Summary struct {
 	Denied []wire.Denial
+	More   int // denied attempts past those Denied lists (the log counts them)
 	Alerts []wire.Alert
 }
 
 // Print writes the summary to w; an empty one writes nothing.
 func (e Summary) Print(w io.Writer) {
-	if len(e.Denied)+len(e.Alerts) == 0 {
+	if len(e.Denied)+len(e.Alerts)+e.More == 0 {
 		return
 	}
 	if f, ok := w.(*os.File); ok {
@@ -56,6 +57,9 @@ func (e Summary) Print(w io.Writer) {
 			break
 		}
 		Denied(w, d.Destination, d.Reason, d.SuggestedRule)
+	}
+	if e.More > 0 {
+		fmt.Fprintf(w, "cordon: and %d more denied connection attempts (cordon audit show)\n", e.More)
 	}
 	for i, a := range e.Alerts {
 		if i == MaxLines {

@@ -26,6 +26,7 @@ var bodies = map[Type]any{
 	FSDiff:            FSDiffBody{},
 	NetAllow:          NetBody{},
 	NetDeny:           NetBody{},
+	NetDenySummary:    NetDenySummaryBody{},
 	CredIssue:         CredIssueBody{},
 	CredRevoke:        CredRevokeBody{},
 	SyscallAlert:      SyscallAlertBody{},

@@ -1,5 +1,7 @@
 package event
 
+import "time"
+
 // NetBody is the body of net.allow and net.deny, which the egress proxy emits: exactly
 // one per attempt, that is per CONNECT, per SOCKS5 request, and per plain-HTTP request
 // (several may share one keep-alive connection). A denied attempt is reported at once;
@@ -43,4 +45,32 @@ type NetBody struct {
 	Requests int `json:"requests,omitempty"`
 	// DurationMS is the time from reading the request to the end of the attempt.
 	DurationMS int64 `json:"duration_ms"`
+}
+
+// NetDenySummaryBody is the body of net.deny.summary: denials the log counts instead of
+// itemizing, once a run has itemized its budget of net.deny lines (a burst, then a steady
+// rate; docs/audit.md). One line stands for the denials of one command (its Cmd; ""
+// for none running) since that command's previous summary: written at most once a
+// second while a flood lasts, and at the command's end and the run's end for the rest,
+// so that the net.deny lines and the denied counts of the summaries add up to every
+// denied attempt.
+type NetDenySummaryBody struct {
+	// Denied is how many denied attempts this line stands for, none of them a net.deny
+	// line of its own.
+	Denied int64 `json:"denied"`
+	// Reasons counts them by kind: the denial's category ("not in network.allow", …),
+	// or its reason when it has none ("too many connections (limit 256)"); at most
+	// 16 kinds, the rest counted under "other".
+	Reasons map[string]int64 `json:"reasons"`
+	// Destinations is how many distinct destinations ("host:port") they asked for; at
+	// least that many when DestinationsAtLeast is set (past 1024 the line stops telling
+	// them apart).
+	Destinations        int  `json:"destinations"`
+	DestinationsAtLeast bool `json:"destinations_at_least,omitempty"`
+	// Examples are the first few distinct destinations (at most 5), as net.deny would
+	// name them ("a malformed request" for one that named none).
+	Examples []string `json:"examples"`
+	// First and Last are when the first and the last of them were denied (RFC 3339).
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
 }

@@ -93,7 +93,7 @@ func run(ctx context.Context, stdio IO, o options, id string, argv []string) err
 			*wire.Result
 		}{Schema, res})
 	}
-	ending.Summary{Denied: res.Denied, Alerts: res.Alerts}.Print(stdio.Stderr)
+	ending.Summary{Denied: res.Denied, More: res.DeniedMore, Alerts: res.Alerts}.Print(stdio.Stderr)
 	if res.ExitCode != 0 {
 		return errdefs.Exit(res.ExitCode)
 	}

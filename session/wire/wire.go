@@ -70,7 +70,7 @@ type Checkpoint struct {
 }
 
 // ResultVersion versions [Result], which is `cordon exec --json`'s output. Fields are
-// only added within a version (Denied was added in version 1).
+// only added within a version (Denied and DeniedMore were added in version 1).
 const ResultVersion = 1
 
 // Result is the outcome of one exec. Stdout and Stderr are filled in by the client from
@@ -92,10 +92,13 @@ type Result struct {
 	Reason          string   `json:"reason"`
 	Diffstat        Diffstat `json:"diffstat"`
 	// DeniedEgress lists the "host:port" the egress proxy refused, once per attempt,
-	// for the command's first 1000 refusals (the log has every one).
+	// for the command's first 1000 refusals (the log accounts for every one).
 	DeniedEgress []string `json:"denied_egress"`
 	// Denied explains them, once per destination.
 	Denied []Denial `json:"denied"`
+	// DeniedMore counts the command's refusals past those 1000, which neither lists
+	// (the log itemizes them, or counts them in net.deny.summary lines).
+	DeniedMore int `json:"denied_more"`
 	// Alerts lists the monitor alerts read by the time the command ended, once per
 	// category, target and syscall.
 	Alerts []Alert `json:"alerts"`

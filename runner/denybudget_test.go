@@ -1,0 +1,241 @@
+package runner
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// floodSink is a cmdSink on a fake clock whose summary timer the test fires, and what
+// it passed on to the log.
+type floodSink struct {
+	t     *testing.T
+	s     *cmdSink
+	now   time.Time
+	timer func() // the armed summary timer's function, nil when none is armed
+	at    time.Time
+	lines []event.Event // net.deny and net.deny.summary, in order
+}
+
+func newFloodSink(t *testing.T) *floodSink {
+	f := &floodSink{t: t, now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	f.s = &cmdSink{
+		next: event.SinkFunc(func(e event.Event) {
+			if e.Type == event.NetDeny || e.Type == event.NetDenySummary {
+				f.lines = append(f.lines, e)
+			}
+		}),
+		now: func() time.Time { return f.now },
+		schedule: func(d time.Duration, fn func()) func() bool {
+			if f.timer != nil {
+				t.Errorf("a second summary timer armed while one is")
+			}
+			f.timer, f.at = fn, f.now.Add(d)
+			return func() bool { f.timer = nil; return true }
+		},
+	}
+	return f
+}
+
+// advance moves the clock on by d, firing the summary timer when it is due.
+func (f *floodSink) advance(d time.Duration) {
+	f.now = f.now.Add(d)
+	if f.timer != nil && !f.now.Before(f.at) {
+		fn := f.timer
+		f.timer = nil
+		fn()
+	}
+}
+
+func (f *floodSink) deny(b event.NetBody) {
+	f.s.Emit(event.Event{Type: event.NetDeny, Body: b})
+}
+
+// tally counts the itemized net.deny lines and the denials the summaries count.
+func (f *floodSink) tally() (itemized, counted int64, summaries []event.NetDenySummaryBody) {
+	for _, e := range f.lines {
+		if e.Type == event.NetDeny {
+			itemized++
+			continue
+		}
+		b := e.Body.(event.NetDenySummaryBody)
+		counted += b.Denied
+		summaries = append(summaries, b)
+	}
+	return itemized, counted, summaries
+}
+
+func host(i int) event.NetBody {
+	return event.NetBody{Host: "h" + strconv.Itoa(i) + ".flood.invalid", Port: 443, Category: "not in network.allow"}
+}
+
+// TestDenyBudgetItemizesThenCounts: a burst far past the budget itemizes denyBurst
+// denials and counts the rest; the summary the timer writes a second later says how
+// many, by kind, how many destinations (at least, past the bound) and names a few, and
+// itemized + counted is every attempt.
+func TestDenyBudgetItemizesThenCounts(t *testing.T) {
+	f := newFloodSink(t)
+	f.s.push("1")
+	const n = 3000
+	for i := range n {
+		if i%2 == 0 {
+			f.deny(host(i))
+		} else {
+			f.deny(event.NetBody{Reason: "too many connections (limit 256)"})
+		}
+	}
+	itemized, _, sums := f.tally()
+	if itemized != denyBurst || len(sums) != 0 {
+		t.Fatalf("before the timer: %d itemized, %d summaries; want %d and none", itemized, len(sums), denyBurst)
+	}
+	if f.timer == nil {
+		t.Fatal("no summary timer armed for the denials counted")
+	}
+	f.advance(denySummaryEvery)
+	itemized, counted, sums := f.tally()
+	if len(sums) != 1 || itemized+counted != n {
+		t.Fatalf("after the timer: %d itemized + %d counted in %d summaries; want %d in one", itemized, counted, len(sums), n)
+	}
+	s := sums[0]
+	// The first denyBurst alternate the two kinds, the rest too: half of each.
+	want := map[string]int64{"not in network.allow": (n - denyBurst) / 2, "too many connections (limit 256)": (n - denyBurst) / 2}
+	if !mapsEqual(s.Reasons, want) {
+		t.Errorf("reasons %v; want %v", s.Reasons, want)
+	}
+	if s.Destinations != (n-denyBurst)/2 || s.DestinationsAtLeast {
+		t.Errorf("destinations %d (at least: %v); want %d exactly", s.Destinations, s.DestinationsAtLeast, (n-denyBurst)/2)
+	}
+	if want := []string{"h1000.flood.invalid:443", "h1002.flood.invalid:443", "h1004.flood.invalid:443", "h1006.flood.invalid:443", "h1008.flood.invalid:443"}; !slices.Equal(s.Examples, want) {
+		t.Errorf("examples %q; want %q", s.Examples, want)
+	}
+	if f.lines[len(f.lines)-1].Cmd != "1" {
+		t.Errorf("summary of command %q; want 1", f.lines[len(f.lines)-1].Cmd)
+	}
+	if _, _, more := f.s.denied("1"); more != n-maxDeniesKept {
+		t.Errorf("the result counts %d more denials; want %d", more, n-maxDeniesKept)
+	}
+}
+
+// TestDenyBudgetDistinctBounded: past maxDenyDistinct destinations the summary says
+// "at least", and past maxDenyReasons kinds the rest are "other".
+func TestDenyBudgetDistinctBounded(t *testing.T) {
+	f := newFloodSink(t)
+	n := denyBurst + maxDenyDistinct + 500
+	for i := range n {
+		b := host(i)
+		b.Category = "kind " + strconv.Itoa(i%40)
+		f.deny(b)
+	}
+	f.s.close()
+	itemized, counted, sums := f.tally()
+	if itemized+counted != int64(n) || len(sums) != 1 {
+		t.Fatalf("%d itemized + %d counted in %d summaries; want %d in one", itemized, counted, len(sums), n)
+	}
+	s := sums[0]
+	if s.Destinations != maxDenyDistinct || !s.DestinationsAtLeast {
+		t.Errorf("destinations %d (at least: %v); want at least %d", s.Destinations, s.DestinationsAtLeast, maxDenyDistinct)
+	}
+	var sum int64
+	for _, c := range s.Reasons {
+		sum += c
+	}
+	if len(s.Reasons) != maxDenyReasons || s.Reasons[denyOtherReason] == 0 || sum != s.Denied {
+		t.Errorf("%d kinds (other: %d), summing to %d of %d; want %d kinds with other", len(s.Reasons), s.Reasons[denyOtherReason], sum, s.Denied, maxDenyReasons)
+	}
+}
+
+// TestDenyBudgetUnderBudget: denials at a rate under the budget's, even long past the
+// burst, are each itemized: no summary, no timer.
+func TestDenyBudgetUnderBudget(t *testing.T) {
+	f := newFloodSink(t)
+	f.s.push("1")
+	const n = 10 * denyBurst
+	for i := range n {
+		f.deny(host(i))
+		f.advance(time.Second / (denyRate - 10))
+	}
+	f.s.flushDenies("1")
+	f.s.close()
+	itemized, counted, sums := f.tally()
+	if itemized != n || counted != 0 || len(sums) != 0 || f.timer != nil {
+		t.Errorf("%d itemized, %d counted in %d summaries (timer armed: %v); want all %d itemized", itemized, counted, len(sums), f.timer != nil, n)
+	}
+}
+
+// TestDenyBudgetSustainedFlood: a flood that lasts gets one summary a second, each
+// counting only what the one before did not, the budget refilling at denyRate; the
+// command's end writes what is left before its cmd.end, and what is denied after it
+// (no command running) is written at the run's end.
+func TestDenyBudgetSustainedFlood(t *testing.T) {
+	f := newFloodSink(t)
+	f.s.push("1")
+	const perSecond, seconds = 10000, 5
+	attempts := 0
+	for range seconds * perSecond {
+		f.deny(host(attempts))
+		attempts++
+		f.advance(time.Second / perSecond)
+	}
+	f.deny(host(attempts)) // the last one, after the last summary: only the end writes it
+	attempts++
+	itemized, _, sums := f.tally()
+	if len(sums) != seconds-1 && len(sums) != seconds {
+		t.Errorf("%d summaries in a %d s flood; want one a second", len(sums), seconds)
+	}
+	if max := int64(denyBurst + seconds*denyRate + 1); itemized > max {
+		t.Errorf("%d itemized in %d s; want at most %d", itemized, seconds, max)
+	}
+	var last time.Time
+	for _, e := range f.lines {
+		if e.Type != event.NetDenySummary {
+			continue
+		}
+		if !last.IsZero() && e.Time.Sub(last) < denySummaryEvery {
+			t.Errorf("summaries %s apart; want at most one a second", e.Time.Sub(last))
+		}
+		last = e.Time
+	}
+	f.s.flushDenies("1")
+	f.s.pop("1")
+	if _, c, _ := f.tally(); itemized+c != int64(attempts) {
+		t.Errorf("at the command's end: %d itemized + %d counted; want %d", itemized, c, attempts)
+	}
+	if e := f.lines[len(f.lines)-1]; e.Type != event.NetDenySummary || e.Cmd != "1" {
+		t.Errorf("the command's end wrote %s of command %q last; want its summary", e.Type, e.Cmd)
+	}
+	for range 10 {
+		f.deny(event.NetBody{}) // between commands, past the budget
+		attempts++
+	}
+	f.s.close()
+	f.s.close()
+	itemized, counted, _ := f.tally()
+	if itemized+counted != int64(attempts) {
+		t.Errorf("at the run's end: %d itemized + %d counted; want %d", itemized, counted, attempts)
+	}
+	if e := f.lines[len(f.lines)-1]; e.Type != event.NetDenySummary || e.Cmd != "" || e.Body.(event.NetDenySummaryBody).Destinations != 0 {
+		t.Errorf("the run's end wrote %s of command %q, %+v; want the summary of no command, naming no destination", e.Type, e.Cmd, e.Body)
+	}
+	if f.timer != nil {
+		t.Error("the summary timer is still armed after close")
+	}
+	f.deny(host(0))
+	if e := f.lines[len(f.lines)-1]; e.Type != event.NetDeny {
+		t.Errorf("a denial after close was %s; want it itemized", e.Type)
+	}
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,262 @@
+package runner
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// cmdSink stamps events that do not name a command with the one running now (in a
+// session with concurrent commands: the most recently started one still running), so a
+// reviewer can join a denied connection to the command that tried it, remembers each
+// running command's denied destinations, and copies every event to an optional second
+// sink.
+//
+// Every net.deny passes through it once, so it holds the run's deny budget
+// (denybudget.go): past the budget a denial is counted in its command's tally instead of
+// being passed on, and the tally is passed on as a net.deny.summary at most once a
+// second (a timer), at the command's end (flushDenies) and at the run's end (close).
+type cmdSink struct {
+	next event.Sink
+	copy event.Sink       // may be nil
+	now  func() time.Time // or nil for time.Now
+	// schedule runs f after d and returns a function that cancels it; nil means
+	// time.AfterFunc. Tests replace it to fire the summary timer themselves.
+	schedule func(d time.Duration, f func()) (stop func() bool)
+
+	mu      sync.Mutex             // mu guards the fields below.
+	active  []string               // running commands, oldest first
+	denies  map[string]*cmdDenials // cmd id -> its net.deny bodies, while it runs
+	cgroups map[uint64]string      // a session command's cgroup id -> its cmd id
+	alerted alertCounts            // monitor alerts, per command and for the run
+	budget  denyBudget             // the run's itemized net.deny lines and the tallies past them
+	stop    func() bool            // cancels the summary timer; nil when none is armed
+}
+
+// cmdDenials is what a running command's result says of its denials: the first
+// maxDeniesKept bodies, and how many there were in all.
+type cmdDenials struct {
+	kept []event.NetBody
+	n    int
+}
+
+// joinCgroup attributes events from cgroup id to command cmd.
+func (s *cmdSink) joinCgroup(id uint64, cmd string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cgroups == nil {
+		s.cgroups = map[uint64]string{}
+	}
+	s.cgroups[id] = cmd
+}
+
+func (s *cmdSink) push(id string) {
+	s.mu.Lock()
+	s.active = append(s.active, id)
+	s.mu.Unlock()
+}
+
+func (s *cmdSink) pop(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, a := range s.active {
+		if a == id {
+			s.active = append(s.active[:i], s.active[i+1:]...)
+			break
+		}
+	}
+	delete(s.denies, id)
+	s.alerted.forget(id)
+}
+
+// running lists the commands running now, oldest first.
+func (s *cmdSink) running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.active...)
+}
+
+// current is the most recently started command still running, or "".
+func (s *cmdSink) current() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.active) == 0 {
+		return ""
+	}
+	return s.active[len(s.active)-1]
+}
+
+// denied returns the destinations ("host:port") denied to command id so far, one per
+// denial, the same explained, one per destination in the order first denied, and how
+// many more denials it had than targets lists (past maxDeniesKept).
+func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var (
+		targets []string
+		denials []Denial
+		seen    = map[string]bool{}
+	)
+	d := s.denies[id]
+	if d == nil {
+		return nil, nil, 0
+	}
+	for _, b := range d.kept {
+		dest := denyTarget(b)
+		targets = append(targets, dest)
+		if seen[dest] {
+			continue
+		}
+		seen[dest] = true
+		reason := b.Category
+		if reason == "" {
+			reason = "denied by contract"
+		}
+		denials = append(denials, Denial{Destination: dest, Reason: reason, SuggestedRule: b.SuggestedRule})
+	}
+	return targets, denials, d.n - len(d.kept)
+}
+
+// alerts returns the monitor alerts of command id so far, or the whole run's when id is
+// "", once per category, target and syscall in the order first seen.
+func (s *cmdSink) alerts(id string) []Alert {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alerted.list(id)
+}
+
+// Emit implements event.Sink.
+func (s *cmdSink) Emit(e event.Event) {
+	s.mu.Lock()
+	if a, ok := e.Body.(event.SyscallAlertBody); ok && e.Cmd == "" {
+		e.Cmd = s.cgroups[a.Cgroup] // exact: the process was in that command's cgroup
+	}
+	if e.Cmd == "" && len(s.active) > 0 {
+		e.Cmd = s.active[len(s.active)-1]
+	}
+	if a, ok := e.Body.(event.SyscallAlertBody); ok {
+		s.alerted.add(e.Cmd, a)
+	}
+	if e.Type == event.NetDeny {
+		b, _ := e.Body.(event.NetBody)
+		s.keepDenied(e.Cmd, b)
+		if now := s.clock(); !s.budget.itemize(now) {
+			if s.budget.count(e.Cmd, b, now) && s.stop == nil {
+				s.armLocked(now.Add(denySummaryEvery))
+			}
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	s.pass(e)
+}
+
+// pass hands e on to the log and the copy.
+func (s *cmdSink) pass(e event.Event) {
+	s.next.Emit(e)
+	if s.copy != nil {
+		s.copy.Emit(e)
+	}
+}
+
+// keepDenied remembers a denial of command cmd for its result. s.mu is held.
+func (s *cmdSink) keepDenied(cmd string, b event.NetBody) {
+	if cmd == "" {
+		return
+	}
+	if s.denies == nil {
+		s.denies = map[string]*cmdDenials{}
+	}
+	d := s.denies[cmd]
+	if d == nil {
+		d = &cmdDenials{}
+		s.denies[cmd] = d
+	}
+	d.n++
+	if len(d.kept) < maxDeniesKept {
+		d.kept = append(d.kept, b)
+	}
+}
+
+// flushDenies writes command cmd's tally of denials past the budget now, and any other
+// that is due, so that its summary precedes its cmd.end.
+func (s *cmdSink) flushDenies(cmd string) {
+	s.mu.Lock()
+	due, _ := s.budget.take(s.clock(), &cmd, true)
+	s.mu.Unlock()
+	for _, e := range due {
+		s.pass(e)
+	}
+}
+
+// close writes every tally left, as the run ends (once the proxy is closed), and stops
+// the summary timer; anything denied after it is itemized. It is idempotent.
+func (s *cmdSink) close() {
+	s.mu.Lock()
+	due, _ := s.budget.take(s.clock(), nil, true)
+	s.budget.unlimited = true
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+	s.mu.Unlock()
+	for _, e := range due {
+		s.pass(e)
+	}
+}
+
+// armLocked arms the summary timer to fire at at. s.mu is held.
+func (s *cmdSink) armLocked(at time.Time) {
+	schedule := s.schedule
+	if schedule == nil {
+		schedule = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
+	s.stop = schedule(at.Sub(s.clock()), s.tick)
+}
+
+// tick writes the tallies that are due, and arms the timer for the next one.
+func (s *cmdSink) tick() {
+	s.mu.Lock()
+	if s.budget.unlimited {
+		s.mu.Unlock()
+		return // closed meanwhile
+	}
+	now := s.clock()
+	due, next := s.budget.take(now, nil, false)
+	s.stop = nil
+	if !next.IsZero() {
+		s.armLocked(next)
+	}
+	s.mu.Unlock()
+	for _, e := range due {
+		s.pass(e)
+	}
+}
+
+func (s *cmdSink) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// maxDeniesKept bounds the net.deny bodies kept per running command for its result
+// (ExecResult.DeniedEgress and Denied). The sandbox makes denials as fast as it can
+// connect (a flood past MaxConns is one deny per connection, about 12,000 a second):
+// kept without bound they grew cordon's memory by some 700 bytes each until it ran out.
+// Past this many the result lists no more, and counts them in ExecResult.DeniedMore; the
+// log itemizes them, or counts them in net.deny.summary lines past its budget.
+const maxDeniesKept = 1000
+
+// denyTarget is "host:port" of a net.deny body, or "a malformed request" when the
+// request named no destination at all (a forward-proxy request cordon could not parse).
+func denyTarget(c event.NetBody) string {
+	if c.Host == "" && c.Port == 0 {
+		return "a malformed request"
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+}
