@@ -7,11 +7,12 @@
 # own process) and its context switches per GB; the last lines are the medians.
 #
 # Usage: scripts/bench-egress-ab.sh A B
-#   A, B: a command prefix for cordon, e.g. "bin/cordon" or "GOMAXPROCS=1 /tmp/old/cordon"
+#   A, B: a command prefix for cordon with an absolute path, e.g. "$PWD/bin/cordon" or
+#   "GOMAXPROCS=1 /tmp/old/cordon" (it runs from a workspace of its own)
 #   ROUNDS (default 7), MB (default 800), MODE http|connect (default http: curl's plain
 #   HTTP through the proxy; connect: curl -p, a CONNECT tunnel)
 set -euo pipefail
-[ $# -eq 2 ] || { sed -n 2,13p "$0"; exit 2; }
+[ $# -eq 2 ] || { sed -n 2,14p "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${ROUNDS:-7} mb=${MB:-800} mode=${MODE:-http}
 tmp=$(mktemp -d /tmp/cordon-bench-egress-ab.XXXXXX)
