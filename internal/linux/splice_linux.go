@@ -109,9 +109,9 @@ func (p *Pipe) Drain(dst syscall.RawConn) error {
 // splice writes to (the kernel doubles it for its own bookkeeping). Measured on loopback
 // (scripts/bench-egress-ab.sh, 1.6 GB through the proxy), a send buffer past
 // autotuning's usual ceiling (net.ipv4.tcp_wmem's 4 MiB) halves the drains that find
-// the socket full and the proxy's waits in epoll, and cut its CPU per GB by 3-23 % (9 of 9 pairs) though
-// not its throughput beyond the noise of a loaded 2-core machine;
-// 1 MiB (2 MiB in effect) did not.
+// the socket full and the proxy's waits in epoll, and cut its CPU per GB by 3-23 % in
+// 9 of 9 A/B pairs, though not its throughput beyond the noise of a loaded 2-core
+// machine; 1 MiB (2 MiB in effect) did not.
 const SpliceSendBuffer = 4 << 20
 
 // WidenSendBuffer sets c's SO_SNDBUF to [SpliceSendBuffer] when net.core.wmem_max lets it
