@@ -47,6 +47,8 @@ func spliceVia(pc *pipeCache, dst, src *idleConn, limit int64) (n int64, handled
 		if pc.p, err = linux.NewPipe(); err != nil {
 			return 0, false, nil
 		}
+		// Once per tunnel direction or spliced body: see linux.SpliceSendBuffer.
+		linux.WidenSendBuffer(ws)
 	}
 	p := pc.p
 	defer func() {
