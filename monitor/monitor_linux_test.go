@@ -518,17 +518,22 @@ func countFDs(t testing.TB) int {
 	return len(ents)
 }
 
+// nestedInitArgs are bwrap's arguments for a sandbox whose process 1 is this test binary
+// (run as an init, as cordon's is, at /run/cordon/cordon) and whose workload is argv.
+func nestedInitArgs(argv ...string) []string {
+	exe, _ := os.Executable()
+	return append([]string{"--unshare-all", "--die-with-parent", "--as-pid-1",
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc", "--dev", "/dev", "--proc", "/proc",
+		"--tmpfs", "/tmp", "--ro-bind", exe, "/run/cordon/cordon", "--", "/run/cordon/cordon"}, argv...)
+}
+
 // TestNestedSandbox: in a bwrap sandbox whose process 1 is an init (the test binary,
 // as cordon's is), bwrap building the sandbox and the init are machinery and are not
 // watched with Nested; the workload is. Without Nested, bwrap's mounts are deviations.
 func TestNestedSandbox(t *testing.T) {
 	testutil.RequireBwrap(t)
-	exe, _ := os.Executable()
-	args := []string{"--unshare-all", "--die-with-parent", "--as-pid-1",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc", "--dev", "/dev", "--proc", "/proc",
-		"--tmpfs", "/tmp", "--ro-bind", exe, "/run/cordon/cordon", "--",
-		"/run/cordon/cordon", "/usr/bin/python3", "-c", "open('/etc/hostname').read()"}
+	args := nestedInitArgs("/usr/bin/python3", "-c", "open('/etc/hostname').read()")
 	env := append(os.Environ(), helperEnv+"=init")
 	for _, nested := range []bool{true, false} {
 		t.Run(fmt.Sprintf("nested=%v", nested), func(t *testing.T) {

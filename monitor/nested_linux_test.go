@@ -52,13 +52,8 @@ func initThreads(args []string) {
 // there is one, with its own category.
 func TestNestedInitUnwatchedOnEveryThread(t *testing.T) {
 	testutil.RequireBwrap(t)
-	exe, _ := os.Executable()
-	args := []string{"--unshare-all", "--die-with-parent", "--as-pid-1",
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc", "--dev", "/dev", "--proc", "/proc",
-		"--tmpfs", "/tmp", "--ro-bind", exe, "/run/cordon/cordon", "--",
-		"/run/cordon/cordon", "/usr/bin/python3", "-c",
-		"import socket; socket.socket(socket.AF_UNIX).connect_ex('" + ControlSocket + "')"}
+	args := nestedInitArgs("/usr/bin/python3", "-c",
+		"import socket; socket.socket(socket.AF_UNIX).connect_ex('"+ControlSocket+"')")
 	prof := hostProfile()
 	prof.Paths = append(prof.Paths, PathRule{Path: "/run/cordon", Access: contract.ReadOnly, Why: "init"})
 	h := newHarness(t, prof, Options{Nested: true})
