@@ -32,6 +32,10 @@ const (
 // denyOtherReason is the kind past maxDenyReasons.
 const denyOtherReason = "other"
 
+// deniedByContract is the kind of a denial whose body names no category or reason, in
+// the result's Denied and in a summary's Reasons alike.
+const deniedByContract = "denied by contract"
+
 // denyBudget is a run's token bucket of itemized net.deny lines, and the tallies of the
 // denials past it, one per command, not yet written. Its caller holds the lock.
 type denyBudget struct {
@@ -88,7 +92,7 @@ func (b *denyBudget) count(cmd string, nb event.NetBody, now time.Time) (opened 
 		reason = nb.Reason
 	}
 	if reason == "" {
-		reason = "denied by contract"
+		reason = deniedByContract
 	}
 	if _, ok := s.Reasons[reason]; !ok && len(s.Reasons) >= maxDenyReasons-1 && reason != denyOtherReason {
 		reason = denyOtherReason

@@ -113,7 +113,7 @@ func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
 		seen[dest] = true
 		reason := b.Category
 		if reason == "" {
-			reason = "denied by contract"
+			reason = deniedByContract
 		}
 		denials = append(denials, Denial{Destination: dest, Reason: reason, SuggestedRule: b.SuggestedRule})
 	}
