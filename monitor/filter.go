@@ -6,7 +6,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 )
 
-// The kernel's path filter (filters in bpf/monitor.c): an LPM trie per run whose keys
+// The kernel's path filter (filters in bpf/maps.h): an LPM trie per run whose keys
 // are the profile's rule paths with a '/' appended and whose values say which accesses
 // below them deviate from nothing. The programs drop an open only when its clean
 // absolute path finds an entry allowing its access, so the filter's table must give,

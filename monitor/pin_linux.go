@@ -44,7 +44,7 @@ const (
 	setPrefix   = "v-"       // ROOT/v-HASH: a complete set
 )
 
-// maxLevel bounds the depth of a run's cgroup (MAX_LEVEL in bpf/monitor.c).
+// maxLevel bounds the depth of a run's cgroup (MAX_LEVEL in bpf/maps.h).
 const maxLevel = 16
 
 // setName names the set of the programs embedded in this binary: another build of
@@ -295,7 +295,7 @@ func openPinned(root, dir string) (*pinned, error) {
 	return p, nil
 }
 
-// sharedMaps are the maps a set shares with its runs, as bpf/monitor.c declares them
+// sharedMaps are the maps a set shares with its runs, as bpf/maps.h declares them
 // (a function: binary.Size is reflection, not worth running when cordon starts).
 func sharedMaps() []sharedMap {
 	return []sharedMap{

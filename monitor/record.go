@@ -10,7 +10,7 @@ import (
 // Record is one event as the BPF programs sent it, decoded but not yet interpreted.
 type Record struct {
 	Cgroup  uint64
-	Args    [6]uint64 // per syscall: see bpf/monitor.c
+	Args    [6]uint64 // per syscall: see fill in bpf/filter.h
 	PID     uint32
 	TID     uint32
 	PPID    uint32
@@ -21,7 +21,7 @@ type Record struct {
 	Str     [3][]byte // up to three strings, aliasing the sample (valid until the next read)
 }
 
-// Record flags (enum ef in bpf/monitor.c).
+// Record flags (enum ef in bpf/maps.h).
 const (
 	flagTrunc    = 1 // a string or path was cut
 	flagFault    = 2 // a string could not be read
@@ -31,7 +31,7 @@ const (
 	flagUnwatched = 8
 )
 
-// Layout of struct event (bpf/monitor.c); TestRecordLayout checks it against the
+// Layout of struct event (bpf/maps.h); TestRecordLayout checks it against the
 // generated monitorEvent.
 const (
 	offArgs   = 8
