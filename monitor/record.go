@@ -10,7 +10,7 @@ import (
 // Record is one event as the BPF programs sent it, decoded but not yet interpreted.
 type Record struct {
 	Cgroup  uint64
-	Args    [6]uint64 // per syscall: see fill in bpf/filter.h
+	Args    [6]uint64 // per syscall: fill (bpf/filter.h), on_other (bpf/monitor.c)
 	PID     uint32
 	TID     uint32
 	PPID    uint32
