@@ -123,6 +123,8 @@ func newRoot(stdio IO, first string) *cobra.Command {
 		},
 	}
 	root.SetHelpFunc(helpFunc(stdio))
+	root.Version = Version // --version, as docker and kubectl have it: `cordon version`'s line
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
 	for _, c := range commands {
 		if c.name == first && first != "internal" {

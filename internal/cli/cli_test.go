@@ -242,3 +242,18 @@ func TestExecFlagsFromOneTable(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionFlag: `cordon --version` prints what `cordon version` prints, on stdout,
+// and exits 0, as docker --version and kubectl --version do.
+func TestVersionFlag(t *testing.T) {
+	want, _, code := run(t, "version")
+	if code != 0 || !strings.HasPrefix(want, "cordon ") {
+		t.Fatalf("cordon version: exit %d, stdout %q", code, want)
+	}
+	for _, flag := range []string{"--version", "-v"} {
+		got, stderr, code := run(t, flag)
+		if code != 0 || got != want {
+			t.Errorf("cordon %s: exit %d, stdout %q, stderr %q; want 0 and %q", flag, code, got, stderr, want)
+		}
+	}
+}

@@ -15,8 +15,13 @@ func newVersionCmd(stdio IO) *cobra.Command {
 		Example: "  cordon version",
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			fmt.Fprintf(stdio.Stdout, "cordon %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(stdio.Stdout, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `cordon version` and `cordon --version` print.
+func versionLine() string {
+	return fmt.Sprintf("cordon %s (%s, %s/%s)", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
