@@ -62,8 +62,13 @@ func assertFloodAccounted(t *testing.T, recs []audit.Record, countFile string) {
 // no count: the command's timeout in a run, the command's timeout in a session, and
 // a session stopped while a flooder the previous command left in the background (in
 // its own session, setsid) still runs. Every denial the flooder was answered for is a
-// net.deny line or counted in a net.deny.summary.
+// net.deny line or counted in a net.deny.summary. On bwrap, Docker and containerd.
 func TestRedADenyFloodCutShort(t *testing.T) {
+	t.Run("bwrap", testRedADenyFloodCutShort)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { testRedADenyFloodCutShort(t) })
+}
+
+func testRedADenyFloodCutShort(t *testing.T) {
 	t.Run("run timeout", func(t *testing.T) {
 		w := newWorld(t)
 		w.contract("version: 1\n")
@@ -106,8 +111,6 @@ func TestRedADenyFloodCutShort(t *testing.T) {
 		}
 		recs := sessionEvents(t, w, id)
 		assertFloodAccounted(t, recs, filepath.Join(w.ws, "count"))
-		f := tallyFlood(t, recs)
-		t.Logf("itemized %v counted %v", f.itemized, f.counted)
 		if v := w.cordon("", "audit", "verify", id); v.code != 0 {
 			t.Errorf("audit verify: %v", v)
 		}
@@ -140,8 +143,6 @@ func TestRedADenyFloodClientKilled(t *testing.T) {
 	}
 	recs := sessionEvents(t, w, id)
 	assertFloodAccounted(t, recs, filepath.Join(w.ws, "count"))
-	f := tallyFlood(t, recs)
-	t.Logf("itemized %v counted %v", f.itemized, f.counted)
 }
 
 // hostileNames asks the proxy, by SOCKS5 (whose domain is any 255 bytes), for ARGV[0]
@@ -226,8 +227,14 @@ print "answered $got of $n\n";
 // a gate that is always refused, 6000 times in all. Each was a gate.request and a
 // gate.deny line (740 bytes, some 3 MB of log a second, and an Info line in the
 // supervisor's log each); now the log itemizes gate.MaxRequests of them and counts the
-// rest in one gate.deny at the end, and every request is still answered.
+// rest in one gate.deny at the end, and every request is still answered. On bwrap,
+// Docker and containerd.
 func TestRedAGateFloodBounded(t *testing.T) {
+	t.Run("bwrap", testRedAGateFloodBounded)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { testRedAGateFloodBounded(t) })
+}
+
+func testRedAGateFloodBounded(t *testing.T) {
 	const gateLimit = 1000 // gate.MaxRequests, which the log must keep
 	const procs, each = 4, 1500
 	w := newWorld(t)
