@@ -276,4 +276,9 @@ func testRedAGateFloodBounded(t *testing.T) {
 		t.Errorf("audit verify: %v", v)
 	}
 	assertContains(t, "audit show", w.cordon("", "audit", "show", id).stdout, want)
+	for _, args := range [][]string{{"report", id, "-o", filepath.Join(t.TempDir(), "r.html")}, {"export", id, "--format", "ocsf"}} {
+		if r := w.cordon("", append([]string{"audit"}, args...)...); r.code != 0 {
+			t.Errorf("audit %s: %v", args[0], r)
+		}
+	}
 }
