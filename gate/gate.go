@@ -101,6 +101,8 @@ type Service struct {
 	pending map[string]*request // guarded by mu
 	used    map[string]bool     // every id handed out; guarded by mu
 	closed  bool                // guarded by mu
+	filed   int                 // requests for a known gate so far; guarded by mu
+	over    int64               // of those, refused past MaxRequests, not logged; guarded by mu
 
 	running sync.WaitGroup // approved operations
 }
@@ -148,6 +150,9 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 	g, ok := s.gates[name]
 	if !ok {
 		return Outcome{}, fmt.Errorf("%w %q (the contract's gates: %s)", ErrUnknownGate, name, s.names())
+	}
+	if !s.admit() {
+		return Outcome{Approved: false, By: byCordon, Why: errOverLimit}, nil
 	}
 	argv, err := g.Argv(s.cfg.RunID)
 	if err != nil {
@@ -223,6 +228,31 @@ func (s *Service) refuse(r *request, by, why string) Outcome {
 	s.emit(event.GateDeny, r.p.Cmd, event.GateDecisionBody{ID: r.p.ID, Gate: r.p.Gate, By: by, Reason: why})
 	s.cfg.Log.Info("gate request denied", logKeyGate, r.p.Gate, logKeyID, r.p.ID, logKeyBy, by, logKeyReason, why)
 	return Outcome{Approved: false, By: by, Why: why}
+}
+
+// MaxRequests is how many requests of one run are considered and logged. The sandbox
+// can ask as fast as it can connect (some 4,000 requests a second, each a gate.request
+// and a gate.deny line, 740 bytes, once the pending list is full or for a gate that is
+// always refused), each pinning a push with git on the host; a run that needs a person
+// to decide needs a handful. Past the limit a request is refused at once, without a
+// line of its own, and Close logs how many were (one gate.deny naming no request).
+const MaxRequests = 1000
+
+// errOverLimit is why a request past MaxRequests is refused.
+var errOverLimit = fmt.Sprintf("too many gate requests in this run (limit %d); later ones are refused without being logged one by one", MaxRequests)
+
+// admit counts a request for a known gate and reports whether it is within
+// MaxRequests (or the run has ended, where the usual refusal follows); past the limit
+// it is counted as refused.
+func (s *Service) admit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.filed++
+	if s.filed <= MaxRequests || s.closed {
+		return true
+	}
+	s.over++
+	return false
 }
 
 // MaxPending is how many requests of one run may wait at once: a sandbox cannot bury
@@ -305,12 +335,18 @@ func (s *Service) Deny(id, by, why string) error {
 // for running operations. It is idempotent.
 func (s *Service) Close() {
 	s.mu.Lock()
+	already := s.closed
 	s.closed = true
 	rs := s.pending
 	s.pending = map[string]*request{}
+	over := s.over
 	s.mu.Unlock()
 	for _, r := range rs {
 		r.done <- s.refuse(r, byCordon, "the run ended")
+	}
+	if over > 0 && !already {
+		s.emit(event.GateDeny, "", event.GateDecisionBody{By: byCordon, Reason: fmt.Sprintf(
+			"%d more gate requests refused past the run's limit of %d, not logged one by one", over, MaxRequests)})
 	}
 	s.running.Wait()
 }

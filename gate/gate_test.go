@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -517,5 +518,45 @@ func TestSanitize(t *testing.T) {
 	// hides words behind zero-width ones.
 	if got := sanitize("fix \u202eodyt\u202c x\u200by\ufeff\u2066z\u2069"); got != `fix \u202eodyt\u202c x\u200by\ufeff\u2066z\u2069` {
 		t.Errorf("sanitize = %q", got)
+	}
+}
+
+// TestRequestsBounded (red team): a sandbox that asks as fast as it can, for a gate
+// that is always refused, is logged for MaxRequests requests (a gate.request and a
+// gate.deny each); every later one is refused at once without a line of its own, and
+// Close logs how many were, in one gate.deny. Without the bound every request was two
+// lines (some 3 MB a second from a session) and an id kept for the run.
+func TestRequestsBounded(t *testing.T) {
+	rec := &recorder{}
+	s := New(Config{RunID: testRun, Workspace: t.TempDir(), Events: rec,
+		Gates: []contract.Gate{{Name: "release", Run: []string{"true"}, Approve: contract.ApproveDeny}}})
+	const extra = 250
+	for i := range MaxRequests + extra {
+		out, err := s.Request(context.Background(), "release", "")
+		if err != nil || out.Approved || out.By != "cordon" {
+			t.Fatalf("request %d: %+v, %v; want refused by cordon", i, out, err)
+		}
+		if i >= MaxRequests && !strings.Contains(out.Why, "too many gate requests") {
+			t.Fatalf("request %d past the limit: %q", i, out.Why)
+		}
+	}
+	if _, err := s.Request(context.Background(), "nonesuch", ""); !errors.Is(err, ErrUnknownGate) {
+		t.Errorf("unknown gate past the limit: %v", err)
+	}
+	if n := len(rec.types()); n != 2*MaxRequests {
+		t.Errorf("%d lines before Close; want %d", n, 2*MaxRequests)
+	}
+	s.Close()
+	s.Close()
+	types := rec.types()
+	if len(types) != 2*MaxRequests+1 || types[len(types)-1] != "gate.deny" {
+		t.Fatalf("%d lines after Close, last %q; want %d, the last a gate.deny", len(types), types[len(types)-1], 2*MaxRequests+1)
+	}
+	b := rec.ev[len(rec.ev)-1].Body.(event.GateDecisionBody)
+	if b.ID != "" || !strings.HasPrefix(b.Reason, strconv.Itoa(extra)+" more gate requests refused") {
+		t.Errorf("the count's line: %+v", b)
+	}
+	if len(s.used) != MaxRequests {
+		t.Errorf("%d ids kept; want %d", len(s.used), MaxRequests)
 	}
 }

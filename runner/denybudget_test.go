@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,4 +240,64 @@ func mapsEqual(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// TestDenySummaryNotLostToClose (red team): the summary timer fires as the run ends.
+// What the timer has taken must reach the log before close returns, since teardown
+// seals the log right after (an event emitted to a sealed log is dropped): otherwise a
+// count of denials vanishes, neither itemized nor counted. Here two commands' tallies
+// are due; while the timer writes the first, the run ends (close, then the seal) on
+// another goroutine. Without the sink's flush lock the second tally was lost in most
+// rounds.
+func TestDenySummaryNotLostToClose(t *testing.T) {
+	for round := range 200 {
+		var (
+			mu           sync.Mutex
+			sealed       bool
+			logged, lost int64
+			ended        = make(chan struct{})
+			fire         func()
+			s            *cmdSink
+		)
+		s = &cmdSink{
+			next: event.SinkFunc(func(e event.Event) {
+				b, ok := e.Body.(event.NetDenySummaryBody)
+				if !ok {
+					return
+				}
+				mu.Lock()
+				first := logged+lost == 0
+				if sealed {
+					lost += b.Denied
+				} else {
+					logged += b.Denied
+				}
+				mu.Unlock()
+				if first {
+					go func() {
+						s.close()
+						mu.Lock()
+						sealed = true // teardown seals the log once close has returned
+						mu.Unlock()
+						close(ended)
+					}()
+					for range 100 {
+						runtime.Gosched()
+					}
+				}
+			}),
+			schedule: func(d time.Duration, fn func()) func() bool { fire = fn; return func() bool { return true } },
+		}
+		at := time.Now()
+		s.now = func() time.Time { return at }
+		for i := range denyBurst + 20 {
+			s.Emit(event.Event{Type: event.NetDeny, Cmd: strconv.Itoa(1 + i%2), Body: host(i)})
+		}
+		at = at.Add(denySummaryEvery) // both are due
+		fire()
+		<-ended
+		if lost != 0 || logged != 20 {
+			t.Fatalf("round %d: %d denials counted in the log, %d lost to its sealing; want all 20 logged", round, logged, lost)
+		}
+	}
 }

@@ -34,6 +34,13 @@ type cmdSink struct {
 	alerted alertCounts            // monitor alerts, per command and for the run
 	budget  denyBudget             // the run's itemized net.deny lines and the tallies past them
 	stop    func() bool            // cancels the summary timer; nil when none is armed
+
+	// flushMu is held from taking tallies off the budget to passing the last of them
+	// on (tick, flushDenies, close), before mu: close does not return while a summary
+	// the timer took is still on its way to the log, which teardown seals right after
+	// (a summary passed to a sealed log would be dropped, its denials neither itemized
+	// nor counted), and a command's summary precedes its cmd.end.
+	flushMu sync.Mutex
 }
 
 // cmdDenials is what a running command's result says of its denials: the first
@@ -185,6 +192,8 @@ func (s *cmdSink) keepDenied(cmd string, b event.NetBody) {
 // flushDenies writes command cmd's tally of denials past the budget now, and any other
 // that is due, so that its summary precedes its cmd.end.
 func (s *cmdSink) flushDenies(cmd string) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	due, _ := s.budget.take(s.clock(), &cmd, true)
 	s.mu.Unlock()
@@ -196,6 +205,8 @@ func (s *cmdSink) flushDenies(cmd string) {
 // close writes every tally left, as the run ends (once the proxy is closed), and stops
 // the summary timer; anything denied after it is itemized. It is idempotent.
 func (s *cmdSink) close() {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	due, _ := s.budget.take(s.clock(), nil, true)
 	s.budget.unlimited = true
@@ -220,6 +231,8 @@ func (s *cmdSink) armLocked(at time.Time) {
 
 // tick writes the tallies that are due, and arms the timer for the next one.
 func (s *cmdSink) tick() {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	if s.budget.unlimited {
 		s.mu.Unlock()
