@@ -2,16 +2,19 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// Red team B, session 13: what the monitor's exec check let through.
+// Red team B, session 13: the control socket, process 1 unwatched on every thread, and
+// the long-lived shared monitor.
 
 // execAlerts are the log's alerts for execs of risky programs.
 func execAlerts(alerts []event.SyscallAlertBody) []event.SyscallAlertBody {
@@ -22,6 +25,22 @@ func execAlerts(alerts []event.SyscallAlertBody) []event.SyscallAlertBody {
 		}
 	}
 	return out
+}
+
+// TestRedBNoPidNamespaceOfItsOwn: the kernel takes every thread of a process that is
+// process 1 of its pid namespace for cordon's init, unwatched. A command that could
+// make a pid namespace of its own (clone3, whose flags seccomp cannot see) would run
+// unwatched as its process 1; bwrap's --disable-userns and the dropped capabilities
+// refuse both ways in.
+func TestRedBNoPidNamespaceOfItsOwn(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("pidns")
+	for _, name := range []string{"clone3-newpid", "clone3-newuser-newpid"} {
+		assertContains(t, "pidns", out, name+" denied: ")
+		if strings.Contains(out, name+" ok") {
+			t.Errorf("%s: a command made a pid namespace of its own:\n%s", name, out)
+		}
+	}
 }
 
 // loaderPath is the dynamic loader of this machine's arch, or "".
@@ -93,3 +112,95 @@ func TestRedBLinkNamedAfterAnAllowedProgram(t *testing.T) {
 	}
 }
 
+// TestRedBControlSocketSpellings: every way to spell a connect to cordon's control
+// socket (through /proc/self/root, "..", "//", relative to /run/cordon, a link in the
+// workspace) is refused (the listener is closed) and raises a connect alert: the exact
+// spellings in the control socket's own category, the ones the path does not say in
+// the general one.
+func TestRedBControlSocketSpellings(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.Require(t, haveCmd("socat"), "socat is needed to dial a SOCK_SEQPACKET socket (scripts/deps.sh installs it)")
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, exec: [sh, socat]}\n")
+	control := map[string]bool{
+		"/proc/self/root/run/cordon/control.sock": true,
+		"/run/cordon/../cordon/control.sock":      true,
+		"//run/cordon//control.sock":              true,
+		"control.sock":                            false, // from /run/cordon
+		w.ws + "/ctl":                             false, // a link to it
+	}
+	script := "ln -s /run/cordon/control.sock ctl; cd /run/cordon\n"
+	for addr := range control {
+		script += "socat -u OPEN:/dev/null UNIX-CONNECT:" + addr + ",type=5 2>&1 | grep -q 'Connection refused' && echo refused " + addr + "\n"
+	}
+	r := w.sh(script)
+	for addr := range control {
+		assertContains(t, "stdout", r.stdout, "refused "+addr+"\n")
+	}
+	got := map[string]string{}
+	for _, a := range syscallAlerts(t, lastRun(t, w)) {
+		if a.Rule == "connect" && a.Comm == "socat" {
+			got[strings.TrimPrefix(a.Addr, "unix:")] = a.Category
+		}
+	}
+	for addr, own := range control {
+		want := "connect to another address than the egress proxy"
+		if own {
+			want = "connect to cordon's control socket"
+		}
+		if got[addr] != want {
+			t.Errorf("connect to %s: alert category %q; want %q", addr, got[addr], want)
+		}
+	}
+}
+
+// TestRedBGCKeepsALiveRun: a cordon killed with SIGKILL leaves its registration with
+// the shared programs; `cordon gc`, run while another monitored run is on, removes
+// that one registration only: the live run keeps its programs and its ring buffer, and
+// its next deviation is still in its log.
+func TestRedBGCKeepsALiveRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	dead, live := newWorld(t), newWorld(t)
+	root := useBPFRoot(t, live, dead)
+	for _, w := range []*world{dead, live} {
+		w.contract("version: 1\nmonitor: {mode: required, exec: [sh, sleep, cat]}\n")
+	}
+	start := func(w *world, script string) *exec.Cmd {
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", script)
+		cmd.Dir, cmd.Env = w.ws, w.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		waitFor(t, 20*time.Second, "the run to start", func() bool { return fileExists(filepath.Join(w.ws, "up.txt")) })
+		return cmd
+	}
+	lv := start(live, "echo up > up.txt; while [ ! -e go.txt ]; do sleep 0.05; done; cat /etc/shadow; true")
+	dc := start(dead, "echo up > up.txt; exec sleep 600")
+	_ = dc.Process.Kill()
+	_ = dc.Wait()
+	r := dead.cordon("", "gc")
+	if r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	if n := strings.Count(r.stdout, "removed the monitor's registration of cgroup "); n != 1 {
+		t.Errorf("gc removed %d registrations; want the killed run's only:\n%s", n, r.stdout)
+	}
+	if strings.Contains(r.stdout, "removed the monitor's programs") || len(pinsIn(root)) == 0 {
+		t.Fatalf("gc removed the programs a live run uses:\n%s", r.stdout)
+	}
+	mustWrite(t, filepath.Join(live.ws, "go.txt"), "go\n")
+	if err := lv.Wait(); err != nil {
+		t.Fatalf("the live run: %v", err)
+	}
+	seen := false
+	for _, a := range syscallAlerts(t, lastRun(t, live)) {
+		seen = seen || (a.Path == "/etc/shadow" && a.Comm == "cat")
+	}
+	if !seen {
+		t.Errorf("the live run's read of /etc/shadow after gc raised no alert")
+	}
+	if r := live.cordon("", "audit", "verify", "last"); r.code != 0 {
+		t.Errorf("audit verify: %v", r)
+	}
+}
