@@ -97,6 +97,16 @@ func TestRedBLinkNamedAfterAnAllowedProgram(t *testing.T) {
 	if len(alerts) != 1 || !strings.Contains(alerts[0].Reason, `interpreter "python3`) {
 		t.Fatalf("exec alerts = %+v; want one for python3 run as node", alerts)
 	}
+	// The same link through another process's cwd, a path read-only by its text.
+	w.attacker()
+	r = w.cordon("", "run", "--", "./attack", "exec-via-cwd", "node", "-c", "print('python ran as node')")
+	if r.code != 0 || !strings.Contains(r.stdout, "python ran as node") {
+		t.Fatalf("run: %v", r)
+	}
+	alerts = execAlerts(syscallAlerts(t, lastRun(t, w)))
+	if len(alerts) != 1 || !strings.Contains(alerts[0].Reason, `interpreter "python3`) {
+		t.Fatalf("exec alerts = %+v; want one for python3 run as node through /proc/PID/cwd", alerts)
+	}
 	// The control: a virtualenv's python3, a link in the workspace to the same program.
 	w.contract("version: 1\nmonitor: {mode: required, exec: [python3]}\n")
 	mustMkdir(t, filepath.Join(w.ws, ".venv", "bin"))

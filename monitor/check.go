@@ -171,8 +171,12 @@ func (c *checker) checkExec(r *Record, a Alert) (Alert, bool, bool) {
 	if strings.HasPrefix(filename, "/") {
 		p := c.prof.resolve(filename)
 		paths = append(paths, p, filepath.Clean(filename))
-		if w, _, _ := c.prof.checkPath(p, true); w != "" {
-			names = append(names, given) // not writable: a link the workload did not make
+		// Not writable, and not below another process's cwd or descriptor
+		// (/proc/PID/cwd/node, read-only by its text): a link the workload did not make.
+		if _, _, link := procLink(p); !link {
+			if w, _, _ := c.prof.checkPath(p, true); w != "" {
+				names = append(names, given)
+			}
 		}
 	}
 	for _, pat := range c.prof.Exec {

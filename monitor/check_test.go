@@ -150,6 +150,8 @@ func TestCheck(t *testing.T) {
 		{"exec renamed interpreter by inode", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/tmp/x", "x\x00", "/tmp/x"), "", "", false},
 		{"exec link named after an allowed program", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/tmp/python3", "python3\x00", "/usr/bin/perl"), RuleExec, `interpreter "perl"`, false},
 		{"exec shell linked as an allowed program", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/home/u/proj/python3", "python3\x00", "/usr/bin/bash"), RuleExec, `shell "bash"`, false},
+		{"exec link through another process's cwd", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/proc/77/cwd/python3", "python3\x00", "/usr/bin/perl"), RuleExec, `interpreter "perl"`, false},
+		{"exec link through a descriptor", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/proc/77/task/78/fd/4/python3", "python3\x00", "/usr/bin/perl"), RuleExec, `interpreter "perl"`, false},
 		{"exec venv link to another version", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/home/u/proj/.venv/bin/python3", "python3\x00", "/usr/local/bin/python3.12"), "", "", false},
 		{"exec read-only link", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/usr/bin/python3", "python3\x00", "/usr/lib/pypy/pypy"), "", "", false},
 		{"exec dynamic loader", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/lib64/ld-linux-x86-64.so.2", "ld-linux-x86-64.so.2\x00/usr/bin/python3\x00", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"), RuleExec, `dynamic loader "ld-linux-x86-64.so.2"`, false},

@@ -23,7 +23,7 @@ func main() {
 	modes := map[string]func(){
 		"sysctl": sysctl, "pid1": pid1, "signals": signals, "cgroup": cgroup,
 		"seccomp": seccomp, "stdio": stdio, "noop": func() {}, "trace-child": traceChild,
-		"pidns": pidns, "pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
+		"pidns": pidns, "exec-via-cwd": execViaCwd, "pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
 	}
 	f, ok := modes[os.Args[1]]
 	if !ok {
@@ -186,6 +186,19 @@ func pidns() {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: c.flags, PidFD: &pidfd}
 		report(c.name, cmd.Run())
 	}
+}
+
+// execViaCwd runs os.Args[2] of the working directory, with the arguments after it,
+// through another process's cwd link (/proc/PID/cwd/NAME), a path read-only by its
+// text: a sleeper started here is that process.
+func execViaCwd() {
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		report("exec-via-cwd", err)
+		return
+	}
+	p := fmt.Sprintf("/proc/%d/cwd/%s", sleeper.Process.Pid, os.Args[2])
+	report("exec-via-cwd", syscall.Exec(p, os.Args[2:], os.Environ()))
 }
 
 // stdio reports what the command's standard descriptors are.
