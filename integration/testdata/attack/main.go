@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -23,7 +25,7 @@ func main() {
 	modes := map[string]func(){
 		"sysctl": sysctl, "pid1": pid1, "signals": signals, "cgroup": cgroup,
 		"seccomp": seccomp, "stdio": stdio, "noop": func() {}, "trace-child": traceChild,
-		"pidns": pidns, "exec-via-cwd": execViaCwd, "pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
+		"pidns": pidns, "exec-via-cwd": execViaCwd, "flood": flood, "pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
 	}
 	f, ok := modes[os.Args[1]]
 	if !ok {
@@ -199,6 +201,30 @@ func execViaCwd() {
 	}
 	p := fmt.Sprintf("/proc/%d/cwd/%s", sleeper.Process.Pid, os.Args[2])
 	report("exec-via-cwd", syscall.Exec(p, os.Args[2:], os.Environ()))
+}
+
+// flood opens a 4000-byte path outside any profile from os.Args[2] threads,
+// os.Args[3] times each: every open is an event sent to the run's ring buffer, a
+// workload drowning its own deviations.
+func flood() {
+	threads, _ := strconv.Atoi(os.Args[2])
+	n, _ := strconv.Atoi(os.Args[3])
+	p := "/" + strings.Repeat("A", 3999)
+	var wg sync.WaitGroup
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			for j := 0; j < n; j++ {
+				if fd, err := syscall.Open(p, syscall.O_RDONLY, 0); err == nil {
+					syscall.Close(fd)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("flood done")
 }
 
 // stdio reports what the command's standard descriptors are.
