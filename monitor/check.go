@@ -145,10 +145,20 @@ func (c *checker) checkExec(r *Record, a Alert) (Alert, bool, bool) {
 		a.Reason = "exec of a file with no name (a memfd or a deleted file)"
 		return a, true, false
 	}
-	names := []string{path.Base(resolved), path.Base(filename)}
+	// The names of the file that runs: its own, and those the host knows it by.
+	names := []string{path.Base(resolved)}
 	names = append(names, c.risky[fileID{Dev: devFromKernel(r.Args[1]), Ino: r.Args[0]}]...)
+	// The name it was run by tells what it is too (a link "ls" to dash is a shell), but
+	// allows it only where the workload cannot have made that link, or as another
+	// version of the same program (a venv's python3 -> python3.12): a link named after
+	// an allowed program ("node" -> python3) in a writable directory would otherwise
+	// run any program under that allowance.
+	given := path.Base(filename)
+	if stem(given) == stem(names[0]) {
+		names = append(names, given)
+	}
 	kind, name := "", ""
-	for _, n := range names {
+	for _, n := range append(names[:len(names):len(names)], given) {
 		if k := Risky(n); k != "" {
 			kind, name = k, n
 			break
@@ -159,7 +169,15 @@ func (c *checker) checkExec(r *Record, a Alert) (Alert, bool, bool) {
 	}
 	paths := []string{resolved}
 	if strings.HasPrefix(filename, "/") {
-		paths = append(paths, c.prof.resolve(filename), filepath.Clean(filename))
+		p := c.prof.resolve(filename)
+		paths = append(paths, p, filepath.Clean(filename))
+		// Not writable, and not below another process's cwd or descriptor
+		// (/proc/PID/cwd/node, read-only by its text): a link the workload did not make.
+		if _, _, link := procLink(p); !link {
+			if w, _, _ := c.prof.checkPath(p, true); w != "" {
+				names = append(names, given)
+			}
+		}
 	}
 	for _, pat := range c.prof.Exec {
 		if execMatches(pat, paths, names) {
@@ -233,14 +251,17 @@ func devFromKernel(d uint64) uint64 {
 }
 
 // Risky returns the kind of a program name that a profile must allow explicitly
-// ("shell", "interpreter" or "network relay"), or "" for any other program. Version
-// suffixes are ignored: python3.11 is python.
+// ("shell", "interpreter", "network relay" or "dynamic loader"), or "" for any other
+// program. Version suffixes are ignored: python3.11 is python.
 func Risky(name string) string {
 	if k := riskyKind(name); k != "" {
 		return k
 	}
-	return riskyKind(strings.TrimRight(name, "0123456789."))
+	return riskyKind(stem(name))
 }
+
+// stem is a program name without its version suffix: python3.11 and python3 are python.
+func stem(name string) string { return strings.TrimRight(name, "0123456789.") }
 
 // riskyKind is the kind of program name, or "": a switch, so that nothing is built when
 // cordon starts.
@@ -256,5 +277,19 @@ func riskyKind(name string) string {
 	case "nc", "ncat", "netcat", "nc.openbsd", "nc.traditional", "socat", "telnet":
 		return "network relay"
 	}
+	if isLoader(name) {
+		return "dynamic loader"
+	}
 	return ""
+}
+
+// isLoader reports whether name is the dynamic loader's (ld-linux-x86-64.so.2,
+// ld-linux-aarch64.so.1, ld-musl-x86_64.so.1, ld.so, ld64.so.2): run as a program it
+// loads and runs any other (`ld.so /usr/bin/python3`) with no exec of that one, which
+// only the kernel's loading of a program's interpreter (no exec either) needs.
+func isLoader(name string) bool {
+	if name == "ld.so" || strings.HasPrefix(name, "ld64.so") {
+		return true
+	}
+	return strings.HasPrefix(name, "ld-") && strings.Contains(name, ".so")
 }

@@ -148,6 +148,13 @@ func TestCheck(t *testing.T) {
 		{"exec relay", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/usr/bin/nc", "nc\x00-l\x00", "/usr/bin/nc.openbsd"), RuleExec, `network relay "nc.openbsd"`, false},
 		{"exec renamed shell", rec(SysExecve, [6]uint64{2, 1 << 20, 1}, 0, "/tmp/ls", "ls\x00", "/usr/bin/dash"), RuleExec, `shell "dash"`, false},
 		{"exec renamed interpreter by inode", rec(SysExecve, [6]uint64{77, 0xfe00 << 12, 1}, 0, "/tmp/x", "x\x00", "/tmp/x"), "", "", false},
+		{"exec link named after an allowed program", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/tmp/python3", "python3\x00", "/usr/bin/perl"), RuleExec, `interpreter "perl"`, false},
+		{"exec shell linked as an allowed program", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/home/u/proj/python3", "python3\x00", "/usr/bin/bash"), RuleExec, `shell "bash"`, false},
+		{"exec link through another process's cwd", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/proc/77/cwd/python3", "python3\x00", "/usr/bin/perl"), RuleExec, `interpreter "perl"`, false},
+		{"exec link through a descriptor", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/proc/77/task/78/fd/4/python3", "python3\x00", "/usr/bin/perl"), RuleExec, `interpreter "perl"`, false},
+		{"exec venv link to another version", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/home/u/proj/.venv/bin/python3", "python3\x00", "/usr/local/bin/python3.12"), "", "", false},
+		{"exec read-only link", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/usr/bin/python3", "python3\x00", "/usr/lib/pypy/pypy"), "", "", false},
+		{"exec dynamic loader", rec(SysExecve, [6]uint64{5, 0, 1}, 0, "/lib64/ld-linux-x86-64.so.2", "ld-linux-x86-64.so.2\x00/usr/bin/python3\x00", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"), RuleExec, `dynamic loader "ld-linux-x86-64.so.2"`, false},
 		{"exec memfd", rec(SysExecveat, [6]uint64{9, 0, 0}, 0, "/dev/fd/3", "x\x00", "/memfd:x (deleted)"), RuleExec, "no name", false},
 		{"connect proxy", rec(SysConnect, [6]uint64{}, 0, sockaddr4([4]byte{127, 0, 0, 1}, 3128)), "", "", false},
 		{"connect the bridge's old socket", rec(SysConnect, [6]uint64{}, 0, sockaddrUnix("/run/cordon/egress.sock")), RuleConnect, "unix:/run/cordon/egress.sock", false},
@@ -198,6 +205,9 @@ func TestRisky(t *testing.T) {
 		"sh": "shell", "bash": "shell", "ksh93": "shell", "python3": "interpreter", "python3.11": "interpreter",
 		"perl5.36.0": "interpreter", "node": "interpreter", "nc": "network relay", "nc.openbsd": "network relay",
 		"git": "", "go": "", "ls": "", "shred": "", "python-config": "",
+		"ld-linux-x86-64.so.2": "dynamic loader", "ld-linux-aarch64.so.1": "dynamic loader",
+		"ld-musl-x86_64.so.1": "dynamic loader", "ld-2.31.so": "dynamic loader", "ld.so": "dynamic loader",
+		"ld64.so.2": "dynamic loader", "ld": "", "ld.bfd": "", "ld.lld": "", "ldd": "", "ldconfig": "",
 	} {
 		if got := Risky(name); got != want {
 			t.Errorf("Risky(%q) = %q; want %q", name, got, want)

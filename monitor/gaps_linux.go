@@ -32,8 +32,18 @@ func (m *Monitor) checkLost(lost uint64) {
 	if lost == 0 || m.lostRaised {
 		return
 	}
-	m.lostRaised = true
+	m.lostRaised, m.lostAlerted = true, lost
 	m.emitAlert(m.gap(fmt.Sprintf("the run's ring buffer was full: %d events were lost, and any of them may have been a deviation", lost)))
+}
+
+// totalLost raises, at the run's end, the alert for the events lost after the first
+// loss was alerted: that alert's count is what was lost when it was seen, and a flood
+// that goes on loses many times that, which the log must say too.
+func (m *Monitor) totalLost(lost uint64) {
+	if !m.lostRaised || lost <= m.lostAlerted {
+		return
+	}
+	m.emitAlert(m.gap(fmt.Sprintf("the run's ring buffer was full: %d events were lost in all (%d when first seen), and any of them may have been a deviation", lost, m.lostAlerted)))
 }
 
 func (m *Monitor) gap(reason string) Alert {

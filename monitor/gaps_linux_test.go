@@ -19,6 +19,22 @@ func TestLostEventsAlert(t *testing.T) {
 	if _, ok := h.find(func(a Alert) bool { return a.Category == CatGap && strings.Contains(a.Reason, "lost") }); !ok {
 		t.Errorf("events were lost (stats %+v) and no alert says so", h.m.Stats())
 	}
+	// The log says how many were lost in all, not only how many when the loss was
+	// first seen (it said 683 of a flood that lost 18,359): a second flood after the
+	// first alert.
+	first := h.m.Stats().Lost
+	h.helper("rate", "20000", "0")
+	h.m.Close()
+	if h.m.Stats().Lost == first {
+		t.Fatal("the second flood lost nothing: the test proves nothing")
+	}
+	lost := strconv.FormatUint(h.m.Stats().Lost, 10)
+	if _, ok := h.find(func(a Alert) bool {
+		return a.Category == CatGap && strings.Contains(a.Reason, ": "+lost+" events were lost")
+	}); !ok {
+		alerts, _ := h.got()
+		t.Errorf("%s events were lost in all and no alert says so: %+v", lost, alerts)
+	}
 }
 
 // TestAlertCapAlerts (red team): past maxAlerts distinct alerts the rest are counted,

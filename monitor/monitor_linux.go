@@ -43,9 +43,10 @@ type Monitor struct {
 
 	// seen holds the alerts already emitted; only the reader goroutine uses it (and
 	// Close once the reader is gone), as it does capped and lostRaised (gaps_linux.go).
-	seen       map[alertKey]struct{}
-	capped     bool
-	lostRaised bool
+	seen        map[alertKey]struct{}
+	capped      bool
+	lostRaised  bool
+	lostAlerted uint64 // the count the lost alert gave
 
 	closeOnce sync.Once
 	closeErr  error
@@ -264,6 +265,7 @@ func (m *Monitor) Close() error {
 		}
 		<-m.done
 		m.checkLost(m.atEnd.Lost) // the reader is gone: this goroutine is the only one
+		m.totalLost(m.atEnd.Lost)
 		m.ring.Close()
 		if m.filter != nil {
 			m.filter.Close()

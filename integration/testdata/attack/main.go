@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -23,7 +25,7 @@ func main() {
 	modes := map[string]func(){
 		"sysctl": sysctl, "pid1": pid1, "signals": signals, "cgroup": cgroup,
 		"seccomp": seccomp, "stdio": stdio, "noop": func() {}, "trace-child": traceChild,
-		"pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
+		"pidns": pidns, "exec-via-cwd": execViaCwd, "flood": flood, "pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
 	}
 	f, ok := modes[os.Args[1]]
 	if !ok {
@@ -170,6 +172,59 @@ func seccomp() {
 	report("clone3-newuser", cmd.Run())
 	try("socket-vsock", syscall.SYS_SOCKET, 40, syscall.SOCK_STREAM, 0)
 	try("mount", syscall.SYS_MOUNT, 0, 0, 0, 0, 0)
+}
+
+// pidns tries to become process 1 of a pid namespace of its own, whose every thread
+// the monitor would take for cordon's init (unwatched): clone3 (a pidfd makes Go use it),
+// whose flags the seccomp filter cannot see, with CLONE_NEWPID alone and inside a new
+// user namespace.
+func pidns() {
+	for _, c := range []struct {
+		name  string
+		flags uintptr
+	}{{"clone3-newpid", syscall.CLONE_NEWPID}, {"clone3-newuser-newpid", syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID}} {
+		var pidfd int
+		cmd := exec.Command("/proc/self/exe", "noop")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: c.flags, PidFD: &pidfd}
+		report(c.name, cmd.Run())
+	}
+}
+
+// execViaCwd runs os.Args[2] of the working directory, with the arguments after it,
+// through another process's cwd link (/proc/PID/cwd/NAME), a path read-only by its
+// text: a sleeper started here is that process.
+func execViaCwd() {
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		report("exec-via-cwd", err)
+		return
+	}
+	p := fmt.Sprintf("/proc/%d/cwd/%s", sleeper.Process.Pid, os.Args[2])
+	report("exec-via-cwd", syscall.Exec(p, os.Args[2:], os.Environ()))
+}
+
+// flood opens a 4000-byte path outside any profile from os.Args[2] threads,
+// os.Args[3] times each: every open is an event sent to the run's ring buffer, a
+// workload drowning its own deviations.
+func flood() {
+	threads, _ := strconv.Atoi(os.Args[2])
+	n, _ := strconv.Atoi(os.Args[3])
+	p := "/" + strings.Repeat("A", 3999)
+	var wg sync.WaitGroup
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			for j := 0; j < n; j++ {
+				if fd, err := syscall.Open(p, syscall.O_RDONLY, 0); err == nil {
+					syscall.Close(fd)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("flood done")
 }
 
 // stdio reports what the command's standard descriptors are.
