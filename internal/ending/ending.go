@@ -81,5 +81,13 @@ func Alert(w io.Writer, a wire.Alert) {
 	if a.Count != 1 {
 		times = fmt.Sprintf("%d times", a.Count)
 	}
-	fmt.Fprintf(w, "cordon: monitor alert: %s: %s (%s, %s)\n", termtext.Line(a.Category), termtext.Line(a.Target), termtext.Line(a.Syscall), times)
+	switch {
+	case a.Target == "" && a.Syscall == "":
+		// A gap (events lost, a call it could not read): what it was is in the log.
+		fmt.Fprintf(w, "cordon: monitor alert: %s (%s; cordon audit show says what)\n", termtext.Line(a.Category), times)
+	case a.Syscall == "":
+		fmt.Fprintf(w, "cordon: monitor alert: %s: %s (%s)\n", termtext.Line(a.Category), termtext.Line(a.Target), times)
+	default:
+		fmt.Fprintf(w, "cordon: monitor alert: %s: %s (%s, %s)\n", termtext.Line(a.Category), termtext.Line(a.Target), termtext.Line(a.Syscall), times)
+	}
 }

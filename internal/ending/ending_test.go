@@ -53,3 +53,16 @@ func TestEndingBoundedAndEscaped(t *testing.T) {
 		t.Errorf("alert line: %s", out)
 	}
 }
+
+// TestAlertWithoutTarget: a gap alert names no path nor syscall; its line says so
+// instead of printing empty fields ("could not log:  (, once)", red team B).
+func TestAlertWithoutTarget(t *testing.T) {
+	var b strings.Builder
+	Alert(&b, wire.Alert{Category: "deviations the monitor could not log", Count: 1})
+	Alert(&b, wire.Alert{Category: "exec of a risky program", Target: "/usr/bin/python3", Count: 2})
+	want := "cordon: monitor alert: deviations the monitor could not log (once; cordon audit show says what)\n" +
+		"cordon: monitor alert: exec of a risky program: /usr/bin/python3 (2 times)\n"
+	if b.String() != want {
+		t.Errorf("got %q\nwant %q", b.String(), want)
+	}
+}
