@@ -147,7 +147,7 @@ func TestOCSFMappingDocumented(t *testing.T) {
 	}
 	all := []event.Type{event.RunStart, event.CmdStart, event.CmdEnd, event.FSDiff, event.NetAllow, event.NetDeny,
 		event.CredIssue, event.CredRevoke, event.SyscallAlert, event.GateRequest, event.GateApprove, event.GateDeny,
-		event.GateExec, event.RunEnd, event.NetDenySummary}
+		event.GateExec, event.RunEnd, event.NetDenySummary, event.NetAllowSummary}
 	for _, typ := range all {
 		if _, ok := ocsfClasses[typ]; !ok {
 			t.Errorf("%s has no OCSF class", typ)

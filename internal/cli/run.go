@@ -96,7 +96,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 		opts.Log = log
 		log.Debug("contract compiled", "took", time.Since(t0))
 		opts.Events = event.SinkFunc(func(e event.Event) {
-			if e.Type == event.NetAllow || e.Type == event.NetDeny || e.Type == event.NetDenySummary {
+			if e.Type == event.NetAllow || e.Type == event.NetDeny || e.Type == event.NetDenySummary || e.Type == event.NetAllowSummary {
 				fmt.Fprintf(stdio.Stderr, "cordon: %s %+v\n", e.Type, e.Body)
 			}
 		})
