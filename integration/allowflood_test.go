@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // allowFlood makes ARGV[0] allowed CONNECTs, one connection each, each waiting for its
@@ -188,4 +190,106 @@ func testAllowFloodBounded(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^    allow  \d+ more, not itemized \(past the log's budget\)`).MatchString(show.stdout) {
 		t.Errorf("audit show lists no net.allow.summary (%d bytes of output)", len(show.stdout))
 	}
+}
+
+// endlessAllowFlood makes allowed CONNECTs to 127.0.0.3:9, where nothing listens,
+// until it is killed, and appends one byte to ARGV[0] for each answer it read: the
+// file's size is how many allowed attempts the proxy certainly saw (the log holds that
+// many, or one more: the attempt in flight when the kill came). ARGV[1], if given, is a
+// file it creates once it has been answered 3000 times, past the allow budget's burst.
+const endlessAllowFlood = `use IO::Socket::INET; use IO::Handle;
+my ($count, $past) = @ARGV;
+open(my $c, ">>", $count) or die "open: $!"; $c->autoflush(1);
+for (my $i = 1; ; $i++) {
+  my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+  print $s "CONNECT 127.0.0.3:9 HTTP/1.1\r\nHost: 127.0.0.3:9\r\n\r\n";
+  my $status = <$s> // ""; close $s;
+  syswrite($c, "x") if $status =~ m{^HTTP/1\.[01] [0-9]};
+  if ($past && $i == 3000) { open(my $p, ">", $past); close $p; }
+}
+`
+
+// assertAllowFloodAccounted checks that the log accounts for every allowed attempt the
+// flooder certainly made (the size of its count file), and at most one more.
+func assertAllowFloodAccounted(t *testing.T, recs []audit.Record, countFile string) {
+	t.Helper()
+	st, err := os.Stat(countFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := st.Size()
+	a := tallyAllowed(t, recs)
+	if answered <= allowFloodBurst || a.summaries == 0 {
+		t.Fatalf("the flood did not get past the budget: %d answered, %d summaries", answered, a.summaries)
+	}
+	if logged := a.itemized + a.counted; logged < answered || logged > answered+1 {
+		t.Errorf("the log accounts for %d allowed attempts (itemized %d, counted %d); the flooder was answered %d times", logged, a.itemized, a.counted, answered)
+	}
+}
+
+// TestAllowFloodCutShort: an allow flood ended from outside, mid-flood, loses no count:
+// the command's timeout in a run, a session stopped while a flooder left in the
+// background still runs, and cordon-exec SIGKILLed. Every allowed attempt the flooder
+// was answered for is a net.allow line or counted in a net.allow.summary. On bwrap,
+// Docker and containerd.
+func TestAllowFloodCutShort(t *testing.T) {
+	t.Run("bwrap", testAllowFloodCutShort)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { testAllowFloodCutShort(t) })
+}
+
+func testAllowFloodCutShort(t *testing.T) {
+	t.Run("run timeout", func(t *testing.T) {
+		w := newWorld(t)
+		w.egressContract("9")
+		mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessAllowFlood)
+		r := w.cordon("", "run", "--timeout", "4s", "--", "perl", "flood.pl", "count")
+		if r.code != 124 {
+			t.Fatalf("want the timeout's 124: %v", r)
+		}
+		assertAllowFloodAccounted(t, lastRun(t, w), filepath.Join(w.ws, "count"))
+		if v := w.cordon("", "audit", "verify", "last"); v.code != 0 {
+			t.Errorf("audit verify: %v", v)
+		}
+	})
+	t.Run("session stop", func(t *testing.T) {
+		w := newWorld(t)
+		w.egressContract("9")
+		mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessAllowFlood)
+		id := w.startSession()
+		r := w.cordon("", "exec", id, "--", "sh", "-c", "setsid perl flood.pl count past </dev/null >/dev/null 2>&1 &")
+		if r.code != 0 {
+			t.Fatalf("exec: %v", r)
+		}
+		waitFor(t, 2*time.Minute, "the flood past its burst", func() bool { _, err := os.Stat(filepath.Join(w.ws, "past")); return err == nil })
+		if s := w.cordon("", "session", "stop", id); s.code != 0 {
+			t.Fatalf("session stop: %v", s)
+		}
+		assertAllowFloodAccounted(t, sessionEvents(t, w, id), filepath.Join(w.ws, "count"))
+		if v := w.cordon("", "audit", "verify", id); v.code != 0 {
+			t.Errorf("audit verify: %v", v)
+		}
+	})
+	t.Run("cordon-exec killed", func(t *testing.T) {
+		w := newWorld(t)
+		w.egressContract("9")
+		mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessAllowFlood)
+		id := w.startSession()
+		cmd := exec.Command(testutil.CordonExec(t), id, "--", "perl", "flood.pl", "count", "past")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 2*time.Minute, "the flood past its burst", func() bool { _, err := os.Stat(filepath.Join(w.ws, "past")); return err == nil })
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
+			t.Fatalf("exec after the kill: %v", r)
+		}
+		if s := w.cordon("", "session", "stop", id); s.code != 0 {
+			t.Fatalf("session stop: %v", s)
+		}
+		assertAllowFloodAccounted(t, sessionEvents(t, w, id), filepath.Join(w.ws, "count"))
+	})
 }
