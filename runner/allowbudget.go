@@ -16,8 +16,9 @@ import (
 // carried a credential: exempting either would leave the flood open (kept-alive plain
 // HTTP moves bytes on every request). The summary keeps what a reviewer needs to know
 // what left the machine: the bytes summed, the credential-carrying attempts counted,
-// and the destinations named with their own attempts and bytes, up to a bound, past
-// which they are counted ("at least") and their traffic summed under Other.
+// and the destinations named with their own attempts and bytes, up to a bound (a larger
+// one for destinations sent bytes or a credential), past which they are counted ("at
+// least") and their traffic summed under Other.
 //
 // A legitimate workload's allowed attempts come in bursts (a package install: hundreds
 // of fetches, most on kept-alive connections) and rarely last at 100 a second; 2000 at
@@ -30,6 +31,9 @@ const (
 	// Bounds on one summary line.
 	maxAllowDistinct = 1024 // destinations told apart; past that, "at least"
 	maxAllowNamed    = 64   // destinations named, each with its own counts
+	// maxAllowNamedSent is how many destinations are named when those past
+	// maxAllowNamed were sent bytes or a credential: what left the machine is named first.
+	maxAllowNamedSent = 256
 )
 
 // allowTally is the summary of one command's allowed attempts past the budget, being
@@ -69,17 +73,20 @@ func (t *allowTally) add(nb event.NetBody, now time.Time) {
 		s.Named[dest] = plusAllowed(named, to)
 		return
 	}
-	if _, ok := t.seen[dest]; !ok {
-		if len(t.seen) >= maxAllowDistinct {
-			s.DestinationsAtLeast = true
-		} else {
-			t.seen[dest] = struct{}{}
-			s.Destinations++
-			if len(s.Named) < maxAllowNamed {
-				s.Named[dest] = to
-				return
-			}
-		}
+	_, seen := t.seen[dest]
+	if !seen && len(t.seen) >= maxAllowDistinct {
+		s.DestinationsAtLeast = true
+	} else if !seen {
+		t.seen[dest] = struct{}{}
+		s.Destinations++
+		seen = true
+	}
+	// A destination told apart is named while there is room; one sent bytes or a
+	// credential while there is more (from then on: its attempts before stay in Other).
+	sent := nb.BytesUp > 0 || nb.Intercepted
+	if seen && (len(s.Named) < maxAllowNamed || sent && len(s.Named) < maxAllowNamedSent) {
+		s.Named[dest] = to
+		return
 	}
 	if s.Other == nil {
 		s.Other = &event.AllowedTo{}

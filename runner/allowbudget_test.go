@@ -73,8 +73,8 @@ func TestAllowBudgetItemizesThenCounts(t *testing.T) {
 	}
 }
 
-// TestAllowBudgetDistinctBounded: past maxAllowNamed destinations the summary sums the
-// rest under Other, and past maxAllowDistinct it says "at least"; no attempt or byte is
+// TestAllowBudgetDistinctBounded: past maxAllowNamedSent destinations (each sent bytes)
+// the summary sums the rest under Other, and past maxAllowDistinct it says "at least"; no attempt or byte is
 // lost from the sums.
 func TestAllowBudgetDistinctBounded(t *testing.T) {
 	f := newFloodSink(t)
@@ -88,8 +88,9 @@ func TestAllowBudgetDistinctBounded(t *testing.T) {
 		t.Fatalf("%d summaries; want 1", len(sums))
 	}
 	s := sums[0]
-	if s.Destinations != maxAllowDistinct || !s.DestinationsAtLeast || len(s.Named) != maxAllowNamed || s.Other == nil {
-		t.Fatalf("destinations %d (at least %v), %d named, other %v; want at least %d, %d named, the rest other", s.Destinations, s.DestinationsAtLeast, len(s.Named), s.Other, maxAllowDistinct, maxAllowNamed)
+	// Each destination was sent bytes: named up to the larger bound.
+	if s.Destinations != maxAllowDistinct || !s.DestinationsAtLeast || len(s.Named) != maxAllowNamedSent || s.Other == nil {
+		t.Fatalf("destinations %d (at least %v), %d named, other %v; want at least %d, %d named, the rest other", s.Destinations, s.DestinationsAtLeast, len(s.Named), s.Other, maxAllowDistinct, maxAllowNamedSent)
 	}
 	all := *s.Other
 	for _, to := range s.Named {
@@ -142,5 +143,54 @@ func TestBudgetsApart(t *testing.T) {
 	items, acounted, _, _ := f.allowTallies()
 	if items+acounted != 4*allowBurst+10 || dcounted < 2*denyBurst+1 {
 		t.Errorf("after the command's end, allowed %d+%d, denied counted %d; want %d allowed in all", items, acounted, dcounted, 4*allowBurst+10)
+	}
+}
+
+// TestAllowBudgetNamesWhatWasSent: past maxAllowNamed destinations that moved nothing
+// up, destinations sent bytes or a credential are still named, up to
+// maxAllowNamedSent; a destination seen unnamed is named once it is sent bytes, its
+// earlier attempts staying in Other; the sums still add up.
+func TestAllowBudgetNamesWhatWasSent(t *testing.T) {
+	f := newFloodSink(t)
+	for range allowBurst {
+		f.allow(allowed(0, 1)) // use up the burst
+	}
+	quiet := func(i int) event.NetBody {
+		return event.NetBody{Host: "q" + strconv.Itoa(i) + ".allowed.test", Port: 443, Error: "refused"}
+	}
+	for i := range maxAllowNamed + 10 {
+		f.allow(quiet(i))
+	}
+	late := quiet(maxAllowNamed + 5) // seen, not named, now sent a credential
+	late.Intercepted, late.Error = true, ""
+	f.allow(late)
+	const sending = maxAllowNamedSent // more than the room left
+	for i := range sending {
+		f.allow(event.NetBody{Host: "s" + strconv.Itoa(i) + ".allowed.test", Port: 443, BytesUp: 1})
+	}
+	f.s.close()
+	_, counted, _, sums := f.allowTallies()
+	if len(sums) != 1 {
+		t.Fatalf("%d summaries; want 1", len(sums))
+	}
+	s := sums[0]
+	if len(s.Named) != maxAllowNamedSent {
+		t.Errorf("%d named; want %d", len(s.Named), maxAllowNamedSent)
+	}
+	if to := s.Named["q"+strconv.Itoa(maxAllowNamed+5)+".allowed.test:443"]; to.Attempts != 1 || to.Intercepted != 1 {
+		t.Errorf("the destination sent a credential late is named as %+v; want its one attempt since", to)
+	}
+	if _, ok := s.Named["q"+strconv.Itoa(maxAllowNamed+6)+".allowed.test:443"]; ok {
+		t.Errorf("a destination sent nothing named past %d", maxAllowNamed)
+	}
+	all := *s.Other
+	for _, to := range s.Named {
+		all = plusAllowed(all, to)
+	}
+	if all.Attempts != counted || all.BytesUp != s.BytesUp || s.BytesUp != sending || s.Intercepted != 1 || all.Intercepted != 1 {
+		t.Errorf("named + other = %+v; summary %d attempts, %d up, %d intercepted", all, counted, s.BytesUp, s.Intercepted)
+	}
+	if want := maxAllowNamed + 10 + sending; s.Destinations != want {
+		t.Errorf("%d destinations; want %d", s.Destinations, want)
 	}
 }

@@ -104,8 +104,9 @@ type NetAllowSummaryBody struct {
 	Destinations        int  `json:"destinations"`
 	DestinationsAtLeast bool `json:"destinations_at_least,omitempty"`
 	// Named gives the first distinct destinations (at most 64) by name, each with its
-	// own attempts and bytes; Other sums the attempts to every destination past those
-	// (nil when there are none).
+	// own attempts and bytes, and past those, up to 256 in all, destinations sent bytes
+	// or a credential (named from that attempt on); Other sums the attempts to every
+	// destination not named (nil when there are none).
 	Named map[string]AllowedTo `json:"named"`
 	Other *AllowedTo           `json:"other,omitempty"`
 	// First and Last are when the first and the last of them ended (RFC 3339).
