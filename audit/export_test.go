@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -58,6 +59,8 @@ func writeEveryType(t *testing.T) string {
 	for _, e := range []event.Event{
 		{Type: event.NetAllow, Cmd: cmd, Body: event.NetBody{Host: "proxy.golang.org", Port: 443, Addr: "142.250.1.1:443", Rule: "proxy.golang.org:443", BytesUp: 10, BytesDown: 20}},
 		{Type: event.NetDeny, Cmd: cmd, Body: event.NetBody{Host: "evil.example", Port: 443, Reason: "no rule"}},
+		{Type: event.NetAllowSummary, Cmd: cmd, Body: event.NetAllowSummaryBody{Allowed: 3000, BytesUp: 11, BytesDown: 22, Destinations: 1,
+			Named: map[string]event.AllowedTo{"proxy.golang.org:443": {Attempts: 3000, BytesUp: 11, BytesDown: 22}}, First: time.Unix(1, 0), Last: time.Unix(2, 0)}},
 		{Type: event.CredIssue, Body: event.CredIssueBody{Name: "GH", Provider: "local", ID: "sha256:0123456789abcdef"}},
 		{Type: event.SyscallAlert, Cmd: cmd, Body: event.SyscallAlertBody{PID: 7, Comm: "sh", Syscall: "ptrace", Rule: "syscall", Reason: "ptrace is not allowed", Action: "alert"}},
 		{Type: event.GateRequest, Body: event.GateRequestBody{ID: "0000abcd", Gate: "push", Argv: []string{"git", "push"}}},
@@ -97,6 +100,7 @@ func TestExportOCSF(t *testing.T) {
 		{event.CmdStart, 1007, 1, 0, 1, `"cmd_line":"/usr/bin/make test"`},
 		{event.NetAllow, 4001, 1, 1, 1, `"dst_endpoint":{"hostname":"proxy.golang.org","ip":"142.250.1.1","port":443}`},
 		{event.NetDeny, 4001, 5, 2, 2, `"action_id":2,"disposition_id":2`},
+		{event.NetAllowSummary, 4001, 1, 1, 1, `"count":3000,"start_time":1000,"end_time":2000`},
 		{event.CredIssue, 3001, 1, 1, 1, `"user":{"name":"GH","credential_uid":"sha256:0123456789abcdef"}`},
 		{event.SyscallAlert, 2004, 1, 0, 3, `"title":"ptrace broke the syscall profile"`},
 		{event.GateRequest, 0, 99, 0, 1, `"message":"gate.request"`},
@@ -147,7 +151,7 @@ func TestOCSFMappingDocumented(t *testing.T) {
 	}
 	all := []event.Type{event.RunStart, event.CmdStart, event.CmdEnd, event.FSDiff, event.NetAllow, event.NetDeny,
 		event.CredIssue, event.CredRevoke, event.SyscallAlert, event.GateRequest, event.GateApprove, event.GateDeny,
-		event.GateExec, event.RunEnd, event.NetDenySummary}
+		event.GateExec, event.RunEnd, event.NetDenySummary, event.NetAllowSummary}
 	for _, typ := range all {
 		if _, ok := ocsfClasses[typ]; !ok {
 			t.Errorf("%s has no OCSF class", typ)

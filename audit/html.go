@@ -39,9 +39,10 @@ type HTMLOptions struct {
 // reportData is what the template sees.
 type reportData struct {
 	*view
-	Verify  *Report
-	Denied  int64
-	Elapsed string
+	Verify   *Report
+	Denied   int64
+	Attempts int64 // egress attempts: itemized, and those the summaries count
+	Elapsed  string
 }
 
 // WriteHTML writes a run as one self-contained HTML page: a summary, the timeline of
@@ -54,6 +55,7 @@ func WriteHTML(w io.Writer, recs []Record, opts HTMLOptions) error {
 	d := reportData{view: v, Verify: opts.Verify}
 	for _, n := range v.Net {
 		d.Denied += n.Denied
+		d.Attempts += n.Attempts
 	}
 	if v.End != nil {
 		d.Elapsed = v.Ended.Sub(v.Started).Round(time.Millisecond).String()

@@ -35,12 +35,14 @@ var ocsfClasses = map[event.Type]ocsfClass{
 	event.NetDeny:  {4001, "Network Activity", 5, "Refuse"},
 	// Denials counted, not itemized: one event with count and start and end times.
 	event.NetDenySummary: {4001, "Network Activity", 5, "Refuse"},
-	event.CredIssue:      {3001, "Account Change", 1, "Create"},
-	event.CredRevoke:     {3001, "Account Change", 6, "Delete"},
-	event.SyscallAlert:   {2004, "Detection Finding", 1, "Create"},
-	event.GateRequest:    {0, "Base Event", 99, "Other"},
-	event.GateApprove:    {0, "Base Event", 99, "Other"},
-	event.GateDeny:       {0, "Base Event", 99, "Other"},
+	// Allowed attempts counted, not itemized: likewise, with the bytes summed.
+	event.NetAllowSummary: {4001, "Network Activity", 1, "Open"},
+	event.CredIssue:       {3001, "Account Change", 1, "Create"},
+	event.CredRevoke:      {3001, "Account Change", 6, "Delete"},
+	event.SyscallAlert:    {2004, "Detection Finding", 1, "Create"},
+	event.GateRequest:     {0, "Base Event", 99, "Other"},
+	event.GateApprove:     {0, "Base Event", 99, "Other"},
+	event.GateDeny:        {0, "Base Event", 99, "Other"},
 }
 
 var ocsfCategories = map[int]string{0: "Uncategorized", 1: "System Activity", 2: "Findings",
@@ -79,7 +81,8 @@ type ocsfEvent struct {
 	ActionID      int    `json:"action_id,omitempty"`      // network: 1 Allowed, 2 Denied
 	DispositionID int    `json:"disposition_id,omitempty"` // network: 1 Allowed, 2 Blocked
 	ExitCode      *int   `json:"exit_code,omitempty"`
-	// Count, StartTime and EndTime describe an aggregated event (net.deny.summary):
+	// Count, StartTime and EndTime describe an aggregated event (net.deny.summary,
+	// net.allow.summary):
 	// how many it stands for and when the first and the last happened (ms).
 	Count     int64 `json:"count,omitempty"`
 	StartTime int64 `json:"start_time,omitempty"`
@@ -248,6 +251,12 @@ func (m *ocsfMapper) events(rec Record) []ocsfEvent {
 		e.Count, e.StartTime, e.EndTime = b.Denied, b.First.UnixMilli(), b.Last.UnixMilli()
 		e.Message = fmt.Sprintf("denied %d more times, not itemized: %s", b.Denied, denySummaryWhy(b))
 		e.status(false)
+	case event.NetAllowSummaryBody:
+		e.ActionID, e.DispositionID = 1, 1
+		e.Count, e.StartTime, e.EndTime = b.Allowed, b.First.UnixMilli(), b.Last.UnixMilli()
+		e.Traffic = &ocsfTraffic{BytesIn: b.BytesDown, BytesOut: b.BytesUp}
+		e.Message = "allowed " + allowSummaryWhat(b)
+		e.status(true)
 	case event.CredIssueBody:
 		e.User, e.Message = &ocsfUser{Name: b.Name, CredentialUID: b.ID}, "credential issued by "+b.Provider
 		e.status(true)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/event"
@@ -35,6 +36,14 @@ func renderRun(t *testing.T) string {
 	cmd, _ := w.StartCmd(CmdStart{Argv: []string{"sh", "-c", "go test ./... && echo '<script>alert(1)</script>'"}, Cwd: "/w", Env: []string{"HOME", "PATH"}})
 	w.Emit(event.Event{Type: event.NetAllow, Cmd: cmd, Body: event.NetBody{Host: "proxy.golang.org", Port: 443, Proto: "connect", Rule: "proxy.golang.org:443", Reason: "host matches rule", BytesUp: 517, BytesDown: 4096, DurationMS: 35}})
 	w.Emit(event.Event{Type: event.NetDeny, Cmd: cmd, Body: event.NetBody{Host: "evil.example", Port: 443, Proto: "connect", Reason: "no rule allows host \"evil.example\""}})
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	w.Emit(event.Event{Type: event.NetAllowSummary, Cmd: cmd, Body: event.NetAllowSummaryBody{
+		Allowed: 5000, BytesUp: 70, BytesDown: 9000, Intercepted: 2, Requests: 3, Failed: 4990, Destinations: 1025, DestinationsAtLeast: true,
+		Named: map[string]event.AllowedTo{
+			"127.0.0.3:9":                  {Attempts: 4000},
+			"evil\x1b[2J<script>.test:443": {Attempts: 10, BytesUp: 70, BytesDown: 9000, Intercepted: 2},
+		},
+		Other: &event.AllowedTo{Attempts: 990}, First: t0, Last: t0.Add(1450 * time.Millisecond)}})
 	out := NewCapture(0)
 	out.Write([]byte("ok  \x1b[31mexample\x1b[0m 0.1s\n<b>not bold</b>\n"))
 	write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"<hi>\") }\n")

@@ -24,7 +24,7 @@ type view struct {
 	End      *RunEnd // nil when unsealed
 	Commands []*cmdView
 	Loose    []noteView   // events attributed to no command, in order
-	Net      []noteView   // every net.allow, net.deny and net.deny.summary, in order
+	Net      []noteView   // every net.allow, net.deny and their summaries, in order
 	Alerts   []noteView   // every syscall.alert, in order
 	Creds    []noteView   // every cred.issue and cred.revoke, in order
 	Later    []*laterView // every runs-later file of every fs.diff, in order
@@ -59,6 +59,9 @@ type noteView struct {
 	// Denied is how many denials the event stands for: 1 for net.deny, the count of a
 	// net.deny.summary, 0 for anything else.
 	Denied int64
+	// Attempts is how many egress attempts it stands for: 1 for net.allow and net.deny,
+	// the count of a net.deny.summary or net.allow.summary, 0 for anything else.
+	Attempts int64
 }
 
 // buildView arranges recs (as ReadEvents returns them) for rendering.
@@ -117,7 +120,7 @@ func (v *view) add(r Record, byID map[string]*cmdView) error {
 
 func (v *view) addNote(n noteView, c *cmdView) {
 	switch n.Type {
-	case event.NetAllow, event.NetDeny, event.NetDenySummary:
+	case event.NetAllow, event.NetDeny, event.NetDenySummary, event.NetAllowSummary:
 		v.Net = append(v.Net, n)
 	case event.SyscallAlert:
 		v.Alerts = append(v.Alerts, n)
@@ -155,13 +158,17 @@ func note(r Record) (noteView, error) {
 	case event.NetBody:
 		n.Verb = map[event.Type]string{event.NetAllow: "allow", event.NetDeny: "DENY"}[r.Type]
 		what, n.Why, shown = netDest(b), b.Reason, []string{"host", "port", "addr"}
+		n.Attempts = 1
 		if r.Type == event.NetDeny {
 			n.Denied = 1
 		}
 	case event.NetDenySummaryBody:
-		n.Verb, n.Denied = "DENY", b.Denied
+		n.Verb, n.Denied, n.Attempts = "DENY", b.Denied, b.Denied
 		what, n.Why = denySummaryWhat(b), denySummaryWhy(b)
 		shown = []string{"denied", "reasons", "destinations", "destinations_at_least", "examples", "first", "last"}
+	case event.NetAllowSummaryBody:
+		n.Verb, n.Attempts, what = "allow", b.Allowed, allowSummaryWhat(b)
+		shown = []string{"allowed", "bytes_up", "bytes_down", "intercepted", "requests", "failed", "destinations", "destinations_at_least", "named", "other", "first", "last"}
 	case event.SyscallAlertBody:
 		n.Verb, what, n.Why = "ALERT", strings.TrimSpace(b.Syscall+" "+b.Comm), b.Reason
 		shown = []string{"syscall", "comm"}
@@ -277,6 +284,51 @@ func denySummaryWhat(b event.NetDenySummaryBody) string {
 		}
 	}
 	return what
+}
+
+// allowSummaryWhat says what a net.allow.summary counts: how many attempts, over how
+// long, the bytes they moved, the credentials delivered, and where they went, the
+// destinations named with their own counts, busiest first.
+func allowSummaryWhat(b event.NetAllowSummaryBody) string {
+	what := fmt.Sprintf("%d more, not itemized (past the log's budget), over %s, %d bytes up, %d down",
+		b.Allowed, b.Last.Sub(b.First).Round(time.Millisecond), b.BytesUp, b.BytesDown)
+	if b.Intercepted > 0 {
+		what += fmt.Sprintf(", %d with a credential delivered (%d requests)", b.Intercepted, b.Requests)
+	}
+	if b.Failed > 0 {
+		what += fmt.Sprintf(", %d failed", b.Failed)
+	}
+	at := ""
+	if b.DestinationsAtLeast {
+		at = "at least "
+	}
+	what += fmt.Sprintf(", to %s%d destination(s):", at, b.Destinations)
+	dests := make([]string, 0, len(b.Named))
+	for d := range b.Named {
+		dests = append(dests, d)
+	}
+	slices.SortFunc(dests, func(x, y string) int {
+		if c := cmp.Compare(b.Named[y].Attempts, b.Named[x].Attempts); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	for _, d := range dests {
+		what += " " + d + " " + allowedToWhat(b.Named[d])
+	}
+	if b.Other != nil {
+		what += " and the rest " + allowedToWhat(*b.Other)
+	}
+	return what
+}
+
+// allowedToWhat is "(N, U up, D down)", with the credential count when there is one.
+func allowedToWhat(a event.AllowedTo) string {
+	s := fmt.Sprintf("(%d, %d up, %d down", a.Attempts, a.BytesUp, a.BytesDown)
+	if a.Intercepted > 0 {
+		s += fmt.Sprintf(", %d with a credential", a.Intercepted)
+	}
+	return s + ")"
 }
 
 // denySummaryWhy lists a net.deny.summary's kinds of denial, most frequent first.

@@ -14,20 +14,24 @@ import (
 // floodSink is a cmdSink on a fake clock whose summary timer the test fires, and what
 // it passed on to the log.
 type floodSink struct {
-	t     *testing.T
-	s     *cmdSink
-	now   time.Time
-	timer func() // the armed summary timer's function, nil when none is armed
-	at    time.Time
-	lines []event.Event // net.deny and net.deny.summary, in order
+	t      *testing.T
+	s      *cmdSink
+	now    time.Time
+	timer  func() // the armed summary timer's function, nil when none is armed
+	at     time.Time
+	lines  []event.Event // net.deny and net.deny.summary, in order
+	allows []event.Event // net.allow and net.allow.summary, in order
 }
 
 func newFloodSink(t *testing.T) *floodSink {
 	f := &floodSink{t: t, now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 	f.s = &cmdSink{
 		next: event.SinkFunc(func(e event.Event) {
-			if e.Type == event.NetDeny || e.Type == event.NetDenySummary {
+			switch e.Type {
+			case event.NetDeny, event.NetDenySummary:
 				f.lines = append(f.lines, e)
+			case event.NetAllow, event.NetAllowSummary:
+				f.allows = append(f.allows, e)
 			}
 		}),
 		now: func() time.Time { return f.now },
@@ -96,7 +100,7 @@ func TestDenyBudgetItemizesThenCounts(t *testing.T) {
 	if f.timer == nil {
 		t.Fatal("no summary timer armed for the denials counted")
 	}
-	f.advance(denySummaryEvery)
+	f.advance(summaryEvery)
 	itemized, counted, sums := f.tally()
 	if len(sums) != 1 || itemized+counted != n {
 		t.Fatalf("after the timer: %d itemized + %d counted in %d summaries; want %d in one", itemized, counted, len(sums), n)
@@ -159,7 +163,7 @@ func TestDenyBudgetUnderBudget(t *testing.T) {
 		f.deny(host(i))
 		f.advance(time.Second / (denyRate - 10))
 	}
-	f.s.flushDenies("1")
+	f.s.flushSummaries("1")
 	f.s.close()
 	itemized, counted, sums := f.tally()
 	if itemized != n || counted != 0 || len(sums) != 0 || f.timer != nil {
@@ -195,12 +199,12 @@ func TestDenyBudgetSustainedFlood(t *testing.T) {
 		if e.Type != event.NetDenySummary {
 			continue
 		}
-		if !last.IsZero() && e.Time.Sub(last) < denySummaryEvery {
+		if !last.IsZero() && e.Time.Sub(last) < summaryEvery {
 			t.Errorf("summaries %s apart; want at most one a second", e.Time.Sub(last))
 		}
 		last = e.Time
 	}
-	f.s.flushDenies("1")
+	f.s.flushSummaries("1")
 	f.s.pop("1")
 	if _, c, _ := f.tally(); itemized+c != int64(attempts) {
 		t.Errorf("at the command's end: %d itemized + %d counted; want %d", itemized, c, attempts)
@@ -293,7 +297,7 @@ func TestDenySummaryNotLostToClose(t *testing.T) {
 		for i := range denyBurst + 20 {
 			s.Emit(event.Event{Type: event.NetDeny, Cmd: strconv.Itoa(1 + i%2), Body: host(i)})
 		}
-		at = at.Add(denySummaryEvery) // both are due
+		at = at.Add(summaryEvery) // both are due
 		fire()
 		<-ended
 		if lost != 0 || logged != 20 {

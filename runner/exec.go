@@ -96,7 +96,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		return ExecResult{}, err
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
-	r.sink.flushDenies(c.id) // the count of its denials past the budget precedes its end
+	r.sink.flushSummaries(c.id) // its counts of attempts past the budgets precede its end
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})

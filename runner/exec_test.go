@@ -68,10 +68,10 @@ func TestCmdSinkDeniesBounded(t *testing.T) {
 // TestDenyTargetOfAMalformedRequest: a request that named no destination is said to be
 // one, not shown as ":0".
 func TestDenyTargetOfAMalformedRequest(t *testing.T) {
-	if got := denyTarget(event.NetBody{}); got != "a malformed request" {
-		t.Errorf("denyTarget of no destination = %q", got)
+	if got := netTarget(event.NetBody{}); got != "a malformed request" {
+		t.Errorf("netTarget of no destination = %q", got)
 	}
-	if got := denyTarget(event.NetBody{Host: "example.com", Port: 443}); got != "example.com:443" {
-		t.Errorf("denyTarget = %q", got)
+	if got := netTarget(event.NetBody{Host: "example.com", Port: 443}); got != "example.com:443" {
+		t.Errorf("netTarget = %q", got)
 	}
 }

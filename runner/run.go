@@ -395,7 +395,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if r.log == nil {
 		return terr
 	}
-	r.sink.close() // the proxy is closed: the last count of denials past the budget
+	r.sink.close() // the proxy is closed: the last counts of attempts past the budgets
 	if !r.ended {
 		r.end = audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError}
 		if err != nil {

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,10 +13,11 @@ import (
 // running command's denied destinations, and copies every event to an optional second
 // sink.
 //
-// Every net.deny passes through it once, so it holds the run's deny budget
-// (denybudget.go): past the budget a denial is counted in its command's tally instead of
-// being passed on, and the tally is passed on as a net.deny.summary at most once a
-// second (a timer), at the command's end (flushDenies) and at the run's end (close).
+// Every net.deny and net.allow passes through it once, so it holds the run's budgets of
+// them (budget.go): past its kind's budget an attempt is counted in its command's tally
+// of that kind instead of being passed on, and the tally is passed on as a
+// net.deny.summary or net.allow.summary at most once a second (one timer for both), at
+// the command's end (flushSummaries) and at the run's end (close).
 type cmdSink struct {
 	next event.Sink
 	copy event.Sink       // may be nil
@@ -32,11 +31,11 @@ type cmdSink struct {
 	denies  map[string]*cmdDenials // cmd id -> its net.deny bodies, while it runs
 	cgroups map[uint64]string      // a session command's cgroup id -> its cmd id
 	alerted alertCounts            // monitor alerts, per command and for the run
-	budget  denyBudget             // the run's itemized net.deny lines and the tallies past them
+	budgets budgets                // the run's itemized net.deny and net.allow lines and the tallies past them
 	stop    func() bool            // cancels the summary timer; nil when none is armed
 
 	// flushMu is held from taking tallies off the budget to passing the last of them
-	// on (tick, flushDenies, close), before mu: close does not return while a summary
+	// on (tick, flushSummaries, close), before mu: close does not return while a summary
 	// the timer took is still on its way to the log, which teardown seals right after
 	// (a summary passed to a sealed log would be dropped, its denials neither itemized
 	// nor counted), and a command's summary precedes its cmd.end.
@@ -112,7 +111,7 @@ func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
 		return nil, nil, 0
 	}
 	for _, b := range d.kept {
-		dest := denyTarget(b)
+		dest := netTarget(b)
 		targets = append(targets, dest)
 		if seen[dest] {
 			continue
@@ -150,9 +149,12 @@ func (s *cmdSink) Emit(e event.Event) {
 	if e.Type == event.NetDeny {
 		b, _ := e.Body.(event.NetBody)
 		s.keepDenied(e.Cmd, b)
-		if now := s.clock(); !s.budget.itemize(now) {
-			if s.budget.count(e.Cmd, b, now) && s.stop == nil {
-				s.armLocked(now.Add(denySummaryEvery))
+	}
+	if budget := s.budgets.of(e.Type); budget != nil {
+		b, _ := e.Body.(event.NetBody)
+		if now := s.clock(); !budget.itemize(now) {
+			if budget.count(e.Cmd, b, now) && s.stop == nil {
+				s.armLocked(now.Add(summaryEvery))
 			}
 			s.mu.Unlock()
 			return
@@ -189,13 +191,13 @@ func (s *cmdSink) keepDenied(cmd string, b event.NetBody) {
 	}
 }
 
-// flushDenies writes command cmd's tally of denials past the budget now, and any other
-// that is due, so that its summary precedes its cmd.end.
-func (s *cmdSink) flushDenies(cmd string) {
+// flushSummaries writes command cmd's tallies of attempts past the budgets now, and any
+// other that is due, so that its summaries precede its cmd.end.
+func (s *cmdSink) flushSummaries(cmd string) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
-	due, _ := s.budget.take(s.clock(), &cmd, true)
+	due, _ := s.budgets.take(s.clock(), &cmd, true)
 	s.mu.Unlock()
 	for _, e := range due {
 		s.pass(e)
@@ -203,13 +205,13 @@ func (s *cmdSink) flushDenies(cmd string) {
 }
 
 // close writes every tally left, as the run ends (once the proxy is closed), and stops
-// the summary timer; anything denied after it is itemized. It is idempotent.
+// the summary timer; any attempt after it is itemized. It is idempotent.
 func (s *cmdSink) close() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
-	due, _ := s.budget.take(s.clock(), nil, true)
-	s.budget.unlimited = true
+	due, _ := s.budgets.take(s.clock(), nil, true)
+	s.budgets.unlimited = true
 	if s.stop != nil {
 		s.stop()
 		s.stop = nil
@@ -234,12 +236,12 @@ func (s *cmdSink) tick() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
-	if s.budget.unlimited {
+	if s.budgets.unlimited {
 		s.mu.Unlock()
 		return // closed meanwhile
 	}
 	now := s.clock()
-	due, next := s.budget.take(now, nil, false)
+	due, next := s.budgets.take(now, nil, false)
 	s.stop = nil
 	if !next.IsZero() {
 		s.armLocked(next)
@@ -264,12 +266,3 @@ func (s *cmdSink) clock() time.Time {
 // Past this many the result lists no more, and counts them in ExecResult.DeniedMore; the
 // log itemizes them, or counts them in net.deny.summary lines past its budget.
 const maxDeniesKept = 1000
-
-// denyTarget is "host:port" of a net.deny body, or "a malformed request" when the
-// request named no destination at all (a forward-proxy request cordon could not parse).
-func denyTarget(c event.NetBody) string {
-	if c.Host == "" && c.Port == 0 {
-		return "a malformed request"
-	}
-	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
-}

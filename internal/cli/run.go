@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/ending"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/session/serve"
 )
@@ -96,8 +98,8 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 		opts.Log = log
 		log.Debug("contract compiled", "took", time.Since(t0))
 		opts.Events = event.SinkFunc(func(e event.Event) {
-			if e.Type == event.NetAllow || e.Type == event.NetDeny || e.Type == event.NetDenySummary {
-				fmt.Fprintf(stdio.Stderr, "cordon: %s %+v\n", e.Type, e.Body)
+			if line, ok := verboseNet(e); ok {
+				fmt.Fprintf(stdio.Stderr, "cordon: %s\n", line)
 			}
 		})
 	}
@@ -189,4 +191,21 @@ func errSuffix(err error) string {
 		return ""
 	}
 	return " (" + err.Error() + ")"
+}
+
+// verboseNet is how `cordon run -v` shows an egress event as it happens, escaped (the
+// hosts come from the sandbox): its type and body, a summary's body as its JSON (which
+// names its destinations and their counts). ok is false for other events.
+func verboseNet(e event.Event) (line string, ok bool) {
+	switch e.Type {
+	case event.NetAllow, event.NetDeny, event.NetDenySummary:
+		return termtext.Line(fmt.Sprintf("%s %+v", e.Type, e.Body)), true
+	case event.NetAllowSummary:
+		b, err := json.Marshal(e.Body)
+		if err != nil {
+			return termtext.Line(fmt.Sprintf("%s %+v", e.Type, e.Body)), true
+		}
+		return termtext.Line(string(e.Type) + " " + string(b)), true
+	}
+	return "", false
 }

@@ -27,6 +27,7 @@ var bodies = map[Type]any{
 	NetAllow:          NetBody{},
 	NetDeny:           NetBody{},
 	NetDenySummary:    NetDenySummaryBody{},
+	NetAllowSummary:   NetAllowSummaryBody{},
 	CredIssue:         CredIssueBody{},
 	CredRevoke:        CredRevokeBody{},
 	SyscallAlert:      SyscallAlertBody{},

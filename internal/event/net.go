@@ -74,3 +74,51 @@ type NetDenySummaryBody struct {
 	First time.Time `json:"first"`
 	Last  time.Time `json:"last"`
 }
+
+// NetAllowSummaryBody is the body of net.allow.summary: allowed attempts the log counts
+// instead of itemizing, once a run has itemized its budget of net.allow lines (a burst,
+// then a steady rate, a budget apart from the deny budget; docs/audit.md). Like
+// [NetDenySummaryBody], one line stands for the allowed attempts of one command (its
+// Cmd; "" for none running) since that command's previous summary, so that the
+// net.allow lines and the allowed counts of the summaries add up to every allowed
+// attempt. Every attempt is counted the same way, whether it moved bytes or carried a
+// credential: what it moved is summed here, and where it went is named in Named (or
+// counted in Destinations past that bound).
+type NetAllowSummaryBody struct {
+	// Allowed is how many allowed attempts this line stands for, none of them a
+	// net.allow line of its own.
+	Allowed int64 `json:"allowed"`
+	// BytesUp and BytesDown sum the bytes those attempts sent to and received from
+	// their destinations, as net.allow counts them.
+	BytesUp   int64 `json:"bytes_up"`
+	BytesDown int64 `json:"bytes_down"`
+	// Intercepted counts the attempts on which the proxy terminated TLS to deliver a
+	// credential, and Requests the HTTP requests it forwarded on them.
+	Intercepted int64 `json:"intercepted,omitempty"`
+	Requests    int64 `json:"requests,omitempty"`
+	// Failed counts the attempts that failed (net.allow's error: unreachable, reset).
+	Failed int64 `json:"failed,omitempty"`
+	// Destinations is how many distinct destinations ("host:port") they reached; at
+	// least that many when DestinationsAtLeast is set (past 1024 the line stops telling
+	// them apart).
+	Destinations        int  `json:"destinations"`
+	DestinationsAtLeast bool `json:"destinations_at_least,omitempty"`
+	// Named gives the first distinct destinations (at most 64) by name, each with its
+	// own attempts and bytes, and past those, up to 256 in all, destinations sent bytes
+	// or a credential (named from that attempt on); Other sums the attempts to every
+	// destination not named (nil when there are none).
+	Named map[string]AllowedTo `json:"named"`
+	Other *AllowedTo           `json:"other,omitempty"`
+	// First and Last are when the first and the last of them ended (RFC 3339).
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+// AllowedTo is what a [NetAllowSummaryBody] counts of the attempts to one destination
+// (or to the destinations past those it names).
+type AllowedTo struct {
+	Attempts    int64 `json:"attempts"`
+	BytesUp     int64 `json:"bytes_up"`
+	BytesDown   int64 `json:"bytes_down"`
+	Intercepted int64 `json:"intercepted,omitempty"`
+}
