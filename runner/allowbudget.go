@@ -82,9 +82,11 @@ func (t *allowTally) add(nb event.NetBody, now time.Time) {
 		seen = true
 	}
 	// A destination told apart is named while there is room; one sent bytes or a
-	// credential while there is more (from then on: its attempts before stay in Other).
+	// credential while there is more (from then on: its attempts before stay in Other),
+	// told apart or not: past maxAllowDistinct destinations sent nothing, what left the
+	// machine is still named, not hidden in Other (Named bounds it).
 	sent := nb.BytesUp > 0 || nb.Intercepted
-	if seen && (len(s.Named) < maxAllowNamed || sent && len(s.Named) < maxAllowNamedSent) {
+	if seen && len(s.Named) < maxAllowNamed || sent && len(s.Named) < maxAllowNamedSent {
 		s.Named[dest] = to
 		return
 	}

@@ -194,3 +194,35 @@ func TestAllowBudgetNamesWhatWasSent(t *testing.T) {
 		t.Errorf("%d destinations; want %d", s.Destinations, want)
 	}
 }
+
+// TestAllowBudgetNamesWhatWasSentPastDistinct (red team, redallow): a flood of
+// maxAllowDistinct destinations sent nothing fills the set told apart, with only
+// maxAllowNamed of them named; an attempt that then sends bytes up to a fresh
+// destination is still named (there is room for maxAllowNamedSent), not hidden in Other.
+func TestAllowBudgetNamesWhatWasSentPastDistinct(t *testing.T) {
+	f := newFloodSink(t)
+	for range allowBurst {
+		f.allow(allowed(0, 1)) // use up the burst
+	}
+	for i := range maxAllowDistinct {
+		f.allow(event.NetBody{Host: "q" + strconv.Itoa(i) + ".allowed.test", Port: 443, Error: "refused"})
+	}
+	exfil := event.NetBody{Host: "exfil.allowed.test", Port: 443, BytesUp: 1 << 20}
+	f.allow(exfil)
+	f.allow(exfil)
+	f.s.close()
+	_, _, _, sums := f.allowTallies()
+	if len(sums) != 1 {
+		t.Fatalf("%d summaries; want 1", len(sums))
+	}
+	s := sums[0]
+	if to := s.Named["exfil.allowed.test:443"]; to.Attempts != 2 || to.BytesUp != 2<<20 {
+		t.Errorf("the destination sent 2 MiB past %d distinct ones is named as %+v (other %+v); want its 2 attempts and bytes", maxAllowDistinct, to, s.Other)
+	}
+	if s.Other != nil && s.Other.BytesUp != 0 {
+		t.Errorf("other holds %d bytes up; only the named destination was sent any", s.Other.BytesUp)
+	}
+	if !s.DestinationsAtLeast || s.Destinations != maxAllowDistinct {
+		t.Errorf("destinations %d (at least %v); want at least %d", s.Destinations, s.DestinationsAtLeast, maxAllowDistinct)
+	}
+}
