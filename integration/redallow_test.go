@@ -106,3 +106,93 @@ func TestRedAllowExfilPastDistinct(t *testing.T) {
 func netTargetOf(b event.NetBody) string {
 	return b.Host + ":" + strconv.Itoa(int(b.Port))
 }
+
+// heldTunnelFlood opens a CONNECT tunnel to the allowed server at 127.0.0.2:ARGV[1]
+// and sends a request on it, makes ARGV[0] allowed CONNECTs to 127.0.0.3:9 where
+// nothing listens (past the allow budget), sends a second request on the tunnel, and
+// leaves it open in a child that outlives the command (setsid, sleeping): the tunnel's
+// attempt ends only at the run's teardown. It prints the bytes it sent up the tunnel.
+const heldTunnelFlood = `use IO::Socket::INET; use POSIX;
+my ($n, $port) = @ARGV;
+my $t = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+print $t "CONNECT 127.0.0.2:$port HTTP/1.1\r\nHost: 127.0.0.2:$port\r\n\r\n";
+my $status = <$t> // die "no answer"; $status =~ m{^HTTP/1\.[01] 200 } or die "refused: $status";
+while (my $h = <$t>) { last if $h eq "\r\n"; }
+my $up = 0;
+sub get { my $req = "GET /hello?" . ("x" x $_[0]) . " HTTP/1.1\r\nHost: 127.0.0.2:$port\r\n\r\n";
+  print $t $req; $up += length $req; my $len = 0;
+  my $st = <$t>; while (my $h = <$t>) { last if $h eq "\r\n"; $len = $1 if $h =~ /^Content-Length:\s*(\d+)/i; }
+  read($t, my $b, $len); }
+get(100);
+for my $i (1..$n) {
+  my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+  print $s "CONNECT 127.0.0.3:9 HTTP/1.1\r\nHost: 127.0.0.3:9\r\n\r\n"; my $st = <$s>; close $s;
+}
+get(5000);
+print "up $up\n";
+if (fork() == 0) { POSIX::setsid() if defined &POSIX::setsid; close STDOUT; close STDERR; sleep 3600; exit 0; }
+exit 0;
+`
+
+// TestRedAllowHeldTunnel (red team, redallow): in a session, a tunnel to an allowed
+// server carries bytes before and after a flood past the allow budget and is still open
+// when the command ends, held by a process it left behind. Its attempt ends at session
+// stop, after the command's summary and cmd.end; the log still has every byte it sent
+// up, under its destination, and verifies. (In cordon run the sandbox's end closes it
+// before cmd.end.)
+func TestRedAllowHeldTunnel(t *testing.T) {
+	w := newWorld(t)
+	up := newUpstream(t, false, "127.0.0.2:0")
+	w.egressContract("9", up.port)
+	mustWrite(t, filepath.Join(w.ws, "held.pl"), heldTunnelFlood)
+	id := w.startSession()
+	r := w.cordon("", "exec", id, "--", "perl", "held.pl", "3000", up.port)
+	got := regexp.MustCompile(`up (\d+)`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || got == nil {
+		t.Fatalf("flood: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
+		t.Fatalf("exec: %v", r)
+	}
+	if s := w.cordon("", "session", "stop", id); s.code != 0 {
+		t.Fatalf("session stop: %v", s)
+	}
+	sent, _ := strconv.ParseInt(got[1], 10, 64)
+	dest := "127.0.0.2:" + up.port
+	var logged int64
+	ended, heldAfter := false, false
+	recs := sessionEvents(t, w, id)
+	for _, rec := range recs {
+		switch rec.Type {
+		case event.CmdEnd:
+			ended = true
+		case event.NetAllow:
+			var b event.NetBody
+			if err := rec.DecodeBody(&b); err != nil {
+				t.Fatal(err)
+			}
+			if netTargetOf(b) == dest {
+				logged += b.BytesUp
+				heldAfter = ended
+			}
+		case event.NetAllowSummary:
+			var b event.NetAllowSummaryBody
+			if err := rec.DecodeBody(&b); err != nil {
+				t.Fatal(err)
+			}
+			logged += b.Named[dest].BytesUp
+		}
+	}
+	if a := tallyAllowed(t, recs); a.summaries == 0 {
+		t.Fatalf("the flood did not get past the budget (%d net.allow lines)", a.itemized)
+	}
+	if !heldAfter {
+		t.Errorf("the tunnel's net.allow came before the command's cmd.end: it was not held past it")
+	}
+	if logged != sent {
+		t.Errorf("the workload sent %d bytes up the held tunnel to %s; the log has %d there", sent, dest, logged)
+	}
+	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
+		t.Errorf("audit verify: %v", v)
+	}
+}
