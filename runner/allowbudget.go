@@ -36,6 +36,9 @@ const (
 	maxAllowNamedSent = 256
 )
 
+// plainHTTP is the event.NetBody.Proto of a plain-HTTP request forwarded by the proxy.
+const plainHTTP = "http"
+
 // allowTally is the summary of one command's allowed attempts past the budget, being
 // counted. It implements tally.
 type allowTally struct {
@@ -84,8 +87,10 @@ func (t *allowTally) add(nb event.NetBody, now time.Time) {
 	// A destination told apart is named while there is room; one sent bytes or a
 	// credential while there is more (from then on: its attempts before stay in Other),
 	// told apart or not: past maxAllowDistinct destinations sent nothing, what left the
-	// machine is still named, not hidden in Other (Named bounds it).
-	sent := nb.BytesUp > 0 || nb.Intercepted
+	// machine is still named, not hidden in Other (Named bounds it). A plain-HTTP request
+	// that reached its destination (an address dialled) sent it a head the workload wrote,
+	// a URL and headers up to 64 KiB, that BytesUp (a body's) does not count.
+	sent := nb.BytesUp > 0 || nb.Intercepted || nb.Proto == plainHTTP && nb.Addr != ""
 	if seen && len(s.Named) < maxAllowNamed || sent && len(s.Named) < maxAllowNamedSent {
 		s.Named[dest] = to
 		return

@@ -226,3 +226,35 @@ func TestAllowBudgetNamesWhatWasSentPastDistinct(t *testing.T) {
 		t.Errorf("destinations %d (at least %v); want at least %d", s.Destinations, s.DestinationsAtLeast, maxAllowDistinct)
 	}
 }
+
+// TestAllowBudgetNamesPlainHTTPSent (red team, redallow): a plain-HTTP request that
+// reached its destination sent it a request head the workload wrote (a URL, headers: up
+// to 64 KiB), which bytes_up, counting only a body, does not count. Past the
+// maxAllowNamed destinations named, a fresh destination sent such requests is still
+// named; one the request never reached (no address dialled) is not.
+func TestAllowBudgetNamesPlainHTTPSent(t *testing.T) {
+	f := newFloodSink(t)
+	for range allowBurst {
+		f.allow(allowed(0, 1)) // use up the burst
+	}
+	for i := range maxAllowNamed {
+		f.allow(event.NetBody{Host: "q" + strconv.Itoa(i) + ".allowed.test", Port: 443, Error: "refused"})
+	}
+	get := event.NetBody{Host: "exfil.allowed.test", Port: 80, Proto: "http", Addr: "192.0.2.1:80", BytesDown: 20}
+	f.allow(get)
+	f.allow(get)
+	unreached := event.NetBody{Host: "unreached.allowed.test", Port: 80, Proto: "http", Error: "connection refused"}
+	f.allow(unreached)
+	f.s.close()
+	_, _, _, sums := f.allowTallies()
+	if len(sums) != 1 {
+		t.Fatalf("%d summaries; want 1", len(sums))
+	}
+	s := sums[0]
+	if to := s.Named["exfil.allowed.test:80"]; to.Attempts != 2 {
+		t.Errorf("the destination sent 2 plain-HTTP requests past %d named is named as %+v (other %+v); want its 2 attempts", maxAllowNamed, to, s.Other)
+	}
+	if _, ok := s.Named["unreached.allowed.test:80"]; ok {
+		t.Errorf("a plain-HTTP request that reached nothing named past %d", maxAllowNamed)
+	}
+}
