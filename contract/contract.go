@@ -122,13 +122,25 @@ type Commands struct {
 	Deny       []Str // argv patterns refused before exec
 }
 
-// Limits are resource limits for the whole run. Zero means unlimited.
+// Limits are resource limits for the whole run. Zero means the default
+// ([DefaultMemory], [DefaultPids]; no CPU limit); [Unlimited] means none.
 type Limits struct {
 	Memory int64   // bytes
 	Pids   int64   // processes and threads
 	CPU    float64 // CPUs
 	Pos    Pos
 }
+
+// Unlimited is a limit the contract lifts (`unlimited`): a widening over the default.
+const Unlimited = -1
+
+// The default limits of a run whose contract sets none: one run's fork bomb, memory
+// hog or tmpfs fill stops at them instead of taking the host. Every private tmpfs is
+// sized to the memory limit, and what is written to one is charged to it as well.
+const (
+	DefaultMemory int64 = 4 << 30
+	DefaultPids   int64 = 4096
+)
 
 // Error is one problem in a contract, located in its file.
 type Error struct {

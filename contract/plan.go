@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -189,13 +190,25 @@ func (v OnViolation) String() string { return string(v) }
 
 // LimitsPlan are the run's resource limits; zero means unlimited.
 type LimitsPlan struct {
-	Memory int64   `json:"memory_bytes"`
-	Pids   int64   `json:"pids"`
-	CPU    float64 `json:"cpu"`
+	Memory int64   `json:"memory_bytes"` // zero: unlimited
+	Pids   int64   `json:"pids"`         // zero: unlimited
+	CPU    float64 `json:"cpu"`          // zero: unlimited
+	// Tmpfs is the size of each private tmpfs (/tmp, $HOME, /dev/shm, ...): the
+	// memory limit, so no one of them can take more than the run may; zero is the
+	// kernel's default (half the host's memory).
+	Tmpfs int64 `json:"tmpfs_bytes"`
+	// Defaulted names the limits the contract left to cordon's defaults.
+	Defaulted []string `json:"defaulted,omitempty"`
 }
 
 // Any reports whether a limit is set.
 func (l LimitsPlan) Any() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
+
+// Asked reports whether the contract itself set a limit (not only the defaults).
+func (l LimitsPlan) Asked() bool {
+	return (l.Memory > 0 && !slices.Contains(l.Defaulted, "memory")) ||
+		(l.Pids > 0 && !slices.Contains(l.Defaulted, "pids")) || l.CPU > 0
+}
 
 // WideningPlan is a deliberate exception to a mandatory denial, kept in the Plan so
 // that `cordon check` and `cordon explain` show it.

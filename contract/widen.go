@@ -207,6 +207,8 @@ var classified = []fieldRule{
 	{"LimitsPlan.Memory", "Plan.Limits", nil},
 	{"LimitsPlan.Pids", "Plan.Limits", nil},
 	{"LimitsPlan.CPU", "Plan.Limits", nil},
+	{"LimitsPlan.Tmpfs", "Plan.Limits: follows the memory limit", nil},
+	{"LimitsPlan.Defaulted", "Plan.Limits: which limits are cordon's defaults; the values are compared", nil},
 	{"WideningPlan.Path", "Plan.Widenings", nil},
 	{"WideningPlan.Access", "Plan.Widenings", nil},
 	{"WideningPlan.Why", "a justification", nil},

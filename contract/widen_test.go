@@ -175,8 +175,11 @@ var compareOther = []compareCase{
 	{name: "monitor turned on", old: v1, new: v1 + "monitor: {mode: required, exec: [sh]}\n",
 		want: []string{"narrower monitor: monitor.mode: required (was off)"}},
 	{name: "limits", old: v1 + "limits: {memory: 1GiB, pids: 100, cpu: 2}\n", new: v1 + "limits: {memory: 2GiB, cpu: 1}\n",
-		want: []string{"wider limits: limits.memory: 2GiB (was 1GiB)", "wider limits: limits.pids: unlimited (was 100)",
+		want: []string{"wider limits: limits.memory: 2GiB (was 1GiB)", "wider limits: limits.pids: 4096 (was 100)",
 			"narrower limits: limits.cpu: 1 CPU (was 2 CPUs)"}},
+	// The defaults bound a contract that sets no limits; lifting one is a widening.
+	{name: "limits lifted", old: v1, new: v1 + "limits: {memory: unlimited, pids: unlimited}\n",
+		want: []string{"wider limits: limits.memory: unlimited (was 4GiB)", "wider limits: limits.pids: unlimited (was 4096)"}},
 	{name: "timeout", old: v1, new: v1 + "commands: {timeout: 10m}\n",
 		want: []string{"wider timeout: commands.timeout: 10m0s (was 1m0s)"}},
 	{name: "commands.deny", old: v1 + "commands: {deny: ['curl *', 'git  push *']}\n", new: v1 + "commands: {deny: ['git push *', 'wget *']}\n",
