@@ -139,7 +139,8 @@ func (k *compiler) scalars() {
 		dp.Where = k.where(d.Pos)
 		p.Deny = append(p.Deny, dp)
 	}
-	p.Limits = LimitsPlan{Memory: c.Limits.Memory, Pids: c.Limits.Pids, CPU: c.Limits.CPU}
+	p.Limits = LimitsPlan{Memory: c.Limits.Memory, Pids: c.Limits.Pids, CPU: c.Limits.CPU,
+		Diff: diffLimits(c.Limits.Diff)}
 	if c.Limits.Memory > 0 && c.Limits.Memory < 4<<20 {
 		k.errorf(c.Limits.Pos, "limits.memory: %d bytes is too small to start anything (minimum 4MiB)", c.Limits.Memory)
 	}

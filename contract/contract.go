@@ -122,12 +122,26 @@ type Commands struct {
 	Deny       []Str // argv patterns refused before exec
 }
 
-// Limits are resource limits for the whole run. Zero means unlimited.
+// Limits are resource limits for the whole run. Zero means unlimited, except in Diff.
 type Limits struct {
 	Memory int64   // bytes
 	Pids   int64   // processes and threads
 	CPU    float64 // CPUs
+	Diff   DiffLimits
 	Pos    Pos
+}
+
+// DiffLimits bound what cordon does on the host, in its own process, about what the
+// sandbox left in the workspace (limits.diff): snapshot and diff, hashing, patch
+// storage. Zero means the default (DefaultDiffLimits); there is no unlimited. Past a
+// bound cordon stops and the fs.diff line records the gap.
+type DiffLimits struct {
+	Entries   int64         // entries recorded per snapshot
+	HashFile  int64         // bytes hashed of one file
+	HashTotal int64         // bytes hashed per snapshot
+	Patch     int64         // bytes of patch per diff
+	PatchRun  int64         // bytes of patch files stored per run
+	Time      time.Duration // wall time of one snapshot and diff
 }
 
 // Error is one problem in a contract, located in its file.
