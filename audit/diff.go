@@ -69,12 +69,16 @@ func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) 
 		body.PatchFile, body.PatchSHA256, body.PatchTruncated = name, hex.EncodeToString(sum[:]), true
 		body.Patch = string(cutAtLine(patch, w.opts.MaxInlinePatch))
 	}
-	if gap.Unlisted+gap.IncompleteDirs+gap.NotCompared+gap.NotHashed+gap.PatchOmitted+
-		gap.PatchNotStored+gap.ChangesOmitted+gap.ProblemsOmitted > 0 || gap.TimedOut {
-		body.Gap = gap
-	}
 	if mark != nil {
 		mark(&body)
+	}
+	if n := max(1, w.opts.MaxItemized/10); len(body.Quarantined) > n {
+		// Every one was renamed; the line names the first ones.
+		body.Quarantined, gap.QuarantinedOmitted = body.Quarantined[:n], len(body.Quarantined)-n
+	}
+	if gap.Unlisted+gap.IncompleteDirs+gap.NotCompared+gap.NotHashed+gap.PatchOmitted+
+		gap.PatchNotStored+gap.ChangesOmitted+gap.ProblemsOmitted+gap.QuarantinedOmitted > 0 || gap.TimedOut {
+		body.Gap = gap
 	}
 	_, err := w.Record(event.Event{Type: event.FSDiff, Cmd: cmd, Body: body})
 	return err

@@ -219,6 +219,7 @@ func writeGap(w io.Writer, g *DiffGap) {
 	add(g.PatchOmitted, "%d patch(es) left out (limits.diff.patch)")
 	add(g.PatchNotStored, "%d bytes of patch not stored (limits.diff.patch_run)")
 	add(g.ProblemsOmitted, "%d problem(s) not itemized")
+	add(g.QuarantinedOmitted, "%d more path(s) quarantined, not named")
 	if g.TimedOut {
 		parts = append(parts, "stopped at its deadline (limits.diff.time)")
 	}

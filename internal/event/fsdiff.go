@@ -59,10 +59,11 @@ type DiffGap struct {
 	// PatchNotStored is the bytes of patch not stored next to the log because the
 	// run's patch storage (limits.diff.patch_run) was spent.
 	PatchNotStored int `json:"patch_not_stored,omitempty"`
-	// ChangesOmitted and ProblemsOmitted count the changes and problems this line
-	// does not itemize.
-	ChangesOmitted  int `json:"changes_omitted,omitempty"`
-	ProblemsOmitted int `json:"problems_omitted,omitempty"`
+	// ChangesOmitted, ProblemsOmitted and QuarantinedOmitted count the changes,
+	// problems and quarantined paths this line does not itemize.
+	ChangesOmitted     int `json:"changes_omitted,omitempty"`
+	ProblemsOmitted    int `json:"problems_omitted,omitempty"`
+	QuarantinedOmitted int `json:"quarantined_omitted,omitempty"`
 	// TimedOut says that limits.diff.time passed during the diff.
 	TimedOut bool `json:"timed_out,omitempty"`
 }
