@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench.sh BINARY LABEL [CONTRACT]: the diff of a 100k-file change set (100 dirs x 1000
+# bench-diff.sh BINARY LABEL [CONTRACT]: the diff of a 100k-file change set (100 dirs x 1000
 # one-line text files made by the command); prints wall time, cordon's peak RSS and
 # the diff's own time (cmd.end to fs.diff in the log), and the fs.diff line size.
 set -e
