@@ -77,6 +77,7 @@ func writeCommand(w io.Writer, c *cmdView, opts TimelineOptions) {
 		for i, f := range d.Changes {
 			writeChange(w, f, c.Later(i))
 		}
+		writeGap(w, d.Gap)
 	}
 	for _, n := range c.Events {
 		writeNote(w, n)
@@ -143,7 +144,11 @@ func writePatch(w io.Writer, d *FSDiff) {
 	for line := range strings.Lines(d.Patch) {
 		fmt.Fprintf(w, "      %s\n", clean(strings.TrimSuffix(line, "\n")))
 	}
-	if d.PatchTruncated {
+	switch {
+	case d.PatchTruncated && d.PatchFile == "":
+		fmt.Fprintf(w, "      ... patch cut at %d of %d bytes; the rest was not stored (limits.diff.patch_run)\n",
+			len(d.Patch), d.PatchBytes)
+	case d.PatchTruncated:
 		fmt.Fprintf(w, "      ... patch cut at %d of %d bytes; the whole patch is in %s\n",
 			len(d.Patch), d.PatchBytes, clean(d.PatchFile))
 	}
@@ -193,3 +198,36 @@ func writeStaged(w io.Writer, v *view) {
 
 // maxPendingShown bounds the pending paths the timeline lists.
 const maxPendingShown = 20
+
+// writeGap says what a bounded diff left out, when it did: the diff above it is not
+// the whole change.
+func writeGap(w io.Writer, g *DiffGap) {
+	if g == nil {
+		return
+	}
+	var parts []string
+	add := func(n int, format string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf(format, n))
+		}
+	}
+	add(g.ChangesOmitted, "%d more change(s) not itemized")
+	add(g.Unlisted, "%d entries not recorded (limits.diff.entries)")
+	add(g.IncompleteDirs, "%d director(ies) not fully recorded")
+	add(g.NotCompared, "%d path(s) there not compared")
+	add(g.NotHashed, "%d changed file(s) not hashed (limits.diff.hash_file, hash_total)")
+	add(g.PatchOmitted, "%d patch(es) left out (limits.diff.patch)")
+	add(g.PatchNotStored, "%d bytes of patch not stored (limits.diff.patch_run)")
+	add(g.ProblemsOmitted, "%d problem(s) not itemized")
+	add(g.QuarantinedOmitted, "%d more path(s) quarantined, not named")
+	if g.TimedOut {
+		parts = append(parts, "stopped at its deadline (limits.diff.time)")
+	}
+	fmt.Fprintf(w, "    GAP    diff incomplete: %s\n", strings.Join(parts, "; "))
+	for _, p := range g.IncompletePaths {
+		fmt.Fprintf(w, "    GAP    not fully recorded: %s\n", clean(p))
+	}
+	for _, p := range g.NotHashedPaths {
+		fmt.Fprintf(w, "    GAP    not hashed: %s\n", clean(p))
+	}
+}

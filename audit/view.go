@@ -476,6 +476,9 @@ func (v *view) addBetween(r Record) error {
 	if len(d.During) > 0 {
 		why = "while command(s) " + strings.Join(d.During, ", ") + " ran, outside their diffs"
 	}
+	if d.Gap != nil {
+		why += "; INCOMPLETE: a limits.diff bound stopped this diff"
+	}
 	v.Loose = append(v.Loose, noteView{Time: r.TS, Type: r.Type, Verb: "CHANGED",
 		What: diffstat(&d) + ": " + strings.Join(paths, ", "), Why: why})
 	return nil

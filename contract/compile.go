@@ -259,5 +259,6 @@ func limitsPlan(l Limits) LimitsPlan {
 	}
 	p.Memory, p.Pids = max(p.Memory, 0), max(p.Pids, 0)
 	p.Tmpfs = p.Memory
+	p.Diff = diffLimits(l.Diff)
 	return p
 }

@@ -311,6 +311,7 @@ func TestDefaultLimits(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
+		c.want.Diff = DefaultDiffLimits
 		if got := limitsPlan(c2.Limits); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
 		}

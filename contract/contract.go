@@ -128,6 +128,7 @@ type Limits struct {
 	Memory int64   // bytes
 	Pids   int64   // processes and threads
 	CPU    float64 // CPUs
+	Diff   DiffLimits
 	Pos    Pos
 }
 
@@ -141,6 +142,19 @@ const (
 	DefaultMemory int64 = 4 << 30
 	DefaultPids   int64 = 4096
 )
+
+// DiffLimits bound what cordon does on the host, in its own process, about what the
+// sandbox left in the workspace (limits.diff): snapshot and diff, hashing, patch
+// storage. Zero means the default (DefaultDiffLimits); there is no unlimited. Past a
+// bound cordon stops and the fs.diff line records the gap.
+type DiffLimits struct {
+	Entries   int64         // entries recorded per snapshot
+	HashFile  int64         // bytes hashed of one file
+	HashTotal int64         // bytes hashed per snapshot
+	Patch     int64         // bytes of patch per diff
+	PatchRun  int64         // bytes of patch files stored per run
+	Time      time.Duration // wall time of one snapshot and diff
+}
 
 // Error is one problem in a contract, located in its file.
 type Error struct {

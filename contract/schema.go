@@ -217,5 +217,17 @@ func (d *decoder) limits(n *yaml.Node, l *Limits) {
 			}
 			l.CPU = f
 		}},
+		field{"diff", func(v *yaml.Node) { d.diffLimits(v, &l.Diff) }},
+	)
+}
+
+func (d *decoder) diffLimits(n *yaml.Node, l *DiffLimits) {
+	d.mapping(n, "limits.diff",
+		field{"entries", func(v *yaml.Node) { l.Entries = d.integer(v, "limits.diff.entries", 100, 100_000_000) }},
+		field{"hash_file", func(v *yaml.Node) { l.HashFile = d.size(v, "limits.diff.hash_file") }},
+		field{"hash_total", func(v *yaml.Node) { l.HashTotal = d.size(v, "limits.diff.hash_total") }},
+		field{"patch", func(v *yaml.Node) { l.Patch = d.size(v, "limits.diff.patch") }},
+		field{"patch_run", func(v *yaml.Node) { l.PatchRun = d.size(v, "limits.diff.patch_run") }},
+		field{"time", func(v *yaml.Node) { l.Time = d.duration(v, "limits.diff.time") }},
 	)
 }

@@ -180,6 +180,10 @@ var compareOther = []compareCase{
 	// The defaults bound a contract that sets no limits; lifting one is a widening.
 	{name: "limits lifted", old: v1, new: v1 + "limits: {memory: unlimited, pids: unlimited}\n",
 		want: []string{"wider limits: limits.memory: unlimited (was 4GiB)", "wider limits: limits.pids: unlimited (was 4096)"}},
+	{name: "diff limits", old: v1, new: v1 + "limits: {diff: {entries: 1000000, hash_file: 2GiB, patch: 1MiB, time: 10m}}\n",
+		want: []string{"wider limits: limits.diff.entries: 1000000 (was 100000)",
+			"wider limits: limits.diff.hash_file: 2GiB (was 1GiB)", "wider limits: limits.diff.time: 10m0s (was 1m0s)",
+			"narrower limits: limits.diff.patch: 1MiB (was 16MiB)"}},
 	{name: "timeout", old: v1, new: v1 + "commands: {timeout: 10m}\n",
 		want: []string{"wider timeout: commands.timeout: 10m0s (was 1m0s)"}},
 	{name: "commands.deny", old: v1 + "commands: {deny: ['curl *', 'git  push *']}\n", new: v1 + "commands: {deny: ['git push *', 'wget *']}\n",

@@ -34,7 +34,7 @@ func DiffChanged(ctx context.Context, before, after string, changed []ChangedPat
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("fsdiff options: %w", err)
 	}
-	opts = opts.withDefaults()
+	opts = opts.withDefaults().started()
 	real, err1 := os.Stat(before)
 	view, err2 := os.Stat(after)
 	if err := errors.Join(err1, err2); err != nil {
@@ -125,6 +125,9 @@ func partialScan(ctx context.Context, dir string, opts Options, targets []target
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			break
+		}
+		if !s.admit(path.Dir(t.rel), 1) {
+			continue
 		}
 		s.scanTarget(ctx, t, &parents)
 	}

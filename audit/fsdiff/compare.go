@@ -23,9 +23,14 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 	defer r.close()
 	var added, deleted []string
 	var out []pending
+	notCompared := 0
 	for p, nb := range b.entries {
 		oa, ok := a.entries[p]
 		if !ok {
+			if a.bounds.under(p) {
+				notCompared++ // the baseline did not record what was there
+				continue
+			}
 			added = append(added, p)
 			continue
 		}
@@ -48,6 +53,10 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 	}
 	for p := range a.entries {
 		if _, ok := b.entries[p]; !ok {
+			if b.bounds.under(p) {
+				notCompared++ // not seen, which is not gone
+				continue
+			}
 			deleted = append(deleted, p)
 		}
 	}
@@ -64,15 +73,20 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 	slices.SortFunc(out, func(x, y pending) int {
 		return cmp.Or(cmp.Compare(x.Path, y.Path), cmp.Compare(opOrder(x.Op), opOrder(y.Op)))
 	})
-	res := &Result{Scan: b.stats, Problems: b.problems}
+	res := &Result{Scan: b.stats, Problems: b.problems, Gap: gapOf(a, b, out, notCompared)}
 	var p patcher
 	for i := range out {
-		p.write(&out[i], opts)
+		if p.buf.Len() < opts.MaxPatch && !opts.late() {
+			p.write(&out[i], opts)
+		} else {
+			res.Gap.PatchOmitted++
+		}
 		res.Changes = append(res.Changes, out[i].Change)
 		res.Insertions += out[i].Added
 		res.Deletions += out[i].Deleted
 	}
-	res.Patch = p.buf.Bytes()
+	res.Patch = p.cut(opts.MaxPatch, &res.Gap)
+	res.Gap.TimedOut = res.Gap.TimedOut || opts.late()
 	res.Problems = append(res.Problems, r.problems...)
 	return res
 }
@@ -90,6 +104,9 @@ func opOrder(o Op) int {
 func same(a, b *entry) bool {
 	if a.mode != b.mode {
 		return false
+	}
+	if unhashed(a) || unhashed(b) {
+		return a.key == b.key // not read: any change of the stat data is a change
 	}
 	if a.hasSum && b.hasSum {
 		return a.sum == b.sum // whatever the kinds: a file may fall out of the memory budget

@@ -74,6 +74,10 @@ func (p *patcher) content(c *pending, oldName, newName string, opts Options) {
 			fmt.Fprintf(&p.buf, "Binary files %s and %s differ\n", oldName, newName)
 			return
 		case Large:
+			if note := notHashedNote(c); note != "" {
+				fmt.Fprintf(&p.buf, "Files %s and %s differ (%s)\n", oldName, newName, note)
+				return
+			}
 			why := "over the memory budget"
 			if max(c.OldSize, c.NewSize) > opts.MaxTextSize {
 				why = fmt.Sprintf("larger than %d bytes", opts.MaxTextSize)

@@ -41,6 +41,9 @@ type entry struct {
 	content  []byte // retained content; nil when not retained
 	retained bool
 	racy     bool // the stat key cannot be trusted: re-read next time
+	// unhashed, when set, says why the content was not read: the file is tracked by
+	// its stat key only (a change of it is a change of the file).
+	unhashed string
 	// blob, when set, means the content was not read: it is this git blob's, and
 	// kind, sum and content are filled in only by resolving it (see gitbase.go).
 	blob *lazyBlob
@@ -51,6 +54,7 @@ type snapshot struct {
 	entries  map[string]*entry // by slash-separated relative path
 	stats    ScanStats
 	problems []string
+	bounds   snapBounds
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -82,6 +86,7 @@ type scanner struct {
 	preOpened atomic.Int64 // subdirectories opened by their parent, not yet scanned
 	bytes     atomic.Int64
 	dirs      atomic.Int64
+	bounds
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -144,6 +149,7 @@ func (s *scanner) snapshot() *snapshot {
 	return &snapshot{
 		entries:  s.out,
 		problems: s.problems,
+		bounds:   s.snapBounds(),
 		stats: ScanStats{
 			Files:    len(s.out),
 			Dirs:     int(s.dirs.Load()),
@@ -172,7 +178,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 	if pre != nil {
 		s.preOpened.Add(-1)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || s.lateDir(rel) {
 		if pre != nil {
 			pre.close()
 		}
@@ -193,7 +199,10 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		return
 	}
 	local := make([]namedEntry, 0, len(names))
-	for _, name := range names {
+	for i, name := range names {
+		if !s.admit(rel, len(names)-i) {
+			break
+		}
 		crel := name
 		if rel != "." {
 			crel = rel + "/" + name
@@ -405,6 +414,10 @@ func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entr
 		if lazy := s.fromIndex(rel, fi, key, e.racy); lazy != nil {
 			return lazy
 		}
+		if why := s.hashable(fi.Size()); why != "" {
+			unhashedEntry(e, why)
+			break
+		}
 		s.readFile(r, name, rel, fi, e)
 	case fs.ModeSymlink:
 		target, err := r.readlink(name)
@@ -477,14 +490,20 @@ func (s *scanner) readFile(r dirHandle, name, rel string, fi fs.FileInfo, e *ent
 	}
 	h := sha256.New()
 	h.Write(data)
-	n, err := io.Copy(h, f)
+	n, err := hashFrom(f, h, int64(len(data)), fi.Size(), s.stopped)
+	s.bytes.Add(n)
+	if errors.Is(err, errStopped) {
+		s.timedOut.Store(true)
+		unhashedEntry(e, unhashedDeadline)
+		return
+	}
 	if err != nil {
 		s.unreadable(rel, e, err)
 		return
 	}
 	s.read.Add(1)
-	s.bytes.Add(int64(len(data)) + n)
-	e.kind, e.size, e.hasSum = Large, int64(len(data))+n, true
+	s.bytes.Add(int64(len(data)))
+	e.kind, e.size, e.hasSum = Large, fi.Size(), true
 	h.Sum(e.sum[:0])
 }
 

@@ -148,6 +148,9 @@ func writePlan(w io.Writer, p *contract.Plan) {
 	} else {
 		fmt.Fprintln(w, "Limits: none")
 	}
+	d := l.Diff
+	fmt.Fprintf(w, "Diff bounds (limits.diff): %d entries, hash %d bytes a file and %d a snapshot, "+
+		"patch %d bytes a command and %d a run, %s\n", d.Entries, d.HashFile, d.HashTotal, d.Patch, d.PatchRun, d.Time)
 	fmt.Fprintf(w, "Monitor: %s\n", p.Monitor.Mode)
 	fmt.Fprintf(w, "Credentials: %d\n", len(p.Credentials))
 	for _, g := range p.Gates {
