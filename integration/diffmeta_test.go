@@ -103,3 +103,12 @@ func TestStagedApplyCarriesMetadata(t *testing.T) {
 	assertContains(t, "apply's output", r.stdout+r.stderr, "st: set-id or sticky bits")
 	w.verify(id)
 }
+
+// TestContainerDiffMetadata runs the metadata attack on every container backend (the
+// host view: the same tools as bwrap's).
+func TestContainerDiffMetadata(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		t.Run("direct", TestDiffShowsMetadataChanges)
+		t.Run("staged", TestStagedApplyCarriesMetadata)
+	})
+}
