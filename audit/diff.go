@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/event"
@@ -95,6 +96,13 @@ func fileChange(c fsdiff.Change) FileChange {
 	}
 	if c.NewMode != 0 {
 		fc.NewMode = fmt.Sprintf("%06o", c.NewMode)
+	}
+	if !c.OldMtime.IsZero() {
+		fc.OldMtime, fc.NewMtime = c.OldMtime.UTC().Format(time.RFC3339Nano), c.NewMtime.UTC().Format(time.RFC3339Nano)
+	}
+	for _, x := range c.Xattrs {
+		fc.Xattrs = append(fc.Xattrs, event.XattrChange{Op: x.Op.String(), Name: x.Name,
+			OldSize: x.OldSize, NewSize: x.NewSize, OldSHA256: x.OldSHA256, NewSHA256: x.NewSHA256})
 	}
 	return fc
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -96,16 +97,48 @@ func writeChange(w io.Writer, f FileChange, later *laterView) {
 	switch {
 	case f.Kind == "text" && (f.Added > 0 || f.Deleted > 0):
 		detail = fmt.Sprintf(" +%d -%d", f.Added, f.Deleted)
+	case f.Kind == "dir":
+		detail = " (dir)"
 	case f.Kind != "text":
 		detail = fmt.Sprintf(" (%s, %d bytes)", f.Kind, max(f.NewSize, f.OldSize))
 	}
 	if f.OldMode != "" && f.NewMode != "" && f.OldMode != f.NewMode {
 		detail += fmt.Sprintf(" mode %s -> %s", f.OldMode, f.NewMode)
 	}
+	detail += metaDetail(f)
 	if later != nil {
 		detail += "  [runs later: " + later.Category.String() + "]"
 	}
 	fmt.Fprintf(w, "    %s %s%s\n", opLetter(f.Op), name, detail)
+}
+
+// metaDetail shows what changed of f's metadata: its mtime when it only moved or
+// moved back (which steers make), its extended attributes by name (+ added, ~ changed,
+// - removed; names are the workload's, cleaned).
+func metaDetail(f FileChange) string {
+	var s string
+	if f.OldMtime != "" && (f.Op == "touched" || movedBack(f.OldMtime, f.NewMtime)) {
+		s = " mtime " + clean(f.OldMtime) + " -> " + clean(f.NewMtime)
+	}
+	if len(f.Xattrs) == 0 {
+		return s
+	}
+	names := make([]string, len(f.Xattrs))
+	for i, x := range f.Xattrs {
+		names[i] = map[string]string{"added": "+", "deleted": "-"}[x.Op]
+		if names[i] == "" {
+			names[i] = "~"
+		}
+		names[i] += strconv.Quote(x.Name)
+	}
+	return s + " xattrs " + clean(strings.Join(names, " "))
+}
+
+// movedBack reports whether the RFC 3339 time now is before was.
+func movedBack(was, now string) bool {
+	a, err1 := time.Parse(time.RFC3339Nano, was)
+	b, err2 := time.Parse(time.RFC3339Nano, now)
+	return err1 == nil && err2 == nil && b.Before(a)
 }
 
 // writeLater lists the runs-later files before the commands, each with its category,

@@ -434,6 +434,8 @@ func opLetter(op string) string {
 		return "R"
 	case "modified":
 		return "M"
+	case "touched":
+		return "T"
 	}
 	return "?"
 }

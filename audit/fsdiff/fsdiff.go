@@ -239,8 +239,9 @@ const (
 	_ Op = iota
 	Added
 	Deleted
-	Modified // content, mode or both changed
+	Modified // content, mode or extended attributes changed
 	Renamed  // same content under a new path (the mode may also have changed)
+	Touched  // only the modification time changed (content, mode and attributes did not)
 )
 
 func (o Op) String() string {
@@ -253,6 +254,8 @@ func (o Op) String() string {
 		return "modified"
 	case Renamed:
 		return "renamed"
+	case Touched:
+		return "touched"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -268,6 +271,7 @@ const (
 	Symlink                // a symbolic link; its target is its content
 	Special                // FIFO, socket or device: never opened
 	Unreadable             // could not be read (permissions, vanished): no content
+	Dir                    // a directory: added or deleted empty, or its mode or attributes changed
 )
 
 func (k Kind) String() string {
@@ -284,6 +288,8 @@ func (k Kind) String() string {
 		return "special"
 	case Unreadable:
 		return "unreadable"
+	case Dir:
+		return "dir"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -302,12 +308,19 @@ type Change struct {
 	// when unreadable).
 	OldSHA256, NewSHA256 string
 	Added, Deleted       int // lines, for text changes
+	// OldMtime and NewMtime are the modification times, set (both) when they differ
+	// on a path present on both sides, but for a directory (whose mtime moves with
+	// its entries).
+	OldMtime, NewMtime time.Time
+	// Xattrs are the extended attributes added, changed or removed: all of a new
+	// path's, none of a deleted one's.
+	Xattrs []XattrChange
 }
 
 // ScanStats describes one snapshot.
 type ScanStats struct {
 	Files    int           // regular files, symbolic links and special files
-	Dirs     int           // directories scanned
+	Dirs     int           // directories scanned (each also an entry of the snapshot)
 	Read     int           // files whose content was read (re-read) in this snapshot
 	Bytes    int64         // bytes read
 	Retained int64         // bytes of content kept in memory

@@ -70,10 +70,10 @@ type DiffGap struct {
 
 // FileChange is one changed path in an [FSDiffBody].
 type FileChange struct {
-	Op        string `json:"op"`                   // "added", "deleted", "modified" or "renamed"
+	Op        string `json:"op"`                   // "added", "deleted", "modified", "renamed" or "touched"
 	Path      string `json:"path"`                 // slash-separated, relative to the workspace
 	OldPath   string `json:"old_path,omitempty"`   // for "renamed"
-	Kind      string `json:"kind"`                 // "text", "binary", "large", "symlink", "special" or "unreadable"
+	Kind      string `json:"kind"`                 // "text", "binary", "large", "symlink", "special", "unreadable" or "dir"
 	OldMode   string `json:"old_mode,omitempty"`   // octal st_mode, such as "100644"
 	NewMode   string `json:"new_mode,omitempty"`   // octal st_mode
 	OldSize   int64  `json:"old_size"`             // bytes
@@ -82,6 +82,24 @@ type FileChange struct {
 	NewSHA256 string `json:"new_sha256,omitempty"` // hex digest of the new content
 	Added     int    `json:"added"`                // lines, text only
 	Deleted   int    `json:"deleted"`              // lines, text only
+	// OldMtime and NewMtime are the modification times (RFC 3339, UTC) when they
+	// differ, on a path present on both sides (never for a directory).
+	OldMtime string `json:"old_mtime,omitempty"`
+	NewMtime string `json:"new_mtime,omitempty"`
+	// Xattrs are the extended attributes added, changed or removed (all of an added
+	// path's); their values are never recorded.
+	Xattrs []XattrChange `json:"xattrs,omitempty"`
+}
+
+// XattrChange is one extended attribute of a [FileChange]. Name "*" with op
+// "modified" means the path holds more attributes than are itemized and some changed.
+type XattrChange struct {
+	Op        string `json:"op"`                   // "added", "deleted" or "modified"
+	Name      string `json:"name"`                 // such as "user.comment"
+	OldSize   int    `json:"old_size,omitempty"`   // bytes of the old value
+	NewSize   int    `json:"new_size,omitempty"`   // bytes of the new value
+	OldSHA256 string `json:"old_sha256,omitempty"` // hex digest of the old value
+	NewSHA256 string `json:"new_sha256,omitempty"` // hex digest of the new value
 }
 
 // ScanInfo says what the snapshot behind an [FSDiffBody] cost.
