@@ -208,3 +208,40 @@ func TestScrubPlainHTTP(t *testing.T) {
 		t.Errorf("want 502 and no value, got:\n%s", seen)
 	}
 }
+
+// TestInjectedFormsAreMatched: whatever inject writes that differs from what the client
+// sent is found by the matcher the proxy scrubs with, so injection and scrubbing cannot
+// drift apart: a new way of writing a value that the matcher does not cover fails here.
+func TestInjectedFormsAreMatched(t *testing.T) {
+	ic := &Intercept{Credentials: []Credential{{Name: "API_TOKEN", Placeholder: testPlaceholder, Value: secret.New(testReal)}}}
+	m, _ := ic.forms()
+	basic := func(s string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)) }
+	for _, sent := range []http.Header{
+		{},
+		{"X-Api-Key": {testPlaceholder}},
+		{"Cookie": {"a=1; t=" + testPlaceholder}},
+		{"Authorization": {"token " + testPlaceholder}},
+		{"Authorization": {basic(testPlaceholder)}},
+		{"Authorization": {basic("a:" + testPlaceholder)}},
+		{"Authorization": {basic("ab:" + testPlaceholder + ":" + testPlaceholder)}},
+		{"Authorization": {basic("abc:" + testPlaceholder)}},
+	} {
+		h := sent.Clone()
+		back := inject(h, ic.Credentials)
+		for k, vs := range h {
+			for i, v := range vs {
+				if i < len(sent[k]) && sent[k][i] == v {
+					continue
+				}
+				if _, ok := m.Find(v); !ok {
+					t.Errorf("inject wrote %s: %q, which the matcher does not find", k, v)
+				}
+			}
+		}
+		for i := 0; i+1 < len(back); i += 2 {
+			if _, ok := m.Find(back[i+1]); ok {
+				t.Errorf("what inject puts back (%q) holds the value", back[i+1])
+			}
+		}
+	}
+}
