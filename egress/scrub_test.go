@@ -181,6 +181,18 @@ func TestScrubRefusalIsLogged(t *testing.T) {
 	if typ != event.NetAllow || !strings.Contains(ev.Error, "credential API_TOKEN in the status line") {
 		t.Errorf("event %s %+v, want the refusal named", typ, ev)
 	}
+
+	// A head net/http cannot parse is quoted in the error: the event has the form
+	// redacted (the audit log's redactor does it again).
+	c = clientFor(t, e, ca.Certificate())
+	u = fmt.Sprintf("https://example.com:%d/echo?where=name&h=Authorization", portOf(t, srv.URL))
+	getHeaders(t, c, u, map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("ab:"+testPlaceholder))})
+	c.CloseIdleConnections()
+	_, ev = e.events.nth(t, 2)
+	m := secret.NewMatcher(secret.Named{Name: "API_TOKEN", Value: testReal})
+	if _, ok := m.Find(fmt.Sprintf("%+v", ev)); ok || !strings.Contains(ev.Error, "[REDACTED:API_TOKEN]") {
+		t.Errorf("event %+v: want the quoted form redacted", ev)
+	}
 }
 
 // TestScrubPlainHTTP: a plain-HTTP response that carries a credential's value (a host
