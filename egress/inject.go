@@ -104,8 +104,9 @@ func injectBasic(v string, creds []Credential) (out, sent, recv string, ok bool)
 // sent, byte for byte) becomes its placeholder, and each value injected in an encoding
 // (back: the (sent, received) pairs [inject] returned) what the client sent. Then no
 // form of any credential may be left in the status line, a header name or a header
-// value, in any letter case or percent-encoded; where one is, the response is refused
-// with [ErrCredentialInResponse]. Trailers are never relayed: they are dropped here.
+// value, in any letter case or percent-encoded, nor any piece of one of
+// [secret.PieceLen] characters (a value split across headers or truncated); where one
+// is, the response is refused with [ErrCredentialInResponse]. Trailers are never relayed: they are dropped here.
 func (p *Proxy) scrubResponse(resp *http.Response, back []string) error {
 	resp.Trailer = nil
 	if p.forms.Empty() {
@@ -122,7 +123,7 @@ func (p *Proxy) scrubResponse(resp *http.Response, back []string) error {
 	}
 	resp.Header = h
 	where := ""
-	name, found := p.forms.Find(resp.Status)
+	name, found := p.forms.FindPiece(resp.Status)
 	if found {
 		where = "the status line"
 	}
@@ -130,12 +131,12 @@ func (p *Proxy) scrubResponse(resp *http.Response, back []string) error {
 		if found {
 			break
 		}
-		if name, found = p.forms.Find(k); found {
+		if name, found = p.forms.FindPiece(k); found {
 			where = "a header name"
 			break
 		}
 		for _, v := range vs {
-			if name, found = p.forms.Find(v); found {
+			if name, found = p.forms.FindPiece(v); found {
 				where = "a header value"
 				break
 			}

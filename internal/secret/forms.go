@@ -104,8 +104,15 @@ type Named struct {
 // percent-encoded (any mix of escaped and literal bytes, escapes nested up to
 // [maxUnescape] deep). A Matcher is immutable and safe for concurrent use.
 type Matcher struct {
-	needles []needle // longest first
+	needles []needle          // longest first
+	pieces  map[string]string // every PieceLen-character piece of a needle → its name
 }
+
+// PieceLen is the length of the pieces [Matcher.FindPiece] looks for: a destination that
+// echoes a value cut in parts (split across headers, truncated) shows the sandbox pieces
+// of it; each piece this long is refused. Shorter ones (the prefix a placeholder shares
+// with its value, the last characters an API shows of a token) are not.
+const PieceLen = 16
 
 // maxUnescape bounds how many rounds of percent-decoding Find undoes.
 const maxUnescape = 4
@@ -130,7 +137,36 @@ func NewMatcher(values ...Named) *Matcher {
 		}
 	}
 	slices.SortStableFunc(m.needles, func(a, b needle) int { return len(b.s) - len(a.s) })
+	m.pieces = map[string]string{}
+	for _, nd := range m.needles {
+		for i := 0; i+PieceLen <= len(nd.s); i++ {
+			m.pieces[nd.s[i:i+PieceLen]] = nd.name
+		}
+	}
 	return m
+}
+
+// FindPiece is [Matcher.Find] that also finds any piece of [PieceLen] characters of a
+// form, under the same case and percent-encoding variants: for text the sandbox is
+// about to see, where a value cut in parts is as good as whole.
+func (m *Matcher) FindPiece(s string) (string, bool) {
+	if name, ok := m.Find(s); ok || m.Empty() {
+		return name, ok
+	}
+	low := lowerASCII(s)
+	for range maxUnescape + 1 {
+		for i := 0; i+PieceLen <= len(low); i++ {
+			if name, ok := m.pieces[low[i:i+PieceLen]]; ok {
+				return name, true
+			}
+		}
+		next := unescape(low)
+		if next == low {
+			break
+		}
+		low = next
+	}
+	return "", false
 }
 
 // Empty reports whether m matches nothing.

@@ -101,3 +101,26 @@ func TestMatcherTakesEdges(t *testing.T) {
 		t.Errorf("Replace = %q; want it to start %q", got, want)
 	}
 }
+
+// TestMatcherFindsPieces: a value cut in parts shows pieces of it; FindPiece finds each
+// piece of PieceLen characters, of every form, and no shorter one.
+func TestMatcherFindsPieces(t *testing.T) {
+	m := secret.NewMatcher(secret.Named{Name: "API", Value: formValue})
+	b64 := base64.StdEncoding.EncodeToString([]byte("ab:" + formValue))
+	for name, s := range map[string]string{
+		"first half":   "X-A: " + formValue[:secret.PieceLen] + "\n",
+		"second half":  "X-B: " + strings.ToUpper(formValue[len(formValue)-secret.PieceLen:]),
+		"base64 piece": b64[8 : 8+secret.PieceLen],
+		"percent":      url.QueryEscape(formValue[3 : 3+secret.PieceLen]),
+	} {
+		if _, ok := m.FindPiece(s); !ok {
+			t.Errorf("%s: FindPiece(%q) found nothing", name, s)
+		}
+		if _, ok := m.Find(s); ok {
+			t.Errorf("%s: Find(%q) found a piece (only FindPiece should)", name, s)
+		}
+	}
+	if n, ok := m.FindPiece(formValue[:secret.PieceLen-1] + " " + formValue[secret.PieceLen-1:]); ok {
+		t.Errorf("FindPiece found %s in pieces shorter than PieceLen", n)
+	}
+}
