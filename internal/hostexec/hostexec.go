@@ -38,6 +38,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cordonhq/cordon/contract"
 )
 
 // MaxInterpreters bounds a chain of #! scripts (Linux allows 4 levels).
@@ -226,4 +228,47 @@ func (pol Policy) canonical() []string {
 		}
 	}
 	return out
+}
+
+// PolicyOf is the policy for the programs of plan: the workspace and every path the
+// sandbox may write through a bind (a tmpfs is the sandbox's own, not the host's) are
+// untrusted; root and the invoking user are trusted.
+func PolicyOf(plan *contract.Plan) Policy {
+	pol := Policy{Invoker: -1}
+	if plan.Workspace != "" {
+		pol.Untrusted = append(pol.Untrusted, plan.Workspace)
+	}
+	for _, m := range plan.Mounts {
+		if m.Type == contract.Bind && m.Access == contract.ReadWrite {
+			pol.Untrusted = append(pol.Untrusted, m.Path)
+		}
+	}
+	return pol
+}
+
+// SafePath is path (a PATH value) without the entries a program must not look
+// programs up in: relative ones (its working directory's) and those in an untrusted
+// path. What the program runs itself is not checked as it is; this keeps the obvious
+// way of running the sandbox's files out of its reach.
+func (pol Policy) SafePath(path string) string {
+	untrusted := pol.canonical()
+	var keep []string
+next:
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		d = filepath.Clean(d)
+		r, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			r = d
+		}
+		for _, u := range untrusted {
+			if within(d, u) || within(r, u) {
+				continue next
+			}
+		}
+		keep = append(keep, d)
+	}
+	return strings.Join(keep, ":")
 }

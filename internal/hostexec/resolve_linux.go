@@ -257,21 +257,25 @@ func (r *resolver) owner(uid uint32) string {
 	return fmt.Sprintf("uid %d", uid)
 }
 
-// sandboxWritable reports the untrusted root path lies under, if any.
-func (r *resolver) sandboxWritable(path string) (string, bool) {
+// inSandbox refuses path if it is or lies under an untrusted path: the workspace or a
+// path the sandbox can write.
+func (r *resolver) inSandbox(path string) error {
 	for _, u := range r.untrusted {
-		if within(path, u) {
-			return u, true
+		switch {
+		case path == u:
+			return r.refuse(path, "is the workspace or a path the sandbox can write")
+		case within(path, u):
+			return r.refuse(path, "lies in %s, the workspace or a path the sandbox can write", u)
 		}
 	}
-	return "", false
+	return nil
 }
 
 // checkDir checks a directory on the way: owned by root or the invoker, and not
 // writable by group or others unless sticky (then checkEntry checks what is in it).
 func (r *resolver) checkDir(path string, st linux.Stat) error {
-	if u, bad := r.sandboxWritable(path); bad {
-		return r.refuse(path, "lies in %s, which the sandbox can write", u)
+	if err := r.inSandbox(path); err != nil {
+		return err
 	}
 	if !r.trusted(st.Uid) {
 		return r.refuse(path, "is a directory owned by %s, neither root nor the invoking user: its owner can replace what is in it", r.owner(st.Uid))
@@ -286,8 +290,8 @@ func (r *resolver) checkDir(path string, st linux.Stat) error {
 // directory others may write, it must be owned by root or the invoker (so only they
 // can rename or remove it); and it must not lie where the sandbox can write.
 func (r *resolver) checkEntry(path string, parent, st linux.Stat) error {
-	if u, bad := r.sandboxWritable(path); bad {
-		return r.refuse(path, "lies in %s, which the sandbox can write", u)
+	if err := r.inSandbox(path); err != nil {
+		return err
 	}
 	if parent.Mode&0o022 != 0 && !r.trusted(st.Uid) {
 		return r.refuse(path, "is owned by %s in a directory others can write", r.owner(st.Uid))

@@ -58,12 +58,12 @@ func TestResolveRefuses(t *testing.T) {
 			p := filepath.Join(ws, "mint")
 			write(t, p, script, 0o755)
 			return p
-		}, "which the sandbox can write"},
+		}, "the workspace or a path the sandbox can write"},
 		{"in a writable extra path", func(t *testing.T) string {
 			p := filepath.Join(extra, "mint")
 			write(t, p, script, 0o755)
 			return p
-		}, "which the sandbox can write"},
+		}, "the workspace or a path the sandbox can write"},
 		{"group-writable", func(t *testing.T) string {
 			p := filepath.Join(root, "bin", "gw")
 			write(t, p, script, 0o775)
@@ -121,13 +121,13 @@ func TestResolveRefuses(t *testing.T) {
 			p := filepath.Join(root, "bin", "viaws")
 			write(t, p, "#!"+filepath.Join(ws, "interp")+"\necho ran\n", 0o755)
 			return p
-		}, "which the sandbox can write"},
+		}, "the workspace or a path the sandbox can write"},
 		{"a script whose env interpreter is in the workspace", func(t *testing.T) string {
 			write(t, filepath.Join(ws, "wsinterp"), "#!/bin/sh\nexec /bin/sh \"$@\"\n", 0o755)
 			p := filepath.Join(root, "bin", "viaenv")
 			write(t, p, "#!/usr/bin/env wsinterp\necho ran\n", 0o755)
 			return p
-		}, "which the sandbox can write"},
+		}, "the workspace or a path the sandbox can write"},
 		{"a link into the workspace", func(t *testing.T) string {
 			write(t, filepath.Join(ws, "real"), script, 0o755)
 			p := filepath.Join(root, "bin", "link")
@@ -135,7 +135,7 @@ func TestResolveRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, "which the sandbox can write"},
+		}, "the workspace or a path the sandbox can write"},
 		{"a link in the workspace to a trusted file", func(t *testing.T) string {
 			write(t, filepath.Join(root, "bin", "good"), script, 0o755)
 			p := filepath.Join(ws, "goodlink")
@@ -143,7 +143,7 @@ func TestResolveRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, "which the sandbox can write"},
+		}, "the workspace or a path the sandbox can write"},
 		{"a relative interpreter", func(t *testing.T) string {
 			p := filepath.Join(root, "bin", "rel")
 			write(t, p, "#!sh\necho ran\n", 0o755)
