@@ -125,3 +125,9 @@ func writeExec(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestContainerHostProgramRewrite is TestRedHostProgramRewrite on every container
+// backend: run 1 rewrites the program from inside a container.
+func TestContainerHostProgramRewrite(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, _ string) { TestRedHostProgramRewrite(t) })
+}
