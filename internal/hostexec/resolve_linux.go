@@ -216,24 +216,31 @@ func (r *resolver) walk(rest []string) (f *os.File, canon string, fst linux.Stat
 			if !last {
 				return nil, "", linux.Stat{}, nil, r.notThere(here, syscall.ENOTDIR)
 			}
-			f, err := linux.OpenProgramAt(dir, c)
-			if err != nil {
-				return nil, "", linux.Stat{}, nil, r.notThere(here, err)
-			}
-			fst, err := linux.Fstat(int(f.Fd()))
-			if err == nil {
-				err = r.checkFile(here, fst, st)
-			}
-			if err != nil {
-				f.Close()
-				return nil, "", linux.Stat{}, nil, err
-			}
-			return f, here, fst, nil, nil
+			f, fst, err := r.openFile(dir, c, here, st)
+			return f, here, fst, nil, err
 		default:
 			return nil, "", linux.Stat{}, nil, r.refuse(here, "is not a regular file")
 		}
 	}
 	return nil, "", linux.Stat{}, nil, r.refuse(canon, "is a directory")
+}
+
+// openFile opens the program file name of dir (at path here, whose lstat was st) and
+// checks it through the descriptor.
+func (r *resolver) openFile(dir int, name, here string, st linux.Stat) (*os.File, linux.Stat, error) {
+	f, err := linux.OpenProgramAt(dir, name)
+	if err != nil {
+		return nil, linux.Stat{}, r.notThere(here, err)
+	}
+	fst, err := linux.Fstat(int(f.Fd()))
+	if err == nil {
+		err = r.checkFile(here, fst, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, linux.Stat{}, err
+	}
+	return f, fst, nil
 }
 
 // split is the names of the absolute path p.
