@@ -102,7 +102,7 @@ func (f fixture) plan(t testing.TB, yaml []byte) *contract.Plan {
 
 func (f fixture) profile(t testing.TB, plan *contract.Plan) (*Profile, *policy) {
 	t.Helper()
-	prof, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run})
+	prof, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run, sys: &sysView{root: f.sys, own: []string{f.root}}})
 	if err != nil {
 		t.Fatal(err)
 	}
