@@ -58,7 +58,12 @@ func newSystemRoot(t testing.TB, dir string) {
 
 func newFixture(t testing.TB) fixture {
 	t.Helper()
-	root := t.TempDir()
+	return newFixtureAt(t, t.TempDir())
+}
+
+// newFixtureAt is newFixture in the empty directory root.
+func newFixtureAt(t testing.TB, root string) fixture {
+	t.Helper()
 	f := fixture{root: root, ws: filepath.Join(root, "ws"), home: filepath.Join(root, "home"), run: filepath.Join(root, "run"),
 		sys: t.TempDir()}
 	newSystemRoot(t, f.sys)
