@@ -30,6 +30,14 @@ type Host struct {
 	// Protect lists host paths that must never be visible in the sandbox and cannot be
 	// widened (the audit root, cordon's run directories).
 	Protect []string
+	// Root is the directory the host's system files are read under: "/" for the
+	// calling host. "@system"'s preset directories, their top-level links and the
+	// secrets it hides, and the host-wide protected paths (engine sockets, /boot) are
+	// looked up under it and named in the plan as the sandbox sees them (/usr,
+	// /etc/shadow), so a plan depends on the layout it is given, not on the machine
+	// compiling it. Links under a Root other than "/" are followed only within it.
+	// Empty means "/".
+	Root string
 }
 
 // HostFromOS describes the calling process.
@@ -42,7 +50,7 @@ func HostFromOS() (Host, error) {
 	if err != nil {
 		home = ""
 	}
-	return Host{Home: home, Cwd: cwd, Getenv: os.LookupEnv}, nil
+	return Host{Home: home, Cwd: cwd, Getenv: os.LookupEnv, Root: "/"}, nil
 }
 
 // Default returns the built-in contract used when there is no cordon.yaml and no -c:
@@ -58,7 +66,13 @@ const builtinDigestInput = "cordon built-in default contract v1"
 // Compile validates c and turns it into a Plan for host h. Every problem is reported,
 // joined; each is an [*Error] naming the contract position where one is known.
 func Compile(c *Contract, h Host) (*Plan, error) {
-	k := &compiler{c: c, h: h, mounts: map[string]*Mount{}}
+	k := &compiler{c: c, h: h, mounts: map[string]*Mount{}, root: "/"}
+	if h.Root != "" {
+		k.root = filepath.Clean(h.Root)
+		if !filepath.IsAbs(k.root) {
+			k.errs = append(k.errs, fmt.Errorf("the host's root %q is not an absolute path", h.Root))
+		}
+	}
 	k.plan = &Plan{
 		Version:     PlanVersion,
 		Name:        c.Name,
@@ -101,6 +115,7 @@ type compiler struct {
 	plan   *Plan
 	errs   []error
 	ws     string // resolved workspace
+	root   string // Host.Root, clean; "/" when empty
 	mounts map[string]*Mount
 
 	protected []protected // computed once by protectedPaths

@@ -7,15 +7,15 @@ import (
 	"testing"
 )
 
-// testHost is a host whose cwd is dir, whose home is dir's sibling "home", and whose
-// environment has TERM and a GitHub token.
+// testHost is a host whose cwd is dir, whose home is dir's sibling "home", whose
+// system files are testRoot's, and whose environment has TERM and a GitHub token.
 func testHost(t *testing.T, dir string) Host {
 	t.Helper()
 	home := filepath.Join(filepath.Dir(dir), "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return Host{Home: home, Cwd: dir, Getenv: func(n string) (string, bool) {
+	return Host{Home: home, Cwd: dir, Root: testRoot(t), Getenv: func(n string) (string, bool) {
 		switch n {
 		case "TERM":
 			return "xterm", true

@@ -180,13 +180,18 @@ func (k *compiler) grantPath(s Str, field string, a Access) (string, bool) {
 
 // grant makes p visible with at least access a.
 func (k *compiler) grant(p string, a Access, dir bool, why string) {
+	k.grantAt(p, p, a, dir, why)
+}
+
+// grantAt is grant for a path p that is read at the host path at.
+func (k *compiler) grantAt(p, at string, a Access, dir bool, why string) {
 	if m, ok := k.mounts[p]; ok {
 		if m.Type == Bind && a > m.Access {
 			m.Access, m.Why = a, why
 		}
 		return
 	}
-	if st, err := os.Stat(p); err == nil {
+	if st, err := os.Stat(at); err == nil {
 		dir = st.IsDir()
 	}
 	k.mounts[p] = &Mount{Path: p, Type: Bind, Access: a, Dir: dir, Why: why}
@@ -249,6 +254,11 @@ func (k *compiler) denyPath(s Str, field string, to Access) {
 // that does not exist yet inside a writable mount gets a placeholder, so the sandbox
 // cannot create it.
 func (k *compiler) deny(p string, to Access, wantDir bool, why string) {
+	k.denyAt(p, p, to, wantDir, why)
+}
+
+// denyAt is deny for a path p that is read at the host path at (see [compiler.sys]).
+func (k *compiler) denyAt(p, at string, to Access, wantDir bool, why string) {
 	m := k.enclosing(p)
 	if m == nil || m.Type != Bind || m.Access <= to {
 		return // not visible, private tmpfs, or already at most that
@@ -269,7 +279,7 @@ func (k *compiler) deny(p string, to Access, wantDir bool, why string) {
 	if m.Access == ReadWrite {
 		k.pinAncestors(m.Path, p)
 	}
-	st, err := os.Lstat(p)
+	st, err := os.Lstat(at)
 	switch {
 	case err == nil:
 		k.mounts[p] = &Mount{Path: p, Type: typ, Access: to, Dir: st.IsDir(), Why: why}
@@ -348,23 +358,7 @@ func (k *compiler) resolve(raw, base string) (string, error) {
 
 // resolveExisting resolves symbolic links in the longest existing prefix of p.
 func resolveExisting(p string) (string, error) {
-	var rest []string
-	for q := p; ; q = filepath.Dir(q) {
-		r, err := filepath.EvalSymlinks(q)
-		if err == nil {
-			for i := len(rest) - 1; i >= 0; i-- {
-				r = filepath.Join(r, rest[i])
-			}
-			return r, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		if q == "/" {
-			return p, nil
-		}
-		rest = append(rest, filepath.Base(q))
-	}
+	return resolveExistingWith(p, filepath.EvalSymlinks)
 }
 
 func expandHome(p, home string) string {

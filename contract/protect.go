@@ -7,30 +7,30 @@ import (
 )
 
 // system applies the "@system" preset: the preset directories read-only, merged-/usr
-// links mirrored, and the secrets inside them hidden.
+// links mirrored, and the secrets inside them hidden. All of it is read under
+// Host.Root.
 func (k *compiler) system() {
 	for _, p := range SystemPreset {
-		st, err := os.Lstat(p)
+		st, err := k.sysLstat(p)
 		if err != nil {
 			continue
 		}
 		if st.Mode()&os.ModeSymlink != 0 {
-			target, err := os.Readlink(p)
+			target, err := os.Readlink(k.sys(p))
 			if err != nil {
 				continue
 			}
 			k.plan.Links = append(k.plan.Links, Link{Path: p, Target: target})
-			if resolved, err := filepath.EvalSymlinks(p); err == nil && !k.visibleUnder(resolved) {
-				k.grant(resolved, ReadOnly, true, "@system (target of "+p+")")
+			if resolved, err := k.sysEval(p); err == nil && !k.visibleUnder(resolved) {
+				k.grantAt(resolved, k.sys(resolved), ReadOnly, true, "@system (target of "+p+")")
 			}
 			continue
 		}
-		k.grant(p, ReadOnly, st.IsDir(), "@system")
+		k.grantAt(p, k.sys(p), ReadOnly, st.IsDir(), "@system")
 	}
 	for _, pattern := range systemSecrets {
-		matches, _ := filepath.Glob(pattern)
-		for _, m := range matches {
-			k.deny(m, Hidden, false, "@system never shows host secrets")
+		for _, m := range k.sysGlob(pattern) {
+			k.denyAt(m, k.sys(m), Hidden, false, "@system never shows host secrets")
 		}
 	}
 }
@@ -55,25 +55,40 @@ func (k *compiler) protectedPaths() []protected {
 	if k.protected != nil {
 		return k.protected
 	}
-	parents := map[string]string{}
-	resolveParent := func(dir string) string {
-		if r, ok := parents[dir]; ok {
+	type parent struct {
+		sys bool
+		dir string
+	}
+	parents := map[parent]string{}
+	resolveParent := func(sys bool, dir string) string {
+		key := parent{sys, dir}
+		if r, ok := parents[key]; ok {
 			return r
 		}
-		r, err := resolveExisting(dir)
+		resolve := resolveExisting
+		if sys {
+			resolve = k.sysResolveExisting
+		}
+		r, err := resolve(dir)
 		if err != nil {
 			r = dir
 		}
-		parents[dir] = r
+		parents[key] = r
 		return r
 	}
 	out := []protected{}
-	add := func(p string, dir, widening bool, why string) {
+	// add protects p and where it resolves; a system path (sys) is read under
+	// Host.Root, the caller's paths where they are.
+	add := func(sys bool, p string, dir, widening bool, why string) {
 		p = filepath.Clean(p)
 		out = append(out, protected{p, dir, widening, why, Hidden, ""})
-		r := filepath.Join(resolveParent(filepath.Dir(p)), filepath.Base(p))
-		if st, err := os.Lstat(r); err == nil && st.Mode()&os.ModeSymlink != 0 {
-			if t, err := filepath.EvalSymlinks(r); err == nil {
+		r := filepath.Join(resolveParent(sys, filepath.Dir(p)), filepath.Base(p))
+		lstat, eval := os.Lstat, filepath.EvalSymlinks
+		if sys {
+			lstat, eval = k.sysLstat, k.sysEval
+		}
+		if st, err := lstat(r); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			if t, err := eval(r); err == nil {
 				r = t
 			}
 		}
@@ -83,17 +98,17 @@ func (k *compiler) protectedPaths() []protected {
 	}
 	if k.h.Home != "" {
 		for _, rel := range mandatoryHome {
-			add(filepath.Join(k.h.Home, rel), strings.HasSuffix(rel, "/"), true, "a credential store")
+			add(false, filepath.Join(k.h.Home, rel), strings.HasSuffix(rel, "/"), true, "a credential store")
 		}
 	}
 	for _, p := range mandatoryHost {
-		add(p, false, true, "a host control interface")
+		add(true, p, false, true, "a host control interface")
 	}
 	for _, p := range k.h.Protect {
 		if !filepath.IsAbs(p) { // as the caller's tools would read it
 			p = filepath.Join(k.h.Cwd, p)
 		}
-		add(p, true, false, "cordon's own state")
+		add(false, p, true, false, "cordon's own state")
 	}
 	for _, rel := range HostExecuted {
 		// A missing one is kept absent by an empty directory, even for a file: git shows

@@ -16,12 +16,57 @@ const testPort = 41234
 // temporary root.
 type fixture struct {
 	root, ws, home, run string
+	sys                 string // the host's system files as the plans see them (contract.Host.Root)
+}
+
+// systemRoot is the host layout every fixture's plans are compiled for (not the
+// machine's own "/"): merged /usr with its top-level links, including /lib32, which a
+// fresh Debian machine lacks, and the secrets "@system" hides.
+var systemRoot = struct {
+	dirs  []string
+	links map[string]string
+	files []string
+}{
+	dirs: []string{"usr/bin", "usr/lib", "usr/lib32", "usr/lib64", "usr/sbin", "etc/security", "etc/ssl/private", "run"},
+	links: map[string]string{"bin": "usr/bin", "lib": "usr/lib", "lib32": "usr/lib32", "lib64": "usr/lib64",
+		"sbin": "usr/sbin", "var/run": "../run"},
+	files: []string{"etc/passwd", "etc/shadow", "etc/shadow-", "etc/gshadow", "etc/gshadow-", "etc/security/opasswd"},
+}
+
+// newSystemRoot builds systemRoot under dir.
+func newSystemRoot(t testing.TB, dir string) {
+	t.Helper()
+	for _, d := range systemRoot.dirs {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range systemRoot.links {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range systemRoot.files {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func newFixture(t testing.TB) fixture {
 	t.Helper()
-	root := t.TempDir()
-	f := fixture{root: root, ws: filepath.Join(root, "ws"), home: filepath.Join(root, "home"), run: filepath.Join(root, "run")}
+	return newFixtureAt(t, t.TempDir())
+}
+
+// newFixtureAt is newFixture in the empty directory root.
+func newFixtureAt(t testing.TB, root string) fixture {
+	t.Helper()
+	f := fixture{root: root, ws: filepath.Join(root, "ws"), home: filepath.Join(root, "home"), run: filepath.Join(root, "run"),
+		sys: t.TempDir()}
+	newSystemRoot(t, f.sys)
 	for _, d := range []string{"ws/.git/hooks", "ws/.git/objects", "ws/src", "ws/build", "home/.ssh", "home/.aws", "run", "outside", "data"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -53,7 +98,7 @@ func (f fixture) plan(t testing.TB, yaml []byte) *contract.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := contract.Compile(c, contract.Host{Home: f.home, Cwd: f.ws})
+	p, err := contract.Compile(c, contract.Host{Home: f.home, Cwd: f.ws, Root: f.sys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +107,7 @@ func (f fixture) plan(t testing.TB, yaml []byte) *contract.Plan {
 
 func (f fixture) profile(t testing.TB, plan *contract.Plan) (*Profile, *policy) {
 	t.Helper()
-	prof, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run})
+	prof, err := Generate(plan, Params{ProxyPort: testPort, RunDir: f.run, sys: &sysView{root: f.sys, own: []string{f.root}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,33 @@ func resolve(p string) string { return newResolver().resolve(p) }
 
 // resolver resolves paths with a memo of the directories it has seen: one profile names
 // many paths under the same few directories. It is not safe for concurrent use.
-type resolver struct{ dirs map[string]string }
+type resolver struct {
+	dirs map[string]string
+	sys  *sysView // nil: every path is read where it is
+	hops int      // links followed through sys, bounded
+}
 
 func newResolver() *resolver { return &resolver{dirs: map[string]string{}} }
+
+// sysView has a test describe the host's system files: a path is read under root
+// unless it is inside one of own or on the way to one (the caller's files, read where
+// they are), and links are followed within root.
+type sysView struct {
+	root string
+	own  []string
+}
+
+func (v *sysView) reads(p string) bool {
+	for _, o := range v.own {
+		if within(p, o) || within(o, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxHops bounds the links a sysView follows for one profile (a loop of links).
+const maxHops = 255
 
 func (r *resolver) resolve(p string) string {
 	return privateOf(r.real(filepath.Clean(p)))
@@ -38,13 +62,34 @@ func (r *resolver) real(p string) string {
 		return d
 	}
 	out := filepath.Join(r.real(filepath.Dir(p)), filepath.Base(p))
-	if st, err := os.Lstat(out); err == nil && st.Mode()&os.ModeSymlink != 0 {
+	if r.sys != nil && r.sys.reads(out) {
+		out = r.follow(out)
+	} else if st, err := os.Lstat(out); err == nil && st.Mode()&os.ModeSymlink != 0 {
 		if t, err := filepath.EvalSymlinks(out); err == nil {
 			out = t
 		}
 	}
 	r.dirs[p] = out
 	return out
+}
+
+// follow is out, whose directory is resolved, with its own link followed under the
+// sysView's root.
+func (r *resolver) follow(out string) string {
+	at := filepath.Join(r.sys.root, out)
+	st, err := os.Lstat(at)
+	if err != nil || st.Mode()&os.ModeSymlink == 0 || r.hops >= maxHops {
+		return out
+	}
+	t, err := os.Readlink(at)
+	if err != nil {
+		return out
+	}
+	r.hops++
+	if !filepath.IsAbs(t) {
+		t = filepath.Join(filepath.Dir(out), t)
+	}
+	return r.real(filepath.Clean(t))
 }
 
 // privateOf maps /tmp, /var and /etc (and what is under them) to /private.

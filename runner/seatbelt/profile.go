@@ -31,6 +31,8 @@ type Params struct {
 	// may connect to it and run `cordon gate` from a directory standing in for
 	// sandbox.GateBinDir, which holds a link to Init (session.go).
 	Gate string
+
+	sys *sysView // tests: the host's system files (nil: the machine's own)
 }
 
 // PrivateDir is a directory the runner creates for the sandbox in place of a tmpfs.
@@ -64,6 +66,7 @@ func Generate(plan *contract.Plan, p Params) (*Profile, error) {
 		return nil, fmt.Errorf("seatbelt profile: run directory %q is not absolute", p.RunDir)
 	}
 	g := &gen{plan: plan, params: p, res: newResolver()}
+	g.res.sys = p.sys
 	g.runDir = g.res.resolve(p.RunDir)
 	g.w.b.Grow(64 << 10) // the example contracts give 20-40 KB
 	g.header()
