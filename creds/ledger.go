@@ -16,23 +16,14 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
-// DefaultRoot is the ledger's directory: /var/lib/cordon/ledger for root,
-// $XDG_STATE_HOME/cordon/ledger otherwise, else ~/.local/state/cordon/ledger. Both are
-// among the paths no contract can expose to a sandbox.
-func DefaultRoot() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/cordon/ledger"
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cordon", "ledger")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".local", "state", "cordon", "ledger")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()), "ledger")
-}
+// DefaultRoot is the ledger's directory ([paths.Ledger]): /var/lib/cordon/ledger for
+// root, else beside the audit root by the same rule ($XDG_STATE_HOME/cordon/ledger
+// when XDG_STATE_HOME is absolute, else ~/.local/state/cordon/ledger). It is among the
+// paths no contract can expose to a sandbox ([paths.Protected]).
+func DefaultRoot() string { return paths.Ledger() }
 
 // States of a ledger record.
 const (

@@ -76,11 +76,10 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 func sessionStart(stdio IO, o sessionStartOptions) error {
 	fail := func(err error) error { return reportRunError(stdio, err) }
 	dir := paths.RunRoot().Sessions()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return fail(err)
+	// Made, or checked, all the way up: under a shared /tmp another user may have made
+	// the run root's parent first, to swap in a socket and record of its own.
+	if err := paths.MakeDir(dir, paths.Owner()); err != nil {
+		return fail(fmt.Errorf("sessions directory: %w", err))
 	}
 	self, err := os.Executable()
 	if err != nil {
