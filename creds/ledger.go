@@ -73,11 +73,10 @@ type ledger struct {
 }
 
 func openLedger(root string) (*ledger, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: creating %s: %w", ErrLedger, root, err)
-	}
-	if err := checkPrivate(root); err != nil {
-		return nil, err
+	// Made, or checked, all the way up (paths.MakeDir): a ledger under a directory
+	// another user controls would let that user choose what gc revokes, or hide grants.
+	if err := paths.MakeDir(root, paths.Owner()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	dir := filepath.Join(root, "grants")
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
@@ -187,7 +186,7 @@ func (l *ledger) records(run string) ([]*record, error) {
 		if !ok || strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
 			continue // a temporary file of a write that did not finish
 		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		data, err := paths.ReadRecord(filepath.Join(dir, e.Name()), paths.Owner())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrLedger, err))
 			continue
