@@ -236,6 +236,12 @@ func TestRedRunRootParentMadeByAnotherUser(t *testing.T) {
 	}
 	assertContains(t, "session start stderr", r.stderr, wantOwner)
 
+	r = v.run("cordon", "", "session", "ls")
+	if r.code != 125 || strings.Contains(r.stdout, fakeSession) {
+		t.Fatalf("cordon session ls: want 125 and no planted session, got %v", r)
+	}
+	assertContains(t, "session ls stderr", r.stderr, wantOwner)
+
 	for _, bin := range []string{"cordon", "cordon-exec"} {
 		args := []string{"exec", "-i", fakeSession, "--", "cat"}
 		if bin == "cordon-exec" {

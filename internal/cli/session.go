@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,7 +164,12 @@ type sessionJSON struct {
 
 func sessionLs(stdio IO, asJSON bool) error {
 	out := []sessionJSON{}
-	for _, s := range wire.List(paths.RunRoot().Sessions()) {
+	dir := paths.RunRoot().Sessions()
+	// wire.List shows nothing of a directory it cannot trust; say why instead.
+	if err := paths.CheckDir(dir, paths.Owner()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return reportRunError(stdio, fmt.Errorf("sessions directory: %w", err))
+	}
+	for _, s := range wire.List(dir) {
 		j := sessionJSON{ID: s.ID, Alive: s.Alive(), State: "running", Started: s.Started, Backend: s.Backend, Workspace: s.Workspace, Contract: s.Contract}
 		if !j.Alive {
 			j.State = "dead"
