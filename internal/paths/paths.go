@@ -1,6 +1,12 @@
 // Package paths names where cordon keeps its host-side state, for the packages that
 // must agree on it without importing each other (the runner, the session supervisor and
-// client, the gates, gc). Every such path is named by a method of [Root].
+// client, the gates, gc, the audit log, the credential ledger): the run root and every
+// path in it (methods of [Root]), the state directory with the audit root and the
+// ledger ([StateDirIn], [AuditRoot], [Ledger]), and the list no contract may expose
+// ([Protected]). It is also where each is trusted: a directory chain is made and checked
+// from / down ([MakeDir], [CheckDir]), a record is read only as its owner's
+// ([ReadRecord]) and a unix socket is kept only when the expected uid answers on it
+// ([DialSocket], [CheckPeer]).
 package paths
 
 import (
