@@ -4,11 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // runIDPattern: a UTC timestamp to the second and 24 random bits, so that ids sort by
@@ -33,14 +33,12 @@ func ValidateRunID(id string) error {
 }
 
 // DefaultRoot returns the default audit root: $XDG_STATE_HOME/cordon/runs when
-// XDG_STATE_HOME is an absolute path, else ~/.local/state/cordon/runs.
+// XDG_STATE_HOME is an absolute path, else ~/.local/state/cordon/runs
+// ([paths.AuditRoot], the rule the credential ledger follows too).
 func DefaultRoot() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "cordon", "runs"), nil
-	}
-	home, err := os.UserHomeDir()
+	root, err := paths.AuditRoot()
 	if err != nil {
 		return "", fmt.Errorf("default audit root: %w", err)
 	}
-	return filepath.Join(home, ".local", "state", "cordon", "runs"), nil
+	return root, nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // Writer implements event.Sink.
@@ -126,7 +127,8 @@ type Writer struct {
 	startErr    error         // why it is not; read after startSynced is closed
 }
 
-// Create creates the run directory root/runID (mode 0700, creating root if needed) and
+// Create creates the run directory root/runID (mode 0700, creating root if needed, and
+// refusing a root that [paths.CheckDir] would: another user could change it) and
 // its events.jsonl (mode 0600, append-only), and writes the run.start line. It fails
 // with an error matching ErrRootUnwritable when the root cannot be written, and
 // ErrRunExists when the run directory already exists.
@@ -149,7 +151,9 @@ func Create(root, runID string, opts Options) (*Writer, error) {
 	if opts.Redactor == nil {
 		opts.Redactor = NewRedactor()
 	}
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	// Made, or checked, all the way up (paths.MakeDir): a log under a directory
+	// another user controls could be renamed away and replaced by that user.
+	if err := paths.MakeDir(root, paths.Owner()); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRootUnwritable, err)
 	}
 	dir := filepath.Join(root, runID)

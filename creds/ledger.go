@@ -16,23 +16,14 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
-// DefaultRoot is the ledger's directory: /var/lib/cordon/ledger for root,
-// $XDG_STATE_HOME/cordon/ledger otherwise, else ~/.local/state/cordon/ledger. Both are
-// among the paths no contract can expose to a sandbox.
-func DefaultRoot() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/cordon/ledger"
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cordon", "ledger")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".local", "state", "cordon", "ledger")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("cordon-%d", os.Geteuid()), "ledger")
-}
+// DefaultRoot is the ledger's directory ([paths.Ledger]): /var/lib/cordon/ledger for
+// root, else beside the audit root by the same rule ($XDG_STATE_HOME/cordon/ledger
+// when XDG_STATE_HOME is absolute, else ~/.local/state/cordon/ledger). It is among the
+// paths no contract can expose to a sandbox ([paths.Protected]).
+func DefaultRoot() string { return paths.Ledger() }
 
 // States of a ledger record.
 const (
@@ -82,11 +73,10 @@ type ledger struct {
 }
 
 func openLedger(root string) (*ledger, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: creating %s: %w", ErrLedger, root, err)
-	}
-	if err := checkPrivate(root); err != nil {
-		return nil, err
+	// Made, or checked, all the way up (paths.MakeDir): a ledger under a directory
+	// another user controls would let that user choose what gc revokes, or hide grants.
+	if err := paths.MakeDir(root, paths.Owner()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	dir := filepath.Join(root, "grants")
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
@@ -196,7 +186,7 @@ func (l *ledger) records(run string) ([]*record, error) {
 		if !ok || strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
 			continue // a temporary file of a write that did not finish
 		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		data, err := paths.ReadRecord(filepath.Join(dir, e.Name()), paths.Owner())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrLedger, err))
 			continue

@@ -52,7 +52,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 		return errdefs.Unavailablef("gate socket: %w", err)
 	}
 	dir := paths.Root(r.o.RunRoot).Gates()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := paths.MakeDir(dir, paths.Owner()); err != nil {
 		return errdefs.Unavailablef("gate admin directory: %w", err)
 	}
 	g.adminPath = filepath.Join(dir, r.res.RunID+".sock")

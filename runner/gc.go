@@ -25,7 +25,7 @@ func GC(root string) ([]string, error) {
 	if !filepath.IsAbs(root) {
 		return nil, errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)
 	}
-	if err := checkPrivateDir(root); err != nil {
+	if err := paths.CheckDir(root, paths.Owner()); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil // no run root: nothing to collect
 		}
@@ -160,10 +160,11 @@ func Live(root paths.Root, id string) bool {
 	return err == nil && o.Alive()
 }
 
-// readOwner reads the owner record of the run directory dir.
+// readOwner reads the owner record of the run directory dir: a regular file this user
+// owns and no one else may write (paths.ReadRecord), or none.
 func readOwner(dir string) (runOwner, error) {
 	var o runOwner
-	data, err := os.ReadFile(filepath.Join(dir, "owner.json"))
+	data, err := paths.ReadRecord(filepath.Join(dir, "owner.json"), paths.Owner())
 	if err == nil {
 		err = json.Unmarshal(data, &o)
 	}

@@ -4,14 +4,8 @@ package runner
 
 import (
 	"io/fs"
-	"os"
 	"syscall"
 )
-
-func ownedByMe(st fs.FileInfo) bool {
-	s, ok := st.Sys().(*syscall.Stat_t)
-	return ok && int(s.Uid) == os.Geteuid()
-}
 
 func sameOwner(a, b fs.FileInfo) bool {
 	sa, ok1 := a.Sys().(*syscall.Stat_t)

@@ -47,14 +47,12 @@ type runDir struct {
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
-// that root is safe: owned by us and not writable by others.
+// that root is safe all the way up (paths.MakeDir): every component owned by root or
+// us, none writable by others but a sticky one, root itself ours and private.
 // workspace is recorded in the owner record, for gc.
 func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, sandbox.Host{}, fmt.Errorf("creating run root %s: %w", root, err)
-	}
-	if err := checkPrivateDir(root); err != nil {
-		return nil, sandbox.Host{}, err
+	if err := paths.MakeDir(root, paths.Owner()); err != nil {
+		return nil, sandbox.Host{}, fmt.Errorf("run root: %w", err)
 	}
 	dir := filepath.Join(root, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -136,19 +134,6 @@ func checkRunRoot(root string, plan *contract.Plan) error {
 	}
 	if w, ok := writableBy(plan, root); ok {
 		return errdefs.Invalidf("the run root %s is inside %s, which the sandbox may write; use a run root out of its reach ($%s)", root, w, paths.RunRootEnv)
-	}
-	return nil
-}
-
-// checkPrivateDir checks that dir is a directory (not a link to one) owned by this user
-// and writable by no one else.
-func checkPrivateDir(dir string) error {
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if st.Mode().Perm()&0o022 != 0 || !ownedByMe(st) {
-		return errdefs.Unavailablef("run root %s must be owned by uid %d and not writable by others", dir, os.Geteuid())
 	}
 	return nil
 }

@@ -14,8 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -101,15 +101,23 @@ func Open(id string) (*Session, error) { return open(paths.RunRoot(), id) }
 // it (its CORDON_RUN_ROOT), as [Start] does for the session it starts.
 func OpenWith(env []string, id string) (*Session, error) { return open(paths.RunRootIn(env), id) }
 
-// open finds session id in the run root root.
+// open finds session id in the run root root. The sessions directory must be safe to
+// trust all the way up and the record must be this user's ([paths.CheckDir],
+// [wire.Read]): a directory another user made first (a run root under a shared /tmp)
+// is refused with the reason, never read.
 func open(root paths.Root, id string) (*Session, error) {
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return nil, fmt.Errorf("%w %q", ErrNoSession, id)
 	}
-	data, err := os.ReadFile(root.SessionInfo(id))
-	var si wire.Info
-	if err == nil {
-		err = json.Unmarshal(data, &si)
+	if err := paths.CheckDir(root.Sessions(), paths.Owner()); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w %s (cordon session ls)", ErrNoSession, id)
+		}
+		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: %v", id, errdefs.Message(err))}
+	}
+	si, err := wire.Read(root.Sessions(), id)
+	if errors.Is(err, paths.ErrUnsafe) {
+		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: %v", id, errdefs.Message(err))}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s (cordon session ls)", ErrNoSession, id)
@@ -124,8 +132,11 @@ func (s *Session) ID() string { return s.info.ID }
 func (s *Session) Info() wire.Info { return s.info }
 
 func (s *Session) dial(ctx context.Context) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", s.root.SessionSocket(s.info.ID))
+	// The supervisor runs as this user: a socket another uid answers on is not it.
+	c, err := paths.DialSocket(ctx, s.root.SessionSocket(s.info.ID), paths.Owner())
+	if errors.Is(err, paths.ErrUnsafe) {
+		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: %v", s.info.ID, errdefs.Message(err))}
+	}
 	if err != nil {
 		if !s.info.Alive() {
 			return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s is dead (its supervisor is gone); cordon gc removes what it left", s.info.ID)}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // Ask files a request for gate on the sandbox socket sock and waits for its outcome.
@@ -81,7 +83,7 @@ func Deny(ctx context.Context, sock, id, by, why string) error {
 }
 
 func admin(ctx context.Context, sock string, req Request) (AdminReply, error) {
-	c, done, err := dial(ctx, sock)
+	c, done, err := dialAs(ctx, sock, paths.Owner())
 	if err != nil {
 		return AdminReply{}, err
 	}

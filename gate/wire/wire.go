@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // SandboxSocket is where the gate socket appears inside a sandbox.
@@ -148,11 +150,23 @@ func (c *Conn) Close() error { return c.c.Close() }
 
 // dial connects to a unix socket; the connection is closed when ctx ends, which
 // unblocks any read.
-func dial(ctx context.Context, sock string) (*Conn, func(), error) {
+func dial(ctx context.Context, sock string) (*Conn, func(), error) { return dialAs(ctx, sock, -1) }
+
+// dialAs is dial that, when owner is not -1, keeps the connection only when the
+// process answering runs as owner or root (paths.CheckPeer). The admin socket is the
+// host's: a socket another uid answers on would take the approvals meant for the run.
+// The sandbox socket is not checked: inside, the host's cordon has no mapped uid.
+func dialAs(ctx context.Context, sock string, owner int) (*Conn, func(), error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, sock, err)
+	}
+	if owner != -1 {
+		if err := paths.CheckPeer(c, owner); err != nil {
+			c.Close()
+			return nil, nil, err
+		}
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	return NewConn(c), func() { stop(); c.Close() }, nil

@@ -68,8 +68,8 @@ func compile(load func() (*contract.Contract, error), protect ...string) (*contr
 
 // planOf is the one way every command builds the Plan — check, explain, doctor, run and
 // a session's supervisor alike: the same contract lookup (-c, ./cordon.yaml, the
-// built-in default), the same host, the same protected paths (the audit root and the
-// run root), after the same clean-up of crashed runs (whose placeholders must not pass
+// built-in default), the same host, the same protected paths (paths.Protected: the audit
+// root, the run root and the credential ledger), after the same clean-up of crashed runs (whose placeholders must not pass
 // for real paths), and the same refusal of what this cordon cannot enforce. So check
 // accepts exactly what run runs, and explain prints that plan. gcDone, when not nil,
 // hears what the clean-up did.
@@ -100,7 +100,7 @@ func planFrom(load func() (*contract.Contract, error), auditDir string, gcDone f
 	if gcDone != nil {
 		gcDone(cleaned, gcErr)
 	}
-	p, c, err := compile(load, root, paths.RunRoot().String())
+	p, c, err := compile(load, paths.Protected(root)...)
 	if err != nil {
 		return nil, c, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,11 +77,10 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 func sessionStart(stdio IO, o sessionStartOptions) error {
 	fail := func(err error) error { return reportRunError(stdio, err) }
 	dir := paths.RunRoot().Sessions()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return fail(err)
+	// Made, or checked, all the way up: under a shared /tmp another user may have made
+	// the run root's parent first, to swap in a socket and record of its own.
+	if err := paths.MakeDir(dir, paths.Owner()); err != nil {
+		return fail(fmt.Errorf("sessions directory: %w", err))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -164,7 +164,12 @@ type sessionJSON struct {
 
 func sessionLs(stdio IO, asJSON bool) error {
 	out := []sessionJSON{}
-	for _, s := range wire.List(paths.RunRoot().Sessions()) {
+	dir := paths.RunRoot().Sessions()
+	// wire.List shows nothing of a directory it cannot trust; say why instead.
+	if err := paths.CheckDir(dir, paths.Owner()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return reportRunError(stdio, fmt.Errorf("sessions directory: %w", err))
+	}
+	for _, s := range wire.List(dir) {
 		j := sessionJSON{ID: s.ID, Alive: s.Alive(), State: "running", Started: s.Started, Backend: s.Backend, Workspace: s.Workspace, Contract: s.Contract}
 		if !j.Alive {
 			j.State = "dead"

@@ -26,3 +26,24 @@ func PeerPID(c syscall.Conn) (int, error) {
 	}
 	return int(cred.Pid), nil
 }
+
+// PeerUID is the effective uid of the process at the other end of the unix socket c,
+// as the kernel recorded it when the connection was made or the listening socket was
+// created (SO_PEERCRED), in the caller's user namespace.
+func PeerUID(c syscall.Conn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int(cred.Uid), nil
+}

@@ -1,9 +1,16 @@
 // Package paths names where cordon keeps its host-side state, for the packages that
 // must agree on it without importing each other (the runner, the session supervisor and
-// client, the gates, gc). Every such path is named by a method of [Root].
+// client, the gates, gc, the audit log, the credential ledger): the run root and every
+// path in it (methods of [Root]), the state directory with the audit root and the
+// ledger ([StateDirIn], [AuditRoot], [Ledger]), and the list no contract may expose
+// ([Protected]). It is also where each is trusted: a directory chain is made and checked
+// from / down ([MakeDir], [CheckDir]), a record is read only as its owner's
+// ([ReadRecord]) and a unix socket is kept only when the expected uid answers on it
+// ([DialSocket], [CheckPeer]).
 package paths
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,8 +43,9 @@ const GitWrittenContent = "cordon: a sandbox could write this repository's index
 type Root string
 
 // RunRoot is the run root of this process's environment: $CORDON_RUN_ROOT when set,
-// /run/cordon/runs for root, else under $XDG_RUNTIME_DIR or the temporary directory,
-// private to the user.
+// /run/cordon/runs for root, else under $XDG_RUNTIME_DIR (when absolute) or
+// $TMPDIR (else /tmp), private to the user. Its directory chain is checked wherever it
+// is used ([MakeDir], [CheckDir]).
 func RunRoot() Root { return RunRootIn(os.Environ()) }
 
 // RunRootIn is the run root a cordon started with the environment env uses (the caller's
@@ -46,25 +54,89 @@ func RunRootIn(env []string) Root {
 	if env == nil {
 		env = os.Environ()
 	}
-	get := func(name string) string {
-		v := ""
-		for _, e := range env {
-			if k, val, ok := strings.Cut(e, "="); ok && k == name {
-				v = val // the last one wins, as for exec
-			}
-		}
-		return v
-	}
+	get := func(name string) string { return lookup(env, name) }
 	if d := get(RunRootEnv); d != "" {
 		return Root(filepath.Clean(d)) // a relative one is refused where it is used
 	}
 	if os.Geteuid() == 0 {
 		return "/run/cordon/runs"
 	}
-	if d := get("XDG_RUNTIME_DIR"); d != "" {
+	if d := get("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
 		return Root(filepath.Join(d, "cordon", "runs"))
 	}
-	return Root(filepath.Join(os.TempDir(), "cordon-"+strconv.Itoa(os.Geteuid()), "runs"))
+	// Under a sticky, world-writable /tmp another user may have made this directory
+	// first: [MakeDir] and [CheckDir] refuse it then, never use it.
+	tmp := get("TMPDIR")
+	if !filepath.IsAbs(tmp) {
+		tmp = "/tmp"
+	}
+	return Root(filepath.Join(tmp, "cordon-"+strconv.Itoa(os.Geteuid()), "runs"))
+}
+
+// StateDirIn is the directory that keeps cordon's lasting state for a cordon started
+// with the environment env (the caller's own when nil): $XDG_STATE_HOME/cordon when
+// XDG_STATE_HOME is an absolute path (a relative one is ignored, as the XDG
+// specification says), else $HOME/.local/state/cordon. The audit root and the
+// credential ledger both derive from it by this one rule, and both are among the paths
+// no contract can expose ([Protected]).
+func StateDirIn(env []string) (string, error) {
+	if env == nil {
+		env = os.Environ()
+	}
+	if d := lookup(env, "XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(filepath.Clean(d), "cordon"), nil
+	}
+	home := lookup(env, "HOME")
+	if !filepath.IsAbs(home) {
+		h, err := os.UserHomeDir()
+		if err != nil || !filepath.IsAbs(h) {
+			return "", errors.New("no state directory: neither $XDG_STATE_HOME nor $HOME is an absolute path")
+		}
+		home = h
+	}
+	return filepath.Join(filepath.Clean(home), ".local", "state", "cordon"), nil
+}
+
+// AuditRoot is the default audit root: [StateDirIn]/runs.
+func AuditRoot() (string, error) {
+	d, err := StateDirIn(nil)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "runs"), nil
+}
+
+// SystemLedger is the credential ledger of a cordon run by root.
+const SystemLedger = "/var/lib/cordon/ledger"
+
+// Ledger is the credential ledger's directory: [SystemLedger] for root, else
+// [StateDirIn]/ledger, beside the audit root; when there is no state directory, a
+// private directory under the temporary directory (as the run root).
+func Ledger() string {
+	if os.Geteuid() == 0 {
+		return SystemLedger
+	}
+	if d, err := StateDirIn(nil); err == nil {
+		return filepath.Join(d, "ledger")
+	}
+	return filepath.Join(os.TempDir(), "cordon-"+strconv.Itoa(os.Geteuid()), "ledger")
+}
+
+// Protected lists the host paths of cordon's own state that no contract may expose to
+// a sandbox, whatever it says: the audit root in force (auditRoot), the run root and
+// the credential ledger. Every command compiles its plan with these.
+func Protected(auditRoot string) []string {
+	return []string{auditRoot, RunRoot().String(), Ledger()}
+}
+
+func lookup(env []string, name string) string {
+	v := ""
+	for _, e := range env {
+		if k, val, ok := strings.Cut(e, "="); ok && k == name {
+			v = val // the last one wins, as for exec
+		}
+	}
+	return v
 }
 
 // String is the root directory.

@@ -82,6 +82,9 @@ func Publish(sess *runner.Session, rec Record, root paths.Root) (*Server, error)
 	id := sess.ID()
 	s := &Server{sess: sess, root: root}
 	sock, info := root.SessionSocket(id), root.SessionInfo(id)
+	if err := paths.CheckDir(root.Sessions(), paths.Owner()); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("unix", sock)
 	if err == nil {
 		s.ln = ln

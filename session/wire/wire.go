@@ -6,12 +6,14 @@ package wire
 
 import (
 	"encoding/json"
-	"os"
+	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // The supervisor protocol (docs/sessions.md): one connection per request; the client
@@ -142,16 +144,38 @@ type Info struct {
 	AuditDir  string    `json:"audit_dir"`
 }
 
-// List reads the session records in dir (a run root's Sessions), live or dead, sorted by id.
+// List reads the session records in dir (a run root's Sessions), live or dead, sorted
+// by id: none when dir is not safe to trust ([paths.CheckDir]), and only the records
+// [Read] accepts.
 func List(dir string) []Info {
+	if paths.CheckDir(dir, paths.Owner()) != nil {
+		return nil
+	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var out []Info
 	for _, m := range matches {
-		var si Info
-		if data, err := os.ReadFile(m); err == nil && json.Unmarshal(data, &si) == nil && si.ID != "" {
+		if si, err := Read(dir, strings.TrimSuffix(filepath.Base(m), ".json")); err == nil {
 			out = append(out, si)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Read reads session id's record in dir, which the caller has checked
+// ([paths.CheckDir]): a regular file this user owns and no one else may write
+// ([paths.ReadRecord]), naming the session id.
+func Read(dir, id string) (Info, error) {
+	var si Info
+	data, err := paths.ReadRecord(filepath.Join(dir, id+".json"), paths.Owner())
+	if err != nil {
+		return si, err
+	}
+	if err := json.Unmarshal(data, &si); err != nil {
+		return si, err
+	}
+	if si.ID != id {
+		return si, fmt.Errorf("the record of session %s names session %q", id, si.ID)
+	}
+	return si, nil
 }

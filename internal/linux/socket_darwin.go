@@ -1,0 +1,27 @@
+package linux
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// PeerUID is the effective uid of the process at the other end of the unix socket c,
+// as the kernel recorded it when the connection was made (LOCAL_PEERCRED).
+func PeerUID(c syscall.Conn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Xucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int(cred.Uid), nil
+}
