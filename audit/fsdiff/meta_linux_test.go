@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // The metadata a host sees and a diff must show: extended attributes, mode, an mtime
@@ -18,7 +18,7 @@ import (
 
 func setxattr(t *testing.T, w ws, name, attr, value string) {
 	t.Helper()
-	if err := unix.Lsetxattr(w.path(name), attr, []byte(value), 0); err != nil {
+	if err := linux.Lsetxattr(w.path(name), attr, value); err != nil {
 		t.Fatalf("setxattr %s %s: %v", name, attr, err)
 	}
 }
@@ -66,7 +66,7 @@ func TestXattrAddedChangedRemoved(t *testing.T) {
 	}, func(w ws) {
 		setxattr(t, w, "a.txt", "user.change", "new-"+secret)
 		setxattr(t, w, "a.txt", "user.new", secret)
-		if err := unix.Lremovexattr(w.path("a.txt"), "user.gone"); err != nil {
+		if err := linux.Lremovexattr(w.path("a.txt"), "user.gone"); err != nil {
 			t.Fatal(err)
 		}
 	}) {

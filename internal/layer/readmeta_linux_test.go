@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/cordonhq/cordon/internal/linux"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -37,12 +37,12 @@ func TestReadNamesMetadataItDoesNotLand(t *testing.T) {
 			// A v2 capability set (cap_net_raw): the kernel checks its form.
 			v = []byte{0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 		}
-		if err := unix.Lsetxattr(plain, a, v, 0); err != nil {
+		if err := linux.Lsetxattr(plain, a, string(v)); err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}
 	}
 	for i := range 34 {
-		if err := unix.Lsetxattr(many, fmt.Sprintf("user.a%02d", i), []byte("v"), 0); err != nil {
+		if err := linux.Lsetxattr(many, fmt.Sprintf("user.a%02d", i), "v"); err != nil {
 			t.Fatal(err)
 		}
 	}

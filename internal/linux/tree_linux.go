@@ -94,6 +94,14 @@ func Lsetxattr(p, name, value string) error {
 	return nil
 }
 
+// Lremovexattr removes the extended attribute name of p itself.
+func Lremovexattr(p, name string) error {
+	if err := unix.Lremovexattr(p, name); err != nil {
+		return &os.PathError{Op: "removexattr", Path: p, Err: err}
+	}
+	return nil
+}
+
 // Getxattr returns the value of the extended attribute name of the directory or
 // regular file rel ("" when it has none), opened without following a link.
 func (t *Tree) Getxattr(rel, name string) (string, error) {
