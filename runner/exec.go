@@ -377,9 +377,10 @@ func envNames(p *contract.Plan) []string {
 	return names
 }
 
-// openAudit creates the run's log and writes run.start. An audit root that cannot be
-// written, or that lies inside the workspace, refuses the run.
-func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, error) {
+// openAudit creates the run's log and writes run.start, which names uid, the sandbox's
+// host uid (0: unknown). An audit root that cannot be written, or that lies inside the
+// workspace, refuses the run.
+func openAudit(plan *contract.Plan, o *Options, runID string, uid int) (*audit.Writer, error) {
 	root := o.AuditRoot
 	if root == "" {
 		var err error
@@ -405,7 +406,7 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true, Start: audit.RunStart{
 		ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
 		Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),
-		Workspace: plan.Workspace,
+		Workspace: plan.Workspace, SandboxUID: uid,
 	}})
 	if err != nil {
 		return nil, errdefs.Unavailablef("audit log: %w", err)

@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/uids"
 )
 
 // removeCgroup removes a crashed run's cgroups, killing anything still in them.
@@ -31,4 +33,16 @@ func gcIdleCgroups(root string) {
 			_ = linux.RemoveIdleCgroup(name)
 		}
 	}
+}
+
+// gcUIDs takes back, as root, the host uids leased to sandboxes whose cordon is gone
+// and that run no process any more. The leases are host-wide, whatever the run root.
+func gcUIDs() error {
+	if os.Geteuid() != 0 {
+		return nil // only root's cordon leases uids
+	}
+	if _, err := (&uids.Pool{Dir: uids.DefaultDir}).Reclaim(); err != nil {
+		return fmt.Errorf("taking back sandbox uids: %w", err)
+	}
+	return nil
 }

@@ -86,7 +86,13 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 	}
 	rec := Record{Owner: o, Run: run}
 	start := rand.IntN(p.Range.Count)
-	if len(taken) < p.Range.Count {
+	inRange := 0
+	for uid := range taken {
+		if p.Range.Contains(uid) {
+			inRange++
+		}
+	}
+	if inRange < p.Range.Count {
 		for i := 0; i < p.Range.Count; i++ {
 			uid := p.Range.Base + (start+i)%p.Range.Count
 			if taken[uid] {
@@ -152,9 +158,10 @@ func (l *Lease) Release() error {
 	return l.err
 }
 
-// Reclaim removes every lease whose owner is gone and whose uid runs no process (and
-// what a writer that died left half made), and returns the uids it freed. A pool
-// whose directory does not exist has nothing to reclaim.
+// Reclaim removes every lease in the directory (of any range: it needs no Range)
+// whose owner is gone and whose uid runs no process, and what a writer that died left
+// half made, and returns the uids it freed. A pool whose directory does not exist has
+// nothing to reclaim.
 func (p *Pool) Reclaim() ([]int, error) {
 	if _, err := os.Lstat(p.Dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -221,8 +228,9 @@ func (p *Pool) stale(uid int) bool {
 	return !busy(uid)
 }
 
-// scan reads the directory (the caller holds the lock): the uids of the range leased,
-// and it removes what a writer that died left half made.
+// scan reads the directory (the caller holds the lock): the uids leased, of any range
+// (another cordon's $CORDON_UID_RANGE may differ), and it removes what a writer that
+// died left half made.
 func (p *Pool) scan() (map[int]bool, error) {
 	entries, err := os.ReadDir(p.Dir)
 	if err != nil {
@@ -235,7 +243,7 @@ func (p *Pool) scan() (map[int]bool, error) {
 			_ = os.Remove(filepath.Join(p.Dir, name)) // its writer died holding the lock
 			continue
 		}
-		if uid, err := strconv.Atoi(name); err == nil && p.Range.Contains(uid) && name == strconv.Itoa(uid) {
+		if uid, err := strconv.Atoi(name); err == nil && uid > 0 && name == strconv.Itoa(uid) {
 			taken[uid] = true
 		}
 	}
