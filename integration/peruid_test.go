@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +239,44 @@ func processesOf(uid int) []string {
 		}
 	}
 	return out
+}
+
+// TestStagedChangesNotLeftToTheLeasedUID (bwrap): a staged run's change set waits in
+// the audit root after the run, when its host uid is leased to the next run: what the
+// sandbox wrote there (as that uid) is the workspace owner's by then, and apply lands
+// it as before.
+func TestStagedChangesNotLeftToTheLeasedUID(t *testing.T) {
+	testutil.RequireRoot(t)
+	if b := os.Getenv("CORDON_BACKEND"); b != "" && b != "bwrap" {
+		t.Skipf("bwrap only: %s's sandbox uid is not leased yet", b)
+	}
+	w := newWorld(t)
+	r := w.cordon("", "run", "--stage", "--", "sh", "-c", "id -u > made.txt; mkdir dir; echo x > dir/f; ln -s made.txt link")
+	if r.code != 0 {
+		t.Fatalf("staged run: %v", r)
+	}
+	show := w.cordon("", "audit", "show", "last")
+	_, rest, ok := strings.Cut(show.stdout, "sandbox uid ")
+	uid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	if !ok || err != nil || !uids.DefaultRange.Contains(uid) {
+		t.Fatalf("audit show names no leased sandbox uid: %v", show)
+	}
+	out, err := exec.Command("find", w.auditRoot(), "(", "-uid", strconv.Itoa(uid), "-o", "-gid", strconv.Itoa(uid), ")", "-print").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("the kept change set holds files of uid %d, leased to the next run (%v): %s", uid, err, out)
+	}
+	assertNothingOwnedBy(t, uid)
+	id := strings.Fields(strings.TrimPrefix(show.stdout, "run "))[0]
+	if a := w.cordon("", "apply", id); a.code != 0 {
+		t.Fatalf("apply: %v", a)
+	}
+	for _, p := range []string{"made.txt", "dir", "dir/f", "link"} {
+		st, err := os.Lstat(filepath.Join(w.ws, p))
+		if err != nil || st.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("%s after apply: %v, %v; want it landed as root's", p, st, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.ws, "made.txt")); strings.TrimSpace(string(got)) != strconv.Itoa(uid) {
+		t.Errorf("made.txt = %q; the sandbox ran as uid %q, not the uid run.start names (%d)", got, got, uid)
+	}
 }
