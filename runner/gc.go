@@ -19,9 +19,8 @@ import (
 )
 
 // GC removes what runs whose cordon process is gone left behind under root: their
-// placeholders, cgroups and run directories, and dead sessions' socket and files. As
-// root it also takes back the host uids leased to sandboxes whose cordon is gone, of
-// any run root (package internal/uids). It returns the run ids it cleaned.
+// placeholders, cgroups and run directories, and dead sessions' socket and files. It
+// returns the run ids it cleaned. (The host uids of dead runs are [GCUIDs]'.)
 func GC(root string) ([]string, error) {
 	if !filepath.IsAbs(root) {
 		return nil, errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)
@@ -33,9 +32,6 @@ func GC(root string) ([]string, error) {
 		return nil, err // never act on what an unsafe run root holds
 	}
 	cleaned, err := gcRuns(root)
-	if uerr := gcUIDs(); uerr != nil {
-		err = errors.Join(err, uerr)
-	}
 	gcGates(root)
 	gcIdleCgroups(root)
 	for _, id := range gcSessions(root) {

@@ -35,14 +35,18 @@ func gcIdleCgroups(root string) {
 	}
 }
 
-// gcUIDs takes back, as root, the host uids leased to sandboxes whose cordon is gone
-// and that run no process any more. The leases are host-wide, whatever the run root.
-func gcUIDs() error {
+// GCUIDs takes back, as root, the host uids leased to sandboxes whose cordon is gone
+// and that run no process any more, of any run root (the leases are host-wide), and
+// returns them. It is `cordon gc`'s, not every start's (which runs [GC]): it reads
+// every lease, and an allocation that finds the range full takes back what it finds
+// dead itself.
+func GCUIDs() ([]int, error) {
 	if os.Geteuid() != 0 {
-		return nil // only root's cordon leases uids
+		return nil, nil // only root's cordon leases uids
 	}
-	if _, err := (&uids.Pool{Dir: uids.DefaultDir}).Reclaim(); err != nil {
-		return fmt.Errorf("taking back sandbox uids: %w", err)
+	freed, err := (&uids.Pool{Dir: uids.DefaultDir}).Reclaim()
+	if err != nil {
+		return freed, fmt.Errorf("taking back sandbox uids: %w", err)
 	}
-	return nil
+	return freed, nil
 }

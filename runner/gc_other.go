@@ -6,5 +6,5 @@ func removeCgroup(string) error { return nil }
 
 func gcIdleCgroups(string) {}
 
-// gcUIDs: no sandbox runs as a leased uid off Linux.
-func gcUIDs() error { return nil }
+// GCUIDs: no sandbox runs as a leased uid off Linux.
+func GCUIDs() ([]int, error) { return nil, nil }

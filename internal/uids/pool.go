@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,8 +54,8 @@ const newPrefix = ".new-"
 const lockName = ".lock"
 
 // Lease is one uid leased to this process. Release returns it; a lease not released
-// (the process died) is taken back by the next allocation that needs it or by
-// [Pool.Reclaim].
+// (the process died) is taken back by [Pool.Reclaim] (cordon gc), or by an allocation
+// that finds every uid of its range leased.
 type Lease struct {
 	pool *Pool
 	rec  Record
@@ -109,20 +111,21 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 			return &Lease{pool: p, rec: rec}, nil
 		}
 	}
-	// Every uid is leased: take back the first whose owner is gone.
-	for i := 0; i < p.Range.Count; i++ {
-		uid := p.Range.Base + (start+i)%p.Range.Count
-		if !p.stale(uid) {
-			continue
-		}
-		if err := os.Remove(p.path(uid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("taking back the lease of uid %d: %w", uid, err)
+	// Every uid is leased: take back every one whose owner is gone (all of them at
+	// once, so that the next allocations find them free), and lease the first.
+	freed, err := p.reclaim(taken)
+	for _, uid := range freed {
+		if !p.Range.Contains(uid) {
+			continue // another range's
 		}
 		rec.UID = uid
 		if err := p.write(rec); err != nil {
 			return nil, err
 		}
 		return &Lease{pool: p, rec: rec}, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	return nil, fmt.Errorf("%w: all %d uids of %s are leased by live runs (%s); wait for one to end, or give $%s a wider range",
 		ErrExhausted, p.Range.Count, p.Range, p.Dir, RangeEnv)
@@ -175,9 +178,15 @@ func (p *Pool) Reclaim() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.reclaim(taken)
+}
+
+// reclaim removes the leases of taken that are stale, and returns their uids, in
+// order (the caller holds the lock).
+func (p *Pool) reclaim(taken map[int]bool) ([]int, error) {
 	var freed []int
 	var errs []error
-	for uid := range taken {
+	for _, uid := range slices.Sorted(maps.Keys(taken)) {
 		if !p.stale(uid) {
 			continue
 		}
