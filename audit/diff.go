@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/event"
@@ -38,21 +39,28 @@ func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) 
 		Files:      len(res.Changes),
 		Insertions: res.Insertions,
 		Deletions:  res.Deletions,
-		Changes:    make([]FileChange, len(res.Changes)),
 		PatchBytes: len(patch),
 		Scan: ScanInfo{
 			Files:      res.Scan.Files,
 			Read:       res.Scan.Read,
 			DurationMS: res.Scan.Duration.Milliseconds(),
 		},
-		Problems: res.Problems,
 	}
-	for i, c := range res.Changes {
-		body.Changes[i] = fileChange(c)
+	gap := diffGap(res.Gap)
+	body.Changes, gap.ChangesOmitted = itemize(res.Changes, w.opts.MaxItemized, fileChange)
+	problems, omitted := itemize(res.Problems, max(1, w.opts.MaxItemized/10),
+		func(p string) string { return p })
+	if len(problems) > 0 {
+		body.Problems, gap.ProblemsOmitted = problems, omitted
 	}
-	if len(patch) <= w.opts.MaxInlinePatch {
+	switch {
+	case len(patch) <= w.opts.MaxInlinePatch:
 		body.Patch = string(patch)
-	} else {
+	case w.stored.Add(int64(len(patch))) > w.opts.MaxPatchStored:
+		w.stored.Add(-int64(len(patch)))
+		body.Patch, body.PatchTruncated = string(cutAtLine(patch, w.opts.MaxInlinePatch)), true
+		gap.PatchNotStored = len(patch)
+	default:
 		name, err := w.writePatch(patch)
 		if err != nil {
 			w.fail(err)
@@ -64,6 +72,14 @@ func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) 
 	}
 	if mark != nil {
 		mark(&body)
+	}
+	if n := max(1, w.opts.MaxItemized/10); len(body.Quarantined) > n {
+		// Every one was renamed; the line names the first ones.
+		body.Quarantined, gap.QuarantinedOmitted = body.Quarantined[:n], len(body.Quarantined)-n
+	}
+	if gap.Unlisted+gap.IncompleteDirs+gap.NotCompared+gap.NotHashed+gap.PatchOmitted+
+		gap.PatchNotStored+gap.ChangesOmitted+gap.ProblemsOmitted+gap.QuarantinedOmitted > 0 || gap.TimedOut {
+		body.Gap = gap
 	}
 	_, err := w.Record(event.Event{Type: event.FSDiff, Cmd: cmd, Body: body})
 	return err
@@ -80,6 +96,13 @@ func fileChange(c fsdiff.Change) FileChange {
 	}
 	if c.NewMode != 0 {
 		fc.NewMode = fmt.Sprintf("%06o", c.NewMode)
+	}
+	if !c.OldMtime.IsZero() {
+		fc.OldMtime, fc.NewMtime = c.OldMtime.UTC().Format(time.RFC3339Nano), c.NewMtime.UTC().Format(time.RFC3339Nano)
+	}
+	for _, x := range c.Xattrs {
+		fc.Xattrs = append(fc.Xattrs, event.XattrChange{Op: x.Op.String(), Name: x.Name,
+			OldSize: x.OldSize, NewSize: x.NewSize, OldSHA256: x.OldSHA256, NewSHA256: x.NewSHA256})
 	}
 	return fc
 }
@@ -114,4 +137,48 @@ func cutAtLine(b []byte, n int) []byte {
 		return b[:i+1]
 	}
 	return b[:n]
+}
+
+// itemBytes is how many bytes of paths an fs.diff line itemizes per item allowed, on
+// average: a line of the most items holds at most that many times the count.
+const itemBytes = 64
+
+// itemize converts the first items of in, at most n of them and their text at most
+// n*itemBytes bytes (the first one always), and counts the rest.
+func itemize[T, U any](in []T, n int, conv func(T) U) (out []U, omitted int) {
+	budget := n * itemBytes
+	out = make([]U, 0, min(len(in), n))
+	for i, x := range in {
+		u := conv(x)
+		budget -= itemSize(u)
+		if i >= n || (i > 0 && budget < 0) {
+			return out, len(in) - i
+		}
+		out = append(out, u)
+	}
+	return out, 0
+}
+
+func itemSize(x any) int {
+	switch v := x.(type) {
+	case FileChange:
+		return len(v.Path) + len(v.OldPath)
+	case string:
+		return len(v)
+	}
+	return 0
+}
+
+// diffGap is the gap of an fs.diff line, from what fsdiff left out.
+func diffGap(g fsdiff.Gap) *DiffGap {
+	return &DiffGap{
+		Unlisted:        g.Unlisted,
+		IncompleteDirs:  g.Incomplete,
+		IncompletePaths: g.IncompletePaths,
+		NotCompared:     g.NotCompared,
+		NotHashed:       g.NotHashed,
+		NotHashedPaths:  g.NotHashedPaths,
+		PatchOmitted:    g.PatchOmitted,
+		TimedOut:        g.TimedOut,
+	}
 }

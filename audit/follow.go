@@ -122,7 +122,7 @@ func (fl *follower) check(line []byte, emit func([]byte, Record) error) error {
 		p = checkPlace(fl.rep, n, rec, fl.seqs)
 	}
 	if p == nil && rec.Type == event.FSDiff {
-		p = checkPatchFile(n, rec, fl.dir)
+		p = checkPatchFile(n, rec, fl.dir, fl.rep)
 	}
 	if p != nil {
 		fl.rep.Problem = p

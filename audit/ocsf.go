@@ -52,6 +52,7 @@ var ocsfCategories = map[int]string{0: "Uncategorized", 1: "System Activity", 2:
 var fileActivity = map[string]ocsfClass{
 	"added": {1001, "File System Activity", 1, "Create"}, "modified": {1001, "File System Activity", 3, "Update"},
 	"deleted": {1001, "File System Activity", 4, "Delete"}, "renamed": {1001, "File System Activity", 5, "Rename"},
+	"touched": {1001, "File System Activity", 6, "Set Attributes"},
 }
 
 // OCSF severity and status ids.
@@ -347,6 +348,8 @@ func fileType(kind string) int {
 	switch kind {
 	case "text", "binary", "large":
 		return 1
+	case "dir":
+		return 2
 	case "symlink":
 		return 4
 	case "special":

@@ -44,6 +44,7 @@ type (
 	Output     = event.Output       // one output stream of a [CmdEnd]; see [Capture]
 	FSDiff     = event.FSDiffBody   // fs.diff, written by [Writer.RecordDiff]
 	FileChange = event.FileChange   // one changed path in an [FSDiff]
+	DiffGap    = event.DiffGap      // what a bounded [FSDiff] left out
 	ScanInfo   = event.ScanInfo     // what the snapshot behind an [FSDiff] cost
 	RunEnd     = event.RunEndBody   // run.end, written by [Writer.Close]
 )

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 // MinSecretLen is the shortest secret value a [Redactor] accepts. Replacing shorter
@@ -17,7 +19,11 @@ const MinSecretLen = 4
 
 var secretName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`) })
 
-// Redactor replaces secret values by "[REDACTED:NAME]".
+// Redactor replaces secret values by "[REDACTED:NAME]": the values as they are, and
+// every form the egress proxy may make of them (see [secret.Matcher]: base64 of text
+// holding a value, hex, in any letter case, percent-encoded), so that a destination's
+// echo quoted in an error is no more recorded than the value. A form found only once
+// percent-encoding is undone redacts the whole string that holds it.
 //
 // A Redactor is safe for concurrent use: the broker may add a secret while events are
 // being written. Secrets added later do not change lines already written.
@@ -27,6 +33,7 @@ type Redactor struct {
 	names   map[string]string // value → name
 	rep     *strings.Replacer // raw values, longest first; nil when empty
 	markers [][]byte          // raw and JSON-escaped forms of every value, for detection
+	forms   *secret.Matcher   // every form the proxy may make of every value
 }
 
 // NewRedactor returns an empty Redactor.
@@ -65,7 +72,9 @@ func (r *Redactor) rebuildLocked() {
 	})
 	pairs := make([]string, 0, 2*len(values))
 	r.markers = r.markers[:0]
+	named := make([]secret.Named, 0, len(values))
 	for _, v := range values {
+		named = append(named, secret.Named{Name: r.names[v], Value: v})
 		pairs = append(pairs, v, "[REDACTED:"+r.names[v]+"]")
 		r.markers = append(r.markers, []byte(v))
 		if esc := jsonEscaped(v); esc != v {
@@ -73,6 +82,7 @@ func (r *Redactor) rebuildLocked() {
 		}
 	}
 	r.rep = strings.NewReplacer(pairs...)
+	r.forms = secret.NewMatcher(named...)
 }
 
 // jsonEscaped returns v as it appears between the quotes of a JSON string written by
@@ -86,29 +96,32 @@ func jsonEscaped(v string) string {
 	return s[1 : len(s)-1]
 }
 
-// Redact returns s with every secret value replaced.
+// Redact returns s with every secret value, in any of its forms, replaced.
 func (r *Redactor) Redact(s string) string {
 	r.mu.RLock()
-	rep := r.rep
+	rep, forms := r.rep, r.forms
 	r.mu.RUnlock()
 	if rep == nil {
 		return s
 	}
-	return rep.Replace(s)
+	return forms.Replace(rep.Replace(s), redactedName)
 }
+
+func redactedName(name string) string { return "[REDACTED:" + name + "]" }
 
 // RedactBytes returns b with every secret value replaced; b itself is not modified.
 func (r *Redactor) RedactBytes(b []byte) []byte {
 	r.mu.RLock()
-	rep := r.rep
+	rep, forms := r.rep, r.forms
 	r.mu.RUnlock()
 	if rep == nil || !r.mayContain(b) {
 		return b
 	}
-	return []byte(rep.Replace(string(b)))
+	return []byte(forms.Replace(rep.Replace(string(b)), redactedName))
 }
 
-// mayContain reports whether b may hold a secret, in raw or JSON-escaped form. JSON with
+// mayContain reports whether b may hold a secret, in raw or JSON-escaped form or any
+// form of [secret.Matcher]. JSON with
 // any \u or \/ escape is always suspect, since the same character can be escaped in
 // more than one way.
 func (r *Redactor) mayContain(b []byte) bool {
@@ -121,6 +134,9 @@ func (r *Redactor) mayContain(b []byte) bool {
 		if bytes.Contains(b, m) {
 			return true
 		}
+	}
+	if _, ok := r.forms.Find(string(b)); ok {
+		return true
 	}
 	return bytes.Contains(b, []byte(`\u`)) || bytes.Contains(b, []byte(`\/`))
 }

@@ -2,8 +2,11 @@ package audit
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 func TestRedactorAdd(t *testing.T) {
@@ -161,5 +165,41 @@ func TestCapture(t *testing.T) {
 	if out := NewCapture(0).Output(); out.Truncated || out.Bytes != 0 ||
 		out.SHA256 != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
 		t.Errorf("empty capture: %+v", out)
+	}
+}
+
+// TestWriterRedactsDerivedForms: the forms the egress proxy makes of a value (Basic
+// base64 at every offset, in any case, percent-encoded), quoted in an event's error as a
+// destination echoed them, never reach the log.
+func TestWriterRedactsDerivedForms(t *testing.T) {
+	const tok = "cordon_Ab3+/x9Zq-7TUVwxLONG"
+	w, _ := newWriter(t, Options{})
+	if err := w.Redactor().Add("API_TOKEN", tok); err != nil {
+		t.Fatal(err)
+	}
+	var quoted []string
+	for _, user := range []string{"", "a", "ab", "abc"} {
+		b64 := base64.StdEncoding.EncodeToString([]byte(user + ":" + tok))
+		quoted = append(quoted, "Basic "+b64, strings.ToLower(b64), url.QueryEscape(b64))
+	}
+	quoted = append(quoted, strings.ToUpper(tok), url.PathEscape(url.QueryEscape(tok)), hex.EncodeToString([]byte(tok)))
+	for _, q := range quoted {
+		w.Emit(event.Event{Type: event.NetAllow, Body: netBody{Dest: "h:443", Reason: `malformed HTTP status code "` + q + `"`}})
+	}
+	if err := w.Close(RunEnd{}); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(w.Path())
+	m := secret.NewMatcher(secret.Named{Name: "API_TOKEN", Value: tok})
+	for line := range bytes.Lines(log) {
+		if _, ok := m.Find(string(line)); ok {
+			t.Errorf("a form of the token is in the log:\n%s", line)
+		}
+	}
+	if n := bytes.Count(log, []byte("[REDACTED:API_TOKEN]")); n < len(quoted) {
+		t.Errorf("log has %d redactions; want at least %d:\n%s", n, len(quoted), log)
+	}
+	if _, err := Verify(w.Path()); err != nil {
+		t.Errorf("redacted log does not verify: %v", err)
 	}
 }

@@ -104,6 +104,7 @@ func newLater(c *cmdView, i int, fc FileChange, f Flag, sec string) *laterView {
 
 var fsdiffOps = map[string]fsdiff.Op{
 	"added": fsdiff.Added, "deleted": fsdiff.Deleted, "modified": fsdiff.Modified, "renamed": fsdiff.Renamed,
+	"touched": fsdiff.Touched,
 }
 
 func fileAnchor(cmd string, i int) string { return fmt.Sprintf("cmd-%s-f%d", cmd, i) }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -80,6 +81,7 @@ func writeCommand(w io.Writer, c *cmdView, opts TimelineOptions) {
 		for i, f := range d.Changes {
 			writeChange(w, f, c.Later(i))
 		}
+		writeGap(w, d.Gap)
 	}
 	for _, n := range c.Events {
 		writeNote(w, n)
@@ -98,16 +100,48 @@ func writeChange(w io.Writer, f FileChange, later *laterView) {
 	switch {
 	case f.Kind == "text" && (f.Added > 0 || f.Deleted > 0):
 		detail = fmt.Sprintf(" +%d -%d", f.Added, f.Deleted)
+	case f.Kind == "dir":
+		detail = " (dir)"
 	case f.Kind != "text":
 		detail = fmt.Sprintf(" (%s, %d bytes)", f.Kind, max(f.NewSize, f.OldSize))
 	}
 	if f.OldMode != "" && f.NewMode != "" && f.OldMode != f.NewMode {
 		detail += fmt.Sprintf(" mode %s -> %s", f.OldMode, f.NewMode)
 	}
+	detail += metaDetail(f)
 	if later != nil {
 		detail += "  [runs later: " + later.Category.String() + "]"
 	}
 	fmt.Fprintf(w, "    %s %s%s\n", opLetter(f.Op), name, detail)
+}
+
+// metaDetail shows what changed of f's metadata: its mtime when it only moved or
+// moved back (which steers make), its extended attributes by name (+ added, ~ changed,
+// - removed; names are the workload's, cleaned).
+func metaDetail(f FileChange) string {
+	var s string
+	if f.OldMtime != "" && (f.Op == "touched" || movedBack(f.OldMtime, f.NewMtime)) {
+		s = " mtime " + clean(f.OldMtime) + " -> " + clean(f.NewMtime)
+	}
+	if len(f.Xattrs) == 0 {
+		return s
+	}
+	names := make([]string, len(f.Xattrs))
+	for i, x := range f.Xattrs {
+		names[i] = map[string]string{"added": "+", "deleted": "-"}[x.Op]
+		if names[i] == "" {
+			names[i] = "~"
+		}
+		names[i] += strconv.Quote(x.Name)
+	}
+	return s + " xattrs " + clean(strings.Join(names, " "))
+}
+
+// movedBack reports whether the RFC 3339 time now is before was.
+func movedBack(was, now string) bool {
+	a, err1 := time.Parse(time.RFC3339Nano, was)
+	b, err2 := time.Parse(time.RFC3339Nano, now)
+	return err1 == nil && err2 == nil && b.Before(a)
 }
 
 // writeLater lists the runs-later files before the commands, each with its category,
@@ -146,7 +180,11 @@ func writePatch(w io.Writer, d *FSDiff) {
 	for line := range strings.Lines(d.Patch) {
 		fmt.Fprintf(w, "      %s\n", clean(strings.TrimSuffix(line, "\n")))
 	}
-	if d.PatchTruncated {
+	switch {
+	case d.PatchTruncated && d.PatchFile == "":
+		fmt.Fprintf(w, "      ... patch cut at %d of %d bytes; the rest was not stored (limits.diff.patch_run)\n",
+			len(d.Patch), d.PatchBytes)
+	case d.PatchTruncated:
 		fmt.Fprintf(w, "      ... patch cut at %d of %d bytes; the whole patch is in %s\n",
 			len(d.Patch), d.PatchBytes, clean(d.PatchFile))
 	}
@@ -196,3 +234,36 @@ func writeStaged(w io.Writer, v *view) {
 
 // maxPendingShown bounds the pending paths the timeline lists.
 const maxPendingShown = 20
+
+// writeGap says what a bounded diff left out, when it did: the diff above it is not
+// the whole change.
+func writeGap(w io.Writer, g *DiffGap) {
+	if g == nil {
+		return
+	}
+	var parts []string
+	add := func(n int, format string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf(format, n))
+		}
+	}
+	add(g.ChangesOmitted, "%d more change(s) not itemized")
+	add(g.Unlisted, "%d entries not recorded (limits.diff.entries)")
+	add(g.IncompleteDirs, "%d director(ies) not fully recorded")
+	add(g.NotCompared, "%d path(s) there not compared")
+	add(g.NotHashed, "%d changed file(s) not hashed (limits.diff.hash_file, hash_total)")
+	add(g.PatchOmitted, "%d patch(es) left out (limits.diff.patch)")
+	add(g.PatchNotStored, "%d bytes of patch not stored (limits.diff.patch_run)")
+	add(g.ProblemsOmitted, "%d problem(s) not itemized")
+	add(g.QuarantinedOmitted, "%d more path(s) quarantined, not named")
+	if g.TimedOut {
+		parts = append(parts, "stopped at its deadline (limits.diff.time)")
+	}
+	fmt.Fprintf(w, "    GAP    diff incomplete: %s\n", strings.Join(parts, "; "))
+	for _, p := range g.IncompletePaths {
+		fmt.Fprintf(w, "    GAP    not fully recorded: %s\n", clean(p))
+	}
+	for _, p := range g.NotHashedPaths {
+		fmt.Fprintf(w, "    GAP    not hashed: %s\n", clean(p))
+	}
+}

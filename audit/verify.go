@@ -26,6 +26,9 @@ type Report struct {
 	// line on with recomputed hashes, which no self-contained check can.
 	Head    string
 	Problem *VerifyError // the first problem; nil when the log is intact and sealed
+	// DiffGaps counts the intact fs.diff lines with a gap: a diff a limits.diff bound
+	// stopped, which is not the whole change (`cordon audit show` says what is missing).
+	DiffGaps int
 }
 
 // OK reports whether the log is intact and sealed.
@@ -80,7 +83,7 @@ func verifyLines(rep *Report, data []byte, dir string) *VerifyError {
 			p = checkPlace(rep, n, rec, seqs)
 		}
 		if p == nil && rec.Type == event.FSDiff {
-			p = checkPatchFile(n, rec, dir)
+			p = checkPatchFile(n, rec, dir, rep)
 		}
 		if p != nil {
 			return p
@@ -184,11 +187,15 @@ func checkPlace(rep *Report, n int, rec Record, seqs map[int64]bool) *VerifyErro
 	return nil
 }
 
-// checkPatchFile checks that the patch file an fs.diff line names is there, unchanged.
-func checkPatchFile(n int, rec Record, dir string) *VerifyError {
+// checkPatchFile checks that the patch file an fs.diff line names is there, unchanged,
+// and counts the line in rep.DiffGaps when it records a gap.
+func checkPatchFile(n int, rec Record, dir string, rep *Report) *VerifyError {
 	var d FSDiff
 	if err := rec.DecodeBody(&d); err != nil {
 		return &VerifyError{n, ErrMalformed, fmt.Sprintf("fs.diff body: %v", err)}
+	}
+	if d.Gap != nil {
+		rep.DiffGaps++
 	}
 	if d.PatchFile == "" {
 		return nil

@@ -434,6 +434,8 @@ func opLetter(op string) string {
 		return "R"
 	case "modified":
 		return "M"
+	case "touched":
+		return "T"
 	}
 	return "?"
 }
@@ -475,6 +477,9 @@ func (v *view) addBetween(r Record) error {
 	why := "between commands"
 	if len(d.During) > 0 {
 		why = "while command(s) " + strings.Join(d.During, ", ") + " ran, outside their diffs"
+	}
+	if d.Gap != nil {
+		why += "; INCOMPLETE: a limits.diff bound stopped this diff"
 	}
 	v.Loose = append(v.Loose, noteView{Time: r.TS, Type: r.Type, Verb: "CHANGED",
 		What: diffstat(&d) + ": " + strings.Join(paths, ", "), Why: why})

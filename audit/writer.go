@@ -43,8 +43,12 @@ const (
 	SyncClose
 )
 
-// DefaultMaxInlinePatch is the default of [Options.MaxInlinePatch].
-const DefaultMaxInlinePatch = 64 << 10
+// Defaults of [Options] fields.
+const (
+	DefaultMaxInlinePatch = 64 << 10
+	DefaultMaxItemized    = 1000
+	DefaultMaxPatchStored = 256 << 20
+)
 
 // Options configures a [Writer]. Zero fields mean defaults.
 type Options struct {
@@ -58,6 +62,15 @@ type Options struct {
 	// MaxInlinePatch is the most bytes of patch an fs.diff line carries (default
 	// 64 KiB); a longer patch is also stored whole in a file next to the log.
 	MaxInlinePatch int
+	// MaxItemized is the most changes (default 1,000) and problems (a tenth) an
+	// fs.diff line itemizes, and their paths together at most 64 bytes per change;
+	// the rest is counted in the line's gap, so one line stays bounded whatever the
+	// workspace holds.
+	MaxItemized int
+	// MaxPatchStored bounds the bytes of patch files the run stores next to its log
+	// (default 256 MiB); past it a patch is kept only inline, cut, and the line's gap
+	// says how much was not stored.
+	MaxPatchStored int64
 	// StartSyncLater makes Create return once run.start is written, without waiting
 	// for the disk: the run directory's entry and the line are made durable in the
 	// background, and [Writer.WaitStart] waits for that. A caller sets it to overlap
@@ -90,6 +103,7 @@ type Writer struct {
 	red    *Redactor
 	failed chan struct{}
 	patchN atomic.Int64 // patch files written
+	stored atomic.Int64 // bytes of patch files written
 
 	// mu guards the fields below and serialises writes to f.
 	mu       sync.Mutex
@@ -122,6 +136,12 @@ func Create(root, runID string, opts Options) (*Writer, error) {
 	}
 	if opts.MaxInlinePatch <= 0 {
 		opts.MaxInlinePatch = DefaultMaxInlinePatch
+	}
+	if opts.MaxItemized <= 0 {
+		opts.MaxItemized = DefaultMaxItemized
+	}
+	if opts.MaxPatchStored <= 0 {
+		opts.MaxPatchStored = DefaultMaxPatchStored
 	}
 	if opts.now == nil {
 		opts.now = time.Now

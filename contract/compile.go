@@ -139,7 +139,7 @@ func (k *compiler) scalars() {
 		dp.Where = k.where(d.Pos)
 		p.Deny = append(p.Deny, dp)
 	}
-	p.Limits = LimitsPlan{Memory: c.Limits.Memory, Pids: c.Limits.Pids, CPU: c.Limits.CPU}
+	p.Limits = limitsPlan(c.Limits)
 	if c.Limits.Memory > 0 && c.Limits.Memory < 4<<20 {
 		k.errorf(c.Limits.Pos, "limits.memory: %d bytes is too small to start anything (minimum 4MiB)", c.Limits.Memory)
 	}
@@ -244,4 +244,21 @@ func (k *compiler) finishMounts() {
 	sortMounts(ms)
 	k.plan.Mounts = ms
 	sort.Slice(k.plan.Links, func(i, j int) bool { return k.plan.Links[i].Path < k.plan.Links[j].Path })
+}
+
+// limitsPlan applies the default limits to what the contract left unset, and records
+// which ones are defaults: a backend that cannot enforce a limit the contract asked
+// for refuses the run, and says so loudly when it cannot enforce a default.
+func limitsPlan(l Limits) LimitsPlan {
+	p := LimitsPlan{Memory: l.Memory, Pids: l.Pids, CPU: l.CPU}
+	if p.Memory == 0 {
+		p.Memory, p.Defaulted = DefaultMemory, append(p.Defaulted, "memory")
+	}
+	if p.Pids == 0 {
+		p.Pids, p.Defaulted = DefaultPids, append(p.Defaulted, "pids")
+	}
+	p.Memory, p.Pids = max(p.Memory, 0), max(p.Pids, 0)
+	p.Tmpfs = p.Memory
+	p.Diff = diffLimits(l.Diff)
+	return p
 }

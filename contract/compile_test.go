@@ -3,6 +3,7 @@ package contract
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -291,5 +292,31 @@ func TestRelativeProtectedPath(t *testing.T) {
 	}
 	if m := mountAt(p, filepath.Join(dir, ".c/runs")); m == nil || m.Access != Hidden {
 		t.Fatalf("the relative protected path is not hidden at %s: %+v", filepath.Join(dir, ".c/runs"), m)
+	}
+}
+
+// TestDefaultLimits: a contract without limits gets the default memory and pids limits
+// (and tmpfs sizes), named as defaults; unlimited lifts one; a set one is not a default.
+func TestDefaultLimits(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       LimitsPlan
+	}{
+		{"none", "", LimitsPlan{Memory: DefaultMemory, Pids: DefaultPids, Tmpfs: DefaultMemory, Defaulted: []string{"memory", "pids"}}},
+		{"set", "limits: {memory: 1GiB, pids: 10, cpu: 1}\n", LimitsPlan{Memory: 1 << 30, Pids: 10, CPU: 1, Tmpfs: 1 << 30}},
+		{"memory lifted", "limits: {memory: unlimited}\n", LimitsPlan{Pids: DefaultPids, Defaulted: []string{"pids"}}},
+		{"pids lifted", "limits: {pids: unlimited}\n", LimitsPlan{Memory: DefaultMemory, Tmpfs: DefaultMemory, Defaulted: []string{"memory"}}},
+	} {
+		c2, err := Parse("cordon.yaml", []byte("version: 1\n"+c.yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		c.want.Diff = DefaultDiffLimits
+		if got := limitsPlan(c2.Limits); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if c, err := Parse("cordon.yaml", []byte("version: 1\nlimits: {memory: 'unlimited please'}\n")); err == nil {
+		t.Errorf("a size that is not one was accepted: %+v", c.Limits)
 	}
 }

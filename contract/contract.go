@@ -122,12 +122,38 @@ type Commands struct {
 	Deny       []Str // argv patterns refused before exec
 }
 
-// Limits are resource limits for the whole run. Zero means unlimited.
+// Limits are resource limits for the whole run. Zero means the default
+// ([DefaultMemory], [DefaultPids]; no CPU limit); [Unlimited] means none.
 type Limits struct {
 	Memory int64   // bytes
 	Pids   int64   // processes and threads
 	CPU    float64 // CPUs
+	Diff   DiffLimits
 	Pos    Pos
+}
+
+// Unlimited is a limit the contract lifts (`unlimited`): a widening over the default.
+const Unlimited = -1
+
+// The default limits of a run whose contract sets none: one run's fork bomb, memory
+// hog or tmpfs fill stops at them instead of taking the host. Every private tmpfs is
+// sized to the memory limit, and what is written to one is charged to it as well.
+const (
+	DefaultMemory int64 = 4 << 30
+	DefaultPids   int64 = 4096
+)
+
+// DiffLimits bound what cordon does on the host, in its own process, about what the
+// sandbox left in the workspace (limits.diff): snapshot and diff, hashing, patch
+// storage. Zero means the default (DefaultDiffLimits); there is no unlimited. Past a
+// bound cordon stops and the fs.diff line records the gap.
+type DiffLimits struct {
+	Entries   int64         // entries recorded per snapshot
+	HashFile  int64         // bytes hashed of one file
+	HashTotal int64         // bytes hashed per snapshot
+	Patch     int64         // bytes of patch per diff
+	PatchRun  int64         // bytes of patch files stored per run
+	Time      time.Duration // wall time of one snapshot and diff
 }
 
 // Error is one problem in a contract, located in its file.

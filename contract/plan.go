@@ -1,8 +1,10 @@
 package contract
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -187,15 +189,63 @@ const (
 
 func (v OnViolation) String() string { return string(v) }
 
-// LimitsPlan are the run's resource limits; zero means unlimited.
+// LimitsPlan are the run's resource limits, defaults filled in; zero means unlimited,
+// except in Diff, which holds the bounds in force.
 type LimitsPlan struct {
-	Memory int64   `json:"memory_bytes"`
-	Pids   int64   `json:"pids"`
-	CPU    float64 `json:"cpu"`
+	Memory int64   `json:"memory_bytes"` // zero: unlimited
+	Pids   int64   `json:"pids"`         // zero: unlimited
+	CPU    float64 `json:"cpu"`          // zero: unlimited
+	// Tmpfs is the size of each private tmpfs (/tmp, $HOME, /dev/shm, ...): the
+	// memory limit, so no one of them can take more than the run may; zero is the
+	// kernel's default (half the host's memory).
+	Tmpfs int64 `json:"tmpfs_bytes"`
+	// Defaulted names the limits the contract left to cordon's defaults.
+	Defaulted []string       `json:"defaulted,omitempty"`
+	Diff      DiffLimitsPlan `json:"diff"`
+}
+
+// DiffLimitsPlan are the bounds on what cordon does on the host about the
+// workspace's changes (see [DiffLimits]), every one set.
+type DiffLimitsPlan struct {
+	Entries   int64         `json:"entries"`
+	HashFile  int64         `json:"hash_file_bytes"`
+	HashTotal int64         `json:"hash_total_bytes"`
+	Patch     int64         `json:"patch_bytes"`
+	PatchRun  int64         `json:"patch_run_bytes"`
+	Time      time.Duration `json:"time_ns"`
+}
+
+// DefaultDiffLimits are the bounds of limits.diff that a contract does not set.
+var DefaultDiffLimits = DiffLimitsPlan{
+	Entries:   100_000,
+	HashFile:  1 << 30,
+	HashTotal: 4 << 30,
+	Patch:     16 << 20,
+	PatchRun:  256 << 20,
+	Time:      60 * time.Second,
+}
+
+// diffLimits is l with DefaultDiffLimits for what it leaves unset.
+func diffLimits(l DiffLimits) DiffLimitsPlan {
+	d := DefaultDiffLimits
+	return DiffLimitsPlan{
+		Entries:   cmp.Or(l.Entries, d.Entries),
+		HashFile:  cmp.Or(l.HashFile, d.HashFile),
+		HashTotal: cmp.Or(l.HashTotal, d.HashTotal),
+		Patch:     cmp.Or(l.Patch, d.Patch),
+		PatchRun:  cmp.Or(l.PatchRun, d.PatchRun),
+		Time:      cmp.Or(l.Time, d.Time),
+	}
 }
 
 // Any reports whether a limit is set.
 func (l LimitsPlan) Any() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
+
+// Asked reports whether the contract itself set a limit (not only the defaults).
+func (l LimitsPlan) Asked() bool {
+	return (l.Memory > 0 && !slices.Contains(l.Defaulted, "memory")) ||
+		(l.Pids > 0 && !slices.Contains(l.Defaulted, "pids")) || l.CPU > 0
+}
 
 // WideningPlan is a deliberate exception to a mandatory denial, kept in the Plan so
 // that `cordon check` and `cordon explain` show it.

@@ -183,11 +183,28 @@ func (d *decoder) commands(n *yaml.Node, c *Commands) {
 	)
 }
 
+// unlimited sets *v to [Unlimited] when n is the word unlimited.
+func (d *decoder) unlimited(n *yaml.Node, v *int64) bool {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Value == "unlimited" {
+		*v = Unlimited
+		return true
+	}
+	return false
+}
+
 func (d *decoder) limits(n *yaml.Node, l *Limits) {
 	l.Pos = pos(n)
 	d.mapping(n, "limits",
-		field{"memory", func(v *yaml.Node) { l.Memory = d.size(v, "limits.memory") }},
-		field{"pids", func(v *yaml.Node) { l.Pids = d.integer(v, "limits.pids", 1, 1<<22) }},
+		field{"memory", func(v *yaml.Node) {
+			if !d.unlimited(v, &l.Memory) {
+				l.Memory = d.size(v, "limits.memory")
+			}
+		}},
+		field{"pids", func(v *yaml.Node) {
+			if !d.unlimited(v, &l.Pids) {
+				l.Pids = d.integer(v, "limits.pids", 1, 1<<22)
+			}
+		}},
 		field{"cpu", func(v *yaml.Node) {
 			s, ok := d.scalar(v, "limits.cpu")
 			if !ok {
@@ -200,5 +217,17 @@ func (d *decoder) limits(n *yaml.Node, l *Limits) {
 			}
 			l.CPU = f
 		}},
+		field{"diff", func(v *yaml.Node) { d.diffLimits(v, &l.Diff) }},
+	)
+}
+
+func (d *decoder) diffLimits(n *yaml.Node, l *DiffLimits) {
+	d.mapping(n, "limits.diff",
+		field{"entries", func(v *yaml.Node) { l.Entries = d.integer(v, "limits.diff.entries", 100, 100_000_000) }},
+		field{"hash_file", func(v *yaml.Node) { l.HashFile = d.size(v, "limits.diff.hash_file") }},
+		field{"hash_total", func(v *yaml.Node) { l.HashTotal = d.size(v, "limits.diff.hash_total") }},
+		field{"patch", func(v *yaml.Node) { l.Patch = d.size(v, "limits.diff.patch") }},
+		field{"patch_run", func(v *yaml.Node) { l.PatchRun = d.size(v, "limits.diff.patch_run") }},
+		field{"time", func(v *yaml.Node) { l.Time = d.duration(v, "limits.diff.time") }},
 	)
 }

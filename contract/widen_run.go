@@ -156,6 +156,27 @@ func compareLimits(c *comparison) {
 			c.add(KindLimits, rank(l.b) > rank(l.a), oldAt, newAt, "limits.%s: %s (was %s)", l.name, show(l.b), show(l.a))
 		}
 	}
+	compareDiffLimits(c, o.Diff, n.Diff, oldAt, newAt)
+}
+
+// compareDiffLimits compares the bounds of limits.diff (always set): higher is wider.
+func compareDiffLimits(c *comparison, o, n DiffLimitsPlan, oldAt, newAt string) {
+	for _, l := range []struct {
+		name string
+		a, b int64
+		show func(int64) string
+	}{
+		{"entries", o.Entries, n.Entries, func(v int64) string { return strconv.FormatInt(v, 10) }},
+		{"hash_file", o.HashFile, n.HashFile, sizeString},
+		{"hash_total", o.HashTotal, n.HashTotal, sizeString},
+		{"patch", o.Patch, n.Patch, sizeString},
+		{"patch_run", o.PatchRun, n.PatchRun, sizeString},
+		{"time", int64(o.Time), int64(n.Time), func(v int64) string { return time.Duration(v).String() }},
+	} {
+		if l.a != l.b {
+			c.add(KindLimits, l.b > l.a, oldAt, newAt, "limits.diff.%s: %s (was %s)", l.name, l.show(l.b), l.show(l.a))
+		}
+	}
 }
 
 // sizeString formats a byte count as the contract would write it.

@@ -86,6 +86,9 @@ func (p *Proxy) emit(ev event.NetBody, allowed bool) {
 	} else {
 		ev.Rule, ev.Why = "", ""
 	}
+	// An error may quote what a destination sent, an echoed credential included: neither
+	// the event nor the debug log gets it.
+	ev.Error = p.scrubText(ev.Error)
 	p.cfg.Events.Emit(event.Event{Type: typ, Time: time.Now(), Body: ev})
 	p.cfg.Logger.Debug("egress attempt", logKeyType, string(typ), logKeyHost, ev.Host, logKeyPort, ev.Port,
 		logKeyProto, ev.Proto, logKeyAddr, ev.Addr, logKeyReason, ev.Reason, logKeyError, ev.Error)

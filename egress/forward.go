@@ -91,6 +91,14 @@ func (p *Proxy) roundTrip(ctx context.Context, cc *idleConn, bw *bufio.Writer, r
 		return false
 	}
 	defer resp.Body.Close()
+	if err := p.scrubResponse(resp, nil); err != nil {
+		// A destination that echoes a credential it was given elsewhere: nothing is relayed.
+		body.wait(p.cfg.IdleTimeout)
+		a.ev.Error = err.Error()
+		a.allowedBy(allowed[0], remote)
+		p.unreachableHTTP(cc, bw, a, true)
+		return false
+	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Upgrade headers are stripped, so this is a misbehaving server; nothing is relayed.
 		body.wait(p.cfg.IdleTimeout)

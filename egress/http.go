@@ -195,7 +195,7 @@ func (p *Proxy) denyHTTP(cc *idleConn, bw *bufio.Writer, a *attempt) {
 // unreachableHTTP writes 502 for a destination that was allowed (or could not be
 // resolved) but did not answer, and reports the attempt.
 func (p *Proxy) unreachableHTTP(cc *idleConn, bw *bufio.Writer, a *attempt, allowed bool) {
-	body := fmt.Sprintf("cordon: cannot reach %s (%s)\n", a.hostport(), printable(a.ev.Error))
+	body := fmt.Sprintf("cordon: cannot reach %s (%s)\n", a.hostport(), printable(p.scrubText(a.ev.Error)))
 	writeSimple(bw, http.StatusBadGateway, body)
 	p.emitAttempt(a, allowed)
 	lingerClose(cc)

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -337,7 +336,7 @@ func (p *Proxy) interceptOne(cc *idleConn, cbr *bufio.Reader, cbw *bufio.Writer,
 	body := newBodyCounter(req.Body)
 	out := outgoing(context.Background(), req, authority, body)
 	out.URL.Scheme = "https"
-	inject(out.Header, creds)
+	back := inject(out.Header, creds)
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		_, _ = cbw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 		_ = cbw.Flush()
@@ -360,7 +359,10 @@ func (p *Proxy) interceptOne(cc *idleConn, cbr *bufio.Reader, cbw *bufio.Writer,
 	}
 	lim.N = 1 << 62
 	defer resp.Body.Close()
-	scrub(resp.Header, creds)
+	if err := p.scrubResponse(resp, back); err != nil {
+		writeSimple(cbw, http.StatusBadGateway, "cordon: the destination's response carried a credential; refused\n")
+		return err
+	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		writeSimple(cbw, http.StatusBadGateway, "cordon: destination switched protocols unasked\n")
 		return errors.New("destination switched protocols unasked")
@@ -372,80 +374,6 @@ func (p *Proxy) interceptOne(cc *idleConn, cbr *bufio.Reader, cbw *bufio.Writer,
 		return errDone
 	}
 	return nil
-}
-
-// inject puts the credentials into the outgoing headers: every header value has each
-// credential's placeholder replaced by its value, in clear or inside Basic authorization;
-// an Authorization header that carried no placeholder is dropped, and when none is left,
-// the first credential is sent as "Authorization: Bearer <value>". Proxy-Authorization
-// never reaches here (hop-by-hop headers are stripped before).
-func inject(h http.Header, creds []Credential) {
-	for k, vs := range h {
-		for i, v := range vs {
-			vs[i] = replaceAll(v, creds)
-		}
-		h[k] = vs
-	}
-	var keep []string
-	for _, v := range h.Values("Authorization") {
-		if nv, ok := injectBasic(v, creds); ok {
-			keep = append(keep, nv)
-			continue
-		}
-		for _, c := range creds {
-			if strings.Contains(v, c.Value.Reveal()) {
-				keep = append(keep, v)
-				break
-			}
-		}
-	}
-	h.Del("Authorization")
-	if len(keep) == 0 && len(creds) > 0 {
-		keep = []string{"Bearer " + creds[0].Value.Reveal()}
-	}
-	if len(keep) > 0 {
-		h["Authorization"] = keep[:1]
-	}
-}
-
-// scrub puts the placeholders back in response headers, so a destination that echoes a
-// header does not hand the value to the sandbox that way. Response bodies are relayed as
-// they are: a destination that echoes requests in its body reveals the value, so a
-// credential's hosts must be the API it is for, never an echo service.
-func scrub(h http.Header, creds []Credential) {
-	for k, vs := range h {
-		for i, v := range vs {
-			for _, c := range creds {
-				v = strings.ReplaceAll(v, c.Value.Reveal(), c.Placeholder)
-			}
-			vs[i] = v
-		}
-		h[k] = vs
-	}
-}
-
-func replaceAll(v string, creds []Credential) string {
-	for _, c := range creds {
-		v = strings.ReplaceAll(v, c.Placeholder, c.Value.Reveal())
-	}
-	return v
-}
-
-// injectBasic replaces a placeholder inside "Basic base64(user:password)".
-func injectBasic(v string, creds []Credential) (string, bool) {
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok || !strings.EqualFold(scheme, "basic") {
-		return "", false
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
-	if err != nil {
-		return "", false
-	}
-	s := replaceAll(string(raw), creds)
-	if s == string(raw) {
-		return "", false
-	}
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(s)), true
 }
 
 // bufferedConn is a client connection whose first bytes may already sit in r.

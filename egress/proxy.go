@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordonhq/cordon/egress/policy"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/secret"
 )
 
 // Errors returned by Proxy methods.
@@ -120,6 +121,8 @@ type Proxy struct {
 	cfg       Config
 	transport *http.Transport
 	intercept map[string][]Credential // Config.Intercept's credentials by normalised host
+	forms     *secret.Matcher         // every form of every credential's value
+	back      []string                // value, placeholder pairs of every credential
 
 	// dial connects to one checked address; tests replace it before Serve.
 	dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
@@ -155,6 +158,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.transport = p.newTransport()
 	p.intercept = cfg.Intercept.byHost()
+	p.forms, p.back = cfg.Intercept.forms()
 	return p, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // MaxOutput bounds an operation's combined output kept in its Outcome.
@@ -78,7 +79,7 @@ func (s *Service) run(ctx context.Context, r *request, ev *event.GateExecBody) (
 	}
 	tctx, cancel := context.WithTimeout(ctx, time.Duration(g.Timeout))
 	defer cancel()
-	out, n, timedOut := execute(tctx, dir, argv, env)
+	out, n, timedOut := execute(tctx, s.cfg.Policy, dir, argv, env)
 	ev.OutputBytes, ev.TimedOut = n, timedOut
 	return out, nil
 }
@@ -117,21 +118,25 @@ func (s *Service) revoke(ctx context.Context, revoke func(context.Context) error
 // execute runs argv in dir with exactly env, bounded by ctx (the whole process group
 // is killed when it ends). It returns the outcome, the total output length and whether
 // the timeout fired.
-func execute(ctx context.Context, dir string, argv, env []string) (Outcome, int64, bool) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	// Resolve with the operation's PATH, not cordon's.
-	cmd.Path, cmd.Err = argv[0], nil
-	if p, err := lookPath(argv[0], env); err != nil {
-		cmd.Err = fmt.Errorf("%s: %w", argv[0], err)
-	} else {
-		cmd.Path = p
+func execute(ctx context.Context, pol hostexec.Policy, dir string, argv, env []string) (Outcome, int64, bool) {
+	// Resolved in the operation's PATH, not cordon's, checked, and run through the
+	// descriptor checked (package hostexec); what the check refuses does not run.
+	prog, err := hostexec.Resolve(argv[0], envPath(env), pol)
+	if err != nil {
+		code := exitCannotRun
+		if errors.Is(err, os.ErrNotExist) {
+			code = exitNotFound
+		}
+		return Outcome{ExitCode: code, Output: "cordon: " + err.Error() + "\n"}, 0, false
 	}
+	defer prog.Close()
+	cmd := prog.Command(ctx, argv[1:], env)
+	cmd.Dir = dir
 	out := &boundedBuffer{max: MaxOutput}
 	cmd.Stdout, cmd.Stderr = out, out
 	setProcessGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
+	err = cmd.Run()
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	code := 0
 	var ee *exec.ExitError
@@ -154,22 +159,14 @@ func execute(ctx context.Context, dir string, argv, env []string) (Outcome, int6
 	return Outcome{ExitCode: code, Output: out.String()}, out.total, timedOut
 }
 
-// lookPath finds file in the PATH of env (not cordon's own).
-func lookPath(file string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		return file, nil
-	}
+// envPath is the PATH of env (the operation's, not cordon's own).
+func envPath(env []string) string {
 	for _, e := range env {
 		if p, ok := strings.CutPrefix(e, "PATH="); ok {
-			for _, d := range strings.Split(p, ":") {
-				c := d + "/" + file
-				if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-					return c, nil
-				}
-			}
+			return p
 		}
 	}
-	return "", exec.ErrNotFound
+	return ""
 }
 
 // boundedBuffer keeps the first max bytes written and counts the rest. The operation's

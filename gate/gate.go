@@ -21,6 +21,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // Mode says who decides requests.
@@ -87,6 +88,9 @@ type Config struct {
 	// for it fail closed.
 	Mint MintFunc
 	Log  *slog.Logger // nil: discard
+	// Policy says where the programs the gates run (and git) may not lie:
+	// hostexec.PolicyOf the plan. The zero value trusts root only.
+	Policy hostexec.Policy
 
 	now func() time.Time // nil: time.Now
 }

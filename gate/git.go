@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // Every operation, and every git command cordon runs for a push (in its scratch
@@ -90,20 +90,24 @@ func credentialHelper(c *contract.Credential) string {
 }
 
 // git runs a short git command for the preview or a check, bounded in time and output.
-func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	return gitInput(ctx, dir, env, "", 16<<10, args...)
+func git(ctx context.Context, pol hostexec.Policy, dir string, env []string, args ...string) (string, error) {
+	return gitInput(ctx, pol, dir, env, "", 16<<10, args...)
 }
 
 // gitInput is git with stdin and an output bound of max bytes.
-func gitInput(ctx context.Context, dir string, env []string, stdin string, max int, args ...string) (string, error) {
+// git is resolved and checked (hostexec) in env's PATH and runs through the checked
+// descriptor.
+func gitInput(ctx context.Context, pol hostexec.Policy, dir string, env []string, stdin string, max int, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.Stdin = strings.NewReader(stdin)
-	if p, err := lookPath("git", env); err == nil {
-		cmd.Path, cmd.Err = p, nil
+	prog, err := hostexec.Resolve("git", envPath(env), pol)
+	if err != nil {
+		return "", err
 	}
+	defer prog.Close()
+	cmd := prog.Command(ctx, args, env)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
 	out := &boundedBuffer{max: max}
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, &errb

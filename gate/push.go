@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // A `git push` gate never runs git in the workspace. What the sandbox wrote there (the
@@ -41,11 +42,12 @@ type push struct {
 	http    bool   // a loopback http:// URL
 	flags   []string
 	refs    []event.GatePushRef
-	state   string // the repository's refs and HEAD when pinned (repoRefs.state)
-	format  string // the repository's object format ("" or "sha256")
-	home    string // cordon's private directory for the push (pinPush), removed by cleanup
-	scratch string // the scratch repository in home the push runs from
-	packs   string // the workspace's packs it reads where they are (packState)
+	state   string          // the repository's refs and HEAD when pinned (repoRefs.state)
+	format  string          // the repository's object format ("" or "sha256")
+	home    string          // cordon's private directory for the push (pinPush), removed by cleanup
+	scratch string          // the scratch repository in home the push runs from
+	packs   string          // the workspace's packs it reads where they are (packState)
+	pol     hostexec.Policy // where the git it runs may not lie (Config.Policy)
 
 	commits []string // what it would publish, one line each (pushpreview.go)
 	detail  string   // the files the newest of them change
@@ -121,7 +123,7 @@ func (p *push) resolveURL(ctx context.Context, home, cfg string, env []string) e
 			return fmt.Errorf("remote %q is neither a URL nor a remote name", u)
 		}
 		var err error
-		if u, err = remoteURL(ctx, home, cfg, env, p.remote); err != nil {
+		if u, err = remoteURL(ctx, p.pol, home, cfg, env, p.remote); err != nil {
 			return err
 		}
 	}
@@ -135,9 +137,9 @@ func (p *push) resolveURL(ctx context.Context, home, cfg string, env []string) e
 
 // remoteURL is the push URL of remote name in the configuration file cfg: exactly one
 // pushurl, or else exactly one url.
-func remoteURL(ctx context.Context, home, cfg string, env []string, name string) (string, error) {
+func remoteURL(ctx context.Context, pol hostexec.Policy, home, cfg string, env []string, name string) (string, error) {
 	for _, key := range []string{"pushurl", "url"} {
-		out, _ := git(ctx, home, env, "config", "--file", cfg, "--get-all", "remote."+name+"."+key)
+		out, _ := git(ctx, pol, home, env, "config", "--file", cfg, "--get-all", "remote."+name+"."+key)
 		var urls []string
 		for _, l := range strings.Split(out, "\n") {
 			if l != "" {
@@ -163,7 +165,7 @@ func (p *push) pinRef(ctx context.Context, home string, rr *repoRefs, env []stri
 		if !ok {
 			return fmt.Errorf("%s names no ref or object in the repository, or more than one ref", r.Src)
 		}
-		typ, err := git(ctx, home, env, "cat-file", "-t", oid)
+		typ, err := git(ctx, p.pol, home, env, "cat-file", "-t", oid)
 		if err != nil {
 			return fmt.Errorf("%s names object %s, which the repository does not hold", r.Src, oid)
 		}
@@ -182,7 +184,7 @@ func (p *push) pinRef(ctx context.Context, home string, rr *repoRefs, env []stri
 			return fmt.Errorf("refspec %s:%s: name the destination in full (refs/heads/…)", r.Src, r.Dst)
 		}
 	}
-	if _, err := git(ctx, home, env, "check-ref-format", r.Dst); err != nil {
+	if _, err := git(ctx, p.pol, home, env, "check-ref-format", r.Dst); err != nil {
 		return fmt.Errorf("%q is not a valid ref name", r.Dst)
 	}
 	return nil

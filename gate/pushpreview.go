@@ -33,6 +33,7 @@ func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) (err er
 		}
 	}()
 	home := p.home
+	p.pol = s.cfg.Policy
 	gitDir := filepath.Join(s.cfg.Workspace, ".git")
 	rr, err := readRefs(gitDir)
 	if err != nil {
@@ -46,10 +47,10 @@ func (s *Service) pinPush(ctx context.Context, p *push, g contract.Gate) (err er
 	if err := p.resolveURL(ctx, home, cfg, env); err != nil {
 		return err
 	}
-	format, _ := git(ctx, home, env, "config", "--file", cfg, "--get", "extensions.objectformat")
+	format, _ := git(ctx, p.pol, home, env, "config", "--file", cfg, "--get", "extensions.objectformat")
 	p.format = strings.TrimSpace(format)
 	env = hardenedEnv(home, "", nil, p.overrides()...)
-	if p.scratch, err = makeScratch(ctx, home, s.cfg.Workspace, p.format, env); err != nil {
+	if p.scratch, err = makeScratch(ctx, p.pol, home, s.cfg.Workspace, p.format, env); err != nil {
 		return err
 	}
 	if p.packs, err = packsOf(s.cfg.Workspace); err != nil {
@@ -88,7 +89,7 @@ func (p *push) cleanup() {
 // a credential first, and with the gate's, minted for the listing alone, when that
 // fails.
 func (s *Service) remoteKnown(ctx context.Context, home string, p *push, g contract.Gate, env []string) ([]string, error) {
-	out, err := gitInput(ctx, home, env, "", 8<<20, "ls-remote", "--", p.url)
+	out, err := gitInput(ctx, p.pol, home, env, "", 8<<20, "ls-remote", "--", p.url)
 	if err != nil && g.Credential != nil && s.cfg.Mint != nil {
 		out, err = s.lsRemoteWithCredential(ctx, home, p, g)
 	}
@@ -102,7 +103,7 @@ func (s *Service) remoteKnown(ctx context.Context, home string, p *push, g contr
 			oids.WriteString(oid + "\n")
 		}
 	}
-	have, err := gitInput(ctx, home, env, oids.String(), 16<<20, "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	have, err := gitInput(ctx, p.pol, home, env, oids.String(), 16<<20, "cat-file", "--batch-check=%(objectname) %(objecttype)")
 	if err != nil {
 		return nil, errors.New("checking the remote's refs against the repository failed")
 	}
@@ -124,7 +125,7 @@ func (s *Service) lsRemoteWithCredential(ctx context.Context, home string, p *pu
 	}
 	defer s.revoke(ctx, revoke)
 	env := append(hardenedEnv(home, "", g.Credential, p.overrides()...), cenv...)
-	return gitInput(ctx, home, env, "", 8<<20, "ls-remote", "--", p.url)
+	return gitInput(ctx, p.pol, home, env, "", 8<<20, "ls-remote", "--", p.url)
 }
 
 // publishes lists, one line each, the commits reachable from p's sources and from none
@@ -146,10 +147,10 @@ func publishes(ctx context.Context, home string, env []string, p *push, known []
 	}
 	// Every object the push would send must be here now: the list and the files shown
 	// are of these, and these are what is pushed.
-	if _, err := gitInput(ctx, home, env, in.String(), 1<<10, "rev-list", "--objects", "--stdin", "--quiet"); err != nil {
+	if _, err := gitInput(ctx, p.pol, home, env, in.String(), 1<<10, "rev-list", "--objects", "--stdin", "--quiet"); err != nil {
 		return errors.New("the repository lacks objects of what would be pushed (a commit, tree or file is missing)")
 	}
-	out, err := gitInput(ctx, home, env, in.String(), (MaxPushCommits+1)*(maxCommitLine+64), "log", "--stdin", "--no-decorate",
+	out, err := gitInput(ctx, p.pol, home, env, in.String(), (MaxPushCommits+1)*(maxCommitLine+64), "log", "--stdin", "--no-decorate",
 		"--format=%H %an <%ae> %s", "-n", fmt.Sprint(MaxPushCommits+1))
 	if err != nil {
 		return errors.New("listing the commits the push would publish failed")
@@ -166,10 +167,10 @@ func publishes(ctx context.Context, home string, env []string, p *push, known []
 	if len(p.commits) > MaxPushCommits {
 		return fmt.Errorf("the push would publish more than %d commits, too many to show the approver; push them outside cordon", MaxPushCommits)
 	}
-	if p.detail, err = gitInput(ctx, home, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20"); err != nil {
+	if p.detail, err = gitInput(ctx, p.pol, home, env, in.String(), 16<<10, "log", "--stdin", "--no-decorate", "--no-textconv", "--no-ext-diff", "--stat", "--format=%h %s", "-n", "20"); err != nil {
 		return errors.New("listing the files the push would publish failed")
 	}
-	if p.history, err = gitInput(ctx, home, env, tips, 8<<10, "log", "--stdin", "--no-decorate", "--format=%h %s", "-n", "20"); err != nil {
+	if p.history, err = gitInput(ctx, p.pol, home, env, tips, 8<<10, "log", "--stdin", "--no-decorate", "--format=%h %s", "-n", "20"); err != nil {
 		return errors.New("listing the history of what would be pushed failed")
 	}
 	return nil

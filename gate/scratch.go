@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // Bounds on the loose objects a push copies from the workspace.
@@ -26,7 +28,7 @@ const (
 // objects/pack under git: commit). It refuses what would lend another repository's
 // objects: alternates of the workspace's own, or a pack entry that is not a regular
 // file. format is the repository's object format ("" or "sha256").
-func makeScratch(ctx context.Context, home, ws, format string, env []string) (string, error) {
+func makeScratch(ctx context.Context, pol hostexec.Policy, home, ws, format string, env []string) (string, error) {
 	objects := filepath.Join(ws, ".git", "objects")
 	if st, err := os.Lstat(objects); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("%s is not a directory", objects)
@@ -56,7 +58,7 @@ func makeScratch(ctx context.Context, home, ws, format string, env []string) (st
 	if format == "sha256" {
 		args = append(args, "--object-format=sha256")
 	}
-	if _, err := git(ctx, home, env, args...); err != nil {
+	if _, err := git(ctx, pol, home, env, args...); err != nil {
 		return "", errors.New("making the scratch repository failed")
 	}
 	info := filepath.Join(scratch, "objects", "info")

@@ -141,4 +141,6 @@ func TestMonitorRequiredRefusesWithoutPrivileges(t *testing.T) {
 		t.Fatalf("best-effort without privileges must run: %v", r)
 	}
 	assertContains(t, "stderr", r.stderr, "warning: the syscall monitor is not running")
+	// Without a cgroup it can write, cordon cannot enforce the default limits: it says so.
+	assertContains(t, "stderr", r.stderr, "warning: the default limits (memory, pids) are not enforced")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cordonhq/cordon/creds/providers"
 	"github.com/cordonhq/cordon/egress"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/hostexec"
 	"github.com/cordonhq/cordon/internal/secret"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
@@ -28,7 +29,7 @@ func (r *run) issueCredentials(ctx context.Context, host *sandbox.Host) (*egress
 		return nil, nil
 	}
 	root := creds.DefaultRoot()
-	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr})
+	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr, Policy: hostexec.PolicyOf(r.plan)})
 	if err != nil {
 		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}

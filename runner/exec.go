@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/user"
 	"sort"
@@ -296,7 +297,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 // the workspace and forks it, so that each command's baseline re-reads only the files
 // changed since the last snapshot instead of every file.
 func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
-	opts := fsdiff.Options{GitDir: r.plan.Git == contract.GitCommit}
+	opts := diffOptions(r.plan)
 	if !r.session {
 		return fsdiff.New(ctx, r.plan.Workspace, opts)
 	}
@@ -321,6 +322,20 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	}
 	r.recordBetween(since)
 	return fork, nil
+}
+
+// diffOptions are the workspace diff's options under plan: its bounds are the
+// contract's limits.diff.
+func diffOptions(plan *contract.Plan) fsdiff.Options {
+	l := plan.Limits.Diff
+	return fsdiff.Options{
+		GitDir:       plan.Git == contract.GitCommit,
+		MaxEntries:   int(min(l.Entries, math.MaxInt32)),
+		MaxFileHash:  l.HashFile,
+		MaxHashBytes: l.HashTotal,
+		MaxPatch:     int(min(l.Patch, math.MaxInt32)),
+		Timeout:      l.Time,
+	}
 }
 
 // recordBetween logs what changed in a session's workspace since the last snapshot
@@ -403,11 +418,12 @@ func openAudit(plan *contract.Plan, o *Options, runID string, uid int) (*audit.W
 	}
 	host, _ := os.Hostname()
 	// run.start is made durable while the run starts; beginCommand waits for it.
-	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true, Start: audit.RunStart{
-		ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
-		Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),
-		Workspace: plan.Workspace, SandboxUID: uid,
-	}})
+	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true,
+		MaxPatchStored: plan.Limits.Diff.PatchRun, Start: audit.RunStart{
+			ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
+			Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),
+			Workspace: plan.Workspace, SandboxUID: uid,
+		}})
 	if err != nil {
 		return nil, errdefs.Unavailablef("audit log: %w", err)
 	}

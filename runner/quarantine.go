@@ -62,6 +62,11 @@ func (r *run) quarantine(diff *fsdiff.Result) []string {
 			out = append(out, target)
 		}
 	}
+	if diff.Gap.Incomplete > 0 {
+		// The diff stopped at a bound: a repository in what it did not record is
+		// not in Changes. The sweep finds it by name, listing what the diff did not.
+		out = append(out, sweepRepositories(r.plan.Workspace, r.start.UnixNano())...)
+	}
 	return out
 }
 

@@ -89,7 +89,7 @@ func (r *run) stagedDiff(ctx context.Context) (*fsdiff.Result, error) {
 		return nil, err
 	}
 	defer view.Close()
-	opts := fsdiff.Options{GitDir: r.plan.Git == contract.GitCommit}
+	opts := diffOptions(r.plan)
 	return fsdiff.DiffChanged(ctx, linux.FDPath(ws), linux.FDPath(view), changedPaths(set), opts)
 }
 

@@ -70,4 +70,14 @@ hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/monitor.json" \
   -n "cordon run (monitor)" "$cordon run -c $cfg/monitored.yaml -- true" >/dev/null
 (cd "$root" && go run ./scripts/benchtable -baseline "cordon run" "$out/monitor.json") | tee "$out/monitor.txt"
 
+# The default limits (issue 34): `cordon run -- true` under the defaults (a memory and
+# a pids cgroup, sized tmpfs mounts) against the same run with both lifted, which is
+# what every run was before the defaults.
+printf 'version: 1\nlimits: {memory: unlimited, pids: unlimited}\n' > "$cfg/unlimited.yaml"
+echo "== limits: cordon run -- true with the default limits vs none ($runs runs each, one hyperfine run)"
+hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/limits.json" \
+  -n "cordon run (no limits)" "$cordon run -c $cfg/unlimited.yaml -- true" \
+  -n "cordon run (default limits)" "$cordon run -- true" >/dev/null
+(cd "$root" && go run ./scripts/benchtable -baseline "cordon run (no limits)" "$out/limits.json") | tee "$out/limits.txt"
+
 # Sessions (warm `cordon exec`) are measured by scripts/bench-session.sh.

@@ -34,7 +34,7 @@ func DiffChanged(ctx context.Context, before, after string, changed []ChangedPat
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("fsdiff options: %w", err)
 	}
-	opts = opts.withDefaults()
+	opts = opts.withDefaults().started()
 	real, err1 := os.Stat(before)
 	view, err2 := os.Stat(after)
 	if err := errors.Join(err1, err2); err != nil {
@@ -126,6 +126,9 @@ func partialScan(ctx context.Context, dir string, opts Options, targets []target
 		if err := ctx.Err(); err != nil {
 			break
 		}
+		if !s.admit(path.Dir(t.rel), 1) {
+			continue
+		}
 		s.scanTarget(ctx, t, &parents)
 	}
 	s.wg.Wait()
@@ -161,10 +164,40 @@ func (s *scanner) scanTarget(ctx context.Context, t target, parents *parentCache
 		if t.deep {
 			s.wg.Add(1)
 			go s.scanDir(ctx, t.rel, fi, nil)
+			break
 		}
+		// An ancestor of other changes, or a directory changed itself (its mode,
+		// its attributes; a new one): recorded as a walk records it.
+		s.scanDirOnly(r, name, t.rel, fi)
 	default:
 		s.put(t.rel, s.fileEntry(r, name, t.rel, fi))
 	}
+}
+
+// scanDirOnly records the directory entry name of r (at rel, with lstat fi) without
+// scanning what it holds.
+func (s *scanner) scanDirOnly(r dirHandle, name, rel string, fi fs.FileInfo) {
+	d, err := r.sub(name)
+	if err != nil {
+		if !missing(err) {
+			s.problem(rel, err)
+		}
+		return
+	}
+	defer d.close()
+	got, err := d.stat()
+	if err == nil && !sameFile(got, fi) {
+		err = errors.New("directory replaced during scan")
+	}
+	var names []string
+	if err == nil {
+		names, err = d.names()
+	}
+	if err != nil {
+		s.problem(rel, err)
+		return
+	}
+	s.put(rel, s.dirEntry(d, rel, fi, len(names) == 0))
 }
 
 func (s *scanner) put(rel string, e *entry) {

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestDiffChangedEqualsWalk: DiffChanged at the paths a change set names gives the
@@ -16,7 +18,7 @@ func TestDiffChangedEqualsWalk(t *testing.T) {
 		"tree/x": "x\n", "tree/sub/y": "y\n", "dir2file/z": "z\n", "file2dir": "f\n",
 		"m/kept": "kept\n", "m/old": "o\n", "x.sh": "#!/bin/sh\n",
 		"sub/.git/config": "[core]\n", "sub/.git/index": "i", ".git/HEAD": "ref: refs/heads/main\n",
-		"cache/c": "c\n",
+		"cache/c": "c\n", "touched.txt": "t\n",
 	}
 	changed := []ChangedPath{
 		{Path: ".git/HEAD", Deep: true},
@@ -34,6 +36,8 @@ func TestDiffChangedEqualsWalk(t *testing.T) {
 		{Path: "mv.txt", Deep: true},
 		{Path: "newdir"},
 		{Path: "newdir/moved.txt", Deep: true},
+		{Path: "newempty"},
+		{Path: "touched.txt", Deep: true},
 		{Path: "sub"},
 		{Path: "sub/.git"},
 		{Path: "sub/.git/config", Deep: true},
@@ -63,6 +67,13 @@ func TestDiffChangedEqualsWalk(t *testing.T) {
 		a.do(os.RemoveAll, "tree")
 		a.write(".git/HEAD", "ref: refs/heads/other\n")
 		a.do(func(p string) error { return os.Chmod(p, 0o755) }, "x.sh")
+		// Metadata only: a new empty directory, a directory's mode, an mtime, an
+		// extended attribute.
+		a.do(func(p string) error { return os.Mkdir(p, 0o700) }, "newempty")
+		a.do(func(p string) error { return os.Chmod(p, 0o750) }, "m")
+		past := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+		a.do(func(p string) error { return os.Chtimes(p, past, past) }, "touched.txt")
+		setxattr(t, a, "a.txt", "user.x", "1")
 		opts := Options{Exclude: []string{"cache"}, GitDir: gitDir, noGitIndex: true}
 
 		ctx := context.Background()
@@ -84,6 +95,15 @@ func TestDiffChangedEqualsWalk(t *testing.T) {
 		if !reflect.DeepEqual(got.Changes, want.Changes) || string(got.Patch) != string(want.Patch) {
 			t.Errorf("gitDir %v: DiffChanged differs from the walk\nwalk:    %+v\nchanged: %+v\n%s\n----\n%s",
 				gitDir, want.Changes, got.Changes, want.Patch, got.Patch)
+		}
+		var meta []string
+		for _, c := range got.Changes {
+			if c.Kind == Dir || c.Op == Touched || len(c.Xattrs) > 0 {
+				meta = append(meta, c.Op.String()+" "+c.Path)
+			}
+		}
+		if wantMeta := "modified a.txt; modified m; added newempty; touched touched.txt"; strings.Join(meta, "; ") != wantMeta {
+			t.Errorf("gitDir %v: metadata changes %q, want %q", gitDir, meta, wantMeta)
 		}
 		if got.Scan.Files >= want.Scan.Files {
 			t.Errorf("gitDir %v: DiffChanged read %d entries, the walk %d", gitDir, got.Scan.Files, want.Scan.Files)

@@ -23,9 +23,14 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 	defer r.close()
 	var added, deleted []string
 	var out []pending
+	notCompared := 0
 	for p, nb := range b.entries {
 		oa, ok := a.entries[p]
 		if !ok {
+			if a.bounds.under(p) {
+				notCompared++ // the baseline did not record what was there
+				continue
+			}
 			added = append(added, p)
 			continue
 		}
@@ -34,20 +39,25 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 		}
 		unverified := oa.blob != nil
 		switch oa = r.full(p, oa); {
+		case fileType(oa.mode) != fileType(nb.mode):
+			// A type change (file to link, …) reads best as a deletion and an addition.
+			added, deleted = append(added, p), append(deleted, p)
 		case same(oa, nb) && unverified && oa.hasSum:
 			pd := newPending(Modified, p, p, oa, nb)
 			pd.rewritten, pd.OldSHA256 = true, ""
 			out = append(out, pd)
-		case same(oa, nb):
-		case fileType(oa.mode) != fileType(nb.mode):
-			// A type change (file to link, …) reads best as a deletion and an addition.
-			added, deleted = append(added, p), append(deleted, p)
-		default:
+		case !same(oa, nb) || !oa.xattrs.equal(nb.xattrs):
 			out = append(out, newPending(Modified, p, p, oa, nb))
+		case oa.kind != Dir && oa.key.mtime != nb.key.mtime:
+			out = append(out, newPending(Touched, p, p, oa, nb))
 		}
 	}
 	for p := range a.entries {
 		if _, ok := b.entries[p]; !ok {
+			if b.bounds.under(p) {
+				notCompared++ // not seen, which is not gone
+				continue
+			}
 			deleted = append(deleted, p)
 		}
 	}
@@ -56,23 +66,32 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 	old := func(p string) *entry { return r.full(p, a.entries[p]) }
 	out = append(out, pairRenames(old, b, &added, &deleted)...)
 	for _, p := range added {
-		out = append(out, newPending(Added, p, "", nil, b.entries[p]))
+		if e := b.entries[p]; e.kind != Dir || e.empty {
+			out = append(out, newPending(Added, p, "", nil, e))
+		}
 	}
 	for _, p := range deleted {
-		out = append(out, newPending(Deleted, p, "", old(p), nil))
+		if e := old(p); e.kind != Dir || e.empty {
+			out = append(out, newPending(Deleted, p, "", e, nil))
+		}
 	}
 	slices.SortFunc(out, func(x, y pending) int {
 		return cmp.Or(cmp.Compare(x.Path, y.Path), cmp.Compare(opOrder(x.Op), opOrder(y.Op)))
 	})
-	res := &Result{Scan: b.stats, Problems: b.problems}
+	res := &Result{Scan: b.stats, Problems: b.problems, Gap: gapOf(a, b, out, notCompared)}
 	var p patcher
 	for i := range out {
-		p.write(&out[i], opts)
+		if p.buf.Len() < opts.MaxPatch && !opts.late() {
+			p.write(&out[i], opts)
+		} else {
+			res.Gap.PatchOmitted++
+		}
 		res.Changes = append(res.Changes, out[i].Change)
 		res.Insertions += out[i].Added
 		res.Deletions += out[i].Deleted
 	}
-	res.Patch = p.buf.Bytes()
+	res.Patch = p.cut(opts.MaxPatch, &res.Gap)
+	res.Gap.TimedOut = res.Gap.TimedOut || opts.late()
 	res.Problems = append(res.Problems, r.problems...)
 	return res
 }
@@ -86,10 +105,17 @@ func opOrder(o Op) int {
 }
 
 // same reports whether two entries for one path have the same mode and content. Without
-// a digest on both sides (special or unreadable files) size and mtime stand in for it.
+// a digest on both sides (special or unreadable files) size and mtime stand in for it;
+// a directory has no content of its own.
 func same(a, b *entry) bool {
 	if a.mode != b.mode {
 		return false
+	}
+	if a.kind == Dir || b.kind == Dir {
+		return a.kind == b.kind
+	}
+	if unhashed(a) || unhashed(b) {
+		return a.key == b.key // not read: any change of the stat data is a change
 	}
 	if a.hasSum && b.hasSum {
 		return a.sum == b.sum // whatever the kinds: a file may fall out of the memory budget
@@ -146,8 +172,18 @@ func newPending(op Op, p, oldPath string, oa, nb *entry) pending {
 	if oa != nil && nb != nil && oa.kind == Binary {
 		c.Kind = Binary
 	}
-	if op == Modified {
+	if op == Modified || op == Touched {
 		c.OldPath = ""
+	}
+	switch {
+	case nb == nil:
+	case oa == nil:
+		c.Xattrs = xattrChanges(nil, nb.xattrs)
+	default:
+		c.Xattrs = xattrChanges(oa.xattrs, nb.xattrs)
+		if oa.kind != Dir && oa.key.mtime != nb.key.mtime {
+			c.OldMtime, c.NewMtime = mtimeOf(oa), mtimeOf(nb)
+		}
 	}
 	return pending{Change: c, old: oa, new: nb}
 }

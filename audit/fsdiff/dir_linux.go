@@ -121,3 +121,9 @@ func (i *statInfo) Mode() fs.FileMode {
 	}
 	return m
 }
+
+func (d fdDir) xattrNames(name string) ([]string, error) { return linux.ListxattrAt(d.fd, name) }
+
+func (d fdDir) xattrValue(name, attr string) ([]byte, error) {
+	return linux.GetxattrAt(d.fd, name, attr)
+}

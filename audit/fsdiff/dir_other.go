@@ -61,3 +61,8 @@ func readDirNames(r *os.Root) ([]string, error) {
 	slices.Sort(names)
 	return names, err
 }
+
+// Extended attributes are read on Linux only: elsewhere none are recorded.
+func (rootDir) xattrNames(string) ([]string, error) { return nil, nil }
+
+func (rootDir) xattrValue(string, string) ([]byte, error) { return nil, nil }

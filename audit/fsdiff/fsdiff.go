@@ -66,6 +66,30 @@ type Options struct {
 	// there, for a contract under which it may write them (filesystem.git: commit).
 	GitDir bool
 
+	// Bounds on what one snapshot and diff may cost cordon, whatever the workspace
+	// holds; past one the work stops and the Result's [Gap] says what was not done.
+	// Zero means the default.
+	//
+	// MaxEntries bounds the entries (files, links, directories) one snapshot records
+	// (default [DefaultMaxEntries]); past it the rest is counted, not recorded.
+	MaxEntries int
+	// MaxFileHash bounds the bytes hashed of one file (default [DefaultMaxFileHash]);
+	// a larger file is tracked by its stat data only. Holes of a sparse file are
+	// never read, but count.
+	MaxFileHash int64
+	// MaxHashBytes bounds the bytes hashed by one snapshot (default
+	// [DefaultMaxHashBytes]); past it files are tracked by their stat data only.
+	MaxHashBytes int64
+	// MaxPatch bounds the bytes of patch one diff renders (default
+	// [DefaultMaxPatch]); past it changes are listed without their patch.
+	MaxPatch int
+	// Timeout bounds the wall time of one snapshot and its diff (default
+	// [DefaultTimeout]); past it directories are not scanned, files not hashed and
+	// patches not rendered.
+	Timeout time.Duration
+
+	// deadline is when the snapshot or diff under way must stop (set by started).
+	deadline time.Time
 	// now is the clock used to detect racy timestamps; nil means time.Now.
 	now func() time.Time
 	// noGitIndex makes the baseline read every file, as if the workspace had no git
@@ -90,7 +114,7 @@ func (o Options) withDefaults() Options {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	return o
+	return o.boundDefaults()
 }
 
 // Validate reports every invalid field of o.
@@ -126,7 +150,7 @@ func New(ctx context.Context, dir string, opts Options) (*Tracker, error) {
 		return nil, err
 	}
 	t := &Tracker{dir: abs, opts: opts}
-	base, err := scan(ctx, abs, opts, nil)
+	base, err := scan(ctx, abs, opts.started(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +175,12 @@ func (t *Tracker) Baseline() ScanStats { return t.base.stats }
 // Diff snapshots the workspace again, returns what changed since the previous snapshot,
 // and makes the new snapshot the baseline. On error the baseline is unchanged.
 func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
-	next, err := scan(ctx, t.dir, t.opts, t.base)
+	opts := t.opts.started()
+	next, err := scan(ctx, t.dir, opts, t.base)
 	if err != nil {
 		return nil, err
 	}
-	res := compare(t.dir, t.base, next, t.opts)
+	res := compare(t.dir, t.base, next, opts)
 	t.base = next
 	return res, nil
 }
@@ -165,7 +190,7 @@ func (t *Tracker) Diff(ctx context.Context) (*Result, error) {
 // untouched). Unchanged files, seen through the overlay with their own inode numbers,
 // are not read again. On error the baseline is unchanged.
 func (t *Tracker) DiffAt(ctx context.Context, dir string) (*Result, error) {
-	opts := t.opts
+	opts := t.opts.started()
 	view, err1 := os.Stat(dir)
 	real, err2 := os.Stat(t.dir)
 	if err := errors.Join(err1, err2); err != nil {
@@ -176,7 +201,7 @@ func (t *Tracker) DiffAt(ctx context.Context, dir string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := compare(t.dir, t.base, next, t.opts)
+	res := compare(t.dir, t.base, next, opts)
 	t.base = next
 	return res, nil
 }
@@ -192,11 +217,12 @@ func (t *Tracker) DiffAt(ctx context.Context, dir string) (*Result, error) {
 // the workspace went through while no command of the session was being diffed (a
 // background process of an earlier command, or the host).
 func (t *Tracker) Fork(ctx context.Context) (fork *Tracker, since *Result, err error) {
-	next, err := scan(ctx, t.dir, t.opts, t.base)
+	opts := t.opts.started()
+	next, err := scan(ctx, t.dir, opts, t.base)
 	if err != nil {
 		return nil, nil, err
 	}
-	since = compare(t.dir, t.base, next, t.opts)
+	since = compare(t.dir, t.base, next, opts)
 	t.base = next
 	return &Tracker{dir: t.dir, opts: t.opts, base: next}, since, nil
 }
@@ -213,8 +239,9 @@ const (
 	_ Op = iota
 	Added
 	Deleted
-	Modified // content, mode or both changed
+	Modified // content, mode or extended attributes changed
 	Renamed  // same content under a new path (the mode may also have changed)
+	Touched  // only the modification time changed (content, mode and attributes did not)
 )
 
 func (o Op) String() string {
@@ -227,6 +254,8 @@ func (o Op) String() string {
 		return "modified"
 	case Renamed:
 		return "renamed"
+	case Touched:
+		return "touched"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -242,6 +271,7 @@ const (
 	Symlink                // a symbolic link; its target is its content
 	Special                // FIFO, socket or device: never opened
 	Unreadable             // could not be read (permissions, vanished): no content
+	Dir                    // a directory: added or deleted empty, or its mode or attributes changed
 )
 
 func (k Kind) String() string {
@@ -258,6 +288,8 @@ func (k Kind) String() string {
 		return "special"
 	case Unreadable:
 		return "unreadable"
+	case Dir:
+		return "dir"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -276,12 +308,19 @@ type Change struct {
 	// when unreadable).
 	OldSHA256, NewSHA256 string
 	Added, Deleted       int // lines, for text changes
+	// OldMtime and NewMtime are the modification times, set (both) when they differ
+	// on a path present on both sides, but for a directory (whose mtime moves with
+	// its entries).
+	OldMtime, NewMtime time.Time
+	// Xattrs are the extended attributes added, changed or removed: all of a new
+	// path's, none of a deleted one's.
+	Xattrs []XattrChange
 }
 
 // ScanStats describes one snapshot.
 type ScanStats struct {
 	Files    int           // regular files, symbolic links and special files
-	Dirs     int           // directories scanned
+	Dirs     int           // directories scanned (each also an entry of the snapshot)
 	Read     int           // files whose content was read (re-read) in this snapshot
 	Bytes    int64         // bytes read
 	Retained int64         // bytes of content kept in memory
@@ -301,6 +340,8 @@ type Result struct {
 	// Problems lists entries that could not be scanned (unreadable, vanished mid-scan,
 	// changed during the scan), one "path: reason" each.
 	Problems []string
+	// Gap says what the bounds of [Options] left out; zero when nothing was.
+	Gap Gap
 }
 
 // excluded reports whether the workspace-relative path rel is skipped.

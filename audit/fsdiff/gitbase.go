@@ -128,7 +128,7 @@ func (r *resolver) full(rel string, e *entry) *entry {
 // the file (the same digest, kind and retained content); on failure, an unreadable
 // entry.
 func (r *resolver) load(e *entry) (*entry, error) {
-	full := &entry{key: e.key, mode: e.mode, size: e.size}
+	full := &entry{key: e.key, mode: e.mode, size: e.size, xattrs: e.xattrs}
 	if !r.opened {
 		r.opened = true
 		r.store, r.storeErr = gitread.OpenStore(filepath.Join(r.dir, ".git"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	// The line diff comes from github.com/rogpeppe/go-internal/diff, a maintained copy of
@@ -29,18 +30,23 @@ func (p *patcher) write(c *pending, opts Options) {
 		oldName = "a/" + c.OldPath
 	}
 	fmt.Fprintf(&p.buf, "diff --git %s %s\n", quote(oldName), quote(newName))
+	what := "file"
+	if c.Kind == Dir {
+		what = "directory"
+	}
 	switch c.Op {
 	case Added:
-		fmt.Fprintf(&p.buf, "new file mode %06o\n", c.NewMode)
+		fmt.Fprintf(&p.buf, "new %s mode %06o\n", what, c.NewMode)
 		oldName = "/dev/null"
 	case Deleted:
-		fmt.Fprintf(&p.buf, "deleted file mode %06o\n", c.OldMode)
+		fmt.Fprintf(&p.buf, "deleted %s mode %06o\n", what, c.OldMode)
 		newName = "/dev/null"
 	default:
 		if c.OldMode != c.NewMode {
 			fmt.Fprintf(&p.buf, "old mode %06o\nnew mode %06o\n", c.OldMode, c.NewMode)
 		}
 	}
+	p.meta(&c.Change)
 	if c.rewritten {
 		fmt.Fprintf(&p.buf, "File %s rewritten with the content the git index recorded for it "+
 			"(its content before the command was not read: its stat data matched the index)\n", quote(newName))
@@ -52,6 +58,35 @@ func (p *patcher) write(c *pending, opts Options) {
 		return
 	}
 	p.content(c, quote(oldName), quote(newName), opts)
+}
+
+// meta appends what changed of c's metadata, one line each, as no git header says it:
+// its modification time when only it moved or it moved back, and its extended
+// attributes (names quoted, values by size and digest only).
+func (p *patcher) meta(c *Change) {
+	if !c.OldMtime.IsZero() && (c.Op == Touched || c.NewMtime.Before(c.OldMtime)) {
+		fmt.Fprintf(&p.buf, "mtime %s -> %s\n", c.OldMtime.Format(time.RFC3339Nano), c.NewMtime.Format(time.RFC3339Nano))
+	}
+	for _, x := range c.Xattrs {
+		side := func(size int, sum string) string {
+			if sum == "" {
+				return "none"
+			}
+			return fmt.Sprintf("%d bytes sha256:%.16s", size, sum)
+		}
+		switch x.Op {
+		case Added:
+			fmt.Fprintf(&p.buf, "xattr added %s (%s)\n", quote(x.Name), side(x.NewSize, x.NewSHA256))
+		case Deleted:
+			fmt.Fprintf(&p.buf, "xattr removed %s (%s)\n", quote(x.Name), side(x.OldSize, x.OldSHA256))
+		default:
+			if x.Name == "*" {
+				fmt.Fprintf(&p.buf, "xattrs changed (too many to itemize)\n")
+				continue
+			}
+			fmt.Fprintf(&p.buf, "xattr changed %s (%s -> %s)\n", quote(x.Name), side(x.OldSize, x.OldSHA256), side(x.NewSize, x.NewSHA256))
+		}
+	}
 }
 
 // content appends the content part of a change: hunks for text, or a one-line notice.
@@ -68,12 +103,16 @@ func (p *patcher) content(c *pending, oldName, newName string, opts Options) {
 	}
 	for _, k := range kinds {
 		switch k {
-		case Special:
+		case Special, Dir:
 			return // no content to speak of
 		case Binary:
 			fmt.Fprintf(&p.buf, "Binary files %s and %s differ\n", oldName, newName)
 			return
 		case Large:
+			if note := notHashedNote(c); note != "" {
+				fmt.Fprintf(&p.buf, "Files %s and %s differ (%s)\n", oldName, newName, note)
+				return
+			}
 			why := "over the memory budget"
 			if max(c.OldSize, c.NewSize) > opts.MaxTextSize {
 				why = fmt.Sprintf("larger than %d bytes", opts.MaxTextSize)

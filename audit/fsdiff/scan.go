@@ -41,9 +41,14 @@ type entry struct {
 	content  []byte // retained content; nil when not retained
 	retained bool
 	racy     bool // the stat key cannot be trusted: re-read next time
+	// unhashed, when set, says why the content was not read: the file is tracked by
+	// its stat key only (a change of it is a change of the file).
+	unhashed string
 	// blob, when set, means the content was not read: it is this git blob's, and
 	// kind, sum and content are filled in only by resolving it (see gitbase.go).
-	blob *lazyBlob
+	blob   *lazyBlob
+	xattrs *xattrSet // nil when none (meta.go)
+	empty  bool      // a directory (kind Dir) that lists no entry
 }
 
 // snapshot is the state of a workspace at one point in time.
@@ -51,6 +56,7 @@ type snapshot struct {
 	entries  map[string]*entry // by slash-separated relative path
 	stats    ScanStats
 	problems []string
+	bounds   snapBounds
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -63,6 +69,10 @@ type dirHandle interface {
 	sub(name string) (dirHandle, error)     // a subdirectory
 	open(name string) (*os.File, error)     // a file, for reading, without blocking
 	readlink(name string) (string, error)   // a symbolic link's target
+	// xattrNames lists the extended attributes of an entry itself ("." for the
+	// directory), xattrValue reads one (at most 64 KiB, the kernel's bound).
+	xattrNames(name string) ([]string, error)
+	xattrValue(name, attr string) ([]byte, error)
 	close()
 }
 
@@ -82,6 +92,9 @@ type scanner struct {
 	preOpened atomic.Int64 // subdirectories opened by their parent, not yet scanned
 	bytes     atomic.Int64
 	dirs      atomic.Int64
+	bounds
+	dirAt     atomic.Int64 // directory entries recorded (not counted as files)
+	xattrKept atomic.Int64 // bytes of extended attribute names itemized (meta.go)
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -144,8 +157,9 @@ func (s *scanner) snapshot() *snapshot {
 	return &snapshot{
 		entries:  s.out,
 		problems: s.problems,
+		bounds:   s.snapBounds(),
 		stats: ScanStats{
-			Files:    len(s.out),
+			Files:    len(s.out) - int(s.dirAt.Load()),
 			Dirs:     int(s.dirs.Load()),
 			Read:     int(s.read.Load()),
 			Bytes:    s.bytes.Load(),
@@ -172,7 +186,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 	if pre != nil {
 		s.preOpened.Add(-1)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || s.lateDir(rel) {
 		if pre != nil {
 			pre.close()
 		}
@@ -192,8 +206,14 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.problem(rel, err)
 		return
 	}
+	if rel != "." {
+		s.put(rel, s.dirEntry(r, rel, want, len(names) == 0))
+	}
 	local := make([]namedEntry, 0, len(names))
-	for _, name := range names {
+	for i, name := range names {
+		if !s.admit(rel, len(names)-i) {
+			break
+		}
 		crel := name
 		if rel != "." {
 			crel = rel + "/" + name
@@ -388,6 +408,23 @@ func sameDir(root *os.Root, top dirHandle) error {
 	return nil
 }
 
+// dirEntry is the entry of the directory rel, opened as r, whose lstat from its
+// parent is fi: its mode, its extended attributes (those of the previous snapshot
+// when its stat key is unchanged) and whether it is empty. Its size and times move
+// with its entries, so only its mode and attributes count as changes of its own.
+func (s *scanner) dirEntry(r dirHandle, rel string, fi fs.FileInfo, empty bool) *entry {
+	s.dirAt.Add(1)
+	key := keyOf(fi).alias(s.opts.devAlias)
+	e := &entry{key: key, mode: unixMode(fi.Mode()) | 0o040000, kind: Dir, empty: empty}
+	if p := s.prev[rel]; p != nil && p.kind == Dir && p.key == key && !p.racy {
+		e.xattrs = p.xattrs
+	} else {
+		e.xattrs = s.readXattrs(r, ".", rel)
+		e.racy = key.recent(s.start.Add(-racyWindow).UnixNano())
+	}
+	return e
+}
+
 // fileEntry returns the entry for a non-directory: the previous one when its stat key is
 // unchanged and trustworthy, else a fresh one.
 func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entry {
@@ -400,10 +437,19 @@ func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entr
 	}
 	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size()}
 	e.racy = key.recent(s.start.Add(-racyWindow).UnixNano())
+	// Read whatever the content's source: a git baseline vouches for content, not
+	// for attributes.
+	xattrs := s.readXattrs(r, name, rel)
+	e.xattrs = xattrs
 	switch fi.Mode().Type() {
 	case 0:
 		if lazy := s.fromIndex(rel, fi, key, e.racy); lazy != nil {
+			lazy.xattrs = xattrs
 			return lazy
+		}
+		if why := s.hashable(fi.Size()); why != "" {
+			unhashedEntry(e, why)
+			break
 		}
 		s.readFile(r, name, rel, fi, e)
 	case fs.ModeSymlink:
@@ -477,14 +523,20 @@ func (s *scanner) readFile(r dirHandle, name, rel string, fi fs.FileInfo, e *ent
 	}
 	h := sha256.New()
 	h.Write(data)
-	n, err := io.Copy(h, f)
+	n, err := hashFrom(f, h, int64(len(data)), fi.Size(), s.stopped)
+	s.bytes.Add(n)
+	if errors.Is(err, errStopped) {
+		s.timedOut.Store(true)
+		unhashedEntry(e, unhashedDeadline)
+		return
+	}
 	if err != nil {
 		s.unreadable(rel, e, err)
 		return
 	}
 	s.read.Add(1)
-	s.bytes.Add(int64(len(data)) + n)
-	e.kind, e.size, e.hasSum = Large, int64(len(data))+n, true
+	s.bytes.Add(int64(len(data)))
+	e.kind, e.size, e.hasSum = Large, fi.Size(), true
 	h.Sum(e.sum[:0])
 }
 

@@ -12,8 +12,12 @@
 //	  params: {role: ci-readonly}                        # free-form strings, for the commands
 //
 // Each command's first word is an absolute path or a name looked up in the host's
-// PATH; a relative path is refused (it would run whatever the workspace holds). Both
-// get PATH, CORDON_RUN_ID, CORDON_CRED_NAME, CORDON_CRED_TTL (seconds) and
+// PATH; a relative path is refused (it would run whatever the workspace holds). The
+// program, its #! interpreters and the directories above them must be code the
+// sandbox can never have written: internal/hostexec checks them each time a command
+// runs, and runs the file it checked, through its descriptor, in /. Both get PATH
+// (the host's, without relative entries and entries in the workspace or a path the
+// sandbox may write), CORDON_RUN_ID, CORDON_CRED_NAME, CORDON_CRED_TTL (seconds) and
 // CORDON_CRED_SCOPE (the scope as JSON), plus the host variables scope.env names and
 // nothing else. mint prints one JSON object on stdout:
 //
@@ -32,7 +36,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +44,7 @@ import (
 	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/creds/internal/scope"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // Config configures the provider. Zero fields mean defaults.
@@ -53,6 +57,10 @@ type Config struct {
 	Stderr io.Writer
 	// Timeout limits each command; 0 means 30s.
 	Timeout time.Duration
+	// Policy says where the commands' programs may not lie (hostexec.PolicyOf the
+	// plan). The zero value trusts root and the invoking user and no path less than
+	// another (gc, which has no plan): programs others can write are still refused.
+	Policy hostexec.Policy
 }
 
 // Provider runs mint and revoke commands. It implements [creds.Provider] and is safe
@@ -71,6 +79,9 @@ func New(cfg Config) *Provider {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Policy.Invoker == 0 && len(cfg.Policy.Untrusted) == 0 {
+		cfg.Policy.Invoker = -1
 	}
 	return &Provider{cfg: cfg}
 }
@@ -96,7 +107,7 @@ func parse(name string, sc map[string]any) (spec, error) {
 		}
 	}
 	for _, v := range s.env {
-		if v == "" || strings.ContainsAny(v, "= \x00") || strings.HasPrefix(v, "CORDON_") || v == "PATH" {
+		if v == "" || strings.ContainsAny(v, "= \x00") || strings.HasPrefix(v, "CORDON_") || v == "PATH" || loaderVar(v) {
 			errs = append(errs, errdefs.Invalidf("credentials %s: scope.env: %q is not a variable the commands can be given", name, v))
 		}
 	}
@@ -108,14 +119,17 @@ func parse(name string, sc map[string]any) (spec, error) {
 	return s, errors.Join(errs...)
 }
 
+// loaderVar reports whether v steers what a program loads rather than what it does
+// (the dynamic loader's variables and a shell's startup file): the commands' code is
+// the checked program, nothing a variable names.
+func loaderVar(v string) bool {
+	return strings.HasPrefix(v, "LD_") || v == "BASH_ENV" || v == "ENV" || v == "GCONV_PATH"
+}
+
 // environ builds a command's environment from nothing.
 func (p *Provider) environ(s spec, run string, c contract.Credential, extra ...string) []string {
-	path := p.cfg.Getenv("PATH")
-	if path == "" {
-		path = "/usr/local/bin:/usr/bin:/bin"
-	}
 	env := []string{
-		"PATH=" + path,
+		"PATH=" + HostPath(p.cfg.Getenv("PATH"), p.cfg.Policy),
 		"CORDON_RUN_ID=" + run,
 		"CORDON_CRED_NAME=" + c.Name,
 		"CORDON_CRED_TTL=" + strconv.FormatInt(int64(c.TTL/time.Second), 10),
@@ -199,14 +213,12 @@ func (p *Provider) Revoke(ctx context.Context, g creds.Grant) error {
 func (p *Provider) run(ctx context.Context, argv, env []string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	path, err := exec.LookPath(argv[0])
-	if strings.Contains(argv[0], "/") {
-		path, err = argv[0], nil
+	prog, err := hostexec.Resolve(argv[0], pathOf(env), p.cfg.Policy)
+	if err != nil {
+		return nil, err
 	}
-	if err != nil || !strings.HasPrefix(path, "/") {
-		return nil, fmt.Errorf("%s: not found in the host's PATH", argv[0])
-	}
-	cmd := exec.CommandContext(ctx, path, argv[1:]...)
+	defer prog.Close()
+	cmd := prog.Command(ctx, argv[1:], env)
 	cmd.Env = env
 	cmd.Stdin = nil
 	var out limitedBuffer
@@ -226,6 +238,16 @@ func (p *Provider) run(ctx context.Context, argv, env []string) ([]byte, error) 
 	return out.buf.Bytes(), nil
 }
 
+// pathOf is the PATH of env.
+func pathOf(env []string) string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // limitedBuffer keeps the first maxOutput bytes written to it. (Not an embedded
 // bytes.Buffer: io.Copy would use its ReadFrom and bypass the limit.)
 type limitedBuffer struct {
@@ -240,4 +262,19 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return b.buf.Write(p)
+}
+
+// Commands returns the mint and revoke argv a credential's scope names (nil for one
+// the scope lacks or spells wrong; the compiler reports those).
+func Commands(c contract.Credential) (mint, revoke []string) {
+	s, _ := parse(c.Name, c.Scope)
+	return s.mint, s.revoke
+}
+
+// HostPath is the PATH the commands get, for a host whose PATH is path.
+func HostPath(path string, pol hostexec.Policy) string {
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return pol.SafePath(path)
 }

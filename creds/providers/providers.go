@@ -31,6 +31,7 @@ import (
 	"github.com/cordonhq/cordon/creds/local"
 	"github.com/cordonhq/cordon/creds/vault"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/hostexec"
 )
 
 // Provider names, as contracts spell them.
@@ -66,6 +67,9 @@ type Config struct {
 	Getenv func(string) string
 	// Stderr receives exec commands' standard error; nil discards it.
 	Stderr io.Writer
+	// Policy says where exec commands' programs may not lie: hostexec.PolicyOf the
+	// plan (see command.Config.Policy).
+	Policy hostexec.Policy
 }
 
 // Needed returns the provider names a plan's credentials use, for Config.Need.
@@ -108,7 +112,7 @@ func FromEnv(cfg Config) (map[string]creds.Provider, error) {
 	} else {
 		need(Local, errdefs.Unavailablef("%w", err))
 	}
-	out[Exec] = command.New(command.Config{Getenv: cfg.Getenv, Stderr: cfg.Stderr})
+	out[Exec] = command.New(command.Config{Getenv: cfg.Getenv, Stderr: cfg.Stderr, Policy: cfg.Policy})
 	if p, err := gitHubApp(cfg.Getenv); err == nil {
 		out[GitHubApp] = p
 	} else {

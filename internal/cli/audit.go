@@ -209,6 +209,8 @@ type verifyJSON struct {
 	Lines   int          `json:"lines"` // lines found intact, from the first
 	Head    string       `json:"head"`  // the hash of the last intact line
 	Problem *problemJSON `json:"problem"`
+	// DiffGaps counts the fs.diff lines a limits.diff bound stopped short.
+	DiffGaps int `json:"diff_gaps,omitempty"`
 }
 
 // problemJSON is an [audit.VerifyError].
@@ -224,7 +226,8 @@ func auditVerify(stdio IO, run audit.Run, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		out := verifyJSON{Schema: schemaAuditVerify, Run: run.ID, OK: rep.OK(), Sealed: rep.Sealed, Lines: rep.Lines, Head: rep.Head}
+		out := verifyJSON{Schema: schemaAuditVerify, Run: run.ID, OK: rep.OK(), Sealed: rep.Sealed, Lines: rep.Lines, Head: rep.Head,
+			DiffGaps: rep.DiffGaps}
 		if p := rep.Problem; p != nil {
 			out.Problem = &problemJSON{Line: p.Line, Kind: fmt.Sprint(p.Kind), Detail: p.Detail}
 		}
@@ -240,6 +243,10 @@ func auditVerify(stdio IO, run audit.Run, asJSON bool) error {
 	}
 	if !asJSON {
 		fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", run.ID, rep.Lines, rep.Head)
+		if rep.DiffGaps > 0 {
+			fmt.Fprintf(stdio.Stdout, "%s: %d workspace diff(s) stopped at a limits.diff bound: "+
+				"not the whole change (cordon audit show names what is missing)\n", run.ID, rep.DiffGaps)
+		}
 	}
 	return nil
 }

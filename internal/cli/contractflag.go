@@ -73,8 +73,20 @@ func compile(load func() (*contract.Contract, error), protect ...string) (*contr
 // for real paths), and the same refusal of what this cordon cannot enforce. So check
 // accepts exactly what run runs, and explain prints that plan. gcDone, when not nil,
 // hears what the clean-up did.
+//
+// It also checks every program the host will run because the contract names it
+// ([hostPrograms]): one the sandbox could have written is a problem at the entry that
+// names it, at check (exit 1) and again at run (exit 125), as the file may have
+// changed since. (Each program is checked once more each time it runs.)
 func planOf(file, auditDir string, gcDone func(cleaned []string, err error)) (*contract.Plan, *contract.Contract, error) {
-	return planFrom(func() (*contract.Contract, error) { return loadContract(file) }, auditDir, gcDone)
+	p, c, err := planFrom(func() (*contract.Contract, error) { return loadContract(file) }, auditDir, gcDone)
+	if err != nil {
+		return nil, c, err
+	}
+	if _, err := hostPrograms(p); err != nil {
+		return nil, c, errdefs.Invalidf("%w", err)
+	}
+	return p, c, nil
 }
 
 // planFrom is [planOf] for a contract that load reads: cordon diff reads two files and

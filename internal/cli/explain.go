@@ -55,19 +55,45 @@ func explainCmd(stdio IO, o explainOptions) error {
 		}
 		return errdefs.Exit(errdefs.ExitFailure)
 	}
+	progs, _ := hostPrograms(plan) // planOf refused any it refuses
 	if o.asJSON {
 		return writeJSON(stdio.Stdout, struct {
-			Schema  string         `json:"schema"`
-			Version int            `json:"explain_version"`
-			Plan    *contract.Plan `json:"plan"`
-		}{schemaExplain, explainJSONVersion, plan})
+			Schema   string         `json:"schema"`
+			Version  int            `json:"explain_version"`
+			Plan     *contract.Plan `json:"plan"`
+			Programs []hostProgram  `json:"host_programs"` // what the host runs for the contract
+		}{schemaExplain, explainJSONVersion, plan, progs})
 	}
 	writePlan(stdio.Stdout, plan)
+	writeHostPrograms(stdio.Stdout, progs)
 	for _, n := range plan.Notes {
 		fmt.Fprintf(stdio.Stdout, "note: %s\n", n)
 	}
 	explainBackend(stdio.Stdout, o.backend, plan)
 	return nil
+}
+
+// writeHostPrograms lists the programs the host runs because the contract names them,
+// and why each may.
+func writeHostPrograms(w io.Writer, progs []hostProgram) {
+	if len(progs) == 0 {
+		fmt.Fprintf(w, "\nHost programs: none (the host runs nothing the contract names)\n")
+		return
+	}
+	fmt.Fprintf(w, "\nHost programs (run outside the sandbox, through the file checked):\n")
+	for _, p := range progs {
+		fmt.Fprintf(w, "  %s: %s", p.For, p.Named)
+		if p.Path != "" && p.Path != p.Named {
+			fmt.Fprintf(w, " -> %s", p.Path)
+		}
+		for _, i := range p.Interpreters {
+			fmt.Fprintf(w, ", interpreter %s", i)
+		}
+		if p.Loader != "" {
+			fmt.Fprintf(w, ", loader %s", p.Loader)
+		}
+		fmt.Fprintf(w, "\n    %s\n", p.Why)
+	}
 }
 
 // explainer is a backend that can say how it builds the sandbox from a plan.
@@ -148,6 +174,9 @@ func writePlan(w io.Writer, p *contract.Plan) {
 	} else {
 		fmt.Fprintln(w, "Limits: none")
 	}
+	d := l.Diff
+	fmt.Fprintf(w, "Diff bounds (limits.diff): %d entries, hash %d bytes a file and %d a snapshot, "+
+		"patch %d bytes a command and %d a run, %s\n", d.Entries, d.HashFile, d.HashTotal, d.Patch, d.PatchRun, d.Time)
 	fmt.Fprintf(w, "Monitor: %s\n", p.Monitor.Mode)
 	fmt.Fprintf(w, "Credentials: %d\n", len(p.Credentials))
 	for _, g := range p.Gates {

@@ -2,10 +2,13 @@ package event
 
 // FSDiffBody is the body of fs.diff: what one command changed in the workspace.
 type FSDiffBody struct {
-	Files      int          `json:"files"`      // number of changed paths
-	Insertions int          `json:"insertions"` // added lines over all text files
-	Deletions  int          `json:"deletions"`  // deleted lines over all text files
-	Changes    []FileChange `json:"changes"`    // one per changed path, sorted by path
+	Files      int `json:"files"`      // number of changed paths
+	Insertions int `json:"insertions"` // added lines over all text files
+	Deletions  int `json:"deletions"`  // deleted lines over all text files
+	// Changes has one entry per changed path, sorted by path: the first ones only
+	// when there are more than the line may itemize (Gap.ChangesOmitted counts the
+	// rest; Files is the total).
+	Changes []FileChange `json:"changes"`
 	// Patch is the unified diff (redacted). When longer than the writer's inline limit it
 	// is cut at a line boundary, PatchTruncated is set and the whole patch is in
 	// PatchFile, a file next to events.jsonl whose SHA-256 is PatchSHA256.
@@ -26,14 +29,51 @@ type FSDiffBody struct {
 	// to PATH.cordon-quarantine so that no git on the host obeys their config and
 	// hooks (the change itself, the added .git, is in Changes).
 	Quarantined []string `json:"quarantined,omitempty"`
+	// Gap, when present, says what cordon did not do for this diff because one of
+	// the contract's limits.diff bounds stopped it; a reviewer reads it as "this
+	// diff is not the whole change".
+	Gap *DiffGap `json:"gap,omitempty"`
+}
+
+// DiffGap is what a bounded diff left out. Path lists hold the first few only (in
+// path order); the counts are the totals.
+type DiffGap struct {
+	// Unlisted counts workspace entries not recorded, past limits.diff.entries or the
+	// deadline (at least this many: a directory not scanned counts as one).
+	Unlisted int `json:"unlisted,omitempty"`
+	// IncompleteDirs counts directories whose entries were not all recorded, before
+	// or after the command; IncompletePaths names the first ones. No path below one
+	// is reported added or deleted.
+	IncompleteDirs  int      `json:"incomplete_dirs,omitempty"`
+	IncompletePaths []string `json:"incomplete_paths,omitempty"`
+	// NotCompared counts paths below an incomplete directory seen on one side only.
+	NotCompared int `json:"not_compared,omitempty"`
+	// NotHashed counts changed files compared by stat data only (size, mtime,
+	// inode), not read (limits.diff.hash_file, hash_total or the deadline);
+	// NotHashedPaths names the first ones.
+	NotHashed      int      `json:"not_hashed,omitempty"`
+	NotHashedPaths []string `json:"not_hashed_paths,omitempty"`
+	// PatchOmitted counts changes whose patch was left out (limits.diff.patch or the
+	// deadline).
+	PatchOmitted int `json:"patch_omitted,omitempty"`
+	// PatchNotStored is the bytes of patch not stored next to the log because the
+	// run's patch storage (limits.diff.patch_run) was spent.
+	PatchNotStored int `json:"patch_not_stored,omitempty"`
+	// ChangesOmitted, ProblemsOmitted and QuarantinedOmitted count the changes,
+	// problems and quarantined paths this line does not itemize.
+	ChangesOmitted     int `json:"changes_omitted,omitempty"`
+	ProblemsOmitted    int `json:"problems_omitted,omitempty"`
+	QuarantinedOmitted int `json:"quarantined_omitted,omitempty"`
+	// TimedOut says that limits.diff.time passed during the diff.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // FileChange is one changed path in an [FSDiffBody].
 type FileChange struct {
-	Op        string `json:"op"`                   // "added", "deleted", "modified" or "renamed"
+	Op        string `json:"op"`                   // "added", "deleted", "modified", "renamed" or "touched"
 	Path      string `json:"path"`                 // slash-separated, relative to the workspace
 	OldPath   string `json:"old_path,omitempty"`   // for "renamed"
-	Kind      string `json:"kind"`                 // "text", "binary", "large", "symlink", "special" or "unreadable"
+	Kind      string `json:"kind"`                 // "text", "binary", "large", "symlink", "special", "unreadable" or "dir"
 	OldMode   string `json:"old_mode,omitempty"`   // octal st_mode, such as "100644"
 	NewMode   string `json:"new_mode,omitempty"`   // octal st_mode
 	OldSize   int64  `json:"old_size"`             // bytes
@@ -42,6 +82,24 @@ type FileChange struct {
 	NewSHA256 string `json:"new_sha256,omitempty"` // hex digest of the new content
 	Added     int    `json:"added"`                // lines, text only
 	Deleted   int    `json:"deleted"`              // lines, text only
+	// OldMtime and NewMtime are the modification times (RFC 3339, UTC) when they
+	// differ, on a path present on both sides (never for a directory).
+	OldMtime string `json:"old_mtime,omitempty"`
+	NewMtime string `json:"new_mtime,omitempty"`
+	// Xattrs are the extended attributes added, changed or removed (all of an added
+	// path's); their values are never recorded.
+	Xattrs []XattrChange `json:"xattrs,omitempty"`
+}
+
+// XattrChange is one extended attribute of a [FileChange]. Name "*" with op
+// "modified" means the path holds more attributes than are itemized and some changed.
+type XattrChange struct {
+	Op        string `json:"op"`                   // "added", "deleted" or "modified"
+	Name      string `json:"name"`                 // such as "user.comment"
+	OldSize   int    `json:"old_size,omitempty"`   // bytes of the old value
+	NewSize   int    `json:"new_size,omitempty"`   // bytes of the new value
+	OldSHA256 string `json:"old_sha256,omitempty"` // hex digest of the old value
+	NewSHA256 string `json:"new_sha256,omitempty"` // hex digest of the new value
 }
 
 // ScanInfo says what the snapshot behind an [FSDiffBody] cost.

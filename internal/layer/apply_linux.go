@@ -183,6 +183,9 @@ func (l Landing) land(ws *linux.Tree, c Change) error {
 		if err := ws.Mkdir(c.Path, c.Mode, l.UID, l.GID); err != nil {
 			return err
 		}
+		if err := l.dirMeta(ws, c, now); err != nil {
+			return err
+		}
 		if c.Opaque {
 			return l.emptyExcept(ws, c.Path)
 		}
@@ -204,7 +207,38 @@ func (l Landing) land(ws *linux.Tree, c Change) error {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("the staged file is no longer a regular file")
 	}
-	return ws.WriteFile(c.Path, f, c.Mode, l.UID, l.GID)
+	// Its mtime and user.* attributes land with it: the diff showed them (what
+	// else it carries, Read named).
+	_, err = ws.WriteFileLike(c.Path, f, c.Mode, l.UID, l.GID)
+	return err
+}
+
+// dirMeta lands a staged directory's metadata: its user.* attributes (what else it
+// carries, Read named; a copied-up directory holds the workspace's, so an existing
+// one's that it lacks were removed) and an existing one's permission bits when the
+// sandbox changed them (a copied-up directory keeps the workspace's unless it did).
+func (l Landing) dirMeta(ws *linux.Tree, c Change, was State) error {
+	if was.Exists && was.Dir && !c.Opaque {
+		if !l.Writable(c.Path) {
+			return nil // a path the sandbox may not write it could not change either
+		}
+		st, err := ws.Lstat(c.Path)
+		if err != nil {
+			return err
+		}
+		if st.Mode&0o777 != c.Mode&0o777 {
+			if err := ws.Chmod(c.Path, c.Mode&0o777); err != nil {
+				return err
+			}
+		}
+	}
+	src, err := os.Open(filepath.Join(l.Upper, filepath.FromSlash(c.Path)))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	_, err = ws.CopyXattrs(c.Path, src)
+	return err
 }
 
 // emptyExcept removes the entries of the workspace directory rel that the upper

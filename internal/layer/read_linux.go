@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -83,6 +85,9 @@ func (s *Set) entry(upper, p, full string, fi fs.FileInfo) error {
 			s.Changes[n].Origin = err == nil && v != ""
 		}
 	}()
+	if m := fi.Mode(); m.IsDir() || m.IsRegular() {
+		s.metaProblems(p, full, m)
+	}
 	switch m := fi.Mode(); {
 	case m&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0:
 		s.Changes = append(s.Changes, Change{Path: p, Kind: Delete})
@@ -110,4 +115,37 @@ func (s *Set) entry(upper, p, full string, fi fs.FileInfo) error {
 		s.Problems = append(s.Problems, Problem{p, "a special file (" + m.Type().String() + "): not landed"})
 	}
 	return nil
+}
+
+// metaProblems names what of the metadata of the staged entry p (at full, with mode
+// m) Apply does not land: set-id and sticky bits (never landed), and extended
+// attributes but the overlay's own and up to linux.MaxCarriedXattrs user.* ones
+// (which land with the file or new directory, as does a file's mtime).
+func (s *Set) metaProblems(p, full string, m fs.FileMode) {
+	if bits := m & (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky); bits != 0 {
+		s.Problems = append(s.Problems, Problem{p, fmt.Sprintf("set-id or sticky bits (%v): landed without them, as %#o", bits, m.Perm())})
+	}
+	names, err := linux.Llistxattr(full)
+	if err != nil {
+		s.Problems = append(s.Problems, Problem{p, "extended attributes unreadable: " + err.Error()})
+		return
+	}
+	var refused []string
+	user := 0
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "trusted.overlay."):
+		case strings.HasPrefix(n, "user.") && user < linux.MaxCarriedXattrs:
+			user++
+		default:
+			refused = append(refused, strconv.Quote(n))
+		}
+	}
+	if len(refused) > 0 {
+		if len(refused) > 8 {
+			refused = append(refused[:8], fmt.Sprintf("and %d more", len(refused)-8))
+		}
+		s.Problems = append(s.Problems, Problem{p, fmt.Sprintf("extended attributes not landed (only up to %d user.* are): %s",
+			linux.MaxCarriedXattrs, strings.Join(refused, ", "))})
+	}
 }

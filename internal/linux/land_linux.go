@@ -129,6 +129,12 @@ func (t *Tree) Mkdir(rel string, perm uint32, uid, gid int) error {
 // every moment either what it was or the whole new file; a directory at rel is not
 // replaced (an error).
 func (t *Tree) WriteFile(rel string, r io.Reader, perm uint32, uid, gid int) error {
+	return t.writeFile(rel, r, perm, uid, gid, nil)
+}
+
+// writeFile is WriteFile, with finish (when not nil) run on the new file before it
+// is renamed over rel.
+func (t *Tree) writeFile(rel string, r io.Reader, perm uint32, uid, gid int, finish func(*os.File) error) error {
 	return t.replace(rel, uid, gid, func(pfd int, tmp string) error {
 		fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
@@ -144,7 +150,13 @@ func (t *Tree) WriteFile(rel string, r io.Reader, perm uint32, uid, gid int) err
 				return err
 			}
 		}
-		return f.Chmod(os.FileMode(perm & 0o777))
+		if err := f.Chmod(os.FileMode(perm & 0o777)); err != nil {
+			return err
+		}
+		if finish != nil {
+			return finish(f)
+		}
+		return nil
 	})
 }
 

@@ -19,6 +19,8 @@ type Stat struct {
 	Size         int64
 	Mtime, Ctime int64 // nanoseconds since the epoch
 	Ino, Dev     uint64
+	Uid, Gid     uint32
+	Nlink        uint64
 }
 
 func statOf(st *unix.Stat_t) Stat {
@@ -26,6 +28,7 @@ func statOf(st *unix.Stat_t) Stat {
 		Mode: st.Mode, Size: st.Size,
 		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(),
 		Ino: st.Ino, Dev: st.Dev,
+		Uid: st.Uid, Gid: st.Gid, Nlink: uint64(st.Nlink),
 	}
 }
 

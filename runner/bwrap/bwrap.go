@@ -32,6 +32,15 @@ func (b *Backend) Explain(plan *contract.Plan) string {
 	return "bwrap backend: the host paths above appear at the same paths inside; cordon's binary is process 1 (" + InitPath + ", read-only)."
 }
 
+// tmpfsSize is bwrap's size option for the next private tmpfs: the plan's bound, or
+// nothing (the kernel's half of the host's memory) when the contract lifted it.
+func tmpfsSize(plan *contract.Plan) []string {
+	if plan.Limits.Tmpfs <= 0 {
+		return nil
+	}
+	return []string{"--size", strconv.FormatInt(plan.Limits.Tmpfs, 10)}
+}
+
 // SecretFD is the file descriptor bwrap reads the i-th credential file from.
 func SecretFD(i int) int { return 5 + i }
 
@@ -45,8 +54,12 @@ func Args(plan *contract.Plan, host sandbox.Host) []string {
 		"--cap-drop", "ALL",
 		"--hostname", "cordon",
 		"--dev", "/dev",
-		"--proc", "/proc",
 	}
+	// /dev/shm is a tmpfs of its own, sized like every private tmpfs: in bwrap's /dev
+	// it would be a directory of a tmpfs with no size.
+	a = append(a, "--perms", "1777")
+	a = append(a, tmpfsSize(plan)...)
+	a = append(a, "--tmpfs", "/dev/shm", "--proc", "/proc")
 	for _, l := range plan.Links {
 		a = append(a, "--symlink", l.Target, l.Path)
 	}
@@ -57,7 +70,9 @@ func Args(plan *contract.Plan, host sandbox.Host) []string {
 			if m.Path == "/tmp" {
 				perms = "1777"
 			}
-			a = append(a, "--perms", perms, "--tmpfs", m.Path)
+			a = append(a, "--perms", perms)
+			a = append(a, tmpfsSize(plan)...)
+			a = append(a, "--tmpfs", m.Path)
 		case contract.Mask:
 			src := host.MaskFile
 			if m.Dir {

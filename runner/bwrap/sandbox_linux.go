@@ -112,8 +112,13 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 				return nil, errdefs.Unavailablef("%w", err)
 			}
 		}
-	case plan.Limits.Any():
+	case plan.Limits.Asked():
 		return nil, errdefs.Unavailablef("limits need a cgroup cordon can write (run as root or delegate a cgroup): %w", err)
+	case plan.Limits.Any():
+		// Only the defaults: the run goes on, and says at its first command that
+		// nothing but the tmpfs sizes bounds it.
+		s.unbounded = fmt.Sprintf("cordon: warning: the default limits (%s) are not enforced: %v (run as root or delegate a cgroup)\n",
+			strings.Join(plan.Limits.Defaulted, ", "), err)
 	}
 	return s, nil
 }
@@ -138,6 +143,11 @@ type instance struct {
 	live   *os.File   // a staged session's overlay, mounted for its process 1; nil otherwise
 
 	userns *stage.Userns // the idmap namespace Backend.Warm began for root's files, or nil
+
+	// unbounded is the warning the first Exec prints when the default limits could not
+	// be enforced (no writable cgroup); warned makes it once.
+	unbounded string
+	warned    sync.Once
 
 	closeOnce sync.Once
 	closeErr  error
@@ -169,6 +179,9 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	cmd, bwrapErr := s.command(args, extra, p)
 	if len(p.Argv) == 0 && !p.Serve {
 		return 0, errdefs.Invalidf("empty command")
+	}
+	if s.unbounded != "" && p.Stderr != nil {
+		s.warned.Do(func() { _, _ = io.WriteString(p.Stderr, s.unbounded) })
 	}
 	s.mu.Lock()
 	s.active++

@@ -132,9 +132,11 @@ func Mounts(in Input) []specs.Mount {
 			if m.Path == "/tmp" {
 				mode = "1777"
 			}
-			out = append(out, specs.Mount{Destination: m.Path, Type: "tmpfs", Source: "tmpfs", Options: []string{
-				"nosuid", "nodev", "mode=" + mode, "uid=" + strconv.Itoa(in.UID), "gid=" + strconv.Itoa(in.GID),
-			}})
+			opts := []string{"nosuid", "nodev", "mode=" + mode, "uid=" + strconv.Itoa(in.UID), "gid=" + strconv.Itoa(in.GID)}
+			if in.Plan.Limits.Tmpfs > 0 {
+				opts = append(opts, "size="+strconv.FormatInt(in.Plan.Limits.Tmpfs, 10))
+			}
+			out = append(out, specs.Mount{Destination: m.Path, Type: "tmpfs", Source: "tmpfs", Options: opts})
 		case contract.Mask:
 			src := in.Host.MaskFile
 			if m.Dir {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
@@ -38,10 +39,11 @@ func refusals(plan *contract.Plan, host sandbox.Host) error {
 	if host.EgressAddr == "" {
 		errs = append(errs, errors.New("the egress proxy is not on a loopback port (the runner did not treat seatbelt as a loopback backend)"))
 	}
-	if plan.Limits.Memory > 0 {
+	asked := func(name string, v bool) bool { return v && !slices.Contains(plan.Limits.Defaulted, name) }
+	if asked("memory", plan.Limits.Memory > 0) {
 		errs = append(errs, errors.New("limits.memory cannot be enforced: macOS has no cgroups, and XNU is not known to enforce RLIMIT_AS or RLIMIT_DATA on mmap'd memory"))
 	}
-	if plan.Limits.Pids > 0 {
+	if asked("pids", plan.Limits.Pids > 0) {
 		errs = append(errs, errors.New("limits.pids cannot be enforced: macOS has no cgroups, and RLIMIT_NPROC counts every process of the user, not the sandbox's"))
 	}
 	if plan.Limits.CPU > 0 {

@@ -21,6 +21,11 @@ func TestRefusals(t *testing.T) {
 	if err := refusals(&contract.Plan{}, ok); err != nil {
 		t.Fatalf("a plain plan: %v", err)
 	}
+	// The defaults are not refused (Exec names them in a warning); asked-for limits are.
+	defaults := contract.Plan{Limits: contract.LimitsPlan{Memory: 1 << 30, Pids: 10, Defaulted: []string{"memory", "pids"}}}
+	if err := refusals(&defaults, ok); err != nil {
+		t.Fatalf("a plan with only the default limits: %v", err)
+	}
 	for _, c := range []struct {
 		name string
 		plan contract.Plan

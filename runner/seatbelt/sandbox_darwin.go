@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cordonhq/cordon/contract"
@@ -94,6 +95,8 @@ type instance struct {
 	mu     sync.Mutex // mu guards made and closed.
 	made   []string   // directories Start created, removed by Close
 	closed bool
+
+	warned sync.Once // the first Exec says the default limits are not enforced
 }
 
 // MonitorUnavailable implements the runner's interface for a sandbox the syscall
@@ -107,6 +110,12 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		dir = s.plan.Workdir
 	}
 	dir = newMover(s.profile.Dirs, "").move(dir)
+	if d := s.plan.Limits.Defaulted; len(d) > 0 && p.Stderr != nil {
+		// Limits the contract asked for are refused by Start; the defaults are named.
+		s.warned.Do(func() {
+			fmt.Fprintf(p.Stderr, "cordon: warning: the default limits (%s) are not enforced: macOS has no cgroups\n", strings.Join(d, ", "))
+		})
+	}
 	if p.Serve {
 		return s.serve(ctx, p, dir)
 	}
