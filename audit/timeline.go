@@ -53,6 +53,9 @@ func writeHeader(w io.Writer, v *view) {
 	if s.Workspace != "" {
 		fmt.Fprintf(w, ", workspace %s", clean(s.Workspace))
 	}
+	if s.SandboxUID != 0 {
+		fmt.Fprintf(w, ", sandbox uid %d", s.SandboxUID)
+	}
 	fmt.Fprintln(w)
 }
 

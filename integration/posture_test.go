@@ -86,7 +86,7 @@ func ownWorkspace(t *testing.T, w *world) {
 
 func TestPostureBwrap(t *testing.T) {
 	w := newWorld(t)
-	w.doctor("bwrap") // the built-in default contract; root's workspace runs as 64999
+	w.doctor("bwrap") // the built-in default contract; root's workspace runs as a leased uid
 }
 
 func TestPostureContainers(t *testing.T) {

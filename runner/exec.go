@@ -392,9 +392,10 @@ func envNames(p *contract.Plan) []string {
 	return names
 }
 
-// openAudit creates the run's log and writes run.start. An audit root that cannot be
-// written, or that lies inside the workspace, refuses the run.
-func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, error) {
+// openAudit creates the run's log and writes run.start, which names uid, the sandbox's
+// host uid (0: unknown). An audit root that cannot be written, or that lies inside the
+// workspace, refuses the run.
+func openAudit(plan *contract.Plan, o *Options, runID string, uid int) (*audit.Writer, error) {
 	root := o.AuditRoot
 	if root == "" {
 		var err error
@@ -421,7 +422,7 @@ func openAudit(plan *contract.Plan, o *Options, runID string) (*audit.Writer, er
 		MaxPatchStored: plan.Limits.Diff.PatchRun, Start: audit.RunStart{
 			ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
 			Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),
-			Workspace: plan.Workspace,
+			Workspace: plan.Workspace, SandboxUID: uid,
 		}})
 	if err != nil {
 		return nil, errdefs.Unavailablef("audit log: %w", err)

@@ -20,7 +20,7 @@ import (
 
 // GC removes what runs whose cordon process is gone left behind under root: their
 // placeholders, cgroups and run directories, and dead sessions' socket and files. It
-// returns the run ids it cleaned.
+// returns the run ids it cleaned. (The host uids of dead runs are [GCUIDs]'.)
 func GC(root string) ([]string, error) {
 	if !filepath.IsAbs(root) {
 		return nil, errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)

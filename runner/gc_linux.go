@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/uids"
 )
 
 // removeCgroup removes a crashed run's cgroups, killing anything still in them.
@@ -31,4 +33,20 @@ func gcIdleCgroups(root string) {
 			_ = linux.RemoveIdleCgroup(name)
 		}
 	}
+}
+
+// GCUIDs takes back, as root, the host uids leased to sandboxes whose cordon is gone
+// and that run no process any more, of any run root (the leases are host-wide), and
+// returns them. It is `cordon gc`'s, not every start's (which runs [GC]): it reads
+// every lease, and an allocation that finds the range full takes back what it finds
+// dead itself.
+func GCUIDs() ([]int, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil // only root's cordon leases uids
+	}
+	freed, err := (&uids.Pool{Dir: uids.DefaultDir}).Reclaim()
+	if err != nil {
+		return freed, fmt.Errorf("taking back sandbox uids: %w", err)
+	}
+	return freed, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/uids"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -57,6 +58,8 @@ type Options struct {
 	Stage bool
 
 	now func() time.Time // or nil for time.Now
+	// uidPool leases sandboxes their host uids; nil means the host's (uids.Default).
+	uidPool *uids.Pool
 	// beforeCommand, when set, runs in a one-command run's early setup after the
 	// monitor attached (tests fail that branch with it).
 	beforeCommand func() error
@@ -157,11 +160,12 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 		return nil, err
 	}
 	r := &run{plan: plan, o: &o, start: o.now(), session: serve}
-	if w, ok := o.Backend.(sandbox.Warmer); ok {
-		release := w.Warm(plan)
+	r.res.RunID = audit.NewRunID(r.start)
+	r.leaseUID()
+	if w, ok := o.Backend.(sandbox.Warmer); ok && r.uidErr == nil {
+		release := w.Warm(plan, r.uid.leased)
 		r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
 	}
-	r.res.RunID = audit.NewRunID(r.start)
 	s := &Session{r: r, serveDone: make(chan struct{})}
 	defer r.teardownOnPanic(ctx)
 	err := r.prepare(ctx)
@@ -248,6 +252,8 @@ type run struct {
 	start time.Time
 	res   Result
 
+	uid    runUID // the sandbox's host uid, and the lease of it
+	uidErr error  // why the run has no host uid for its sandbox: prepare refuses it
 	rd     *runDir
 	broker *creds.Broker
 	log    *audit.Writer
@@ -294,23 +300,27 @@ type run struct {
 // the egress proxy and the session's and gates' sockets, then starts the sandbox and its
 // monitor. Each step registers its undo in r.undo as soon as it has acquired something.
 func (r *run) prepare(ctx context.Context) error {
-	log, err := openAudit(r.plan, r.o, r.res.RunID)
+	log, err := openAudit(r.plan, r.o, r.res.RunID, r.uid.host)
 	if err != nil {
 		return err
 	}
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
 	r.sink = &cmdSink{next: log, copy: r.o.Events, now: r.o.now}
+	if r.uidErr != nil {
+		return r.uidErr // logged: the run was refused, not run
+	}
 	if err := checkRunRoot(r.o.RunRoot, r.plan); err != nil {
 		return err
 	}
 	if err := checkKernelFilesystems(r.plan); err != nil {
 		return err
 	}
-	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace)
+	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace, r.uid.host)
 	if err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
+	host.UID = r.uid.leased
 	r.rd = rd
 	r.undo.add("removing the run directory", func(context.Context) error { return rd.remove() })
 	host.Init = r.o.Init

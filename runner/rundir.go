@@ -33,6 +33,10 @@ type runOwner struct {
 	// Stage is a staged run's stage directory: gc removes it when the run died
 	// before it finished (never applying anything).
 	Stage string `json:"stage,omitempty"`
+	// SandboxUID is the host uid the run's sandbox runs as, when its backend says
+	// (sandbox.HostUIDs); a uid leased from cordon's range is released by the run, or
+	// taken back by gc once this run's cordon is gone (package internal/uids).
+	SandboxUID int `json:"sandbox_uid,omitempty"`
 	// Watching says the run quarantines new repositories and contracts in its
 	// workspace as they appear (the live watch): a run inside that workspace is refused
 	// (guardedBy), since its placeholders would be among them.
@@ -49,8 +53,9 @@ type runDir struct {
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
 // that root is safe all the way up (paths.MakeDir): every component owned by root or
 // us, none writable by others but a sticky one, root itself ours and private.
-// workspace is recorded in the owner record, for gc.
-func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
+// workspace and the sandbox's host uid are recorded in the owner record, for gc and
+// for the person reading it.
+func makeRunDir(root, id, workspace string, uid int) (*runDir, sandbox.Host, error) {
 	if err := paths.MakeDir(root, paths.Owner()); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("run root: %w", err)
 	}
@@ -65,7 +70,7 @@ func makeRunDir(root, id, workspace string) (*runDir, sandbox.Host, error) {
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
-	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano()}}
+	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid}}
 	return rd, h, rd.save()
 }
 

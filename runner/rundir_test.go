@@ -16,7 +16,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 		{Path: filepath.Join(ws, ".git"), Create: contract.PlaceholderDir},
 		{Path: filepath.Join(ws, ".env"), Create: contract.PlaceholderFile},
 	}}
-	rd, host, err := makeRunDir(root, "run-a", "")
+	rd, host, err := makeRunDir(root, "run-a", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 	}
 
 	// A crashed run: its owner pid is gone; gc cleans it, a live one it leaves alone.
-	rd, _, err = makeRunDir(root, "run-b", "")
+	rd, _, err = makeRunDir(root, "run-b", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 	if err := rd.save(); err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := makeRunDir(root, "run-c", "")
+	live, _, err := makeRunDir(root, "run-c", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 func TestPlaceholderThatGainedContentIsKept(t *testing.T) {
 	ws := t.TempDir()
 	p := filepath.Join(ws, ".env")
-	rd, _, err := makeRunDir(filepath.Join(t.TempDir(), "runs"), "run", "")
+	rd, _, err := makeRunDir(filepath.Join(t.TempDir(), "runs"), "run", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -129,6 +130,9 @@ func (r *run) finishStage() error {
 		// Nothing to land: no stage waits for apply or discard.
 		return os.RemoveAll(r.stageDir)
 	}
+	if err := r.disownStage(); err != nil {
+		return err
+	}
 	if err := r.stage.save(r.stageDir); err != nil {
 		return err
 	}
@@ -137,6 +141,33 @@ func (r *run) finishStage() error {
 		fmt.Fprintf(r.o.Stderr, "cordon: staged %s: %s\n", termtext.Line(p.Path), p.Why)
 	}
 	return nil
+}
+
+// disownStage gives what the sandbox wrote in the kept change set, owned on disk by
+// the host uid leased to this run, to the workspace owner (who owns what apply lands
+// anyway): once the run ends the uid is leased again, and nothing on the host may stay
+// its. Nothing writes the upper directory any more; no link is followed.
+func (r *run) disownStage() error {
+	if r.uid.leased == 0 {
+		return nil
+	}
+	uid, gid, err := linux.Owner(r.plan.Workspace)
+	if err != nil {
+		return err
+	}
+	upper := filepath.Join(r.stageDir, stageUpperName)
+	return filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := d.Info(); err != nil || !ownedBy(fi, r.uid.leased) {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("giving the staged %s to the workspace owner: %w", p, err)
+		}
+		return nil
+	})
 }
 
 // stageDirOf is the stage directory of run id in the audit root, and its record.

@@ -19,8 +19,9 @@ func newGCCmd(stdio IO) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "gc [flags]",
 		Short: "remove what crashed runs left behind",
-		Long: `Removes what runs whose cordon is gone left behind: run directories, containers, tasks
-and snapshots, and revokes their credentials (the ledger is reconciled).`,
+		Long: `Removes what runs whose cordon is gone left behind: run directories, host uids leased
+to their sandboxes, containers, tasks and snapshots, and revokes their credentials (the
+ledger is reconciled).`,
 		Example: "  cordon gc",
 		Args:    noArgs,
 		RunE:    func(c *cobra.Command, args []string) error { return gcCmd(c.Context(), stdio, root) },
@@ -34,6 +35,12 @@ func gcCmd(ctx context.Context, stdio IO, root string) error {
 	for _, r := range removed {
 		fmt.Fprintf(stdio.Stdout, "removed run %s\n", r)
 	}
+	// The host uids leased to the sandboxes of dead runs (as root).
+	freed, uerr := runner.GCUIDs()
+	for _, uid := range freed {
+		fmt.Fprintf(stdio.Stdout, "released host uid %d (its run's cordon is gone)\n", uid)
+	}
+	err = errors.Join(err, uerr)
 	for _, b := range knownBackends() { // containers, tasks and snapshots of dead runs
 		if c, ok := b.backend.(collector); ok {
 			runs, cerr := c.GC(ctx)

@@ -9,6 +9,10 @@ type RunStartBody struct {
 	Host           string `json:"host"`                // host name
 	User           string `json:"user"`                // user name (or uid) that ran cordon
 	Workspace      string `json:"workspace,omitempty"` // absolute path of the workspace
+	// SandboxUID is the host uid (and gid) the sandbox runs as, where the backend says
+	// (bwrap): one leased to this run alone from cordon's range when root owns the
+	// workspace, else the workspace owner's or cordon's own.
+	SandboxUID int `json:"sandbox_uid,omitempty"`
 }
 
 // CmdStartBody is the body of cmd.start. Its line's "cmd" field is its own seq, which the

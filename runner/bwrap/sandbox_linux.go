@@ -90,7 +90,7 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	if s.bin, err = b.bin(); err != nil {
 		return nil, err
 	}
-	if s.uid, s.gid, err = sandboxIDs(plan); err != nil {
+	if s.uid, s.gid, err = sandboxIDs(plan, host.UID); err != nil {
 		return nil, err
 	}
 	if host.Stage != nil {

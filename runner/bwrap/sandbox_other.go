@@ -22,3 +22,8 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 
 // CanStage implements sandbox.Stager: unimplemented on this GOOS.
 func (b *Backend) CanStage() error { return b.Check(context.Background()) }
+
+// HostUID implements sandbox.HostUIDs: unimplemented on this GOOS.
+func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) {
+	return 0, false, b.Check(context.Background())
+}

@@ -6,49 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/stage"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
-
-// SandboxIDEnv overrides the dedicated host uid:gid a root cordon runs bwrap
-// sandboxes as when root owns the workspace.
-const SandboxIDEnv = "CORDON_SANDBOX_ID"
-
-// DefaultSandboxID is that uid and gid: no user of a Debian system has it.
-const DefaultSandboxID = 64999
-
-// sandboxIDs is the host uid and gid the sandbox runs as: the caller's when cordon is
-// not root (bwrap maps nothing else); as root, the workspace owner's unless that is
-// root, else the dedicated id, so that the sandbox is never host root.
-func sandboxIDs(plan *contract.Plan) (uid, gid int, err error) {
-	if os.Geteuid() != 0 {
-		return os.Geteuid(), os.Getegid(), nil
-	}
-	uid, gid, err = linux.Owner(plan.Workspace)
-	if err != nil {
-		return 0, 0, err
-	}
-	if uid != 0 {
-		return uid, gid, nil
-	}
-	uid, gid = DefaultSandboxID, DefaultSandboxID
-	if v := os.Getenv(SandboxIDEnv); v != "" {
-		u, g, ok := strings.Cut(v, ":")
-		if !ok {
-			g = u
-		}
-		var e1, e2 error
-		uid, e1 = strconv.Atoi(u)
-		gid, e2 = strconv.Atoi(g)
-		if e1 != nil || e2 != nil || uid <= 0 || gid <= 0 {
-			return 0, 0, errdefs.Invalidf("%s=%q: want UID[:GID], not 0", SandboxIDEnv, v)
-		}
-	}
-	return uid, gid, nil
-}
 
 // staged turns bwrap's arguments into the stage's (package stage): every bind source becomes
 // its staged path, and sources another uid owns are idmapped to the sandbox's.

@@ -22,11 +22,11 @@ type warmed struct {
 // instead of on the path of the start. Nothing else changes: the same namespace, made
 // the same way, is used for the same sources. As another user nothing is staged, and
 // nothing is begun.
-func (b *Backend) Warm(plan *contract.Plan) (release func()) {
+func (b *Backend) Warm(plan *contract.Plan, leased int) (release func()) {
 	if os.Geteuid() != 0 {
 		return func() {}
 	}
-	uid, gid, err := sandboxIDs(plan)
+	uid, gid, err := sandboxIDs(plan, leased)
 	if err != nil || uid == 0 {
 		return func() {} // Start reports it
 	}

@@ -7,12 +7,19 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
+// leasedForTest stands for a uid the runner leased (package uids): no user has it.
+const leasedForTest = 0x7C00FFFE
+
 // What Warm begins is Start's to take once; release drops it only when no Start did.
 func TestWarmTakenOnce(t *testing.T) {
 	testutil.RequireRoot(t)
 	b := &Backend{}
-	plan := &contract.Plan{Workspace: t.TempDir()} // root's: the dedicated sandbox id
-	release := b.Warm(plan)
+	plan := &contract.Plan{Workspace: t.TempDir()} // root's: the run's leased uid
+	if release := b.Warm(plan, 0); b.take(plan, nil) != nil {
+		release()
+		t.Fatal("Warm began a namespace for a root-owned workspace with no leased uid")
+	}
+	release := b.Warm(plan, leasedForTest)
 	u := b.take(plan, nil)
 	if u == nil {
 		t.Fatal("Warm began nothing for a root-owned workspace")
@@ -27,7 +34,7 @@ func TestWarmTakenOnce(t *testing.T) {
 	}
 
 	other := &contract.Plan{Workspace: t.TempDir()}
-	release = b.Warm(other)
+	release = b.Warm(other, leasedForTest)
 	release()
 	if b.take(other, nil) != nil {
 		t.Fatal("release left it for a later Start")

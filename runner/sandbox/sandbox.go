@@ -62,6 +62,9 @@ type Host struct {
 	// SecretFiles are credentials delivered as files: backends put each at
 	// /run/cordon/secrets/NAME (mode 0400) without writing the value to a host disk.
 	SecretFiles []SecretFile
+	// UID, when not 0, is the host uid (and gid) leased to this run for its sandbox to
+	// run as ([HostUIDs]): no other live run has it.
+	UID int
 	// Stage, for a staged run, is where the workspace's writes go: the backend shows
 	// the workspace as an overlay of Stage.Upper on the real workspace (read only), or
 	// refuses the run. Nil for a direct run.
@@ -144,12 +147,26 @@ type EarlyStarter interface {
 }
 
 // Warmer is a Backend that can begin, in the background, work its Start needs that
-// depends only on the plan, while the run's services are prepared (bwrap as root: the
-// idmap user namespace it stages root's files through). Warm returns at once; the next
-// Start for the same plan takes what it began; release, called when the run ends,
-// drops it when no Start did. The runner calls Warm right after Check.
+// depends only on the plan and the run's host uid, while the run's services are
+// prepared (bwrap as root: the idmap user namespace it stages root's files through).
+// uid is the host uid leased to the run ([Host.UID]), or 0. Warm returns at once; the
+// next Start for the same plan takes what it began; release, called when the run
+// ends, drops it when no Start did. The runner calls Warm right after Check and the
+// lease of the run's uid.
 type Warmer interface {
-	Warm(plan *contract.Plan) (release func())
+	Warm(plan *contract.Plan, uid int) (release func())
+}
+
+// HostUIDs is a Backend that knows, before Start, which host uid plan's sandbox runs
+// as: uid when it is fixed (the workspace owner's, cordon's own), or lease true when
+// the sandbox needs a host uid of its own (bwrap run by root for a root-owned
+// workspace: the kernel counts inotify instances, processes and message queue bytes
+// per uid, so tenants sharing one would share those limits). The runner then leases
+// one from cordon's range (package internal/uids) for the life of the run, records it
+// in run.start and the run's owner record, and passes it as [Host.UID]; the backend
+// refuses a Start that needs one and has none, never falling back to a shared uid.
+type HostUIDs interface {
+	HostUID(plan *contract.Plan) (uid int, lease bool, err error)
 }
 
 // Sandbox is a running or ready sandbox.
