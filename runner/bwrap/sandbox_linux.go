@@ -209,6 +209,10 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}()
 
 	if err := s.letRun(ctx, infoR, specW, cmd.Process.Pid, p); err != nil {
+		if errors.Is(err, errNoChild) {
+			// bwrap ended before it had a child: its own words say why.
+			return s.finish(p.Stderr, <-waitErr, pid1.Status{}, false, bwrapErr)
+		}
 		s.kill(cmd)
 		<-waitErr
 		return 0, err
@@ -322,6 +326,10 @@ func (f *fds) close() {
 	}
 }
 
+// errNoChild is release's answer when bwrap closed its info pipe without naming a
+// child: it failed before building the sandbox.
+var errNoChild = errors.New("bwrap ended before it reported its child")
+
 // release moves the sandbox into v1 limit cgroups when needed and then sends pid1 its
 // spec, which lets it proceed.
 func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Process) error {
@@ -330,6 +338,9 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 			ChildPID int `json:"child-pid"`
 		}
 		if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPID == 0 {
+			if errors.Is(err, io.EOF) {
+				return errNoChild
+			}
 			if err == nil {
 				err = errors.New("no child-pid")
 			}
