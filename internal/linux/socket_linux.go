@@ -10,17 +10,7 @@ import (
 // kernel recorded it when the connection was made (SO_PEERCRED), in the caller's pid
 // namespace: 0 when the peer is outside it.
 func PeerPID(c syscall.Conn) (int, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var cred *unix.Ucred
-	cerr := raw.Control(func(fd uintptr) {
-		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	if cerr != nil {
-		return 0, cerr
-	}
+	cred, err := peerCred(c)
 	if err != nil {
 		return 0, err
 	}
@@ -31,19 +21,25 @@ func PeerPID(c syscall.Conn) (int, error) {
 // as the kernel recorded it when the connection was made or the listening socket was
 // created (SO_PEERCRED), in the caller's user namespace.
 func PeerUID(c syscall.Conn) (int, error) {
-	raw, err := c.SyscallConn()
+	cred, err := peerCred(c)
 	if err != nil {
 		return 0, err
+	}
+	return int(cred.Uid), nil
+}
+
+// peerCred reads SO_PEERCRED of the unix socket c.
+func peerCred(c syscall.Conn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	cerr := raw.Control(func(fd uintptr) {
 		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	})
 	if cerr != nil {
-		return 0, cerr
+		return nil, cerr
 	}
-	if err != nil {
-		return 0, err
-	}
-	return int(cred.Uid), nil
+	return cred, err
 }
