@@ -62,7 +62,7 @@ fuzz:
 # ./runner/... includes seatbelt.BenchmarkProfile (profile generation per example contract).
 bench: build
 	@scripts/deps.sh bench
-	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./internal/cli
+	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./internal/cli ./internal/uids
 	$(GO) test -run XXX -bench . -benchtime 20x ./audit/fsdiff/
 	$(GO) test -run XXX -bench Writer ./audit/
 	scripts/bench.sh
@@ -70,6 +70,8 @@ bench: build
 	scripts/bench-session.sh
 	scripts/bench-workspace.sh
 	scripts/bench-isolation.sh
+	scripts/bench-diff.sh $(CURDIR)/$(BIN) bounded "$$(printf 'version: 1\ncommands: {timeout: 10m}')"
+	scripts/bench-diff.sh $(CURDIR)/$(BIN) entries-1M "$$(printf 'version: 1\ncommands: {timeout: 10m}\nlimits: {diff: {entries: 1000000}}')"
 
 # The quick-start demo: the built-in default contract against a few attacks.
 demo: build deps
