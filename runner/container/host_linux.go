@@ -14,20 +14,6 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// WorkspaceOwner returns the uid and gid that own the workspace: the user a container
-// runs its command as, so that what it writes there belongs to the workspace's owner.
-func WorkspaceOwner(ws string) (uid, gid int, err error) {
-	st, err := os.Stat(ws)
-	if err != nil {
-		return 0, 0, err
-	}
-	s, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, 0, fmt.Errorf("no owner for %s", ws)
-	}
-	return int(s.Uid), int(s.Gid), nil
-}
-
 // PrepareInit creates the run's init directory (RunDir/init, shown at [InitDir]):
 // pid1's FIFOs, the mount points of the binary, the control socket and the secrets
 // tmpfs, and hands what the sandbox user needs to it. It sets in.HostInitDir.
