@@ -66,20 +66,45 @@ func Payload(in Input) pid1.Payload {
 
 // MakeSkeleton creates dir as the host view's root file system: empty, but for the
 // plan's symbolic links (/bin -> usr/bin on merged-/usr hosts).
+// Its directories are mode 0755 whatever the umask (a session's supervisor has 077):
+// the container's uid, never root's, must traverse its root.
 func MakeSkeleton(dir string, in Input) error {
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := mkdir755(dir); err != nil {
 		return err
 	}
 	for _, l := range Links(in) {
 		p := filepath.Join(dir, l.Path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+		for _, d := range missingDirs(dir, filepath.Dir(p)) {
+			if err := mkdir755(d); err != nil {
+				return err
+			}
 		}
 		if err := os.Symlink(l.Target, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// mkdir755 makes directory d with mode 0755, whatever the umask.
+func mkdir755(d string) error {
+	if err := os.Mkdir(d, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(d, 0o755)
+}
+
+// missingDirs lists the directories from below root down to d that do not exist yet,
+// parents first.
+func missingDirs(root, d string) []string {
+	var out []string
+	for ; d != root && len(d) > len(root); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		out = append([]string{d}, out...)
+	}
+	return out
 }
 
 // Owner returns this process's [LabelOwner] value: "PID:START:PIDNS".
