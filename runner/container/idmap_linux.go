@@ -26,8 +26,11 @@ const IdmappedDir = "idmapped"
 // its uid is a host uid). [MountIdmapped] then idmaps the writable sources.
 func HostIDs(in *Input) error {
 	uid, gid, dedicated, err := hostIDs(*in)
-	if err != nil {
+	switch {
+	case errors.Is(err, errdefs.ErrInvalid): // $CORDON_SANDBOX_ID
 		return err
+	case err != nil:
+		return errdefs.Unavailablef("the sandbox's uid: %w", err)
 	}
 	if dedicated && os.Geteuid() != 0 {
 		return errdefs.Unavailablef("root owns %s, which the container would write: it runs as an unprivileged uid only with cordon running as root (cordon idmaps it for that uid); run cordon as root, or give the workspace to a user", in.Plan.Workspace)
