@@ -34,6 +34,11 @@ func PrepareInit(in *Input) error {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
 	}
+	// The gate's `cordon` is found in GateBinDir, which nothing is mounted over: the
+	// sandbox uid (never root's) must search it. The directory is read-only inside.
+	if err := os.Chmod(filepath.Join(dir, filepath.Base(sandbox.GateBinDir)), 0o755); err != nil {
+		return fmt.Errorf("preparing the init directory: %w", err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, filepath.Base(sandbox.GateBinDir), "cordon"), nil, 0o400); err != nil {
 		return fmt.Errorf("preparing the init directory: %w", err)
 	}
