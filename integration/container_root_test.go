@@ -20,6 +20,7 @@ import (
 const rootScript = `id -u; id -g
 echo made > out.txt
 echo more >> secret.txt && echo secret-appended
+touch suid && chmod 4755 suid || echo suid-refused
 touch /pwned || echo root-refused
 echo x > EXTRA/new || echo extra-refused
 ls /proc/1/fd && echo FD-LISTED
@@ -89,7 +90,14 @@ func TestContainerRootWorkspace(t *testing.T) {
 				}
 			}
 		}
-		for _, want := range []string{"secret-appended", "root-refused", "extra-refused"} {
+		// What the sandbox creates is root's on disk: a set-user-ID bit would plant a
+		// setuid-root program in the workspace.
+		if st, err := os.Stat(filepath.Join(w.ws, "suid")); err != nil {
+			t.Errorf("suid on the host: %v", err)
+		} else if st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("suid on the host: %v; want it without a set-user-ID bit", st.Mode())
+		}
+		for _, want := range []string{"secret-appended", "suid-refused", "root-refused", "extra-refused"} {
 			assertContains(t, "stdout", out, want+"\n")
 		}
 		for _, bad := range []string{"FD-LISTED", "ENVIRON-READ"} {
