@@ -152,7 +152,11 @@ func TestSymlinkInWorkspaceCannotWidenAccess(t *testing.T) {
 	if r.code == 0 {
 		t.Fatalf("write through a symlink to /etc/passwd succeeded: %v", r)
 	}
-	assertContains(t, "stderr", r.stderr, "Read-only file system")
+	// The kernel refuses it: the read-only mount, or first (a container running as an
+	// unprivileged host uid) root's file mode.
+	if !strings.Contains(r.stderr, "Read-only file system") && !strings.Contains(r.stderr, "Permission denied") {
+		t.Fatalf("want the kernel's refusal (EROFS or EACCES), got %v", r)
+	}
 	if after, _ := os.ReadFile("/etc/passwd"); string(after) != string(before) {
 		t.Fatal("/etc/passwd changed")
 	}

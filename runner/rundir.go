@@ -217,6 +217,12 @@ func (rd *runDir) remove() error {
 			errs = append(errs, err)
 		}
 	}
+	// What a container backend mounted there for its engine (a staged overlay, an
+	// idmapped workspace) is detached first: removing the directory must never reach
+	// through a mount into the workspace it shows. Left in place when one stays.
+	if err := linux.UnmountBelow(rd.path); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("run directory %s left in place: %w", rd.path, err))...)
+	}
 	if err := os.RemoveAll(rd.path); err != nil {
 		errs = append(errs, fmt.Errorf("removing run directory: %w", err))
 	}

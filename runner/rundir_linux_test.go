@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // Placeholders are made and removed without following a symbolic link: one the
@@ -89,4 +91,39 @@ func rdMake(rd *runDir, p string) error {
 	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p, Type: contract.Mask, Create: contract.PlaceholderFile}}}
 	rd.owner.Created = nil
 	return rd.placeholders(plan)
+}
+
+// Removing a run directory never reaches through a mount a container backend left in
+// it (an idmapped workspace, a staged overlay) into what it shows: the mount is
+// detached first.
+func TestRunDirRemoveDetachesMounts(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	keep := filepath.Join(ws, "keep")
+	if err := os.WriteFile(keep, []byte("the owner's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rd := &runDir{path: t.TempDir()}
+	target := filepath.Join(rd.path, "idmapped", "0")
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := linux.CloneTree(nil, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	if err := linux.AttachTree(tree, target); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = linux.Unmount(target) })
+	if err := rd.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("removing the run directory deleted the workspace's file through a mount: %v", err)
+	}
+	if _, err := os.Stat(rd.path); !os.IsNotExist(err) {
+		t.Errorf("run directory still there: %v", err)
+	}
 }

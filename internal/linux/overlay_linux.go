@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,4 +109,41 @@ func Unmount(target string) error {
 		return nil
 	}
 	return fmt.Errorf("unmounting %s: %w", target, err)
+}
+
+// UnmountBelow detaches every mount strictly below dir (deepest first) in this mount
+// namespace, so that removing dir's contents never reaches through one into what it
+// shows (an idmapped workspace). It reports the mounts it could not detach: then
+// nothing below dir may be removed.
+func UnmountBelow(dir string) error {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	// Mounts stacked on one point come off one per pass; the passes are bounded.
+	for pass := 0; pass < 64; pass++ {
+		data, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return fmt.Errorf("listing the mounts below %s: %w", dir, err)
+		}
+		var below []string
+		for _, m := range ParseMountinfo(string(data)) {
+			if strings.HasPrefix(m.Point, dir+"/") {
+				below = append(below, m.Point)
+			}
+		}
+		if len(below) == 0 {
+			return nil
+		}
+		sort.Slice(below, func(i, j int) bool { return len(below[i]) > len(below[j]) })
+		var errs []error
+		for _, p := range below {
+			if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
+	return fmt.Errorf("unmounting below %s: mounts remain", dir)
 }

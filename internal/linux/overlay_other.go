@@ -17,3 +17,6 @@ func NewOverlayView(layers ...*os.File) (*os.File, error) { return nil, errNoOve
 
 // Unmount is unimplemented on this GOOS.
 func Unmount(target string) error { return errNoOverlay }
+
+// UnmountBelow has nothing to do on this GOOS: cordon mounts nothing there.
+func UnmountBelow(dir string) error { return nil }

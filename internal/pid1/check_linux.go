@@ -1,6 +1,7 @@
 package pid1
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -101,7 +102,9 @@ func startPrecheck() (wait func() ([]linux.MountInfo, error)) {
 	}
 }
 
-// checkHostUID fails when the sandbox is host root but want is another uid. Nested
+// checkHostUID fails when the sandbox is host root, whatever want says: no backend
+// runs a sandbox as host root (a root-owned workspace runs as cordon's dedicated
+// uid, bound through idmapped mounts), so a want of 0 is a host's mistake. Nested
 // user namespaces (bwrap makes two) hide the host uid from a uid_map, so it asks the
 // kernel's own files: sysctls always belong to host root, and show as the caller's
 // uid exactly when the caller is host root.
@@ -110,8 +113,11 @@ func checkHostUID(want int) error {
 	if err != nil {
 		return err
 	}
-	if root && want != 0 {
+	switch {
+	case root && want != 0:
 		return fmt.Errorf("the sandbox runs as host uid 0, not %d", want)
+	case root:
+		return errors.New("the sandbox runs as host uid 0: no sandbox may be host root")
 	}
 	return nil
 }

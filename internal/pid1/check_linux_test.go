@@ -99,3 +99,14 @@ func TestProcSysMount(t *testing.T) {
 	}
 	t.Fatalf("mount %d (/proc/sys's) is not in the mount table:\n%s", at, mi)
 }
+
+// Host root is refused even when the host asked for uid 0: no backend runs a sandbox
+// as host root.
+func TestCheckHostUIDRefusesRoot(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, want := range []int{0, 64999} {
+		if err := checkHostUID(want); err == nil {
+			t.Errorf("checkHostUID(%d) as host root: no error", want)
+		}
+	}
+}

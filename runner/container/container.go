@@ -65,8 +65,19 @@ type Input struct {
 	// HostInitDir is the host directory shown read-only at [InitDir]: pid1's spec and
 	// its environment and status FIFOs (see [pid1.PrepareDir]).
 	HostInitDir string
-	// UID and GID run the command and own its private tmpfs mounts.
+	// UID and GID run process 1 and the command and own its private tmpfs mounts
+	// ([HostIDs] sets them).
 	UID, GID int
+	// Dedicated is set when UID:GID is the host uid leased to the run
+	// (sandbox.Host.UID) because root owns the workspace or another writable
+	// source: every writable source another uid owns is then bound from an idmapped
+	// mount ([MountIdmapped]), so that the container is never host root and what it
+	// writes there is stored as the source's owner's.
+	Dedicated bool
+	// Idmapped maps the plan's writable sources that MountIdmapped idmapped to the
+	// host path of their idmapped mount, under the run directory: they, and what the
+	// plan mounts inside them, are bound from there.
+	Idmapped map[string]string
 	// Image is set when the root file system comes from the contract's image. The
 	// image then provides the system paths: the host's @system paths are not mounted.
 	Image bool
@@ -166,19 +177,28 @@ func Mounts(in Input) []specs.Mount {
 	return out
 }
 
-// source is the host path a bind of the plan's path p comes from: p itself, or its
-// place in the staged overlay for the workspace and what is inside it.
+// source is the host path a bind of the plan's path p comes from: p itself, its
+// place in the staged overlay for the workspace and what is inside it, or its place in
+// the deepest idmapped source it lies in.
 func (in Input) source(p string) string {
 	ws := in.Plan.Workspace
 	switch {
 	case in.StagedRoot == "":
-		return p
 	case p == ws:
 		return in.StagedRoot
 	case strings.HasPrefix(p, ws+"/"):
 		return in.StagedRoot + p[len(ws):]
 	}
-	return p
+	best := ""
+	for src := range in.Idmapped {
+		if (p == src || strings.HasPrefix(p, src+"/")) && len(src) > len(best) {
+			best = src
+		}
+	}
+	if best == "" {
+		return p
+	}
+	return in.Idmapped[best] + p[len(best):]
 }
 
 func bind(src, dst string, ro bool) specs.Mount {
@@ -224,8 +244,8 @@ func Spec(in Input, p sandbox.Process, writable []string) pid1.Spec {
 		dir = in.Plan.Workdir
 	}
 	// The image's root is read-only and all of it may be read; Landlock keeps writes
-	// to the granted paths. Engines without user namespaces run the workspace
-	// owner's uid, root's when root owns it (cordon backends says so).
+	// to the granted paths. The container runs the workspace owner's uid, or
+	// cordon's dedicated one when root owns a writable source: never root.
 	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: writable, Read: []string{"/"}, Write: in.Plan.Writable(), HostUID: in.UID,
 		// A command holding the status FIFO would keep process 1 from seeing cordon die.
 		Hide: []string{InitDir + "/" + pid1.DirStatus, InitDir + "/" + pid1.DirEnv, InitDir + "/" + pid1.DirSpec}}

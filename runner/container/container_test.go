@@ -146,3 +146,26 @@ func TestSkeleton(t *testing.T) {
 		t.Error("the skeleton must be reproducible: its digest names the image")
 	}
 }
+
+// A writable source bound from its idmapped mount brings what the plan mounts inside
+// it along: the workspace and its read-only .git come from the idmapped tree; paths
+// outside it stay the host's.
+func TestMountsFromIdmapped(t *testing.T) {
+	in := testInput(false)
+	in.Idmapped = map[string]string{"/home/dev/proj": "/run/cordon/runs/R/idmapped/0"}
+	got := map[string]string{}
+	for _, m := range Mounts(in) {
+		got[m.Destination] = m.Source
+	}
+	for dst, src := range map[string]string{
+		"/home/dev/proj":      "/run/cordon/runs/R/idmapped/0",
+		"/home/dev/proj/.git": "/run/cordon/runs/R/idmapped/0/.git",
+		"/home/dev/proj/.env": "/run/cordon/runs/R/mask-file",
+		"/opt/data":           "/opt/data",
+		"/usr":                "/usr",
+	} {
+		if got[dst] != src {
+			t.Errorf("%s bound from %q; want %q", dst, got[dst], src)
+		}
+	}
+}

@@ -14,20 +14,6 @@ import (
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// WorkspaceOwner returns the uid and gid that own the workspace: the user a container
-// runs its command as, so that what it writes there belongs to the workspace's owner.
-func WorkspaceOwner(ws string) (uid, gid int, err error) {
-	st, err := os.Stat(ws)
-	if err != nil {
-		return 0, 0, err
-	}
-	s, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, 0, fmt.Errorf("no owner for %s", ws)
-	}
-	return int(s.Uid), int(s.Gid), nil
-}
-
 // PrepareInit creates the run's init directory (RunDir/init, shown at [InitDir]):
 // pid1's FIFOs, the mount points of the binary, the control socket and the secrets
 // tmpfs, and hands what the sandbox user needs to it. It sets in.HostInitDir.
@@ -47,6 +33,11 @@ func PrepareInit(in *Input) error {
 		if err := os.Mkdir(filepath.Join(dir, filepath.Base(sub)), 0o700); err != nil {
 			return fmt.Errorf("preparing the init directory: %w", err)
 		}
+	}
+	// The gate's `cordon` is found in GateBinDir, which nothing is mounted over: the
+	// sandbox uid (never root's) must search it. The directory is read-only inside.
+	if err := os.Chmod(filepath.Join(dir, filepath.Base(sandbox.GateBinDir)), 0o755); err != nil {
+		return fmt.Errorf("preparing the init directory: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, filepath.Base(sandbox.GateBinDir), "cordon"), nil, 0o400); err != nil {
 		return fmt.Errorf("preparing the init directory: %w", err)
@@ -80,20 +71,45 @@ func Payload(in Input) pid1.Payload {
 
 // MakeSkeleton creates dir as the host view's root file system: empty, but for the
 // plan's symbolic links (/bin -> usr/bin on merged-/usr hosts).
+// Its directories are mode 0755 whatever the umask (a session's supervisor has 077):
+// the container's uid, never root's, must traverse its root.
 func MakeSkeleton(dir string, in Input) error {
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := mkdir755(dir); err != nil {
 		return err
 	}
 	for _, l := range Links(in) {
 		p := filepath.Join(dir, l.Path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+		for _, d := range missingDirs(dir, filepath.Dir(p)) {
+			if err := mkdir755(d); err != nil {
+				return err
+			}
 		}
 		if err := os.Symlink(l.Target, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// mkdir755 makes directory d with mode 0755, whatever the umask.
+func mkdir755(d string) error {
+	if err := os.Mkdir(d, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(d, 0o755)
+}
+
+// missingDirs lists the directories from below root down to d that do not exist yet,
+// parents first.
+func missingDirs(root, d string) []string {
+	var out []string
+	for ; d != root && len(d) > len(root); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		out = append([]string{d}, out...)
+	}
+	return out
 }
 
 // Owner returns this process's [LabelOwner] value: "PID:START:PIDNS".

@@ -16,7 +16,10 @@ import (
 // clone of the workspace, read only) at RunDir/[sandbox.StageRoot] and sets in.StagedRoot, so
 // that Mounts binds the workspace, and what the plan mounts inside it, from there.
 // The upper directory's root is given the workspace's mode and in.UID, who writes
-// there. unmount detaches it; gc does, for a run whose cordon was killed.
+// there; the lower layer is idmapped to in.UID when the container runs as the
+// dedicated id (in.Dedicated) and another uid owns the workspace, as [MountIdmapped]
+// does for a direct run. unmount detaches it; gc does, for a run whose cordon was
+// killed.
 func MountStage(in *Input) (unmount func() error, err error) {
 	st := in.Host.Stage
 	ws := in.Plan.Workspace
@@ -35,7 +38,7 @@ func MountStage(in *Input) (unmount func() error, err error) {
 	if err := os.Chmod(st.Upper, fi.Mode().Perm()); err != nil {
 		return nil, fmt.Errorf("preparing the staged workspace: %w", err)
 	}
-	lower, err := linux.CloneTree(nil, ws, nil)
+	lower, err := stageLower(in)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +67,22 @@ func MountStage(in *Input) (unmount func() error, err error) {
 	}
 	in.StagedRoot = target
 	return func() error { return linux.Unmount(target) }, nil
+}
+
+// stageLower clones the workspace's mount tree for the overlay's lower layer,
+// idmapped to the container's ids when it runs as the dedicated id.
+func stageLower(in *Input) (*os.File, error) {
+	ws := in.Plan.Workspace
+	if in.Dedicated {
+		ou, og, err := linux.Owner(ws)
+		if err != nil {
+			return nil, err
+		}
+		if ou != in.UID || og != in.GID {
+			return idmapTree(ws, ou, og, in.UID, in.GID)
+		}
+	}
+	return linux.CloneTree(nil, ws, nil)
 }
 
 // CanStage says why backend cannot stage here: only root mounts the overlay.

@@ -54,17 +54,16 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	}()
 	if err := s.create(ctx, plan, host); err != nil {
 		<-s.gcDone
-		return nil, err
+		return nil, errors.Join(err, s.unmount()) // no container uses them
 	}
 	return s, nil
 }
 
 func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox.Host) error {
-	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
-	if err != nil {
-		return errdefs.Unavailablef("containerd: %w", err)
+	in := container.Input{Plan: plan, Host: host, Image: plan.Image != ""}
+	if err := container.HostIDs(&in); err != nil {
+		return fmt.Errorf("containerd: %w", err)
 	}
-	in := container.Input{Plan: plan, Host: host, UID: uid, GID: gid, Image: plan.Image != ""}
 	if err := container.PrepareInit(&in); err != nil {
 		return errdefs.Unavailablef("containerd: %w", err)
 	}
@@ -73,8 +72,13 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 		if err != nil {
 			return errdefs.Unavailablef("containerd: staging the workspace: %w", err)
 		}
-		s.unstage = unstage
+		s.unmounts = append(s.unmounts, unstage)
 	}
+	unmap, err := container.MountIdmapped(&in)
+	if err != nil {
+		return errdefs.Unavailablef("containerd: idmapping the writable paths for the sandbox uid: %w", err)
+	}
+	s.unmounts = append(s.unmounts, unmap)
 	name := container.Name(host.RunID)
 	labels := container.Labels(in, container.Owner())
 	var opts []containerd.NewContainerOpts
@@ -167,7 +171,9 @@ func unpacking(img containerd.Image, snap containerd.NewContainerOpts) container
 // instance is one run's container. Exec may be called once at a time; Close may be
 // called while it runs, and then kills its task.
 type instance struct {
-	unstage  func() error // detaches a staged run's overlay; nil otherwise
+	// unmounts detach, in reverse, what cordon mounted on the host for the engine to
+	// bind (a staged run's overlay, idmapped sources), each registered as it is made.
+	unmounts []func() error
 	cli      *containerd.Client
 	ns       string // the containerd namespace
 	c        containerd.Container
@@ -435,6 +441,10 @@ func (s *instance) waitDeleted(ctx context.Context) {
 	}
 }
 
+// HostUID implements sandbox.HostUIDs: a root-owned workspace (or other writable
+// source) gets a host uid of the run's own, as bwrap's does.
+func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) { return container.HostUID(plan) }
+
 // Close implements sandbox.Sandbox: it removes the container and its snapshot, and any
 // task left. A task an Exec still waits for (a session's process 1 that did not end
 // when the host hung up: stopped, traced or hung) is killed first. Every engine call
@@ -464,9 +474,7 @@ func (s *instance) Close(ctx context.Context) error {
 			s.closeErr = fmt.Errorf("%w (cordon gc removes it later)", err)
 		}
 		container.RemoveCgroup(s.cgDir)
-		if s.unstage != nil {
-			s.closeErr = errors.Join(s.closeErr, s.unstage())
-		}
+		s.closeErr = errors.Join(s.closeErr, s.unmount())
 		select {
 		case <-s.gcDone:
 		case <-ctx.Done():
@@ -573,3 +581,13 @@ func gc(ctx context.Context, cli *containerd.Client) ([]string, error) {
 // StagedWorkspace implements sandbox.StagedWorkspace: the staged overlay attached
 // on the host for the engine to bind.
 func (s *instance) StagedWorkspace() (*os.File, error) { return container.StagedWorkspace(&s.in) }
+
+// unmount detaches what cordon mounted for the engine, in reverse.
+func (s *instance) unmount() error {
+	var errs []error
+	for i := len(s.unmounts) - 1; i >= 0; i-- {
+		errs = append(errs, s.unmounts[i]())
+	}
+	s.unmounts = nil
+	return errors.Join(errs...)
+}

@@ -52,17 +52,16 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	sb, err := s.create(ctx, plan, host)
 	if err != nil {
 		<-s.gcDone
-		return nil, err
+		return nil, errors.Join(err, s.unmount()) // no container uses them
 	}
 	return sb, nil
 }
 
 func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox.Host) (*instance, error) {
-	uid, gid, err := container.WorkspaceOwner(plan.Workspace)
-	if err != nil {
-		return nil, errdefs.Unavailablef("docker: %w", err)
+	in := container.Input{Plan: plan, Host: host, Image: plan.Image != ""}
+	if err := container.HostIDs(&in); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
 	}
-	in := container.Input{Plan: plan, Host: host, UID: uid, GID: gid, Image: plan.Image != ""}
 	if err := container.PrepareInit(&in); err != nil {
 		return nil, errdefs.Unavailablef("docker: %w", err)
 	}
@@ -71,8 +70,13 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 		if err != nil {
 			return nil, errdefs.Unavailablef("docker: staging the workspace: %w", err)
 		}
-		s.unstage = unstage
+		s.unmounts = append(s.unmounts, unstage)
 	}
+	unmap, err := container.MountIdmapped(&in)
+	if err != nil {
+		return nil, errdefs.Unavailablef("docker: idmapping the writable paths for the sandbox uid: %w", err)
+	}
+	s.unmounts = append(s.unmounts, unmap)
 	etcDir := filepath.Join(host.RunDir, "etc")
 	if err := writeEtc(etcDir); err != nil {
 		return nil, errdefs.Unavailablef("docker: %w", err)
@@ -307,7 +311,9 @@ func hostViewImage(ctx context.Context, cli *client.Client, in container.Input) 
 // configuration. Exec may be called once at a time; Close may be called while it runs,
 // and then kills its container.
 type instance struct {
-	unstage  func() error // detaches a staged run's overlay; nil otherwise
+	// unmounts detach, in reverse, what cordon mounted on the host for the engine to
+	// bind (a staged run's overlay, idmapped sources), each registered as it is made.
+	unmounts []func() error
 	cli      *client.Client
 	in       container.Input
 	cfg      *dcontainer.Config
@@ -472,9 +478,7 @@ func (s *instance) Close(ctx context.Context) error {
 		defer cancel()
 		s.removeContainer(ctx, s.current()) // created and never run, or still running
 		s.closeErr = s.waitRemoved(ctx)
-		if s.unstage != nil {
-			s.closeErr = errors.Join(s.closeErr, s.unstage())
-		}
+		s.closeErr = errors.Join(s.closeErr, s.unmount())
 		select {
 		case <-s.gcDone:
 		case <-ctx.Done():
@@ -482,6 +486,10 @@ func (s *instance) Close(ctx context.Context) error {
 	})
 	return s.closeErr
 }
+
+// HostUID implements sandbox.HostUIDs: a root-owned workspace (or other writable
+// source) gets a host uid of the run's own, as bwrap's does.
+func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) { return container.HostUID(plan) }
 
 // CanStage implements sandbox.Stager: cordon mounts the staged overlay on the host
 // for the engine to bind, which takes root.
@@ -549,3 +557,13 @@ func waitRemoved(ctx context.Context, cli *client.Client, id string) error {
 // StagedWorkspace implements sandbox.StagedWorkspace: the staged overlay attached
 // on the host for the engine to bind.
 func (s *instance) StagedWorkspace() (*os.File, error) { return container.StagedWorkspace(&s.in) }
+
+// unmount detaches what cordon mounted for the engine, in reverse.
+func (s *instance) unmount() error {
+	var errs []error
+	for i := len(s.unmounts) - 1; i >= 0; i-- {
+		errs = append(errs, s.unmounts[i]())
+	}
+	s.unmounts = nil
+	return errors.Join(errs...)
+}
