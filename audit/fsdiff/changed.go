@@ -189,15 +189,15 @@ func (s *scanner) scanDirOnly(r dirHandle, name, rel string, fi fs.FileInfo) {
 	if err == nil && !sameFile(got, fi) {
 		err = errors.New("directory replaced during scan")
 	}
-	var names []string
+	total := 0
 	if err == nil {
-		names, err = d.names()
+		_, total, err = d.names(0)
 	}
 	if err != nil {
 		s.problem(rel, err)
 		return
 	}
-	s.put(rel, s.dirEntry(d, rel, fi, len(names) == 0))
+	s.put(rel, s.dirEntry(d, rel, fi, total == 0))
 }
 
 func (s *scanner) put(rel string, e *entry) {
