@@ -22,7 +22,7 @@ truncate(do { open(my $f, ">", "huge.img") or die "huge: $!"; $f }, 60 * 1024**3
 mkdir "flood" or die;
 for my $i (1..$n) { open(my $f, ">", sprintf("flood/f%06d", $i)) or die "create: $!"; }
 mkdir "zz"; mkdir "zz/.git"; mkdir "zz/.git/hooks";
-open(my $h, ">", "zz/.git/config") or die; print $h "[core]\n\tfsmonitor = touch /tmp/pwned\n"; close $h;
+if (open(my $h, ">", "zz/.git/config")) { print $h "[core]\n\tfsmonitor = touch /tmp/pwned\n"; close $h; } # the live watch may have disarmed zz/.git
 print "made $n\n";
 `
 

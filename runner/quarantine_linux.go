@@ -126,8 +126,12 @@ func (r *run) stopWatch() {
 	r.live.wg.Wait()
 }
 
-// maxSweep bounds the entries sweepRepositories looks at.
-const maxSweep = 2_000_000
+// maxSweep bounds the directories sweepRepositories looks at, and maxSweepDepth how
+// deep it goes (each level holds a directory open).
+const (
+	maxSweep      = 2_000_000
+	maxSweepDepth = 512
+)
 
 // sweepRepositories disarms, in the workspace ws, every git repository other than the
 // workspace's own (a nested .git, or a bare one) that was made or whose configuration,
@@ -135,52 +139,92 @@ const maxSweep = 2_000_000
 // since (by change time, which no process can
 // set back): what a run whose cordon was killed before its last sweep left armed. It
 // returns the paths it renamed.
+//
+// It runs when a diff stopped at a bound, so the workspace may hold millions of names
+// in one directory: it reads each directory a batch at a time, keeping none of its
+// names (not sorted, as filepath.WalkDir would), so its memory does not grow with a
+// directory's size.
 func sweepRepositories(ws string, since int64) []string {
-	var out []string
-	n := 0
-	_ = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
+	s := &sweeper{ws: ws, since: since}
+	if isBare(ws) {
+		if changedSince(ws, since, "HEAD", "config", "hooks") {
+			s.disarm("HEAD")
 		}
-		if !d.IsDir() && d.Name() == contract.ContractName && filepath.Dir(p) != ws && changedSince(p, since, "") {
-			if rel, err := filepath.Rel(ws, p); err == nil {
-				if to, err := disarmPath(ws, filepath.ToSlash(rel)); err == nil {
-					out = append(out, to)
-				}
-			}
-			return nil
-		}
-		if !d.IsDir() && d.Name() != ".git" {
-			return nil
-		}
-		if n++; n > maxSweep {
-			return fs.SkipAll
-		}
-		rel, _ := filepath.Rel(ws, p)
-		rel = filepath.ToSlash(rel)
-		switch {
-		case rel == ".git" || strings.HasSuffix(d.Name(), quarantineSuffix):
-			return fs.SkipDir
-		case d.Name() == ".git":
-			if changedSince(p, since, "", "config", "commondir", "hooks") {
-				if to, err := disarmPath(ws, rel); err == nil {
-					out = append(out, to)
-				}
-			}
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-		case isBare(p):
-			if changedSince(p, since, "HEAD", "config", "hooks") {
-				if to, err := disarmPath(ws, path.Join(rel, "HEAD")); err == nil {
-					out = append(out, to)
-				}
-			}
-			return fs.SkipDir
-		}
+		return s.out
+	}
+	f, err := os.Open(ws)
+	if err != nil {
 		return nil
-	})
-	return out
+	}
+	s.dir(f, ".", 0)
+	return s.out
+}
+
+type sweeper struct {
+	ws    string
+	since int64
+	dirs  int
+	out   []string
+}
+
+// dir sweeps the open directory d (rel to the workspace) and closes it; it returns
+// false when the sweep is to stop.
+func (s *sweeper) dir(d *os.File, rel string, depth int) bool {
+	defer d.Close()
+	for {
+		ents, err := d.ReadDir(256)
+		for _, e := range ents {
+			if !s.entry(d, rel, e, depth) {
+				return false
+			}
+		}
+		if err != nil {
+			return true
+		}
+	}
+}
+
+// entry sweeps the entry e of the directory d (rel to the workspace).
+func (s *sweeper) entry(d *os.File, rel string, e fs.DirEntry, depth int) bool {
+	name := e.Name()
+	crel := path.Join(rel, name)
+	p := filepath.Join(s.ws, filepath.FromSlash(crel))
+	if !e.IsDir() {
+		switch {
+		case name == contract.ContractName && rel != "." && changedSince(p, s.since, ""):
+			s.disarm(crel)
+		case name == ".git" && changedSince(p, s.since, "", "config", "commondir", "hooks"):
+			s.disarm(crel)
+		}
+		return true
+	}
+	if s.dirs++; s.dirs > maxSweep {
+		return false
+	}
+	switch {
+	case crel == ".git" || strings.HasSuffix(name, quarantineSuffix):
+	case name == ".git":
+		if changedSince(p, s.since, "", "config", "commondir", "hooks") {
+			s.disarm(crel)
+		}
+	case isBare(p):
+		if changedSince(p, s.since, "HEAD", "config", "hooks") {
+			s.disarm(path.Join(crel, "HEAD"))
+		}
+	case depth < maxSweepDepth:
+		fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return true
+		}
+		return s.dir(os.NewFile(uintptr(fd), p), crel, depth+1)
+	}
+	return true
+}
+
+func (s *sweeper) disarm(rel string) {
+	if to, err := disarmPath(s.ws, rel); err == nil {
+		s.out = append(s.out, to)
+	}
 }
 
 // changedSince reports whether dir/name, for any of names ("" is dir itself), changed

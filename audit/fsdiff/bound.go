@@ -123,6 +123,12 @@ func (s *scanner) admit(rel string, left int) bool {
 	return false
 }
 
+// canAdmit is how many more entries the entries bound lets the snapshot record: a
+// directory's listing keeps no more names than that (names.go).
+func (s *scanner) canAdmit() int {
+	return int(max(int64(s.opts.MaxEntries)-s.entries.Load(), 0))
+}
+
 func (s *scanner) markIncomplete(rel string) {
 	s.bounds.mu.Lock()
 	if s.incomplete == nil {

@@ -68,7 +68,7 @@ type target struct {
 func changedTargets(changed []ChangedPath, opts Options) []target {
 	seen := make(map[string]bool)
 	var out []target
-	var deepAt []string
+	deepAt := make(map[string]bool)
 	for _, c := range changed {
 		t, ok := targetOf(c, opts)
 		if !ok || seen[t.rel] || below(t.rel, deepAt) {
@@ -76,7 +76,7 @@ func changedTargets(changed []ChangedPath, opts Options) []target {
 		}
 		seen[t.rel] = true
 		if t.deep {
-			deepAt = append(deepAt, t.rel)
+			deepAt[t.rel] = true
 		}
 		out = append(out, t)
 	}
@@ -103,10 +103,12 @@ func targetOf(c ChangedPath, opts Options) (t target, ok bool) {
 	return target{rel: p, deep: c.Deep}, true
 }
 
-// below reports whether p lies below one of dirs.
-func below(p string, dirs []string) bool {
-	for _, d := range dirs {
-		if strings.HasPrefix(p, d+"/") {
+// below reports whether p lies below one of dirs: it looks its ancestors up, so
+// that the cost is the length of p, not the number of dirs (a staged run's change set
+// may hold a deep entry per path: comparing each path with every one was quadratic).
+func below(p string, dirs map[string]bool) bool {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' && dirs[p[:i]] {
 			return true
 		}
 	}
@@ -189,15 +191,15 @@ func (s *scanner) scanDirOnly(r dirHandle, name, rel string, fi fs.FileInfo) {
 	if err == nil && !sameFile(got, fi) {
 		err = errors.New("directory replaced during scan")
 	}
-	var names []string
+	total := 0
 	if err == nil {
-		names, err = d.names()
+		_, total, err = d.names(0)
 	}
 	if err != nil {
 		s.problem(rel, err)
 		return
 	}
-	s.put(rel, s.dirEntry(d, rel, fi, len(names) == 0))
+	s.put(rel, s.dirEntry(d, rel, fi, total == 0))
 }
 
 func (s *scanner) put(rel string, e *entry) {

@@ -3,7 +3,6 @@ package fsdiff
 import (
 	"io/fs"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,14 +26,12 @@ func openTop(dir string) (dirHandle, error) {
 // one per directory.
 var direntBufs = sync.Pool{New: func() any { return new([16 << 10]byte) }}
 
-func (d fdDir) names() ([]string, error) {
+func (d fdDir) names(keep int) ([]string, int, error) {
 	buf := direntBufs.Get().(*[16 << 10]byte)
-	names, err := linux.DirNames(d.fd, buf[:])
+	s := smallest{keep: keep}
+	err := linux.EachDirName(d.fd, buf[:], s.offer)
 	direntBufs.Put(buf)
-	// Sorted, so that which files fit the memory budget does not depend on the order the
-	// file system lists them in.
-	slices.Sort(names)
-	return names, err
+	return s.sorted(), s.total, err
 }
 
 func (d fdDir) lstat(name string) (fs.FileInfo, error) {

@@ -3,9 +3,10 @@
 package fsdiff
 
 import (
+	"errors"
+	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"syscall"
 )
 
@@ -20,7 +21,7 @@ func openTop(dir string) (dirHandle, error) {
 	return rootDir{r}, nil
 }
 
-func (d rootDir) names() ([]string, error) { return readDirNames(d.r) }
+func (d rootDir) names(keep int) ([]string, int, error) { return readDirNames(d.r, keep) }
 
 func (d rootDir) lstat(name string) (fs.FileInfo, error) { return d.r.Lstat(name) }
 
@@ -49,17 +50,23 @@ func (d rootDir) readlink(name string) (string, error) { return d.r.Readlink(nam
 
 func (d rootDir) close() { d.r.Close() }
 
-func readDirNames(r *os.Root) ([]string, error) {
+func readDirNames(r *os.Root, keep int) ([]string, int, error) {
 	d, err := r.Open(".")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	// Sorted, so that which files fit the memory budget does not depend on the order the
-	// file system lists them in.
-	slices.Sort(names)
-	return names, err
+	s := smallest{keep: keep}
+	for {
+		batch, err := d.Readdirnames(1024)
+		s.offer(batch)
+		if errors.Is(err, io.EOF) {
+			return s.sorted(), s.total, nil
+		}
+		if err != nil {
+			return s.sorted(), s.total, err
+		}
+	}
 }
 
 // Extended attributes are read on Linux only: elsewhere none are recorded.

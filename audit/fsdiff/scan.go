@@ -63,7 +63,9 @@ type snapshot struct {
 // Linux (dir_linux.go), an [os.Root] elsewhere (dir_other.go). Every call takes one
 // name in that directory and never follows a symbolic link; sub and open fail on one.
 type dirHandle interface {
-	names() ([]string, error)               // sorted, without "." and ".."
+	// names lists the directory without "." and "..": its keep smallest names,
+	// sorted, and how many it holds (names.go).
+	names(keep int) (names []string, total int, err error)
 	lstat(name string) (fs.FileInfo, error) // of an entry
 	stat() (fs.FileInfo, error)             // of the directory itself
 	sub(name string) (dirHandle, error)     // a subdirectory
@@ -201,17 +203,19 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		defer r.close()
 	}
 	s.dirs.Add(1)
-	names, err := r.names()
+	names, total, err := r.names(s.canAdmit())
 	if err != nil {
 		s.problem(rel, err)
 		return
 	}
 	if rel != "." {
-		s.put(rel, s.dirEntry(r, rel, want, len(names) == 0))
+		s.put(rel, s.dirEntry(r, rel, want, total == 0))
 	}
 	local := make([]namedEntry, 0, len(names))
+	stopped := false
 	for i, name := range names {
-		if !s.admit(rel, len(names)-i) {
+		if !s.admit(rel, total-i) {
+			stopped = true
 			break
 		}
 		crel := name
@@ -243,6 +247,11 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 			continue
 		}
 		local = append(local, namedEntry{crel, s.fileEntry(r, name, crel, fi)})
+	}
+	if !stopped && total > len(names) {
+		// The listing kept only what the entries bound could still record.
+		s.unlisted.Add(int64(total - len(names)))
+		s.markIncomplete(rel)
 	}
 	s.mu.Lock()
 	for _, ne := range local {

@@ -98,18 +98,29 @@ func Readlinkat(dirfd int, name string) (string, error) {
 // buf is scratch space for the kernel's records.
 func DirNames(fd int, buf []byte) ([]string, error) {
 	var names []string
+	err := EachDirName(fd, buf, func(batch []string) { names = append(names, batch...) })
+	return names, err
+}
+
+// EachDirName lists the directory fd (from its current offset), without "." and "..",
+// handing each getdents batch of names to fn (the slice is reused after fn returns), so
+// that a caller can keep what it needs of a directory of any size; buf is scratch space
+// for the kernel's records.
+func EachDirName(fd int, buf []byte, fn func(batch []string)) error {
+	var batch []string
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return names, &os.PathError{Op: "getdents", Path: ".", Err: err}
+			return &os.PathError{Op: "getdents", Path: ".", Err: err}
 		}
 		if n <= 0 {
-			return names, nil
+			return nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		_, _, batch = unix.ParseDirent(buf[:n], -1, batch[:0])
+		fn(batch)
 	}
 }
 
