@@ -24,6 +24,9 @@ func TestRedPendingFullHidesAnotherRunsAlert(t *testing.T) {
 		w.contract("version: 1\nmonitor: {mode: required}\n")
 		w.attacker()
 	}
+	// Filling the table takes more threads than the default pids limit allows one run:
+	// the hostile contract lifts it (a widening its reviewer would see).
+	hostile.contract("version: 1\nmonitor: {mode: required}\nlimits: {pids: unlimited}\n")
 	alerted := func(unwatchedToo bool) bool {
 		r := victim.cordon("", "run", "--", "./attack", "fresh-open", "/etc/shadow")
 		if r.code != 0 {
