@@ -298,8 +298,9 @@ func TestContainerStaged(t *testing.T) {
 	})
 }
 
-// mtimes matches the times of a change in an fs.diff line, JSON and patch.
-var mtimes = regexp.MustCompile(`,"(old|new)_mtime":"[^"]*"|mtime \S+ -> `)
+// mtimes matches the times of a change in an fs.diff line, JSON and patch, and the
+// patch's length, which counts them (a time's text is as long as its fraction).
+var mtimes = regexp.MustCompile(`,"(old|new)_mtime":"[^"]*"|mtime \S+ -> |,"patch_bytes":\d+`)
 
 // TestStagedDiffEqualsDirect: the staged run's diff, taken through the overlay view,
 // is the diff a direct run of the same command makes of the same workspace.
