@@ -46,8 +46,20 @@ type stageRecord struct {
 	// Finished is set once the run ended and nothing writes the upper directory any
 	// more; gc removes a stage whose run died before.
 	Finished bool `json:"finished"`
+	// MaxEntries is the run's limits.diff.entries: what apply and discard read of the
+	// upper directory at most (layer.Read), as the run did.
+	MaxEntries int `json:"max_entries,omitempty"`
 
 	kept bool // finished with something to apply or discard: the stage stays
+}
+
+// maxEntries is how many entries of the upper directory may be read: the run's bound,
+// or the default one for a record made before the bound was kept.
+func (s *stageRecord) maxEntries() int {
+	if s.MaxEntries > 0 {
+		return s.MaxEntries
+	}
+	return int(contract.DefaultDiffLimits.Entries)
 }
 
 // waits reports whether s is a finished stage left for apply or discard (run.end's

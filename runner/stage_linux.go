@@ -40,7 +40,8 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 			return errdefs.Unavailablef("creating the stage: %w", err)
 		}
 	}
-	r.stage = &stageRecord{Run: r.res.RunID, Workspace: r.plan.Workspace, Mounts: mountsBelow(r.plan)}
+	r.stage = &stageRecord{Run: r.res.RunID, Workspace: r.plan.Workspace, Mounts: mountsBelow(r.plan),
+		MaxEntries: int(r.plan.Limits.Diff.Entries)}
 	if r.session {
 		// A staged session's conflicts are judged from its start (a run's from its
 		// command's).
@@ -70,7 +71,7 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 // (apply's conflict check judges such changes).
 func (r *run) stagedDiff(ctx context.Context) (*fsdiff.Result, error) {
 	upperDir := filepath.Join(r.stageDir, stageUpperName)
-	set, err := layer.Read(upperDir)
+	set, err := layer.Read(upperDir, int(r.plan.Limits.Diff.Entries))
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +112,9 @@ func changedPaths(set *layer.Set) []fsdiff.ChangedPath {
 // finishStage records, once the command has ended and nothing writes the upper
 // directory, each changed path's workspace entry, and says what is staged.
 func (r *run) finishStage() error {
-	set, err := layer.Read(filepath.Join(r.stageDir, stageUpperName))
+	set, err := layer.Read(filepath.Join(r.stageDir, stageUpperName), int(r.plan.Limits.Diff.Entries))
 	if err != nil {
-		return err
+		return errdefs.Unavailablef("%w", err)
 	}
 	ws, err := linux.OpenTree(r.plan.Workspace)
 	if err != nil {
@@ -237,7 +238,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	}
 	defer unlock()
 	upper := filepath.Join(dir, stageUpperName)
-	set, err := layer.Read(upper)
+	set, err := layer.Read(upper, rec.maxEntries())
 	if err != nil {
 		return res, errdefs.Unavailablef("%w", err)
 	}
@@ -327,7 +328,7 @@ func Discard(auditRoot, id string) (StageResult, error) {
 	}
 	defer unlock()
 	logDir := filepath.Join(auditRoot, id)
-	if set, err := layer.Read(filepath.Join(dir, stageUpperName)); err == nil {
+	if set, err := layer.Read(filepath.Join(dir, stageUpperName), rec.maxEntries()); err == nil {
 		for _, c := range notYet(set.Changes, rec) {
 			if c.Kind != layer.Dir || c.Opaque || !rec.Ended[c.Path].Dir {
 				res.Paths = append(res.Paths, c.Path)

@@ -64,6 +64,8 @@ type Change struct {
 type Set struct {
 	Changes  []Change
 	Problems []Problem
+
+	seen int // names Read has counted against its bound
 }
 
 // Problem is an entry of the upper directory that is not a change Apply can land.
@@ -74,6 +76,10 @@ type Problem struct {
 
 // ErrNotStaged means the upper directory is missing.
 var ErrNotStaged = errors.New("no staged changes")
+
+// ErrTooMany means the upper directory holds more entries than Read was let hold:
+// the change set is refused (discard it, or raise limits.diff.entries and run again).
+var ErrTooMany = errors.New("the staged change set has too many entries")
 
 // Select returns the changes at or below one of paths (all of them when paths is
 // empty), parents first, with the directories above each so that they can be made:

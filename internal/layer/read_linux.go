@@ -3,6 +3,7 @@ package layer
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -24,9 +25,11 @@ const (
 	xattrOrigin   = "trusted.overlay.origin"
 )
 
-// Read describes the upper directory upper. The caller guarantees that nothing
-// writes it any more (the run that wrote it has ended).
-func Read(upper string) (*Set, error) {
+// Read describes the upper directory upper, holding at most max entries of it: past
+// that it stops and returns ErrTooMany, so that what a sandbox made in its upper
+// directory never makes cordon's memory grow without bound. The caller guarantees that
+// nothing writes it any more (the run that wrote it has ended).
+func Read(upper string, max int) (*Set, error) {
 	if _, err := os.Lstat(upper); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNotStaged, upper)
@@ -34,25 +37,38 @@ func Read(upper string) (*Set, error) {
 		return nil, err
 	}
 	s := &Set{}
-	if err := s.walk(upper, "."); err != nil {
+	if err := s.walk(upper, ".", max); err != nil {
 		return nil, err
 	}
 	sort.SliceStable(s.Changes, func(i, j int) bool { return s.Changes[i].Path < s.Changes[j].Path })
 	return s, nil
 }
 
-// walk adds the entries of the upper directory rel (relative to upper).
-func (s *Set) walk(upper, rel string) error {
+// walk adds the entries of the upper directory rel (relative to upper), reading its
+// names a batch at a time and counting every name against max.
+func (s *Set) walk(upper, rel string, max int) error {
 	dir := filepath.Join(upper, filepath.FromSlash(rel))
 	f, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("reading the staged changes: %w", err)
 	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("reading the staged changes: %w", err)
+	var names []string
+	for {
+		batch, err := f.Readdirnames(1024)
+		names = append(names, batch...)
+		if s.seen += len(batch); s.seen > max {
+			f.Close()
+			return fmt.Errorf("%w: more than %d (limits.diff.entries)", ErrTooMany, max)
+		}
+		if errors.Is(err, io.EOF) || (err == nil && len(batch) == 0) {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("reading the staged changes: %w", err)
+		}
 	}
+	f.Close()
 	sort.Strings(names)
 	for _, name := range names {
 		p := path.Join(rel, name)
@@ -61,14 +77,14 @@ func (s *Set) walk(upper, rel string) error {
 		if err != nil {
 			return fmt.Errorf("reading the staged changes: %w", err)
 		}
-		if err := s.entry(upper, p, full, fi); err != nil {
+		if err := s.entry(upper, p, full, fi, max); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Set) entry(upper, p, full string, fi fs.FileInfo) error {
+func (s *Set) entry(upper, p, full string, fi fs.FileInfo, max int) error {
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	for _, x := range []string{xattrRedirect, xattrMetacopy} {
 		if v, err := linux.Getxattr(full, x); err != nil || v != "" {
@@ -97,7 +113,7 @@ func (s *Set) entry(upper, p, full string, fi fs.FileInfo) error {
 			return err
 		}
 		s.Changes = append(s.Changes, Change{Path: p, Kind: Dir, Mode: uint32(m.Perm()), Opaque: v == "y"})
-		return s.walk(upper, p)
+		return s.walk(upper, p, max)
 	case m.IsRegular():
 		if st != nil && st.Nlink > 1 {
 			// Two names for one file in the change set: each lands as a file of its

@@ -1,6 +1,7 @@
 package layer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestReadNamesMetadataItDoesNotLand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := Read(upper)
+	s, err := Read(upper, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +71,27 @@ func TestReadNamesMetadataItDoesNotLand(t *testing.T) {
 	}
 	if strings.Contains(got["plain"], "user.ok") || strings.Contains(got["plain"], "overlay") {
 		t.Errorf("plain: names what lands or overlay's own: %q", got["plain"])
+	}
+}
+
+// TestReadBounded: Read holds at most max entries of an upper directory, counting the
+// names of one directory as it reads them and those below, and refuses past that.
+func TestReadBounded(t *testing.T) {
+	upper := t.TempDir()
+	for i := range 30 {
+		if err := os.WriteFile(filepath.Join(upper, fmt.Sprintf("f%02d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(upper, "d", "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Read(upper, 32); err != nil || len(s.Changes) != 32 {
+		t.Fatalf("Read at its bound: %v, want 32 changes", err)
+	}
+	for _, max := range []int{0, 10, 30, 31} {
+		if _, err := Read(upper, max); !errors.Is(err, ErrTooMany) {
+			t.Errorf("Read of 32 entries with max %d: %v, want ErrTooMany", max, err)
+		}
 	}
 }
