@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,7 +86,9 @@ func followOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error
 	if err := checkCollector(sock, run); err != nil {
 		return nil, nil, err
 	}
-	c, err := net.Dial("unix", sock)
+	// The file's owner says nothing of who answers on it (another user may rename a
+	// socket of its own over it after the check): the peer must be this user or root.
+	c, err := paths.DialSocket(context.Background(), sock, os.Geteuid())
 	if err != nil {
 		return nil, nil, errdefs.Unavailablef("-o %s: %w", path, err)
 	}

@@ -82,9 +82,11 @@ func hostIDs(in Input) (uid, gid int, dedicated bool, err error) {
 // in.Idmapped, so that Mounts binds it, and what the plan mounts inside it, from
 // there. A staged run's workspace comes from its overlay instead ([MountStage], first).
 // unmount detaches them all; on an error nothing is left mounted.
-func MountIdmapped(in *Input) (unmount func() error, err error) {
+func MountIdmapped(in *Input) (_ func() error, err error) {
 	var targets []string
-	unmount = func() error {
+	// unmount is a variable of its own, not the named result: a failed return sets
+	// that to nil before the deferred cleanup below runs.
+	unmount := func() error {
 		var errs []error
 		for i := len(targets) - 1; i >= 0; i-- {
 			errs = append(errs, linux.Unmount(targets[i]))
