@@ -19,7 +19,9 @@ import (
 func TestRedStagedDiffLinear(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
+	// entries past the change set: a staged change set larger than entries is refused
+	// whole (TestStagedChangeSetBounded), and this attack is on the diff's time.
+	w.contract("version: 1\nlimits: {diff: {entries: 40000}}\n")
 	const files = 30_000
 	flood := `my $n = shift; my $pad = "x" x 240; mkdir "big" or die; for my $i (1..$n) { open(my $f, ">", sprintf("big/%s%09d", $pad, $i)) or die "create: $!"; } print "made $n\n";`
 	r := w.cordon("", "run", "--stage", "--", "perl", "-e", flood, strconv.Itoa(files))

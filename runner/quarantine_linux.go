@@ -212,7 +212,7 @@ func (s *sweeper) entry(d *os.File, rel string, e fs.DirEntry, depth int) bool {
 			s.disarm(path.Join(crel, "HEAD"))
 		}
 	case depth < maxSweepDepth:
-		fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		fd, err := linux.OpenDirAt(int(d.Fd()), name)
 		if err != nil {
 			return true
 		}

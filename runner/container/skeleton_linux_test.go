@@ -3,17 +3,17 @@ package container
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // The host view's root is traversable by the container's uid whatever cordon's umask
 // (a session's supervisor runs with 077).
 func TestMakeSkeletonIgnoresUmask(t *testing.T) {
-	old := syscall.Umask(0o077)
-	defer syscall.Umask(old)
+	old := linux.Umask(0o077)
+	defer linux.Umask(old)
 	in := testInput(false)
 	in.Plan.Links = []contract.Link{{Path: "/bin", Target: "usr/bin"}, {Path: "/usr/local/lib64", Target: "lib"}}
 	dir := filepath.Join(t.TempDir(), "rootfs")
