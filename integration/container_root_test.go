@@ -25,6 +25,7 @@ touch /pwned || echo root-refused
 echo x > EXTRA/new || echo extra-refused
 ls /proc/1/fd && echo FD-LISTED
 cat /proc/1/environ && echo ENVIRON-READ
+awk -v d="$PWD" '$5 == d { print "wsflags " $6 }' /proc/self/mountinfo
 cat /proc/1/cgroup
 echo ready
 i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done`
@@ -100,6 +101,12 @@ func TestContainerRootWorkspace(t *testing.T) {
 		for _, want := range []string{"secret-appended", "suid-refused", "root-refused", "extra-refused"} {
 			assertContains(t, "stdout", out, want+"\n")
 		}
+		// The workspace, bound from cordon's idmapped clone, is nosuid and nodev on
+		// every engine (docker's writable binds have no such flags of their own).
+		for _, flag := range []string{"nosuid", "nodev", "idmapped"} {
+			assertContains(t, "the workspace's mount flags", out, flag)
+		}
+		assertContains(t, "stdout", out, "wsflags ")
 		for _, bad := range []string{"FD-LISTED", "ENVIRON-READ"} {
 			if strings.Contains(out, bad) {
 				t.Errorf("process 1 reachable: %s\n%s", bad, out)

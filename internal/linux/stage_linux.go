@@ -88,6 +88,17 @@ func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
 	return tree, nil
 }
 
+// NoSUIDTree marks every mount of the detached tree nosuid and nodev: a file the
+// sandbox made set-id, or a device node, means nothing through it (and through any
+// bind an engine makes of it, which keeps the flags).
+func NoSUIDTree(tree *os.File) error {
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(int(tree.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("marking %s nosuid and nodev: %w", tree.Name(), err)
+	}
+	return nil
+}
+
 // AttachTree mounts a detached tree at target, which must exist.
 func AttachTree(tree *os.File, target string) error {
 	if err := unix.MoveMount(int(tree.Fd()), "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {

@@ -164,5 +164,11 @@ func idmapTree(path string, uid, gid, toUID, toGID int) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idmapping %s for the sandbox uid %d: %w", path, toUID, err)
 	}
+	// The engine's bind of it keeps these flags (docker's writable binds have none of
+	// their own).
+	if err := linux.NoSUIDTree(tree); err != nil {
+		tree.Close()
+		return nil, err
+	}
 	return tree, nil
 }
