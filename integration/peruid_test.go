@@ -100,8 +100,8 @@ func leaseOf(uid int) (uids.Record, bool) {
 	return rec, true
 }
 
-// TestTenantsShareNoPerUIDKernelLimit (bwrap; the container backends' host uids are
-// another part of issue 34): two concurrent runs of root-owned workspaces run as
+// TestTenantsShareNoPerUIDKernelLimit (bwrap; TestContainerTenantsShareNoPerUIDKernelLimit
+// runs it on docker and containerd, whose root-workspace containers lease too): two concurrent runs of root-owned workspaces run as
 // different host uids of cordon's range, each leased to its run alone, so a run that
 // takes every inotify instance its uid may have (fs.inotify.max_user_instances is
 // counted per host uid, across user namespaces) leaves the other run its own. Once
@@ -109,9 +109,6 @@ func leaseOf(uid int) (uids.Record, bool) {
 // uid, and no file in the host's shared temporary places is theirs.
 func TestTenantsShareNoPerUIDKernelLimit(t *testing.T) {
 	testutil.RequireRoot(t)
-	if b := os.Getenv("CORDON_BACKEND"); b != "" && b != "bwrap" {
-		t.Skipf("bwrap only: %s's sandbox uid is not leased yet", b)
-	}
 	hog, other := newWorld(t), newWorld(t)
 	h := startHeld(t, hog, "inotify-hog", "hogged")
 	o := startHeld(t, other, "inotify-one", "ready")
@@ -190,9 +187,6 @@ func assertNothingOwnedBy(t *testing.T, ids ...int) {
 // test's may take it first).
 func TestLeaseOfKilledCordonTakenBack(t *testing.T) {
 	testutil.RequireRoot(t)
-	if b := os.Getenv("CORDON_BACKEND"); b != "" && b != "bwrap" {
-		t.Skipf("bwrap only: %s's sandbox uid is not leased yet", b)
-	}
 	w := newWorld(t)
 	h := startHeld(t, w, "inotify-one", "ready")
 	uid := hostUIDOf(t, "./attack inotify-one")
@@ -247,9 +241,6 @@ func processesOf(uid int) []string {
 // it as before.
 func TestStagedChangesNotLeftToTheLeasedUID(t *testing.T) {
 	testutil.RequireRoot(t)
-	if b := os.Getenv("CORDON_BACKEND"); b != "" && b != "bwrap" {
-		t.Skipf("bwrap only: %s's sandbox uid is not leased yet", b)
-	}
 	w := newWorld(t)
 	r := w.cordon("", "run", "--stage", "--", "sh", "-c", "id -u > made.txt; mkdir dir; echo x > dir/f; ln -s made.txt link")
 	if r.code != 0 {
@@ -279,4 +270,10 @@ func TestStagedChangesNotLeftToTheLeasedUID(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(w.ws, "made.txt")); strings.TrimSpace(string(got)) != strconv.Itoa(uid) {
 		t.Errorf("made.txt = %q; the sandbox ran as uid %q, not the uid run.start names (%d)", got, got, uid)
 	}
+}
+
+// TestContainerTenantsShareNoPerUIDKernelLimit: the same two tenants on docker and
+// containerd.
+func TestContainerTenantsShareNoPerUIDKernelLimit(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, _ string) { TestTenantsShareNoPerUIDKernelLimit(t) })
 }
