@@ -5,17 +5,17 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/cordonhq/cordon/internal/handoff"
 	"github.com/cordonhq/cordon/internal/linux"
-	"github.com/cordonhq/cordon/internal/stage"
 )
 
-// startStaged starts cmd from the stage's mount namespace. A session's process 1
+// startHandedOver starts cmd from the hand-off's mount namespace. A session's process 1
 // (serve) keeps the staged workspace's overlay for cordon (StagedWorkspace).
-func (s *instance) startStaged(sp *stage.Spec, cmd *exec.Cmd, serve bool) (func(), error) {
+func (s *instance) startHandedOver(sp *handoff.Spec, cmd *exec.Cmd, serve bool) (func(), error) {
 	if !serve {
-		return stage.Start(sp, cmd)
+		return handoff.Start(sp, cmd)
 	}
-	return stage.StartLive(sp, cmd, func(live *os.File) {
+	return handoff.StartLive(sp, cmd, func(live *os.File) {
 		s.liveMu.Lock()
 		defer s.liveMu.Unlock()
 		if s.live != nil {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/handoff"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/pid1"
-	"github.com/cordonhq/cordon/internal/stage"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -52,7 +52,7 @@ func (b *Backend) Check(ctx context.Context) error {
 }
 
 // CanStage implements sandbox.Stager: a staged run's overlay is mounted by cordon,
-// as root, in the private mount namespace bwrap starts from (package stage); as
+// as root, in the private mount namespace bwrap starts from (package handoff); as
 // another user there is no such namespace, and Debian's bwrap (0.8) has no --overlay.
 func (b *Backend) CanStage() error {
 	if os.Geteuid() != 0 {
@@ -142,7 +142,7 @@ type instance struct {
 	liveMu sync.Mutex // liveMu guards live.
 	live   *os.File   // a staged session's overlay, mounted for its process 1; nil otherwise
 
-	userns *stage.Userns // the idmap namespace Backend.Warm began for root's files, or nil
+	userns *handoff.Userns // the idmap namespace Backend.Warm began for root's files, or nil
 
 	// unbounded is the warning the first Exec prints when the default limits could not
 	// be enforced (no writable cgroup); warned makes it once.
@@ -166,15 +166,15 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 	extra := f.child
 	statusR, specW, infoR := f.statusR, f.specW, f.infoR
-	var sp *stage.Spec
+	var sp *handoff.Spec
 	if os.Geteuid() == 0 {
-		// Never host root inside: bwrap runs as the sandbox uid, on staged sources.
-		spec, staged, err := staged(args, s.host, s.plan.Workspace, s.uid, s.gid)
+		// Never host root inside: bwrap runs as the sandbox uid, on handed-over sources.
+		spec, handed, err := handedOver(args, s.host, s.plan.Workspace, s.uid, s.gid)
 		if err != nil {
 			return 0, err
 		}
-		spec.Prepared = []*stage.Userns{s.userns}
-		sp, args = &spec, staged
+		spec.Prepared = []*handoff.Userns{s.userns}
+		sp, args = &spec, handed
 	}
 	cmd, bwrapErr := s.command(args, extra, p)
 	if len(p.Argv) == 0 && !p.Serve {
@@ -193,7 +193,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}()
 	release := func() {}
 	if sp != nil {
-		release, err = s.startStaged(sp, cmd, p.Serve)
+		release, err = s.startHandedOver(sp, cmd, p.Serve)
 	} else {
 		err = cmd.Start()
 	}
@@ -204,7 +204,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	waitErr := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
-		release() // bwrap's parent thread, when staged: only now may it end
+		release() // bwrap's parent thread, when handed over: only now may it end
 		waitErr <- err
 	}()
 

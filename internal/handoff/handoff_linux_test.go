@@ -1,4 +1,4 @@
-package stage
+package handoff
 
 import (
 	"os"
@@ -12,11 +12,11 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// The stage mounts a tmpfs over Root and the staged sources in it: all of that must
+// The hand-off mounts a tmpfs over Root and the handed-over sources in it: all of that must
 // stay in the mount namespace of the thread that starts the sandbox, never the
-// host's, and the sandbox must run as the stage's uid, seeing its idmapped source as
+// host's, and the sandbox must run as the hand-off's uid, seeing its idmapped source as
 // its own.
-func TestStageMountsOnlyInItsOwnNamespace(t *testing.T) {
+func TestHandoffMountsOnlyInItsOwnNamespace(t *testing.T) {
 	testutil.RequireRoot(t)
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o600); err != nil {
@@ -43,7 +43,7 @@ func TestStageMountsOnlyInItsOwnNamespace(t *testing.T) {
 	// counts is that nothing appeared at or below Root.
 	after, _ := os.ReadFile("/proc/self/mountinfo")
 	if b, a := rootMounts(string(before)), rootMounts(string(after)); a != b {
-		t.Fatalf("the stage mounted at %s in the host's mount namespace:\nbefore:\n%s\nafter:\n%s", Root, b, a)
+		t.Fatalf("the hand-off mounted at %s in the host's mount namespace:\nbefore:\n%s\nafter:\n%s", Root, b, a)
 	}
 }
 
@@ -58,17 +58,17 @@ func rootMounts(mountinfo string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestStageRefusesRootAsTheSandboxUID(t *testing.T) {
+func TestHandoffRefusesRootAsTheSandboxUID(t *testing.T) {
 	testutil.RequireRoot(t)
 	cmd := exec.Command("/bin/true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if _, err := Start(&Spec{UID: 0}, cmd); err == nil {
-		t.Fatal("the stage accepted uid 0")
+		t.Fatal("the hand-off accepted uid 0")
 	}
 }
 
 // A source path that meets a symbolic link was swapped since the Plan resolved it:
-// staging it would mount whatever the link points to.
+// handing it over would mount whatever the link points to.
 func TestCloneRefusesLinks(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
@@ -87,9 +87,9 @@ func TestCloneRefusesLinks(t *testing.T) {
 }
 
 // A namespace made beforehand (Prepare) idmaps the sources of its owner as the one
-// staging would have made, is left open by staging (it is the caller's), and one for
+// the hand-off would have made, is left open by it (it is the caller's), and one for
 // other ids is not used.
-func TestStagePrepared(t *testing.T) {
+func TestHandoffPrepared(t *testing.T) {
 	testutil.RequireRoot(t)
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o600); err != nil {

@@ -1,4 +1,4 @@
-// Package stage starts bwrap as an unprivileged host uid when cordon runs as root.
+// Package handoff starts bwrap as an unprivileged host uid when cordon runs as root.
 //
 // bwrap run by root maps the sandbox's uid to host uid 0: without capabilities, but
 // every permission check on a host object (procfs' sysctls, files bind-mounted in)
@@ -6,28 +6,28 @@
 // (see [Start]; nothing mounted there is seen by the host, and all of it goes when
 // the sandbox does) in which each source bwrap will bind is cloned into a tmpfs the
 // sandbox's uid can reach — idmapped when another uid owns it, so that its owner's
-// files are the sandbox uid's — and bwrap runs as that uid on the staged paths. The
+// files are the sandbox uid's — and bwrap runs as that uid on the handed-over paths. The
 // sandbox then is that uid on the host, and the workspace stays its owner's on disk.
-package stage
+package handoff
 
 import "os"
 
-// Root is where the stage's tmpfs is mounted in its mount namespace: every staged
+// Root is where the hand-off's tmpfs is mounted in its mount namespace: every handed-over
 // source is Root/N. It hides the run root below it, in that namespace only.
 const Root = "/run/cordon"
 
-// Spec is what the stager does.
+// Spec is what the hand-off does.
 type Spec struct {
 	UID int `json:"uid"` // the sandbox's host uid
 	GID int `json:"gid"`
-	// Sources are staged at Root/<index>, in order.
+	// Sources are handed over at Root/<index>, in order.
 	Sources []Source `json:"sources"`
-	// Prepared are idmap user namespaces made beforehand ([Prepare]); staging uses the
+	// Prepared are idmap user namespaces made beforehand ([Prepare]); the hand-off uses the
 	// one for a source's owner and these ids, when there is one, and leaves it open.
 	Prepared []*Userns `json:"-"`
 }
 
-// Source is one staged tree.
+// Source is one handed-over tree.
 type Source struct {
 	Path string `json:"path"`
 	Dir  bool   `json:"dir"`
@@ -36,21 +36,21 @@ type Source struct {
 	// writable, to the sandbox).
 	Idmap *Owner `json:"idmap,omitempty"`
 	// Writable sources must be idmapped; a read-only one whose file system cannot be
-	// is staged as it is (the sandbox then reads it with its own uid's rights: less,
+	// is handed over as it is (the sandbox then reads it with its own uid's rights: less,
 	// never more).
 	Writable bool `json:"writable,omitempty"`
 	// In is the index of an earlier source Path lies in, or -1: a read-only path
-	// inside a writable one is cloned from that one's staged tree, and so shares its
+	// inside a writable one is cloned from that one's handed-over tree, and so shares its
 	// idmap.
 	In int `json:"in"`
-	// Overlay, when set, stages the source as an overlay: the (idmapped) clone of
+	// Overlay, when set, hands the source over as an overlay: the (idmapped) clone of
 	// Path is its read-only lower layer and the sandbox's writes go to Overlay.Upper
 	// (a staged run). Sources inside it are cloned from the overlay, so that they show
 	// what the sandbox sees there and write where it writes.
 	Overlay *Overlay `json:"overlay,omitempty"`
 }
 
-// Overlay is a staged source's upper and work directories (root's to open, out of
+// Overlay is a handed-over source's upper and work directories (root's to open, out of
 // the sandbox's reach; the upper directory's root is the sandbox uid's).
 type Overlay struct {
 	Upper string `json:"upper"`

@@ -7,28 +7,28 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/handoff"
 	"github.com/cordonhq/cordon/internal/linux"
-	"github.com/cordonhq/cordon/internal/stage"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
-// staged turns bwrap's arguments into the stage's (package stage): every bind source becomes
-// its staged path, and sources another uid owns are idmapped to the sandbox's.
+// handedOver turns bwrap's arguments into the hand-off's (package handoff): every bind source becomes
+// its handed-over path, and sources another uid owns are idmapped to the sandbox's.
 //
-// A staged run's workspace (host.Stage) is staged as an overlay whose writes go to
+// A staged run's workspace (host.Stage) is handed over as an overlay whose writes go to
 // host.Stage.Upper; what is mounted inside it is cloned from that overlay.
-func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (stage.Spec, []string, error) {
-	sp := stage.Spec{UID: uid, GID: gid}
+func handedOver(args []string, host sandbox.Host, workspace string, uid, gid int) (handoff.Spec, []string, error) {
+	sp := handoff.Spec{UID: uid, GID: gid}
 	args = append([]string(nil), args...)
 	// The run's sockets are the sandbox uid's to connect to (the run directory they
-	// are in is root's, mode 0700: only the stage reaches them). Handed over first, so
-	// that they are staged as they are, not idmapped.
+	// are in is root's, mode 0700: only the hand-off reaches them). Handed over first, so
+	// that they are handed over as they are, not idmapped.
 	for _, p := range []string{host.ControlSocket, host.GateSocket} {
 		if p == "" {
 			continue
 		}
 		if err := os.Lchown(p, uid, gid); err != nil {
-			return stage.Spec{}, nil, errdefs.Unavailablef("handing %s to the sandbox uid: %w", p, err)
+			return handoff.Spec{}, nil, errdefs.Unavailablef("handing %s to the sandbox uid: %w", p, err)
 		}
 	}
 	idmapped := map[int]bool{}
@@ -57,22 +57,22 @@ func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (s
 		}
 		s, err := source(src, opt == "--bind", sp.Sources, idmapped, uid, gid)
 		if err != nil {
-			return stage.Spec{}, nil, err
+			return handoff.Spec{}, nil, err
 		}
 		if host.Stage != nil && src == workspace && s.In < 0 && !overlaid(sp.Sources) {
 			// Read-only too: a writable directory inside it is cloned from the
 			// overlay, so that its writes are staged as well.
-			s.Overlay = &stage.Overlay{Upper: host.Stage.Upper, Work: host.Stage.Work}
+			s.Overlay = &handoff.Overlay{Upper: host.Stage.Upper, Work: host.Stage.Work}
 		}
 		if host.Stage != nil && opt == "--bind" {
 			if err := stagedWrite(src, workspace, s, sp.Sources); err != nil {
-				return stage.Spec{}, nil, err
+				return handoff.Spec{}, nil, err
 			}
 		}
 		if (s.Idmap != nil || s.Overlay != nil) && s.In < 0 {
 			idmapped[len(sp.Sources)] = true
 		}
-		args[i+1] = filepath.Join(stage.Root, strconv.Itoa(len(sp.Sources)))
+		args[i+1] = filepath.Join(handoff.Root, strconv.Itoa(len(sp.Sources)))
 		sp.Sources = append(sp.Sources, s)
 		i += 2
 	}
@@ -82,12 +82,12 @@ func staged(args []string, host sandbox.Host, workspace string, uid, gid int) (s
 // source describes one bind source: inside an earlier idmapped (or overlaid) source it
 // is cloned from that one's tree (and so shares its idmap, or its overlay); one
 // another uid owns is idmapped.
-func source(path string, writable bool, earlier []stage.Source, idmapped map[int]bool, uid, gid int) (stage.Source, error) {
+func source(path string, writable bool, earlier []handoff.Source, idmapped map[int]bool, uid, gid int) (handoff.Source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return stage.Source{}, errdefs.Unavailablef("%w", err)
+		return handoff.Source{}, errdefs.Unavailablef("%w", err)
 	}
-	s := stage.Source{Path: path, Dir: fi.IsDir(), In: -1}
+	s := handoff.Source{Path: path, Dir: fi.IsDir(), In: -1}
 	best := -1
 	for j, e := range earlier {
 		if idmapped[j] && strings.HasPrefix(path, e.Path+"/") && (best < 0 || len(e.Path) > len(earlier[best].Path)) {
@@ -104,16 +104,16 @@ func source(path string, writable bool, earlier []stage.Source, idmapped map[int
 	// their own permissions.
 	ou, og, err := linux.Owner(path)
 	if err != nil {
-		return stage.Source{}, err
+		return handoff.Source{}, err
 	}
 	if ou != uid || og != gid {
-		s.Idmap = &stage.Owner{UID: ou, GID: og}
+		s.Idmap = &handoff.Owner{UID: ou, GID: og}
 	}
 	s.Writable = writable
 	return s, nil
 }
 
-func overlaid(srcs []stage.Source) bool {
+func overlaid(srcs []handoff.Source) bool {
 	for _, s := range srcs {
 		if s.Overlay != nil {
 			return true
@@ -123,8 +123,8 @@ func overlaid(srcs []stage.Source) bool {
 }
 
 // stagedWrite refuses a writable source of a staged run whose writes would not go to
-// the stage: one above the workspace, or one in it not cloned from its overlay.
-func stagedWrite(src, workspace string, s stage.Source, earlier []stage.Source) error {
+// the overlay: one above the workspace, or one in it not cloned from its overlay.
+func stagedWrite(src, workspace string, s handoff.Source, earlier []handoff.Source) error {
 	if strings.HasPrefix(workspace, src+"/") {
 		return errdefs.Invalidf("--stage: %s, above the workspace, is writable: only the workspace can be staged; run without --stage", src)
 	}

@@ -1,4 +1,4 @@
-package stage
+package handoff
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 )
 
 // Start starts cmd (bwrap, its sources already Root/<index>) as sp.UID:sp.GID from a
-// private mount namespace in which every source is staged. The namespace belongs to
+// private mount namespace in which every source is handed over. The namespace belongs to
 // one OS thread of the caller, made for the purpose: the thread clones the sources,
 // leaves the host's mount namespace (unshare, every mount made private before
 // anything is mounted), mounts Root and the clones, and forks cmd, which keeps that
@@ -28,20 +28,20 @@ func Start(sp *Spec, cmd *exec.Cmd) (release func(), err error) {
 	return StartLive(sp, cmd, nil)
 }
 
-// StartLive is [Start] that, for a source staged as an overlay, hands keep a
+// StartLive is [Start] that, for a source handed over as an overlay, hands keep a
 // duplicate of the overlay's mount (the workspace as the sandbox sees and writes it)
 // before cmd starts, for cordon to read and write through while the sandbox runs.
 // keep owns it (the overlay lives until it is closed); with keep nil it is not made.
 func StartLive(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) (release func(), err error) {
 	if os.Geteuid() != 0 || sp.UID == 0 {
-		return nil, errors.New("staging: cordon stages as root, for another uid")
+		return nil, errors.New("hand-off: cordon hands over as root, to another uid")
 	}
 	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(sp.UID), Gid: uint32(sp.GID), Groups: []uint32{}}
 	started := make(chan error, 1)
 	end := make(chan struct{})
 	go func() {
 		_ = linux.OnOwnThread(func() error {
-			err := stageAndStart(sp, cmd, keep)
+			err := handAndStart(sp, cmd, keep)
 			started <- err
 			if err == nil {
 				<-end
@@ -56,9 +56,9 @@ func StartLive(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) (release func(), er
 	return func() { once.Do(func() { close(end) }) }, nil
 }
 
-// stageAndStart stages sp's sources and starts cmd, handing keep the overlay's
+// handAndStart hands over sp's sources and starts cmd, handing keep the overlay's
 // mount first (see StartLive).
-func stageAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
+func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 	trees, live, err := cloneAll(sp, keep != nil)
 	defer func() {
 		for _, t := range trees {
@@ -148,7 +148,7 @@ func cloneAll(sp *Spec, wantLive bool) (trees []*os.File, live *os.File, err err
 			}
 		}
 		if err != nil {
-			return trees, live, fmt.Errorf("staging: %w", err)
+			return trees, live, fmt.Errorf("hand-off: %w", err)
 		}
 	}
 	return trees, live, nil
