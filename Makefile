@@ -3,7 +3,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin/cordon
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/cordonhq/cordon/internal/cli.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/cordonhq/cordon/cli.Version=$(VERSION)
 
 .PHONY: all build man install deps test test-short lint fuzz bench demo clean darwin
 
@@ -62,7 +62,7 @@ fuzz:
 # ./runner/... includes seatbelt.BenchmarkProfile (profile generation per example contract).
 bench: build
 	@scripts/deps.sh bench
-	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./internal/cli ./internal/uids
+	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./cli ./internal/uids
 	$(GO) test -run XXX -bench . -benchtime 20x ./audit/fsdiff/
 	$(GO) test -run XXX -bench Writer ./audit/
 	scripts/bench.sh

@@ -307,3 +307,19 @@ func (p *Plan) Writable() []string {
 	}
 	return out
 }
+
+// HostWritable returns the host paths the sandbox can write: the workspace and every
+// read-write bind (a tmpfs is the sandbox's own, not the host's). Nothing the host
+// executes may lie in one of them.
+func (p *Plan) HostWritable() []string {
+	var out []string
+	if p.Workspace != "" {
+		out = append(out, p.Workspace)
+	}
+	for _, m := range p.Mounts {
+		if m.Type == Bind && m.Access == ReadWrite {
+			out = append(out, m.Path)
+		}
+	}
+	return out
+}

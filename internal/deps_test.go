@@ -16,6 +16,9 @@ import (
 	"testing"
 )
 
+// module is the module path with a trailing slash.
+const module = "github.com/cordonhq/cordon/"
+
 // moduleRoot is the repository root, two levels up from this file's package.
 const moduleRoot = ".."
 
@@ -39,8 +42,10 @@ func walkGo(t *testing.T, fn func(path string, pkgDir string)) {
 	}
 }
 
-// TestDependencyRules: x/sys/unix is imported only by internal/linux (STYLE rule 6),
-// and the policy packages never import cilium/ebpf (rule 7).
+// TestDependencyRules: x/sys/unix is imported only by internal/linux (every system
+// call behind one named function there), the policy packages never import
+// cilium/ebpf (they must build and be tested without BPF), and no package under
+// internal/ imports one outside it: internal/ is the ground, and no import runs up.
 func TestDependencyRules(t *testing.T) {
 	fset := token.NewFileSet()
 	walkGo(t, func(path, dir string) {
@@ -57,6 +62,9 @@ func TestDependencyRules(t *testing.T) {
 			}
 			if strings.HasPrefix(p, "github.com/cilium/ebpf") && (top == "contract" || top == "egress" || top == "creds" || top == "audit") {
 				t.Errorf("%s imports %s; %s must not depend on BPF", path, p, top)
+			}
+			if top == "internal" && !strings.HasSuffix(path, "_test.go") && strings.HasPrefix(p, module) && !strings.HasPrefix(p, module+"internal/") {
+				t.Errorf("%s imports %s; internal/ is the ground and imports nothing above it", path, p)
 			}
 		}
 	})
@@ -180,25 +188,29 @@ func TestBinaryDependencies(t *testing.T) {
 		pkg, tags string
 		banned    []string
 		allowed   []string // below a banned P/..., yet allowed
+		goos      string   // the GOOS to list for; empty is the host's
 	}{
 		{"./cmd/cordon-init", "", []string{"net/http/...", "crypto/tls/...", "crypto/x509/...", "github.com/cilium/ebpf/...", "github.com/docker/...",
 			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
-			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil},
-		{"./cmd/cordon", "noengines", []string{"github.com/docker/...", "github.com/containerd/..."}, nil},
-		{"./cmd/cordon-exec", "", []string{m + "runner/...", m + "contract/...", m + "audit/...", m + "egress/...", m + "monitor/...", m + "internal/cli",
+			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil, ""},
+		{"./cmd/cordon", "noengines", []string{"github.com/docker/...", "github.com/containerd/..."}, nil, ""},
+		{"./cmd/cordon-exec", "", []string{m + "runner/...", m + "contract/...", m + "audit/...", m + "egress/...", m + "monitor/...", m + "cli",
 			"github.com/spf13/...", "gopkg.in/yaml.v3/...", "github.com/cilium/ebpf/...", "net/http/...", "crypto/tls/...",
-			"github.com/docker/...", "github.com/containerd/..."}, nil},
-		{"./session", "", []string{m + "runner/...", "github.com/spf13/...", "gopkg.in/yaml.v3/..."}, nil},
-		{"./runner/sandbox", "", backendBans, nil},
-		{"./runner/bwrap", "", backendBans, nil},
-		{"./runner/container", "", backendBans, nil},
-		{"./runner/docker", "", backendBans, nil},
-		{"./runner/containerd", "", backendBans, nil},
+			"github.com/docker/...", "github.com/containerd/..."}, nil, ""},
+		{"./session", "", []string{m + "runner/...", "github.com/spf13/...", "gopkg.in/yaml.v3/..."}, nil, ""},
+		{"./runner/sandbox", "", backendBans, nil, ""},
+		{"./runner/bwrap", "", backendBans, nil, ""},
+		{"./runner/container", "", backendBans, nil, ""},
+		{"./runner/docker", "", backendBans, nil, ""},
+		{"./runner/containerd", "", backendBans, nil, ""},
+		{"./cmd/cordon-init", "", []string{"net/http/...", "crypto/tls/...", "crypto/x509/...", "github.com/cilium/ebpf/...", "github.com/docker/...",
+			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
+			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil, "darwin"},
 	} {
-		root, imports := depGraph(t, b.pkg, b.tags)
+		root, imports := depGraph(t, b.pkg, b.tags, b.goos)
 		for _, dep := range slices.Sorted(maps.Keys(imports)) {
 			if bannedDep(dep, b.banned, b.allowed) {
-				t.Errorf("%s (tags %q) links %s: %s", b.pkg, b.tags, dep, strings.Join(importChain(root, dep, imports), " -> "))
+				t.Errorf("%s (tags %q, GOOS %q) links %s: %s", b.pkg, b.tags, b.goos, dep, strings.Join(importChain(root, dep, imports), " -> "))
 			}
 		}
 	}
@@ -249,7 +261,7 @@ func bannedDep(dep string, banned, allowed []string) bool {
 
 // depGraph returns the import path of pkg and, for it and every package it depends
 // on, the packages it imports, by `go list -deps`.
-func depGraph(t *testing.T, pkg, tags string) (string, map[string][]string) {
+func depGraph(t *testing.T, pkg, tags, goos string) (string, map[string][]string) {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -261,6 +273,9 @@ func depGraph(t *testing.T, pkg, tags string) (string, map[string][]string) {
 	}
 	cmd := exec.Command(goTool, append(args, pkg)...)
 	cmd.Dir = moduleRoot
+	if goos != "" {
+		cmd.Env = append(os.Environ(), "GOOS="+goos)
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list %s: %v", pkg, err)

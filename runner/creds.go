@@ -29,7 +29,7 @@ func (r *run) issueCredentials(ctx context.Context, host *sandbox.Host) (*egress
 		return nil, nil
 	}
 	root := creds.DefaultRoot()
-	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr, Policy: hostexec.PolicyOf(r.plan)})
+	provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed(r.plan.Credentials), Stderr: r.o.Stderr, Policy: hostexec.PolicyOf(r.plan.HostWritable())})
 	if err != nil {
 		return nil, errdefs.Unavailablef("credentials: %w", err)
 	}

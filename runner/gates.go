@@ -44,7 +44,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	r.undo.add("closing the gates", func(context.Context) error { g.close(); return nil })
 	g.svc = gate.New(gate.Config{
 		RunID: r.res.RunID, Workspace: r.plan.Workspace, Gates: r.plan.Gates, Mode: r.o.Gates,
-		Events: r.sink, Mint: g.minter(r), Log: r.o.Log, Policy: hostexec.PolicyOf(r.plan),
+		Events: r.sink, Mint: g.minter(r), Log: r.o.Log, Policy: hostexec.PolicyOf(r.plan.HostWritable()),
 	})
 	var err error
 	sock := filepath.Join(host.RunDir, "gate.sock")
@@ -118,7 +118,7 @@ func (g *gates) minter(r *run) gate.MintFunc {
 	return func(ctx context.Context, c contract.Credential) ([]string, func(context.Context) error, error) {
 		g.mintMu.Lock()
 		root := creds.DefaultRoot()
-		provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed([]contract.Credential{c}), Stderr: r.o.Stderr, Policy: hostexec.PolicyOf(r.plan)})
+		provs, err := providers.FromEnv(providers.Config{Root: root, Need: providers.Needed([]contract.Credential{c}), Stderr: r.o.Stderr, Policy: hostexec.PolicyOf(r.plan.HostWritable())})
 		if err != nil {
 			g.mintMu.Unlock()
 			return nil, nil, errdefs.Unavailablef("credentials: %w", err)

@@ -1,6 +1,6 @@
 // Command cordon-exec is `cordon exec` on its own: it runs a command in a session
 // (cordon session start) with the same flags, output, --json document and exit status,
-// from the same code (internal/execcli). It links only the session client, so it
+// from the same code (cli/execcli). It links only the session client, so it
 // starts in about half the time of the cordon binary, which carries the runner, the
 // contract parser and the rest: use it where a harness runs many commands in a warm
 // session (docs/sessions.md). Like cordon exec, it installs no signal handler: a
@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cordonhq/cordon/cli/execcli"
 	"github.com/cordonhq/cordon/internal/errdefs"
-	"github.com/cordonhq/cordon/internal/execcli"
 )
 
 func main() {

@@ -12,23 +12,16 @@ package main
 import (
 	"os"
 
-	"github.com/cordonhq/cordon/gate/wire"
-	"github.com/cordonhq/cordon/internal/groupwatch"
-	"github.com/cordonhq/cordon/internal/pid1"
+	gatewire "github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/sandboxinit"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "gate" {
-		os.Exit(wire.GateMain(os.Args[2:], os.Stdout, os.Stderr))
+		os.Exit(gatewire.GateMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.JoinArg {
-		os.Exit(pid1.JoinMain(os.Args[3:]))
+	if code, ok := sandboxinit.Dispatch(os.Args[1:]); ok {
+		os.Exit(code)
 	}
-	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == pid1.PostureArg {
-		os.Exit(pid1.PostureMain(os.Args[3:]))
-	}
-	if len(os.Args) > 2 && os.Args[1] == "internal" && os.Args[2] == groupwatch.Arg {
-		os.Exit(groupwatch.Main(os.Args[3:]))
-	}
-	os.Exit(pid1.Main())
+	os.Exit(sandboxinit.Main()) // process 1 started without arguments (bwrap)
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cordonhq/cordon/internal/cli"
+	"github.com/cordonhq/cordon/cli"
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
 

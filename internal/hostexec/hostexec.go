@@ -38,8 +38,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/cordonhq/cordon/contract"
 )
 
 // MaxInterpreters bounds a chain of #! scripts (Linux allows 4 levels).
@@ -230,20 +228,11 @@ func (pol Policy) canonical() []string {
 	return out
 }
 
-// PolicyOf is the policy for the programs of plan: the workspace and every path the
-// sandbox may write through a bind (a tmpfs is the sandbox's own, not the host's) are
-// untrusted; root and the invoking user are trusted.
-func PolicyOf(plan *contract.Plan) Policy {
-	pol := Policy{Invoker: -1}
-	if plan.Workspace != "" {
-		pol.Untrusted = append(pol.Untrusted, plan.Workspace)
-	}
-	for _, m := range plan.Mounts {
-		if m.Type == contract.Bind && m.Access == contract.ReadWrite {
-			pol.Untrusted = append(pol.Untrusted, m.Path)
-		}
-	}
-	return pol
+// PolicyOf is the policy for programs the sandbox must not have written: untrusted
+// are the host paths it can write (contract.Plan.HostWritable); root and the
+// invoking user are trusted.
+func PolicyOf(untrusted []string) Policy {
+	return Policy{Untrusted: untrusted, Invoker: -1}
 }
 
 // SafePath is path (a PATH value) without the entries a program must not look

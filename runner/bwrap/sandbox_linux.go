@@ -20,8 +20,8 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/handoff"
 	"github.com/cordonhq/cordon/internal/linux"
-	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 func (b *Backend) bin() (string, error) {
@@ -211,7 +211,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if err := s.letRun(ctx, infoR, specW, cmd.Process.Pid, p); err != nil {
 		if errors.Is(err, errNoChild) {
 			// bwrap ended before it had a child: its own words say why.
-			return s.finish(p.Stderr, <-waitErr, pid1.Status{}, false, bwrapErr)
+			return s.finish(p.Stderr, <-waitErr, wire.Status{}, false, bwrapErr)
 		}
 		s.kill(cmd)
 		<-waitErr
@@ -354,11 +354,11 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 	if dir == "" {
 		dir = s.plan.Workdir
 	}
-	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), Write: s.plan.Writable(), HostUID: s.uid}
+	sp := wire.Spec{Argv: p.Argv, Dir: dir, Writable: s.plan.Writable(), Read: s.plan.Readable(), Write: s.plan.Writable(), HostUID: s.uid}
 	if s.host.ControlSocket != "" {
 		// Process 1 hands the egress listener over on it (and, in a session, takes
 		// commands there).
-		sp.Control = &pid1.Control{Socket: sandbox.ControlPath, Token: s.host.ControlToken}
+		sp.Control = &wire.Control{Socket: sandbox.ControlPath, Token: s.host.ControlToken}
 		sp.Egress = sandbox.ProxyAddr
 	}
 	sp.Serve = p.Serve
@@ -373,8 +373,8 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 
 // readStatus reads pid1's self-check report; checked is false when pid1 never got that
 // far (bwrap failed to build the sandbox).
-func readStatus(r io.Reader) (pid1.Status, bool) {
-	var st pid1.Status
+func readStatus(r io.Reader) (wire.Status, bool) {
+	var st wire.Status
 	line, err := bufio.NewReader(r).ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &st) != nil {
 		return st, false
@@ -382,7 +382,7 @@ func readStatus(r io.Reader) (pid1.Status, bool) {
 	return st, true
 }
 
-func (s *instance) finish(stderr io.Writer, err error, st pid1.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
+func (s *instance) finish(stderr io.Writer, err error, st wire.Status, checked bool, bwrapErr *bytes.Buffer) (int, error) {
 	if !checked {
 		msg := strings.TrimSpace(bwrapErr.String())
 		if msg == "" && err != nil {

@@ -22,8 +22,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // Paths inside every container.
@@ -63,7 +63,7 @@ type Input struct {
 	Plan *contract.Plan
 	Host sandbox.Host
 	// HostInitDir is the host directory shown read-only at [InitDir]: pid1's spec and
-	// its environment and status FIFOs (see [pid1.PrepareDir]).
+	// its environment and status FIFOs (see [wire.PrepareDir]).
 	HostInitDir string
 	// UID and GID run process 1 and the command and own its private tmpfs mounts
 	// ([HostIDs] sets them).
@@ -88,7 +88,7 @@ type Input struct {
 
 // Argv is the container's command: cordon's process 1 reading [InitDir].
 func Argv() []string {
-	return []string{InitPath, "internal", "init", "--dir", InitDir} // pid1.DirFlag (Linux only)
+	return []string{InitPath, "internal", "init", "--dir", InitDir} // wire.DirFlag (Linux only)
 }
 
 // selected returns the plan's mounts this container has: all of them, except with an
@@ -238,7 +238,7 @@ func Writable(in Input, engine ...string) []string {
 }
 
 // Spec is pid1's spec for one command in this container.
-func Spec(in Input, p sandbox.Process, writable []string) pid1.Spec {
+func Spec(in Input, p sandbox.Process, writable []string) wire.Spec {
 	dir := p.Dir
 	if dir == "" {
 		dir = in.Plan.Workdir
@@ -246,13 +246,13 @@ func Spec(in Input, p sandbox.Process, writable []string) pid1.Spec {
 	// The image's root is read-only and all of it may be read; Landlock keeps writes
 	// to the granted paths. The container runs the workspace owner's uid, or
 	// cordon's dedicated one when root owns a writable source: never root.
-	sp := pid1.Spec{Argv: p.Argv, Dir: dir, Writable: writable, Read: []string{"/"}, Write: in.Plan.Writable(), HostUID: in.UID,
+	sp := wire.Spec{Argv: p.Argv, Dir: dir, Writable: writable, Read: []string{"/"}, Write: in.Plan.Writable(), HostUID: in.UID,
 		// A command holding the status FIFO would keep process 1 from seeing cordon die.
-		Hide: []string{InitDir + "/" + pid1.DirStatus, InitDir + "/" + pid1.DirEnv, InitDir + "/" + pid1.DirSpec}}
+		Hide: []string{InitDir + "/" + wire.DirStatus, InitDir + "/" + wire.DirEnv, InitDir + "/" + wire.DirSpec}}
 	if in.Host.ControlSocket != "" {
 		// Process 1 hands the egress listener over on it (and, in a session, takes
 		// commands there).
-		sp.Control = &pid1.Control{Socket: sandbox.ControlPath, Token: in.Host.ControlToken}
+		sp.Control = &wire.Control{Socket: sandbox.ControlPath, Token: in.Host.ControlToken}
 		sp.Egress = sandbox.ProxyAddr
 	}
 	sp.Serve = p.Serve

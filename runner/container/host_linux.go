@@ -10,8 +10,8 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
-	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // PrepareInit creates the run's init directory (RunDir/init, shown at [InitDir]):
@@ -19,7 +19,7 @@ import (
 // tmpfs, and hands what the sandbox user needs to it. It sets in.HostInitDir.
 func PrepareInit(in *Input) error {
 	dir := filepath.Join(in.Host.RunDir, "init")
-	if err := pid1.PrepareDir(dir, in.UID, in.GID); err != nil {
+	if err := wire.PrepareDir(dir, in.UID, in.GID); err != nil {
 		return fmt.Errorf("preparing the init directory: %w", err)
 	}
 	// Mount points for the mounts inside the read-only directory: the runtime could
@@ -57,14 +57,14 @@ func PrepareInit(in *Input) error {
 
 // Payload is what the host sends pid1 for a command: the sandbox environment and the
 // credential files.
-func Payload(in Input) pid1.Payload {
-	p := pid1.Payload{Env: in.Host.Env}
+func Payload(in Input) wire.Payload {
+	p := wire.Payload{Env: in.Host.Env}
 	if p.Env == nil {
 		p.Env = in.Plan.Environ()
 	}
 	for _, f := range in.Host.SecretFiles {
 		p.FilesDir = SecretsDir
-		p.Files = append(p.Files, pid1.File{Name: f.Name, Value: f.Value.Reveal()})
+		p.Files = append(p.Files, wire.File{Name: f.Name, Value: f.Value.Reveal()})
 	}
 	return p
 }
@@ -197,14 +197,14 @@ type Handoff struct {
 // sends the payload (environment and credential files, memory only). engine names the
 // backend in errors. Close releases both.
 func Hand(engine string, in Input, p sandbox.Process, writable []string) (*Handoff, error) {
-	if err := pid1.WriteSpec(in.HostInitDir, Spec(in, p, writable), in.UID, in.GID); err != nil {
+	if err := wire.WriteSpec(in.HostInitDir, Spec(in, p, writable), in.UID, in.GID); err != nil {
 		return nil, errdefs.Unavailablef("%s: %w", engine, err)
 	}
-	status, err := pid1.OpenStatus(in.HostInitDir)
+	status, err := wire.OpenStatus(in.HostInitDir)
 	if err != nil {
 		return nil, errdefs.Unavailablef("%s: %w", engine, err)
 	}
-	sent, err := pid1.Send(in.HostInitDir, Payload(in))
+	sent, err := wire.Send(in.HostInitDir, Payload(in))
 	if err != nil {
 		status.Close()
 		return nil, errdefs.Unavailablef("%s: %w", engine, err)

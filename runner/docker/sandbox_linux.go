@@ -23,9 +23,9 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
-	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner/container"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // Explain says, for `cordon explain`, how the docker backend builds the sandbox from
@@ -379,7 +379,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	}
 	stC := make(chan statusResult, 1)
 	go func() {
-		st, ok := pid1.ReadStatus(status)
+		st, ok := wire.ReadStatus(status)
 		stC <- statusResult{st, ok}
 	}()
 
@@ -442,7 +442,7 @@ const (
 )
 
 type statusResult struct {
-	status pid1.Status
+	status wire.Status
 	ok     bool
 }
 

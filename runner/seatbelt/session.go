@@ -8,7 +8,7 @@ import (
 )
 
 // A session's process 1 is cordon's own binary (`cordon internal init`, the darwin
-// variant in internal/pid1) started under sandbox-exec with the session's profile, so
+// variant in sandboxinit) started under sandbox-exec with the session's profile, so
 // that every command it forks inherits the profile. It dials the runner's control
 // socket in the run directory (internal/ctl; a stream socket on macOS) and serves the
 // commands the runner sends, each in a process group of its own. macOS has no

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
-	"github.com/cordonhq/cordon/internal/pid1"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // serve runs a session's process 1 (`cordon internal init`) under the profile until
@@ -41,7 +41,7 @@ func (s *instance) serve(ctx context.Context, p sandbox.Process, dir string) (in
 	cmd := exec.Command(sandboxExec, "-p", s.profile.SBPL, "--", s.host.Init, "internal", "init")
 	cmd.Dir, cmd.Env = dir, s.env
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
-	cmd.ExtraFiles = []*os.File{statusW, specR} // fds 3 and 4: pid1.StatusFD, pid1.SpecFD
+	cmd.ExtraFiles = []*os.File{statusW, specR} // fds 3 and 4: wire.StatusFD, wire.SpecFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	statusW.Close()
@@ -51,11 +51,11 @@ func (s *instance) serve(ctx context.Context, p sandbox.Process, dir string) (in
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	spec, _ := json.Marshal(pid1.Spec{
+	spec, _ := json.Marshal(wire.Spec{
 		Dir:     dir,
 		HostUID: os.Getuid(),
 		Serve:   true,
-		Control: &pid1.Control{Socket: s.host.ControlSocket, Token: s.host.ControlToken},
+		Control: &wire.Control{Socket: s.host.ControlSocket, Token: s.host.ControlToken},
 	})
 	if _, err := specW.Write(spec); err != nil && !errors.Is(err, syscall.EPIPE) {
 		_ = linux.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
@@ -80,11 +80,11 @@ func (s *instance) serve(ctx context.Context, p sandbox.Process, dir string) (in
 
 // readStatus reads process 1's report; checked is false when it never wrote one
 // (sandbox-exec refused the profile, or cordon's binary could not run).
-func readStatus(r *os.File) (pid1.Status, bool) {
-	var st pid1.Status
+func readStatus(r *os.File) (wire.Status, bool) {
+	var st wire.Status
 	line, err := bufio.NewReader(r).ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &st) != nil {
-		return pid1.Status{}, false
+		return wire.Status{}, false
 	}
 	return st, true
 }

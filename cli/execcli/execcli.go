@@ -1,0 +1,122 @@
+// Package execcli is `cordon exec`'s whole behaviour on the command line: its flags,
+// running the command in a session through the [session] client, the --json document
+// (cordon.exec/v1), the lines it ends with on stderr and its exit status. Both entry
+// points run it: `cordon exec` (cli, a thin cobra wrapper that hands it its
+// raw arguments) and the small cordon-exec binary (cmd/cordon-exec), which links only
+// this and the client so that a warm exec in a harness loop starts fast. Nothing here
+// may link cobra, the runner or anything else the client does not need
+// (internal/deps_test.go holds cordon-exec to that).
+package execcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cordonhq/cordon/cli/ending"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// Schema is the schema of exec's --json document.
+const Schema = "cordon.exec/v1"
+
+// defaultJSONCap is --cap's default with --json: what fits a model's context window.
+const defaultJSONCap = 10000
+
+// ErrHelp is returned by [Run] when -h or --help was given: the caller prints the help
+// its way (cobra's for cordon exec, [WriteHelp] for cordon-exec) and exits 0.
+var ErrHelp = errors.New("help requested")
+
+// IO is where exec reads and writes.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Run runs exec with args, everything after `cordon exec` (or `cordon-exec`). prog
+// names the command in usage errors ("cordon exec"). Its error says how to exit:
+// errdefs.ExitCode is the status, errdefs.Message what to print when not already
+// printed (errdefs.Reported).
+func Run(ctx context.Context, stdio IO, prog string, args []string) error {
+	o, id, argv, err := parseArgs(args)
+	if err != nil {
+		return errdefs.Usagef("exec: %w; see %s --help", err, prog)
+	}
+	if o.help {
+		return ErrHelp
+	}
+	if id == "" || len(argv) == 0 {
+		return errdefs.Usagef("exec: give a SESSION and a command (%s SESSION -- CMD [ARGS...])", prog)
+	}
+	return run(ctx, stdio, o, id, argv)
+}
+
+// run runs argv in session id.
+func run(ctx context.Context, stdio IO, o options, id string, argv []string) error {
+	if o.timeout < 0 {
+		return errdefs.Usagef("exec: --timeout must be positive")
+	}
+	if o.capN < 0 {
+		o.capN = 0
+		if o.asJSON {
+			o.capN = defaultJSONCap
+		}
+	}
+	sess, err := session.Open(id)
+	if err != nil {
+		return ReportError(stdio.Stderr, err)
+	}
+	eo := session.ExecOptions{Dir: o.dir, Timeout: o.timeout, Cap: o.capN}
+	if eo.Dir == "" {
+		eo.Dir = cwdIn(sess.Info().Workspace)
+	}
+	if o.stdin {
+		eo.Stdin = stdio.Stdin
+	}
+	if !o.asJSON {
+		eo.Stdout, eo.Stderr = stdio.Stdout, stdio.Stderr
+	}
+	res, err := sess.Exec(ctx, argv, eo)
+	if err != nil {
+		return ReportError(stdio.Stderr, err)
+	}
+	if o.asJSON {
+		return json.NewEncoder(stdio.Stdout).Encode(struct {
+			Schema string `json:"schema"`
+			*wire.Result
+		}{Schema, res})
+	}
+	ending.Summary{Denied: res.Denied, More: res.DeniedMore, Alerts: res.Alerts}.Print(stdio.Stderr)
+	if res.ExitCode != 0 {
+		return errdefs.Exit(res.ExitCode)
+	}
+	return nil
+}
+
+// ReportError reports a session client's failure on one line of w: 125 (cordon could
+// not do it) unless the supervisor said otherwise (a [session.Error] carries its
+// status). The error it returns carries that status and is already printed.
+func ReportError(w io.Writer, err error) error {
+	err = errdefs.CannotRun(err)
+	fmt.Fprintf(w, "cordon: %s\n", errdefs.Message(err))
+	return errdefs.Reported(err)
+}
+
+// cwdIn is the current directory when it is inside the workspace ws, else "".
+func cwdIn(ws string) string {
+	wd, err := os.Getwd()
+	if err != nil || ws == "" {
+		return ""
+	}
+	if rel, err := filepath.Rel(ws, wd); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return wd
+	}
+	return ""
+}

@@ -1,0 +1,31 @@
+package sandboxinit
+
+import (
+	"github.com/cordonhq/cordon/internal/groupwatch"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
+)
+
+// InitArg is the `internal` subcommand that is process 1: `internal init [--dir DIR]`.
+const InitArg = "init"
+
+// Dispatch runs the helper that args name, when they name one: process 1 itself
+// (`internal init`) or a helper it re-executes (`internal join-cgroup`, `internal
+// posture`, the group watcher). Both binaries that can be process 1, cordon-init and
+// cordon, dispatch through it, before they build anything else: these start on every
+// run. ok is false when args name no helper.
+func Dispatch(args []string) (code int, ok bool) {
+	if len(args) < 2 || args[0] != "internal" {
+		return 0, false
+	}
+	switch args[1] {
+	case InitArg:
+		return Main(), true
+	case wire.JoinArg:
+		return JoinMain(args[2:]), true
+	case wire.PostureArg:
+		return PostureMain(args[2:]), true
+	case groupwatch.Arg:
+		return groupwatch.Main(args[2:]), true
+	}
+	return 0, false
+}
