@@ -1,15 +1,14 @@
 package integration
 
 import (
-	"strconv"
-	"time"
-
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
