@@ -156,78 +156,6 @@ func TestHostWatchCannotBeHeld(t *testing.T) {
 	assertContains(t, "/run/cordon stays listable", r.stdout, "listed")
 }
 
-// TestContractNotWritable: the sandbox can neither rewrite nor create the contract a
-// later run reads (the workspace's cordon.yaml, the -c file inside the workspace):
-// one command would otherwise widen every run after it.
-func TestContractNotWritable(t *testing.T) {
-	w := newWorld(t)
-	// No cordon.yaml yet: the built-in default contract, and none may be created.
-	r := w.sh("echo 'version: 1' > cordon.yaml 2>&1; echo create=$?")
-	if !strings.Contains(r.stdout, "create=") || strings.Contains(r.stdout, "create=0") {
-		t.Fatalf("cordon.yaml could be created: %v", r)
-	}
-	if _, err := os.Stat(filepath.Join(w.ws, "cordon.yaml")); err == nil {
-		if data, _ := os.ReadFile(filepath.Join(w.ws, "cordon.yaml")); len(data) > 0 {
-			t.Fatalf("the sandbox wrote a contract: %q", data)
-		}
-	}
-	w.contract("version: 1\n")
-	r = w.sh("echo 'filesystem: {readable: [\"/\"]}' >> cordon.yaml 2>&1; echo append=$?; mv cordon.yaml x.yaml 2>&1; echo mv=$?")
-	if strings.Contains(r.stdout, "append=0") || strings.Contains(r.stdout, "mv=0") || !strings.Contains(r.stdout, "mv=") {
-		t.Fatalf("cordon.yaml could be changed or moved: %v", r)
-	}
-	ci := filepath.Join(w.ws, "ci", "contract.yaml")
-	mustWrite(t, ci, "version: 1\nworkspace: ..\n")
-	r = w.cordon("", "run", "-c", ci, "--", "sh", "-c", "echo x >> ci/contract.yaml; echo ci=$?")
-	if !strings.Contains(r.stdout, "ci=") || strings.Contains(r.stdout, "ci=0") {
-		t.Fatalf("the -c file in the workspace could be written: %v", r)
-	}
-	if data, _ := os.ReadFile(filepath.Join(w.ws, "cordon.yaml")); string(data) != "version: 1\n" {
-		t.Fatalf("the contract changed: %q", data)
-	}
-}
-
-// TestDenialsHoldAgainstRenames: a denied path's directories are mount points, so
-// renaming one fails and the secret stays masked in this run and the next.
-func TestDenialsHoldAgainstRenames(t *testing.T) {
-	w := newWorld(t)
-	mustWrite(t, filepath.Join(w.ws, "secrets", "key.pem"), "TOPSECRET\n")
-	mustWrite(t, filepath.Join(w.ws, ".github", "workflows", "ci.yml"), "on: push\n")
-	w.contract("version: 1\nfilesystem:\n  deny_read: [secrets/key.pem]\n  deny_write: [.git, .github/workflows]\n")
-	r := w.sh("mv secrets s2 2>&1; echo mv=$?; mv .github x 2>&1; echo mvgh=$?; mkdir -p .github/workflows; echo evil > .github/workflows/evil.yml; echo wf=$?")
-	for _, bad := range []string{"mv=0", "mvgh=0", "wf=0"} {
-		if strings.Contains(r.stdout, bad) {
-			t.Fatalf("a denial moved or was bypassed (%s): %v", bad, r)
-		}
-	}
-	r = w.sh("cat secrets/key.pem s2/key.pem 2>&1")
-	if strings.Contains(r.stdout, "TOPSECRET") {
-		t.Fatalf("the secret was read: %v", r)
-	}
-	if _, err := os.Stat(filepath.Join(w.ws, ".github", "workflows", "evil.yml")); err == nil {
-		t.Fatal("a workflow was planted")
-	}
-}
-
-// TestDenialThroughALinkRefused: a denied path reached through a symbolic link in the
-// workspace (a .git link to a repository elsewhere) could be replaced by the sandbox
-// with its own (a config whose fsmonitor host git runs): cordon refuses the run.
-func TestDenialThroughALinkRefused(t *testing.T) {
-	w := newWorld(t)
-	repo := filepath.Join(t.TempDir(), "repo")
-	mustMkdir(t, filepath.Join(repo, ".git"))
-	if err := os.Symlink(filepath.Join(repo, ".git"), filepath.Join(w.ws, ".git")); err != nil {
-		t.Fatal(err)
-	}
-	r := w.sh("rm .git; mkdir .git; echo pwned > .git/config")
-	if r.code != 125 || !strings.Contains(r.stderr, "symbolic link") {
-		t.Fatalf("want 125 naming the link, got %v", r)
-	}
-	if fi, err := os.Lstat(filepath.Join(w.ws, ".git")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Fatalf("the .git link was replaced: %v %v", fi, err)
-	}
-}
-
 // TestCheckJudgesTheRunPlan: check, explain and run compile one plan with the same
 // inputs, so a contract run refuses (it grants the audit root, a protected path) is
 // one check rejects, for the same reason.
@@ -245,48 +173,6 @@ func TestCheckJudgesTheRunPlan(t *testing.T) {
 	}
 	if !strings.Contains(c.stdout, audit) || !strings.Contains(r.stderr, audit) {
 		t.Fatalf("check and run must name the same reason:\ncheck: %v\nrun: %v", c, r)
-	}
-}
-
-// TestHostExecutedFilesProtected: what tools on the host run later (direnv's .envrc,
-// editor tasks, agent hooks, MCP servers) cannot be planted or changed by default; a
-// widen entry with a why releases one.
-func TestHostExecutedFilesProtected(t *testing.T) {
-	w := newWorld(t)
-	mustWrite(t, filepath.Join(w.ws, ".envrc"), "export A=1\n")
-	r := w.sh("for f in .envrc .mcp.json .vscode/tasks.json .claude/settings.json .idea/workspace.xml .gitmodules; do " +
-		"mkdir -p $(dirname $f) 2>/dev/null; echo evil >> $f 2>/dev/null && echo planted $f; done; echo done")
-	assertContains(t, "ran", r.stdout, "done")
-	if strings.Contains(r.stdout, "planted") {
-		t.Fatalf("a host-executed file was planted: %v", r)
-	}
-	if data, _ := os.ReadFile(filepath.Join(w.ws, ".envrc")); string(data) != "export A=1\n" {
-		t.Fatalf(".envrc changed: %q", data)
-	}
-	for _, f := range []string{".mcp.json", ".vscode", ".claude", ".gitmodules"} {
-		if _, err := os.Lstat(filepath.Join(w.ws, f)); err == nil {
-			t.Errorf("%s was left in the workspace", f)
-		}
-	}
-	mustMkdir(t, filepath.Join(w.ws, ".vscode"))
-	w.contract("version: 1\nfilesystem:\n  widen:\n    - {path: .vscode, access: write, why: the agent edits launch configs}\n")
-	r = w.sh("echo '{}' > .vscode/launch.json && echo wrote")
-	assertContains(t, "widened", r.stdout, "wrote")
-	e := w.cordon("", "explain")
-	assertContains(t, "explain lists the protection", e.stdout, ".envrc")
-}
-
-// TestContractPlaceholderIsNoContract: while a session keeps a missing cordon.yaml
-// from being created (an empty placeholder on the host), another run in the same
-// workspace still sees no contract, not an empty one.
-func TestContractPlaceholderIsNoContract(t *testing.T) {
-	w := newWorld(t)
-	w.startSession()
-	if r := w.cordon("", "run", "--", "true"); r.code != 0 {
-		t.Fatalf("a run beside a session: %v", r)
-	}
-	if c := w.cordon("", "check"); c.code != 0 || !strings.Contains(c.stdout, "built-in default contract: valid") {
-		t.Fatalf("check beside a session: %v", c)
 	}
 }
 
@@ -327,69 +213,5 @@ func TestSessionLogHasNoGaps(t *testing.T) {
 	show := w.cordon("", "audit", "show", id)
 	if show.code != 0 || !strings.Contains(show.stdout, "auth.py") || !strings.Contains(show.stdout, "between commands") {
 		t.Fatalf("audit show must show the change between commands: %v", show)
-	}
-}
-
-// TestNestedRepositoryQuarantined: a nested .git a command creates (its config's
-// core.fsmonitor would run on the host's next git status there) shows in the diff and
-// is renamed out of git's sight when the command ends; one that was there before stays.
-func TestNestedRepositoryQuarantined(t *testing.T) {
-	w := newWorld(t)
-	mustWrite(t, filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD"), "ref: refs/heads/main\n")
-	// Prepared elsewhere and moved into place whole, so that it is complete whether it is
-	// disarmed the moment it appears (as root) or when the command ends.
-	r := w.sh("mkdir -p prep docs && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > prep/config && echo ref > prep/HEAD && mv prep docs/.git")
-	if r.code != 0 {
-		t.Fatal(r)
-	}
-	if _, err := os.Stat(filepath.Join(w.ws, "docs", ".git")); err == nil {
-		t.Fatal("the nested repository is still there")
-	}
-	if _, err := os.Stat(filepath.Join(w.ws, "docs", ".git.cordon-quarantine", "config")); err != nil {
-		t.Fatalf("the quarantined repository is gone: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD")); err != nil {
-		t.Fatalf("a repository that was there before was touched: %v", err)
-	}
-	assertContains(t, "cordon says so", r.stderr, "renamed docs/.git to docs/.git.cordon-quarantine")
-	show := w.cordon("", "audit", "show", "--diff", "last")
-	assertContains(t, "the diff shows it", show.stdout, "docs/.git")
-	// A bare repository anywhere (HEAD, objects/, refs/, config) is one git obeys when
-	// run inside it: its HEAD is renamed, so git no longer sees a repository there.
-	r = w.sh("mkdir -p site/objects site/refs && printf 'ref: refs/heads/main\\n' > site/HEAD && printf '[core]\\n\\tpager = touch /tmp/pwned\\n' > site/config")
-	assertContains(t, "cordon says so", r.stderr, "renamed site/HEAD to site/HEAD.cordon-quarantine")
-	if _, err := os.Stat(filepath.Join(w.ws, "site", "HEAD")); err == nil {
-		t.Fatal("the bare repository is still one")
-	}
-	if out, err := exec.Command("git", "-C", filepath.Join(w.ws, "site"), "rev-parse", "--git-dir").CombinedOutput(); err == nil && strings.TrimSpace(string(out)) == "." {
-		t.Fatalf("git still takes site for a repository: %s", out)
-	}
-	// Moved into place whole, prepared elsewhere: the same.
-	r = w.sh("mkdir -p prep/g/objects prep/g/refs && echo 'ref: refs/heads/main' > prep/g/HEAD && mv prep/g lib.git && mkdir lib && mv lib.git lib/.git")
-	assertContains(t, "cordon says so", r.stderr, "renamed lib/.git to lib/.git.cordon-quarantine")
-}
-
-// TestNewRepositoryDisarmedAtOnce: as root, cordon watches the workspace's file system
-// and disarms a git repository the moment it is made, not when the command ends: a git
-// the host runs there meanwhile (an editor polling) never sees it.
-func TestNewRepositoryDisarmedAtOnce(t *testing.T) {
-	testutil.RequireRoot(t)
-	w := newWorld(t)
-	r := w.sh("mkdir -p prep/objects prep/refs && echo 'ref: refs/heads/main' > prep/HEAD && " +
-		"printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > prep/config && mkdir docs && mv prep docs/.git; " +
-		"i=0; while [ -e docs/.git ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; " +
-		"[ -e docs/.git ] && echo still-there; ls -a docs; " +
-		"mkdir -p p2/objects p2/refs && echo 'ref: refs/heads/main' > p2/HEAD && mv p2 site; " +
-		"mkdir -p c/objects c/refs && exec 3>c/HEAD && printf 'ref: refs/heads/main\\n' >&3 && " +
-		"i=0; while [ -e c/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e c/HEAD ] && echo open-still-there; exec 3>&-; " +
-		"i=0; while [ -e site/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e site/HEAD ] && echo bare-still-there; echo done")
-	assertContains(t, "ran", r.stdout, "done")
-	if strings.Contains(r.stdout, "still-there") {
-		t.Fatalf("a new repository lived on while its command ran: %v", r)
-	}
-	assertContains(t, "the command saw it quarantined", r.stdout, ".git.cordon-quarantine")
-	show := w.cordon("", "audit", "show", "--diff", "last")
-	for _, q := range []string{"docs/.git", "site/HEAD"} {
-		assertContains(t, "the log lists what was quarantined", show.stdout, q)
 	}
 }

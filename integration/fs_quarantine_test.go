@@ -28,6 +28,70 @@ func armedRepos(t *testing.T, ws string) []string {
 	return out
 }
 
+// TestNestedRepositoryQuarantined: a nested .git a command creates (its config's
+// core.fsmonitor would run on the host's next git status there) shows in the diff and
+// is renamed out of git's sight when the command ends; one that was there before stays.
+func TestNestedRepositoryQuarantined(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD"), "ref: refs/heads/main\n")
+	// Prepared elsewhere and moved into place whole, so that it is complete whether it is
+	// disarmed the moment it appears (as root) or when the command ends.
+	r := w.sh("mkdir -p prep docs && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > prep/config && echo ref > prep/HEAD && mv prep docs/.git")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "docs", ".git")); err == nil {
+		t.Fatal("the nested repository is still there")
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "docs", ".git.cordon-quarantine", "config")); err != nil {
+		t.Fatalf("the quarantined repository is gone: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "vendor", "dep", ".git", "HEAD")); err != nil {
+		t.Fatalf("a repository that was there before was touched: %v", err)
+	}
+	assertContains(t, "cordon says so", r.stderr, "renamed docs/.git to docs/.git.cordon-quarantine")
+	show := w.cordon("", "audit", "show", "--diff", "last")
+	assertContains(t, "the diff shows it", show.stdout, "docs/.git")
+	// A bare repository anywhere (HEAD, objects/, refs/, config) is one git obeys when
+	// run inside it: its HEAD is renamed, so git no longer sees a repository there.
+	r = w.sh("mkdir -p site/objects site/refs && printf 'ref: refs/heads/main\\n' > site/HEAD && printf '[core]\\n\\tpager = touch /tmp/pwned\\n' > site/config")
+	assertContains(t, "cordon says so", r.stderr, "renamed site/HEAD to site/HEAD.cordon-quarantine")
+	if _, err := os.Stat(filepath.Join(w.ws, "site", "HEAD")); err == nil {
+		t.Fatal("the bare repository is still one")
+	}
+	if out, err := exec.Command("git", "-C", filepath.Join(w.ws, "site"), "rev-parse", "--git-dir").CombinedOutput(); err == nil && strings.TrimSpace(string(out)) == "." {
+		t.Fatalf("git still takes site for a repository: %s", out)
+	}
+	// Moved into place whole, prepared elsewhere: the same.
+	r = w.sh("mkdir -p prep/g/objects prep/g/refs && echo 'ref: refs/heads/main' > prep/g/HEAD && mv prep/g lib.git && mkdir lib && mv lib.git lib/.git")
+	assertContains(t, "cordon says so", r.stderr, "renamed lib/.git to lib/.git.cordon-quarantine")
+}
+
+// TestNewRepositoryDisarmedAtOnce: as root, cordon watches the workspace's file system
+// and disarms a git repository the moment it is made, not when the command ends: a git
+// the host runs there meanwhile (an editor polling) never sees it.
+func TestNewRepositoryDisarmedAtOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	r := w.sh("mkdir -p prep/objects prep/refs && echo 'ref: refs/heads/main' > prep/HEAD && " +
+		"printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > prep/config && mkdir docs && mv prep docs/.git; " +
+		"i=0; while [ -e docs/.git ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; " +
+		"[ -e docs/.git ] && echo still-there; ls -a docs; " +
+		"mkdir -p p2/objects p2/refs && echo 'ref: refs/heads/main' > p2/HEAD && mv p2 site; " +
+		"mkdir -p c/objects c/refs && exec 3>c/HEAD && printf 'ref: refs/heads/main\\n' >&3 && " +
+		"i=0; while [ -e c/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e c/HEAD ] && echo open-still-there; exec 3>&-; " +
+		"i=0; while [ -e site/HEAD ] && [ $i -lt 500 ]; do i=$((i+1)); sleep 0.01; done; [ -e site/HEAD ] && echo bare-still-there; echo done")
+	assertContains(t, "ran", r.stdout, "done")
+	if strings.Contains(r.stdout, "still-there") {
+		t.Fatalf("a new repository lived on while its command ran: %v", r)
+	}
+	assertContains(t, "the command saw it quarantined", r.stdout, ".git.cordon-quarantine")
+	show := w.cordon("", "audit", "show", "--diff", "last")
+	for _, q := range []string{"docs/.git", "site/HEAD"} {
+		assertContains(t, "the log lists what was quarantined", show.stdout, q)
+	}
+}
+
 // TestSessionStopSweepsAfterTheSandbox: a process the session left behind makes
 // repositories until the very end; stopping the session takes its last look once
 // nothing in the sandbox runs, so none is left armed or out of the log.

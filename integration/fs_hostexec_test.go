@@ -131,3 +131,31 @@ func writeExec(t *testing.T, p, content string) {
 func TestContainerHostProgramRewrite(t *testing.T) {
 	forEachContainerBackend(t, func(t *testing.T, _ string) { TestRedHostProgramRewrite(t) })
 }
+
+// TestHostExecutedFilesProtected: what tools on the host run later (direnv's .envrc,
+// editor tasks, agent hooks, MCP servers) cannot be planted or changed by default; a
+// widen entry with a why releases one.
+func TestHostExecutedFilesProtected(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, ".envrc"), "export A=1\n")
+	r := w.sh("for f in .envrc .mcp.json .vscode/tasks.json .claude/settings.json .idea/workspace.xml .gitmodules; do " +
+		"mkdir -p $(dirname $f) 2>/dev/null; echo evil >> $f 2>/dev/null && echo planted $f; done; echo done")
+	assertContains(t, "ran", r.stdout, "done")
+	if strings.Contains(r.stdout, "planted") {
+		t.Fatalf("a host-executed file was planted: %v", r)
+	}
+	if data, _ := os.ReadFile(filepath.Join(w.ws, ".envrc")); string(data) != "export A=1\n" {
+		t.Fatalf(".envrc changed: %q", data)
+	}
+	for _, f := range []string{".mcp.json", ".vscode", ".claude", ".gitmodules"} {
+		if _, err := os.Lstat(filepath.Join(w.ws, f)); err == nil {
+			t.Errorf("%s was left in the workspace", f)
+		}
+	}
+	mustMkdir(t, filepath.Join(w.ws, ".vscode"))
+	w.contract("version: 1\nfilesystem:\n  widen:\n    - {path: .vscode, access: write, why: the agent edits launch configs}\n")
+	r = w.sh("echo '{}' > .vscode/launch.json && echo wrote")
+	assertContains(t, "widened", r.stdout, "wrote")
+	e := w.cordon("", "explain")
+	assertContains(t, "explain lists the protection", e.stdout, ".envrc")
+}

@@ -178,3 +178,48 @@ func TestSymlinkInWorkspaceCannotWidenAccess(t *testing.T) {
 	}
 	assertContains(t, "check", r.stdout, "outside the workspace through a symbolic link")
 }
+
+// TestContractNotWritable: the sandbox can neither rewrite nor create the contract a
+// later run reads (the workspace's cordon.yaml, the -c file inside the workspace):
+// one command would otherwise widen every run after it.
+func TestContractNotWritable(t *testing.T) {
+	w := newWorld(t)
+	// No cordon.yaml yet: the built-in default contract, and none may be created.
+	r := w.sh("echo 'version: 1' > cordon.yaml 2>&1; echo create=$?")
+	if !strings.Contains(r.stdout, "create=") || strings.Contains(r.stdout, "create=0") {
+		t.Fatalf("cordon.yaml could be created: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "cordon.yaml")); err == nil {
+		if data, _ := os.ReadFile(filepath.Join(w.ws, "cordon.yaml")); len(data) > 0 {
+			t.Fatalf("the sandbox wrote a contract: %q", data)
+		}
+	}
+	w.contract("version: 1\n")
+	r = w.sh("echo 'filesystem: {readable: [\"/\"]}' >> cordon.yaml 2>&1; echo append=$?; mv cordon.yaml x.yaml 2>&1; echo mv=$?")
+	if strings.Contains(r.stdout, "append=0") || strings.Contains(r.stdout, "mv=0") || !strings.Contains(r.stdout, "mv=") {
+		t.Fatalf("cordon.yaml could be changed or moved: %v", r)
+	}
+	ci := filepath.Join(w.ws, "ci", "contract.yaml")
+	mustWrite(t, ci, "version: 1\nworkspace: ..\n")
+	r = w.cordon("", "run", "-c", ci, "--", "sh", "-c", "echo x >> ci/contract.yaml; echo ci=$?")
+	if !strings.Contains(r.stdout, "ci=") || strings.Contains(r.stdout, "ci=0") {
+		t.Fatalf("the -c file in the workspace could be written: %v", r)
+	}
+	if data, _ := os.ReadFile(filepath.Join(w.ws, "cordon.yaml")); string(data) != "version: 1\n" {
+		t.Fatalf("the contract changed: %q", data)
+	}
+}
+
+// TestContractPlaceholderIsNoContract: while a session keeps a missing cordon.yaml
+// from being created (an empty placeholder on the host), another run in the same
+// workspace still sees no contract, not an empty one.
+func TestContractPlaceholderIsNoContract(t *testing.T) {
+	w := newWorld(t)
+	w.startSession()
+	if r := w.cordon("", "run", "--", "true"); r.code != 0 {
+		t.Fatalf("a run beside a session: %v", r)
+	}
+	if c := w.cordon("", "check"); c.code != 0 || !strings.Contains(c.stdout, "built-in default contract: valid") {
+		t.Fatalf("check beside a session: %v", c)
+	}
+}
