@@ -2,14 +2,11 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestKernelInterfacesNotWritable: the sandbox, even started by root, is not host
@@ -27,22 +24,6 @@ func TestKernelInterfacesNotWritable(t *testing.T) {
 	if os.Geteuid() == 0 && strings.HasPrefix(r.stdout, "0\n") && os.Getenv("CORDON_BACKEND") == "" {
 		t.Errorf("a bwrap sandbox started by root runs as uid 0: %v", r)
 	}
-}
-
-// TestProcessOneOutOfReach: no command can ptrace process 1, open its descriptors
-// (the control socket, a command's cgroup directory), read its memory or environment.
-func TestProcessOneOutOfReach(t *testing.T) {
-	w := newWorld(t)
-	out := w.attack("pid1")
-	for _, want := range []string{"ptrace-seize 1 denied", "ptrace-attach 1 denied", "read /proc/1/environ denied", "open /proc/1/mem denied", "pidfd_getfd 1 denied"} {
-		assertContains(t, "process 1", out, want)
-	}
-	if os.Getenv("CORDON_BACKEND") == "" {
-		assertContains(t, "process 1's descriptors", out, "list /proc/1/fd denied")
-	}
-	// The control: a debugger of the command's own children keeps working.
-	r := w.cordon("", "run", "--", "./attack", "trace-child")
-	assertContains(t, "ptrace of an own child", r.stdout, "traced child: stopped under ptrace")
 }
 
 // TestSeccompRefusesWhatAgentsNeverNeed: the second kernel layer, on every backend.
@@ -68,62 +49,6 @@ func TestNoCgroupReachable(t *testing.T) {
 	assertContains(t, "walked", out, "cgroup done")
 }
 
-// TestStdioIsNotAHostFile: a command's standard descriptors are pipes (or /dev/null),
-// never the file cordon's own output goes to, and it inherits nothing else.
-func TestStdioIsNotAHostFile(t *testing.T) {
-	w := newWorld(t)
-	w.attacker()
-	in := filepath.Join(t.TempDir(), "stdin.txt")
-	mustWrite(t, in, "host file\n")
-	f, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(testutil.Cordon(t), "run", "--", "./attack", "stdio")
-	cmd.Dir, cmd.Env, cmd.Stdin = w.ws, w.env, f
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if strings.Contains(string(out), "stdin.txt") {
-		t.Errorf("the host file cordon's stdin is reached the sandbox: %s", out)
-	}
-	assertContains(t, "stdin", string(out), "fd0 pipe:")
-	// A shell opens nothing of its own: its descriptors are what it was given. No
-	// pipeline: the shell's own ends of a pipe would show while ls reads the directory.
-	r := w.sh("ls /proc/$$/fd")
-	if strings.Join(strings.Fields(r.stdout), " ") != "0 1 2" {
-		t.Errorf("the command inherited descriptors beyond stdio: %v", r)
-	}
-}
-
-// TestSessionProcessOneCannotBeTakenOver: in a session, a command that signals, ptraces
-// or reaches for process 1's descriptors changes nothing: the next exec runs and its
-// result is its own.
-func TestSessionProcessOneCannotBeTakenOver(t *testing.T) {
-	w := newWorld(t)
-	w.attacker()
-	id := w.startSession()
-	r := w.cordon("", "exec", id, "--", "./attack", "signals")
-	assertContains(t, "process 1 ignores signals", r.stdout, "pid1 alive")
-	r = w.cordon("", "exec", id, "--", "./attack", "pid1")
-	if r.code != 0 {
-		t.Fatalf("attack pid1: %v", r)
-	}
-	assertRefused(t, "pid1", r.stdout)
-	r = w.cordon("", "exec", id, "--", "sh", "-c", "echo REAL; exit 3")
-	if r.code != 3 || r.stdout != "REAL\n" {
-		t.Fatalf("the exec after the attacks was not the real one: %v", r)
-	}
-	if s := w.cordon("", "session", "stop", id); s.code != 0 {
-		t.Fatalf("stop: %v", s)
-	}
-	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
-		t.Fatalf("verify: %v", v)
-	}
-}
-
 // TestNoSetIDFilesPlanted: a file the sandbox writes is its owner's on the host (with
 // bwrap started by root, host root's, through the idmapped workspace), so a
 // set-user-ID or set-group-ID bit on it would be a setuid program planted for the
@@ -141,19 +66,6 @@ func TestNoSetIDFilesPlanted(t *testing.T) {
 	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
 		t.Fatalf("the sandbox planted a set-id file on the host: %v", fi.Mode())
 	}
-}
-
-// TestHostWatchCannotBeHeld: on the container backends process 1 learns that cordon
-// died when the host's end of the status FIFO closes; a command holding a read end of
-// its own would keep the container running for ever after a kill -9. No command can
-// open the files protocol's entries.
-func TestHostWatchCannotBeHeld(t *testing.T) {
-	w := newWorld(t)
-	r := w.sh("for f in status env spec.json; do (exec 5</run/cordon/$f) 2>/dev/null && echo held $f || echo refused $f; done; ls /run/cordon >/dev/null && echo listed")
-	for _, f := range []string{"status", "env", "spec.json"} {
-		assertContains(t, "files protocol", r.stdout, "refused "+f)
-	}
-	assertContains(t, "/run/cordon stays listable", r.stdout, "listed")
 }
 
 // TestCheckJudgesTheRunPlan: check, explain and run compile one plan with the same

@@ -1,14 +1,11 @@
 package integration
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,24 +62,6 @@ func TestCallerSecretsNotVisible(t *testing.T) {
 		t.Fatalf("check: want 1, got %v", r)
 	}
 	assertContains(t, "check", r.stdout, "cordon.yaml:3:16: env.pass: AWS_SECRET_ACCESS_KEY looks like a credential")
-}
-
-func TestTimeoutKillsWholeTree(t *testing.T) {
-	w := newWorld(t)
-	start := time.Now()
-	r := w.sh("sleep 313 & setsid sleep 314 & (trap '' TERM HUP; sleep 315) & sleep 316", "--timeout", "1s")
-	if r.code != 124 {
-		t.Fatalf("want exit 124 on timeout, got %v", r)
-	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("timeout took %s", d)
-	}
-	assertContains(t, "stderr", r.stderr, "cordon: command timed out after 1s")
-	for _, s := range []string{"sleep 313", "sleep 314", "sleep 315", "sleep 316"} {
-		if p := processesMatching(s); len(p) > 0 {
-			t.Errorf("%q is still running after the timeout (pids %v)", s, p)
-		}
-	}
 }
 
 func TestExitCodesAndStdin(t *testing.T) {
@@ -162,64 +141,6 @@ func TestEnginesMissingRefuses(t *testing.T) {
 	assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
 }
 
-func TestSignalToCordonTearsDown(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		t.Run(sig.String(), func(t *testing.T) {
-			w := newWorld(t)
-			marker := "sleep 3" + strconv.Itoa(int(sig)) + "17"
-			cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "setsid "+marker+" & "+marker+"; echo")
-			cmd.Dir, cmd.Env = w.ws, w.env
-			var errb bytes.Buffer
-			cmd.Stderr = &errb
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// Both sleeps run: the command is running (cordon's and bwrap's own
-			// command lines name the marker too, and they exist before it runs).
-			waitFor(t, 10*time.Second, "the command's two sleeps", func() bool { return len(processesRunning(marker)) >= 2 })
-			_ = cmd.Process.Signal(sig)
-			err := cmd.Wait()
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() != 128+int(sig) {
-				t.Fatalf("want exit %d, got %v (stderr %q)", 128+int(sig), err, errb.String())
-			}
-			if p := processesMatching(marker); len(p) > 0 {
-				t.Errorf("%q still running after cordon exited: %v", marker, p)
-			}
-		})
-	}
-}
-
-func TestKilledCordonLeavesNothingAfterGC(t *testing.T) {
-	w := newWorld(t)
-	marker := "sleep 318"
-	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "setsid "+marker+" & "+marker)
-	cmd.Dir, cmd.Env = w.ws, w.env
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The two sleeps themselves: cordon's and bwrap's command lines name them too, and
-	// killing cordon before its sandbox ran left gc no run to remove.
-	waitFor(t, 30*time.Second, "the two "+marker, func() bool { return len(processesRunning(marker)) == 2 })
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	// bwrap dies with its parent; the pid namespace takes everything with it.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(processesMatching(marker)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := processesMatching(marker); len(p) > 0 {
-		t.Fatalf("%q still running after kill -9 of cordon: %v", marker, p)
-	}
-	// The placeholder for .git and the run directory remain until gc.
-	r := w.cordon("", "gc")
-	if r.code != 0 {
-		t.Fatalf("gc: %v", r)
-	}
-	assertContains(t, "gc", r.stdout, "removed run ")
-	assertAbsent(t, filepath.Join(w.ws, ".git"))
-}
-
 func TestLimitsEnforced(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
@@ -231,30 +152,4 @@ func TestLimitsEnforced(t *testing.T) {
 		t.Fatalf("want the memory limit to kill the command (137), got %v", r)
 	}
 	assertContains(t, "stderr", r.stderr, "the memory limit (limits.memory")
-}
-
-// TestRunAfterKill9InTheSameWorkspace: a crashed run's placeholders are cleaned up
-// before the next run compiles its contract, so they never pass for real paths.
-func TestRunAfterKill9InTheSameWorkspace(t *testing.T) {
-	w := newWorld(t)
-	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "echo started > started.txt; sleep 323")
-	cmd.Dir, cmd.Env = w.ws, w.env
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(filepath.Join(w.ws, "started.txt")); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	r := w.sh("mkdir .git/x 2>&1; echo next run")
-	if r.code != 0 || !strings.Contains(r.stdout, "next run") {
-		t.Fatalf("the run after a kill -9 in the same workspace failed: %v", r)
-	}
-	assertContains(t, ".git still protected", r.stdout, "Read-only file system")
-	assertAbsent(t, filepath.Join(w.ws, ".git"))
 }

@@ -1,16 +1,11 @@
 package integration
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
-	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // Red team of the cold-start changes: process 1 skips its walk of /proc/sys when the
@@ -112,109 +107,4 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 			check(t, newWorld(t).sh(procSysProbe), true)
 		})
 	})
-}
-
-// TestColdHostileMountPointNames: writable directories whose names hold what a
-// mountinfo line is made of reach process 1's parser intact: the run starts (each
-// grant matched its unescaped point), and the table parses to those paths and not to
-// the mount a name spells. The names: a newline, then a whole line claiming a read-only procfs at
-// /proc/sys; spaces and " - proc "; and the white space the kernel does not escape
-// (\r, \v, \f, U+0085, U+00A0), at which a split into fields read a mount's options
-// out of its path ("x,ro": a read-write mount passed as read-only) and refused every
-// run that showed such a directory.
-func TestColdHostileMountPointNames(t *testing.T) {
-	t.Run("bwrap", hostileMountPointNames)
-	t.Run("engines", func(t *testing.T) {
-		forEachContainerBackend(t, func(t *testing.T, _ string) { hostileMountPointNames(t) })
-	})
-}
-
-func hostileMountPointNames(t *testing.T) {
-	w := newWorld(t)
-	root := shortTempDir(t)
-	hostile := []string{filepath.Join(root, "a\n999999 1 0:3 ", " ", "proc", "sys ro - proc proc ro\nb - proc x")}
-	for i, sp := range []string{"\r", "\v", "\f", "\u0085", "\u00a0"} {
-		hostile = append(hostile, filepath.Join(root, strconv.Itoa(i)+"p"+sp+"q"+sp+"x,ro"))
-	}
-	grants, script := `"."`, "cat /proc/self/mountinfo > mi"
-	for _, h := range hostile {
-		mustMkdir(t, h)
-		grants += ", " + strconv.Quote(h)
-		script += "; echo x > " + shellQuote(filepath.Join(h, "f"))
-	}
-	w.contract("version: 1\nfilesystem:\n  writable: [" + grants + "]\n")
-	r := w.sh(script)
-	if r.code != 0 {
-		t.Fatalf("the run was refused: %v", r)
-	}
-	data, err := os.ReadFile(filepath.Join(w.ws, "mi"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	points := map[string]linux.MountInfo{}
-	for _, m := range linux.ParseMountinfo(string(data)) {
-		points[m.Point] = m
-	}
-	for _, h := range hostile {
-		if m, ok := points[h]; !ok || m.ReadOnly() {
-			t.Errorf("%q did not parse back to itself, read-write (%+v):\n%s", h, m, data)
-		}
-	}
-	for _, m := range points {
-		if m.ID == 999999 {
-			t.Fatalf("a directory's name parsed as a mount of its own (%+v):\n%s", m, data)
-		}
-	}
-}
-
-// TestColdRefusedAfterWarmStartsNothing: bwrap as root begins the idmap namespace right
-// after the backend check; a run that fails after that (its credential cannot be
-// minted; its sandbox cannot be staged: a ramfs cannot be idmapped) still refuses with 125, runs nothing, and leaves no child
-// of cordon's behind; nor does a cordon killed -9 while its sandbox runs (gc collects
-// the run).
-func TestColdRefusedAfterWarmStartsNothing(t *testing.T) {
-	testutil.RequireRoot(t)
-	w := newWorld(t)
-	self := testutil.Cordon(t) // an idmap child runs cordon's binary with no arguments
-	// A ramfs has no idmapped mounts. (A kernel file system such as procfs is refused
-	// before the warm-up, so it cannot stand in.)
-	ramfs := filepath.Join(t.TempDir(), "ramfs")
-	mustMkdir(t, ramfs)
-	if out, err := exec.Command("mount", "-t", "ramfs", "cordon-test", ramfs).CombinedOutput(); err != nil {
-		t.Fatalf("mount ramfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", ramfs).Run() })
-	for _, c := range []struct{ what, contract, want string }{
-		// Warmed, taken by Start, which fails.
-		{"unstageable", "filesystem:\n  writable: [\".\", \"" + ramfs + "\"]\n", "idmap"},
-		// Warmed, never taken: the run fails before its sandbox starts.
-		{"unmintable", "credentials:\n  - {name: TOK, provider: exec, why: t, scope: {mint: [/bin/false], revoke: [/bin/true]}}\n", "mint command"},
-	} {
-		w.contract("version: 1\n" + c.contract)
-		r := w.sh("touch ran")
-		if r.code != 125 || !strings.Contains(r.stderr, c.want) {
-			t.Fatalf("%s: want a refusal (125) naming %q, got %v", c.what, c.want, r)
-		}
-		assertAbsent(t, filepath.Join(w.ws, "ran"))
-		if p := processesRunning(self); len(p) > 0 {
-			t.Fatalf("%s: cordon's children outlived a refused run:%s", c.what, describeProcesses(p))
-		}
-	}
-
-	if err := os.Remove(filepath.Join(w.ws, "cordon.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	cmd, marker := startSleeper(t, w, uniq("3197"))
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(processesRunning(marker))+len(processesRunning(self)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := append(processesRunning(marker), processesRunning(self)...); len(p) > 0 {
-		t.Fatalf("left running after kill -9 of cordon:%s", describeProcesses(p))
-	}
-	if r := w.cordon("", "gc"); r.code != 0 || !strings.Contains(r.stdout, "removed run ") {
-		t.Fatalf("gc: %v", r)
-	}
 }
