@@ -2,17 +2,14 @@ package integration
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -218,43 +215,6 @@ ls /usr; echo interfaces: $(tail -n +3 /proc/net/dev | cut -d: -f1)`)
 		}
 		assertContains(t, "stderr", r.stderr, `image "cordon-test/absent:1"`)
 		assertContains(t, "stderr", r.stderr, "pull: never")
-	})
-}
-
-func TestContainerLimits(t *testing.T) {
-	image := requireEngines(t)
-	forEachContainerBackend(t, func(t *testing.T, backend string) {
-		w := newWorld(t)
-		w.imageContract(image, "limits: {memory: 64MiB, pids: 30, cpu: 0.5}\n")
-		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "cat /proc/self/cgroup; echo ready; sleep 302")
-		cmd.Dir, cmd.Env = w.ws, w.env
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-		cgroups := map[string]string{}
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() && sc.Text() != "ready" {
-			// hierarchy-id:controllers:path
-			if f := strings.SplitN(sc.Text(), ":", 3); len(f) == 3 {
-				for _, c := range strings.Split(f[1], ",") {
-					cgroups[c] = f[2]
-				}
-			}
-		}
-		want := map[string]string{
-			"memory/memory.limit_in_bytes": strconv.Itoa(64 << 20),
-			"pids/pids.max":                "30",
-			"cpu/cpu.cfs_quota_us":         "50000",
-		}
-		for file, v := range want {
-			ctrl := strings.Split(file, "/")[0]
-			got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, cgroups[ctrl], filepath.Base(file)))
-			if err != nil || strings.TrimSpace(string(got)) != v {
-				t.Errorf("%s: got %q (%v); want %s", file, got, err, v)
-			}
-		}
 	})
 }
 

@@ -140,16 +140,3 @@ func TestEnginesMissingRefuses(t *testing.T) {
 	}
 	assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
 }
-
-func TestLimitsEnforced(t *testing.T) {
-	testutil.RequireRoot(t)
-	w := newWorld(t)
-	w.contract("version: 1\nlimits: {memory: 64MiB, pids: 20}\n")
-	r := w.sh("for i in $(seq 40); do sleep 5 & done; echo spawned")
-	assertContains(t, "stderr", r.stderr, "fork")
-	r = w.sh("x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived ${#x}")
-	if r.code != 137 || strings.Contains(r.stdout, "survived") {
-		t.Fatalf("want the memory limit to kill the command (137), got %v", r)
-	}
-	assertContains(t, "stderr", r.stderr, "the memory limit (limits.memory")
-}

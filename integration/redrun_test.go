@@ -2,13 +2,8 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/cordonhq/cordon/internal/paths"
-	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestRedRunEarlyChangesNotInBaseline: a command that changes the workspace the
@@ -45,47 +40,4 @@ func TestRedRunEarlyChangesNotInBaseline(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestRedRunEarlyMonitorRequiredFails: with monitor.mode required and a monitor that
-// cannot attach (its bpffs root is not a bpffs), the command never runs, no cmd.start
-// is logged, and nothing is left running.
-func TestRedRunEarlyMonitorRequiredFails(t *testing.T) {
-	testutil.RequireRoot(t)
-	w := newWorld(t)
-	notBPF := t.TempDir()
-	w.env = append(w.env, paths.BPFRootEnv+"="+notBPF)
-	w.contract("version: 1\nmonitor: {mode: required}\n")
-	marker := filepath.Join(w.ws, "ran")
-	r := w.sh("touch " + marker + "; exec sleep 1234.25")
-	if r.code == 0 {
-		t.Fatalf("a run whose required monitor cannot attach succeeded: %v", r)
-	}
-	t.Logf("refused: %s", strings.TrimSpace(r.stderr))
-	assertContains(t, "the reason", r.stderr, "bpffs")
-	assertAbsent(t, marker)
-	if p := processesRunning("sleep 1234.25"); len(p) > 0 {
-		t.Errorf("left running: %v", p)
-	}
-	types, _ := runEvents(t, w)
-	for _, typ := range types {
-		if typ == "cmd.start" {
-			t.Errorf("cmd.start logged for a command that must not run: %v", types)
-		}
-	}
-	if len(types) == 0 || types[len(types)-1] != "run.end" {
-		t.Errorf("log not sealed: %v", types)
-	}
-	if w2 := dirEntries(notBPF); len(w2) != 0 {
-		t.Errorf("the failed monitor left %v in %s", w2, notBPF)
-	}
-}
-
-func dirEntries(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	return out
 }

@@ -15,6 +15,19 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
+func TestLimitsEnforced(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	w.contract("version: 1\nlimits: {memory: 64MiB, pids: 20}\n")
+	r := w.sh("for i in $(seq 40); do sleep 5 & done; echo spawned")
+	assertContains(t, "stderr", r.stderr, "fork")
+	r = w.sh("x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived ${#x}")
+	if r.code != 137 || strings.Contains(r.stdout, "survived") {
+		t.Fatalf("want the memory limit to kill the command (137), got %v", r)
+	}
+	assertContains(t, "stderr", r.stderr, "the memory limit (limits.memory")
+}
+
 // TestDefaultLimitsBoundTheRun (bwrap): a contract that sets no limits still gets the
 // default pids and memory limits, and every private tmpfs is sized to the memory limit.
 // A fork bomb under the default contract stops at the pids limit while a second run and
@@ -120,4 +133,41 @@ echo saturated; read x < /tmp/hold`)
 	default:
 		t.Fatalf("filling /dev/shm: want it stopped at %d bytes, got %v", contract.DefaultMemory, r)
 	}
+}
+
+func TestContainerLimits(t *testing.T) {
+	image := requireEngines(t)
+	forEachContainerBackend(t, func(t *testing.T, backend string) {
+		w := newWorld(t)
+		w.imageContract(image, "limits: {memory: 64MiB, pids: 30, cpu: 0.5}\n")
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", "cat /proc/self/cgroup; echo ready; sleep 302")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+		cgroups := map[string]string{}
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() && sc.Text() != "ready" {
+			// hierarchy-id:controllers:path
+			if f := strings.SplitN(sc.Text(), ":", 3); len(f) == 3 {
+				for _, c := range strings.Split(f[1], ",") {
+					cgroups[c] = f[2]
+				}
+			}
+		}
+		want := map[string]string{
+			"memory/memory.limit_in_bytes": strconv.Itoa(64 << 20),
+			"pids/pids.max":                "30",
+			"cpu/cpu.cfs_quota_us":         "50000",
+		}
+		for file, v := range want {
+			ctrl := strings.Split(file, "/")[0]
+			got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, cgroups[ctrl], filepath.Base(file)))
+			if err != nil || strings.TrimSpace(string(got)) != v {
+				t.Errorf("%s: got %q (%v); want %s", file, got, err, v)
+			}
+		}
+	})
 }

@@ -145,3 +145,54 @@ func TestMonitorPinsUnreachable(t *testing.T) {
 		t.Errorf("the sandbox sees a bpffs or the pins:\n%v", r)
 	}
 }
+
+// TestRedBGCKeepsALiveRun: a cordon killed with SIGKILL leaves its registration with
+// the shared programs; `cordon gc`, run while another monitored run is on, removes
+// that one registration only: the live run keeps its programs and its ring buffer, and
+// its next deviation is still in its log.
+func TestRedBGCKeepsALiveRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	dead, live := newWorld(t), newWorld(t)
+	root := useBPFRoot(t, live, dead)
+	for _, w := range []*world{dead, live} {
+		w.contract("version: 1\nmonitor: {mode: required, exec: [sh, sleep, cat]}\n")
+	}
+	start := func(w *world, script string) *exec.Cmd {
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", script)
+		cmd.Dir, cmd.Env = w.ws, w.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		waitFor(t, 20*time.Second, "the run to start", func() bool { return fileExists(filepath.Join(w.ws, "up.txt")) })
+		return cmd
+	}
+	lv := start(live, "echo up > up.txt; while [ ! -e go.txt ]; do sleep 0.05; done; cat /etc/shadow; true")
+	dc := start(dead, "echo up > up.txt; exec sleep 600")
+	_ = dc.Process.Kill()
+	_ = dc.Wait()
+	r := dead.cordon("", "gc")
+	if r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	if n := strings.Count(r.stdout, "removed the monitor's registration of cgroup "); n != 1 {
+		t.Errorf("gc removed %d registrations; want the killed run's only:\n%s", n, r.stdout)
+	}
+	if strings.Contains(r.stdout, "removed the monitor's programs") || len(pinsIn(root)) == 0 {
+		t.Fatalf("gc removed the programs a live run uses:\n%s", r.stdout)
+	}
+	mustWrite(t, filepath.Join(live.ws, "go.txt"), "go\n")
+	if err := lv.Wait(); err != nil {
+		t.Fatalf("the live run: %v", err)
+	}
+	seen := false
+	for _, a := range syscallAlerts(t, lastRun(t, live)) {
+		seen = seen || (a.Path == "/etc/shadow" && a.Comm == "cat")
+	}
+	if !seen {
+		t.Errorf("the live run's read of /etc/shadow after gc raised no alert")
+	}
+	if r := live.cordon("", "audit", "verify", "last"); r.code != 0 {
+		t.Errorf("audit verify: %v", r)
+	}
+}

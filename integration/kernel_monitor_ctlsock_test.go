@@ -163,3 +163,45 @@ for p, f in (("/run/cordon/spec.json", os.O_RDONLY), ("/run/cordon/env", os.O_RD
 		t.Errorf("opening %s raised no %q alert", p, cat)
 	}
 }
+
+// TestRedBControlSocketSpellings: every way to spell a connect to cordon's control
+// socket (through /proc/self/root, "..", "//", relative to /run/cordon, a link in the
+// workspace) is refused (the listener is closed) and raises a connect alert: the exact
+// spellings in the control socket's own category, the ones the path does not say in
+// the general one.
+func TestRedBControlSocketSpellings(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.Require(t, haveCmd("socat"), "socat is needed to dial a SOCK_SEQPACKET socket (scripts/deps.sh installs it)")
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, exec: [sh, socat]}\n")
+	control := map[string]bool{
+		"/proc/self/root/run/cordon/control.sock": true,
+		"/run/cordon/../cordon/control.sock":      true,
+		"//run/cordon//control.sock":              true,
+		"control.sock":                            false, // from /run/cordon
+		w.ws + "/ctl":                             false, // a link to it
+	}
+	script := "ln -s /run/cordon/control.sock ctl; cd /run/cordon\n"
+	for addr := range control {
+		script += "socat -u OPEN:/dev/null UNIX-CONNECT:" + addr + ",type=5 2>&1 | grep -q 'Connection refused' && echo refused " + addr + "\n"
+	}
+	r := w.sh(script)
+	for addr := range control {
+		assertContains(t, "stdout", r.stdout, "refused "+addr+"\n")
+	}
+	got := map[string]string{}
+	for _, a := range syscallAlerts(t, lastRun(t, w)) {
+		if a.Rule == "connect" && a.Comm == "socat" {
+			got[strings.TrimPrefix(a.Addr, "unix:")] = a.Category
+		}
+	}
+	for addr, own := range control {
+		want := "connect to another address than the egress proxy"
+		if own {
+			want = "connect to cordon's control socket"
+		}
+		if got[addr] != want {
+			t.Errorf("connect to %s: alert category %q; want %q", addr, got[addr], want)
+		}
+	}
+}

@@ -1,12 +1,99 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
+
+// TestNoPrivilegeToRegain attacks the kernel boundary itself: the sandbox holds no
+// capability, cannot make a user namespace to get some back, cannot mount, and sees
+// no process of the host.
+func TestNoPrivilegeToRegain(t *testing.T) {
+	w := newWorld(t)
+	r := w.sh("grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status; " +
+		"unshare -U -r true 2>&1; echo userns=$?; " +
+		"mkdir -p /tmp/m && mount -t tmpfs none /tmp/m 2>&1; echo mount=$?; " +
+		"ls /proc | grep -c '^[0-9]'; " +
+		"kill -0 " + strconv.Itoa(os.Getpid()) + " 2>&1; echo kill=$?")
+	for _, set := range []string{"CapEff", "CapPrm", "CapBnd", "CapAmb"} {
+		assertContains(t, "capabilities", r.stdout, set+":\t0000000000000000")
+	}
+	if strings.Contains(r.stdout, "userns=0") || strings.Contains(r.stdout, "mount=0") || strings.Contains(r.stdout, "kill=0") {
+		t.Fatalf("the sandbox regained a privilege or reached a host process: %v", r)
+	}
+	lines := strings.Fields(r.stdout)
+	for i, l := range lines {
+		if strings.HasPrefix(l, "mount=") && i+1 < len(lines) {
+			if n, _ := strconv.Atoi(lines[i+1]); n > 5 {
+				t.Errorf("the sandbox sees %d processes; only its own few are in its pid namespace", n)
+			}
+		}
+	}
+}
+
+// TestKernelInterfacesNotWritable: the sandbox, even started by root, is not host
+// root: the machine-wide sysctls (core_pattern ran a workspace script as host root
+// once), sysrq and uevent_helper refuse it — for permission, not by chance.
+func TestKernelInterfacesNotWritable(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("sysctl")
+	assertContains(t, "core_pattern refused", out, "write /proc/sys/kernel/core_pattern denied: open /proc/sys/kernel/core_pattern: ")
+	if strings.Contains(out, "core_pattern denied: open /proc/sys/kernel/core_pattern: no such file") {
+		t.Errorf("core_pattern must exist (and refuse), not be missing: %s", out)
+	}
+	r := w.sh("id -u; cat /proc/sys/kernel/core_pattern >/dev/null && echo readable")
+	assertContains(t, "sysctls stay readable", r.stdout, "readable")
+	if os.Geteuid() == 0 && strings.HasPrefix(r.stdout, "0\n") && os.Getenv("CORDON_BACKEND") == "" {
+		t.Errorf("a bwrap sandbox started by root runs as uid 0: %v", r)
+	}
+}
+
+// TestSeccompRefusesWhatAgentsNeverNeed: the second kernel layer, on every backend.
+func TestSeccompRefusesWhatAgentsNeverNeed(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("seccomp")
+	for _, want := range []string{"keyctl denied: operation not permitted", "bpf denied: operation not permitted",
+		"unshare-user denied: operation not permitted", "perf_event_open denied: operation not permitted",
+		"userfaultfd denied: operation not permitted", "io_uring_setup denied: operation not permitted",
+		"clone3-newuser denied", "socket-vsock denied: operation not permitted",
+		"mount denied: operation not permitted"} {
+		assertContains(t, "seccomp", out, want)
+	}
+	r := w.sh("grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status")
+	assertContains(t, "filter mode", r.stdout, "Seccomp:\t2")
+}
+
+// TestNoCgroupReachable: no cgroup file is writable from inside, so no command can
+// kill a host cgroup or move itself out of its own.
+func TestNoCgroupReachable(t *testing.T) {
+	w := newWorld(t)
+	out := w.attack("cgroup")
+	assertContains(t, "walked", out, "cgroup done")
+}
+
+// TestNoSetIDFilesPlanted: a file the sandbox writes is its owner's on the host (with
+// bwrap started by root, host root's, through the idmapped workspace), so a
+// set-user-ID or set-group-ID bit on it would be a setuid program planted for the
+// host to run. The filter refuses the bit on every call that sets a mode.
+func TestNoSetIDFilesPlanted(t *testing.T) {
+	w := newWorld(t)
+	r := w.sh("cp /bin/sh ./suid; chmod 4755 ./suid; echo chmod=$?; chmod g+s ./suid; echo chmodg=$?; mkdir -m 2775 d; echo mkdir=$?; chmod 755 ./suid; echo plain=$?")
+	for _, want := range []string{"chmod=1", "chmodg=1", "mkdir=1", "plain=0"} {
+		assertContains(t, "set-id bits refused", r.stdout, want)
+	}
+	fi, err := os.Stat(filepath.Join(w.ws, "suid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Fatalf("the sandbox planted a set-id file on the host: %v", fi.Mode())
+	}
+}
 
 // Red team of the cold-start changes: process 1 skips its walk of /proc/sys when the
 // mount table shows one read-only procfs mount there with nothing below it, and bwrap
