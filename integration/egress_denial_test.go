@@ -6,9 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -98,4 +101,69 @@ func TestEgressDenialSeenByClients(t *testing.T) {
 	assertContains(t, "npm", r.stdout, "403 "+phrase)
 	assertContains(t, "run stderr", r.stderr,
 		"cordon: egress denied: denied.example:443 (not in network.allow; to allow: network.allow: [{host: denied.example, ports: [443]}])\n")
+}
+
+// hostileNames asks the proxy, by SOCKS5 (whose domain is any 255 bytes), for ARGV[0]
+// made-up names and then ARGV[1] times for each of four names made to forge the
+// reviewer's view: a terminal escape, a line break that would start a forged line, a
+// bidi override, a NUL.
+const hostileNames = `use IO::Socket::INET;
+my ($n, $m) = @ARGV;
+my @hostile = ("a\e[2J\e]0;pwned\a.example", "b.example\ncordon: egress allowed: all is well", "c\x{e2}\x{80}\x{ae}lmth.example", "d\x00e.example");
+my @names = map { "h$_.flood.invalid" } 1..$n;
+push @names, @hostile for 1..$m;
+for my $host (@names) {
+  my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+  print $s "\x05\x01\x00"; read($s, my $m, 2);
+  print $s "\x05\x01\x00\x03" . chr(length $host) . $host . "\x01\xbb";
+  read($s, my $r, 10); close $s;
+}
+`
+
+// TestRedAHostileNamesInDenySummary (red team A): destination names the sandbox chose
+// reach the reviewer escaped, whether itemized (within the budget) or named among a
+// summary's examples (past it: a flood of made-up names spends the budget, then the
+// hostile names repeat long enough for a later summary to name them): audit show
+// writes no control byte, bidi control or line of theirs; nor does cordon run.
+func TestRedAHostileNamesInDenySummary(t *testing.T) {
+	for _, within := range []bool{true, false} {
+		t.Run(map[bool]string{true: "itemized", false: "summary examples"}[within], func(t *testing.T) {
+			w := newWorld(t)
+			w.contract("version: 1\n")
+			mustWrite(t, filepath.Join(w.ws, "names.pl"), hostileNames)
+			args := []string{"0", "1"}
+			if !within {
+				args = []string{strconv.Itoa(2 * floodBurst), "3000"}
+			}
+			r := w.cordon("", "run", "--", "perl", "names.pl", args[0], args[1])
+			if r.code != 0 {
+				t.Fatalf("run: %v", r)
+			}
+			recs := lastRun(t, w)
+			named := within
+			for _, rec := range recs {
+				var b event.NetDenySummaryBody
+				if rec.Type == event.NetDenySummary && rec.DecodeBody(&b) == nil && slices.Contains(b.Examples, "a\x1b[2J\x1b]0;pwned\a.example:443") {
+					named = true
+				}
+			}
+			if !named {
+				t.Fatalf("no summary names the hostile names among its examples")
+			}
+			show := w.cordon("", "audit", "show", "last")
+			if show.code != 0 {
+				t.Fatalf("audit show: %v", show)
+			}
+			for what, out := range map[string]string{"audit show": show.stdout, "cordon run's stderr": r.stderr} {
+				for _, bad := range []string{"\x1b", "\x07", "\x00", "\u202e", "\ncordon: egress allowed"} {
+					if strings.Contains(out, bad) {
+						t.Errorf("%s writes %q from a name the sandbox chose:\n%s", what, bad, out)
+					}
+				}
+			}
+			for _, want := range []string{`a\x1b[2J\x1b]0;pwned\x07.example`, `b.example\x0acordon: egress allowed`, `c\u202elmth.example`, `d\x00e.example`} {
+				assertContains(t, "audit show", show.stdout, want)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // denyFlood makes ARGV[0] denied attempts at the proxy, one connection each, each
@@ -180,4 +182,134 @@ func TestDenyFloodSessionResult(t *testing.T) {
 	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
 		t.Errorf("audit verify: %v", v)
 	}
+}
+
+// endlessFlood is denied at the proxy until it is killed, one CONNECT to a new made-up
+// name at a time, and appends one byte to ARGV[0] for each answer it read: the file's
+// size is how many denials the proxy certainly saw (it answers before it logs, and
+// logs even when the answer cannot be written, so the log holds that many, or one
+// more: the attempt in flight when the kill came). ARGV[1], if given, is a file it
+// creates once it has been answered 2000 times, well past the deny budget's burst.
+const endlessFlood = `use IO::Socket::INET; use IO::Handle;
+my ($count, $past) = @ARGV;
+open(my $c, ">>", $count) or die "open: $!"; $c->autoflush(1);
+for (my $i = 1; ; $i++) {
+  my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+  print $s "CONNECT h$i.cut.invalid:443 HTTP/1.1\r\nHost: h$i.cut.invalid:443\r\n\r\n";
+  my $status = <$s> // ""; close $s;
+  syswrite($c, "x") if $status =~ m{^HTTP/1\.[01] 403 };
+  if ($past && $i == 2000) { open(my $p, ">", $past); close $p; }
+}
+`
+
+// assertFloodAccounted checks that the log accounts for every denial the flooder
+// certainly made (the size of its count file), and at most one more.
+func assertFloodAccounted(t *testing.T, recs []audit.Record, countFile string) {
+	t.Helper()
+	st, err := os.Stat(countFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := st.Size()
+	f := tallyFlood(t, recs)
+	var logged int64
+	for _, n := range f.itemized {
+		logged += n
+	}
+	for _, n := range f.counted {
+		logged += n
+	}
+	if answered <= floodBurst || f.summaries == 0 {
+		t.Fatalf("the flood did not get past the budget: %d answered, %d summaries", answered, f.summaries)
+	}
+	if logged < answered || logged > answered+1 {
+		t.Errorf("the log accounts for %d denials (itemized %v, counted %v); the flooder was answered %d times", logged, f.itemized, f.counted, answered)
+	}
+}
+
+// TestRedADenyFloodCutShort (red team A): a flood ended from outside, mid-flood, loses
+// no count: the command's timeout in a run, the command's timeout in a session, and
+// a session stopped while a flooder the previous command left in the background (in
+// its own session, setsid) still runs. Every denial the flooder was answered for is a
+// net.deny line or counted in a net.deny.summary. On bwrap, Docker and containerd.
+func TestRedADenyFloodCutShort(t *testing.T) {
+	t.Run("bwrap", testRedADenyFloodCutShort)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { testRedADenyFloodCutShort(t) })
+}
+
+func testRedADenyFloodCutShort(t *testing.T) {
+	t.Run("run timeout", func(t *testing.T) {
+		w := newWorld(t)
+		w.contract("version: 1\n")
+		mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessFlood)
+		r := w.cordon("", "run", "--timeout", "4s", "--", "perl", "flood.pl", "count")
+		if r.code != 124 {
+			t.Fatalf("want the timeout's 124: %v", r)
+		}
+		assertFloodAccounted(t, lastRun(t, w), filepath.Join(w.ws, "count"))
+		if v := w.cordon("", "audit", "verify", "last"); v.code != 0 {
+			t.Errorf("audit verify: %v", v)
+		}
+	})
+	t.Run("session exec timeout", func(t *testing.T) {
+		w := newWorld(t)
+		w.contract("version: 1\n")
+		mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessFlood)
+		id := w.startSession()
+		r := w.cordon("", "exec", id, "--timeout", "4s", "--", "perl", "flood.pl", "count")
+		if r.code != 124 {
+			t.Fatalf("want the timeout's 124: %v", r)
+		}
+		if s := w.cordon("", "session", "stop", id); s.code != 0 {
+			t.Fatalf("session stop: %v", s)
+		}
+		assertFloodAccounted(t, sessionEvents(t, w, id), filepath.Join(w.ws, "count"))
+	})
+	t.Run("session stop", func(t *testing.T) {
+		w := newWorld(t)
+		w.contract("version: 1\n")
+		mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessFlood)
+		id := w.startSession()
+		r := w.cordon("", "exec", id, "--", "sh", "-c", "setsid perl flood.pl count past </dev/null >/dev/null 2>&1 &")
+		if r.code != 0 {
+			t.Fatalf("exec: %v", r)
+		}
+		waitFor(t, 2*time.Minute, "the flood past its burst", func() bool { _, err := os.Stat(filepath.Join(w.ws, "past")); return err == nil })
+		if s := w.cordon("", "session", "stop", id); s.code != 0 {
+			t.Fatalf("session stop: %v", s)
+		}
+		recs := sessionEvents(t, w, id)
+		assertFloodAccounted(t, recs, filepath.Join(w.ws, "count"))
+		if v := w.cordon("", "audit", "verify", id); v.code != 0 {
+			t.Errorf("audit verify: %v", v)
+		}
+	})
+}
+
+// TestRedADenyFloodClientKilled (red team A): cordon-exec, SIGKILLed mid-flood; the
+// session ends the command when the connection drops, and its count is kept.
+func TestRedADenyFloodClientKilled(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\n")
+	mustWrite(t, filepath.Join(w.ws, "flood.pl"), endlessFlood)
+	id := w.startSession()
+	cmd := exec.Command(testutil.CordonExec(t), id, "--", "perl", "flood.pl", "count", "past")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "the flood past its burst", func() bool { _, err := os.Stat(filepath.Join(w.ws, "past")); return err == nil })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// The session's next command runs once the killed one has ended.
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
+		t.Fatalf("exec after the kill: %v", r)
+	}
+	if s := w.cordon("", "session", "stop", id); s.code != 0 {
+		t.Fatalf("session stop: %v", s)
+	}
+	recs := sessionEvents(t, w, id)
+	assertFloodAccounted(t, recs, filepath.Join(w.ws, "count"))
 }

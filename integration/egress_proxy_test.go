@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/testutil"
@@ -283,5 +284,35 @@ func TestEgressSOCKS5(t *testing.T) {
 	assertContains(t, "stderr", r.stderr, "Can't complete SOCKS5 connection to 127.0.0.2. (2)")
 	if other.hits.Load() != 0 {
 		t.Error("the denied SOCKS5 request reached its upstream")
+	}
+}
+
+func TestHostLoopbackUnreachable(t *testing.T) {
+	w := newWorld(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().(*net.TCPAddr)
+	r := w.sh("curl -sS --max-time 5 http://" + addr.String() + "/; echo curl=$?; " +
+		"curl -sS --max-time 5 --noproxy '*' http://" + addr.String() + "/; " +
+		"cat /proc/net/dev | tail -n +3 | cut -d: -f1")
+	assertContains(t, "stdout", r.stdout, "curl=7")
+	assertContains(t, "stderr", r.stderr, "Failed to connect to 127.0.0.1")
+	if ifs := strings.Fields(r.stdout[strings.Index(r.stdout, "curl=7")+len("curl=7"):]); len(ifs) != 1 || ifs[0] != "lo" {
+		t.Errorf("interfaces inside: got %q; want only lo", ifs)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the host's loopback server received a connection from the sandbox")
+	case <-time.After(100 * time.Millisecond):
 	}
 }
