@@ -14,7 +14,6 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/gate/wire"
-	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -368,54 +367,6 @@ func TestGateDenyMode(t *testing.T) {
 		t.Errorf("approve: deny events (the unknown gate logs nothing): got %v; want %v", got, want)
 	}
 	assertContains(t, "gate.deny", findEvent(t, recs, "gate.deny"), `"by":"cordon"`)
-}
-
-func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
-	w := newWorld(t)
-	w.contract(credsContract + "gates:\n  - name: noop\n    run: [\"true\"]\n    why: its admin socket must not outlive the session\n")
-	id := w.startSession()
-	admin := filepath.Join(w.gateAdminDir(), id+".sock")
-	if _, err := os.Stat(admin); err != nil {
-		t.Fatalf("no gate admin socket for the session: %v", err)
-	}
-	r := w.cordon("", "exec", id, "--", "sh", "-c", "echo $API_TOKEN")
-	tok := strings.TrimSpace(r.stdout)
-	if r.code != 0 || !strings.HasPrefix(tok, "cordon_") {
-		t.Fatalf("no token in the session: %v", r)
-	}
-	if v := w.verifyToken(tok); v.code != 0 {
-		t.Fatalf("token not active in a live session: %v", v)
-	}
-	pid := sessionPID(t, w, id)
-	const marker = "sleep 7319"
-	b := w.background("exec", id, "--", "sh", "-c", marker+" & "+marker)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := processesMatching(marker); len(p) < 2 {
-		t.Fatalf("the session's sleeps never started: %v", p)
-	}
-	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	b.wait(t)
-	deadline = time.Now().Add(5 * time.Second)
-	for len(processesMatching(marker)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := processesMatching(marker); len(p) > 0 {
-		t.Errorf("sandbox processes left after the supervisor was killed: %v", p)
-	}
-	if v := w.verifyToken(tok); v.code != 0 {
-		t.Fatalf("before gc the dead session's token is still recorded active (TTL is the backstop): %v", v)
-	}
-	g := w.cordon("", "gc")
-	assertContains(t, "gc", g.stdout, "credential API_TOKEN of run "+id)
-	assertAbsent(t, admin)
-	if v := w.verifyToken(tok); v.code != 1 || !strings.Contains(v.stdout, "inactive") {
-		t.Errorf("token still valid after gc: %v", v)
-	}
 }
 
 // TestGateRunsNothingTheSandboxWrote: under git: commit the agent makes a nested

@@ -10,28 +10,6 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-func TestCallerSecretsNotVisible(t *testing.T) {
-	w := newWorld(t)
-	r := w.sh("env; cat /proc/1/environ | tr '\\0' '\\n'")
-	if r.code != 0 {
-		t.Fatalf("env failed: %v", r)
-	}
-	for _, leak := range []string{"AWS_SECRET_ACCESS_KEY", "aws-secret-value-123", "GITHUB_TOKEN", "ghp_", "SSH_AUTH_SOCK"} {
-		if strings.Contains(r.stdout, leak) {
-			t.Errorf("%s is visible inside the sandbox:\n%s", leak, r.stdout)
-		}
-	}
-	assertContains(t, "env", r.stdout, "HOME="+w.home)
-	assertContains(t, "env", r.stdout, "LANG=C.UTF-8")
-
-	w.contract("version: 1\nenv:\n  pass: [LANG, AWS_SECRET_ACCESS_KEY]\n")
-	r = w.cordon("", "check")
-	if r.code != 1 {
-		t.Fatalf("check: want 1, got %v", r)
-	}
-	assertContains(t, "check", r.stdout, "cordon.yaml:3:16: env.pass: AWS_SECRET_ACCESS_KEY looks like a credential")
-}
-
 func TestExitCodesAndStdin(t *testing.T) {
 	w := newWorld(t)
 	if r := w.sh("exit 42"); r.code != 42 {

@@ -5,9 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -99,4 +101,74 @@ func TestCredentialProviderFailureRefusesTheRun(t *testing.T) {
 	}
 	assertContains(t, "stderr", r.stderr, "API_TOKEN")
 	assertAbsent(t, filepath.Join(w.ws, "ran.txt"))
+}
+
+func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
+	w := newWorld(t)
+	w.contract(credsContract + "gates:\n  - name: noop\n    run: [\"true\"]\n    why: its admin socket must not outlive the session\n")
+	id := w.startSession()
+	admin := filepath.Join(w.gateAdminDir(), id+".sock")
+	if _, err := os.Stat(admin); err != nil {
+		t.Fatalf("no gate admin socket for the session: %v", err)
+	}
+	r := w.cordon("", "exec", id, "--", "sh", "-c", "echo $API_TOKEN")
+	tok := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(tok, "cordon_") {
+		t.Fatalf("no token in the session: %v", r)
+	}
+	if v := w.verifyToken(tok); v.code != 0 {
+		t.Fatalf("token not active in a live session: %v", v)
+	}
+	pid := sessionPID(t, w, id)
+	const marker = "sleep 7319"
+	b := w.background("exec", id, "--", "sh", "-c", marker+" & "+marker)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesMatching(marker)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching(marker); len(p) < 2 {
+		t.Fatalf("the session's sleeps never started: %v", p)
+	}
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.wait(t)
+	deadline = time.Now().Add(5 * time.Second)
+	for len(processesMatching(marker)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching(marker); len(p) > 0 {
+		t.Errorf("sandbox processes left after the supervisor was killed: %v", p)
+	}
+	if v := w.verifyToken(tok); v.code != 0 {
+		t.Fatalf("before gc the dead session's token is still recorded active (TTL is the backstop): %v", v)
+	}
+	g := w.cordon("", "gc")
+	assertContains(t, "gc", g.stdout, "credential API_TOKEN of run "+id)
+	assertAbsent(t, admin)
+	if v := w.verifyToken(tok); v.code != 1 || !strings.Contains(v.stdout, "inactive") {
+		t.Errorf("token still valid after gc: %v", v)
+	}
+}
+
+func TestCallerSecretsNotVisible(t *testing.T) {
+	w := newWorld(t)
+	r := w.sh("env; cat /proc/1/environ | tr '\\0' '\\n'")
+	if r.code != 0 {
+		t.Fatalf("env failed: %v", r)
+	}
+	for _, leak := range []string{"AWS_SECRET_ACCESS_KEY", "aws-secret-value-123", "GITHUB_TOKEN", "ghp_", "SSH_AUTH_SOCK"} {
+		if strings.Contains(r.stdout, leak) {
+			t.Errorf("%s is visible inside the sandbox:\n%s", leak, r.stdout)
+		}
+	}
+	assertContains(t, "env", r.stdout, "HOME="+w.home)
+	assertContains(t, "env", r.stdout, "LANG=C.UTF-8")
+
+	w.contract("version: 1\nenv:\n  pass: [LANG, AWS_SECRET_ACCESS_KEY]\n")
+	r = w.cordon("", "check")
+	if r.code != 1 {
+		t.Fatalf("check: want 1, got %v", r)
+	}
+	assertContains(t, "check", r.stdout, "cordon.yaml:3:16: env.pass: AWS_SECRET_ACCESS_KEY looks like a credential")
 }
