@@ -207,3 +207,52 @@ func TestAuditRedactsCallerSecrets(t *testing.T) {
 	}
 	assertContains(t, "log", string(data), "[REDACTED:GITHUB_TOKEN]")
 }
+
+// TestAuditLogNeverVisible: even with the whole home readable, the audit root (and
+// cordon's run directories) stay hidden from the sandbox, so it cannot tamper with the
+// record of what it did.
+func TestAuditLogNeverVisible(t *testing.T) {
+	w := newWorld(t)
+	if r := w.sh("true"); r.code != 0 { // leaves a log under ~/.local/state/cordon/runs
+		t.Fatal(r)
+	}
+	w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", \"~\"]\n")
+	root := filepath.Join(w.home, ".local", "state", "cordon")
+	r := w.sh("ls -A " + root + " 2>&1; echo x >> " + root + "/runs/x 2>&1; ls /run/cordon/runs 2>&1; cat " + w.home + "/notes.txt")
+	assertContains(t, "home is readable", r.stdout, "home notes")
+	if strings.Contains(r.stdout, "runs\n") || strings.Contains(r.stdout, "events.jsonl") {
+		t.Fatalf("the audit root is visible inside: %v", r)
+	}
+	assertContains(t, "audit root", r.stdout, "Permission denied")
+	if v := w.cordon("", "audit", "verify", "last"); v.code != 0 {
+		t.Errorf("the log was touched: %v", v)
+	}
+}
+
+// TestRedSummaryConcealedByTheWorkload (red team): on a terminal the
+// command's output and cordon's end-of-run lines share stderr, and cordon writes its
+// lines after whatever state the command left the terminal in. A command that ends
+// with ESC[8m (conceal; or black on black, ESC[30;40m) makes every following
+// "cordon: monitor alert" line invisible, and the person never sees the alert. cordon
+// should reset the attributes (ESC[0m, and start a new line) before its own lines when
+// stderr is a terminal.
+func TestRedSummaryConcealedByTheWorkload(t *testing.T) {
+	testutil.RequireRoot(t)
+	_, err := exec.LookPath("script")
+	testutil.Require(t, err == nil, "script(1) (bsdutils) gives cordon a terminal")
+	w := newWorld(t)
+	w.contract("version: 1\nmonitor: {mode: required, exec: [sh, cat]}\n")
+	inner := testutil.Cordon(t) + ` run -- sh -c 'cat /etc/shadow 2>/dev/null; printf "\033[8m" >&2'`
+	cmd := exec.Command("script", "-qec", inner, "/dev/null")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	out, _ := cmd.CombinedOutput()
+	s := string(out)
+	alert := strings.Index(s, "cordon: monitor alert")
+	if alert < 0 {
+		t.Fatalf("no alert line on the terminal: %q", s)
+	}
+	conceal := strings.LastIndex(s[:alert], "\x1b[8m")
+	if conceal >= 0 && !strings.Contains(s[conceal:alert], "\x1b[0m") && !strings.Contains(s[conceal:alert], "\x1b[m") {
+		t.Errorf("cordon's alert line is written in the concealed state the workload left: %q", s)
+	}
+}

