@@ -6,11 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -65,6 +67,19 @@ func (w *stageWorld) verify(id string) {
 func (w *stageWorld) stageDir(id string) string { return filepath.Join(w.audit, id, "stage") }
 
 const stagedEdits = `echo two > a.txt; rm b.txt; echo new > c.txt; rm -r d; mkdir d; echo y > d/y; mkdir -p n/m; echo z > n/m/z`
+
+// Red-team tests of staged runs: each is an attack on cordon apply (which lands the
+// sandbox's change set as root) or on the log it extends, and asserts it fails.
+
+// upper is the staged run's upper directory, where a hostile change set is planted.
+func (w *stageWorld) upper(id string) string { return filepath.Join(w.stageDir(id), "upper") }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestStagedWritesInvisibleUntilApply(t *testing.T) {
 	w := newStageWorld(t)
@@ -125,108 +140,6 @@ func TestStagedDiscard(t *testing.T) {
 	if r := w.cordon("", "apply", id); r.code != 1 {
 		t.Errorf("apply after discard: want exit 1, got %v", r)
 	}
-}
-
-// TestStagedApplyRefusesConflicts: the workspace changed underneath a staged file
-// after the run: apply names it and lands nothing at all; --force lands over it.
-func TestStagedApplyRefusesConflicts(t *testing.T) {
-	w := newStageWorld(t)
-	id := w.stage(`echo staged > a.txt; echo new > c.txt; echo staged > b.txt`)
-	mustWrite(t, filepath.Join(w.ws, "a.txt"), "edited on the host\n")
-	if err := os.Remove(filepath.Join(w.ws, "b.txt")); err != nil {
-		t.Fatal(err)
-	}
-	r := w.cordon("", "apply", id)
-	if r.code != 1 {
-		t.Fatalf("apply over a conflict: want exit 1, got %v", r)
-	}
-	assertContains(t, "apply's refusal", r.stderr, "conflict: a.txt")
-	assertContains(t, "apply's refusal", r.stderr, "conflict: b.txt")
-	if w.read("a.txt") != "edited on the host\n" {
-		t.Fatalf("the host's edit was overwritten: %q", w.read("a.txt"))
-	}
-	assertAbsent(t, filepath.Join(w.ws, "c.txt")) // nothing lands when anything conflicts
-	if r := w.cordon("", "apply", "--force", id); r.code != 0 {
-		t.Fatalf("apply --force: %v", r)
-	}
-	if w.read("a.txt") != "staged\n" || w.read("c.txt") != "new\n" {
-		t.Fatalf("apply --force did not land: a=%q c=%q", w.read("a.txt"), w.read("c.txt"))
-	}
-	w.verify(id)
-	events, _ := os.ReadFile(filepath.Join(w.audit, id, "events.jsonl"))
-	assertContains(t, "the log", string(events), `"forced":true`)
-}
-
-// TestStagedApplyRefusesWhatTheContractDenied: the upper directory is the sandbox's
-// writing. Entries it could not have made through the overlay (a git hook under the
-// read-only .git, a device) are refused by apply, never landed, and named.
-func TestStagedApplyRefusesWhatTheContractDenied(t *testing.T) {
-	w := newStageWorld(t)
-	mustMkdir(t, filepath.Join(w.ws, ".git", "hooks"))
-	mustWrite(t, filepath.Join(w.ws, ".git", "HEAD"), "ref: refs/heads/main\n")
-	id := w.stage(`echo hook > .git/hooks/pre-commit 2>/dev/null; echo ok > ok.txt`)
-	upper := filepath.Join(w.stageDir(id), "upper")
-	// What a hostile change set could hold, written where the sandbox's writes go.
-	mustWrite(t, filepath.Join(upper, ".git", "hooks", "pre-commit"), "#!/bin/sh\necho pwned\n")
-	if out, err := exec.Command("mknod", filepath.Join(upper, "dev"), "c", "1", "3").CombinedOutput(); err != nil {
-		t.Fatalf("mknod: %v: %s", err, out)
-	}
-	r := w.cordon("", "apply", id)
-	if r.code != 0 {
-		t.Fatalf("apply: %v", r)
-	}
-	assertAbsent(t, filepath.Join(w.ws, ".git", "hooks", "pre-commit"))
-	assertAbsent(t, filepath.Join(w.ws, "dev"))
-	assertContains(t, "apply's report", r.stderr, "not applied: .git")
-	assertContains(t, "apply's report", r.stderr, "not applied: dev: a special file")
-	if w.read("ok.txt") != "ok\n" {
-		t.Errorf("the allowed change did not land: %q", w.read("ok.txt"))
-	}
-	w.verify(id)
-}
-
-// TestStagedApplyFollowsNoLink: a directory of the workspace replaced by a link to
-// outside after the run: apply, even forced, writes below the workspace only.
-func TestStagedApplyFollowsNoLink(t *testing.T) {
-	w := newStageWorld(t)
-	id := w.stage(`echo staged > d/new`)
-	outside := t.TempDir()
-	if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(w.ws, "d")); err != nil {
-		t.Fatal(err)
-	}
-	if r := w.cordon("", "apply", id); r.code != 1 {
-		t.Fatalf("apply through a replaced directory: want a conflict (exit 1), got %v", r)
-	}
-	r := w.cordon("", "apply", "--force", id)
-	assertAbsent(t, filepath.Join(outside, "new"))
-	if r.code != 0 {
-		t.Fatalf("apply --force: %v", r)
-	}
-	if fi, err := os.Lstat(filepath.Join(w.ws, "d")); err != nil || !fi.IsDir() {
-		t.Fatalf("d should be a directory again: %v %v", fi, err)
-	}
-	if w.read("d/new") != "staged\n" {
-		t.Errorf("d/new = %q", w.read("d/new"))
-	}
-}
-
-// TestStagedApplyQuarantinesRepositories: a git repository the staged run made lands
-// disarmed, as a direct run's would.
-func TestStagedApplyQuarantinesRepositories(t *testing.T) {
-	w := newStageWorld(t)
-	id := w.stage(`mkdir -p sub/.git && printf '[core]\n\tfsmonitor = evil\n' > sub/.git/config && echo 'ref: refs/heads/m' > sub/.git/HEAD`)
-	r := w.cordon("", "apply", id)
-	if r.code != 0 {
-		t.Fatalf("apply: %v", r)
-	}
-	assertAbsent(t, filepath.Join(w.ws, "sub", ".git"))
-	if _, err := os.Stat(filepath.Join(w.ws, "sub", ".git.cordon-quarantine", "config")); err != nil {
-		t.Errorf("the repository did not land quarantined: %v", err)
-	}
-	w.verify(id)
 }
 
 // TestStagedRunKilledThenGC: cordon killed -9 during a staged run leaves a partial
@@ -409,75 +322,146 @@ func TestStagedReportShowsPending(t *testing.T) {
 	assertContains(t, "the report after discard", html, "Nothing is pending.")
 }
 
-// TestStagedApplyRefusesAHostDeletionDuringTheRun: the sandbox edits a.txt (the overlay
-// copies it up) and renames d/k; while the command still runs, the host deletes a.txt.
-// The end finds a.txt missing: apply must not bring it back unasked, so it names the
-// conflict and lands nothing (the rename, in a directory the host left alone, is no
-// conflict of its own). With --force both land.
-func TestStagedApplyRefusesAHostDeletionDuringTheRun(t *testing.T) {
+// TestStagedNothingChangedVerifies: a staged run or session that changed nothing
+// leaves no stage, and its log, which says nothing is staged, verifies.
+func TestStagedNothingChangedVerifies(t *testing.T) {
 	w := newStageWorld(t)
-	mustWrite(t, filepath.Join(w.ws, "d", "k"), "kept\n")
-	cmd := exec.Command(testutil.Cordon(t), "run", "--stage", "--", "sh", "-c", `echo staged >> a.txt; mv d/k d/k2; echo ready; read x; true`)
-	cmd.Dir, cmd.Env = w.ws, w.env
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	id := w.startSession("--stage")
+	w.exec(id, "true")
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	assertAbsent(t, w.stageDir(id))
+	w.verify(id)
+	if r := w.cordon("", "run", "--stage", "--", "true"); r.code != 0 {
+		t.Fatalf("run: %v", r)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if r := w.cordon("", "audit", "verify", "last"); r.code != 0 {
+		t.Errorf("a staged run that changed nothing does not verify: %v", r)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("the staged command did not start: %q; stderr: %s", line, stderr.String())
+}
+
+// TestStageRedStageOutOfReach: the staged command sees neither its own stage nor the
+// audit root, and a direct run's writes never reach another run's stage.
+func TestStageRedStageOutOfReach(t *testing.T) {
+	w := newStageWorld(t)
+	id := w.stage(`ls -a ` + w.audit + ` >/dev/null 2>&1 && echo SEEN > seen.txt; echo done > out.txt`)
+	if _, err := os.Lstat(filepath.Join(w.upper(id), "seen.txt")); err == nil {
+		t.Fatal("the staged command could list the audit root")
 	}
-	if err := os.Remove(filepath.Join(w.ws, "a.txt")); err != nil {
-		t.Fatal(err)
+	r := w.sh(`ls ` + w.audit + ` 2>&1; echo EVIL > ` + filepath.Join(w.upper(id), "out.txt") + ` 2>/dev/null; echo rc=$?`)
+	if !strings.Contains(r.stdout, "rc=") || strings.Contains(r.stdout, "rc=0") {
+		t.Fatalf("a direct run wrote another run's stage: %v", r)
 	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("staged run: %v; stderr: %s", err, stderr.String())
+	data, _ := os.ReadFile(filepath.Join(w.upper(id), "out.txt"))
+	if string(data) != "done\n" {
+		t.Fatalf("the stage changed: %q", data)
 	}
-	m := stagedRunID.FindStringSubmatch(stderr.String())
-	if m == nil {
-		t.Fatalf("no staged run id: %s", stderr.String())
-	}
-	id := m[1]
+}
+
+// TestStageRedWritableSubdirBypassesStage: a contract whose workspace is read-only
+// but one of whose directories is writable: the staged run's writes there must wait
+// in the stage like any other, not land at once in the real workspace (where,
+// unwatched and unquarantined, a new repository stays armed).
+func TestStageRedWritableSubdirBypassesStage(t *testing.T) {
+	w := newStageWorld(t)
+	mustMkdir(t, filepath.Join(w.ws, "sub"))
+	w.contract("version: 1\nfilesystem:\n  writable: [sub]\n")
+	id := w.stage(`echo hi > sub/x; mkdir -p sub/r/.git && printf '[core]\n\tfsmonitor = evil\n' > sub/r/.git/config; echo top > top.txt 2>/dev/null; true`)
+	assertAbsent(t, filepath.Join(w.ws, "sub", "x"))
+	assertAbsent(t, filepath.Join(w.ws, "sub", "r"))
 	r := w.cordon("", "apply", id)
-	if r.code != 1 {
-		t.Fatalf("apply over a file the host deleted during the run: want exit 1 (a conflict), got %v", r)
+	if r.code != 0 {
+		t.Fatalf("apply: %v", r)
 	}
-	assertContains(t, "apply's refusal", r.stderr, "conflict: a.txt")
-	assertAbsent(t, filepath.Join(w.ws, "a.txt"))
-	if w.read("d/k") != "kept\n" {
-		t.Fatalf("a refused apply moved d/k: %q", w.read("d/k"))
+	if w.read("sub/x") != "hi\n" {
+		t.Errorf("sub/x = %q", w.read("sub/x"))
 	}
-	if r := w.cordon("", "apply", "--force", id); r.code != 0 {
-		t.Fatalf("apply --force: %v", r)
-	}
-	if w.read("a.txt") != "one\nstaged\n" || w.read("d/k2") != "kept\n" {
-		t.Fatalf("apply --force did not land: a=%q d/k2=%q", w.read("a.txt"), w.read("d/k2"))
-	}
-	assertAbsent(t, filepath.Join(w.ws, "d", "k"))
+	assertAbsent(t, filepath.Join(w.ws, "sub", "r", ".git"))
+	assertAbsent(t, filepath.Join(w.ws, "top.txt"))
 	w.verify(id)
 }
 
-// TestStagedRenameIsNoConflict: a file the sandbox only renamed, in a workspace the host
-// left alone, lands without a conflict (the overlay's copy-up record alone is no
-// reason to refuse).
-func TestStagedRenameIsNoConflict(t *testing.T) {
+// TestStageRedGCAppliesNothing: gc after a finished staged run keeps the stage for
+// apply or discard and lands nothing.
+func TestStageRedGCAppliesNothing(t *testing.T) {
 	w := newStageWorld(t)
-	id := w.stage(`mv d/x d/x2; echo more >> b.txt`)
+	id := w.stage(`echo two > a.txt`)
+	if r := w.cordon("", "gc"); r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	if w.read("a.txt") != "one\n" {
+		t.Fatalf("gc applied: %q", w.read("a.txt"))
+	}
+	if _, err := os.Stat(w.upper(id)); err != nil {
+		t.Fatalf("gc dropped a finished stage: %v", err)
+	}
+	if r := w.cordon("", "discard", id); r.code != 0 {
+		t.Fatalf("discard: %v", r)
+	}
+	w.verify(id)
+}
+
+// TestStagedChangeSetBounded (bwrap): a staged run whose sandbox makes more entries
+// than limits.diff.entries is refused at its end (125, naming the bound) instead of
+// being read whole into cordon's memory, here and at apply; nothing of it is left
+// staged, the workspace is untouched, and a change set within the bound still stages.
+func TestStagedChangeSetBounded(t *testing.T) {
+	w := newStageWorld(t)
+	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
+	r := w.cordon("", "run", "--stage", "--", "sh", "-c", `mkdir big; i=0; while [ $i -lt 500 ]; do : > big/f$i; i=$((i+1)); done`)
+	if r.code != 125 || !strings.Contains(r.stderr, "more than 100 (limits.diff.entries)") {
+		t.Fatalf("a change set of 501 entries past entries: 100: want 125 naming the bound, got %v", r)
+	}
+	assertAbsent(t, filepath.Join(w.ws, "big"))
+	if r := w.cordon("", "apply", "last"); r.code == 0 {
+		t.Fatalf("apply of a refused change set succeeded: %v", r)
+	}
+	if entries, _ := os.ReadDir(w.audit); len(entries) != 1 {
+		t.Errorf("the audit root holds %d entries, want the run's log alone", len(entries))
+	} else if _, err := os.Stat(filepath.Join(w.audit, entries[0].Name(), "events.jsonl")); err != nil {
+		t.Errorf("the refused run's log: %v", err)
+	}
+	// Within the bound the same contract stages and applies.
+	id := w.stage(`mkdir small; i=0; while [ $i -lt 50 ]; do : > small/f$i; i=$((i+1)); done`)
 	if r := w.cordon("", "apply", id); r.code != 0 {
-		t.Fatalf("apply of a rename: %v", r)
+		t.Fatalf("apply within the bound: %v", r)
 	}
-	if w.read("d/x2") != "x\n" || w.read("b.txt") != "keep\nmore\n" {
-		t.Fatalf("apply of a rename: d/x2=%q b=%q", w.read("d/x2"), w.read("b.txt"))
+	if entries, _ := os.ReadDir(filepath.Join(w.ws, "small")); len(entries) != 50 {
+		t.Errorf("apply landed %d files of 50", len(entries))
 	}
-	assertAbsent(t, filepath.Join(w.ws, "d", "x"))
+}
+
+// TestRedStagedDiffLinear (bwrap, root): the diff of a staged run costs cordon time in
+// proportion to the change set, not its square. The red team's attack: a staged run
+// that makes 30,000 empty files with long names. Each new path of the change set is a deep one, and
+// cordon compared every path with every deep path before it: 20,000 files took 40 s
+// of cordon's CPU after the command ended, 150,000 more than ten minutes, outside the
+// run's cgroup and past its timeout, whatever limits.diff said.
+func TestRedStagedDiffLinear(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	// entries past the change set: a staged change set larger than entries is refused
+	// whole (TestStagedChangeSetBounded), and this attack is on the diff's time.
+	w.contract("version: 1\nlimits: {diff: {entries: 40000}}\n")
+	const files = 30_000
+	flood := `my $n = shift; my $pad = "x" x 240; mkdir "big" or die; for my $i (1..$n) { open(my $f, ">", sprintf("big/%s%09d", $pad, $i)) or die "create: $!"; } print "made $n\n";`
+	r := w.cordon("", "run", "--stage", "--", "perl", "-e", flood, strconv.Itoa(files))
+	if r.code != 0 || !strings.Contains(r.stdout, "made "+strconv.Itoa(files)) {
+		t.Fatalf("the staged flood did not run: %v", r)
+	}
+	var ended, diffed time.Time
+	for _, rec := range lastRun(t, w) {
+		switch rec.Type {
+		case event.CmdEnd:
+			ended = rec.TS
+		case event.FSDiff:
+			diffed = rec.TS
+		}
+	}
+	work := diffed.Sub(ended)
+	t.Logf("cmd.end to fs.diff: %v for %d staged files", work, files)
+	if ended.IsZero() || diffed.IsZero() || work > 15*time.Second {
+		t.Errorf("cmd.end to fs.diff took %v (cmd.end %v, fs.diff %v); want the diff of %d staged files well under 15s", work, ended, diffed, files)
+	}
 }
