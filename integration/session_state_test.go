@@ -3,9 +3,11 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/session"
 )
 
 // startSession starts a session in w's workspace and stops it at the end of the test.
@@ -245,4 +248,98 @@ func TestSessionSupervisorKilledLeavesNothing(t *testing.T) {
 		assertAbsent(t, filepath.Join(w.sessionsDir(), id+ext))
 	}
 	assertAbsent(t, filepath.Join(w.runRoot, id))
+}
+
+// TestSessionIsOneSandbox: a session's commands share one sandbox: /tmp, $HOME and
+// background processes persist between execs (each with its own working directory),
+// and stop ends them all.
+func TestSessionIsOneSandbox(t *testing.T) {
+	w := newWorld(t)
+	mustMkdir(t, w.ws+"/sub")
+	id := w.startSession()
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "sh", "-c", "echo kept > /tmp/t; echo home > $HOME/h; cd /tmp; pwd"}, "/tmp\n"},
+		{[]string{"--", "sh", "-c", "cat /tmp/t $HOME/h; pwd"}, "kept\nhome\n" + w.ws + "\n"},
+		{[]string{"--dir", w.ws + "/sub", "--", "pwd"}, w.ws + "/sub\n"},
+		{[]string{"--", "sh", "-c", "sleep 654 >/dev/null 2>&1 & echo started"}, "started\n"},
+		{[]string{"--", "sh", "-c", "pgrep -f 'sleep 654' >/dev/null && echo alive"}, "alive\n"},
+	}
+	for i, s := range steps {
+		r := w.cordon("", append([]string{"exec", id}, s.args...)...)
+		if r.code != 0 || r.stdout != s.want {
+			t.Fatalf("step %d: want %q: %v", i, s.want, r)
+		}
+	}
+	if r := w.cordon("fed through -i\n", "exec", id, "-i", "--", "sh", "-c", "cat; echo end"); r.stdout != "fed through -i\nend\n" {
+		t.Errorf("exec -i: stdin not forwarded: %v", r)
+	}
+	if r := w.cordon("not forwarded\n", "exec", id, "--", "cat"); r.code != 0 || r.stdout != "" {
+		t.Errorf("exec without -i: want an empty stdin: %v", r)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processesMatching("sleep 654")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := processesMatching("sleep 654"); len(p) > 0 {
+		t.Errorf("a background process of the session outlived stop: %v", p)
+	}
+}
+
+// TestSessionSandboxKilledEndsTheSession: when the sandbox dies under the supervisor
+// (killed from outside, as an OOM kill would), the supervisor tears the session down
+// and seals its log with the reason; later execs fail with 125.
+func TestSessionSandboxKilledEndsTheSession(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	info, err := session.OpenWith(w.env, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := childrenOf(info.Info().PID)
+	if len(kids) == 0 {
+		t.Fatal("the supervisor has no child (the sandbox)")
+	}
+	for _, pid := range kids {
+		_ = linux.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for info.Info().Alive() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if info.Info().Alive() {
+		t.Fatal("the supervisor kept running after its sandbox died")
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 125 {
+		t.Errorf("exec after the sandbox died: want 125: %v", r)
+	}
+	recs := sessionEvents(t, w, id)
+	last := recs[len(recs)-1]
+	if last.Type != "run.end" || !strings.Contains(string(last.Body), "ended on its own") {
+		t.Errorf("log does not end with run.end saying the sandbox ended: %s %s", last.Type, last.Body)
+	}
+	if r := w.cordon("", "audit", "verify", id); r.code != 0 {
+		t.Errorf("audit verify: %v", r)
+	}
+}
+
+// childrenOf lists the pids whose parent is pid (children are listed per thread that
+// forked them).
+func childrenOf(pid int) []int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(s); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
