@@ -10,7 +10,7 @@ import (
 )
 
 // Docs that run. Every fenced block tagged sh, bash, shell or console in README.md and
-// docs/*.md is an example a reader will paste, so TestDocsRun runs it (docs_test.go).
+// docs/*.md is an example a reader will paste, so TestDocsRun runs it (docs_run_test.go).
 // The convention, for whoever writes the docs:
 //
 //   - A block is a bash script run with `set -e -o pipefail` in a fresh workspace of

@@ -59,7 +59,7 @@ func (w *world) bash(script string) result {
 }
 
 // TestDocsRun runs every shell example of README.md and docs/*.md against the real
-// binaries (the convention is in doctest_test.go): a doc that lies fails here.
+// binaries (the convention is in docs_convention_test.go): a doc that lies fails here.
 func TestDocsRun(t *testing.T) {
 	root := repoRoot(t)
 	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
