@@ -49,7 +49,7 @@ func newWorld(t *testing.T) *world {
 	w.runRoot = shortTempDir(t)
 	worldRoots.Store(w.runRoot, true)
 	w.env = append(w.env, paths.RunRootEnv+"="+w.runRoot)
-	// CORDON_BACKEND runs the tests against that backend (containers_test.go loops
+	// CORDON_BACKEND runs the tests against that backend (setup_containers_test.go loops
 	// over the container backends with it).
 	if b := os.Getenv("CORDON_BACKEND"); b != "" {
 		w.env = append(w.env, "CORDON_BACKEND="+b)

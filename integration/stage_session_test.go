@@ -240,22 +240,3 @@ func TestContainerStagedSession(t *testing.T) {
 		}
 	})
 }
-
-// TestStagedNothingChangedVerifies: a staged run or session that changed nothing
-// leaves no stage, and its log, which says nothing is staged, verifies.
-func TestStagedNothingChangedVerifies(t *testing.T) {
-	w := newStageWorld(t)
-	id := w.startSession("--stage")
-	w.exec(id, "true")
-	if r := w.cordon("", "session", "stop", id); r.code != 0 {
-		t.Fatalf("stop: %v", r)
-	}
-	assertAbsent(t, w.stageDir(id))
-	w.verify(id)
-	if r := w.cordon("", "run", "--stage", "--", "true"); r.code != 0 {
-		t.Fatalf("run: %v", r)
-	}
-	if r := w.cordon("", "audit", "verify", "last"); r.code != 0 {
-		t.Errorf("a staged run that changed nothing does not verify: %v", r)
-	}
-}
