@@ -126,7 +126,7 @@ func procSysSkips(mountinfo string, at int) bool {
 }
 
 // namespacedSysctl reports whether p is a sysctl of the sandbox's own namespaces, which
-// process 1's walk lets be writable (internal/pid1 namespacedSysctls).
+// process 1's walk lets be writable (sandboxinit namespacedSysctls).
 func namespacedSysctl(p string) bool {
 	for _, n := range []string{
 		"/proc/sys/net/", "/proc/sys/fs/mqueue/", "/proc/sys/user/",
