@@ -74,7 +74,7 @@ func TestDependencyRules(t *testing.T) {
 // internal/linux it is used only for its types and constants (Errno, Signal, SIGxxx,
 // Exxx, O_xxx, WaitStatus, Stat_t, SysProcAttr for os/exec, ...): every system call
 // (a use of one of its functions, called or not) is made in internal/linux, behind a
-// named function (STYLE rule 6). A conversion such as syscall.Signal(n) names a type
+// named function, so the kernel surface is one package to review. A conversion such as syscall.Signal(n) names a type
 // and is allowed. Test files are held to it too; testdata is not walked: the attack
 // programs under integration/testdata make raw system calls on purpose, as a
 // workload would, and are not part of cordon.
@@ -142,7 +142,7 @@ func syscallFuncs(f *ast.File, name string, scope *types.Scope) []*ast.SelectorE
 	return out
 }
 
-// TestPackageDocs: every package has a doc comment (STYLE rule 44).
+// TestPackageDocs: every package has a doc comment ("Package NAME ..."), which godoc and a newcomer read first.
 func TestPackageDocs(t *testing.T) {
 	fset := token.NewFileSet()
 	documented := map[string]bool{}

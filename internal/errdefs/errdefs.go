@@ -38,7 +38,7 @@ var (
 // categories are the sentinels [ExitCode] maps to [ExitCannotRun].
 var categories = []error{ErrInvalid, ErrUnavailable, ErrDenied, ErrUnsupported, ErrSandbox}
 
-// Exit codes (DESIGN.md, "Exit codes"). `cordon run` and `cordon exec` exit with the
+// Exit codes (docs/cli.md, "Exit status"). `cordon run` and `cordon exec` exit with the
 // command's own status when it ran.
 const (
 	ExitFailure   = 1   // a cordon command failed (check: invalid; audit verify: not intact)
@@ -153,7 +153,7 @@ func (e *Status) ExitStatus() int { return e.Code }
 func (e *Status) message() string { return Message(e.Err) }
 
 // CannotRun is err as the failure of `cordon run` or `cordon exec`: an error that
-// carries no status or category of its own exits [ExitCannotRun] too, as DESIGN.md
+// carries no status or category of its own exits [ExitCannotRun] too, as docs/cli.md
 // says of every way cordon fails to run the command.
 func CannotRun(err error) error {
 	if err == nil || carriesStatus(err) || inCategory(err) {
