@@ -5,22 +5,23 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
+
+	"github.com/cordonhq/cordon/internal/safefs"
 )
 
 // cordon reads the workspace repository's refs itself rather than asking git there:
 // git would follow a link the sandbox planted in a writable .git (packed-refs to a
 // host file, whose first line then came back in git's error), honour refs/replace
 // and shallow (showing the approver other commits than the push sends), and read a
-// configuration the sandbox may have written. Reads go through an os.Root on the git
-// directory, which refuses every link leading out of it, and open nothing but regular
-// files, bounded in size.
+// configuration the sandbox may have written. Reads go through a safefs.Dir on the git
+// directory, which refuses every link (on Linux even one that stays inside it), and
+// open nothing but regular files, bounded in size.
 
 // Bounds on what is read from the workspace's git directory.
 const (
@@ -47,21 +48,21 @@ func readRefs(gitDir string) (*repoRefs, error) {
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory: a gate pushes from the workspace's own git directory (worktree and submodule pointers are refused)", gitDir)
 	}
-	root, err := os.OpenRoot(gitDir)
+	dir, err := openGitDir(gitDir)
 	if err != nil {
 		return nil, errRepo
 	}
-	defer root.Close()
+	defer dir.Close()
 	rr := &repoRefs{refs: map[string]string{}}
-	if data, err := readRegular(root, "packed-refs", maxPackedRefs); err == nil {
+	if data, err := dir.ReadFile("packed-refs", maxPackedRefs); err == nil {
 		rr.parsePacked(data)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, errRepo
 	}
-	if err := rr.walkLoose(root); err != nil {
+	if err := rr.walkLoose(dir); err != nil {
 		return nil, errRepo
 	}
-	head, err := readRegular(root, "HEAD", maxRefFile)
+	head, err := dir.ReadFile("HEAD", maxRefFile)
 	if err != nil {
 		return nil, errRepo
 	}
@@ -75,19 +76,10 @@ func readRefs(gitDir string) (*repoRefs, error) {
 	return rr, nil
 }
 
-// readRegular reads name in root if it is a regular file of at most max bytes. It
-// opens without blocking, so a fifo swapped in cannot hang cordon.
-func readRegular(root *os.Root, name string, max int64) ([]byte, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() > max {
-		return nil, errRepo
-	}
-	return io.ReadAll(io.LimitReader(f, max+1))
+// openGitDir opens the git directory gitDir (its parent, the workspace, is trusted
+// as named; gitDir itself must not be a link).
+func openGitDir(gitDir string) (*safefs.Dir, error) {
+	return safefs.OpenDir(filepath.Dir(gitDir), filepath.Base(gitDir))
 }
 
 func (rr *repoRefs) parsePacked(data []byte) {
@@ -101,33 +93,48 @@ func (rr *repoRefs) parsePacked(data []byte) {
 	}
 }
 
-// walkLoose reads the loose refs under refs/, which win over packed ones. Links are
-// not followed (WalkDir does not descend into them; root refuses those leading out).
-func (rr *repoRefs) walkLoose(root *os.Root) error {
+// walkLoose reads the loose refs under refs/, which win over packed ones. A link
+// anywhere under refs/, or anything but a directory or a regular file, is refused;
+// at most maxRefs entries are visited.
+func (rr *repoRefs) walkLoose(dir *safefs.Dir) error {
+	if _, err := dir.Lstat("refs"); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	n := 0
-	return fs.WalkDir(root.FS(), "refs", func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil && p == "refs" && errors.Is(err, fs.ErrNotExist):
-			return nil
-		case err != nil:
-			return err
-		case d.IsDir():
-			return nil
-		case !d.Type().IsRegular():
-			return errRepo
-		}
-		if n++; n > maxRefs {
-			return errRepo
-		}
-		data, err := readRegular(root, p, maxRefFile)
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		names, err := dir.Names(rel, maxRefs+1)
 		if err != nil {
 			return err
 		}
-		if oid := strings.TrimSpace(string(data)); isOID(oid) {
-			rr.refs[p] = oid
+		for _, name := range names {
+			if n++; n > maxRefs {
+				return errRepo
+			}
+			p := rel + "/" + name
+			fi, err := dir.Lstat(p)
+			switch {
+			case err != nil:
+				return err
+			case fi.IsDir():
+				if err := walk(p); err != nil {
+					return err
+				}
+				continue
+			case !fi.Mode().IsRegular():
+				return errRepo
+			}
+			data, err := dir.ReadFile(p, maxRefFile)
+			if err != nil {
+				return err
+			}
+			if oid := strings.TrimSpace(string(data)); isOID(oid) {
+				rr.refs[p] = oid
+			}
 		}
 		return nil
-	})
+	}
+	return walk("refs")
 }
 
 // resolve is git's reading of name as a source: an object id, HEAD, a full ref name,
@@ -166,14 +173,14 @@ func (rr *repoRefs) state() string {
 }
 
 // copyConfig copies the repository's configuration file (a regular file, read
-// through the root) to dst, for `git config --file`, which reads no include.
+// through a safefs.Dir) to dst, for `git config --file`, which reads no include.
 func copyConfig(gitDir, dst string) error {
-	root, err := os.OpenRoot(gitDir)
+	dir, err := openGitDir(gitDir)
 	if err != nil {
 		return errRepo
 	}
-	defer root.Close()
-	data, err := readRegular(root, "config", maxConfig)
+	defer dir.Close()
+	data, err := dir.ReadFile("config", maxConfig)
 	if errors.Is(err, fs.ErrNotExist) {
 		data, err = nil, nil
 	}

@@ -8,22 +8,26 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/hostexec"
+	"github.com/cordonhq/cordon/internal/safefs"
 )
 
-// Bounds on the loose objects a push copies from the workspace.
+// Bounds on the loose objects a push copies from the workspace, and on the entries
+// of the pack directory.
 const (
 	maxLooseObjects = 200_000
 	maxLooseBytes   = 512 << 20 // of host disk per request; MaxPending requests at most
+	maxPackEntries  = 10_000
 )
 
 // makeScratch makes, in home, the bare repository a push runs from: no configuration,
 // hooks, refs or remotes but cordon's, and the workspace's objects lent through
 // objects/info/alternates to a private directory of cordon's. That directory holds a
-// copy of the loose objects (read through an os.Root, regular files only) and a link
+// copy of the loose objects (read through a safefs.Dir, regular files only) and a link
 // to the pack directory, which is read-only to the sandbox (all of .git by default,
 // objects/pack under git: commit). It refuses what would lend another repository's
 // objects: alternates of the workspace's own, or a pack entry that is not a regular
@@ -33,14 +37,14 @@ func makeScratch(ctx context.Context, pol hostexec.Policy, home, ws, format stri
 	if st, err := os.Lstat(objects); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("%s is not a directory", objects)
 	}
-	root, err := os.OpenRoot(objects)
+	root, err := safefs.OpenDir(ws, ".git/objects")
 	if err != nil {
 		return "", errRepo
 	}
 	defer root.Close()
 	for _, f := range []string{"info/alternates", "info/http-alternates"} {
-		if _, err := root.Lstat(f); err == nil {
-			return "", fmt.Errorf("refused: %s exists; it would lend another repository's objects to the push", filepath.Join(objects, f))
+		if _, err := root.Lstat(f); !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("refused: %s exists (or a link on its way); it would lend another repository's objects to the push", filepath.Join(objects, f))
 		}
 	}
 	alt := filepath.Join(home, "objects")
@@ -70,7 +74,7 @@ func makeScratch(ctx context.Context, pol hostexec.Policy, home, ws, format stri
 
 // linkPacks checks that the workspace's pack directory holds regular files only and
 // links alt/pack to it.
-func linkPacks(root *os.Root, objects, alt string) error {
+func linkPacks(root *safefs.Dir, objects, alt string) error {
 	if _, err := packState(root); err != nil {
 		return err
 	}
@@ -83,7 +87,7 @@ func linkPacks(root *os.Root, objects, alt string) error {
 // packState lists the workspace's packs (name, inode, size), refusing anything but
 // regular files: the push reads them where they are, so the approval checks that they
 // are the ones the request saw.
-func packState(root *os.Root) (string, error) {
+func packState(root *safefs.Dir) (string, error) {
 	st, err := root.Lstat("pack")
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -91,28 +95,32 @@ func packState(root *os.Root) (string, error) {
 	if err != nil || !st.IsDir() {
 		return "", errors.New("refused: objects/pack is not a directory")
 	}
-	entries, err := fs.ReadDir(root.FS(), "pack")
+	names, err := root.Names("pack", maxPackEntries+1)
 	if err != nil {
 		return "", errRepo
 	}
+	if len(names) > maxPackEntries {
+		return "", fmt.Errorf("refused: objects/pack holds more than %d entries; run git gc outside the sandbox first", maxPackEntries)
+	}
+	slices.Sort(names)
 	var b strings.Builder
-	for _, e := range entries {
-		fi, err := e.Info()
-		if err != nil || !e.Type().IsRegular() {
-			return "", fmt.Errorf("refused: objects/pack/%s is not a regular file; it could lend another repository's objects to the push", e.Name())
+	for _, name := range names {
+		fi, err := root.Lstat("pack/" + name)
+		if err != nil || !fi.Mode().IsRegular() {
+			return "", fmt.Errorf("refused: objects/pack/%s is not a regular file; it could lend another repository's objects to the push", name)
 		}
 		var ino uint64
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			ino = uint64(st.Ino)
 		}
-		fmt.Fprintf(&b, "%s %d %d %d\n", e.Name(), ino, fi.Size(), fi.ModTime().UnixNano())
+		fmt.Fprintf(&b, "%s %d %d %d\n", name, ino, fi.Size(), fi.ModTime().UnixNano())
 	}
 	return b.String(), nil
 }
 
 // packsOf is packState for the workspace ws.
 func packsOf(ws string) (string, error) {
-	root, err := os.OpenRoot(filepath.Join(ws, ".git", "objects"))
+	root, err := safefs.OpenDir(ws, ".git/objects")
 	if err != nil {
 		return "", errRepo
 	}
@@ -122,15 +130,12 @@ func packsOf(ws string) (string, error) {
 
 // copyRegular copies the regular file name in root to dst, streaming, at most max
 // bytes; it returns the size.
-func copyRegular(root *os.Root, name, dst string, max int64) (int64, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func copyRegular(root *safefs.Dir, name, dst string, max int64) (int64, error) {
+	f, err := root.Open(name, safefs.NoLimit)
 	if err != nil {
 		return 0, errRepo
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return 0, errRepo
-	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 	if err != nil {
 		return 0, err
@@ -146,35 +151,40 @@ func copyRegular(root *os.Root, name, dst string, max int64) (int64, error) {
 }
 
 // copyLoose copies the loose objects (objects/XX/YYYY…) into alt.
-func copyLoose(root *os.Root, alt string) error {
-	dirs, err := fs.ReadDir(root.FS(), ".")
-	if err != nil {
+func copyLoose(root *safefs.Dir, alt string) error {
+	dirs, err := root.Names(".", maxLooseObjects)
+	if err != nil || len(dirs) >= maxLooseObjects {
 		return errRepo
 	}
+	slices.Sort(dirs)
 	var n, total int64
 	for _, d := range dirs {
-		if len(d.Name()) != 2 || strings.Trim(d.Name(), "0123456789abcdef") != "" {
+		if len(d) != 2 || strings.Trim(d, "0123456789abcdef") != "" {
 			continue
 		}
-		if !d.IsDir() {
-			return fmt.Errorf("refused: objects/%s is not a directory", d.Name())
+		if fi, err := root.Lstat(d); err != nil || !fi.IsDir() {
+			return fmt.Errorf("refused: objects/%s is not a directory", d)
 		}
-		files, err := fs.ReadDir(root.FS(), d.Name())
+		files, err := root.Names(d, maxLooseObjects+1)
 		if err != nil {
 			return errRepo
 		}
-		dst := filepath.Join(alt, d.Name())
+		if int64(len(files)) > maxLooseObjects-n {
+			return fmt.Errorf("refused: more than %d loose objects; run git gc outside the sandbox first", maxLooseObjects)
+		}
+		slices.Sort(files)
+		dst := filepath.Join(alt, d)
 		if err := os.MkdirAll(dst, 0o700); err != nil {
 			return err
 		}
 		for _, f := range files {
-			if strings.HasPrefix(f.Name(), "tmp_") {
+			if strings.HasPrefix(f, "tmp_") {
 				continue // an object git is still writing
 			}
-			if !f.Type().IsRegular() {
-				return fmt.Errorf("refused: objects/%s/%s is not a regular file; it could lend another repository's objects to the push", d.Name(), f.Name())
+			if fi, err := root.Lstat(d + "/" + f); err != nil || !fi.Mode().IsRegular() {
+				return fmt.Errorf("refused: objects/%s/%s is not a regular file; it could lend another repository's objects to the push", d, f)
 			}
-			size, err := copyRegular(root, d.Name()+"/"+f.Name(), filepath.Join(dst, f.Name()), maxLooseBytes-total)
+			size, err := copyRegular(root, d+"/"+f, filepath.Join(dst, f), maxLooseBytes-total)
 			if err != nil {
 				return err
 			}

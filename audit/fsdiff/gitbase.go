@@ -14,6 +14,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/gitread"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/safefs"
 )
 
 // The baseline of a git workspace does not read the files git already has: a regular
@@ -48,21 +49,21 @@ type lazyBlob struct {
 	err  error
 }
 
-// gitIndex reads the index of the workspace opened as root, or returns nil when there
-// is none usable: no .git directory (a link, a gitdir: file, a worktree), or an index
-// that is missing, malformed or over the parser's limits. The caller then reads every
-// file, as without git.
-func gitIndex(root *os.Root) *gitread.Index {
+// gitIndex reads the index of the workspace dir, opened as root, or returns nil when
+// there is none usable: no .git directory (a link, a gitdir: file, a worktree), or an
+// index that is missing, malformed or over the parser's limits. The caller then reads
+// every file, as without git.
+func gitIndex(root *os.Root, dir string) *gitread.Index {
 	fi, err := root.Lstat(".git")
 	if err != nil || !fi.IsDir() {
 		return nil
 	}
-	g, err := root.OpenRoot(".git")
+	g, err := safefs.OpenDir(dir, ".git")
 	if err != nil {
 		return nil
 	}
 	defer g.Close()
-	if got, err := g.Stat("."); err != nil || !os.SameFile(got, fi) {
+	if got, err := g.Lstat("."); err != nil || !os.SameFile(got, fi) {
 		return nil
 	}
 	if _, err := g.Lstat(paths.GitWritten); !errors.Is(err, fs.ErrNotExist) {

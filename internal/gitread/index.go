@@ -4,8 +4,8 @@
 //
 // It never runs git and obeys nothing in the git directory: no configuration, no
 // alternates, no hooks, no attributes, no filters, no commondir or gitdir pointers.
-// Every file is opened through an [os.Root] of the git directory, so nothing outside
-// it is read; every blob is checked against its object id (SHA-1 with collision
+// Every file is opened through a [safefs.Dir] of the git directory, so nothing outside
+// it, nor through a link, is read; every blob is checked against its object id (SHA-1 with collision
 // detection) before it is returned, so a rewritten or forged object is an error, never
 // content.
 package gitread
@@ -17,11 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cordonhq/cordon/internal/safefs"
 )
 
 // Limits of the index parser. An index beyond them is refused as a whole (the caller
@@ -64,31 +65,21 @@ type Index struct {
 	ModTime time.Time
 }
 
-// ReadIndex reads and parses the index of the git directory opened as root
-// (a workspace's .git). The index must be a regular file of at most [MaxIndexSize]
-// bytes; a symbolic link is refused.
-func ReadIndex(root *os.Root) (*Index, error) {
-	fi, err := root.Lstat("index")
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: index is not a regular file", ErrMalformed)
-	}
-	if fi.Size() > MaxIndexSize {
-		return nil, fmt.Errorf("%w: index of %d bytes is over %d", ErrMalformed, fi.Size(), MaxIndexSize)
-	}
-	f, err := root.OpenFile("index", os.O_RDONLY|oNonblock, 0)
-	if err != nil {
+// ReadIndex reads and parses the index of the git directory dir (a workspace's
+// .git). The index must be a regular file of at most [MaxIndexSize] bytes; a
+// symbolic link is refused.
+func ReadIndex(dir *safefs.Dir) (*Index, error) {
+	f, err := dir.Open("index", MaxIndexSize)
+	switch {
+	case errors.Is(err, safefs.ErrNotRegular), errors.Is(err, safefs.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	case err != nil:
 		return nil, err
 	}
 	defer f.Close()
 	got, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !os.SameFile(got, fi) {
-		return nil, fmt.Errorf("%w: index replaced while opening it", ErrMalformed)
 	}
 	// Sized by the stat (one allocation, no regrowth); read to EOF all the same, within
 	// the limit, in case the file grew since.

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cordonhq/cordon/internal/safefs"
 )
 
 // pack is one objects/pack/pack-*.{idx,pack} pair, read with ReadAt and never loaded
@@ -29,12 +31,12 @@ const (
 
 const idxHeader = 8 + 256*4
 
-func openPack(root *os.Root, base string) (*pack, error) {
-	idx, err := openRegular(root, base+".idx")
+func openPack(dir *safefs.Dir, base string) (*pack, error) {
+	idx, err := openRegular(dir, base+".idx")
 	if err != nil {
 		return nil, err
 	}
-	data, err := openRegular(root, base+".pack")
+	data, err := openRegular(dir, base+".pack")
 	if err != nil {
 		idx.Close()
 		return nil, err

@@ -10,10 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/cordonhq/cordon/internal/safefs"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -35,7 +38,7 @@ const (
 //
 // A Store is safe for concurrent use.
 type Store struct {
-	root *os.Root // the git directory
+	dir *safefs.Dir // the git directory
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -55,11 +58,11 @@ func OpenStore(gitDir string) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrMalformed, gitDir)
 	}
-	root, err := os.OpenRoot(gitDir)
+	dir, err := safefs.OpenDir(filepath.Dir(gitDir), filepath.Base(gitDir))
 	if err != nil {
 		return nil, err
 	}
-	return &Store{root: root}, nil
+	return &Store{dir: dir}, nil
 }
 
 // Close releases the store's files.
@@ -70,7 +73,7 @@ func (s *Store) Close() error {
 		p.close()
 	}
 	s.packs = nil
-	return s.root.Close()
+	return s.dir.Close()
 }
 
 // spend charges n bytes of work against MaxWork.
@@ -112,7 +115,7 @@ func (s *Store) ReadBlob(oid plumbing.Hash, size int64) ([]byte, error) {
 func (s *Store) loose(oid plumbing.Hash, size int64) ([]byte, error) {
 	h := hex.EncodeToString(oid[:])
 	name := "objects/" + h[:2] + "/" + h[2:]
-	f, err := openRegular(s.root, name)
+	f, err := openRegular(s.dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -141,24 +144,13 @@ func (s *Store) loose(oid plumbing.Hash, size int64) ([]byte, error) {
 	return data, nil
 }
 
-// openRegular opens name in root, refusing anything but a regular file.
-func openRegular(root *os.Root, name string) (*os.File, error) {
-	fi, err := root.Lstat(name)
-	if err != nil {
-		return nil, err
+// openRegular opens name in dir, refusing anything but a regular file.
+func openRegular(dir *safefs.Dir, name string) (*os.File, error) {
+	f, err := dir.Open(name, safefs.NoLimit)
+	if errors.Is(err, safefs.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, name)
-	}
-	f, err := root.OpenFile(name, os.O_RDONLY|oNonblock, 0)
-	if err != nil {
-		return nil, err
-	}
-	if got, err := f.Stat(); err != nil || !os.SameFile(got, fi) {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s replaced while opening it", ErrMalformed, name)
-	}
-	return f, nil
+	return f, err
 }
 
 // packed finds oid in the packs and reads it.
@@ -187,17 +179,11 @@ func (s *Store) listPacks() ([]*pack, error) {
 		return s.packs, s.err
 	}
 	s.ready = true
-	d, err := s.root.Open("objects/pack")
+	names, err := s.dir.Names("objects/pack", maxPacks*4)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		s.err = err
-		return nil, err
-	}
-	names, err := d.Readdirnames(maxPacks * 4)
-	d.Close()
-	if err != nil && !errors.Is(err, io.EOF) {
 		s.err = err
 		return nil, err
 	}
@@ -207,7 +193,7 @@ func (s *Store) listPacks() ([]*pack, error) {
 		if !ok || len(s.packs) >= maxPacks {
 			continue
 		}
-		p, err := openPack(s.root, "objects/pack/"+base)
+		p, err := openPack(s.dir, "objects/pack/"+base)
 		if err != nil {
 			continue // a broken pack is skipped: its objects are not found
 		}

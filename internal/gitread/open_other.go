@@ -1,5 +1,0 @@
-//go:build !unix
-
-package gitread
-
-const oNonblock = 0
