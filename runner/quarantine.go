@@ -13,6 +13,7 @@ import (
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/safefs"
 	"github.com/cordonhq/cordon/internal/termtext"
 )
 
@@ -109,8 +110,16 @@ func isBare(dir string) bool {
 			return true
 		}
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	d, err := safefs.OpenDir(dir, ".")
 	if err != nil {
+		return false
+	}
+	defer d.Close()
+	f, err := d.Open("HEAD", safefs.NoLimit)
+	switch {
+	case errors.Is(err, safefs.ErrNotRegular) || errors.Is(err, syscall.ELOOP):
+		return true // made a link, a fifo, … since the Lstat
+	case err != nil:
 		return false
 	}
 	defer f.Close()

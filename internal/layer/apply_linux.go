@@ -1,6 +1,7 @@
 package layer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/safefs"
 )
 
 // StateOf describes rel in t.
@@ -50,6 +52,11 @@ func Apply(l Landing, changes []Change) (Outcome, error) {
 		return out, err
 	}
 	defer ws.Close()
+	up, err := safefs.OpenDir(l.Upper, ".")
+	if err != nil {
+		return out, err
+	}
+	defer up.Close()
 	var land []Change
 	for _, c := range changes {
 		if why := l.refuse(ws, c); why != "" {
@@ -68,7 +75,7 @@ func Apply(l Landing, changes []Change) (Outcome, error) {
 		if under(c.Path, out.Refused) {
 			continue
 		}
-		if err := l.land(ws, c); err != nil {
+		if err := l.land(ws, up, c); err != nil {
 			return out, fmt.Errorf("landing %s: %w", c.Path, err)
 		}
 		if c.Kind != Dir || c.Opaque || !l.Ended[c.Path].Exists {
@@ -169,7 +176,7 @@ func (l Landing) changedBelow(ws *linux.Tree, rel string) bool {
 }
 
 // land makes the workspace hold c.
-func (l Landing) land(ws *linux.Tree, c Change) error {
+func (l Landing) land(ws *linux.Tree, up *safefs.Dir, c Change) error {
 	now := StateOf(ws, c.Path)
 	switch c.Kind {
 	case Delete:
@@ -187,7 +194,7 @@ func (l Landing) land(ws *linux.Tree, c Change) error {
 			return err
 		}
 		if c.Opaque {
-			return l.emptyExcept(ws, c.Path)
+			return l.emptyExcept(ws, up, c.Path)
 		}
 		return nil
 	}
@@ -199,14 +206,14 @@ func (l Landing) land(ws *linux.Tree, c Change) error {
 	if c.Kind == Symlink {
 		return ws.Symlink(c.Path, c.Target, l.UID, l.GID)
 	}
-	f, err := os.OpenFile(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := up.Open(c.Path, safefs.NoLimit)
+	if errors.Is(err, safefs.ErrNotRegular) {
+		return fmt.Errorf("the staged file is no longer a regular file")
+	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("the staged file is no longer a regular file")
-	}
 	// Its mtime and user.* attributes land with it: the diff showed them (what
 	// else it carries, Read named).
 	_, err = ws.WriteFileLike(c.Path, f, c.Mode, l.UID, l.GID)
@@ -242,15 +249,12 @@ func (l Landing) dirMeta(ws *linux.Tree, c Change, was State) error {
 }
 
 // emptyExcept removes the entries of the workspace directory rel that the upper
-// directory does not hold (an opaque directory replaced them).
-func (l Landing) emptyExcept(ws *linux.Tree, rel string) error {
+// directory up does not hold (an opaque directory replaced them).
+func (l Landing) emptyExcept(ws *linux.Tree, up *safefs.Dir, rel string) error {
 	keep := map[string]bool{}
-	if f, err := os.Open(filepath.Join(l.Upper, filepath.FromSlash(rel))); err == nil {
-		names, _ := f.Readdirnames(-1)
-		f.Close()
-		for _, n := range names {
-			keep[n] = true
-		}
+	kept, _ := up.Names(rel, 0)
+	for _, n := range kept {
+		keep[n] = true
 	}
 	names, err := ws.Names(rel)
 	if err != nil {
