@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cordonhq/cordon/creds/internal/atomicfile"
+	"github.com/cordonhq/cordon/internal/atomicfile"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/owner"

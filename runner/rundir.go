@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
@@ -145,11 +146,10 @@ func checkRunRoot(root string, plan *contract.Plan) error {
 
 func (rd *runDir) save() error {
 	data, _ := json.Marshal(rd.owner)
-	tmp := filepath.Join(rd.path, "owner.json.tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(rd.path, "owner.json"), data, 0o600); err != nil {
 		return fmt.Errorf("writing run owner: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(rd.path, "owner.json"))
+	return nil
 }
 
 // markGitWritten creates paths.GitWritten in the workspace's .git when the sandbox may

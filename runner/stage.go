@@ -9,6 +9,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/layer"
 )
 
@@ -104,11 +105,10 @@ func (s *stageRecord) save(dir string) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, stageRecordName+".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, stageRecordName), data, 0o600); err != nil {
 		return fmt.Errorf("saving the stage record: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, stageRecordName))
+	return nil
 }
 
 func loadStage(dir string) (*stageRecord, error) {

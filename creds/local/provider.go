@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/creds"
-	"github.com/cordonhq/cordon/creds/internal/atomicfile"
 	"github.com/cordonhq/cordon/creds/internal/scope"
+	"github.com/cordonhq/cordon/internal/atomicfile"
 )
 
 // Provider issues local tokens. It implements [creds.Provider] and [creds.Sweeper],

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cordonhq/cordon/creds/internal/atomicfile"
+	"github.com/cordonhq/cordon/internal/atomicfile"
 )
 
 // entry is what the store keeps of one token, in ROOT/local/SHA256.json (mode 0600).

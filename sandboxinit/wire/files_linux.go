@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -86,14 +87,14 @@ func WriteSpec(dir string, spec Spec, uid, gid int) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, DirSpec+".tmp")
-	if err := os.WriteFile(tmp, data, 0o400); err != nil {
-		return err
+	owner, group := uid, gid
+	if uid == os.Geteuid() && gid == os.Getegid() {
+		owner, group = -1, -1 // ours already
 	}
-	if err := chown(tmp, uid, gid); err != nil {
-		return err
+	if err := atomicfile.WriteOwned(filepath.Join(dir, DirSpec), data, 0o400, owner, group); err != nil {
+		return fmt.Errorf("writing the init spec for the sandbox user %d:%d: %w", uid, gid, err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, DirSpec))
+	return nil
 }
 
 func chown(p string, uid, gid int) error {

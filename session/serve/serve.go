@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -94,10 +95,7 @@ func Publish(sess *runner.Session, rec Record, root paths.Root) (*Server, error)
 		si := wire.Info{ID: id, Process: owner.Self(), Started: time.Now().UTC(),
 			Contract: rec.Contract, Backend: rec.Backend, Workspace: rec.Workspace, AuditDir: sess.AuditDir()}
 		data, _ := json.Marshal(si)
-		tmp := info + ".tmp"
-		if err = os.WriteFile(tmp, data, 0o600); err == nil {
-			err = os.Rename(tmp, info)
-		}
+		err = atomicfile.Write(info, data, 0o600)
 	}
 	if err != nil {
 		s.remove()
