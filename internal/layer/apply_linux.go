@@ -3,9 +3,7 @@ package layer
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -190,7 +188,7 @@ func (l Landing) land(ws *linux.Tree, up *safefs.Dir, c Change) error {
 		if err := ws.Mkdir(c.Path, c.Mode, l.UID, l.GID); err != nil {
 			return err
 		}
-		if err := l.dirMeta(ws, c, now); err != nil {
+		if err := l.dirMeta(ws, up, c, now); err != nil {
 			return err
 		}
 		if c.Opaque {
@@ -224,7 +222,7 @@ func (l Landing) land(ws *linux.Tree, up *safefs.Dir, c Change) error {
 // carries, Read named; a copied-up directory holds the workspace's, so an existing
 // one's that it lacks were removed) and an existing one's permission bits when the
 // sandbox changed them (a copied-up directory keeps the workspace's unless it did).
-func (l Landing) dirMeta(ws *linux.Tree, c Change, was State) error {
+func (l Landing) dirMeta(ws *linux.Tree, up *safefs.Dir, c Change, was State) error {
 	if was.Exists && was.Dir && !c.Opaque {
 		if !l.Writable(c.Path) {
 			return nil // a path the sandbox may not write it could not change either
@@ -239,7 +237,7 @@ func (l Landing) dirMeta(ws *linux.Tree, c Change, was State) error {
 			}
 		}
 	}
-	src, err := os.Open(filepath.Join(l.Upper, filepath.FromSlash(c.Path)))
+	src, err := up.OpenDirFile(c.Path)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // TestApplyReadsTheUpperWithoutLinks: a change set read from the upper directory names
@@ -41,4 +43,41 @@ func TestApplyReadsTheUpperWithoutLinks(t *testing.T) {
 	if err == nil {
 		t.Fatal("Apply succeeded though the staged file could not be read")
 	}
+}
+
+// TestApplyDirMetaFollowsNoLink: a staged directory d made a link to a host
+// directory before Apply: the host directory's user.* attributes are not copied onto
+// the workspace's d (the upper's d is opened through no link).
+func TestApplyDirMetaFollowsNoLink(t *testing.T) {
+	top := t.TempDir()
+	ws, upper, host := filepath.Join(top, "ws"), filepath.Join(top, "upper"), filepath.Join(top, "host")
+	for _, d := range []string{ws, upper, host} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := linux.Lsetxattr(host, "user.secret", "HOST"); err != nil {
+		t.Fatalf("setting a user.* attribute on %s: %v", host, err)
+	}
+	if err := os.Symlink(host, filepath.Join(upper, "d")); err != nil {
+		t.Fatal(err)
+	}
+	l := Landing{Workspace: ws, Upper: upper, Writable: func(string) bool { return true }, UID: -1, GID: -1}
+	_, err := Apply(l, []Change{{Path: "d", Kind: Dir, Mode: 0o755}})
+	if v, _ := getxattr(filepath.Join(ws, "d"), "user.secret"); v != "" {
+		t.Fatalf("the host directory's attribute landed through a link in the upper (Apply: %v)", err)
+	}
+	if err == nil {
+		t.Fatal("Apply succeeded though the staged directory is a link")
+	}
+}
+
+// getxattr reads the attribute name of the directory p ("" when it has none).
+func getxattr(p, name string) (string, error) {
+	top, err := linux.OpenTree(filepath.Dir(p))
+	if err != nil {
+		return "", err
+	}
+	defer top.Close()
+	return top.Getxattr(filepath.Base(p), name)
 }

@@ -12,11 +12,21 @@ import (
 // Sub opens the directory rel of t as a Tree of its own, resolved as every path of
 // t is (no link, no mount crossing, not out of t).
 func (t *Tree) Sub(rel string) (*Tree, error) {
+	f, err := t.OpenDirFile(rel)
+	if err != nil {
+		return nil, err
+	}
+	return &Tree{root: f}, nil
+}
+
+// OpenDirFile opens the directory rel of t for reading (its entries, its extended
+// attributes), resolved as every path of t is.
+func (t *Tree) OpenDirFile(rel string) (*os.File, error) {
 	fd, err := t.resolve(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
 	}
-	return &Tree{root: os.NewFile(uintptr(fd), rel)}, nil
+	return os.NewFile(uintptr(fd), rel), nil
 }
 
 // Info describes rel itself (a link at rel is described, not followed; a link on

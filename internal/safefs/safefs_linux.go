@@ -46,6 +46,10 @@ func (d *Dir) Sub(rel string) (*Dir, error) {
 	return &Dir{t: t}, nil
 }
 
+// OpenDirFile opens the directory rel beneath d as a file, to read its entries or
+// its extended attributes.
+func (d *Dir) OpenDirFile(rel string) (*os.File, error) { return d.t.OpenDirFile(rel) }
+
 // Lstat describes rel itself: a link at rel is described, one on the way refused.
 func (d *Dir) Lstat(rel string) (fs.FileInfo, error) { return d.t.Info(rel) }
 

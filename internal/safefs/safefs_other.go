@@ -54,6 +54,17 @@ func (d *Dir) Sub(rel string) (*Dir, error) {
 	return &Dir{r: r}, nil
 }
 
+// OpenDirFile opens the directory rel beneath d as a file, to read its entries or
+// its extended attributes.
+func (d *Dir) OpenDirFile(rel string) (*os.File, error) {
+	sub, err := d.Sub(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	return sub.r.Open(".")
+}
+
 // Lstat describes rel itself (a link at rel is described, not followed).
 func (d *Dir) Lstat(rel string) (fs.FileInfo, error) { return d.r.Lstat(rel) }
 

@@ -149,6 +149,21 @@ func TestOpenDir(t *testing.T) {
 			t.Errorf("OpenDir(ws, %q) succeeded; want a refusal", rel)
 		}
 	}
+	ws, err := OpenDir(top, "ws")
+	must(t, err)
+	defer ws.Close()
+	for _, rel := range []string{"mid-out", "leaf-in", "file"} {
+		if f, err := ws.OpenDirFile(rel); err == nil {
+			f.Close()
+			t.Errorf("OpenDirFile(%q) succeeded; want a refusal", rel)
+		}
+	}
+	f, err := ws.OpenDirFile("sub")
+	must(t, err)
+	if names, err := f.Readdirnames(-1); err != nil || len(names) != 1 {
+		t.Fatalf("OpenDirFile(sub) lists %q, %v", names, err)
+	}
+	f.Close()
 	d, err := OpenDir(filepath.Join(top, "ws"), "sub")
 	must(t, err)
 	defer d.Close()
