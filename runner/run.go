@@ -122,7 +122,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 		// cordon gc removes it.
 		fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)
 	}
-	r.res.Alerts = r.sink.alerts("") // the monitor is closed: every alert has been read
+	r.res.Alerts = r.sink.Alerts("") // the monitor is closed: every alert has been read
 	if err != nil {
 		return r.res, err
 	}
@@ -306,7 +306,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
-	r.sink = &cmdSink{next: log, copy: r.o.Events, now: r.o.now}
+	r.sink = newSink(log, r.o.Events, r.o.now)
 	if r.uidErr != nil {
 		return r.uidErr // logged: the run was refused, not run
 	}
@@ -405,7 +405,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if r.log == nil {
 		return terr
 	}
-	r.sink.close() // the proxy is closed: the last counts of attempts past the budgets
+	r.sink.Close() // the proxy is closed: the last counts of attempts past the budgets
 	if !r.ended {
 		r.end = audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError}
 		if err != nil {

@@ -29,24 +29,6 @@ type ExecOptions struct {
 	Cap int
 }
 
-// Denial is one destination the egress proxy refused a command, as the command may be
-// told: nothing in it comes from the contract but the category.
-type Denial struct {
-	Destination   string // "host:port", as the command asked for it
-	Reason        string // the kind of denial, e.g. "not in network.allow"
-	SuggestedRule string // the rule that would allow it, "" when none could
-}
-
-// Alert is one kind of monitor alert a command raised: the category of the deviation,
-// what it touched and the syscall, counted. Nothing of the contract is in it (the full
-// reason, which names the contract's path and why, is in the audit log).
-type Alert struct {
-	Category string // e.g. "write to a read-only path"
-	Target   string // the path, address, program or decoded arguments
-	Syscall  string
-	Count    int
-}
-
 // ExecResult is how one command of a session ended.
 type ExecResult struct {
 	CmdID    string // the seq of its cmd.start in the log

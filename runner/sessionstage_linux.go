@@ -154,7 +154,7 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 	// What the checkpoint did not keep is not restored either: said again here.
 	res.Changed, res.Problems = changed, append(append([]string(nil), cp.Problems...), problemLines(problems)...)
 	r.log.Emit(event.Event{Type: event.SessionRollback, Body: event.RollbackBody{
-		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.running(), By: userName()}})
+		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.Running(), By: userName()}})
 	r.closeBetween(ctx)
 	if err != nil {
 		return res, errdefs.Unavailablef("rolling back to checkpoint %d (%d path(s) restored): %w", cp.N, len(changed), err)

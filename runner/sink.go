@@ -17,7 +17,7 @@ import (
 // them (budget.go): past its kind's budget an attempt is counted in its command's tally
 // of that kind instead of being passed on, and the tally is passed on as a
 // net.deny.summary or net.allow.summary at most once a second (one timer for both), at
-// the command's end (flushSummaries) and at the run's end (close).
+// the command's end (Flush) and at the run's end (Close).
 type cmdSink struct {
 	next event.Sink
 	copy event.Sink       // may be nil
@@ -35,11 +35,25 @@ type cmdSink struct {
 	stop    func() bool            // cancels the summary timer; nil when none is armed
 
 	// flushMu is held from taking tallies off the budget to passing the last of them
-	// on (tick, flushSummaries, close), before mu: close does not return while a summary
+	// on (tick, Flush, Close), before mu: Close does not return while a summary
 	// the timer took is still on its way to the log, which teardown seals right after
 	// (a summary passed to a sealed log would be dropped, its denials neither itemized
 	// nor counted), and a command's summary precedes its cmd.end.
 	flushMu sync.Mutex
+}
+
+// newSink returns a sink that passes events on to next and a copy of each to copy (nil
+// for none), on the clock now (nil for time.Now).
+func newSink(next, copy event.Sink, now func() time.Time) *cmdSink {
+	return &cmdSink{next: next, copy: copy, now: now}
+}
+
+// Denial is one destination the egress proxy refused a command, as the command may be
+// told: nothing in it comes from the contract but the category.
+type Denial struct {
+	Destination   string // "host:port", as the command asked for it
+	Reason        string // the kind of denial, e.g. "not in network.allow"
+	SuggestedRule string // the rule that would allow it, "" when none could
 }
 
 // cmdDenials is what a running command's result says of its denials: the first
@@ -49,8 +63,9 @@ type cmdDenials struct {
 	n    int
 }
 
-// joinCgroup attributes events from cgroup id to command cmd.
-func (s *cmdSink) joinCgroup(id uint64, cmd string) {
+// JoinCgroup attributes events from cgroup id to command cmd: an alert from a process in
+// that cgroup is the command's, whichever command is current.
+func (s *cmdSink) JoinCgroup(id uint64, cmd string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cgroups == nil {
@@ -59,13 +74,17 @@ func (s *cmdSink) joinCgroup(id uint64, cmd string) {
 	s.cgroups[id] = cmd
 }
 
-func (s *cmdSink) push(id string) {
+// Begin marks command id running: events that name no command are stamped with it while
+// it is the most recently started one still running.
+func (s *cmdSink) Begin(id string) {
 	s.mu.Lock()
 	s.active = append(s.active, id)
 	s.mu.Unlock()
 }
 
-func (s *cmdSink) pop(id string) {
+// End marks command id ended and forgets its denials and alerts: take them (Denied,
+// Alerts) and write its summaries (Flush) before.
+func (s *cmdSink) End(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, a := range s.active {
@@ -78,15 +97,15 @@ func (s *cmdSink) pop(id string) {
 	s.alerted.forget(id)
 }
 
-// running lists the commands running now, oldest first.
-func (s *cmdSink) running() []string {
+// Running lists the commands running now, oldest first.
+func (s *cmdSink) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.active...)
 }
 
-// current is the most recently started command still running, or "".
-func (s *cmdSink) current() string {
+// Current is the most recently started command still running, or "".
+func (s *cmdSink) Current() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.active) == 0 {
@@ -95,10 +114,10 @@ func (s *cmdSink) current() string {
 	return s.active[len(s.active)-1]
 }
 
-// denied returns the destinations ("host:port") denied to command id so far, one per
+// Denied returns the destinations ("host:port") denied to command id so far, one per
 // denial, the same explained, one per destination in the order first denied, and how
 // many more denials it had than targets lists (past maxDeniesKept).
-func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
+func (s *cmdSink) Denied(id string) ([]string, []Denial, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var (
@@ -126,9 +145,9 @@ func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
 	return targets, denials, d.n - len(d.kept)
 }
 
-// alerts returns the monitor alerts of command id so far, or the whole run's when id is
+// Alerts returns the monitor alerts of command id so far, or the whole run's when id is
 // "", once per category, target and syscall in the order first seen.
-func (s *cmdSink) alerts(id string) []Alert {
+func (s *cmdSink) Alerts(id string) []Alert {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.alerted.list(id)
@@ -191,9 +210,9 @@ func (s *cmdSink) keepDenied(cmd string, b event.NetBody) {
 	}
 }
 
-// flushSummaries writes command cmd's tallies of attempts past the budgets now, and any
+// Flush writes command cmd's tallies of attempts past the budgets now, and any
 // other that is due, so that its summaries precede its cmd.end.
-func (s *cmdSink) flushSummaries(cmd string) {
+func (s *cmdSink) Flush(cmd string) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
@@ -204,9 +223,9 @@ func (s *cmdSink) flushSummaries(cmd string) {
 	}
 }
 
-// close writes every tally left, as the run ends (once the proxy is closed), and stops
+// Close writes every tally left, as the run ends (once the proxy is closed), and stops
 // the summary timer; any attempt after it is itemized. It is idempotent.
-func (s *cmdSink) close() {
+func (s *cmdSink) Close() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
