@@ -22,6 +22,7 @@ import (
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/uids"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/runner/tally"
 )
 
 // Options configure one run. Zero fields mean defaults.
@@ -259,7 +260,7 @@ type run struct {
 	log    *audit.Writer
 	eg     *egressService
 	sb     sandbox.Sandbox
-	sink   *cmdSink
+	sink   *tally.Sink
 	monitorState
 	// The listener process 1 dials (until it has) and its token; a session's channel
 	// to it and directory of spill files; a one-command run's hand-over.
@@ -306,7 +307,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
-	r.sink = newSink(log, r.o.Events, r.o.now)
+	r.sink = tally.New(log, r.o.Events, r.o.now)
 	if r.uidErr != nil {
 		return r.uidErr // logged: the run was refused, not run
 	}

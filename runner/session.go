@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/runner/tally"
 )
 
 // ExecOptions configure one command of a session. Zero fields mean defaults.
@@ -28,6 +29,13 @@ type ExecOptions struct {
 	// readable inside at SpillPath, and the cut output ends with a line naming it.
 	Cap int
 }
+
+// Denial is one destination the egress proxy refused a command, as the command may be
+// told (see [tally.Denial]).
+type Denial = tally.Denial
+
+// Alert is one kind of monitor alert a command raised, counted (see [tally.Alert]).
+type Alert = tally.Alert
 
 // ExecResult is how one command of a session ended.
 type ExecResult struct {

@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"reflect"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestCmdSinkDenied(t *testing.T) {
-	s := &cmdSink{next: event.SinkFunc(func(event.Event) {})}
+	s := &Sink{next: event.SinkFunc(func(event.Event) {})}
 	s.Begin("c1")
 	deny := func(b event.NetBody) { s.Emit(event.Event{Type: event.NetDeny, Body: b}) }
 	rule := "network.allow: [{host: example.com, ports: [443]}]"
@@ -42,7 +42,7 @@ func TestCmdSinkDenied(t *testing.T) {
 // DeniedMore, and every deny reaches the log: itemized, or counted in a summary.
 func TestCmdSinkDeniesBounded(t *testing.T) {
 	var logged, counted int64
-	s := &cmdSink{next: event.SinkFunc(func(e event.Event) {
+	s := &Sink{next: event.SinkFunc(func(e event.Event) {
 		switch e.Type {
 		case event.NetDeny:
 			logged++

@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"runtime"
@@ -11,11 +11,11 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 )
 
-// floodSink is a cmdSink on a fake clock whose summary timer the test fires, and what
+// floodSink is a Sink on a fake clock whose summary timer the test fires, and what
 // it passed on to the log.
 type floodSink struct {
 	t      *testing.T
-	s      *cmdSink
+	s      *Sink
 	now    time.Time
 	timer  func() // the armed summary timer's function, nil when none is armed
 	at     time.Time
@@ -25,7 +25,7 @@ type floodSink struct {
 
 func newFloodSink(t *testing.T) *floodSink {
 	f := &floodSink{t: t, now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	f.s = &cmdSink{
+	f.s = &Sink{
 		next: event.SinkFunc(func(e event.Event) {
 			switch e.Type {
 			case event.NetDeny, event.NetDenySummary:
@@ -261,9 +261,9 @@ func TestDenySummaryNotLostToClose(t *testing.T) {
 			logged, lost int64
 			ended        = make(chan struct{})
 			fire         func()
-			s            *cmdSink
+			s            *Sink
 		)
-		s = &cmdSink{
+		s = &Sink{
 			next: event.SinkFunc(func(e event.Event) {
 				b, ok := e.Body.(event.NetDenySummaryBody)
 				if !ok {
