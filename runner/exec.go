@@ -206,11 +206,7 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 // commandCgroup gives a session's command its own cgroup when the sandbox can, and
 // joins the cgroup to the command for the monitor's events.
 func (r *run) commandCgroup(cmdID string) (*sandbox.CommandCgroup, error) {
-	cc, ok := r.sb.(sandbox.CommandCgroups)
-	if !ok {
-		return nil, nil
-	}
-	cg, err := cc.CommandCgroup("cmd-" + cmdID)
+	cg, err := r.sb.CommandCgroup("cmd-" + cmdID)
 	if err != nil || cg == nil {
 		return nil, err
 	}

@@ -54,8 +54,8 @@ type Options struct {
 	Gates gate.Mode
 	// Stage runs the command against a copy-on-write view of the workspace: the real
 	// workspace is untouched, and the changes wait in the run's stage for Apply or
-	// Discard (backends that are a sandbox.Stager). A staged session also keeps
-	// checkpoints to roll back to (Session.Checkpoint, Session.Rollback).
+	// Discard (backends whose sandbox.Backend.CanStage says they can). A staged session
+	// also keeps checkpoints to roll back to (Session.Checkpoint, Session.Rollback).
 	Stage bool
 
 	now func() time.Time // or nil for time.Now
@@ -163,9 +163,10 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 	r := &run{plan: plan, o: &o, start: o.now(), session: serve}
 	r.res.RunID = audit.NewRunID(r.start)
 	r.leaseUID()
-	if w, ok := o.Backend.(sandbox.Warmer); ok && r.uidErr == nil {
-		release := w.Warm(plan, r.uid.leased)
-		r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
+	if r.uidErr == nil {
+		if release := o.Backend.Warm(plan, r.uid.leased); release != nil {
+			r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
+		}
 	}
 	s := &Session{r: r, serveDone: make(chan struct{})}
 	defer r.teardownOnPanic(ctx)
@@ -375,7 +376,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.undo.add("tearing down sandbox", r.sb.Close)
 	r.undo.add("removing command cgroups", func(context.Context) error { return errors.Join(r.removeCommandCgroups()...) })
 	r.o.Log.Debug("sandbox started", "backend", r.o.Backend.Name())
-	if es, ok := r.sb.(sandbox.EarlyStarter); ok && !r.session && es.StartsEarly() {
+	if !r.session && r.sb.StartsEarly() {
 		// A one-command run: the monitor attaches while the sandbox builds itself,
 		// before the command is let run (execOne).
 		r.early = true

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,11 +28,10 @@ type checkpoint struct {
 // openStagedSession opens the overlay a staged session's sandbox writes, once its
 // process 1 runs, and makes the directory of its checkpoints.
 func (r *run) openStagedSession() error {
-	sw, ok := r.sb.(sandbox.StagedWorkspace)
-	if !ok {
+	live, err := r.sb.StagedWorkspace()
+	if errors.Is(err, sandbox.ErrNoStage) {
 		return errdefs.Unavailablef("%s: staged sessions: %w", r.o.Backend.Name(), sandbox.ErrNoStage)
 	}
-	live, err := sw.StagedWorkspace()
 	if err != nil {
 		return errdefs.Unavailablef("opening the staged workspace: %w", err)
 	}
