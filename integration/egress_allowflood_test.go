@@ -39,7 +39,7 @@ for my $i (1..$m) {
 print "answered $answered ok $ok body $body\n";
 `
 
-// Figures of the runner's allow budget (runner/allowbudget.go), which the log must keep.
+// Figures of the run's allow budget (runner/tally/allowbudget.go), which the log must keep.
 const (
 	allowFloodBurst = 2000 // net.allow lines itemized at once
 	allowFloodRate  = 100  // a second, after that

@@ -37,7 +37,7 @@ for my $i (1..$n) {
 print "denied $denied of $n\n";
 `
 
-// Figures of the runner's deny budget (runner/denybudget.go), which the log must keep.
+// Figures of the run's deny budget (runner/tally/denybudget.go), which the log must keep.
 const (
 	floodBurst = 1000 // net.deny lines itemized at once
 	floodRate  = 100  // a second, after that

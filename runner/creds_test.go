@@ -15,8 +15,12 @@ import (
 // neverStarts is a backend that is available but must not be asked for a sandbox.
 type neverStarts struct{ t *testing.T }
 
-func (neverStarts) Name() string                { return "never-starts" }
-func (neverStarts) Check(context.Context) error { return nil }
+func (neverStarts) Name() string                              { return "never-starts" }
+func (neverStarts) Check(context.Context) error               { return nil }
+func (neverStarts) HostUID(*contract.Plan) (int, bool, error) { return 0, false, nil }
+func (neverStarts) Warm(*contract.Plan, int) func()           { return nil }
+func (neverStarts) CanStage() error                           { return sandbox.ErrNoStage }
+func (neverStarts) LoopbackEgress() bool                      { return false }
 func (b neverStarts) Start(context.Context, *contract.Plan, sandbox.Host) (sandbox.Sandbox, error) {
 	b.t.Error("the sandbox was started although a credential could not be issued")
 	return nil, errors.New("never-starts: no sandbox")

@@ -21,7 +21,7 @@ import (
 // egressService is the run's egress proxy, the sandbox's only way out. It serves the
 // listener the sandbox's process 1 handed over ([run.takeHello]: TCP on
 // [sandbox.ProxyAddr], in the sandbox's network namespace) or, for a
-// [sandbox.LoopbackEgress] backend, a loopback TCP port of the host's.
+// [sandbox.Backend.LoopbackEgress] backend, a loopback TCP port of the host's.
 type egressService struct {
 	proxy *egress.Proxy
 	addr  string // the loopback address, or ""
@@ -54,10 +54,10 @@ func listenLoopback() (*loopback, []string, error) {
 	return lb, proxyEnv(tokenUser + ":" + lb.token + "@" + ln.Addr().String()), nil
 }
 
-// proxyPort opens the loopback port of a [sandbox.LoopbackEgress] backend's run, with
-// the token redacted from the log; nil and [ProxyEnv] for other backends.
+// proxyPort opens the loopback port of a [sandbox.Backend.LoopbackEgress] backend's
+// run, with the token redacted from the log; nil and [ProxyEnv] for other backends.
 func (r *run) proxyPort() (*loopback, []string, error) {
-	if _, ok := r.o.Backend.(sandbox.LoopbackEgress); !ok {
+	if !r.o.Backend.LoopbackEgress() {
 		return nil, ProxyEnv(), nil
 	}
 	lb, env, err := listenLoopback()

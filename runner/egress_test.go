@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,9 +25,12 @@ import (
 // variables the runner put in Host.Env.
 type loopbackBackend struct{ t *testing.T }
 
-func (loopbackBackend) Name() string                { return "loopback-test" }
-func (loopbackBackend) Check(context.Context) error { return nil }
-func (loopbackBackend) LoopbackEgress()             {}
+func (loopbackBackend) Name() string                              { return "loopback-test" }
+func (loopbackBackend) Check(context.Context) error               { return nil }
+func (loopbackBackend) HostUID(*contract.Plan) (int, bool, error) { return 0, false, nil }
+func (loopbackBackend) Warm(*contract.Plan, int) func()           { return nil }
+func (loopbackBackend) CanStage() error                           { return sandbox.ErrNoStage }
+func (loopbackBackend) LoopbackEgress() bool                      { return true }
 func (b loopbackBackend) Start(_ context.Context, _ *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	return &loopbackSandbox{t: b.t, host: host}, nil
 }
@@ -37,6 +41,13 @@ type loopbackSandbox struct {
 }
 
 func (s *loopbackSandbox) Close(context.Context) error { return nil }
+func (s *loopbackSandbox) StartsEarly() bool           { return false }
+func (s *loopbackSandbox) CgroupID() (uint64, error)   { return 0, nil }
+func (s *loopbackSandbox) SpillShown() string          { return sandbox.SpillPath }
+func (s *loopbackSandbox) CommandCgroup(string) (*sandbox.CommandCgroup, error) {
+	return nil, nil
+}
+func (s *loopbackSandbox) StagedWorkspace() (*os.File, error) { return nil, sandbox.ErrNoStage }
 
 // Exec takes argv as URLs to GET through the proxy, with the token ("with") or without
 // it ("without"), and writes each status; it fails unless every status is as argv says.

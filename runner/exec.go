@@ -52,7 +52,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	var c command
 	defer func() {
 		if c.id != "" {
-			r.sink.pop(c.id)
+			r.sink.End(c.id)
 		}
 	}()
 	setup := func() (err error) {
@@ -97,7 +97,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		return ExecResult{}, err
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
-	r.sink.flushSummaries(c.id) // its counts of attempts past the budgets precede its end
+	r.sink.Flush(c.id) // its counts of attempts past the budgets precede its end
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
@@ -143,7 +143,7 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
-	r.sink.push(id)
+	r.sink.Begin(id)
 	return command{tracker: tracker, id: id}, nil
 }
 
@@ -206,15 +206,11 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 // commandCgroup gives a session's command its own cgroup when the sandbox can, and
 // joins the cgroup to the command for the monitor's events.
 func (r *run) commandCgroup(cmdID string) (*sandbox.CommandCgroup, error) {
-	cc, ok := r.sb.(sandbox.CommandCgroups)
-	if !ok {
-		return nil, nil
-	}
-	cg, err := cc.CommandCgroup("cmd-" + cmdID)
+	cg, err := r.sb.CommandCgroup("cmd-" + cmdID)
 	if err != nil || cg == nil {
 		return nil, err
 	}
-	r.sink.joinCgroup(cg.ID, cmdID)
+	r.sink.JoinCgroup(cg.ID, cmdID)
 	return cg, nil
 }
 
@@ -288,8 +284,8 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	if err != nil {
 		r.o.Log.Warn("recording the workspace diff", "err", err)
 	}
-	res.DeniedEgress, res.Denied, res.DeniedMore = r.sink.denied(res.CmdID)
-	res.Alerts = r.sink.alerts(res.CmdID)
+	res.DeniedEgress, res.Denied, res.DeniedMore = r.sink.Denied(res.CmdID)
+	res.Alerts = r.sink.Alerts(res.CmdID)
 	r.o.Log.Debug("diff recorded")
 }
 
@@ -353,7 +349,7 @@ func (r *run) recordBetween(since *fsdiff.Result) {
 	if r.stage == nil {
 		renamed = r.quarantine(since) // a staged session's changes are disarmed as they land
 	}
-	if err := r.log.RecordDiffBetween(since, r.sink.running(), renamed); err != nil {
+	if err := r.log.RecordDiffBetween(since, r.sink.Running(), renamed); err != nil {
 		r.o.Log.Warn("recording the workspace diff between commands", "err", err)
 	}
 }

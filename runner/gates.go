@@ -71,7 +71,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 			if id := peerCommand(c); id != "" {
 				return id // exact: the asking process is in that command's cgroup
 			}
-			return r.sink.current()
+			return r.sink.Current()
 		})
 	}()
 	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()

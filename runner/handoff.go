@@ -23,7 +23,7 @@ var errListener = errors.New("the sandbox's egress listener is refused")
 // session's process 1 takes its commands there; and wherever the sandbox has a network
 // namespace of its own, process 1 hands the listening socket of the sandbox's proxy
 // clients over on it, in its hello, before any command runs (see [run.takeHello]). A
-// one-command run of a [sandbox.LoopbackEgress] backend has none.
+// one-command run of a [sandbox.Backend.LoopbackEgress] backend has none.
 func (r *run) prepareControl(host *sandbox.Host) error {
 	if !r.session && r.loopbackEgress() {
 		return nil
@@ -42,8 +42,7 @@ func (r *run) prepareControl(host *sandbox.Host) error {
 // loopbackEgress reports whether the run's backend serves egress on a loopback port
 // (no network namespace of its own, no listener handed over).
 func (r *run) loopbackEgress() bool {
-	_, ok := r.o.Backend.(sandbox.LoopbackEgress)
-	return ok
+	return r.o.Backend.LoopbackEgress()
 }
 
 // takeHello takes what process 1's hello carried: on a backend with a network

@@ -22,7 +22,7 @@ import (
 // check of takeHello only.
 type loopbackOnly struct{ bwrap.Backend }
 
-func (*loopbackOnly) LoopbackEgress() {}
+func (*loopbackOnly) LoopbackEgress() bool { return true }
 
 // TestForgedHelloRefused plays a hostile process 1 on the real control channel: a
 // hello with the token but with no descriptor, two, a UDP socket, a host-namespace TCP

@@ -5,11 +5,10 @@ import (
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/uids"
-	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // runUID is the host uid a run's sandbox runs as, when its backend says
-// ([sandbox.HostUIDs]).
+// ([sandbox.Backend.HostUID]).
 type runUID struct {
 	host   int // the sandbox's host uid; 0 when the backend does not say
 	leased int // host, when it is leased to this run from cordon's range; else 0
@@ -21,11 +20,7 @@ type runUID struct {
 // refused (r.uidErr, returned by prepare once the log is open), never given a uid
 // another live run holds.
 func (r *run) leaseUID() {
-	h, ok := r.o.Backend.(sandbox.HostUIDs)
-	if !ok {
-		return
-	}
-	uid, lease, err := h.HostUID(r.plan)
+	uid, lease, err := r.o.Backend.HostUID(r.plan)
 	if err != nil || !lease {
 		r.uid.host, r.uidErr = uid, err
 		return

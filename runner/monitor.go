@@ -11,17 +11,6 @@ import (
 	"github.com/cordonhq/cordon/monitor"
 )
 
-// cgrouper is the part of a Sandbox the monitor needs: the cgroup v2 id its processes
-// run in (0 when it has none).
-type cgrouper interface {
-	CgroupID() uint64
-}
-
-// noMonitor is a Sandbox the monitor cannot watch, saying why (seatbelt: no eBPF).
-type noMonitor interface {
-	MonitorUnavailable() error
-}
-
 // monitorKill is the cancellation cause when monitor.on_violation: kill stops the run.
 type monitorKill struct{ alert monitor.Alert }
 
@@ -34,15 +23,11 @@ func (r *run) startMonitor(ctx context.Context) error {
 	if mode == contract.MonitorOff {
 		return nil
 	}
-	var id uint64
-	if cg, ok := r.sb.(cgrouper); ok {
-		id = cg.CgroupID()
+	id, err := r.sb.CgroupID()
+	if id == 0 && err == nil {
+		err = errors.New("the sandbox has no cgroup of its own to watch")
 	}
 	var m *monitor.Monitor
-	err := errors.New("the sandbox has no cgroup of its own to watch")
-	if nm, ok := r.sb.(noMonitor); ok {
-		err = nm.MonitorUnavailable()
-	}
 	if id != 0 {
 		m, err = monitor.Start(ctx, monitor.Options{
 			CgroupID: id, Nested: true, Profile: monitor.FromPlan(r.plan), Events: r.sink,

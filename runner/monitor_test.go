@@ -21,7 +21,7 @@ type unmonitoredSandbox struct{ *loopbackSandbox }
 
 var errNoEBPF = errors.New("no eBPF on this system")
 
-func (unmonitoredSandbox) MonitorUnavailable() error { return errNoEBPF }
+func (unmonitoredSandbox) CgroupID() (uint64, error) { return 0, errNoEBPF }
 
 func (b unmonitored) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (sandbox.Sandbox, error) {
 	sb, err := b.loopbackBackend.Start(ctx, plan, host)

@@ -22,6 +22,7 @@ import (
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/uids"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/runner/tally"
 )
 
 // Options configure one run. Zero fields mean defaults.
@@ -53,8 +54,8 @@ type Options struct {
 	Gates gate.Mode
 	// Stage runs the command against a copy-on-write view of the workspace: the real
 	// workspace is untouched, and the changes wait in the run's stage for Apply or
-	// Discard (backends that are a sandbox.Stager). A staged session also keeps
-	// checkpoints to roll back to (Session.Checkpoint, Session.Rollback).
+	// Discard (backends whose sandbox.Backend.CanStage says they can). A staged session
+	// also keeps checkpoints to roll back to (Session.Checkpoint, Session.Rollback).
 	Stage bool
 
 	now func() time.Time // or nil for time.Now
@@ -122,7 +123,7 @@ func Run(ctx context.Context, plan *contract.Plan, argv []string, o Options) (Re
 		// cordon gc removes it.
 		fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)
 	}
-	r.res.Alerts = r.sink.alerts("") // the monitor is closed: every alert has been read
+	r.res.Alerts = r.sink.Alerts("") // the monitor is closed: every alert has been read
 	if err != nil {
 		return r.res, err
 	}
@@ -162,9 +163,10 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 	r := &run{plan: plan, o: &o, start: o.now(), session: serve}
 	r.res.RunID = audit.NewRunID(r.start)
 	r.leaseUID()
-	if w, ok := o.Backend.(sandbox.Warmer); ok && r.uidErr == nil {
-		release := w.Warm(plan, r.uid.leased)
-		r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
+	if r.uidErr == nil {
+		if release := o.Backend.Warm(plan, r.uid.leased); release != nil {
+			r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
+		}
 	}
 	s := &Session{r: r, serveDone: make(chan struct{})}
 	defer r.teardownOnPanic(ctx)
@@ -259,7 +261,7 @@ type run struct {
 	log    *audit.Writer
 	eg     *egressService
 	sb     sandbox.Sandbox
-	sink   *cmdSink
+	sink   *tally.Sink
 	monitorState
 	// The listener process 1 dials (until it has) and its token; a session's channel
 	// to it and directory of spill files; a one-command run's hand-over.
@@ -306,7 +308,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.o.Log.Debug("audit log open", "dir", log.Dir())
 	r.log, r.res.AuditDir = log, log.Dir() // sealed last, by teardown, with run.end
-	r.sink = &cmdSink{next: log, copy: r.o.Events, now: r.o.now}
+	r.sink = tally.New(log, r.o.Events, r.o.now)
 	if r.uidErr != nil {
 		return r.uidErr // logged: the run was refused, not run
 	}
@@ -374,7 +376,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.undo.add("tearing down sandbox", r.sb.Close)
 	r.undo.add("removing command cgroups", func(context.Context) error { return errors.Join(r.removeCommandCgroups()...) })
 	r.o.Log.Debug("sandbox started", "backend", r.o.Backend.Name())
-	if es, ok := r.sb.(sandbox.EarlyStarter); ok && !r.session && es.StartsEarly() {
+	if !r.session && r.sb.StartsEarly() {
 		// A one-command run: the monitor attaches while the sandbox builds itself,
 		// before the command is let run (execOne).
 		r.early = true
@@ -405,7 +407,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if r.log == nil {
 		return terr
 	}
-	r.sink.close() // the proxy is closed: the last counts of attempts past the budgets
+	r.sink.Close() // the proxy is closed: the last counts of attempts past the budgets
 	if !r.ended {
 		r.end = audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError}
 		if err != nil {

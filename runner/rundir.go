@@ -35,7 +35,7 @@ type runOwner struct {
 	// before it finished (never applying anything).
 	Stage string `json:"stage,omitempty"`
 	// SandboxUID is the host uid the run's sandbox runs as, when its backend says
-	// (sandbox.HostUIDs); a uid leased from cordon's range is released by the run, or
+	// (sandbox.Backend.HostUID); a uid leased from cordon's range is released by the run, or
 	// taken back by gc once this run's cordon is gone (package internal/uids).
 	SandboxUID int `json:"sandbox_uid,omitempty"`
 	// Watching says the run quarantines new repositories and contracts in its

@@ -14,6 +14,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/runner/tally"
 )
 
 // ExecOptions configure one command of a session. Zero fields mean defaults.
@@ -30,22 +31,11 @@ type ExecOptions struct {
 }
 
 // Denial is one destination the egress proxy refused a command, as the command may be
-// told: nothing in it comes from the contract but the category.
-type Denial struct {
-	Destination   string // "host:port", as the command asked for it
-	Reason        string // the kind of denial, e.g. "not in network.allow"
-	SuggestedRule string // the rule that would allow it, "" when none could
-}
+// told (see [tally.Denial]).
+type Denial = tally.Denial
 
-// Alert is one kind of monitor alert a command raised: the category of the deviation,
-// what it touched and the syscall, counted. Nothing of the contract is in it (the full
-// reason, which names the contract's path and why, is in the audit log).
-type Alert struct {
-	Category string // e.g. "write to a read-only path"
-	Target   string // the path, address, program or decoded arguments
-	Syscall  string
-	Count    int
-}
+// Alert is one kind of monitor alert a command raised, counted (see [tally.Alert]).
+type Alert = tally.Alert
 
 // ExecResult is how one command of a session ended.
 type ExecResult struct {

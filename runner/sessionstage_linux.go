@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,11 +28,10 @@ type checkpoint struct {
 // openStagedSession opens the overlay a staged session's sandbox writes, once its
 // process 1 runs, and makes the directory of its checkpoints.
 func (r *run) openStagedSession() error {
-	sw, ok := r.sb.(sandbox.StagedWorkspace)
-	if !ok {
+	live, err := r.sb.StagedWorkspace()
+	if errors.Is(err, sandbox.ErrNoStage) {
 		return errdefs.Unavailablef("%s: staged sessions: %w", r.o.Backend.Name(), sandbox.ErrNoStage)
 	}
-	live, err := sw.StagedWorkspace()
 	if err != nil {
 		return errdefs.Unavailablef("opening the staged workspace: %w", err)
 	}
@@ -154,7 +154,7 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 	// What the checkpoint did not keep is not restored either: said again here.
 	res.Changed, res.Problems = changed, append(append([]string(nil), cp.Problems...), problemLines(problems)...)
 	r.log.Emit(event.Event{Type: event.SessionRollback, Body: event.RollbackBody{
-		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.running(), By: userName()}})
+		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.Running(), By: userName()}})
 	r.closeBetween(ctx)
 	if err != nil {
 		return res, errdefs.Unavailablef("rolling back to checkpoint %d (%d path(s) restored): %w", cp.N, len(changed), err)

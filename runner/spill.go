@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	"github.com/cordonhq/cordon/runner/outcap"
-	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Capped describes one capped output stream of a session command.
@@ -19,10 +18,6 @@ type Capped struct {
 	Cut       int64  // characters not shown
 }
 
-// spillShown is a sandbox that shows the spill directory elsewhere than at
-// sandbox.SpillPath (seatbelt, which mounts nothing, shows it where it is).
-type spillShown interface{ SpillShown() string }
-
 // capStreams wraps a session command's stdout and stderr in output caps (ExecOptions.Cap)
 // whose spill files land in the session's spill directory, named by the command's id.
 // The returned finish closes them, writes each cut stream's notice line after its
@@ -31,10 +26,7 @@ func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.W
 	if capN <= 0 || r.spillDir == "" {
 		return stdout, stderr, func(*ExecResult) {}
 	}
-	shown := sandbox.SpillPath
-	if sp, ok := r.sb.(spillShown); ok {
-		shown = sp.SpillShown()
-	}
+	shown := r.sb.SpillShown()
 	open := func(w io.Writer, ext string) *outcap.Stream {
 		return outcap.New(outcap.Options{
 			Cap: capN, Forward: w,

@@ -27,11 +27,9 @@ import (
 // prepareStage makes the run's stage directory in its audit directory and tells the
 // backend to write there, refusing a backend that cannot.
 func (r *run) prepareStage(host *sandbox.Host) error {
-	st, ok := r.o.Backend.(sandbox.Stager)
-	if !ok {
+	if err := r.o.Backend.CanStage(); errors.Is(err, sandbox.ErrNoStage) {
 		return errdefs.Unavailablef("%s: %w; run without --stage, or on bwrap", r.o.Backend.Name(), sandbox.ErrNoStage)
-	}
-	if err := st.CanStage(); err != nil {
+	} else if err != nil {
 		return err
 	}
 	dir := filepath.Join(r.log.Dir(), stageDirName)

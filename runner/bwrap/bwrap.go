@@ -24,8 +24,15 @@ type Backend struct {
 	warm warmed // what Warm began, for Start (Linux)
 }
 
+// Backend implements every method of sandbox.Backend on every GOOS.
+var _ sandbox.Backend = (*Backend)(nil)
+
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "bwrap" }
+
+// LoopbackEgress implements sandbox.Backend.LoopbackEgress: a bwrap sandbox has a
+// network namespace of its own, where process 1 listens for the egress proxy.
+func (b *Backend) LoopbackEgress() bool { return false }
 
 // Explain says, for `cordon explain`, how the bwrap backend builds the sandbox from plan.
 func (b *Backend) Explain(plan *contract.Plan) string {

@@ -25,7 +25,7 @@ func (s *instance) startHandedOver(sp *handoff.Spec, cmd *exec.Cmd, serve bool) 
 	})
 }
 
-// StagedWorkspace implements sandbox.StagedWorkspace: a duplicate of the staged
+// StagedWorkspace implements sandbox.Sandbox.StagedWorkspace: a duplicate of the staged
 // session's overlay, the workspace its sandbox sees and writes.
 func (s *instance) StagedWorkspace() (*os.File, error) {
 	s.liveMu.Lock()

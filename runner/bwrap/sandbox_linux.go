@@ -51,9 +51,10 @@ func (b *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
-// CanStage implements sandbox.Stager: a staged run's overlay is mounted by cordon,
-// as root, in the private mount namespace bwrap starts from (package handoff); as
-// another user there is no such namespace, and Debian's bwrap (0.8) has no --overlay.
+// CanStage implements sandbox.Backend.CanStage: a staged run's overlay is mounted by
+// cordon, as root, in the private mount namespace bwrap starts from (package
+// handoff); as another user there is no such namespace, and Debian's bwrap (0.8) has
+// no --overlay.
 func (b *Backend) CanStage() error {
 	if os.Geteuid() != 0 {
 		return errdefs.Unavailablef("bwrap: staged runs need cordon to run as root (it mounts the workspace's overlay in the sandbox's mount namespace); run without --stage or as root")
@@ -461,17 +462,22 @@ func killMembers(cg *linux.Cgroup, timeout time.Duration) {
 	}
 }
 
-// StartsEarly implements sandbox.EarlyStarter: Exec starts bwrap at once and sends
+// StartsEarly implements sandbox.Sandbox.StartsEarly: Exec starts bwrap at once and sends
 // process 1 its spec (which lets it proceed) only once Process.Ready has returned.
 func (s *instance) StartsEarly() bool { return true }
 
-// CgroupID is the run's cgroup v2 id, for the syscall monitor (0 without a cgroup).
-func (s *instance) CgroupID() uint64 {
+// CgroupID implements sandbox.Sandbox.CgroupID: the run's cgroup v2 id, for the
+// syscall monitor (0 without a cgroup).
+func (s *instance) CgroupID() (uint64, error) {
 	if s.cg == nil {
-		return 0
+		return 0, nil
 	}
-	return s.cg.ID
+	return s.cg.ID, nil
 }
+
+// SpillShown implements sandbox.Sandbox.SpillShown: bwrap mounts a session's spill
+// directory at sandbox.SpillPath.
+func (s *instance) SpillShown() string { return sandbox.SpillPath }
 
 // Close implements sandbox.Sandbox.
 func (s *instance) Close(ctx context.Context) error {
@@ -510,7 +516,7 @@ func (s *instance) owner() int {
 	return s.uid
 }
 
-// CommandCgroup implements sandbox.CommandCgroups: a cgroup below the run's, which
+// CommandCgroup implements sandbox.Sandbox.CommandCgroup: a cgroup below the run's, which
 // process 1 clones each command into.
 func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	if s.cg == nil {

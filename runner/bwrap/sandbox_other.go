@@ -20,10 +20,10 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	return nil, b.Check(ctx)
 }
 
-// CanStage implements sandbox.Stager: unimplemented on this GOOS.
+// CanStage implements sandbox.Backend.CanStage: unimplemented on this GOOS.
 func (b *Backend) CanStage() error { return b.Check(context.Background()) }
 
-// HostUID implements sandbox.HostUIDs: unimplemented on this GOOS.
+// HostUID implements sandbox.Backend.HostUID: unimplemented on this GOOS.
 func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) {
 	return 0, false, b.Check(context.Background())
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// HostUID implements sandbox.HostUIDs. Run by another user, the sandbox is that user
+// HostUID implements sandbox.Backend.HostUID. Run by another user, the sandbox is that user
 // (bwrap maps nothing else). Run by root, it is the workspace owner, unless root owns
 // the workspace: then it is a host uid of the run's own, leased by the runner, so
 // that the sandbox is never host root and shares no per-uid kernel limit with

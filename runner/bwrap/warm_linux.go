@@ -15,8 +15,8 @@ type warmed struct {
 	m  map[*contract.Plan]*handoff.Userns
 }
 
-// Warm implements sandbox.Warmer. As root, cordon stages the sandbox's sources through
-// an idmap user namespace per owner (package handoff), and root owns the system's
+// Warm implements sandbox.Backend.Warm. As root, cordon stages the sandbox's sources
+// through an idmap user namespace per owner (package handoff), and root owns the system's
 // directories (and often the workspace): the namespace that shows root's files as the
 // sandbox uid's is begun here, while the run's log, directory and proxy are prepared,
 // instead of on the path of the start. Nothing else changes: the same namespace, made

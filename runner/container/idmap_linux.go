@@ -41,7 +41,7 @@ func HostIDs(in *Input) error {
 	return nil
 }
 
-// HostUID implements sandbox.HostUIDs for the container backends: the workspace
+// HostUID implements sandbox.Backend.HostUID for the container backends: the workspace
 // owner's uid, or a lease of the run's own when root owns a writable source (and
 // cordon is root: otherwise HostIDs refuses the run).
 func HostUID(plan *contract.Plan) (uid int, lease bool, err error) {

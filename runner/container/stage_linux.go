@@ -95,7 +95,7 @@ func CanStage(backend string) error {
 
 // StagedWorkspace opens the staged overlay MountStage attached (following no link):
 // the workspace the container sees and writes, for cordon to read and write through
-// (sandbox.StagedWorkspace).
+// (sandbox.Sandbox.StagedWorkspace).
 func StagedWorkspace(in *Input) (*os.File, error) {
 	if in.StagedRoot == "" {
 		return nil, errdefs.Invalidf("no staged workspace is mounted")

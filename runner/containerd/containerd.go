@@ -19,7 +19,9 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	clog "github.com/containerd/log"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Defaults of [Backend]'s fields.
@@ -42,8 +44,19 @@ type Backend struct {
 	cliErr error
 }
 
+// Backend implements every method of sandbox.Backend on every GOOS.
+var _ sandbox.Backend = (*Backend)(nil)
+
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "containerd" }
+
+// Warm implements sandbox.Backend.Warm: the engine does Start's work, and nothing is
+// begun before it.
+func (b *Backend) Warm(plan *contract.Plan, leased int) (release func()) { return nil }
+
+// LoopbackEgress implements sandbox.Backend.LoopbackEgress: the container has a
+// network namespace of its own, where process 1 listens for the egress proxy.
+func (b *Backend) LoopbackEgress() bool { return false }
 
 func (b *Backend) address() string {
 	switch {

@@ -116,8 +116,8 @@ func (s *instance) create(ctx context.Context, plan *contract.Plan, host sandbox
 	return nil
 }
 
-// CommandCgroup implements sandbox.CommandCgroups: below the task's cgroup (the default
-// spec's /NAMESPACE/ID).
+// CommandCgroup implements sandbox.Sandbox.CommandCgroup: below the task's cgroup (the
+// default spec's /NAMESPACE/ID).
 func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	dir := s.cgDir
 	if dir == "" {
@@ -126,9 +126,17 @@ func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	return container.CommandCgroup(dir, s.in.UID, name)
 }
 
-// CgroupID is the cgroup v2 id of the container's tasks, for the monitor; 0 when the
-// monitor was not asked for.
-func (s *instance) CgroupID() uint64 { return s.cgID }
+// CgroupID implements sandbox.Sandbox.CgroupID: the cgroup v2 id of the container's
+// tasks, for the monitor; 0 when the monitor was not asked for.
+func (s *instance) CgroupID() (uint64, error) { return s.cgID, nil }
+
+// StartsEarly implements sandbox.Sandbox.StartsEarly: a task is created and started
+// whole, so Exec never calls Process.Ready.
+func (s *instance) StartsEarly() bool { return false }
+
+// SpillShown implements sandbox.Sandbox.SpillShown: the container has a session's
+// spill directory mounted at sandbox.SpillPath.
+func (s *instance) SpillShown() string { return sandbox.SpillPath }
 
 // image returns the contract's image, pulling it only when the contract says
 // `pull: missing`, and unpacking it when needed.
@@ -441,18 +449,18 @@ func (s *instance) waitDeleted(ctx context.Context) {
 	}
 }
 
-// HostUID implements sandbox.HostUIDs: a root-owned workspace (or other writable
+// HostUID implements sandbox.Backend.HostUID: a root-owned workspace (or other writable
 // source) gets a host uid of the run's own, as bwrap's does.
 func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) { return container.HostUID(plan) }
+
+// CanStage implements sandbox.Backend.CanStage: cordon mounts the staged overlay on the
+// host for containerd to bind, which takes root.
+func (b *Backend) CanStage() error { return container.CanStage("containerd") }
 
 // Close implements sandbox.Sandbox: it removes the container and its snapshot, and any
 // task left. A task an Exec still waits for (a session's process 1 that did not end
 // when the host hung up: stopped, traced or hung) is killed first. Every engine call
 // it makes has a deadline, whatever ctx's.
-// CanStage implements sandbox.Stager: cordon mounts the staged overlay on the host
-// for containerd to bind, which takes root.
-func (b *Backend) CanStage() error { return container.CanStage("containerd") }
-
 func (s *instance) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		// One budget for all of it: a containerd that does not answer costs
@@ -578,7 +586,7 @@ func gc(ctx context.Context, cli *containerd.Client) ([]string, error) {
 	return cleaned, errors.Join(errs...)
 }
 
-// StagedWorkspace implements sandbox.StagedWorkspace: the staged overlay attached
+// StagedWorkspace implements sandbox.Sandbox.StagedWorkspace: the staged overlay attached
 // on the host for the engine to bind.
 func (s *instance) StagedWorkspace() (*os.File, error) { return container.StagedWorkspace(&s.in) }
 

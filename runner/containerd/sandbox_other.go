@@ -15,5 +15,12 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	return nil, errdefs.Unavailablef("containerd: the containerd backend is unimplemented on this GOOS")
 }
 
+// HostUID implements sandbox.Backend.HostUID: off Linux there is no sandbox, and no uid
+// to lease for one.
+func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) { return 0, false, nil }
+
+// CanStage implements sandbox.Backend.CanStage: staged runs are Linux's.
+func (b *Backend) CanStage() error { return sandbox.ErrNoStage }
+
 // GC has nothing to collect off Linux.
 func (b *Backend) GC(ctx context.Context) ([]string, error) { return nil, nil }

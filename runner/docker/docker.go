@@ -14,7 +14,9 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Backend runs sandboxes as Docker containers. Its methods are safe for concurrent
@@ -29,8 +31,19 @@ type Backend struct {
 	pinged bool // the engine answered once: Check need not ask again
 }
 
+// Backend implements every method of sandbox.Backend on every GOOS.
+var _ sandbox.Backend = (*Backend)(nil)
+
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "docker" }
+
+// Warm implements sandbox.Backend.Warm: the engine does Start's work, and nothing is
+// begun before it.
+func (b *Backend) Warm(plan *contract.Plan, leased int) (release func()) { return nil }
+
+// LoopbackEgress implements sandbox.Backend.LoopbackEgress: the container has a
+// network namespace of its own, where process 1 listens for the egress proxy.
+func (b *Backend) LoopbackEgress() bool { return false }
 
 // client returns the engine client, creating it once.
 func (b *Backend) client() (*client.Client, error) {

@@ -150,8 +150,8 @@ func cgroupRel(driver, id string) string {
 	return ""
 }
 
-// CommandCgroup implements sandbox.CommandCgroups. The container's cgroup is found on
-// the first call (an engine round trip), not for every run.
+// CommandCgroup implements sandbox.Sandbox.CommandCgroup. The container's cgroup is
+// found on the first call (an engine round trip), not for every run.
 func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	s.cgOnce.Do(func() {
 		s.mu.Lock()
@@ -168,14 +168,22 @@ func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	return container.CommandCgroup(s.cmdCgParent, s.in.UID, name)
 }
 
-// CgroupID is the cgroup v2 id of the current command's container, for the monitor;
-// 0 when it has none (the monitor was not asked for, or the engine's layout is
-// unknown).
-func (s *instance) CgroupID() uint64 {
+// CgroupID implements sandbox.Sandbox.CgroupID: the cgroup v2 id of the current
+// command's container, for the monitor; 0 when it has none (the monitor was not asked
+// for, or the engine's layout is unknown).
+func (s *instance) CgroupID() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cgID
+	return s.cgID, nil
 }
+
+// StartsEarly implements sandbox.Sandbox.StartsEarly: the engine starts a container
+// whole, so Exec never calls Process.Ready.
+func (s *instance) StartsEarly() bool { return false }
+
+// SpillShown implements sandbox.Sandbox.SpillShown: the container has a session's
+// spill directory mounted at sandbox.SpillPath.
+func (s *instance) SpillShown() string { return sandbox.SpillPath }
 
 // current is the current container's id, or "" when there is none.
 func (s *instance) current() string {
@@ -487,12 +495,12 @@ func (s *instance) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-// HostUID implements sandbox.HostUIDs: a root-owned workspace (or other writable
+// HostUID implements sandbox.Backend.HostUID: a root-owned workspace (or other writable
 // source) gets a host uid of the run's own, as bwrap's does.
 func (b *Backend) HostUID(plan *contract.Plan) (int, bool, error) { return container.HostUID(plan) }
 
-// CanStage implements sandbox.Stager: cordon mounts the staged overlay on the host
-// for the engine to bind, which takes root.
+// CanStage implements sandbox.Backend.CanStage: cordon mounts the staged overlay on the
+// host for the engine to bind, which takes root.
 func (b *Backend) CanStage() error { return container.CanStage("docker") }
 
 // GC removes the containers of runs whose cordon process is gone (killed with -9) and
@@ -554,7 +562,7 @@ func waitRemoved(ctx context.Context, cli *client.Client, id string) error {
 	}
 }
 
-// StagedWorkspace implements sandbox.StagedWorkspace: the staged overlay attached
+// StagedWorkspace implements sandbox.Sandbox.StagedWorkspace: the staged overlay attached
 // on the host for the engine to bind.
 func (s *instance) StagedWorkspace() (*os.File, error) { return container.StagedWorkspace(&s.in) }
 

@@ -11,7 +11,7 @@ import (
 type cgroup = linux.Cgroup
 
 // NewCommandCgroup creates the cgroup name below parent for one command of a session,
-// for backends implementing [CommandCgroups]. owner, when not -1, is the uid that
+// for backends implementing [Sandbox.CommandCgroup]. owner, when not -1, is the uid that
 // process 1 runs as, which must be able to write the new cgroup's cgroup.procs.
 func NewCommandCgroup(parent *linux.Cgroup, name string, owner int) (*CommandCgroup, error) {
 	c, err := parent.Child(name, owner)

@@ -19,12 +19,46 @@ import (
 )
 
 // Backend builds sandboxes with one mechanism (Bubblewrap, Docker, containerd, ...).
+//
+// Every backend implements every method, what it cannot do included: "not supported"
+// is an answer it gives ([ErrNoStage], false, a nil release), as containerd's
+// sandbox.Controller does, never the absence of a method the runner probes for. A
+// backend whose method is misnamed or mistyped then fails to compile rather than
+// running without what the method provides.
 type Backend interface {
 	// Name is the backend's name as used by --backend.
 	Name() string
 	// Check reports why the backend cannot run here (wrapping errdefs.ErrUnavailable),
 	// with a hint to fix it, or nil.
 	Check(ctx context.Context) error
+	// HostUID says, before Start, which host uid plan's sandbox runs as: uid when it is
+	// fixed (the workspace owner's, cordon's own), or lease true when the sandbox needs
+	// a host uid of its own (bwrap run by root for a root-owned workspace: the kernel
+	// counts inotify instances, processes and message queue bytes per uid, so tenants
+	// sharing one would share those limits). The runner then leases one from cordon's
+	// range (package internal/uids) for the life of the run, records it in run.start
+	// and the run's owner record, and passes it as [Host.UID]; the backend refuses a
+	// Start that needs one and has none, never falling back to a shared uid. A backend
+	// whose sandbox runs as the caller (seatbelt) answers 0, false, nil.
+	HostUID(plan *contract.Plan) (uid int, lease bool, err error)
+	// Warm begins, in the background, work Start needs that depends only on the plan
+	// and the run's host uid, while the run's services are prepared (bwrap as root: the
+	// idmap user namespace it stages root's files through). uid is the host uid leased
+	// to the run ([Host.UID]), or 0. Warm returns at once; the next Start for the same
+	// plan takes what it began; release, called when the run ends, drops it when no
+	// Start did. The runner calls Warm right after Check and the lease of the run's
+	// uid. A backend with nothing to begin returns a nil release.
+	Warm(plan *contract.Plan, uid int) (release func())
+	// CanStage says whether the backend can run a staged run ([Host.Stage]) here: nil,
+	// or why not. A backend that never can answers an error that is [ErrNoStage]; the
+	// runner refuses staged runs on it.
+	CanStage() error
+	// LoopbackEgress reports whether the backend's sandbox has no network namespace of
+	// its own, so no process 1 listens on [ProxyAddr] in one (seatbelt on macOS): the
+	// runner then serves the egress proxy on a per-run loopback TCP port instead
+	// ([Host.EgressAddr]), which any local process can connect to, and requires a
+	// per-run token of every client.
+	LoopbackEgress() bool
 	// Start builds a sandbox for plan. The sandbox holds resources until Close.
 	Start(ctx context.Context, plan *contract.Plan, host Host) (Sandbox, error)
 }
@@ -38,17 +72,17 @@ type Host struct {
 	// MaskFile and MaskDir are empty, mode-0000 entries in RunDir that backends mount
 	// over hidden paths.
 	MaskFile, MaskDir string
-	// EgressAddr, for a [LoopbackEgress] backend, is the loopback TCP address
+	// EgressAddr, for a [Backend.LoopbackEgress] backend, is the loopback TCP address
 	// (127.0.0.1:port) the run's egress proxy listens on; Env's proxy variables name
 	// it with the run's token. Empty otherwise.
 	EgressAddr string
 	// ControlSocket is the unix socket (ctl.Network) process 1 dials, before it reports
 	// and before any command exists, presenting ControlToken; backends make it reachable
 	// at [ControlPath]. In a session process 1 takes its commands there. Where the
-	// sandbox has a network namespace of its own (every backend but a [LoopbackEgress]
-	// one), process 1 also listens on [ProxyAddr] inside it and hands the listening
-	// socket over in its hello: the run's egress proxy accepts on it directly. Empty for
-	// a one-command run of a [LoopbackEgress] backend.
+	// sandbox has a network namespace of its own (every backend but a
+	// [Backend.LoopbackEgress] one), process 1 also listens on [ProxyAddr] inside it
+	// and hands the listening socket over in its hello: the run's egress proxy accepts
+	// on it directly. Empty for a one-command run of a [Backend.LoopbackEgress] backend.
 	ControlSocket string
 	ControlToken  string
 	// SpillDir, in a session, holds the whole output of commands whose output was cut;
@@ -63,20 +97,12 @@ type Host struct {
 	// /run/cordon/secrets/NAME (mode 0400) without writing the value to a host disk.
 	SecretFiles []SecretFile
 	// UID, when not 0, is the host uid (and gid) leased to this run for its sandbox to
-	// run as ([HostUIDs]): no other live run has it.
+	// run as ([Backend.HostUID]): no other live run has it.
 	UID int
 	// Stage, for a staged run, is where the workspace's writes go: the backend shows
 	// the workspace as an overlay of Stage.Upper on the real workspace (read only), or
 	// refuses the run. Nil for a direct run.
 	Stage *Stage
-}
-
-// LoopbackEgress is a backend whose sandbox has no network namespace of its own, so no
-// process 1 listens on [ProxyAddr] in one (seatbelt on macOS): the runner serves
-// the egress proxy on a per-run loopback TCP port instead ([Host.EgressAddr]), which any
-// local process can connect to, and requires a per-run token of every client.
-type LoopbackEgress interface {
-	LoopbackEgress()
 }
 
 // Stage is a staged run's overlay directories, on one file system, out of the
@@ -91,21 +117,8 @@ type Stage struct {
 // keeps its overlay in a private mount namespace). gc detaches what a killed run left.
 const StageRoot = "staged-workspace"
 
-// Stager is a backend that can run a staged run (Host.Stage): CanStage says why it
-// cannot here, or nil. A backend that is not a Stager refuses staged runs.
-type Stager interface {
-	CanStage() error
-}
-
-// StagedWorkspace is a sandbox of a staged session that gives cordon the overlay the
-// sandbox sees as its workspace, mounted and live (an O_PATH directory, the caller's
-// to close): checkpoints read it and rollbacks write through it while the sandbox
-// runs, and each command's diff is taken of it.
-type StagedWorkspace interface {
-	StagedWorkspace() (*os.File, error)
-}
-
-// ErrNoStage means a backend cannot run a staged run.
+// ErrNoStage means a backend cannot run a staged run (its [Backend.CanStage] and its
+// sandboxes' [Sandbox.StagedWorkspace] answer it).
 var ErrNoStage = errors.New("staged runs are not implemented on this backend")
 
 // SecretFile is one credential (or the run's CA bundle) delivered as a file. Value stays
@@ -130,8 +143,8 @@ type Process struct {
 	// its own but takes them on [Host.ControlSocket]. Argv is then empty and Exec
 	// returns when the session ends.
 	Serve bool
-	// Ready, when set, is what the command waits for. A sandbox that is an
-	// [EarlyStarter] builds itself (its namespaces, process 1 and process 1's
+	// Ready, when set, is what the command waits for. A sandbox that
+	// [Sandbox.StartsEarly] builds itself (its namespaces, process 1 and process 1's
 	// self-check) while the caller finishes what must be in place first, and calls
 	// Ready once, before anything of the command can run: the command runs only if
 	// it returns nil; an error ends Exec with that error, the sandbox killed. Other
@@ -139,37 +152,8 @@ type Process struct {
 	Ready func(context.Context) error
 }
 
-// EarlyStarter is a sandbox whose Exec honours [Process.Ready]: it starts building the
-// sandbox at once and holds the command back until Ready returns.
-type EarlyStarter interface {
-	Sandbox
-	StartsEarly() bool
-}
-
-// Warmer is a Backend that can begin, in the background, work its Start needs that
-// depends only on the plan and the run's host uid, while the run's services are
-// prepared (bwrap as root: the idmap user namespace it stages root's files through).
-// uid is the host uid leased to the run ([Host.UID]), or 0. Warm returns at once; the
-// next Start for the same plan takes what it began; release, called when the run
-// ends, drops it when no Start did. The runner calls Warm right after Check and the
-// lease of the run's uid.
-type Warmer interface {
-	Warm(plan *contract.Plan, uid int) (release func())
-}
-
-// HostUIDs is a Backend that knows, before Start, which host uid plan's sandbox runs
-// as: uid when it is fixed (the workspace owner's, cordon's own), or lease true when
-// the sandbox needs a host uid of its own (bwrap run by root for a root-owned
-// workspace: the kernel counts inotify instances, processes and message queue bytes
-// per uid, so tenants sharing one would share those limits). The runner then leases
-// one from cordon's range (package internal/uids) for the life of the run, records it
-// in run.start and the run's owner record, and passes it as [Host.UID]; the backend
-// refuses a Start that needs one and has none, never falling back to a shared uid.
-type HostUIDs interface {
-	HostUID(plan *contract.Plan) (uid int, lease bool, err error)
-}
-
-// Sandbox is a running or ready sandbox.
+// Sandbox is a running or ready sandbox. As with [Backend], every sandbox implements
+// every method, and says so when it cannot do what one asks.
 type Sandbox interface {
 	// Exec runs p to completion and returns its exit status (128+n when a signal n
 	// ended it). When ctx ends first, Exec kills everything p started, waits for it to
@@ -177,6 +161,28 @@ type Sandbox interface {
 	Exec(ctx context.Context, p Process) (int, error)
 	// Close releases everything the sandbox holds. It is idempotent.
 	Close(ctx context.Context) error
+	// StartsEarly reports whether Exec honours [Process.Ready]: it starts building the
+	// sandbox at once and holds the command back until Ready returns.
+	StartsEarly() bool
+	// CgroupID is the cgroup v2 id of the sandbox (of its current container), which
+	// the syscall monitor watches; 0 when it has none, with why when it can have none
+	// (seatbelt: the monitor is eBPF, which macOS does not have).
+	CgroupID() (uint64, error)
+	// CommandCgroup gives a session's command a cgroup of its own below the sandbox's:
+	// a timeout then kills everything the command started, setsid or not, and the
+	// monitor's events name the command exactly. It returns nil and no error when the
+	// sandbox has no cgroup of its own to put it in.
+	CommandCgroup(name string) (*CommandCgroup, error)
+	// StagedWorkspace gives cordon, in a staged session, the overlay the sandbox sees
+	// as its workspace, mounted and live (an O_PATH directory, the caller's to close):
+	// checkpoints read it and rollbacks write through it while the sandbox runs, and
+	// each command's diff is taken of it. A sandbox that cannot be staged answers an
+	// error that is [ErrNoStage].
+	StagedWorkspace() (*os.File, error)
+	// SpillShown is where the sandbox sees a session's spill directory ([Host.SpillDir]):
+	// [SpillPath] where it is mounted there, the host path where nothing is mounted
+	// (seatbelt).
+	SpillShown() string
 }
 
 // Paths inside every sandbox.

@@ -30,9 +30,9 @@ func (b *Backend) Check(ctx context.Context) error {
 	return nil
 }
 
-// LoopbackEgress implements sandbox.LoopbackEgress: a Seatbelt sandbox shares the
-// host's network stack, so the proxy listens on a loopback port the profile allows.
-func (b *Backend) LoopbackEgress() {}
+// LoopbackEgress implements sandbox.Backend.LoopbackEgress: a Seatbelt sandbox shares
+// the host's network stack, so the proxy listens on a loopback port the profile allows.
+func (b *Backend) LoopbackEgress() bool { return true }
 
 // Start implements sandbox.Backend: it refuses what it cannot enforce, writes the
 // credential files, generates the profile for the run's proxy port and directory and
@@ -99,9 +99,21 @@ type instance struct {
 	warned sync.Once // the first Exec says the default limits are not enforced
 }
 
-// MonitorUnavailable implements the runner's interface for a sandbox the syscall
-// monitor cannot watch.
-func (s *instance) MonitorUnavailable() error { return errNoMonitor }
+// CgroupID implements sandbox.Sandbox.CgroupID: macOS has no cgroups, and the syscall
+// monitor cannot watch a seatbelt sandbox.
+func (s *instance) CgroupID() (uint64, error) { return 0, errNoMonitor }
+
+// StartsEarly implements sandbox.Sandbox.StartsEarly: each Exec is one sandbox-exec,
+// which never calls Process.Ready.
+func (s *instance) StartsEarly() bool { return false }
+
+// CommandCgroup implements sandbox.Sandbox.CommandCgroup: macOS has no cgroups (a
+// command's processes are its process group, which the watcher kills).
+func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) { return nil, nil }
+
+// StagedWorkspace implements sandbox.Sandbox.StagedWorkspace: there are no staged
+// seatbelt sandboxes (Backend.CanStage).
+func (s *instance) StagedWorkspace() (*os.File, error) { return nil, sandbox.ErrNoStage }
 
 // Exec implements sandbox.Sandbox.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
@@ -122,9 +134,8 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	return execProfile(ctx, s.host.Init, s.profile.SBPL, p.Argv, dir, s.env, stdio{p.Stdin, p.Stdout, p.Stderr})
 }
 
-// SpillShown implements the runner's interface for a sandbox that shows a session's
-// spill directory elsewhere than at sandbox.SpillPath: nothing is mounted, so it is
-// where it is on the host, which the profile lets the sandbox read.
+// SpillShown implements sandbox.Sandbox.SpillShown: nothing is mounted, so a session's
+// spill directory is where it is on the host, which the profile lets the sandbox read.
 func (s *instance) SpillShown() string { return s.host.SpillDir }
 
 // Close implements sandbox.Sandbox: it removes the credential files and the private

@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"strconv"
@@ -41,7 +41,7 @@ func allowed(i, dests int) event.NetBody {
 // itemized + counted is every attempt, the bytes of both every byte moved.
 func TestAllowBudgetItemizesThenCounts(t *testing.T) {
 	f := newFloodSink(t)
-	f.s.push("1")
+	f.s.Begin("1")
 	const n = allowBurst + 3000
 	var wantUp int64
 	for i := range n {
@@ -82,7 +82,7 @@ func TestAllowBudgetDistinctBounded(t *testing.T) {
 	for i := range n {
 		f.allow(allowed(i, n))
 	}
-	f.s.close()
+	f.s.Close()
 	_, counted, _, sums := f.allowTallies()
 	if len(sums) != 1 {
 		t.Fatalf("%d summaries; want 1", len(sums))
@@ -106,7 +106,7 @@ func TestAllowBudgetDistinctBounded(t *testing.T) {
 // left of both before its cmd.end.
 func TestBudgetsApart(t *testing.T) {
 	f := newFloodSink(t)
-	f.s.push("1")
+	f.s.Begin("1")
 	for i := range 3 * allowBurst {
 		f.allow(allowed(i, 5))
 	}
@@ -138,7 +138,7 @@ func TestBudgetsApart(t *testing.T) {
 		f.allow(allowed(i, 5))
 		f.deny(host(i))
 	}
-	f.s.flushSummaries("1")
+	f.s.Flush("1")
 	_, dcounted, _ = f.tally()
 	items, acounted, _, _ := f.allowTallies()
 	if items+acounted != 4*allowBurst+10 || dcounted < 2*denyBurst+1 {
@@ -168,7 +168,7 @@ func TestAllowBudgetNamesWhatWasSent(t *testing.T) {
 	for i := range sending {
 		f.allow(event.NetBody{Host: "s" + strconv.Itoa(i) + ".allowed.test", Port: 443, BytesUp: 1})
 	}
-	f.s.close()
+	f.s.Close()
 	_, counted, _, sums := f.allowTallies()
 	if len(sums) != 1 {
 		t.Fatalf("%d summaries; want 1", len(sums))
@@ -210,7 +210,7 @@ func TestAllowBudgetNamesWhatWasSentPastDistinct(t *testing.T) {
 	exfil := event.NetBody{Host: "exfil.allowed.test", Port: 443, BytesUp: 1 << 20}
 	f.allow(exfil)
 	f.allow(exfil)
-	f.s.close()
+	f.s.Close()
 	_, _, _, sums := f.allowTallies()
 	if len(sums) != 1 {
 		t.Fatalf("%d summaries; want 1", len(sums))
@@ -245,7 +245,7 @@ func TestAllowBudgetNamesPlainHTTPSent(t *testing.T) {
 	f.allow(get)
 	unreached := event.NetBody{Host: "unreached.allowed.test", Port: 80, Proto: "http", Error: "connection refused"}
 	f.allow(unreached)
-	f.s.close()
+	f.s.Close()
 	_, _, _, sums := f.allowTallies()
 	if len(sums) != 1 {
 		t.Fatalf("%d summaries; want 1", len(sums))

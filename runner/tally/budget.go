@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"net"
@@ -21,9 +21,9 @@ import (
 // summaryEvery is how often a command's summary of a kind is written while it is flooded.
 const summaryEvery = time.Second
 
-// tally counts, for one command, the lines of one kind its budget did not itemize, for
+// lineTally counts, for one command, the lines of one kind its budget did not itemize, for
 // the summary line that stands for them.
-type tally interface {
+type lineTally interface {
 	// add counts an event's body, at now.
 	add(b event.NetBody, now time.Time)
 	// opened is when the first of them was counted.
@@ -35,12 +35,12 @@ type tally interface {
 // lineBudget is the token bucket of one kind of itemized lines, and the tallies of
 // those past it, one per command, not yet written. Its caller holds the lock.
 type lineBudget struct {
-	burst, rate float64                   // lines itemized at once from full, and refilled a second
-	open        func(now time.Time) tally // a new tally, its first line counted at now
+	burst, rate float64                       // lines itemized at once from full, and refilled a second
+	open        func(now time.Time) lineTally // a new tally, its first line counted at now
 
 	tokens  float64
-	last    time.Time        // when tokens was last refilled; zero before the first line
-	pending map[string]tally // by cmd id ("" for none): counted since its last summary
+	last    time.Time            // when tokens was last refilled; zero before the first line
+	pending map[string]lineTally // by cmd id ("" for none): counted since its last summary
 }
 
 // itemize reports whether a line at now is itemized, taking one from the bucket when it is.
@@ -64,7 +64,7 @@ func (b *lineBudget) count(cmd string, nb event.NetBody, now time.Time) (opened 
 	t := b.pending[cmd]
 	if t == nil {
 		if b.pending == nil {
-			b.pending = map[string]tally{}
+			b.pending = map[string]lineTally{}
 		}
 		t = b.open(now)
 		b.pending[cmd] = t

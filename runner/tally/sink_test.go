@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"reflect"
@@ -9,15 +9,15 @@ import (
 )
 
 func TestCmdSinkDenied(t *testing.T) {
-	s := &cmdSink{next: event.SinkFunc(func(event.Event) {})}
-	s.push("c1")
+	s := &Sink{next: event.SinkFunc(func(event.Event) {})}
+	s.Begin("c1")
 	deny := func(b event.NetBody) { s.Emit(event.Event{Type: event.NetDeny, Body: b}) }
 	rule := "network.allow: [{host: example.com, ports: [443]}]"
 	deny(event.NetBody{Host: "example.com", Port: 443, Category: "not in network.allow", SuggestedRule: rule})
 	deny(event.NetBody{Host: "example.com", Port: 443, Category: "not in network.allow", SuggestedRule: rule})
 	deny(event.NetBody{Host: "::1", Port: 80})
 	s.Emit(event.Event{Type: event.NetAllow, Body: event.NetBody{Host: "ok.com", Port: 443}})
-	targets, denials, more := s.denied("c1")
+	targets, denials, more := s.Denied("c1")
 	if more != 0 {
 		t.Errorf("%d more denials; want none past the 3 listed", more)
 	}
@@ -31,8 +31,8 @@ func TestCmdSinkDenied(t *testing.T) {
 	if !reflect.DeepEqual(denials, want) {
 		t.Errorf("denials %+v, want %+v", denials, want)
 	}
-	s.pop("c1")
-	if targets, denials, _ := s.denied("c1"); targets != nil || denials != nil {
+	s.End("c1")
+	if targets, denials, _ := s.Denied("c1"); targets != nil || denials != nil {
 		t.Errorf("after pop: %v %v", targets, denials)
 	}
 }
@@ -42,7 +42,7 @@ func TestCmdSinkDenied(t *testing.T) {
 // DeniedMore, and every deny reaches the log: itemized, or counted in a summary.
 func TestCmdSinkDeniesBounded(t *testing.T) {
 	var logged, counted int64
-	s := &cmdSink{next: event.SinkFunc(func(e event.Event) {
+	s := &Sink{next: event.SinkFunc(func(e event.Event) {
 		switch e.Type {
 		case event.NetDeny:
 			logged++
@@ -50,16 +50,16 @@ func TestCmdSinkDeniesBounded(t *testing.T) {
 			counted += e.Body.(event.NetDenySummaryBody).Denied
 		}
 	})}
-	s.push("c1")
+	s.Begin("c1")
 	const n = 3 * maxDeniesKept
 	for i := range n {
 		s.Emit(event.Event{Type: event.NetDeny, Body: event.NetBody{Host: "h" + strconv.Itoa(i) + ".example", Port: 80}})
 	}
-	targets, denials, more := s.denied("c1")
+	targets, denials, more := s.Denied("c1")
 	if len(targets) != maxDeniesKept || len(denials) != maxDeniesKept || more != n-maxDeniesKept {
 		t.Errorf("kept %d targets and %d denials of %d, %d more; want %d of each and %d more", len(targets), len(denials), n, more, maxDeniesKept, n-maxDeniesKept)
 	}
-	s.close()
+	s.Close()
 	if logged+counted != n {
 		t.Errorf("%d denies itemized and %d counted; want all %d", logged, counted, n)
 	}

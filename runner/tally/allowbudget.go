@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"time"
@@ -40,13 +40,13 @@ const (
 const plainHTTP = "http"
 
 // allowTally is the summary of one command's allowed attempts past the budget, being
-// counted. It implements tally.
+// counted. It implements lineTally.
 type allowTally struct {
 	body event.NetAllowSummaryBody
 	seen map[string]struct{} // distinct destinations, at most maxAllowDistinct
 }
 
-func openAllowTally(now time.Time) tally {
+func openAllowTally(now time.Time) lineTally {
 	return &allowTally{body: event.NetAllowSummaryBody{Named: map[string]event.AllowedTo{}, First: now}, seen: map[string]struct{}{}}
 }
 

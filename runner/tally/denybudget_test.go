@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"runtime"
@@ -11,11 +11,11 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 )
 
-// floodSink is a cmdSink on a fake clock whose summary timer the test fires, and what
+// floodSink is a Sink on a fake clock whose summary timer the test fires, and what
 // it passed on to the log.
 type floodSink struct {
 	t      *testing.T
-	s      *cmdSink
+	s      *Sink
 	now    time.Time
 	timer  func() // the armed summary timer's function, nil when none is armed
 	at     time.Time
@@ -25,7 +25,7 @@ type floodSink struct {
 
 func newFloodSink(t *testing.T) *floodSink {
 	f := &floodSink{t: t, now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	f.s = &cmdSink{
+	f.s = &Sink{
 		next: event.SinkFunc(func(e event.Event) {
 			switch e.Type {
 			case event.NetDeny, event.NetDenySummary:
@@ -84,7 +84,7 @@ func host(i int) event.NetBody {
 // itemized + counted is every attempt.
 func TestDenyBudgetItemizesThenCounts(t *testing.T) {
 	f := newFloodSink(t)
-	f.s.push("1")
+	f.s.Begin("1")
 	const n = 3000
 	for i := range n {
 		if i%2 == 0 {
@@ -120,7 +120,7 @@ func TestDenyBudgetItemizesThenCounts(t *testing.T) {
 	if f.lines[len(f.lines)-1].Cmd != "1" {
 		t.Errorf("summary of command %q; want 1", f.lines[len(f.lines)-1].Cmd)
 	}
-	if _, _, more := f.s.denied("1"); more != n-maxDeniesKept {
+	if _, _, more := f.s.Denied("1"); more != n-maxDeniesKept {
 		t.Errorf("the result counts %d more denials; want %d", more, n-maxDeniesKept)
 	}
 }
@@ -135,7 +135,7 @@ func TestDenyBudgetDistinctBounded(t *testing.T) {
 		b.Category = "kind " + strconv.Itoa(i%40)
 		f.deny(b)
 	}
-	f.s.close()
+	f.s.Close()
 	itemized, counted, sums := f.tally()
 	if itemized+counted != int64(n) || len(sums) != 1 {
 		t.Fatalf("%d itemized + %d counted in %d summaries; want %d in one", itemized, counted, len(sums), n)
@@ -157,14 +157,14 @@ func TestDenyBudgetDistinctBounded(t *testing.T) {
 // burst, are each itemized: no summary, no timer.
 func TestDenyBudgetUnderBudget(t *testing.T) {
 	f := newFloodSink(t)
-	f.s.push("1")
+	f.s.Begin("1")
 	const n = 10 * denyBurst
 	for i := range n {
 		f.deny(host(i))
 		f.advance(time.Second / (denyRate - 10))
 	}
-	f.s.flushSummaries("1")
-	f.s.close()
+	f.s.Flush("1")
+	f.s.Close()
 	itemized, counted, sums := f.tally()
 	if itemized != n || counted != 0 || len(sums) != 0 || f.timer != nil {
 		t.Errorf("%d itemized, %d counted in %d summaries (timer armed: %v); want all %d itemized", itemized, counted, len(sums), f.timer != nil, n)
@@ -177,7 +177,7 @@ func TestDenyBudgetUnderBudget(t *testing.T) {
 // (no command running) is written at the run's end.
 func TestDenyBudgetSustainedFlood(t *testing.T) {
 	f := newFloodSink(t)
-	f.s.push("1")
+	f.s.Begin("1")
 	const perSecond, seconds = 10000, 5
 	attempts := 0
 	for range seconds * perSecond {
@@ -204,8 +204,8 @@ func TestDenyBudgetSustainedFlood(t *testing.T) {
 		}
 		last = e.Time
 	}
-	f.s.flushSummaries("1")
-	f.s.pop("1")
+	f.s.Flush("1")
+	f.s.End("1")
 	if _, c, _ := f.tally(); itemized+c != int64(attempts) {
 		t.Errorf("at the command's end: %d itemized + %d counted; want %d", itemized, c, attempts)
 	}
@@ -216,8 +216,8 @@ func TestDenyBudgetSustainedFlood(t *testing.T) {
 		f.deny(event.NetBody{}) // between commands, past the budget
 		attempts++
 	}
-	f.s.close()
-	f.s.close()
+	f.s.Close()
+	f.s.Close()
 	itemized, counted, _ := f.tally()
 	if itemized+counted != int64(attempts) {
 		t.Errorf("at the run's end: %d itemized + %d counted; want %d", itemized, counted, attempts)
@@ -261,9 +261,9 @@ func TestDenySummaryNotLostToClose(t *testing.T) {
 			logged, lost int64
 			ended        = make(chan struct{})
 			fire         func()
-			s            *cmdSink
+			s            *Sink
 		)
-		s = &cmdSink{
+		s = &Sink{
 			next: event.SinkFunc(func(e event.Event) {
 				b, ok := e.Body.(event.NetDenySummaryBody)
 				if !ok {
@@ -279,7 +279,7 @@ func TestDenySummaryNotLostToClose(t *testing.T) {
 				mu.Unlock()
 				if first {
 					go func() {
-						s.close()
+						s.Close()
 						mu.Lock()
 						sealed = true // teardown seals the log once close has returned
 						mu.Unlock()

@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"strings"
@@ -13,6 +13,16 @@ const maxAlertKinds = 256
 
 // maxAlertTarget bounds an alert's target as the summary shows it.
 const maxAlertTarget = 256
+
+// Alert is one kind of monitor alert a command raised: the category of the deviation,
+// what it touched and the syscall, counted. Nothing of the contract is in it (the full
+// reason, which names the contract's path and why, is in the audit log).
+type Alert struct {
+	Category string // e.g. "write to a read-only path"
+	Target   string // the path, address, program or decoded arguments
+	Syscall  string
+	Count    int
+}
 
 // alertCounts counts monitor alerts by kind, per command and for the whole run. Its
 // caller holds the lock.

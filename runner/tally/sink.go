@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 )
 
-// cmdSink stamps events that do not name a command with the one running now (in a
+// Sink stamps events that do not name a command with the one running now (in a
 // session with concurrent commands: the most recently started one still running), so a
 // reviewer can join a denied connection to the command that tried it, remembers each
 // running command's denied destinations, and copies every event to an optional second
@@ -17,8 +17,11 @@ import (
 // them (budget.go): past its kind's budget an attempt is counted in its command's tally
 // of that kind instead of being passed on, and the tally is passed on as a
 // net.deny.summary or net.allow.summary at most once a second (one timer for both), at
-// the command's end (flushSummaries) and at the run's end (close).
-type cmdSink struct {
+// the command's end (Flush) and at the run's end (Close).
+//
+// A Sink is safe for concurrent use by multiple goroutines: the egress proxy, the
+// monitor, the gates and the broker emit while the run begins and ends commands.
+type Sink struct {
 	next event.Sink
 	copy event.Sink       // may be nil
 	now  func() time.Time // or nil for time.Now
@@ -35,11 +38,25 @@ type cmdSink struct {
 	stop    func() bool            // cancels the summary timer; nil when none is armed
 
 	// flushMu is held from taking tallies off the budget to passing the last of them
-	// on (tick, flushSummaries, close), before mu: close does not return while a summary
+	// on (tick, Flush, Close), before mu: Close does not return while a summary
 	// the timer took is still on its way to the log, which teardown seals right after
 	// (a summary passed to a sealed log would be dropped, its denials neither itemized
 	// nor counted), and a command's summary precedes its cmd.end.
 	flushMu sync.Mutex
+}
+
+// New returns a sink that passes events on to next and a copy of each to copy (nil
+// for none), on the clock now (nil for time.Now).
+func New(next, copy event.Sink, now func() time.Time) *Sink {
+	return &Sink{next: next, copy: copy, now: now}
+}
+
+// Denial is one destination the egress proxy refused a command, as the command may be
+// told: nothing in it comes from the contract but the category.
+type Denial struct {
+	Destination   string // "host:port", as the command asked for it
+	Reason        string // the kind of denial, e.g. "not in network.allow"
+	SuggestedRule string // the rule that would allow it, "" when none could
 }
 
 // cmdDenials is what a running command's result says of its denials: the first
@@ -49,8 +66,9 @@ type cmdDenials struct {
 	n    int
 }
 
-// joinCgroup attributes events from cgroup id to command cmd.
-func (s *cmdSink) joinCgroup(id uint64, cmd string) {
+// JoinCgroup attributes events from cgroup id to command cmd: an alert from a process in
+// that cgroup is the command's, whichever command is current.
+func (s *Sink) JoinCgroup(id uint64, cmd string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cgroups == nil {
@@ -59,13 +77,17 @@ func (s *cmdSink) joinCgroup(id uint64, cmd string) {
 	s.cgroups[id] = cmd
 }
 
-func (s *cmdSink) push(id string) {
+// Begin marks command id running: events that name no command are stamped with it while
+// it is the most recently started one still running.
+func (s *Sink) Begin(id string) {
 	s.mu.Lock()
 	s.active = append(s.active, id)
 	s.mu.Unlock()
 }
 
-func (s *cmdSink) pop(id string) {
+// End marks command id ended and forgets its denials and alerts: take them (Denied,
+// Alerts) and write its summaries (Flush) before.
+func (s *Sink) End(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, a := range s.active {
@@ -78,15 +100,15 @@ func (s *cmdSink) pop(id string) {
 	s.alerted.forget(id)
 }
 
-// running lists the commands running now, oldest first.
-func (s *cmdSink) running() []string {
+// Running lists the commands running now, oldest first.
+func (s *Sink) Running() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.active...)
 }
 
-// current is the most recently started command still running, or "".
-func (s *cmdSink) current() string {
+// Current is the most recently started command still running, or "".
+func (s *Sink) Current() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.active) == 0 {
@@ -95,10 +117,10 @@ func (s *cmdSink) current() string {
 	return s.active[len(s.active)-1]
 }
 
-// denied returns the destinations ("host:port") denied to command id so far, one per
+// Denied returns the destinations ("host:port") denied to command id so far, one per
 // denial, the same explained, one per destination in the order first denied, and how
 // many more denials it had than targets lists (past maxDeniesKept).
-func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
+func (s *Sink) Denied(id string) ([]string, []Denial, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var (
@@ -126,16 +148,16 @@ func (s *cmdSink) denied(id string) ([]string, []Denial, int) {
 	return targets, denials, d.n - len(d.kept)
 }
 
-// alerts returns the monitor alerts of command id so far, or the whole run's when id is
+// Alerts returns the monitor alerts of command id so far, or the whole run's when id is
 // "", once per category, target and syscall in the order first seen.
-func (s *cmdSink) alerts(id string) []Alert {
+func (s *Sink) Alerts(id string) []Alert {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.alerted.list(id)
 }
 
 // Emit implements event.Sink.
-func (s *cmdSink) Emit(e event.Event) {
+func (s *Sink) Emit(e event.Event) {
 	s.mu.Lock()
 	if a, ok := e.Body.(event.SyscallAlertBody); ok && e.Cmd == "" {
 		e.Cmd = s.cgroups[a.Cgroup] // exact: the process was in that command's cgroup
@@ -165,7 +187,7 @@ func (s *cmdSink) Emit(e event.Event) {
 }
 
 // pass hands e on to the log and the copy.
-func (s *cmdSink) pass(e event.Event) {
+func (s *Sink) pass(e event.Event) {
 	s.next.Emit(e)
 	if s.copy != nil {
 		s.copy.Emit(e)
@@ -173,7 +195,7 @@ func (s *cmdSink) pass(e event.Event) {
 }
 
 // keepDenied remembers a denial of command cmd for its result. s.mu is held.
-func (s *cmdSink) keepDenied(cmd string, b event.NetBody) {
+func (s *Sink) keepDenied(cmd string, b event.NetBody) {
 	if cmd == "" {
 		return
 	}
@@ -191,9 +213,9 @@ func (s *cmdSink) keepDenied(cmd string, b event.NetBody) {
 	}
 }
 
-// flushSummaries writes command cmd's tallies of attempts past the budgets now, and any
+// Flush writes command cmd's tallies of attempts past the budgets now, and any
 // other that is due, so that its summaries precede its cmd.end.
-func (s *cmdSink) flushSummaries(cmd string) {
+func (s *Sink) Flush(cmd string) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
@@ -204,9 +226,9 @@ func (s *cmdSink) flushSummaries(cmd string) {
 	}
 }
 
-// close writes every tally left, as the run ends (once the proxy is closed), and stops
+// Close writes every tally left, as the run ends (once the proxy is closed), and stops
 // the summary timer; any attempt after it is itemized. It is idempotent.
-func (s *cmdSink) close() {
+func (s *Sink) Close() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
@@ -223,7 +245,7 @@ func (s *cmdSink) close() {
 }
 
 // armLocked arms the summary timer to fire at at. s.mu is held.
-func (s *cmdSink) armLocked(at time.Time) {
+func (s *Sink) armLocked(at time.Time) {
 	schedule := s.schedule
 	if schedule == nil {
 		schedule = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
@@ -232,7 +254,7 @@ func (s *cmdSink) armLocked(at time.Time) {
 }
 
 // tick writes the tallies that are due, and arms the timer for the next one.
-func (s *cmdSink) tick() {
+func (s *Sink) tick() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
@@ -252,7 +274,7 @@ func (s *cmdSink) tick() {
 	}
 }
 
-func (s *cmdSink) clock() time.Time {
+func (s *Sink) clock() time.Time {
 	if s.now != nil {
 		return s.now()
 	}
@@ -260,9 +282,10 @@ func (s *cmdSink) clock() time.Time {
 }
 
 // maxDeniesKept bounds the net.deny bodies kept per running command for its result
-// (ExecResult.DeniedEgress and Denied). The sandbox makes denials as fast as it can
-// connect (a flood past MaxConns is one deny per connection, about 12,000 a second):
-// kept without bound they grew cordon's memory by some 700 bytes each until it ran out.
-// Past this many the result lists no more, and counts them in ExecResult.DeniedMore; the
-// log itemizes them, or counts them in net.deny.summary lines past its budget.
+// (runner.ExecResult.DeniedEgress and Denied). The sandbox makes denials as fast as it
+// can connect (a flood past MaxConns is one deny per connection, about 12,000 a
+// second): kept without bound they grew cordon's memory by some 700 bytes each until it
+// ran out. Past this many the result lists no more, and counts them in
+// runner.ExecResult.DeniedMore; the log itemizes them, or counts them in
+// net.deny.summary lines past its budget.
 const maxDeniesKept = 1000

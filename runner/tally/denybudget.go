@@ -1,4 +1,4 @@
-package runner
+package tally
 
 import (
 	"time"
@@ -34,13 +34,13 @@ const denyOtherReason = "other"
 const deniedByContract = "denied by contract"
 
 // denyTally is the summary of one command's denials past the budget, being counted.
-// It implements tally.
+// It implements lineTally.
 type denyTally struct {
 	body event.NetDenySummaryBody
 	seen map[string]struct{} // distinct destinations, at most maxDenyDistinct
 }
 
-func openDenyTally(now time.Time) tally {
+func openDenyTally(now time.Time) lineTally {
 	return &denyTally{body: event.NetDenySummaryBody{Reasons: map[string]int64{}, First: now}, seen: map[string]struct{}{}}
 }
 
