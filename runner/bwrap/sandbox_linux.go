@@ -400,15 +400,8 @@ func (s *instance) finish(stderr io.Writer, err error, st wire.Status, checked b
 			fmt.Fprintf(stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.plan.Limits.Memory)
 		}
 	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, nil
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
+	if code, ok := errdefs.ProcessCode(err); ok {
+		return code, nil
 	}
 	return 0, fmt.Errorf("waiting for bwrap: %w", err)
 }
