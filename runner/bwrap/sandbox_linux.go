@@ -431,26 +431,9 @@ func (s *instance) killCgroupIfAlone() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active <= 1 {
-		killMembers(s.cg, 5*time.Second)
-	}
-}
-
-// killMembers SIGKILLs each member of cg and waits up to timeout for it to empty.
-// It does not write cgroup.kill: on some kernels (seen on 6.18) a process later cloned
-// into a cgroup that was killed that way (CLONE_INTO_CGROUP) is killed at birth, which
-// would break the next command of a session. Close's Remove still uses cgroup.kill,
-// and the pid namespace already took everything the command started.
-func killMembers(cg *linux.Cgroup, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for {
-		procs := cg.Procs()
-		if len(procs) == 0 || time.Now().After(deadline) {
-			return
-		}
-		for _, pid := range procs {
-			_ = linux.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(2 * time.Millisecond)
+		// A session's next Exec clones bwrap into this cgroup again: Kill leaves it
+		// usable for that.
+		_ = s.cg.Kill(5 * time.Second)
 	}
 }
 
