@@ -138,17 +138,12 @@ func execute(ctx context.Context, pol hostexec.Policy, dir string, argv, env []s
 	cmd.WaitDelay = 2 * time.Second
 	err = cmd.Run()
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
-	code := 0
-	var ee *exec.ExitError
+	code, waited := errdefs.ProcessCode(err)
 	switch {
 	case timedOut:
 		code = exitTimeout
 		out.note("cordon: the operation was killed at its timeout\n")
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-		if code < 0 {
-			code = 128 + signalOf(ee)
-		}
+	case waited:
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		code = exitNotFound
 		out.note("cordon: " + err.Error() + "\n")

@@ -6,5 +6,3 @@ import "os/exec"
 
 // setProcessGroup: no process groups here; cancellation kills the process alone.
 func setProcessGroup(*exec.Cmd) {}
-
-func signalOf(*exec.ExitError) int { return 0 }

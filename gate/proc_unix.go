@@ -17,10 +17,3 @@ func setProcessGroup(cmd *exec.Cmd) {
 		return linux.KillGroup(cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
-
-func signalOf(ee *exec.ExitError) int {
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return int(ws.Signal())
-	}
-	return 0
-}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -139,10 +140,7 @@ func run(spec *wire.Spec, k *confiner) int {
 		if wpid != pid {
 			continue // an orphan reparented to us: reaped
 		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
+		return errdefs.WaitCode(ws)
 	}
 }
 

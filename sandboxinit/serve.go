@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -140,11 +141,7 @@ func (s *server) reap(chld <-chan os.Signal) {
 				continue // an orphan reparented to us: reaped
 			}
 			s.exited(pid)
-			code := ws.ExitStatus()
-			if ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			}
-			_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: id, Code: code})
+			_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: id, Code: errdefs.WaitCode(ws)})
 		}
 	}
 }

@@ -208,24 +208,51 @@ func (cg *Cgroup) AddV1(pids ...int) error {
 	return nil
 }
 
-// Kill kills every process in the cgroup (cgroup.kill, Linux 5.14+; SIGKILL to each
-// member on older kernels) and waits up to timeout for it to empty.
+// Kill kills every process in the cgroup and in the cgroups below it, and waits up to
+// timeout until none is left (the cgroup reports itself unpopulated, so that it can be
+// removed). It is cordon's one way to kill a cgroup, and the cgroup stays usable: a
+// process cloned into it afterwards (CLONE_INTO_CGROUP, a session's next command) runs.
+//
+// It freezes the subtree (cgroup.freeze, Linux 5.2+), so that nothing in it forks past
+// the kill, SIGKILLs every member of every cgroup in it, again on each pass until none
+// is left (a child forked while its parent was being killed is caught on the next one),
+// and thaws the subtree before it returns. It does not write cgroup.kill: on some
+// kernels (seen on 6.18) a process later cloned into a cgroup killed that way is killed
+// at birth (TestCgroupUsableAfterKill). Without a freezer (older kernels) the passes
+// alone do the work.
 func (cg *Cgroup) Kill(timeout time.Duration) error {
-	if err := writeFile(filepath.Join(cg.Path, "cgroup.kill"), "1"); err != nil {
-		for _, pid := range cg.Procs() {
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
-	}
 	deadline := time.Now().Add(timeout)
-	// Empty cgroup.procs is not yet gone: a killed process may still be exiting, and
-	// rmdir fails (EBUSY) until the cgroup reports itself unpopulated.
-	for len(cg.Procs()) > 0 || cg.populated() {
+	freeze := filepath.Join(cg.Path, "cgroup.freeze")
+	if writeFile(freeze, "1") == nil {
+		defer func() { _ = writeFile(freeze, "0") }()
+	}
+	for {
+		pids := cg.subtreeProcs()
+		// Empty cgroup.procs is not yet gone: a killed process may still be exiting,
+		// and rmdir fails (EBUSY) until the cgroup reports itself unpopulated.
+		if len(pids) == 0 && !cg.populated() {
+			return nil
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup %s still has processes after kill", cg.Path)
 		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return nil
+}
+
+// subtreeProcs lists the processes in the cgroup and in every cgroup below it.
+func (cg *Cgroup) subtreeProcs() []int {
+	var pids []int
+	_ = filepath.WalkDir(cg.Path, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			pids = append(pids, readProcs(path)...)
+		}
+		return nil // a cgroup removed meanwhile has nothing left to kill
+	})
+	return pids
 }
 
 // populated reports whether the cgroup or one below it still holds a process.
@@ -235,8 +262,11 @@ func (cg *Cgroup) populated() bool {
 }
 
 // Procs lists the processes in the v2 cgroup.
-func (cg *Cgroup) Procs() []int {
-	data, err := os.ReadFile(filepath.Join(cg.Path, "cgroup.procs"))
+func (cg *Cgroup) Procs() []int { return readProcs(cg.Path) }
+
+// readProcs lists the processes in the v2 cgroup directory dir.
+func readProcs(dir string) []int {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil
 	}

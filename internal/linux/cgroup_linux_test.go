@@ -122,3 +122,77 @@ func TestChildAndIdleCgroups(t *testing.T) {
 		t.Errorf("idle cgroup left: %v", err)
 	}
 }
+
+// TestCgroupUsableAfterKill: a process cloned into a cgroup after Kill emptied it runs
+// (a session's next command goes into the cgroup its previous one was killed in). With
+// cgroup.kill, some kernels (6.18) kill such a process at birth.
+func TestCgroupUsableAfterKill(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg, err := NewCgroup("test-"+t.Name(), Limits{})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	defer cg.Remove()
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.FD()}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	first := start("sleep 322")
+	waitProcs(t, cg.Path, 1)
+	if err := cg.Kill(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	next := start("exit 7")
+	if err := next.Wait(); err == nil || next.ProcessState.ExitCode() != 7 {
+		t.Fatalf("a process cloned into the cgroup after Kill: %v; want exit status 7", err)
+	}
+	if data, _ := os.ReadFile(cg.Path + "/cgroup.freeze"); len(data) > 0 && data[0] != '0' {
+		t.Errorf("Kill left the cgroup frozen: cgroup.freeze %q", data)
+	}
+}
+
+// TestCgroupKillReachesBelowAndForkers: Kill takes the processes of the cgroups below
+// it, and a process that keeps forking, and leaves the subtree unpopulated.
+func TestCgroupKillReachesBelowAndForkers(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg, err := NewCgroup("test-"+t.Name(), Limits{})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	defer cg.Remove()
+	child, err := cg.Child("cmd-1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	below := exec.Command("sleep", "323")
+	below.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(child.Dir().Fd())}
+	forker := exec.Command("sh", "-c", "while :; do sleep 324 & done")
+	forker.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg.FD()}
+	for _, c := range []*exec.Cmd{below, forker} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitProcs(t, child.Path, 1)
+	waitProcs(t, cg.Path, 10)
+	if err := cg.Kill(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = below.Wait(), forker.Wait()
+	if n := len(child.Procs()) + len(cg.Procs()); n != 0 || cg.populated() {
+		t.Fatalf("%d processes survived the kill (populated %v)", n, cg.populated())
+	}
+}
+
+// waitProcs waits until the cgroup directory dir holds at least n processes.
+func waitProcs(t *testing.T, dir string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(readProcs(dir)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d processes in %s, got %d", n, dir, len(readProcs(dir)))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -401,15 +401,8 @@ func (s *instance) finish(stderr io.Writer, err error, st wire.Status, checked b
 			fmt.Fprintf(stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.plan.Limits.Memory)
 		}
 	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, nil
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
+	if code, ok := errdefs.ProcessCode(err); ok {
+		return code, nil
 	}
 	return 0, fmt.Errorf("waiting for bwrap: %w", err)
 }
@@ -439,26 +432,9 @@ func (s *instance) killCgroupIfAlone() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active <= 1 {
-		killMembers(s.cg, 5*time.Second)
-	}
-}
-
-// killMembers SIGKILLs each member of cg and waits up to timeout for it to empty.
-// It does not write cgroup.kill: on some kernels (seen on 6.18) a process later cloned
-// into a cgroup that was killed that way (CLONE_INTO_CGROUP) is killed at birth, which
-// would break the next command of a session. Close's Remove still uses cgroup.kill,
-// and the pid namespace already took everything the command started.
-func killMembers(cg *linux.Cgroup, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for {
-		procs := cg.Procs()
-		if len(procs) == 0 || time.Now().After(deadline) {
-			return
-		}
-		for _, pid := range procs {
-			_ = linux.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(2 * time.Millisecond)
+		// A session's next Exec clones bwrap into this cgroup again: Kill leaves it
+		// usable for that.
+		_ = s.cg.Kill(5 * time.Second)
 	}
 }
 

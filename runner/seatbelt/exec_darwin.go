@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/groupwatch"
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -78,7 +79,7 @@ func execProfile(ctx context.Context, watcher, profile string, argv []string, di
 	if ctx.Err() != nil {
 		return -1, ctx.Err()
 	}
-	return exitStatus(cmd, werr)
+	return exitStatus(werr)
 }
 
 // copies are the goroutines copying a command's streams through pipes, so that Wait
@@ -167,14 +168,10 @@ func (c *copies) wait() {
 // drainTimeout bounds the wait for a command's output after its group was killed.
 const drainTimeout = 5 * time.Second
 
-func exitStatus(cmd *exec.Cmd, err error) (int, error) {
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
+func exitStatus(err error) (int, error) {
+	code, ok := errdefs.ProcessCode(err)
+	if !ok {
 		return -1, fmt.Errorf("seatbelt: waiting for sandbox-exec: %w", err)
 	}
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		return 128 + int(ws.Signal()), nil
-	}
-	return ws.ExitStatus(), nil
+	return code, nil
 }

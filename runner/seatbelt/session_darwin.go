@@ -75,7 +75,7 @@ func (s *instance) serve(ctx context.Context, p sandbox.Process, dir string) (in
 	if checked && !st.OK {
 		return -1, fmt.Errorf("%w: seatbelt: the session's process 1: %s", errdefs.ErrSandbox, st.Error)
 	}
-	return exitStatus(cmd, werr)
+	return exitStatus(werr)
 }
 
 // readStatus reads process 1's report; checked is false when it never wrote one
