@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -206,6 +207,24 @@ func runRoots() []string {
 	out := []string{paths.RunRoot().String()}
 	worldRoots.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
 	return out
+}
+
+// stagedMountsLeft lists the staged overlays still mounted below a run root of this
+// test process: those of other processes (another test binary's runs) are theirs.
+func stagedMountsLeft() []string {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	var left []string
+	for _, m := range linux.ParseMountinfo(string(data)) {
+		if !strings.Contains(m.Point, "staged-workspace") {
+			continue
+		}
+		for _, root := range runRoots() {
+			if strings.HasPrefix(m.Point, root+"/") {
+				left = append(left, m.Point)
+			}
+		}
+	}
+	return left
 }
 
 // runResult runs cmd and returns its output and exit status; a command that could not

@@ -235,8 +235,8 @@ func TestContainerStagedSession(t *testing.T) {
 		} {
 			t.Run(st.name, st.fn)
 		}
-		if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), "staged-workspace") {
-			t.Errorf("a staged overlay is still mounted on the host")
+		if left := stagedMountsLeft(); len(left) > 0 {
+			t.Errorf("a staged overlay is still mounted on the host: %v", left)
 		}
 	})
 }

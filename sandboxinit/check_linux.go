@@ -3,13 +3,13 @@ package sandboxinit
 import (
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // kernelFS are mounts every sandbox has that are read-write by nature and hold nothing

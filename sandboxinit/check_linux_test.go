@@ -1,13 +1,13 @@
 package sandboxinit
 
 import (
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // On the host, outside any sandbox, the self-check must fail: it is what stops a

@@ -3,7 +3,6 @@ package sandboxinit
 import (
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/seccomp"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // joinFD is the command cgroup's cgroup.procs in the join trampoline.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // channels returns pid1's status writer and spec reader: fds [StatusFD] and [SpecFD],

@@ -1,13 +1,13 @@
 package sandboxinit
 
 import (
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 func TestDirArg(t *testing.T) {

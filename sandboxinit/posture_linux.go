@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // PostureMain is `internal posture`: it measures the sandbox from the point of view of

@@ -1,10 +1,10 @@
 package sandboxinit
 
 import (
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 func TestPostureHelpers(t *testing.T) {

@@ -3,10 +3,10 @@ package sandboxinit
 import (
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"os"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // Main is the body of `cordon internal init` on macOS, where it is only a session's

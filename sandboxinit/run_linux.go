@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // Main is the body of `cordon internal init`. It never returns normally: it exits with

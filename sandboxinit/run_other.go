@@ -4,8 +4,9 @@ package sandboxinit
 
 import (
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"os"
+
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // Main is unimplemented off Linux.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cordonhq/cordon/sandboxinit/wire"
 	"io"
 	"net"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // server runs a session's commands: each exec request is forked with the three file
