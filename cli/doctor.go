@@ -14,14 +14,14 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
-// postureBinary is where every backend mounts cordon's init binary in the sandbox
-// (bwrap.InitPath and container.InitPath; doctor_linux_test.go holds them to it).
-const postureBinary = "/run/cordon/cordon"
+// postureBinary is where every backend mounts cordon's init binary in the sandbox.
+const postureBinary = paths.SandboxInit
 
 // doctorVersion is the version of `cordon doctor --json`.
 const doctorVersion = 1

@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // SecretsDir is where the sandbox finds credentials delivered as files:
 // SecretsDir/NAME, mode 0400, on a tmpfs.
-const SecretsDir = "/run/cordon/secrets"
+const SecretsDir = paths.SandboxSecrets
 
 // ErrNotTmpfs: a directory meant for secret files is on a filesystem that keeps them
 // after the run (a value written there would outlive its revocation on disk).

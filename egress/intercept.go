@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -351,13 +352,10 @@ func (p *Proxy) interceptOne(cc *idleConn, cbr *bufio.Reader, cbw *bufio.Writer,
 	if err := uw.Flush(); err != nil {
 		return fmt.Errorf("sending request: %w", err)
 	}
-	lim.N = maxHead
-	resp, err := http.ReadResponse(ubr, out)
+	resp, err := p.finalResponse(cbw, lim, ubr, out, back)
 	if err != nil {
-		writeSimple(cbw, http.StatusBadGateway, "cordon: bad response from destination\n")
-		return fmt.Errorf("reading response: %w", err)
+		return err
 	}
-	lim.N = 1 << 62
 	defer resp.Body.Close()
 	if err := p.scrubResponse(resp, back); err != nil {
 		writeSimple(cbw, http.StatusBadGateway, "cordon: the destination's response carried a credential; refused\n")
@@ -383,3 +381,63 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// maxInterim bounds the interim (1xx) responses the proxy takes before a request's
+// final one (Go's own client takes 5).
+const maxInterim = 5
+
+// finalResponse reads the destination's response to out, relaying the interim (1xx)
+// responses before it to the client, each scrubbed as a final one is: 103 Early Hints
+// may echo the request's headers, and an interim left unread would be taken for the
+// final response, which would then answer the next request on the connection. A 100
+// Continue is not relayed: the proxy answers the client's expectation itself. 101
+// Switching Protocols is final. On an error it has answered the client.
+func (p *Proxy) finalResponse(cbw *bufio.Writer, lim *io.LimitedReader, ubr *bufio.Reader, out *http.Request, back []string) (*http.Response, error) {
+	for n := 0; ; n++ {
+		lim.N = maxHead
+		resp, err := http.ReadResponse(ubr, out)
+		if err != nil {
+			writeSimple(cbw, http.StatusBadGateway, "cordon: bad response from destination\n")
+			return nil, fmt.Errorf("reading response: %w", err)
+		}
+		lim.N = 1 << 62
+		if resp.StatusCode/100 != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		resp.Body.Close() // http.NoBody: an interim response has none
+		if n == maxInterim {
+			writeSimple(cbw, http.StatusBadGateway, "cordon: too many interim responses from destination\n")
+			return nil, fmt.Errorf("more than %d interim responses", maxInterim)
+		}
+		if err := p.scrubResponse(resp, back); err != nil {
+			writeSimple(cbw, http.StatusBadGateway, "cordon: the destination's response carried a credential; refused\n")
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusContinue {
+			continue
+		}
+		if err := writeInterim(cbw, resp); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// writeInterim relays an interim response's status line and headers (hop-by-hop ones
+// dropped).
+func writeInterim(bw *bufio.Writer, resp *http.Response) error {
+	text := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)+" ")
+	if text == "" || text == resp.Status {
+		text = http.StatusText(resp.StatusCode)
+	}
+	h := resp.Header.Clone()
+	stripHop(h)
+	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", resp.StatusCode, printable(text))
+	if err := h.Write(bw); err != nil {
+		return fmt.Errorf("writing an interim response: %w", err)
+	}
+	_, _ = bw.WriteString("\r\n")
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing an interim response: %w", err)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // The sandbox's sockets. ProxyAddr, its one way out, is the egress proxy's listener
@@ -18,8 +19,8 @@ import (
 // imports it).
 const (
 	ProxyAddr     = "127.0.0.1:3128"
-	GateSocket    = "/run/cordon/gate.sock"
-	ControlSocket = "/run/cordon/control.sock"
+	GateSocket    = paths.SandboxGate
+	ControlSocket = paths.SandboxControl
 )
 
 // Profile is what a run's processes are expected to do; whatever else they do is a
@@ -80,10 +81,10 @@ var sandboxPaths = []PathRule{
 	{"/proc/kallsyms", contract.Hidden, "kernel symbol addresses"},
 	{"/proc/kmsg", contract.Hidden, "kernel log"},
 	{"/proc/sysrq-trigger", contract.Hidden, "kernel control"},
-	{"/run/cordon", contract.ReadOnly, "cordon's init and egress socket"},
-	{"/run/cordon/spec.json", contract.Hidden, "process 1's own: its spec (containers)"},
-	{"/run/cordon/env", contract.Hidden, "process 1's own: its environment pipe (containers)"},
-	{"/run/cordon/status", contract.Hidden, "process 1's own: its status pipe (containers)"},
+	{paths.SandboxDir, contract.ReadOnly, "cordon's init, secrets and sockets"},
+	{paths.SandboxDir + "/" + paths.InitSpec, contract.Hidden, "process 1's own: its spec (containers)"},
+	{paths.SandboxDir + "/" + paths.InitEnv, contract.Hidden, "process 1's own: its environment pipe (containers)"},
+	{paths.SandboxDir + "/" + paths.InitStatus, contract.Hidden, "process 1's own: its status pipe (containers)"},
 	{"/sys/devices/system/cpu", contract.ReadOnly, "runtime probe: CPU topology"},
 	{"/sys/devices/system/node", contract.ReadOnly, "runtime probe: NUMA nodes"},
 	{"/sys/kernel/mm/transparent_hugepage", contract.ReadOnly, "runtime probe: huge pages"},

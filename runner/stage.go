@@ -3,7 +3,6 @@ package runner
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/layer"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // A staged run (Options.Stage) writes to an overlay of the workspace: the real
@@ -111,8 +111,15 @@ func (s *stageRecord) save(dir string) error {
 	return nil
 }
 
+// maxStageRecord bounds what is read of a stage record: it lists every changed path
+// (up to limits.diff.entries), and those run far below this.
+const maxStageRecord = 256 << 20
+
+// loadStage reads dir's stage record as cordon's own ([paths.ReadRecordMax]): a regular
+// file, no link, owned by this user and writable by no one else, for what it says
+// decides what apply lands where.
 func loadStage(dir string) (*stageRecord, error) {
-	data, err := os.ReadFile(filepath.Join(dir, stageRecordName))
+	data, err := paths.ReadRecordMax(filepath.Join(dir, stageRecordName), paths.Owner(), maxStageRecord)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/seccomp"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
@@ -21,7 +22,7 @@ const joinFD = 3
 
 // Paths every sandbox has that the Landlock ruleset adds to the Plan's.
 var (
-	confineRead    = []string{"/proc", "/run/cordon"}
+	confineRead    = []string{"/proc", paths.SandboxDir}
 	confineDevices = []string{"/dev"}
 	confineList    = []string{"/"}
 )

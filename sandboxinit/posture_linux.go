@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
@@ -187,7 +188,7 @@ func landlockChecks(writable []string) []wire.PostureCheck {
 	e := openErrno("/proc/self/comm", os.O_WRONLY)
 	out = append(out, check("landlock: write /proc/self/comm", "EACCES", errnoName(e), e == syscall.EACCES,
 		"the file's mode lets its owner write it: only Landlock (/proc read-only) refuses"))
-	for _, dir := range []string{"/", "/etc", "/run/cordon"} {
+	for _, dir := range []string{"/", "/etc", paths.SandboxDir} {
 		if granted(dir, writable) {
 			continue
 		}

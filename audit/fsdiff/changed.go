@@ -152,7 +152,7 @@ func (s *scanner) scanTarget(ctx context.Context, t target, parents *parentCache
 		return
 	}
 	if t.nested {
-		if e := nestedRepo(s.root, t.rel, s.opts.devAlias); e != nil {
+		if e := nestedRepo(s.root, t.rel, s.opts); e != nil {
 			s.put(t.rel, e)
 		}
 		return

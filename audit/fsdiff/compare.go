@@ -19,7 +19,7 @@ type pending struct {
 // compare lists what changed from snapshot a to snapshot b (of the workspace dir) and
 // renders the patch.
 func compare(dir string, a, b *snapshot, opts Options) *Result {
-	r := &resolver{dir: dir, maxText: opts.MaxTextSize, maxRetained: opts.MaxRetained}
+	r := &resolver{dir: dir, maxText: opts.MaxTextSize, maxRetained: opts.MaxRetained, opts: opts, hashLeft: opts.MaxHashBytes - b.hashed}
 	defer r.close()
 	var added, deleted []string
 	var out []pending

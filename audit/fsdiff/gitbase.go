@@ -100,10 +100,16 @@ type resolver struct {
 	// as Options.MaxRetained bounds a scan's: beyond it a blob is kept as size and
 	// SHA-256 only (Large), as the file would have been had the baseline read it.
 	maxRetained, retained int64
-	store                 *gitread.Store
-	storeErr              error
-	opened                bool
-	problems              []string
+	// opts and hashLeft bound the blobs read as the diff's scan bounds the files it
+	// hashes: what is left of Options.MaxHashBytes once the scan hashed its files,
+	// Options.MaxFileHash per blob, and the deadline. A blob past them is not read:
+	// the change is reported by the stat data, as a file not hashed is.
+	opts     Options
+	hashLeft int64
+	store    *gitread.Store
+	storeErr error
+	opened   bool
+	problems []string
 }
 
 func (r *resolver) close() {
@@ -125,11 +131,30 @@ func (r *resolver) full(rel string, e *entry) *entry {
 	return b.full
 }
 
+// hashable reserves size bytes of the diff's hashing for a blob, or says why it is not
+// read.
+func (r *resolver) hashable(size int64) (why string) {
+	switch {
+	case r.opts.late():
+		return unhashedDeadline
+	case size > r.opts.MaxFileHash:
+		return unhashedFile
+	case size > r.hashLeft:
+		return unhashedBudget
+	}
+	r.hashLeft -= size
+	return ""
+}
+
 // load reads e's blob and builds the entry the baseline would have built by reading
 // the file (the same digest, kind and retained content); on failure, an unreadable
 // entry.
 func (r *resolver) load(e *entry) (*entry, error) {
 	full := &entry{key: e.key, mode: e.mode, size: e.size, xattrs: e.xattrs}
+	if why := r.hashable(e.size); why != "" {
+		unhashedEntry(full, why)
+		return full, nil
+	}
 	if !r.opened {
 		r.opened = true
 		r.store, r.storeErr = gitread.OpenStore(filepath.Join(r.dir, ".git"))

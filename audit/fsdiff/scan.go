@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/gitread"
@@ -57,6 +56,7 @@ type snapshot struct {
 	stats    ScanStats
 	problems []string
 	bounds   snapBounds
+	hashed   int64 // bytes of hashing its scan reserved, of Options.MaxHashBytes
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -160,6 +160,7 @@ func (s *scanner) snapshot() *snapshot {
 		entries:  s.out,
 		problems: s.problems,
 		bounds:   s.snapBounds(),
+		hashed:   s.hashed.Load(),
 		stats: ScanStats{
 			Files:    len(s.out) - int(s.dirAt.Load()),
 			Dirs:     int(s.dirs.Load()),
@@ -225,7 +226,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		if name == ".git" && rel != "." && !strings.HasPrefix(crel, ".git/") {
 			// A nested repository: shown (the host's git would obey its config and
 			// hooks), never descended into; what git obeys is fingerprinted.
-			if e := nestedRepo(s.root, crel, s.opts.devAlias); e != nil {
+			if e := nestedRepo(s.root, crel, s.opts); e != nil {
 				local = append(local, namedEntry{crel, e})
 			}
 			continue
@@ -258,82 +259,6 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.out[ne.rel] = ne.e
 	}
 	s.mu.Unlock()
-}
-
-// nestedRepo is the entry of a nested .git: a special file whose digest covers the
-// stat keys of everything git obeys there, at any depth (configuration, commondir and
-// gitdir files, attributes, alternates, every hook; submodules' and worktrees' git
-// directories under modules/ and worktrees/ alike) or, for a pointer file, its
-// content. A rewritten config or hook anywhere in it, or a pointer aimed elsewhere,
-// changes it; objects, refs, logs and the index (which git on the host rewrites as it
-// works) do not.
-func nestedRepo(r *os.Root, name string, alias [2]uint64) *entry {
-	fi, err := r.Lstat(name)
-	if err != nil {
-		return nil
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%v\n", keyOf(fi).alias(alias))
-	if fi.Mode().IsRegular() && fi.Size() <= 4<<10 {
-		if f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-			io.Copy(h, io.LimitReader(f, 4<<10))
-			f.Close()
-		}
-	}
-	if fi.IsDir() {
-		fingerprintGitDir(r, name, h, alias)
-	}
-	e := &entry{key: keyOf(fi).alias(alias), mode: unixMode(fi.Mode()), size: fi.Size(), kind: Special, hasSum: true}
-	h.Sum(e.sum[:0])
-	return e
-}
-
-// maxGitDirEntries bounds the walk of one nested git directory.
-const maxGitDirEntries = 20_000
-
-// obeyed are the names in a git directory whose content git obeys (or follows).
-var obeyed = map[string]bool{"config": true, "config.worktree": true, "commondir": true, "gitdir": true,
-	"attributes": true, "alternates": true, "http-alternates": true, "grafts": true}
-
-// fingerprintGitDir writes to h the stat key of every entry git obeys in the git
-// directory dir: obeyed names and anything under a hooks directory, at any depth, not
-// descending into objects, refs, logs or lfs. Links are keyed, never followed.
-func fingerprintGitDir(r *os.Root, dir string, h io.Writer, alias [2]uint64) {
-	n := 0
-	fs.WalkDir(r.FS(), dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if n++; n > maxGitDirEntries {
-			fmt.Fprintf(h, "truncated\n")
-			return fs.SkipAll
-		}
-		rel := strings.TrimPrefix(p, dir+"/")
-		if d.IsDir() {
-			switch d.Name() {
-			case "objects":
-				for _, a := range []string{"/info/alternates", "/info/http-alternates"} {
-					if st, err := r.Lstat(p + a); err == nil {
-						fmt.Fprintf(h, "%s%s %v\n", rel, a, keyOf(st).alias(alias))
-					}
-				}
-				return fs.SkipDir
-			case "refs", "logs", "lfs":
-				return fs.SkipDir
-			}
-			if d.Name() == "hooks" {
-				fmt.Fprintf(h, "dir %s\n", rel)
-			}
-			return nil
-		}
-		if !obeyed[d.Name()] && !strings.Contains("/"+rel, "/hooks/") {
-			return nil
-		}
-		if st, err := d.Info(); err == nil {
-			fmt.Fprintf(h, "%s %v\n", rel, keyOf(st).alias(alias))
-		}
-		return nil
-	})
 }
 
 type namedEntry struct {

@@ -33,7 +33,7 @@ import (
 )
 
 // SandboxSocket is where the gate socket appears inside a sandbox.
-const SandboxSocket = "/run/cordon/gate.sock"
+const SandboxSocket = paths.SandboxGate
 
 // MaxLine bounds one protocol line; a longer one is a protocol error.
 const MaxLine = 4 << 20

@@ -25,17 +25,21 @@ func Self() Process {
 	return Process{PID: pid, Start: startOf(pid), PIDNS: pidNamespace()}
 }
 
-// Alive reports whether p still runs. An owner recorded in another pid namespace (a
-// cordon in a container sharing the engine) cannot be judged from here and counts as
-// alive; so does one recorded without a start time whose pid exists. When in doubt an
-// owner is alive: what it owns is left to it (or to its ttl), never taken from under a
-// live run.
+// Alive reports whether p still runs. One recorded without a start time counts as
+// alive while its pid exists. One recorded in another pid namespace (a cordon in a
+// container sharing /run/cordon or the engine) is looked for among the processes this
+// one can see, by that namespace and its pid there: found, it is alive while its start
+// time matches; not found, it is gone only when this process sees every process on
+// the host (root, in the host's pid namespace, with the host's /proc), for then no
+// process is left in its namespace with its pid. Anywhere else, an owner it cannot
+// find counts as alive. When in doubt an owner is alive: what it owns is left to it (or
+// to its ttl), never taken from under a live run.
 func (p Process) Alive() bool {
 	switch {
 	case p.PID <= 0:
 		return false
 	case p.PIDNS != "" && p.PIDNS != pidNamespace():
-		return true
+		return aliveElsewhere(p, seesEveryProcess())
 	case p.Start == 0:
 		return exists(p.PID)
 	}

@@ -1,8 +1,12 @@
 package owner
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -22,4 +26,103 @@ func pidNamespace() string {
 		return ""
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+}
+
+// initPIDNS is the inode of the host's initial pid namespace: the kernel gives it this
+// fixed number (PROC_PID_INIT_INO), so a process in any other reads another.
+const initPIDNS = "4026531836"
+
+// seesEveryProcess reports whether /proc lists every process on the host: this one is
+// root (no hidepid hides a process from it) in the initial pid namespace, and /proc
+// is that namespace's (/proc/self is this process).
+func seesEveryProcess() bool {
+	self, err := os.Readlink("/proc/self")
+	return os.Geteuid() == 0 && pidNamespace() == initPIDNS && err == nil && self == strconv.Itoa(os.Getpid())
+}
+
+// aliveElsewhere judges p, recorded in another pid namespace, by the processes in
+// /proc: the one in p's namespace whose pid there (the last of its NSpid) is p's is
+// p while it has not exited and its start time matches (when it and this process
+// count time alike; else it may be p, and is taken as p). With none, p is gone when all says /proc lists every
+// process and each one that could be p could be read; else it counts as alive.
+func aliveElsewhere(p Process, all bool) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	want := "pid:[" + p.PIDNS + "]"
+	unsure := false
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		inner, depth, err := innerPID(name)
+		if err != nil {
+			unsure = unsure || !gone(err)
+			continue
+		}
+		if inner != p.PID {
+			continue
+		}
+		// The pid namespace link needs more than reading the status does (it may be
+		// refused, even to root, for a process of a more privileged user namespace);
+		// one that is refused may be p unless the process is in /proc's own namespace
+		// (one pid deep), which p's is not when all says /proc is this process's.
+		ns, err := os.Readlink("/proc/" + name + "/ns/pid")
+		if err != nil {
+			unsure = unsure || !gone(err) && depth > 1
+			continue
+		}
+		if ns != want {
+			continue
+		}
+		pid, _ := strconv.Atoi(name)
+		start := startOf(pid)
+		switch {
+		case start == 0:
+			return false // it has exited: a zombie (whose time namespace is gone)
+		case p.Start == 0 || !sameClock(name):
+			return true
+		}
+		return start == p.Start
+	}
+	return !all || unsure
+}
+
+// gone reports whether err says the process went away while it was read.
+func gone(err error) bool { return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) }
+
+// innerPID is the pid of /proc/NAME in its own pid namespace (the last field of the
+// NSpid line of its status), and how many pid namespaces deep it is from /proc's.
+func innerPID(name string) (pid, depth int, err error) {
+	data, err := os.ReadFile("/proc/" + name + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(data)
+	i := strings.Index(s, "\nNSpid:")
+	if i < 0 {
+		return 0, 0, errors.New("no NSpid line")
+	}
+	line, _, _ := strings.Cut(s[i+len("\nNSpid:"):], "\n")
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return 0, 0, errors.New("an empty NSpid line")
+	}
+	pid, err = strconv.Atoi(f[len(f)-1])
+	return pid, len(f), err
+}
+
+// sameClock reports whether /proc/NAME is in this process's time namespace (or time
+// namespaces are not there at all): a start time in /proc is counted from the boot
+// clock of the namespace of the process reading it, so only then is its start the one
+// it recorded itself.
+func sameClock(name string) bool {
+	mine, err1 := os.Readlink("/proc/self/ns/time")
+	theirs, err2 := os.Readlink("/proc/" + name + "/ns/time")
+	if errors.Is(err1, fs.ErrNotExist) && errors.Is(err2, fs.ErrNotExist) {
+		return true
+	}
+	return err1 == nil && err2 == nil && mine == theirs
 }

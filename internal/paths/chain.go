@@ -143,7 +143,11 @@ func ownerOf(st fs.FileInfo) int {
 // written: it is opened without following a symbolic link or blocking on a FIFO, and
 // refused unless it is a regular file owned by uid and writable by no one else. The
 // directory holding it is the caller's to have checked ([CheckDir]).
-func ReadRecord(p string, uid int) ([]byte, error) {
+func ReadRecord(p string, uid int) ([]byte, error) { return ReadRecordMax(p, uid, MaxRecord) }
+
+// ReadRecordMax is [ReadRecord] for a record that may be larger (up to max bytes): a
+// staged run's record lists every changed path.
+func ReadRecordMax(p string, uid int, max int64) ([]byte, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
@@ -164,12 +168,12 @@ func ReadRecord(p string, uid int) ([]byte, error) {
 	case st.Mode().Perm()&0o022 != 0:
 		return nil, unsafef("%s is writable by group or others (mode %04o)", p, st.Mode().Perm())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxRecord+1))
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxRecord {
-		return nil, unsafef("%s is over %d bytes", p, MaxRecord)
+	if int64(len(data)) > max {
+		return nil, unsafef("%s is over %d bytes", p, max)
 	}
 	return data, nil
 }

@@ -19,7 +19,7 @@ import (
 // testPool is a pool of count uids in a directory of its own, whose uids run no process.
 func testPool(t *testing.T, count int) *Pool {
 	t.Helper()
-	return &Pool{Dir: filepath.Join(t.TempDir(), "uids"), Range: Range{Base: 3000000000 - 100000, Count: count}, busy: func(int) bool { return false }}
+	return &Pool{Dir: filepath.Join(t.TempDir(), "uids"), Range: Range{Base: 2000000000, Count: count}, busy: func(int) bool { return false }}
 }
 
 // deadOwner is a process that has exited and been reaped.
@@ -113,7 +113,7 @@ func TestHelperLeaser(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(os.Getenv("UIDS_LEASES"))
 	count, _ := strconv.Atoi(os.Getenv("UIDS_COUNT"))
-	p := &Pool{Dir: dir, Range: Range{Base: 3000000000 - 100000, Count: count}, busy: func(int) bool { return false }}
+	p := &Pool{Dir: dir, Range: Range{Base: 2000000000, Count: count}, busy: func(int) bool { return false }}
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -356,9 +356,13 @@ func TestParseRange(t *testing.T) {
 	}{
 		{"2080374784:65536", DefaultRange, ""},
 		{"70000:10", Range{70000, 10}, ""},
-		{"0:10", Range{}, "above 0"},
-		{"65530:10", Range{}, "65534"},
-		{"4294967290:10", Range{}, "4294967294"},
+		{"0:10", Range{}, "65536"},
+		{"1000:10", Range{}, "65536"},
+		{"65530:10", Range{}, "65536"},
+		{"4294967290:10", Range{}, "2147483647"},
+		{"2147483640:10", Range{}, "2147483647"},
+		{"99999999999999999999:1", Range{}, "2147483647"},
+		{"-5:10", Range{}, "65536"},
 		{"100000:0", Range{}, "count"},
 		{"100000:2000000", Range{}, "count"},
 		{"100000", Range{}, "BASE:COUNT"},

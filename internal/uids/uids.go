@@ -64,34 +64,53 @@ func (r Range) String() string { return strconv.Itoa(r.Base) + ":" + strconv.Ito
 // Contains reports whether uid is in r.
 func (r Range) Contains(uid int) bool { return uid >= r.Base && uid-r.Base < r.Count }
 
-// Validate refuses a range that holds root, the invalid uid (uint32)-1, the overflow
-// uid 65534 the kernel shows unmapped ids as, or more than MaxCount uids.
+// MinBase is where a range may begin: the uids (and gids) below it are the host's own.
+// Distributions hand 0 to 999 to system accounts and 1000 to 60000 to users, and
+// reserve the rest: systemd's dynamic users are 61184 to 65519, 65534 is the overflow
+// id (nobody) the kernel shows unmapped ids as, and 65535 is the 16-bit invalid id.
+// A range that began lower could run a sandbox as an account of the host's.
+const MinBase = 1 << 16
+
+// MaxUID is the last uid a range may hold: 2^31-1. The kernel takes uids up to
+// 4294967294 ((uint32)-1 is the invalid one), but bwrap cannot map a uid of 2^31 or
+// above ("setting up uid map: Invalid argument"), and some programs read uids as
+// signed 32-bit numbers.
+const MaxUID = 1<<31 - 1
+
+// Validate refuses a range that begins below [MinBase] (root, the host's system and
+// user accounts, nobody), that passes [MaxUID] (and so never one that overflows a
+// 32-bit uid), or that holds more than [MaxCount]
+// uids. It reads nothing: [Range.CheckHost] checks a range against the host's
+// accounts.
 func (r Range) Validate() error {
 	var errs []error
-	if r.Base < 1 {
-		errs = append(errs, errors.New("the base must be above 0 (root is never a sandbox's uid)"))
+	if r.Base < MinBase {
+		errs = append(errs, fmt.Errorf("the base must be %d or above: uids and gids 0 to %d are the host's own (root, system accounts, users, systemd's dynamic users, 65534 nobody)", MinBase, MinBase-1))
 	}
 	if r.Count < 1 || r.Count > MaxCount {
 		errs = append(errs, fmt.Errorf("the count must be 1 to %d", MaxCount))
 	}
-	if r.Base > 0 && r.Count > 0 && int64(r.Base)+int64(r.Count) > 1<<32-1 {
-		errs = append(errs, errors.New("the range passes 4294967294, the last valid uid"))
-	}
-	if r.Contains(65534) {
-		errs = append(errs, errors.New("the range holds 65534, the overflow uid (nobody)"))
+	if r.Base > 0 && r.Count > 0 && int64(r.Base)+int64(r.Count)-1 > MaxUID {
+		errs = append(errs, fmt.Errorf("the range passes %d, the last uid a sandbox may have (bwrap cannot map uids of 2^31 and above)", MaxUID))
 	}
 	return errors.Join(errs...)
 }
 
-// ParseRange reads "BASE:COUNT".
+// ParseRange reads "BASE:COUNT" and validates it ([Range.Validate]).
 func ParseRange(s string) (Range, error) {
 	b, c, ok := strings.Cut(s, ":")
-	base, err1 := strconv.Atoi(b)
-	count, err2 := strconv.Atoi(c)
+	base, err1 := strconv.ParseInt(b, 10, 64)
+	count, err2 := strconv.ParseInt(c, 10, 64)
+	if ok && (errors.Is(err1, strconv.ErrRange) || errors.Is(err2, strconv.ErrRange)) {
+		return Range{}, fmt.Errorf("%q: the range passes %d, the last uid a sandbox may have", s, MaxUID)
+	}
 	if !ok || err1 != nil || err2 != nil {
 		return Range{}, fmt.Errorf("%q: want BASE:COUNT, such as %s", s, DefaultRange)
 	}
-	r := Range{Base: base, Count: count}
+	if base > MaxUID || count > MaxUID {
+		return Range{}, fmt.Errorf("%q: the range passes %d, the last uid a sandbox may have", s, MaxUID)
+	}
+	r := Range{Base: int(base), Count: int(count)}
 	if err := r.Validate(); err != nil {
 		return Range{}, fmt.Errorf("%q: %w", s, err)
 	}
@@ -99,19 +118,26 @@ func ParseRange(s string) (Range, error) {
 }
 
 // RangeFromEnv is the range of this process's environment: $CORDON_UID_RANGE, else
-// [DefaultRange]. $CORDON_SANDBOX_ID set is an error: it named one uid for every
-// sandbox, which is what the range replaces.
+// [DefaultRange], checked against the host's accounts ([Range.CheckHost]): a range
+// that holds an account's id is refused, the default one too. $CORDON_SANDBOX_ID set
+// is an error: it named one uid for every sandbox, which is what the range replaces.
 func RangeFromEnv() (Range, error) {
 	if v := os.Getenv(LegacyEnv); v != "" {
 		return Range{}, fmt.Errorf("$%s is no longer read: every sandbox of a root-owned workspace now gets a host uid of its own from a range; set $%s=BASE:COUNT (default %s) instead", LegacyEnv, RangeEnv, DefaultRange)
 	}
 	v := os.Getenv(RangeEnv)
 	if v == "" {
+		if err := DefaultRange.CheckHost(); err != nil {
+			return Range{}, fmt.Errorf("the default uid range %s: %w; set $%s=BASE:COUNT to a range no account uses", DefaultRange, err, RangeEnv)
+		}
 		return DefaultRange, nil
 	}
 	r, err := ParseRange(v)
 	if err != nil {
 		return Range{}, fmt.Errorf("$%s=%w", RangeEnv, err)
+	}
+	if err := r.CheckHost(); err != nil {
+		return Range{}, fmt.Errorf("$%s=%q: %w", RangeEnv, v, err)
 	}
 	return r, nil
 }

@@ -7,13 +7,14 @@ import (
 	"strconv"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 // Paths inside the sandbox.
 const (
-	InitPath    = "/run/cordon/cordon"  // cordon's binary, process 1
-	SecretsPath = "/run/cordon/secrets" // credential files (deliver: file)
+	InitPath    = paths.SandboxInit    // cordon's binary, process 1
+	SecretsPath = paths.SandboxSecrets // credential files (deliver: file)
 )
 
 // Backend runs sandboxes with Bubblewrap (on Linux; Start is unimplemented elsewhere).

@@ -22,17 +22,18 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
 // Paths inside every container.
 const (
-	InitDir  = "/run/cordon"       // the init directory, read-only
-	InitPath = InitDir + "/cordon" // cordon's static binary, process 1
+	InitDir  = paths.SandboxDir  // the init directory, read-only
+	InitPath = paths.SandboxInit // cordon's static binary, process 1
 	// SecretsDir holds the credential files (deliver: file): a private tmpfs that
 	// pid1 fills from what the host sends it through a pipe.
-	SecretsDir = InitDir + "/secrets"
+	SecretsDir = paths.SandboxSecrets
 )
 
 // Labels on every container, task and snapshot a run creates.

@@ -117,8 +117,8 @@ func Owner() string { return owner.Self().Label() }
 
 // OwnerGone reports whether the cordon process named by a [LabelOwner] value has
 // exited. A malformed or missing value counts as gone: only cordon sets these labels.
-// An owner in another pid namespace (a cordon in a container sharing the engine)
-// cannot be judged from here and counts as alive.
+// An owner in another pid namespace (a cordon in a container sharing the engine) is
+// judged as [owner.Process.Alive] says: gone only when it has surely exited.
 func OwnerGone(label string) bool {
 	p, ok := owner.ParseLabel(label)
 	return !ok || !p.Alive()

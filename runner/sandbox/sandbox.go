@@ -14,7 +14,7 @@ import (
 	"os"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/secret"
 )
 
@@ -187,13 +187,13 @@ type Sandbox interface {
 
 // Paths inside every sandbox.
 const (
-	ControlPath = "/run/cordon/control.sock" // a session's control socket
-	SpillPath   = "/run/cordon/spill"        // a session's spill files
+	ControlPath = paths.SandboxControl // a session's control socket
+	SpillPath   = paths.SandboxSpill   // a session's spill files
 	// GatePath is the socket `cordon gate NAME` asks on, in a sandbox with gates, and
 	// GateBinDir the directory (appended to PATH) holding that `cordon`, cordon's
 	// process-1 binary.
-	GatePath   = wire.SandboxSocket
-	GateBinDir = "/run/cordon/bin"
+	GatePath   = paths.SandboxGate
+	GateBinDir = paths.SandboxGateBin
 )
 
 // ProxyAddr is where, inside every sandbox with a network namespace of its own, the

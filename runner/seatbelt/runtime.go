@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/creds"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -91,7 +91,7 @@ type mover map[string]string
 func newMover(dirs []PrivateDir, secrets string) mover {
 	m := mover{}
 	if secrets != "" {
-		m[creds.SecretsDir] = secrets
+		m[paths.SandboxSecrets] = secrets
 	}
 	for _, d := range dirs {
 		m[d.For] = d.Host

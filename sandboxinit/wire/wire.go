@@ -5,7 +5,10 @@
 // backends import this package, never the program itself.
 package wire
 
-import "github.com/cordonhq/cordon/internal/errdefs"
+import (
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
+)
 
 // File descriptors the host passes to pid1.
 const (
@@ -86,8 +89,8 @@ type Confine struct {
 
 // The files protocol's entries (files_linux.go).
 const (
-	DirSpec   = "spec.json"
-	DirEnv    = "env"
-	DirStatus = "status"
+	DirSpec   = paths.InitSpec
+	DirEnv    = paths.InitEnv
+	DirStatus = paths.InitStatus
 	DirFlag   = "--dir"
 )
