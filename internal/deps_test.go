@@ -176,7 +176,7 @@ func TestPackageDocs(t *testing.T) {
 //   - cordon-exec, the client a harness runs for every command of a warm session,
 //     links none of what only the host side needs (the runner, cobra, YAML, BPF,
 //     net/http, the engine clients): every package it links costs page faults at start;
-//   - runner/sandbox and the backends reach none of the run-time services (egress proxy,
+//   - runner/sandbox and every backend (seatbelt and cordon-init listed for darwin too) reach none of the run-time services (egress proxy,
 //     credentials, gates, audit, monitor, BPF) nor the runner that orchestrates them: a
 //     backend only translates a plan into its mechanism.
 //
@@ -203,6 +203,7 @@ func TestBinaryDependencies(t *testing.T) {
 		{"./runner/container", "", backendBans, nil, ""},
 		{"./runner/docker", "", backendBans, nil, ""},
 		{"./runner/containerd", "", backendBans, nil, ""},
+		{"./runner/seatbelt", "", backendBans, nil, "darwin"},
 		{"./cmd/cordon-init", "", []string{"net/http/...", "crypto/tls/...", "crypto/x509/...", "github.com/cilium/ebpf/...", "github.com/docker/...",
 			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
 			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil, "darwin"},
