@@ -49,7 +49,7 @@ func decodeConfig(d *strictyaml.Decoder, n *yaml.Node, c *Config) {
 	d.List(tenants, "tenants", func(t *yaml.Node) {
 		c.Tenants = append(c.Tenants, decodeTenant(d, t))
 	})
-	if len(c.Tenants) == 0 && tenants.Kind == yaml.SequenceNode {
+	if len(c.Tenants) == 0 && (tenants.Kind == yaml.SequenceNode || strictyaml.IsNull(tenants)) {
 		d.At(tenants, "tenants: empty; a server with no tenant has no one to serve")
 	}
 }
@@ -59,7 +59,7 @@ func decodeListen(d *strictyaml.Decoder, n *yaml.Node, l *Listen) {
 		strictyaml.Field{Name: "unix", Decode: func(v *yaml.Node) { l.Unix = decodeUnix(d, v) }},
 		strictyaml.Field{Name: "tcp", Decode: func(v *yaml.Node) { l.TCP = decodeTCP(d, v) }},
 	)
-	if n.Kind == yaml.MappingNode && l.Unix == nil && l.TCP == nil {
+	if (n.Kind == yaml.MappingNode || strictyaml.IsNull(n)) && l.Unix == nil && l.TCP == nil {
 		d.At(n, "listen: want \"unix\", \"tcp\" or both")
 	}
 }
