@@ -359,3 +359,39 @@ func TestServeAuth(t *testing.T) {
 		}
 	})
 }
+
+// TestServeConfigErrors: an invalid config is refused before anything listens, every
+// problem printed as FILE:LINE:COL, exit 1; --check says valid and exits 0.
+func TestServeConfigErrors(t *testing.T) {
+	dir := shortTempDir(t)
+	bad := filepath.Join(dir, "bad.yaml")
+	mustWrite(t, bad, `version: 1
+listen:
+  tcp: {address: "127.0.0.1:0"}
+tenants:
+  - name: acme
+    root: /srv/acme
+    credentials:
+      - {name: ci, roles: [agent, approver], uid: 0}
+      - {name: ci, roles: [auditor], uid: 1, extra: x}
+`)
+	out, err := exec.Command(testutil.Cordon(t), "serve", "--config", bad).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("invalid config: %v; want exit 1\n%s", err, out)
+	}
+	want := bad + `:9:46: credential: unknown key "extra" (known: name, roles, token_sha256, client_cert, uid)
+` + bad + `:3:8: listen.tcp: a TCP listener needs TLS: set "cert" and "key" (tokens must never cross a network in clear)
+` + bad + `:8:9: credential "ci": both agent and approver; the credential an agent runs with must never approve its own gate, so give approval to a separate credential
+` + bad + `:9:9: credential "ci": the name is already used in tenant "acme" at line 8
+`
+	if string(out) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	mustWrite(t, good, "version: 1\nlisten: {unix: {path: "+filepath.Join(dir, "s.sock")+"}}\ntenants: [{name: a, root: /srv/a}]\n")
+	out, err = exec.Command(testutil.Cordon(t), "serve", "--config", good, "--check").CombinedOutput()
+	if err != nil || string(out) != good+": valid\n" {
+		t.Errorf("--check: %v %q; want %q", err, out, good+": valid\n")
+	}
+}
