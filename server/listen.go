@@ -132,38 +132,81 @@ func tlsConfig(t *config.TCP) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// limitListener accepts at most n connections at a time; Accept waits for one to
-// close. (golang.org/x/net/netutil.LimitListener does the same but hides the
-// connection it wraps, and the unix peer's uid must be read from it.)
+// limitListener accepts at most n connections at a time, and at most perPeer from one
+// peer (a remote IP address; on a unix socket, a uid): Accept waits for a slot, and a
+// connection past its peer's share is closed at once, so one client cannot take every
+// slot from the others. (golang.org/x/net/netutil.LimitListener bounds the total only,
+// and hides the connection the unix peer's uid must be read from.)
 type limitListener struct {
 	net.Listener
-	sem  chan struct{}
-	done chan struct{}
-	once sync.Once
+	perPeer int
+	sem     chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	peers   map[string]int // mu guards it: open connections by peer
 }
 
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+func newLimitListener(ln net.Listener, n, perPeer int) *limitListener {
+	return &limitListener{Listener: ln, perPeer: perPeer, sem: make(chan struct{}, n), done: make(chan struct{}), peers: map[string]int{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	lc := &limitConn{Conn: c, release: func() { <-l.sem }, uid: -1}
-	if uc, ok := c.(*net.UnixConn); ok {
-		if uid, err := linux.PeerUID(uc); err == nil {
-			lc.uid = uid
+	for {
+		select {
+		case l.sem <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
 		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.sem
+			return nil, err
+		}
+		lc := &limitConn{Conn: c, uid: -1}
+		if uc, ok := c.(*net.UnixConn); ok {
+			if uid, err := linux.PeerUID(uc); err == nil {
+				lc.uid = uid
+			}
+		}
+		peer := peerOf(lc)
+		if !l.take(peer) {
+			c.Close()
+			<-l.sem
+			continue
+		}
+		lc.release = func() { l.give(peer); <-l.sem }
+		return lc, nil
 	}
-	return lc, nil
+}
+
+// peerOf is who a connection is from, for the per-peer share.
+func peerOf(c *limitConn) string {
+	if c.uid >= 0 {
+		return "uid:" + strconv.Itoa(c.uid)
+	}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return "unknown"
+}
+
+func (l *limitListener) take(peer string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers[peer] >= l.perPeer {
+		return false
+	}
+	l.peers[peer]++
+	return true
+}
+
+func (l *limitListener) give(peer string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers[peer]--; l.peers[peer] <= 0 {
+		delete(l.peers, peer)
+	}
 }
 
 func (l *limitListener) Close() error {

@@ -2,11 +2,13 @@ package server
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/config"
@@ -103,7 +105,7 @@ func TestPeerUID(t *testing.T) {
 		net  string
 		want int
 	}{{u, "unix", os.Geteuid()}, {tcp, "tcp", -1}} {
-		l := newLimitListener(tc.ln, 1)
+		l := newLimitListener(tc.ln, 1, 1)
 		c, err := net.Dial(tc.net, tc.ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +131,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(inner, 1)
+	l := newLimitListener(inner, 1, 2)
 	defer l.Close()
 	for range 2 {
 		c, err := net.Dial("tcp", inner.Addr().String())
@@ -162,5 +164,55 @@ func TestLimitListener(t *testing.T) {
 	(<-accepted).Close()
 	if len(l.sem) != 0 {
 		t.Errorf("slots in use after both closed: %d; want 0", len(l.sem))
+	}
+}
+
+// TestLimitListenerPerPeer: a peer past its share is closed at once and costs no slot;
+// when one of its connections closes, it may open another.
+func TestLimitListenerPerPeer(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(inner, 3, 2)
+	defer l.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial()
+	dial()
+	first, second := <-accepted, <-accepted
+	defer second.Close()
+	// With 3 slots, a refused connection that kept its slot would block the fourth
+	// refusal behind a full listener.
+	for i := range 5 {
+		extra := dial()
+		extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("connection %d past the peer's share: read %v; want EOF (closed by the listener)", i+3, err)
+		}
+	}
+	first.Close()
+	dial()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(10 * time.Second):
+		t.Error("after one closed, a new connection from the peer was not accepted")
 	}
 }

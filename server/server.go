@@ -24,7 +24,8 @@ import (
 // The limits every connection and request meets. A slow or idle client costs one of
 // maxConns slots for at most these times; a body larger than maxBody is refused.
 const (
-	maxConns          = 512              // per listener; Accept waits past it
+	maxConns          = 1024             // per listener; Accept waits past it
+	maxConnsPerPeer   = 128              // per remote IP or local uid; closed at once past it
 	readHeaderTimeout = 5 * time.Second  // the TLS handshake and the request head
 	readTimeout       = 30 * time.Second // the whole request, body included
 	writeTimeout      = 60 * time.Second // the response (streams will set their own deadline)
@@ -82,7 +83,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		lns = append(lns, newLimitListener(ln, maxConns))
+		lns = append(lns, newLimitListener(ln, maxConns, maxConnsPerPeer))
 		s.log.Info("listening", logListener, "unix", logAddr, u.Path)
 	}
 	if t := s.cfg.Listen.TCP; t != nil {
@@ -91,7 +92,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			closeAll()
 			return fmt.Errorf("listening on %s: %w", t.Address, err)
 		}
-		lns = append(lns, tls.NewListener(newLimitListener(ln, maxConns), s.tls))
+		lns = append(lns, tls.NewListener(newLimitListener(ln, maxConns, maxConnsPerPeer), s.tls))
 		s.log.Info("listening", logListener, "tcp", logAddr, ln.Addr().String())
 	}
 	hs := &http.Server{
