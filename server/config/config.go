@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/strictyaml"
@@ -86,13 +87,18 @@ type CertIdentity struct {
 // Value is the name the identity matches, whichever kind it is.
 func (c CertIdentity) Value() string { return c.CommonName + c.SAN }
 
-// Load reads the config file at path (at most [MaxSize] bytes) and parses it.
+// Load reads the config file at path (at most [MaxSize] bytes) and parses it. The
+// file must belong to root or to this process's user and be writable by no one else:
+// whoever can write it can make themselves any tenant's credential.
 func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, errdefs.Invalidf("reading the config: %w", err)
 	}
 	defer f.Close()
+	if err := checkOwner(f, path); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
 		return nil, errdefs.Invalidf("reading the config: %w", err)
@@ -118,4 +124,22 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkOwner refuses a config file another user could have written.
+func checkOwner(f *os.File, path string) error {
+	st, err := f.Stat()
+	if err != nil {
+		return errdefs.Invalidf("reading the config: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return errdefs.Invalidf("%s: not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return errdefs.Unavailablef("%s is writable by group or others (mode %04o): whoever can write it can make themselves a tenant's credential", path, perm)
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid != 0 && int(s.Uid) != os.Geteuid() {
+		return errdefs.Unavailablef("%s belongs to uid %d, neither root nor this server's user", path, s.Uid)
+	}
+	return nil
 }
