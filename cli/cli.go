@@ -78,6 +78,7 @@ var commands = []struct {
 	{"run", newRunCmd}, {"apply", newApplyCmd}, {"discard", newDiscardCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"check", newCheckCmd},
 	{"explain", newExplainCmd}, {"diff", newDiffCmd}, {"gate", newGateCmd}, {"audit", newAuditCmd},
 	{"backends", newBackendsCmd}, {"doctor", newDoctorCmd}, {"gc", newGCCmd}, {"token", newTokenCmd},
+	{"serve", newServeCmd},
 	{"version", newVersionCmd}, {"internal", newInternalCmd},
 }
 

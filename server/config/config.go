@@ -1,0 +1,145 @@
+// Package config is `cordon serve`'s configuration: where the server listens and which
+// tenants it serves, with the credentials that act for each. It is pure: [Parse]
+// decodes and validates bytes, [Load] reads one bounded file; nothing is resolved
+// against the host (a group name, a certificate file) until the server starts.
+//
+// Decoding is strict (unknown keys refused) and every problem is reported at once,
+// each as FILE:LINE:COL: message (docs/serve.md).
+package config
+
+import (
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/strictyaml"
+)
+
+// Pos is a position in the config file.
+type Pos = strictyaml.Pos
+
+// Error is one problem in the config file; [Parse] returns them joined.
+type Error = strictyaml.Error
+
+// MaxSize is the largest config file [Load] reads.
+const MaxSize = 1 << 20
+
+// Config is one server's configuration.
+type Config struct {
+	File    string
+	Listen  Listen
+	Tenants []Tenant
+}
+
+// Listen says where the server accepts connections: a unix socket, TCP with TLS, or
+// both. At least one is set.
+type Listen struct {
+	Unix *Unix
+	TCP  *TCP
+}
+
+// Unix is the local socket. Its callers are known by their uid (SO_PEERCRED) or by a
+// bearer token.
+type Unix struct {
+	Path  string      // absolute; its directory must be the server user's own
+	Mode  fs.FileMode // permission bits of the socket; default 0600, or 0660 with a group
+	Group string      // a group name or number the socket is given to; "" keeps the server's
+	Pos   Pos
+}
+
+// TCP is the network listener; TLS is not optional.
+type TCP struct {
+	Address  string // host:port
+	Cert     string // the server's certificate chain (PEM file)
+	Key      string // its private key (PEM file)
+	ClientCA string // CA certificates (PEM file) client certificates are verified against; "" asks for none
+	Pos      Pos
+}
+
+// Tenant is one isolation domain: its own root and the credentials that act for it.
+type Tenant struct {
+	Name        string
+	Root        string // the tenant's run, audit and workspace root: absolute
+	Credentials []Credential
+	Pos         Pos
+}
+
+// Credential is one way of proving to be a tenant, with the roles it carries.
+// Exactly one of TokenSHA256, ClientCert and UID is set.
+type Credential struct {
+	Name        string
+	Roles       Roles
+	TokenSHA256 *[32]byte     // SHA-256 of a bearer token (the token itself is never stored)
+	ClientCert  *CertIdentity // a client certificate verified against listen.tcp.client_ca
+	UID         *uint32       // a local user on the unix socket
+	Pos         Pos
+}
+
+// CertIdentity names a client certificate: by its subject's common name or by one of
+// its subject alternative names (DNS name, email address or URI). Exactly one is set.
+type CertIdentity struct {
+	CommonName string
+	SAN        string
+}
+
+// Value is the name the identity matches, whichever kind it is.
+func (c CertIdentity) Value() string { return c.CommonName + c.SAN }
+
+// Load reads the config file at path (at most [MaxSize] bytes) and parses it. The
+// file must belong to root or to this process's user and be writable by no one else:
+// whoever can write it can make themselves any tenant's credential.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errdefs.Invalidf("reading the config: %w", err)
+	}
+	defer f.Close()
+	if err := checkOwner(f, path); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, errdefs.Invalidf("reading the config: %w", err)
+	}
+	if len(data) > MaxSize {
+		return nil, errdefs.Invalidf("%s: larger than %d bytes", path, MaxSize)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates a config from data; file names it in errors. Every
+// problem is returned, joined, each an [*Error].
+func Parse(file string, data []byte) (*Config, error) {
+	top, d, err := strictyaml.Parse(file, data, `want at least "version: 1", "listen" and "tenants"`)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{File: file}
+	decodeConfig(d, top, c)
+	validate(d, c) // over what decoded: a value that did not is already reported, and skipped
+
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkOwner refuses a config file another user could have written.
+func checkOwner(f *os.File, path string) error {
+	st, err := f.Stat()
+	if err != nil {
+		return errdefs.Invalidf("reading the config: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return errdefs.Invalidf("%s: not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return errdefs.Unavailablef("%s is writable by group or others (mode %04o): whoever can write it can make themselves a tenant's credential", path, perm)
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid != 0 && int(s.Uid) != os.Geteuid() {
+		return errdefs.Unavailablef("%s belongs to uid %d, neither root nor this server's user", path, s.Uid)
+	}
+	return nil
+}

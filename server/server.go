@@ -1,0 +1,144 @@
+// Package server is `cordon serve`: one host serving many tenants' agents over HTTP,
+// on a unix socket and on TCP with TLS. This is its front door: listening, the limits
+// every hostile client meets, authentication, and the routes under /v1/. Sessions,
+// quotas and pools are not served yet (docs/serve.md).
+//
+// Every request but GET /v1/health is authenticated (package [auth]); a bad or missing
+// credential is 401 with the same body every time.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cordonhq/cordon/server/auth"
+	"github.com/cordonhq/cordon/server/config"
+)
+
+// The limits every connection and request meets. A slow or idle client costs one of
+// maxConns slots for at most these times; a body larger than maxBody is refused.
+const (
+	maxConns          = 1024             // per listener; Accept waits past it
+	maxConnsPerPeer   = 128              // per remote IP or local uid; closed at once past it
+	readHeaderTimeout = 5 * time.Second  // the TLS handshake and the request head
+	readTimeout       = 30 * time.Second // the whole request, body included
+	writeTimeout      = 60 * time.Second // the response (streams will set their own deadline)
+	idleTimeout       = 60 * time.Second // between requests on a kept-alive connection
+	maxHeaderBytes    = 16 << 10
+	maxBody           = 1 << 20
+	shutdownGrace     = 10 * time.Second
+)
+
+// Log field keys.
+const (
+	logMethod     = "method"
+	logPath       = "path"
+	logStatus     = "status"
+	logTenant     = "tenant"
+	logCredential = "credential"
+	logDuration   = "duration"
+	logListener   = "listener"
+	logAddr       = "addr"
+)
+
+// Server is a configured `cordon serve`. Make it with [New]; [Server.Serve] runs it.
+type Server struct {
+	cfg  *config.Config
+	auth *auth.Authenticator
+	tls  *tls.Config // nil without a TCP listener
+	log  *slog.Logger
+}
+
+// New checks what cfg names on the host (the TLS certificate and key, the client CA)
+// and returns a server ready to listen.
+func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log}
+	if t := cfg.Listen.TCP; t != nil {
+		var err error
+		if s.tls, err = tlsConfig(t); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Serve listens where the config says and serves until ctx ends, then stops
+// gracefully: no new connection is accepted, requests in flight get [shutdownGrace]
+// to finish, every connection is closed and the unix socket removed.
+func (s *Server) Serve(ctx context.Context) error {
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	if u := s.cfg.Listen.Unix; u != nil {
+		ln, err := listenUnix(u)
+		if err != nil {
+			return err
+		}
+		lns = append(lns, newLimitListener(ln, maxConns, maxConnsPerPeer))
+		s.log.Info("listening", logListener, "unix", logAddr, u.Path)
+	}
+	if t := s.cfg.Listen.TCP; t != nil {
+		ln, err := net.Listen("tcp", t.Address)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listening on %s: %w", t.Address, err)
+		}
+		lns = append(lns, tls.NewListener(newLimitListener(ln, maxConns, maxConnsPerPeer), s.tls))
+		s.log.Info("listening", logListener, "tcp", logAddr, ln.Addr().String())
+	}
+	hs := &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- hs.Serve(ln) }()
+	}
+	s.log.Info("serving", "tenants", len(s.cfg.Tenants))
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc: // a listener failed: stop the others too
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if serr := hs.Shutdown(sctx); serr != nil {
+		hs.Close()
+	}
+	closeAll()
+	s.log.Info("stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// peerKey is the context key of a unix connection's peer uid.
+type peerKey struct{}
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitConn); ok && lc.uid >= 0 {
+		return context.WithValue(ctx, peerKey{}, lc.uid)
+	}
+	return ctx
+}
+
+func peerUID(ctx context.Context) (int, bool) {
+	uid, ok := ctx.Value(peerKey{}).(int)
+	return uid, ok
+}
