@@ -22,7 +22,7 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/runner"
-	"github.com/cordonhq/cordon/session/serve"
+	"github.com/cordonhq/cordon/runner/supervise"
 )
 
 // runOptions are cordon run's flags.
@@ -127,7 +127,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 
 // runEnding is the summary a run ends with, in the words of `cordon exec`'s.
 func runEnding(res runner.Result) ending.Summary {
-	return ending.Summary{Denied: serve.WireDenials(res.Denied), More: res.DeniedMore, Alerts: serve.WireAlerts(res.Alerts)}
+	return ending.Summary{Denied: supervise.WireDenials(res.Denied), More: res.DeniedMore, Alerts: supervise.WireAlerts(res.Alerts)}
 }
 
 // reportRunError prints err as cordon's one-line reason (one line per contract

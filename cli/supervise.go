@@ -14,7 +14,7 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/runner"
-	"github.com/cordonhq/cordon/session/serve"
+	"github.com/cordonhq/cordon/runner/supervise"
 )
 
 func newSuperviseCmd(stdio IO) *cobra.Command {
@@ -85,7 +85,7 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 		return fail(err)
 	}
 	rt := paths.RunRoot()
-	srv, err := serve.Publish(sess, serve.Record{Contract: plan.ContractFile, Backend: b.Name(), Workspace: plan.Workspace}, rt)
+	srv, err := supervise.Publish(sess, supervise.Record{Contract: plan.ContractFile, Backend: b.Name(), Workspace: plan.Workspace}, rt)
 	if err != nil {
 		_ = sess.Close(ctx)
 		return fail(errdefs.Unavailablef("session socket: %w", err))

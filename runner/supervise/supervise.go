@@ -1,9 +1,9 @@
-// Package serve is a session's supervisor side (`cordon internal supervise`): it
+// Package supervise is a session's supervisor side (`cordon internal supervise`): it
 // [Publish]es the session's socket and record, then [Server.Serve]s the clients'
 // requests (exec, sweep, checkpoint, rollback, stop) on the runner's session until it
 // stops. It is apart from package session, the client, so that clients (a harness,
 // cordon-exec) link no runner.
-package serve
+package supervise
 
 import (
 	"bufio"
