@@ -1,10 +1,9 @@
 package contract
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/cordonhq/cordon/internal/termtext"
+	"github.com/cordonhq/cordon/internal/strictyaml"
 )
 
 // SchemaVersion is the only contract version this cordon understands.
@@ -12,10 +11,7 @@ const SchemaVersion = 1
 
 // Pos is a position in a contract file, 1-based. The zero Pos means "not from a file"
 // (a default or the built-in contract).
-type Pos struct {
-	Line int `json:"line,omitempty"`
-	Col  int `json:"col,omitempty"`
-}
+type Pos = strictyaml.Pos
 
 // Str is a string value together with where it was written.
 type Str struct {
@@ -156,26 +152,12 @@ type DiffLimits struct {
 	Time      time.Duration // wall time of one snapshot and diff
 }
 
-// Error is one problem in a contract, located in its file.
-type Error struct {
-	File string
-	Pos  Pos
-	Msg  string
-}
+// Error is one problem in a contract, located in its file; its Error() is one line,
+// FILE:LINE:COL: message (a path in Msg, a workspace name the sandbox may have made,
+// cannot start another line or drive the terminal). It is the strict YAML decoder's,
+// so that a decoding problem and a compiling one are the same type.
+type Error = strictyaml.Error
 
-func (e *Error) Error() string {
-	// One problem is one line: a path in Msg (a workspace name the sandbox may have
-	// made) cannot start another, or drive the terminal (termtext).
-	return termtext.Line(Where(e.File, e.Pos) + ": " + e.Msg)
-}
-
-// Where formats a contract location as FILE:LINE:COL (FILE alone without a position).
-func Where(file string, p Pos) string {
-	if file == "" {
-		file = "<built-in>"
-	}
-	if p.Line == 0 {
-		return file
-	}
-	return fmt.Sprintf("%s:%d:%d", file, p.Line, p.Col)
-}
+// Where formats a contract location as FILE:LINE:COL (FILE alone without a position;
+// <built-in> for the built-in default contract, which has no file).
+func Where(file string, p Pos) string { return strictyaml.Where(file, p) }

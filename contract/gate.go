@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cordonhq/cordon/internal/strictyaml"
 )
 
 // DefaultGateTimeout bounds a gate's operation when the contract sets no timeout.
@@ -105,15 +107,15 @@ var gateName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(
 
 func (d *decoder) gates(n *yaml.Node, c *Contract) {
 	c.Gates = []GateSpec{}
-	d.list(n, "gates", func(item *yaml.Node) {
-		g := GateSpec{Pos: pos(item)}
-		d.mapping(item, "gates entry",
-			field{"name", func(v *yaml.Node) { g.Name = d.strPos(v, "gates.name") }},
-			field{"run", func(v *yaml.Node) { g.Run = d.strList(v, "gates.run") }},
-			field{"credential", func(v *yaml.Node) { g.Credential = d.strPos(v, "gates.credential") }},
-			field{"approve", func(v *yaml.Node) { g.Approve = d.strPos(v, "gates.approve") }},
-			field{"why", func(v *yaml.Node) { g.Why = d.str(v, "gates.why") }},
-			field{"timeout", func(v *yaml.Node) { g.Timeout = d.duration(v, "gates.timeout") }},
+	d.List(n, "gates", func(item *yaml.Node) {
+		g := GateSpec{Pos: strictyaml.PosOf(item)}
+		d.Mapping(item, "gates entry",
+			strictyaml.Field{Name: "name", Decode: func(v *yaml.Node) { g.Name = d.strPos(v, "gates.name") }},
+			strictyaml.Field{Name: "run", Decode: func(v *yaml.Node) { g.Run = d.strList(v, "gates.run") }},
+			strictyaml.Field{Name: "credential", Decode: func(v *yaml.Node) { g.Credential = d.strPos(v, "gates.credential") }},
+			strictyaml.Field{Name: "approve", Decode: func(v *yaml.Node) { g.Approve = d.strPos(v, "gates.approve") }},
+			strictyaml.Field{Name: "why", Decode: func(v *yaml.Node) { g.Why = d.Str(v, "gates.why") }},
+			strictyaml.Field{Name: "timeout", Decode: func(v *yaml.Node) { g.Timeout = d.duration(v, "gates.timeout") }},
 		)
 		c.Gates = append(c.Gates, g)
 	})

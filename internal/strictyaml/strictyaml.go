@@ -4,8 +4,8 @@
 // duplicate keys, a second document, aliases where a value is wanted and values of the
 // wrong type are errors, never silently ignored.
 //
-// It holds the machinery only, no schema: server/config uses it; contract has the same
-// walk over its own position types and can move onto it without changing a message.
+// It holds the machinery only, no schema: contract and server/config each write theirs
+// over it, and their Pos and Error are this package's.
 package strictyaml
 
 import (
@@ -45,8 +45,12 @@ func (e *Error) Error() string {
 	return termtext.Line(Where(e.File, e.Pos) + ": " + e.Msg)
 }
 
-// Where formats FILE:LINE:COL, or FILE alone for the zero Pos.
+// Where formats FILE:LINE:COL, or FILE alone for the zero Pos. A file with no name is
+// one built into the program: <built-in>.
 func Where(file string, p Pos) string {
+	if file == "" {
+		file = "<built-in>"
+	}
 	if p.Line == 0 {
 		return file
 	}
@@ -60,30 +64,37 @@ type Decoder struct {
 	errs []error
 }
 
+// Doc is what the caller's file is, in the words of the two problems found before its
+// schema applies: each is an [Error]'s whole Msg.
+type Doc struct {
+	Empty  string // the file holds no document: say what it must at least hold
+	Second string // the file holds a second document (at its position)
+}
+
 // Parse reads data as exactly one YAML document and returns its top node (the
-// document's content) and a Decoder for it. An empty file or a syntax error is
-// returned as an [*Error]; empty names what a file must at least hold.
-func Parse(file string, data []byte, empty string) (*yaml.Node, *Decoder, error) {
+// document's content) and a Decoder for it. An empty file, a second document or a
+// syntax error anywhere (a second document's too) is returned as an [*Error].
+func Parse(file string, data []byte, doc Doc) (*yaml.Node, *Decoder, error) {
 	d := &Decoder{file: file}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, &Error{File: file, Msg: "empty file: " + empty}
+			return nil, nil, &Error{File: file, Msg: doc.Empty}
 		}
 		return nil, nil, d.syntaxError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, nil, &Error{File: file, Pos: PosOf(&extra), Msg: "one YAML document is allowed; found a second one"}
+		return nil, nil, &Error{File: file, Pos: PosOf(&extra), Msg: doc.Second}
 	} else if !errors.Is(err, io.EOF) {
 		return nil, nil, d.syntaxError(err)
 	}
-	doc := &root
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		doc = doc.Content[0]
+	top := &root
+	if top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
+		top = top.Content[0]
 	}
-	return doc, d, nil
+	return top, d, nil
 }
 
 var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })

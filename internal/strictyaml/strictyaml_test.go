@@ -11,7 +11,7 @@ import (
 // src and returns the problems, one per line.
 func decode(t *testing.T, src string) string {
 	t.Helper()
-	top, d, err := Parse("f.yaml", []byte(src), "want name")
+	top, d, err := Parse("f.yaml", []byte(src), Doc{Empty: "empty file: want name", Second: "one document, please"})
 	if err != nil {
 		return err.Error()
 	}
@@ -37,6 +37,8 @@ func TestDecoder(t *testing.T) {
 		{"n: 10\nitems: x\n", "f.yaml:1:4: n: 10 is out of range [1, 9]\nf.yaml:2:8: items: want a list, got \"x\""},
 		{"items: [a, {b: c}]\n", "f.yaml:1:12: item: want a value, got a mapping"},
 		{"- a\n", "f.yaml:1:1: top: want a mapping, got a list"},
+		{"name: a\n---\nname: b\n", "f.yaml:2:1: one document, please"},
+		{"name: a\n---\nname: [\n", "f.yaml:3:1: invalid YAML: did not find expected node content"},
 		{"name: \"a\\nb\\x1b[31m\"\nnam: 1\n", `f.yaml:2:1: top: unknown key "nam" (known: name, n, items)`},
 	} {
 		if got := decode(t, tc.src); got != tc.want {
@@ -50,5 +52,23 @@ func TestErrorOneLine(t *testing.T) {
 	e := &Error{File: "f.yaml", Pos: Pos{Line: 1, Col: 2}, Msg: "bad \"x\ny\""}
 	if s := e.Error(); strings.Contains(s, "\n") {
 		t.Errorf("got %q; want one line", s)
+	}
+}
+
+// TestWhere: a position, a whole file, and a file built into the program.
+func TestWhere(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		pos  Pos
+		want string
+	}{
+		{"f.yaml", Pos{Line: 3, Col: 7}, "f.yaml:3:7"},
+		{"f.yaml", Pos{}, "f.yaml"},
+		{"", Pos{}, "<built-in>"},
+		{"", Pos{Line: 1, Col: 1}, "<built-in>:1:1"},
+	} {
+		if got := Where(tc.file, tc.pos); got != tc.want {
+			t.Errorf("Where(%q, %v) = %q, want %q", tc.file, tc.pos, got, tc.want)
+		}
 	}
 }

@@ -112,7 +112,10 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a config from data; file names it in errors. Every
 // problem is returned, joined, each an [*Error].
 func Parse(file string, data []byte) (*Config, error) {
-	top, d, err := strictyaml.Parse(file, data, `want at least "version: 1", "listen" and "tenants"`)
+	top, d, err := strictyaml.Parse(file, data, strictyaml.Doc{
+		Empty:  `empty file: want at least "version: 1", "listen" and "tenants"`,
+		Second: "one YAML document is allowed; found a second one",
+	})
 	if err != nil {
 		return nil, err
 	}
