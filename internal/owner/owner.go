@@ -43,7 +43,15 @@ func (p Process) Alive() bool {
 	case p.Start == 0:
 		return exists(p.PID)
 	}
-	return startOf(p.PID) == p.Start
+	switch s := startOf(p.PID); {
+	case s == p.Start:
+		return true
+	case s == 0:
+		return false
+	}
+	// Another start time: a later process with p's pid, unless the two count time
+	// differently after all (a time namespace whose offset could not be read).
+	return !sameClockOf(p.PID)
 }
 
 // Label is p as one string, "PID:START:PIDNS", for a container label.

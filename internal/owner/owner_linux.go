@@ -13,8 +13,54 @@ import (
 
 func processID() int { return os.Getpid() }
 
-// startOf is pid's start time, 0 when it is gone (or a zombie).
-func startOf(pid int) uint64 { return linux.ProcessStart(pid) }
+// startOf is pid's start time on the host's boot clock, 0 when it is gone (or a
+// zombie). /proc counts a start time from the boot clock of the time namespace of the
+// process reading it, so the reader's own boottime offset is taken off: a cordon in a
+// time namespace of its own (`unshare --time`) records, and judges, the same number
+// as one on the host.
+func startOf(pid int) uint64 {
+	t := linux.ProcessStart(pid)
+	if t == 0 {
+		return 0
+	}
+	off := boottimeOffset()
+	if off > 0 && uint64(off) >= t || off < 0 && t+uint64(-off) < t {
+		return 0 // not a time this boot had: count it as gone rather than wrap
+	}
+	n := uint64(int64(t) - off)
+	if n == 0 {
+		n = 1 // 0 means "gone"; a process started at the very tick of boot is not
+	}
+	return n
+}
+
+// userHZ is the unit of /proc's start times (the kernel's USER_HZ, 100 on Linux).
+const userHZ = 100
+
+// boottimeOffset is this process's time namespace's boottime offset in /proc's clock
+// ticks: the line "boottime SECONDS NANOSECONDS" of /proc/self/timens_offsets, 0
+// where the kernel has no time namespaces. It is the offset of the namespace this
+// process's children get, which is its own unless it unshared a time namespace itself
+// (cordon never does).
+func boottimeOffset() int64 {
+	data, err := os.ReadFile("/proc/self/timens_offsets")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "boottime" {
+			continue
+		}
+		sec, err1 := strconv.ParseInt(f[1], 10, 64)
+		nsec, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0
+		}
+		return sec*userHZ + nsec/(1e9/userHZ)
+	}
+	return 0
+}
 
 // exists reports whether a process with pid runs.
 func exists(pid int) bool { return linux.ProcessStart(pid) != 0 }
@@ -113,6 +159,9 @@ func innerPID(name string) (pid, depth int, err error) {
 	pid, err = strconv.Atoi(f[len(f)-1])
 	return pid, len(f), err
 }
+
+// sameClockOf is [sameClock] of a pid.
+func sameClockOf(pid int) bool { return sameClock(strconv.Itoa(pid)) }
 
 // sameClock reports whether /proc/NAME is in this process's time namespace (or time
 // namespaces are not there at all): a start time in /proc is counted from the boot
