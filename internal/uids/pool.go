@@ -86,6 +86,10 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	used, err := idsInUse(p.Range)
+	if err != nil {
+		return nil, err
+	}
 	rec := Record{Owner: o, Run: run}
 	start := rand.IntN(p.Range.Count)
 	inRange := 0
@@ -97,7 +101,7 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 	if inRange < p.Range.Count {
 		for i := 0; i < p.Range.Count; i++ {
 			uid := p.Range.Base + (start+i)%p.Range.Count
-			if taken[uid] {
+			if taken[uid] || used[uid] {
 				continue
 			}
 			rec.UID = uid
@@ -115,8 +119,8 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 	// once, so that the next allocations find them free), and lease the first.
 	freed, err := p.reclaim(taken)
 	for _, uid := range freed {
-		if !p.Range.Contains(uid) {
-			continue // another range's
+		if !p.Range.Contains(uid) || used[uid] {
+			continue // another range's, or a host process's
 		}
 		rec.UID = uid
 		if err := p.write(rec); err != nil {
@@ -127,8 +131,8 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: all %d uids of %s are leased by live runs (%s); wait for one to end, or give $%s a wider range",
-		ErrExhausted, p.Range.Count, p.Range, p.Dir, RangeEnv)
+	return nil, fmt.Errorf("%w: all %d uids of %s are leased by live runs (%s) or run host processes (%d); wait for one to end, or give $%s a wider range",
+		ErrExhausted, p.Range.Count, p.Range, p.Dir, len(used), RangeEnv)
 }
 
 // Release removes the lease, when it is still this one's (it always is while its owner
