@@ -18,6 +18,7 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close") // an unauthenticated client keeps no connection
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	mux.Handle("GET /v1/whoami", s.authed(0, s.whoami))
@@ -58,6 +59,7 @@ func (s *Server) authed(need config.Roles, h func(http.ResponseWriter, *http.Req
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.identify(r)
 		if !ok {
+			w.Header().Set("Connection", "close") // an unauthenticated client keeps no connection
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cordon"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized")
 			return

@@ -133,29 +133,36 @@ func tlsConfig(t *config.TCP) (*tls.Config, error) {
 }
 
 // limitListener accepts at most n connections at a time, and at most perPeer from one
-// peer (a remote IP address; on a unix socket, a uid): Accept waits for a slot, and a
+// peer (a remote IP address, an IPv6 peer by its /64; on a unix socket, a uid): a
 // connection past its peer's share is closed at once, so one client cannot take every
-// slot from the others. (golang.org/x/net/netutil.LimitListener bounds the total only,
-// and hides the connection the unix peer's uid must be read from.)
+// slot from the others. When every slot is taken, a connection that is waiting (for
+// its first request, or idle between requests) is closed to admit the new one: the
+// oldest of the peer holding the most connections. Only a connection serving a request
+// keeps its slot for sure, so clients that never authenticate cannot hold the
+// listener's capacity ([Server.connState] tells which connections wait).
+// (golang.org/x/net/netutil.LimitListener bounds the total only, blocks while idle
+// connections hold the slots, and hides the connection the unix peer's uid must be
+// read from.)
 type limitListener struct {
 	net.Listener
 	perPeer int
 	sem     chan struct{}
 	done    chan struct{}
+	wake    chan struct{} // signalled when a connection starts waiting
 	once    sync.Once
 	mu      sync.Mutex
-	peers   map[string]int // mu guards it: open connections by peer
+	peers   map[string]int           // mu guards it: open connections by peer
+	waiting map[*limitConn]time.Time // mu guards it: connections that may be closed for a new one, since when
 }
 
 func newLimitListener(ln net.Listener, n, perPeer int) *limitListener {
-	return &limitListener{Listener: ln, perPeer: perPeer, sem: make(chan struct{}, n), done: make(chan struct{}), peers: map[string]int{}}
+	return &limitListener{Listener: ln, perPeer: perPeer, sem: make(chan struct{}, n), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), peers: map[string]int{}, waiting: map[*limitConn]time.Time{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.done:
+		if !l.acquire() {
 			return nil, net.ErrClosed
 		}
 		c, err := l.Listener.Accept()
@@ -163,30 +170,90 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			<-l.sem
 			return nil, err
 		}
-		lc := &limitConn{Conn: c, uid: -1}
+		lc := &limitConn{Conn: c, uid: -1, l: l}
 		if uc, ok := c.(*net.UnixConn); ok {
 			if uid, err := linux.PeerUID(uc); err == nil {
 				lc.uid = uid
 			}
 		}
-		peer := peerOf(lc)
-		if !l.take(peer) {
+		lc.peer = peerOf(lc)
+		if !l.take(lc.peer) {
 			c.Close()
 			<-l.sem
 			continue
 		}
-		lc.release = func() { l.give(peer); <-l.sem }
+		lc.release = func() { l.give(lc); <-l.sem }
+		l.setWaiting(lc, true)
 		return lc, nil
 	}
 }
 
-// peerOf is who a connection is from, for the per-peer share.
+// acquire takes a slot, closing a waiting connection for it when all are taken; it
+// returns false once the listener is closed.
+func (l *limitListener) acquire() bool {
+	for {
+		select {
+		case l.sem <- struct{}{}:
+			return true
+		default:
+		}
+		if c := l.victim(); c != nil {
+			c.Close() // gives its slot back
+			continue
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return true
+		case <-l.wake:
+		case <-l.done:
+			return false
+		}
+	}
+}
+
+// victim picks the waiting connection to close for a new one: of the peer holding the
+// most connections, the one waiting longest. It is no longer counted as waiting.
+func (l *limitListener) victim() *limitConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var v *limitConn
+	for c, since := range l.waiting {
+		if v == nil || l.peers[c.peer] > l.peers[v.peer] || l.peers[c.peer] == l.peers[v.peer] && since.Before(l.waiting[v]) {
+			v = c
+		}
+	}
+	if v != nil {
+		delete(l.waiting, v)
+	}
+	return v
+}
+
+// setWaiting marks c as waiting (for a request) or not (serving one, or closed).
+func (l *limitListener) setWaiting(c *limitConn, waiting bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !waiting || c.closed {
+		delete(l.waiting, c)
+		return
+	}
+	l.waiting[c] = time.Now()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// peerOf is who a connection is from, for the per-peer share: a uid, an IPv4
+// address, or an IPv6 /64 (one host is commonly given a whole /64).
 func peerOf(c *limitConn) string {
 	if c.uid >= 0 {
 		return "uid:" + strconv.Itoa(c.uid)
 	}
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
+		if ip4 := a.IP.To4(); ip4 != nil {
+			return ip4.String()
+		}
+		return a.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
 	return "unknown"
 }
@@ -201,11 +268,13 @@ func (l *limitListener) take(peer string) bool {
 	return true
 }
 
-func (l *limitListener) give(peer string) {
+func (l *limitListener) give(c *limitConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.peers[peer]--; l.peers[peer] <= 0 {
-		delete(l.peers, peer)
+	c.closed = true
+	delete(l.waiting, c)
+	if l.peers[c.peer]--; l.peers[c.peer] <= 0 {
+		delete(l.peers, c.peer)
 	}
 }
 
@@ -222,6 +291,9 @@ type limitConn struct {
 	once    sync.Once
 	release func()
 	uid     int
+	l       *limitListener
+	peer    string
+	closed  bool // l.mu guards it
 }
 
 func (c *limitConn) Close() error {

@@ -125,7 +125,8 @@ func TestPeerUID(t *testing.T) {
 	}
 }
 
-// TestLimitListener: past n open connections Accept waits until one closes.
+// TestLimitListener: past n open connections serving requests, Accept waits until
+// one closes.
 func TestLimitListener(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -144,6 +145,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.setWaiting(first.(*limitConn), false) // serving a request
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := l.Accept()
@@ -216,3 +218,77 @@ func TestLimitListenerPerPeer(t *testing.T) {
 		t.Error("after one closed, a new connection from the peer was not accepted")
 	}
 }
+
+// TestLimitListenerClosesWaiting: when every slot is taken, a connection waiting for a
+// request is closed to admit a new one: of the peer holding the most, the oldest; a
+// connection serving a request is never closed.
+func TestLimitListenerClosesWaiting(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(inner, 3, 3)
+	defer l.Close()
+	dial := func(local string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		c, err := d.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	accept := func() *limitConn {
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*limitConn)
+	}
+	dial("127.0.0.1")
+	busy := accept()
+	l.setWaiting(busy, false) // serving a request
+	a1 := dial("127.0.0.2")
+	accept()
+	dial("127.0.0.2")
+	accept()
+	dial("127.0.0.3")
+	accept() // the listener was full: 127.0.0.2's oldest was closed for it
+	a1.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := a1.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the oldest waiting connection of the largest peer: read %v; want EOF", err)
+	}
+	if busy.closed {
+		t.Error("a connection serving a request was closed for a new one")
+	}
+	if len(l.sem) != 3 {
+		t.Errorf("slots in use: %d; want 3", len(l.sem))
+	}
+}
+
+// TestPeerOfIPv6: IPv6 peers share per /64, IPv4 ones per address.
+func TestPeerOfIPv6(t *testing.T) {
+	for addr, want := range map[string]string{
+		"2001:db8:1:2:aaaa::1":  "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::99": "2001:db8:1:2::/64",
+		"::ffff:192.0.2.7":      "192.0.2.7",
+		"192.0.2.7":             "192.0.2.7",
+	} {
+		c := &limitConn{Conn: fakeRemote{&net.TCPAddr{IP: net.ParseIP(addr), Port: 1}}, uid: -1}
+		if got := peerOf(c); got != want {
+			t.Errorf("peerOf(%s) = %q; want %q", addr, got, want)
+		}
+	}
+}
+
+type fakeRemote struct{ addr net.Addr }
+
+func (f fakeRemote) RemoteAddr() net.Addr           { return f.addr }
+func (fakeRemote) Read([]byte) (int, error)         { return 0, io.EOF }
+func (fakeRemote) Write(b []byte) (int, error)      { return len(b), nil }
+func (fakeRemote) Close() error                     { return nil }
+func (fakeRemote) LocalAddr() net.Addr              { return nil }
+func (fakeRemote) SetDeadline(time.Time) error      { return nil }
+func (fakeRemote) SetReadDeadline(time.Time) error  { return nil }
+func (fakeRemote) SetWriteDeadline(time.Time) error { return nil }

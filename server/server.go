@@ -24,8 +24,8 @@ import (
 // The limits every connection and request meets. A slow or idle client costs one of
 // maxConns slots for at most these times; a body larger than maxBody is refused.
 const (
-	maxConns          = 1024             // per listener; Accept waits past it
-	maxConnsPerPeer   = 128              // per remote IP or local uid; closed at once past it
+	maxConns          = 1024             // per listener; past it a waiting connection is closed for a new one
+	maxConnsPerPeer   = 128              // per remote IP (IPv6: /64) or local uid; closed at once past it
 	readHeaderTimeout = 5 * time.Second  // the TLS handshake and the request head
 	readTimeout       = 30 * time.Second // the whole request, body included
 	writeTimeout      = 60 * time.Second // the response (streams will set their own deadline)
@@ -103,6 +103,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       connContext,
+		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, len(lns))
@@ -126,6 +127,18 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// connState tells a connection's listener whether it waits for a request (new, or
+// idle between requests), and may then be closed to admit another when the listener
+// is full, or serves one.
+func connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitConn); ok {
+		lc.l.setWaiting(lc, st == http.StateNew || st == http.StateIdle)
+	}
 }
 
 // peerKey is the context key of a unix connection's peer uid.

@@ -8,12 +8,13 @@
 package config
 
 import (
-	"io"
+	"errors"
+	"fmt"
 	"io/fs"
-	"os"
-	"syscall"
+	"path/filepath"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/strictyaml"
 )
 
@@ -87,26 +88,83 @@ type CertIdentity struct {
 // Value is the name the identity matches, whichever kind it is.
 func (c CertIdentity) Value() string { return c.CommonName + c.SAN }
 
-// Load reads the config file at path (at most [MaxSize] bytes) and parses it. The
-// file must belong to root or to this process's user and be writable by no one else:
-// whoever can write it can make themselves any tenant's credential.
+// Load reads the config file at path (at most [MaxSize] bytes) and parses it.
+// Whoever can write the file, or replace it, can make themselves any tenant's
+// credential, so it is trusted only as [paths.CheckDir] and [paths.ReadRecordMax] trust
+// a record: a regular file, no symbolic link, owned by root or by this process's user
+// and writable by no one else, in a directory chain no one else can change; and
+// nowhere in a tenant's root, where a sandbox may write root's files.
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, errdefs.Invalidf("reading the config: %w", err)
 	}
-	defer f.Close()
-	if err := checkOwner(f, path); err != nil {
+	data, err := readTrusted(abs)
+	if err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	c, err := Parse(path, data)
 	if err != nil {
-		return nil, errdefs.Invalidf("reading the config: %w", err)
+		return nil, err
 	}
-	if len(data) > MaxSize {
-		return nil, errdefs.Invalidf("%s: larger than %d bytes", path, MaxSize)
+	if err := outsideTenants(abs, c); err != nil {
+		return nil, err
 	}
-	return Parse(path, data)
+	return c, nil
+}
+
+// readTrusted reads the config at abs when its directory chain and the file are
+// trusted by this process's user or, failing that, by root.
+func readTrusted(abs string) ([]byte, error) {
+	var first error
+	for _, uid := range trustedUIDs() {
+		err := paths.CheckDir(filepath.Dir(abs), uid)
+		if err != nil && !errors.Is(err, paths.ErrUnsafe) {
+			return nil, errdefs.Invalidf("reading the config: %w", err)
+		}
+		var data []byte
+		if err == nil {
+			data, err = paths.ReadRecordMax(abs, uid, MaxSize)
+		}
+		if err == nil {
+			return data, nil
+		}
+		if !errors.Is(err, paths.ErrUnsafe) {
+			return nil, errdefs.Invalidf("reading the config: %w", err)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, fmt.Errorf("the config %s is not safe to read (whoever can change it can make themselves any tenant's credential): %w", abs, first)
+}
+
+func trustedUIDs() []int {
+	if paths.Owner() == 0 {
+		return []int{0}
+	}
+	return []int{paths.Owner(), 0}
+}
+
+// outsideTenants refuses a config file inside a tenant's root, by its path or by the
+// path its directories' links lead to.
+func outsideTenants(abs string, c *Config) error {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return errdefs.Invalidf("reading the config: %w", err)
+	}
+	for _, t := range c.Tenants {
+		roots := []string{t.Root}
+		if r, err := filepath.EvalSymlinks(t.Root); err == nil {
+			roots = append(roots, r)
+		}
+		for _, root := range roots {
+			if within(abs, root) || within(real, root) {
+				return errdefs.Unavailablef("%w: the config %s is inside tenant %q's root %s, where a sandbox may write files as root", paths.ErrUnsafe, abs, t.Name, t.Root)
+			}
+		}
+	}
+	return nil
 }
 
 // Parse decodes and validates a config from data; file names it in errors. Every
@@ -127,22 +185,4 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// checkOwner refuses a config file another user could have written.
-func checkOwner(f *os.File, path string) error {
-	st, err := f.Stat()
-	if err != nil {
-		return errdefs.Invalidf("reading the config: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return errdefs.Invalidf("%s: not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o022 != 0 {
-		return errdefs.Unavailablef("%s is writable by group or others (mode %04o): whoever can write it can make themselves a tenant's credential", path, perm)
-	}
-	if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid != 0 && int(s.Uid) != os.Geteuid() {
-		return errdefs.Unavailablef("%s belongs to uid %d, neither root nor this server's user", path, s.Uid)
-	}
-	return nil
 }
