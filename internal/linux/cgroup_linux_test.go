@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,7 +15,7 @@ import (
 
 func TestCgroupKillTakesEveryMember(t *testing.T) {
 	testutil.RequireRoot(t)
-	cg, err := NewCgroup("test-"+t.Name(), Limits{})
+	cg, err := NewCgroup(fmt.Sprintf("test-%s-%d", t.Name(), os.Getpid()), Limits{})
 	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
 	defer cg.Remove()
 	if cg.ID == 0 {
@@ -128,7 +129,7 @@ func TestChildAndIdleCgroups(t *testing.T) {
 // cgroup.kill, some kernels (6.18) kill such a process at birth.
 func TestCgroupUsableAfterKill(t *testing.T) {
 	testutil.RequireRoot(t)
-	cg, err := NewCgroup("test-"+t.Name(), Limits{})
+	cg, err := NewCgroup(fmt.Sprintf("test-%s-%d", t.Name(), os.Getpid()), Limits{})
 	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
 	defer cg.Remove()
 	start := func(script string) *exec.Cmd {
@@ -158,7 +159,7 @@ func TestCgroupUsableAfterKill(t *testing.T) {
 // it, and a process that keeps forking, and leaves the subtree unpopulated.
 func TestCgroupKillReachesBelowAndForkers(t *testing.T) {
 	testutil.RequireRoot(t)
-	cg, err := NewCgroup("test-"+t.Name(), Limits{})
+	cg, err := NewCgroup(fmt.Sprintf("test-%s-%d", t.Name(), os.Getpid()), Limits{})
 	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
 	defer cg.Remove()
 	child, err := cg.Child("cmd-1", -1)
