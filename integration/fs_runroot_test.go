@@ -186,7 +186,7 @@ func fakeSupervisor(t *testing.T, sock string) (captured string) {
 func TestHelperFakeSupervisor(t *testing.T) {
 	sock := os.Getenv("CORDON_FAKE_SUPERVISOR")
 	if sock == "" {
-		t.Skip("helper process only")
+		return // not a test: a helper process, run with its environment set
 	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

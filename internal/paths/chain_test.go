@@ -289,7 +289,7 @@ func TestDialSocketRefusesAnotherUID(t *testing.T) {
 func TestHelperListen(t *testing.T) {
 	sock := os.Getenv("CORDON_PATHS_LISTEN")
 	if sock == "" {
-		t.Skip("helper process only")
+		return // not a test: a helper process, run with its environment set
 	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
