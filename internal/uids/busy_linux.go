@@ -1,10 +1,13 @@
 package uids
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // uidBusy reports whether a process on the host runs with uid as any of its uids or
@@ -21,29 +24,48 @@ func uidBusy(uid int) bool {
 // sandbox's gid is its uid, so either makes the id another's: a host process running
 // as it (an account served by NSS rather than /etc, a pod's runAsUser, a private
 // user range nobody listed) could read, signal and trace the sandbox.
+//
+// It runs on every lease, so it reads each status with one read into one buffer
+// ([linux.ReadProcFile]), and only the rare status longer than that (thousands of
+// supplementary groups) whole. A status it cannot read is skipped only when the
+// process is gone: otherwise the scan fails, and no uid is leased on a guess.
 func idsInUse(r Range) (map[int]bool, error) {
-	entries, err := os.ReadDir("/proc")
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing the host's processes, to lease no uid that one runs as: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
 	if err != nil {
 		return nil, fmt.Errorf("listing the host's processes, to lease no uid that one runs as: %w", err)
 	}
 	used := map[int]bool{}
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+	buf := make([]byte, 16<<10)
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue // gone since the listing
+		data, err := linux.ReadProcFile("/proc/"+name+"/status", buf)
+		if errors.Is(err, linux.ErrProcFileLong) {
+			data, err = os.ReadFile("/proc/" + name + "/status") // a long Groups line
 		}
-		s := string(data)
-		for _, key := range []string{"\nUid:", "\nGid:"} {
-			i := strings.Index(s, key)
+		if err != nil {
+			if _, serr := os.Lstat("/proc/" + name); serr != nil {
+				continue // gone since the listing
+			}
+			return nil, fmt.Errorf("reading the ids of host process %s, to lease no uid that one runs as: %w", name, err)
+		}
+		for _, key := range [][]byte{[]byte("\nUid:"), []byte("\nGid:")} {
+			i := bytes.Index(data, key)
 			if i < 0 {
 				continue
 			}
-			line, _, _ := strings.Cut(s[i+len(key):], "\n")
-			for _, f := range strings.Fields(line) {
-				if id, err := strconv.Atoi(f); err == nil && r.Contains(id) {
+			line := data[i+len(key):]
+			if j := bytes.IndexByte(line, '\n'); j >= 0 {
+				line = line[:j]
+			}
+			for _, f := range bytes.Fields(line) {
+				if id, err := strconv.Atoi(string(f)); err == nil && r.Contains(id) {
 					used[id] = true
 				}
 			}
