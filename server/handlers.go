@@ -8,54 +8,82 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/config"
 )
 
-// routes is the API. The mux answers 404 for an unknown route and 405 (with Allow) for
-// a known one asked with another method (a catch-all route would turn those 405s into
-// 404s, so there is none).
+// handler is one route's handler: it is given who the caller is.
+type handler func(http.ResponseWriter, *http.Request, auth.Identity)
+
+// routes is the API: every route of [api.Routes], with the handler handlers gives it
+// (one without a handler yet answers 501), behind authentication and the role the
+// route names. The mux answers 404 for an unknown route and 405 (with Allow) for a
+// known one asked with another method (a catch-all route would turn those 405s into
+// 404s, so there is none). A handler for a route the table does not have is a bug
+// caught at start.
 func (s *Server) routes() http.Handler {
+	hs := s.handlers()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Connection", "close") // an unauthenticated client keeps no connection
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-	})
-	mux.Handle("GET /v1/whoami", s.authed(0, s.whoami))
-	mux.Handle("POST /v1/sessions", s.authed(config.RoleAgent, s.startSession))
+	for _, rt := range api.Routes {
+		pattern := rt.Method + " " + rt.Path
+		h, ok := hs[pattern]
+		delete(hs, pattern)
+		if !ok {
+			h = notServed
+		}
+		if rt.Role == api.Public {
+			mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h(w, r, auth.Identity{}) })
+			continue
+		}
+		need, err := config.ParseRole(rt.Role)
+		if err != nil {
+			panic("api route " + pattern + ": " + err.Error())
+		}
+		mux.Handle(pattern, s.authed(need, h))
+	}
+	for pattern := range hs {
+		panic("a handler for " + pattern + ", which api.Routes does not have")
+	}
 	return s.logged(limitBody(mux))
 }
 
-// whoamiResponse is GET /v1/whoami: the tenant and roles of the credential the
-// request was authenticated as.
-type whoamiResponse struct {
-	Tenant     string   `json:"tenant"`
-	Credential string   `json:"credential"`
-	Roles      []string `json:"roles"`
+// handlers maps "METHOD PATH" of api.Routes to its handler.
+func (s *Server) handlers() map[string]handler {
+	return map[string]handler{
+		"GET /v1/health":    health,
+		"GET /v1/whoami":    s.whoami,
+		"POST /v1/sessions": startSession,
+	}
 }
 
-func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
-	writeJSON(w, http.StatusOK, whoamiResponse{Tenant: id.Tenant, Credential: id.Credential, Roles: id.Roles.Names()})
+func health(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
+	w.Header().Set("Connection", "close") // an unauthenticated client keeps no connection
+	writeJSON(w, http.StatusOK, api.Health{OK: true})
 }
 
-// startRequest is POST /v1/sessions. Only its decoding is served yet.
-type startRequest struct {
-	Contract string `json:"contract"` // the contract's YAML; "" for the tenant's base contract
+func notServed(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
+	writeError(w, http.StatusNotImplemented, "not served yet")
 }
 
-func (s *Server) startSession(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
-	var req startRequest
+// startSession decodes the request; sessions are not served yet.
+func startSession(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
+	var req api.StartRequest
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	writeError(w, http.StatusNotImplemented, "sessions are not served yet")
+	notServed(w, r, auth.Identity{})
+}
+
+func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
+	writeJSON(w, http.StatusOK, api.Whoami{Tenant: id.Tenant, Credential: id.Credential, Roles: id.Roles.Names()})
 }
 
 // authed runs h for a request whose credential holds every role of need (none: any
 // credential). Who the caller is comes from one place: the bearer token when an
 // Authorization header is sent (a bad one is not retried any other way), else the
 // verified client certificate, else the unix peer's uid.
-func (s *Server) authed(need config.Roles, h func(http.ResponseWriter, *http.Request, auth.Identity)) http.Handler {
+func (s *Server) authed(need config.Roles, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.identify(r)
 		if !ok {
@@ -132,12 +160,8 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
-type errorResponse struct {
-	Error string `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorResponse{Error: msg})
+	writeJSON(w, status, api.Error{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -59,4 +60,17 @@ func decodeRoles(d *strictyaml.Decoder, n *yaml.Node) Roles {
 		d.At(item, "roles: unknown role %q (known: agent, approver, auditor)", s)
 	})
 	return rs
+}
+
+// ParseRole is the role named name ("" for none: any credential).
+func ParseRole(name string) (Roles, error) {
+	if name == "" {
+		return 0, nil
+	}
+	for _, rn := range roleNames {
+		if rn.name == name {
+			return rn.r, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown role %q", name)
 }

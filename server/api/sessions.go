@@ -1,0 +1,83 @@
+package api
+
+import (
+	"time"
+
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+var sessionRoutes = []Route{
+	{Method: "POST", Path: "/v1/sessions", Role: RoleAgent, Summary: "start a session in one of the tenant's workspaces", Request: StartRequest{}, Response: Session{}},
+	{Method: "GET", Path: "/v1/sessions", Role: RoleAgent, Summary: "the tenant's sessions", Response: SessionList{}},
+	{Method: "GET", Path: "/v1/sessions/{id}", Role: RoleAgent, Summary: "one session", Response: Session{}},
+	{Method: "POST", Path: "/v1/sessions/{id}/exec", Role: RoleAgent, Summary: "run a command; output streams, the result comes last", Request: ExecRequest{}, Response: wire.Frame{}, Stream: true},
+	{Method: "POST", Path: "/v1/sessions/{id}/sweep", Role: RoleAgent, Summary: "end a turn: delete spill files, list the paths changed", Response: Sweep{}},
+	{Method: "POST", Path: "/v1/sessions/{id}/checkpoint", Role: RoleAgent, Summary: "keep a staged session's workspace as it is now", Request: CheckpointRequest{}, Response: CheckpointResponse{}},
+	{Method: "POST", Path: "/v1/sessions/{id}/rollback", Role: RoleAgent, Summary: "make a staged session's workspace what it was at a checkpoint", Request: RollbackRequest{}, Response: RollbackResponse{}},
+	{Method: "POST", Path: "/v1/sessions/{id}/stop", Role: RoleAgent, Summary: "stop the session: commands end, credentials are revoked, the log is sealed", Response: Session{}},
+}
+
+// StartRequest is POST /v1/sessions.
+type StartRequest struct {
+	// Contract is the contract's YAML; "" for the tenant's base contract. It may only
+	// narrow the base contract, and names no host path outside the tenant's workspace.
+	Contract string `json:"contract,omitempty"`
+	// Workspace names a directory of the tenant's workspace root (letters, digits, '-',
+	// '_', '.'; not starting with '.'); made empty when missing.
+	Workspace string `json:"workspace"`
+	Backend   string `json:"backend,omitempty"` // bwrap, docker, containerd or auto; "" for the server's default
+	Stage     bool   `json:"stage,omitempty"`   // a staged session (checkpoint, rollback)
+}
+
+// Session is one session of the tenant.
+type Session struct {
+	ID        string    `json:"id"`
+	State     string    `json:"state"` // "running", "stopped" or "dead"
+	Started   time.Time `json:"started"`
+	Backend   string    `json:"backend"`
+	Workspace string    `json:"workspace"` // its name in the tenant's workspace root
+	Stage     bool      `json:"stage"`
+}
+
+// SessionList is GET /v1/sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// ExecRequest is POST /v1/sessions/{id}/exec. Its fields are `cordon exec`'s.
+type ExecRequest struct {
+	Argv      []string `json:"argv"`
+	Dir       string   `json:"dir,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	Cap       int      `json:"cap,omitempty"`
+	Stdin     []byte   `json:"stdin,omitempty"` // base64 in JSON; bounded by the body limit
+}
+
+// Sweep is the answer to POST /v1/sessions/{id}/sweep.
+type Sweep struct {
+	Removed int      `json:"removed"`
+	Changed []string `json:"changed"`
+}
+
+// CheckpointRequest is POST /v1/sessions/{id}/checkpoint.
+type CheckpointRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// CheckpointResponse is its answer.
+type CheckpointResponse struct {
+	Checkpoint wire.Checkpoint `json:"checkpoint"`
+	Problems   []string        `json:"problems"`
+}
+
+// RollbackRequest is POST /v1/sessions/{id}/rollback: To is a name, a number or -K.
+type RollbackRequest struct {
+	To string `json:"to"`
+}
+
+// RollbackResponse is its answer.
+type RollbackResponse struct {
+	Checkpoint wire.Checkpoint `json:"checkpoint"`
+	Changed    []string        `json:"changed"`
+	Problems   []string        `json:"problems"`
+}
