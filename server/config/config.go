@@ -186,3 +186,21 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	return c, nil
 }
+
+// A tenant's state lives under its root, each part in its own directory, made by the
+// server (root's, 0700) before it serves: sandboxes write only inside Workspaces.
+const (
+	runDir        = "run"        // the tenant's run root (CORDON_RUN_ROOT): sessions, gates, run dirs
+	auditDir      = "audit"      // the tenant's audit root
+	workspacesDir = "workspaces" // one directory per named workspace
+)
+
+// RunRoot is the tenant's run root: its sessions, gate sockets and run directories.
+func (t Tenant) RunRoot() string { return filepath.Join(t.Root, runDir) }
+
+// AuditRoot is the tenant's audit root.
+func (t Tenant) AuditRoot() string { return filepath.Join(t.Root, auditDir) }
+
+// Workspaces is the directory holding the tenant's named workspaces; no contract of
+// the tenant may name a host path outside it.
+func (t Tenant) Workspaces() string { return filepath.Join(t.Root, workspacesDir) }
