@@ -7,7 +7,6 @@
 package session
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,11 +27,16 @@ import (
 // ErrNoSession is returned by Open for an id with no session.
 var ErrNoSession = errors.New("no such session")
 
-// Error is a failure reported by the supervisor: cordon could not run the command.
-// Code is the exit status `cordon exec` gives it (125, or 2 for a bad request).
+// Error is a failure reported by the supervisor (or by a server, session/remote):
+// cordon could not run the command. Code is the exit status `cordon exec` gives it
+// (125, or 2 for a bad request).
 type Error struct {
 	Code int
 	Msg  string
+	// Quota and RetryAfter are set when a server refused the request over one of the
+	// tenant's quotas (429): which one, and when to try again (0 when it did not say).
+	Quota      string
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -178,48 +182,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*wire
 	if o.Stdin != nil {
 		go sendStdin(c, o.Stdin)
 	}
-	var out, errOut bytes.Buffer
-	stdout, stderr := o.Stdout, o.Stderr
-	if stdout == nil {
-		stdout = &out
-	}
-	if stderr == nil {
-		stderr = &errOut
-	}
-	dec := json.NewDecoder(bufio.NewReaderSize(c, 64<<10))
-	for {
-		var f wire.Frame
-		if err := dec.Decode(&f); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s ended before the command's result: %v", s.info.ID, err)}
-		}
-		switch {
-		case f.Error != "":
-			code := f.Code
-			if code == 0 {
-				code = errdefs.ExitCannotRun
-			}
-			return nil, &Error{Code: code, Msg: f.Error}
-		case f.Result != nil:
-			f.Result.Stdout, f.Result.Stderr = out.String(), errOut.String()
-			if f.Result.DeniedEgress == nil {
-				f.Result.DeniedEgress = []string{}
-			}
-			if f.Result.Denied == nil {
-				f.Result.Denied = []wire.Denial{}
-			}
-			if f.Result.Alerts == nil {
-				f.Result.Alerts = []wire.Alert{}
-			}
-			return f.Result, nil
-		case f.FD == 1:
-			_, _ = stdout.Write(f.Data)
-		case f.FD == 2:
-			_, _ = stderr.Write(f.Data)
-		}
-	}
+	return ReadExec(ctx, c, s.info.ID, o)
 }
 
 // sendStdin forwards r as Input lines, then EOF.
@@ -296,15 +259,11 @@ func (s *Session) simple(ctx context.Context, req wire.Request) (wire.Frame, err
 		return wire.Frame{}, err
 	}
 	var f wire.Frame
-	if err := json.NewDecoder(c).Decode(&f); err != nil {
+	if err := newLineReader(c).decode(&f); err != nil {
 		return f, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
 	}
 	if f.Error != "" {
-		code := f.Code
-		if code == 0 {
-			code = errdefs.ExitCannotRun
-		}
-		return f, &Error{Code: code, Msg: f.Error}
+		return f, frameError(f)
 	}
 	return f, nil
 }
