@@ -112,6 +112,7 @@ func newRoot(stdio IO, first string) *cobra.Command {
 			return errdefs.Exit(errdefs.ExitUsage)
 		},
 	}
+	hostFlags(root)
 	root.SetHelpFunc(helpFunc(stdio))
 	root.Version = Version // --version, as docker and kubectl have it: `cordon version`'s line
 	root.SetVersionTemplate(versionLine() + "\n")

@@ -232,7 +232,7 @@ func TestExecFlagsFromOneTable(t *testing.T) {
 		if !strings.Contains(help, "--"+f.Name) || !strings.Contains(names, "--"+f.Name+"\t") {
 			t.Errorf("--%s: not in exec --help or in its completion:\n%s\n%s", f.Name, help, names)
 		}
-		if f.Name != "help" && !strings.Contains(string(man), `\-\-`+f.Name) {
+		if f.Name != "help" && !strings.Contains(string(man), roff("--"+f.Name)) {
 			t.Errorf("--%s: not in cordon-exec.1", f.Name)
 		}
 	}

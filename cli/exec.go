@@ -21,7 +21,7 @@ func newExecCmd(stdio IO) *cobra.Command {
 		DisableFlagParsing: true, // execcli parses: [flags] SESSION [flags] [--] CMD...
 		ValidArgsFunction:  completeExec,
 		RunE: func(c *cobra.Command, args []string) error {
-			err := execcli.Run(c.Context(), execcli.IO{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, "cordon exec", args)
+			err := execcli.Run(c.Context(), execcli.IO{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, OpenRemote: openRemote}, "cordon exec", args)
 			if errors.Is(err, execcli.ErrHelp) {
 				return c.Help()
 			}

@@ -38,6 +38,11 @@ func writeHelp(w io.Writer, c *cobra.Command) {
 	if f := c.LocalFlags(); f.HasAvailableFlags() {
 		fmt.Fprintf(w, "\nFlags:\n%s", f.FlagUsages())
 	}
+	// --host and its companions, where they do something: the commands that drive a
+	// server, and cordon's own help.
+	if f := c.InheritedFlags(); f.HasAvailableFlags() && remoteCommands[c.CommandPath()] {
+		fmt.Fprintf(w, "\nGlobal flags (a server, docs/serve.md):\n%s", f.FlagUsages())
+	}
 	if len(visibleSubs(c)) > 0 {
 		fmt.Fprintf(w, "\nRun '%s COMMAND --help' for a command's flags.\n", c.CommandPath())
 	}

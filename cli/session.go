@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +19,7 @@ import (
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
-	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/session/wire"
 )
 
@@ -50,6 +49,7 @@ type sessionStartOptions struct {
 	file, backend, auditDir string
 	gates                   *gate.Mode
 	stage                   bool
+	workspace               string // with --host: the server workspace's name
 }
 
 func newSessionStartCmd(stdio IO) *cobra.Command {
@@ -62,13 +62,22 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 		Example: `  id=$(cordon session start)
   id=$(cordon session start -c agent.yaml --backend docker --gates deny)`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, args []string) error { return sessionStart(stdio, o) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if hostOf(c).Host != "" {
+				return sessionStartRemote(c, stdio, o)
+			}
+			if o.workspace != "" {
+				return errdefs.Usagef("session start: --workspace names a server's workspace and needs --host; here the workspace is the current directory")
+			}
+			return sessionStart(stdio, o)
+		},
 	}
 	f := c.Flags()
 	contractFlag(f, &o.file)
 	backendFlag(f, &o.backend)
 	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
 	o.gates = gatesFlag(f)
+	f.StringVar(&o.workspace, "workspace", "", "with --host: the server workspace `NAME` the session works in (made empty when missing)")
 	f.BoolVar(&o.stage, "stage", false, "stage the workspace: writes go to an overlay, with checkpoints and rollback, applied or discarded after stop (docs/sessions.md)")
 	return c
 }
@@ -145,7 +154,12 @@ func newSessionLsCmd(stdio IO) *cobra.Command {
 		Example: `  cordon session ls
   cordon session ls --json | jq -r '.sessions[] | select(.alive) | .id'`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, args []string) error { return sessionLs(stdio, asJSON) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if hostOf(c).Host != "" {
+				return sessionLsRemote(c, stdio, asJSON)
+			}
+			return sessionLs(stdio, asJSON)
+		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaSessionLs+`", "sessions": [{id, alive, state, started, backend, workspace, contract}]}`)
 	return c
@@ -176,6 +190,11 @@ func sessionLs(stdio IO, asJSON bool) error {
 		}
 		out = append(out, j)
 	}
+	return printSessions(stdio, out, asJSON)
+}
+
+// printSessions prints session ls's list: one line each, or the --json document.
+func printSessions(stdio IO, out []sessionJSON, asJSON bool) error {
 	if asJSON {
 		return writeJSON(stdio.Stdout, struct {
 			Schema   string        `json:"schema"`
@@ -184,10 +203,12 @@ func sessionLs(stdio IO, asJSON bool) error {
 	}
 	for _, s := range out {
 		state := s.State
-		if !s.Alive {
+		if state == "dead" {
 			state = "dead (cordon gc removes it)"
 		}
-		fmt.Fprintf(stdio.Stdout, "%s\t%s\t%s\t%s\t%s\n", s.ID, state, s.Started.Local().Format(time.DateTime), s.Backend, s.Workspace)
+		// A server's answer is not to be trusted with the terminal.
+		fmt.Fprintf(stdio.Stdout, "%s\t%s\t%s\t%s\t%s\n", termtext.Line(s.ID), termtext.Line(state), s.Started.Local().Format(time.DateTime),
+			termtext.Line(s.Backend), termtext.Line(s.Workspace))
 	}
 	return nil
 }
@@ -206,7 +227,7 @@ changed since the last sweep, one per line.`,
 			if len(args) != 1 {
 				return errdefs.Usagef("session sweep: give one SESSION")
 			}
-			return sessionSweep(c.Context(), stdio, args[0], asJSON)
+			return sessionSweep(c, stdio, args[0], asJSON)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaSessionSweep+`", "removed": N, "changed": [PATH...]}`)
@@ -215,12 +236,12 @@ changed since the last sweep, one per line.`,
 
 // sessionSweep ends an agent's turn: it deletes the session's spill files and prints
 // the workspace paths changed since the last sweep, one per line (--json: an object).
-func sessionSweep(ctx context.Context, stdio IO, id string, asJSON bool) error {
-	sess, err := session.Open(id)
+func sessionSweep(c *cobra.Command, stdio IO, id string, asJSON bool) error {
+	sess, err := openSession(c, id)
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	turn, err := sess.Sweep(ctx)
+	turn, err := sess.Sweep(c.Context())
 	if err != nil {
 		return clientError(stdio, err)
 	}
@@ -256,7 +277,7 @@ func newSessionStopCmd(stdio IO) *cobra.Command {
 			if len(args) != 1 {
 				return errdefs.Usagef("session stop: give one SESSION")
 			}
-			sess, err := session.Open(args[0])
+			sess, err := openSession(c, args[0])
 			if err == nil {
 				err = sess.Stop(c.Context())
 			}

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/termtext"
-	"github.com/cordonhq/cordon/session"
 )
 
 // A staged session's checkpoints and rollbacks (docs/sessions.md, "Staged sessions"):
@@ -31,17 +29,17 @@ last one). The log records it (session.checkpoint).`,
 			if len(args) == 2 {
 				name = args[1]
 			}
-			return sessionCheckpoint(c.Context(), stdio, args[0], name)
+			return sessionCheckpoint(c, stdio, args[0], name)
 		},
 	}
 }
 
-func sessionCheckpoint(ctx context.Context, stdio IO, id, name string) error {
-	sess, err := session.Open(id)
+func sessionCheckpoint(c *cobra.Command, stdio IO, id, name string) error {
+	sess, err := openSession(c, id)
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	cp, problems, err := sess.Checkpoint(ctx, name)
+	cp, problems, err := sess.Checkpoint(c.Context(), name)
 	if err != nil {
 		return clientError(stdio, err)
 	}
@@ -66,7 +64,7 @@ paths it changed; the log records it (session.rollback, then the rollback's diff
 			if len(args) != 2 {
 				return errdefs.Usagef("session rollback: give SESSION and a checkpoint (NAME, N or -K)")
 			}
-			return sessionRollback(c.Context(), stdio, args[0], args[1])
+			return sessionRollback(c, stdio, args[0], args[1])
 		},
 	}
 	// "-1" is a checkpoint, not a flag: nothing after SESSION is parsed as one.
@@ -74,12 +72,12 @@ paths it changed; the log records it (session.rollback, then the rollback's diff
 	return c
 }
 
-func sessionRollback(ctx context.Context, stdio IO, id, to string) error {
-	sess, err := session.Open(id)
+func sessionRollback(c *cobra.Command, stdio IO, id, to string) error {
+	sess, err := openSession(c, id)
 	if err != nil {
 		return clientError(stdio, err)
 	}
-	cp, changed, problems, err := sess.Rollback(ctx, to)
+	cp, changed, problems, err := sess.Rollback(c.Context(), to)
 	printProblems(stdio, "not restored", problems)
 	if err != nil {
 		return clientError(stdio, err)

@@ -34,10 +34,14 @@ const defaultJSONCap = 10000
 // its way (cobra's for cordon exec, [WriteHelp] for cordon-exec) and exits 0.
 var ErrHelp = errors.New("help requested")
 
-// IO is where exec reads and writes.
+// IO is where exec reads and writes, and how it reaches a server.
 type IO struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// OpenRemote opens session id on the server r names (`cordon exec --host`); nil
+	// where exec reaches no server (cordon-exec, which links no HTTP), and a host set
+	// there is refused rather than run here.
+	OpenRemote func(ctx context.Context, r Remote, id string) (Session, error)
 }
 
 // Run runs exec with args, everything after `cordon exec` (or `cordon-exec`). prog
@@ -55,11 +59,11 @@ func Run(ctx context.Context, stdio IO, prog string, args []string) error {
 	if id == "" || len(argv) == 0 {
 		return errdefs.Usagef("exec: give a SESSION and a command (%s SESSION -- CMD [ARGS...])", prog)
 	}
-	return run(ctx, stdio, o, id, argv)
+	return run(ctx, stdio, prog, o, id, argv)
 }
 
 // run runs argv in session id.
-func run(ctx context.Context, stdio IO, o options, id string, argv []string) error {
+func run(ctx context.Context, stdio IO, prog string, o options, id string, argv []string) error {
 	if o.timeout < 0 {
 		return errdefs.Usagef("exec: --timeout must be positive")
 	}
@@ -69,13 +73,13 @@ func run(ctx context.Context, stdio IO, o options, id string, argv []string) err
 			o.capN = defaultJSONCap
 		}
 	}
-	sess, err := session.Open(id)
-	if err != nil {
-		return ReportError(stdio.Stderr, err)
+	if o.remote.Host == "" && o.remote != (Remote{}) && o.remote.WithEnv().Host == "" {
+		return errdefs.Usagef("exec: --token-file, --tls-ca, --tls-cert and --tls-key need --host (or $CORDON_HOST)")
 	}
 	eo := session.ExecOptions{Dir: o.dir, Timeout: o.timeout, Cap: o.capN}
-	if eo.Dir == "" {
-		eo.Dir = cwdIn(sess.Info().Workspace)
+	sess, err := open(ctx, stdio, prog, o.remote.WithEnv(), id, &eo)
+	if err != nil {
+		return err
 	}
 	if o.stdin {
 		eo.Stdin = stdio.Stdin
@@ -98,6 +102,30 @@ func run(ctx context.Context, stdio IO, o options, id string, argv []string) err
 		return errdefs.Exit(res.ExitCode)
 	}
 	return nil
+}
+
+// open opens session id: on the server r names, else of this host, where the command
+// runs in the current directory when it is in the session's workspace (a server's
+// workspace is not a directory here).
+func open(ctx context.Context, stdio IO, prog string, r Remote, id string, eo *session.ExecOptions) (Session, error) {
+	if r.Host != "" {
+		if stdio.OpenRemote == nil {
+			return nil, errdefs.Usagef("exec: %s reaches no server, and --host (or $CORDON_HOST) is set: use cordon exec --host", prog)
+		}
+		s, err := stdio.OpenRemote(ctx, r, id)
+		if err != nil {
+			return nil, ReportError(stdio.Stderr, err)
+		}
+		return s, nil
+	}
+	s, err := session.Open(id)
+	if err != nil {
+		return nil, ReportError(stdio.Stderr, err)
+	}
+	if eo.Dir == "" {
+		eo.Dir = cwdIn(s.Info().Workspace)
+	}
+	return s, nil
 }
 
 // ReportError reports a session client's failure on one line of w: 125 (cordon could

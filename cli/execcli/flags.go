@@ -36,6 +36,7 @@ type options struct {
 	capN    int
 	stdin   bool
 	help    bool
+	remote  Remote
 }
 
 // Flags are exec's flags, in the order help lists them. -h/--help is the last.
@@ -54,6 +55,16 @@ var Flags = []Flag{
 		}},
 	{Name: "interactive", Short: "i", Kind: Bool, Default: "false", Usage: "forward standard input to the command (default: it reads an empty stdin)",
 		set: func(o *options, v string) (err error) { o.stdin, err = strconv.ParseBool(v); return err }},
+	{Name: "host", Kind: String, Usage: HostUsage,
+		set: func(o *options, v string) error { o.remote.Host = v; return nil }},
+	{Name: "token-file", Kind: String, Usage: TokenFileUsage,
+		set: func(o *options, v string) error { o.remote.TokenFile = v; return nil }},
+	{Name: "tls-ca", Kind: String, Usage: TLSCAUsage,
+		set: func(o *options, v string) error { o.remote.TLSCA = v; return nil }},
+	{Name: "tls-cert", Kind: String, Usage: TLSCertUsage,
+		set: func(o *options, v string) error { o.remote.TLSCert = v; return nil }},
+	{Name: "tls-key", Kind: String, Usage: TLSKeyUsage,
+		set: func(o *options, v string) error { o.remote.TLSKey = v; return nil }},
 	{Name: "help", Short: "h", Kind: Bool, Default: "false", Usage: "help for exec",
 		set: func(o *options, v string) (err error) { o.help, err = strconv.ParseBool(v); return err }},
 }
