@@ -86,7 +86,7 @@ func TestServeClient(t *testing.T) {
 				if name == "token file" {
 					flags = []string{"--host", "https://" + s.addr, "--token-file", tokFile}
 				}
-				serveClientSession(t, cli, flags)
+				serveClientSession(t, cli, flags, name == "token file")
 			})
 		}
 	})
@@ -135,11 +135,15 @@ func serveClientRefusals(t *testing.T, s *served, base remoteCLI, caFile string)
 }
 
 // serveClientSession: start, exec (output streamed, exit status, --json), ls, stop.
-func serveClientSession(t *testing.T, cli remoteCLI, flags []string) {
+func serveClientSession(t *testing.T, cli remoteCLI, flags []string, bwrap bool) {
 	run := func(args ...string) (string, string, int) {
 		return cli.run(append(append([]string{}, flags...), args...)...)
 	}
-	out, stderr, code := run("session", "start", "--workspace", "client-test")
+	start := []string{"session", "start", "--workspace", "client-test"}
+	if bwrap {
+		start = append(start, "--backend", "bwrap") // the server's choice otherwise
+	}
+	out, stderr, code := run(start...)
 	if code != 0 && strings.Contains(stderr, "(501:") {
 		t.Skip("sessions not served")
 	}

@@ -355,3 +355,20 @@ func TestUnixSocket(t *testing.T) {
 		t.Errorf("List: %+v, %v", list, err)
 	}
 }
+
+// TestNoRedirect: a redirect is not followed: the token goes to the server named and
+// nowhere else.
+func TestNoRedirect(t *testing.T) {
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the redirect was followed: %s %s, Authorization %q", r.Method, r.URL, r.Header.Get("Authorization"))
+	}))
+	defer other.Close()
+	f := &fakeServer{t: t, token: testToken}
+	f.answer = func(w http.ResponseWriter, r *http.Request, rt api.Route, body any) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}
+	_, err := serveTLS(t, f).List(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("List answered with a redirect: %v", err)
+	}
+}
