@@ -25,6 +25,7 @@ type Flag struct {
 	Kind        Kind
 	Default     string // as help shows it; Int flags parse it ("-1")
 	Usage       string // a `NAME` in back quotes names the value in help
+	remote      bool   // names a server (--host and its companions)
 	set         func(o *options, v string) error
 }
 
@@ -55,15 +56,15 @@ var Flags = []Flag{
 		}},
 	{Name: "interactive", Short: "i", Kind: Bool, Default: "false", Usage: "forward standard input to the command (default: it reads an empty stdin)",
 		set: func(o *options, v string) (err error) { o.stdin, err = strconv.ParseBool(v); return err }},
-	{Name: "host", Kind: String, Usage: HostUsage,
+	{Name: "host", Kind: String, remote: true, Usage: HostUsage,
 		set: func(o *options, v string) error { o.remote.Host = v; return nil }},
-	{Name: "token-file", Kind: String, Usage: TokenFileUsage,
+	{Name: "token-file", Kind: String, remote: true, Usage: TokenFileUsage,
 		set: func(o *options, v string) error { o.remote.TokenFile = v; return nil }},
-	{Name: "tls-ca", Kind: String, Usage: TLSCAUsage,
+	{Name: "tls-ca", Kind: String, remote: true, Usage: TLSCAUsage,
 		set: func(o *options, v string) error { o.remote.TLSCA = v; return nil }},
-	{Name: "tls-cert", Kind: String, Usage: TLSCertUsage,
+	{Name: "tls-cert", Kind: String, remote: true, Usage: TLSCertUsage,
 		set: func(o *options, v string) error { o.remote.TLSCert = v; return nil }},
-	{Name: "tls-key", Kind: String, Usage: TLSKeyUsage,
+	{Name: "tls-key", Kind: String, remote: true, Usage: TLSKeyUsage,
 		set: func(o *options, v string) error { o.remote.TLSKey = v; return nil }},
 	{Name: "help", Short: "h", Kind: Bool, Default: "false", Usage: "help for exec",
 		set: func(o *options, v string) (err error) { o.help, err = strconv.ParseBool(v); return err }},

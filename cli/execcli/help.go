@@ -29,7 +29,9 @@ func WriteHelp(w io.Writer, prog string) {
 	fmt.Fprintf(w, "%s\n\nUsage: %s %s\n", Long, prog, strings.TrimPrefix(Use, "exec "))
 	fmt.Fprintf(w, "\nExamples:\n%s\n", strings.ReplaceAll(Example, "cordon exec", prog))
 	fmt.Fprintln(w, "\nFlags:")
-	flags := slices.Clone(Flags) // by name, as cobra lists them
+	// by name, as cobra lists them; not those naming a server, which cordon-exec does
+	// not reach (it refuses them)
+	flags := slices.DeleteFunc(slices.Clone(Flags), func(f Flag) bool { return f.remote })
 	slices.SortFunc(flags, func(a, b Flag) int { return strings.Compare(a.Name, b.Name) })
 	heads := make([]string, len(flags))
 	width := 0
@@ -52,6 +54,7 @@ func WriteHelp(w io.Writer, prog string) {
 		}
 		fmt.Fprintf(w, "  %-*s   %s\n", width, heads[i], usage)
 	}
+	fmt.Fprintf(w, "\n%s reaches no cordon serve daemon: cordon exec --host does (docs/serve.md).\n", prog)
 }
 
 // valueName is what help calls the flag's value: the back-quoted word of its usage,
