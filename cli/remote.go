@@ -145,3 +145,11 @@ func openSession(c *cobra.Command, id string) (sessionOps, error) {
 	}
 	return s, nil
 }
+
+// Both kinds of session are driven through the same two interfaces.
+var (
+	_ sessionOps      = (*session.Session)(nil)
+	_ sessionOps      = (*remote.Session)(nil)
+	_ execcli.Session = (*session.Session)(nil)
+	_ execcli.Session = (*remote.Session)(nil)
+)

@@ -372,3 +372,17 @@ func TestNoRedirect(t *testing.T) {
 		t.Errorf("List answered with a redirect: %v", err)
 	}
 }
+
+// TestRetryAfter: seconds or an HTTP date; nonsense is 0.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 5, 7, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "30": 30 * time.Second, "-5": 0, "soon": 0, "99999999999": 0,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
+		now.Add(-time.Hour).Format(http.TimeFormat):       0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("retryAfter(%q) = %s; want %s", v, got, want)
+		}
+	}
+}
