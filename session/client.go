@@ -15,7 +15,9 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,7 +79,7 @@ func Start(ctx context.Context, o StartOptions) (*Session, error) {
 		args = append(args, "--audit-dir", o.AuditDir)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir, cmd.Env = o.Dir, o.Env
+	cmd.Dir, cmd.Env = o.Dir, localEnv(o.Env)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -89,6 +91,16 @@ func Start(ctx context.Context, o StartOptions) (*Session, error) {
 		return nil, &Error{Code: errdefs.ExitCannotRun, Msg: "session start: " + msg}
 	}
 	return open(paths.RunRootIn(o.Env), strings.TrimSpace(string(out)))
+}
+
+// localEnv is env (nil: this process's) without $CORDON_HOST: Start starts a session
+// on this host, and a cordon that inherited a host would start it on that server
+// instead (a server starting its sessions so would call itself).
+func localEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "CORDON_HOST=") })
 }
 
 // Session is a handle on a running session; it holds no connection, so it may be

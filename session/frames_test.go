@@ -49,3 +49,20 @@ func TestReadExec(t *testing.T) {
 		})
 	}
 }
+
+// TestStartEnvIsLocal: the cordon Start runs never inherits $CORDON_HOST, which would
+// send the session to a server (a server starting its sessions so would call itself).
+func TestStartEnvIsLocal(t *testing.T) {
+	t.Setenv("CORDON_HOST", "https://elsewhere:8443")
+	for _, env := range [][]string{nil, {"A=1", "CORDON_HOST=unix:///s.sock", "CORDON_HOSTNAME=x"}} {
+		got := localEnv(env)
+		for _, kv := range got {
+			if strings.HasPrefix(kv, "CORDON_HOST=") {
+				t.Errorf("localEnv(%q) keeps %q", env, kv)
+			}
+		}
+		if env != nil && (len(got) != 2 || got[0] != "A=1" || got[1] != "CORDON_HOSTNAME=x") {
+			t.Errorf("localEnv(%q) = %q", env, got)
+		}
+	}
+}
