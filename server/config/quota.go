@@ -51,12 +51,15 @@ func (q Quotas) share() SessionLimits {
 	return SessionLimits{
 		Memory: max(q.Memory/int64(q.Sessions), minMemory),
 		Pids:   max(q.Pids/int64(q.Sessions), 1),
-		CPU:    q.CPU / float64(q.Sessions),
+		CPU:    max(q.CPU/float64(q.Sessions), minCPU),
 	}
 }
 
 // minMemory is the least memory a sandbox can start in (contract.Compile refuses less).
 const minMemory = 4 << 20
+
+// minCPU is the least CPU a cgroup can be held to (cpu.max: 1ms in a 100ms period).
+const minCPU = 0.01
 
 // maxWall bounds quotas.wall: a session is not a service.
 const maxWall = 30 * 24 * time.Hour
@@ -150,6 +153,10 @@ func quotaCPU(d *strictyaml.Decoder, n *yaml.Node, what string, def float64) flo
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || (n.Tag != "!!int" && n.Tag != "!!float") || !(f > 0) || f > 65536 {
 		d.At(n, "%s: want a positive number of CPUs (e.g. 2 or 0.5), got %s", what, strictyaml.KindName(n))
+		return def
+	}
+	if f < minCPU {
+		d.At(n, "%s: %v is less than the least a sandbox can be held to (%v)", what, f, minCPU)
 		return def
 	}
 	return f

@@ -38,6 +38,13 @@ func TestQuotasParse(t *testing.T) {
 	if q != want {
 		t.Errorf("got %+v; want %+v", q, want)
 	}
+	c, err = Parse("f.yaml", []byte(quotaTenant(`{sessions: 1000, cpu: 1}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Tenants[0].Quotas.Session; got != (SessionLimits{Memory: (8 << 30) / 1000, Pids: 8, CPU: 0.01}) {
+		t.Errorf("a share of 1000 sessions: got %+v; want 8GiB/1000, 8 pids, 0.01 CPU (the least a sandbox can be held to)", got)
+	}
 	c, err = Parse("f.yaml", []byte(quotaTenant(`{sessions: 2, session_default: {memory: 1GiB, pids: 100, cpu: 1}}`)))
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +64,7 @@ func TestQuotasRefuse(t *testing.T) {
 		{"negative pids", `{pids: -5}`, []string{`f.yaml:7:20: quotas.pids: -5 is out of range [1, 2147483647]`}},
 		{"zero cpu", `{cpu: 0}`, []string{`f.yaml:7:19: quotas.cpu: want a positive number of CPUs (e.g. 2 or 0.5), got "0"`}},
 		{"string cpu", `{cpu: "2"}`, []string{`f.yaml:7:19: quotas.cpu: want a positive number of CPUs (e.g. 2 or 0.5), got "2"`}},
+		{"tiny cpu", `{cpu: 0.001}`, []string{`f.yaml:7:19: quotas.cpu: 0.001 is less than the least a sandbox can be held to (0.01)`}},
 		{"bad size", `{memory: lots}`, []string{`f.yaml:7:22: quotas.memory: invalid size "lots" (want e.g. 512MiB, 2GiB)`}},
 		{"zero size", `{audit: 0}`, []string{`f.yaml:7:21: quotas.audit: size "0" is out of range`}},
 		{"tiny memory", `{memory: 1MiB}`, []string{`f.yaml:7:13: quotas.memory: 1048576 bytes is too small to start any session (minimum 4MiB)`}},
