@@ -90,9 +90,8 @@ type account struct {
 	audit *meter
 
 	// Guarded by Ledger.mu.
-	used    usage
-	held    map[*hold]struct{}
-	nextHID uint64
+	used usage
+	held map[*hold]struct{}
 }
 
 // usage is what a tenant's sessions hold; CPU in thousandths, so sums are exact.
