@@ -64,6 +64,7 @@ type Tenant struct {
 	Name        string
 	Root        string // the tenant's run, audit and workspace root: absolute
 	Credentials []Credential
+	Quotas      Quotas // what it may hold at once; defaults when the config sets none
 	Pos         Pos
 }
 

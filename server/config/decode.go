@@ -141,13 +141,14 @@ func absPath(d *strictyaml.Decoder, n *yaml.Node, what string) string {
 }
 
 func decodeTenant(d *strictyaml.Decoder, n *yaml.Node) Tenant {
-	t := Tenant{Pos: strictyaml.PosOf(n)}
+	t := Tenant{Pos: strictyaml.PosOf(n), Quotas: DefaultQuotas()}
 	d.Mapping(n, "tenant",
 		strictyaml.Field{Name: "name", Decode: func(v *yaml.Node) { t.Name = decodeName(d, v, "tenant name") }},
 		strictyaml.Field{Name: "root", Decode: func(v *yaml.Node) { t.Root = absPath(d, v, "tenant root") }},
 		strictyaml.Field{Name: "credentials", Decode: func(v *yaml.Node) {
 			d.List(v, "credentials", func(c *yaml.Node) { t.Credentials = append(t.Credentials, decodeCredential(d, c)) })
 		}},
+		strictyaml.Field{Name: "quotas", Decode: func(v *yaml.Node) { decodeQuotas(d, v, &t.Quotas) }},
 	)
 	if n.Kind != yaml.MappingNode {
 		return t
