@@ -13,7 +13,7 @@ import (
 
 // workspace makes a tenant's workspaces root and one workspace in it holding src/ and
 // a Makefile, as the base in testdata names them.
-func workspace(t *testing.T) (ws, root string) {
+func workspace(t testing.TB) (ws, root string) {
 	t.Helper()
 	root = filepath.Join(t.TempDir(), "workspaces")
 	ws = filepath.Join(root, "w1")
