@@ -148,6 +148,7 @@ func decodeTenant(d *strictyaml.Decoder, n *yaml.Node) Tenant {
 		strictyaml.Field{Name: "credentials", Decode: func(v *yaml.Node) {
 			d.List(v, "credentials", func(c *yaml.Node) { t.Credentials = append(t.Credentials, decodeCredential(d, c)) })
 		}},
+		strictyaml.Field{Name: "base_contract", Decode: func(v *yaml.Node) { decodeBase(d, v, &t) }},
 	)
 	if n.Kind != yaml.MappingNode {
 		return t
