@@ -50,6 +50,15 @@ type Base struct {
 // @system readable, no network, no credentials, no gates).
 func Default() *Base { return &Base{c: contract.Default()} }
 
+// YAML is the base as a contract to run when a tenant sends none: the base file's
+// bytes, or "version: 1\n" (the built-in default) for [Default]. Check admits it.
+func (b *Base) YAML() []byte {
+	if b.c.Source == nil {
+		return []byte("version: 1\n")
+	}
+	return slices.Clone(b.c.Source)
+}
+
 // ParseBase decodes the base contract read from file and checks that it compiles, for
 // a workspace holding the directories its readable and writable lists name in it
 // (every session's workspace must hold them too: a path that does not exist does not

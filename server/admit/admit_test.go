@@ -63,10 +63,12 @@ func TestNarrowingAdmitted(t *testing.T) {
 	if got.Plan.Workspace != ws || got.Contract.File != RequestFile {
 		t.Errorf("compiled for %q from %q; want %q from %q", got.Plan.Workspace, got.Contract.File, ws, RequestFile)
 	}
-	// The same contract as the base is admitted too: equal is not wider.
-	same, _ := os.ReadFile("testdata/base.yaml")
-	if _, err := Check(testBase(t), same, ws, root); err != nil {
-		t.Errorf("the base itself refused: %v", err)
+	// The base itself is admitted too (equal is not wider): what runs when a tenant
+	// sends no contract.
+	for _, b := range []*Base{testBase(t), Default()} {
+		if _, err := Check(b, b.YAML(), ws, root); err != nil {
+			t.Errorf("the base itself refused: %v", err)
+		}
 	}
 }
 
@@ -119,6 +121,8 @@ func TestEachWideningRefused(t *testing.T) {
 			"wider: credential: credential TOKEN: scope is wider, or changed in a way cordon cannot order [old: base:contract:13:5, new: request:contract:5:5]"},
 		{"credential ttl longer", with(5, `  - {name: TOKEN, provider: local, scope: {scopes: [read, write]}, ttl: 1h}`),
 			"wider: credential: credential TOKEN: ttl: 1h0m0s (was 10m0s)"},
+		{"exec credential given a host variable", with(6, `  - {name: MINT, provider: exec, scope: {mint: [/usr/local/bin/mint], revoke: ["true"], env: [VAULT_TOKEN]}, deliver: gate}`),
+			"wider: credential: credential MINT: scope is wider"},
 		{"credential provider changed", with(5, `  - {name: TOKEN, provider: vault, scope: {scopes: [read, write]}, ttl: 10m}`),
 			"wider: credential: credential TOKEN: provider vault (was local)"},
 		{"gate timeout longer", with(7, `gates: [{name: push, run: [git, push], credential: MINT, timeout: 1h, why: release}]`),
