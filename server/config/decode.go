@@ -149,6 +149,7 @@ func decodeTenant(d *strictyaml.Decoder, n *yaml.Node) Tenant {
 			d.List(v, "credentials", func(c *yaml.Node) { t.Credentials = append(t.Credentials, decodeCredential(d, c)) })
 		}},
 		strictyaml.Field{Name: "quotas", Decode: func(v *yaml.Node) { decodeQuotas(d, v, &t.Quotas) }},
+		strictyaml.Field{Name: "base_contract", Decode: func(v *yaml.Node) { decodeBase(d, v, &t) }},
 	)
 	if n.Kind != yaml.MappingNode {
 		return t
