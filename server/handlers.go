@@ -51,9 +51,10 @@ func (s *Server) routes() http.Handler {
 // handlers maps "METHOD PATH" of api.Routes to its handler.
 func (s *Server) handlers() map[string]handler {
 	return map[string]handler{
-		"GET /v1/health":    health,
-		"GET /v1/whoami":    s.whoami,
-		"POST /v1/sessions": startSession,
+		"GET /v1/health":       health,
+		"GET /v1/whoami":       s.whoami,
+		"GET /v1/openapi.json": openAPI,
+		"POST /v1/sessions":    startSession,
 	}
 }
 
