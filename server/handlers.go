@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -141,14 +140,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusUnsupportedMediaType, "want Content-Type: application/json")
 		return false
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			err = errors.New("want one JSON value")
-		}
-	}
+	err := decodeStrict(r.Body, v)
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
