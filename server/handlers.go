@@ -44,7 +44,7 @@ func (s *Server) routes() http.Handler {
 	for pattern := range hs {
 		panic("a handler for " + pattern + ", which api.Routes does not have")
 	}
-	return s.logged(limitBody(mux))
+	return s.logged(s.metrics.instrument(limitBody(mux)))
 }
 
 // handlers maps "METHOD PATH" of api.Routes to its handler.
