@@ -14,10 +14,10 @@ import (
 const OpenAPIVersion = "3.1.0"
 
 // OpenAPI is the API's OpenAPI document (GET /v1/openapi.json), generated once from
-// [Routes] and the Go types of their bodies ([Schemas] says how). It is the same bytes
+// [Routes] and the Go types of their bodies ([schemas] says how). It is the same bytes
 // on every call: JSON objects are written with sorted keys.
 var OpenAPI = sync.OnceValue(func() []byte {
-	b, err := json.MarshalIndent(Document(Routes), "", "  ")
+	b, err := json.MarshalIndent(document(Routes), "", "  ")
 	if err != nil {
 		panic("api: the OpenAPI document does not marshal: " + err.Error()) // a bug in Document
 	}
@@ -47,9 +47,9 @@ var errorStatuses = []struct {
 	{http.StatusTooManyRequests, func(r Route) bool { return r.Role != Public }},
 }
 
-// Document is the OpenAPI document of routes, as JSON values (maps, slices, strings).
-func Document(routes []Route) map[string]any {
-	s := NewSchemas()
+// document is the OpenAPI document of routes, as JSON values (maps, slices, strings).
+func document(routes []Route) map[string]any {
+	s := newSchemas()
 	errRef := s.Ref(Error{})
 	paths := map[string]any{}
 	for _, rt := range routes {
@@ -84,7 +84,7 @@ func Document(routes []Route) map[string]any {
 
 var pathParam = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
 
-func operation(s *Schemas, rt Route, errRef map[string]any) map[string]any {
+func operation(s *schemas, rt Route, errRef map[string]any) map[string]any {
 	op := map[string]any{
 		"operationId":   operationID(rt),
 		"summary":       rt.Summary,

@@ -103,7 +103,7 @@ type sample struct {
 
 // TestSchemaOfGoTypes: how each kind of Go field is described.
 func TestSchemaOfGoTypes(t *testing.T) {
-	s := NewSchemas()
+	s := newSchemas()
 	if got := s.Ref(sample{}); got["$ref"] != "#/components/schemas/sample" {
 		t.Fatalf("ref: %v", got)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Schemas makes JSON Schemas (the subset OpenAPI 3.1 documents use) of Go types as
+// schemas makes JSON Schemas (the subset OpenAPI 3.1 documents use) of Go types as
 // encoding/json writes and reads them:
 //
 //   - a struct is an object under components/schemas, named as its Go type (prefixed
@@ -17,29 +17,29 @@ import (
 //   - time.Time is a date-time string, []byte a base64 string;
 //   - a slice or map (not omitempty) may be null, as encoding/json writes a nil one,
 //     and so may a pointer; an interface is anything.
-type Schemas struct {
+type schemas struct {
 	defs  map[string]any
 	names map[reflect.Type]string
 	taken map[string]reflect.Type
 }
 
-// NewSchemas returns an empty set of schemas.
-func NewSchemas() *Schemas {
-	return &Schemas{defs: map[string]any{}, names: map[reflect.Type]string{}, taken: map[string]reflect.Type{}}
+// newSchemas returns an empty set of schemas.
+func newSchemas() *schemas {
+	return &schemas{defs: map[string]any{}, names: map[reflect.Type]string{}, taken: map[string]reflect.Type{}}
 }
 
 // Components is every named schema made so far, for components/schemas.
-func (s *Schemas) Components() map[string]any { return s.defs }
+func (s *schemas) Components() map[string]any { return s.defs }
 
 // Ref is the schema of v's type: a $ref for a struct, inline otherwise.
-func (s *Schemas) Ref(v any) map[string]any { return s.schema(reflect.TypeOf(v)) }
+func (s *schemas) Ref(v any) map[string]any { return s.schema(reflect.TypeOf(v)) }
 
 var (
 	timeType  = reflect.TypeFor[time.Time]()
 	bytesType = reflect.TypeFor[[]byte]()
 )
 
-func (s *Schemas) schema(t reflect.Type) map[string]any {
+func (s *schemas) schema(t reflect.Type) map[string]any {
 	switch {
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
@@ -75,7 +75,7 @@ func (s *Schemas) schema(t reflect.Type) map[string]any {
 }
 
 // define names struct type t and adds its schema to the components once.
-func (s *Schemas) define(t reflect.Type) string {
+func (s *schemas) define(t reflect.Type) string {
 	if name, ok := s.names[t]; ok {
 		return name
 	}
@@ -94,7 +94,7 @@ func (s *Schemas) define(t reflect.Type) string {
 	return name
 }
 
-func (s *Schemas) fields(t reflect.Type, props map[string]any, required *[]any) {
+func (s *schemas) fields(t reflect.Type, props map[string]any, required *[]any) {
 	for f := range reflectFields(t) {
 		tag := f.Tag.Get("json")
 		if tag == "-" {
