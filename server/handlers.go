@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -45,15 +44,16 @@ func (s *Server) routes() http.Handler {
 	for pattern := range hs {
 		panic("a handler for " + pattern + ", which api.Routes does not have")
 	}
-	return s.logged(limitBody(mux))
+	return s.logged(s.metrics.instrument(limitBody(mux)))
 }
 
 // handlers maps "METHOD PATH" of api.Routes to its handler.
 func (s *Server) handlers() map[string]handler {
 	return map[string]handler{
-		"GET /v1/health":    health,
-		"GET /v1/whoami":    s.whoami,
-		"POST /v1/sessions": startSession,
+		"GET /v1/health":       health,
+		"GET /v1/whoami":       s.whoami,
+		"GET /v1/openapi.json": openAPI,
+		"POST /v1/sessions":    startSession,
 	}
 }
 
@@ -140,14 +140,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusUnsupportedMediaType, "want Content-Type: application/json")
 		return false
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			err = errors.New("want one JSON value")
-		}
-	}
+	err := decodeStrict(r.Body, v)
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
