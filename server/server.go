@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/config"
 )
@@ -53,6 +54,7 @@ type Server struct {
 	auth *auth.Authenticator
 	tls  *tls.Config // nil without a TCP listener
 	log  *slog.Logger
+	live func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
