@@ -161,7 +161,10 @@ func serveAuditRun(t *testing.T, a apiCall, dir, id string) {
 	code, body := a.do(t, "GET", "/v1/runs", "")
 	var ls audit.Listing
 	if err := json.Unmarshal([]byte(body), &ls); code != 200 || err != nil || len(ls.Runs) != 1 || ls.Runs[0].ID != id || !ls.Runs[0].Sealed {
-		t.Errorf("GET /v1/runs: %d %s; want the one sealed run %s", code, body, id)
+		t.Fatalf("GET /v1/runs: %d %s; want the one sealed run %s", code, body, id)
+	}
+	if b := os.Getenv("CORDON_BACKEND"); b != "" && ls.Runs[0].Backend != b {
+		t.Errorf("the run's backend: %q; want %q (TestContainerEscapes runs this on each)", ls.Runs[0].Backend, b)
 	}
 	code, body = a.do(t, "GET", "/v1/runs/"+id, "")
 	var show audit.Shown
