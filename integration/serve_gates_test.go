@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -138,8 +139,12 @@ func TestServeGatesAndAudit(t *testing.T) {
 	if r := req.wait(t); r.code != 1 || !strings.Contains(r.stderr, "not on a Friday") {
 		t.Errorf("the denied requester: %v; want exit 1 and the reason", r)
 	}
+	followed := followLive(t, lead, id)
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)
+	}
+	if got, err := os.ReadFile(filepath.Join(auditDir, id, audit.EventsFile)); err != nil || <-followed != string(got) {
+		t.Errorf("follow of the live session, stopped: want every line of its log to the seal (%v)", err)
 	}
 
 	t.Run("the auditor lists, shows, verifies and exports the run", func(t *testing.T) {
@@ -232,4 +237,32 @@ func crossRuns(t *testing.T, a apiCall, theirs string) {
 	if code, body := a.do(t, "GET", "/v1/runs", ""); code != 200 || strings.Contains(body, theirs) {
 		t.Errorf("GET /v1/runs: %d %s; want none of the other tenant's", code, body)
 	}
+}
+
+// followLive starts GET /v1/runs/{id}/follow of a live run, waits for its first line,
+// and returns what the whole stream held once it ends.
+func followLive(t *testing.T, a apiCall, id string) <-chan string {
+	t.Helper()
+	c := &http.Client{Transport: a.c.Transport, Timeout: 2 * time.Minute}
+	resp, err := c.Get(a.base + "/v1/runs/" + id + "/follow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		resp.Body.Close()
+		t.Fatalf("follow: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	br := bufio.NewReader(resp.Body)
+	first, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(first, `"type":"run.start"`) {
+		resp.Body.Close()
+		t.Fatalf("follow: first line %q, %v", first, err)
+	}
+	out := make(chan string, 1)
+	go func() {
+		defer resp.Body.Close()
+		rest, _ := io.ReadAll(io.LimitReader(br, 16<<20))
+		out <- first + string(rest)
+	}()
+	return out
 }
