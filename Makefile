@@ -56,6 +56,7 @@ lint:
 
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 60s ./contract
+	$(GO) test -run XXX -fuzz FuzzDecodeJSON -fuzztime 60s ./server
 
 # Benchmarks: Go benchmarks plus side-by-side whole-command timings against the peers
 # (bare bwrap, Anthropic's srt, plain true). Figures are ratios from one run.

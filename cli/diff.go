@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -89,15 +88,7 @@ func diffCmd(stdio IO, o diffOptions, files []string) error {
 		sides[i] = contract.Compiled{Contract: c, Plan: p}
 	}
 	changes := contract.Compare(sides[0], sides[1])
-	slices.SortStableFunc(changes, func(a, b contract.Change) int {
-		if a.Wider == b.Wider {
-			return 0
-		}
-		if a.Wider {
-			return -1
-		}
-		return 1
-	})
+	contract.WiderFirst(changes)
 	if o.asJSON {
 		err = writeDiffJSON(stdio, changes)
 	} else {
@@ -136,13 +127,7 @@ func loadFor(file, ws string) func() (*contract.Contract, error) {
 		if err != nil {
 			return nil, err
 		}
-		raw := c.Workspace.Value
-		if raw == "" {
-			raw = "."
-		}
-		if !filepath.IsAbs(raw) && !strings.HasPrefix(raw, "~") {
-			c.Workspace.Value = filepath.Join(ws, raw)
-		}
+		c.ForWorkspace(ws)
 		return c, nil
 	}
 }
@@ -166,20 +151,12 @@ func writeDiffJSON(stdio IO, changes []contract.Change) error {
 
 // writeDiff prints one line per change, widenings first, then a summary.
 func writeDiff(stdio IO, changes []contract.Change, oldFile, newFile string) {
-	at := func(s string) string {
-		if s == "" {
-			return "absent"
-		}
-		return s
-	}
 	wider := 0
 	for _, c := range changes {
-		dir := "narrower"
 		if c.Wider {
-			dir = "wider"
 			wider++
 		}
-		fmt.Fprintf(stdio.Stdout, "%s: %s: %s [old: %s, new: %s]\n", dir, c.Kind, c.What, at(c.Old), at(c.New))
+		fmt.Fprintln(stdio.Stdout, c)
 	}
 	narrower := len(changes) - wider
 	switch {

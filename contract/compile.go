@@ -60,6 +60,20 @@ func Default() *Contract {
 	return &Contract{Version: SchemaVersion, Name: "default"}
 }
 
+// ForWorkspace makes c the contract of workspace ws, an absolute directory: a
+// workspace key that is missing or relative is taken from ws instead of from the
+// file's directory. `cordon diff` compiles a contract saved elsewhere this way, and the
+// server a tenant's, which has no file at all.
+func (c *Contract) ForWorkspace(ws string) {
+	raw := c.Workspace.Value
+	if raw == "" {
+		raw = "."
+	}
+	if !filepath.IsAbs(raw) && !strings.HasPrefix(raw, "~") {
+		c.Workspace.Value = filepath.Join(ws, raw)
+	}
+}
+
 // builtinDigestInput identifies the built-in contract in digests.
 const builtinDigestInput = "cordon built-in default contract v1"
 

@@ -88,6 +88,36 @@ func Compare(before, after Compiled) []Change {
 	return c.changes
 }
 
+// String is the change as `cordon diff` prints it: "wider: KIND: WHAT [old: AT, new:
+// AT]" (or "narrower: …"), "absent" for a side the rule is not in.
+func (c Change) String() string {
+	at := func(s string) string {
+		if s == "" {
+			return "absent"
+		}
+		return s
+	}
+	dir := "narrower"
+	if c.Wider {
+		dir = "wider"
+	}
+	return fmt.Sprintf("%s: %s: %s [old: %s, new: %s]", dir, c.Kind, c.What, at(c.Old), at(c.New))
+}
+
+// WiderFirst orders changes with every widening before every narrowing, keeping the
+// order within each.
+func WiderFirst(changes []Change) {
+	slices.SortStableFunc(changes, func(a, b Change) int {
+		if a.Wider == b.Wider {
+			return 0
+		}
+		if a.Wider {
+			return -1
+		}
+		return 1
+	})
+}
+
 // Wider reports whether any of changes is a widening.
 func Wider(changes []Change) bool {
 	return slices.ContainsFunc(changes, func(c Change) bool { return c.Wider })

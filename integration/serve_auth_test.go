@@ -81,13 +81,14 @@ func (ca *testCA) issue(t *testing.T, cn string, server bool, dns ...string) (tl
 
 // served is one running `cordon serve`.
 type served struct {
-	cmd    *exec.Cmd
-	sock   string
-	addr   string // the TCP listener's host:port
-	stderr *bytes.Buffer
-	done   chan error
-	tokens map[string]string // by tenant: its agent token
-	ca     *testCA
+	cmd     *exec.Cmd
+	sock    string
+	addr    string // the TCP listener's host:port
+	stderr  *bytes.Buffer
+	done    chan error
+	tokens  map[string]string // by tenant: its agent token
+	ca      *testCA
+	metrics chan string // the metrics listener's host:port, once it listens
 }
 
 // newToken asks the binary for a token and its config line.
@@ -123,11 +124,12 @@ func startServe(t *testing.T) *served {
 	acmeTok, acmeSum := newToken(t)
 	betaTok, betaSum := newToken(t)
 	s := &served{sock: filepath.Join(dir, "run", "cordon.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1),
-		tokens: map[string]string{"acme": acmeTok, "beta": betaTok}, ca: ca}
+		tokens: map[string]string{"acme": acmeTok, "beta": betaTok}, ca: ca, metrics: make(chan string, 1)}
 	cfg := fmt.Sprintf(`version: 1
 listen:
   unix: {path: %s, mode: "0666"}
   tcp: {address: "127.0.0.1:0", cert: %s, key: %s, client_ca: %s}
+  metrics: {address: "127.0.0.1:0"}
 tenants:
   - name: acme
     root: %s
@@ -161,6 +163,9 @@ tenants:
 			var line struct{ Msg, Listener, Addr string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" && line.Listener == "tcp" {
 				ready <- line.Addr
+			}
+			if line.Msg == "listening" && line.Listener == "metrics" {
+				s.metrics <- line.Addr
 			}
 		}
 		close(ready)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"maps"
 	"net/http"
 	"time"
@@ -46,15 +45,16 @@ func (s *Server) routes() http.Handler {
 	for pattern := range hs {
 		panic("a handler for " + pattern + ", which api.Routes does not have")
 	}
-	return s.logged(limitBody(mux))
+	return s.logged(s.metrics.instrument(limitBody(mux)))
 }
 
 // handlers maps "METHOD PATH" of api.Routes to its handler.
 func (s *Server) handlers() map[string]handler {
 	hs := map[string]handler{
-		"GET /v1/health":    health,
-		"GET /v1/whoami":    s.whoami,
-		"POST /v1/sessions": startSession,
+		"GET /v1/health":       health,
+		"GET /v1/whoami":       s.whoami,
+		"GET /v1/openapi.json": openAPI,
+		"POST /v1/sessions":    startSession,
 	}
 	maps.Copy(hs, s.gateHandlers())
 	maps.Copy(hs, s.auditHandlers())
@@ -144,14 +144,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusUnsupportedMediaType, "want Content-Type: application/json")
 		return false
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			err = errors.New("want one JSON value")
-		}
-	}
+	err := decodeStrict(r.Body, v)
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:

@@ -54,13 +54,15 @@ type Server struct {
 	auth *auth.Authenticator
 	tls  *tls.Config // nil without a TCP listener
 	log  *slog.Logger
-	live func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
+	// metrics is what /metrics reports (listen.metrics); counted whether served or not.
+	metrics *metrics
+	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log}
+	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg))}
 	if t := cfg.Listen.TCP; t != nil {
 		var err error
 		if s.tls, err = tlsConfig(t); err != nil {
@@ -85,7 +87,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		lns = append(lns, newLimitListener(ln, maxConns, maxConnsPerPeer))
+		ll := newLimitListener(ln, maxConns, maxConnsPerPeer)
+		s.metrics.listening("unix", ll)
+		lns = append(lns, ll)
 		s.log.Info("listening", logListener, "unix", logAddr, u.Path)
 	}
 	if t := s.cfg.Listen.TCP; t != nil {
@@ -94,8 +98,15 @@ func (s *Server) Serve(ctx context.Context) error {
 			closeAll()
 			return fmt.Errorf("listening on %s: %w", t.Address, err)
 		}
-		lns = append(lns, tls.NewListener(newLimitListener(ln, maxConns, maxConnsPerPeer), s.tls))
+		ll := newLimitListener(ln, maxConns, maxConnsPerPeer)
+		s.metrics.listening("tcp", ll)
+		lns = append(lns, tls.NewListener(ll, s.tls))
 		s.log.Info("listening", logListener, "tcp", logAddr, ln.Addr().String())
+	}
+	stopMetrics, err := s.serveMetrics()
+	if err != nil {
+		closeAll()
+		return err
 	}
 	hs := &http.Server{
 		Handler:           s.routes(),
@@ -113,7 +124,6 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- hs.Serve(ln) }()
 	}
 	s.log.Info("serving", "tenants", len(s.cfg.Tenants))
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc: // a listener failed: stop the others too
@@ -124,6 +134,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		hs.Close()
 	}
 	closeAll()
+	stopMetrics(sctx)
 	s.log.Info("stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -156,4 +167,12 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 func peerUID(ctx context.Context) (int, bool) {
 	uid, ok := ctx.Value(peerKey{}).(int)
 	return uid, ok
+}
+
+func tenantNames(cfg *config.Config) []string {
+	names := make([]string, len(cfg.Tenants))
+	for i, t := range cfg.Tenants {
+		names[i] = t.Name
+	}
+	return names
 }

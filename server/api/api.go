@@ -50,6 +50,7 @@ var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes)
 var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/health", Role: Public, Summary: "liveness; no credential", Response: Health{}},
 	{Method: "GET", Path: "/v1/whoami", Role: RoleAny, Summary: "the tenant, credential and roles of the caller", Response: Whoami{}},
+	{Method: "GET", Path: "/v1/openapi.json", Role: RoleAny, Summary: "this API's OpenAPI 3.1 document", Response: map[string]any{}},
 }
 
 // Error is every error answer. Quota names the quota a 429 is about (with a

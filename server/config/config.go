@@ -16,6 +16,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/strictyaml"
+	"github.com/cordonhq/cordon/server/admit"
 )
 
 // Pos is a position in the config file.
@@ -35,10 +36,11 @@ type Config struct {
 }
 
 // Listen says where the server accepts connections: a unix socket, TCP with TLS, or
-// both. At least one is set.
+// both. At least one is set. Metrics is apart: it serves no API.
 type Listen struct {
-	Unix *Unix
-	TCP  *TCP
+	Unix    *Unix
+	TCP     *TCP
+	Metrics *Metrics // GET /metrics, on its own listener; nil serves none
 }
 
 // Unix is the local socket. Its callers are known by their uid (SO_PEERCRED) or by a
@@ -64,7 +66,15 @@ type Tenant struct {
 	Name        string
 	Root        string // the tenant's run, audit and workspace root: absolute
 	Credentials []Credential
+	Quotas      Quotas // what it may hold at once; defaults when the config sets none
 	Pos         Pos
+	// BaseContract is the path of the tenant's base contract (base_contract), "" for
+	// none: the most a contract of the tenant may allow. Base is that contract, read
+	// and compiled by [Load] (the built-in default when BaseContract is ""); nil after
+	// [Parse] alone, which [admit.Check] refuses.
+	BaseContract    string
+	BaseContractPos Pos
+	Base            *admit.Base
 }
 
 // Credential is one way of proving to be a tenant, with the roles it carries.
@@ -99,7 +109,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, errdefs.Invalidf("reading the config: %w", err)
 	}
-	data, err := readTrusted(abs)
+	data, err := readTrusted(abs, configFile, MaxSize)
 	if err != nil {
 		return nil, err
 	}
@@ -107,36 +117,47 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := outsideTenants(abs, c); err != nil {
+	if err := outsideTenants(abs, configFile.name, c); err != nil {
+		return nil, err
+	}
+	if err := loadBases(c); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// readTrusted reads the config at abs when its directory chain and the file are
-// trusted by this process's user or, failing that, by root.
-func readTrusted(abs string) ([]byte, error) {
+// trustedFile names a file the server reads only when it is trusted, for errors.
+type trustedFile struct {
+	name string // "the config"
+	why  string // what whoever can change it can do
+}
+
+var configFile = trustedFile{"the config", "can make themselves any tenant's credential"}
+
+// readTrusted reads the file f at abs, at most max bytes, when its directory chain and
+// the file are trusted by this process's user or, failing that, by root.
+func readTrusted(abs string, f trustedFile, max int64) ([]byte, error) {
 	var first error
 	for _, uid := range trustedUIDs() {
 		err := paths.CheckDir(filepath.Dir(abs), uid)
 		if err != nil && !errors.Is(err, paths.ErrUnsafe) {
-			return nil, errdefs.Invalidf("reading the config: %w", err)
+			return nil, errdefs.Invalidf("reading %s: %w", f.name, err)
 		}
 		var data []byte
 		if err == nil {
-			data, err = paths.ReadRecordMax(abs, uid, MaxSize)
+			data, err = paths.ReadRecordMax(abs, uid, max)
 		}
 		if err == nil {
 			return data, nil
 		}
 		if !errors.Is(err, paths.ErrUnsafe) {
-			return nil, errdefs.Invalidf("reading the config: %w", err)
+			return nil, errdefs.Invalidf("reading %s: %w", f.name, err)
 		}
 		if first == nil {
 			first = err
 		}
 	}
-	return nil, fmt.Errorf("the config %s is not safe to read (whoever can change it can make themselves any tenant's credential): %w", abs, first)
+	return nil, fmt.Errorf("%s %s is not safe to read (whoever can change it %s): %w", f.name, abs, f.why, first)
 }
 
 func trustedUIDs() []int {
@@ -146,12 +167,12 @@ func trustedUIDs() []int {
 	return []int{paths.Owner(), 0}
 }
 
-// outsideTenants refuses a config file inside a tenant's root, by its path or by the
-// path its directories' links lead to.
-func outsideTenants(abs string, c *Config) error {
+// outsideTenants refuses a file the server trusts (what names it) inside a tenant's
+// root, by its path or by the path its directories' links lead to.
+func outsideTenants(abs, what string, c *Config) error {
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return errdefs.Invalidf("reading the config: %w", err)
+		return errdefs.Invalidf("reading %s: %w", what, err)
 	}
 	for _, t := range c.Tenants {
 		roots := []string{t.Root}
@@ -160,7 +181,7 @@ func outsideTenants(abs string, c *Config) error {
 		}
 		for _, root := range roots {
 			if within(abs, root) || within(real, root) {
-				return errdefs.Unavailablef("%w: the config %s is inside tenant %q's root %s, where a sandbox may write files as root", paths.ErrUnsafe, abs, t.Name, t.Root)
+				return errdefs.Unavailablef("%w: %s %s is inside tenant %q's root %s, where a sandbox may write files as root", paths.ErrUnsafe, what, abs, t.Name, t.Root)
 			}
 		}
 	}

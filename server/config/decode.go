@@ -58,6 +58,7 @@ func decodeListen(d *strictyaml.Decoder, n *yaml.Node, l *Listen) {
 	d.Mapping(n, "listen",
 		strictyaml.Field{Name: "unix", Decode: func(v *yaml.Node) { l.Unix = decodeUnix(d, v) }},
 		strictyaml.Field{Name: "tcp", Decode: func(v *yaml.Node) { l.TCP = decodeTCP(d, v) }},
+		strictyaml.Field{Name: "metrics", Decode: func(v *yaml.Node) { l.Metrics = decodeMetrics(d, v) }},
 	)
 	if (n.Kind == yaml.MappingNode || strictyaml.IsNull(n)) && l.Unix == nil && l.TCP == nil {
 		d.At(n, "listen: want \"unix\", \"tcp\" or both")
@@ -141,13 +142,15 @@ func absPath(d *strictyaml.Decoder, n *yaml.Node, what string) string {
 }
 
 func decodeTenant(d *strictyaml.Decoder, n *yaml.Node) Tenant {
-	t := Tenant{Pos: strictyaml.PosOf(n)}
+	t := Tenant{Pos: strictyaml.PosOf(n), Quotas: DefaultQuotas()}
 	d.Mapping(n, "tenant",
 		strictyaml.Field{Name: "name", Decode: func(v *yaml.Node) { t.Name = decodeName(d, v, "tenant name") }},
 		strictyaml.Field{Name: "root", Decode: func(v *yaml.Node) { t.Root = absPath(d, v, "tenant root") }},
 		strictyaml.Field{Name: "credentials", Decode: func(v *yaml.Node) {
 			d.List(v, "credentials", func(c *yaml.Node) { t.Credentials = append(t.Credentials, decodeCredential(d, c)) })
 		}},
+		strictyaml.Field{Name: "quotas", Decode: func(v *yaml.Node) { decodeQuotas(d, v, &t.Quotas) }},
+		strictyaml.Field{Name: "base_contract", Decode: func(v *yaml.Node) { decodeBase(d, v, &t) }},
 	)
 	if n.Kind != yaml.MappingNode {
 		return t

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/server/config"
+)
+
+func scrape(t *testing.T, s *Server) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	s.metrics.handler(s.log).ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", w.Code, w.Body)
+	}
+	return w.Body.String()
+}
+
+type sessionCounts map[string]int
+
+func (c sessionCounts) Sessions() map[string]int { return c }
+
+// TestMetricsCount: requests are counted and timed by route pattern, method and
+// status, never by the raw path (an id is no label) nor by a method a client made up;
+// the sessions gauge reports the config's tenants only.
+func TestMetricsCount(t *testing.T) {
+	c := newConformance(t)
+	before := scrape(t, c.s)
+	for range 2 {
+		c.do("GET", "/v1/whoami", api.RoleAgent, "", "", 0)
+	}
+	c.do("GET", "/v1/sessions/secret-id-1", "", "", "", 0)
+	c.do("GET", "/v1/sessions/secret-id-2/nope", api.RoleAgent, "", "", 0)
+	c.do("BREW", "/v1/health", "", "", "", 0)
+	c.countSessionsAndCheck(t)
+	after := scrape(t, c.s)
+	for _, line := range []string{
+		`cordon_http_requests_total{code="200",method="GET",route="GET /v1/whoami"} 2`,
+		`cordon_http_request_duration_seconds_count{method="GET",route="GET /v1/whoami"} 2`,
+		`cordon_http_requests_total{code="401",method="GET",route="GET /v1/sessions/{id}"} 1`,
+		`cordon_http_requests_total{code="404",method="GET",route="none"} 1`,
+		`cordon_http_requests_total{code="405",method="other",route="none"} 1`,
+		`cordon_http_requests_in_flight 0`,
+		`cordon_sessions{tenant="acme"} 3`,
+	} {
+		if !hasLine(after, line) {
+			t.Errorf("no line %s", line)
+		}
+		if hasLine(before, line) && !strings.Contains(line, "in_flight") {
+			t.Errorf("%s before any request", line)
+		}
+	}
+	for _, no := range []string{"secret-id", "BREW", "ghost"} {
+		if strings.Contains(after, no) {
+			t.Errorf("the metrics hold %q", no)
+		}
+	}
+}
+
+func (c *conformance) countSessionsAndCheck(t *testing.T) {
+	if strings.Contains(scrape(t, c.s), "cordon_sessions{") {
+		t.Error("sessions reported with no counter")
+	}
+	c.s.metrics.countSessions(sessionCounts{"acme": 3, "ghost": 9})
+}
+
+func hasLine(text, line string) bool {
+	for l := range strings.Lines(text) {
+		if strings.TrimSuffix(l, "\n") == line {
+			return true
+		}
+	}
+	return false
+}
+
+// TestServeMetricsListener: with listen.metrics, Serve serves GET /metrics there
+// (with each listener's open connections) and nothing else, and stops it with the rest.
+func TestServeMetricsListener(t *testing.T) {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.Addr().String()
+	probe.Close()
+	sock := filepath.Join(sockDir(t), "c.sock")
+	cfg, err := config.Parse("t.yaml", []byte("version: 1\nlisten: {unix: {path: "+sock+"}, metrics: {address: '"+addr+"'}}\ntenants: [{name: a, root: /srv/a}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, string) {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	code, body := get("/metrics")
+	for code != http.StatusOK && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		code, body = get("/metrics")
+	}
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", code, body)
+	}
+	for _, want := range []string{`cordon_connections_open{listener="unix"} 0`, `cordon_connections_open{listener="metrics"} 1`, "go_goroutines ", "process_resident_memory_bytes "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape has no %s:\n%s", want, body)
+		}
+	}
+	for _, p := range []string{"/v1/health", "/v1/whoami", "/", "/metrics/x"} {
+		if code, _ := get(p); code != http.StatusNotFound {
+			t.Errorf("GET %s on the metrics listener: %d; want 404", p, code)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	hc.CloseIdleConnections()
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Error("the metrics listener still accepts after Serve returned")
+	}
+}
