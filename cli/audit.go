@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,10 +17,6 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 )
-
-// auditJSONVersion versions `cordon audit show --json` (show_version, kept beside its
-// schema).
-const auditJSONVersion = 1
 
 func newAuditCmd(stdio IO) *cobra.Command {
 	c := group(stdio, &cobra.Command{
@@ -61,21 +56,6 @@ func newAuditLsCmd(stdio IO) *cobra.Command {
 	return c
 }
 
-// runJSON is one run in `cordon audit ls --json`.
-type runJSON struct {
-	ID        string     `json:"id"`
-	Started   time.Time  `json:"started"`
-	Ended     *time.Time `json:"ended"`    // null until sealed
-	Contract  string     `json:"contract"` // "" for the built-in default contract
-	Backend   string     `json:"backend"`
-	Workspace string     `json:"workspace"` // "" in logs that predate it
-	Commands  int        `json:"commands"`
-	Sealed    bool       `json:"sealed"`
-	Status    string     `json:"status"`          // as the STATUS column: "exit 0 (exited)", "unsealed", "unreadable"
-	ExitCode  *int       `json:"exit_code"`       // null until sealed
-	Error     string     `json:"error,omitempty"` // why the log could not be read
-}
-
 func auditLs(stdio IO, dir string, asJSON bool) error {
 	root, err := auditRoot(dir)
 	if err != nil {
@@ -86,16 +66,7 @@ func auditLs(stdio IO, dir string, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		out := []runJSON{}
-		for _, r := range runs {
-			out = append(out, runOf(r))
-		}
-		return writeJSON(stdio.Stdout, struct {
-			Schema    string    `json:"schema"`
-			Root      string    `json:"root"`
-			Retention string    `json:"retention"`
-			Runs      []runJSON `json:"runs"`
-		}{schemaAuditLs, root, retentionNote, out})
+		return writeJSON(stdio.Stdout, audit.NewListing(root, runs))
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTARTED\tCONTRACT\tBACKEND\tCOMMANDS\tSTATUS\tWORKSPACE")
@@ -115,19 +86,6 @@ func auditLs(stdio IO, dir string, asJSON bool) error {
 	}
 	fmt.Fprintf(stdio.Stderr, "%d %s in %s; %s\n", len(runs), noun, root, retentionNote)
 	return nil
-}
-
-func runOf(r audit.Summary) runJSON {
-	j := runJSON{ID: r.ID, Started: r.Start, Contract: r.ContractPath, Backend: r.Backend, Workspace: r.Workspace,
-		Commands: r.Commands, Sealed: r.Sealed, Status: r.Status()}
-	if r.Sealed {
-		ended, code := r.Ended, r.End.ExitCode
-		j.Ended, j.ExitCode = &ended, &code
-	}
-	if r.Err != nil {
-		j.Error = r.Err.Error()
-	}
-	return j
 }
 
 func newAuditShowCmd(stdio IO) *cobra.Command {
@@ -163,13 +121,7 @@ func auditShow(stdio IO, run audit.Run, diff, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(stdio.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Schema    string                `json:"schema"`
-			Version   int                   `json:"show_version"`
-			Run       string                `json:"run"`
-			RunsLater []audit.RunsLaterFile `json:"runs_later"` // added within version 1
-			Events    []audit.Record        `json:"events"`
-		}{schemaAuditShow, auditJSONVersion, run.ID, audit.RunsLater(recs), recs})
+		return enc.Encode(audit.NewShown(run.ID, recs))
 	}
 	return audit.WriteTimeline(stdio.Stdout, recs, audit.TimelineOptions{Diff: diff})
 }
@@ -200,38 +152,13 @@ Exit status: 0 intact and sealed, 1 tampered or truncated (first bad line and wh
 	return c
 }
 
-// verifyJSON is `cordon audit verify --json`.
-type verifyJSON struct {
-	Schema  string       `json:"schema"`
-	Run     string       `json:"run"`
-	OK      bool         `json:"ok"` // intact and sealed: the exit status is 0
-	Sealed  bool         `json:"sealed"`
-	Lines   int          `json:"lines"` // lines found intact, from the first
-	Head    string       `json:"head"`  // the hash of the last intact line
-	Problem *problemJSON `json:"problem"`
-	// DiffGaps counts the fs.diff lines a limits.diff bound stopped short.
-	DiffGaps int `json:"diff_gaps,omitempty"`
-}
-
-// problemJSON is an [audit.VerifyError].
-type problemJSON struct {
-	Line   int    `json:"line"`
-	Kind   string `json:"kind"`
-	Detail string `json:"detail"`
-}
-
 func auditVerify(stdio IO, run audit.Run, asJSON bool) error {
 	rep, err := audit.Verify(run.EventsPath())
 	if err != nil && rep.Problem == nil {
 		return err
 	}
 	if asJSON {
-		out := verifyJSON{Schema: schemaAuditVerify, Run: run.ID, OK: rep.OK(), Sealed: rep.Sealed, Lines: rep.Lines, Head: rep.Head,
-			DiffGaps: rep.DiffGaps}
-		if p := rep.Problem; p != nil {
-			out.Problem = &problemJSON{Line: p.Line, Kind: fmt.Sprint(p.Kind), Detail: p.Detail}
-		}
-		if err := writeJSON(stdio.Stdout, out); err != nil {
+		if err := writeJSON(stdio.Stdout, audit.NewVerified(run.ID, rep)); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // retentionNote is what `cordon audit ls` says about retention: cordon deletes no run
 // by itself.
-const retentionNote = "retention: keeping all runs; remove sealed ones with cordon audit prune --older-than D | --keep N"
+const retentionNote = audit.RetentionNote
 
 // pruneOptions are cordon audit prune's flags.
 type pruneOptions struct {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,15 +19,9 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/paths"
 
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/gate/wire"
 )
-
-// gateJSONVersion versions `cordon gate ls --json` (gate_ls_version, kept beside its
-// schema).
-const gateJSONVersion = 1
-
-// gateDialTimeout bounds each admin socket exchange.
-const gateDialTimeout = 5 * time.Second
 
 func newGateCmd(stdio IO) *cobra.Command {
 	c := &cobra.Command{
@@ -101,13 +94,9 @@ func newGateLsCmd(stdio IO) *cobra.Command {
 }
 
 func gateList(ctx context.Context, stdio IO, root string, asJSON bool) error {
-	ps := pendingAll(ctx, root, stdio.Stderr)
+	ps := gate.PendingAll(ctx, root, gateReport(stdio.Stderr))
 	if asJSON {
-		return writeJSON(stdio.Stdout, struct {
-			Schema  string         `json:"schema"`
-			Version int            `json:"gate_ls_version"`
-			Pending []wire.Pending `json:"pending"`
-		}{schemaGateLs, gateJSONVersion, pendingOnly(ps)})
+		return writeJSON(stdio.Stdout, gate.NewList(ps))
 	}
 	if len(ps) == 0 {
 		fmt.Fprintln(stdio.Stdout, "no pending gate requests")
@@ -146,27 +135,25 @@ func newGateShowCmd(stdio IO) *cobra.Command {
 }
 
 func gateShow(ctx context.Context, stdio IO, root, id string, asJSON bool) error {
-	for _, p := range pendingAll(ctx, root, stdio.Stderr) {
-		if p.ID != id {
-			continue
-		}
-		if asJSON {
-			return writeJSON(stdio.Stdout, struct {
-				Schema  string       `json:"schema"`
-				Request wire.Pending `json:"request"`
-			}{schemaGateShow, p})
-		}
-		w := stdio.Stdout
-		fmt.Fprintf(w, "request %s: gate %s of run %s\n", p.ID, p.Gate, p.Run)
-		fmt.Fprintf(w, "requested %s", p.Requested.Local().Format(time.RFC3339))
-		if p.Cmd != "" {
-			fmt.Fprintf(w, " by command %s", p.Cmd)
-		}
-		fmt.Fprintf(w, "\nwhy (from the contract): %s\n\n%s\n", p.Why, strings.TrimRight(p.Preview, "\n"))
-		fmt.Fprintf(w, "\ncordon gate approve %s   |   cordon gate deny %s --why TEXT\n", p.ID, p.ID)
-		return nil
+	p, err := gate.Find(ctx, root, id, gateReport(stdio.Stderr))
+	if errors.Is(err, gate.ErrNotFound) {
+		return errdefs.Exitf(errdefs.ExitFailure, "gate show: no pending request %q (see cordon gate ls)", id)
 	}
-	return errdefs.Exitf(errdefs.ExitFailure, "gate show: no pending request %q (see cordon gate ls)", id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(stdio.Stdout, gate.NewShow(p))
+	}
+	w := stdio.Stdout
+	fmt.Fprintf(w, "request %s: gate %s of run %s\n", p.ID, p.Gate, p.Run)
+	fmt.Fprintf(w, "requested %s", p.Requested.Local().Format(time.RFC3339))
+	if p.Cmd != "" {
+		fmt.Fprintf(w, " by command %s", p.Cmd)
+	}
+	fmt.Fprintf(w, "\nwhy (from the contract): %s\n\n%s\n", p.Why, strings.TrimRight(p.Preview, "\n"))
+	fmt.Fprintf(w, "\ncordon gate approve %s   |   cordon gate deny %s --why TEXT\n", p.ID, p.ID)
+	return nil
 }
 
 func newGateDecideCmd(stdio IO, verb string) *cobra.Command {
@@ -194,65 +181,25 @@ func newGateDecideCmd(stdio IO, verb string) *cobra.Command {
 }
 
 func gateDecide(ctx context.Context, stdio IO, verb, root, id, why string) error {
-	by := approver()
-	for _, sock := range adminSockets(root) {
-		cctx, cancel := context.WithTimeout(ctx, gateDialTimeout)
-		var err error
-		if verb == "approve" {
-			err = wire.Approve(cctx, sock, id, by)
-		} else {
-			err = wire.Deny(cctx, sock, id, by, why)
-		}
-		cancel()
-		switch {
-		case errors.Is(err, wire.ErrNotFound), errors.Is(err, wire.ErrUnreachable):
-			continue
-		case err != nil:
-			return errdefs.CannotRun(fmt.Errorf("gate %s: %s: %w", verb, filepath.Base(sock), err))
-		}
-		if verb == "approve" {
-			fmt.Fprintf(stdio.Stdout, "approved %s; the operation runs now and its output goes to the requester\n", id)
-		} else {
-			fmt.Fprintf(stdio.Stdout, "denied %s\n", id)
-		}
-		return nil
+	err := gate.Decide(ctx, root, gate.Decision{ID: id, By: approver(), Deny: verb == "deny", Why: why})
+	switch {
+	case errors.Is(err, gate.ErrNotFound):
+		return errdefs.Exitf(errdefs.ExitFailure, "gate %s: no pending request %q (see cordon gate ls)", verb, id)
+	case err != nil:
+		return errdefs.CannotRun(fmt.Errorf("gate %s: %w", verb, err))
+	case verb == "approve":
+		fmt.Fprintf(stdio.Stdout, "approved %s; the operation runs now and its output goes to the requester\n", id)
+	default:
+		fmt.Fprintf(stdio.Stdout, "denied %s\n", id)
 	}
-	return errdefs.Exitf(errdefs.ExitFailure, "gate %s: no pending request %q (see cordon gate ls)", verb, id)
+	return nil
 }
 
-// adminSockets lists the admin sockets under root, sorted.
-func adminSockets(root string) []string {
-	ms, _ := filepath.Glob(filepath.Join(paths.Root(root).Gates(), "*.sock"))
-	sort.Strings(ms)
-	return ms
-}
-
-// pendingAll lists the pending requests of every live run, oldest first. Dead sockets
-// (a run that crashed) are skipped; other failures are reported on stderr.
-func pendingAll(ctx context.Context, root string, stderr io.Writer) []wire.Pending {
-	var out []wire.Pending
-	for _, sock := range adminSockets(root) {
-		cctx, cancel := context.WithTimeout(ctx, gateDialTimeout)
-		ps, err := wire.List(cctx, sock)
-		cancel()
-		if errors.Is(err, wire.ErrUnreachable) {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "cordon: gate: %s: %v\n", filepath.Base(sock), err)
-			continue
-		}
-		out = append(out, ps...)
+// gateReport reports a run's admin socket that failed on stderr.
+func gateReport(stderr io.Writer) func(sock string, err error) {
+	return func(sock string, err error) {
+		fmt.Fprintf(stderr, "cordon: gate: %s: %v\n", filepath.Base(sock), err)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Requested.Before(out[j].Requested) })
-	return out
-}
-
-func pendingOnly(ps []wire.Pending) []wire.Pending {
-	if ps == nil {
-		return []wire.Pending{}
-	}
-	return ps
 }
 
 // approver is the host user's name, recorded as the decision's "by".

@@ -3,6 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"io"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/gate"
 )
 
 // The schemas of the --json documents (docs/cli.md): every document is one JSON object
@@ -17,11 +20,11 @@ const (
 	schemaDiff         = "cordon.diff/v1"
 	schemaSessionLs    = "cordon.session.ls/v1"
 	schemaSessionSweep = "cordon.session.sweep/v1"
-	schemaAuditLs      = "cordon.audit.ls/v1"
-	schemaAuditShow    = "cordon.audit.show/v1"
-	schemaAuditVerify  = "cordon.audit.verify/v1"
-	schemaGateLs       = "cordon.gate.ls/v1"
-	schemaGateShow     = "cordon.gate.show/v1"
+	schemaAuditLs      = audit.SchemaLs
+	schemaAuditShow    = audit.SchemaShow
+	schemaAuditVerify  = audit.SchemaVerify
+	schemaGateLs       = gate.SchemaLs
+	schemaGateShow     = gate.SchemaShow
 )
 
 // writeJSON writes v, indented, without HTML escaping (contract globs and shell

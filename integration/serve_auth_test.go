@@ -105,8 +105,10 @@ func newToken(t *testing.T) (token, sum string) {
 	return lines[0], strings.TrimPrefix(lines[1], "token_sha256: ")
 }
 
-// startServe writes a config with two tenants (acme: an agent token, an approver
-// certificate, uid 0 as auditor; beta: an agent token) and starts the real binary.
+// startServe writes a config with two tenants (acme: an agent token, an approver and
+// auditor certificate, uid 0 as auditor; beta: an agent token, an approver and auditor
+// certificate) and starts the real binary. A tenant's root is DIR/NAME beside the
+// socket's DIR/run.
 func startServe(t *testing.T) *served {
 	t.Helper()
 	testutil.RequireRoot(t)
@@ -139,6 +141,7 @@ tenants:
     root: %s
     credentials:
       - {name: ci, roles: [agent], token_sha256: %s}
+      - {name: lead, roles: [approver, auditor], client_cert: {common_name: lead.beta}}
 `, s.sock, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem"),
 		filepath.Join(dir, "acme"), acmeSum, filepath.Join(dir, "beta"), betaSum)
 	file := filepath.Join(dir, "serve.yaml")

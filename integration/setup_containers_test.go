@@ -71,6 +71,7 @@ var escapeTests = []struct {
 	// Gates: the sandbox asks over the same socket; the operation runs on the host.
 	{"GateApprovedPushesBranch", TestGateApprovedPushesBranch},
 	{"GateRequestNamesItsCommand", TestGateRequestNamesItsCommand},
+	{"ServeGatesAndAudit", TestServeGatesAndAudit},
 	// Isolation: the kernel and cordon's control plane out of reach.
 	{"KernelInterfacesNotWritable", TestKernelInterfacesNotWritable},
 	{"ProcessOneOutOfReach", TestProcessOneOutOfReach},

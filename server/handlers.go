@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"time"
 
@@ -49,12 +50,15 @@ func (s *Server) routes() http.Handler {
 
 // handlers maps "METHOD PATH" of api.Routes to its handler.
 func (s *Server) handlers() map[string]handler {
-	return map[string]handler{
+	hs := map[string]handler{
 		"GET /v1/health":       health,
 		"GET /v1/whoami":       s.whoami,
 		"GET /v1/openapi.json": openAPI,
 		"POST /v1/sessions":    startSession,
 	}
+	maps.Copy(hs, s.gateHandlers())
+	maps.Copy(hs, s.auditHandlers())
+	return hs
 }
 
 func health(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
@@ -180,6 +184,10 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 }
+
+// Unwrap lets an http.ResponseController reach the connection: flushing a stream,
+// moving its deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) WriteHeader(status int) {
 	if w.status == 0 {

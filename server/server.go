@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/config"
 )
@@ -55,6 +56,7 @@ type Server struct {
 	log  *slog.Logger
 	// metrics is what /metrics reports (listen.metrics); counted whether served or not.
 	metrics *metrics
+	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)

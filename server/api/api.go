@@ -41,7 +41,7 @@ type Route struct {
 	Summary      string
 	Request      any
 	Response     any
-	Stream       bool // the response is NDJSON frames (session/wire.Frame)
+	Stream       bool // the response is NDJSON: one Response per line (session/wire.Frame for an exec)
 }
 
 // Routes is the whole API: assembled from each resource's table.
@@ -52,12 +52,6 @@ var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/whoami", Role: RoleAny, Summary: "the tenant, credential and roles of the caller", Response: Whoami{}},
 	{Method: "GET", Path: "/v1/openapi.json", Role: RoleAny, Summary: "this API's OpenAPI 3.1 document", Response: map[string]any{}},
 }
-
-// gateRoutes and auditRoutes are filled in by gates.go and audit.go.
-var (
-	gateRoutes  []Route
-	auditRoutes []Route
-)
 
 // Error is every error answer. Quota names the quota a 429 is about (with a
 // Retry-After header).

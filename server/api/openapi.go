@@ -38,7 +38,7 @@ var errorStatuses = []struct {
 	code int
 	when func(Route) bool
 }{
-	{http.StatusBadRequest, func(r Route) bool { return r.Request != nil }},
+	{http.StatusBadRequest, func(r Route) bool { return r.Request != nil || strings.Contains(r.Path, "{") }}, // a body, or an id of the wrong shape
 	{http.StatusUnauthorized, func(r Route) bool { return r.Role != Public }},
 	{http.StatusForbidden, func(r Route) bool { return r.Role != Public && r.Role != RoleAny }},
 	{http.StatusNotFound, func(r Route) bool { return strings.Contains(r.Path, "{") }},
@@ -112,7 +112,7 @@ func operation(s *schemas, rt Route, errRef map[string]any) map[string]any {
 	ok := map[string]any{"description": "OK"}
 	switch {
 	case rt.Stream:
-		ok["description"] = "a stream of JSON lines, each one of the schema: output chunks as they come, the result or the error last"
+		ok["description"] = "a stream of JSON lines, each one of the schema (an exec: output chunks as they come, the result or the error last)"
 		ok["content"] = map[string]any{NDJSON: map[string]any{"schema": s.Ref(rt.Response)}} // the schema of each line
 	case rt.Response != nil:
 		ok["content"] = map[string]any{JSON: map[string]any{"schema": s.Ref(rt.Response)}}
