@@ -51,9 +51,16 @@ func (s *Server) routes() http.Handler {
 // handlers maps "METHOD PATH" of api.Routes to its handler.
 func (s *Server) handlers() map[string]handler {
 	return map[string]handler{
-		"GET /v1/health":    health,
-		"GET /v1/whoami":    s.whoami,
-		"POST /v1/sessions": startSession,
+		"GET /v1/health":                    health,
+		"GET /v1/whoami":                    s.whoami,
+		"POST /v1/sessions":                 s.startSession,
+		"GET /v1/sessions":                  s.listSessions,
+		"GET /v1/sessions/{id}":             s.getSession,
+		"POST /v1/sessions/{id}/exec":       s.execSession,
+		"POST /v1/sessions/{id}/sweep":      s.sweepSession,
+		"POST /v1/sessions/{id}/checkpoint": s.checkpointSession,
+		"POST /v1/sessions/{id}/rollback":   s.rollbackSession,
+		"POST /v1/sessions/{id}/stop":       s.stopSession,
 	}
 }
 
@@ -64,15 +71,6 @@ func health(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
 
 func notServed(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
 	writeError(w, http.StatusNotImplemented, "not served yet")
-}
-
-// startSession decodes the request; sessions are not served yet.
-func startSession(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
-	var req api.StartRequest
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	notServed(w, r, auth.Identity{})
 }
 
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
@@ -194,6 +192,9 @@ func (w *statusWriter) WriteHeader(status int) {
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
+
+// Unwrap lets http.ResponseController reach the connection (flush, deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // logged writes one access log line per request: method, path, status, tenant and
 // credential (when authenticated) and duration. Never a header or body.

@@ -53,6 +53,7 @@ type Server struct {
 	auth *auth.Authenticator
 	tls  *tls.Config // nil without a TCP listener
 	log  *slog.Logger
+	sess sessions // starts in flight (sessions.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
