@@ -82,6 +82,7 @@ func (ca *testCA) issue(t *testing.T, cn string, server bool, dns ...string) (tl
 // served is one running `cordon serve`.
 type served struct {
 	cmd    *exec.Cmd
+	file   string // its config
 	sock   string
 	addr   string // the TCP listener's host:port
 	stderr *bytes.Buffer
@@ -120,7 +121,7 @@ func startServe(t *testing.T) *served {
 	}
 	acmeTok, acmeSum := newToken(t)
 	betaTok, betaSum := newToken(t)
-	s := &served{sock: filepath.Join(dir, "run", "cordon.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1),
+	s := &served{sock: filepath.Join(dir, "run", "cordon.sock"),
 		tokens: map[string]string{"acme": acmeTok, "beta": betaTok}, ca: ca}
 	cfg := fmt.Sprintf(`version: 1
 listen:
@@ -139,10 +140,17 @@ tenants:
       - {name: ci, roles: [agent], token_sha256: %s}
 `, s.sock, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem"),
 		filepath.Join(dir, "acme"), acmeSum, filepath.Join(dir, "beta"), betaSum)
-	file := filepath.Join(dir, "serve.yaml")
-	mustWrite(t, file, cfg)
+	s.file = filepath.Join(dir, "serve.yaml")
+	mustWrite(t, s.file, cfg)
+	s.launch(t)
+	return s
+}
 
-	s.cmd = exec.Command(testutil.Cordon(t), "serve", "--config", file)
+// launch starts the binary on s's config and waits until it listens.
+func (s *served) launch(t *testing.T) {
+	t.Helper()
+	s.stderr, s.done = &bytes.Buffer{}, make(chan error, 1)
+	s.cmd = exec.Command(testutil.Cordon(t), "serve", "--config", s.file)
 	pipe, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -151,22 +159,23 @@ tenants:
 		t.Fatal(err)
 	}
 	ready := make(chan string, 1)
+	cmd, stderr, done := s.cmd, s.stderr, s.done
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
-			s.stderr.Write(append(sc.Bytes(), '\n'))
+			stderr.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Msg, Listener, Addr string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" && line.Listener == "tcp" {
 				ready <- line.Addr
 			}
 		}
 		close(ready)
-		s.done <- s.cmd.Wait()
+		done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			s.cmd.Process.Kill()
-			<-s.done
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-done
 		}
 	})
 	select {
@@ -178,7 +187,6 @@ tenants:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("cordon serve is not listening after 30s:\n%s", s.stderr)
 	}
-	return s
 }
 
 // client is an HTTPS client trusting the test CA, presenting cert when given.

@@ -1,0 +1,327 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// apiClient is one way to reach a served daemon: a base URL, an HTTP client and a
+// tenant's agent token.
+type apiClient struct {
+	base  string
+	c     *http.Client
+	token string
+}
+
+func (s *served) tcpClient(tenant string) apiClient {
+	c := s.client()
+	c.Timeout = 5 * time.Minute // a session start may pull an image; exec streams
+	return apiClient{base: "https://" + s.addr, c: c, token: s.tokens[tenant]}
+}
+
+func (s *served) unixClient(tenant string) apiClient {
+	c := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", s.sock)
+		},
+	}}
+	return apiClient{base: "http://cordon", c: c, token: s.tokens[tenant]}
+}
+
+// call sends one request with a JSON body (nil for none) and returns the status and
+// the body.
+func (a apiClient) call(t *testing.T, method, path string, body any) (int, string) {
+	t.Helper()
+	var rd *bytes.Reader
+	var hdr []string
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd, hdr = bytes.NewReader(b), []string{"Content-Type", api.JSON}
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	code, got, _ := do(t, a.c, method, a.base+path, a.token, rd, hdr...)
+	return code, got
+}
+
+// start starts a session and returns it.
+func (a apiClient) start(t *testing.T, workspace, backend string) api.Session {
+	t.Helper()
+	code, body := a.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: workspace, Backend: backend})
+	var sess api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil || sess.ID == "" {
+		t.Fatalf("start on %s: got %d %s; want 201 with a session", backend, code, body)
+	}
+	return sess
+}
+
+func (a apiClient) session(t *testing.T, id string) api.Session {
+	t.Helper()
+	code, body := a.call(t, "GET", "/v1/sessions/"+id, nil)
+	var sess api.Session
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &sess) != nil {
+		t.Fatalf("GET session %s: got %d %s", id, code, body)
+	}
+	return sess
+}
+
+// execStream runs argv in session id and returns the frames as they came, after
+// checking the stream's status and content type.
+func (a apiClient) exec(t *testing.T, id string, argv ...string) []wire.Frame {
+	t.Helper()
+	resp := a.execResponse(t, id, argv...)
+	defer resp.Body.Close()
+	var frames []wire.Frame
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var f wire.Frame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatalf("a stream line %q: %v", sc.Bytes(), err)
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+func (a apiClient) execResponse(t *testing.T, id string, argv ...string) *http.Response {
+	t.Helper()
+	b, _ := json.Marshal(api.ExecRequest{Argv: argv})
+	req, _ := http.NewRequest("POST", a.base+"/v1/sessions/"+id+"/exec", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Content-Type", api.JSON)
+	resp, err := a.c.Do(req)
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != api.NDJSON {
+		resp.Body.Close()
+		t.Fatalf("exec: got %d %s; want 200 %s", resp.StatusCode, resp.Header.Get("Content-Type"), api.NDJSON)
+	}
+	return resp
+}
+
+// outcome splits an exec's frames into its stdout, its stderr and its last frame.
+func outcome(t *testing.T, frames []wire.Frame) (string, string, wire.Frame) {
+	t.Helper()
+	if len(frames) == 0 {
+		t.Fatal("an exec streamed no frame")
+	}
+	var out, errb strings.Builder
+	for _, f := range frames[:len(frames)-1] {
+		switch f.FD {
+		case 1:
+			out.Write(f.Data)
+		case 2:
+			errb.Write(f.Data)
+		default:
+			t.Errorf("a frame before the last is no output chunk: %+v", f)
+		}
+	}
+	return out.String(), errb.String(), frames[len(frames)-1]
+}
+
+// stopSessionsAtEnd stops, when the test ends, every session still running in the
+// tenants' run roots, so that a failed test leaves no supervisor behind.
+func stopSessionsAtEnd(t *testing.T, s *served) {
+	t.Cleanup(func() {
+		for _, tenant := range []string{"acme", "beta"} {
+			root := filepath.Join(filepath.Dir(s.file), tenant, "run")
+			for _, si := range wire.List(paths.Root(root).Sessions()) {
+				cmd := exec.Command(testutil.Cordon(t), "session", "stop", si.ID)
+				cmd.Env = append(cmd.Environ(), paths.RunRootEnv+"="+root)
+				_ = cmd.Run()
+			}
+		}
+	})
+}
+
+// TestServeSessions drives sessions through the real daemon: a start, an exec
+// streaming its output and its result, a write seen in the diffstat and the sweep, a
+// stop, over TCP with TLS and over the unix socket, on every backend; and tenant
+// crossing on every session endpoint.
+func TestServeSessions(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	t.Run("bwrap over TCP with TLS", func(t *testing.T) { serveSessionLifecycle(t, s.tcpClient("acme"), "bwrap") })
+	t.Run("bwrap over the unix socket", func(t *testing.T) { serveSessionLifecycle(t, s.unixClient("acme"), "bwrap") })
+	t.Run("another tenant's session is 404 on every endpoint", func(t *testing.T) { serveSessionCrossing(t, s) })
+	t.Run("a client going away ends its command", func(t *testing.T) { serveExecDisconnect(t, s.tcpClient("acme")) })
+	t.Run("containers", func(t *testing.T) {
+		requireEngines(t)
+		for _, b := range containerBackends {
+			t.Run(b, func(t *testing.T) {
+				serveSessionLifecycle(t, s.tcpClient("acme"), b)
+				assertNoLeftovers(t, b)
+			})
+		}
+	})
+}
+
+// serveSessionLifecycle: start, exec, a write, sweep, stop; the stopped session is
+// still listed, and refuses an exec.
+func serveSessionLifecycle(t *testing.T, a apiClient, backend string) {
+	ws := "ws-" + backend + fmt.Sprint(time.Now().UnixNano())
+	sess := a.start(t, ws, backend)
+	if sess.State != "running" || sess.Backend != backend || sess.Workspace != ws {
+		t.Errorf("started: %+v; want running on %s in %s", sess, backend, ws)
+	}
+	out, errOut, last := outcome(t, a.exec(t, sess.ID, "sh", "-c", "echo hi; echo err >&2; exit 3"))
+	if out != "hi\n" || errOut != "err\n" || last.Result == nil || last.Result.ExitCode != 3 || last.Result.Session != sess.ID {
+		t.Errorf("exec: stdout %q, stderr %q, last frame %+v; want hi, err and exit_code 3", out, errOut, last)
+	}
+	_, _, last = outcome(t, a.exec(t, sess.ID, "sh", "-c", "printf 'a\\nb\\n' > made.txt"))
+	if last.Result == nil || last.Result.ExitCode != 0 || last.Result.Diffstat.Files != 1 || last.Result.Diffstat.Insertions != 2 {
+		t.Errorf("a write: last frame %+v; want exit 0 and a diffstat of 1 file, 2 insertions", last)
+	}
+	code, body := a.call(t, "POST", "/v1/sessions/"+sess.ID+"/sweep", nil)
+	if code != 200 || !strings.Contains(body, `"made.txt"`) {
+		t.Errorf("sweep: got %d %s; want 200 naming made.txt", code, body)
+	}
+	code, body = a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+	if code != 200 || !strings.Contains(body, `"state":"stopped"`) {
+		t.Fatalf("stop: got %d %s; want 200 stopped", code, body)
+	}
+	code, body = a.call(t, "GET", "/v1/sessions", nil)
+	if code != 200 || !strings.Contains(body, `{"id":"`+sess.ID+`","state":"stopped"`) {
+		t.Errorf("list after stop: got %d %s; want %s listed as stopped", code, body, sess.ID)
+	}
+	code, body = a.call(t, "POST", "/v1/sessions/"+sess.ID+"/exec", api.ExecRequest{Argv: []string{"true"}})
+	if code != http.StatusConflict {
+		t.Errorf("exec in a stopped session: got %d %s; want 409", code, body)
+	}
+}
+
+// serveSessionCrossing: tenant beta's credential on acme's session id gets, on every
+// session endpoint, the 404 a nonexistent id gets, byte for byte; acme's session is
+// untouched, and beta's list does not have it.
+func serveSessionCrossing(t *testing.T, s *served) {
+	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
+	sess := acme.start(t, "crossed", "bwrap")
+	bodies := map[string]any{
+		"/exec": api.ExecRequest{Argv: []string{"sh", "-c", "echo pwned > pwned.txt"}}, "/sweep": nil,
+		"/checkpoint": api.CheckpointRequest{}, "/rollback": api.RollbackRequest{To: "1"}, "/stop": nil, "": nil,
+	}
+	const missing = "20991231T000000Z-000000"
+	n := 0
+	for _, rt := range api.Routes {
+		prefix, suffix, ok := strings.Cut(rt.Path, "{id}")
+		if !ok || prefix != "/v1/sessions/" {
+			continue
+		}
+		n++
+		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
+			body, known := bodies[suffix]
+			if !known {
+				t.Fatalf("no request body for %s: add it to the table", rt.Path)
+			}
+			wantCode, want := beta.call(t, rt.Method, prefix+missing+suffix, body)
+			code, got := beta.call(t, rt.Method, prefix+sess.ID+suffix, body)
+			if wantCode != http.StatusNotFound || code != wantCode || got != want {
+				t.Errorf("another tenant's id: got %d %s; a missing id: %d %s; want both 404, the same", code, got, wantCode, want)
+			}
+		})
+	}
+	if n < 6 {
+		t.Errorf("%d session endpoints with an id in api.Routes; want at least 6", n)
+	}
+	if code, body := beta.call(t, "GET", "/v1/sessions", nil); code != 200 || strings.Contains(body, sess.ID) {
+		t.Errorf("beta's list: got %d %s; want 200 without %s", code, body, sess.ID)
+	}
+	if got := acme.session(t, sess.ID); got.State != "running" {
+		t.Errorf("acme's session after beta's requests: %+v; want running", got)
+	}
+	out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "test ! -e pwned.txt && echo ok"))
+	if out != "ok\n" || last.Result == nil || last.Result.ExitCode != 0 {
+		t.Errorf("acme's exec after beta's requests: stdout %q, %+v; want only ok (no pwned.txt)", out, last)
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != 200 {
+		t.Errorf("stop: got %d %s", code, body)
+	}
+}
+
+// firstFrame reads a stream's first frame, which must come (flushed) within 20 s, long
+// before the command ends, and be an output chunk of want.
+func firstFrame(t *testing.T, resp *http.Response, want string) {
+	t.Helper()
+	cut := time.AfterFunc(20*time.Second, func() { resp.Body.Close() })
+	defer cut.Stop()
+	var first wire.Frame
+	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &first) != nil || string(first.Data) != want {
+		t.Fatalf("the first frame: %q, %v; want %q within 20s", line, err, want)
+	}
+}
+
+// serveExecDisconnect: a client closing its connection mid-exec ends the command.
+func serveExecDisconnect(t *testing.T, a apiClient) {
+	sess := a.start(t, "disconnect", "bwrap")
+	defer a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+	const sleeper = "sleep 4243"
+	resp := a.execResponse(t, sess.ID, "sh", "-c", "echo started; exec "+sleeper)
+	firstFrame(t, resp, "started\n")
+	if len(processesRunning(sleeper)) == 0 {
+		t.Fatalf("no %q running while the exec streams", sleeper)
+	}
+	resp.Body.Close()
+	a.c.CloseIdleConnections()
+	for deadline := time.Now().Add(20 * time.Second); len(processesRunning(sleeper)) > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q still running 20s after its client went away", sleeper)
+		}
+	}
+}
+
+// TestServeSessionsSurviveRestart: the daemon killed with SIGKILL while an exec
+// streams; started again on the same config, it lists the session running and runs a
+// new exec in it; after the stop, the session's audit log verifies.
+func TestServeSessionsSurviveRestart(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	a := s.tcpClient("acme")
+	sess := a.start(t, "restart", "bwrap")
+
+	resp := a.execResponse(t, sess.ID, "sh", "-c", "echo started; exec sleep 60")
+	defer resp.Body.Close()
+	firstFrame(t, resp, "started\n")
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	s.launch(t)
+
+	a = s.tcpClient("acme")
+	if got := a.session(t, sess.ID); got.State != "running" {
+		t.Fatalf("after the restart: %+v; want running", got)
+	}
+	out, _, last := outcome(t, a.exec(t, sess.ID, "echo", "again"))
+	if out != "again\n" || last.Result == nil || last.Result.ExitCode != 0 {
+		t.Errorf("an exec after the restart: stdout %q, %+v; want again, exit 0", out, last)
+	}
+	if code, body := a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != 200 {
+		t.Fatalf("stop: got %d %s", code, body)
+	}
+	audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+	r := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", sess.ID, "--audit-dir", audit), "audit verify")
+	if r.code != 0 {
+		t.Errorf("cordon audit verify %s: %s", sess.ID, r)
+	}
+}
