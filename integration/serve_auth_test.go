@@ -349,7 +349,7 @@ func serveHostileRequests(t *testing.T, s *served) {
 	if code, _, _ := do(t, anon, "POST", base+"/v1/sessions", tok, chunked, json...); code != 413 {
 		t.Errorf("a 2 MiB chunked body: got %d; want 413", code)
 	}
-	for body, want := range map[string]int{`{"contract":"","extra":1}`: 400, `{"contract":""}{}`: 400, `{"contract":`: 400, `{"contract":""}`: 501} {
+	for body, want := range map[string]int{`{"contract":"","extra":1}`: 400, `{"contract":""}{}`: 400, `{"contract":`: 400, `{"contract":"","workspace":".dot"}`: 400} {
 		if code, got, _ := do(t, anon, "POST", base+"/v1/sessions", tok, strings.NewReader(body), json...); code != want {
 			t.Errorf("body %s: got %d %s; want %d", body, code, got, want)
 		}

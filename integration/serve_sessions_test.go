@@ -85,7 +85,12 @@ func (a apiClient) session(t *testing.T, id string) api.Session {
 // checking the stream's status and content type.
 func (a apiClient) exec(t *testing.T, id string, argv ...string) []wire.Frame {
 	t.Helper()
-	resp := a.execResponse(t, id, argv...)
+	return a.execReq(t, id, api.ExecRequest{Argv: argv})
+}
+
+func (a apiClient) execReq(t *testing.T, id string, er api.ExecRequest) []wire.Frame {
+	t.Helper()
+	resp := a.execResponse(t, id, er)
 	defer resp.Body.Close()
 	var frames []wire.Frame
 	sc := bufio.NewScanner(resp.Body)
@@ -100,9 +105,9 @@ func (a apiClient) exec(t *testing.T, id string, argv ...string) []wire.Frame {
 	return frames
 }
 
-func (a apiClient) execResponse(t *testing.T, id string, argv ...string) *http.Response {
+func (a apiClient) execResponse(t *testing.T, id string, er api.ExecRequest) *http.Response {
 	t.Helper()
-	b, _ := json.Marshal(api.ExecRequest{Argv: argv})
+	b, _ := json.Marshal(er)
 	req, _ := http.NewRequest("POST", a.base+"/v1/sessions/"+id+"/exec", bytes.NewReader(b))
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", api.JSON)
@@ -164,6 +169,7 @@ func TestServeSessions(t *testing.T) {
 	t.Run("bwrap over the unix socket", func(t *testing.T) { serveSessionLifecycle(t, s.unixClient("acme"), "bwrap") })
 	t.Run("another tenant's session is 404 on every endpoint", func(t *testing.T) { serveSessionCrossing(t, s) })
 	t.Run("a client going away ends its command", func(t *testing.T) { serveExecDisconnect(t, s.tcpClient("acme")) })
+	t.Run("an exec outlives the server's request timeouts", func(t *testing.T) { serveLongExec(t, s.tcpClient("acme")) })
 	t.Run("containers", func(t *testing.T) {
 		requireEngines(t)
 		for _, b := range containerBackends {
@@ -257,16 +263,39 @@ func serveSessionCrossing(t *testing.T, s *served) {
 	}
 }
 
-// firstFrame reads a stream's first frame, which must come (flushed) within 20 s, long
-// before the command ends, and be an output chunk of want.
-func firstFrame(t *testing.T, resp *http.Response, want string) {
+// streamStarted starts an exec of argv and returns its response once its first frame
+// came: within 20 s (streamed at once, long before the command ends), an output chunk
+// of want.
+func streamStarted(t *testing.T, a apiClient, id, want string, argv ...string) *http.Response {
 	t.Helper()
-	cut := time.AfterFunc(20*time.Second, func() { resp.Body.Close() })
-	defer cut.Stop()
-	var first wire.Frame
-	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &first) != nil || string(first.Data) != want {
-		t.Fatalf("the first frame: %q, %v; want %q within 20s", line, err, want)
+	type read struct {
+		resp *http.Response
+		line []byte
+		err  error
+	}
+	got := make(chan read, 1)
+	go func() {
+		b, _ := json.Marshal(api.ExecRequest{Argv: argv})
+		req, _ := http.NewRequest("POST", a.base+"/v1/sessions/"+id+"/exec", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+a.token)
+		req.Header.Set("Content-Type", api.JSON)
+		resp, err := a.c.Do(req)
+		var line []byte
+		if err == nil {
+			line, err = bufio.NewReader(resp.Body).ReadBytes('\n')
+		}
+		got <- read{resp, line, err}
+	}()
+	select {
+	case r := <-got:
+		var first wire.Frame
+		if r.err != nil || json.Unmarshal(r.line, &first) != nil || string(first.Data) != want {
+			t.Fatalf("the first frame: %q, %v; want %q", r.line, r.err, want)
+		}
+		return r.resp
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no frame within 20s; want %q streamed at once", want)
+		return nil
 	}
 }
 
@@ -275,10 +304,11 @@ func serveExecDisconnect(t *testing.T, a apiClient) {
 	sess := a.start(t, "disconnect", "bwrap")
 	defer a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
 	const sleeper = "sleep 4243"
-	resp := a.execResponse(t, sess.ID, "sh", "-c", "echo started; exec "+sleeper)
-	firstFrame(t, resp, "started\n")
-	if len(processesRunning(sleeper)) == 0 {
-		t.Fatalf("no %q running while the exec streams", sleeper)
+	resp := streamStarted(t, a, sess.ID, "started\n", "sh", "-c", "echo started; exec "+sleeper)
+	for deadline := time.Now().Add(10 * time.Second); len(processesRunning(sleeper)) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q running while the exec streams", sleeper)
+		}
 	}
 	resp.Body.Close()
 	a.c.CloseIdleConnections()
@@ -286,6 +316,18 @@ func serveExecDisconnect(t *testing.T, a apiClient) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%q still running 20s after its client went away", sleeper)
 		}
+	}
+}
+
+// serveLongExec: an exec streams past the server's 30 s request and 60 s response
+// timeouts, which its stream lifts, to its result.
+func serveLongExec(t *testing.T, a apiClient) {
+	sess := a.start(t, "long", "bwrap")
+	defer a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+	er := api.ExecRequest{Argv: []string{"sh", "-c", "echo a; sleep 62; echo b"}, TimeoutMS: 120_000}
+	out, _, last := outcome(t, a.execReq(t, sess.ID, er))
+	if out != "a\nb\n" || last.Result == nil || last.Result.ExitCode != 0 {
+		t.Errorf("a 62 s exec: stdout %q, last frame %+v; want a, b and exit 0", out, last)
 	}
 }
 
@@ -299,9 +341,8 @@ func TestServeSessionsSurviveRestart(t *testing.T) {
 	a := s.tcpClient("acme")
 	sess := a.start(t, "restart", "bwrap")
 
-	resp := a.execResponse(t, sess.ID, "sh", "-c", "echo started; exec sleep 60")
+	resp := streamStarted(t, a, sess.ID, "started\n", "sh", "-c", "echo started; exec sleep 60")
 	defer resp.Body.Close()
-	firstFrame(t, resp, "started\n")
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
