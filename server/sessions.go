@@ -306,6 +306,9 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 		return
 	}
 	if state(roots, rec) == stateRunning {
+		if _, ok := extendDeadlines(w, stopTimeout+execMargin); !ok {
+			return
+		}
 		sess, err := session.OpenWith(roots.env(), rec.ID)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), stopTimeout)

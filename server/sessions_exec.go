@@ -49,10 +49,8 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 	}
 	// The request is read: the read deadline now only ends the wait for the client to
 	// go away, which is how a disconnect cancels the command.
-	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(bound + execMargin)
-	if err := errors.Join(rc.SetWriteDeadline(deadline), rc.SetReadDeadline(deadline)); err != nil {
-		writeError(w, http.StatusInternalServerError, "lifting the stream's deadline: "+err.Error())
+	rc, ok := extendDeadlines(w, bound+execMargin)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -74,6 +72,18 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 		res.Stdout, res.Stderr = "", "" // streamed already: the client fills them in
 		fw.write(wire.Frame{Result: res})
 	}
+}
+
+// extendDeadlines lifts the server's deadlines on the request's connection for a
+// response that takes up to d (an exec's stream, a start, a stop), or answers 500.
+func extendDeadlines(w http.ResponseWriter, d time.Duration) (*http.ResponseController, bool) {
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(d)
+	if err := errors.Join(rc.SetWriteDeadline(deadline), rc.SetReadDeadline(deadline)); err != nil {
+		writeError(w, http.StatusInternalServerError, "lifting the response's deadline: "+err.Error())
+		return nil, false
+	}
+	return rc, true
 }
 
 // validateExec checks an exec request before the session is asked.

@@ -63,6 +63,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 		return
 	}
 	defer release()
+	if _, ok := extendDeadlines(w, startTimeout+execMargin); !ok {
+		return
+	}
 	ws, err := makeTenantDirs(roots, req.Workspace)
 	if err != nil {
 		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
