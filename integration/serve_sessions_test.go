@@ -168,6 +168,7 @@ func TestServeSessions(t *testing.T) {
 	t.Run("bwrap over TCP with TLS", func(t *testing.T) { serveSessionLifecycle(t, s.tcpClient("acme"), "bwrap") })
 	t.Run("bwrap over the unix socket", func(t *testing.T) { serveSessionLifecycle(t, s.unixClient("acme"), "bwrap") })
 	t.Run("another tenant's session is 404 on every endpoint", func(t *testing.T) { serveSessionCrossing(t, s) })
+	t.Run("a staged session checkpoints and rolls back", func(t *testing.T) { serveStaged(t, s.tcpClient("acme")) })
 	t.Run("a client going away ends its command", func(t *testing.T) { serveExecDisconnect(t, s.tcpClient("acme")) })
 	t.Run("an exec outlives the server's request timeouts", func(t *testing.T) { serveLongExec(t, s.tcpClient("acme")) })
 	t.Run("containers", func(t *testing.T) {
@@ -193,6 +194,10 @@ func serveSessionLifecycle(t *testing.T, a apiClient, backend string) {
 	if out != "hi\n" || errOut != "err\n" || last.Result == nil || last.Result.ExitCode != 3 || last.Result.Session != sess.ID {
 		t.Errorf("exec: stdout %q, stderr %q, last frame %+v; want hi, err and exit_code 3", out, errOut, last)
 	}
+	out, _, last = outcome(t, a.execReq(t, sess.ID, api.ExecRequest{Argv: []string{"cat"}, Stdin: []byte("from stdin")}))
+	if out != "from stdin" || last.Result == nil || last.Result.ExitCode != 0 {
+		t.Errorf("exec with stdin: stdout %q, last frame %+v; want it echoed", out, last)
+	}
 	_, _, last = outcome(t, a.exec(t, sess.ID, "sh", "-c", "printf 'a\\nb\\n' > made.txt"))
 	if last.Result == nil || last.Result.ExitCode != 0 || last.Result.Diffstat.Files != 1 || last.Result.Diffstat.Insertions != 2 {
 		t.Errorf("a write: last frame %+v; want exit 0 and a diffstat of 1 file, 2 insertions", last)
@@ -212,6 +217,30 @@ func serveSessionLifecycle(t *testing.T, a apiClient, backend string) {
 	code, body = a.call(t, "POST", "/v1/sessions/"+sess.ID+"/exec", api.ExecRequest{Argv: []string{"true"}})
 	if code != http.StatusConflict {
 		t.Errorf("exec in a stopped session: got %d %s; want 409", code, body)
+	}
+}
+
+// serveStaged: a staged session's checkpoint and rollback over the API.
+func serveStaged(t *testing.T, a apiClient) {
+	code, body := a.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "staged", Backend: "bwrap", Stage: true})
+	var sess api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil || !sess.Stage {
+		t.Fatalf("a staged start: got %d %s; want 201, stage true", code, body)
+	}
+	defer a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+	a.exec(t, sess.ID, "sh", "-c", "echo one > f")
+	if code, body := a.call(t, "POST", "/v1/sessions/"+sess.ID+"/checkpoint", api.CheckpointRequest{Name: "one"}); code != 200 || !strings.Contains(body, `"name":"one"`) {
+		t.Fatalf("checkpoint: got %d %s; want 200 naming one", code, body)
+	}
+	a.exec(t, sess.ID, "sh", "-c", "echo two > f")
+	if code, body := a.call(t, "POST", "/v1/sessions/"+sess.ID+"/rollback", api.RollbackRequest{To: "one"}); code != 200 || !strings.Contains(body, `"f"`) {
+		t.Fatalf("rollback: got %d %s; want 200 with f changed", code, body)
+	}
+	if out, _, _ := outcome(t, a.exec(t, sess.ID, "cat", "f")); out != "one\n" {
+		t.Errorf("f after the rollback: %q; want one", out)
+	}
+	if code, body := a.call(t, "POST", "/v1/sessions/"+sess.ID+"/rollback", api.RollbackRequest{To: "nope"}); code/100 != 4 {
+		t.Errorf("a rollback to no checkpoint: got %d %s; want a 4xx", code, body)
 	}
 }
 
