@@ -334,16 +334,19 @@ func serveExecDisconnect(t *testing.T, a apiClient) {
 	defer a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
 	const sleeper = "sleep 4243"
 	resp := streamStarted(t, a, sess.ID, "started\n", "sh", "-c", "echo started; exec "+sleeper)
-	for deadline := time.Now().Add(10 * time.Second); len(processesRunning(sleeper)) == 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q running while the exec streams", sleeper)
-		}
-	}
+	waitRunning(t, sleeper, true, "while the exec streams")
 	resp.Body.Close()
 	a.c.CloseIdleConnections()
-	for deadline := time.Now().Add(20 * time.Second); len(processesRunning(sleeper)) > 0; time.Sleep(100 * time.Millisecond) {
+	waitRunning(t, sleeper, false, "after its client went away")
+}
+
+// waitRunning waits up to 20 s until a process of exactly cmdline runs (running) or
+// none does.
+func waitRunning(t *testing.T, cmdline string, running bool, when string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); (len(processesRunning(cmdline)) > 0) != running; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%q still running 20s after its client went away", sleeper)
+			t.Fatalf("%q running %s: %v; want %v", cmdline, when, !running, running)
 		}
 	}
 }
@@ -370,12 +373,16 @@ func TestServeSessionsSurviveRestart(t *testing.T) {
 	a := s.tcpClient("acme")
 	sess := a.start(t, "restart", "bwrap")
 
-	resp := streamStarted(t, a, sess.ID, "started\n", "sh", "-c", "echo started; exec sleep 60")
+	const sleeper = "sleep 4244"
+	resp := streamStarted(t, a, sess.ID, "started\n", "sh", "-c", "echo started; exec "+sleeper)
 	defer resp.Body.Close()
+	waitRunning(t, sleeper, true, "while the exec streams")
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-s.done
+	// The command's client (the daemon) is gone: the supervisor ends it.
+	waitRunning(t, sleeper, false, "after the daemon was killed")
 	s.launch(t)
 
 	a = s.tcpClient("acme")
@@ -391,7 +398,7 @@ func TestServeSessionsSurviveRestart(t *testing.T) {
 	}
 	audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
 	r := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", sess.ID, "--audit-dir", audit), "audit verify")
-	if r.code != 0 {
-		t.Errorf("cordon audit verify %s: %s", sess.ID, r)
+	if r.code != 0 || !strings.Contains(r.stdout, sess.ID+": intact and sealed") {
+		t.Errorf("cordon audit verify %s: %s; want intact and sealed", sess.ID, r)
 	}
 }
