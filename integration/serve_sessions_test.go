@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,7 @@ func TestServeSessions(t *testing.T) {
 	t.Run("bwrap over TCP with TLS", func(t *testing.T) { serveSessionLifecycle(t, s.tcpClient("acme"), "bwrap") })
 	t.Run("bwrap over the unix socket", func(t *testing.T) { serveSessionLifecycle(t, s.unixClient("acme"), "bwrap") })
 	t.Run("another tenant's session is 404 on every endpoint", func(t *testing.T) { serveSessionCrossing(t, s) })
+	t.Run("hostile starts are refused", func(t *testing.T) { serveHostileStarts(t, s) })
 	t.Run("a staged session checkpoints and rolls back", func(t *testing.T) { serveStaged(t, s.tcpClient("acme")) })
 	t.Run("a client going away ends its command", func(t *testing.T) { serveExecDisconnect(t, s.tcpClient("acme")) })
 	t.Run("an exec outlives the server's request timeouts", func(t *testing.T) { serveLongExec(t, s.tcpClient("acme")) })
@@ -217,6 +219,41 @@ func serveSessionLifecycle(t *testing.T, a apiClient, backend string) {
 	code, body = a.call(t, "POST", "/v1/sessions/"+sess.ID+"/exec", api.ExecRequest{Argv: []string{"true"}})
 	if code != http.StatusConflict {
 		t.Errorf("exec in a stopped session: got %d %s; want 409", code, body)
+	}
+}
+
+// serveHostileStarts: bad names, backends and contracts are 400 and make nothing; a
+// workspace entry that is a link is refused; a cordon.yaml a sandbox left in the
+// workspace is never the session's contract.
+func serveHostileStarts(t *testing.T, s *served) {
+	a := s.tcpClient("acme")
+	workspaces := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
+	for _, req := range []api.StartRequest{
+		{Workspace: ".."}, {Workspace: ".hidden"}, {Workspace: "a/b"}, {Workspace: ""}, {Workspace: strings.Repeat("w", 64)},
+		{Workspace: "ok", Backend: "nope"},
+		{Workspace: "ok", Contract: "version: 1\nworkspace: /\n"},
+		{Workspace: "ok", Contract: "version: ["},
+	} {
+		if code, body := a.call(t, "POST", "/v1/sessions", req); code != http.StatusBadRequest {
+			t.Errorf("start %+v: got %d %s; want 400", req, code, body)
+		}
+	}
+	for _, name := range []string{"..", ".hidden", "a", "ok"} {
+		if _, err := os.Lstat(filepath.Join(workspaces, name)); err == nil && name != ".." {
+			t.Errorf("a refused start made %s", name)
+		}
+	}
+	mustMkdir(t, workspaces)
+	if err := os.Symlink("/etc", filepath.Join(workspaces, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := a.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "linked", Backend: "bwrap"}); code < 400 {
+		t.Errorf("a workspace that links to /etc: got %d %s; want refused", code, body)
+	}
+	mustWrite(t, filepath.Join(workspaces, "planted", "cordon.yaml"), "version: [\n")
+	sess := a.start(t, "planted", "bwrap")
+	if code, body := a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != 200 {
+		t.Errorf("stop: got %d %s", code, body)
 	}
 }
 

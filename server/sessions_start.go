@@ -56,22 +56,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	release, err := s.reserveSession(roots.t)
-	if err != nil {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
-		writeJSON(w, http.StatusTooManyRequests, api.Error{Error: err.Error(), Quota: "sessions"})
-		return
-	}
-	defer release()
-	if _, ok := extendDeadlines(w, startTimeout+execMargin); !ok {
-		return
-	}
-	ws, err := makeTenantDirs(roots, req.Workspace)
-	if err != nil {
-		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
-		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
-		return
-	}
+	ws := roots.workspace(req.Workspace)
 	yml := req.Contract
 	if yml == "" {
 		yml = defaultContract
@@ -82,6 +67,21 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	release, err := s.reserveSession(roots.t)
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		writeJSON(w, http.StatusTooManyRequests, api.Error{Error: err.Error(), Quota: "sessions"})
+		return
+	}
+	defer release()
+	if _, ok := extendDeadlines(w, startTimeout+execMargin); !ok {
+		return
+	}
+	if err := makeTenantDirs(roots, ws); err != nil {
+		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
+		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
 		return
 	}
 	rec, err := s.launch(r.Context(), roots, req, ws, data)
@@ -152,28 +152,27 @@ func (s *Server) admitContract(tenant config.Tenant, yml, workspace string) erro
 }
 
 // makeTenantDirs makes (or checks) the tenant's run, audit and workspaces roots, its
-// server records' directories and the workspace name, and returns the workspace's
-// path. Each root is made and checked all the way from / ([paths.MakeDir]): none is
+// server records' directories and the workspace ws, a directory of the workspaces
+// root. Each root is made and checked all the way from / ([paths.MakeDir]): none is
 // anywhere a sandbox can write. The workspace is a sandbox's to write, so only its own
 // entry is checked: a directory, no link, in the server's workspaces root.
-func makeTenantDirs(roots tenantRoots, name string) (string, error) {
+func makeTenantDirs(roots tenantRoots, ws string) error {
 	for _, d := range []string{roots.run.String(), roots.run.Sessions(), roots.t.AuditRoot(), roots.t.Workspaces(), roots.serve(), roots.contracts()} {
 		if err := paths.MakeDir(d, paths.Owner()); err != nil {
-			return "", err
+			return err
 		}
 	}
-	ws := roots.workspace(name)
 	if err := os.Mkdir(ws, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
+		return err
 	}
 	st, err := os.Lstat(ws)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if !st.IsDir() {
-		return "", fmt.Errorf("%w: the workspace %s is not a directory", paths.ErrUnsafe, name)
+		return fmt.Errorf("%w: the workspace %s is not a directory", paths.ErrUnsafe, filepath.Base(ws))
 	}
-	return ws, nil
+	return nil
 }
 
 // pinWorkspace checks the contract's YAML and returns it with its workspace set to ws.
