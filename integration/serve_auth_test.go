@@ -82,13 +82,14 @@ func (ca *testCA) issue(t *testing.T, cn string, server bool, dns ...string) (tl
 // served is one running `cordon serve`.
 type served struct {
 	cmd     *exec.Cmd
+	file    string // its config
 	sock    string
 	addr    string // the TCP listener's host:port
 	stderr  *bytes.Buffer
 	done    chan error
 	tokens  map[string]string // by tenant: its agent token
 	ca      *testCA
-	metrics chan string // the metrics listener's host:port, once it listens
+	metrics chan string // the metrics listener's host:port, once it listens (each launch)
 }
 
 // newToken asks the binary for a token and its config line.
@@ -123,8 +124,8 @@ func startServe(t *testing.T) *served {
 	}
 	acmeTok, acmeSum := newToken(t)
 	betaTok, betaSum := newToken(t)
-	s := &served{sock: filepath.Join(dir, "run", "cordon.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1),
-		tokens: map[string]string{"acme": acmeTok, "beta": betaTok}, ca: ca, metrics: make(chan string, 1)}
+	s := &served{sock: filepath.Join(dir, "run", "cordon.sock"),
+		tokens: map[string]string{"acme": acmeTok, "beta": betaTok}, ca: ca}
 	cfg := fmt.Sprintf(`version: 1
 listen:
   unix: {path: %s, mode: "0666"}
@@ -144,10 +145,17 @@ tenants:
       - {name: lead, roles: [approver, auditor], client_cert: {common_name: lead.beta}}
 `, s.sock, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem"),
 		filepath.Join(dir, "acme"), acmeSum, filepath.Join(dir, "beta"), betaSum)
-	file := filepath.Join(dir, "serve.yaml")
-	mustWrite(t, file, cfg)
+	s.file = filepath.Join(dir, "serve.yaml")
+	mustWrite(t, s.file, cfg)
+	s.launch(t)
+	return s
+}
 
-	s.cmd = exec.Command(testutil.Cordon(t), "serve", "--config", file)
+// launch starts the binary on s's config and waits until it listens.
+func (s *served) launch(t *testing.T) {
+	t.Helper()
+	s.stderr, s.done, s.metrics = &bytes.Buffer{}, make(chan error, 1), make(chan string, 1)
+	s.cmd = exec.Command(testutil.Cordon(t), "serve", "--config", s.file)
 	pipe, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -156,25 +164,26 @@ tenants:
 		t.Fatal(err)
 	}
 	ready := make(chan string, 1)
+	cmd, stderr, done, metrics := s.cmd, s.stderr, s.done, s.metrics
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
-			s.stderr.Write(append(sc.Bytes(), '\n'))
+			stderr.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Msg, Listener, Addr string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" && line.Listener == "tcp" {
 				ready <- line.Addr
 			}
 			if line.Msg == "listening" && line.Listener == "metrics" {
-				s.metrics <- line.Addr
+				metrics <- line.Addr
 			}
 		}
 		close(ready)
-		s.done <- s.cmd.Wait()
+		done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			s.cmd.Process.Kill()
-			<-s.done
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-done
 		}
 	})
 	select {
@@ -186,7 +195,6 @@ tenants:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("cordon serve is not listening after 30s:\n%s", s.stderr)
 	}
-	return s
 }
 
 // client is an HTTPS client trusting the test CA, presenting cert when given.
@@ -349,7 +357,7 @@ func serveHostileRequests(t *testing.T, s *served) {
 	if code, _, _ := do(t, anon, "POST", base+"/v1/sessions", tok, chunked, json...); code != 413 {
 		t.Errorf("a 2 MiB chunked body: got %d; want 413", code)
 	}
-	for body, want := range map[string]int{`{"contract":"","extra":1}`: 400, `{"contract":""}{}`: 400, `{"contract":`: 400, `{"contract":""}`: 501} {
+	for body, want := range map[string]int{`{"contract":"","extra":1}`: 400, `{"contract":""}{}`: 400, `{"contract":`: 400, `{"contract":"","workspace":".dot"}`: 400} {
 		if code, got, _ := do(t, anon, "POST", base+"/v1/sessions", tok, strings.NewReader(body), json...); code != want {
 			t.Errorf("body %s: got %d %s; want %d", body, code, got, want)
 		}

@@ -51,10 +51,17 @@ func (s *Server) routes() http.Handler {
 // handlers maps "METHOD PATH" of api.Routes to its handler.
 func (s *Server) handlers() map[string]handler {
 	hs := map[string]handler{
-		"GET /v1/health":       health,
-		"GET /v1/whoami":       s.whoami,
-		"GET /v1/openapi.json": openAPI,
-		"POST /v1/sessions":    startSession,
+		"GET /v1/health":                    health,
+		"GET /v1/whoami":                    s.whoami,
+		"GET /v1/openapi.json":              openAPI,
+		"POST /v1/sessions":                 s.startSession,
+		"GET /v1/sessions":                  s.listSessions,
+		"GET /v1/sessions/{id}":             s.getSession,
+		"POST /v1/sessions/{id}/exec":       s.execSession,
+		"POST /v1/sessions/{id}/sweep":      s.sweepSession,
+		"POST /v1/sessions/{id}/checkpoint": s.checkpointSession,
+		"POST /v1/sessions/{id}/rollback":   s.rollbackSession,
+		"POST /v1/sessions/{id}/stop":       s.stopSession,
 	}
 	maps.Copy(hs, s.gateHandlers())
 	maps.Copy(hs, s.auditHandlers())
@@ -68,15 +75,6 @@ func health(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
 
 func notServed(w http.ResponseWriter, _ *http.Request, _ auth.Identity) {
 	writeError(w, http.StatusNotImplemented, "not served yet")
-}
-
-// startSession decodes the request; sessions are not served yet.
-func startSession(w http.ResponseWriter, r *http.Request, _ auth.Identity) {
-	var req api.StartRequest
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	notServed(w, r, auth.Identity{})
 }
 
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, id auth.Identity) {

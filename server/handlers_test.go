@@ -76,7 +76,7 @@ func TestDecodeJSON(t *testing.T) {
 	s, tok := testServer(t)
 	h := s.routes()
 	for body, want := range map[string]int{
-		`{"contract":"version: 1"}`:       http.StatusNotImplemented,
+		`{"contract":"version: 1"}`:       http.StatusBadRequest, // no workspace
 		`{"contract":"","x":1}`:           http.StatusBadRequest,
 		`{"contract":""} {"contract":""}`: http.StatusBadRequest,
 		`[`:                               http.StatusBadRequest,

@@ -1,7 +1,7 @@
 // Package server is `cordon serve`: one host serving many tenants' agents over HTTP,
 // on a unix socket and on TCP with TLS. This is its front door: listening, the limits
-// every hostile client meets, authentication, and the routes under /v1/. Sessions,
-// quotas and pools are not served yet (docs/serve.md).
+// every hostile client meets, authentication, and the routes under /v1/: sessions
+// (sessions*.go) so far. Quotas and pools are not served yet (docs/serve.md).
 //
 // Every request but GET /v1/health is authenticated (package [auth]); a bad or missing
 // credential is 401 with the same body every time.
@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/config"
+	"github.com/cordonhq/cordon/server/quota"
 )
 
 // The limits every connection and request meets. A slow or idle client costs one of
@@ -57,12 +58,15 @@ type Server struct {
 	// metrics is what /metrics reports (listen.metrics); counted whether served or not.
 	metrics *metrics
 	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
+	quota   *quota.Ledger                 // what each tenant's live sessions are charged
+	sess    sessions                      // starts in flight (sessions.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg))}
+	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg)}
+	s.metrics.countSessions(liveSessions{s})
 	if t := cfg.Listen.TCP; t != nil {
 		var err error
 		if s.tls, err = tlsConfig(t); err != nil {
@@ -119,6 +123,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	s.adoptSessions()
+	rctx, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	go s.reap(rctx)
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { errc <- hs.Serve(ln) }()

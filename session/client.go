@@ -60,6 +60,7 @@ type StartOptions struct {
 	AuditDir string
 	Dir      string // working directory of `cordon session start` (the workspace)
 	Env      []string
+	Stage    bool // a staged session (checkpoint, rollback)
 }
 
 // Start starts a session with `cordon session start` and opens it.
@@ -77,6 +78,9 @@ func Start(ctx context.Context, o StartOptions) (*Session, error) {
 	}
 	if o.AuditDir != "" {
 		args = append(args, "--audit-dir", o.AuditDir)
+	}
+	if o.Stage {
+		args = append(args, "--stage")
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = o.Dir, localEnv(o.Env)

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cordonhq/cordon/server/config"
+	"github.com/cordonhq/cordon/session"
+)
+
+// A session is charged to its tenant's quotas (package quota) from before its start
+// until it ends: stopped through the API, its supervisor gone, or its wall time over
+// (the reaper then stops it). A restarted server charges every session still running
+// before it serves (adoptSessions), from the charge in the session's record.
+
+// reapEvery is how often the reaper looks at the live sessions.
+const reapEvery = 2 * time.Second
+
+// hold is one live session's charge.
+type hold struct {
+	tenant  config.Tenant
+	id      string
+	started time.Time
+	release func()
+}
+
+// hold keeps rec's charge (release gives it back) until the session ends.
+func (s *Server) hold(t config.Tenant, rec sessionRecord, release func()) {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	if s.sess.holds == nil {
+		s.sess.holds = map[string]*hold{}
+	}
+	s.sess.holds[t.Name+"/"+rec.ID] = &hold{tenant: t, id: rec.ID, started: rec.Started, release: release}
+}
+
+// unhold gives session id's charge back, once.
+func (s *Server) unhold(tenant, id string) {
+	s.sess.mu.Lock()
+	h := s.sess.holds[tenant+"/"+id]
+	delete(s.sess.holds, tenant+"/"+id)
+	s.sess.mu.Unlock()
+	if h != nil {
+		h.release()
+	}
+}
+
+// lockWorkspace reserves a workspace of the tenant for one start: refused while
+// another start in it is in flight or a session runs in it.
+func (s *Server) lockWorkspace(roots tenantRoots, name string) (unlock func(), err error) {
+	key := roots.t.Name + "/" + name
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	if s.sess.starting[key] {
+		return nil, fmt.Errorf("workspace %s: a session is starting in it", name)
+	}
+	for _, rec := range records(roots) {
+		if rec.Workspace == name && state(roots, rec) == stateRunning {
+			return nil, fmt.Errorf("workspace %s: session %s runs in it; one session per workspace", name, rec.ID)
+		}
+	}
+	if s.sess.starting == nil {
+		s.sess.starting = map[string]bool{}
+	}
+	s.sess.starting[key] = true
+	return func() {
+		s.sess.mu.Lock()
+		defer s.sess.mu.Unlock()
+		delete(s.sess.starting, key)
+	}, nil
+}
+
+// adoptSessions charges every session still running in each tenant's records, even
+// past a quota (they exist), before the server serves.
+func (s *Server) adoptSessions() {
+	for _, t := range s.cfg.Tenants {
+		roots := tenantRootsOf(t)
+		for _, rec := range records(roots) {
+			if state(roots, rec) != stateRunning {
+				continue
+			}
+			release, err := s.quota.Adopt(t.Name, rec.Charge, rec.Started)
+			if err != nil {
+				s.log.Error("charging a running session", logTenant, t.Name, "session", rec.ID, "err", err)
+				continue
+			}
+			s.hold(t, rec, release)
+		}
+	}
+}
+
+// reap gives back the charges of sessions that ended, and stops sessions past their
+// tenant's wall time, until ctx ends.
+func (s *Server) reap(ctx context.Context) {
+	tick := time.NewTicker(reapEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.sess.mu.Lock()
+		hs := make([]hold, 0, len(s.sess.holds))
+		for _, h := range s.sess.holds {
+			hs = append(hs, *h)
+		}
+		s.sess.mu.Unlock()
+		for _, h := range hs {
+			s.reapOne(ctx, h)
+		}
+	}
+}
+
+func (s *Server) reapOne(ctx context.Context, h hold) {
+	roots := tenantRootsOf(h.tenant)
+	rec, err := readRecord(roots, h.id)
+	if err != nil || state(roots, rec) != stateRunning {
+		s.unhold(h.tenant.Name, h.id)
+		return
+	}
+	if time.Since(h.started) < s.quota.Wall(h.tenant.Name) {
+		return
+	}
+	s.log.Info("stopping a session at its tenant's wall time", logTenant, h.tenant.Name, "session", h.id)
+	sess, err := session.OpenWith(roots.env(), h.id)
+	if err == nil {
+		sctx, cancel := context.WithTimeout(ctx, stopTimeout)
+		err = sess.Stop(sctx)
+		cancel()
+	}
+	if err != nil {
+		s.log.Error("stopping a session at its wall time", logTenant, h.tenant.Name, "session", h.id, "err", err)
+		return // tried again at the next pass
+	}
+	rec.Stopped = true
+	if err := writeRecord(roots, rec); err == nil {
+		removeContract(roots, rec)
+	}
+	s.unhold(h.tenant.Name, h.id)
+}
+
+// liveSessions counts each tenant's live sessions for /metrics: the ones charged.
+type liveSessions struct{ s *Server }
+
+func (l liveSessions) Sessions() map[string]int {
+	l.s.sess.mu.Lock()
+	defer l.s.sess.mu.Unlock()
+	n := map[string]int{}
+	for _, h := range l.s.sess.holds {
+		n[h.tenant.Name]++
+	}
+	return n
+}

@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/server/admit"
+	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/server/auth"
+	"github.com/cordonhq/cordon/server/quota"
+	"github.com/cordonhq/cordon/session"
+)
+
+// Limits of a session start.
+const (
+	maxWorkspaceName = 63
+	startTimeout     = 2 * time.Minute // the supervisor's start, image pulls included
+)
+
+// backends are the sandbox backends a start may name ("" for the server's default).
+var backends = []string{"", "auto", "bwrap", "docker", "containerd"}
+
+// leastSession is the smallest charge a session can have.
+var leastSession = quota.Request{Memory: 1, PIDs: 1, CPU: 0.001}
+
+// startSession starts a session in one of the tenant's workspaces, as `cordon session
+// start` does, with the tenant's run and audit roots, and answers it (201). The
+// contract is admitted against the tenant's base (server/admit), its limits fitted to
+// the tenant's quotas and written into the contract the supervisor runs, and the
+// session charged to the tenant's ledger until it ends (sessions_quota.go).
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Identity) {
+	var req api.StartRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if err := validateStart(req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	roots, ok := s.roots(w, id)
+	if !ok {
+		return
+	}
+	// A tenant with no room for the least session (at its sessions or audit quota) is
+	// refused before anything is made; the whole charge is known, and reserved, once
+	// the contract is compiled.
+	if release, err := s.quota.Reserve(roots.t.Name, leastSession); err != nil {
+		writeReserveError(w, err)
+		return
+	} else {
+		release()
+	}
+	if _, ok := extendDeadlines(w, startTimeout+execMargin); !ok {
+		return
+	}
+	// One start per workspace at a time, and none beside a running session: a sandbox
+	// in the workspace could swap a path the contract names for a link between the
+	// admission and the supervisor's compile.
+	unlock, err := s.lockWorkspace(roots, req.Workspace)
+	if err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	defer unlock()
+	ws := roots.workspace(req.Workspace)
+	if err := makeTenantDirs(roots, ws); err != nil {
+		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
+		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
+		return
+	}
+	yml := []byte(req.Contract)
+	if req.Contract == "" {
+		yml = roots.t.Base.YAML()
+	}
+	data, charge, ok := s.admit(w, roots, yml, ws)
+	if !ok {
+		return
+	}
+	release, err := s.quota.Reserve(roots.t.Name, charge)
+	if err != nil {
+		writeReserveError(w, err)
+		return
+	}
+	rec, err := s.launch(r.Context(), roots, req, ws, data, charge)
+	if err != nil {
+		release()
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	s.hold(roots.t, rec, release)
+	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+}
+
+// admit checks a start's contract against the tenant's base and quotas and returns the
+// contract the supervisor is to run (its workspace and every limit written in) and
+// what the session is charged. On a refusal it has answered: 400 for a contract that
+// does not parse or compile or asks more than the whole quota, 403 for one wider than
+// the base or naming a host path outside the workspace.
+func (s *Server) admit(w http.ResponseWriter, roots tenantRoots, yml []byte, ws string) ([]byte, quota.Request, bool) {
+	compiled, err := admit.Check(roots.t.Base, yml, ws, roots.t.Workspaces())
+	switch {
+	case errors.Is(err, admit.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, quota.Request{}, false
+	case errors.Is(err, admit.ErrRefused):
+		writeError(w, http.StatusForbidden, err.Error())
+		return nil, quota.Request{}, false
+	case err != nil:
+		s.log.Error("admitting a contract", logTenant, roots.t.Name, "err", err)
+		writeError(w, http.StatusInternalServerError, "the contract could not be checked against the tenant's base")
+		return nil, quota.Request{}, false
+	}
+	lim, charge, err := quota.Fit(compiled.Plan.Limits, roots.t.Quotas)
+	if err != nil {
+		writeReserveError(w, err)
+		return nil, quota.Request{}, false
+	}
+	data, err := pinContract(yml, ws, lim)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, quota.Request{}, false
+	}
+	return data, charge, true
+}
+
+// validateStart checks what a start names before anything is made of it.
+func validateStart(req api.StartRequest) error {
+	if !validWorkspaceName(req.Workspace) {
+		return fmt.Errorf("workspace: want 1 to %d letters, digits, '-', '_' or '.', not starting with '.'", maxWorkspaceName)
+	}
+	if !slices.Contains(backends, req.Backend) {
+		return fmt.Errorf("backend: want one of bwrap, docker, containerd or auto, not %q", req.Backend)
+	}
+	return nil
+}
+
+func validWorkspaceName(n string) bool {
+	if n == "" || len(n) > maxWorkspaceName || n[0] == '.' {
+		return false
+	}
+	for _, c := range []byte(n) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// makeTenantDirs makes (or checks) the tenant's run, audit and workspaces roots, its
+// server records' directories and the workspace ws, a directory of the workspaces
+// root. Each root is made and checked all the way from / ([paths.MakeDir]): none is
+// anywhere a sandbox can write. The workspace is a sandbox's to write, so only its own
+// entry is checked: a directory, no link, in the server's workspaces root.
+func makeTenantDirs(roots tenantRoots, ws string) error {
+	for _, d := range []string{roots.run.String(), roots.run.Sessions(), roots.t.AuditRoot(), roots.t.Workspaces(), roots.serve(), roots.contracts()} {
+		if err := paths.MakeDir(d, paths.Owner()); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(ws, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	st, err := os.Lstat(ws)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: the workspace %s is not a directory", paths.ErrUnsafe, filepath.Base(ws))
+	}
+	return nil
+}
+
+// pinContract returns the contract's YAML with its workspace set to ws and its limits
+// to lim: the contract the supervisor compiles is the one admitted, held to what the
+// session is charged. The file is not in the workspace (a sandbox could change it
+// there), so a workspace relative to the file would be the server's directory; the
+// admission refused any workspace but ws.
+func pinContract(data []byte, ws string, lim contract.LimitsPlan) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("contract: want one mapping")
+	}
+	top := doc.Content[0]
+	setKey(top, "workspace", scalar(ws))
+	limits := mapping(top, "limits")
+	setKey(limits, "memory", scalar(strconv.FormatInt(lim.Memory, 10)+"B"))
+	setKey(limits, "pids", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(lim.Pids, 10)})
+	setKey(limits, "cpu", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(lim.CPU, 'f', -1, 64)})
+	return yaml.Marshal(&doc)
+}
+
+func scalar(v string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Style: yaml.DoubleQuotedStyle}
+}
+
+// setKey sets key of mapping m to v, replacing its value when it is there.
+func setKey(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+}
+
+// mapping is the mapping under key of m, made (or made a mapping) when it is not one.
+func mapping(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.MappingNode {
+			return m.Content[i+1]
+		}
+	}
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	setKey(m, key, n)
+	return n
+}
+
+// launch writes the contract to a file of the server's (0600, in the tenant's run
+// root, out of every sandbox's reach) and starts the session's supervisor with it, as
+// `cordon session start` does: the tenant's run root and audit root, cwd the
+// workspace. The start goes on when the client goes away: a supervisor that started
+// is recorded, never left unknown.
+func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, data []byte, charge quota.Request) (sessionRecord, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	file := filepath.Join(roots.contracts(), hex.EncodeToString(rnd[:])+".yaml")
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return sessionRecord{}, err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file)
+		return sessionRecord{}, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		os.Remove(file)
+		return sessionRecord{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	sess, err := session.Start(ctx, session.StartOptions{Cordon: self, Contract: file, Backend: req.Backend,
+		AuditDir: roots.t.AuditRoot(), Dir: ws, Env: roots.env(), Stage: req.Stage})
+	if err != nil {
+		os.Remove(file)
+		return sessionRecord{}, err
+	}
+	info := sess.Info()
+	rec := sessionRecord{ID: info.ID, Workspace: req.Workspace, Backend: info.Backend, Stage: req.Stage,
+		Started: info.Started, Contract: file, Charge: charge}
+	if err := writeRecord(roots, rec); err != nil {
+		_ = sess.Stop(ctx) // a session the server cannot list is not left running
+		os.Remove(file)
+		return sessionRecord{}, fmt.Errorf("recording session %s: %w", rec.ID, err)
+	}
+	return rec, nil
+}
