@@ -229,13 +229,19 @@ func serveHostileStarts(t *testing.T, s *served) {
 	a := s.tcpClient("acme")
 	workspaces := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
 	for _, req := range []api.StartRequest{
-		{Workspace: ".."}, {Workspace: ".hidden"}, {Workspace: "a/b"}, {Workspace: ""}, {Workspace: strings.Repeat("w", 64)},
+		{Workspace: ".."}, {Workspace: ".hidden"}, {Workspace: "a/b"}, {Workspace: strings.Repeat("w", 64)},
 		{Workspace: "ok", Backend: "nope"},
-		{Workspace: "ok", Contract: "version: 1\nworkspace: /\n"},
 		{Workspace: "ok", Contract: "version: ["},
 	} {
 		if code, body := a.call(t, "POST", "/v1/sessions", req); code != http.StatusBadRequest {
 			t.Errorf("start %+v: got %d %s; want 400", req, code, body)
+		}
+	}
+	// A contract naming a host path outside its workspace is refused by the tenant's
+	// base (server/admit): 403.
+	for _, yml := range []string{"version: 1\nworkspace: /\n", "version: 1\nfilesystem: {writable: [/etc]}\n"} {
+		if code, body := a.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "ok", Contract: yml}); code != http.StatusForbidden {
+			t.Errorf("start with %q: got %d %s; want 403", yml, code, body)
 		}
 	}
 	for _, name := range []string{"..", ".hidden", "a", "ok"} {

@@ -76,10 +76,10 @@ func TestDecodeJSON(t *testing.T) {
 	s, tok := testServer(t)
 	h := s.routes()
 	for body, want := range map[string]int{
-		`{"contract":"version: 1"}`:       http.StatusBadRequest, // no workspace
-		`{"contract":"","x":1}`:           http.StatusBadRequest,
-		`{"contract":""} {"contract":""}`: http.StatusBadRequest,
-		`[`:                               http.StatusBadRequest,
+		`{"contract":"version: 1","workspace":".w"}`: http.StatusBadRequest, // a hidden workspace
+		`{"contract":"","x":1}`:                      http.StatusBadRequest,
+		`{"contract":""} {"contract":""}`:            http.StatusBadRequest,
+		`[`:                                          http.StatusBadRequest,
 		`{"contract":"` + strings.Repeat("a", maxBody) + `"}`: http.StatusRequestEntityTooLarge,
 	} {
 		r := httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(body))

@@ -59,13 +59,15 @@ type Server struct {
 	metrics *metrics
 	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 	quota   *quota.Ledger                 // what each tenant's live sessions are charged
+	pool    map[string]chan struct{}      // each pooled tenant's refill signal (pool.go)
 	sess    sessions                      // starts in flight (sessions.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg)}
+	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
+		pool: refillChans(cfg)}
 	s.metrics.countSessions(liveSessions{s})
 	if t := cfg.Listen.TCP; t != nil {
 		var err error
@@ -127,6 +129,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go s.reap(rctx)
+	s.startPools(rctx)
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { errc <- hs.Serve(ln) }()

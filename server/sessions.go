@@ -58,6 +58,10 @@ type sessionRecord struct {
 	// Charge is what the session is charged to the tenant's quotas, its contract's
 	// limits: charged again when a restarted server adopts it.
 	Charge quota.Request `json:"charge"`
+	// Warm marks a session of the tenant's warm pool not claimed yet: no one's, not
+	// listed, its id 404 (pool.go). Claimed marks one that came from the pool.
+	Warm    bool `json:"warm,omitempty"`
+	Claimed bool `json:"claimed,omitempty"`
 }
 
 // tenantRoots are the places of one tenant the sessions API uses.
@@ -128,7 +132,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id auth.Identity
 	}
 	rec, err := readRecord(roots, sid)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist), err == nil && rec.Warm: // a warm session is no one's yet
 		notFound(w)
 		return roots, rec, false
 	case err != nil:
@@ -181,7 +185,7 @@ func state(roots tenantRoots, rec sessionRecord) string {
 
 func apiSession(roots tenantRoots, rec sessionRecord) api.Session {
 	return api.Session{ID: rec.ID, State: state(roots, rec), Started: rec.Started, Backend: rec.Backend,
-		Workspace: rec.Workspace, Stage: rec.Stage}
+		Workspace: rec.Workspace, Stage: rec.Stage, Warm: rec.Claimed}
 }
 
 // records lists the tenant's session records, oldest first.
@@ -211,7 +215,9 @@ func (s *Server) listSessions(w http.ResponseWriter, _ *http.Request, id auth.Id
 	}
 	list := api.SessionList{Sessions: []api.Session{}}
 	for _, rec := range records(roots) {
-		list.Sessions = append(list.Sessions, apiSession(roots, rec))
+		if !rec.Warm {
+			list.Sessions = append(list.Sessions, apiSession(roots, rec))
+		}
 	}
 	writeJSON(w, http.StatusOK, list)
 }

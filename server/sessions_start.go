@@ -55,6 +55,15 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
+	if req.Workspace == "" && req.Contract == "" && !req.Stage {
+		if rec, ok := s.claim(roots, req.Backend); ok {
+			writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+			return
+		}
+	}
+	if req.Workspace == "" {
+		req.Workspace = "ws-" + randomHex(8)
+	}
 	// A tenant with no room for the least session (at its sessions or audit quota) is
 	// refused before anything is made; the whole charge is known, and reserved, once
 	// the contract is compiled.
@@ -77,11 +86,18 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	defer unlock()
 	ws := roots.workspace(req.Workspace)
+	_, existed := os.Lstat(ws)
 	if err := makeTenantDirs(roots, ws); err != nil {
 		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
 		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
 		return
 	}
+	started := false
+	defer func() {
+		if !started && existed != nil {
+			os.Remove(ws) // made for this start, still empty: a refused start leaves nothing
+		}
+	}()
 	yml := []byte(req.Contract)
 	if req.Contract == "" {
 		yml = roots.t.Base.YAML()
@@ -95,12 +111,13 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 		writeReserveError(w, err)
 		return
 	}
-	rec, err := s.launch(r.Context(), roots, req, ws, data, charge)
+	rec, err := s.launch(r.Context(), roots, req, ws, data, charge, false)
 	if err != nil {
 		release()
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	started = true
 	s.hold(roots.t, rec, release)
 	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
 }
@@ -111,35 +128,41 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 // does not parse or compile or asks more than the whole quota, 403 for one wider than
 // the base or naming a host path outside the workspace.
 func (s *Server) admit(w http.ResponseWriter, roots tenantRoots, yml []byte, ws string) ([]byte, quota.Request, bool) {
-	compiled, err := admit.Check(roots.t.Base, yml, ws, roots.t.Workspaces())
+	data, charge, err := s.admitContract(roots, yml, ws)
 	switch {
-	case errors.Is(err, admit.ErrInvalid):
+	case err == nil:
+		return data, charge, true
+	case errors.Is(err, admit.ErrInvalid), errors.Is(err, quota.ErrTooLarge):
 		writeError(w, http.StatusBadRequest, err.Error())
-		return nil, quota.Request{}, false
 	case errors.Is(err, admit.ErrRefused):
 		writeError(w, http.StatusForbidden, err.Error())
-		return nil, quota.Request{}, false
-	case err != nil:
+	default:
 		s.log.Error("admitting a contract", logTenant, roots.t.Name, "err", err)
-		writeError(w, http.StatusInternalServerError, "the contract could not be checked against the tenant's base")
-		return nil, quota.Request{}, false
+		writeError(w, http.StatusInternalServerError, "the contract could not be checked against the tenant's base and quotas")
+	}
+	return nil, quota.Request{}, false
+}
+
+// admitContract is admit's check: admit.Check, quota.Fit, pinContract.
+func (s *Server) admitContract(roots tenantRoots, yml []byte, ws string) ([]byte, quota.Request, error) {
+	compiled, err := admit.Check(roots.t.Base, yml, ws, roots.t.Workspaces())
+	if err != nil {
+		return nil, quota.Request{}, err
 	}
 	lim, charge, err := quota.Fit(compiled.Plan.Limits, roots.t.Quotas)
 	if err != nil {
-		writeReserveError(w, err)
-		return nil, quota.Request{}, false
+		return nil, quota.Request{}, err
 	}
 	data, err := pinContract(yml, ws, lim)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return nil, quota.Request{}, false
+		return nil, quota.Request{}, fmt.Errorf("%w: %w", admit.ErrInvalid, err)
 	}
-	return data, charge, true
+	return data, charge, nil
 }
 
 // validateStart checks what a start names before anything is made of it.
 func validateStart(req api.StartRequest) error {
-	if !validWorkspaceName(req.Workspace) {
+	if req.Workspace != "" && !validWorkspaceName(req.Workspace) {
 		return fmt.Errorf("workspace: want 1 to %d letters, digits, '-', '_' or '.', not starting with '.'", maxWorkspaceName)
 	}
 	if !slices.Contains(backends, req.Backend) {
@@ -238,7 +261,7 @@ func mapping(m *yaml.Node, key string) *yaml.Node {
 // `cordon session start` does: the tenant's run root and audit root, cwd the
 // workspace. The start goes on when the client goes away: a supervisor that started
 // is recorded, never left unknown.
-func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, data []byte, charge quota.Request) (sessionRecord, error) {
+func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, data []byte, charge quota.Request, warm bool) (sessionRecord, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	file := filepath.Join(roots.contracts(), hex.EncodeToString(rnd[:])+".yaml")
@@ -269,7 +292,7 @@ func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartReq
 	}
 	info := sess.Info()
 	rec := sessionRecord{ID: info.ID, Workspace: req.Workspace, Backend: info.Backend, Stage: req.Stage,
-		Started: info.Started, Contract: file, Charge: charge}
+		Started: info.Started, Contract: file, Charge: charge, Warm: warm, Claimed: warm}
 	if err := writeRecord(roots, rec); err != nil {
 		_ = sess.Stop(ctx) // a session the server cannot list is not left running
 		os.Remove(file)

@@ -23,8 +23,10 @@ type StartRequest struct {
 	// narrow the base contract, and names no host path outside the tenant's workspace.
 	Contract string `json:"contract,omitempty"`
 	// Workspace names a directory of the tenant's workspace root (letters, digits, '-',
-	// '_', '.'; not starting with '.'); made empty when missing.
-	Workspace string `json:"workspace"`
+	// '_', '.'; not starting with '.'); made empty when missing. "" asks for a new
+	// workspace: with no contract and no stage either, the session is claimed from the
+	// tenant's warm pool when one is ready.
+	Workspace string `json:"workspace,omitempty"`
 	Backend   string `json:"backend,omitempty"` // bwrap, docker, containerd or auto; "" for the server's default
 	Stage     bool   `json:"stage,omitempty"`   // a staged session (checkpoint, rollback)
 }
@@ -37,6 +39,7 @@ type Session struct {
 	Backend   string    `json:"backend"`
 	Workspace string    `json:"workspace"` // its name in the tenant's workspace root
 	Stage     bool      `json:"stage"`
+	Warm      bool      `json:"warm"` // claimed from the tenant's warm pool
 }
 
 // SessionList is GET /v1/sessions.

@@ -67,6 +67,7 @@ type Tenant struct {
 	Root        string // the tenant's run, audit and workspace root: absolute
 	Credentials []Credential
 	Quotas      Quotas // what it may hold at once; defaults when the config sets none
+	Pool        *Pool  // nil: no warm pool
 	Pos         Pos
 	// BaseContract is the path of the tenant's base contract (base_contract), "" for
 	// none: the most a contract of the tenant may allow. Base is that contract, read

@@ -151,6 +151,7 @@ func decodeTenant(d *strictyaml.Decoder, n *yaml.Node) Tenant {
 		}},
 		strictyaml.Field{Name: "quotas", Decode: func(v *yaml.Node) { decodeQuotas(d, v, &t.Quotas) }},
 		strictyaml.Field{Name: "base_contract", Decode: func(v *yaml.Node) { decodeBase(d, v, &t) }},
+		strictyaml.Field{Name: "pool", Decode: func(v *yaml.Node) { t.Pool = decodePool(d, v) }},
 	)
 	if n.Kind != yaml.MappingNode {
 		return t

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/server/config"
+)
+
+// Warm pools. A tenant with `pool: {size: N}` has N sessions started ahead of any
+// request, each on the tenant's base contract in a fresh workspace of its own
+// ("warm-" and 16 hex digits), charged to the tenant's quotas like any session. A start
+// that names no workspace, no contract and no stage claims one: its record loses the
+// warm mark under the sessions lock, and from then on it is the caller's session like
+// any other. Until claimed a warm session is no one's: not listed, its id 404. The pool
+// is refilled in the background after each claim, within the tenant's quotas; a warm
+// session found dead is marked stopped and replaced. Warm sessions are detached
+// sessions like the rest, so a restarted daemon adopts them from their records.
+
+// Pool timing: how often a full pool is looked at again (for warm sessions that died),
+// and how soon a refill is tried again after a start failed or the quotas were full.
+const (
+	poolCheckEvery = 10 * time.Second
+	poolRetryAfter = 2 * time.Second
+	warmPrefix     = "warm-"
+)
+
+// startPools keeps every pooled tenant's pool full until ctx ends.
+func (s *Server) startPools(ctx context.Context) {
+	for _, t := range s.cfg.Tenants {
+		if t.Pool != nil {
+			go s.keepWarm(ctx, t)
+		}
+	}
+}
+
+// keepWarm keeps tenant t's pool full until ctx ends.
+func (s *Server) keepWarm(ctx context.Context, t config.Tenant) {
+	roots := tenantRootsOf(t)
+	refill := s.pool[t.Name]
+	for {
+		wait := poolCheckEvery
+		if !s.fillPool(ctx, roots) {
+			wait = poolRetryAfter
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-refill:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fillPool starts warm sessions until the pool has its size; false when a start
+// failed or the quotas left no room.
+func (s *Server) fillPool(ctx context.Context, roots tenantRoots) bool {
+	for ctx.Err() == nil {
+		if s.warmCount(roots) >= roots.t.Pool.Size {
+			return true
+		}
+		if err := s.startWarm(ctx, roots); err != nil {
+			s.log.Warn("warm pool: no session started", logTenant, roots.t.Name, "err", err)
+			return false
+		}
+	}
+	return false
+}
+
+// startWarm starts one warm session of the tenant's pool: a start of the base
+// contract in a new workspace, admitted and charged as any start is.
+func (s *Server) startWarm(ctx context.Context, roots tenantRoots) error {
+	req := api.StartRequest{Workspace: warmPrefix + randomHex(8), Backend: roots.t.Pool.Backend}
+	ws := roots.workspace(req.Workspace)
+	if err := makeTenantDirs(roots, ws); err != nil {
+		return err
+	}
+	data, charge, err := s.admitContract(roots, roots.t.Base.YAML(), ws)
+	if err != nil {
+		return err
+	}
+	release, err := s.quota.Reserve(roots.t.Name, charge)
+	if err != nil {
+		return err
+	}
+	rec, err := s.launch(ctx, roots, req, ws, data, charge, true)
+	if err != nil {
+		release()
+		return err
+	}
+	s.hold(roots.t, rec, release)
+	return nil
+}
+
+// warmCount is the number of the tenant's warm sessions that run; a warm session
+// found dead is marked stopped on the way.
+func (s *Server) warmCount(roots tenantRoots) int {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	n := 0
+	for _, rec := range records(roots) {
+		if !rec.Warm {
+			continue
+		}
+		if state(roots, rec) == stateRunning {
+			n++
+			continue
+		}
+		rec.Warm, rec.Stopped = false, true
+		if writeRecord(roots, rec) == nil {
+			removeContract(roots, rec)
+		}
+	}
+	return n
+}
+
+// claim takes one of the tenant's running warm sessions for a start asking backend
+// ("" or auto for any) and wakes the pool's refill; false when none is ready (the
+// start is then a cold one).
+func (s *Server) claim(roots tenantRoots, backend string) (sessionRecord, bool) {
+	if roots.t.Pool == nil {
+		return sessionRecord{}, false
+	}
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	for _, rec := range records(roots) {
+		if !rec.Warm || (backend != "" && backend != "auto" && backend != rec.Backend) || state(roots, rec) != stateRunning {
+			continue
+		}
+		rec.Warm = false
+		if err := writeRecord(roots, rec); err != nil {
+			s.log.Error("warm pool: claiming a session", logTenant, roots.t.Name, "session", rec.ID, "err", err)
+			return sessionRecord{}, false
+		}
+		select {
+		case s.pool[roots.t.Name] <- struct{}{}:
+		default:
+		}
+		return rec, true
+	}
+	return sessionRecord{}, false
+}
+
+// refillChans is each pooled tenant's refill signal (one pending wake-up at most).
+func refillChans(cfg *config.Config) map[string]chan struct{} {
+	m := map[string]chan struct{}{}
+	for _, t := range cfg.Tenants {
+		if t.Pool != nil {
+			m[t.Name] = make(chan struct{}, 1)
+		}
+	}
+	return m
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
