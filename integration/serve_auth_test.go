@@ -112,6 +112,13 @@ func newToken(t *testing.T) (token, sum string) {
 // socket's DIR/run.
 func startServe(t *testing.T) *served {
 	t.Helper()
+	return startServeWith(t, "")
+}
+
+// startServeWith is startServe with acme's tenant entry given more keys: YAML lines
+// indented as its keys ("    pool: {size: 1}\n").
+func startServeWith(t *testing.T, acme string) *served {
+	t.Helper()
 	testutil.RequireRoot(t)
 	dir := shortTempDir(t)
 	if err := os.Chmod(dir, 0o711); err != nil { // other users reach the socket below
@@ -138,13 +145,13 @@ tenants:
       - {name: ci, roles: [agent], token_sha256: %s}
       - {name: lead, roles: [approver, auditor], client_cert: {common_name: lead.acme}}
       - {name: root, roles: [auditor], uid: 0}
-  - name: beta
+%s  - name: beta
     root: %s
     credentials:
       - {name: ci, roles: [agent], token_sha256: %s}
       - {name: lead, roles: [approver, auditor], client_cert: {common_name: lead.beta}}
 `, s.sock, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem"),
-		filepath.Join(dir, "acme"), acmeSum, filepath.Join(dir, "beta"), betaSum)
+		filepath.Join(dir, "acme"), acmeSum, acme, filepath.Join(dir, "beta"), betaSum)
 	s.file = filepath.Join(dir, "serve.yaml")
 	mustWrite(t, s.file, cfg)
 	s.launch(t)

@@ -51,7 +51,9 @@ func (q Quotas) share() SessionLimits {
 	return SessionLimits{
 		Memory: max(q.Memory/int64(q.Sessions), minMemory),
 		Pids:   max(q.Pids/int64(q.Sessions), 1),
-		CPU:    max(q.CPU/float64(q.Sessions), minCPU),
+		// Rounded down to the thousandth the ledger counts in: Sessions sessions of the
+		// default must fit the quota.
+		CPU: max(math.Floor(q.CPU*1000/float64(q.Sessions))/1000, minCPU),
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,22 @@ func TestQuotasRefuse(t *testing.T) {
 				t.Errorf("got:\n%s\nwant:\n%s", got, strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestSessionDefaultsFitTheQuota: the per-session defaults of N sessions fit the quota,
+// CPU counted in thousandths as the ledger counts it (2 CPUs over 3 sessions is 0.666,
+// not 0.667: three of those were 2.001, and a pool of 2 plus one claim never refilled).
+func TestSessionDefaultsFitTheQuota(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("version: 1\nlisten: {unix: {path: /run/c.sock}}\ntenants:\n  - name: a\n    root: /srv/a\n    credentials: [{name: c, roles: [agent], uid: 1000}]\n    quotas: {sessions: 3, cpu: 2, memory: 1GiB, pids: 100}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := c.Tenants[0].Quotas
+	if milli := int64(math.Ceil(q.Session.CPU*1000 - 1e-9)); milli*int64(q.Sessions) > int64(q.CPU*1000) {
+		t.Errorf("session default cpu %v x %d sessions > quota %v", q.Session.CPU, q.Sessions, q.CPU)
+	}
+	if q.Session.Memory*int64(q.Sessions) > q.Memory || q.Session.Pids*int64(q.Sessions) > q.Pids {
+		t.Errorf("session defaults %+v x %d > quotas %+v", q.Session, q.Sessions, q)
 	}
 }

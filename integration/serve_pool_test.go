@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/server/api"
+)
+
+// TestServePool: a tenant's warm pool is started ahead of any request, each warm
+// session in a workspace of its own; until claimed, a warm session is no one's (not
+// listed, its id 404, also to its own tenant); a start naming no workspace claims one
+// (warm: true), runs commands in it, and the pool is refilled; another tenant's start
+// claims nothing of it. Charged to the tenant's quotas: a pool of 2 with a sessions
+// quota of 3 leaves room for one more session.
+func TestServePool(t *testing.T) {
+	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 3}\n")
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	warm := func() []string { return warmIDs(t, serve) }
+	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warm()) == 2 })
+	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
+	ids := warm()
+	if code, body := acme.call(t, "GET", "/v1/sessions", nil); code != 200 || strings.Contains(body, ids[0]) || strings.Contains(body, ids[1]) {
+		t.Errorf("list with an unclaimed pool: %d %s; want the warm sessions left out", code, body)
+	}
+	if code, _ := acme.call(t, "GET", "/v1/sessions/"+ids[0], nil); code != http.StatusNotFound {
+		t.Errorf("an unclaimed warm session: %d; want 404", code)
+	}
+
+	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+	var sess api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil || !sess.Warm || !strings.HasPrefix(sess.Workspace, "warm-") {
+		t.Fatalf("claim: %d %s; want 201, warm, in a warm- workspace", code, body)
+	}
+	out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "echo from-the-pool > f; cat f"))
+	if out != "from-the-pool\n" || last.Result == nil || last.Result.ExitCode != 0 {
+		t.Errorf("exec in a claimed session: %q %+v", out, last)
+	}
+	if code, body := acme.call(t, "GET", "/v1/sessions/"+sess.ID, nil); code != 200 || !strings.Contains(body, `"warm":true`) {
+		t.Errorf("the claimed session: %d %s; want it the tenant's", code, body)
+	}
+	// The pool refills to 2 within the quota: 2 warm + 1 claimed = 3 sessions.
+	waitFor(t, 2*time.Minute, "the pool to refill", func() bool { return len(warm()) == 2 })
+	if code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "cold", Backend: "bwrap"}); code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"sessions"`) {
+		t.Errorf("a cold start past the sessions quota (pool included): %d %s; want 429", code, body)
+	}
+	// Another tenant has no pool: its start is cold, and nothing of acme's is claimed.
+	code, body = beta.call(t, "POST", "/v1/sessions", api.StartRequest{})
+	var other api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &other) != nil || other.Warm || !strings.HasPrefix(other.Workspace, "ws-") {
+		t.Errorf("beta's start: %d %s; want a cold start in a new workspace", code, body)
+	}
+	if got := warm(); len(got) != 2 {
+		t.Errorf("acme's pool after beta's start: %v; want 2 warm sessions", got)
+	}
+	for _, c := range []struct {
+		a  apiClient
+		id string
+	}{{acme, sess.ID}, {beta, other.ID}} {
+		if code, body := c.a.call(t, "POST", "/v1/sessions/"+c.id+"/stop", nil); code != 200 {
+			t.Errorf("stop %s: %d %s", c.id, code, body)
+		}
+	}
+	// The daemon's stop leaves the pool's sessions running (they are detached, as
+	// every session); stop them as the tenant's claims would, through the records.
+	t.Cleanup(func() {
+		for _, id := range warm() {
+			cmd := exec.Command(testutil.Cordon(t), "session", "stop", id)
+			cmd.Env = append(os.Environ(), "CORDON_RUN_ROOT="+filepath.Dir(serve))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("stopping warm session %s: %v: %s", id, err, out)
+			}
+		}
+	})
+}
+
+// warmIDs lists the unclaimed warm sessions in a tenant's server records.
+func warmIDs(t *testing.T, serve string) []string {
+	t.Helper()
+	ms, _ := filepath.Glob(filepath.Join(serve, "*.json"))
+	var ids []string
+	for _, m := range ms {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			ID      string
+			Warm    bool
+			Stopped bool
+		}
+		if json.Unmarshal(data, &rec) == nil && rec.Warm && !rec.Stopped {
+			ids = append(ids, rec.ID)
+		}
+	}
+	return ids
+}
