@@ -25,11 +25,12 @@ func containerBackends() []backendInfo {
 	}
 }
 
-// delegated reports whether cmd always needs the engines: it lists, explains, measures
-// or collects every backend's objects.
+// delegated reports whether cmd always needs the full build: it lists, explains,
+// measures or collects every backend's objects, or it is the server (which serves
+// sessions on every backend, and whose packages this build leaves out).
 func delegated(cmd string) bool {
 	switch cmd {
-	case "gc", "backends", "explain", "doctor":
+	case "gc", "backends", "explain", "doctor", "serve":
 		return true
 	}
 	return false
