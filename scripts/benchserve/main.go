@@ -35,6 +35,7 @@ type options struct {
 	tenants, sessions, execs int
 	backend                  string
 	asJSON                   bool
+	claims, pool             int // claims measured against tenant t0's warm pool of pool sessions
 }
 
 func main() {
@@ -45,6 +46,8 @@ func main() {
 	flag.IntVar(&o.execs, "execs", 20, "execs per session")
 	flag.StringVar(&o.backend, "backend", "bwrap", "the sessions' backend")
 	flag.BoolVar(&o.asJSON, "json", false, "print the figures as JSON")
+	flag.IntVar(&o.claims, "claims", 0, "measure this many warm claims, cold starts and bare bwrap runs instead of the load")
+	flag.IntVar(&o.pool, "pool", 2, "the warm pool of tenant t0 (with -claims)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "benchserve:", err)
@@ -74,6 +77,9 @@ func run(o options) error {
 		return err
 	}
 	defer d.stop()
+	if o.claims > 0 {
+		return claims(o, d, filepath.Join(dir, "tenants", "t0", "run", "serve"))
+	}
 	f := load(o, d)
 	f.ServerPeakRSSKiB = peakRSS(d.cmd.Process.Pid)
 	if o.asJSON {
@@ -204,16 +210,19 @@ func (c *client) do(method, path string, body any) (*http.Response, error) {
 }
 
 func (c *client) start(req api.StartRequest) (string, error) {
+	s, err := c.startSession(req)
+	return s.ID, err
+}
+
+func (c *client) startSession(req api.StartRequest) (api.Session, error) {
+	var s api.Session
 	resp, err := c.do("POST", "/v1/sessions", req)
 	if err != nil {
-		return "", err
+		return s, err
 	}
 	defer resp.Body.Close()
-	var s api.Session
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
-		return "", err
-	}
-	return s.ID, nil
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s)
+	return s, err
 }
 
 func (c *client) exec(id string, argv []string) error {
@@ -268,6 +277,12 @@ func writeConfig(o options, dir, cert, key string) (string, []string, error) {
 		tok, sum := newToken()
 		toks = append(toks, tok)
 		fmt.Fprintf(&b, "  - name: t%d\n    root: %s\n    credentials:\n      - {name: agent, roles: [agent], token_sha256: %s}\n", i, filepath.Join(dir, "tenants", fmt.Sprintf("t%d", i)), sum)
+		// Room for every session of the load, each held to a small share.
+		fmt.Fprintf(&b, "    quotas: {sessions: %d, memory: %dMiB, pids: %d, cpu: %d, session_default: {memory: 256MiB, pids: 256, cpu: 0.1}}\n",
+			o.sessions+o.pool, 256*(o.sessions+o.pool), 256*(o.sessions+o.pool), o.sessions+o.pool)
+		if i == 0 && o.pool > 0 {
+			fmt.Fprintf(&b, "    pool: {size: %d, backend: %s}\n", o.pool, o.backend)
+		}
 	}
 	cfg := filepath.Join(dir, "serve.yaml")
 	return cfg, toks, os.WriteFile(cfg, []byte(b.String()), 0o600)
