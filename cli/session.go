@@ -77,7 +77,7 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 	backendFlag(f, &o.backend)
 	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
 	o.gates = gatesFlag(f)
-	f.StringVar(&o.workspace, "workspace", "", "with --host: the server workspace `NAME` the session works in (made empty when missing)")
+	f.StringVar(&o.workspace, "workspace", "", "with --host: the server workspace `NAME` the session works in (made empty when missing); none: a new workspace, claimed from the warm pool when the start names no contract and no --stage")
 	f.BoolVar(&o.stage, "stage", false, "stage the workspace: writes go to an overlay, with checkpoints and rollback, applied or discarded after stop (docs/sessions.md)")
 	return c
 }
