@@ -62,7 +62,7 @@ workspace. The run's log records it (stage.discard, with the paths dropped).`,
 			if err != nil {
 				return stageError(err)
 			}
-			res, err := runner.Discard(filepath.Dir(run.Dir), run.ID)
+			res, err := runner.Discard(filepath.Dir(run.Dir), run.ID, runner.DiscardOptions{})
 			if err != nil {
 				return stageError(err)
 			}

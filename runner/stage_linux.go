@@ -210,6 +210,21 @@ type ApplyOptions struct {
 	Paths     []string // workspace-relative paths to land; none means all
 	Force     bool     // land over conflicts
 	Stderr    io.Writer
+	// By is who applies, as the log records it: "" for this host's user (cordon
+	// serve names the tenant and credential, "tenant/credential").
+	By string
+}
+
+// DiscardOptions configure Discard.
+type DiscardOptions struct {
+	By string // who discards, as the log records it: "" for this host's user
+}
+
+func byOrUser(by string) string {
+	if by != "" {
+		return by
+	}
+	return userName()
 }
 
 // StageResult is what Apply or Discard did.
@@ -272,7 +287,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		err = serr
 	}
 	body := event.StageBody{Paths: res.Paths, Refused: res.Refused, Conflicts: res.Conflicts, Forced: o.Force,
-		Quarantined: res.Quarantined, Pending: res.Pending, By: userName()}
+		Quarantined: res.Quarantined, Pending: res.Pending, By: byOrUser(o.By)}
 	if aerr := audit.Append(filepath.Join(o.AuditRoot, id), event.StageApply, body); err == nil {
 		err = aerr
 	}
@@ -318,7 +333,7 @@ func quarantineLanded(ws string, landed []string, stderr io.Writer) []string {
 
 // Discard drops the staged changes of run id and records a stage.discard line in its
 // log. The workspace is not touched.
-func Discard(auditRoot, id string) (StageResult, error) {
+func Discard(auditRoot, id string, o DiscardOptions) (StageResult, error) {
 	var res StageResult
 	dir, rec, unlock, err := openStage(auditRoot, id)
 	if err != nil {
@@ -333,7 +348,7 @@ func Discard(auditRoot, id string) (StageResult, error) {
 			}
 		}
 	}
-	if err := audit.Append(logDir, event.StageDiscard, event.StageBody{Paths: res.Paths, By: userName()}); err != nil {
+	if err := audit.Append(logDir, event.StageDiscard, event.StageBody{Paths: res.Paths, By: byOrUser(o.By)}); err != nil {
 		return res, errdefs.Unavailablef("%w", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
