@@ -213,11 +213,25 @@ type ApplyOptions struct {
 	// By is who applies, as the log records it: "" for this host's user (cordon
 	// serve names the tenant and credential, "tenant/credential").
 	By string
+	// Within, when set, is the directory the run's workspace must be at or below:
+	// a stage naming another is refused, nothing landed (cordon serve: the tenant's
+	// workspace root).
+	Within string
 }
 
 // DiscardOptions configure Discard.
 type DiscardOptions struct {
 	By string // who discards, as the log records it: "" for this host's user
+}
+
+// isWithin reports whether the absolute path is dir or below it. dir's symbolic links
+// are resolved first, as a plan's workspace has its own resolved.
+func isWithin(path, dir string) bool {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return filepath.IsAbs(path) && err == nil && filepath.IsLocal(rel)
 }
 
 func byOrUser(by string) string {
@@ -250,6 +264,9 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		return res, err
 	}
 	defer unlock()
+	if o.Within != "" && !isWithin(rec.Workspace, o.Within) {
+		return res, errdefs.Invalidf("run %s's workspace is not in the workspace root it may land in", id)
+	}
 	upper := filepath.Join(dir, stageUpperName)
 	set, err := layer.Read(upper, rec.maxEntries())
 	if err != nil {

@@ -18,6 +18,7 @@ type ApplyOptions struct {
 	Force     bool
 	Stderr    io.Writer
 	By        string
+	Within    string
 }
 
 // DiscardOptions configure Discard.

@@ -45,7 +45,7 @@ type Route struct {
 }
 
 // Routes is the whole API: assembled from each resource's table.
-var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes)
+var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes, stageRoutes)
 
 var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/health", Role: Public, Summary: "liveness; no credential", Response: Health{}},
@@ -58,6 +58,10 @@ var baseRoutes = []Route{
 type Error struct {
 	Error string `json:"error"`
 	Quota string `json:"quota,omitempty"`
+	// Conflicts and Refused are a refused apply's (409): the paths the workspace
+	// changed underneath the stage, and what would not have landed anyway.
+	Conflicts []string `json:"conflicts,omitempty"`
+	Refused   []string `json:"refused,omitempty"`
 }
 
 // Health is GET /v1/health.
