@@ -42,6 +42,9 @@ type Route struct {
 	Request      any
 	Response     any
 	Stream       bool // the response is NDJSON: one Response per line (session/wire.Frame for an exec)
+	// Conflict: the route may answer 409, when the state of what it names refuses it
+	// (a log that does not verify, nothing staged, conflicts).
+	Conflict bool
 }
 
 // Routes is the whole API: assembled from each resource's table.
