@@ -166,7 +166,7 @@ func TestServeStage(t *testing.T) {
 // session of acme asks for a gate; acme's lead lists it and approves it (the
 // requester gets the operation's output), acme's agent cannot (403) and beta's lead
 // is told there is no such request; after the stop, the lead lists, verifies and
-// exports the run (byte for byte the log), and root on the unix socket (acme's
+// exports and follows the run (byte for byte the log), and root on the unix socket (acme's
 // auditor by its uid) verifies it with no token.
 func TestServeRemoteGateAndAudit(t *testing.T) {
 	s := startServe(t)
@@ -221,6 +221,12 @@ func TestServeRemoteGateAndAudit(t *testing.T) {
 	got, _ := os.ReadFile(export)
 	if want, err := os.ReadFile(filepath.Join(auditDir, id, "events.jsonl")); err != nil || string(got) != string(want) {
 		t.Errorf("the export is not the log byte for byte (%v)", err)
+	}
+	if out, stderr, code := clis.lead("audit", "follow", id); code != 0 || out != string(got) {
+		t.Errorf("lead audit follow of the sealed run: exit %d, %q; want every line of its log, exit 0", code, stderr)
+	}
+	if _, stderr, code := clis.agent("audit", "follow", id); code != 125 || !strings.Contains(stderr, "auditor role") {
+		t.Errorf("agent audit follow: exit %d, %q; want 125, auditor role", code, stderr)
 	}
 	root := remoteCLI{t: t, env: cleanEnv()}
 	if out, stderr, code := root.run("--host", "unix://"+s.sock, "audit", "verify", id); code != 0 || !strings.HasPrefix(out, id+": intact and sealed") {
