@@ -185,7 +185,7 @@ func applyRemote(c *cobra.Command, stdio IO, cl *remote.Client, args []string, f
 	if err != nil {
 		return stageRemoteError(stdio, err)
 	}
-	printStage(stdio.Stderr, runner.StageResult{Refused: res.Refused})
+	printStage(stdio.Stderr, runner.StageResult{Conflicts: res.Conflicts, Refused: res.Refused})
 	fmt.Fprintf(stdio.Stdout, "applied %d path(s) of run %s; %d still staged\n", len(res.Paths), id, res.Pending)
 	return nil
 }

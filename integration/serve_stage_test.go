@@ -64,8 +64,9 @@ func stagedSession(t *testing.T, a apiClient, ws, script string) string {
 
 // TestServeStage: a staged session's changes wait in its stage until acme's approver
 // applies them with `cordon --host … apply` (they land on the workspace; the log
-// records acme/lead and still verifies, read the same through the server as here) or
-// discards them (the workspace is untouched). acme's agent cannot apply or discard
+// records acme/lead and still verifies, read the same through the server as here;
+// a conflict is listed and lands nothing until --force) or discards them (the
+// workspace is untouched). acme's agent cannot apply or discard
 // (403: applying is the approver's); beta gets, for acme's run, the 404 a missing run
 // gets, through the API and the CLI.
 func TestServeStage(t *testing.T) {
@@ -141,6 +142,25 @@ func TestServeStage(t *testing.T) {
 		}
 		if out, _, code := clis.lead("audit", "verify", id); code != 0 || !strings.Contains(out, id+": intact and sealed") {
 			t.Errorf("audit verify: exit %d, %q", code, out)
+		}
+	})
+
+	t.Run("a conflict is listed and lands nothing; --force lands over it", func(t *testing.T) {
+		id3 := stagedSession(t, agent, "staged", "echo sandbox > h; echo also > i")
+		mustWrite(t, filepath.Join(ws, "h"), "host\n") // the workspace changes underneath the stage
+		_, stderr, code := clis.lead("apply", id3)
+		if code != 1 || !strings.Contains(stderr, "cordon: conflict: h changed in the workspace since the run started") {
+			t.Fatalf("apply over a conflict: exit %d, %q; want 1 naming h", code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "i")); !os.IsNotExist(err) {
+			t.Errorf("i landed although the apply was refused (%v)", err)
+		}
+		stdout, stderr, code := clis.lead("apply", "--force", id3)
+		if want := "applied 2 path(s) of run " + id3 + "; 0 still staged\n"; code != 0 || stdout != want {
+			t.Fatalf("apply --force: exit %d, %q %q; want %q", code, stdout, stderr, want)
+		}
+		if got, _ := os.ReadFile(filepath.Join(ws, "h")); string(got) != "sandbox\n" {
+			t.Errorf("h after apply --force: %q; want the sandbox's", got)
 		}
 	})
 

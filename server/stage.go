@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner"
@@ -31,7 +32,7 @@ func applyRequest(w http.ResponseWriter, req api.ApplyRequest) bool {
 		return false
 	}
 	for _, p := range req.Paths {
-		if p == "" || len(p) > api.MaxApplyPath || !filepath.IsLocal(p) {
+		if p == "" || len(p) > api.MaxApplyPath || !filepath.IsLocal(p) || strings.ContainsRune(p, 0) {
 			writeError(w, http.StatusBadRequest, "paths: each a path relative to the workspace, without '..', at most 4096 bytes")
 			return false
 		}
@@ -89,6 +90,6 @@ func (s *Server) stageError(w http.ResponseWriter, id auth.Identity, what string
 }
 
 func stageResult(run, by string, res runner.StageResult) api.StageResult {
-	return api.StageResult{Run: run, Paths: orEmpty(res.Paths), Refused: orEmpty(res.Refused),
+	return api.StageResult{Run: run, Paths: orEmpty(res.Paths), Refused: orEmpty(res.Refused), Conflicts: orEmpty(res.Conflicts),
 		Quarantined: orEmpty(res.Quarantined), Pending: res.Pending, By: by}
 }

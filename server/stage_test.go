@@ -33,6 +33,7 @@ func TestStageOfTheTenant(t *testing.T) {
 		{"discard of a bad id", "POST", "/v1/runs/a.b/discard", "acme/lead", "", 400, "invalid run id"},
 		{"apply out of the workspace", "POST", "/v1/runs/" + id + "/apply", "acme/lead", `{"paths":["../x"]}`, 400, "paths:"},
 		{"apply of an absolute path", "POST", "/v1/runs/" + id + "/apply", "acme/lead", `{"paths":["/etc/passwd"]}`, 400, "paths:"},
+		{"apply of a path with NUL", "POST", "/v1/runs/" + id + "/apply", "acme/lead", `{"paths":["a\u0000b"]}`, 400, "paths:"},
 		{"apply of an empty path", "POST", "/v1/runs/" + id + "/apply", "acme/lead", `{"paths":[""]}`, 400, "paths:"},
 		{"apply of too many paths", "POST", "/v1/runs/" + id + "/apply", "acme/lead", string(many), 400, "more than 1024"},
 		{"apply with an unknown field", "POST", "/v1/runs/" + id + "/apply", "acme/lead", `{"by":"someone"}`, 400, "unknown field"},

@@ -32,6 +32,7 @@ type StageResult struct {
 	Run         string   `json:"run"`
 	Paths       []string `json:"paths"`       // landed (apply) or dropped (discard)
 	Refused     []string `json:"refused"`     // "path: why", never landed
+	Conflicts   []string `json:"conflicts"`   // changed underneath the stage, landed over (force)
 	Quarantined []string `json:"quarantined"` // landed and renamed (a new git repository or contract)
 	Pending     int      `json:"pending"`     // changes still staged
 	By          string   `json:"by"`          // as the log records it: "tenant/credential"
