@@ -130,8 +130,8 @@ func TestServeStage(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `"stage.apply"`) || !strings.Contains(out, `"by": "acme/lead"`) {
 			t.Errorf("audit show --json: exit %d; want a stage.apply by acme/lead:\n%.2000s", code, out)
 		}
-		// The same output through the server as here, for verify and show.
-		for _, args := range [][]string{{"audit", "verify", id}, {"audit", "show", id}} {
+		// The same output through the server as here, for verify, show and ls.
+		for _, args := range [][]string{{"audit", "verify", id}, {"audit", "show", id}, {"audit", "ls"}, {"audit", "show", id, "--json"}} {
 			remote, _, rcode := clis.lead(args...)
 			local := exec.Command(testutil.Cordon(t), append(args, "--audit-dir", auditDir)...)
 			local.Env = cleanEnv()
