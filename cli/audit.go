@@ -49,7 +49,12 @@ func newAuditLsCmd(stdio IO) *cobra.Command {
 		Example: `  cordon audit ls
   cordon audit ls --json | jq -r '.runs[] | select(.workspace == env.PWD) | .id'`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, args []string) error { return auditLs(stdio, dir, asJSON) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if cl, err := remoteOf(c, "audit-dir"); err != nil || cl != nil {
+				return orRemote(err, func() error { return auditLsRemote(c, stdio, cl, asJSON) })
+			}
+			return auditLs(stdio, dir, asJSON)
+		},
 	}
 	auditDirFlag(c.Flags(), &dir)
 	c.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaAuditLs+`", root, retention, runs: [{id, started, ended, contract, backend, workspace, commands, sealed, status, exit_code}]}`)
@@ -65,17 +70,23 @@ func auditLs(stdio IO, dir string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	return printRuns(stdio, audit.NewListing(root, runs), asJSON)
+}
+
+// printRuns prints the runs of l, of this host's audit root or of a server's.
+func printRuns(stdio IO, l audit.Listing, asJSON bool) error {
 	if asJSON {
-		return writeJSON(stdio.Stdout, audit.NewListing(root, runs))
+		return writeJSON(stdio.Stdout, l)
 	}
+	runs, root := l.Runs, l.Root
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTARTED\tCONTRACT\tBACKEND\tCOMMANDS\tSTATUS\tWORKSPACE")
 	for _, r := range runs {
-		contract := r.ContractPath
+		contract := r.Contract
 		if contract == "" {
 			contract = "(built-in)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Start.Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status(), orNone(r.Workspace))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Started.UTC().Format("2006-01-02 15:04:05Z"), contract, r.Backend, r.Commands, r.Status, orNone(r.Workspace))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -84,7 +95,7 @@ func auditLs(stdio IO, dir string, asJSON bool) error {
 	if len(runs) == 1 {
 		noun = "run"
 	}
-	fmt.Fprintf(stdio.Stderr, "%d %s in %s; %s\n", len(runs), noun, root, retentionNote)
+	fmt.Fprintf(stdio.Stderr, "%d %s in %s; %s\n", len(runs), noun, root, l.Retention)
 	return nil
 }
 
@@ -100,6 +111,9 @@ func newAuditShowCmd(stdio IO) *cobra.Command {
   cordon audit show 20261129T201530Z-3fa9c1 --json | jq '.events[] | select(.type == "net.deny")'`,
 		ValidArgsFunction: completeRuns,
 		RunE: func(c *cobra.Command, args []string) error {
+			if cl, err := remoteOf(c, runSelFlags...); err != nil || cl != nil {
+				return orRemote(err, func() error { return auditShowRemote(c, stdio, cl, args, diff, asJSON) })
+			}
 			run, err := sel.run("audit show", args)
 			if err != nil {
 				return err
@@ -118,12 +132,17 @@ func auditShow(stdio IO, run audit.Run, diff, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	return printShown(stdio, audit.NewShown(run.ID, recs), diff, asJSON)
+}
+
+// printShown prints a run's events, of this host or of a server.
+func printShown(stdio IO, s audit.Shown, diff, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(stdio.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(audit.NewShown(run.ID, recs))
+		return enc.Encode(s)
 	}
-	return audit.WriteTimeline(stdio.Stdout, recs, audit.TimelineOptions{Diff: diff})
+	return audit.WriteTimeline(stdio.Stdout, s.Events, audit.TimelineOptions{Diff: diff})
 }
 
 func newAuditVerifyCmd(stdio IO) *cobra.Command {
@@ -140,6 +159,9 @@ Exit status: 0 intact and sealed, 1 tampered or truncated (first bad line and wh
   cordon audit verify $run --json | jq .ok`,
 		ValidArgsFunction: completeRuns,
 		RunE: func(c *cobra.Command, args []string) error {
+			if cl, err := remoteOf(c, runSelFlags...); err != nil || cl != nil {
+				return orRemote(err, func() error { return auditVerifyRemote(c, stdio, cl, args, asJSON) })
+			}
 			run, err := sel.run("audit verify", args)
 			if err != nil {
 				return err
@@ -157,25 +179,39 @@ func auditVerify(stdio IO, run audit.Run, asJSON bool) error {
 	if err != nil && rep.Problem == nil {
 		return err
 	}
+	return printVerified(stdio, audit.NewVerified(run.ID, rep), asJSON)
+}
+
+// printVerified prints what verifying a run found, here or on a server: exit 1 when
+// it is not intact and sealed.
+func printVerified(stdio IO, v audit.Verified, asJSON bool) error {
 	if asJSON {
-		if err := writeJSON(stdio.Stdout, audit.NewVerified(run.ID, rep)); err != nil {
+		if err := writeJSON(stdio.Stdout, v); err != nil {
 			return err
 		}
 	}
-	if !rep.OK() {
+	if !v.OK {
 		if !asJSON {
-			fmt.Fprintf(stdio.Stdout, "%s: NOT INTACT: %v\n", run.ID, rep.Problem)
+			fmt.Fprintf(stdio.Stdout, "%s: NOT INTACT: %s\n", v.Run, problemText(v.Problem))
 		}
 		return errdefs.Exit(errdefs.ExitFailure)
 	}
 	if !asJSON {
-		fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", run.ID, rep.Lines, rep.Head)
-		if rep.DiffGaps > 0 {
+		fmt.Fprintf(stdio.Stdout, "%s: intact and sealed, %d lines, head %s\n", v.Run, v.Lines, v.Head)
+		if v.DiffGaps > 0 {
 			fmt.Fprintf(stdio.Stdout, "%s: %d workspace diff(s) stopped at a limits.diff bound: "+
-				"not the whole change (cordon audit show names what is missing)\n", run.ID, rep.DiffGaps)
+				"not the whole change (cordon audit show names what is missing)\n", v.Run, v.DiffGaps)
 		}
 	}
 	return nil
+}
+
+// problemText is a verify problem as audit.VerifyError says it.
+func problemText(p *audit.VerifyProblem) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return (&audit.VerifyError{Line: p.Line, Kind: errors.New(p.Kind), Detail: p.Detail}).Error()
 }
 
 func newAuditReportCmd(stdio IO) *cobra.Command {
@@ -218,6 +254,19 @@ func auditReport(stdio IO, run audit.Run, out string) (err error) {
 	return audit.WriteHTML(w, recs, audit.HTMLOptions{Verify: &rep})
 }
 
+// outputRun is what openOutput needs of the run it writes about: an audit.Run of this
+// host, or a server's run ([serverRun]), whose log and workspace are not here.
+type outputRun interface {
+	EventsPath() string
+	Workspace() string
+}
+
+// serverRun is a run of a server's as an outputRun: nothing of it is on this host.
+type serverRun struct{}
+
+func (serverRun) EventsPath() string { return "" }
+func (serverRun) Workspace() string  { return "" }
+
 // openOutput is the -o FILE of a command that writes a file about run ("-": stdout,
 // mode 0600 otherwise). FILE is often in the workspace the run's sandbox wrote: there
 // it is opened through an [os.Root] of the workspace, so no symbolic link the sandbox
@@ -226,7 +275,7 @@ func auditReport(stdio IO, run audit.Run, out string) (err error) {
 // refused. Anything but a regular file is refused, and so is the run's own log. Its
 // close reports a write the file system failed to keep, so an export is never silently
 // short.
-func openOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error, error) {
+func openOutput(stdio IO, path string, run outputRun) (io.Writer, func() error, error) {
 	if path == "-" {
 		return stdio.Stdout, func() error { return nil }, nil
 	}
@@ -234,7 +283,7 @@ func openOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error, 
 		if !st.Mode().IsRegular() {
 			return nil, nil, errdefs.Invalidf("-o %s: not a regular file (%s); refusing to write through it", path, st.Mode().Type())
 		}
-		if kst, err := os.Stat(run.EventsPath()); err == nil && os.SameFile(st, kst) {
+		if kst, err := os.Stat(run.EventsPath()); run.EventsPath() != "" && err == nil && os.SameFile(st, kst) {
 			return nil, nil, errdefs.Invalidf("-o %s is the log being read", path)
 		}
 	}

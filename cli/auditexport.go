@@ -28,12 +28,15 @@ func newAuditExportCmd(stdio IO) *cobra.Command {
   cordon audit export $run --format ocsf | my-collector`,
 		ValidArgsFunction: completeRuns,
 		RunE: func(c *cobra.Command, args []string) error {
+			if o.format != audit.FormatJSONL && o.format != audit.FormatOCSF {
+				return errdefs.Usagef("audit export: --format jsonl or --format ocsf is required")
+			}
+			if cl, err := remoteOf(c, append(runSelFlags, "force")...); err != nil || cl != nil {
+				return orRemote(err, func() error { return auditExportRemote(c, stdio, cl, args, o) })
+			}
 			run, err := o.sel.run("audit export", args)
 			if err != nil {
 				return err
-			}
-			if o.format != audit.FormatJSONL && o.format != audit.FormatOCSF {
-				return errdefs.Usagef("audit export: --format jsonl or --format ocsf is required")
 			}
 			return auditExport(stdio, run, o)
 		},

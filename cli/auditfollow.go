@@ -37,12 +37,15 @@ sealing its log.`,
   cordon audit follow $session --format ocsf -o unix:/run/collector.sock`,
 		ValidArgsFunction: completeRuns,
 		RunE: func(c *cobra.Command, args []string) error {
+			if o.format != audit.FormatJSONL && o.format != audit.FormatOCSF {
+				return errdefs.Usagef("audit follow: --format is jsonl or ocsf")
+			}
+			if cl, err := remoteOf(c, runSelFlags...); err != nil || cl != nil {
+				return orRemote(err, func() error { return auditFollowRemote(c, stdio, cl, args, o) })
+			}
 			run, err := o.sel.run("audit follow", args)
 			if err != nil {
 				return err
-			}
-			if o.format != audit.FormatJSONL && o.format != audit.FormatOCSF {
-				return errdefs.Usagef("audit follow: --format is jsonl or ocsf")
 			}
 			return auditFollow(stdio, run, o)
 		},
@@ -78,7 +81,7 @@ func auditFollow(stdio IO, run audit.Run, o followOptions) (err error) {
 
 // followOutput is -o of audit follow: a file as openOutput opens it, or a unix socket
 // a collector listens on.
-func followOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error, error) {
+func followOutput(stdio IO, path string, run outputRun) (io.Writer, func() error, error) {
 	sock, ok := strings.CutPrefix(path, "unix:")
 	if !ok {
 		return openOutput(stdio, path, run)
@@ -99,7 +102,7 @@ func followOutput(stdio IO, path string, run audit.Run) (io.Writer, func() error
 // inside the run's workspace, or one another user owns (a sandbox's files belong to its
 // own uid). The stream carries the whole log, the contract's wording included, which the
 // workload is never shown.
-func checkCollector(sock string, run audit.Run) error {
+func checkCollector(sock string, run outputRun) error {
 	abs, err := filepath.Abs(sock)
 	if err != nil {
 		return errdefs.Invalidf("-o unix:%s: %w", sock, err)

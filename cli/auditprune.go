@@ -13,10 +13,6 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 )
 
-// retentionNote is what `cordon audit ls` says about retention: cordon deletes no run
-// by itself.
-const retentionNote = audit.RetentionNote
-
 // pruneOptions are cordon audit prune's flags.
 type pruneOptions struct {
 	dir, older string

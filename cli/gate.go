@@ -85,6 +85,9 @@ func newGateLsCmd(stdio IO) *cobra.Command {
 			if len(args) != 0 {
 				return errdefs.Usagef("gate ls: takes no arguments")
 			}
+			if cl, err := remoteOf(c, "run-root"); err != nil || cl != nil {
+				return orRemote(err, func() error { return gateLsRemote(c, stdio, cl, asJSON) })
+			}
 			return gateList(c.Context(), stdio, root, asJSON)
 		},
 	}
@@ -94,10 +97,15 @@ func newGateLsCmd(stdio IO) *cobra.Command {
 }
 
 func gateList(ctx context.Context, stdio IO, root string, asJSON bool) error {
-	ps := gate.PendingAll(ctx, root, gateReport(stdio.Stderr))
+	return printGateList(stdio, gate.NewList(gate.PendingAll(ctx, root, gateReport(stdio.Stderr))), asJSON)
+}
+
+// printGateList prints the pending requests of l, of this host or of a server.
+func printGateList(stdio IO, l gate.List, asJSON bool) error {
 	if asJSON {
-		return writeJSON(stdio.Stdout, gate.NewList(ps))
+		return writeJSON(stdio.Stdout, l)
 	}
+	ps := l.Pending
 	if len(ps) == 0 {
 		fmt.Fprintln(stdio.Stdout, "no pending gate requests")
 		return nil
@@ -126,6 +134,9 @@ func newGateShowCmd(stdio IO) *cobra.Command {
 			if len(args) != 1 {
 				return errdefs.Usagef("gate show: want one ID")
 			}
+			if cl, err := remoteOf(c, "run-root"); err != nil || cl != nil {
+				return orRemote(err, func() error { return gateShowRemote(c, stdio, cl, args[0], asJSON) })
+			}
 			return gateShow(c.Context(), stdio, root, args[0], asJSON)
 		},
 	}
@@ -142,10 +153,15 @@ func gateShow(ctx context.Context, stdio IO, root, id string, asJSON bool) error
 	if err != nil {
 		return err
 	}
+	return printGateShow(stdio, gate.NewShow(p), asJSON)
+}
+
+// printGateShow prints one pending request, of this host or of a server.
+func printGateShow(stdio IO, s gate.Show, asJSON bool) error {
 	if asJSON {
-		return writeJSON(stdio.Stdout, gate.NewShow(p))
+		return writeJSON(stdio.Stdout, s)
 	}
-	w := stdio.Stdout
+	p, w := s.Request, stdio.Stdout
 	fmt.Fprintf(w, "request %s: gate %s of run %s\n", p.ID, p.Gate, p.Run)
 	fmt.Fprintf(w, "requested %s", p.Requested.Local().Format(time.RFC3339))
 	if p.Cmd != "" {
@@ -167,6 +183,9 @@ func newGateDecideCmd(stdio IO, verb string) *cobra.Command {
 			if len(args) != 1 {
 				return errdefs.Usagef("gate %s: want one ID", verb)
 			}
+			if cl, err := remoteOf(c, "run-root"); err != nil || cl != nil {
+				return orRemote(err, func() error { return gateDecideRemote(c, stdio, cl, verb, args[0], why) })
+			}
 			return gateDecide(c.Context(), stdio, verb, root, args[0], why)
 		},
 	}
@@ -182,6 +201,11 @@ func newGateDecideCmd(stdio IO, verb string) *cobra.Command {
 
 func gateDecide(ctx context.Context, stdio IO, verb, root, id, why string) error {
 	err := gate.Decide(ctx, root, gate.Decision{ID: id, By: approver(), Deny: verb == "deny", Why: why})
+	return gateDecided(stdio, verb, id, err)
+}
+
+// gateDecided reports a decision on request id, taken here or by a server.
+func gateDecided(stdio IO, verb, id string, err error) error {
 	switch {
 	case errors.Is(err, gate.ErrNotFound):
 		return errdefs.Exitf(errdefs.ExitFailure, "gate %s: no pending request %q (see cordon gate ls)", verb, id)

@@ -22,13 +22,16 @@ import (
 var remoteCommands = map[string]bool{
 	"cordon session start": true, "cordon session ls": true, "cordon session stop": true, "cordon session sweep": true,
 	"cordon session checkpoint": true, "cordon session rollback": true, "cordon exec": true,
+	"cordon gate ls": true, "cordon gate show": true, "cordon gate approve": true, "cordon gate deny": true,
+	"cordon audit ls": true, "cordon audit show": true, "cordon audit verify": true, "cordon audit export": true,
+	"cordon audit follow": true, "cordon apply": true, "cordon discard": true,
 }
 
 // hostNeutral are the commands that neither act on this host's sessions, runs and
 // logs nor on a server's: they run the same with a host set.
 var hostNeutral = map[string]bool{
 	"cordon": true, "cordon version": true, "cordon help": true, "cordon completion": true, "cordon check": true,
-	"cordon explain": true, "cordon diff": true, "cordon session": true,
+	"cordon explain": true, "cordon diff": true, "cordon session": true, "cordon audit": true,
 }
 
 // hostFlags adds the persistent flags that name a server to root.
@@ -66,7 +69,8 @@ func checkHost(c *cobra.Command) error {
 }
 
 func remoteList() string {
-	return "cordon session start|ls|stop|sweep|checkpoint|rollback, cordon exec"
+	return "cordon session start|ls|stop|sweep|checkpoint|rollback, cordon exec, cordon gate ls|show|approve|deny, " +
+		"cordon audit ls|show|verify|export|follow, cordon apply, cordon discard"
 }
 
 // hostOf is the server c's flags name (with the environment's defaults).

@@ -23,7 +23,7 @@ import (
 func TestHostRefusesLocalCommands(t *testing.T) {
 	t.Setenv("CORDON_HOST", "")
 	refused := [][]string{
-		{"run", "--", "true"}, {"apply", "last"}, {"discard", "last"}, {"gc"}, {"audit", "ls"}, {"gate", "ls"},
+		{"run", "--", "true"}, {"gc"}, {"audit", "report", "-o", "-", "last"}, {"audit", "prune"}, {"gate", "request", "push"},
 		{"backends"}, {"doctor"}, {"serve", "--config", "/nonexistent"},
 	}
 	for _, args := range refused {
@@ -37,9 +37,18 @@ func TestHostRefusesLocalCommands(t *testing.T) {
 		t.Errorf("CORDON_HOST gc: exit %d, %q", code, stderr)
 	}
 	// Those that drive a server get as far as dialling it (125: nothing answers).
-	for _, args := range [][]string{{"session", "ls"}, {"session", "stop", "x"}, {"session", "sweep", "x"}, {"exec", "x", "--", "true"}, {"session", "start", "--workspace", "w"}} {
+	for _, args := range [][]string{{"session", "ls"}, {"session", "stop", "x"}, {"session", "sweep", "x"}, {"exec", "x", "--", "true"}, {"session", "start", "--workspace", "w"},
+		{"gate", "ls"}, {"gate", "approve", "x"}, {"audit", "ls"}, {"audit", "verify", "last"}, {"audit", "export", "--format", "jsonl", "x"},
+		{"apply", "x"}, {"discard", "x"}} {
 		if _, stderr, code := run(t, args...); code != 125 || !strings.Contains(stderr, "nonexistent.sock") {
 			t.Errorf("CORDON_HOST %q: exit %d, %q; want 125 from dialling the server", args, code, stderr)
+		}
+	}
+	// Flags naming this host's directories, or what a server does not do, are refused.
+	for _, args := range [][]string{{"audit", "ls", "--audit-dir", "/x"}, {"gate", "ls", "--run-root", "/x"}, {"apply", "--all", "last"},
+		{"audit", "export", "--force", "--format", "jsonl", "x"}} {
+		if _, stderr, code := run(t, args...); code != 2 || !strings.Contains(stderr, "not with --host") {
+			t.Errorf("CORDON_HOST %q: exit %d, %q; want 2, not with --host", args, code, stderr)
 		}
 	}
 	if _, _, code := run(t, "version"); code != 0 {

@@ -30,6 +30,9 @@ contract is renamed as a direct run renames it.`,
   cordon apply 20261202T150405Z-ab12cd src/main.go docs/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if cl, err := remoteOf(c, runSelFlags...); err != nil || cl != nil {
+				return orRemote(err, func() error { return applyRemote(c, stdio, cl, args, force) })
+			}
 			run, err := sel.run("apply", args[:1])
 			if err != nil {
 				return stageError(err)
@@ -58,11 +61,14 @@ workspace. The run's log records it (stage.discard, with the paths dropped).`,
 		Example: "  cordon discard last",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if cl, err := remoteOf(c, runSelFlags...); err != nil || cl != nil {
+				return orRemote(err, func() error { return discardRemote(c, stdio, cl, args) })
+			}
 			run, err := sel.run("discard", args)
 			if err != nil {
 				return stageError(err)
 			}
-			res, err := runner.Discard(filepath.Dir(run.Dir), run.ID)
+			res, err := runner.Discard(filepath.Dir(run.Dir), run.ID, runner.DiscardOptions{})
 			if err != nil {
 				return stageError(err)
 			}

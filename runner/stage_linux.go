@@ -210,6 +210,35 @@ type ApplyOptions struct {
 	Paths     []string // workspace-relative paths to land; none means all
 	Force     bool     // land over conflicts
 	Stderr    io.Writer
+	// By is who applies, as the log records it: "" for this host's user (cordon
+	// serve names the tenant and credential, "tenant/credential").
+	By string
+	// Within, when set, is the directory the run's workspace must be at or below:
+	// a stage naming another is refused, nothing landed (cordon serve: the tenant's
+	// workspace root).
+	Within string
+}
+
+// DiscardOptions configure Discard.
+type DiscardOptions struct {
+	By string // who discards, as the log records it: "" for this host's user
+}
+
+// isWithin reports whether the absolute path is dir or below it. dir's symbolic links
+// are resolved first, as a plan's workspace has its own resolved.
+func isWithin(path, dir string) bool {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return filepath.IsAbs(path) && err == nil && filepath.IsLocal(rel)
+}
+
+func byOrUser(by string) string {
+	if by != "" {
+		return by
+	}
+	return userName()
 }
 
 // StageResult is what Apply or Discard did.
@@ -235,6 +264,9 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		return res, err
 	}
 	defer unlock()
+	if o.Within != "" && !isWithin(rec.Workspace, o.Within) {
+		return res, errdefs.Invalidf("run %s's workspace is not in the workspace root it may land in", id)
+	}
 	upper := filepath.Join(dir, stageUpperName)
 	set, err := layer.Read(upper, rec.maxEntries())
 	if err != nil {
@@ -272,7 +304,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		err = serr
 	}
 	body := event.StageBody{Paths: res.Paths, Refused: res.Refused, Conflicts: res.Conflicts, Forced: o.Force,
-		Quarantined: res.Quarantined, Pending: res.Pending, By: userName()}
+		Quarantined: res.Quarantined, Pending: res.Pending, By: byOrUser(o.By)}
 	if aerr := audit.Append(filepath.Join(o.AuditRoot, id), event.StageApply, body); err == nil {
 		err = aerr
 	}
@@ -318,7 +350,7 @@ func quarantineLanded(ws string, landed []string, stderr io.Writer) []string {
 
 // Discard drops the staged changes of run id and records a stage.discard line in its
 // log. The workspace is not touched.
-func Discard(auditRoot, id string) (StageResult, error) {
+func Discard(auditRoot, id string, o DiscardOptions) (StageResult, error) {
 	var res StageResult
 	dir, rec, unlock, err := openStage(auditRoot, id)
 	if err != nil {
@@ -333,7 +365,7 @@ func Discard(auditRoot, id string) (StageResult, error) {
 			}
 		}
 	}
-	if err := audit.Append(logDir, event.StageDiscard, event.StageBody{Paths: res.Paths, By: userName()}); err != nil {
+	if err := audit.Append(logDir, event.StageDiscard, event.StageBody{Paths: res.Paths, By: byOrUser(o.By)}); err != nil {
 		return res, errdefs.Unavailablef("%w", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -17,7 +17,12 @@ type ApplyOptions struct {
 	Paths     []string
 	Force     bool
 	Stderr    io.Writer
+	By        string
+	Within    string
 }
+
+// DiscardOptions configure Discard.
+type DiscardOptions struct{ By string }
 
 // StageResult is what Apply or Discard did.
 type StageResult struct {
@@ -51,4 +56,4 @@ func (r *run) endStagedSession() error { return nil }
 func Apply(string, ApplyOptions) (StageResult, error) { return StageResult{}, errNoStage() }
 
 // Discard is unimplemented on this GOOS.
-func Discard(string, string) (StageResult, error) { return StageResult{}, errNoStage() }
+func Discard(string, string, DiscardOptions) (StageResult, error) { return StageResult{}, errNoStage() }

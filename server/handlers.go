@@ -65,6 +65,7 @@ func (s *Server) handlers() map[string]handler {
 	}
 	maps.Copy(hs, s.gateHandlers())
 	maps.Copy(hs, s.auditHandlers())
+	maps.Copy(hs, s.stageHandlers())
 	return hs
 }
 

@@ -42,10 +42,13 @@ type Route struct {
 	Request      any
 	Response     any
 	Stream       bool // the response is NDJSON: one Response per line (session/wire.Frame for an exec)
+	// Conflict: the route may answer 409, when the state of what it names refuses it
+	// (a log that does not verify, nothing staged, conflicts).
+	Conflict bool
 }
 
 // Routes is the whole API: assembled from each resource's table.
-var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes)
+var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes, stageRoutes)
 
 var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/health", Role: Public, Summary: "liveness; no credential", Response: Health{}},
@@ -58,6 +61,10 @@ var baseRoutes = []Route{
 type Error struct {
 	Error string `json:"error"`
 	Quota string `json:"quota,omitempty"`
+	// Conflicts and Refused are a refused apply's (409): the paths the workspace
+	// changed underneath the stage, and what would not have landed anyway.
+	Conflicts []string `json:"conflicts,omitempty"`
+	Refused   []string `json:"refused,omitempty"`
 }
 
 // Health is GET /v1/health.

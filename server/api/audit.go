@@ -8,8 +8,8 @@ var auditRoutes = []Route{
 	{Method: "GET", Path: "/v1/runs", Role: RoleAuditor, Summary: "the tenant's runs, newest first (cordon audit ls --json)", Response: RunList{}},
 	{Method: "GET", Path: "/v1/runs/{id}", Role: RoleAuditor, Summary: "a run's events (cordon audit show --json)", Response: RunShow{}},
 	{Method: "GET", Path: "/v1/runs/{id}/verify", Role: RoleAuditor, Summary: "check a run's hash chain and seal (cordon audit verify --json)", Response: RunVerify{}},
-	{Method: "GET", Path: "/v1/runs/{id}/export", Role: RoleAuditor, Summary: "the verified log, ?format=jsonl (its lines as they are) or ocsf (OCSF events); a log that does not verify is 409", Response: audit.Record{}, Stream: true},
-	{Method: "GET", Path: "/v1/runs/{id}/follow", Role: RoleAuditor, Summary: "a run's lines as they are logged, each verified first, until its seal (?format=jsonl|ocsf)", Response: audit.Record{}, Stream: true},
+	{Method: "GET", Path: "/v1/runs/{id}/export", Role: RoleAuditor, Summary: "the verified log, ?format=jsonl (its lines as they are) or ocsf (OCSF events); a log that does not verify is 409", Response: audit.Record{}, Stream: true, Conflict: true},
+	{Method: "GET", Path: "/v1/runs/{id}/follow", Role: RoleAuditor, Summary: "a run's lines as they are logged, each verified first, until its seal (?format=jsonl|ocsf)", Response: audit.Record{}, Stream: true, Conflict: true},
 }
 
 // RunList is GET /v1/runs: `cordon audit ls --json` of the tenant's audit root.

@@ -42,6 +42,7 @@ var errorStatuses = []struct {
 	{http.StatusUnauthorized, func(r Route) bool { return r.Role != Public }},
 	{http.StatusForbidden, func(r Route) bool { return r.Role != Public && r.Role != RoleAny }},
 	{http.StatusNotFound, func(r Route) bool { return strings.Contains(r.Path, "{") }},
+	{http.StatusConflict, func(r Route) bool { return r.Conflict }},
 	{http.StatusRequestEntityTooLarge, func(Route) bool { return true }}, // a declared length past the limit, on any route
 	{http.StatusUnsupportedMediaType, func(r Route) bool { return r.Request != nil }},
 	{http.StatusTooManyRequests, func(r Route) bool { return r.Role != Public }},

@@ -24,6 +24,9 @@ import (
 type call struct {
 	method, path string
 	id           string
+	// onError, when set, is first asked what a non-2xx answer means: nil leaves it
+	// to the usual reading (a run's or a gate's 404, an apply's 409).
+	onError func(status int, e api.Error) error
 }
 
 // request sends in (nil: no body) to c's server and returns the answer, whose status
@@ -71,12 +74,17 @@ func (c *Client) request(ctx context.Context, cl call, in any, want string) (*ht
 
 // do sends in and decodes the JSON answer, at most MaxAnswer bytes, into out.
 func (c *Client) do(ctx context.Context, cl call, in, out any) error {
+	return c.doMax(ctx, cl, in, out, MaxAnswer)
+}
+
+// doMax is do with an answer of at most max bytes.
+func (c *Client) doMax(ctx context.Context, cl call, in, out any, max int64) error {
 	resp, err := c.request(ctx, cl, in, api.JSON)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := readAnswer(resp.Body)
+	data, err := readAtMost(resp.Body, max)
 	if err == nil {
 		err = json.Unmarshal(data, out)
 	}
@@ -90,10 +98,12 @@ func (c *Client) do(ctx context.Context, cl call, in, out any) error {
 }
 
 // readAnswer reads a whole answer of at most MaxAnswer bytes.
-func readAnswer(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxAnswer+1))
-	if err == nil && len(data) > MaxAnswer {
-		err = fmt.Errorf("over %d bytes", MaxAnswer)
+func readAnswer(r io.Reader) ([]byte, error) { return readAtMost(r, MaxAnswer) }
+
+func readAtMost(r io.Reader, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(data)) > max {
+		err = fmt.Errorf("over %d bytes", max)
 	}
 	return data, err
 }
@@ -106,6 +116,11 @@ func (c *Client) answerError(cl call, resp *http.Response) error {
 	data, _ := readAnswer(resp.Body)
 	if json.Unmarshal(data, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(http.StatusText(resp.StatusCode))
+	}
+	if cl.onError != nil {
+		if err := cl.onError(resp.StatusCode, e); err != nil {
+			return err
+		}
 	}
 	msg := fmt.Sprintf("server %s: %s", c.host, e.Error)
 	switch st := resp.StatusCode; {

@@ -4,7 +4,9 @@
 // same operations as on a local session.Session (Exec, Sweep, Checkpoint, Rollback,
 // Stop), with the same results and the same errors: a *session.Error with the exit
 // status `cordon exec` gives it, session.ErrNoSession for an id the server does not
-// know. Every answer is read bounded, so a hostile server cannot make the client use
+// know. The client also reads and decides the tenant's gate requests, reads its runs'
+// logs, and applies or discards their staged changes (runs.go), answering the
+// documents the local `cordon gate`, `cordon audit` and `cordon apply` print. Every answer is read bounded, so a hostile server cannot make the client use
 // unbounded memory. It is a package of its own so that cordon-exec, which links
 // package session, links no HTTP or TLS.
 package remote
