@@ -23,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // rawTLS sends raw bytes on a fresh TLS connection to the daemon and returns what it
@@ -52,7 +54,7 @@ func TestRedAuthOddHeaders(t *testing.T) {
 	tok := s.tokens["acme"]
 	lead, _, _ := s.ca.issue(t, "lead.acme", false)
 	for _, h := range []string{
-		"Bearer", "Bearer ", "Bearer  ", "Bearer\t" + tok, "Bearer " + tok + " x", "Bearer " + tok + "\x00",
+		"Bearer", "Bearer ", "Bearer  ", "Bearer\t" + tok, "Bearer " + tok + " x",
 		"Bearer " + strings.ToUpper(tok), "Token " + tok, tok, "Bearer " + tok + "," + tok,
 		"Bearer " + strings.Repeat("A", 600),
 	} {
@@ -60,6 +62,12 @@ func TestRedAuthOddHeaders(t *testing.T) {
 		code, body, _ := do(t, s.client(lead), "GET", base+"/v1/whoami", "", nil, "Authorization", h)
 		if code != 401 {
 			t.Errorf("Authorization %q with lead.acme's certificate: got %d %s; want 401", h, code, body)
+		}
+	}
+	// A NUL or a CR in the header, sent raw.
+	for _, h := range []string{"Bearer " + tok + "\x00", "Bearer \x00" + tok, "Bearer " + tok + "\rX-A: b"} {
+		if got := rawTLS(t, s, "GET /v1/whoami HTTP/1.1\r\nHost: c\r\nAuthorization: "+h+"\r\n\r\n"); strings.Contains(got, `"tenant"`) {
+			t.Errorf("Authorization %q sent raw: answered %q", h, got)
 		}
 	}
 	// Two Authorization headers, one valid.
@@ -548,5 +556,37 @@ func TestRedCertNameKinds(t *testing.T) {
 	both, _, _ := s.ca.issue(t, "lead.acme", false, "lead.beta")
 	if code, body, _ := do(t, s.client(both), "GET", base+"/v1/whoami", "", nil); code != 401 {
 		t.Errorf("a certificate naming lead.acme and lead.beta: got %d %s; want 401", code, body)
+	}
+}
+
+// TestRedKillMidStart: the daemon SIGKILLed while session starts are in flight. A
+// supervisor that came up is the server's to know: after the restart every live
+// session of the tenant's run root has the server's record (listed, stoppable,
+// charged to the quota, reaped at its wall time), none is left running unowned.
+func TestRedKillMidStart(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	runRoot := filepath.Join(filepath.Dir(s.file), "acme", "run")
+	for i, delay := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond,
+		1200 * time.Millisecond, 1600 * time.Millisecond, 2200 * time.Millisecond} {
+		acme := s.tcpClient("acme")
+		go func() {
+			acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: fmt.Sprintf("kill%d", i), Backend: "bwrap"})
+		}()
+		time.Sleep(delay)
+		s.cmd.Process.Kill()
+		<-s.done
+		s.launch(t)
+	}
+	// The starts that were killed ended one way or the other by now.
+	time.Sleep(3 * time.Second)
+	for _, si := range wire.List(paths.Root(runRoot).Sessions()) {
+		if !si.Alive() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(runRoot, "serve", si.ID+".json")); err != nil {
+			t.Errorf("session %s (workspace %s) runs with no record of the server's: not listed, not stoppable over the API, not charged", si.ID, si.Workspace)
+		}
 	}
 }
