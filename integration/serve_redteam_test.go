@@ -161,7 +161,7 @@ func rawCall(t *testing.T, a apiClient, method, path, body string) (int, string)
 	t.Helper()
 	req, err := http.NewRequest(method, a.base+"/", strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err.Error()
 	}
 	req.URL.Opaque = "//" + req.URL.Host + path
 	if body != "" {
@@ -198,19 +198,20 @@ func TestRedSandboxReach(t *testing.T) {
 	case <-time.After(5 * time.Second):
 	}
 	acmeRoot, betaRoot := filepath.Join(dir, "acme"), filepath.Join(dir, "beta")
+	mustMkdir(t, filepath.Join(acmeRoot, "workspaces", "sibling"))
 	probes := map[string]string{
 		"list the socket's dir":      "ls " + filepath.Dir(s.sock),
 		"read a session record":      "cat " + filepath.Join(acmeRoot, "run", "serve", sess.ID+".json"),
 		"list the contracts":         "ls " + filepath.Join(acmeRoot, "run", "serve", "contracts"),
 		"list the audit root":        "ls " + filepath.Join(acmeRoot, "audit"),
 		"list the run root":          "ls " + filepath.Join(acmeRoot, "run"),
-		"list the workspaces root":   "ls " + filepath.Join(acmeRoot, "workspaces"),
+		"list the workspaces root":   "ls " + filepath.Join(acmeRoot, "workspaces") + " | grep -v '^prober$'",
 		"list beta's workspace":      "ls " + filepath.Join(betaRoot, "workspaces", "other"),
 		"read the config":            "cat " + s.file,
 		"read the server key":        "cat " + filepath.Join(dir, "server.key"),
 		"connect to the unix socket": "curl -sS --max-time 3 --unix-socket " + s.sock + " http://c/v1/whoami",
 		"connect to the TCP API":     "curl -sSk --max-time 3 https://" + s.addr + "/v1/health",
-		"see host processes":         "ls /proc | grep -c '^[0-9]' | awk '$1 > 20 {print \"many\"; exit 1}'",
+		"see host processes":         "test $(ls /proc | grep -c '^[0-9]') -gt 20",
 	}
 	if metrics != "" {
 		probes["connect to metrics"] = "curl -sS --max-time 3 http://" + metrics + "/metrics"
@@ -571,9 +572,7 @@ func TestRedKillMidStart(t *testing.T) {
 	for i, delay := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond,
 		1200 * time.Millisecond, 1600 * time.Millisecond, 2200 * time.Millisecond} {
 		acme := s.tcpClient("acme")
-		go func() {
-			acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: fmt.Sprintf("kill%d", i), Backend: "bwrap"})
-		}()
+		go rawCall(t, acme, "POST", "/v1/sessions", fmt.Sprintf(`{"workspace":"kill%d","backend":"bwrap"}`, i))
 		time.Sleep(delay)
 		s.cmd.Process.Kill()
 		<-s.done
