@@ -239,9 +239,13 @@ func TestRedExecStreamsStarveOtherTenants(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ips, perIP = 8, 128 // the server's maxConns is 1024, maxConnsPerPeer 128
-	var served atomic.Int64
+	var served, alive atomic.Int64
+	gate := make(chan struct{}, 32) // dials in flight: the listen backlog is not overflowed
+	var firstErr, died atomic.Value
+	firstErr.Store("")
+	died.Store("")
 	var wg sync.WaitGroup
-	body, _ := json.Marshal(api.ExecRequest{Argv: []string{"sh", "-c", "echo up; exec sleep 300"}})
+	body, _ := json.Marshal(api.ExecRequest{Argv: []string{"sh", "-c", "echo up; exec sleep 600"}, TimeoutMS: 600_000})
 	for i := range ips {
 		local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))}
 		tr := &http.Transport{
@@ -253,24 +257,40 @@ func TestRedExecStreamsStarveOtherTenants(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req, _ := http.NewRequestWithContext(ctx, "POST", acme.base+"/v1/sessions/"+sess.ID+"/exec", bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+acme.token)
-				req.Header.Set("Content-Type", api.JSON)
-				resp, err := c.Do(req)
-				if err != nil {
-					return
+				for ctx.Err() == nil {
+					gate <- struct{}{}
+					req, _ := http.NewRequestWithContext(ctx, "POST", acme.base+"/v1/sessions/"+sess.ID+"/exec", bytes.NewReader(body))
+					req.Header.Set("Authorization", "Bearer "+acme.token)
+					req.Header.Set("Content-Type", api.JSON)
+					resp, err := c.Do(req)
+					if err != nil {
+						<-gate
+						firstErr.CompareAndSwap("", err.Error())
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
+					line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+					<-gate
+					if err == nil && bytes.Contains(line, []byte(`"fd":1`)) {
+						served.Add(1)
+						alive.Add(1)
+						rest, err := io.ReadAll(resp.Body) // until the server or the test ends it
+						alive.Add(-1)
+						if ctx.Err() == nil {
+							died.CompareAndSwap("", fmt.Sprintf("%.300s %v", rest, err))
+						}
+						resp.Body.Close()
+						return
+					}
+					firstErr.CompareAndSwap("", fmt.Sprintf("%d %s %v", resp.StatusCode, line, err))
+					resp.Body.Close()
 				}
-				defer resp.Body.Close()
-				if line, err := bufio.NewReader(resp.Body).ReadBytes('\n'); err == nil && bytes.Contains(line, []byte("up")) {
-					served.Add(1)
-				}
-				<-ctx.Done()
 			}()
 		}
 	}
-	for deadline := time.Now().Add(3 * time.Minute); served.Load() < ips*perIP-8 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); served.Load() < ips*perIP-4 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 	}
-	t.Logf("acme holds %d exec streams", served.Load())
+	t.Logf("acme holds %d exec streams, %d alive (first failure: %v; first stream ended: %v)", served.Load(), alive.Load(), firstErr.Load(), died.Load())
 	bc := s.client()
 	bc.Timeout = 15 * time.Second
 	req, _ := http.NewRequest("GET", "https://"+s.addr+"/v1/whoami", nil)
