@@ -631,3 +631,25 @@ func TestRedExecTimeoutPastBase(t *testing.T) {
 		t.Errorf("an exec with timeout_ms 10000 under a base commands.timeout of 2s ran 4 s (%+v); want it killed at 2 s", last.Result)
 	}
 }
+
+// TestRedSandboxKillsItsSession: a command in the sandbox kills everything it can see
+// (process 1 of its pid namespace included). The session may end, but it must end
+// as a stop does: its log sealed, its contract file removed, its record not left
+// "dead" forever (dead records are never forgotten, and every start reads them all
+// under the server-wide sessions lock).
+func TestRedSandboxKillsItsSession(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "suicide", "bwrap")
+	acme.execReq(t, sess.ID, api.ExecRequest{Argv: []string{"sh", "-c", "kill -9 -1; kill -9 1; sleep 1"}, TimeoutMS: 5000})
+	time.Sleep(3 * time.Second)
+	got := acme.session(t, sess.ID)
+	t.Logf("after the sandbox killed everything: %+v", got)
+	if got.State == "dead" {
+		audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+		r := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", sess.ID, "--audit-dir", audit), "audit verify")
+		t.Errorf("a sandbox made its session dead (supervisor gone without a stop); audit verify: %s", r)
+	}
+}
