@@ -653,3 +653,28 @@ func TestRedSandboxKillsItsSession(t *testing.T) {
 		t.Errorf("a sandbox made its session dead (supervisor gone without a stop); audit verify: %s", r)
 	}
 }
+
+// TestRedWarmClaimWallTime: a session claimed from the pool is the claimer's for the
+// tenant's whole wall time, counted from the claim; a warm session that waited in the
+// pool must not be stopped moments after it is handed out.
+func TestRedWarmClaimWallTime(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pool: {size: 1, backend: bwrap}\n    quotas: {wall: 12s}\n")
+	stopSessionsAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	time.Sleep(8 * time.Second) // it waits in the pool: 8 of its 12 s
+	acme := s.tcpClient("acme")
+	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+	var sess api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	if !sess.Warm {
+		t.Skipf("the claim was a cold start (%s): the warm session was replaced meanwhile", body)
+	}
+	time.Sleep(7 * time.Second)
+	if got := acme.session(t, sess.ID); got.State != "running" {
+		t.Errorf("a warm session 7 s after its claim, with a wall time of 12 s: %+v; want running", got)
+	}
+}
