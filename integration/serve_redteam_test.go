@@ -48,7 +48,7 @@ func rawTLS(t *testing.T, s *served, req string) string {
 
 // TestRedAuthOddHeaders: odd Authorization headers never authenticate, and never fall
 // through to another way of authenticating (a client certificate, the unix peer's uid).
-func TestRedAuthOddHeaders(t *testing.T) {
+func TestRedServeAuthOddHeaders(t *testing.T) {
 	s := startServe(t)
 	base := "https://" + s.addr
 	tok := s.tokens["acme"]
@@ -103,7 +103,7 @@ func TestRedAuthOddHeaders(t *testing.T) {
 // and auditor certificate) on acme's session and run id, and mangled spellings of it,
 // on every route with an {id}: never a 2xx, never a 5xx; acme's agent token may not
 // list, show or decide its tenant's gates (an agent approving its own gate).
-func TestRedCrossTenantEveryEndpoint(t *testing.T) {
+func TestRedServeCrossTenantEveryEndpoint(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -183,7 +183,7 @@ func rawCall(t *testing.T, a apiClient, method, path, body string) (int, string)
 // contract files, the tenant's audit root or another tenant's root, cannot connect to
 // the server's unix socket (where root's uid is acme's auditor), and cannot reach the
 // server's TCP or metrics listeners.
-func TestRedSandboxReach(t *testing.T) {
+func TestRedServeSandboxReach(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -230,7 +230,7 @@ func TestRedSandboxReach(t *testing.T) {
 // enough source addresses (8 loopback IPs here, one IPv6 /56 in life) a tenant holds
 // every one of the listener's connections, and another tenant cannot even ask whoami.
 // Safe: another tenant is still answered.
-func TestRedExecStreamsStarveOtherTenants(t *testing.T) {
+func TestRedServeExecStreamsStarveOtherTenants(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -310,7 +310,7 @@ func TestRedExecStreamsStarveOtherTenants(t *testing.T) {
 
 // TestRedContractTricks: tenant contracts that try to widen the base or name host
 // paths by YAML tricks, `..`, absolute paths, a workspace key: never a 201.
-func TestRedContractTricks(t *testing.T) {
+func TestRedServeContractTricks(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -371,7 +371,7 @@ func TestRedContractTricks(t *testing.T) {
 // TestRedPlantedLinks: a sandbox plants links in its workspace; the next session in
 // the same workspace may not name them (a relative path through a link out of the
 // workspace), and a restated base path is held to the same check.
-func TestRedPlantedLinks(t *testing.T) {
+func TestRedServePlantedLinks(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -423,7 +423,7 @@ func TestRedPlantedLinks(t *testing.T) {
 
 // TestRedQuotaRace: concurrent starts race the sessions quota: never more sessions
 // than the quota.
-func TestRedQuotaRace(t *testing.T) {
+func TestRedServeQuotaRace(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    quotas: {sessions: 2}\n")
 	stopSessionsAtEnd(t, s)
@@ -460,7 +460,7 @@ func TestRedQuotaRace(t *testing.T) {
 // TestRedSmuggling: a request with both Transfer-Encoding and Content-Length, or a
 // second request hidden in a body, is never answered as an authenticated request of
 // someone who did not send a credential; HTTP/2 is not served.
-func TestRedSmuggling(t *testing.T) {
+func TestRedServeSmuggling(t *testing.T) {
 	s := startServe(t)
 	hidden := "GET /v1/whoami HTTP/1.1\r\nHost: c\r\n\r\n"
 	for name, req := range map[string]string{
@@ -487,7 +487,7 @@ func TestRedSmuggling(t *testing.T) {
 // TestRedExecHostile: hostile exec requests get a 4xx (or a stream ending in an error
 // frame), the session lives on, and a timeout_ms whose product in nanoseconds
 // overflows is refused like any timeout past 24 hours.
-func TestRedExecHostile(t *testing.T) {
+func TestRedServeExecHostile(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -523,7 +523,7 @@ func TestRedExecHostile(t *testing.T) {
 // 1GiB) writes 1.5 GiB into its workspace, on the host's disk: no quota bounds a
 // workspace's bytes, so one tenant can fill the disk the server, its audit logs and
 // every other tenant share. Safe: the write is refused.
-func TestRedWorkspaceDisk(t *testing.T) {
+func TestRedServeWorkspaceDisk(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    quotas: {memory: 1GiB}\n")
 	stopSessionsAtEnd(t, s)
@@ -550,7 +550,7 @@ func TestRedWorkspaceDisk(t *testing.T) {
 // must not stand for it. CAs check the fields differently (a CN is often free text the
 // requester picks; a DNS SAN is proven), so common_name: X matching a SAN X, or san: X
 // matching a CN X, lets whoever gets the looser field authenticate as the credential.
-func TestRedCertNameKinds(t *testing.T) {
+func TestRedServeCertNameKinds(t *testing.T) {
 	s := startServe(t)
 	cfg, err := os.ReadFile(s.file)
 	if err != nil {
@@ -584,7 +584,7 @@ func TestRedCertNameKinds(t *testing.T) {
 // supervisor that came up is the server's to know: after the restart every live
 // session of the tenant's run root has the server's record (listed, stoppable,
 // charged to the quota, reaped at its wall time), none is left running unowned.
-func TestRedKillMidStart(t *testing.T) {
+func TestRedServeKillMidStart(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -613,7 +613,7 @@ func TestRedKillMidStart(t *testing.T) {
 // TestRedExecTimeoutPastBase: the tenant's base contract sets commands.timeout 2s, and
 // a tenant contract asking more is refused as wider; an exec's timeout_ms must not
 // lift it either (it lets a command run up to 24 h whatever the base says).
-func TestRedExecTimeoutPastBase(t *testing.T) {
+func TestRedServeExecTimeoutPastBase(t *testing.T) {
 	testutil.RequireBwrap(t)
 	bdir := shortTempDir(t)
 	basePath := filepath.Join(bdir, "base.yaml")
@@ -637,7 +637,7 @@ func TestRedExecTimeoutPastBase(t *testing.T) {
 // as a stop does: its log sealed, its contract file removed, its record not left
 // "dead" forever (dead records are never forgotten, and every start reads them all
 // under the server-wide sessions lock).
-func TestRedSandboxKillsItsSession(t *testing.T) {
+func TestRedServeSandboxKillsItsSession(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
@@ -657,7 +657,7 @@ func TestRedSandboxKillsItsSession(t *testing.T) {
 // TestRedWarmClaimWallTime: a session claimed from the pool is the claimer's for the
 // tenant's whole wall time, counted from the claim; a warm session that waited in the
 // pool must not be stopped moments after it is handed out.
-func TestRedWarmClaimWallTime(t *testing.T) {
+func TestRedServeWarmClaimWallTime(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    pool: {size: 1, backend: bwrap}\n    quotas: {wall: 12s}\n")
 	stopSessionsAtEnd(t, s)
