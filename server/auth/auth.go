@@ -37,7 +37,7 @@ const MaxTokenLen = 512
 // safe for concurrent use.
 type Authenticator struct {
 	tokens []tokenEntry
-	certs  map[string]Identity // by common name or SAN
+	certs  map[string]Identity // by config.CertIdentity.Key
 	uids   map[uint32]Identity
 }
 
@@ -57,7 +57,7 @@ func New(cfg *config.Config) *Authenticator {
 			case c.TokenSHA256 != nil:
 				a.tokens = append(a.tokens, tokenEntry{sum: *c.TokenSHA256, id: id})
 			case c.ClientCert != nil:
-				a.certs[c.ClientCert.Value()] = id
+				a.certs[c.ClientCert.Key()] = id
 			case c.UID != nil:
 				a.uids[*c.UID] = id
 			}
@@ -85,31 +85,39 @@ func (a *Authenticator) Token(token string) (Identity, bool) {
 	return a.tokens[found].id, true
 }
 
-// Cert is the credential a verified client certificate stands for, by its subject's
-// common name or one of its SANs (DNS names, email addresses, URIs). A certificate
-// whose names match two credentials stands for none: which tenant it is would be a
-// guess.
+// Cert is the credential a verified client certificate stands for: by its subject's
+// common name for a credential naming a common_name, by one of its SANs (DNS names,
+// email addresses, URIs) for one naming a san, never the one for the other. A
+// certificate whose names match two credentials stands for none: which tenant it is
+// would be a guess.
 func (a *Authenticator) Cert(leaf *x509.Certificate) (Identity, bool) {
 	if leaf == nil {
 		return Identity{}, false
 	}
-	names := []string{leaf.Subject.CommonName}
-	names = append(names, leaf.DNSNames...)
-	names = append(names, leaf.EmailAddresses...)
+	keys := []string{"cn:" + leaf.Subject.CommonName}
+	if leaf.Subject.CommonName == "" {
+		keys = nil
+	}
+	sans := append(append([]string{}, leaf.DNSNames...), leaf.EmailAddresses...)
 	for _, u := range leaf.URIs {
-		names = append(names, u.String())
+		sans = append(sans, u.String())
+	}
+	for _, n := range sans {
+		if n != "" {
+			keys = append(keys, "san:"+n)
+		}
 	}
 	var (
 		id    Identity
 		found = 0
 		seen  = map[string]bool{}
 	)
-	for _, n := range names {
-		if n == "" || seen[n] {
+	for _, k := range keys {
+		if seen[k] {
 			continue
 		}
-		seen[n] = true
-		if got, ok := a.certs[n]; ok {
+		seen[k] = true
+		if got, ok := a.certs[k]; ok {
 			if found > 0 && got != id {
 				return Identity{}, false
 			}

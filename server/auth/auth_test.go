@@ -72,6 +72,9 @@ func TestCert(t *testing.T) {
 		{"unknown names", &x509.Certificate{Subject: pkix.Name{CommonName: "eve"}, DNSNames: []string{"eve.example"}}, "", false},
 		{"names of two credentials", &x509.Certificate{Subject: pkix.Name{CommonName: "lead.acme"}, DNSNames: []string{"ops.beta"}}, "", false},
 		{"SAN only as a SAN", &x509.Certificate{Subject: pkix.Name{CommonName: "lead.acme"}, DNSNames: []string{"lead.acme"}}, "lead", true},
+		{"common name only as the common name", &x509.Certificate{Subject: pkix.Name{CommonName: "mallory"}, DNSNames: []string{"lead.acme"}}, "", false},
+		{"SAN never as the common name", &x509.Certificate{Subject: pkix.Name{CommonName: "ops.beta"}}, "", false},
+		{"URI SAN never as the common name", &x509.Certificate{Subject: pkix.Name{CommonName: "spiffe://acme/bot"}}, "", false},
 		{"nil", nil, "", false},
 	} {
 		id, ok := a.Cert(tc.cert)

@@ -99,6 +99,18 @@ type CertIdentity struct {
 // Value is the name the identity matches, whichever kind it is.
 func (c CertIdentity) Value() string { return c.CommonName + c.SAN }
 
+// Key is the name with its kind ("cn:NAME" or "san:NAME"): a common name matches only
+// a certificate's subject common name, a SAN only its subject alternative names. Many
+// CAs let the requester choose the common name freely and verify only the SANs (or the
+// other way round), so a name matched in the other field would be a name nobody
+// vouched for.
+func (c CertIdentity) Key() string {
+	if c.SAN != "" {
+		return "san:" + c.SAN
+	}
+	return "cn:" + c.CommonName
+}
+
 // Load reads the config file at path (at most [MaxSize] bytes) and parses it.
 // Whoever can write the file, or replace it, can make themselves any tenant's
 // credential, so it is trusted only as [paths.CheckDir] and [paths.ReadRecordMax] trust
