@@ -32,6 +32,9 @@ func (s *Server) routes() http.Handler {
 		if !ok {
 			h = notServed
 		}
+		if rt.IsHeld() {
+			h = s.held(h)
+		}
 		if rt.Role == api.Public {
 			mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h(w, r, auth.Identity{}) })
 			continue

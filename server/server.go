@@ -61,13 +61,15 @@ type Server struct {
 	quota   *quota.Ledger                 // what each tenant's live sessions are charged
 	pool    map[string]chan struct{}      // each pooled tenant's refill signal (pool.go)
 	sess    sessions                      // starts in flight (sessions.go)
+	// heldReqs bounds each tenant's long requests: streams, starts, stops (held.go).
+	heldReqs *heldLimiter
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
-		pool: refillChans(cfg)}
+		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
 	s.metrics.countSessions(liveSessions{s})
 	if t := cfg.Listen.TCP; t != nil {
 		var err error
