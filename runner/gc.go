@@ -95,9 +95,9 @@ func gcRuns(root string) ([]string, error) {
 	return cleaned, errors.Join(errs...)
 }
 
-// AbandonedDetail is the detail of the run.end line gc writes for a run whose cordon
-// died before it sealed its log.
-const AbandonedDetail = "cordon died before it sealed this log (killed, out of memory, or the host went down); sealed by cordon gc"
+// AbandonedDetail begins the detail of the run.end line gc (or cordon serve) writes
+// for a run whose cordon died before it sealed its log; the rest says who sealed it.
+const AbandonedDetail = "cordon died before it sealed this log (killed, out of memory, or the host went down)"
 
 // sealAbandoned seals the log of run id, whose cordon o is gone, when it was left
 // without its run.end line (audit.SealAbandoned), and says so on stderr. A log that
@@ -107,7 +107,7 @@ func sealAbandoned(id string, o runOwner) error {
 		return nil // a run from before owner records named their log, or not this run's log
 	}
 	sealed, err := audit.SealAbandoned(o.AuditDir, audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError,
-		Detail: fmt.Sprintf("%s (its cordon was pid %d)", AbandonedDetail, o.PID)})
+		Detail: fmt.Sprintf("%s; sealed by cordon gc (its cordon was pid %d)", AbandonedDetail, o.PID)})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // its log was pruned, or never made

@@ -59,7 +59,7 @@ func (s *Server) collectDead(ctx context.Context, roots tenantRoots, rec session
 		// The run directory was gone already (a start's own gc took it, or the
 		// supervisor died in its teardown): gc could not know the log. Same seal.
 		_, err = audit.SealAbandoned(filepath.Dir(events), audit.RunEnd{ExitCode: 125, Reason: audit.ReasonError,
-			Detail: runner.AbandonedDetail + " (the server's)"})
+			Detail: runner.AbandonedDetail + "; sealed by cordon serve"})
 		if err == nil {
 			rep, err = audit.Verify(events)
 		}
