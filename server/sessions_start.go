@@ -55,14 +55,8 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	if req.Workspace == "" && req.Contract == "" && !req.Stage && roots.t.Pool != nil {
-		rec, ok := s.claim(roots, req.Backend)
-		s.metrics.poolClaim(roots.t.Name, ok)
-		if ok {
-			s.log.Info("session claimed from the warm pool", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
-			writeJSON(w, http.StatusCreated, apiSession(roots, rec))
-			return
-		}
+	if s.startClaimed(w, roots, req, id) {
+		return
 	}
 	if req.Workspace == "" {
 		req.Workspace = "ws-" + randomHex(8)
@@ -126,6 +120,22 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	s.log.Info("session started", logTenant, roots.t.Name, logSession, rec.ID, logWorkspace, req.Workspace,
 		logBackend, rec.Backend, logCredential, id.Credential)
 	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+}
+
+// startClaimed answers a start that may take a warm session (no workspace, no contract,
+// no stage, a tenant with a pool) with one, and counts the claim; false when it may
+// not, or none was ready (a cold start then).
+func (s *Server) startClaimed(w http.ResponseWriter, roots tenantRoots, req api.StartRequest, id auth.Identity) bool {
+	if req.Workspace != "" || req.Contract != "" || req.Stage || roots.t.Pool == nil {
+		return false
+	}
+	rec, ok := s.claim(roots, req.Backend)
+	s.metrics.poolClaim(roots.t.Name, ok)
+	if ok {
+		s.log.Info("session claimed from the warm pool", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
+		writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+	}
+	return ok
 }
 
 // admit checks a start's contract against the tenant's base and quotas and returns the
