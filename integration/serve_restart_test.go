@@ -26,7 +26,8 @@ import (
 func TestServeRestartCollectsDeadSessions(t *testing.T) {
 	testutil.RequireBwrap(t)
 	base := filepath.Join(shortTempDir(t), "base.yaml")
-	mustWrite(t, base, "version: 1\ncredentials:\n  - {name: API_TOKEN, provider: local, ttl: 10m, scope: {scopes: [read]}, why: call the internal API}\n")
+	mustWrite(t, base, "version: 1\nnetwork: {allow: [{host: allowed.example, ports: [443]}]}\n"+
+		"credentials:\n  - {name: API_TOKEN, provider: local, ttl: 10m, scope: {scopes: [read]}, why: call the internal API}\n")
 	s := startServeWith(t, "    base_contract: "+base+"\n")
 	stopSessionsAtEnd(t, s)
 	var metricsAddr string
@@ -43,7 +44,8 @@ func TestServeRestartCollectsDeadSessions(t *testing.T) {
 		text := scrapeMetrics(t, metricsAddr)
 		for _, want := range []string{
 			`cordon_dead_sessions_total{result="sealed",tenant="acme"} 1`,
-			`cordon_execs_total{outcome="ok",tenant="acme"} 1`,
+			`cordon_execs_total{outcome="ok",tenant="acme"} 2`,
+			`cordon_egress_denials_total{tenant="acme"} 2`,
 			`cordon_exec_duration_seconds_count{tenant="acme"} `,
 			`cordon_dead_sessions_total{result="sealed",tenant="beta"} 0`,
 		} {
@@ -100,6 +102,11 @@ func killedSession(t *testing.T, s *served, a apiClient, ws, marker string) dead
 	}
 	if v := verifyToken(t, d.token); v.code != 0 {
 		t.Fatalf("the credential is not active in a live session: %v", v)
+	}
+	_, _, last = outcome(t, a.exec(t, sess.ID, "sh", "-c",
+		"wget -q -O /dev/null http://denied.example:8080/; wget -q -O /dev/null http://denied.example:8080/; true"))
+	if last.Result == nil || len(last.Result.DeniedEgress) != 2 {
+		t.Errorf("two denied connections: %+v; want them in denied_egress", last)
 	}
 	resp := streamStarted(t, a, sess.ID, "started\n", "sh", "-c", "echo started; exec "+marker)
 	t.Cleanup(func() { resp.Body.Close() })
