@@ -118,12 +118,11 @@ func (s *Server) warmCount(ctx context.Context, roots tenantRoots) int {
 		}
 	}
 	s.sess.mu.Unlock()
-	for _, rec := range dead {
-		rec.Warm = false
-		if writeRecord(roots, rec) == nil {
-			s.collectDead(ctx, roots, rec)
-		}
+	for i := range dead {
+		dead[i].Warm = false
+		_ = writeRecord(roots, dead[i]) // no longer warm, even if it cannot be collected
 	}
+	s.collectDead(ctx, roots, dead...)
 	return n
 }
 

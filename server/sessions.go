@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/api"
@@ -77,6 +78,11 @@ func (r tenantRoots) serve() string             { return filepath.Join(r.run.Str
 func (r tenantRoots) record(id string) string   { return filepath.Join(r.serve(), id+".json") }
 func (r tenantRoots) contracts() string         { return filepath.Join(r.serve(), contractsDir) }
 func (r tenantRoots) workspace(n string) string { return filepath.Join(r.t.Workspaces(), n) }
+
+// events is the audit log of session (run) id.
+func (r tenantRoots) events(id string) string {
+	return filepath.Join(r.t.AuditRoot(), id, audit.EventsFile)
+}
 
 // env is the environment the tenant's cordon processes run with: the server's, with
 // the tenant's run root.

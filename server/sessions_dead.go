@@ -41,19 +41,40 @@ const (
 	endedUnsealed = "its supervisor died; its log could not be sealed: "
 )
 
-// collectDead collects session rec of the tenant, whose supervisor is gone (the caller
-// found it dead), and records why it ended. It never fails: what cannot be done is
-// logged, and the record says whether the log is sealed.
-func (s *Server) collectDead(ctx context.Context, roots tenantRoots, rec sessionRecord) {
-	s.unhold(roots.t.Name, rec.ID)
+// collectDead collects sessions recs of the tenant, whose supervisors are gone (the
+// caller found them dead), with one cordon gc, and records why each ended. It never
+// fails: what cannot be done is logged, and each record says whether its log is
+// sealed.
+func (s *Server) collectDead(ctx context.Context, roots tenantRoots, recs ...sessionRecord) {
 	s.collectMu.Lock() // one collection at a time: one cordon gc, one writer of a log
 	defer s.collectMu.Unlock()
-	if now, err := readRecord(roots, rec.ID); err != nil || now.Ended != "" || state(roots, now) != stateDead {
-		return // collected already, or not dead
+	type dead struct {
+		rec    sessionRecord
+		sealed bool // before gc
 	}
-	events := filepath.Join(roots.t.AuditRoot(), rec.ID, audit.EventsFile)
-	before, _ := audit.Verify(events)
+	var todo []dead
+	for _, rec := range recs {
+		s.unhold(roots.t.Name, rec.ID)
+		now, err := readRecord(roots, rec.ID)
+		if err != nil || now.Ended != "" || state(roots, now) != stateDead {
+			continue // collected already, or not dead
+		}
+		before, _ := audit.Verify(roots.events(rec.ID))
+		todo = append(todo, dead{now, before.Sealed})
+	}
+	if len(todo) == 0 {
+		return
+	}
 	s.gc(ctx, roots)
+	for _, d := range todo {
+		s.recordDead(roots, d.rec, d.sealed)
+	}
+}
+
+// recordDead checks, once gc ran, that the log of dead session rec is sealed (sealing
+// it when gc no longer had the run), and records why the session ended.
+func (s *Server) recordDead(roots tenantRoots, rec sessionRecord, sealedBefore bool) {
+	events := roots.events(rec.ID)
 	rep, err := audit.Verify(events)
 	if err != nil && !rep.Sealed && !s.runLive(roots, rec.ID) {
 		// The run directory was gone already (a start's own gc took it, or the
@@ -69,7 +90,7 @@ func (s *Server) collectDead(ctx context.Context, roots tenantRoots, rec session
 		rec.Ended = endedUnsealed + err.Error()
 		s.log.Error("session died; its log is not sealed", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
 		s.metrics.seal(roots.t.Name, false)
-	case before.Sealed:
+	case sealedBefore:
 		rec.Ended = endedOutside
 		s.log.Info("session ended without the server", logTenant, roots.t.Name, logSession, rec.ID)
 	default:

@@ -23,7 +23,9 @@ import (
 // killed supervisor leaves it. It returns the tenant's places and the log's path.
 func deadSession(t *testing.T, s *Server, charge bool) (tenantRoots, sessionRecord, string) {
 	t.Helper()
-	s.cfg.Tenants[0].Root = filepath.Join(t.TempDir(), "acme")
+	if !filepath.IsAbs(s.cfg.Tenants[0].Root) || !strings.HasPrefix(s.cfg.Tenants[0].Root, os.TempDir()) {
+		s.cfg.Tenants[0].Root = filepath.Join(t.TempDir(), "acme") // the first one's
+	}
 	roots := tenantRootsOf(s.cfg.Tenants[0])
 	if err := makeTenantDirs(roots, roots.workspace("w")); err != nil {
 		t.Fatal(err)
@@ -66,12 +68,19 @@ func TestDeadSessionIsCollected(t *testing.T) {
 			roots, rec, events := deadSession(t, s, how == "reaper")
 			switch how {
 			case "adoption":
+				_, other, otherEvents := deadSession(t, s, false)
 				s.adoptSessions(context.Background())
+				if rep, err := audit.Verify(otherEvents); err != nil || !rep.Sealed {
+					t.Errorf("the other dead session's log: %v; want it sealed", err)
+				}
+				if got, _ := readRecord(roots, other.ID); got.Ended != endedDied {
+					t.Errorf("the other dead session: %+v; want it collected", got)
+				}
 			case "reaper":
 				s.reapOne(context.Background(), hold{tenant: roots.t, id: rec.ID, started: rec.Started})
 			}
 			if len(gcs) != 1 || gcs[0] != roots.run.String() {
-				t.Errorf("cordon gc ran on %v; want once on %s", gcs, roots.run)
+				t.Errorf("cordon gc ran on %v; want once on %s (once for every dead session)", gcs, roots.run)
 			}
 			rep, err := audit.Verify(events)
 			if err != nil || !rep.Sealed {
@@ -91,7 +100,8 @@ func TestDeadSessionIsCollected(t *testing.T) {
 			if !strings.Contains(logs.String(), `"msg":"session died; log sealed"`) || !strings.Contains(logs.String(), `"session":"`+rec.ID+`"`) {
 				t.Errorf("no log of the seal:\n%s", logs.String())
 			}
-			if m := scrape(t, s); !hasLine(m, `cordon_dead_sessions_total{result="sealed",tenant="acme"} 1`) {
+			want := map[string]string{"adoption": "2", "reaper": "1"}[how]
+			if m := scrape(t, s); !hasLine(m, `cordon_dead_sessions_total{result="sealed",tenant="acme"} `+want) {
 				t.Errorf("the seal is not counted:\n%s", m)
 			}
 			// Once: a second pass finds it collected.

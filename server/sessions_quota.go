@@ -78,10 +78,11 @@ func (s *Server) lockWorkspace(roots tenantRoots, name string) (unlock func(), e
 func (s *Server) adoptSessions(ctx context.Context) {
 	for _, t := range s.cfg.Tenants {
 		roots := tenantRootsOf(t)
+		var dead []sessionRecord
 		for _, rec := range records(roots) {
 			switch st := state(roots, rec); {
 			case st == stateDead && rec.Ended == "":
-				s.collectDead(ctx, roots, rec)
+				dead = append(dead, rec)
 				continue
 			case st != stateRunning:
 				continue
@@ -94,6 +95,7 @@ func (s *Server) adoptSessions(ctx context.Context) {
 			s.hold(t, rec, release)
 			s.log.Info("session adopted", logTenant, t.Name, logSession, rec.ID, "warm", rec.Warm)
 		}
+		s.collectDead(ctx, roots, dead...) // one cordon gc for all
 		s.stopUnrecorded(ctx, roots)
 	}
 }
