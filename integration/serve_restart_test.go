@@ -22,7 +22,8 @@ import (
 // SIGKILL, while the daemon runs (its reaper finds it) and while the daemon is down
 // too (the restarted daemon finds it), is collected: its log verifies, sealed, with a
 // run.end saying its cordon died; its credential is revoked; nothing it ran is left
-// running; the API shows it dead with why; /metrics counts it.
+// running; the API shows it dead with why; /metrics counts it. A running session the
+// daemon has no record of is stopped when it restarts.
 func TestServeRestartCollectsDeadSessions(t *testing.T) {
 	testutil.RequireBwrap(t)
 	base := filepath.Join(shortTempDir(t), "base.yaml")
@@ -70,6 +71,30 @@ func TestServeRestartCollectsDeadSessions(t *testing.T) {
 		serveCollected(t, s, d) // the API answers once the adoption is done
 		if !strings.Contains(s.stderr.String(), `"msg":"session died; log sealed"`) {
 			t.Errorf("the restarted daemon did not log the seal:\n%s", s.stderr)
+		}
+	})
+	t.Run("a session the daemon has no record of: the restart stops it", func(t *testing.T) {
+		// As a daemon killed between a supervisor's start and its record leaves it.
+		root := s.tenantRoot("acme")
+		ws := filepath.Join(root, "workspaces", "unrecorded")
+		mustMkdir(t, ws)
+		cmd := exec.Command(testutil.Cordon(t), "session", "start", "--backend", "bwrap", "--audit-dir", filepath.Join(root, "audit"))
+		cmd.Dir, cmd.Env = ws, append(os.Environ(), paths.RunRootEnv+"="+filepath.Join(root, "run"))
+		r := runResult(t, cmd, "session start")
+		id := strings.TrimSpace(r.stdout)
+		info, err := wire.Read(paths.Root(filepath.Join(root, "run")).Sessions(), id)
+		if r.code != 0 || err != nil {
+			t.Fatalf("session start: %v; %v", r, err)
+		}
+		// The daemon the previous subtest launched ended with it (its cleanup).
+		s.launch(t)
+		s.tcpClient("acme").call(t, "GET", "/v1/sessions", nil) // answered once the adoption is done
+		if processAlive(info.PID) {
+			t.Errorf("the unrecorded session's supervisor %d still runs after the restart", info.PID)
+		}
+		r = runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", id, "--audit-dir", filepath.Join(root, "audit")), "audit verify")
+		if r.code != 0 || !strings.Contains(r.stdout, id+": intact and sealed") {
+			t.Errorf("cordon audit verify %s: %s; want intact and sealed (stopped, not killed)", id, r)
 		}
 	})
 }
