@@ -86,12 +86,16 @@ func TestServeRestartCollectsDeadSessions(t *testing.T) {
 		if r.code != 0 || err != nil {
 			t.Fatalf("session start: %v; %v", r, err)
 		}
-		// The daemon the previous subtest launched ended with it (its cleanup).
+		if s.cmd.ProcessState == nil { // not ended with the subtest that launched it
+			if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-s.done
+		}
 		s.launch(t)
 		s.tcpClient("acme").call(t, "GET", "/v1/sessions", nil) // answered once the adoption is done
-		if processAlive(info.PID) {
-			t.Errorf("the unrecorded session's supervisor %d still runs after the restart", info.PID)
-		}
+		// Stopped before the daemon served: its stop answered, it exits right after.
+		waitFor(t, 20*time.Second, "the unrecorded session's supervisor to exit", func() bool { return !processAlive(info.PID) })
 		r = runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", id, "--audit-dir", filepath.Join(root, "audit")), "audit verify")
 		if r.code != 0 || !strings.Contains(r.stdout, id+": intact and sealed") {
 			t.Errorf("cordon audit verify %s: %s; want intact and sealed (stopped, not killed)", id, r)
