@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/cordonhq/cordon/internal/event"
 )
@@ -28,23 +27,20 @@ func Append(dir string, typ event.Type, body any) error {
 	if err != nil {
 		return fmt.Errorf("appending to %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	st, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("appending to %s: %w", path, err)
 	}
-	w := &Writer{run: rep.Run, dir: dir, opts: Options{now: time.Now}, red: NewRedactor(), f: f, failed: make(chan struct{}), startSynced: closedChan(),
-		seq: int64(rep.Lines), prev: rep.Head}
-	raw, err := json.Marshal(body)
-	if err == nil {
-		_, err = w.appendLocked(typ, "", time.Time{}, raw)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	w, err := reopen(dir, rep, st.Size())
 	if err != nil {
+		return fmt.Errorf("appending to %s: %w", path, err)
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		w.f.Close()
+		return fmt.Errorf("appending to %s: %w", path, err)
+	}
+	if err := w.appendClose(typ, raw); err != nil {
 		return fmt.Errorf("appending to %s: %w", path, err)
 	}
 	return nil

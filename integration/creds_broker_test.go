@@ -145,6 +145,10 @@ func TestSessionKilledSupervisorCredentialsRevokedByGC(t *testing.T) {
 	}
 	g := w.cordon("", "gc")
 	assertContains(t, "gc", g.stdout, "credential API_TOKEN of run "+id)
+	assertContains(t, "gc", g.stderr, "run "+id+" died before sealing its log: sealed it")
+	if v := w.cordon("", "audit", "verify", id); v.code != 0 || !strings.Contains(v.stdout, "intact and sealed") {
+		t.Errorf("the dead session's log after gc: %v; want intact and sealed", v)
+	}
 	assertAbsent(t, admin)
 	if v := w.verifyToken(tok); v.code != 1 || !strings.Contains(v.stdout, "inactive") {
 		t.Errorf("token still valid after gc: %v", v)

@@ -68,6 +68,23 @@ func TestServePool(t *testing.T) {
 			t.Errorf("stop %s: %d %s", c.id, code, body)
 		}
 	}
+	select {
+	case addr := <-s.metrics:
+		text := scrapeMetrics(t, addr)
+		for _, want := range []string{
+			`cordon_pool_claims_total{result="hit",tenant="acme"} 1`,
+			`cordon_pool_claims_total{result="miss",tenant="acme"} 0`,
+			`cordon_pool_claims_total{result="hit",tenant="beta"} 0`, // no pool: no claim counted
+			`cordon_pool_claims_total{result="miss",tenant="beta"} 0`,
+			`cordon_quota_refusals_total{quota="sessions",tenant="acme"} 1`,
+		} {
+			if !strings.Contains(text, want+"\n") {
+				t.Errorf("the scrape has no %s", want)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("no metrics listener after 30s")
+	}
 	// The daemon's stop leaves the pool's sessions running (they are detached, as
 	// every session); stop them as the tenant's claims would, through the records.
 	t.Cleanup(func() {

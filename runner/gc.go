@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -79,6 +80,9 @@ func gcRuns(root string) ([]string, error) {
 				}
 			}
 		}
+		if err := sealAbandoned(e.Name(), o); err != nil {
+			errs = append(errs, err)
+		}
 		rd := &runDir{path: dir, owner: o}
 		if err := removeCgroup(e.Name()); err != nil {
 			errs = append(errs, err)
@@ -89,6 +93,30 @@ func gcRuns(root string) ([]string, error) {
 		cleaned = append(cleaned, e.Name())
 	}
 	return cleaned, errors.Join(errs...)
+}
+
+// AbandonedDetail begins the detail of the run.end line gc (or cordon serve) writes
+// for a run whose cordon died before it sealed its log; the rest says who sealed it.
+const AbandonedDetail = "cordon died before it sealed this log (killed, out of memory, or the host went down)"
+
+// sealAbandoned seals the log of run id, whose cordon o is gone, when it was left
+// without its run.end line (audit.SealAbandoned), and says so on stderr. A log that
+// does not verify up to its end is left as it is and its problem returned.
+func sealAbandoned(id string, o runOwner) error {
+	if o.AuditDir == "" || filepath.Base(o.AuditDir) != id || !filepath.IsAbs(o.AuditDir) {
+		return nil // a run from before owner records named their log, or not this run's log
+	}
+	sealed, err := audit.SealAbandoned(o.AuditDir, audit.RunEnd{ExitCode: errdefs.ExitCannotRun, Reason: audit.ReasonError,
+		Detail: fmt.Sprintf("%s; sealed by cordon gc (its cordon was pid %d)", AbandonedDetail, o.PID)})
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // its log was pruned, or never made
+	case err != nil:
+		return fmt.Errorf("run %s: %w", id, err)
+	case sealed:
+		fmt.Fprintf(os.Stderr, "cordon: gc: run %s died before sealing its log: sealed it (%s)\n", id, termtext.Line(o.AuditDir))
+	}
+	return nil
 }
 
 // gcSessions removes the socket, description and log of sessions whose supervisor is

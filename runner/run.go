@@ -318,7 +318,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := checkKernelFilesystems(r.plan); err != nil {
 		return err
 	}
-	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace, r.uid.host)
+	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace, r.res.AuditDir, r.uid.host)
 	if err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}

@@ -42,6 +42,9 @@ type runOwner struct {
 	// workspace as they appear (the live watch): a run inside that workspace is refused
 	// (guardedBy), since its placeholders would be among them.
 	Watching bool `json:"watching,omitempty"`
+	// AuditDir is the run's log directory: gc seals the log of a run whose cordon
+	// died before it could (audit.SealAbandoned).
+	AuditDir string `json:"audit_dir,omitempty"`
 }
 
 // runDir is the host side of one run: a private directory and the placeholders
@@ -54,9 +57,9 @@ type runDir struct {
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
 // that root is safe all the way up (paths.MakeDir): every component owned by root or
 // us, none writable by others but a sticky one, root itself ours and private.
-// workspace and the sandbox's host uid are recorded in the owner record, for gc and
-// for the person reading it.
-func makeRunDir(root, id, workspace string, uid int) (*runDir, sandbox.Host, error) {
+// workspace, the log's directory and the sandbox's host uid are recorded in the owner
+// record, for gc and for the person reading it.
+func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox.Host, error) {
 	if err := paths.MakeDir(root, paths.Owner()); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("run root: %w", err)
 	}
@@ -71,7 +74,7 @@ func makeRunDir(root, id, workspace string, uid int) (*runDir, sandbox.Host, err
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
-	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid}}
+	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid, AuditDir: auditDir}}
 	return rd, h, rd.save()
 }
 

@@ -2,10 +2,14 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
 )
 
@@ -16,7 +20,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 		{Path: filepath.Join(ws, ".git"), Create: contract.PlaceholderDir},
 		{Path: filepath.Join(ws, ".env"), Create: contract.PlaceholderFile},
 	}}
-	rd, host, err := makeRunDir(root, "run-a", "", 0)
+	rd, host, err := makeRunDir(root, "run-a", "", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +48,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 	}
 
 	// A crashed run: its owner pid is gone; gc cleans it, a live one it leaves alone.
-	rd, _, err = makeRunDir(root, "run-b", "", 0)
+	rd, _, err = makeRunDir(root, "run-b", "", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +59,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 	if err := rd.save(); err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := makeRunDir(root, "run-c", "", 0)
+	live, _, err := makeRunDir(root, "run-c", "", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +86,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 func TestPlaceholderThatGainedContentIsKept(t *testing.T) {
 	ws := t.TempDir()
 	p := filepath.Join(ws, ".env")
-	rd, _, err := makeRunDir(filepath.Join(t.TempDir(), "runs"), "run", "", 0)
+	rd, _, err := makeRunDir(filepath.Join(t.TempDir(), "runs"), "run", "", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +102,46 @@ func TestPlaceholderThatGainedContentIsKept(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(p); string(data) != "DB=1\n" {
 		t.Errorf("content lost: %q", data)
+	}
+}
+
+// TestGCSealsTheLogOfADeadRun: a run whose cordon died before its seal has its log
+// sealed by gc, with the reason, and verifies; a live run's log is left open.
+func TestGCSealsTheLogOfADeadRun(t *testing.T) {
+	root, logs := filepath.Join(t.TempDir(), "runs"), t.TempDir()
+	open := func(id string, dead bool) string {
+		w, err := audit.Create(logs, id, audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.StartCmd(audit.CmdStart{Argv: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+		rd, _, err := makeRunDir(root, id, "", w.Dir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dead {
+			rd.owner.PID, rd.owner.Start = 1<<22+1, 42 // no such process
+			if err := rd.save(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w.Path()
+	}
+	dead, live := open(audit.NewRunID(time.Now()), true), open(audit.NewRunID(time.Now()), false)
+	if _, err := GC(root); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(dead)
+	if err != nil || !rep.Sealed || rep.Lines != 3 {
+		t.Fatalf("the dead run's log: %+v, %v; want 3 lines, sealed", rep, err)
+	}
+	data, _ := os.ReadFile(dead)
+	if !strings.Contains(string(data), AbandonedDetail) || !strings.Contains(string(data), `"commands":1`) {
+		t.Errorf("the seal does not say why: %s", data)
+	}
+	if _, err := audit.Verify(live); !errors.Is(err, audit.ErrTruncated) {
+		t.Errorf("the live run's log: %v; want it left unsealed", err)
 	}
 }

@@ -42,6 +42,7 @@ type metrics struct {
 	inFlight prometheus.Gauge
 	conns    *connsCollector
 	sessions *sessionsCollector
+	tenant   *tenantMetrics // per tenant: execs, pool claims, quota refusals, egress denials, dead sessions
 }
 
 func newMetrics(tenants []string) *metrics {
@@ -64,9 +65,11 @@ func newMetrics(tenants []string) *metrics {
 			"Open connections, by listener (unix, tcp, metrics).", []string{"listener"}, nil), by: map[string]*limitListener{}},
 		sessions: &sessionsCollector{desc: prometheus.NewDesc("cordon_sessions",
 			"Open sessions, by tenant.", []string{"tenant"}, nil), tenants: tenants},
+		tenant: newTenantMetrics(tenants),
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.conns, m.sessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.tenant.collectors()...)
 	return m
 }
 

@@ -14,6 +14,8 @@ import (
 
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/config"
+	"github.com/cordonhq/cordon/server/quota"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 func scrape(t *testing.T, s *Server) string {
@@ -146,5 +148,65 @@ func TestServeMetricsListener(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Error("the metrics listener still accepts after Serve returned")
+	}
+}
+
+// TestTenantMetrics: execs are counted by outcome and timed, their egress denials
+// summed, pool claims and quota refusals counted, per tenant of the config only; a
+// tenant or quota name the config does not have makes no series.
+func TestTenantMetrics(t *testing.T) {
+	s, _ := testServer(t)
+	before := scrape(t, s)
+	for _, line := range []string{
+		`cordon_execs_total{outcome="ok",tenant="acme"} 0`,
+		`cordon_pool_claims_total{result="miss",tenant="acme"} 0`,
+		`cordon_quota_refusals_total{quota="memory",tenant="acme"} 0`,
+		`cordon_egress_denials_total{tenant="acme"} 0`,
+	} {
+		if !hasLine(before, line) {
+			t.Errorf("no line %s before any session", line)
+		}
+	}
+	m := s.metrics
+	m.exec("acme", &wire.Result{ExitCode: 0}, false, 20*time.Millisecond)
+	m.exec("acme", &wire.Result{ExitCode: 2, DeniedEgress: []string{"evil.example:443", "evil.example:443"}, DeniedMore: 3}, false, time.Second)
+	m.exec("acme", &wire.Result{ExitCode: 124, TimedOut: true}, false, time.Second)
+	m.exec("acme", &wire.Result{ExitCode: 137, Reason: "monitor"}, false, time.Second)
+	m.exec("acme", nil, false, time.Millisecond)
+	m.exec("acme", nil, true, time.Millisecond)
+	m.poolClaim("acme", true)
+	m.poolClaim("acme", false)
+	m.poolClaim("acme", false)
+	m.refused("acme", quota.Memory)
+	m.refused("acme", "made-up")
+	for _, ghost := range []string{"ghost", ""} {
+		m.exec(ghost, &wire.Result{DeniedEgress: []string{"x:1"}}, false, time.Second)
+		m.poolClaim(ghost, true)
+		m.refused(ghost, quota.CPU)
+		m.seal(ghost, true)
+	}
+	after := scrape(t, s)
+	for _, line := range []string{
+		`cordon_execs_total{outcome="ok",tenant="acme"} 1`,
+		`cordon_execs_total{outcome="failed",tenant="acme"} 1`,
+		`cordon_execs_total{outcome="timeout",tenant="acme"} 1`,
+		`cordon_execs_total{outcome="monitor",tenant="acme"} 1`,
+		`cordon_execs_total{outcome="error",tenant="acme"} 1`,
+		`cordon_execs_total{outcome="canceled",tenant="acme"} 1`,
+		`cordon_exec_duration_seconds_count{tenant="acme"} 6`,
+		`cordon_egress_denials_total{tenant="acme"} 5`,
+		`cordon_pool_claims_total{result="hit",tenant="acme"} 1`,
+		`cordon_pool_claims_total{result="miss",tenant="acme"} 2`,
+		`cordon_quota_refusals_total{quota="memory",tenant="acme"} 1`,
+		`cordon_quota_refusals_total{quota="other",tenant="acme"} 1`,
+	} {
+		if !hasLine(after, line) {
+			t.Errorf("no line %s", line)
+		}
+	}
+	for _, no := range []string{"ghost", `tenant=""`, "made-up"} {
+		if strings.Contains(after, no) {
+			t.Errorf("the metrics hold %q", no)
+		}
 	}
 }

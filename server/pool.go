@@ -59,11 +59,11 @@ func (s *Server) keepWarm(ctx context.Context, t config.Tenant) {
 // failed or the quotas left no room.
 func (s *Server) fillPool(ctx context.Context, roots tenantRoots) bool {
 	for ctx.Err() == nil {
-		if s.warmCount(roots) >= roots.t.Pool.Size {
+		if s.warmCount(ctx, roots) >= roots.t.Pool.Size {
 			return true
 		}
 		if err := s.startWarm(ctx, roots); err != nil {
-			s.log.Warn("warm pool: no session started", logTenant, roots.t.Name, "err", err)
+			s.log.Warn("warm pool: no session started", logTenant, roots.t.Name, logErr, err)
 			return false
 		}
 	}
@@ -96,24 +96,33 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots) error {
 }
 
 // warmCount is the number of the tenant's warm sessions that run; a warm session
-// found dead is marked stopped on the way.
-func (s *Server) warmCount(roots tenantRoots) int {
+// found dead is collected on the way (sessions_dead.go) and no longer warm.
+func (s *Server) warmCount(ctx context.Context, roots tenantRoots) int {
 	s.sess.mu.Lock()
-	defer s.sess.mu.Unlock()
 	n := 0
+	var dead []sessionRecord
 	for _, rec := range records(roots) {
 		if !rec.Warm {
 			continue
 		}
-		if state(roots, rec) == stateRunning {
+		switch state(roots, rec) {
+		case stateRunning:
 			n++
 			continue
+		case stateDead:
+			dead = append(dead, rec)
 		}
-		rec.Warm, rec.Stopped = false, true
-		if writeRecord(roots, rec) == nil {
+		rec.Warm = false
+		if state(roots, rec) == stateStopped && writeRecord(roots, rec) == nil {
 			removeContract(roots, rec)
 		}
 	}
+	s.sess.mu.Unlock()
+	for i := range dead {
+		dead[i].Warm = false
+		_ = writeRecord(roots, dead[i]) // no longer warm, even if it cannot be collected
+	}
+	s.collectDead(ctx, roots, dead...)
 	return n
 }
 
@@ -132,7 +141,7 @@ func (s *Server) claim(roots tenantRoots, backend string) (sessionRecord, bool) 
 		}
 		rec.Warm = false
 		if err := writeRecord(roots, rec); err != nil {
-			s.log.Error("warm pool: claiming a session", logTenant, roots.t.Name, "session", rec.ID, "err", err)
+			s.log.Error("warm pool: claiming a session", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
 			return sessionRecord{}, false
 		}
 		select {

@@ -23,6 +23,17 @@ func retryAfterSeconds(e *quota.Exceeded) int {
 	return int(min(max(s, 1), 3600))
 }
 
+// refuse answers a start refused by the tenant's quotas (writeReserveError), and
+// counts and logs a refusal past a quota.
+func (s *Server) refuse(w http.ResponseWriter, roots tenantRoots, err error) {
+	var e *quota.Exceeded
+	if errors.As(err, &e) {
+		s.metrics.refused(roots.t.Name, e.Quota)
+		s.log.Info("session refused: quota", logTenant, roots.t.Name, logQuota, e.Quota, logReason, e.Detail)
+	}
+	writeReserveError(w, err)
+}
+
 // writeReserveError answers an error of quota.Fit or Ledger.Reserve: 429 past a
 // quota (writeQuotaError); 400 for a session asking more than the whole quota, or
 // no limit (no retry could succeed); 500 otherwise (an unknown tenant is a bug: the

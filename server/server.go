@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/paths"
@@ -47,6 +48,13 @@ const (
 	logDuration   = "duration"
 	logListener   = "listener"
 	logAddr       = "addr"
+	logSession    = "session"
+	logWorkspace  = "workspace"
+	logBackend    = "backend"
+	logQuota      = "quota"
+	logReason     = "reason"
+	logAuditHead  = "audit_head" // the hash of a log's last line
+	logErr        = "error"
 )
 
 // Server is a configured `cordon serve`. Make it with [New]; [Server.Serve] runs it.
@@ -63,6 +71,10 @@ type Server struct {
 	sess    sessions                      // starts in flight (sessions.go)
 	// heldReqs bounds each tenant's long requests: streams, starts, stops (held.go).
 	heldReqs *heldLimiter
+
+	// collectMu serialises the collections of dead sessions (sessions_dead.go).
+	collectMu sync.Mutex
+	gcCmd     func(context.Context, tenantRoots) // runs cordon gc; nil for the binary's (tests set it)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
@@ -127,7 +139,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	s.adoptSessions()
+	s.adoptSessions(ctx)
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go s.reap(rctx)

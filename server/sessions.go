@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/api"
@@ -62,6 +63,9 @@ type sessionRecord struct {
 	// listed, its id 404 (pool.go). Claimed marks one that came from the pool.
 	Warm    bool `json:"warm,omitempty"`
 	Claimed bool `json:"claimed,omitempty"`
+	// Ended says why a session the server found dead ended, once it collected it
+	// (sessions_dead.go): its state is dead from then on, whatever its supervisor.
+	Ended string `json:"ended,omitempty"`
 }
 
 // tenantRoots are the places of one tenant the sessions API uses.
@@ -74,6 +78,11 @@ func (r tenantRoots) serve() string             { return filepath.Join(r.run.Str
 func (r tenantRoots) record(id string) string   { return filepath.Join(r.serve(), id+".json") }
 func (r tenantRoots) contracts() string         { return filepath.Join(r.serve(), contractsDir) }
 func (r tenantRoots) workspace(n string) string { return filepath.Join(r.t.Workspaces(), n) }
+
+// events is the audit log of session (run) id.
+func (r tenantRoots) events(id string) string {
+	return filepath.Join(r.t.AuditRoot(), id, audit.EventsFile)
+}
 
 // env is the environment the tenant's cordon processes run with: the server's, with
 // the tenant's run root.
@@ -136,7 +145,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id auth.Identity
 		notFound(w)
 		return roots, rec, false
 	case err != nil:
-		s.log.Error("session record", logTenant, id.Tenant, "session", sid, "err", err)
+		s.log.Error("session record", logTenant, id.Tenant, logSession, sid, logErr, err)
 		writeError(w, http.StatusInternalServerError, "the session's record cannot be read")
 		return roots, rec, false
 	}
@@ -174,6 +183,9 @@ func state(roots tenantRoots, rec sessionRecord) string {
 	if rec.Stopped {
 		return stateStopped
 	}
+	if rec.Ended != "" {
+		return stateDead
+	}
 	if paths.CheckDir(roots.run.Sessions(), paths.Owner()) != nil {
 		return stateDead
 	}
@@ -185,7 +197,7 @@ func state(roots tenantRoots, rec sessionRecord) string {
 
 func apiSession(roots tenantRoots, rec sessionRecord) api.Session {
 	return api.Session{ID: rec.ID, State: state(roots, rec), Started: rec.Started, Backend: rec.Backend,
-		Workspace: rec.Workspace, Stage: rec.Stage, Warm: rec.Claimed}
+		Workspace: rec.Workspace, Stage: rec.Stage, Warm: rec.Claimed, Ended: rec.Ended}
 }
 
 // records lists the tenant's session records, oldest first.
@@ -321,7 +333,20 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 	if !ok {
 		return
 	}
-	if state(roots, rec) == stateRunning {
+	switch state(roots, rec) {
+	case stateDead:
+		// Dead and not collected yet: its log is sealed and its leftovers removed
+		// before it is marked stopped (which the reaper would then pass over).
+		if rec.Ended == "" && !rec.Stopped {
+			if _, ok := extendDeadlines(w, gcTimeout+execMargin); !ok {
+				return
+			}
+			s.collectDead(r.Context(), roots, rec)
+			if now, err := readRecord(roots, rec.ID); err == nil {
+				rec = now
+			}
+		}
+	case stateRunning:
 		if _, ok := extendDeadlines(w, stopTimeout+execMargin); !ok {
 			return
 		}
@@ -345,6 +370,7 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 		}
 		removeContract(roots, rec)
 		forgetStopped(roots)
+		s.log.Info("session stopped", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
 	}
 	writeJSON(w, http.StatusOK, apiSession(roots, rec))
 }
@@ -360,11 +386,12 @@ func removeContract(roots tenantRoots, rec sessionRecord) {
 	}
 }
 
-// forgetStopped removes the oldest stopped sessions' records past maxStoppedRecords.
+// forgetStopped removes the oldest stopped (or collected dead) sessions' records past
+// maxStoppedRecords.
 func forgetStopped(roots tenantRoots) {
 	var stopped []sessionRecord
 	for _, rec := range records(roots) {
-		if rec.Stopped {
+		if rec.Stopped || rec.Ended != "" {
 			stopped = append(stopped, rec)
 		}
 	}

@@ -64,7 +64,13 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 	if req.Stdin != nil {
 		o.Stdin = bytes.NewReader(req.Stdin)
 	}
+	start := time.Now()
 	res, err := sess.Exec(ctx, req.Argv, o)
+	if err != nil {
+		s.metrics.exec(id.Tenant, nil, r.Context().Err() != nil || fw.failed(), time.Since(start))
+	} else {
+		s.metrics.exec(id.Tenant, res, false, time.Since(start))
+	}
 	switch {
 	case err != nil:
 		fw.write(errFrame(err))
@@ -134,6 +140,13 @@ func (fw *frameWriter) write(f wire.Frame) error {
 		fw.cancel()
 	}
 	return fw.err
+}
+
+// failed reports whether a write to the client failed (it went away).
+func (fw *frameWriter) failed() bool {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.err != nil
 }
 
 // fdWriter is an exec's stdout or stderr: each write is one frame.

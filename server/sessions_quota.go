@@ -71,22 +71,32 @@ func (s *Server) lockWorkspace(roots tenantRoots, name string) (unlock func(), e
 	}, nil
 }
 
-// adoptSessions charges every session still running in each tenant's records, even
-// past a quota (they exist), before the server serves.
-func (s *Server) adoptSessions() {
+// adoptSessions, before the server serves, charges every session still running in
+// each tenant's records, even past a quota (they exist); collects the ones whose
+// supervisor died meanwhile (sessions_dead.go: log sealed, credentials revoked); and
+// stops any running session the server has no record of.
+func (s *Server) adoptSessions(ctx context.Context) {
 	for _, t := range s.cfg.Tenants {
 		roots := tenantRootsOf(t)
+		var dead []sessionRecord
 		for _, rec := range records(roots) {
-			if state(roots, rec) != stateRunning {
+			switch st := state(roots, rec); {
+			case st == stateDead && rec.Ended == "":
+				dead = append(dead, rec)
+				continue
+			case st != stateRunning:
 				continue
 			}
 			release, err := s.quota.Adopt(t.Name, rec.Charge, rec.Started)
 			if err != nil {
-				s.log.Error("charging a running session", logTenant, t.Name, "session", rec.ID, "err", err)
+				s.log.Error("charging a running session", logTenant, t.Name, logSession, rec.ID, logErr, err)
 				continue
 			}
 			s.hold(t, rec, release)
+			s.log.Info("session adopted", logTenant, t.Name, logSession, rec.ID, "warm", rec.Warm)
 		}
+		s.collectDead(ctx, roots, dead...) // one cordon gc for all
+		s.stopUnrecorded(ctx, roots)
 	}
 }
 
@@ -116,14 +126,21 @@ func (s *Server) reap(ctx context.Context) {
 func (s *Server) reapOne(ctx context.Context, h hold) {
 	roots := tenantRootsOf(h.tenant)
 	rec, err := readRecord(roots, h.id)
-	if err != nil || state(roots, rec) != stateRunning {
+	switch {
+	case err != nil:
+		s.unhold(h.tenant.Name, h.id)
+		return
+	case state(roots, rec) == stateDead:
+		s.collectDead(ctx, roots, rec) // its charge given back too
+		return
+	case state(roots, rec) != stateRunning:
 		s.unhold(h.tenant.Name, h.id)
 		return
 	}
 	if time.Since(h.started) < s.quota.Wall(h.tenant.Name) {
 		return
 	}
-	s.log.Info("stopping a session at its tenant's wall time", logTenant, h.tenant.Name, "session", h.id)
+	s.log.Info("stopping a session at its tenant's wall time", logTenant, h.tenant.Name, logSession, h.id)
 	sess, err := session.OpenWith(roots.env(), h.id)
 	if err == nil {
 		sctx, cancel := context.WithTimeout(ctx, stopTimeout)
@@ -131,7 +148,7 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 		cancel()
 	}
 	if err != nil {
-		s.log.Error("stopping a session at its wall time", logTenant, h.tenant.Name, "session", h.id, "err", err)
+		s.log.Error("stopping a session at its wall time", logTenant, h.tenant.Name, logSession, h.id, logErr, err)
 		return // tried again at the next pass
 	}
 	rec.Stopped = true

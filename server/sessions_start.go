@@ -55,11 +55,8 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	if req.Workspace == "" && req.Contract == "" && !req.Stage {
-		if rec, ok := s.claim(roots, req.Backend); ok {
-			writeJSON(w, http.StatusCreated, apiSession(roots, rec))
-			return
-		}
+	if s.startClaimed(w, roots, req, id) {
+		return
 	}
 	if req.Workspace == "" {
 		req.Workspace = "ws-" + randomHex(8)
@@ -68,7 +65,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	// refused before anything is made; the whole charge is known, and reserved, once
 	// the contract is compiled.
 	if release, err := s.quota.Reserve(roots.t.Name, leastSession); err != nil {
-		writeReserveError(w, err)
+		s.refuse(w, roots, err)
 		return
 	} else {
 		release()
@@ -88,7 +85,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	ws := roots.workspace(req.Workspace)
 	_, existed := os.Lstat(ws)
 	if err := makeTenantDirs(roots, ws); err != nil {
-		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
+		s.log.Error("tenant directories", logTenant, id.Tenant, logErr, err)
 		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
 		return
 	}
@@ -108,18 +105,37 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	release, err := s.quota.Reserve(roots.t.Name, charge)
 	if err != nil {
-		writeReserveError(w, err)
+		s.refuse(w, roots, err)
 		return
 	}
 	rec, err := s.launch(r.Context(), roots, req, ws, data, charge, false)
 	if err != nil {
 		release()
+		s.log.Error("starting a session", logTenant, roots.t.Name, logWorkspace, req.Workspace, logErr, err)
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	started = true
 	s.hold(roots.t, rec, release)
+	s.log.Info("session started", logTenant, roots.t.Name, logSession, rec.ID, logWorkspace, req.Workspace,
+		logBackend, rec.Backend, logCredential, id.Credential)
 	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+}
+
+// startClaimed answers a start that may take a warm session (no workspace, no contract,
+// no stage, a tenant with a pool) with one, and counts the claim; false when it may
+// not, or none was ready (a cold start then).
+func (s *Server) startClaimed(w http.ResponseWriter, roots tenantRoots, req api.StartRequest, id auth.Identity) bool {
+	if req.Workspace != "" || req.Contract != "" || req.Stage || roots.t.Pool == nil {
+		return false
+	}
+	rec, ok := s.claim(roots, req.Backend)
+	s.metrics.poolClaim(roots.t.Name, ok)
+	if ok {
+		s.log.Info("session claimed from the warm pool", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
+		writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+	}
+	return ok
 }
 
 // admit checks a start's contract against the tenant's base and quotas and returns the
@@ -133,11 +149,13 @@ func (s *Server) admit(w http.ResponseWriter, roots tenantRoots, yml []byte, ws 
 	case err == nil:
 		return data, charge, true
 	case errors.Is(err, admit.ErrInvalid), errors.Is(err, quota.ErrTooLarge):
+		s.log.Info("session refused: contract", logTenant, roots.t.Name, logStatus, http.StatusBadRequest, logReason, err.Error())
 		writeError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, admit.ErrRefused):
+		s.log.Info("session refused: contract", logTenant, roots.t.Name, logStatus, http.StatusForbidden, logReason, err.Error())
 		writeError(w, http.StatusForbidden, err.Error())
 	default:
-		s.log.Error("admitting a contract", logTenant, roots.t.Name, "err", err)
+		s.log.Error("admitting a contract", logTenant, roots.t.Name, logErr, err)
 		writeError(w, http.StatusInternalServerError, "the contract could not be checked against the tenant's base and quotas")
 	}
 	return nil, quota.Request{}, false

@@ -115,4 +115,7 @@ func TestStartPastTheCap(t *testing.T) {
 	if _, err := os.Stat(s.cfg.Tenants[0].Root); err == nil {
 		t.Error("a refused start made the tenant's root")
 	}
+	if m := scrape(t, s); !hasLine(m, `cordon_quota_refusals_total{quota="sessions",tenant="acme"} 1`) {
+		t.Errorf("the refusal is not counted:\n%s", m)
+	}
 }

@@ -40,6 +40,9 @@ type Session struct {
 	Workspace string    `json:"workspace"` // its name in the tenant's workspace root
 	Stage     bool      `json:"stage"`
 	Warm      bool      `json:"warm"` // claimed from the tenant's warm pool
+	// Ended says why a dead session ended, once the server collected it (its
+	// supervisor died: its log sealed for it, its credentials revoked).
+	Ended string `json:"ended,omitempty"`
 }
 
 // SessionList is GET /v1/sessions.
