@@ -44,7 +44,6 @@ func Unpack(r io.Reader, dir string, lim Limits) (Stats, error) {
 	}
 }
 
-
 type unpacker struct {
 	t        *linux.Tree
 	uid, gid int

@@ -9,7 +9,6 @@ import (
 
 var errUnsupported = errors.New("server workspaces are unimplemented on this GOOS")
 
-
 // Unpack is unimplemented on this GOOS.
 func Unpack(io.Reader, string, Limits) (Stats, error) { return Stats{}, errUnsupported }
 
