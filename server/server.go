@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/paths"
@@ -61,6 +62,7 @@ type Server struct {
 	quota   *quota.Ledger                 // what each tenant's live sessions are charged
 	pool    map[string]chan struct{}      // each pooled tenant's refill signal (pool.go)
 	sess    sessions                      // starts in flight (sessions.go)
+	wsMu    sync.Mutex                    // one workspace made at a time: its count and its make (workspaces.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)

@@ -22,6 +22,7 @@ import (
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/quota"
+	"github.com/cordonhq/cordon/server/workspace"
 	"github.com/cordonhq/cordon/session"
 )
 
@@ -57,6 +58,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	if req.Workspace == "" && req.Contract == "" && !req.Stage {
 		if rec, ok := s.claim(roots, req.Backend); ok {
+			if req.Git != nil && !s.fillFromGit(w, r, roots, rec, *req.Git, false) {
+				return
+			}
 			writeJSON(w, http.StatusCreated, apiSession(roots, rec))
 			return
 		}
@@ -86,18 +90,23 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	defer unlock()
 	ws := roots.workspace(req.Workspace)
-	_, existed := os.Lstat(ws)
-	if err := makeTenantDirs(roots, ws); err != nil {
-		s.log.Error("tenant directories", logTenant, id.Tenant, "err", err)
-		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
+	created, err := s.ensureWorkspace(roots, req.Workspace)
+	if err != nil {
+		s.writeWorkspaceError(w, id, err)
 		return
 	}
 	started := false
 	defer func() {
-		if !started && existed != nil {
+		if !started && created {
 			os.Remove(ws) // made for this start, still empty: a refused start leaves nothing
 		}
 	}()
+	if req.Git != nil {
+		if empty, err := isEmpty(ws); err != nil || !empty {
+			writeError(w, http.StatusConflict, "workspace "+req.Workspace+" is not empty: a git clone needs a new or empty one")
+			return
+		}
+	}
 	yml := []byte(req.Contract)
 	if req.Contract == "" {
 		yml = roots.t.Base.YAML()
@@ -119,6 +128,9 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	started = true
 	s.hold(roots.t, rec, release)
+	if req.Git != nil && !s.fillFromGit(w, r, roots, rec, *req.Git, created) {
+		return
+	}
 	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
 }
 
@@ -167,6 +179,9 @@ func validateStart(req api.StartRequest) error {
 	}
 	if !slices.Contains(backends, req.Backend) {
 		return fmt.Errorf("backend: want one of bwrap, docker, containerd or auto, not %q", req.Backend)
+	}
+	if req.Git != nil {
+		return workspace.CheckGit(req.Git.URL, req.Git.Commit)
 	}
 	return nil
 }

@@ -42,10 +42,14 @@ type Route struct {
 	Request      any
 	Response     any
 	Stream       bool // the response is NDJSON: one Response per line (session/wire.Frame for an exec)
+	// RawRequest and RawResponse are the media types of a body that is not JSON (a
+	// tar, a patch), streamed; Request or Response is nil then. A raw request body is
+	// bounded by the route's own limit, not the 1 MiB of a JSON one.
+	RawRequest, RawResponse string
 }
 
 // Routes is the whole API: assembled from each resource's table.
-var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes)
+var Routes = slices.Concat(baseRoutes, sessionRoutes, workspaceRoutes, gateRoutes, auditRoutes)
 
 var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/health", Role: Public, Summary: "liveness; no credential", Response: Health{}},
