@@ -25,12 +25,20 @@ const (
 // (a URL the egress rules refuse, a commit the repository does not have), answered 422.
 var errClone = errors.New("git")
 
-// cloneGit fills the new session's (empty) workspace from src, as the session's
-// first commands: git runs inside the sandbox, so the clone goes through the
-// session's egress proxy and its rules, and each command is in the session's audit
-// log. Only the https and http transports are allowed (protocol.allow), the
-// repository is checked out at src.Commit with a detached HEAD, and HEAD is then
-// verified to be that commit.
+// gitDir is where, inside the sandbox, a start's clone keeps its repository: the
+// sandbox's own /tmp, which is the session's alone and goes with it.
+const gitDir = "/tmp/cordon-clone.git"
+
+// cloneGit fills the new session's workspace from src, as the session's first
+// commands: git runs inside the sandbox, so the clone goes through the session's
+// egress proxy and its rules, and each command is in the session's audit log. Only
+// the https and http transports are allowed (protocol.allow). The repository is
+// cloned bare into the sandbox's /tmp and its tree checked out at src.Commit into the
+// workspace, and HEAD is then verified to be that commit. The workspace gets the
+// files, not the repository: a sandbox may not make the workspace's own .git (cordon
+// protects it, and what it obeys, from every command), and the files a contract
+// keeps read-only at the workspace's root (.envrc, .vscode/, …) are refused to the
+// checkout as to any command.
 func (s *Server) cloneGit(ctx context.Context, roots tenantRoots, rec sessionRecord, src api.GitSource) error {
 	sess, err := session.OpenWith(roots.env(), rec.ID)
 	if err != nil {
@@ -38,13 +46,14 @@ func (s *Server) cloneGit(ctx context.Context, roots tenantRoots, rec sessionRec
 	}
 	git := []string{"git", "-c", "protocol.allow=never", "-c", "protocol.https.allow=always",
 		"-c", "protocol.http.allow=always", "-c", "advice.detachedHead=false", "-c", "credential.helper="}
+	in := append(append([]string{}, git...), "--git-dir="+gitDir, "--work-tree=.", "-c", "core.bare=false")
 	steps := []struct {
 		what string
 		argv []string
 	}{
-		{"clone", append(append([]string{}, git...), "clone", "--no-checkout", "--quiet", "--", src.URL, ".")},
-		{"checkout", append(append([]string{}, git...), "checkout", "--quiet", "--detach", src.Commit)},
-		{"rev-parse", append(append([]string{}, git...), "rev-parse", "--verify", "HEAD")},
+		{"clone", append(append([]string{}, git...), "clone", "--bare", "--quiet", "--", src.URL, gitDir)},
+		{"checkout", append(append([]string{}, in...), "checkout", "--quiet", "--detach", src.Commit)},
+		{"rev-parse", append(append([]string{}, in...), "rev-parse", "--verify", "HEAD")},
 	}
 	for _, st := range steps {
 		ctx, cancel := context.WithTimeout(ctx, cloneTimeout+execMargin)

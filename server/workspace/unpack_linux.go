@@ -100,10 +100,10 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 	default:
 		return refused(name, "an entry of type %q (only directories, regular files and links)", hdr.Typeflag)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrRefused) {
 		return u.failed(name, err)
 	}
-	return nil
+	return err
 }
 
 // count counts one more entry against the limit.
