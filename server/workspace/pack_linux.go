@@ -6,9 +6,8 @@ import (
 	"io"
 	"path"
 	"slices"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -61,7 +60,7 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		if err != nil {
 			return err
 		}
-		if t := st.Mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG && t != unix.S_IFLNK {
+		if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFDIR && t != syscall.S_IFREG && t != syscall.S_IFLNK {
 			p.skipped++
 			continue
 		}
@@ -70,12 +69,12 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		}
 		p.stats.Entries++
 		hdr := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o777), ModTime: epoch, Format: tar.FormatPAX}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFDIR:
 			err = p.subdir(d, n, hdr)
-		case unix.S_IFREG:
+		case syscall.S_IFREG:
 			err = p.file(d, n, hdr)
-		case unix.S_IFLNK:
+		case syscall.S_IFLNK:
 			hdr.Typeflag = tar.TypeSymlink
 			if hdr.Linkname, err = d.Readlink(n); err == nil {
 				err = p.tw.WriteHeader(hdr)

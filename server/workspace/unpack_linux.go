@@ -7,8 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -59,7 +58,7 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 	if err != nil {
 		return refused(name, "%v", err)
 	}
-	if hdr.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX) != 0 {
+	if hdr.Mode&(syscall.S_ISUID|syscall.S_ISGID|syscall.S_ISVTX) != 0 {
 		return refused(name, "a set-user-ID, set-group-ID or sticky bit (mode %o)", hdr.Mode)
 	}
 	if rel == "." {
@@ -124,7 +123,7 @@ func (u *unpacker) parents(name, dir string) error {
 	}
 	st, err := u.t.Lstat(dir)
 	switch {
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+	case err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR:
 		return nil
 	case err == nil:
 		return refused(name, "%s is not a directory (%s)", dir, typeName(st.Mode))
@@ -154,7 +153,7 @@ func (u *unpacker) hardLink(name, rel, target string) error {
 	if err != nil {
 		return refused(name, "a hard link to %q, which is not an entry made before it", target)
 	}
-	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFLNK {
+	if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFREG && t != syscall.S_IFLNK {
 		return refused(name, "a hard link to %q, a %s", target, typeName(st.Mode))
 	}
 	return u.t.Link(old, rel)
@@ -164,7 +163,7 @@ func (u *unpacker) hardLink(name, rel, target string) error {
 // one the archive caused (a link on the way, a directory in a file's place, a name
 // made twice as different types) is refused; any other is the server's.
 func (u *unpacker) failed(name string, err error) error {
-	for _, e := range []error{unix.ELOOP, unix.EISDIR, unix.EEXIST, unix.ENOTDIR, unix.EXDEV, unix.ENOTEMPTY, unix.EMLINK, unix.ENAMETOOLONG, unix.ENOENT} {
+	for _, e := range []error{syscall.ELOOP, syscall.EISDIR, syscall.EEXIST, syscall.ENOTDIR, syscall.EXDEV, syscall.ENOTEMPTY, syscall.EMLINK, syscall.ENAMETOOLONG, syscall.ENOENT} {
 		if errors.Is(err, e) {
 			return refused(name, "%v (a link or another entry on the way)", errors.Unwrap(err))
 		}
@@ -173,12 +172,12 @@ func (u *unpacker) failed(name string, err error) error {
 }
 
 func typeName(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
 		return "directory"
-	case unix.S_IFREG:
+	case syscall.S_IFREG:
 		return "regular file"
-	case unix.S_IFLNK:
+	case syscall.S_IFLNK:
 		return "symbolic link"
 	}
 	return "special file"
