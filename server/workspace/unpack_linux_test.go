@@ -16,7 +16,6 @@ type entry struct {
 	name, link, data string
 	typ              byte
 	mode             int64
-	size             int64 // when not len(data): a header claiming more than is sent
 }
 
 func archive(t testing.TB, es ...entry) []byte {
