@@ -407,7 +407,7 @@ func serveWorkspaceCrossing(t *testing.T, s *served, a apiClient) {
 	}
 	a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
 	a.call(t, "DELETE", "/v1/workspaces/mine", nil)
-	for _, bad := range []string{"..", ".hidden", "a%2Fb", "warm-0123456789abcdef"} {
+	for _, bad := range []string{"..", ".hidden", "a%2Fb", "warm-0123456789abcdef", strings.Repeat("a", 64)} {
 		if code, body := a.call(t, "GET", "/v1/workspaces/"+bad, nil); code != http.StatusNotFound {
 			t.Errorf("GET /v1/workspaces/%s: %d %s; want 404", bad, code, body)
 		}

@@ -110,10 +110,12 @@ func (s *Server) writeWorkspaceError(w http.ResponseWriter, id auth.Identity, er
 }
 
 // workspaceName is the request's {name}, or a 404 answered for one that cannot name
-// a workspace of the tenant (never joined to a path).
-func workspaceName(w http.ResponseWriter, r *http.Request) (string, bool) {
+// a workspace of the tenant (never joined to a path) and for a warm session's
+// workspace not claimed yet (the server's, not the tenant's; claimed, it is the
+// tenant's like any other).
+func (s *Server) workspaceName(w http.ResponseWriter, r *http.Request, roots tenantRoots) (string, bool) {
 	n := r.PathValue("name")
-	if !validWorkspaceName(n) || strings.HasPrefix(n, warmPrefix) {
+	if !validWorkspaceName(n) || strings.HasPrefix(n, warmPrefix) && s.isWarm(roots, n) {
 		writeError(w, http.StatusNotFound, "no such workspace")
 		return "", false
 	}
@@ -145,7 +147,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	name, ok := workspaceName(w, r)
+	name, ok := s.workspaceName(w, r, roots)
 	if !ok {
 		return
 	}
@@ -221,12 +223,12 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	name, ok := workspaceName(w, r)
+	name, ok := s.workspaceName(w, r, roots)
 	if !ok {
 		return
 	}
 	ws := roots.workspace(name)
-	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() || s.isWarm(roots, name) {
+	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
 		writeError(w, http.StatusNotFound, "no such workspace")
 		return
 	}
@@ -258,12 +260,12 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, id auth
 	if !ok {
 		return
 	}
-	name, ok := workspaceName(w, r)
+	name, ok := s.workspaceName(w, r, roots)
 	if !ok {
 		return
 	}
 	ws := roots.workspace(name)
-	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() || s.isWarm(roots, name) {
+	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
 		writeError(w, http.StatusNotFound, "no such workspace")
 		return
 	}
