@@ -393,19 +393,40 @@ func serveWorkspaceCrossing(t *testing.T, s *served, a apiClient) {
 	sess := a.start(t, "mine", "bwrap")
 	outcome(t, a.exec(t, sess.ID, "sh", "-c", "echo x > g"))
 	beta := s.tcpClient("beta")
-	for _, c := range []struct{ method, path string }{
-		{"GET", "/v1/workspaces/mine"},
-		{"DELETE", "/v1/workspaces/mine"},
-		{"GET", "/v1/sessions/" + sess.ID + "/patch"},
-	} {
-		if code, body := beta.call(t, c.method, c.path, nil); code != http.StatusNotFound {
-			t.Errorf("beta %s %s: %d %s; want 404", c.method, c.path, code, body)
+	n := 0
+	for _, rt := range api.Routes {
+		if !strings.Contains(rt.Path, "{name}") {
+			continue
+		}
+		n++
+		path := strings.Replace(rt.Path, "{name}", "mine", 1)
+		if rt.Method == "PUT" {
+			continue // below: names are the tenant's own, beta's PUT makes beta's
+		}
+		if code, body := beta.call(t, rt.Method, path, nil); code != http.StatusNotFound {
+			t.Errorf("beta %s %s: %d %s; want 404", rt.Method, path, code, body)
 		}
 	}
+	if n < 3 {
+		t.Errorf("%d workspace routes with a name; want at least 3", n)
+	}
+	if code, body := beta.upload(t, "mine", makeTar(t, tarEntry{name: "f", typ: tar.TypeReg, data: "beta's"})); code != 201 {
+		t.Errorf("beta PUT /v1/workspaces/mine: %d %s; want 201, a workspace of beta's", code, body)
+	}
+	if code, body := a.call(t, "GET", "/v1/workspaces/mine", nil); code != http.StatusConflict || !strings.Contains(body, sess.ID) {
+		t.Errorf("a download while a session runs: %d %s; want 409 naming it", code, body)
+	}
+	a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+	if got := a.download(t, "mine"); got["f"] != "0  acme's" || got["g"] != "0  x\n" {
+		t.Errorf("acme's workspace after beta's requests: %v", got)
+	}
+	if got := beta.download(t, "mine"); got["f"] != "0  beta's" || len(got) != 1 {
+		t.Errorf("beta's own workspace mine: %v", got)
+	}
+	beta.call(t, "DELETE", "/v1/workspaces/mine", nil)
 	if code, body := beta.call(t, "GET", "/v1/workspaces", nil); code != 200 || strings.Contains(body, "mine") {
 		t.Errorf("beta's list: %d %s; want no acme workspace", code, body)
 	}
-	a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
 	a.call(t, "DELETE", "/v1/workspaces/mine", nil)
 	for _, bad := range []string{"..", ".hidden", "a%2Fb", "warm-0123456789abcdef", strings.Repeat("a", 64)} {
 		if code, body := a.call(t, "GET", "/v1/workspaces/"+bad, nil); code != http.StatusNotFound {

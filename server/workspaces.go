@@ -214,8 +214,8 @@ func (s *Server) clearWorkspace(roots tenantRoots, ws string, created bool) {
 	}
 }
 
-// getWorkspace streams the workspace {name} as a tar, bounded by the tenant's upload
-// limits. A workspace past them, or changed under the read, ends the stream without
+// getWorkspace streams the workspace {name}, when no session runs in it (409), as a
+// tar, bounded by the tenant's upload limits. A workspace past them, or changed under the read, ends the stream without
 // the archive's end: the client sees a truncated tar, never a short one that looks
 // whole.
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Identity) {
@@ -232,6 +232,13 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 		writeError(w, http.StatusNotFound, "no such workspace")
 		return
 	}
+	// A running session's workspace is changing, and holds cordon's placeholders for
+	// the paths its contract keeps from the sandbox (.envrc, .vscode/, …): what a
+	// download would get is no state of the tenant's tree.
+	if sid := s.runningIn(roots, name); sid != "" {
+		writeError(w, http.StatusConflict, "workspace "+name+": session "+sid+" runs in it; stop it first (or GET /v1/sessions/"+sid+"/patch)")
+		return
+	}
 	if _, ok := extendDeadlines(w, transferTimeout); !ok {
 		return
 	}
@@ -242,6 +249,16 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 		s.log.Warn("workspace download cut short", logTenant, id.Tenant, "workspace", name, "err", err)
 		panic(http.ErrAbortHandler) // the connection is dropped: no end-of-archive blocks
 	}
+}
+
+// runningIn is the id of the session running in the workspace name, or "".
+func (s *Server) runningIn(roots tenantRoots, name string) string {
+	for _, rec := range records(roots) {
+		if rec.Workspace == name && !rec.Warm && state(roots, rec) == stateRunning {
+			return rec.ID
+		}
+	}
+	return ""
 }
 
 // isWarm reports whether the workspace name is an unclaimed warm session's.
