@@ -80,6 +80,13 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if _, ok := extendDeadlines(w, startTimeout+execMargin); !ok {
 		return
 	}
+	s.startCold(w, r, id, roots, req)
+}
+
+// startCold is a start that claims no warm session: the workspace locked and made (or
+// checked), the contract admitted and charged, the supervisor launched, and the
+// workspace cloned into when the start names a git source.
+func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Identity, roots tenantRoots, req api.StartRequest) {
 	// One start per workspace at a time, and none beside a running session: a sandbox
 	// in the workspace could swap a path the contract names for a link between the
 	// admission and the supervisor's compile.

@@ -42,7 +42,7 @@ var errorStatuses = []struct {
 	{http.StatusUnauthorized, func(r Route) bool { return r.Role != Public }},
 	{http.StatusForbidden, func(r Route) bool { return r.Role != Public && r.Role != RoleAny }},
 	{http.StatusNotFound, func(r Route) bool { return strings.Contains(r.Path, "{") }},
-	{http.StatusRequestEntityTooLarge, func(Route) bool { return true }},                           // a declared length past the limit, on any route
+	{http.StatusRequestEntityTooLarge, func(Route) bool { return true }},                              // a declared length past the limit, on any route
 	{http.StatusConflict, func(r Route) bool { return strings.HasPrefix(r.Path, "/v1/workspaces/") }}, // a workspace not empty, or in use
 	{http.StatusUnsupportedMediaType, func(r Route) bool { return hasBody(r) }},
 	{http.StatusTooManyRequests, func(r Route) bool { return r.Role != Public }},
