@@ -46,10 +46,8 @@ func TestServePool(t *testing.T) {
 	if code, body := acme.call(t, "GET", "/v1/sessions/"+sess.ID, nil); code != 200 || !strings.Contains(body, `"warm":true`) {
 		t.Errorf("the claimed session: %d %s; want it the tenant's", code, body)
 	}
-	// A claimed session's workspace is the tenant's; an unclaimed one's is the server's.
-	if got := acme.download(t, sess.Workspace); got["f"] != "0  from-the-pool\n" {
-		t.Errorf("the claimed workspace's download: %v", got)
-	}
+	// A claimed session's workspace is the tenant's (downloaded once stopped, below);
+	// an unclaimed one's is the server's.
 	for _, id := range warm() {
 		var rec struct{ Workspace string }
 		data, _ := os.ReadFile(filepath.Join(serve, id+".json"))
@@ -84,6 +82,9 @@ func TestServePool(t *testing.T) {
 		if code, body := c.a.call(t, "POST", "/v1/sessions/"+c.id+"/stop", nil); code != 200 {
 			t.Errorf("stop %s: %d %s", c.id, code, body)
 		}
+	}
+	if got := acme.download(t, sess.Workspace); got["f"] != "0  from-the-pool\n" {
+		t.Errorf("the claimed workspace's download: %v", got)
 	}
 	// The daemon's stop leaves the pool's sessions running (they are detached, as
 	// every session); stop them as the tenant's claims would, through the records.
