@@ -288,6 +288,21 @@ func serveWorkspaceHostile(t *testing.T, s *served, a apiClient) {
 		}
 		resp.Body.Close()
 	}
+	// A body of no declared length (chunked) past the bound, in PAX records the tar
+	// reader reads and ignores (900 KiB an entry, under its own 1 MiB bound).
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		for i := range 3 {
+			tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f%d", i), Typeflag: tar.TypeReg, Mode: 0o644,
+				PAXRecords: map[string]string{"comment": strings.Repeat("c", 900<<10)}, Format: tar.FormatPAX})
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	code, body, _ = do(t, a.c, "PUT", a.base+"/v1/workspaces/hostile", a.token, pr, "Content-Type", api.Tar)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a streamed body past the bound: %d %s; want 413", code, body)
+	}
 	if got, err := os.ReadFile(secret); err != nil || string(got) != "SECRET" {
 		t.Errorf("the secret: %q, %v", got, err)
 	}

@@ -34,7 +34,7 @@ func Unpack(r io.Reader, dir string, lim Limits) (Stats, error) {
 			return u.stats, nil
 		}
 		if err != nil {
-			return u.stats, &EntryError{Entry: u.last, Reason: "after this entry: " + err.Error(), Err: ErrMalformed}
+			return u.stats, &EntryError{Entry: u.last, Reason: "after this entry: " + err.Error(), Err: ErrMalformed, Cause: err}
 		}
 		u.last = hdr.Name
 		if err := u.entry(hdr, tr); err != nil {

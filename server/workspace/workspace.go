@@ -58,6 +58,7 @@ type EntryError struct {
 	Entry  string // the entry's name as the archive gives it (quoted when shown)
 	Reason string
 	Err    error // ErrRefused, ErrTooLarge or ErrMalformed
+	Cause  error // what made the stream unreadable, for ErrMalformed (errors.As reaches it)
 }
 
 func (e *EntryError) Error() string {
@@ -69,6 +70,9 @@ func (e *EntryError) Error() string {
 
 // Is matches the error's category.
 func (e *EntryError) Is(target error) bool { return target == e.Err }
+
+// Unwrap is the cause of an unreadable stream (a body past its limit, say), or nil.
+func (e *EntryError) Unwrap() error { return e.Cause }
 
 func refused(entry, format string, args ...any) error {
 	return &EntryError{Entry: entry, Reason: fmt.Sprintf(format, args...), Err: ErrRefused}
