@@ -57,6 +57,7 @@ lint:
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzParse -fuzztime 60s ./contract
 	$(GO) test -run XXX -fuzz FuzzDecodeJSON -fuzztime 60s ./server
+	$(GO) test -run XXX -fuzz FuzzUnpack -fuzztime 60s -fuzzminimizetime 5s ./server/workspace
 
 # Benchmarks: Go benchmarks plus side-by-side whole-command timings against the peers
 # (bare bwrap, Anthropic's srt, plain true). Figures are ratios from one run.

@@ -46,6 +46,21 @@ func TestServePool(t *testing.T) {
 	if code, body := acme.call(t, "GET", "/v1/sessions/"+sess.ID, nil); code != 200 || !strings.Contains(body, `"warm":true`) {
 		t.Errorf("the claimed session: %d %s; want it the tenant's", code, body)
 	}
+	// A claimed session's workspace is the tenant's (downloaded once stopped, below);
+	// an unclaimed one's is the server's.
+	for _, id := range warm() {
+		var rec struct{ Workspace string }
+		data, _ := os.ReadFile(filepath.Join(serve, id+".json"))
+		if json.Unmarshal(data, &rec) != nil || rec.Workspace == "" {
+			t.Fatalf("warm session %s's record: %s", id, data)
+		}
+		if code, body := acme.call(t, "GET", "/v1/workspaces/"+rec.Workspace, nil); code != http.StatusNotFound {
+			t.Errorf("an unclaimed warm workspace: %d %s; want 404", code, body)
+		}
+		if code, body := acme.call(t, "GET", "/v1/workspaces", nil); code != 200 || strings.Contains(body, rec.Workspace) || !strings.Contains(body, sess.Workspace) {
+			t.Errorf("the workspaces list: %d %s; want the claimed one, not %s", code, body, rec.Workspace)
+		}
+	}
 	// The pool refills to 2 within the quota: 2 warm + 1 claimed = 3 sessions.
 	waitFor(t, 2*time.Minute, "the pool to refill", func() bool { return len(warm()) == 2 })
 	if code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "cold", Backend: "bwrap"}); code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"sessions"`) {
@@ -84,6 +99,9 @@ func TestServePool(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Errorf("no metrics listener after 30s")
+	}
+	if got := acme.download(t, sess.Workspace); got["f"] != "0  from-the-pool\n" {
+		t.Errorf("the claimed workspace's download: %v", got)
 	}
 	// The daemon's stop leaves the pool's sessions running (they are detached, as
 	// every session); stop them as the tenant's claims would, through the records.

@@ -295,7 +295,7 @@ func serveSessionCrossing(t *testing.T, s *served) {
 	sess := acme.start(t, "crossed", "bwrap")
 	bodies := map[string]any{
 		"/exec": api.ExecRequest{Argv: []string{"sh", "-c", "echo pwned > pwned.txt"}}, "/sweep": nil,
-		"/checkpoint": api.CheckpointRequest{}, "/rollback": api.RollbackRequest{To: "1"}, "/stop": nil, "": nil,
+		"/checkpoint": api.CheckpointRequest{}, "/rollback": api.RollbackRequest{To: "1"}, "/stop": nil, "": nil, "/patch": nil,
 	}
 	const missing = "20991231T000000Z-000000"
 	n := 0

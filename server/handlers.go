@@ -35,20 +35,26 @@ func (s *Server) routes() http.Handler {
 		if rt.IsHeld() {
 			h = s.held(h)
 		}
+		// A JSON body is bounded here; a raw one (a tar) by its handler, to the
+		// tenant's own limit.
+		limit := limitBody
+		if rt.RawRequest != "" {
+			limit = func(h http.Handler) http.Handler { return h }
+		}
 		if rt.Role == api.Public {
-			mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h(w, r, auth.Identity{}) })
+			mux.Handle(pattern, limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, auth.Identity{}) })))
 			continue
 		}
 		need, err := config.ParseRole(rt.Role)
 		if err != nil {
 			panic("api route " + pattern + ": " + err.Error())
 		}
-		mux.Handle(pattern, s.authed(need, h))
+		mux.Handle(pattern, limit(s.authed(need, h)))
 	}
 	for pattern := range hs {
 		panic("a handler for " + pattern + ", which api.Routes does not have")
 	}
-	return s.logged(s.metrics.instrument(limitBody(mux)))
+	return s.logged(s.metrics.instrument(mux))
 }
 
 // handlers maps "METHOD PATH" of api.Routes to its handler.
@@ -66,6 +72,7 @@ func (s *Server) handlers() map[string]handler {
 		"POST /v1/sessions/{id}/rollback":   s.rollbackSession,
 		"POST /v1/sessions/{id}/stop":       s.stopSession,
 	}
+	maps.Copy(hs, s.workspaceHandlers())
 	maps.Copy(hs, s.gateHandlers())
 	maps.Copy(hs, s.auditHandlers())
 	maps.Copy(hs, s.stageHandlers())

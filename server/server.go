@@ -75,6 +75,7 @@ type Server struct {
 	// collectMu serialises the collections of dead sessions (sessions_dead.go).
 	collectMu sync.Mutex
 	gcCmd     func(context.Context, tenantRoots) // runs cordon gc; nil for the binary's (tests set it)
+	wsMu      sync.Mutex                         // one workspace made at a time: its count and its make (workspaces.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)

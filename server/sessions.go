@@ -350,29 +350,52 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 		if _, ok := extendDeadlines(w, stopTimeout+execMargin); !ok {
 			return
 		}
+	}
+	var se *stopError
+	switch err := s.stop(r.Context(), roots, rec); {
+	case errors.As(err, &se):
+		sessionError(w, se.err)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	rec.Stopped = true
+	s.log.Info("session stop asked", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
+	writeJSON(w, http.StatusOK, apiSession(roots, rec))
+}
+
+// stopError is a stop the session refused or failed.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return "stopping the session: " + e.err.Error() }
+func (e *stopError) Unwrap() error { return e.err }
+
+// stop stops the session of rec when it runs, releases its charge and records it
+// stopped. The stop goes on when ctx is cancelled: a teardown is not left half done.
+func (s *Server) stop(ctx context.Context, roots tenantRoots, rec sessionRecord) error {
+	if state(roots, rec) == stateRunning {
 		sess, err := session.OpenWith(roots.env(), rec.ID)
 		if err == nil {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), stopTimeout)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 			err = sess.Stop(ctx)
 			cancel()
 		}
 		if err != nil && !errors.Is(err, session.ErrNoSession) {
-			sessionError(w, err)
-			return
+			return &stopError{err}
 		}
 	}
 	s.unhold(roots.t.Name, rec.ID)
 	if !rec.Stopped {
 		rec.Stopped = true
 		if err := writeRecord(roots, rec); err != nil {
-			writeError(w, http.StatusInternalServerError, "recording the stop: "+err.Error())
-			return
+			return fmt.Errorf("recording the stop: %w", err)
 		}
 		removeContract(roots, rec)
 		forgetStopped(roots)
-		s.log.Info("session stopped", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
+		s.log.Info("session stopped", logTenant, roots.t.Name, logSession, rec.ID)
 	}
-	writeJSON(w, http.StatusOK, apiSession(roots, rec))
+	return nil
 }
 
 // stopTimeout bounds a session's teardown asked for over the API.

@@ -22,6 +22,7 @@ import (
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/quota"
+	"github.com/cordonhq/cordon/server/workspace"
 	"github.com/cordonhq/cordon/session"
 )
 
@@ -55,7 +56,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	if s.startClaimed(w, roots, req, id) {
+	if s.startClaimed(w, r, roots, req, id) {
 		return
 	}
 	if req.Workspace == "" {
@@ -73,6 +74,13 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if _, ok := extendDeadlines(w, startTimeout+execMargin); !ok {
 		return
 	}
+	s.startCold(w, r, id, roots, req)
+}
+
+// startCold is a start that claims no warm session: the workspace locked and made (or
+// checked), the contract admitted and charged, the supervisor launched, and the
+// workspace cloned into when the start names a git source.
+func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Identity, roots tenantRoots, req api.StartRequest) {
 	// One start per workspace at a time, and none beside a running session: a sandbox
 	// in the workspace could swap a path the contract names for a link between the
 	// admission and the supervisor's compile.
@@ -83,18 +91,23 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	defer unlock()
 	ws := roots.workspace(req.Workspace)
-	_, existed := os.Lstat(ws)
-	if err := makeTenantDirs(roots, ws); err != nil {
-		s.log.Error("tenant directories", logTenant, id.Tenant, logErr, err)
-		writeError(w, http.StatusInternalServerError, "the tenant's directories: "+err.Error())
+	created, err := s.ensureWorkspace(roots, req.Workspace)
+	if err != nil {
+		s.writeWorkspaceError(w, id, err)
 		return
 	}
 	started := false
 	defer func() {
-		if !started && existed != nil {
+		if !started && created {
 			os.Remove(ws) // made for this start, still empty: a refused start leaves nothing
 		}
 	}()
+	if req.Git != nil {
+		if empty, err := isEmpty(ws); err != nil || !empty {
+			writeError(w, http.StatusConflict, "workspace "+req.Workspace+" is not empty: a git clone needs a new or empty one")
+			return
+		}
+	}
 	yml := []byte(req.Contract)
 	if req.Contract == "" {
 		yml = roots.t.Base.YAML()
@@ -119,23 +132,30 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	s.hold(roots.t, rec, release)
 	s.log.Info("session started", logTenant, roots.t.Name, logSession, rec.ID, logWorkspace, req.Workspace,
 		logBackend, rec.Backend, logCredential, id.Credential)
+	if req.Git != nil && !s.fillFromGit(w, r, roots, rec, *req.Git, created) {
+		return
+	}
 	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
 }
 
 // startClaimed answers a start that may take a warm session (no workspace, no contract,
 // no stage, a tenant with a pool) with one, and counts the claim; false when it may
 // not, or none was ready (a cold start then).
-func (s *Server) startClaimed(w http.ResponseWriter, roots tenantRoots, req api.StartRequest, id auth.Identity) bool {
+func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tenantRoots, req api.StartRequest, id auth.Identity) bool {
 	if req.Workspace != "" || req.Contract != "" || req.Stage || roots.t.Pool == nil {
 		return false
 	}
 	rec, ok := s.claim(roots, req.Backend)
 	s.metrics.poolClaim(roots.t.Name, ok)
-	if ok {
-		s.log.Info("session claimed from the warm pool", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
-		writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+	if !ok {
+		return false
 	}
-	return ok
+	s.log.Info("session claimed from the warm pool", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
+	if req.Git != nil && !s.fillFromGit(w, r, roots, rec, *req.Git, false) {
+		return true
+	}
+	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
+	return true
 }
 
 // admit checks a start's contract against the tenant's base and quotas and returns the
@@ -185,6 +205,9 @@ func validateStart(req api.StartRequest) error {
 	}
 	if !slices.Contains(backends, req.Backend) {
 		return fmt.Errorf("backend: want one of bwrap, docker, containerd or auto, not %q", req.Backend)
+	}
+	if req.Git != nil {
+		return workspace.CheckGit(req.Git.URL, req.Git.Commit)
 	}
 	return nil
 }

@@ -48,13 +48,17 @@ type Route struct {
 	// Conflict: the route may answer 409, when the state of what it names refuses it
 	// (a log that does not verify, nothing staged, conflicts).
 	Conflict bool
+	// RawRequest and RawResponse are the media types of a body that is not JSON (a
+	// tar, a patch), streamed; Request or Response is nil then. A raw request body is
+	// bounded by the route's own limit, not the 1 MiB of a JSON one.
+	RawRequest, RawResponse string
 }
 
 // IsHeld reports whether the route's requests hold their connection long.
 func (r Route) IsHeld() bool { return r.Held || r.Stream }
 
 // Routes is the whole API: assembled from each resource's table.
-var Routes = slices.Concat(baseRoutes, sessionRoutes, gateRoutes, auditRoutes, stageRoutes)
+var Routes = slices.Concat(baseRoutes, sessionRoutes, workspaceRoutes, gateRoutes, auditRoutes, stageRoutes)
 
 var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/health", Role: Public, Summary: "liveness; no credential", Response: Health{}},

@@ -38,15 +38,20 @@ var errorStatuses = []struct {
 	code int
 	when func(Route) bool
 }{
-	{http.StatusBadRequest, func(r Route) bool { return r.Request != nil || strings.Contains(r.Path, "{") }}, // a body, or an id of the wrong shape
+	{http.StatusBadRequest, func(r Route) bool { return hasBody(r) || strings.Contains(r.Path, "{") }}, // a body, or an id of the wrong shape
 	{http.StatusUnauthorized, func(r Route) bool { return r.Role != Public }},
 	{http.StatusForbidden, func(r Route) bool { return r.Role != Public && r.Role != RoleAny }},
 	{http.StatusNotFound, func(r Route) bool { return strings.Contains(r.Path, "{") }},
-	{http.StatusConflict, func(r Route) bool { return r.Conflict }},
-	{http.StatusRequestEntityTooLarge, func(Route) bool { return true }}, // a declared length past the limit, on any route
-	{http.StatusUnsupportedMediaType, func(r Route) bool { return r.Request != nil }},
+	{http.StatusConflict, func(r Route) bool { return r.Conflict || strings.HasPrefix(r.Path, "/v1/workspaces/") }}, // a workspace not empty, or in use
+	{http.StatusRequestEntityTooLarge, func(Route) bool { return true }},                                            // a declared length past the limit, on any route
+	{http.StatusUnsupportedMediaType, func(r Route) bool { return hasBody(r) }},
 	{http.StatusTooManyRequests, func(r Route) bool { return r.Role != Public }},
 }
+
+func hasBody(r Route) bool { return r.Request != nil || r.RawRequest != "" }
+
+// raw is the schema of a body that is not JSON.
+var raw = map[string]any{"type": "string", "format": "binary"}
 
 // document is the OpenAPI document of routes, as JSON values (maps, slices, strings).
 func document(routes []Route) map[string]any {
@@ -98,8 +103,11 @@ func operation(s *schemas, rt Route, errRef map[string]any) map[string]any {
 	if params != nil {
 		op["parameters"] = params
 	}
-	if rt.Request != nil {
+	switch {
+	case rt.Request != nil:
 		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{JSON: map[string]any{"schema": s.Ref(rt.Request)}}}
+	case rt.RawRequest != "":
+		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{rt.RawRequest: map[string]any{"schema": raw}}}
 	}
 	if rt.Role == Public {
 		op["security"] = []any{}
@@ -117,6 +125,8 @@ func operation(s *schemas, rt Route, errRef map[string]any) map[string]any {
 		ok["content"] = map[string]any{NDJSON: map[string]any{"schema": s.Ref(rt.Response)}} // the schema of each line
 	case rt.Response != nil:
 		ok["content"] = map[string]any{JSON: map[string]any{"schema": s.Ref(rt.Response)}}
+	case rt.RawResponse != "":
+		ok["content"] = map[string]any{rt.RawResponse: map[string]any{"schema": raw}}
 	}
 	errBody := map[string]any{"content": map[string]any{JSON: map[string]any{"schema": errRef}}}
 	responses := map[string]any{"200": ok, "default": with(errBody, "description", "an error")}

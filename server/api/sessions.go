@@ -29,6 +29,11 @@ type StartRequest struct {
 	Workspace string `json:"workspace,omitempty"`
 	Backend   string `json:"backend,omitempty"` // bwrap, docker, containerd or auto; "" for the server's default
 	Stage     bool   `json:"stage,omitempty"`   // a staged session (checkpoint, rollback)
+	// Git fills the new session's workspace, which must be new or empty, from a git
+	// repository at a pinned commit: the session's first commands clone it, through
+	// the session's egress rules. A start whose clone fails is stopped and answered
+	// with the failure.
+	Git *GitSource `json:"git,omitempty"`
 }
 
 // Session is one session of the tenant.

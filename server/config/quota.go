@@ -22,10 +22,22 @@ type Quotas struct {
 	CPU      float64       // CPUs, the sum of the cpu limits of its sessions
 	Wall     time.Duration // the longest a session may live
 	Audit    int64         // bytes its audit root may hold before new sessions are refused
+	// Workspaces is how many workspaces its workspace root may hold (a new one past
+	// it is refused: 429 until one is deleted).
+	Workspaces int
+	// Upload bounds one workspace's tar, uploaded or downloaded.
+	Upload UploadLimits
 	// Session is what a session is charged, and held to, for a limit its contract
 	// leaves to cordon's default.
 	Session SessionLimits
 	Pos     Pos
+}
+
+// UploadLimits bound a workspace's tar (quotas.upload_bytes, quotas.upload_entries):
+// the sum of its regular files' sizes, and its entries.
+type UploadLimits struct {
+	Bytes   int64
+	Entries int
 }
 
 // SessionLimits are one session's memory, pids and cpu limits.
@@ -40,7 +52,8 @@ type SessionLimits struct {
 // Raise them per tenant.
 // Each session gets an equal share by default (2GiB, 2048 pids, 0.5 CPU).
 func DefaultQuotas() Quotas {
-	q := Quotas{Sessions: 4, Memory: 8 << 30, Pids: 8192, CPU: 2, Wall: 2 * time.Hour, Audit: 1 << 30}
+	q := Quotas{Sessions: 4, Memory: 8 << 30, Pids: 8192, CPU: 2, Wall: 2 * time.Hour, Audit: 1 << 30,
+		Workspaces: 64, Upload: UploadLimits{Bytes: 1 << 30, Entries: 100_000}}
 	q.Session = q.share()
 	return q
 }
@@ -82,6 +95,17 @@ func decodeQuotas(d *strictyaml.Decoder, n *yaml.Node, q *Quotas) {
 		strictyaml.Field{Name: "wall", Decode: func(v *yaml.Node) { q.Wall = quotaWall(d, v, q.Wall) }},
 		strictyaml.Field{Name: "audit", Decode: func(v *yaml.Node) { q.Audit = quotaSize(d, v, "quotas.audit", q.Audit) }},
 		strictyaml.Field{Name: "session_default", Decode: func(v *yaml.Node) { session = v }},
+		strictyaml.Field{Name: "workspaces", Decode: func(v *yaml.Node) {
+			if n, ok := d.Int(v, "quotas.workspaces", 1, 100_000); ok {
+				q.Workspaces = int(n)
+			}
+		}},
+		strictyaml.Field{Name: "upload_bytes", Decode: func(v *yaml.Node) { q.Upload.Bytes = quotaSize(d, v, "quotas.upload_bytes", q.Upload.Bytes) }},
+		strictyaml.Field{Name: "upload_entries", Decode: func(v *yaml.Node) {
+			if n, ok := d.Int(v, "quotas.upload_entries", 1, 10_000_000); ok {
+				q.Upload.Entries = int(n)
+			}
+		}},
 	)
 	q.Session = q.share()
 	if session != nil {

@@ -1,0 +1,128 @@
+package workspace
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// Pack writes the directory dir (reached without links, as named) to w as a tar
+// archive, bounded by lim: directories, regular files and symbolic links (as links,
+// never followed), in name order; anything else (a device, a FIFO, a socket) is
+// skipped and counted. Modes keep their permission bits only; owners are not written.
+// A workspace past lim, or a file that changes size while it is read, ends it with
+// an error after part of the archive was written: the caller must not let that part
+// pass for the whole (end the stream without its end-of-archive blocks).
+func Pack(w io.Writer, dir string, lim Limits) (Stats, int, error) {
+	t, err := linux.OpenTree(dir)
+	if err != nil {
+		return Stats{}, 0, err
+	}
+	defer t.Close()
+	d, err := t.OpenDir(".")
+	if err != nil {
+		return Stats{}, 0, err
+	}
+	defer d.Close()
+	p := &packer{tw: tar.NewWriter(w), lim: lim}
+	if err := p.dir(d, ""); err != nil {
+		return p.stats, p.skipped, err
+	}
+	return p.stats, p.skipped, p.tw.Close()
+}
+
+type packer struct {
+	tw      *tar.Writer
+	lim     Limits
+	stats   Stats
+	skipped int
+}
+
+// epoch is every entry's modification time: the archive is the same bytes for the
+// same tree.
+var epoch = time.Unix(0, 0)
+
+func (p *packer) dir(d *linux.Dir, prefix string) error {
+	names, err := d.Names()
+	if err != nil {
+		return fmt.Errorf("listing %q: %w", prefix, err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		rel := path.Join(prefix, n)
+		st, err := d.Lstat(n)
+		if err != nil {
+			return err
+		}
+		if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFDIR && t != syscall.S_IFREG && t != syscall.S_IFLNK {
+			p.skipped++
+			continue
+		}
+		if p.stats.Entries >= p.lim.Entries {
+			return tooLarge(rel, "more than %d entries", p.lim.Entries)
+		}
+		p.stats.Entries++
+		hdr := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o777), ModTime: epoch, Format: tar.FormatPAX}
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFDIR:
+			err = p.subdir(d, n, hdr)
+		case syscall.S_IFREG:
+			err = p.file(d, n, hdr)
+		case syscall.S_IFLNK:
+			hdr.Typeflag = tar.TypeSymlink
+			if hdr.Linkname, err = d.Readlink(n); err == nil {
+				err = p.tw.WriteHeader(hdr)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *packer) subdir(d *linux.Dir, n string, hdr *tar.Header) error {
+	hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
+	if err := p.tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	sub, err := d.Sub(n)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return p.dir(sub, path.Clean(hdr.Name))
+}
+
+func (p *packer) file(d *linux.Dir, n string, hdr *tar.Header) error {
+	f, err := d.Open(n)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%q: replaced while it was read", hdr.Name)
+	}
+	if fi.Size() > p.lim.Bytes-p.stats.Bytes {
+		return tooLarge(hdr.Name, "past %d bytes in all", p.lim.Bytes)
+	}
+	hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+	if err := p.tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(p.tw, f, hdr.Size); err != nil {
+		return fmt.Errorf("%q: %w (changed while it was read)", hdr.Name, err)
+	}
+	p.stats.Bytes += hdr.Size
+	return nil
+}

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package workspace
+
+import (
+	"errors"
+	"io"
+)
+
+var errUnsupported = errors.New("server workspaces are unimplemented on this GOOS")
+
+// Unpack is unimplemented on this GOOS.
+func Unpack(io.Reader, string, Limits) (Stats, error) { return Stats{}, errUnsupported }
+
+// Pack is unimplemented on this GOOS.
+func Pack(io.Writer, string, Limits) (Stats, int, error) { return Stats{}, 0, errUnsupported }
