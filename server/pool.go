@@ -78,15 +78,15 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots) error {
 	if err := makeTenantDirs(roots, ws); err != nil {
 		return err
 	}
-	data, charge, err := s.admitContract(roots, roots.t.Base.YAML(), ws)
+	adm, err := s.admitContract(roots, roots.t.Base.YAML(), ws)
 	if err != nil {
 		return err
 	}
-	release, err := s.quota.Reserve(roots.t.Name, charge)
+	release, err := s.quota.Reserve(roots.t.Name, adm.charge)
 	if err != nil {
 		return err
 	}
-	rec, err := s.launch(ctx, roots, req, ws, data, charge, true)
+	rec, err := s.launch(ctx, roots, req, ws, adm, true)
 	if err != nil {
 		release()
 		return err

@@ -59,6 +59,9 @@ type sessionRecord struct {
 	// Charge is what the session is charged to the tenant's quotas, its contract's
 	// limits: charged again when a restarted server adopts it.
 	Charge quota.Request `json:"charge"`
+	// TimeoutMS is the contract's per-command timeout: an exec may ask for a shorter
+	// one, never a longer (0 in a record of an older server: none may be asked).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Warm marks a session of the tenant's warm pool not claimed yet: no one's, not
 	// listed, its id 404 (pool.go). Claimed marks one that came from the pool.
 	Warm    bool `json:"warm,omitempty"`
@@ -243,20 +246,26 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, id auth.Iden
 // open finds the caller's session {id} and opens it, or answers: 404 for none, 409
 // for one that is not running.
 func (s *Server) open(w http.ResponseWriter, r *http.Request, id auth.Identity) (*session.Session, bool) {
+	sess, _, ok := s.openRecord(w, r, id)
+	return sess, ok
+}
+
+// openRecord is open, with the session's record.
+func (s *Server) openRecord(w http.ResponseWriter, r *http.Request, id auth.Identity) (*session.Session, sessionRecord, bool) {
 	roots, rec, ok := s.lookup(w, r, id)
 	if !ok {
-		return nil, false
+		return nil, rec, false
 	}
 	if st := state(roots, rec); st != stateRunning {
 		writeError(w, http.StatusConflict, "session "+rec.ID+" is "+st)
-		return nil, false
+		return nil, rec, false
 	}
 	sess, err := session.OpenWith(roots.env(), rec.ID)
 	if err != nil {
 		sessionError(w, err)
-		return nil, false
+		return nil, rec, false
 	}
-	return sess, true
+	return sess, rec, true
 }
 
 // sessionError answers a failure of the session client: 409 when the session is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -38,8 +39,12 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	sess, ok := s.open(w, r, id)
+	sess, rec, ok := s.openRecord(w, r, id)
 	if !ok {
+		return
+	}
+	if err := execTimeoutFits(req.TimeoutMS, rec.TimeoutMS); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
@@ -99,12 +104,26 @@ func validateExec(req api.ExecRequest) error {
 		return errors.New("argv: want the command and its arguments")
 	case len(req.Argv) > maxArgv:
 		return errors.New("argv: too many arguments")
-	case req.TimeoutMS < 0 || time.Duration(req.TimeoutMS)*time.Millisecond > maxExecTimeout:
+	case req.TimeoutMS < 0 || req.TimeoutMS > maxExecTimeout.Milliseconds(): // compared as ms: no product to overflow
 		return errors.New("timeout_ms: want 0 (the contract's) up to 24 hours")
 	case req.Cap < 0:
 		return errors.New("cap: must not be negative")
 	}
 	return nil
+}
+
+// execTimeoutFits checks an exec's timeout_ms against the session contract's
+// per-command timeout (ms): an exec may shorten it, never lengthen it, since the
+// contract, admitted against the tenant's base, is what bounds a command. (The CLI's
+// --timeout may lengthen it: there the caller is the host's own user.)
+func execTimeoutFits(asked, contract int64) error {
+	if asked == 0 || asked <= contract {
+		return nil
+	}
+	if contract == 0 {
+		return errors.New("timeout_ms: this session's record names no timeout to shorten: leave it 0 (the contract's)")
+	}
+	return fmt.Errorf("timeout_ms: %d is past the session contract's commands.timeout (%s): an exec may only shorten it", asked, time.Duration(contract)*time.Millisecond)
 }
 
 // errFrame is the last frame of an exec cordon could not run.

@@ -112,16 +112,16 @@ func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Ident
 	if req.Contract == "" {
 		yml = roots.t.Base.YAML()
 	}
-	data, charge, ok := s.admit(w, roots, yml, ws)
+	adm, ok := s.admit(w, roots, yml, ws)
 	if !ok {
 		return
 	}
-	release, err := s.quota.Reserve(roots.t.Name, charge)
+	release, err := s.quota.Reserve(roots.t.Name, adm.charge)
 	if err != nil {
 		s.refuse(w, roots, err)
 		return
 	}
-	rec, err := s.launch(r.Context(), roots, req, ws, data, charge, false)
+	rec, err := s.launch(r.Context(), roots, req, ws, adm, false)
 	if err != nil {
 		release()
 		s.log.Error("starting a session", logTenant, roots.t.Name, logWorkspace, req.Workspace, logErr, err)
@@ -163,11 +163,11 @@ func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tena
 // what the session is charged. On a refusal it has answered: 400 for a contract that
 // does not parse or compile or asks more than the whole quota, 403 for one wider than
 // the base or naming a host path outside the workspace.
-func (s *Server) admit(w http.ResponseWriter, roots tenantRoots, yml []byte, ws string) ([]byte, quota.Request, bool) {
-	data, charge, err := s.admitContract(roots, yml, ws)
+func (s *Server) admit(w http.ResponseWriter, roots tenantRoots, yml []byte, ws string) (admitted, bool) {
+	adm, err := s.admitContract(roots, yml, ws)
 	switch {
 	case err == nil:
-		return data, charge, true
+		return adm, true
 	case errors.Is(err, admit.ErrInvalid), errors.Is(err, quota.ErrTooLarge):
 		s.log.Info("session refused: contract", logTenant, roots.t.Name, logStatus, http.StatusBadRequest, logReason, err.Error())
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -178,24 +178,32 @@ func (s *Server) admit(w http.ResponseWriter, roots tenantRoots, yml []byte, ws 
 		s.log.Error("admitting a contract", logTenant, roots.t.Name, logErr, err)
 		writeError(w, http.StatusInternalServerError, "the contract could not be checked against the tenant's base and quotas")
 	}
-	return nil, quota.Request{}, false
+	return admitted{}, false
+}
+
+// admitted is a contract admitted for a session: what the supervisor runs, what the
+// session is charged, and its per-command timeout, the longest an exec may ask for.
+type admitted struct {
+	data    []byte
+	charge  quota.Request
+	timeout time.Duration
 }
 
 // admitContract is admit's check: admit.Check, quota.Fit, pinContract.
-func (s *Server) admitContract(roots tenantRoots, yml []byte, ws string) ([]byte, quota.Request, error) {
+func (s *Server) admitContract(roots tenantRoots, yml []byte, ws string) (admitted, error) {
 	compiled, err := admit.Check(roots.t.Base, yml, ws, roots.t.Workspaces())
 	if err != nil {
-		return nil, quota.Request{}, err
+		return admitted{}, err
 	}
 	lim, charge, err := quota.Fit(compiled.Plan.Limits, roots.t.Quotas)
 	if err != nil {
-		return nil, quota.Request{}, err
+		return admitted{}, err
 	}
 	data, err := pinContract(yml, ws, lim)
 	if err != nil {
-		return nil, quota.Request{}, fmt.Errorf("%w: %w", admit.ErrInvalid, err)
+		return admitted{}, fmt.Errorf("%w: %w", admit.ErrInvalid, err)
 	}
-	return data, charge, nil
+	return admitted{data: data, charge: charge, timeout: time.Duration(compiled.Plan.Timeout)}, nil
 }
 
 // validateStart checks what a start names before anything is made of it.
@@ -302,7 +310,7 @@ func mapping(m *yaml.Node, key string) *yaml.Node {
 // `cordon session start` does: the tenant's run root and audit root, cwd the
 // workspace. The start goes on when the client goes away: a supervisor that started
 // is recorded, never left unknown.
-func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, data []byte, charge quota.Request, warm bool) (sessionRecord, error) {
+func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, adm admitted, warm bool) (sessionRecord, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	file := filepath.Join(roots.contracts(), hex.EncodeToString(rnd[:])+".yaml")
@@ -310,7 +318,7 @@ func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartReq
 	if err != nil {
 		return sessionRecord{}, err
 	}
-	_, err = f.Write(data)
+	_, err = f.Write(adm.data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -333,7 +341,8 @@ func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartReq
 	}
 	info := sess.Info()
 	rec := sessionRecord{ID: info.ID, Workspace: req.Workspace, Backend: info.Backend, Stage: req.Stage,
-		Started: info.Started, Contract: file, Charge: charge, Warm: warm, Claimed: warm}
+		Started: info.Started, Contract: file, Charge: adm.charge, Warm: warm, Claimed: warm,
+		TimeoutMS: adm.timeout.Milliseconds()}
 	if err := writeRecord(roots, rec); err != nil {
 		_ = sess.Stop(ctx) // a session the server cannot list is not left running
 		os.Remove(file)

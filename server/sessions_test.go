@@ -119,3 +119,24 @@ func TestStartPastTheCap(t *testing.T) {
 		t.Errorf("the refusal is not counted:\n%s", m)
 	}
 }
+
+func TestExecTimeoutBounds(t *testing.T) {
+	for _, tc := range []struct {
+		asked, contract int64
+		ok              bool
+	}{
+		{0, 2000, true}, {1500, 2000, true}, {2000, 2000, true},
+		{2001, 2000, false}, {10000, 2000, false}, {1, 0, false}, {0, 0, true},
+	} {
+		if err := execTimeoutFits(tc.asked, tc.contract); (err == nil) != tc.ok {
+			t.Errorf("timeout_ms %d under a contract's %d ms: got %v; want ok %v", tc.asked, tc.contract, err, tc.ok)
+		}
+	}
+	// A timeout whose product in nanoseconds would overflow is refused, not wrapped
+	// to a negative (expired) one.
+	for _, ms := range []int64{18446740473710, 1 << 62, maxExecTimeout.Milliseconds() + 1, -1} {
+		if err := validateExec(api.ExecRequest{Argv: []string{"true"}, TimeoutMS: ms}); err == nil {
+			t.Errorf("timeout_ms %d: accepted", ms)
+		}
+	}
+}

@@ -59,7 +59,7 @@ type SessionList struct {
 type ExecRequest struct {
 	Argv      []string `json:"argv"`
 	Dir       string   `json:"dir,omitempty"`
-	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0 for the contract's; never longer than it
 	Cap       int      `json:"cap,omitempty"`
 	Stdin     []byte   `json:"stdin,omitempty"` // base64 in JSON; bounded by the body limit
 }
