@@ -139,11 +139,19 @@ func (s *Server) claim(roots tenantRoots, backend string) (sessionRecord, bool) 
 		if !rec.Warm || (backend != "" && backend != "auto" && backend != rec.Backend) || state(roots, rec) != stateRunning {
 			continue
 		}
-		rec.Warm = false
+		h := s.sess.holds[roots.t.Name+"/"+rec.ID]
+		if h == nil || h.stopping {
+			continue // being stopped at its wall time, or not charged: not handed out
+		}
+		// The tenant's wall time counts from the claim: the time it waited in the pool
+		// was the pool's, not the session's.
+		rec.Warm, rec.Claimed = false, true
+		rec.ClaimedAt = time.Now().UTC()
 		if err := writeRecord(roots, rec); err != nil {
 			s.log.Error("warm pool: claiming a session", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
 			return sessionRecord{}, false
 		}
+		h.started = rec.ClaimedAt
 		select {
 		case s.pool[roots.t.Name] <- struct{}{}:
 		default:

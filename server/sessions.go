@@ -66,9 +66,20 @@ type sessionRecord struct {
 	// listed, its id 404 (pool.go). Claimed marks one that came from the pool.
 	Warm    bool `json:"warm,omitempty"`
 	Claimed bool `json:"claimed,omitempty"`
+	// ClaimedAt is when a warm session was claimed: its wall time counts from then.
+	ClaimedAt time.Time `json:"claimed_at,omitempty"`
 	// Ended says why a session the server found dead ended, once it collected it
 	// (sessions_dead.go): its state is dead from then on, whatever its supervisor.
 	Ended string `json:"ended,omitempty"`
+}
+
+// wallFrom is when the session's wall time started: its claim for one from the warm
+// pool, its start otherwise.
+func (rec sessionRecord) wallFrom() time.Time {
+	if !rec.ClaimedAt.IsZero() {
+		return rec.ClaimedAt
+	}
+	return rec.Started
 }
 
 // tenantRoots are the places of one tenant the sessions API uses.

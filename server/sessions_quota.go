@@ -21,8 +21,10 @@ const reapEvery = 2 * time.Second
 type hold struct {
 	tenant  config.Tenant
 	id      string
-	started time.Time
+	started time.Time // when its wall time started (sessionRecord.wallFrom)
 	release func()
+	// stopping: the reaper is stopping it at its wall time; a claim passes it over.
+	stopping bool
 }
 
 // hold keeps rec's charge (release gives it back) until the session ends.
@@ -32,7 +34,7 @@ func (s *Server) hold(t config.Tenant, rec sessionRecord, release func()) {
 	if s.sess.holds == nil {
 		s.sess.holds = map[string]*hold{}
 	}
-	s.sess.holds[t.Name+"/"+rec.ID] = &hold{tenant: t, id: rec.ID, started: rec.Started, release: release}
+	s.sess.holds[t.Name+"/"+rec.ID] = &hold{tenant: t, id: rec.ID, started: rec.wallFrom(), release: release}
 }
 
 // unhold gives session id's charge back, once.
@@ -87,7 +89,7 @@ func (s *Server) adoptSessions(ctx context.Context) {
 			case st != stateRunning:
 				continue
 			}
-			release, err := s.quota.Adopt(t.Name, rec.Charge, rec.Started)
+			release, err := s.quota.Adopt(t.Name, rec.Charge, rec.wallFrom())
 			if err != nil {
 				s.log.Error("charging a running session", logTenant, t.Name, logSession, rec.ID, logErr, err)
 				continue
@@ -137,7 +139,7 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 		s.unhold(h.tenant.Name, h.id)
 		return
 	}
-	if time.Since(h.started) < s.quota.Wall(h.tenant.Name) {
+	if !s.markStopping(h) {
 		return
 	}
 	s.log.Info("stopping a session at its tenant's wall time", logTenant, h.tenant.Name, logSession, h.id)
@@ -151,11 +153,28 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 		s.log.Error("stopping a session at its wall time", logTenant, h.tenant.Name, logSession, h.id, logErr, err)
 		return // tried again at the next pass
 	}
+	if now, err := readRecord(roots, h.id); err == nil {
+		rec = now // not the copy read before the stop: a claim may have written since
+	}
 	rec.Stopped = true
 	if err := writeRecord(roots, rec); err == nil {
 		removeContract(roots, rec)
 	}
 	s.unhold(h.tenant.Name, h.id)
+}
+
+// markStopping reports whether h's session is past its tenant's wall time, by the
+// hold as it is now (a claim restarts the clock), and marks it being stopped so no
+// claim hands it out meanwhile.
+func (s *Server) markStopping(h hold) bool {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	cur := s.sess.holds[h.tenant.Name+"/"+h.id]
+	if cur == nil || time.Since(cur.started) < s.quota.Wall(h.tenant.Name) {
+		return false
+	}
+	cur.stopping = true
+	return true
 }
 
 // liveSessions counts each tenant's live sessions for /metrics: the ones charged.
