@@ -323,8 +323,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return errdefs.Unavailablef("%w", err)
 	}
 	host.UID = r.uid.leased
-	r.rd = rd
-	r.undo.add("removing the run directory", func(context.Context) error { return rd.remove() })
+	r.rd = rd // removed by teardown after the log is sealed (removeRunDir)
 	host.Init = r.o.Init
 	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
 	if err := markGitWritten(r.plan); err != nil {
@@ -405,7 +404,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 		terr = fmt.Errorf("teardown: %w", errors.Join(errs...))
 	}
 	if r.log == nil {
-		return terr
+		return errors.Join(terr, r.removeRunDir())
 	}
 	r.sink.Close() // the proxy is closed: the last counts of attempts past the budgets
 	if !r.ended {
@@ -420,7 +419,24 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if cerr := r.log.Close(r.end); cerr != nil {
 		r.o.Log.Warn("sealing the audit log", "err", cerr)
 	}
-	return terr
+	return errors.Join(terr, r.removeRunDir())
+}
+
+// removeRunDir removes the run directory, last of all: its owner record is what tells
+// others the run lives (runner.Live), and a run lives until its log is sealed, so a
+// follower that sees it gone knows no line will come after the ones it has read. What
+// cannot be removed is logged (the log is sealed by now) and left to gc.
+func (r *run) removeRunDir() error {
+	if r.rd == nil {
+		return nil
+	}
+	rd := r.rd
+	r.rd = nil
+	if err := rd.remove(); err != nil {
+		r.o.Log.Warn("cleanup", "err", err)
+		return fmt.Errorf("teardown: %w", err)
+	}
+	return nil
 }
 
 // auditErr reports a log that failed during the run: the run fails closed.

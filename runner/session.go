@@ -165,9 +165,6 @@ func (s *Session) ID() string { return s.r.res.RunID }
 // AuditDir is where the session's log is.
 func (s *Session) AuditDir() string { return s.r.res.AuditDir }
 
-// RunDir is the session's private run directory on the host.
-func (s *Session) RunDir() string { return s.r.rd.path }
-
 // Done is closed when the session's sandbox has ended on its own (it was killed, or
 // its process 1 died): every later Exec fails, and the session should be closed.
 func (s *Session) Done() <-chan struct{} { return s.serveDone }
