@@ -219,17 +219,8 @@ func (s *Server) clearWorkspace(roots tenantRoots, ws string, created bool) {
 // the archive's end: the client sees a truncated tar, never a short one that looks
 // whole.
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	roots, ok := s.roots(w, id)
+	roots, name, ws, ok := s.existingWorkspace(w, r, id)
 	if !ok {
-		return
-	}
-	name, ok := s.workspaceName(w, r, roots)
-	if !ok {
-		return
-	}
-	ws := roots.workspace(name)
-	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
-		writeError(w, http.StatusNotFound, "no such workspace")
 		return
 	}
 	// A running session's workspace is changing, and holds cordon's placeholders for
@@ -249,6 +240,25 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 		s.log.Warn("workspace download cut short", logTenant, id.Tenant, "workspace", name, "err", err)
 		panic(http.ErrAbortHandler) // the connection is dropped: no end-of-archive blocks
 	}
+}
+
+// existingWorkspace is the request's {name}, a workspace of the caller's tenant that
+// exists, or an answer: 400 for a bad name, 404 for no such workspace.
+func (s *Server) existingWorkspace(w http.ResponseWriter, r *http.Request, id auth.Identity) (tenantRoots, string, string, bool) {
+	roots, ok := s.roots(w, id)
+	if !ok {
+		return roots, "", "", false
+	}
+	name, ok := s.workspaceName(w, r, roots)
+	if !ok {
+		return roots, "", "", false
+	}
+	ws := roots.workspace(name)
+	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
+		writeError(w, http.StatusNotFound, "no such workspace")
+		return roots, "", "", false
+	}
+	return roots, name, ws, true
 }
 
 // runningIn is the id of the session running in the workspace name, or "".
@@ -273,17 +283,8 @@ func (s *Server) isWarm(roots tenantRoots, name string) bool {
 
 // deleteWorkspace removes the workspace {name} when no session runs or starts in it.
 func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	roots, ok := s.roots(w, id)
+	roots, name, ws, ok := s.existingWorkspace(w, r, id)
 	if !ok {
-		return
-	}
-	name, ok := s.workspaceName(w, r, roots)
-	if !ok {
-		return
-	}
-	ws := roots.workspace(name)
-	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
-		writeError(w, http.StatusNotFound, "no such workspace")
 		return
 	}
 	unlock, err := s.lockWorkspace(roots, name)
