@@ -98,7 +98,7 @@ type sample struct {
 	Tags    map[string]uint16 `json:"tags,omitempty"`
 	Skip    string            `json:"-"`
 	NoTag   bool
-	private int
+	private int //lint:ignore U1000 an unexported field the schema must leave out
 }
 
 // TestSchemaOfGoTypes: how each kind of Go field is described.
