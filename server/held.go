@@ -18,6 +18,9 @@ import (
 const (
 	maxHeldPerTenant = 32
 	maxHeld          = maxConns / 2
+
+	heldQuota       = "held_requests"        // api.Error.Quota past maxHeldPerTenant
+	serverHeldQuota = "server_held_requests" // past maxHeld
 )
 
 // heldLimiter counts the held requests per tenant.
@@ -35,9 +38,9 @@ func (l *heldLimiter) acquire(tenant string) (release func(), quota string) {
 	defer l.mu.Unlock()
 	switch {
 	case l.per[tenant] >= maxHeldPerTenant:
-		return nil, "held_requests"
+		return nil, heldQuota
 	case l.total >= maxHeld:
-		return nil, "server_held_requests"
+		return nil, serverHeldQuota
 	}
 	l.per[tenant]++
 	l.total++
@@ -61,9 +64,10 @@ func (s *Server) held(h handler) handler {
 		release, quota := s.heldReqs.acquire(id.Tenant)
 		if release == nil {
 			limit := maxHeldPerTenant
-			if quota == "server_held_requests" {
+			if quota == serverHeldQuota {
 				limit = maxHeld
 			}
+			s.metrics.refused(id.Tenant, quota)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusTooManyRequests, api.Error{Quota: quota,
 				Error: fmt.Sprintf("%s: at most %d long requests (exec, export, follow, start, stop) at a time", quota, limit)})

@@ -30,7 +30,7 @@ const (
 
 var (
 	execOutcomes = []string{outcomeOK, outcomeFailed, outcomeTimeout, outcomeMonitor, outcomeError, outcomeCanceled}
-	quotaNames   = []string{quota.Sessions, quota.Memory, quota.Pids, quota.CPU, quota.Audit}
+	quotaNames   = []string{quota.Sessions, quota.Memory, quota.Pids, quota.CPU, quota.Audit, workspacesQuota, heldQuota, serverHeldQuota}
 )
 
 // tenantMetrics are the per-tenant counts of the sessions API. Only the config's
@@ -63,7 +63,7 @@ func newTenantMetrics(tenants []string) *tenantMetrics {
 		}, []string{"tenant", "result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cordon_quota_refusals_total",
-			Help: "Session starts refused (429) past a quota, by tenant and quota.",
+			Help: "Requests refused (429) past a quota, by tenant and quota.",
 		}, []string{"tenant", "quota"}),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cordon_egress_denials_total",
@@ -138,7 +138,7 @@ func (m *metrics) poolClaim(tenant string, hit bool) {
 	}
 }
 
-// refused counts a start of tenant refused past quota q.
+// refused counts a request of tenant refused (429) past quota q.
 func (m *metrics) refused(tenant, q string) {
 	if !m.tenant.tenants[tenant] {
 		return

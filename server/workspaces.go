@@ -103,6 +103,7 @@ func (s *Server) ensureWorkspace(roots tenantRoots, name string) (created bool, 
 func (s *Server) writeWorkspaceError(w http.ResponseWriter, id auth.Identity, err error) {
 	var e *quota.Exceeded
 	if errors.As(err, &e) {
+		s.metrics.refused(id.Tenant, e.Quota)
 		writeQuotaError(w, e)
 		return
 	}
