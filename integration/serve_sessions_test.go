@@ -172,7 +172,7 @@ func TestServeSessions(t *testing.T) {
 	t.Run("hostile starts are refused", func(t *testing.T) { serveHostileStarts(t, s) })
 	t.Run("a staged session checkpoints and rolls back", func(t *testing.T) { serveStaged(t, s.tcpClient("acme")) })
 	t.Run("a client going away ends its command", func(t *testing.T) { serveExecDisconnect(t, s.tcpClient("acme")) })
-	t.Run("an exec outlives the server's request timeouts", func(t *testing.T) { serveLongExec(t, s.tcpClient("acme")) })
+	t.Run("an exec outlives the server's request timeouts", func(t *testing.T) { serveLongExec(t) })
 	t.Run("containers", func(t *testing.T) {
 		requireEngines(t)
 		for _, b := range containerBackends {
@@ -396,7 +396,14 @@ func waitRunning(t *testing.T, cmdline string, running bool, when string) {
 
 // serveLongExec: an exec streams past the server's 30 s request and 60 s response
 // timeouts, which its stream lifts, to its result.
-func serveLongExec(t *testing.T, a apiClient) {
+// An exec may only shorten its contract's timeout (60 s by default), so the tenant's
+// base contract here allows two minutes.
+func serveLongExec(t *testing.T) {
+	base := filepath.Join(shortTempDir(t), "base.yaml")
+	mustWrite(t, base, "version: 1\ncommands: {timeout: 2m}\n")
+	s := startServeWith(t, "    base_contract: "+base+"\n")
+	stopSessionsAtEnd(t, s)
+	a := s.tcpClient("acme")
 	sess := a.start(t, "long", "bwrap")
 	defer a.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
 	er := api.ExecRequest{Argv: []string{"sh", "-c", "echo a; sleep 62; echo b"}, TimeoutMS: 120_000}
