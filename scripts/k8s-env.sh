@@ -10,7 +10,7 @@
 #     sets up, are checked afterwards;
 #   - a local pause image and the busybox test image imported into containerd's k8s.io
 #     namespace;
-#   - the node on a dummy interface (198.18.0.1, cordon-k8s0), Pods on a bridge with no
+#   - the node at 198.18.0.1 on the loopback interface, Pods on a bridge with no
 #     gateway (198.18.1.0/24), Services 198.18.2.0/24: nothing routes off the host.
 # Waits until the API server is ready and the node is Ready, then prints the admin
 # kubeconfig's path on stdout. Idempotent; every process runs in the background with its
@@ -31,7 +31,6 @@ node=cordon-node
 node_ip=198.18.0.1
 pod_cidr=198.18.1.0/24
 svc_cidr=198.18.2.0/24
-dummy=cordon-k8s0
 bridge=cordon-k8s-br
 api_port=16443
 etcd_port=12379

@@ -121,15 +121,14 @@ containerd_ref() {
   echo "$n"
 }
 
-# network: the node's address on a dummy interface (the kubelet refuses a loopback node
-# IP) and the Pods' CNI config: a bridge without a gateway or masquerading, so a Pod
-# reaches its own loopback and the other Pods, nothing else.
+# network: the node's address, on the loopback interface (the kubelet refuses a
+# loopback IP as the node IP, and this kernel has no dummy interfaces: an address of
+# another range on lo is neither, and its traffic never leaves the host), and the Pods'
+# CNI config: a bridge without a gateway or masquerading, so a Pod reaches its own
+# loopback and the other Pods, nothing else.
 network() {
-  if ! ip link show "$dummy" >/dev/null 2>&1; then
-    ip link add "$dummy" type dummy
-  fi
-  ip addr show dev "$dummy" | grep -q "inet $node_ip/" || ip addr add "$node_ip/32" dev "$dummy"
-  ip link set "$dummy" up
+  mkdir -p "$cni_dir"
+  ip addr show dev lo | grep -q "inet $node_ip/" || ip addr add "$node_ip/32" dev lo
   cat >"$cni_dir/10-cordon-k8s.conflist.tmp" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -326,7 +325,7 @@ print(" ".join(n["metadata"]["name"] for n in json.load(sys.stdin)["items"]))' 2
   stop_pid etcd
   [ -n "$(ctr -n k8s.io tasks ls -q 2>/dev/null)" ] &&
     log "containerd's k8s.io namespace still has running tasks: $(ctr -n k8s.io tasks ls -q | tr '\n' ' ')"
-  ip link del "$dummy" 2>/dev/null || true
+  ip addr del "$node_ip/32" dev lo 2>/dev/null || true
   ip link del "$bridge" 2>/dev/null || true
   return 0
 }
