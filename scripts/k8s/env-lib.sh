@@ -78,7 +78,7 @@ containerd_with_config() {
     ctr --address "$ctr_sock" version >/dev/null 2>&1 && break
     sleep 0.1
   done
-  ctr --address "$ctr_sock" plugins ls 2>/dev/null | grep -q 'io.containerd.grpc.v1 *cri .* ok' ||
+  ctr --address "$ctr_sock" plugins ls 2>/dev/null | grep "io.containerd.grpc.v1 *cri .* ok" >/dev/null ||
     die "containerd's CRI plugin is not running; see /var/log/cordon-containerd.log"
   # dockerd reconnects to the restarted containerd by itself; container-env.sh starts it
   # again if it did not, and re-imports the test image if the namespace lost it.
@@ -88,7 +88,7 @@ containerd_with_config() {
   done
   "$here/container-env.sh" "$image" >/dev/null
   docker image inspect "$image" >/dev/null || die "dockerd lost $image after containerd's restart"
-  ctr -n cordon images ls -q | grep -q "$image" || die "containerd's cordon namespace lost $image"
+  ctr -n cordon images ls -q | grep -F "$image" >/dev/null || die "containerd's cordon namespace lost $image"
   log "containerd restarted; dockerd answers and the cordon namespace still has $image"
 }
 
@@ -107,7 +107,7 @@ import_images() {
     rm -rf "$root"
   fi
   for i in "$pause_image" "$image"; do
-    if ! ctr -n k8s.io images ls -q | grep -qx "$(containerd_ref "$i")"; then
+    if ! ctr -n k8s.io images ls -q | grep -x "$(containerd_ref "$i")" >/dev/null; then
       log "importing $i into containerd namespace k8s.io"
       docker save "$i" | ctr -n k8s.io images import --all-platforms - >/dev/null
     fi
@@ -128,7 +128,7 @@ containerd_ref() {
 # loopback and the other Pods, nothing else.
 network() {
   mkdir -p "$cni_dir"
-  ip addr show dev lo | grep -q "inet $node_ip/" || ip addr add "$node_ip/32" dev lo
+  ip addr show dev lo | grep -F "inet $node_ip/" >/dev/null || ip addr add "$node_ip/32" dev lo
   cat >"$cni_dir/10-cordon-k8s.conflist.tmp" <<EOF
 {
   "cniVersion": "1.0.0",
