@@ -288,6 +288,7 @@ start_kubelet() {
     launch kubelet "$bin/kubelet" --config "$state/kubelet.yaml" \
       --kubeconfig "$state/kubelet.kubeconfig" --root-dir "$state/kubelet" \
       --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$node_ip" --v=1
+    date +%s >"$run/kubelet.started"
   fi
   log "waiting up to ${wait_node}s for node $node to be Ready"
   local t0=$SECONDS
@@ -295,12 +296,18 @@ start_kubelet() {
   log "node $node Ready ($((SECONDS - t0)) s)"
 }
 
+# node_ready: the node's Ready condition is True and was reported by this kubelet: after
+# a restart etcd still holds the last run's Ready until the node's lease runs out.
 node_ready() {
   curl_api "$api/api/v1/nodes/$node" | python3 -c '
-import json, sys
+import datetime, json, sys
+since = int(sys.argv[1])
 node = json.load(sys.stdin)
-ready = [c for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
-sys.exit(0 if ready and ready[0]["status"] == "True" else 1)'
+for c in node.get("status", {}).get("conditions", []):
+    if c["type"] == "Ready":
+        beat = datetime.datetime.fromisoformat(c["lastHeartbeatTime"].replace("Z", "+00:00"))
+        sys.exit(0 if c["status"] == "True" and beat.timestamp() >= since - 1 else 1)
+sys.exit(1)' "$(cat "$run/kubelet.started" 2>/dev/null || echo 0)"
 }
 
 # stop_all: deletes every Pod through the API (so the kubelet tears down their
@@ -321,6 +328,11 @@ print(" ".join(n["metadata"]["name"] for n in json.load(sys.stdin)["items"]))' 2
     done
   fi
   stop_pid kubelet
+  rm -f "$run/kubelet.started"
+  # The kubelet bind-mounts its root onto itself (and volumes below it): undo that, the
+  # deepest first, so reset can remove the directory.
+  awk -v p="$state/kubelet" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
   stop_pid kube-apiserver
   stop_pid etcd
   [ -n "$(ctr -n k8s.io tasks ls -q 2>/dev/null)" ] &&
