@@ -44,7 +44,7 @@ EOF
 # config when it runs without it, then makes sure dockerd and the cordon namespace's
 # IMAGE are still there (scripts/container-env.sh starts and imports what is missing).
 containerd_with_config() {
-  local image=$1 want pid='' cmd changed=''
+  local image=$1 want pid='' cmd changed='' before after
   mkdir -p "$etc" "$cni_dir"
   want=$(containerd_config)
   if [ "$(cat "$ctr_conf" 2>/dev/null)" != "$want" ]; then
@@ -67,6 +67,7 @@ containerd_with_config() {
     return 0
   fi
   log "restarting containerd ($pid) with $ctr_conf (its running containers and dockerd stay)"
+  before=$(ctr --address "$ctr_sock" -n cordon images ls -q | sort)
   kill "$pid"
   for _ in $(seq 300); do
     kill -0 "$pid" 2>/dev/null || break
@@ -80,16 +81,18 @@ containerd_with_config() {
   done
   ctr --address "$ctr_sock" plugins ls 2>/dev/null | grep "io.containerd.grpc.v1 *cri .* ok" >/dev/null ||
     die "containerd's CRI plugin is not running; see /var/log/cordon-containerd.log"
+  after=$(ctr --address "$ctr_sock" -n cordon images ls -q | sort)
+  [ "$before" = "$after" ] ||
+    die "containerd's cordon namespace changed across the restart: lost $(comm -23 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
   # dockerd reconnects to the restarted containerd by itself; container-env.sh starts it
-  # again if it did not, and re-imports the test image if the namespace lost it.
+  # again if it did not.
   for _ in $(seq 100); do
     docker version >/dev/null 2>&1 && break
     sleep 0.1
   done
   "$here/container-env.sh" "$image" >/dev/null
   docker image inspect "$image" >/dev/null || die "dockerd lost $image after containerd's restart"
-  ctr -n cordon images ls -q | grep -F "$image" >/dev/null || die "containerd's cordon namespace lost $image"
-  log "containerd restarted; dockerd answers and the cordon namespace still has $image"
+  log "containerd restarted; dockerd answers, the cordon namespace kept its $(echo "$after" | grep -c .) images"
 }
 
 # import_images IMAGE: the pause image (busybox sleeping; containerd's CRI asks for it by
