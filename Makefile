@@ -113,3 +113,18 @@ test: container-env
 bench: bench-containers
 bench-containers: build
 	scripts/bench-containers.sh
+
+# Kubernetes (issue 37): `make k8s-test` starts the project's own single-node test
+# cluster (scripts/k8s-env.sh: kube-apiserver and kubelet built from the module proxy and
+# cached in /var/cache/cordon-k8s, etcd and the CNI plugins from Debian, the kubelet on
+# the standard containerd) and runs the tests behind the build tag k8s. `make test` does
+# not run them yet (docs/kubernetes.md). `make k8s-stop` stops the cluster.
+.PHONY: k8s-env k8s-test k8s-stop
+k8s-env:
+	@scripts/k8s-env.sh >/dev/null
+
+k8s-test: k8s-env
+	$(GO) test -tags k8s -count=1 -timeout 10m ./integration/k8s/
+
+k8s-stop:
+	@scripts/k8s-env.sh stop

@@ -1,0 +1,238 @@
+//go:build k8s
+
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const defaultKubeconfig = "/var/lib/cordon-k8s/kubeconfig"
+
+// client returns a clientset for the test cluster, skipping (failing under CI=true)
+// when there is no kubeconfig.
+func client(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	path := os.Getenv("CORDON_K8S_KUBECONFIG")
+	if path == "" {
+		path = defaultKubeconfig
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no test cluster: %v (scripts/k8s-env.sh starts it)", err)
+		}
+		t.Skipf("no test cluster: %v (scripts/k8s-env.sh starts it)", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("loading %s: %v", path, err)
+	}
+	cfg.Timeout = 30 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return cs
+}
+
+// testImage is the busybox test image scripts/container-env.sh builds and
+// scripts/k8s-env.sh imports into containerd's k8s.io namespace.
+func testImage() string {
+	if img := os.Getenv("CORDON_TEST_IMAGE"); img != "" {
+		return img
+	}
+	return "cordon-test/busybox:1"
+}
+
+// namespace makes a fresh namespace with its default ServiceAccount (the test cluster
+// runs no controller-manager to make it) and returns its name and the node to bind Pods
+// to (it runs no scheduler either). Its Pods are deleted at the end of the test.
+func namespace(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) (string, string) {
+	t.Helper()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing nodes: %v", err)
+	}
+	if len(nodes.Items) == 0 {
+		t.Fatal("the cluster has no node")
+	}
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "cordon-smoke-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	name := ns.Name
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		zero := int64(0)
+		pods := cs.CoreV1().Pods(name)
+		if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting the pods of %s: %v", name, err)
+		}
+		// Without a namespace controller the namespace stays Terminating; it holds nothing.
+		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting namespace %s: %v", name, err)
+		}
+	})
+	no := false
+	_, err = cs.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta:                   metav1.ObjectMeta{Name: "default"},
+		AutomountServiceAccountToken: &no,
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the default ServiceAccount: %v", err)
+	}
+	return name, nodes.Items[0].Name
+}
+
+// lockedPod is a Pod in the posture cordon's sessions will have: a non-root uid, all
+// capabilities dropped, no privilege escalation, a read-only root file system, the
+// local image only.
+func lockedPod(node string, script string) *corev1.Pod {
+	uid := int64(1000)
+	yes, no := true, false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"},
+		Spec: corev1.PodSpec{
+			NodeName:                     node,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: &no,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser:    &uid,
+				RunAsGroup:   &uid,
+				RunAsNonRoot: &yes,
+			},
+			Containers: []corev1.Container{{
+				Name:            "probe",
+				Image:           testImage(),
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"/bin/sh", "-c", script},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsUser:                &uid,
+					RunAsNonRoot:             &yes,
+					AllowPrivilegeEscalation: &no,
+					ReadOnlyRootFilesystem:   &yes,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
+
+// postureScript exits 0 only when the container sees the posture lockedPod asks for,
+// so the Pod's phase alone says whether the runtime applied it.
+const postureScript = `set -e
+test "$(id -u)" = 1000
+if touch /probe 2>/dev/null; then echo "root file system is writable"; exit 3; fi
+grep -q '^CapEff:[[:space:]]*0000000000000000$' /proc/self/status
+grep -q '^NoNewPrivs:[[:space:]]*1$' /proc/self/status
+echo posture-ok`
+
+// A Pod in the locked-down posture runs to completion on the node, and inside it the
+// uid, the read-only root, the empty capability set and no_new_privs hold.
+func TestSmokeLockedPodSucceeds(t *testing.T) {
+	cs := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns, node := namespace(ctx, t, cs)
+	pod, err := cs.CoreV1().Pods(ns).Create(ctx, lockedPod(node, postureScript), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the pod: %v", err)
+	}
+	phase, err := waitFinished(ctx, cs, ns, pod.Name)
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v%s", ns, pod.Name, err, describe(ctx, cs, ns, pod.Name))
+	}
+	if phase != corev1.PodSucceeded {
+		t.Fatalf("pod %s/%s ended %s, want Succeeded%s", ns, pod.Name, phase, describe(ctx, cs, ns, pod.Name))
+	}
+	// The API server reaches the kubelet for the log (its address is the node's
+	// InternalIP, on the test cluster's dummy interface).
+	out, err := cs.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the pod's log through the API server: %v", err)
+	}
+	if !bytes.Contains(out, []byte("posture-ok")) {
+		t.Fatalf("pod log = %q, want posture-ok", out)
+	}
+}
+
+// A Pod naming a RuntimeClass the cluster does not have is refused when it is created,
+// not left pending or run with the default runtime.
+func TestSmokeMissingRuntimeClassRefused(t *testing.T) {
+	cs := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns, node := namespace(ctx, t, cs)
+	pod := lockedPod(node, "true")
+	pod.Name = "missing-runtime"
+	class := "cordon-no-such-runtime"
+	pod.Spec.RuntimeClassName = &class
+	_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err == nil {
+		t.Fatalf("a pod with runtimeClassName %q was admitted", class)
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), class) {
+		t.Fatalf("creating the pod: %v, want Forbidden naming RuntimeClass %q", err, class)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the refusal, getting the pod: %v, want NotFound", err)
+	}
+}
+
+// waitFinished watches the pod until it has Succeeded or Failed.
+func waitFinished(ctx context.Context, cs *kubernetes.Clientset, ns, name string) (corev1.PodPhase, error) {
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return "", fmt.Errorf("watching: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for the pod to finish: %w", ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return "", errors.New("the watch ended before the pod finished")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				return p.Status.Phase, nil
+			}
+		}
+	}
+}
+
+// describe is the pod's status and events, for a failure message.
+func describe(ctx context.Context, cs *kubernetes.Clientset, ns, name string) string {
+	var b strings.Builder
+	if p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "\nphase %s, reason %q, message %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
+		for _, c := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "\ncontainer %s: %+v", c.Name, c.State)
+		}
+	}
+	if evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range evs.Items {
+			fmt.Fprintf(&b, "\nevent %s %s: %s", e.Type, e.Reason, e.Message)
+		}
+	}
+	return b.String()
+}
