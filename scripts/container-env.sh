@@ -71,7 +71,7 @@ if ! docker image inspect "$image" >/dev/null 2>&1; then
   tar --numeric-owner --owner=0 --group=0 -C "$root" -c . |
     docker import -c 'ENV PATH=/bin' -m 'cordon test image (Debian busybox-static)' - "$image" >/dev/null
 fi
-if ! ctr --address "$ctr_sock" -n "$ns" images check "name==$(ref "$image")" 2>/dev/null | grep -q complete; then
+if ! ctr --address "$ctr_sock" -n "$ns" images check "name==$(ref "$image")" 2>/dev/null | grep complete >/dev/null; then
   log "importing $image into containerd namespace $ns"
   docker save "$image" | ctr --address "$ctr_sock" -n "$ns" images import --all-platforms - >/dev/null
 fi
