@@ -174,6 +174,10 @@ type sessionJSON struct {
 	Backend   string    `json:"backend"`
 	Workspace string    `json:"workspace"`
 	Contract  string    `json:"contract"` // "" for the built-in default
+	// Ended is why a server's session ended when its supervisor died (its log sealed
+	// by the server's collection); empty otherwise.
+	Ended  string `json:"ended,omitempty"`
+	remote bool   // a server's: the server collects its dead sessions, not the caller's gc
 }
 
 func sessionLs(stdio IO, asJSON bool) error {
@@ -203,7 +207,12 @@ func printSessions(stdio IO, out []sessionJSON, asJSON bool) error {
 	}
 	for _, s := range out {
 		state := s.State
-		if state == "dead" {
+		switch {
+		case s.Ended != "":
+			state += " (" + s.Ended + ")"
+		case state == "dead" && s.remote:
+			state = "dead (the server collects it)"
+		case state == "dead":
 			state = "dead (cordon gc removes it)"
 		}
 		// A server's answer is not to be trusted with the terminal.

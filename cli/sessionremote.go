@@ -76,7 +76,8 @@ func sessionLsRemote(c *cobra.Command, stdio IO, asJSON bool) error {
 	}
 	out := []sessionJSON{}
 	for _, s := range list {
-		out = append(out, sessionJSON{ID: s.ID, Alive: s.State == "running", State: s.State, Started: s.Started, Backend: s.Backend, Workspace: s.Workspace})
+		out = append(out, sessionJSON{ID: s.ID, Alive: s.State == "running", State: s.State, Started: s.Started, Backend: s.Backend, Workspace: s.Workspace,
+			Ended: s.Ended, remote: true})
 	}
 	return printSessions(stdio, out, asJSON)
 }
