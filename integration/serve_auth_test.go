@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ type served struct {
 	file    string // its config
 	sock    string
 	addr    string // the TCP listener's host:port
-	stderr  *bytes.Buffer
+	stderr  *syncBuffer
 	done    chan error
 	tokens  map[string]string // by tenant: its agent token
 	ca      *testCA
@@ -159,9 +160,28 @@ tenants:
 }
 
 // launch starts the binary on s's config and waits until it listens.
+// syncBuffer is the daemon's stderr as it is written: read by the test while the
+// reading goroutine still appends to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 func (s *served) launch(t *testing.T) {
 	t.Helper()
-	s.stderr, s.done, s.metrics = &bytes.Buffer{}, make(chan error, 1), make(chan string, 1)
+	s.stderr, s.done, s.metrics = &syncBuffer{}, make(chan error, 1), make(chan string, 1)
 	s.cmd = exec.Command(testutil.Cordon(t), "serve", "--config", s.file)
 	pipe, err := s.cmd.StderrPipe()
 	if err != nil {
