@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // TestServePool: a tenant's warm pool is started ahead of any request, each warm
@@ -103,8 +105,26 @@ func TestServePool(t *testing.T) {
 	if got := acme.download(t, sess.Workspace); got["f"] != "0  from-the-pool\n" {
 		t.Errorf("the claimed workspace's download: %v", got)
 	}
-	// The daemon's stop leaves the pool's sessions running (they are detached, as
-	// every session); stop them as the tenant's claims would, through the records.
+	// A graceful stop (SIGTERM) stops the unclaimed warm sessions: no one's, they
+	// would hold the tenant's quota until a restart. (SIGKILL leaves them for the next
+	// start to adopt, as every session; the cleanup below stops those.)
+	left := warm()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
+	}
+	if now := warm(); len(now) != 0 {
+		t.Errorf("after the daemon's graceful stop: warm sessions %v (of %v) still recorded running", now, left)
+	}
+	for _, id := range left {
+		if si, err := wire.Read(filepath.Join(filepath.Dir(serve), "sessions"), id); err == nil && si.Alive() {
+			t.Errorf("warm session %s still runs after the daemon's graceful stop", id)
+		}
+	}
 	t.Cleanup(func() {
 		for _, id := range warm() {
 			cmd := exec.Command(testutil.Cordon(t), "session", "stop", id)

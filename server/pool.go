@@ -95,6 +95,28 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots) error {
 	return nil
 }
 
+// stopWarm stops every tenant's unclaimed warm sessions at the server's graceful
+// stop: they are no one's, and left running they would hold the tenant's quota and
+// the host's memory until a restart. (A daemon that dies leaves them for adoption,
+// as every session.) A refill that was starting one as the server stopped may still
+// leave it; the next start adopts it.
+func (s *Server) stopWarm(ctx context.Context) {
+	for _, t := range s.cfg.Tenants {
+		if t.Pool == nil {
+			continue
+		}
+		roots := tenantRootsOf(t)
+		for _, rec := range records(roots) {
+			if !rec.Warm || state(roots, rec) != stateRunning {
+				continue
+			}
+			if err := s.stop(ctx, roots, rec); err != nil {
+				s.log.Error("warm pool: stopping a session at the server's stop", logTenant, t.Name, logSession, rec.ID, logErr, err)
+			}
+		}
+	}
+}
+
 // warmCount is the number of the tenant's warm sessions that run; a warm session
 // found dead is collected on the way (sessions_dead.go) and no longer warm.
 func (s *Server) warmCount(ctx context.Context, roots tenantRoots) int {

@@ -160,6 +160,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		hs.Close()
 	}
 	closeAll()
+	stopReaper() // no refill of a pool from here on
+	s.stopWarm(sctx)
 	stopMetrics(sctx)
 	s.log.Info("stopped")
 	if errors.Is(err, http.ErrServerClosed) {
