@@ -2,7 +2,6 @@ package sandboxinit
 
 import (
 	"os"
-	"syscall"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -11,11 +10,7 @@ import (
 // killSandbox kills every other process of the sandbox. As process 1 of its pid
 // namespace, kill(-1) reaches exactly those; anywhere else it would reach every process
 // of the caller's user on the host: never.
-func killSandbox() {
-	if os.Getpid() == 1 {
-		_ = linux.Kill(-1, syscall.SIGKILL)
-	}
-}
+func killSandbox() { _ = linux.KillNamespace() }
 
 // stopAll kills what is left of the sandbox when the session ends.
 func (s *server) stopAll() { killSandbox() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,6 +223,11 @@ func (cg *Cgroup) AddV1(pids ...int) error {
 // alone do the work.
 func (cg *Cgroup) Kill(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	if self := os.Getpid(); slices.Contains(cg.subtreeProcs(), self) {
+		// A cgroup cordon itself is in is not a sandbox's: freezing and killing it
+		// would take cordon and whatever runs beside it (a CI job, a shell) with it.
+		return fmt.Errorf("cgroup %s holds cordon itself (pid %d): not killing it", cg.Path, self)
+	}
 	freeze := filepath.Join(cg.Path, "cgroup.freeze")
 	if writeFile(freeze, "1") == nil {
 		defer func() { _ = writeFile(freeze, "0") }()
@@ -237,7 +243,7 @@ func (cg *Cgroup) Kill(timeout time.Duration) error {
 			return fmt.Errorf("cgroup %s still has processes after kill", cg.Path)
 		}
 		for _, pid := range pids {
-			_ = unix.Kill(pid, unix.SIGKILL)
+			_ = Kill(pid, unix.SIGKILL) // 0 (a process outside our pid namespace) is refused
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -272,7 +278,9 @@ func readProcs(dir string) []int {
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {
-		if n, err := strconv.Atoi(f); err == nil {
+		// A process outside the reader's pid namespace is listed as 0: it cannot be
+		// named, so it is left out, and never becomes kill(0).
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
 			pids = append(pids, n)
 		}
 	}

@@ -1,11 +1,13 @@
 package linux
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -195,5 +197,55 @@ func waitProcs(t *testing.T, dir string, n int) {
 			t.Fatalf("want %d processes in %s, got %d", n, dir, len(readProcs(dir)))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCgroupKillRefusesItsOwnCgroup: Kill of a cgroup the caller is in is refused
+// before anything is frozen or killed. It runs in a helper process alone in a fresh
+// cgroup, so that a regression kills only the helper.
+func TestCgroupKillRefusesItsOwnCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	if os.Getenv("CORDON_TEST_KILL_OWN_CGROUP") == "1" {
+		cg, err := NewCgroup(fmt.Sprintf("test-own-%d", os.Getpid()), Limits{})
+		if err != nil {
+			fmt.Println("setup:", err)
+			return
+		}
+		if err := writeFile(cg.Path+"/cgroup.procs", strconv.Itoa(os.Getpid())); err != nil {
+			fmt.Println("setup:", err)
+			return
+		}
+		fmt.Println("kill:", cg.Kill(time.Second))
+		parent := cg.Path[:len(cg.Path)-len("/test-own-")-len(strconv.Itoa(os.Getpid()))]
+		_ = writeFile(parent+"/cgroup.procs", strconv.Itoa(os.Getpid()))
+		_ = cg.Remove()
+		return
+	}
+	_, err := NewCgroup(fmt.Sprintf("test-probe-%d", os.Getpid()), Limits{})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	_ = RemoveCgroup(fmt.Sprintf("test-probe-%d", os.Getpid()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCgroupKillRefusesItsOwnCgroup$")
+	cmd.Env = append(os.Environ(), "CORDON_TEST_KILL_OWN_CGROUP=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the helper killing its own cgroup: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "holds cordon itself") {
+		t.Fatalf("Kill of the caller's own cgroup: %s; want it refused", out)
+	}
+}
+
+// TestKillRefusesNonPositivePids: 0 and -1 (the caller's group, everything) are
+// never signalled through Kill.
+func TestKillRefusesNonPositivePids(t *testing.T) {
+	for _, pid := range []int{0, -1} {
+		if err := Kill(pid, 0); err != syscall.EINVAL {
+			t.Errorf("Kill(%d, 0) = %v; want EINVAL", pid, err)
+		}
+	}
+	if err := KillNamespace(); err != syscall.EPERM {
+		t.Errorf("KillNamespace outside process 1 = %v; want EPERM", err)
 	}
 }

@@ -8,9 +8,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Kill sends sig to process pid (0 only asks whether it may be signalled). -1 reaches
-// every process the caller may signal: only process 1 of a pid namespace should ask.
-func Kill(pid int, sig syscall.Signal) error { return unix.Kill(pid, sig) }
+// Kill sends sig to process pid (sig 0 only asks whether it may be signalled). A pid
+// that is not positive is refused (EINVAL): kill(0) reaches the caller's own process
+// group and kill(-1) every process it may signal, and a pid read as 0 or -1 (a process
+// in another pid namespace, a parse gone wrong) must never become either.
+func Kill(pid int, sig syscall.Signal) error {
+	if pid <= 0 {
+		return syscall.EINVAL
+	}
+	return unix.Kill(pid, sig)
+}
+
+// KillNamespace SIGKILLs every other process of the caller's pid namespace. Only
+// process 1 of a pid namespace reaches exactly those; anywhere else kill(-1) would reach
+// every process of the caller's user on the host, so it is refused (EPERM).
+func KillNamespace() error {
+	if unix.Getpid() != 1 {
+		return syscall.EPERM
+	}
+	return unix.Kill(-1, syscall.SIGKILL)
+}
 
 // KillGroup sends sig to every process of the process group pgid. A pgid that is not
 // positive is refused (EINVAL): kill(0) and kill(-1) would reach the caller's own
