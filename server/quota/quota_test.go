@@ -76,10 +76,18 @@ func exceeded(t *testing.T, err error, quota string) *Exceeded {
 func TestReserveNeverExceeds(t *testing.T) {
 	q := testQuotas()
 	l, _ := newLedger(t, q)
+	// A session held throughout leaves 2GiB: the asks of 3 and 4GiB are always refused
+	// and those of 1 and 2GiB granted when nothing else holds, so both outcomes happen
+	// however the goroutines are scheduled (a busy machine may run them one by one).
+	base := Request{Memory: 8 * gib, PIDs: 1, CPU: 0.1}
+	releaseBase, err := l.Reserve("a", base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var (
 		mu                   sync.Mutex
-		sessions             int
-		memory, pids, cpuMil int64
+		sessions             = 1
+		memory, pids, cpuMil = base.Memory, base.PIDs, milli(base.CPU)
 		granted, refused     atomic.Int64
 		wg                   sync.WaitGroup
 	)
@@ -121,6 +129,7 @@ func TestReserveNeverExceeds(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	releaseBase()
 	if granted.Load() == 0 || refused.Load() == 0 {
 		t.Errorf("granted %d, refused %d: want both", granted.Load(), refused.Load())
 	}
