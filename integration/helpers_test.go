@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -195,8 +198,31 @@ func shortTempDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() {
+		unmountUnder(d)
+		os.RemoveAll(d)
+	})
 	return d
+}
+
+// unmountUnder detaches whatever is mounted at or below dir, deepest first: a tenant's
+// disk that a daemon killed by the test left mounted (cordon serve unmounts it when it
+// stops), whose loop device the kernel frees with the mount.
+func unmountUnder(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, m := range linux.ParseMountinfo(string(data)) {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			points = append(points, m.Point)
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		_ = unix.Unmount(p, unix.MNT_DETACH)
+	}
 }
 
 // worldRoots holds every world's run root, for the checks that nothing is left behind.

@@ -21,6 +21,7 @@ listen: {unix: {path: /run/c.sock}}
 tenants:
   - name: acme
     root: /srv/acme
+    quotas: {disk: host} # nothing is mounted: Serve is not run
     credentials:
       - {name: root, roles: [auditor], uid: 0}
       - {name: ci, roles: [agent], token_sha256: `+sum+`}

@@ -95,7 +95,7 @@ func TestServeMetricsListener(t *testing.T) {
 	addr := probe.Addr().String()
 	probe.Close()
 	sock := filepath.Join(sockDir(t), "c.sock")
-	cfg, err := config.Parse("t.yaml", []byte("version: 1\nlisten: {unix: {path: "+sock+"}, metrics: {address: '"+addr+"'}}\ntenants: [{name: a, root: /srv/a}]\n"))
+	cfg, err := config.Parse("t.yaml", []byte("version: 1\nlisten: {unix: {path: "+sock+"}, metrics: {address: '"+addr+"'}}\ntenants: [{name: a, root: /srv/a, quotas: {disk: host}}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

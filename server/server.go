@@ -97,6 +97,10 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 // gracefully: no new connection is accepted, requests in flight get [shutdownGrace]
 // to finish, every connection is closed and the unix socket removed.
 func (s *Server) Serve(ctx context.Context) error {
+	if err := s.mountDisks(ctx); err != nil {
+		return err
+	}
+	defer s.unmountDisks() // those no session uses any more
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {

@@ -20,7 +20,7 @@ import (
 // header, and stops when its context ends, removing the socket.
 func TestServeInProcess(t *testing.T) {
 	sock := filepath.Join(sockDir(t), "c.sock")
-	cfg, err := config.Parse("t.yaml", []byte("version: 1\nlisten: {unix: {path: "+sock+"}}\ntenants: [{name: a, root: /srv/a}]\n"))
+	cfg, err := config.Parse("t.yaml", []byte("version: 1\nlisten: {unix: {path: "+sock+"}}\ntenants: [{name: a, root: /srv/a, quotas: {disk: host}}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

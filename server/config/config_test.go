@@ -84,6 +84,8 @@ func TestParseRefuses(t *testing.T) {
 			`f.yaml:6:5: tenant "b": root /srv/a/b overlaps tenant "a"'s root /srv/a (line 5): a tenant's root must not be inside another's`}},
 		{"root holding another", base + "  - {name: a, root: /srv/a/b/}\n  - {name: b, root: /srv/a}\n", []string{
 			`f.yaml:6:5: tenant "b": root /srv/a overlaps tenant "a"'s root /srv/a/b (line 5): a tenant's root must not be inside another's`}},
+		{"root holding another's disk image", base + "  - {name: a, root: /srv/a}\n  - {name: b, root: /srv/a.disk/b}\n", []string{
+			`f.yaml:6:5: tenant "b": root /srv/a.disk/b and tenant "a"'s disk image /srv/a.disk overlap: a tenant's disk must be out of every tenant's reach`}},
 		{"root holds the socket", base + "  - {name: a, root: /run}\n", []string{
 			`f.yaml:5:5: tenant "a": root /run holds the server's socket /run/cordon/cordon.sock`}},
 		{"duplicate credential", base + "  - name: a\n    root: /a\n    credentials:\n      - {name: c, roles: [agent], uid: 1}\n      - {name: c, roles: [auditor], uid: 2}\n", []string{

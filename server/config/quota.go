@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/strictyaml"
+	"github.com/cordonhq/cordon/server/disk"
 )
 
 // Quotas bound what one tenant may hold at once (tenants[].quotas). Every field is
@@ -27,6 +28,11 @@ type Quotas struct {
 	Workspaces int
 	// Upload bounds one workspace's tar, uploaded or downloaded.
 	Upload UploadLimits
+	// Disk is the size in bytes of the tenant's own file system, mounted over its root
+	// (package server/disk): all its sandboxes, stages and logs may write together.
+	// 0 (quotas.disk: host) keeps the root on the host's file system, bounded only by
+	// what the operator set up there.
+	Disk int64
 	// Session is what a session is charged, and held to, for a limit its contract
 	// leaves to cordon's default.
 	Session SessionLimits
@@ -53,7 +59,7 @@ type SessionLimits struct {
 // Each session gets an equal share by default (2GiB, 2048 pids, 0.5 CPU).
 func DefaultQuotas() Quotas {
 	q := Quotas{Sessions: 4, Memory: 8 << 30, Pids: 8192, CPU: 2, Wall: 2 * time.Hour, Audit: 1 << 30,
-		Workspaces: 64, Upload: UploadLimits{Bytes: 1 << 30, Entries: 100_000}}
+		Workspaces: 64, Upload: UploadLimits{Bytes: 1 << 30, Entries: 100_000}, Disk: 16 << 30}
 	q.Session = q.share()
 	return q
 }
@@ -100,6 +106,7 @@ func decodeQuotas(d *strictyaml.Decoder, n *yaml.Node, q *Quotas) {
 				q.Workspaces = int(n)
 			}
 		}},
+		strictyaml.Field{Name: "disk", Decode: func(v *yaml.Node) { q.Disk = quotaDisk(d, v, q.Disk) }},
 		strictyaml.Field{Name: "upload_bytes", Decode: func(v *yaml.Node) { q.Upload.Bytes = quotaSize(d, v, "quotas.upload_bytes", q.Upload.Bytes) }},
 		strictyaml.Field{Name: "upload_entries", Decode: func(v *yaml.Node) {
 			if n, ok := d.Int(v, "quotas.upload_entries", 1, 10_000_000); ok {
@@ -147,6 +154,19 @@ func checkQuotas(d *strictyaml.Decoder, n, session *yaml.Node, q *Quotas) {
 			d.At(at, "quotas.session_default.%s: %s is more than the tenant's whole quota (%s): no session with the default could start", c.name, c.have, c.want)
 		}
 	}
+}
+
+// quotaDisk is quotas.disk: a size of at least [disk.MinSize], or host (0).
+func quotaDisk(d *strictyaml.Decoder, n *yaml.Node, def int64) int64 {
+	if s, ok := d.Scalar(n, "quotas.disk"); ok && s == "host" {
+		return 0
+	}
+	v := quotaSize(d, n, "quotas.disk", def)
+	if v < disk.MinSize {
+		d.At(n, "quotas.disk: %d bytes is too small for a tenant's file system (minimum 32MiB), or say host", v)
+		return def
+	}
+	return v
 }
 
 // quotaSize is n as a byte size ("4GiB", "512MiB", contract.ParseSize's forms); def

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/strictyaml"
+	"github.com/cordonhq/cordon/server/disk"
 )
 
 // validate checks what relates values to one another: uniqueness, nesting, TLS and the
@@ -55,6 +56,12 @@ func checkTenants(d *strictyaml.Decoder, c *Config) {
 			}
 			if within(t.Root, o.Root) || within(o.Root, t.Root) {
 				d.AtPos(t.Pos, "tenant %q: root %s overlaps tenant %q's root %s (%s): a tenant's root must not be inside another's", t.Name, t.Root, o.Name, o.Root, at(o.Pos))
+				continue
+			}
+			for _, p := range [][2]Tenant{{t, o}, {o, t}} {
+				if img := disk.ImagePath(p[0].Root); p[0].Quotas.Disk > 0 && (within(img, p[1].Root) || within(p[1].Root, img)) {
+					d.AtPos(t.Pos, "tenant %q: root %s and tenant %q's disk image %s overlap: a tenant's disk must be out of every tenant's reach", p[1].Name, p[1].Root, p[0].Name, img)
+				}
 			}
 		}
 		if c.Listen.Unix != nil && t.Root != "" && within(c.Listen.Unix.Path, t.Root) {

@@ -30,6 +30,7 @@ const (
 	Pids     = "pids"
 	CPU      = "cpu"
 	Audit    = "audit"
+	Disk     = "disk"
 )
 
 // Errors returned by the Ledger and Fit.
@@ -53,7 +54,7 @@ const (
 // Exceeded is a reservation refused because a quota is used up. It matches
 // [ErrExceeded] with errors.Is.
 type Exceeded struct {
-	Quota      string        // Sessions, Memory, Pids, CPU or Audit
+	Quota      string        // Sessions, Memory, Pids, CPU, Audit or Disk
 	RetryAfter time.Duration // when to try again: in [1s, 1m]
 	Detail     string        // for the tenant: what is in use, of how much, and what was asked
 }
@@ -88,6 +89,7 @@ type account struct {
 	q     config.Quotas
 	cpu   int64 // q.CPU in thousandths
 	audit *meter
+	root  string // the tenant's root: its disk when q.Disk is set
 
 	// Guarded by Ledger.mu.
 	used usage
@@ -117,6 +119,7 @@ func New(cfg *config.Config, opts ...option) *Ledger {
 			q:     t.Quotas,
 			cpu:   int64(math.Round(t.Quotas.CPU * 1000)),
 			audit: &meter{root: t.AuditRoot(), limit: t.Quotas.Audit, maxEntries: maxAuditEntries},
+			root:  t.Root,
 			held:  map[*hold]struct{}{},
 		}
 	}
@@ -153,6 +156,9 @@ func (l *Ledger) Reserve(tenant string, r Request) (release func(), err error) {
 	// The audit root is measured outside mu (a bounded walk, cached): its bytes grow
 	// with what sessions log, not with what they are charged.
 	if e := a.audit.check(l.now); e != nil {
+		return nil, e
+	}
+	if e := a.diskCheck(); e != nil {
 		return nil, e
 	}
 	l.mu.Lock()

@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/server/api"
+)
+
+// TestServeTenantDisk: a tenant's sandboxes that write without end fill the tenant's
+// own disk (quotas.disk), on every backend: the write fails with ENOSPC, the host's
+// disk holds no more than the quota for it, the session still runs commands and its
+// log is sealed at the stop (cordon writes into the reserve its sandboxes cannot), and
+// another tenant writes on. The server unmounts the disk when it stops.
+func TestServeTenantDisk(t *testing.T) {
+	testutil.RequireBwrap(t)
+	const quota = 64 << 20
+	s := startServeWith(t, "    quotas: {disk: 64MiB}\n")
+	stopSessionsAtEnd(t, s)
+	acmeRoot := filepath.Join(filepath.Dir(s.file), "acme")
+	if !mountRoot(acmeRoot) {
+		t.Fatalf("acme's root %s is not a mount point while the server runs", acmeRoot)
+	}
+	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
+	fill := func(t *testing.T, backend string) {
+		sess := acme.start(t, "fill-"+backend, backend)
+		out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "dd if=/dev/zero of=fill bs=1M count=200 2>&1; echo rc=$?"))
+		if !strings.Contains(out, "No space left") || strings.Contains(out, "rc=0") {
+			t.Errorf("on %s, a sandbox writing 200 MiB on a 64 MiB disk: %q (%+v); want ENOSPC", backend, out, last.Result)
+		}
+		if backend == "bwrap" {
+			code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "late", Backend: "bwrap"})
+			if code != 429 || !strings.Contains(body, `"quota":"disk"`) {
+				t.Errorf("a start while the tenant's disk is full: %d %s; want 429 with quota disk", code, body)
+			}
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(acmeRoot+".disk", &st); err != nil || st.Blocks*512 > quota {
+			t.Errorf("on %s, the tenant's image uses %d bytes of the host's disk (%v); want at most %d", backend, st.Blocks*512, err, quota)
+		}
+		if out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "rm -f fill; echo again")); last.Result == nil || last.Result.ExitCode != 0 || out != "again\n" {
+			t.Errorf("on %s, the session after its disk filled: %q %+v; want it still running commands", backend, out, last.Result)
+		}
+		if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != 200 {
+			t.Fatalf("stop: %d %s", code, body)
+		}
+		r := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", sess.ID, "--audit-dir", filepath.Join(acmeRoot, "audit")), "audit verify")
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "sealed") {
+			t.Errorf("on %s, the log of a session that filled its disk: %s; want intact and sealed", backend, r)
+		}
+	}
+	t.Run("bwrap", func(t *testing.T) { fill(t, "bwrap") })
+	t.Run("another tenant writes on", func(t *testing.T) {
+		sess := beta.start(t, "writer", "bwrap")
+		if out, _, last := outcome(t, beta.exec(t, sess.ID, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=80 2>&1 && echo wrote")); !strings.Contains(out, "wrote") {
+			t.Errorf("beta writing 80 MiB: %q %+v", out, last.Result)
+		}
+	})
+	t.Run("containers", func(t *testing.T) {
+		requireEngines(t)
+		for _, b := range containerBackends {
+			t.Run(b, func(t *testing.T) { fill(t, b) })
+		}
+	})
+	serveStop(t, s)
+	if mountRoot(acmeRoot) {
+		t.Errorf("acme's disk is still mounted after the server stopped with no session left")
+	}
+}
+
+// mountRoot reports whether path is a mount point.
+func mountRoot(path string) bool {
+	var stx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx)
+	return err == nil && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+}
