@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -27,6 +29,15 @@ func TestServeTenantDisk(t *testing.T) {
 		t.Fatalf("acme's root %s is not a mount point while the server runs", acmeRoot)
 	}
 	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
+	select {
+	case addr := <-s.metrics:
+		code, body, _ := do(t, &http.Client{Timeout: 10 * time.Second}, "GET", "http://"+addr+"/metrics", "", nil)
+		if code != 200 || !strings.Contains(body, `cordon_tenant_disk_bytes{kind="size",tenant="acme"}`) || !strings.Contains(body, `cordon_tenant_disk_bytes{kind="available",tenant="beta"}`) {
+			t.Errorf("/metrics: %d; want each tenant's disk size and what is available:\n%.2000s", code, body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("no metrics listener after 30s")
+	}
 	fill := func(t *testing.T, backend string) {
 		sess := acme.start(t, "fill-"+backend, backend)
 		out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "dd if=/dev/zero of=fill bs=1M count=200 2>&1; echo rc=$?"))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cordonhq/cordon/server/config"
 	"github.com/cordonhq/cordon/server/disk"
 )
@@ -57,3 +59,35 @@ func (s *Server) unmountDisks() {
 }
 
 func tenantDisk(t config.Tenant) disk.Disk { return disk.New(t.Root, t.Quotas.Disk) }
+
+// diskCollector reports each tenant's disk at every scrape: its size and what its
+// sandboxes may still write (one statfs per tenant with a disk).
+type diskCollector struct {
+	desc  *prometheus.Desc
+	disks []config.Tenant
+}
+
+func newDiskCollector(cfg *config.Config) *diskCollector {
+	c := &diskCollector{desc: prometheus.NewDesc("cordon_tenant_disk_bytes",
+		"Each tenant's disk (quotas.disk), by tenant and kind: size, or available (what its sandboxes may still write).",
+		[]string{"tenant", "kind"}, nil)}
+	for _, t := range cfg.Tenants {
+		if t.Quotas.Disk > 0 {
+			c.disks = append(c.disks, t)
+		}
+	}
+	return c
+}
+
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.disks {
+		size, avail, err := disk.Space(t.Root)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(size), t.Name, "size")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(avail), t.Name, "available")
+	}
+}

@@ -84,6 +84,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
 		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
 	s.metrics.countSessions(liveSessions{s})
+	s.metrics.reg.MustRegister(newDiskCollector(cfg))
 	if t := cfg.Listen.TCP; t != nil {
 		var err error
 		if s.tls, err = tlsConfig(t); err != nil {
