@@ -93,7 +93,13 @@ echo saturated; read x < /tmp/hold`
 	// host; a container's path as its engine named it).
 	for file, v := range map[string]int64{"memory/memory.limit_in_bytes": contract.DefaultMemory, "pids/pids.max": contract.DefaultPids} {
 		ctrl := strings.Split(file, "/")[0]
-		p := strings.TrimPrefix(cgroups[ctrl], "/../..") // bwrap's cgroup namespace shows v1 paths relative to its own
+		// bwrap's cgroup namespace shows v1 paths relative to its own root, the cgroup
+		// cordon was started in, as deep as that is (/../.. from /a/b): cordon's
+		// cgroups are at the hierarchy's root.
+		p := cgroups[ctrl]
+		for strings.HasPrefix(p, "/../") {
+			p = strings.TrimPrefix(p, "/..")
+		}
 		got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, p, filepath.Base(file)))
 		if err != nil || strings.TrimSpace(string(got)) != strconv.FormatInt(v, 10) {
 			t.Errorf("%s: got %q (%v), want %d", file, got, err, v)
