@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
@@ -17,7 +19,8 @@ import (
 // result of [fsdiff.Tracker.Diff]. The patch is redacted first; a patch longer than
 // Options.MaxInlinePatch is written whole to a file next to the log (mode 0600, named
 // fsdiff-NNNN.patch, its SHA-256 recorded in the line) and cut at a line boundary in the
-// line. A failure fails the writer.
+// line. A failure fails the writer, but for no room for the patch file (ENOSPC, EDQUOT),
+// which is a gap in the line like a patch past Options.MaxPatchStored.
 func (w *Writer) RecordDiff(cmd string, res *fsdiff.Result, quarantined []string) error {
 	return w.recordDiff(cmd, res, func(b *FSDiff) { b.Quarantined = quarantined })
 }
@@ -62,6 +65,15 @@ func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) 
 		gap.PatchNotStored = len(patch)
 	default:
 		name, err := w.writePatch(patch)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			// No room for a new file (a tenant's disk its sandbox filled, every inode
+			// used): the line keeps the patch's head and says the rest was not stored,
+			// as past MaxPatchStored; the log itself goes on.
+			w.stored.Add(-int64(len(patch)))
+			body.Patch, body.PatchTruncated = string(cutAtLine(patch, w.opts.MaxInlinePatch)), true
+			gap.PatchNotStored, gap.NoSpace = len(patch), true
+			break
+		}
 		if err != nil {
 			w.fail(err)
 			return err
@@ -122,6 +134,7 @@ func (w *Writer) writePatch(patch []byte) (string, error) {
 		err = cerr
 	}
 	if err != nil {
+		_ = os.Remove(filepath.Join(w.dir, name))
 		return "", fmt.Errorf("writing patch file %s: %w", name, err)
 	}
 	return name, nil

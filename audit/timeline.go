@@ -253,7 +253,11 @@ func writeGap(w io.Writer, g *DiffGap) {
 	add(g.NotCompared, "%d path(s) there not compared")
 	add(g.NotHashed, "%d changed file(s) not hashed (limits.diff.hash_file, hash_total)")
 	add(g.PatchOmitted, "%d patch(es) left out (limits.diff.patch)")
-	add(g.PatchNotStored, "%d bytes of patch not stored (limits.diff.patch_run)")
+	if g.NoSpace {
+		add(g.PatchNotStored, "%d bytes of patch not stored (no room on the disk for the patch file)")
+	} else {
+		add(g.PatchNotStored, "%d bytes of patch not stored (limits.diff.patch_run)")
+	}
 	add(g.ProblemsOmitted, "%d problem(s) not itemized")
 	add(g.QuarantinedOmitted, "%d more path(s) quarantined, not named")
 	if g.TimedOut {

@@ -54,7 +54,15 @@ func TestServeTenantDisk(t *testing.T) {
 		if err := unix.Stat(acmeRoot+".disk", &st); err != nil || st.Blocks*512 > quota {
 			t.Errorf("on %s, the tenant's image uses %d bytes of the host's disk (%v); want at most %d", backend, st.Blocks*512, err, quota)
 		}
-		if out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "rm -f fill; echo again")); last.Result == nil || last.Result.ExitCode != 0 || out != "again\n" {
+		// Every inode too: ext4 keeps no inodes for root, so cordon must still
+		// record and seal the session's log without new files.
+		if out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "mkdir many && cd many && seq 1 40000 | xargs touch 2>&1 | tail -1; ls | wc -l")); !strings.Contains(out, "No space left") {
+			t.Errorf("on %s, a sandbox making 40000 files on a 64 MiB disk: %q (%+v); want ENOSPC", backend, out, last.Result)
+		}
+		if out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "echo still")); last.Result == nil || last.Result.ExitCode != 0 || out != "still\n" {
+			t.Errorf("on %s, the session after its inodes ran out: %q %+v; want it still running commands", backend, out, last.Result)
+		}
+		if out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "rm -rf fill many; echo again")); last.Result == nil || last.Result.ExitCode != 0 || out != "again\n" {
 			t.Errorf("on %s, the session after its disk filled: %q %+v; want it still running commands", backend, out, last.Result)
 		}
 		if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != 200 {

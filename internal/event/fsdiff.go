@@ -57,8 +57,10 @@ type DiffGap struct {
 	// deadline).
 	PatchOmitted int `json:"patch_omitted,omitempty"`
 	// PatchNotStored is the bytes of patch not stored next to the log because the
-	// run's patch storage (limits.diff.patch_run) was spent.
-	PatchNotStored int `json:"patch_not_stored,omitempty"`
+	// run's patch storage (limits.diff.patch_run) was spent, or, with NoSpace, because
+	// the disk had no room for the patch file.
+	PatchNotStored int  `json:"patch_not_stored,omitempty"`
+	NoSpace        bool `json:"no_space,omitempty"`
 	// ChangesOmitted, ProblemsOmitted and QuarantinedOmitted count the changes,
 	// problems and quarantined paths this line does not itemize.
 	ChangesOmitted     int `json:"changes_omitted,omitempty"`
