@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -195,4 +197,20 @@ func removeRun(root string, p Pruned) error {
 		return fmt.Errorf("pruning %s: %w", p.Run, err)
 	}
 	return nil
+}
+
+// ParseAge parses a prune age: a Go duration ("72h") or a whole number of days ("30d").
+func ParseAge(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return 0, fmt.Errorf("%q: want a number of days such as 30d", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a duration such as 72h or 30d", s)
+	}
+	return d, nil
 }

@@ -23,7 +23,7 @@ import (
 func TestHostRefusesLocalCommands(t *testing.T) {
 	t.Setenv("CORDON_HOST", "")
 	refused := [][]string{
-		{"run", "--", "true"}, {"gc"}, {"audit", "report", "-o", "-", "last"}, {"audit", "prune"}, {"gate", "request", "push"},
+		{"run", "--", "true"}, {"gc"}, {"audit", "report", "-o", "-", "last"}, {"gate", "request", "push"},
 		{"backends"}, {"doctor"}, {"serve", "--config", "/nonexistent"},
 	}
 	for _, args := range refused {

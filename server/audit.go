@@ -21,6 +21,7 @@ func (s *Server) auditHandlers() map[string]handler {
 		"GET /v1/runs/{id}/verify": s.verifyRun,
 		"GET /v1/runs/{id}/export": s.exportRun,
 		"GET /v1/runs/{id}/follow": s.followRun,
+		"POST /v1/runs/prune":      s.pruneRuns,
 	}
 }
 

@@ -16,6 +16,7 @@
 package disk
 
 import (
+	"errors"
 	"path/filepath"
 )
 
@@ -41,3 +42,8 @@ func ImagePath(root string) string { return filepath.Clean(root) + ".disk" }
 func New(root string, size int64) Disk {
 	return Disk{Root: filepath.Clean(root), Image: ImagePath(root), Size: size}
 }
+
+// ErrGrowLater is returned by a Mount that found the disk in use and smaller than its
+// quota: it is mounted as it is, and grows when it is next mounted with nothing using
+// it (no session of the tenant left).
+var ErrGrowLater = errors.New("the disk grows to its new quota once no session uses it")

@@ -78,11 +78,6 @@ func Mount(ctx context.Context, d Disk) error {
 	return later
 }
 
-// ErrGrowLater is returned by a Mount that found the disk in use and smaller than its
-// quota: it is mounted as it is, and grows when it is next mounted with nothing using
-// it (no session of the tenant left).
-var ErrGrowLater = errors.New("the disk grows to its new quota once no session uses it")
-
 // openImage opens d.Image, making it (sparse, with its file system) when it does not
 // exist; made says it did. The image must be a regular file of this process's user that
 // no one else may write, with one link, no larger than d.Size.

@@ -94,3 +94,10 @@ func (m *meter) check(clock func() time.Time) error {
 	}
 	return nil
 }
+
+// forget drops the last figure: the next check measures.
+func (m *meter) forget() {
+	m.mu.Lock()
+	m.at = time.Time{}
+	m.mu.Unlock()
+}

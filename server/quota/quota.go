@@ -169,6 +169,14 @@ func (l *Ledger) Reserve(tenant string, r Request) (release func(), err error) {
 	return l.add(a, c, l.now()), nil
 }
 
+// Remeasure drops tenant's last audit-root figure (after a prune): its next start
+// measures again instead of waiting for the figure to age.
+func (l *Ledger) Remeasure(tenant string) {
+	if a := l.accounts[tenant]; a != nil {
+		a.audit.forget()
+	}
+}
+
 // Adopt charges tenant for a session that is already running, found after a restart;
 // started is when it started (its wall time counts from then). It is charged even
 // past a quota: it exists, and leaving it out would let new sessions overcommit the

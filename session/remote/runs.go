@@ -274,3 +274,10 @@ func stageError(inner func(int, api.Error) error) func(int, api.Error) error {
 		return inner(st, e)
 	}
 }
+
+// Prune removes the tenant's sealed, intact runs as `cordon audit prune` does
+// (POST /v1/runs/prune).
+func (c *Client) Prune(ctx context.Context, req api.PruneRequest) (api.PruneResult, error) {
+	var res api.PruneResult
+	return res, c.do(ctx, call{method: "POST", path: api.Prefix + "/runs/prune"}, req, &res)
+}

@@ -1,4 +1,4 @@
-package cli
+package audit
 
 import (
 	"testing"
@@ -19,9 +19,9 @@ func TestParseAge(t *testing.T) {
 		{"soon", 0, true},
 	}
 	for _, tt := range tests {
-		got, err := parseAge(tt.in)
+		got, err := ParseAge(tt.in)
 		if (err != nil) != tt.bad || got != tt.want {
-			t.Errorf("parseAge(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.bad)
+			t.Errorf("ParseAge(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.bad)
 		}
 	}
 }
