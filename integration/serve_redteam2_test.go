@@ -1,0 +1,225 @@
+package integration
+
+// Second red team of `cordon serve`: attacks on what came after the first (the held
+// request bound, the workspaces API, patches). As in serve_redteam_test.go, each test
+// attacks the real daemon and asserts the SAFE behaviour: a failing test is an
+// attack that worked.
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/server/api"
+)
+
+// holdFollows opens n follow streams of run id through c (each answered 200 and its
+// first line read) and returns how many were refused 429 held_requests instead. The
+// streams stay open until ctx ends.
+func holdFollows(t *testing.T, ctx context.Context, c *http.Client, base, id string, n int) (held, refused int) {
+	t.Helper()
+	for range n {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/runs/"+id+"/follow", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(b), `"quota":"held_requests"`) {
+				t.Errorf("a refused follow: %s; want quota held_requests", b)
+			}
+			refused++
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			t.Fatalf("follow: %s", resp.Status)
+		}
+		br := bufio.NewReader(resp.Body)
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatalf("follow's first line: %v", err)
+		}
+		held++
+		go func() { defer resp.Body.Close(); io.Copy(io.Discard, br) }()
+	}
+	return held, refused
+}
+
+// TestRedServeAuditorStarvesAgents: an auditor's follow streams (a dashboard left
+// open, or a hostile auditor credential) take the tenant's long requests; the
+// tenant's agents must still exec, start and stop.
+func TestRedServeAuditorStarvesAgents(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "watched", "bwrap")
+	leadCert, _, _ := s.ca.issue(t, "lead.acme", false)
+	lead := s.client(leadCert)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held, refused := holdFollows(t, ctx, lead, "https://"+s.addr, sess.ID, 40)
+	if held > 32 || refused == 0 {
+		t.Errorf("the auditor's 40 follows: %d held, %d refused; want at most 32 held", held, refused)
+	}
+	code, body, _ := do(t, acme.c, "POST", acme.base+"/v1/sessions/"+sess.ID+"/exec", acme.token,
+		strings.NewReader(`{"argv":["echo","agent"]}`), "Content-Type", api.JSON)
+	if code != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Errorf("the agent's exec while the auditor holds %d follows: %d %s; want 200", held, code, body)
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Errorf("the agent's stop while the auditor holds %d follows: %d %s; want 200", held, code, body)
+	}
+}
+
+// TestRedServeLongRequestsOutsideTheBound: a patch and a workspace delete lift the
+// connection's deadlines to 15 minutes (a slow reader holds a patch that long), so
+// they are long requests: past the tenant's bound they are 429, not one more
+// connection held outside it.
+func TestRedServeLongRequestsOutsideTheBound(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	if code, body := acme.upload(t, "idle", makeTar(t, tarEntry{name: "f", typ: tar.TypeReg, data: "x"})); code != http.StatusCreated {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	sess := acme.start(t, "busy", "bwrap")
+	outcome(t, acme.exec(t, sess.ID, "sh", "-c", "echo changed > f"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	started := make(chan bool, 32)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "POST", acme.base+"/v1/sessions/"+sess.ID+"/exec",
+				strings.NewReader(`{"argv":["sh","-c","echo up; exec sleep 600"]}`))
+			req.Header.Set("Authorization", "Bearer "+acme.token)
+			req.Header.Set("Content-Type", api.JSON)
+			resp, err := acme.c.Do(req)
+			if err != nil {
+				started <- false
+				return
+			}
+			defer resp.Body.Close()
+			line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+			started <- resp.StatusCode == http.StatusOK && strings.Contains(line, `"fd":1`)
+			io.Copy(io.Discard, resp.Body)
+		}()
+	}
+	for range 32 {
+		if !<-started {
+			t.Fatal("an exec stream did not start")
+		}
+	}
+	if code, body := acme.call(t, "GET", "/v1/sessions/"+sess.ID+"/patch", nil); code != http.StatusTooManyRequests || !strings.Contains(body, "held_requests") {
+		t.Errorf("a patch past the tenant's 32 long requests: %d %.200s; want 429 held_requests", code, body)
+	}
+	if code, body := acme.call(t, "DELETE", "/v1/workspaces/idle", nil); code != http.StatusTooManyRequests || !strings.Contains(body, "held_requests") {
+		t.Errorf("a workspace delete past the tenant's 32 long requests: %d %s; want 429 held_requests", code, body)
+	}
+	cancel()
+	wg.Wait()
+}
+
+// TestRedServeUploadLinksOut: an upload may hold no symbolic link that leaves the
+// workspace, whatever the links check each target alone: a link that is lexically
+// inside where it was made, hard-linked to a shallower directory; and a target that
+// climbs back out through another link of the archive.
+func TestRedServeUploadLinksOut(t *testing.T) {
+	s := startServe(t)
+	acme := s.tcpClient("acme")
+	root := filepath.Dir(s.file)
+	secret := filepath.Join(root, "secret") // ROOT/secret; the workspace is ROOT/acme/workspaces/NAME
+	mustWrite(t, secret, "SECRET")
+	for _, c := range []struct {
+		name    string
+		entries []tarEntry
+		entry   string
+	}{
+		{"a deep link hard-linked near the root", []tarEntry{
+			{name: "a/b/c/l", typ: tar.TypeSymlink, link: "../../../secret"},
+			{name: "h", typ: tar.TypeLink, link: "a/b/c/l"}}, `"h"`},
+		{"a target climbing out through another link", []tarEntry{
+			{name: "d1/d2/d3/l", typ: tar.TypeSymlink, link: "../../.."},
+			{name: "esc", typ: tar.TypeSymlink, link: "d1/d2/d3/l/../../../secret"}}, `"esc"`},
+		{"the other link made last", []tarEntry{
+			{name: "esc", typ: tar.TypeSymlink, link: "d1/d2/d3/l/../../../secret"},
+			{name: "d1/d2/d3/l", typ: tar.TypeSymlink, link: "../../.."}}, `"esc"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := filepath.Join(root, "acme", "workspaces", "links")
+			code, body := acme.upload(t, "links", makeTar(t, c.entries...))
+			if code == http.StatusCreated {
+				defer os.RemoveAll(ws)
+				for _, e := range c.entries {
+					p := filepath.Join(ws, e.name)
+					if got, err := os.ReadFile(p); err == nil && string(got) == "SECRET" {
+						t.Errorf("%s in the uploaded workspace reads the host's %s", e.name, secret)
+					}
+				}
+			}
+			var e api.Error
+			if code != http.StatusBadRequest || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, c.entry) {
+				t.Errorf("%d %s; want 400 naming %s", code, body, c.entry)
+			}
+		})
+	}
+}
+
+// TestRedServeDownloadDeepTree: a sandbox makes a directory tree deeper than any
+// upload may be. Packing it holds a descriptor per level: a tree tens of thousands
+// deep would take every descriptor of the daemon (every tenant's requests fail while
+// it is read). The download is bounded in depth as an upload is: cut short, never
+// packed whole.
+func TestRedServeDownloadDeepTree(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "deep", "bwrap")
+	deep := "i=0; while [ $i -lt 300 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done"
+	if _, errb, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", deep)); last.Result == nil || last.Result.ExitCode != 0 {
+		t.Fatalf("making the tree: %q %+v", errb, last)
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	req, _ := http.NewRequest("GET", acme.base+"/v1/workspaces/deep", nil)
+	req.Header.Set("Authorization", "Bearer "+acme.token)
+	resp, err := acme.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return // refused outright: bounded
+	}
+	tr := tar.NewReader(resp.Body)
+	depth := 0
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			t.Errorf("the download of a tree %d directories deep ended whole; want it cut past %d", depth, 256)
+			return
+		}
+		if err != nil {
+			return // cut short
+		}
+		depth = max(depth, strings.Count(strings.TrimSuffix(hdr.Name, "/"), "/")+1)
+	}
+}
