@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/server/api"
@@ -222,4 +223,42 @@ func TestRedServeDownloadDeepTree(t *testing.T) {
 		}
 		depth = max(depth, strings.Count(strings.TrimSuffix(hdr.Name, "/"), "/")+1)
 	}
+}
+
+// TestRedServeDownloadDuringUpload: a download while an upload still fills the
+// workspace would be a whole archive of half a tree: 409, as while a session runs.
+func TestRedServeDownloadDuringUpload(t *testing.T) {
+	s := startServe(t)
+	acme := s.tcpClient("acme")
+	pr, pw := io.Pipe()
+	tw := tar.NewWriter(pw)
+	put := make(chan int, 1)
+	go func() {
+		code, body, _ := do(t, acme.c, "PUT", acme.base+"/v1/workspaces/half", acme.token, pr, "Content-Type", api.Tar)
+		if code != http.StatusCreated {
+			t.Errorf("the upload: %d %s", code, body)
+		}
+		put <- code
+	}()
+	tw.WriteHeader(&tar.Header{Name: "first", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
+	tw.Write([]byte("1"))
+	tw.Flush()
+	first := filepath.Join(filepath.Dir(s.file), "acme", "workspaces", "half", "first")
+	waitFor(t, 30*time.Second, "the upload's first entry", func() bool { _, err := os.Stat(first); return err == nil })
+	req, _ := http.NewRequest("GET", acme.base+"/v1/workspaces/half", nil)
+	req.Header.Set("Authorization", "Bearer "+acme.token)
+	resp, err := acme.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Logf("download during the upload: %d %.300q", resp.StatusCode, b)
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("a download while the upload runs: %d (%d bytes); want 409", resp.StatusCode, len(b))
+	}
+	tw.WriteHeader(&tar.Header{Name: "second", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
+	tw.Write([]byte("2"))
+	pw.CloseWithError(tw.Close())
+	<-put
 }
