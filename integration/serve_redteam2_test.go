@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -261,4 +262,64 @@ func TestRedServeDownloadDuringUpload(t *testing.T) {
 	tw.Write([]byte("2"))
 	pw.CloseWithError(tw.Close())
 	<-put
+}
+
+// TestRedServePatchOfAHugeLog: a sandbox grows its audit log by nearly a megabyte a
+// command (an exec's argv is logged whole). A patch of that log must not read it
+// into the daemon's memory: 32 of them at a time, of a log of gigabytes, would take
+// the daemon (every tenant's sessions) down. The daemon's peak memory grows by much
+// less than the log while the patch is read, and the patch is still whole.
+func TestRedServePatchOfAHugeLog(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "huge", "bwrap")
+	outcome(t, acme.exec(t, sess.ID, "sh", "-c", "echo first > a.txt"))
+	big := strings.Repeat("A", 900<<10)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				outcome(t, acme.execReq(t, sess.ID, api.ExecRequest{Argv: []string{"true", big}}))
+			}
+		}()
+	}
+	wg.Wait()
+	outcome(t, acme.exec(t, sess.ID, "sh", "-c", "echo last > z.txt"))
+	fi, err := os.Stat(filepath.Join(filepath.Dir(s.file), "acme", "audit", sess.ID, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := peakRSS(t, s.cmd.Process.Pid)
+	code, body := acme.call(t, "GET", "/v1/sessions/"+sess.ID+"/patch", nil)
+	after := peakRSS(t, s.cmd.Process.Pid)
+	t.Logf("a log of %d MiB: the daemon's peak memory %d -> %d MiB", fi.Size()>>20, before>>20, after>>20)
+	if code != http.StatusOK || !strings.Contains(body, "+first") || !strings.Contains(body, "+last") {
+		t.Errorf("the patch: %d %.300s; want both files' changes", code, body)
+	}
+	if grew := after - before; grew > fi.Size()/4 {
+		t.Errorf("a patch of a %d MiB log raised the daemon's peak memory by %d MiB: it read the log into memory",
+			fi.Size()>>20, grew>>20)
+	}
+}
+
+// peakRSS is process pid's peak resident memory, in bytes (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
 }
