@@ -304,6 +304,26 @@ func TestRedServePatchOfAHugeLog(t *testing.T) {
 		t.Errorf("a patch of a %d MiB log raised the daemon's peak memory by %d MiB: it read the log into memory",
 			fi.Size()>>20, grew>>20)
 	}
+	// A show answers the whole log as one document: past its bound it is 409, and the
+	// export (streamed) still serves the log.
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	leadCert, _, _ := s.ca.issue(t, "lead.acme", false)
+	lead := s.client(leadCert)
+	lead.Timeout = 3 * time.Minute // the export verifies the whole log first
+	if code, body, _ := do(t, lead, "GET", "https://"+s.addr+"/v1/runs/"+sess.ID, "", nil); code != http.StatusConflict || !strings.Contains(body, "/export") {
+		t.Errorf("a show of a %d MiB log: %d %.200s; want 409 naming the export", fi.Size()>>20, code, body)
+	}
+	resp, err := lead.Get("https://" + s.addr + "/v1/runs/" + sess.ID + "/export?format=ocsf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.CopyN(io.Discard, resp.Body, 1<<20) // its start: the rest takes minutes
+	if resp.StatusCode != http.StatusOK || err != nil || n == 0 {
+		t.Errorf("the OCSF export: %s, %d bytes, %v", resp.Status, n, err)
+	}
 }
 
 // peakRSS is process pid's peak resident memory, in bytes (VmHWM).
