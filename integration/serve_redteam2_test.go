@@ -265,10 +265,11 @@ func TestRedServeDownloadDuringUpload(t *testing.T) {
 }
 
 // TestRedServePatchOfAHugeLog: a sandbox grows its audit log by nearly a megabyte a
-// command (an exec's argv is logged whole). A patch of that log must not read it
-// into the daemon's memory: 32 of them at a time, of a log of gigabytes, would take
-// the daemon (every tenant's sessions) down. The daemon's peak memory grows by much
-// less than the log while the patch is read, and the patch is still whole.
+// command (an exec's argv is logged whole). A patch or a verify of that log must not
+// read it into the daemon's memory: 32 of them at a time, of a log of gigabytes, would
+// take the daemon (every tenant's sessions) down. The daemon's peak memory grows by
+// much less than the log while they are read, and the patch is still whole. A show,
+// one JSON document of the whole log, is refused past its bound.
 func TestRedServePatchOfAHugeLog(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
@@ -314,6 +315,16 @@ func TestRedServePatchOfAHugeLog(t *testing.T) {
 	lead.Timeout = 3 * time.Minute // the export verifies the whole log first
 	if code, body, _ := do(t, lead, "GET", "https://"+s.addr+"/v1/runs/"+sess.ID, "", nil); code != http.StatusConflict || !strings.Contains(body, "/export") {
 		t.Errorf("a show of a %d MiB log: %d %.200s; want 409 naming the export", fi.Size()>>20, code, body)
+	}
+	// A verify (and the export's, and a dead session's collection) reads the log a
+	// line at a time too.
+	before = peakRSS(t, s.cmd.Process.Pid)
+	if code, body, _ := do(t, lead, "GET", "https://"+s.addr+"/v1/runs/"+sess.ID+"/verify", "", nil); code != http.StatusOK || !strings.Contains(body, `"ok":true`) {
+		t.Errorf("verify: %d %.300s", code, body)
+	}
+	if grew := peakRSS(t, s.cmd.Process.Pid) - before; grew > fi.Size()/4 {
+		t.Errorf("a verify of a %d MiB log raised the daemon's peak memory by %d MiB: it read the log into memory",
+			fi.Size()>>20, grew>>20)
 	}
 	resp, err := lead.Get("https://" + s.addr + "/v1/runs/" + sess.ID + "/export?format=ocsf")
 	if err != nil {
