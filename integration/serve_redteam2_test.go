@@ -354,3 +354,42 @@ func peakRSS(t *testing.T, pid int) int64 {
 	t.Fatal("no VmHWM in /proc/PID/status")
 	return 0
 }
+
+// TestRedServeDownloadPlantedLinks: a sandbox plants, in its workspace, links to the
+// host's files, a FIFO and a socket, then its session stops. The download writes each
+// link as a link (its target, never the file's content), leaves the FIFO and the
+// socket out, and never blocks on the FIFO.
+func TestRedServeDownloadPlantedLinks(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "planted", "bwrap")
+	secret := filepath.Join(filepath.Dir(s.file), "secret")
+	mustWrite(t, secret, "SECRET")
+	plant := fmt.Sprintf("ln -s /etc/shadow shadow && ln -s %s secret && ln -s ../../../secret up && mkfifo fifo && "+
+		"python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' 2>/dev/null; echo ok > file", secret)
+	if _, errb, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", plant)); last.Result == nil || last.Result.ExitCode != 0 {
+		t.Fatalf("planting: %q %+v", errb, last)
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	got := acme.download(t, "planted")
+	want := map[string]string{
+		"shadow": "2 /etc/shadow ", "secret": "2 " + secret + " ", "up": "2 ../../../secret ", "file": "0  ok\n",
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s in the download: %q; want %q", name, got[name], w)
+		}
+	}
+	for name, v := range got {
+		if strings.Contains(v, "SECRET") || strings.Contains(v, "root:") {
+			t.Errorf("%s in the download holds a host file's content: %q", name, v)
+		}
+		if name == "fifo" || name == "sock" {
+			t.Errorf("%s (a special file) is in the download", name)
+		}
+	}
+}
