@@ -39,11 +39,7 @@ func Export(w io.Writer, path string, o ExportOptions) (Report, error) {
 	if o.Format == FormatJSONL {
 		return rep, copyFile(w, path)
 	}
-	recs, err := ReadEvents(path)
-	if err != nil && !o.Force {
-		return rep, err
-	}
-	return rep, writeOCSF(w, recs)
+	return rep, writeOCSF(w, path, o.Force)
 }
 
 func copyFile(w io.Writer, path string) error {
@@ -58,14 +54,22 @@ func copyFile(w io.Writer, path string) error {
 	return nil
 }
 
-// writeOCSF writes the OCSF events of recs, one JSON object per line.
-func writeOCSF(w io.Writer, recs []Record) error {
+// writeOCSF writes the OCSF events of the log at path, one JSON object per line, a
+// record at a time (a log may be larger than memory should hold); with force, as far
+// as the log can be read.
+func writeOCSF(w io.Writer, path string, force bool) error {
 	bw := bufio.NewWriter(w)
 	st := NewStream(bw, FormatOCSF)
-	for _, rec := range recs {
-		if err := st.Write(nil, rec); err != nil {
-			return err
-		}
+	var werr error
+	err := EachEvent(path, func(rec Record) error {
+		werr = st.Write(nil, rec)
+		return werr
+	})
+	switch {
+	case werr != nil:
+		return werr
+	case err != nil && !force:
+		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("exporting: %w", err)

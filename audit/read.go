@@ -66,21 +66,31 @@ func Open(root, runID string) (Run, error) {
 // naming the line; a partial last line gives an error matching ErrTruncated. It does not
 // check the hash chain: that is Verify's job.
 func ReadEvents(path string) ([]Record, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading events: %w", err)
-	}
-	defer f.Close()
 	var recs []Record
-	err = eachLine(f, func(n int, line []byte) error {
-		r, err := parseRecord(line)
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
-		}
+	err := EachEvent(path, func(r Record) error {
 		recs = append(recs, r)
 		return nil
 	})
 	return recs, err
+}
+
+// EachEvent calls fn with each record of the log at path, in file order, holding one
+// line at a time: what a server reads of a log a sandbox can grow by a megabyte a
+// command. It stops at fn's first error, returned as it is, and otherwise fails as
+// ReadEvents does.
+func EachEvent(path string, fn func(Record) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("reading events: %w", err)
+	}
+	defer f.Close()
+	return eachLine(f, func(n int, line []byte) error {
+		r, err := parseRecord(line)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		return fn(r)
+	})
 }
 
 // eachLine calls fn with each newline-terminated line of r (without the newline) and its

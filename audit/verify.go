@@ -1,11 +1,13 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,13 +48,26 @@ const hashSuffixLen = len(`,"hash":"`) + hashHexLen + len(`"}`)
 // error is the Report's Problem (a *VerifyError, matching ErrEdited, ErrMissing,
 // ErrReordered, ErrTruncated, ErrMalformed or ErrUnsupportedVersion through errors.Is),
 // or an I/O error.
+//
+// The log is read a line at a time, in passes over its bytes as they were when it was
+// opened (a live log grows behind them): a log can be far larger than the memory a
+// server verifying many of them should spend.
 func Verify(path string) (Report, error) {
 	rep := Report{Path: path}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return rep, fmt.Errorf("verifying: %w", err)
 	}
-	if p := verifyLines(&rep, data, filepath.Dir(path)); p != nil {
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return rep, fmt.Errorf("verifying: %w", err)
+	}
+	p, err := verifyLog(&rep, func() io.Reader { return io.NewSectionReader(f, 0, fi.Size()) }, filepath.Dir(path))
+	if err != nil {
+		return rep, fmt.Errorf("verifying: %w", err)
+	}
+	if p != nil {
 		rep.Problem = p
 		return rep, p
 	}
@@ -60,41 +75,81 @@ func Verify(path string) (Report, error) {
 }
 
 func verifyLines(rep *Report, data []byte, dir string) *VerifyError {
-	if len(data) == 0 {
-		return &VerifyError{1, ErrTruncated, "empty log: no run.start"}
+	p, _ := verifyLog(rep, func() io.Reader { return bytes.NewReader(data) }, dir) // no I/O to fail
+	return p
+}
+
+// rawLines calls fn with each line of r, its newline kept (a last line may have none),
+// and its 1-based number, until fn returns errStop (read.go; nil then) or another error.
+func rawLines(r io.Reader, fn func(n int, line []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			if ferr := fn(n, line); ferr != nil {
+				if errors.Is(ferr, errStop) {
+					return nil
+				}
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	if len(lines[len(lines)-1]) == 0 {
-		lines = lines[:len(lines)-1]
-	}
-	seqs := make(map[int64]bool, len(lines)) // seqs present anywhere, to tell gaps from moves
-	for _, l := range lines {
+}
+
+// verifyLog verifies the log open reads (anew at each call) and returns its first
+// problem, or an error reading it.
+func verifyLog(rep *Report, open func() io.Reader, dir string) (*VerifyError, error) {
+	seqs := map[int64]bool{} // seqs present anywhere, to tell gaps from moves
+	lines := 0
+	err := rawLines(open(), func(_ int, l []byte) error {
+		lines++
 		if r, err := parseRecord(bytes.TrimSuffix(l, []byte("\n"))); err == nil {
 			seqs[r.Seq] = true
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	for i, l := range lines {
-		n := i + 1
+	if lines == 0 {
+		return &VerifyError{1, ErrTruncated, "empty log: no run.start"}, nil
+	}
+	var p *VerifyError
+	err = rawLines(open(), func(n int, l []byte) error {
 		if l[len(l)-1] != '\n' {
-			return &VerifyError{n, ErrTruncated, fmt.Sprintf("partial last line (%d bytes, no newline)", len(l))}
+			p = &VerifyError{n, ErrTruncated, fmt.Sprintf("partial last line (%d bytes, no newline)", len(l))}
+			return errStop
 		}
-		rec, p := checkLine(n, l[:len(l)-1])
-		if p == nil {
-			p = checkPlace(rep, n, rec, seqs)
+		rec, q := checkLine(n, l[:len(l)-1])
+		if q == nil {
+			q = checkPlace(rep, n, rec, seqs)
 		}
-		if p == nil && rec.Type == event.FSDiff {
-			p = checkPatchFile(n, rec, dir, rep)
+		if q == nil && rec.Type == event.FSDiff {
+			q = checkPatchFile(n, rec, dir, rep)
 		}
-		if p != nil {
-			return p
+		if q != nil {
+			p = q
+			return errStop
 		}
 		rep.Lines, rep.Head = n, rec.Hash
 		rep.Sealed = rep.Sealed || rec.Type == event.RunEnd
+		return nil
+	})
+	switch {
+	case p != nil:
+		return p, nil
+	case err != nil:
+		return nil, err
+	case !rep.Sealed:
+		return &VerifyError{lines + 1, ErrTruncated, "no run.end seal: the run did not finish, or its last lines were cut off"}, nil
 	}
-	if !rep.Sealed {
-		return &VerifyError{len(lines) + 1, ErrTruncated, "no run.end seal: the run did not finish, or its last lines were cut off"}
-	}
-	return checkStageTail(lines, dir)
+	return checkStageTail(open, dir)
 }
 
 // checkStageTail checks what follows the seal of a staged run (run.end says staged):
@@ -102,12 +157,14 @@ func verifyLines(rep *Report, data []byte, dir string) *VerifyError {
 // nothing pending) ends the log, or the stage still waits in the run's directory.
 // A log cut back after its seal, with the stage gone, is found truncated: lines
 // after run.end are optional, so nothing else would tell.
-func checkStageTail(lines [][]byte, dir string) *VerifyError {
+func checkStageTail(open func() io.Reader, dir string) (*VerifyError, error) {
 	var staged, closed bool
-	for _, l := range lines {
+	lines := 0
+	err := rawLines(open(), func(n int, l []byte) error {
+		lines = n
 		rec, err := parseRecord(bytes.TrimSuffix(l, []byte("\n")))
 		if err != nil {
-			return nil // checked above
+			return errStop // checked before
 		}
 		switch rec.Type {
 		case event.RunEnd:
@@ -119,14 +176,18 @@ func checkStageTail(lines [][]byte, dir string) *VerifyError {
 			var b event.StageBody
 			closed = rec.DecodeBody(&b) == nil && b.Pending == 0
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !staged || closed {
-		return nil
+		return nil, nil
 	}
 	if _, err := os.Lstat(filepath.Join(dir, StageDir)); err == nil {
-		return nil
+		return nil, nil
 	}
-	return &VerifyError{len(lines) + 1, ErrTruncated, "the run's changes were staged, and no stage is left, but no stage.apply or stage.discard line says what became of them: lines after the seal were cut off"}
+	return &VerifyError{lines + 1, ErrTruncated, "the run's changes were staged, and no stage is left, but no stage.apply or stage.discard line says what became of them: lines after the seal were cut off"}, nil
 }
 
 // AfterSeal reports whether lines of type t follow run.end: what a person did with

@@ -2,7 +2,9 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -56,9 +58,19 @@ func (s *Server) openRun(w http.ResponseWriter, r *http.Request, id auth.Identit
 	return run, true
 }
 
+// maxShowBytes bounds the log a show answers: the whole log is read into memory and
+// answered as one JSON document, a few times its size, and a sandbox can grow its log
+// by a megabyte a command. A larger log is 409; its export streams it.
+const maxShowBytes = 32 << 20
+
 func (s *Server) showRun(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	run, ok := s.openRun(w, r, id)
 	if !ok {
+		return
+	}
+	if fi, err := os.Stat(run.EventsPath()); err == nil && fi.Size() > maxShowBytes {
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %s: its log is %d bytes, more than the %d a show answers; GET /v1/runs/%s/export streams it",
+			run.ID, fi.Size(), maxShowBytes, run.ID))
 		return
 	}
 	recs, err := audit.ReadEvents(run.EventsPath())

@@ -33,7 +33,7 @@ func (s *Server) routes() http.Handler {
 			h = notServed
 		}
 		if rt.IsHeld() {
-			h = s.held(h)
+			h = s.held(h, rt.Role)
 		}
 		// A JSON body is bounded here; a raw one (a tar) by its handler, to the
 		// tenant's own limit.

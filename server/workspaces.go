@@ -215,10 +215,10 @@ func (s *Server) clearWorkspace(roots tenantRoots, ws string, created bool) {
 	}
 }
 
-// getWorkspace streams the workspace {name}, when no session runs in it (409), as a
-// tar, bounded by the tenant's upload limits. A workspace past them, or changed under the read, ends the stream without
-// the archive's end: the client sees a truncated tar, never a short one that looks
-// whole.
+// getWorkspace streams the workspace {name}, when no session runs, starts or uploads
+// in it (409), as a tar, bounded by the tenant's upload limits. A workspace past them,
+// or changed under the read, ends the stream without the archive's end: the client
+// sees a truncated tar, never a short one that looks whole.
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	roots, name, ws, ok := s.existingWorkspace(w, r, id)
 	if !ok {
@@ -231,6 +231,15 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 		writeError(w, http.StatusConflict, "workspace "+name+": session "+sid+" runs in it; stop it first (or GET /v1/sessions/"+sid+"/patch)")
 		return
 	}
+	// Nor while an upload fills it or a start makes it (its clone): the download would
+	// be a whole archive of half a tree. Held, the lock refuses a start (409) until the
+	// download ends.
+	unlock, err := s.lockWorkspace(roots, name)
+	if err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	defer unlock()
 	if _, ok := extendDeadlines(w, transferTimeout); !ok {
 		return
 	}

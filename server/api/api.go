@@ -42,8 +42,9 @@ type Route struct {
 	Request      any
 	Response     any
 	Stream       bool // the response is NDJSON: one Response per line (session/wire.Frame for an exec)
-	// Held: the request may hold its connection long (every stream, a start, a stop),
-	// so the server bounds how many each tenant has at a time (429 past it).
+	// Held: the request may hold its connection long (every stream, a start, a stop, a
+	// transfer, any handler that lifts the connection's deadlines), so the server
+	// bounds how many each tenant has at a time (429 past it).
 	Held bool
 	// Conflict: the route may answer 409, when the state of what it names refuses it
 	// (a log that does not verify, nothing staged, conflicts).

@@ -13,8 +13,8 @@ var workspaceRoutes = []Route{
 	{Method: "GET", Path: "/v1/workspaces", Role: RoleAgent, Summary: "the tenant's workspaces", Response: WorkspaceList{}},
 	{Method: "PUT", Path: "/v1/workspaces/{name}", Role: RoleAgent, Summary: "make a workspace from a tar (new or empty; bounded, no links out, no special files)", RawRequest: Tar, Response: Workspace{}, Held: true},
 	{Method: "GET", Path: "/v1/workspaces/{name}", Role: RoleAgent, Summary: "the workspace as a tar, streamed (links as links, special files left out); 409 while a session runs in it", RawResponse: Tar, Held: true},
-	{Method: "DELETE", Path: "/v1/workspaces/{name}", Role: RoleAgent, Summary: "delete a workspace no session runs in", Response: Workspace{}},
-	{Method: "GET", Path: "/v1/sessions/{id}/patch", Role: RoleAgent, Summary: "the session's changes to its workspace, command by command, as its audit log recorded them (a unified diff)", RawResponse: Patch},
+	{Method: "DELETE", Path: "/v1/workspaces/{name}", Role: RoleAgent, Summary: "delete a workspace no session runs in", Response: Workspace{}, Held: true},
+	{Method: "GET", Path: "/v1/sessions/{id}/patch", Role: RoleAgent, Summary: "the session's changes to its workspace, command by command, as its audit log recorded them (a unified diff)", RawResponse: Patch, Held: true},
 }
 
 // Workspace is one workspace of the tenant. Entries and Bytes are what an upload

@@ -27,6 +27,8 @@ func FuzzUnpack(f *testing.F) {
 		{{name: "h", typ: tar.TypeLink, link: "../outside/secret"}},
 		{{name: "d/", typ: tar.TypeDir, mode: 0o4755}, {name: "p", typ: tar.TypeFifo}},
 		{{name: "f", typ: tar.TypeReg, data: "data"}, {name: "g", typ: tar.TypeLink, link: "f"}},
+		{{name: "a/b/l", typ: tar.TypeSymlink, link: "../../outside"}, {name: "h", typ: tar.TypeLink, link: "a/b/l"}},
+		{{name: "a/l", typ: tar.TypeSymlink, link: ".."}, {name: "e", typ: tar.TypeSymlink, link: "a/l/../outside"}},
 	} {
 		f.Add(archive(f, seed...))
 	}
@@ -68,6 +70,11 @@ func FuzzUnpack(f *testing.F) {
 				rel, _ := filepath.Rel(ws, p)
 				if !linkStaysInside(filepath.ToSlash(rel), target) {
 					t.Errorf("%s: a link to %q", p, target)
+				}
+				// Resolved by the file system, through the workspace's other links.
+				real, _ := filepath.EvalSymlinks(ws)
+				if to, err := filepath.EvalSymlinks(p); err == nil && to != real && !strings.HasPrefix(to, real+"/") {
+					t.Errorf("%s: a link to %q resolves to %s, outside", p, target, to)
 				}
 			default:
 				t.Errorf("%s: a special file (%v)", p, m)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,9 +17,10 @@ import (
 // archive, bounded by lim: directories, regular files and symbolic links (as links,
 // never followed), in name order; anything else (a device, a FIFO, a socket) is
 // skipped and counted. Modes keep their permission bits only; owners are not written.
-// A workspace past lim, or a file that changes size while it is read, ends it with
-// an error after part of the archive was written: the caller must not let that part
-// pass for the whole (end the stream without its end-of-archive blocks).
+// A workspace past lim or past an upload's bounds of names (MaxPath, MaxDepth: what
+// Pack writes, Unpack takes), or a file that changes size while it is read, ends it
+// with an error after part of the archive was written: the caller must not let that
+// part pass for the whole (end the stream without its end-of-archive blocks).
 func Pack(w io.Writer, dir string, lim Limits) (Stats, int, error) {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
@@ -66,6 +68,12 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		}
 		if p.stats.Entries >= p.lim.Entries {
 			return tooLarge(rel, "more than %d entries", p.lim.Entries)
+		}
+		// Bounded as an upload's names are: a sandbox can make a tree deeper than any
+		// upload, and packing holds a descriptor for each directory on the way down,
+		// so a tree tens of thousands deep would take every descriptor the server has.
+		if len(rel) > MaxPath || strings.Count(rel, "/") >= MaxDepth {
+			return tooLarge(rel, "a path longer than %d bytes or deeper than %d components", MaxPath, MaxDepth)
 		}
 		p.stats.Entries++
 		hdr := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o777), ModTime: epoch, Format: tar.FormatPAX}

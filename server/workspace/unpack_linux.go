@@ -153,7 +153,20 @@ func (u *unpacker) hardLink(name, rel, target string) error {
 	if err != nil {
 		return refused(name, "a hard link to %q, which is not an entry made before it", target)
 	}
-	if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFREG && t != syscall.S_IFLNK {
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFLNK:
+		// The new name is the same link in another directory: its relative target
+		// must stay inside from there too ("../../x" made two levels down climbs out
+		// at the root).
+		to, err := u.t.Readlink(old)
+		if err != nil {
+			return u.failed(name, err)
+		}
+		if !linkStaysInside(rel, to) {
+			return refused(name, "a hard link to %q, a symbolic link to %q, which leaves the workspace from here", target, to)
+		}
+	default:
 		return refused(name, "a hard link to %q, a %s", target, typeName(st.Mode))
 	}
 	return u.t.Link(old, rel)

@@ -134,6 +134,18 @@ func TestUnpackRefuses(t *testing.T) {
 			{name: "f", typ: tar.TypeReg, data: "x"},
 			{name: "h", typ: tar.TypeLink, link: "l/f"},
 		}, ErrRefused, "h"},
+		{"hard link moving a symlink up", []entry{
+			{name: "a/b/l", typ: tar.TypeSymlink, link: "../../x"},
+			{name: "h", typ: tar.TypeLink, link: "a/b/l"},
+		}, ErrRefused, "h"},
+		{"symlink climbing out through a symlink", []entry{
+			{name: "a/b/l", typ: tar.TypeSymlink, link: "../.."},
+			{name: "esc", typ: tar.TypeSymlink, link: "a/b/l/../../outside"},
+		}, ErrRefused, "esc"},
+		{"symlink climbing through a symlink made later", []entry{
+			{name: "esc", typ: tar.TypeSymlink, link: "a/b/l/../../outside"},
+			{name: "a/b/l", typ: tar.TypeSymlink, link: "../.."},
+		}, ErrRefused, "esc"},
 		{"char device", []entry{{name: "null", typ: tar.TypeChar}}, ErrRefused, "null"},
 		{"block device", []entry{{name: "sda", typ: tar.TypeBlock}}, ErrRefused, "sda"},
 		{"fifo", []entry{{name: "p", typ: tar.TypeFifo}}, ErrRefused, "p"},
@@ -259,6 +271,23 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	if _, _, err := Pack(io.Discard, ws, Limits{Bytes: 100, Entries: 2}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Pack past the entry limit: %v", err)
+	}
+}
+
+// TestPackDepth: a tree deeper than an upload may be (a sandbox made it) ends the
+// pack with ErrTooLarge, before a descriptor is held for every level of it.
+func TestPackDepth(t *testing.T) {
+	for _, c := range []struct {
+		depth int
+		err   error
+	}{{MaxDepth, nil}, {MaxDepth + 1, ErrTooLarge}} {
+		ws := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(ws, strings.Repeat("d/", c.depth)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := Pack(io.Discard, ws, Limits{Bytes: 1 << 20, Entries: 1000}); !errors.Is(err, c.err) {
+			t.Errorf("a tree %d deep: %v; want %v", c.depth, err, c.err)
+		}
 	}
 }
 

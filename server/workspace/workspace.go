@@ -10,8 +10,9 @@
 // or sticky bit. A symbolic link is stored as a link and never followed: every path is
 // made through an internal/linux Tree (openat2 with RESOLVE_BENEATH and
 // RESOLVE_NO_SYMLINKS), so an entry below a link the archive made earlier is refused,
-// not written through it. A link's target may not leave the workspace, and a hard
-// link names a file the archive already made. The whole archive is bounded in bytes
+// not written through it. A link's target may not leave the workspace, whatever
+// the archive's other links (see linkStaysInside), and a hard link names a file the
+// archive already made (a symbolic link, in its new place, held to the same rule). The whole archive is bounded in bytes
 // and entries ([Limits]); what is made is owned by the workspace's owner, whatever
 // the archive says. The first refused entry ends the unpacking with an [EntryError]
 // naming it.
@@ -119,14 +120,35 @@ func cleanPath(name string) (string, error) {
 	return p, nil
 }
 
-// linkStaysInside reports whether the symbolic link at p (a clean path) pointing
-// to target resolves, lexically, within the workspace.
+// linkStaysInside reports whether the symbolic link at p (a clean path) pointing to
+// target resolves within the workspace, whatever the workspace's other links: target
+// is relative, climbs only at its start ("../../x", never "x/../y": x may be a link
+// itself, and a ".." after it climbs from wherever x points) and no higher than p's
+// directory, a directory of the workspace (an archive's links are made through none).
+// A link that is lexically inside is not enough: "d/l/../../x" is, and climbs out of
+// the workspace when d/l is a link to "..".
 func linkStaysInside(p, target string) bool {
 	if target == "" || strings.HasPrefix(target, "/") {
 		return false
 	}
-	j := path.Join(path.Dir(p), target)
-	return j != ".." && !strings.HasPrefix(j, "../")
+	up, climbing := 0, true
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if !climbing {
+				return false
+			}
+			up++
+		default:
+			climbing = false
+		}
+	}
+	depth := 0
+	if d := path.Dir(p); d != "." {
+		depth = strings.Count(d, "/") + 1
+	}
+	return up <= depth
 }
 
 // CheckGit checks a git source a session start names: url is https:// or http://
