@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // PruneFile is the file in the audit root where [Prune] records every run it removes:
@@ -193,7 +195,7 @@ func removeRun(root string, p Pruned) error {
 	if err != nil {
 		return fmt.Errorf("pruning %s: recording it: %w", p.Run, err)
 	}
-	if err := os.RemoveAll(filepath.Join(root, p.Run)); err != nil {
+	if err := linux.RemoveTree(filepath.Join(root, p.Run)); err != nil {
 		return fmt.Errorf("pruning %s: %w", p.Run, err)
 	}
 	return nil

@@ -75,7 +75,7 @@ func gcRuns(root string) ([]string, error) {
 			// A staged run that died before it finished: its change set may be
 			// partial; it is dropped, never applied.
 			if st, err := loadStage(o.Stage); err != nil || !st.Finished {
-				if err := os.RemoveAll(o.Stage); err != nil {
+				if err := linux.RemoveTree(o.Stage); err != nil {
 					errs = append(errs, err)
 				}
 			}

@@ -72,7 +72,7 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 	dir := filepath.Join(r.stageDir, checkpointsName, strconv.Itoa(n))
 	c, err := layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev)
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = linux.RemoveTree(dir)
 		return Checkpoint{}, errdefs.Unavailablef("%w", err)
 	}
 	ss.n = n
@@ -85,7 +85,7 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 			old := ss.auto[0]
 			ss.auto = ss.auto[1:]
 			body.Dropped = old.N
-			if err := os.RemoveAll(old.copy.Dir); err != nil {
+			if err := linux.RemoveTree(old.copy.Dir); err != nil {
 				r.o.Log.Warn("removing an old checkpoint", "err", err)
 			}
 		}
@@ -234,7 +234,7 @@ func (r *run) endStagedSession() error {
 		defer r.ss.mu.Unlock()
 		r.ss.ended = true
 	}
-	if err := os.RemoveAll(filepath.Join(r.stageDir, checkpointsName)); err != nil {
+	if err := linux.RemoveTree(filepath.Join(r.stageDir, checkpointsName)); err != nil {
 		return errdefs.Unavailablef("removing the checkpoints: %w", err)
 	}
 	return r.finishStage()

@@ -50,7 +50,7 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 		if r.stage.Finished {
 			return nil // it waits for apply or discard
 		}
-		return os.RemoveAll(dir)
+		return linux.RemoveTree(dir)
 	})
 	if err := r.stage.save(dir); err != nil {
 		return errdefs.Unavailablef("%w", err)
@@ -127,7 +127,7 @@ func (r *run) finishStage() error {
 	r.res.Staged = pending(set, r.stage)
 	if r.res.Staged == 0 && len(set.Problems) == 0 {
 		// Nothing to land: no stage waits for apply or discard.
-		return os.RemoveAll(r.stageDir)
+		return linux.RemoveTree(r.stageDir)
 	}
 	if err := r.disownStage(); err != nil {
 		return err
@@ -312,7 +312,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 		return res, errdefs.Unavailablef("applying: %w", err)
 	}
 	if res.Pending == 0 {
-		if err := os.RemoveAll(dir); err != nil {
+		if err := linux.RemoveTree(dir); err != nil {
 			return res, errdefs.Unavailablef("removing the applied stage: %w", err)
 		}
 	}
@@ -368,7 +368,7 @@ func Discard(auditRoot, id string, o DiscardOptions) (StageResult, error) {
 	if err := audit.Append(logDir, event.StageDiscard, event.StageBody{Paths: res.Paths, By: byOrUser(o.By)}); err != nil {
 		return res, errdefs.Unavailablef("%w", err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := linux.RemoveTree(dir); err != nil {
 		return res, errdefs.Unavailablef("removing the stage: %w", err)
 	}
 	return res, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/quota"
@@ -202,9 +203,10 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 }
 
 // clearWorkspace removes what a refused upload made: the workspace itself when it
-// was made for it, else its content (os.RemoveAll follows no link).
+// was made for it, else its content (linux.RemoveTree follows no link, and holds few
+// descriptors however deep a sandbox made the tree).
 func (s *Server) clearWorkspace(roots tenantRoots, ws string, created bool) {
-	if err := os.RemoveAll(ws); err != nil {
+	if err := linux.RemoveTree(ws); err != nil {
 		s.log.Error("removing a refused upload", logTenant, roots.t.Name, "workspace", filepath.Base(ws), "err", err)
 		return
 	}
@@ -306,7 +308,7 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, id auth
 	if _, ok := extendDeadlines(w, transferTimeout); !ok {
 		return
 	}
-	if err := os.RemoveAll(ws); err != nil {
+	if err := linux.RemoveTree(ws); err != nil {
 		s.internal(w, id, "deleting a workspace", err)
 		return
 	}
