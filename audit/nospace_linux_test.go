@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -19,10 +20,10 @@ import (
 func TestRecordDiffNoRoomForThePatchFile(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m,nr_inodes=64,mode=0700"); err != nil {
-		t.Fatalf("mounting a small tmpfs: %v", err)
+	if err := linux.MountTmpfsWith(dir, "size=4m,nr_inodes=64,mode=0700"); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	t.Cleanup(func() { _ = linux.Unmount(dir) })
 	opts := Options{MaxInlinePatch: 64, Start: testStart(), now: fakeClock()}
 	w, err := Create(dir, testRun, opts)
 	if err != nil {

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
@@ -221,7 +219,7 @@ func unmountUnder(dir string) {
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
 	for _, p := range points {
-		_ = unix.Unmount(p, unix.MNT_DETACH)
+		_ = linux.Unmount(p)
 	}
 }
 

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containerd/containerd/mount"
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
@@ -25,9 +25,6 @@ const toolTimeout = 2 * time.Minute
 // toolPath is where mke2fs and resize2fs are looked for: root's directories only,
 // never the daemon's PATH.
 const toolPath = "/usr/sbin:/sbin:/usr/bin:/bin"
-
-// mountFlags: nothing on a tenant's disk is a device or gains privilege when run.
-const mountFlags = unix.MS_NOSUID | unix.MS_NODEV
 
 // Mount makes d.Root the mount point of d.Image's file system, d.Size bytes large:
 // it makes the image (sparse) and its file system when there is none, attaches it to
@@ -49,7 +46,7 @@ func Mount(ctx context.Context, d Disk) error {
 		return err
 	}
 	defer img.Close()
-	dev, err := attached(img)
+	dev, err := linux.LoopOf(img)
 	if err != nil {
 		return err
 	}
@@ -61,7 +58,7 @@ func Mount(ctx context.Context, d Disk) error {
 	} else if st, err := img.Stat(); err == nil && st.Size() < d.Size {
 		later = fmt.Errorf("disk of %s: %w (it holds %d bytes, quotas.disk says %d)", d.Root, ErrGrowLater, st.Size(), d.Size)
 	}
-	if err := mountRoot(d, dev, made); err != nil {
+	if err := mountRoot(d, img, dev, made); err != nil {
 		if made {
 			_ = os.Remove(d.Image)
 		}
@@ -82,7 +79,7 @@ func Mount(ctx context.Context, d Disk) error {
 // exist; made says it did. The image must be a regular file of this process's user that
 // no one else may write, with one link, no larger than d.Size.
 func openImage(ctx context.Context, d Disk) (f *os.File, made bool, err error) {
-	f, err = os.OpenFile(d.Image, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err = os.OpenFile(d.Image, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := rootEmpty(d.Root); err != nil {
 			return nil, false, err
@@ -93,13 +90,14 @@ func openImage(ctx context.Context, d Disk) (f *os.File, made bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("disk image %s: %w", d.Image, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		f.Close()
 		return nil, false, fmt.Errorf("disk image %s: %w", d.Image, err)
 	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
 	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+	case st == nil || !fi.Mode().IsRegular():
 		err = fmt.Errorf("%w: disk image %s is not a regular file", paths.ErrUnsafe, d.Image)
 	case int(st.Uid) != paths.Owner() || st.Mode&0o022 != 0:
 		err = fmt.Errorf("%w: disk image %s is owned by uid %d, mode %o: want the server's user's, writable by no one else", paths.ErrUnsafe, d.Image, st.Uid, st.Mode&0o777)
@@ -117,7 +115,7 @@ func openImage(ctx context.Context, d Disk) (f *os.File, made bool, err error) {
 
 // makeImage creates d.Image, sparse, of d.Size bytes, with an ext4 file system.
 func makeImage(ctx context.Context, d Disk) (*os.File, error) {
-	f, err := os.OpenFile(d.Image, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(d.Image, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("disk image %s: %w", d.Image, err)
 	}
@@ -155,18 +153,15 @@ func rootEmpty(root string) error {
 	return nil
 }
 
-// mountRoot mounts the image over d.Root unless it is mounted there already. dev is
-// the loop device already holding the image, "" when none does.
-func mountRoot(d Disk, dev string, made bool) error {
-	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, d.Root, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
+// mountRoot mounts the image open as img over d.Root unless it is mounted there
+// already. dev is the loop device already holding the image, "" when none does.
+func mountRoot(d Disk, img *os.File, dev string, made bool) error {
+	root, on, err := linux.MountRoot(d.Root)
+	if err != nil {
 		return fmt.Errorf("disk of %s: %w", d.Root, err)
 	}
-	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		return errdefs.Unsupportedf("disk of %s: the kernel does not say which directories are mount points (statx, Linux 5.8)", d.Root)
-	}
-	if stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-		if dev != "" && isDevice(dev, stx.Dev_major, stx.Dev_minor) {
+	if root {
+		if dev != "" && linux.DeviceOf(dev) == on {
 			return nil // mounted by an earlier start
 		}
 		return fmt.Errorf("%w: tenant root %s is a mount point of something other than its disk image %s", paths.ErrUnsafe, d.Root, d.Image)
@@ -179,16 +174,16 @@ func mountRoot(d Disk, dev string, made bool) error {
 	if dev != "" {
 		// Still attached: a killed daemon's sessions hold it. The same device, never a
 		// second one over the same image.
-		if err := unix.Mount(dev, d.Root, "ext4", mountFlags, ""); err != nil {
-			return fmt.Errorf("disk of %s: mounting %s: %w", d.Root, dev, err)
-		}
-		return nil
+		return linux.MountExt4(dev, d.Root)
 	}
-	m := mount.Mount{Type: "ext4", Source: d.Image, Options: []string{"loop", "nosuid", "nodev"}}
-	if err := m.Mount(d.Root); err != nil {
-		return fmt.Errorf("disk of %s: mounting %s: %w", d.Root, d.Image, err)
+	loop, err := linux.AttachLoop(img)
+	if err != nil {
+		return fmt.Errorf("disk of %s: %w", d.Root, err)
 	}
-	return nil
+	// Once mounted, the file system holds the device; closing ours lets the kernel
+	// detach it with the last unmount.
+	defer loop.Close()
+	return linux.MountExt4(loop.Name(), d.Root)
 }
 
 // grow enlarges the image to d.Size and its file system with it, before it is
@@ -209,79 +204,15 @@ func grow(ctx context.Context, d Disk, img *os.File) error {
 	return tool(ctx, []*os.File{img}, "resize2fs", "/dev/fd/3")
 }
 
-// attached is the loop device holding the image open as f ("" for none), found by
-// the device and inode the kernel reports for each loop device's backing file.
-func attached(f *os.File) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return "", err
-	}
-	names, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	if err != nil {
-		return "", err
-	}
-	for _, n := range names {
-		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(n)))
-		if backs(dev, st.Dev, st.Ino) {
-			return dev, nil
-		}
-	}
-	return "", nil
-}
-
-// backs reports whether loop device dev's backing file is inode ino of device devno.
-func backs(dev string, devno, ino uint64) bool {
-	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	info, err := unix.IoctlLoopGetStatus64(int(f.Fd()))
-	return err == nil && info.Device == devno && info.Inode == ino
-}
-
-// isDevice reports whether the block device node dev is major:minor.
-func isDevice(dev string, major, minor uint32) bool {
-	var st unix.Stat_t
-	if err := unix.Stat(dev, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return false
-	}
-	return unix.Major(st.Rdev) == major && unix.Minor(st.Rdev) == minor
-}
-
-// Unmount unmounts the tenant's disk from root; the kernel frees its loop device with
-// its last mount (sandboxes' mount namespaces may hold it a little longer). A root
-// that is not a mount point is left as it is. It must be called only when no session
-// of the tenant is left: the next Mount would otherwise find the disk attached but
-// not mounted, and mount that same device again, which is safe, but the sessions'
-// files would have been out of the server's reach meanwhile.
-func Unmount(root string) error {
-	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, root, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	if stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		return nil
-	}
-	if err := unix.Unmount(root, unix.UMOUNT_NOFOLLOW); err != nil {
-		return fmt.Errorf("unmounting the disk of %s: %w", root, err)
-	}
-	return nil
-}
+// Unmount unmounts the tenant's disk from root (detached: the kernel frees its loop
+// device with its last user, sandboxes' mount namespaces that may hold it a little
+// longer). Call it only when no session of the tenant is left; the next Mount finds
+// the disk attached but not mounted, if it still is, and mounts that same device.
+func Unmount(root string) error { return linux.Unmount(root) }
 
 // Space is the size of the file system at root and what a sandbox may still write on
 // it (root's reserve left out), in bytes.
-func Space(root string) (size, avail int64, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(root, &st); err != nil {
-		return 0, 0, err
-	}
-	bs := int64(st.Bsize)
-	return int64(st.Blocks) * bs, int64(st.Bavail) * bs, nil
-}
+func Space(root string) (size, avail int64, err error) { return linux.FSSpace(root) }
 
 // tool runs one of e2fsprogs' programs from root's directories, bounded in time, with
 // files as its descriptors 3 and on.

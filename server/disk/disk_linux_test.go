@@ -10,8 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -37,26 +36,32 @@ func newDisk(t *testing.T, size int64) Disk {
 }
 
 func isMounted(path string) bool {
-	var stx unix.Statx_t
-	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx)
-	return err == nil && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+	root, _, err := linux.MountRoot(path)
+	return err == nil && root
 }
 
-// loopsOf counts the loop devices holding d's image.
+// loopsOf counts the loop devices whose backing file is d's image (by its path, as
+// the kernel shows it).
 func loopsOf(t *testing.T, d Disk) int {
 	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Stat(d.Image, &st); err != nil {
-		t.Fatal(err)
-	}
 	names, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	n := 0
 	for _, name := range names {
-		if backs("/dev/"+filepath.Base(filepath.Dir(filepath.Dir(name))), st.Dev, st.Ino) {
+		if data, err := os.ReadFile(name); err == nil && strings.TrimSpace(string(data)) == d.Image {
 			n++
 		}
 	}
 	return n
+}
+
+// allocated is how many bytes of the host's disk path's blocks take.
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Blocks * 512
 }
 
 func mustMount(t *testing.T, d Disk) {
@@ -79,9 +84,8 @@ func TestMountMakesKeepsAndRemounts(t *testing.T) {
 	if err != nil || size > d.Size || size < d.Size*8/10 {
 		t.Fatalf("file system size %d (%v); want about %d", size, err, d.Size)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(d.Image, &st); err != nil || st.Size != d.Size || st.Blocks*512 >= d.Size/2 {
-		t.Fatalf("image: size %d, %d bytes allocated (%v); want %d, sparse", st.Size, st.Blocks*512, err, d.Size)
+	if fi, err := os.Stat(d.Image); err != nil || fi.Size() != d.Size || allocated(t, d.Image) >= d.Size/2 {
+		t.Fatalf("image: %v, %d bytes allocated (%v); want %d, sparse", fi, allocated(t, d.Image), err, d.Size)
 	}
 	if fi, err := os.Stat(d.Root); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("root mode %v (%v); want 0700", fi.Mode(), err)
@@ -106,28 +110,31 @@ func TestMountMakesKeepsAndRemounts(t *testing.T) {
 }
 
 // TestMountReusesAnAttachedImage: an image still attached (a killed daemon's sessions
-// hold its file system in their mount namespaces) is mounted from that same device,
-// never attached a second time.
+// hold its file system in their mount namespaces; here, a file open on it) is mounted
+// from that same device, never attached a second time.
 func TestMountReusesAnAttachedImage(t *testing.T) {
 	d := newDisk(t, 64<<20)
 	mustMount(t, d)
-	holder := t.TempDir()
-	if err := unix.Mount(d.Root, holder, "", unix.MS_BIND, ""); err != nil {
+	held, err := os.Create(filepath.Join(d.Root, "held"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Unmount(holder, unix.MNT_DETACH)
+	defer held.Close()
 	if err := Unmount(d.Root); err != nil {
 		t.Fatal(err)
+	}
+	if n := loopsOf(t, d); n != 1 {
+		t.Fatalf("%d loop devices hold the image after an unmount with a file open; want it still attached", n)
 	}
 	mustMount(t, d)
 	if n := loopsOf(t, d); n != 1 {
 		t.Fatalf("%d loop devices hold the image; want the one still attached", n)
 	}
-	if err := os.WriteFile(filepath.Join(d.Root, "seen"), nil, 0o600); err != nil {
+	if _, err := held.WriteString("seen"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(holder, "seen")); err != nil {
-		t.Fatalf("the root and the holder are not the same file system: %v", err)
+	if data, err := os.ReadFile(filepath.Join(d.Root, "held")); err != nil || string(data) != "seen" {
+		t.Fatalf("the root and the open file are not the same file system: %q %v", data, err)
 	}
 }
 
@@ -248,9 +255,8 @@ func TestFullDiskLeavesRootItsReserve(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "No space left") {
 		t.Fatalf("an unprivileged dd of 256 MiB on a 64 MiB disk: %v\n%s; want ENOSPC", err, out)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(d.Image, &st); err != nil || st.Blocks*512 > d.Size {
-		t.Fatalf("the image uses %d bytes of the host's disk (%v); want at most %d", st.Blocks*512, err, d.Size)
+	if n := allocated(t, d.Image); n > d.Size {
+		t.Fatalf("the image uses %d bytes of the host's disk; want at most %d", n, d.Size)
 	}
 	if err := os.WriteFile(filepath.Join(d.Root, "log"), make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatalf("root writing 1 MiB after the disk filled: %v; want the reserve", err)
