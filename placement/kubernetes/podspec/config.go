@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
 )
 
 // Defaults of [Config]'s zero fields.
@@ -89,4 +90,29 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("workspaceBytes %d: want a positive size", c.WorkspaceBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// ConfigVersion is the version a placement config file must declare.
+const ConfigVersion = 1
+
+// MaxConfigBytes bounds a placement config file.
+const MaxConfigBytes = 64 << 10
+
+// DecodeConfig decodes a placement config file: `version: 1` and the fields of
+// [Config], strictly (an unknown field is an error). It does not validate.
+func DecodeConfig(data []byte) (Config, error) {
+	if len(data) > MaxConfigBytes {
+		return Config{}, fmt.Errorf("placement config: %d bytes, at most %d", len(data), MaxConfigBytes)
+	}
+	var f struct {
+		Version int `json:"version"`
+		Config
+	}
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return Config{}, fmt.Errorf("placement config: %w", err)
+	}
+	if f.Version != ConfigVersion {
+		return Config{}, fmt.Errorf("placement config: version %d, want %d", f.Version, ConfigVersion)
+	}
+	return f.Config, nil
 }

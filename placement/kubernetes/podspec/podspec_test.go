@@ -375,3 +375,24 @@ func hasMount(c corev1.Container, vol, path string, ro bool) bool {
 		return m.Name == vol && m.MountPath == path && m.ReadOnly == ro
 	})
 }
+
+func TestDecodeConfig(t *testing.T) {
+	cfg, err := DecodeConfig([]byte("version: 1\nnamespace: acme\ninitImage: cordon:1\nruntimeClass: runsc\nuserNamespaces: true\nuid: 2000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Namespace: "acme", InitImage: "cordon:1", RuntimeClass: "runsc", UserNamespaces: true, UID: 2000}
+	if cfg != want {
+		t.Errorf("DecodeConfig = %+v, want %+v", cfg, want)
+	}
+	for name, in := range map[string]string{
+		"unknown field": "version: 1\nnamespace: acme\nprivileged: true\n",
+		"no version":    "namespace: acme\n",
+		"wrong version": "version: 2\nnamespace: acme\n",
+		"too large":     "version: 1\n#" + strings.Repeat("x", MaxConfigBytes),
+	} {
+		if _, err := DecodeConfig([]byte(in)); err == nil {
+			t.Errorf("%s: DecodeConfig accepted %.40q", name, in)
+		}
+	}
+}
