@@ -147,6 +147,43 @@ echo "hostname=$(hostname)"`, ws)
 	if err != nil || !bytes.Contains(logs, []byte("process 1 holding")) {
 		t.Errorf("pod log = %q (%v), want process 1's line", logs, err)
 	}
+	// Stopped with the Pod's grace period, process 1 ends at SIGTERM with status 0,
+	// not at the SIGKILL that follows the grace period (137).
+	if code, err := stopAndWait(ctx, cs, ns, name); err != nil || code != 0 {
+		t.Errorf("stopping the pod: process 1 exited %d (%v), want 0 at SIGTERM", code, err)
+	}
+}
+
+// stopAndWait deletes the pod with its own grace period and returns the exit status
+// of its sandbox container, as the kubelet reports it before the pod is gone.
+func stopAndWait(ctx context.Context, cs *kubernetes.Clientset, ns, name string) (int32, error) {
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return -1, fmt.Errorf("watching: %w", err)
+	}
+	defer w.Stop()
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return -1, fmt.Errorf("deleting: %w", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return -1, errors.New("the watch ended before the container did")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Name == podspec.ContainerName && c.State.Terminated != nil {
+					return c.State.Terminated.ExitCode, nil
+				}
+			}
+		}
+	}
 }
 
 // A RuntimeClass the cluster does not have refuses the session loudly, before
