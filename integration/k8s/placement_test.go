@@ -123,7 +123,8 @@ echo "env=$(mnt %[1]s/.env)"
 echo "tmp=$(mnt /tmp)"
 touch /tmp/probe && echo "tmp=writable"
 [ -e /var/run/secrets/kubernetes.io/serviceaccount/token ] && echo "token=present" || echo "token=absent"
-echo "hostname=$(hostname)"`, ws)
+echo "hostname=$(hostname)"
+echo "memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"`, ws)
 	out, err := execIn(ctx, cs, rc, ns, name, podspec.ContainerName, []string{"/bin/sh", "-c", script})
 	if err != nil {
 		t.Fatalf("exec in the pod: %v\n%s", err, out)
@@ -137,6 +138,7 @@ echo "hostname=$(hostname)"`, ws)
 		"pid1=/run/cordon/cordon internal hold ",
 		"root=ro\n", "cordon=ro\n", "workspace=rw\n", "workspace=writable\n", "git=ro\n",
 		"env=ro\n", "env=empty\n", "tmp=rw\n", "tmp=writable\n", "token=absent\n", "hostname=cordon\n",
+		"memory=268435456\n", // the contract's limits.memory, 256 MiB
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inside the pod: want %q in\n%s", want, out)
