@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -84,27 +85,7 @@ func TestPlacementPodRuns(t *testing.T) {
 	ns, node := namespaceWith(ctx, t, cs, restricted)
 	image := podImage(t)
 	plan := testPlan(t, image)
-	p, err := placement.New(cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := podspec.Session{Tenant: "acme", ID: sessionID(t)}
-	objs, err := p.Compile(plan, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Create(ctx, objs); err != nil {
-		t.Fatalf("creating the session's objects: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Delete(context.Background(), s); err != nil {
-			t.Errorf("deleting the session's objects: %v", err)
-		}
-	})
-	name := podspec.Name(s.ID)
-	if err := waitRunning(ctx, cs, ns, name); err != nil {
-		t.Fatalf("pod %s/%s: %v%s", ns, name, err, describe(ctx, cs, ns, name))
-	}
+	name := startSession(ctx, t, cs, plan, podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID})
 	ws := plan.Workspace
 	// Read-only is read from the mount table (the topmost mount at each path), not
 	// from a failed write, which the uid alone could explain.
@@ -185,6 +166,62 @@ func stopAndWait(ctx context.Context, cs *kubernetes.Clientset, ns, name string)
 				}
 			}
 		}
+	}
+}
+
+// startSession creates a session's objects for plan through the placement and waits
+// until its Pod runs; they are deleted at the end of the test. It returns the Pod's
+// name.
+func startSession(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, plan *contract.Plan, cfg podspec.Config) string {
+	t.Helper()
+	p, err := placement.New(cs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := podspec.Session{Tenant: "acme", ID: sessionID(t)}
+	objs, err := p.Compile(plan, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Create(ctx, objs); err != nil {
+		t.Fatalf("creating the session's objects: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Delete(context.Background(), s); err != nil {
+			t.Errorf("deleting the session's objects: %v", err)
+		}
+	})
+	name := podspec.Name(s.ID)
+	if err := waitRunning(ctx, cs, cfg.Namespace, name); err != nil {
+		t.Fatalf("pod %s/%s: %v%s", cfg.Namespace, name, err, describe(ctx, cs, cfg.Namespace, name))
+	}
+	return name
+}
+
+// A RuntimeClass the cluster has is the Pod's: one named for the test, whose handler
+// is containerd's runc.
+func TestPlacementRuntimeClass(t *testing.T) {
+	cs := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	class := "cordon-test-" + sessionID(t)
+	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Handler: "runc"}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating RuntimeClass %s: %v", class, err)
+	}
+	t.Cleanup(func() {
+		if err := cs.NodeV1().RuntimeClasses().Delete(context.Background(), class, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting RuntimeClass %s: %v", class, err)
+		}
+	})
+	image := podImage(t)
+	name := startSession(ctx, t, cs, testPlan(t, image), podspec.Config{Namespace: ns, InitImage: image, NodeName: node, RuntimeClass: class})
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := pod.Spec.RuntimeClassName; rc == nil || *rc != class {
+		t.Errorf("the running pod's runtimeClassName = %v, want %s", rc, class)
 	}
 }
 
