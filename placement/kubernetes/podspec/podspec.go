@@ -141,6 +141,7 @@ func (s Session) objectMeta(ns string) metav1.ObjectMeta {
 func podSpec(cfg Config) corev1.PodSpec {
 	no, yes := false, true
 	grace := int64(5)
+	uid, gid := cfg.UID, cfg.GID // each object its own copy
 	spec := corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		// No credentials of the cluster's in the sandbox, and no list of its services.
@@ -153,8 +154,8 @@ func podSpec(cfg Config) corev1.PodSpec {
 		TerminationGracePeriodSeconds: &grace,
 		NodeName:                      cfg.NodeName,
 		SecurityContext: &corev1.PodSecurityContext{
-			RunAsUser:    &cfg.UID,
-			RunAsGroup:   &cfg.GID,
+			RunAsUser:    &uid,
+			RunAsGroup:   &gid,
 			RunAsNonRoot: &yes,
 			// cordon's own filter is stacked inside by process 1 (docs/kubernetes.md).
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
@@ -174,9 +175,10 @@ func podSpec(cfg Config) corev1.PodSpec {
 // capabilities, no privilege escalation, a read-only root file system.
 func containerSecurity(cfg Config) *corev1.SecurityContext {
 	no, yes := false, true
+	uid, gid := cfg.UID, cfg.GID // each container its own copy
 	return &corev1.SecurityContext{
-		RunAsUser:                &cfg.UID,
-		RunAsGroup:               &cfg.GID,
+		RunAsUser:                &uid,
+		RunAsGroup:               &gid,
 		RunAsNonRoot:             &yes,
 		Privileged:               &no,
 		AllowPrivilegeEscalation: &no,
