@@ -317,3 +317,72 @@ func execIn(ctx context.Context, cs *kubernetes.Clientset, rc *rest.Config, ns, 
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
 	return out.String(), err
 }
+
+// A hidden file outside the workspace that the image holds cannot be covered by the
+// empty directory the placement mounts over hidden paths: the runtime refuses the
+// container at its start, and the Pod never runs with the file shown.
+func TestPlacementHiddenImageFile(t *testing.T) {
+	cs := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	plan := testPlan(t, image)
+	plan.Mounts = append(plan.Mounts, contract.Mount{Path: "/cordon-init", Type: contract.Mask, Why: "filesystem.deny_read"})
+	p, err := placement.New(cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := podspec.Session{Tenant: "acme", ID: sessionID(t)}
+	objs, err := p.Compile(plan, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Create(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Delete(context.Background(), s) })
+	name := podspec.Name(s.ID)
+	reason, err := waitRefused(ctx, cs, ns, name)
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v%s", ns, name, err, describe(ctx, cs, ns, name))
+	}
+	t.Logf("the runtime refused the container: %s", reason)
+}
+
+// waitRefused watches the pod until its sandbox container is refused (waiting with an
+// error reason, or terminated without having run); an error when it runs.
+func waitRefused(ctx context.Context, cs *kubernetes.Clientset, ns, name string) (string, error) {
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return "", fmt.Errorf("watching: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for the refusal: %w", ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return "", errors.New("the watch ended first")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Name != podspec.ContainerName {
+					continue
+				}
+				switch st := c.State; {
+				case st.Running != nil:
+					return "", errors.New("the container runs")
+				case st.Waiting != nil && strings.Contains(st.Waiting.Reason, "Error"):
+					return st.Waiting.Reason + ": " + st.Waiting.Message, nil
+				case st.Terminated != nil:
+					return st.Terminated.Reason + ": " + st.Terminated.Message, nil
+				}
+			}
+		}
+	}
+}
