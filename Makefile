@@ -124,6 +124,7 @@ k8s-env:
 	@scripts/k8s-env.sh >/dev/null
 
 k8s-test: k8s-env
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/cordon-init ./cmd/cordon-init
 	$(GO) test -tags k8s -count=1 -timeout 10m ./integration/k8s/
 
 k8s-stop:

@@ -21,6 +21,9 @@ const explainJSONVersion = 1
 type explainOptions struct {
 	file, auditDir, backend string
 	asJSON                  bool
+	// placement is "local" (the backend's sandbox) or "kubernetes" (the objects of
+	// explain_placement.go), placementConfig the kubernetes placement's config file.
+	placement, placementConfig string
 }
 
 func newExplainCmd(stdio IO) *cobra.Command {
@@ -32,10 +35,12 @@ func newExplainCmd(stdio IO) *cobra.Command {
 mount and why, the environment's names, the egress rules, limits, monitor, credentials and
 gates, then how the backend builds the sandbox from it.
 
-Exit status: 0, 1 when the contract is invalid (one line per problem on stderr), 2 usage error.`,
+Exit status: 0, 1 when the contract is invalid (one line per problem on stderr) or the
+placement cannot run it, 2 usage error.`,
 		Example: `  cordon explain
   cordon explain -c cordon.yaml --backend docker
-  cordon explain --json | jq '.plan.mounts[] | select(.access == "rw") | .path'`,
+  cordon explain --json | jq '.plan.mounts[] | select(.access == "rw") | .path'
+  cordon explain --placement kubernetes --placement-config k8s.yaml | kubectl apply --dry-run=server -f -`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error { return explainCmd(stdio, o) },
 	}
@@ -44,16 +49,29 @@ Exit status: 0, 1 when the contract is invalid (one line per problem on stderr),
 	auditDirFlag(f, &o.auditDir)
 	f.StringVar(&o.backend, "backend", envOr("CORDON_BACKEND", "auto"), "show how `backend` B would build the sandbox: auto, bwrap, docker, containerd, seatbelt ($CORDON_BACKEND)")
 	f.BoolVar(&o.asJSON, "json", false, `print {"schema": "`+schemaExplain+`", "explain_version": 1, "plan": {...}}`)
+	f.StringVar(&o.placement, "placement", "local", "where a session would run: local (the backend's sandbox), or kubernetes (print the objects it would create, as YAML)")
+	f.StringVar(&o.placementConfig, "placement-config", "", "the kubernetes placement's config `file` (version: 1, namespace, initImage, runtimeClass, ...); without it, an example namespace and image")
 	return c
 }
 
 func explainCmd(stdio IO, o explainOptions) error {
+	switch {
+	case o.placement != "local" && o.placement != "kubernetes":
+		return errdefs.Usagef("--placement %q: want local or kubernetes", o.placement)
+	case o.placement == "kubernetes" && o.asJSON:
+		return errdefs.Usagef("--placement kubernetes prints YAML; leave out --json")
+	case o.placementConfig != "" && o.placement != "kubernetes":
+		return errdefs.Usagef("--placement-config is the kubernetes placement's; add --placement kubernetes")
+	}
 	plan, _, err := planOf(o.file, o.auditDir, nil)
 	if err != nil {
 		for _, line := range problems(err) {
 			fmt.Fprintln(stdio.Stderr, line)
 		}
 		return errdefs.Exit(errdefs.ExitFailure)
+	}
+	if o.placement == "kubernetes" {
+		return explainKubernetes(stdio.Stdout, plan, o.placementConfig) // explain_placement*.go
 	}
 	progs, _ := hostPrograms(plan) // planOf refused any it refuses
 	if o.asJSON {

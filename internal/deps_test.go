@@ -172,7 +172,9 @@ func TestPackageDocs(t *testing.T) {
 //   - cordon-init, process 1 in every sandbox, links neither the proxy's HTTP and TLS
 //     stacks nor the engine clients, BPF, YAML or the host-side packages (it starts on
 //     every run and is the sandbox's own attack surface);
-//   - the cordon command built without engines links no engine client;
+//   - the cordon command built without engines links no engine client (nor Kubernetes');
+//   - the kubernetes placement is held to the backends' rule, and its pure compiler
+//     (podspec) links no Kubernetes client;
 //   - cordon-exec, the client a harness runs for every command of a warm session,
 //     links none of what only the host side needs (the runner, cobra, YAML, BPF,
 //     net/http, the engine clients): every package it links costs page faults at start;
@@ -196,7 +198,7 @@ func TestBinaryDependencies(t *testing.T) {
 		// The noengines build is the one a warm `cordon exec` starts: no engine client and
 		// no server (its metrics library's init alone costs a millisecond), which
 		// cordon-engines runs instead.
-		{"./cmd/cordon", "noengines", []string{"github.com/docker/...", "github.com/containerd/...", "github.com/prometheus/...",
+		{"./cmd/cordon", "noengines", []string{"github.com/docker/...", "github.com/containerd/...", "github.com/prometheus/...", "k8s.io/...",
 			m + "server", m + "server/auth", m + "server/config", m + "server/admit", m + "server/quota"}, nil, ""},
 		{"./cmd/cordon-exec", "", []string{m + "runner/...", m + "contract/...", m + "audit/...", m + "egress/...", m + "monitor/...", m + "cli",
 			"github.com/spf13/...", "gopkg.in/yaml.v3/...", "github.com/cilium/ebpf/...", "net/http/...", "crypto/tls/...",
@@ -208,6 +210,9 @@ func TestBinaryDependencies(t *testing.T) {
 		{"./runner/docker", "", backendBans, nil, ""},
 		{"./runner/containerd", "", backendBans, nil, ""},
 		{"./runner/seatbelt", "", backendBans, nil, "darwin"},
+		// The kubernetes placement is a backend too: it compiles and places, nothing more.
+		{"./placement/kubernetes/podspec", "", slices.Concat(backendBans, []string{"k8s.io/client-go/..."}), nil, ""},
+		{"./placement/kubernetes", "", backendBans, nil, ""},
 		{"./cmd/cordon-init", "", []string{"net/http/...", "crypto/tls/...", "crypto/x509/...", "github.com/cilium/ebpf/...", "github.com/docker/...",
 			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
 			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil, "darwin"},

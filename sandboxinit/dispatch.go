@@ -8,9 +8,16 @@ import (
 // InitArg is the `internal` subcommand that is process 1: `internal init [--dir DIR]`.
 const InitArg = "init"
 
+// The `internal` subcommands of a Kubernetes Pod (pod_linux.go): process 1 before its
+// control channel, and the init container's copy of the binary.
+const (
+	HoldArg    = "hold"
+	InstallArg = "install"
+)
+
 // Dispatch runs the helper that args name, when they name one: process 1 itself
 // (`internal init`) or a helper it re-executes (`internal join-cgroup`, `internal
-// posture`, the group watcher). Both binaries that can be process 1, cordon-init and
+// posture`, the group watcher) or a Pod's (`internal hold`, `internal install`). Both binaries that can be process 1, cordon-init and
 // cordon, dispatch through it, before they build anything else: these start on every
 // run. ok is false when args name no helper.
 func Dispatch(args []string) (code int, ok bool) {
@@ -26,6 +33,10 @@ func Dispatch(args []string) (code int, ok bool) {
 		return PostureMain(args[2:]), true
 	case groupwatch.Arg:
 		return groupwatch.Main(args[2:]), true
+	case HoldArg:
+		return HoldMain(args[2:]), true
+	case InstallArg:
+		return InstallMain(args[2:]), true
 	}
 	return 0, false
 }

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -24,6 +25,13 @@ const defaultKubeconfig = "/var/lib/cordon-k8s/kubeconfig"
 // client returns a clientset for the test cluster, skipping (failing under CI=true)
 // when there is no kubeconfig.
 func client(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cs, _ := clientConfig(t)
+	return cs
+}
+
+// clientConfig is [client] and the REST config it was made from (for the exec API).
+func clientConfig(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
 	t.Helper()
 	path := os.Getenv("CORDON_K8S_KUBECONFIG")
 	if path == "" {
@@ -44,7 +52,7 @@ func client(t *testing.T) *kubernetes.Clientset {
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
-	return cs
+	return cs, cfg
 }
 
 // testImage is the busybox test image scripts/container-env.sh builds and
@@ -61,6 +69,13 @@ func testImage() string {
 // to (it runs no scheduler either). Its Pods are deleted at the end of the test.
 func namespace(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) (string, string) {
 	t.Helper()
+	return namespaceWith(ctx, t, cs, nil)
+}
+
+// namespaceWith is [namespace] with labels on the namespace (a Pod Security level).
+// Its NetworkPolicies are deleted at the end of the test too.
+func namespaceWith(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, labels map[string]string) (string, string) {
+	t.Helper()
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing nodes: %v", err)
@@ -69,7 +84,7 @@ func namespace(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) (str
 		t.Fatal("the cluster has no node")
 	}
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "cordon-smoke-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "cordon-smoke-", Labels: labels},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
@@ -82,6 +97,9 @@ func namespace(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) (str
 		pods := cs.CoreV1().Pods(name)
 		if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 			t.Errorf("deleting the pods of %s: %v", name, err)
+		}
+		if err := cs.NetworkingV1().NetworkPolicies(name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting the network policies of %s: %v", name, err)
 		}
 		// Without a namespace controller the namespace stays Terminating; it holds nothing.
 		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {

@@ -121,6 +121,13 @@ func (in Input) selected() []contract.Mount {
 	return out
 }
 
+// ImageMounts are the plan's mounts a sandbox whose root file system is the contract's
+// image has: what [Mounts] translates for the container backends, and what the
+// kubernetes placement (placement/kubernetes/podspec) translates into a Pod's volumes.
+func ImageMounts(plan *contract.Plan) []contract.Mount {
+	return Input{Plan: plan, Image: true}.selected()
+}
+
 // enclosing returns the deepest of ms strictly above p, or "".
 func enclosing(ms []contract.Mount, p string) string {
 	best := ""

@@ -1,0 +1,301 @@
+package podspec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/runner/container"
+)
+
+// Labels and annotations on every object of a session.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by" // always ManagedBy
+	ManagedBy      = "cordon"
+	LabelTenant    = "cordon.dev/tenant"
+	LabelSession   = "cordon.dev/session"
+	// AnnotationContract is the contract's digest (a label value cannot hold it).
+	AnnotationContract = "cordon.dev/contract"
+	// AnnotationPids is the contract's pids limit, which a Pod cannot express: the
+	// node's podPidsLimit bounds it until process 1 enforces it (docs/kubernetes.md).
+	AnnotationPids = "cordon.dev/pids-limit"
+)
+
+// Names inside the Pod.
+const (
+	ContainerName     = "sandbox"
+	InitContainerName = "cordon-install"
+	// VolumeCordon holds cordon's binary, copied there by the init container and
+	// read-only in the sandbox, at [paths.SandboxDir].
+	VolumeCordon    = "cordon"
+	VolumeWorkspace = "workspace"
+	// VolumeEmpty is an empty read-only volume mounted over every hidden path.
+	VolumeEmpty = "cordon-empty"
+)
+
+// cordonVolumeBytes bounds the volume holding cordon's binary (a few MiB).
+const cordonVolumeBytes = 64 << 20
+
+// ErrHostPath is what Compile's refusal of a plan that shows a host path outside the
+// workspace wraps: a Pod has no host view.
+var ErrHostPath = errors.New("a Pod cannot show a host path")
+
+// Session is who the objects are for.
+type Session struct {
+	Tenant string // the tenant's name
+	ID     string // the session's id
+}
+
+// Objects are what the placement creates for one session, in this order: the
+// NetworkPolicy first, so that the Pod never runs without it.
+type Objects struct {
+	NetworkPolicy *networkingv1.NetworkPolicy
+	Pod           *corev1.Pod
+}
+
+// Compile translates plan into the session's objects under cfg.
+func Compile(plan *contract.Plan, s Session, cfg Config) (Objects, error) {
+	if err := cfg.Validate(); err != nil {
+		return Objects{}, fmt.Errorf("kubernetes placement: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	if err := s.validate(); err != nil {
+		return Objects{}, err
+	}
+	image := plan.Image
+	if image == "" {
+		image = cfg.Image
+	}
+	if image == "" {
+		return Objects{}, errors.New("the kubernetes placement needs an image: the contract names none and the placement's config has no default image (a Pod has no host view)")
+	}
+	vols, mounts, err := volumes(plan, cfg)
+	if err != nil {
+		return Objects{}, err
+	}
+	meta := s.objectMeta(cfg.Namespace)
+	meta.Annotations = map[string]string{AnnotationContract: plan.ContractDigest}
+	if plan.Limits.Pids > 0 {
+		meta.Annotations[AnnotationPids] = strconv.FormatInt(plan.Limits.Pids, 10)
+	}
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: meta,
+		Spec:       podSpec(cfg),
+	}
+	pod.Spec.Volumes = vols
+	pod.Spec.InitContainers = []corev1.Container{installContainer(cfg)}
+	pod.Spec.Containers = []corev1.Container{{
+		Name:            ContainerName,
+		Image:           image,
+		ImagePullPolicy: pullPolicy(plan.Pull),
+		Command:         []string{paths.SandboxInit, "internal", "hold"},
+		WorkingDir:      plan.Workdir,
+		VolumeMounts:    mounts,
+		Resources:       resources(plan.Limits),
+		SecurityContext: containerSecurity(cfg),
+	}}
+	return Objects{NetworkPolicy: networkPolicy(s, cfg), Pod: pod}, nil
+}
+
+func (s Session) validate() error {
+	var errs []error
+	for _, msg := range validation.IsValidLabelValue(s.Tenant) {
+		errs = append(errs, fmt.Errorf("tenant %q: %s", s.Tenant, msg))
+	}
+	if s.Tenant == "" {
+		errs = append(errs, errors.New("tenant: required"))
+	}
+	// The id names the Pod: "cordon-" + id is a DNS label.
+	for _, msg := range validation.IsDNS1123Label(Name(s.ID)) {
+		errs = append(errs, fmt.Errorf("session id %q: %s", s.ID, msg))
+	}
+	if s.ID == "" {
+		errs = append(errs, errors.New("session id: required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Name is the name of a session's Pod and NetworkPolicy.
+func Name(sessionID string) string { return "cordon-" + sessionID }
+
+// Labels select a session's objects.
+func (s Session) Labels() map[string]string {
+	return map[string]string{LabelManagedBy: ManagedBy, LabelTenant: s.Tenant, LabelSession: s.ID}
+}
+
+func (s Session) objectMeta(ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: Name(s.ID), Namespace: ns, Labels: s.Labels()}
+}
+
+// podSpec is the Pod's posture, before its containers and volumes.
+func podSpec(cfg Config) corev1.PodSpec {
+	no, yes := false, true
+	grace := int64(5)
+	uid, gid := cfg.UID, cfg.GID // each object its own copy
+	spec := corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		// No credentials of the cluster's in the sandbox, and no list of its services.
+		AutomountServiceAccountToken: &no,
+		EnableServiceLinks:           &no,
+		// The sandbox resolves no name itself (the egress proxy does): no cluster DNS.
+		DNSPolicy:                     corev1.DNSNone,
+		DNSConfig:                     &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}},
+		Hostname:                      "cordon",
+		TerminationGracePeriodSeconds: &grace,
+		NodeName:                      cfg.NodeName,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsUser:    &uid,
+			RunAsGroup:   &gid,
+			RunAsNonRoot: &yes,
+			// cordon's own filter is stacked inside by process 1 (docs/kubernetes.md).
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	if cfg.RuntimeClass != "" {
+		rc := cfg.RuntimeClass
+		spec.RuntimeClassName = &rc
+	}
+	if cfg.UserNamespaces {
+		spec.HostUsers = &no
+	}
+	return spec
+}
+
+// containerSecurity is every container's security context: the Pod's uid, no
+// capabilities, no privilege escalation, a read-only root file system.
+func containerSecurity(cfg Config) *corev1.SecurityContext {
+	no, yes := false, true
+	uid, gid := cfg.UID, cfg.GID // each container its own copy
+	return &corev1.SecurityContext{
+		RunAsUser:                &uid,
+		RunAsGroup:               &gid,
+		RunAsNonRoot:             &yes,
+		Privileged:               &no,
+		AllowPrivilegeEscalation: &no,
+		ReadOnlyRootFilesystem:   &yes,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// installContainer copies cordon's binary from cordon's image into the Pod.
+func installContainer(cfg Config) corev1.Container {
+	return corev1.Container{
+		Name:            InitContainerName,
+		Image:           cfg.InitImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{cfg.InitBinary, "internal", "install", paths.SandboxInit},
+		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeCordon, MountPath: paths.SandboxDir}},
+		Resources:       resources(contract.LimitsPlan{Memory: 64 << 20, CPU: 0.1}),
+		SecurityContext: containerSecurity(cfg),
+	}
+}
+
+func pullPolicy(pull string) corev1.PullPolicy {
+	if pull == "missing" {
+		return corev1.PullIfNotPresent
+	}
+	return corev1.PullNever // the contract's default: never pull
+}
+
+// resources are the plan's memory and CPU limits, requested as much as limited (the
+// scheduler places the Pod where they fit). The pids limit has no Pod field.
+func resources(l contract.LimitsPlan) corev1.ResourceRequirements {
+	rl := corev1.ResourceList{}
+	if l.Memory > 0 {
+		rl[corev1.ResourceMemory] = *resource.NewQuantity(l.Memory, resource.BinarySI)
+	}
+	if l.CPU > 0 {
+		rl[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(l.CPU*1000), resource.DecimalSI)
+	}
+	if len(rl) == 0 {
+		return corev1.ResourceRequirements{}
+	}
+	return corev1.ResourceRequirements{Limits: rl, Requests: rl.DeepCopy()}
+}
+
+// volumes translates the plan's mounts (those a sandbox with an image has) into the
+// Pod's volumes and the sandbox's mounts, followed by cordon's binary, read-only.
+func volumes(plan *contract.Plan, cfg Config) ([]corev1.Volume, []corev1.VolumeMount, error) {
+	vols := []corev1.Volume{
+		memoryVolume(VolumeCordon, cordonVolumeBytes),
+		{Name: VolumeWorkspace, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			SizeLimit: resource.NewQuantity(cfg.WorkspaceBytes, resource.BinarySI)}}},
+	}
+	var mounts []corev1.VolumeMount
+	var errs []error
+	empty := false
+	ws := plan.Workspace
+	for _, m := range container.ImageMounts(plan) {
+		rel, inside := workspaceRel(ws, m.Path)
+		switch {
+		case m.Type == contract.Tmpfs:
+			name := "tmpfs-" + strconv.Itoa(len(vols))
+			vols = append(vols, memoryVolume(name, plan.Limits.Tmpfs))
+			mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: m.Path})
+		case m.Type == contract.Mask:
+			// Hidden: an empty read-only directory in its place (nothing can be
+			// created there either).
+			empty = true
+			mounts = append(mounts, corev1.VolumeMount{Name: VolumeEmpty, MountPath: m.Path, ReadOnly: true})
+		case !inside:
+			errs = append(errs, fmt.Errorf("%s (%s, %s): %w outside the workspace; name an image that holds what the command needs", m.Path, m.Access, m.Why, ErrHostPath))
+		default:
+			// The workspace, or a path in it shown read-only (or writable below a
+			// read-only one): the workspace volume, or the same path in it.
+			mounts = append(mounts, corev1.VolumeMount{Name: VolumeWorkspace, MountPath: m.Path, SubPath: rel, ReadOnly: m.Access != contract.ReadWrite})
+		}
+	}
+	if empty {
+		vols = append(vols, memoryVolume(VolumeEmpty, 1<<20))
+	}
+	mounts = append(mounts, corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true})
+	return vols, mounts, errors.Join(errs...)
+}
+
+// workspaceRel is p relative to the workspace ws ("" for ws itself), and whether p is
+// in it.
+func workspaceRel(ws, p string) (string, bool) {
+	if ws == "" {
+		return "", false
+	}
+	if p == ws {
+		return "", true
+	}
+	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(ws, "/")+"/")
+	return rel, ok
+}
+
+// memoryVolume is a private tmpfs of size bytes (0: the node's default bound, its
+// memory counted against the Pod's limit).
+func memoryVolume(name string, size int64) corev1.Volume {
+	ed := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	if size > 0 {
+		ed.SizeLimit = resource.NewQuantity(size, resource.BinarySI)
+	}
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: ed}}
+}
+
+// networkPolicy denies the session's Pod every connection in and out. Defence in depth
+// only: many network plugins do not enforce NetworkPolicy (the test cluster's do not);
+// the sandbox's one way out is cordon's egress proxy.
+func networkPolicy(s Session, cfg Config) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: s.objectMeta(cfg.Namespace),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelTenant: s.Tenant, LabelSession: s.ID}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+}
