@@ -106,8 +106,9 @@ func TestServePool(t *testing.T) {
 		t.Errorf("the claimed workspace's download: %v", got)
 	}
 	// A graceful stop (SIGTERM) stops the unclaimed warm sessions: no one's, they
-	// would hold the tenant's quota until a restart. (SIGKILL leaves them for the next
-	// start to adopt, as every session; the cleanup below stops those.)
+	// would hold the tenant's quota until a restart. (SIGKILL leaves them running for
+	// the next start to stop, TestServePoolRestartStopsWarm; the cleanup below stops
+	// those.)
 	left := warm()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// TestServePoolRestartStopsWarm: a daemon killed with SIGKILL leaves its pool's warm
+// sessions running; started again, it stops every one of them and fills the pool
+// anew: none is ever handed out after a restart, since a claim's record is written
+// unsynced and a record that says warm may be a claim a machine crash lost. That case
+// is made by hand here: a claimed session (it ran a command) whose record is put back
+// to warm while the daemon is down is stopped too, never claimed again, and stays
+// 404. A claimed session whose record says so is adopted as any session. After the
+// restart a claim gets a new session in an empty workspace: nothing ran in it before.
+func TestServePoolRestartStopsWarm(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 5}\n")
+	stopSessionsAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	sessions := filepath.Join(filepath.Dir(serve), "sessions")
+	warm := func() []string { return warmIDs(t, serve) }
+	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warm()) == 2 })
+	a := s.tcpClient("acme")
+	claim := func() api.Session {
+		t.Helper()
+		code, body := a.call(t, "POST", "/v1/sessions", api.StartRequest{})
+		var sess api.Session
+		if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil || !sess.Warm {
+			t.Fatalf("claim: %d %s; want 201, warm", code, body)
+		}
+		return sess
+	}
+	kept, lost := claim(), claim()
+	for _, sess := range []api.Session{kept, lost} {
+		if out, _, last := outcome(t, a.exec(t, sess.ID, "sh", "-c", "echo claimed > f; cat f")); out != "claimed\n" || last.Result == nil || last.Result.ExitCode != 0 {
+			t.Fatalf("exec in claimed session %s: %q %+v", sess.ID, out, last)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the pool to refill", func() bool { return len(warm()) == 2 })
+	left := warm()
+
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	for _, id := range left {
+		if si, err := wire.Read(sessions, id); err != nil || !si.Alive() {
+			t.Fatalf("warm session %s does not run after the daemon's SIGKILL (%v): the test proves nothing", id, err)
+		}
+	}
+	// The claim of lost as a machine crash could undo it: the record says warm again.
+	rec := filepath.Join(serve, lost.ID+".json")
+	data, err := os.ReadFile(rec)
+	var m map[string]any
+	if err != nil || json.Unmarshal(data, &m) != nil {
+		t.Fatalf("the record of %s: %v %s", lost.ID, err, data)
+	}
+	m["warm"] = true
+	delete(m, "claimed")
+	delete(m, "claimed_at")
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(rec, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.launch(t)
+
+	a = s.tcpClient("acme")
+	// Answered once the restarted daemon serves: it adopted (and stopped) before.
+	if got := a.session(t, kept.ID); got.State != "running" || !got.Warm {
+		t.Errorf("the claimed session after the restart: %+v; want it running, the tenant's", got)
+	}
+	old := append(slices.Clone(left), lost.ID)
+	for _, id := range old {
+		if si, err := wire.Read(sessions, id); err == nil && si.Alive() {
+			t.Errorf("session %s, warm in its record, still runs once the restarted daemon serves", id)
+		}
+		if code, body := a.call(t, "GET", "/v1/sessions/"+id, nil); code != http.StatusNotFound {
+			t.Errorf("GET session %s, warm in its record: %d %s; want 404", id, code, body)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the pool to fill anew", func() bool {
+		now := warm()
+		return len(now) == 2 && !slices.ContainsFunc(now, func(id string) bool { return slices.Contains(old, id) })
+	})
+	fresh := claim()
+	if slices.Contains(old, fresh.ID) {
+		t.Fatalf("a claim after the restart got session %s, left warm by the killed daemon", fresh.ID)
+	}
+	if out, _, last := outcome(t, a.exec(t, fresh.ID, "sh", "-c", "test -e f && echo ran-before || echo fresh")); out != "fresh\n" || last.Result == nil || last.Result.ExitCode != 0 {
+		t.Errorf("the workspace of a session claimed after the restart: %q %+v; want no f in it", out, last)
+	}
+	if !strings.Contains(s.stderr.String(), "stopped a session a previous server left") {
+		t.Errorf("the restarted daemon's log does not say it stopped the warm sessions:\n%s", s.stderr.String())
+	}
+}
