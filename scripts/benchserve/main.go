@@ -252,6 +252,9 @@ func (c *client) execResult(id string, argv []string) (*wire.Result, error) {
 			if f.Result.ExitCode != 0 {
 				return nil, fmt.Errorf("exec %v: exit %d: %s", argv, f.Result.ExitCode, f.Result.Reason)
 			}
+			// The stream's end, read as session/remote does: the connection is then
+			// kept for the next request.
+			_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 			return f.Result, nil
 		}
 	}
