@@ -32,11 +32,13 @@ import (
 // anything before its claim and is never handed out twice.
 
 // Pool timing: how often a full pool is looked at again (for warm sessions that died),
-// and how soon a refill is tried again after a start failed or the quotas were full.
+// how soon a refill is tried again after a start failed or the quotas were full, and
+// how long a refill waits after a claim.
 const (
-	poolCheckEvery = 10 * time.Second
-	poolRetryAfter = 2 * time.Second
-	warmPrefix     = "warm-"
+	poolCheckEvery  = 10 * time.Second
+	poolRetryAfter  = 2 * time.Second
+	poolRefillDelay = 250 * time.Millisecond
+	warmPrefix      = "warm-"
 )
 
 // startPools keeps every pooled tenant's pool full until ctx ends.
@@ -61,6 +63,14 @@ func (s *Server) keepWarm(ctx context.Context, t config.Tenant) {
 		case <-ctx.Done():
 			return
 		case <-refill:
+			// A claimant's first commands come right after its claim: the refill (a
+			// supervisor and a sandbox started, most of a CPU for a second) waits a
+			// moment rather than compete with them.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(poolRefillDelay):
+			}
 		case <-time.After(wait):
 		}
 	}
