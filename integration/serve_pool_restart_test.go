@@ -105,3 +105,45 @@ func TestServePoolRestartStopsWarm(t *testing.T) {
 		t.Errorf("the restarted daemon's log does not say it stopped the warm sessions:\n%s", s.stderr.String())
 	}
 }
+
+// TestServePoolConcurrentClaims: starts racing for a pool of 2 each get a session of
+// their own: never one twice; the pool's sessions are claimed, the rest are cold
+// starts (or claims of the refill, on a slow host).
+func TestServePoolConcurrentClaims(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 6}\n")
+	stopSessionsAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
+	pool := warmIDs(t, serve)
+	a := s.tcpClient("acme")
+	got := make(chan api.Session, 4)
+	for range 4 {
+		go func() {
+			code, body := a.call(t, "POST", "/v1/sessions", api.StartRequest{})
+			var sess api.Session
+			if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil {
+				t.Errorf("start: %d %s", code, body)
+			}
+			got <- sess
+		}()
+	}
+	seen := map[string]bool{}
+	warm := 0
+	for range 4 {
+		sess := <-got
+		if sess.ID == "" {
+			continue
+		}
+		if seen[sess.ID] {
+			t.Errorf("session %s answered to two starts", sess.ID)
+		}
+		seen[sess.ID] = true
+		if sess.Warm && slices.Contains(pool, sess.ID) {
+			warm++
+		}
+	}
+	if warm != 2 {
+		t.Errorf("%d of 4 racing starts claimed the pool's 2 sessions %v; want both claimed, once each", warm, pool)
+	}
+}
