@@ -27,7 +27,7 @@ import (
 func TestServePoolRestartStopsWarm(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 5}\n")
-	stopSessionsAtEnd(t, s)
+	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")
 	warm := func() []string { return warmIDs(t, serve) }
@@ -115,7 +115,7 @@ func TestServePoolRestartStopsWarm(t *testing.T) {
 func TestServePoolConcurrentClaims(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 6}\n")
-	stopSessionsAtEnd(t, s)
+	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
 	pool := warmIDs(t, serve)
@@ -149,4 +149,78 @@ func TestServePoolConcurrentClaims(t *testing.T) {
 	if warm != 2 {
 		t.Errorf("%d of 4 racing starts claimed the pool's 2 sessions %v; want both claimed, once each", warm, pool)
 	}
+}
+
+// TestServePoolGracefulStopDuringRefill: a graceful stop (SIGTERM) that comes while
+// the pool's refill is starting a session waits for that start and stops the new
+// session with the other unclaimed ones: once the daemon has exited, the only session
+// running is the claimed one.
+func TestServePoolGracefulStopDuringRefill(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 4}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	sessions := filepath.Join(filepath.Dir(serve), "sessions")
+	workspaces := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
+	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
+	before, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
+	code, body := s.tcpClient("acme").call(t, "POST", "/v1/sessions", api.StartRequest{})
+	var claimed api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &claimed) != nil || !claimed.Warm {
+		t.Fatalf("claim: %d %s; want 201, warm", code, body)
+	}
+	// The refill's start is under way once it made its workspace.
+	waitFor(t, time.Minute, "the refill to start a session", func() bool {
+		now, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
+		return len(now) > len(before)
+	})
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
+	}
+	// Counted by process, not by record: a start the daemon left half done may run
+	// without a record.
+	waitFor(t, 10*time.Second, "only the claimed session's supervisor to run", func() bool {
+		return supervisorsUnder(sessions) == 1
+	})
+	if si, err := wire.Read(sessions, claimed.ID); err != nil || !si.Alive() {
+		t.Errorf("the claimed session does not run after the daemon's graceful stop (%v)", err)
+	}
+}
+
+// supervisorsUnder counts the session supervisors whose command line names dir.
+func supervisorsUnder(dir string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		args := strings.Split(string(data), "\x00")
+		if err == nil && len(args) > 2 && args[1] == "internal" && args[2] == "supervise" && strings.Contains(string(data), dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// stopPoolAtEnd stops, at the test's end, the daemon gracefully (its unclaimed warm
+// sessions with it, and no refill after) and then every session left: stopping the
+// sessions first under a live daemon would have its pool start new ones, which its
+// kill would then leave running.
+func stopPoolAtEnd(t *testing.T, s *served) {
+	stopSessionsAtEnd(t, s)
+	t.Cleanup(func() { // runs before the one above
+		if s.cmd.ProcessState != nil {
+			return
+		}
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(2 * time.Minute):
+			t.Errorf("the daemon did not stop within 2 minutes of SIGTERM")
+		}
+	})
 }

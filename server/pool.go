@@ -41,11 +41,12 @@ const (
 	warmPrefix      = "warm-"
 )
 
-// startPools keeps every pooled tenant's pool full until ctx ends.
+// startPools keeps every pooled tenant's pool full until ctx ends; s.filling is done
+// once each refill loop has returned, its last start (which goes on past ctx) ended.
 func (s *Server) startPools(ctx context.Context) {
 	for _, t := range s.cfg.Tenants {
 		if t.Pool != nil {
-			go s.keepWarm(ctx, t)
+			s.filling.Go(func() { s.keepWarm(ctx, t) })
 		}
 	}
 }
@@ -123,10 +124,10 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots) error {
 }
 
 // stopWarm stops every tenant's unclaimed warm sessions at the server's graceful
-// stop: they are no one's, and left running they would hold the tenant's quota and
-// the host's memory until a restart. (A daemon that dies leaves them for adoption,
-// as every session.) A refill that was starting one as the server stopped may still
-// leave it; the next start adopts it.
+// stop, once the refills have returned (a start under way is waited for and its
+// session stopped with the rest): they are no one's, and left running they would hold
+// the tenant's quota and the host's memory until a restart. (A daemon that dies
+// leaves them running; the next start stops them, adoptSessions.)
 func (s *Server) stopWarm(ctx context.Context) {
 	for _, t := range s.cfg.Tenants {
 		if t.Pool == nil {
