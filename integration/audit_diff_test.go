@@ -146,6 +146,36 @@ func TestSessionLogHasNoGaps(t *testing.T) {
 	}
 }
 
+// TestSessionLogHasNoGapsBeforeTheFirstCommand: the session's workspace is
+// snapshotted as it starts, so a change made after the start and before its first
+// command (on the host here) is in the log as an fs.diff between commands, not in
+// no diff at all.
+func TestSessionLogHasNoGapsBeforeTheFirstCommand(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	if err := os.WriteFile(filepath.Join(w.ws, "early.py"), []byte("planted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatal(r)
+	}
+	found := false
+	for _, ev := range sessionEvents(t, w, id) {
+		if string(ev.Type) == "fs.diff" && strings.Contains(string(ev.Body), `"between_commands":true`) && strings.Contains(string(ev.Body), "early.py") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the change made before the first command is not in the log")
+	}
+	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
+		t.Fatalf("verify: %v", v)
+	}
+}
+
 // diffFlood is the red team's attack on the host side of the diff: a 60 GB sparse file
 // (no disk used) that cordon hashed byte by byte for minutes, ARGV[0] empty files that
 // made cordon grow by hundreds of MB and write one 40 MB fs.diff line, and a nested

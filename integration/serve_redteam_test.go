@@ -644,7 +644,7 @@ func TestRedServeSandboxKillsItsSession(t *testing.T) {
 func TestRedServeWarmClaimWallTime(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    pool: {size: 1, backend: bwrap}\n    quotas: {wall: 12s}\n")
-	stopSessionsAtEnd(t, s)
+	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
 	time.Sleep(8 * time.Second) // it waits in the pool: 8 of its 12 s

@@ -299,18 +299,8 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	}
 	r.wsMu.Lock()
 	defer r.wsMu.Unlock()
-	if r.ws == nil {
-		root := r.plan.Workspace
-		if r.ss != nil {
-			// A staged session's workspace is the overlay its sandbox writes: one
-			// command's end is the next one's start, read through it.
-			root = linux.FDPath(r.ss.live)
-		}
-		t, err := fsdiff.New(ctx, root, opts)
-		if err != nil {
-			return nil, err
-		}
-		r.ws = t
+	if err := r.trackLocked(ctx, opts); err != nil {
+		return nil, err
 	}
 	fork, since, err := r.ws.Fork(ctx)
 	if err != nil {
@@ -318,6 +308,40 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	}
 	r.recordBetween(since)
 	return fork, nil
+}
+
+// trackWorkspace takes a session's first snapshot of its workspace as the session
+// starts: what changes before its first command is then logged between commands
+// (recordBetween), as is any change after one, and the first command's baseline is a
+// fork of it, as every later command's is (a warm session's first exec skips the
+// full read). A snapshot that fails here is taken by the first command, which then
+// fails as it did before.
+func (r *run) trackWorkspace(ctx context.Context) {
+	r.wsMu.Lock()
+	defer r.wsMu.Unlock()
+	if err := r.trackLocked(ctx, diffOptions(r.plan)); err != nil {
+		r.o.Log.Debug("no workspace snapshot at the session's start", "err", err)
+	}
+}
+
+// trackLocked makes the session's tracker of its workspace when there is none; the
+// caller holds wsMu.
+func (r *run) trackLocked(ctx context.Context, opts fsdiff.Options) error {
+	if r.ws != nil {
+		return nil
+	}
+	root := r.plan.Workspace
+	if r.ss != nil {
+		// A staged session's workspace is the overlay its sandbox writes: one
+		// command's end is the next one's start, read through it.
+		root = linux.FDPath(r.ss.live)
+	}
+	t, err := fsdiff.New(ctx, root, opts)
+	if err != nil {
+		return err
+	}
+	r.ws = t
+	return nil
 }
 
 // diffOptions are the workspace diff's options under plan: its bounds are the

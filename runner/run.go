@@ -177,6 +177,9 @@ func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Se
 	if err == nil && serve && r.stage != nil {
 		err = r.openStagedSession()
 	}
+	if err == nil && serve {
+		r.trackWorkspace(ctx)
+	}
 	if err != nil {
 		if terr := r.teardown(ctx, err); terr != nil {
 			fmt.Fprintf(r.o.Stderr, "cordon: warning: %v\n", terr)

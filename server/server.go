@@ -68,6 +68,7 @@ type Server struct {
 	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 	quota   *quota.Ledger                 // what each tenant's live sessions are charged
 	pool    map[string]chan struct{}      // each pooled tenant's refill signal (pool.go)
+	filling sync.WaitGroup                // the pools' refill loops (pool.go)
 	sess    sessions                      // starts in flight (sessions.go)
 	// heldReqs bounds each tenant's long requests: streams, starts, stops (held.go).
 	heldReqs *heldLimiter
@@ -165,7 +166,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		hs.Close()
 	}
 	closeAll()
-	stopReaper() // no refill of a pool from here on
+	stopReaper()     // no refill of a pool from here on
+	s.filling.Wait() // and the one under way, if any, has its session recorded
 	s.stopWarm(sctx)
 	stopMetrics(sctx)
 	s.log.Info("stopped")

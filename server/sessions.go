@@ -40,11 +40,16 @@ const (
 )
 
 // sessions is the server's state about sessions that is not on disk: the workspaces
-// being started in, and the quota charges of the live sessions (sessions_quota.go).
+// being started in, the quota charges of the live sessions (sessions_quota.go), and
+// the warm pools' unclaimed sessions (pool.go).
 type sessions struct {
 	mu       sync.Mutex
 	starting map[string]bool  // "tenant/workspace" of the starts in flight
 	holds    map[string]*hold // by "tenant/id": the live sessions' charges
+	// warm is, by tenant, the warm sessions this server started and no one claimed,
+	// oldest first: what a claim takes from and the pool counts, without reading
+	// every record.
+	warm map[string][]sessionRecord
 }
 
 // sessionRecord is RUNROOT/serve/ID.json.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/server/config"
@@ -74,19 +75,23 @@ func (s *Server) lockWorkspace(roots tenantRoots, name string) (unlock func(), e
 }
 
 // adoptSessions, before the server serves, charges every session still running in
-// each tenant's records, even past a quota (they exist); collects the ones whose
-// supervisor died meanwhile (sessions_dead.go: log sealed, credentials revoked); and
-// stops any running session the server has no record of.
+// each tenant's records, even past a quota (they exist); stops every warm session
+// still running (pool.go: a restarted server never pools a session again); collects
+// the ones whose supervisor died meanwhile (sessions_dead.go: log sealed, credentials
+// revoked); and stops any running session the server has no record of.
 func (s *Server) adoptSessions(ctx context.Context) {
 	for _, t := range s.cfg.Tenants {
 		roots := tenantRootsOf(t)
-		var dead []sessionRecord
+		var dead, warm []sessionRecord
 		for _, rec := range records(roots) {
 			switch st := state(roots, rec); {
 			case st == stateDead && rec.Ended == "":
 				dead = append(dead, rec)
 				continue
 			case st != stateRunning:
+				continue
+			case rec.Warm:
+				warm = append(warm, rec)
 				continue
 			}
 			release, err := s.quota.Adopt(t.Name, rec.Charge, rec.wallFrom())
@@ -97,9 +102,32 @@ func (s *Server) adoptSessions(ctx context.Context) {
 			s.hold(t, rec, release)
 			s.log.Info("session adopted", logTenant, t.Name, logSession, rec.ID, "warm", rec.Warm)
 		}
+		s.stopLeftWarm(ctx, roots, warm)
 		s.collectDead(ctx, roots, dead...) // one cordon gc for all
 		s.stopUnrecorded(ctx, roots)
 	}
+}
+
+// stopLeftWarm stops, all at once, the warm sessions a server that died left
+// running. Its record may say warm for a session that was claimed (the claim's write
+// is not synced, pool.go), so none is pooled again; each stays the server's, never
+// listed.
+func (s *Server) stopLeftWarm(ctx context.Context, roots tenantRoots, warm []sessionRecord) {
+	var wg sync.WaitGroup
+	for _, rec := range warm {
+		wg.Go(func() {
+			if err := s.stop(ctx, roots, rec); err != nil {
+				// Charged, not pooled: the reaper tries the stop again at its wall time.
+				s.log.Error("warm pool: stopping a session a previous server left", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
+				if release, err := s.quota.Adopt(roots.t.Name, rec.Charge, rec.wallFrom()); err == nil {
+					s.hold(roots.t, rec, release)
+				}
+				return
+			}
+			s.log.Info("warm pool: stopped a session a previous server left", logTenant, roots.t.Name, logSession, rec.ID)
+		})
+	}
+	wg.Wait()
 }
 
 // reap gives back the charges of sessions that ended, and stops sessions past their

@@ -7,6 +7,12 @@
 // mode (and owner) before any content is written, writes, syncs and closes it,
 // renames it over the file (a link planted at the file's name is replaced, never
 // followed) and syncs the directory. On failure the temporary file is removed.
+//
+// [WriteUnsynced] is the same replace without the two syncs: a reader still sees the
+// old content or the new, never a part, and the process dying (kill -9) at any point
+// loses nothing once it returned; only a crash of the machine may bring the old
+// content back (or, on some filesystems, leave an empty file). It is for a record
+// whose reader is built to survive that, and says how.
 package atomicfile
 
 import (
@@ -19,16 +25,23 @@ import (
 // Write replaces path with data, with mode perm (set explicitly: the umask does not
 // apply). See the package comment for how.
 func Write(path string, data []byte, perm os.FileMode) error {
-	return write(path, data, perm, -1, -1)
+	return write(path, data, perm, -1, -1, true)
+}
+
+// WriteUnsynced is [Write] without the file's and the directory's sync: atomic for
+// every reader and across the writer's own death, not across a machine crash (see the
+// package comment).
+func WriteUnsynced(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, -1, -1, false)
 }
 
 // WriteOwned is [Write] with the new file owned by uid:gid, set before the content
 // is written and the file renamed into place.
 func WriteOwned(path string, data []byte, perm os.FileMode, uid, gid int) error {
-	return write(path, data, perm, uid, gid)
+	return write(path, data, perm, uid, gid, true)
 }
 
-func write(path string, data []byte, perm os.FileMode, uid, gid int) (err error) {
+func write(path string, data []byte, perm os.FileMode, uid, gid int, sync bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -52,14 +65,19 @@ func write(path string, data []byte, perm os.FileMode, uid, gid int) (err error)
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
+	if sync {
+		if err = f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return err
 	}
 	if err = os.Rename(tmp, path); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	return SyncDir(dir)
 }

@@ -27,7 +27,19 @@ func leftovers(t *testing.T, dir string) []string {
 	return tmp
 }
 
+// writers are Write and WriteUnsynced, which differ only in durability.
+var writers = []struct {
+	name  string
+	write func(string, []byte, os.FileMode) error
+}{{"Write", Write}, {"WriteUnsynced", WriteUnsynced}}
+
 func TestWriteCreatesAndReplaces(t *testing.T) {
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) { testCreatesAndReplaces(t, w.write) })
+	}
+}
+
+func testCreatesAndReplaces(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "record.json")
 	old := linux.Umask(0o077)
@@ -36,8 +48,8 @@ func TestWriteCreatesAndReplaces(t *testing.T) {
 		data string
 		perm os.FileMode
 	}{{"first", 0o644}, {"second, longer", 0o600}, {"", 0o400}} {
-		if err := Write(p, []byte(c.data), c.perm); err != nil {
-			t.Fatalf("Write(%q): %v", c.data, err)
+		if err := write(p, []byte(c.data), c.perm); err != nil {
+			t.Fatalf("write(%q): %v", c.data, err)
 		}
 		got, err := os.ReadFile(p)
 		if err != nil || string(got) != c.data {
@@ -56,6 +68,12 @@ func TestWriteCreatesAndReplaces(t *testing.T) {
 // TestWriteReplacesALinkNeverFollowsIt: a link planted at the record's name is
 // replaced; what it points to is untouched.
 func TestWriteReplacesALinkNeverFollowsIt(t *testing.T) {
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) { testReplacesALink(t, w.write) })
+	}
+}
+
+func testReplacesALink(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	victim := filepath.Join(t.TempDir(), "victim")
 	if err := os.WriteFile(victim, []byte("host"), 0o600); err != nil {
@@ -65,7 +83,7 @@ func TestWriteReplacesALinkNeverFollowsIt(t *testing.T) {
 	if err := os.Symlink(victim, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(p, []byte("record"), 0o600); err != nil {
+	if err := write(p, []byte("record"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(victim); string(got) != "host" {

@@ -226,9 +226,16 @@ func (c *client) startSession(req api.StartRequest) (api.Session, error) {
 }
 
 func (c *client) exec(id string, argv []string) error {
+	_, err := c.execResult(id, argv)
+	return err
+}
+
+// execResult runs argv in session id and returns its result (a non-zero exit is an
+// error).
+func (c *client) execResult(id string, argv []string) (*wire.Result, error) {
 	resp, err := c.do("POST", "/v1/sessions/"+id+"/exec", api.ExecRequest{Argv: argv})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -236,19 +243,31 @@ func (c *client) exec(id string, argv []string) error {
 	for sc.Scan() {
 		var f wire.Frame
 		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			return err
+			return nil, err
 		}
 		switch {
 		case f.Error != "":
-			return errors.New(f.Error)
+			return nil, errors.New(f.Error)
 		case f.Result != nil:
 			if f.Result.ExitCode != 0 {
-				return fmt.Errorf("exec %v: exit %d: %s", argv, f.Result.ExitCode, f.Result.Reason)
+				return nil, fmt.Errorf("exec %v: exit %d: %s", argv, f.Result.ExitCode, f.Result.Reason)
 			}
-			return nil
+			// The stream's end, read as session/remote does: the connection is then
+			// kept for the next request.
+			_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+			return f.Result, nil
 		}
 	}
-	return fmt.Errorf("exec %v: the stream ended without a result (%v)", argv, sc.Err())
+	return nil, fmt.Errorf("exec %v: the stream ended without a result (%v)", argv, sc.Err())
+}
+
+func (c *client) get(id string) error {
+	resp, err := c.do("GET", "/v1/sessions/"+id, nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
 }
 
 func (c *client) stop(id string) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/session"
 	"github.com/cordonhq/cordon/session/wire"
+	"sync/atomic"
 )
 
 const testToken = "tok-3f8b0123456789"
@@ -384,5 +385,58 @@ func TestRetryAfter(t *testing.T) {
 		if got := retryAfter(v, now); got != want {
 			t.Errorf("retryAfter(%q) = %s; want %s", v, got, want)
 		}
+	}
+}
+
+// TestExecKeepsTheConnection: the stream's end after an exec's result is read, so
+// that the next request goes on the same connection (no new TLS handshake); a server
+// that holds the stream open after the result delays Exec by drainWait at most.
+func TestExecKeepsTheConnection(t *testing.T) {
+	var hold atomic.Bool
+	f := &fakeServer{t: t, token: testToken}
+	f.answer = func(w http.ResponseWriter, r *http.Request, rt api.Route, body any) {
+		w.Header().Set("Content-Type", api.NDJSON)
+		_ = json.NewEncoder(w).Encode(wire.Frame{Result: &wire.Result{V: 1, Session: "s1"}})
+		w.(http.Flusher).Flush() // the result, then (a moment later) the stream's end
+		if hold.Load() {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}
+	ts := httptest.NewUnstartedServer(f.handler())
+	var conns atomic.Int32
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ts.URL, Token(testToken), CA(ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := c.Handle("s1")
+	for range 5 {
+		if _, err := s.Exec(context.Background(), []string{"true"}, session.ExecOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 execs one after the other took %d connections; want 1", n)
+	}
+	hold.Store(true)
+	t0 := time.Now()
+	if _, err := s.Exec(context.Background(), []string{"true"}, session.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > drainWait+5*time.Second {
+		t.Errorf("an exec whose stream stays open after the result took %s; want about %s", d, drainWait)
 	}
 }

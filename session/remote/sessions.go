@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/server/api"
@@ -106,7 +107,27 @@ func (s *Session) Exec(ctx context.Context, argv []string, o session.ExecOptions
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return session.ReadExec(ctx, resp.Body, s.info.ID, o)
+	res, err := session.ReadExec(ctx, resp.Body, s.info.ID, o)
+	if err == nil {
+		drainStream(resp.Body)
+	}
+	return res, err
+}
+
+// Bounds of reading an exec stream's end after its result.
+const (
+	drainMax  = 64 << 10
+	drainWait = time.Second
+)
+
+// drainStream reads what follows an exec's result, the end of the stream (the server
+// sends nothing more), so that the connection goes back to the client's pool rather
+// than being closed: the next request then costs no TLS handshake. Bounded: at most
+// drainMax bytes, and the body is closed after drainWait.
+func drainStream(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, drainMax)
 }
 
 // Sweep ends an agent's turn, as session.Session.Sweep does.
