@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -33,6 +34,7 @@ func newSuperviseCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.readyFD, "ready-fd", -1, "report readiness on this `fd`")
 	f.BoolVar(&o.stage, "stage", false, "stage the workspace")
 	f.StringVar(&o.logPath, "log", "", "this process's log `FILE`, renamed to ID.log")
+	f.IntVar(&o.holdFD, "hold-fd", -1, "stop the session when this pipe `fd` reads end-of-file (its holder is gone)")
 	return c
 }
 
@@ -40,7 +42,7 @@ func newSuperviseCmd(stdio IO) *cobra.Command {
 type superviseOptions struct {
 	file, backend, auditDir, logPath string
 	gates                            *gate.Mode
-	readyFD                          int
+	readyFD, holdFD                  int
 	stage                            bool
 }
 
@@ -63,6 +65,13 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	linux.Umask(0o077)
 	ctx, stopSignals := withSignals(ctx)
 	defer stopSignals()
+	if o.holdFD >= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		linux.CloseOnExec(o.holdFD) // the sandbox and the services must not hold it
+		go holdOn(os.NewFile(uintptr(o.holdFD), "hold"), cancel)
+	}
 	root, err := auditRoot(o.auditDir)
 	if err != nil {
 		return fail(err)
@@ -99,4 +108,12 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	err = srv.Serve(ctx)
 	log.Info("session stopped", "id", sess.ID(), "err", err)
 	return errdefs.CannotRun(err)
+}
+
+// holdOn calls stop when hold reads end-of-file (or fails): the process that holds its
+// other end (cordon mcp) is gone, and the session stops as a SIGTERM would stop it.
+func holdOn(hold *os.File, stop func()) {
+	defer hold.Close()
+	defer stop()
+	_, _ = io.Copy(io.Discard, hold)
 }
