@@ -87,12 +87,22 @@ func (m *mcpConn) refused(name string, args any, want ...string) string {
 	if !res.IsError {
 		m.t.Fatalf("%s %v: want a tool error, got %s", name, args, txt)
 	}
+	m.t.Logf("%s %q: %s", name, trimArgs(args), txt)
 	for _, s := range want {
 		if !strings.Contains(txt, s) {
 			m.t.Errorf("%s %v: the error %q does not say %q", name, args, txt, s)
 		}
 	}
 	return txt
+}
+
+// trimArgs is args for a log line, its long strings cut.
+func trimArgs(args any) string {
+	s := fmtJSON(args)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
 }
 
 func resultText(res *gomcp.CallToolResult) string {
