@@ -65,13 +65,6 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	linux.Umask(0o077)
 	ctx, stopSignals := withSignals(ctx)
 	defer stopSignals()
-	if o.holdFD >= 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		linux.CloseOnExec(o.holdFD) // the sandbox and the services must not hold it
-		go holdOn(os.NewFile(uintptr(o.holdFD), "hold"), cancel)
-	}
 	root, err := auditRoot(o.auditDir)
 	if err != nil {
 		return fail(err)
@@ -83,6 +76,15 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	b, err := selectBackend(ctx, o.backend, plan)
 	if err != nil {
 		return fail(err)
+	}
+	// Watched once the backend is chosen: choosing one may replace this process with
+	// cordon-engines (execEngines), which must inherit the pipe open.
+	if o.holdFD >= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		linux.CloseOnExec(o.holdFD) // the sandbox and the services must not hold it
+		go holdOn(os.NewFile(uintptr(o.holdFD), "hold"), cancel)
 	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, nil))
 	sess, err := runner.StartSession(ctx, plan, runner.Options{
