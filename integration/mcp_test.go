@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -343,35 +345,133 @@ func mcpHostile(t *testing.T, w *world) {
 // TestMCPConnectionEnds: however the connection ends, the session is stopped, nothing
 // of it is left and its log is sealed.
 func TestMCPConnectionEnds(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		end  func(m *mcpConn)
-	}{
-		{"stdin closed", func(m *mcpConn) { m.close() }},
-		{"SIGTERM", func(m *mcpConn) { _ = m.cmd.Process.Signal(syscall.SIGTERM) }},
-		{"SIGKILL", func(m *mcpConn) { _ = m.cmd.Process.Kill() }},
-		// The client dies mid-call: its pipes close under a running command.
-		{"client killed mid-call", func(m *mcpConn) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_, _ = m.cs.CallTool(ctx, &gomcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep 600"}})
-			m.close()
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			w := newWorld(t)
-			m := w.startMCP()
-			id := m.sessionID()
-			c.end(m)
-			w.assertSessionEnded(id)
-		})
+	for _, c := range connectionEnds {
+		t.Run(c.name, func(t *testing.T) { mcpConnectionEnd(t, newWorld(t), c.end) })
 	}
 }
 
-// TestMCPContainers runs the tool and hostile-agent tests on docker and containerd.
+// connectionEnds are the ways an MCP connection ends.
+var connectionEnds = []struct {
+	name string
+	end  func(m *mcpConn)
+}{
+	{"stdin closed", func(m *mcpConn) { m.close() }},
+	{"SIGTERM", func(m *mcpConn) { _ = m.cmd.Process.Signal(syscall.SIGTERM) }},
+	{"SIGKILL", func(m *mcpConn) { _ = m.cmd.Process.Kill() }},
+	// The client dies mid-call: its pipes close under a running command.
+	{"client killed mid-call", func(m *mcpConn) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, _ = m.cs.CallTool(ctx, &gomcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep 600"}})
+		m.close()
+	}},
+}
+
+func mcpConnectionEnd(t *testing.T, w *world, end func(*mcpConn)) {
+	m := w.startMCP()
+	id := m.sessionID()
+	end(m)
+	w.assertSessionEnded(id)
+}
+
+// TestMCPContainers runs the tool, hostile-agent and connection-end tests on docker
+// and containerd.
 func TestMCPContainers(t *testing.T) {
 	forEachContainerBackend(t, func(t *testing.T, _ string) {
 		t.Run("tools", func(t *testing.T) { w := newWorld(t); mcpTools(t, w, w.startMCP()) })
 		t.Run("hostile", func(t *testing.T) { mcpHostile(t, newWorld(t)) })
+		for _, c := range connectionEnds {
+			t.Run(c.name, func(t *testing.T) { mcpConnectionEnd(t, newWorld(t), c.end) })
+		}
 	})
+}
+
+// TestMCPDocConfigs: every configuration block of docs/mcp.md (JSON mcpServers, Codex
+// TOML) names a server that starts, answers the SDK's client and runs a command in
+// its sandbox. A block's command must be cordon; the test runs the built one.
+func TestMCPDocConfigs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := mcpDocConfigs(t, string(data))
+	if len(configs) < 2 {
+		t.Fatalf("docs/mcp.md: %d configuration blocks found; want the JSON and the TOML one", len(configs))
+	}
+	for i, c := range configs {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			if c.command != "cordon" || len(c.args) < 1 || c.args[0] != "mcp" {
+				t.Fatalf("the block names %q %q; want cordon mcp ...", c.command, c.args)
+			}
+			w := newWorld(t)
+			file := w.contract("version: 1\n")
+			args := slices.Clone(c.args[1:])
+			for j, a := range args {
+				if strings.HasSuffix(a, "cordon.yaml") {
+					args[j] = file // an absolute path in the doc is the reader's project
+				}
+			}
+			m := w.startMCP(args...)
+			var r execResult
+			m.ok("exec", map[string]any{"command": "echo configured"}, &r)
+			if r.Stdout != "configured\n" {
+				t.Errorf("exec through the documented server: %+v", r)
+			}
+			m.close()
+			w.assertSessionEnded(r.Session)
+		})
+	}
+}
+
+// mcpDocConfig is one server a documented configuration starts.
+type mcpDocConfig struct {
+	command string
+	args    []string
+}
+
+// mcpDocConfigs reads the json and toml blocks of a Markdown page.
+func mcpDocConfigs(t *testing.T, md string) []mcpDocConfig {
+	t.Helper()
+	var out []mcpDocConfig
+	lines := strings.Split(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		lang, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "```")
+		if !ok || lang != "json" && lang != "toml" {
+			continue
+		}
+		var body []string
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			body = append(body, lines[i])
+		}
+		text := strings.Join(body, "\n")
+		if lang == "json" {
+			var doc struct {
+				MCPServers map[string]struct {
+					Command string   `json:"command"`
+					Args    []string `json:"args"`
+				} `json:"mcpServers"`
+			}
+			if err := json.Unmarshal([]byte(text), &doc); err != nil || len(doc.MCPServers) == 0 {
+				t.Errorf("a json block of docs/mcp.md is no mcpServers configuration (%v):\n%s", err, text)
+				continue
+			}
+			for _, s := range doc.MCPServers {
+				out = append(out, mcpDocConfig{s.Command, s.Args})
+			}
+			continue
+		}
+		// The TOML block: command = "..." and args = [...], whose array is JSON's.
+		var c mcpDocConfig
+		for _, l := range body {
+			k, v, _ := strings.Cut(l, "=")
+			switch strings.TrimSpace(k) {
+			case "command":
+				_ = json.Unmarshal([]byte(strings.TrimSpace(v)), &c.command)
+			case "args":
+				_ = json.Unmarshal([]byte(strings.TrimSpace(v)), &c.args)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
