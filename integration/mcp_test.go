@@ -147,6 +147,13 @@ func TestMCPTools(t *testing.T) {
 }
 
 func mcpTools(t *testing.T, w *world, m *mcpConn) {
+	assertToolsListed(t, m)
+	mcpToolCalls(t, w, m)
+}
+
+// assertToolsListed wants the six tools, each with a description, input and output
+// schemas and honest annotations.
+func assertToolsListed(t *testing.T, m *mcpConn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	lt, err := m.cs.ListTools(ctx, nil)
@@ -175,7 +182,11 @@ func mcpTools(t *testing.T, w *world, m *mcpConn) {
 			t.Errorf("%s: an input schema with no required argument: %s", tool.Name, schema)
 		}
 	}
+}
 
+// mcpToolCalls calls every tool once or more and checks the host, the results and the
+// session's log.
+func mcpToolCalls(t *testing.T, w *world, m *mcpConn) {
 	var r execResult
 	txt := m.call("exec", map[string]any{"command": "pwd; echo oops >&2; exit 3"})
 	data, _ := json.Marshal(txt.StructuredContent)

@@ -120,7 +120,7 @@ func execSummary(r *wire.Result) string {
 	if r.TimedOut {
 		b.WriteString(" (timed out)")
 	}
-	if r.Reason != "" {
+	if r.Reason != "" && r.Reason != "exited" {
 		fmt.Fprintf(&b, ": %s", r.Reason)
 	}
 	if d := r.Diffstat; d.Files > 0 {
