@@ -23,6 +23,9 @@ const helperTimeout = 2 * time.Minute
 // escaped, fits. An answer cut at it is refused, never parsed.
 const helperCap = 8 * fileop.MaxReadChars
 
+// maxLine bounds read_file's offset and limit (so their sum cannot overflow).
+const maxLine = 1 << 31
+
 // ReadInput is read_file's arguments.
 type ReadInput struct {
 	Path     string `json:"path" jsonschema:"the file, relative to the workspace or absolute inside the sandbox (a spill_path from exec works)"`
@@ -127,8 +130,8 @@ func explain(msg string) string {
 }
 
 func (t *tools) read(ctx context.Context, _ *gomcp.CallToolRequest, in ReadInput) (*gomcp.CallToolResult, *fileop.ReadResult, error) {
-	if in.Offset < 0 || in.Limit < 0 || in.MaxChars < 0 || in.MaxChars > fileop.MaxReadChars {
-		return nil, nil, fmt.Errorf("offset and limit must not be negative, max_chars between 0 and %d", fileop.MaxReadChars)
+	if in.Offset < 0 || in.Limit < 0 || in.Offset > maxLine || in.Limit > maxLine || in.MaxChars < 0 || in.MaxChars > fileop.MaxReadChars {
+		return nil, nil, fmt.Errorf("offset and limit must be between 0 and %d, max_chars between 0 and %d", maxLine, fileop.MaxReadChars)
 	}
 	flags := []string{"--offset", strconv.Itoa(max(in.Offset, 1)), "--limit", strconv.Itoa(in.Limit)}
 	if in.MaxChars > 0 {

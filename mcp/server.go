@@ -42,7 +42,15 @@ type Options struct {
 	Helper string
 	// Shell runs exec's command line ("" means /bin/sh).
 	Shell string
+	// MaxCalls bounds the tool calls running at once (0 means DefaultMaxCalls); one
+	// past it is refused, not queued.
+	MaxCalls int
 }
+
+// DefaultMaxCalls is Options.MaxCalls' default: an agent runs a few tools at once, a
+// client that sends hundreds is refused rather than served with hundreds of commands
+// and their buffers.
+const DefaultMaxCalls = 16
 
 // New returns an MCP server whose tools run in sess. The server holds no other state:
 // sess outlives it, and the caller stops it when the connection ends.
@@ -56,12 +64,15 @@ func New(sess Session, o Options) *gomcp.Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = DefaultMaxCalls
+	}
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "cordon", Title: "cordon sandboxed shell", Version: o.Version}, &gomcp.ServerOptions{
 		Instructions: "Every tool runs inside one cordon sandbox (session " + sess.ID() + "), under its contract: " +
 			"what it may read, write and reach on the network. A refusal comes back as a tool error that says why; " +
 			"it is the contract's answer, not a fault to retry. Call changes at the end of a turn.",
 	})
-	t := &tools{sess: sess, o: o}
+	t := &tools{sess: &limited{Session: sess, slots: make(chan struct{}, o.MaxCalls)}, o: o}
 	t.addExec(s)
 	t.addFiles(s)
 	t.addChanges(s)
@@ -72,6 +83,41 @@ func New(sess Session, o Options) *gomcp.Server {
 type tools struct {
 	sess Session
 	o    Options
+}
+
+// limited is a Session that runs at most cap(slots) calls at once. Safe for
+// concurrent use.
+type limited struct {
+	Session
+	slots chan struct{}
+}
+
+// errBusy refuses a call past Options.MaxCalls.
+var errBusy = errors.New("too many tool calls are running at once; wait for one to end")
+
+func (l *limited) acquire() error {
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	default:
+		return fmt.Errorf("%w (at most %d)", errBusy, cap(l.slots))
+	}
+}
+
+func (l *limited) Exec(ctx context.Context, argv []string, o session.ExecOptions) (*wire.Result, error) {
+	if err := l.acquire(); err != nil {
+		return nil, err
+	}
+	defer func() { <-l.slots }()
+	return l.Session.Exec(ctx, argv, o)
+}
+
+func (l *limited) Sweep(ctx context.Context) (session.Turn, error) {
+	if err := l.acquire(); err != nil {
+		return session.Turn{}, err
+	}
+	defer func() { <-l.slots }()
+	return l.Session.Sweep(ctx)
 }
 
 func ptr[T any](v T) *T { return &v }

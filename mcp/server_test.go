@@ -242,3 +242,45 @@ func TestChanges(t *testing.T) {
 		t.Errorf("changes: %s %q", data, txt)
 	}
 }
+
+// TestCallsBounded: a call past MaxCalls is refused at once, never queued, and the
+// slots come back when calls end.
+func TestCallsBounded(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	f := &fakeSession{exec: func([]string) (*wire.Result, error) {
+		started <- struct{}{}
+		<-release
+		return &wire.Result{}, nil
+	}}
+	st, ct := gomcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := New(f, Options{MaxCalls: 2}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); callTool(t, cs, "exec", map[string]any{"command": "sleep"}) }()
+	}
+	<-started
+	<-started
+	if res, txt := callTool(t, cs, "exec", map[string]any{"command": "one more"}); !res.IsError || !strings.Contains(txt, "at most 2") {
+		t.Errorf("a third call: %v %q", res.IsError, txt)
+	}
+	if res, txt := callTool(t, cs, "changes", map[string]any{}); !res.IsError || !strings.Contains(txt, "at most 2") {
+		t.Errorf("changes past the bound: %v %q", res.IsError, txt)
+	}
+	close(release)
+	wg.Wait()
+	if res, txt := callTool(t, cs, "exec", map[string]any{"command": "after"}); res.IsError {
+		t.Errorf("a call after the others ended: %q", txt)
+	}
+}
