@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/mcp"
+	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/session"
 )
 
@@ -97,6 +98,14 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: connection: %v\n", err)
+	}
+	// 128+N when a signal ended it, as every cordon command exits (docs/cli.md); the
+	// deferred stop runs first.
+	var sig runner.SignalError
+	if errors.As(context.Cause(ctx), &sig) {
+		if n, ok := sig.Sig.(syscall.Signal); ok {
+			return errdefs.Exit(128 + int(n))
+		}
 	}
 	return nil
 }

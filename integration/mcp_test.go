@@ -367,7 +367,14 @@ var connectionEnds = []struct {
 	end  func(m *mcpConn)
 }{
 	{"stdin closed", func(m *mcpConn) { m.close() }},
-	{"SIGTERM", func(m *mcpConn) { _ = m.cmd.Process.Signal(syscall.SIGTERM) }},
+	{"SIGTERM", func(m *mcpConn) {
+		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		_ = m.cs.Wait()  // the process closed its stdout: it has ended
+		_ = m.cs.Close() // reaps it
+		if st := m.cmd.ProcessState; st == nil || st.ExitCode() != 128+15 {
+			m.t.Errorf("cordon mcp ended %v on SIGTERM; want exit 143", st)
+		}
+	}},
 	{"SIGKILL", func(m *mcpConn) { _ = m.cmd.Process.Kill() }},
 	// The client dies mid-call: its pipes close under a running command.
 	{"client killed mid-call", func(m *mcpConn) {
