@@ -33,7 +33,7 @@ const ExecSchema = "cordon.exec/v1"
 type ExecInput struct {
 	Command        string `json:"command" jsonschema:"the command line, run by /bin/sh -c inside the sandbox (pipes, redirections and && work)"`
 	Stdin          string `json:"stdin,omitempty" jsonschema:"text the command reads on its standard input (default: empty)"`
-	Dir            string `json:"dir,omitempty" jsonschema:"working directory inside the sandbox (default: the contract's workdir, the workspace)"`
+	Dir            string `json:"dir,omitempty" jsonschema:"absolute working directory inside the sandbox (default: the contract's workdir, the workspace); for one below the workspace, start the command with cd"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default: the contract's commands.timeout)"`
 	MaxOutputChars int    `json:"max_output_chars,omitempty" jsonschema:"keep at most this many characters of each of stdout and stderr (default 10000, at most 200000); the whole output goes to a spill file inside the sandbox, named by spill_path"`
 }
@@ -72,10 +72,13 @@ func (in ExecInput) check() error {
 	case in.MaxOutputChars < 0 || in.MaxOutputChars > MaxOutputChars:
 		return fmt.Errorf("max_output_chars must be between 0 and %d", MaxOutputChars)
 	}
-	if in.Dir != "" {
-		return checkPath(in.Dir)
+	if in.Dir == "" {
+		return nil
 	}
-	return nil
+	if !strings.HasPrefix(in.Dir, "/") {
+		return fmt.Errorf("dir must be an absolute path inside the sandbox; for one below the workspace, start the command with cd")
+	}
+	return checkPath(in.Dir)
 }
 
 func (t *tools) exec(ctx context.Context, _ *gomcp.CallToolRequest, in ExecInput) (*gomcp.CallToolResult, ExecOutput, error) {

@@ -143,7 +143,7 @@ func TestExec(t *testing.T) {
 	}
 	for _, bad := range []map[string]any{
 		{"command": ""}, {"command": "a\x00b"}, {"command": "true", "max_output_chars": MaxOutputChars + 1},
-		{"command": "true", "timeout_seconds": -1}, {"command": strings.Repeat("x", MaxCommand+1)}, {"command": "true", "dir": "a\x00"},
+		{"command": "true", "timeout_seconds": -1}, {"command": strings.Repeat("x", MaxCommand+1)}, {"command": "true", "dir": "/a\x00"}, {"command": "true", "dir": "sub"},
 		{"command": "true", "extra": 1},
 	} {
 		n := len(f.calls)
