@@ -493,3 +493,26 @@ func mcpDocConfigs(t *testing.T, md string) []mcpDocConfig {
 	}
 	return out
 }
+
+// TestMCPStaged: with --stage the tools' writes land in the session's overlay, not in
+// the workspace, until cordon apply lands them after the connection ends.
+func TestMCPStaged(t *testing.T) {
+	w := newWorld(t)
+	m := w.startMCP("--stage")
+	m.ok("write_file", map[string]any{"path": "staged.txt", "content": "staged\n"}, nil)
+	var r execResult
+	m.ok("exec", map[string]any{"command": "cat staged.txt"}, &r)
+	if r.Stdout != "staged\n" {
+		t.Errorf("the session does not see its own write: %+v", r)
+	}
+	assertAbsent(t, filepath.Join(w.ws, "staged.txt"))
+	m.close()
+	w.assertSessionEnded(r.Session)
+	assertAbsent(t, filepath.Join(w.ws, "staged.txt"))
+	if a := w.cordon("", "apply", r.Session); a.code != 0 {
+		t.Fatalf("apply: %v", a)
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.ws, "staged.txt")); string(got) != "staged\n" {
+		t.Errorf("after apply the workspace holds %q", got)
+	}
+}
