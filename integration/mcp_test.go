@@ -335,6 +335,13 @@ func mcpHostile(t *testing.T, w *world) {
 	m.refused("write_file", map[string]any{"path": "huge", "content": strings.Repeat("h", 9<<20)}, "longer than")
 	assertAbsent(t, filepath.Join(w.ws, "huge"))
 
+	// A refused destination comes back with the rule that would allow it.
+	txt := m.refused("exec", map[string]any{"command": "wget -q -O /dev/null http://denied.example:8080/"},
+		"denied.example:8080 refused (not in network.allow)", "network.allow: [{host: denied.example, ports: [8080]}]")
+	if !strings.Contains(txt, "exit ") {
+		t.Errorf("the refusal's text has no outcome line: %q", txt)
+	}
+
 	// A huge output is cut at the cap, the whole of it spilled inside the sandbox.
 	var r execResult
 	m.ok("exec", map[string]any{"command": "yes cordon | head -c 3000000", "max_output_chars": 1000}, &r)
