@@ -290,7 +290,7 @@ func mcpHostile(t *testing.T, w *world) {
 	mustWrite(t, filepath.Join(outside, "secret.txt"), "OUTSIDE-SECRET\n")
 	mustWrite(t, filepath.Join(w.ws, "protected", "keep.txt"), "keep\n")
 	mustWrite(t, filepath.Join(w.ws, "bin.dat"), "ab\x00cd\n")
-	w.contract("version: 1\nfilesystem:\n  deny_write: [protected]\n")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [protected]\ncommands:\n  deny: [\"sh -c *forbidden*\"]\n")
 	for name, target := range map[string]string{"outlink": outside, "keylink": filepath.Join(w.home, ".ssh", "id_rsa")} {
 		if err := os.Symlink(target, filepath.Join(w.ws, name)); err != nil {
 			t.Fatal(err)
@@ -334,6 +334,10 @@ func mcpHostile(t *testing.T, w *world) {
 	m.refused("write_file", map[string]any{"path": "fifo", "content": "x"}, "not a regular file")
 	m.refused("write_file", map[string]any{"path": "huge", "content": strings.Repeat("h", 9<<20)}, "longer than")
 	assertAbsent(t, filepath.Join(w.ws, "huge"))
+
+	// A command the contract denies is refused before it starts, naming the rule.
+	m.refused("exec", map[string]any{"command": "echo forbidden > made.txt"}, "sh -c *forbidden*")
+	assertAbsent(t, filepath.Join(w.ws, "made.txt"))
 
 	// A refused destination comes back with the rule that would allow it.
 	txt := m.refused("exec", map[string]any{"command": "wget -q -O /dev/null http://denied.example:8080/"},
