@@ -53,8 +53,11 @@ connection ends: end of input, the client gone, SIGTERM, or this process killed
 // has: if it dies without stopping the session (kill -9), the supervisor stops it.
 func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 	// A client gone mid-answer makes a write to stdout fail with EPIPE, not kill this
-	// process before it stops the session.
-	signal.Ignore(syscall.SIGPIPE)
+	// process before it stops the session. Notified, not ignored: an ignored signal
+	// stays ignored in what this process starts (the supervisor, and what it starts).
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	ctx, stopSignals := withSignals(ctx)
 	defer stopSignals()
 	holdR, holdW, err := os.Pipe()
