@@ -143,8 +143,11 @@ func (t *tools) read(ctx context.Context, _ *gomcp.CallToolRequest, in ReadInput
 	}
 	r := a.Read
 	note := ""
-	if r.Truncated {
+	switch {
+	case r.Truncated:
 		note = fmt.Sprintf("\n[cut at line %d; read on with offset %d]", r.EndLine, r.EndLine+1)
+	case r.EndLine < r.StartLine:
+		note = fmt.Sprintf("[no line from %d; the file has %d]", r.StartLine, r.TotalLines)
 	}
 	return text(false, "%s%s", r.Content, note), r, nil
 }

@@ -170,6 +170,9 @@ func TestFileTools(t *testing.T) {
 	if res.IsError || txt != "var x = 2\n" {
 		t.Errorf("read_file: %v %q", res.IsError, txt)
 	}
+	if res, txt := callTool(t, cs, "read_file", map[string]any{"path": p, "offset": 9}); res.IsError || txt != "[no line from 9; the file has 3]" {
+		t.Errorf("read_file past the end: %v %q", res.IsError, txt)
+	}
 	if res, txt := callTool(t, cs, "list_files", map[string]any{"path": filepath.Dir(p)}); res.IsError || txt != "f.go\n" {
 		t.Errorf("list_files: %v %q", res.IsError, txt)
 	}
