@@ -9,6 +9,13 @@ import (
 // send it, but a command starts with every signal at its default, in a run and in a
 // session: `yes | head` ends yes with SIGPIPE (141), not with a write error.
 func TestCommandsStartWithNoSignalIgnored(t *testing.T) {
+	t.Run("bwrap", noSignalIgnored)
+	t.Run("engines", func(t *testing.T) {
+		forEachContainerBackend(t, func(t *testing.T, _ string) { noSignalIgnored(t) })
+	})
+}
+
+func noSignalIgnored(t *testing.T) {
 	w := newWorld(t)
 	script := "grep SigIgn /proc/self/status; yes | head -1 >/dev/null; echo \"yes=${PIPESTATUS[0]}\""
 	want := "SigIgn:\t0000000000000000\nyes=141\n"
