@@ -47,7 +47,8 @@ type superviseOptions struct {
 }
 
 // superviseCmd is `cordon internal supervise`: it keeps one session (one run) open and
-// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop), its
+// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop), the
+// end of its --hold-fd pipe (cordon mcp gone; torn down the same way), its
 // sandbox's end, or death (kill -9: process 1 loses its control channel and kills
 // everything in the sandbox; cordon gc removes the rest).
 func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
