@@ -75,7 +75,7 @@ var commands = []struct {
 	name string
 	make func(IO) *cobra.Command
 }{
-	{"run", newRunCmd}, {"apply", newApplyCmd}, {"discard", newDiscardCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"check", newCheckCmd},
+	{"run", newRunCmd}, {"apply", newApplyCmd}, {"discard", newDiscardCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"mcp", newMCPCmd}, {"check", newCheckCmd},
 	{"explain", newExplainCmd}, {"diff", newDiffCmd}, {"gate", newGateCmd}, {"audit", newAuditCmd},
 	{"backends", newBackendsCmd}, {"doctor", newDoctorCmd}, {"gc", newGCCmd}, {"token", newTokenCmd},
 	{"serve", newServeCmd},

@@ -84,33 +84,60 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 
 // sessionStart spawns the supervisor, detached, and waits for it to say it is ready.
 func sessionStart(stdio IO, o sessionStartOptions) error {
-	fail := func(err error) error { return reportRunError(stdio, err) }
+	id, err := spawnSupervisor(o, nil)
+	if err != nil {
+		return reportStartError(stdio, err)
+	}
+	fmt.Fprintln(stdio.Stdout, id)
+	return nil
+}
+
+// errSupervisor is a supervisor's own refusal to start, already worded for the user.
+type errSupervisor struct{ msg string }
+
+func (e *errSupervisor) Error() string { return e.msg }
+
+// reportStartError reports spawnSupervisor's error as cordon session start does.
+func reportStartError(stdio IO, err error) error {
+	var sup *errSupervisor
+	if errors.As(err, &sup) {
+		return clientError(stdio, errors.New(sup.msg))
+	}
+	return reportRunError(stdio, err)
+}
+
+// spawnSupervisor starts a session's supervisor, detached, waits until it is ready
+// and returns the session's id. With hold, the supervisor stops the session (as
+// cordon session stop does) when hold's other end closes: when the process holding
+// it ends, however it ends (cordon mcp). Its error is a run error (reportRunError),
+// or an *errSupervisor.
+func spawnSupervisor(o sessionStartOptions, hold *os.File) (string, error) {
 	dir := paths.RunRoot().Sessions()
 	// Made, or checked, all the way up: under a shared /tmp another user may have made
 	// the run root's parent first, to swap in a socket and record of its own.
 	if err := paths.MakeDir(dir, paths.Owner()); err != nil {
-		return fail(fmt.Errorf("sessions directory: %w", err))
+		return "", fmt.Errorf("sessions directory: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	logPath := filepath.Join(dir, fmt.Sprintf("starting-%d.log", time.Now().UnixNano()))
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	defer logf.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	defer readyR.Close()
 	sargs := []string{"internal", "supervise", "--ready-fd", "3", "--log", logPath, "--backend", o.backend, "--gates", o.gates.String()}
 	if o.file != "" {
 		abs, err := filepath.Abs(o.file)
 		if err != nil {
-			return fail(err)
+			return "", err
 		}
 		sargs = append(sargs, "-c", abs)
 	}
@@ -123,18 +150,21 @@ func sessionStart(stdio IO, o sessionStartOptions) error {
 	cmd := exec.Command(self, sargs...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{readyW}
+	if hold != nil {
+		cmd.Args = append(cmd.Args, "--hold-fd", "4")
+		cmd.ExtraFiles = append(cmd.ExtraFiles, hold)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
 	line, _ := bufio.NewReader(readyR).ReadString('\n')
 	_ = cmd.Process.Release()
 	line = strings.TrimSpace(line)
 	if id, ok := strings.CutPrefix(line, "ok "); ok {
-		fmt.Fprintln(stdio.Stdout, id)
-		return nil
+		return id, nil
 	}
 	msg := strings.TrimPrefix(line, "error ")
 	if msg == "" {
@@ -142,7 +172,7 @@ func sessionStart(stdio IO, o sessionStartOptions) error {
 		msg = "the session supervisor exited before it was ready: " + strings.TrimSpace(string(data))
 	}
 	os.Remove(logPath)
-	return clientError(stdio, errors.New(msg))
+	return "", &errSupervisor{msg}
 }
 
 func newSessionLsCmd(stdio IO) *cobra.Command {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -33,6 +34,7 @@ func newSuperviseCmd(stdio IO) *cobra.Command {
 	f.IntVar(&o.readyFD, "ready-fd", -1, "report readiness on this `fd`")
 	f.BoolVar(&o.stage, "stage", false, "stage the workspace")
 	f.StringVar(&o.logPath, "log", "", "this process's log `FILE`, renamed to ID.log")
+	f.IntVar(&o.holdFD, "hold-fd", -1, "stop the session when this pipe `fd` reads end-of-file (its holder is gone)")
 	return c
 }
 
@@ -40,12 +42,13 @@ func newSuperviseCmd(stdio IO) *cobra.Command {
 type superviseOptions struct {
 	file, backend, auditDir, logPath string
 	gates                            *gate.Mode
-	readyFD                          int
+	readyFD, holdFD                  int
 	stage                            bool
 }
 
 // superviseCmd is `cordon internal supervise`: it keeps one session (one run) open and
-// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop), its
+// serves its socket until stopped, a SIGTERM/SIGINT (both tear down like stop), the
+// end of its --hold-fd pipe (cordon mcp gone; torn down the same way), its
 // sandbox's end, or death (kill -9: process 1 loses its control channel and kills
 // everything in the sandbox; cordon gc removes the rest).
 func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
@@ -75,6 +78,15 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	if err != nil {
 		return fail(err)
 	}
+	// Watched once the backend is chosen: choosing one may replace this process with
+	// cordon-engines (execEngines), which must inherit the pipe open.
+	if o.holdFD >= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		linux.CloseOnExec(o.holdFD) // the sandbox and the services must not hold it
+		go holdOn(os.NewFile(uintptr(o.holdFD), "hold"), cancel)
+	}
 	log := slog.New(slog.NewTextHandler(stdio.Stderr, nil))
 	sess, err := runner.StartSession(ctx, plan, runner.Options{
 		Gates:   *o.gates,
@@ -99,4 +111,12 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	err = srv.Serve(ctx)
 	log.Info("session stopped", "id", sess.ID(), "err", err)
 	return errdefs.CannotRun(err)
+}
+
+// holdOn calls stop when hold reads end-of-file (or fails): the process that holds its
+// other end (cordon mcp) is gone, and the session stops as a SIGTERM would stop it.
+func holdOn(hold *os.File, stop func()) {
+	defer hold.Close()
+	defer stop()
+	_, _ = io.Copy(io.Discard, hold)
 }

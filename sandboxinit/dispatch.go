@@ -1,7 +1,10 @@
 package sandboxinit
 
 import (
+	"os"
+
 	"github.com/cordonhq/cordon/internal/groupwatch"
+	"github.com/cordonhq/cordon/sandboxinit/fileop"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
@@ -17,7 +20,8 @@ const (
 
 // Dispatch runs the helper that args name, when they name one: process 1 itself
 // (`internal init`) or a helper it re-executes (`internal join-cgroup`, `internal
-// posture`, the group watcher) or a Pod's (`internal hold`, `internal install`). Both binaries that can be process 1, cordon-init and
+// posture`, the group watcher, `internal file`: the MCP file tools, run inside) or a
+// Pod's (`internal hold`, `internal install`). Both binaries that can be process 1, cordon-init and
 // cordon, dispatch through it, before they build anything else: these start on every
 // run. ok is false when args name no helper.
 func Dispatch(args []string) (code int, ok bool) {
@@ -37,6 +41,8 @@ func Dispatch(args []string) (code int, ok bool) {
 		return HoldMain(args[2:]), true
 	case InstallArg:
 		return InstallMain(args[2:]), true
+	case fileop.Arg:
+		return fileop.Main(args[2:], os.Stdin, os.Stdout), true
 	}
 	return 0, false
 }

@@ -3,6 +3,7 @@
 package sandboxinit
 
 import (
+	"os"
 	"os/signal"
 	"syscall"
 )
@@ -13,12 +14,23 @@ import (
 // its process 1; the host ends it from outside (hang-up, engine kill, pid namespace
 // teardown). SIGCHLD (reaping), SIGURG (the Go scheduler's preemption) and SIGPROF
 // stay with the runtime; callers Notify what they forward afterwards.
+//
+// They are caught and dropped, not ignored: a signal ignored stays ignored across exec,
+// so every command would start with SIGPIPE, SIGALRM and the rest ignored (`yes | head`
+// would see EPIPE, not die of SIGPIPE). A caught one is reset to its default in a child.
 func ignoreSignals() {
+	var all []os.Signal
 	for s := syscall.Signal(1); s < 32; s++ {
 		switch s {
 		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGPROF:
 			continue
 		}
-		signal.Ignore(s)
+		all = append(all, s)
 	}
+	dropped := make(chan os.Signal, 16)
+	signal.Notify(dropped, all...)
+	go func() {
+		for range dropped {
+		}
+	}()
 }

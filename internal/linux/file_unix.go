@@ -22,3 +22,7 @@ func Owner(path string) (uid, gid int, err error) {
 	}
 	return int(st.Uid), int(st.Gid), nil
 }
+
+// CloseOnExec marks the descriptor fd close-on-exec: one a process inherited (an
+// ExtraFiles pipe) that its own children must not.
+func CloseOnExec(fd int) { unix.CloseOnExec(fd) }

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/mcp"
+	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/session"
+)
+
+// mcpStopTimeout bounds the session's teardown when the connection ends.
+const mcpStopTimeout = 2 * time.Minute
+
+func newMCPCmd(stdio IO) *cobra.Command {
+	var o sessionStartOptions
+	c := &cobra.Command{
+		Use:   "mcp [flags]",
+		Short: "serve an agent over MCP (stdio): its shell and files, in one session",
+		Long: `Serves the Model Context Protocol on stdin and stdout, for an agent's MCP client: one
+session, started from the contract in force as cordon session start starts one, whose tools
+(exec, read_file, write_file, edit_file, list_files, changes) all run inside the sandbox and
+are recorded in its audit log. The session stops, and its log is sealed, when the
+connection ends: end of input, the client gone, SIGTERM, or this process killed
+(docs/mcp.md).`,
+		Example: `  cordon mcp -c cordon.yaml
+  {"mcpServers": {"cordon": {"command": "cordon", "args": ["mcp", "-c", "cordon.yaml"]}}}`,
+		Args: noArgs,
+		// --host is refused before this runs: no server serves MCP yet (docs/mcp.md).
+		RunE: func(c *cobra.Command, args []string) error { return serveMCP(c.Context(), stdio, o) },
+	}
+	f := c.Flags()
+	contractFlag(f, &o.file)
+	backendFlag(f, &o.backend)
+	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
+	o.gates = gatesFlag(f)
+	f.BoolVar(&o.stage, "stage", false, "stage the workspace: writes go to an overlay, applied or discarded after the session (docs/sessions.md)")
+	return c
+}
+
+// serveMCP starts a session, serves MCP over stdio until the connection ends, then
+// stops the session. The supervisor holds a pipe whose other end only this process
+// has: if it dies without stopping the session (kill -9), the supervisor stops it.
+func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
+	// A client gone mid-answer makes a write to stdout fail with EPIPE, not kill this
+	// process before it stops the session. Notified, not ignored: an ignored signal
+	// stays ignored in what this process starts (the supervisor, and what it starts).
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	ctx, stopSignals := withSignals(ctx)
+	defer stopSignals()
+	holdR, holdW, err := os.Pipe()
+	if err != nil {
+		return reportRunError(stdio, err)
+	}
+	defer holdW.Close()
+	id, err := spawnSupervisor(o, holdR)
+	holdR.Close()
+	if err != nil {
+		return reportStartError(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s started\n", id)
+	sess, err := session.Open(id)
+	if err != nil {
+		return clientError(stdio, err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpStopTimeout)
+		defer cancel()
+		if err := sess.Stop(stopCtx); err != nil {
+			fmt.Fprintf(stdio.Stderr, "cordon: mcp: stopping session %s: %s\n", id, errdefs.Message(err))
+			return
+		}
+		fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s stopped, its log sealed\n", id)
+	}()
+	srv := mcp.New(sess, mcp.Options{Version: Version})
+	t := &gomcp.IOTransport{Reader: io.NopCloser(stdio.Stdin), Writer: nopWriteCloser{stdio.Stdout}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, t) }()
+	// On a signal, stop at once: a read of stdin that does not end with ctx must not
+	// keep the session up.
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stdio.Stderr, "cordon: mcp: connection: %v\n", err)
+	}
+	// 128+N when a signal ended it, as every cordon command exits (docs/cli.md); the
+	// deferred stop runs first.
+	var sig runner.SignalError
+	if errors.As(context.Cause(ctx), &sig) {
+		if n, ok := sig.Sig.(syscall.Signal); ok {
+			return errdefs.Exit(128 + int(n))
+		}
+	}
+	return nil
+}
+
+// nopWriteCloser is w, not closed by the transport (stdout outlives the connection).
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,184 @@
+// Package mcp is cordon as an agent's shell over the Model Context Protocol: an MCP
+// server ([New]) whose tools run in one cordon session, so that every command and every
+// file the agent touches is under the session's contract, in its sandbox, and in its
+// audit log (docs/mcp.md). `cordon mcp` serves it on stdio, one session per
+// connection. It is built on the official Go SDK, github.com/modelcontextprotocol/go-sdk.
+//
+// The tools: exec (a shell command line), read_file, write_file, edit_file,
+// list_files and changes (the session's sweep). The file tools never open a path on
+// the host: each runs cordon's own binary inside the sandbox (`cordon internal file`,
+// package sandboxinit/fileop) through the session's exec path, so the contract
+// decides what it may read and write, and the log records it as a command.
+//
+// Unstable until v1.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// Session is the part of a [session.Session] the server uses.
+type Session interface {
+	ID() string
+	Exec(ctx context.Context, argv []string, o session.ExecOptions) (*wire.Result, error)
+	Sweep(ctx context.Context) (session.Turn, error)
+}
+
+// Options configure [New]. Zero fields mean defaults.
+type Options struct {
+	// Version is the server's version in the MCP handshake.
+	Version string
+	// Helper is cordon's binary inside the sandbox, which runs the file tools;
+	// "" means paths.SandboxInit, where every backend puts it.
+	Helper string
+	// Shell runs exec's command line ("" means /bin/sh).
+	Shell string
+	// MaxCalls bounds the tool calls running at once (0 means DefaultMaxCalls); one
+	// past it is refused, not queued.
+	MaxCalls int
+}
+
+// DefaultMaxCalls is Options.MaxCalls' default: an agent runs a few tools at once, a
+// client that sends hundreds is refused rather than served with hundreds of commands
+// and their buffers.
+const DefaultMaxCalls = 16
+
+// New returns an MCP server whose tools run in sess. The server holds no other state:
+// sess outlives it, and the caller stops it when the connection ends.
+func New(sess Session, o Options) *gomcp.Server {
+	if o.Helper == "" {
+		o.Helper = paths.SandboxInit
+	}
+	if o.Shell == "" {
+		o.Shell = "/bin/sh"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = DefaultMaxCalls
+	}
+	s := gomcp.NewServer(&gomcp.Implementation{Name: "cordon", Title: "cordon sandboxed shell", Version: o.Version}, &gomcp.ServerOptions{
+		Instructions: "Every tool runs inside one cordon sandbox (session " + sess.ID() + "), under its contract: " +
+			"what it may read, write and reach on the network. A refusal comes back as a tool error that says why; " +
+			"it is the contract's answer, not a fault to retry. Call changes at the end of a turn.",
+	})
+	t := &tools{sess: &limited{Session: sess, slots: make(chan struct{}, o.MaxCalls)}, o: o}
+	t.addExec(s)
+	t.addFiles(s)
+	t.addChanges(s)
+	return s
+}
+
+// tools are the server's tool handlers, over one session.
+type tools struct {
+	sess Session
+	o    Options
+}
+
+// limited is a Session that runs at most cap(slots) calls at once. Safe for
+// concurrent use.
+type limited struct {
+	Session
+	slots chan struct{}
+}
+
+// errBusy refuses a call past Options.MaxCalls.
+var errBusy = errors.New("too many tool calls are running at once; wait for one to end")
+
+func (l *limited) acquire() error {
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	default:
+		return fmt.Errorf("%w (at most %d)", errBusy, cap(l.slots))
+	}
+}
+
+func (l *limited) Exec(ctx context.Context, argv []string, o session.ExecOptions) (*wire.Result, error) {
+	if err := l.acquire(); err != nil {
+		return nil, err
+	}
+	defer func() { <-l.slots }()
+	return l.Session.Exec(ctx, argv, o)
+}
+
+func (l *limited) Sweep(ctx context.Context) (session.Turn, error) {
+	if err := l.acquire(); err != nil {
+		return session.Turn{}, err
+	}
+	defer func() { <-l.slots }()
+	return l.Session.Sweep(ctx)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// text is a tool result of one text block.
+func text(isError bool, format string, args ...any) *gomcp.CallToolResult {
+	return &gomcp.CallToolResult{IsError: isError, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// checkPath refuses a path no command could name: empty, with a NUL byte, or past
+// the kernel's PATH_MAX.
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("path is empty")
+	case strings.IndexByte(p, 0) >= 0:
+		return errors.New("path holds a NUL byte, which no file name can")
+	case len(p) > 4096:
+		return errors.New("path is longer than 4096 bytes")
+	}
+	return nil
+}
+
+// problem words a session client's failure for the agent: what cordon said, which
+// for a refusal names the rule.
+func problem(err error) error {
+	var se *session.Error
+	if errors.As(err, &se) {
+		return fmt.Errorf("cordon could not run it: %s", se.Msg)
+	}
+	return fmt.Errorf("cordon could not run it: %w", err)
+}
+
+func (t *tools) addChanges(s *gomcp.Server) {
+	gomcp.AddTool(s, &gomcp.Tool{
+		Name:  "changes",
+		Title: "End the turn: paths changed",
+		Description: "Ends the agent's turn: returns the workspace paths changed since the previous call (by any tool or command), " +
+			"and deletes the session's spill files (the whole outputs that exec cut), which are then gone. Call it once per turn, at its end.",
+		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, t.changes)
+}
+
+// ChangesOutput is the changes tool's result.
+type ChangesOutput struct {
+	Changed           []string `json:"changed" jsonschema:"workspace paths changed since the previous call, sorted"`
+	RemovedSpillFiles int      `json:"removed_spill_files" jsonschema:"spill files deleted"`
+}
+
+func (t *tools) changes(ctx context.Context, _ *gomcp.CallToolRequest, _ struct{}) (*gomcp.CallToolResult, ChangesOutput, error) {
+	turn, err := t.sess.Sweep(ctx)
+	if err != nil {
+		return nil, ChangesOutput{}, problem(err)
+	}
+	out := ChangesOutput{Changed: turn.Changed, RemovedSpillFiles: turn.Removed}
+	if out.Changed == nil {
+		out.Changed = []string{}
+	}
+	summary := fmt.Sprintf("%d path(s) changed; %d spill file(s) removed", len(out.Changed), out.RemovedSpillFiles)
+	if len(out.Changed) > 0 {
+		summary += ":\n" + strings.Join(out.Changed, "\n")
+	}
+	return text(false, "%s", summary), out, nil
+}

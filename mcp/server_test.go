@@ -1,0 +1,289 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordonhq/cordon/sandboxinit/fileop"
+	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
+)
+
+// fakeSession runs the file helper in this process (no sandbox) and answers exec
+// with a canned result, recording every call.
+type fakeSession struct {
+	mu    sync.Mutex
+	calls [][]string
+	opts  []session.ExecOptions
+	exec  func(argv []string) (*wire.Result, error) // nil: exit 0
+	turn  session.Turn
+}
+
+func (f *fakeSession) ID() string { return "20260101T000000Z-abcdef" }
+
+func (f *fakeSession) Exec(ctx context.Context, argv []string, o session.ExecOptions) (*wire.Result, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, argv)
+	f.opts = append(f.opts, o)
+	f.mu.Unlock()
+	if len(argv) > 3 && argv[1] == "internal" && argv[2] == fileop.Arg {
+		var stdin io.Reader = strings.NewReader("")
+		if o.Stdin != nil {
+			stdin = o.Stdin
+		}
+		var out bytes.Buffer
+		code := fileop.Main(argv[3:], stdin, &out)
+		return &wire.Result{V: wire.ResultVersion, Session: f.ID(), ExitCode: code, Stdout: out.String()}, nil
+	}
+	if f.exec != nil {
+		return f.exec(argv)
+	}
+	return &wire.Result{V: wire.ResultVersion, Session: f.ID()}, nil
+}
+
+func (f *fakeSession) Sweep(context.Context) (session.Turn, error) { return f.turn, nil }
+
+// connect serves New(sess) in memory and returns a client session on it.
+func connect(t *testing.T, sess Session) *gomcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	st, ct := gomcp.NewInMemoryTransports()
+	ss, err := New(sess, Options{Version: "test"}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callTool(t *testing.T, cs *gomcp.ClientSession, name string, args any) (*gomcp.CallToolResult, string) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*gomcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return res, b.String()
+}
+
+func TestToolsListed(t *testing.T) {
+	cs := connect(t, &fakeSession{})
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range lt.Tools {
+		names = append(names, tool.Name)
+		in, _ := json.Marshal(tool.InputSchema)
+		out, _ := json.Marshal(tool.OutputSchema)
+		if tool.Description == "" || tool.Annotations == nil || !strings.Contains(string(in), `"properties"`) && tool.Name != "changes" || len(out) < 10 {
+			t.Errorf("%s: description %q, annotations %v, input %s, output %s", tool.Name, tool.Description, tool.Annotations, in, out)
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"changes", "edit_file", "exec", "list_files", "read_file", "write_file"}; !slices.Equal(names, want) {
+		t.Errorf("tools %v; want %v", names, want)
+	}
+}
+
+func TestExec(t *testing.T) {
+	f := &fakeSession{exec: func(argv []string) (*wire.Result, error) {
+		return &wire.Result{V: 1, Session: "s", ExitCode: 2, Stdout: "out", Stderr: "err\n", Truncated: true, SpillPath: "/run/cordon/spill/1.out",
+			Denied: []wire.Denial{{Destination: "evil.example:443", Reason: "no rule allows it", SuggestedRule: "network.allow: [evil.example:443]"}}}, nil
+	}}
+	cs := connect(t, f)
+	res, txt := callTool(t, cs, "exec", map[string]any{"command": "make test", "stdin": "in", "timeout_seconds": 5})
+	if !res.IsError {
+		t.Error("a non-zero exit is not a tool error")
+	}
+	for _, want := range []string{"exit 2", "stdout:\nout\n", "stderr:\nerr\n", "/run/cordon/spill/1.out", "evil.example:443", "network.allow: [evil.example:443]"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("the text %q does not say %q", txt, want)
+		}
+	}
+	var out ExecOutput
+	data, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(data, &out); err != nil || out.Schema != ExecSchema || out.ExitCode != 2 || out.Alerts == nil {
+		t.Errorf("structured content %s: %v", data, err)
+	}
+	if got := f.calls[0]; !slices.Equal(got, []string{"/bin/sh", "-c", "make test"}) {
+		t.Errorf("argv %q", got)
+	}
+	if o := f.opts[0]; o.Cap != DefaultOutputChars || o.Timeout != 5*time.Second || o.Stdin == nil {
+		t.Errorf("exec options %+v", o)
+	}
+
+	f.exec = func([]string) (*wire.Result, error) {
+		return nil, &session.Error{Code: 125, Msg: "session x is dead"}
+	}
+	if res, txt := callTool(t, cs, "exec", map[string]any{"command": "true"}); !res.IsError || !strings.Contains(txt, "session x is dead") {
+		t.Errorf("cordon's refusal: %v %q", res.IsError, txt)
+	}
+	for _, bad := range []map[string]any{
+		{"command": ""}, {"command": "a\x00b"}, {"command": "true", "max_output_chars": MaxOutputChars + 1},
+		{"command": "true", "timeout_seconds": -1}, {"command": strings.Repeat("x", MaxCommand+1)}, {"command": "true", "dir": "/a\x00"}, {"command": "true", "dir": "sub"},
+		{"command": "true", "extra": 1},
+	} {
+		n := len(f.calls)
+		if res, txt := callTool(t, cs, "exec", bad); !res.IsError || len(f.calls) != n {
+			t.Errorf("exec %.80v: ran, or no tool error (%q)", bad, txt)
+		}
+	}
+}
+
+func TestFileTools(t *testing.T) {
+	f := &fakeSession{}
+	cs := connect(t, f)
+	p := filepath.Join(t.TempDir(), "d", "f.go")
+	if res, txt := callTool(t, cs, "write_file", map[string]any{"path": p, "content": "package a\n\nvar x = 1\n"}); res.IsError {
+		t.Fatal(txt)
+	}
+	if got := f.calls[0]; !slices.Equal(got, []string{"/run/cordon/cordon", "internal", "file", "write", "--", p}) {
+		t.Errorf("write argv %q", got)
+	}
+	if res, txt := callTool(t, cs, "edit_file", map[string]any{"path": p, "old_text": "x = 1", "new_text": "x = 2"}); res.IsError {
+		t.Fatal(txt)
+	}
+	res, txt := callTool(t, cs, "read_file", map[string]any{"path": p, "offset": 3})
+	if res.IsError || txt != "var x = 2\n" {
+		t.Errorf("read_file: %v %q", res.IsError, txt)
+	}
+	if res, txt := callTool(t, cs, "read_file", map[string]any{"path": p, "offset": 9}); res.IsError || txt != "[no line from 9; the file has 3]" {
+		t.Errorf("read_file past the end: %v %q", res.IsError, txt)
+	}
+	if res, txt := callTool(t, cs, "list_files", map[string]any{"path": filepath.Dir(p)}); res.IsError || txt != "f.go\n" {
+		t.Errorf("list_files: %v %q", res.IsError, txt)
+	}
+	if res, txt := callTool(t, cs, "edit_file", map[string]any{"path": p, "old_text": "nothing", "new_text": "y"}); !res.IsError || !strings.Contains(txt, "not found") {
+		t.Errorf("an edit of absent text: %v %q", res.IsError, txt)
+	}
+	n := len(f.calls)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"read_file", map[string]any{"path": ""}},
+		{"read_file", map[string]any{"path": "a\x00b"}},
+		{"read_file", map[string]any{"path": "x", "max_chars": fileop.MaxReadChars + 1}},
+		{"write_file", map[string]any{"path": strings.Repeat("a", 4097), "content": ""}},
+		{"write_file", map[string]any{"path": "x"}},
+		{"edit_file", map[string]any{"path": "x", "old_text": "", "new_text": "y"}},
+		{"list_files", map[string]any{"max_entries": fileop.MaxEntries + 1}},
+	} {
+		if res, txt := callTool(t, cs, c.tool, c.args); !res.IsError {
+			t.Errorf("%s %.60v: no tool error (%q)", c.tool, c.args, txt)
+		}
+	}
+	if len(f.calls) != n {
+		t.Errorf("refused calls ran %d command(s)", len(f.calls)-n)
+	}
+}
+
+// TestHelperAnswerDistrusted: what the helper prints comes from inside the sandbox;
+// an answer that is cut, not JSON, or failed is an error, never parsed as a result.
+func TestHelperAnswerDistrusted(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		res  wire.Result
+		want string
+	}{
+		{"cut", wire.Result{Stdout: `{"read":{"content":"x"`, Truncated: true}, "refused"},
+		{"not JSON", wire.Result{Stdout: "hello", ExitCode: 127, Stderr: "not found"}, "exit 127"},
+		{"failed with an answer", wire.Result{Stdout: `{"read":{"content":"x"}}`, ExitCode: 1}, "exit 1"},
+		{"empty answer", wire.Result{Stdout: `{}`}, "no answer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeSession{}
+			tl := &tools{sess: helperStub{f, c.res}, o: Options{Helper: "/h"}}
+			if _, _, err := tl.read(context.Background(), nil, ReadInput{Path: "a"}); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err %v; want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
+// helperStub answers every command with res.
+type helperStub struct {
+	*fakeSession
+	res wire.Result
+}
+
+func (h helperStub) Exec(context.Context, []string, session.ExecOptions) (*wire.Result, error) {
+	r := h.res
+	return &r, nil
+}
+
+func TestChanges(t *testing.T) {
+	cs := connect(t, &fakeSession{turn: session.Turn{Removed: 2, Changed: []string{"a.go", "b/c.go"}}})
+	res, txt := callTool(t, cs, "changes", map[string]any{})
+	var out ChangesOutput
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &out)
+	if res.IsError || out.RemovedSpillFiles != 2 || !slices.Equal(out.Changed, []string{"a.go", "b/c.go"}) || !strings.Contains(txt, "b/c.go") {
+		t.Errorf("changes: %s %q", data, txt)
+	}
+}
+
+// TestCallsBounded: a call past MaxCalls is refused at once, never queued, and the
+// slots come back when calls end.
+func TestCallsBounded(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	f := &fakeSession{exec: func([]string) (*wire.Result, error) {
+		started <- struct{}{}
+		<-release
+		return &wire.Result{}, nil
+	}}
+	st, ct := gomcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := New(f, Options{MaxCalls: 2}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); callTool(t, cs, "exec", map[string]any{"command": "sleep"}) }()
+	}
+	<-started
+	<-started
+	if res, txt := callTool(t, cs, "exec", map[string]any{"command": "one more"}); !res.IsError || !strings.Contains(txt, "at most 2") {
+		t.Errorf("a third call: %v %q", res.IsError, txt)
+	}
+	if res, txt := callTool(t, cs, "changes", map[string]any{}); !res.IsError || !strings.Contains(txt, "at most 2") {
+		t.Errorf("changes past the bound: %v %q", res.IsError, txt)
+	}
+	close(release)
+	wg.Wait()
+	if res, txt := callTool(t, cs, "exec", map[string]any{"command": "after"}); res.IsError {
+		t.Errorf("a call after the others ended: %q", txt)
+	}
+}
