@@ -153,6 +153,9 @@ func TestAcquireAcrossProcesses(t *testing.T) {
 		stdins, cmds, outs[i] = append(stdins, in), append(cmds, cmd), bufio.NewScanner(out)
 	}
 	t.Cleanup(func() {
+		for _, in := range stdins {
+			in.Close()
+		}
 		for _, c := range cmds {
 			c.Process.Kill()
 			c.Wait()
