@@ -198,7 +198,10 @@ func grow(ctx context.Context, d Disk, img *os.File) error {
 		return fmt.Errorf("growing disk image %s: %w", d.Image, err)
 	}
 	// resize2fs wants a clean, checked file system; -p repairs only what is safe.
-	if err := tool(ctx, []*os.File{img}, "e2fsck", "-f", "-p", "/dev/fd/3"); err != nil {
+	// e2fsck's exit status 1 is "errors corrected" (a journal replayed after a crash):
+	// the file system is sound.
+	var exit *exec.ExitError
+	if err := tool(ctx, []*os.File{img}, "e2fsck", "-f", "-p", "/dev/fd/3"); err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
 		return fmt.Errorf("growing disk image %s: %w", d.Image, err)
 	}
 	return tool(ctx, []*os.File{img}, "resize2fs", "/dev/fd/3")
