@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // ignoreSignals makes process 1 deaf to every signal that would otherwise end it or
@@ -18,7 +20,10 @@ import (
 // They are caught and dropped, not ignored: a signal ignored stays ignored across exec,
 // so every command would start with SIGPIPE, SIGALRM and the rest ignored (`yes | head`
 // would see EPIPE, not die of SIGPIPE). A caught one is reset to its default in a child.
+// What process 1 inherited ignored (its ancestors' choice) is set back to the default
+// first, for the same reason: the signals Go will not catch (32 and up) included.
 func ignoreSignals() {
+	linux.UnignoreSignals()
 	var all []os.Signal
 	for s := syscall.Signal(1); s < 32; s++ {
 		switch s {
