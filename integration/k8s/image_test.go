@@ -7,12 +7,15 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // cordonInit is the path of the cordon-init binary the Pod's image carries: $CORDON_INIT,
@@ -23,12 +26,8 @@ func cordonInit(t *testing.T) string {
 	if p == "" {
 		p = filepath.Join("..", "..", "bin", "cordon-init")
 	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no cordon-init: %v (make build makes it)", err)
-		}
-		t.Skipf("no cordon-init: %v (make build makes it)", err)
-	}
+	_, err := os.Stat(p)
+	testutil.Require(t, err == nil, fmt.Sprintf("cordon-init: %v (make build makes it)", err))
 	return p
 }
 
@@ -66,9 +65,7 @@ func podImage(t *testing.T) string {
 func podRootfs(t *testing.T, initBin []byte) []byte {
 	t.Helper()
 	busybox, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Skipf("no static busybox: %v (scripts/container-env.sh installs it)", err)
-	}
+	testutil.Require(t, err == nil, fmt.Sprintf("a static busybox: %v (scripts/container-env.sh installs it)", err))
 	applets, err := exec.Command("/bin/busybox", "--list").Output()
 	if err != nil {
 		t.Fatalf("busybox --list: %v", err)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 const defaultKubeconfig = "/var/lib/cordon-k8s/kubeconfig"
@@ -37,12 +39,8 @@ func clientConfig(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
 	if path == "" {
 		path = defaultKubeconfig
 	}
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no test cluster: %v (scripts/k8s-env.sh starts it)", err)
-		}
-		t.Skipf("no test cluster: %v (scripts/k8s-env.sh starts it)", err)
-	}
+	_, err := os.Stat(path)
+	testutil.Require(t, err == nil, fmt.Sprintf("a test cluster: %v (scripts/k8s-env.sh starts it)", err))
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		t.Fatalf("loading %s: %v", path, err)
