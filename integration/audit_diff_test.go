@@ -122,24 +122,7 @@ func TestSessionLogHasNoGaps(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
-		t.Fatal(r)
-	}
-	if r := w.cordon("", "session", "stop", id); r.code != 0 {
-		t.Fatal(r)
-	}
-	found := false
-	for _, ev := range sessionEvents(t, w, id) {
-		if string(ev.Type) == "fs.diff" && strings.Contains(string(ev.Body), `"between_commands":true`) && strings.Contains(string(ev.Body), "auth.py") {
-			found = true
-		}
-	}
-	if !found {
-		t.Fatal("the change made between commands is not in the log")
-	}
-	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
-		t.Fatalf("verify: %v", v)
-	}
+	loggedBetweenCommands(t, w, id, "auth.py")
 	show := w.cordon("", "audit", "show", id)
 	if show.code != 0 || !strings.Contains(show.stdout, "auth.py") || !strings.Contains(show.stdout, "between commands") {
 		t.Fatalf("audit show must show the change between commands: %v", show)
@@ -156,6 +139,13 @@ func TestSessionLogHasNoGapsBeforeTheFirstCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.ws, "early.py"), []byte("planted\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	loggedBetweenCommands(t, w, id, "early.py")
+}
+
+// loggedBetweenCommands runs one more command in session id, stops it, and checks that
+// its log verifies and has an fs.diff between commands naming path.
+func loggedBetweenCommands(t *testing.T, w *world, id, path string) {
+	t.Helper()
 	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
 		t.Fatal(r)
 	}
@@ -164,12 +154,12 @@ func TestSessionLogHasNoGapsBeforeTheFirstCommand(t *testing.T) {
 	}
 	found := false
 	for _, ev := range sessionEvents(t, w, id) {
-		if string(ev.Type) == "fs.diff" && strings.Contains(string(ev.Body), `"between_commands":true`) && strings.Contains(string(ev.Body), "early.py") {
+		if string(ev.Type) == "fs.diff" && strings.Contains(string(ev.Body), `"between_commands":true`) && strings.Contains(string(ev.Body), path) {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatal("the change made before the first command is not in the log")
+		t.Fatalf("the change to %s made outside any command is not in the log", path)
 	}
 	if v := w.cordon("", "audit", "verify", id); v.code != 0 {
 		t.Fatalf("verify: %v", v)
