@@ -10,29 +10,28 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
-
 	"syscall"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
-// toolTimeout bounds mke2fs and resize2fs.
+// toolTimeout bounds each run of e2fsprogs' mke2fs, e2fsck and resize2fs.
 const toolTimeout = 2 * time.Minute
 
-// toolPath is where mke2fs and resize2fs are looked for: root's directories only,
-// never the daemon's PATH.
+// toolPath is where e2fsprogs' programs are looked for: root's directories only, never
+// the daemon's PATH.
 const toolPath = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 // Mount makes d.Root the mount point of d.Image's file system, d.Size bytes large:
 // it makes the image (sparse) and its file system when there is none, attaches it to
 // a loop device unless one already holds it, mounts it over the root unless it is
 // already, and grows it to d.Size first when nothing uses it ([ErrGrowLater] when
-// something does: the disk is then mounted as it is). A root that holds data but is not this disk, an
-// image that is not a plain file of this process's user, or a disk larger than d.Size
-// (shrinking is not done) is refused.
+// something does: the disk is then mounted as it is). A root that holds data but is
+// not this disk, an image that is not a plain file of this process's user, or a disk
+// larger than d.Size (shrinking is not done) is refused.
 func Mount(ctx context.Context, d Disk) error {
 	if d.Size < MinSize {
 		return errdefs.Invalidf("disk of %s: %d bytes is below the least, %d", d.Root, d.Size, MinSize)
