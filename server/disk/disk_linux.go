@@ -40,6 +40,11 @@ func Mount(ctx context.Context, d Disk) error {
 	if err := paths.MakeDir(d.Root, uid); err != nil {
 		return fmt.Errorf("disk of %s: %w", d.Root, err)
 	}
+	lock, err := lockImage(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	img, made, err := openImage(ctx, d)
 	if err != nil {
 		return err
@@ -112,6 +117,43 @@ func openImage(ctx context.Context, d Disk) (f *os.File, made bool, err error) {
 	return f, false, nil
 }
 
+// lockWait bounds how long Mount waits for another Mount of the same image.
+const lockWait = 30 * time.Second
+
+// lockImage takes an exclusive lock beside the image (ROOT.disk.lock), held until the
+// returned file is closed (the end of Mount): two Mounts of one image at once (two
+// servers starting together) would each find it unattached and attach it twice, two
+// ext4 instances over one image, which corrupts it. The second waits, then finds the
+// first's device. Not the image itself: a loop device holds the image's open file,
+// and with it any lock taken on it, for as long as it is attached.
+func lockImage(ctx context.Context, d Disk) (*os.File, error) {
+	f, err := os.OpenFile(d.Image+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("disk image lock: %w", err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		ok, err := linux.TryLock(f)
+		if ok || err != nil {
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("disk image lock: %w", err)
+			}
+			return f, nil
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("disk image %s: another process has been mounting it for %s (a second server on the same tenant roots?)", d.Image, lockWait)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // makeImage creates d.Image, sparse, of d.Size bytes, with an ext4 file system.
 func makeImage(ctx context.Context, d Disk) (*os.File, error) {
 	f, err := os.OpenFile(d.Image, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
@@ -119,10 +161,11 @@ func makeImage(ctx context.Context, d Disk) (*os.File, error) {
 		return nil, fmt.Errorf("disk image %s: %w", d.Image, err)
 	}
 	fail := func(err error) (*os.File, error) {
-		f.Close()
 		_ = os.Remove(d.Image)
+		f.Close()
 		return nil, err
 	}
+
 	if err := f.Truncate(d.Size); err != nil {
 		return fail(fmt.Errorf("disk image %s: %w", d.Image, err))
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -260,5 +261,59 @@ func TestFullDiskLeavesRootItsReserve(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(d.Root, "log"), make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatalf("root writing 1 MiB after the disk filled: %v; want the reserve", err)
+	}
+}
+
+// TestConcurrentMountsAttachOnce: two Mounts of one image at once (two servers
+// starting together) attach it once and mount it once; unlocked, they attached it to
+// two loop devices in 7 of 10 rounds (the red team's probe).
+func TestConcurrentMountsAttachOnce(t *testing.T) {
+	d := newDisk(t, 64<<20)
+	for round := range 10 {
+		if round > 0 {
+			if err := Unmount(d.Root); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return loopsOf(t, d) == 0 })
+		}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- Mount(context.Background(), d) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if n, m := loopsOf(t, d), mountsAt(t, d.Root); n != 1 || m != 1 {
+			t.Fatalf("round %d: the image on %d loop devices, %d mounts at the root; want 1 and 1", round, n, m)
+		}
+	}
+}
+
+// mountsAt counts the mounts at path.
+func mountsAt(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range linux.ParseMountinfo(string(data)) {
+		if m.Point == path {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor waits up to 10 s for ok (the kernel detaches an autoclear loop device just
+// after its last unmount).
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
 	}
 }
