@@ -19,6 +19,9 @@ import (
 // serve runs `cordon serve --config file` until SIGTERM or SIGINT.
 func serve(ctx context.Context, stdio IO, file string, check bool, logFormat string) error {
 	cfg, err := config.Load(file)
+	if err == nil {
+		err = server.CheckConfig(cfg)
+	}
 	if err != nil {
 		return configError(stdio, err)
 	}

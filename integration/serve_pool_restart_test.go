@@ -26,7 +26,7 @@ import (
 // restart a claim gets a new session in an empty workspace: nothing ran in it before.
 func TestServePoolRestartStopsWarm(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 5}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 5}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")
@@ -114,7 +114,7 @@ func TestServePoolRestartStopsWarm(t *testing.T) {
 // starts (or claims of the refill, on a slow host).
 func TestServePoolConcurrentClaims(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 6}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 6}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
@@ -157,7 +157,7 @@ func TestServePoolConcurrentClaims(t *testing.T) {
 // running is the claimed one.
 func TestServePoolGracefulStopDuringRefill(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 4}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 4}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")

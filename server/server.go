@@ -44,6 +44,7 @@ const (
 	logPath       = "path"
 	logStatus     = "status"
 	logTenant     = "tenant"
+	logPool       = "pool"
 	logCredential = "credential"
 	logDuration   = "duration"
 	logListener   = "listener"
@@ -67,7 +68,7 @@ type Server struct {
 	metrics *metrics
 	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 	quota   *quota.Ledger                 // what each tenant's live sessions are charged
-	pool    map[string]chan struct{}      // each pooled tenant's refill signal (pool.go)
+	pool    map[string]chan struct{}      // each pool's refill signal, by poolKey (pool.go)
 	filling sync.WaitGroup                // the pools' refill loops (pool.go)
 	sess    sessions                      // starts in flight (sessions.go)
 	// heldReqs bounds each tenant's long requests: streams, starts, stops (held.go).
@@ -84,6 +85,14 @@ type Server struct {
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
 		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
+	if err := checkPoolQuotas(cfg); err != nil {
+		return nil, err
+	}
+	for _, t := range cfg.Tenants {
+		for _, p := range t.Pools {
+			s.metrics.declarePool(t.Name, p.Name)
+		}
+	}
 	s.metrics.countSessions(liveSessions{s})
 	s.metrics.reg.MustRegister(newDiskCollector(cfg))
 	if t := cfg.Listen.TCP; t != nil {
