@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +138,54 @@ func TestServeNamedPools(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Errorf("no metrics listener after 30s")
+	}
+}
+
+// TestServePoolRetires: a warm session no one claimed is retired, its workspace and
+// record removed, when it reaches the tenant's wall time (the pool starts a fresh one)
+// and at the server's graceful stop. Left behind, its record would be forgotten among
+// the stopped ones and its workspace become one of the tenant's, counted against its
+// quota.
+func TestServePoolRetires(t *testing.T) {
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {wall: 4s}\n")
+	stopPoolAtEnd(t, s)
+	acmeRoot := filepath.Join(filepath.Dir(s.file), "acme")
+	serve, workspaces := filepath.Join(acmeRoot, "run", "serve"), filepath.Join(acmeRoot, "workspaces")
+	var first string
+	waitFor(t, 2*time.Minute, "the pool to hold its warm session", func() bool {
+		ids := warmIDs(t, serve)
+		if len(ids) == 1 {
+			first = ids[0]
+		}
+		return first != ""
+	})
+	var rec struct{ Workspace string }
+	data, err := os.ReadFile(filepath.Join(serve, first+".json"))
+	if err != nil || json.Unmarshal(data, &rec) != nil || !strings.HasPrefix(rec.Workspace, "warm-") {
+		t.Fatalf("warm session %s's record: %v %s", first, err, data)
+	}
+	waitFor(t, 2*time.Minute, "the warm session to be retired at the wall time and replaced", func() bool {
+		ids := warmIDs(t, serve)
+		return len(ids) == 1 && ids[0] != first
+	})
+	waitFor(t, 30*time.Second, "the retired session's record and workspace to be removed", func() bool {
+		_, errRec := os.Stat(filepath.Join(serve, first+".json"))
+		_, errWs := os.Stat(filepath.Join(workspaces, rec.Workspace))
+		return os.IsNotExist(errRec) && os.IsNotExist(errWs)
+	})
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
+	}
+	left, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
+	if len(left) != 0 || len(warmIDs(t, serve)) != 0 {
+		t.Errorf("after the graceful stop: warm workspaces %v, warm records %v; want none", left, warmIDs(t, serve))
+	}
+	if !strings.Contains(s.stderr.String(), "warm pool: session retired") {
+		t.Errorf("the daemon's log does not say it retired warm sessions:\n%s", s.stderr.String())
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/atomicfile"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/config"
 	"github.com/cordonhq/cordon/server/quota"
@@ -133,26 +135,70 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool
 	return nil
 }
 
-// stopWarm stops every tenant's unclaimed warm sessions at the server's graceful
-// stop, once the refills have returned (a start under way is waited for and its
-// session stopped with the rest): they are no one's, and left running they would hold
-// the tenant's quota and the host's memory until a restart. (A daemon that dies
-// leaves them running; the next start stops them, adoptSessions.)
+// stopWarm stops every pool's unclaimed warm sessions at the server's graceful stop,
+// once the refills have returned (a start under way is waited for and its session
+// stopped with the rest): they are no one's, and left running they would hold the
+// tenant's quota and the host's memory until a restart. (A daemon that dies leaves
+// them running; the next start stops them, adoptSessions.)
 func (s *Server) stopWarm(ctx context.Context) {
+	s.sess.mu.Lock()
+	warm := s.sess.warm
+	s.sess.warm = nil
+	s.sess.mu.Unlock()
 	for _, t := range s.cfg.Tenants {
-		if len(t.Pools) == 0 {
-			continue
-		}
 		roots := tenantRootsOf(t)
-		for _, rec := range records(roots) {
-			if !rec.Warm || state(roots, rec) != stateRunning {
-				continue
-			}
-			if err := s.stop(ctx, roots, rec); err != nil {
-				s.log.Error("warm pool: stopping a session at the server's stop", logTenant, t.Name, logSession, rec.ID, logErr, err)
+		for _, p := range t.Pools {
+			for _, rec := range warm[poolKey(t.Name, p.Name)] {
+				s.retireWarm(ctx, roots, rec, "the server's stop")
 			}
 		}
 	}
+}
+
+// retireWarm stops a warm session this server started and no one claimed (it is on a
+// pool's list, or was until the caller took it off) and removes its workspace and
+// record: no one's, they would otherwise stay hidden from the tenant until the record
+// was forgotten, and then be the tenant's (a workspace it never made, counted against
+// its quota). A session it cannot stop stays recorded and charged; the reaper tries
+// again.
+func (s *Server) retireWarm(ctx context.Context, roots tenantRoots, rec sessionRecord, why string) {
+	if err := s.stop(ctx, roots, rec); err != nil {
+		s.log.Error("warm pool: stopping a session", logTenant, roots.t.Name, logPool, rec.Pool, logSession, rec.ID, logReason, why, logErr, err)
+		return
+	}
+	s.forgetWarm(roots, rec)
+	s.log.Info("warm pool: session retired", logTenant, roots.t.Name, logPool, rec.Pool, logSession, rec.ID, logReason, why)
+}
+
+// forgetWarm removes an ended unclaimed warm session's workspace, then its record
+// (until then its workspace's name stays the server's: no start or upload takes it).
+func (s *Server) forgetWarm(roots tenantRoots, rec sessionRecord) {
+	if !strings.HasPrefix(rec.Workspace, warmPrefix) || !validWorkspaceName(rec.Workspace) {
+		return
+	}
+	if err := linux.RemoveTree(roots.workspace(rec.Workspace)); err != nil {
+		s.log.Error("warm pool: removing a retired session's workspace", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
+		return
+	}
+	removeContract(roots, rec)
+	if err := os.Remove(roots.record(rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Error("warm pool: removing a retired session's record", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
+	}
+}
+
+// takeWarm takes the session id off its pool's list; false when it was on none (it
+// was claimed, or is not a warm session of this server's).
+func (s *Server) takeWarm(tenant, pool, id string) bool {
+	key := poolKey(tenant, pool)
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	for i, rec := range s.sess.warm[key] {
+		if rec.ID == id {
+			s.sess.warm[key] = slices.Delete(slices.Clone(s.sess.warm[key]), i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 // warmCount is the number of pool p's warm sessions that run; the ones that no longer
@@ -175,16 +221,21 @@ func (s *Server) warmCount(ctx context.Context, roots tenantRoots, p config.Pool
 	s.sess.mu.Unlock()
 	var dead []sessionRecord
 	for _, old := range gone {
-		// Its record as it is now: the reaper may have stopped it meanwhile.
+		// Its record as it is now: the reaper may have stopped (and retired) it.
 		rec, err := readRecord(roots, old.ID)
 		if err != nil || !rec.Warm || state(roots, rec) != stateDead {
 			continue
 		}
-		rec.Warm = false
-		_ = writeRecord(roots, rec) // no longer warm, even if it cannot be collected
 		dead = append(dead, rec)
 	}
-	s.collectDead(ctx, roots, dead...)
+	if len(dead) > 0 {
+		s.collectDead(ctx, roots, dead...) // its log sealed, its charge given back
+		for _, rec := range dead {
+			if now, err := readRecord(roots, rec.ID); err == nil && now.Ended != "" {
+				s.forgetWarm(roots, now)
+			}
+		}
+	}
 	return len(kept)
 }
 

@@ -437,11 +437,12 @@ func removeContract(roots tenantRoots, rec sessionRecord) {
 }
 
 // forgetStopped removes the oldest stopped (or collected dead) sessions' records past
-// maxStoppedRecords.
+// maxStoppedRecords. A warm one's is kept (pool.go's stopLeftWarm: its workspace may
+// hold a claim a crash lost, and forgotten it would become a workspace of the tenant's).
 func forgetStopped(roots tenantRoots) {
 	var stopped []sessionRecord
 	for _, rec := range records(roots) {
-		if rec.Stopped || rec.Ended != "" {
+		if !rec.Warm && (rec.Stopped || rec.Ended != "") {
 			stopped = append(stopped, rec)
 		}
 	}
