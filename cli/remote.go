@@ -24,7 +24,7 @@ var remoteCommands = map[string]bool{
 	"cordon session checkpoint": true, "cordon session rollback": true, "cordon exec": true,
 	"cordon gate ls": true, "cordon gate show": true, "cordon gate approve": true, "cordon gate deny": true,
 	"cordon audit ls": true, "cordon audit show": true, "cordon audit verify": true, "cordon audit export": true,
-	"cordon audit follow": true, "cordon audit prune": true, "cordon apply": true, "cordon discard": true,
+	"cordon audit follow": true, "cordon audit prune": true, "cordon audit report": true, "cordon apply": true, "cordon discard": true,
 }
 
 // hostNeutral are the commands that neither act on this host's sessions, runs and
