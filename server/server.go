@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/paths"
@@ -61,7 +62,9 @@ const (
 // Server is a configured `cordon serve`. Make it with [New]; [Server.Serve] runs it.
 type Server struct {
 	cfg  *config.Config
-	auth *auth.Authenticator
+	// auth maps credentials to identities: swapped whole when the config's credentials
+	// are reloaded ([Server.Reload]).
+	auth atomic.Pointer[auth.Authenticator]
 	tls  *tls.Config // nil without a TCP listener
 	log  *slog.Logger
 	// metrics is what /metrics reports (listen.metrics); counted whether served or not.
@@ -83,11 +86,12 @@ type Server struct {
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
 		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
 	if err := checkPoolQuotas(cfg); err != nil {
 		return nil, err
 	}
+	s.auth.Store(auth.New(cfg))
 	for _, t := range cfg.Tenants {
 		for _, p := range t.Pools {
 			s.metrics.declarePool(t.Name, p.Name)
@@ -102,6 +106,25 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// Reload takes next's credentials, at once, for every request from now on (a request
+// already authenticated, a stream under way, finishes): how a token is revoked or a
+// credential added without a restart. Anything else of next that differs from the
+// config the server runs is refused, and nothing is taken: listeners, tenants, roots,
+// quotas, pools and base contracts are what the running sessions were started and
+// charged under, and change with a restart.
+func (s *Server) Reload(next *config.Config) error {
+	if what := s.cfg.ChangedBesidesCredentials(next); what != "" {
+		return fmt.Errorf("reloading %s: %s changed, and only credentials are taken without a restart; nothing was taken", next.File, what)
+	}
+	s.auth.Store(auth.New(next))
+	n := 0
+	for _, t := range next.Tenants {
+		n += len(t.Credentials)
+	}
+	s.log.Info("credentials reloaded", "file", next.File, "credentials", n)
+	return nil
 }
 
 // Serve listens where the config says and serves until ctx ends, then stops
