@@ -61,7 +61,7 @@ const (
 
 // Server is a configured `cordon serve`. Make it with [New]; [Server.Serve] runs it.
 type Server struct {
-	cfg  *config.Config
+	cfg *config.Config
 	// auth maps credentials to identities: swapped whole when the config's credentials
 	// are reloaded ([Server.Reload]).
 	auth atomic.Pointer[auth.Authenticator]
