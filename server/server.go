@@ -1,7 +1,9 @@
 // Package server is `cordon serve`: one host serving many tenants' agents over HTTP,
 // on a unix socket and on TCP with TLS. This is its front door: listening, the limits
 // every hostile client meets, authentication, and the routes under /v1/: sessions
-// (sessions*.go) so far. Quotas and pools are not served yet (docs/serve.md).
+// (sessions*.go), workspaces, gates, runs and their logs, staged apply and discard;
+// beside them each tenant's quotas (package [quota]), warm pools (pool.go) and disk
+// (disks.go). docs/serve.md is the whole of it.
 //
 // Every request but GET /v1/health is authenticated (package [auth]); a bad or missing
 // credential is 401 with the same body every time.
