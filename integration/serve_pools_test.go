@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,5 +188,35 @@ func TestServePoolRetires(t *testing.T) {
 	}
 	if !strings.Contains(s.stderr.String(), "warm pool: session retired") {
 		t.Errorf("the daemon's log does not say it retired warm sessions:\n%s", s.stderr.String())
+	}
+}
+
+// TestServePoolClaimRetryAfter: a claimed session's wall time counts from its claim in
+// the ledger too, so a start refused past the sessions quota is told to come back when
+// the claimed session will end, not when it would have ended counted from the pool.
+func TestServePoolClaimRetryAfter(t *testing.T) {
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {sessions: 1, wall: 40s}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	waitFor(t, 2*time.Minute, "the pool to hold its warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	time.Sleep(12 * time.Second) // it waits in the pool: 12 of its 40 s
+	acme := s.tcpClient("acme")
+	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+	if code != http.StatusCreated || !strings.Contains(body, `"warm":true`) {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	req, _ := http.NewRequest("POST", acme.base+"/v1/sessions", strings.NewReader(`{"workspace": "cold"}`))
+	req.Header.Set("Authorization", "Bearer "+acme.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := acme.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	// Counted from the claim: 40 s less the moment since; from the pool it would be
+	// at most 28.
+	if resp.StatusCode != http.StatusTooManyRequests || retry < 33 {
+		t.Errorf("a start past the sessions quota: %d, Retry-After %q; want 429 and about 40 s", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }

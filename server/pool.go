@@ -267,6 +267,14 @@ func (s *Server) claim(roots tenantRoots, p config.Pool, backend string) (sessio
 		}
 		s.sess.warm[key] = slices.Delete(slices.Clone(warm), i, i+1)
 		h.started = rec.ClaimedAt
+		// The ledger's charge too counts its wall time from the claim (a refused
+		// start's Retry-After is the earliest end): charged again from now, then the
+		// pool's charge given back, so the tenant is never under-charged meanwhile.
+		if release, err := s.quota.Adopt(roots.t.Name, rec.Charge, rec.ClaimedAt); err == nil {
+			old := h.release
+			h.release = release
+			old()
+		}
 		select {
 		case s.pool[key] <- struct{}{}:
 		default:
