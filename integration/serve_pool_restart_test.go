@@ -174,14 +174,7 @@ func TestServePoolGracefulStopDuringRefill(t *testing.T) {
 		now, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
 		return len(now) > len(before)
 	})
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
-	}
+	s.terminate(t)
 	// Counted by process, not by record: a start the daemon left half done may run
 	// without a record.
 	waitFor(t, 10*time.Second, "only the claimed session's supervisor to run", func() bool {
@@ -204,6 +197,19 @@ func supervisorsUnder(dir string) int {
 		}
 	}
 	return n
+}
+
+// terminate stops the daemon gracefully (SIGTERM) and waits until it has exited.
+func (s *served) terminate(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
+	}
 }
 
 // stopPoolAtEnd stops, at the test's end, the daemon gracefully (its unclaimed warm

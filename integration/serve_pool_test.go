@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -111,14 +110,7 @@ func TestServePool(t *testing.T) {
 	// the next start to stop, TestServePoolRestartStopsWarm; the cleanup below stops
 	// those.)
 	left := warm()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
-	}
+	s.terminate(t)
 	if now := warm(); len(now) != 0 {
 		t.Errorf("after the daemon's graceful stop: warm sessions %v (of %v) still recorded running", now, left)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -174,14 +173,7 @@ func TestServePoolRetires(t *testing.T) {
 		_, errWs := os.Stat(filepath.Join(workspaces, rec.Workspace))
 		return os.IsNotExist(errRec) && os.IsNotExist(errWs)
 	})
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
-	}
+	s.terminate(t)
 	left, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
 	if len(left) != 0 || len(warmIDs(t, serve)) != 0 {
 		t.Errorf("after the graceful stop: warm workspaces %v, warm records %v; want none", left, warmIDs(t, serve))
