@@ -113,6 +113,7 @@ func acceptAttach(socket string, wait time.Duration) (*ctl.Conn, error) {
 		}
 		ch <- accepted{uc, err}
 	}()
+	fmt.Fprintf(os.Stderr, "cordon: process 1 waiting for cordon to attach on %s\n", socket)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)

@@ -25,10 +25,17 @@ func AttachCommand() []string {
 // may not write them (they are not in the Landlock ruleset's write set).
 var kubeletFiles = []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log"}
 
+// runtimeWritable are the runtime's read-write mounts, as on the container backends:
+// on cgroup v1 nodes, /sys/fs/cgroup is the container's private tmpfs holding its
+// (read-only) controller mounts (the self-check still refuses a cgroup file system
+// mounted read-write there, granted or not).
+var runtimeWritable = []string{"/sys/fs/cgroup"}
+
 // InitSpec is process 1's spec for the session's Pod compiled from plan under cfg: it
 // serves a session; the mounts that may be read-write are exactly those Compile makes
 // writable (the plan's private tmpfs and writable workspace paths, the control
-// socket's volume) and the kubelet's own files; commands may read the image's whole
+// socket's volume), the kubelet's own files and the runtime's mounts that the
+// container backends' self-check accepts too; commands may read the image's whole
 // root, write the plan's writable paths, and never open the control socket's
 // directory. env is the commands' environment.
 //
@@ -43,7 +50,10 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 			writable = append(writable, m.Path)
 		}
 	}
-	writable = append(append(writable, ControlDir), kubeletFiles...)
+	writable = append(writable, ControlDir)
+	writable = append(writable, kubeletFiles...)
+	writable = append(writable, runtimeWritable...)
+	writable = append(writable, container.MaskedPaths...) // the runtime's masks
 	return wire.Spec{
 		Dir:        plan.Workdir,
 		Writable:   writable,
