@@ -44,16 +44,7 @@ func TestPodChannel(t *testing.T) {
 	plain := func(script string) (string, error) {
 		return execIn(ctx, cs, rc, ns, name, podspec.ContainerName, []string{"/bin/sh", "-c", script})
 	}
-	// The baseline, outside cordon's confinement (a plain exec: the runtime's
-	// profile only): what the channel's commands must not be able to do, done.
-	out, err := plain(`grep Seccomp_filters /proc/self/status; adjtimex >/dev/null && echo adjtimex=ok; touch /run/cordon-control/probe && rm /run/cordon-control/probe && echo control=ok; ls /run/cordon-control`)
-	t.Logf("a plain exec, before cordon attached:\n%s", out)
-	for _, want := range []string{"Seccomp_filters:\t1\n", "adjtimex=ok\n", "control=ok\n", "init.sock\n"} {
-		if err != nil || !strings.Contains(out, want) {
-			t.Fatalf("a plain exec: want %q in %q (%v): the comparison below would say nothing", want, out, err)
-		}
-	}
-
+	baseline(t, plain)
 	spec := podspec.InitSpec(plan, cfg, podEnv)
 	ch, err := p.Attach(ctx, rc, s, spec)
 	if err != nil {
@@ -93,7 +84,7 @@ env | sort`
 
 	// A second client: the socket is gone, and the relay cordon would exec cannot
 	// reach process 1 (from a plain exec, outside any confinement).
-	out, err = plain(`echo "socket=[$(ls -A /run/cordon-control)]"; /run/cordon/cordon internal attach ` + podspec.ControlSocket + ` </dev/null; echo "attach=$?"`)
+	out, err := plain(`echo "socket=[$(ls -A /run/cordon-control)]"; /run/cordon/cordon internal attach ` + podspec.ControlSocket + ` </dev/null; echo "attach=$?"`)
 	t.Logf("a second attach:\n%s", out)
 	if err != nil || !strings.Contains(out, "attach=1") || !strings.Contains(out, "socket=[]") {
 		t.Errorf("a second attach: %q (%v), want it refused (status 1) with the socket gone", out, err)
@@ -147,6 +138,20 @@ func TestPodChannelSelfCheck(t *testing.T) {
 	spec.PodNetwork = false
 	if _, err := p2.Attach(ctx, rc, s2, spec); !errors.Is(err, errdefs.ErrSandbox) || !strings.Contains(err.Error(), "loopback only") {
 		t.Errorf("Attach without PodNetwork = %v, want the self-check's network refusal", err)
+	}
+}
+
+// baseline shows, outside cordon's confinement (a plain exec: the runtime's profile
+// only), what the channel's commands must not be able to do, done: without it the
+// comparison says nothing.
+func baseline(t *testing.T, plain func(string) (string, error)) {
+	t.Helper()
+	out, err := plain(`grep Seccomp_filters /proc/self/status; adjtimex >/dev/null && echo adjtimex=ok; touch /run/cordon-control/probe && rm /run/cordon-control/probe && echo control=ok; ls /run/cordon-control`)
+	t.Logf("a plain exec, before cordon attached:\n%s", out)
+	for _, want := range []string{"Seccomp_filters:\t1\n", "adjtimex=ok\n", "control=ok\n", "init.sock\n"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("a plain exec: want %q in %q (%v)", want, out, err)
+		}
 	}
 }
 
