@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -267,5 +269,42 @@ func (r *runner) posture(writable []string) {
 		case !c.OK:
 			r.t.Errorf("posture: %s: got %s, want %s (%s)", c.Name, c.Got, c.Want, c.Detail)
 		}
+	}
+}
+
+// The server's RBAC (deploy/kubernetes) grants `create` on pods/exec and nothing else
+// of it: the API server refuses it the WebSocket exec (a GET, authorized as `get` as
+// well), and Attach falls back to SPDY. Shown with an identity granted exactly that.
+func TestPodChannelLeastPrivilege(t *testing.T) {
+	cs, rc := clientConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	user := "cordon-test-attach"
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "attach"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}}}}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "attach"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "attach"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	image := podImage(t)
+	plan := testPlan(t, image)
+	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	p, s := startPlaced(ctx, t, cs, plan, cfg)
+	limited := rest.CopyConfig(rc)
+	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
+	ch, err := p.Attach(ctx, limited, s, podspec.InitSpec(plan, cfg, podEnv))
+	if err != nil {
+		t.Fatalf("attaching with create on pods/exec only: %v", err)
+	}
+	defer ch.Close()
+	r := &runner{t: t, c: ch.Conn, dir: plan.Workspace}
+	if code, stdout, _ := r.run("", "/bin/echo", "ok"); code != 0 || stdout != "ok\n" {
+		t.Errorf("a command: status %d, stdout %q", code, stdout)
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	// client-go's executors fail with this module's upgrade error, not
+	// apimachinery's older copy of the package, which would never match it.
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/ctlmux"
