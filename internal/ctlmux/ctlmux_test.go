@@ -5,35 +5,24 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 func pair(t *testing.T) (*ctl.Conn, *ctl.Conn) {
 	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	a, b, err := linux.SeqpacketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cs [2]*ctl.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "ctl")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs[i] = ctl.New(c.(*net.UnixConn))
-		t.Cleanup(func() { cs[i].Close() })
-	}
-	return cs[0], cs[1]
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return ctl.New(a), ctl.New(b)
 }
 
 type rwc struct {

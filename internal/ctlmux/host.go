@@ -5,9 +5,9 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // host is cordon's end of the stream.
@@ -96,7 +96,7 @@ func (h *host) exec(m ctl.Msg, files []*os.File) error {
 		return h.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
 	}
 	ctl.CloseFiles(files[3:])
-	e := &hostExec{in: pollable(files[0]), out: [2]*os.File{files[1], files[2]}}
+	e := &hostExec{in: linux.Pollable(files[0]), out: [2]*os.File{files[1], files[2]}}
 	h.mu.Lock()
 	_, dup := h.execs[m.ID]
 	if !dup {
@@ -191,29 +191,4 @@ func closeAll(files []*os.File) {
 			f.Close()
 		}
 	}
-}
-
-// pollable is f (a descriptor received in a message) made non-blocking, so that
-// closing it ends a read that waits on it (a pipe; a regular file reads as ever).
-func pollable(f *os.File) *os.File {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return f
-	}
-	nfd := -1
-	_ = rc.Control(func(fd uintptr) {
-		if d, err := syscall.Dup(int(fd)); err == nil {
-			nfd = d
-		}
-	})
-	if nfd < 0 {
-		return f
-	}
-	syscall.CloseOnExec(nfd)
-	if syscall.SetNonblock(nfd, true) != nil {
-		syscall.Close(nfd)
-		return f
-	}
-	f.Close()
-	return os.NewFile(uintptr(nfd), f.Name())
 }

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +22,7 @@ import (
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/ctlmux"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
@@ -60,7 +59,7 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	if err != nil {
 		return nil, err
 	}
-	ours, relay, err := socketPair()
+	ours, relay, err := linux.SeqpacketPair()
 	if err != nil {
 		return nil, errdefs.Unavailablef("control channel: %w", err)
 	}
@@ -190,30 +189,6 @@ type pipeStream struct {
 func (s pipeStream) Read(b []byte) (int, error)  { return s.r.Read(b) }
 func (s pipeStream) Write(b []byte) (int, error) { return s.w.Write(b) }
 func (s pipeStream) Close() error                { return s.w.Close() }
-
-// socketPair is a connected pair of control sockets (SOCK_SEQPACKET).
-func socketPair() (*net.UnixConn, *net.UnixConn, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	var conns [2]*net.UnixConn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "control")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			if i == 1 {
-				conns[0].Close()
-			} else {
-				syscall.Close(fds[1])
-			}
-			return nil, nil, err
-		}
-		conns[i] = c.(*net.UnixConn)
-	}
-	return conns[0], conns[1], nil
-}
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
