@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	placement "github.com/cordonhq/cordon/placement/kubernetes"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
@@ -53,7 +55,7 @@ func TestPodChannel(t *testing.T) {
 		t.Fatalf("attaching: %v%s", err, describe(ctx, cs, ns, name))
 	}
 	defer ch.Close()
-	r := &runner{t: t, c: ch.Conn, dir: plan.Workspace}
+	r := &runner{t: t, ch: ch, dir: plan.Workspace}
 
 	code, stdout, stderr := r.run("in\n", "/bin/sh", "-c", "echo out; echo err >&2; cat; exit 3")
 	if code != 3 || stdout != "out\nin\n" || stderr != "err\n" {
@@ -96,10 +98,16 @@ env | sort`
 		t.Errorf("after the second attach: status %d, stdout %q", code, stdout)
 	}
 
-	// Hanging up ends the session: process 1 kills what runs and exits 0.
-	if code, _, _ := r.start("", "/bin/sleep", "600"); code >= 0 {
-		t.Fatalf("sleep ended at once: %d", code)
+	// A signal reaches the command (its process group).
+	id, _ := r.send("", "/bin/sleep", "600")
+	if err := ch.Conn.Send(ctl.Msg{Op: ctl.OpSignal, ID: id, Sig: int(syscall.SIGTERM)}); err != nil {
+		t.Fatal(err)
 	}
+	if code := r.wait(id); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("sleep after SIGTERM: status %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	// Hanging up ends the session: process 1 kills what runs and exits 0.
+	r.send("", "/bin/sleep", "600")
 	ch.Close()
 	if code, err := waitTerminated(ctx, cs, ns, name); err != nil || code != 0 {
 		t.Errorf("after hanging up: process 1 exited %d (%v), want 0", code, err)
@@ -181,20 +189,28 @@ func waitTerminated(ctx context.Context, cs *kubernetes.Clientset, ns, name stri
 // runner runs commands on a control channel, one at a time.
 type runner struct {
 	t    *testing.T
-	c    *ctl.Conn
+	ch   *placement.Channel
 	dir  string
 	next uint64
+}
+
+// output collects an exec's stdout and stderr until their ends.
+type output struct {
+	wg             sync.WaitGroup
+	stdout, stderr bytes.Buffer
 }
 
 // run runs argv with stdin and returns its status and output.
 func (r *runner) run(stdin string, argv ...string) (int, string, string) {
 	r.t.Helper()
-	return r.start(stdin, argv...)
+	id, out := r.send(stdin, argv...)
+	code := r.wait(id)
+	out.wg.Wait()
+	return code, out.stdout.String(), out.stderr.String()
 }
 
-// start sends one exec and waits for its exit, up to a bound: -1 when it did not end
-// in 5 s (it is left running).
-func (r *runner) start(stdin string, argv ...string) (int, string, string) {
+// send sends one exec request with stdin and returns its id and its output.
+func (r *runner) send(stdin string, argv ...string) (uint64, *output) {
 	r.t.Helper()
 	r.next++
 	id := r.next
@@ -204,10 +220,8 @@ func (r *runner) start(stdin string, argv ...string) (int, string, string) {
 	}
 	outR, outW, _ := os.Pipe()
 	errR, errW, _ := os.Pipe()
-	err = r.c.Send(ctl.Msg{Op: ctl.OpExec, ID: id, Argv: argv, Dir: r.dir}, inR, outW, errW)
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	err = r.ch.Conn.Send(ctl.Msg{Op: ctl.OpExec, ID: id, Argv: argv, Dir: r.dir}, inR, outW, errW)
+	ctl.CloseFiles([]*os.File{inR, outW, errW})
 	if err != nil {
 		r.t.Fatalf("sending exec: %v", err)
 	}
@@ -215,34 +229,25 @@ func (r *runner) start(stdin string, argv ...string) (int, string, string) {
 		_, _ = io.WriteString(inW, stdin)
 		inW.Close()
 	}()
-	var stdout, stderr bytes.Buffer
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = io.Copy(&stdout, outR) }()
-	go func() { defer wg.Done(); _, _ = io.Copy(&stderr, errR) }()
-	type exit struct {
-		m   ctl.Msg
-		err error
+	out := &output{}
+	out.wg.Add(2)
+	go func() { defer out.wg.Done(); _, _ = io.Copy(&out.stdout, outR) }()
+	go func() { defer out.wg.Done(); _, _ = io.Copy(&out.stderr, errR) }()
+	return id, out
+}
+
+// wait reads the next message, which must be exec id's exit (within 30 s), and
+// returns its status.
+func (r *runner) wait(id uint64) int {
+	r.t.Helper()
+	_ = r.ch.UC.SetReadDeadline(time.Now().Add(30 * time.Second))
+	defer r.ch.UC.SetReadDeadline(time.Time{})
+	m, files, err := r.ch.Conn.Recv()
+	ctl.CloseFiles(files)
+	if err != nil || m.Op != ctl.OpExit || m.ID != id || m.Error != "" {
+		r.t.Fatalf("waiting for exec %d's exit: %+v (%v)", id, m, err)
 	}
-	ch := make(chan exit, 1)
-	go func() {
-		m, files, err := r.c.Recv()
-		ctl.CloseFiles(files)
-		ch <- exit{m, err}
-	}()
-	select {
-	case e := <-ch:
-		if e.err != nil || e.m.Op != ctl.OpExit || e.m.ID != id {
-			r.t.Fatalf("waiting for exec %d's exit: %+v (%v)", id, e.m, e.err)
-		}
-		if e.m.Error != "" {
-			r.t.Fatalf("exec %d: %s", id, e.m.Error)
-		}
-		wg.Wait()
-		return e.m.Code, stdout.String(), stderr.String()
-	case <-time.After(5 * time.Second):
-		return -1, "", "still running"
-	}
+	return m.Code
 }
 
 // podNetworkChecks are the posture checks the Pod fails until it has the egress
@@ -303,7 +308,7 @@ func TestPodChannelLeastPrivilege(t *testing.T) {
 		t.Fatalf("attaching with create on pods/exec only: %v", err)
 	}
 	defer ch.Close()
-	r := &runner{t: t, c: ch.Conn, dir: plan.Workspace}
+	r := &runner{t: t, ch: ch, dir: plan.Workspace}
 	if code, stdout, _ := r.run("", "/bin/echo", "ok"); code != 0 || stdout != "ok\n" {
 		t.Errorf("a command: status %d, stdout %q", code, stdout)
 	}
