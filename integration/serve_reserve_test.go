@@ -61,16 +61,25 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 	mustRun(t, staged.ID, "dd if=/dev/zero of=payload bs=64K count=16 2>/dev/null")
 	mustRun(t, staged.ID, "chmod 600 payload")
 	plain := acme.start(t, "plain-"+backend, backend)
-	if out, _, _ := outcome(t, acme.exec(t, plain.ID, "sh", "-c", "dd if=/dev/zero of=fill bs=1M count=200 2>&1; echo rc=$?")); !strings.Contains(out, "No space left") {
-		t.Fatalf("filling the disk: %q; want ENOSPC", out)
+	// fill fills the disk from the plain session; its first MiB is a file of its own
+	// (fill-1), which the upload's turn deletes.
+	var full int64
+	fill := func(t *testing.T) {
+		t.Helper()
+		script := "[ -e fill-1 ] || dd if=/dev/zero of=fill-1 bs=64K count=16 2>/dev/null; dd if=/dev/zero of=fill-$(date +%s%N) bs=1M count=200 2>&1; echo rc=$?"
+		if out, _, _ := outcome(t, acme.exec(t, plain.ID, "sh", "-c", script)); !strings.Contains(out, "No space left") {
+			t.Fatalf("filling the disk: %q; want ENOSPC", out)
+		}
+		_ = exec.Command("sync", "-f", root).Run()
+		var err error
+		if full, err = linux.FSFree(root); err != nil {
+			t.Fatal(err)
+		}
+		if full < 2<<20 {
+			t.Fatalf("%d bytes left for root after a sandbox filled its disk; want most of the reserve (3.2 MiB)", full)
+		}
 	}
-	full, err := linux.FSFree(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if full < 2<<20 {
-		t.Fatalf("%d bytes left for root after a sandbox filled its disk; want most of the reserve (3.2 MiB)", full)
-	}
+	fill(t)
 	// kept checks the reserve lost no more than the logs' few records since the fill.
 	kept := func(what string) {
 		t.Helper()
@@ -84,6 +93,17 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		}
 	}
 
+	t.Run("upload", func(t *testing.T) {
+		// A MiB left for sandboxes (past the start's check, a hundredth of the disk),
+		// and an upload of 2: the second must not come from the reserve.
+		mustRun(t, plain.ID, "rm fill-1")
+		code, body := acme.upload(t, "uploaded-"+backend, makeTar(t, tarEntry{name: "big", typ: tar.TypeReg, data: strings.Repeat("x", 2<<20)}))
+		if code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"disk"`) || !strings.Contains(body, "no space left") {
+			t.Errorf("an upload of 2 MiB with 1 MiB left: %d %s; want 429 with quota disk, saying no space is left", code, body)
+		}
+		kept("an upload")
+		fill(t)
+	})
 	t.Run("staged sandbox", func(t *testing.T) {
 		out, _, _ := outcome(t, acme.exec(t, overlaid.ID, "sh", "-c", "dd if=/dev/zero of=more bs=64K count=16 2>&1; echo rc=$?"))
 		if !strings.Contains(out, "No space left") {
@@ -112,13 +132,6 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		}
 		kept("a spill")
 	})
-	t.Run("upload", func(t *testing.T) {
-		code, body := acme.upload(t, "uploaded-"+backend, makeTar(t, tarEntry{name: "big", typ: tar.TypeReg, data: strings.Repeat("x", 1<<20)}))
-		if code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"disk"`) {
-			t.Errorf("an upload of 1 MiB on a full disk: %d %s; want 429 with quota disk", code, body)
-		}
-		kept("an upload")
-	})
 	if out, _, last := outcome(t, acme.exec(t, plain.ID, "echo", "still")); last.Result == nil || last.Result.ExitCode != 0 || out != "still\n" {
 		t.Errorf("the plain session on the full disk: %q %+v; want it still running commands", out, last.Result)
 	}
@@ -132,7 +145,7 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		}
 	}
 	// Room again for the next backend's turn.
-	if err := os.Remove(filepath.Join(root, "workspaces", "plain-"+backend, "fill")); err != nil {
+	if err := os.RemoveAll(filepath.Join(root, "workspaces", "plain-"+backend)); err != nil {
 		t.Fatal(err)
 	}
 }
