@@ -70,12 +70,7 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		if out, _, _ := outcome(t, acme.exec(t, plain.ID, "sh", "-c", script)); !strings.Contains(out, "No space left") {
 			t.Fatalf("filling the disk: %q; want ENOSPC", out)
 		}
-		_ = exec.Command("sync", "-f", root).Run()
-		var err error
-		if full, err = linux.FSFree(root); err != nil {
-			t.Fatal(err)
-		}
-		if full < 2<<20 {
+		if full = reserveLeft(t, root); full < 2<<20 {
 			t.Fatalf("%d bytes left for root after a sandbox filled its disk; want most of the reserve (3.2 MiB)", full)
 		}
 	}
@@ -83,13 +78,8 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 	// kept checks the reserve lost no more than the logs' few records since the fill.
 	kept := func(what string) {
 		t.Helper()
-		_ = exec.Command("sync", "-f", root).Run()
-		left, err := linux.FSFree(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if left < full-256<<10 {
-			t.Errorf("after %s, root may write %d bytes; %d after the fill: the tenant's data took the reserve", what, left, full)
+		if left := reserveLeft(t, root); left < full-256<<10 {
+			t.Errorf("after %s, %d bytes of the reserve are left; %d after the fill: the tenant's data took them", what, left, full)
 		}
 	}
 
@@ -148,4 +138,21 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 	if err := os.RemoveAll(filepath.Join(root, "workspaces", "plain-"+backend)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reserveLeft is what is left of the reserve of the file system at root: what root
+// may write there past what the sandboxes may (room freed meanwhile, by the previous
+// backend's turn, is the sandboxes' to take).
+func reserveLeft(t *testing.T, root string) int64 {
+	t.Helper()
+	_ = exec.Command("sync", "-f", root).Run()
+	free, err := linux.FSFree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, avail, err := linux.FSSpace(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return free - avail
 }
