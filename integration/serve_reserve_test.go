@@ -62,11 +62,12 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 	mustRun(t, staged.ID, "chmod 600 payload")
 	plain := acme.start(t, "plain-"+backend, backend)
 	// fill fills the disk from the plain session; its first MiB is a file of its own
-	// (fill-1), which the upload's turn deletes.
+	// (fill-1), which the upload's turn deletes. Before, it writes text, half a MiB of
+	// lines the patch's turn changes in place.
 	var full int64
 	fill := func(t *testing.T) {
 		t.Helper()
-		script := "[ -e fill-1 ] || dd if=/dev/zero of=fill-1 bs=64K count=16 2>/dev/null; dd if=/dev/zero of=fill-$(date +%s%N) bs=1M count=200 2>&1; echo rc=$?"
+		script := "[ -e text ] || yes aaaaaaa | head -c 524288 > text; [ -e fill-1 ] || dd if=/dev/zero of=fill-1 bs=64K count=16 2>/dev/null; dd if=/dev/zero of=fill-$(date +%s%N) bs=1M count=200 2>&1; echo rc=$?"
 		if out, _, _ := outcome(t, acme.exec(t, plain.ID, "sh", "-c", script)); !strings.Contains(out, "No space left") {
 			t.Fatalf("filling the disk: %q; want ENOSPC", out)
 		}
@@ -121,6 +122,16 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 			t.Errorf("1 MiB of output past a cap of 1000 on a full disk: %+v, %.200q...; want it cut, no spill file, the rest not saved", r, out)
 		}
 		kept("a spill")
+	})
+	t.Run("patch", func(t *testing.T) {
+		// Every line changed in place (no new block): the command's patch, over a
+		// MiB, is more than its log line holds, and no file can have the rest.
+		mustRun(t, plain.ID, "tr a b < text | dd of=text conv=notrunc 2>/dev/null")
+		kept("a patch")
+		code, body := acme.call(t, "GET", "/v1/sessions/"+plain.ID+"/patch", nil)
+		if code != http.StatusOK || !strings.Contains(body, "diff --git a/text b/text") || !strings.Contains(body, "-aaaaaaa") {
+			t.Errorf("the session's patch after its disk filled: %d %.300s; want 200 with the patch's head", code, body)
+		}
 	})
 	if out, _, last := outcome(t, acme.exec(t, plain.ID, "echo", "still")); last.Result == nil || last.Result.ExitCode != 0 || out != "still\n" {
 		t.Errorf("the plain session on the full disk: %q %+v; want it still running commands", out, last.Result)

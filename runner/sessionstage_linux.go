@@ -70,7 +70,12 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 		prev = ss.last.copy
 	}
 	dir := filepath.Join(r.stageDir, checkpointsName, strconv.Itoa(n))
-	// The copy is the sandbox's data: the disk's reserve is not its to fill.
+	// The copy is the sandbox's data: the disk's reserve is not its to fill. Its
+	// directory (one block) is cordon's, so that a checkpoint of nothing changed still
+	// is one on a full disk.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Checkpoint{}, errdefs.Unavailablef("checkpoint: %w", err)
+	}
 	var c *layer.Checkpoint
 	err := linux.WithoutReserve(func() (err error) {
 		c, err = layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev)
