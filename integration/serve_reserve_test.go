@@ -77,7 +77,7 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 	}
 	fill(t)
 	// kept checks the reserve lost no more than the logs' few records since the fill.
-	kept := func(what string) {
+	kept := func(t *testing.T, what string) {
 		t.Helper()
 		if left := reserveLeft(t, root); left < full-256<<10 {
 			t.Errorf("after %s, %d bytes of the reserve are left; %d after the fill: the tenant's data took them", what, left, full)
@@ -92,7 +92,7 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		if code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"disk"`) || !strings.Contains(body, "no space left") {
 			t.Errorf("an upload of 2 MiB with 1 MiB left: %d %s; want 429 with quota disk, saying no space is left", code, body)
 		}
-		kept("an upload")
+		kept(t, "an upload")
 		fill(t)
 	})
 	t.Run("staged sandbox", func(t *testing.T) {
@@ -100,20 +100,20 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		if !strings.Contains(out, "No space left") {
 			t.Errorf("a staged sandbox writing 1 MiB through its overlay on a full disk: %q; want ENOSPC", out)
 		}
-		kept("a staged sandbox's write")
+		kept(t, "a staged sandbox's write")
 	})
 	t.Run("checkpoint", func(t *testing.T) {
 		code, body := acme.call(t, "POST", "/v1/sessions/"+staged.ID+"/checkpoint", api.CheckpointRequest{Name: "full"})
 		if code == http.StatusOK || code < 400 || !strings.Contains(body, "no space left") {
 			t.Errorf("a checkpoint of 1 MiB on a full disk: %d %s; want an error saying no space is left", code, body)
 		}
-		kept("a checkpoint")
+		kept(t, "a checkpoint")
 		// The command after it has no checkpoint to undo it: refused, saying why.
 		_, _, last := outcome(t, acme.exec(t, staged.ID, "echo", "refused"))
 		if last.Result != nil || !strings.Contains(last.Error, "no space left") {
 			t.Errorf("a command of a staged session whose automatic checkpoint finds the disk full: %+v; want it refused, saying no space is left", last)
 		}
-		kept("an automatic checkpoint")
+		kept(t, "an automatic checkpoint")
 	})
 	t.Run("spill", func(t *testing.T) {
 		out, _, last := outcome(t, acme.execReq(t, plain.ID, api.ExecRequest{Argv: []string{"sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' a"}, Cap: 1000}))
@@ -121,13 +121,13 @@ func reserveKept(t *testing.T, s *served, root, backend string) {
 		if r == nil || r.ExitCode != 0 || !r.Truncated || r.SpillPath != "" || !strings.Contains(out, "not saved") {
 			t.Errorf("1 MiB of output past a cap of 1000 on a full disk: %+v, %.200q...; want it cut, no spill file, the rest not saved", r, out)
 		}
-		kept("a spill")
+		kept(t, "a spill")
 	})
 	t.Run("patch", func(t *testing.T) {
 		// Every line changed in place (no new block): the command's patch, over a
 		// MiB, is more than its log line holds, and no file can have the rest.
 		mustRun(t, plain.ID, "tr a b < text | dd of=text conv=notrunc 2>/dev/null")
-		kept("a patch")
+		kept(t, "a patch")
 		code, body := acme.call(t, "GET", "/v1/sessions/"+plain.ID+"/patch", nil)
 		if code != http.StatusOK || !strings.Contains(body, "diff --git a/text b/text") || !strings.Contains(body, "-aaaaaaa") {
 			t.Errorf("the session's patch after its disk filled: %d %.300s; want 200 with the patch's head", code, body)
