@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -87,7 +88,10 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.
-		if merr := r.stopMonitor(); merr != nil {
+		sp := trace.Begin("monitor.stop")
+		merr := r.stopMonitor()
+		sp.End()
+		if merr != nil {
 			r.o.Log.Warn("stopping the monitor", "err", merr)
 			fmt.Fprintf(eo.Stderr, "cordon: warning: %v\n", merr)
 		}
@@ -98,15 +102,21 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
 	r.sink.Flush(c.id) // its counts of attempts past the budgets precede its end
+	sp := trace.Begin("audit.cmd_end")
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
 		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
 	}})
+	sp.End()
 	r.o.Log.Debug("command recorded")
 	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
+	sp = trace.Begin("diff")
 	r.recordDiff(ctx, c.tracker, &res)
+	sp.End()
 	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
 	// was written. A failure fails the log, and the run with it (auditErr).
+	sp = trace.Begin("audit.synced")
 	_ = r.log.Synced()
+	sp.End()
 	if reason == audit.ReasonMonitor {
 		res.Detail = context.Cause(actx).Error()
 	}
@@ -125,6 +135,9 @@ type command struct {
 // (unless the run is a staged one-command run) and writes cmd.start; from then on the command is the sink's current one (until the
 // caller pops it).
 func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
+	var ph trace.Seq
+	defer ph.End()
+	ph.Next("audit.wait_start")
 	if err := r.log.WaitStart(); err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
@@ -134,11 +147,13 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
 	} else {
 		var err error
+		ph.Next("baseline")
 		if tracker, err = r.baseline(ctx); err != nil {
 			return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 		}
 		r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	}
+	ph.Next("audit.cmd_start")
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
@@ -193,7 +208,9 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 	p.Stdout, p.Stderr = io.MultiWriter(cout, out), io.MultiWriter(cerr, errOut)
 	began := r.o.now()
 	r.handOver(ctx) // a one-command run: process 1's hello, with the egress listener
+	sp := trace.Begin("command")
 	code, err := execFn(ctx, p)
+	sp.End()
 	if herr := r.handedOver(); herr != nil {
 		code, err = 0, herr // the sandbox ran nothing: its egress could not be confined
 	}

@@ -48,6 +48,19 @@ type Spec struct {
 	// Serve makes pid1 run no command of its own: it runs the commands the host sends
 	// on Control (a session), until the host hangs up.
 	Serve bool `json:"serve,omitempty"`
+	// Trace asks pid1 for the times of its start-up in its Status (cordon run --trace):
+	// it cannot write the host's trace file itself.
+	Trace bool `json:"trace,omitempty"`
+}
+
+// Times are when pid1 reached each step of its start-up, wall clock in nanoseconds
+// since the Unix epoch (the host's clock: a sandbox shares it).
+type Times struct {
+	Start   int64 `json:"start"`   // the kernel started the process (10 ms resolution)
+	Main    int64 `json:"main"`    // its Go code began
+	Spec    int64 `json:"spec"`    // it had the host's Spec
+	Checked int64 `json:"checked"` // the self-check passed and the confinement was built
+	Dialed  int64 `json:"dialed"`  // it had handed over on the control channel (0: none)
 }
 
 // Control is where pid1 dials the host and the token that proves it.
@@ -60,6 +73,7 @@ type Control struct {
 type Status struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"` // why the sandbox failed its self-check
+	Times *Times `json:"times,omitempty"` // with Spec.Trace: pid1's start-up
 }
 
 // Exit codes pid1 uses for itself, as shells do.
