@@ -101,26 +101,32 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		return ExecResult{}, err
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
+	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
+	r.recordEnd(ctx, c, &res, out.Output(), errOut.Output())
+	if reason == audit.ReasonMonitor {
+		res.Detail = context.Cause(actx).Error()
+	}
+	return res, nil
+}
+
+// recordEnd logs how the command ended (cmd.end, with its captured output) and its
+// fs.diff, and waits for both to be durable as the sync policy says.
+func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout, stderr audit.Output) {
 	r.sink.Flush(c.id) // its counts of attempts past the budgets precede its end
 	sp := trace.Begin("audit.cmd_end")
 	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
-		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
+		ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(), Stdout: stdout, Stderr: stderr,
 	}})
 	sp.End()
 	r.o.Log.Debug("command recorded")
-	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
 	sp = trace.Begin("diff")
-	r.recordDiff(ctx, c.tracker, &res)
+	r.recordDiff(ctx, c.tracker, res)
 	sp.End()
 	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
 	// was written. A failure fails the log, and the run with it (auditErr).
 	sp = trace.Begin("audit.synced")
 	_ = r.log.Synced()
 	sp.End()
-	if reason == audit.ReasonMonitor {
-		res.Detail = context.Cause(actx).Error()
-	}
-	return res, nil
 }
 
 // command is what is known of a command before it runs: the workspace's baseline (nil

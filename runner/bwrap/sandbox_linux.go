@@ -188,14 +188,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if s.unbounded != "" && p.Stderr != nil {
 		s.warned.Do(func() { _, _ = io.WriteString(p.Stderr, s.unbounded) })
 	}
-	s.mu.Lock()
-	s.active++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.active--
-		s.mu.Unlock()
-	}()
+	defer s.enter()()
 	ph.Next("bwrap.spawn")
 	spawned := time.Now()
 	release := func() {}
@@ -236,6 +229,18 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		s.kill(cmd)
 		<-waitErr
 		return 0, ctx.Err()
+	}
+}
+
+// enter counts an Exec as active until the function it returns is called.
+func (s *instance) enter() (leave func()) {
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
 	}
 }
 
