@@ -70,6 +70,7 @@ bench: build
 	scripts/bench.sh
 	scripts/bench-egress.sh
 	scripts/bench-session.sh
+	scripts/bench-phases.sh
 	scripts/bench-workspace.sh
 	scripts/bench-isolation.sh
 	scripts/bench-serve.sh

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 // Writer implements event.Sink.
@@ -183,7 +184,7 @@ func Create(root, runID string, opts Options) (*Writer, error) {
 		defer close(w.startSynced)
 		syncDir(dir)
 		if opts.Sync != SyncClose {
-			if err := f.Sync(); err != nil {
+			if err := syncTraced(f, event.RunStart); err != nil {
 				w.startErr = fmt.Errorf("syncing %s: %w", w.Path(), err)
 				w.fail(w.startErr)
 			}
@@ -206,8 +207,19 @@ func (w *Writer) WaitStart() error {
 	return w.startErr
 }
 
+// syncTraced is f.Sync, timed as audit.fsync.TYPE when tracing is on: typ is the
+// event the fsync makes durable.
+func syncTraced(f interface{ Sync() error }, typ event.Type) error {
+	if !trace.Enabled() {
+		return f.Sync()
+	}
+	defer trace.Begin("audit.fsync." + string(typ)).End()
+	return f.Sync()
+}
+
 // syncDir makes a new directory entry durable; failure only weakens durability.
 func syncDir(dir string) {
+	defer trace.Begin("audit.fsync.dir").End()
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
@@ -369,12 +381,12 @@ func (w *Writer) appendLocked(typ event.Type, cmd string, ts time.Time, body []b
 		err = w.waitPendingLocked()
 		if err == nil {
 			ch, f := make(chan error, 1), w.f
-			go func() { ch <- f.Sync() }()
+			go func() { ch <- syncTraced(f, typ) }()
 			w.pending = ch
 		}
 		n = len(line)
 	default:
-		err = errors.Join(w.f.Sync(), w.waitPendingLocked())
+		err = errors.Join(syncTraced(w.f, typ), w.waitPendingLocked())
 		n = len(line) // the line is written; only its durability is in doubt
 	}
 	if err != nil {
@@ -463,7 +475,7 @@ func (w *Writer) Close(end RunEnd) error {
 		}
 		errs = append(errs, err)
 		if w.opts.Sync == SyncClose {
-			errs = append(errs, w.f.Sync())
+			errs = append(errs, syncTraced(w.f, event.RunEnd))
 		}
 	}
 	if err := w.f.Close(); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/termtext"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/runner/supervise"
 )
@@ -28,6 +29,7 @@ import (
 // runOptions are cordon run's flags.
 type runOptions struct {
 	file, backend, auditDir string
+	trace                   string
 	timeout                 time.Duration
 	gates                   *gate.Mode
 	verbose, stage          bool
@@ -60,6 +62,7 @@ stopped it; 2 for a usage error.`,
 	o.gates = gatesFlag(f)
 	f.BoolVar(&o.stage, "stage", false, "run against a copy-on-write view of the workspace; land the changes later with cordon apply RUN, or drop them with cordon discard RUN")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print cordon's own diagnostics and the run's events to stderr")
+	traceFlag(f, &o.trace)
 	return c
 }
 
@@ -70,20 +73,27 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 	if o.timeout < 0 {
 		return errdefs.Usagef("run: --timeout must be positive")
 	}
+	if err := openTrace(o.trace); err != nil {
+		return reportRunError(stdio, err)
+	}
 	root, err := auditRoot(o.auditDir)
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
 	t0 := time.Now()
+	span := trace.Begin("cli.contract")
 	plan, _, err := planOf(o.file, root, func(cleaned []string, err error) {
 		if o.verbose && (err != nil || len(cleaned) > 0) {
 			fmt.Fprintf(stdio.Stderr, "cordon: cleaned up after %d crashed run(s)%s\n", len(cleaned), errSuffix(err))
 		}
 	})
+	span.End()
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
+	span = trace.Begin("cli.backend")
 	b, err := selectBackend(ctx, o.backend, plan)
+	span.End()
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
@@ -105,7 +115,9 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 	}
 	ctx, stop := withSignals(ctx)
 	defer stop()
+	span = trace.Begin("runner.run")
 	res, err := runner.Run(ctx, plan, argv, opts)
+	span.End()
 	if o.verbose && res.AuditDir != "" {
 		fmt.Fprintf(stdio.Stderr, "cordon: run %s logged in %s\n", res.RunID, res.AuditDir)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 // cleanups is a run's undo list. Each resource registers how to release it the moment it
@@ -42,7 +44,13 @@ func (c *cleanups) release(ctx context.Context) []error {
 		s := c.steps[n-1]
 		c.steps = c.steps[:n-1]
 		c.mu.Unlock()
-		if err := s.undo(ctx); err != nil {
+		var sp trace.Span
+		if trace.Enabled() {
+			sp = trace.Begin("undo." + s.what)
+		}
+		err := s.undo(ctx)
+		sp.End()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.what, err))
 		}
 	}

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"fmt"
+
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 // setUpEarly runs setup, what a one-command run needs in place before its command
@@ -23,7 +25,10 @@ func (r *run) setUpEarly(ctx context.Context, setup func() error) (ready func(co
 				err = fmt.Errorf("panic: %v", p)
 			}
 		}()
-		if err = r.attachMonitor(ctx); err != nil {
+		sp := trace.Begin("monitor.attach")
+		err = r.attachMonitor(ctx)
+		sp.End()
+		if err != nil {
 			return
 		}
 		if r.o.beforeCommand != nil {

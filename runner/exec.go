@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -87,7 +88,10 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.
-		if merr := r.stopMonitor(); merr != nil {
+		sp := trace.Begin("monitor.stop")
+		merr := r.stopMonitor()
+		sp.End()
+		if merr != nil {
 			r.o.Log.Warn("stopping the monitor", "err", merr)
 			fmt.Fprintf(eo.Stderr, "cordon: warning: %v\n", merr)
 		}
@@ -97,20 +101,32 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		return ExecResult{}, err
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
-	r.sink.Flush(c.id) // its counts of attempts past the budgets precede its end
-	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
-		ExitCode: code, DurationMS: res.Duration.Milliseconds(), Stdout: out.Output(), Stderr: errOut.Output(),
-	}})
-	r.o.Log.Debug("command recorded")
 	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
-	r.recordDiff(ctx, c.tracker, &res)
-	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
-	// was written. A failure fails the log, and the run with it (auditErr).
-	_ = r.log.Synced()
+	r.recordEnd(ctx, c, &res, out.Output(), errOut.Output())
 	if reason == audit.ReasonMonitor {
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
+}
+
+// recordEnd logs how the command ended (cmd.end, with its captured output) and its
+// fs.diff, and waits for both to be durable as the sync policy says.
+func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout, stderr audit.Output) {
+	r.sink.Flush(c.id) // its counts of attempts past the budgets precede its end
+	sp := trace.Begin("audit.cmd_end")
+	r.log.Emit(event.Event{Type: event.CmdEnd, Cmd: c.id, Body: audit.CmdEnd{
+		ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(), Stdout: stdout, Stderr: stderr,
+	}})
+	sp.End()
+	r.o.Log.Debug("command recorded")
+	sp = trace.Begin("diff")
+	r.recordDiff(ctx, c.tracker, res)
+	sp.End()
+	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
+	// was written. A failure fails the log, and the run with it (auditErr).
+	sp = trace.Begin("audit.synced")
+	_ = r.log.Synced()
+	sp.End()
 }
 
 // command is what is known of a command before it runs: the workspace's baseline (nil
@@ -125,6 +141,9 @@ type command struct {
 // (unless the run is a staged one-command run) and writes cmd.start; from then on the command is the sink's current one (until the
 // caller pops it).
 func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
+	var ph trace.Seq
+	defer ph.End()
+	ph.Next("audit.wait_start")
 	if err := r.log.WaitStart(); err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
@@ -134,11 +153,13 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
 	} else {
 		var err error
+		ph.Next("baseline")
 		if tracker, err = r.baseline(ctx); err != nil {
 			return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 		}
 		r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	}
+	ph.Next("audit.cmd_start")
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
@@ -193,7 +214,9 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 	p.Stdout, p.Stderr = io.MultiWriter(cout, out), io.MultiWriter(cerr, errOut)
 	began := r.o.now()
 	r.handOver(ctx) // a one-command run: process 1's hello, with the egress listener
+	sp := trace.Begin("command")
 	code, err := execFn(ctx, p)
+	sp.End()
 	if herr := r.handedOver(); herr != nil {
 		code, err = 0, herr // the sandbox ran nothing: its egress could not be confined
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -82,8 +83,12 @@ func (r *run) handOver(ctx context.Context) {
 	}
 	r.handoff = make(chan error, 1)
 	ctx, r.handoffStop = context.WithCancel(ctx)
+	// init.hello: from here (just before bwrap is spawned) to process 1's hello
+	// taken: bwrap building the sandbox and cordon-init starting, seen from the host.
+	sp := trace.Begin("init.hello")
 	go func() {
 		c, err := acceptControl(ctx, r.ctlLn, r.ctlToken, nil, r.takeHello)
+		sp.End()
 		if c != nil {
 			c.close()
 		}

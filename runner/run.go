@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/internal/uids"
 	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/runner/tally"
@@ -157,22 +158,29 @@ func checkCommand(plan *contract.Plan, argv []string) error {
 // never named).
 func start(ctx context.Context, plan *contract.Plan, o Options, serve bool) (*Session, error) {
 	o.defaults()
+	var ph trace.Seq
+	ph.Next("backend.check")
 	if err := o.Backend.Check(ctx); err != nil {
 		return nil, err
 	}
 	r := &run{plan: plan, o: &o, start: o.now(), session: serve}
 	r.res.RunID = audit.NewRunID(r.start)
+	ph.Next("uid.lease")
 	r.leaseUID()
 	if r.uidErr == nil {
+		ph.Next("backend.warm")
 		if release := o.Backend.Warm(plan, r.uid.leased); release != nil {
 			r.undo.add("releasing what the backend began", func(context.Context) error { release(); return nil })
 		}
 	}
+	ph.End()
 	s := &Session{r: r, serveDone: make(chan struct{})}
 	defer r.teardownOnPanic(ctx)
 	err := r.prepare(ctx)
 	if err == nil && serve {
+		sp := trace.Begin("session.serve")
 		err = s.serve(ctx)
+		sp.End()
 	}
 	if err == nil && serve && r.stage != nil {
 		err = r.openStagedSession()
@@ -303,8 +311,12 @@ type run struct {
 
 // prepare creates the audit log, the run directory, the placeholders, the credentials,
 // the egress proxy and the session's and gates' sockets, then starts the sandbox and its
-// monitor. Each step registers its undo in r.undo as soon as it has acquired something.
+// monitor (startSandbox). Each step registers its undo in r.undo as soon as it has
+// acquired something. Each step is a phase of the trace.
 func (r *run) prepare(ctx context.Context) error {
+	var ph trace.Seq
+	defer ph.End()
+	ph.Next("audit.open")
 	log, err := openAudit(r.plan, r.o, r.res.RunID, r.uid.host)
 	if err != nil {
 		return err
@@ -315,6 +327,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if r.uidErr != nil {
 		return r.uidErr // logged: the run was refused, not run
 	}
+	ph.Next("rundir")
 	if err := checkRunRoot(r.o.RunRoot, r.plan); err != nil {
 		return err
 	}
@@ -329,6 +342,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.rd = rd // removed by teardown after the log is sealed (removeRunDir)
 	host.Init = r.o.Init
 	r.o.Log.Debug("run directory ready", "run", r.res.RunID, "dir", host.RunDir)
+	ph.Next("placeholders")
 	if err := markGitWritten(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
@@ -338,6 +352,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := rd.placeholders(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
+	ph.Next("credentials")
 	lb, penv, err := r.proxyPort()
 	if err != nil {
 		return err
@@ -347,31 +362,47 @@ func (r *run) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ph.Next("egress.start")
 	if r.eg, err = startEgress(r.plan, r.sink, r.o.Log, intercept, lb); err != nil {
 		return err
 	}
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
 	r.o.Log.Debug("egress proxy ready", "addr", r.eg.addr)
 	host.EgressAddr = r.eg.addr
+	ph.Next("control.listen")
 	if err := r.prepareSession(&host); err != nil {
 		return err
 	}
+	ph.Next("gates.start")
 	if err := r.startGates(ctx, &host); err != nil {
 		return err
 	}
+	ph.End()
+	return r.startSandbox(ctx, host)
+}
+
+// startSandbox readies the workspace (a staged run's upper directory, or the watch for
+// new repositories), starts the sandbox and, unless the sandbox starts early in a
+// one-command run (execOne), attaches the monitor.
+func (r *run) startSandbox(ctx context.Context, host sandbox.Host) (err error) {
+	var ph trace.Seq
+	defer ph.End()
 	if r.o.Stage {
 		// Nothing lands in the workspace during a staged run: there is no new
 		// repository to disarm as it appears; Apply disarms what it lands.
+		ph.Next("stage.prepare")
 		if err := r.prepareStage(&host); err != nil {
 			return err
 		}
 	} else {
+		ph.Next("watch.repositories")
 		err := r.watchRepositories()
 		r.undo.add("stopping the repository watch", func(context.Context) error { r.stopWatch(); return nil })
 		if err != nil {
 			return err
 		}
 	}
+	ph.Next("sandbox.start")
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {
 		return err
 	}
@@ -384,6 +415,7 @@ func (r *run) prepare(ctx context.Context) error {
 		r.early = true
 		return nil
 	}
+	ph.Next("monitor.attach")
 	return r.attachMonitor(ctx)
 }
 
@@ -396,6 +428,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 		return nil
 	}
 	r.torn = true
+	defer trace.Begin("teardown").End()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	errs := r.undo.release(cctx)
@@ -419,7 +452,10 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if terr != nil {
 		r.end.Detail = strings.TrimPrefix(r.end.Detail+"; ", "; ") + strings.ReplaceAll(terr.Error(), "\n", "; ")
 	}
-	if cerr := r.log.Close(r.end); cerr != nil {
+	sp := trace.Begin("audit.seal")
+	cerr := r.log.Close(r.end)
+	sp.End()
+	if cerr != nil {
 		r.o.Log.Warn("sealing the audit log", "err", cerr)
 	}
 	return errors.Join(terr, r.removeRunDir())
@@ -435,6 +471,7 @@ func (r *run) removeRunDir() error {
 	}
 	rd := r.rd
 	r.rd = nil
+	defer trace.Begin("rundir.remove").End()
 	if err := rd.remove(); err != nil {
 		r.o.Log.Warn("cleanup", "err", err)
 		return fmt.Errorf("teardown: %w", err)

@@ -33,7 +33,7 @@ func Main() int {
 	if err == nil {
 		c, err = dialControl(spec.Control)
 	}
-	if !report(status, err) {
+	if !report(status, err, nil) {
 		return wire.ExitSelfCheck
 	}
 	return serve(c, nil)

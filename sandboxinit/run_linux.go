@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/net/bpf"
 
@@ -21,6 +22,7 @@ import (
 // Main is the body of `cordon internal init`. It never returns normally: it exits with
 // the command's status.
 func Main() int {
+	began := time.Now()
 	// Before it holds anything: a process that is not dumpable cannot be ptraced, and
 	// its /proc/1/fd, mem and environ stay closed, to commands that share its uid.
 	if err := linux.SetDumpable(false); err != nil {
@@ -41,6 +43,7 @@ func Main() int {
 	// host sends it.
 	pre, filter := startPrecheck(), startSeccomp()
 	spec, err := readSpec(specFile)
+	tm := startTimes(spec.Trace, began)
 	switch {
 	case err != nil:
 	case len(spec.Argv) == 0 && !spec.Serve:
@@ -54,13 +57,15 @@ func Main() int {
 	if err == nil {
 		k, err = checkAndConfine(&spec, pre, filter)
 	}
+	tm.checked()
 	var ctlConn *ctl.Conn
 	if err == nil && spec.Control != nil {
 		// Dial before reporting: the host accepts this one connection, then stops
 		// listening, before any command exists that could dial instead.
 		ctlConn, err = handOver(&spec)
+		tm.dialed()
 	}
-	if !report(status, err) {
+	if !report(status, err, tm.report()) {
 		return wire.ExitSelfCheck
 	}
 	if spec.Serve {

@@ -15,10 +15,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
@@ -181,8 +183,10 @@ func dialControl(cc *wire.Control, files ...*os.File) (*ctl.Conn, error) {
 
 // report writes pid1's one status line, saying err if there is one, and closes
 // status. It reports whether process 1 may go on: no error, and the line written.
-func report(status *os.File, err error) bool {
-	st := wire.Status{OK: err == nil}
+//
+// times, when set (Spec.Trace), go with it.
+func report(status *os.File, err error, times *wire.Times) bool {
+	st := wire.Status{OK: err == nil, Times: times}
 	if err != nil {
 		st.Error = err.Error()
 	}
@@ -214,3 +218,35 @@ func commandAttr(m ctl.Msg, files []*os.File) *syscall.ProcAttr {
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
 }
+
+// startTimes are pid1's start-up times for Spec.Trace, the spec read now; nil (and
+// marking nothing) when the host does not trace.
+func startTimes(traced bool, began time.Time) *startupTimes {
+	if !traced {
+		return nil
+	}
+	t := &startupTimes{Main: began.UnixNano(), Spec: time.Now().UnixNano()}
+	if start, ok := trace.ProcessStart(); ok {
+		t.Start = start.UnixNano()
+	}
+	return t
+}
+
+// startupTimes are the [wire.Times] pid1 is taking.
+type startupTimes wire.Times
+
+// checked and dialed mark those steps now, when t is being taken.
+func (t *startupTimes) checked() {
+	if t != nil {
+		t.Checked = time.Now().UnixNano()
+	}
+}
+
+func (t *startupTimes) dialed() {
+	if t != nil {
+		t.Dialed = time.Now().UnixNano()
+	}
+}
+
+// report is t for the Status, or nil.
+func (t *startupTimes) report() *wire.Times { return (*wire.Times)(t) }

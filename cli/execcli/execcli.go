@@ -20,6 +20,7 @@ import (
 
 	"github.com/cordonhq/cordon/cli/ending"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/session"
 	"github.com/cordonhq/cordon/session/wire"
 )
@@ -76,8 +77,15 @@ func run(ctx context.Context, stdio IO, prog string, o options, id string, argv 
 	if o.remote.Host == "" && o.remote != (Remote{}) && o.remote.WithEnv().Host == "" {
 		return errdefs.Usagef("exec: --token-file, --tls-ca, --tls-cert and --tls-key need --host (or $CORDON_HOST)")
 	}
+	if o.trace != "" {
+		if err := trace.Open(o.trace, strings.ReplaceAll(prog, " ", "-")); err != nil {
+			return ReportError(stdio.Stderr, errdefs.Invalidf("exec: --trace: %w", err))
+		}
+	}
 	eo := session.ExecOptions{Dir: o.dir, Timeout: o.timeout, Cap: o.capN}
+	span := trace.Begin("exec.open")
 	sess, err := open(ctx, stdio, prog, o.remote.WithEnv(), id, &eo)
+	span.End()
 	if err != nil {
 		return err
 	}
@@ -87,7 +95,9 @@ func run(ctx context.Context, stdio IO, prog string, o options, id string, argv 
 	if !o.asJSON {
 		eo.Stdout, eo.Stderr = stdio.Stdout, stdio.Stderr
 	}
+	span = trace.Begin("exec.request")
 	res, err := sess.Exec(ctx, argv, eo)
+	span.End()
 	if err != nil {
 		return ReportError(stdio.Stderr, err)
 	}

@@ -36,6 +36,7 @@ type options struct {
 	asJSON  bool
 	capN    int
 	stdin   bool
+	trace   string
 	help    bool
 	remote  Remote
 }
@@ -56,6 +57,8 @@ var Flags = []Flag{
 		}},
 	{Name: "interactive", Short: "i", Kind: Bool, Default: "false", Usage: "forward standard input to the command (default: it reads an empty stdin)",
 		set: func(o *options, v string) (err error) { o.stdin, err = strconv.ParseBool(v); return err }},
+	{Name: "trace", Kind: String, Usage: "append the command's phases (each span's start and end on the critical path) as JSON lines to `FILE` (also $CORDON_TRACE; the supervisor's when the session was started with it)",
+		set: func(o *options, v string) error { o.trace = v; return nil }},
 	{Name: "host", Kind: String, remote: true, Usage: HostUsage,
 		set: func(o *options, v string) error { o.remote.Host = v; return nil }},
 	{Name: "token-file", Kind: String, remote: true, Usage: TokenFileUsage,

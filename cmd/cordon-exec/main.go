@@ -13,13 +13,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cordonhq/cordon/cli/execcli"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 func main() {
+	began := time.Now()
+	trace.OpenFromEnv("cordon-exec") // or --trace FILE, which opens it later
 	err := execcli.Run(context.Background(), execcli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, "cordon-exec", os.Args[1:])
+	trace.Add("process.init", trace.Initialised(), began)
+	trace.Add("cordon.main", began, time.Now())
 	if errors.Is(err, execcli.ErrHelp) {
 		execcli.WriteHelp(os.Stderr, "cordon-exec")
 		err = nil

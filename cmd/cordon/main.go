@@ -6,13 +6,19 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cordonhq/cordon/cli"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 func main() {
+	began := time.Now()
+	trace.OpenFromEnv("cordon") // or cordon run --trace FILE, which opens it later
 	err := cli.Run(context.Background(), cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:])
+	trace.Add("process.init", trace.Initialised(), began)
+	trace.Add("cordon.main", began, time.Now())
 	if msg := errdefs.Message(err); msg != "" {
 		fmt.Fprintln(os.Stderr, "cordon: "+msg)
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 // Start starts cmd (bwrap, its sources already Root/<index>) as sp.UID:sp.GID from a
@@ -59,7 +60,9 @@ func StartLive(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) (release func(), er
 // handAndStart hands over sp's sources and starts cmd, handing keep the overlay's
 // mount first (see StartLive).
 func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
+	sp0 := trace.Begin("handoff.clone")
 	trees, live, err := cloneAll(sp, keep != nil)
+	sp0.End()
 	defer func() {
 		for _, t := range trees {
 			if t != nil {
@@ -76,6 +79,7 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 	if live != nil {
 		keep(live) // its owner now, whatever happens next
 	}
+	defer trace.Begin("handoff.mount").End()
 	if err := linux.PrivateMountNamespace(); err != nil {
 		return err
 	}
@@ -99,6 +103,7 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 			return err
 		}
 	}
+	defer trace.Begin("bwrap.fork").End()
 	return cmd.Start()
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 )
 
 // Prepare begins making the user namespace that idmaps from's files to uid:gid.
@@ -11,6 +12,7 @@ func Prepare(from Owner, uid, gid int) *Userns {
 	u := &Userns{from: from, uid: uid, gid: gid, done: make(chan struct{})}
 	go func() {
 		defer close(u.done)
+		defer trace.Begin("handoff.userns").End()
 		u.f, u.err = linux.IdmapUserns(from.UID, uid, from.GID, gid)
 	}()
 	return u

@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/handoff"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
@@ -156,6 +157,9 @@ type instance struct {
 
 // Exec implements sandbox.Sandbox.
 func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
+	var ph trace.Seq
+	defer ph.End()
+	ph.Next("bwrap.prepare")
 	f, err := s.openFDs()
 	if err != nil {
 		return 0, err
@@ -184,14 +188,9 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if s.unbounded != "" && p.Stderr != nil {
 		s.warned.Do(func() { _, _ = io.WriteString(p.Stderr, s.unbounded) })
 	}
-	s.mu.Lock()
-	s.active++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.active--
-		s.mu.Unlock()
-	}()
+	defer s.enter()()
+	ph.Next("bwrap.spawn")
+	spawned := time.Now()
 	release := func() {}
 	if sp != nil {
 		release, err = s.startHandedOver(sp, cmd, p.Serve)
@@ -209,6 +208,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		waitErr <- err
 	}()
 
+	ph.Next("bwrap.let_run") // waits for a one-command run's early setup
 	if err := s.letRun(ctx, infoR, specW, cmd.Process.Pid, p); err != nil {
 		if errors.Is(err, errNoChild) {
 			// bwrap ended before it had a child: its own words say why.
@@ -218,7 +218,10 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		<-waitErr
 		return 0, err
 	}
+	ph.Next("sandbox.status") // process 1's self-check, then the command's run
 	st, checked := readStatus(statusR)
+	traceInit(spawned, st.Times)
+	ph.Next("bwrap.wait")
 	select {
 	case err := <-waitErr:
 		return s.finish(p.Stderr, err, st, checked, bwrapErr)
@@ -226,6 +229,18 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		s.kill(cmd)
 		<-waitErr
 		return 0, ctx.Err()
+	}
+}
+
+// enter counts an Exec as active until the function it returns is called.
+func (s *instance) enter() (leave func()) {
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
 	}
 }
 
@@ -363,6 +378,7 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 		sp.Egress = sandbox.ProxyAddr
 	}
 	sp.Serve = p.Serve
+	sp.Trace = trace.Enabled()
 	spec, _ := json.Marshal(sp)
 	_, err := specW.Write(spec)
 	specW.Close()
@@ -370,6 +386,23 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 		return errdefs.Unavailablef("sending the command to the sandbox: %w", err)
 	}
 	return nil
+}
+
+// traceInit records process 1's start-up, which it reported in its Status (it cannot
+// reach the trace file): init.started from bwrap's spawn to cordon-init's Go code
+// running (bwrap's namespace and mount work, the exec, the Go runtime's start), then
+// waiting for the spec, the self-check and confinement, the hand-over.
+func traceInit(spawned time.Time, t *wire.Times) {
+	if t == nil || !trace.Enabled() {
+		return
+	}
+	at := func(ns int64) time.Time { return time.Unix(0, ns) }
+	trace.Add("init.started", spawned, at(t.Main))
+	trace.Add("init.spec_wait", at(t.Main), at(t.Spec))
+	trace.Add("init.check", at(t.Spec), at(t.Checked))
+	if t.Dialed != 0 {
+		trace.Add("init.handover", at(t.Checked), at(t.Dialed))
+	}
 }
 
 // readStatus reads pid1's self-check report; checked is false when pid1 never got that

@@ -21,6 +21,7 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/session/wire"
 )
@@ -190,6 +191,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 // serveExec runs one exec request and answers with its output chunks and result. The
 // client going away (cordon exec interrupted) ends the command.
 func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *bufio.Reader, enc *lockedEncoder) {
+	defer trace.Begin("supervise.exec").End()
 	if req.Cap < 0 || req.TimeoutMS < 0 {
 		_ = enc.Encode(errFrame(errdefs.Usagef("cap and timeout_ms must not be negative")))
 		return

@@ -58,6 +58,19 @@ type Spec struct {
 	// 1 takes it, and only while the Pod has no egress bridge (docs/kubernetes.md):
 	// the host must ask for it, so the self-check never passes a network silently.
 	PodNetwork bool `json:"pod_network,omitempty"`
+	// Trace asks pid1 for the times of its start-up in its Status (cordon run --trace):
+	// it cannot write the host's trace file itself.
+	Trace bool `json:"trace,omitempty"`
+}
+
+// Times are when pid1 reached each step of its start-up, wall clock in nanoseconds
+// since the Unix epoch (the host's clock: a sandbox shares it).
+type Times struct {
+	Start   int64 `json:"start"`   // the kernel started the process (10 ms resolution)
+	Main    int64 `json:"main"`    // its Go code began
+	Spec    int64 `json:"spec"`    // it had the host's Spec
+	Checked int64 `json:"checked"` // the self-check passed and the confinement was built
+	Dialed  int64 `json:"dialed"`  // it had handed over on the control channel (0: none)
 }
 
 // Control is where pid1 dials the host and the token that proves it.
@@ -70,6 +83,7 @@ type Control struct {
 type Status struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"` // why the sandbox failed its self-check
+	Times *Times `json:"times,omitempty"` // with Spec.Trace: pid1's start-up
 }
 
 // Exit codes pid1 uses for itself, as shells do.
