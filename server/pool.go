@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/atomicfile"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/config"
 	"github.com/cordonhq/cordon/server/quota"
@@ -106,6 +107,18 @@ func (s *Server) fillPool(ctx context.Context, roots tenantRoots, p config.Pool)
 func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool) error {
 	req := api.StartRequest{Workspace: warmPrefix + randomHex(8), Backend: p.Backend, Stage: p.Stage}
 	ws := roots.workspace(req.Workspace)
+	// A refill that cannot start is tried again every poolRetryAfter, for as long as
+	// the server runs: each try leaves nothing behind, or the tenant's workspaces root
+	// would gain an empty warm-* directory every try (listed as the tenant's, counted
+	// against its workspaces quota, and without bound on its disk's inodes).
+	launched := false
+	defer func() {
+		if !launched {
+			if err := linux.RemoveTree(ws); err != nil {
+				s.log.Error("warm pool: removing a workspace no session started in", logTenant, roots.t.Name, logPool, p.Name, logErr, err)
+			}
+		}
+	}()
 	if err := makeTenantDirs(roots, ws); err != nil {
 		return err
 	}
@@ -122,6 +135,7 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool
 		release()
 		return err
 	}
+	launched = true
 	s.hold(roots.t, rec, release)
 	key := poolKey(roots.t.Name, p.Name)
 	s.sess.mu.Lock()
