@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,54 @@ func TestRed4FailedRefillLeavesNoWorkspace(t *testing.T) {
 	// Its workspaces quota is its own: the refused refills took none of it.
 	if code, body := acme.upload(t, "mine", makeTar(t, tarEntry{name: "f", typ: tar.TypeReg, data: "x"})); code != http.StatusCreated {
 		t.Errorf("an upload after refused refills: %d %s; want 201", code, body)
+	}
+}
+
+// TestRed4WarmWorkspaceBeforeItsRecord: a warm session's workspace is the server's
+// from the moment it is made, not only once its record says warm. Between the two (the
+// supervisor's start, a second or more) a tenant listing its workspaces must not see
+// it, and must not upload into it, start a session of its own in it or delete it: what
+// it put there would be in the session the next claimant gets, which "has never run
+// anything before its claim".
+func TestRed4WarmWorkspaceBeforeItsRecord(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {sessions: 8}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	acme := s.tcpClient("acme")
+	poison := makeTar(t, tarEntry{name: "poison", typ: tar.TypeReg, data: "planted before the claim"})
+	claimed := map[string]bool{}
+	var seen, wrote []string
+	// Three fills of the pool: the first at the server's start, two after claims.
+	for round := 0; round < 3; round++ {
+		deadline := time.Now().Add(2 * time.Minute)
+		for len(warmIDs(t, serve)) < 1 && time.Now().Before(deadline) {
+			for _, n := range workspaceNames(t, acme) {
+				if !strings.HasPrefix(n, "warm-") || claimed[n] {
+					continue
+				}
+				if !slices.Contains(seen, n) {
+					seen = append(seen, n)
+				}
+				if code, _ := acme.upload(t, n, poison); code == http.StatusCreated {
+					wrote = append(wrote, n)
+				}
+			}
+		}
+		code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+		var sess api.Session
+		if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil {
+			t.Fatalf("claim: %d %s", code, body)
+		}
+		t.Cleanup(func() { acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil) })
+		claimed[sess.Workspace] = true
+		if sess.Warm {
+			if out, _, last := outcome(t, acme.exec(t, sess.ID, "cat", "poison")); last.Result != nil && last.Result.ExitCode == 0 {
+				t.Errorf("round %d: the claimed warm session %s holds a file the tenant uploaded before its claim: %q", round, sess.ID, out)
+			}
+		}
+	}
+	if len(seen) > 0 {
+		t.Errorf("unclaimed warm workspaces were listed as the tenant's: %q (uploaded into: %q)", seen, wrote)
 	}
 }

@@ -107,6 +107,12 @@ func (s *Server) fillPool(ctx context.Context, roots tenantRoots, p config.Pool)
 func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool) error {
 	req := api.StartRequest{Workspace: warmPrefix + randomHex(8), Backend: p.Backend, Stage: p.Stage}
 	ws := roots.workspace(req.Workspace)
+	// The workspace is the server's from before it is made until the session's record
+	// says warm (then isWarm hides it): never listed, uploaded into, started in,
+	// downloaded or deleted by the tenant, whose files would be in the session the
+	// next claimant gets.
+	done := s.warming(roots, req.Workspace)
+	defer done()
 	// A refill that cannot start is tried again every poolRetryAfter, for as long as
 	// the server runs: each try leaves nothing behind, or the tenant's workspaces root
 	// would gain an empty warm-* directory every try (listed as the tenant's, counted
@@ -145,6 +151,30 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool
 	s.sess.warm[key] = append(s.sess.warm[key], rec)
 	s.sess.mu.Unlock()
 	return nil
+}
+
+// warming marks the workspace name of tenant roots a warm session's being started,
+// until done is called.
+func (s *Server) warming(roots tenantRoots, name string) (done func()) {
+	key := roots.t.Name + "/" + name
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	if s.sess.warming == nil {
+		s.sess.warming = map[string]bool{}
+	}
+	s.sess.warming[key] = true
+	return func() {
+		s.sess.mu.Lock()
+		defer s.sess.mu.Unlock()
+		delete(s.sess.warming, key)
+	}
+}
+
+// isWarming reports whether the workspace name is a warm session's being started.
+func (s *Server) isWarming(roots tenantRoots, name string) bool {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	return s.sess.warming[roots.t.Name+"/"+name]
 }
 
 // stopWarm stops every tenant's unclaimed warm sessions at the server's graceful

@@ -55,7 +55,7 @@ func (s *Server) lockWorkspace(roots tenantRoots, name string) (unlock func(), e
 	key := roots.t.Name + "/" + name
 	s.sess.mu.Lock()
 	defer s.sess.mu.Unlock()
-	if s.sess.starting[key] {
+	if s.sess.starting[key] || s.sess.warming[key] {
 		return nil, fmt.Errorf("workspace %s: a session is starting in it", name)
 	}
 	for _, rec := range records(roots) {
