@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,5 +117,60 @@ func TestRed4WarmWorkspaceBeforeItsRecord(t *testing.T) {
 	}
 	if len(seen) > 0 {
 		t.Errorf("unclaimed warm workspaces were listed as the tenant's: %q (uploaded into: %q)", seen, wrote)
+	}
+}
+
+// stoppedWarm counts the tenant's records of warm sessions stopped unclaimed.
+func stoppedWarm(t *testing.T, serve string) int {
+	t.Helper()
+	ms, _ := filepath.Glob(filepath.Join(serve, "*.json"))
+	n := 0
+	for _, m := range ms {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		var rec struct{ Warm, Stopped bool }
+		if json.Unmarshal(data, &rec) == nil && rec.Warm && rec.Stopped {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRed4UnclaimedWarmLeavesNoWorkspace: a warm session no one claimed is stopped at
+// its tenant's wall time (and replaced), and at the server's graceful stop. Its
+// workspace must go with it: kept, each would stay hidden (its record says warm) and
+// grow the tenant's root every wall time and every restart, and once its record is
+// forgotten (past 256 stopped ones) be listed and counted as the tenant's workspace.
+func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {wall: 2s}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	wsRoot := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
+	waitFor(t, 2*time.Minute, "three warm sessions stopped at their wall time", func() bool { return stoppedWarm(t, serve) >= 3 })
+	waitFor(t, time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	entries, _ := os.ReadDir(wsRoot)
+	if len(entries) > 2 { // the warm one, and perhaps one starting
+		t.Errorf("the workspaces root holds %d entries after 3 warm sessions were stopped at their wall time; want at most 2", len(entries))
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
+	}
+	// The disk is unmounted at the stop: what it holds is seen at the next start.
+	s.launch(t)
+	waitFor(t, 2*time.Minute, "a warm session after the restart", func() bool { return len(warmIDs(t, serve)) == 1 })
+	if entries, _ := os.ReadDir(wsRoot); len(entries) > 2 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("after a graceful stop and a start, with nothing claimed, the workspaces root holds %q; want the new warm session's only", names)
 	}
 }

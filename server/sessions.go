@@ -15,6 +15,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/atomicfile"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
@@ -422,10 +423,25 @@ func (s *Server) stop(ctx context.Context, roots tenantRoots, rec sessionRecord)
 			return fmt.Errorf("recording the stop: %w", err)
 		}
 		removeContract(roots, rec)
+		s.removeWarmWorkspace(roots, rec)
 		forgetStopped(roots)
 		s.log.Info("session stopped", logTenant, roots.t.Name, logSession, rec.ID)
 	}
 	return nil
+}
+
+// removeWarmWorkspace removes the workspace of rec, a session stopped, when it is a
+// warm session no one claimed: the pool made it, nothing but the pool's start ran in
+// it, and no one else can reach it (its name is hidden while its record says warm).
+// Kept, every wall time and every server stop would leave the pool's workspaces
+// behind, hidden, and listed as the tenant's once their records are forgotten.
+func (s *Server) removeWarmWorkspace(roots tenantRoots, rec sessionRecord) {
+	if !rec.Warm || !strings.HasPrefix(rec.Workspace, warmPrefix) || !validWorkspaceName(rec.Workspace) {
+		return
+	}
+	if err := linux.RemoveTree(roots.workspace(rec.Workspace)); err != nil {
+		s.log.Error("warm pool: removing a stopped session's workspace", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
+	}
 }
 
 // stopTimeout bounds a session's teardown asked for over the API.

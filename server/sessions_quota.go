@@ -187,6 +187,7 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 	rec.Stopped = true
 	if err := writeRecord(roots, rec); err == nil {
 		removeContract(roots, rec)
+		s.removeWarmWorkspace(roots, rec) // an unclaimed warm session's, at its wall time
 	}
 	s.unhold(h.tenant.Name, h.id)
 }
