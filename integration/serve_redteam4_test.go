@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -172,5 +173,46 @@ func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("after a graceful stop and a start, with nothing claimed, the workspaces root holds %q; want the new warm session's only", names)
+	}
+}
+
+// TestRed4CheckpointQueue: a staged session's checkpoints are taken one at a time
+// (each copies what the session changed), so concurrent checkpoint requests queue in
+// its supervisor, each holding a connection as long as the ones before it take. They
+// are long requests like a stop: past the tenant's 32 the answer must be 429
+// held_requests at once, never one more connection held in a queue.
+func TestRed4CheckpointQueue(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "big", Backend: "bwrap", Stage: true})
+	var sess api.Session
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	// Many files changed: each checkpoint has them to copy or link.
+	if _, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "mkdir d && cd d && seq 1 20000 | xargs touch")); last.Result == nil || last.Result.ExitCode != 0 {
+		t.Fatalf("making files: %+v", last)
+	}
+	const n = 48
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range n {
+		wg.Go(func() {
+			code, _ := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/checkpoint", api.CheckpointRequest{})
+			codes <- code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	t.Logf("%d checkpoints at once: %v in %v", n, count, time.Since(t0))
+	if count[http.StatusTooManyRequests] == 0 {
+		t.Errorf("%d checkpoints at once: %v; want those past the tenant's 32 long requests refused 429", n, count)
 	}
 }
