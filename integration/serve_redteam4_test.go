@@ -174,6 +174,28 @@ func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
 		}
 		t.Errorf("after a graceful stop and a start, with nothing claimed, the workspaces root holds %q; want the new warm session's only", names)
 	}
+	// A daemon killed leaves its warm sessions running; the next stops them, and
+	// their workspaces, empty, go too.
+	left := warmIDs(t, serve)
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	s.launch(t)
+	waitFor(t, 2*time.Minute, "a new warm session after the kill", func() bool {
+		now := warmIDs(t, serve)
+		return len(now) == 1 && !slices.Contains(left, now[0])
+	})
+	for _, id := range left {
+		var rec struct{ Workspace string }
+		data, err := os.ReadFile(filepath.Join(serve, id+".json"))
+		if err != nil || json.Unmarshal(data, &rec) != nil || rec.Workspace == "" {
+			t.Fatalf("the record of %s: %v %s", id, err, data)
+		}
+		if _, err := os.Lstat(filepath.Join(wsRoot, rec.Workspace)); err == nil {
+			t.Errorf("after a kill and a start, the workspace %s of warm session %s, stopped unclaimed, is still there", rec.Workspace, id)
+		}
+	}
 }
 
 // TestRed4CheckpointQueue: a staged session's checkpoints are taken one at a time

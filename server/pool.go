@@ -194,7 +194,10 @@ func (s *Server) stopWarm(ctx context.Context) {
 			}
 			if err := s.stop(ctx, roots, rec); err != nil {
 				s.log.Error("warm pool: stopping a session at the server's stop", logTenant, t.Name, logSession, rec.ID, logErr, err)
+				continue
 			}
+			rec.Stopped = true
+			s.removeWarmWorkspace(roots, rec, false)
 		}
 	}
 }

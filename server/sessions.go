@@ -423,7 +423,6 @@ func (s *Server) stop(ctx context.Context, roots tenantRoots, rec sessionRecord)
 			return fmt.Errorf("recording the stop: %w", err)
 		}
 		removeContract(roots, rec)
-		s.removeWarmWorkspace(roots, rec)
 		forgetStopped(roots)
 		s.log.Info("session stopped", logTenant, roots.t.Name, logSession, rec.ID)
 	}
@@ -435,11 +434,24 @@ func (s *Server) stop(ctx context.Context, roots tenantRoots, rec sessionRecord)
 // it, and no one else can reach it (its name is hidden while its record says warm).
 // Kept, every wall time and every server stop would leave the pool's workspaces
 // behind, hidden, and listed as the tenant's once their records are forgotten.
-func (s *Server) removeWarmWorkspace(roots tenantRoots, rec sessionRecord) {
+//
+// unsure is a record a dead server left: after a crash of the machine it may say
+// warm for a session that was claimed (pool.go), whose workspace holds its
+// claimant's files. Such a workspace is removed only when empty (an unclaimed
+// session's is: its placeholders went with it); else it is kept as it is, never
+// deleted (and, as its session, never listed: the server cannot tell whose it is).
+func (s *Server) removeWarmWorkspace(roots tenantRoots, rec sessionRecord, unsure bool) {
 	if !rec.Warm || !strings.HasPrefix(rec.Workspace, warmPrefix) || !validWorkspaceName(rec.Workspace) {
 		return
 	}
-	if err := linux.RemoveTree(roots.workspace(rec.Workspace)); err != nil {
+	ws := roots.workspace(rec.Workspace)
+	if unsure {
+		if empty, err := isEmpty(ws); err != nil || !empty {
+			s.log.Warn("warm pool: a stopped session's workspace is not empty: kept", logTenant, roots.t.Name, logSession, rec.ID)
+			return
+		}
+	}
+	if err := linux.RemoveTree(ws); err != nil {
 		s.log.Error("warm pool: removing a stopped session's workspace", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
 	}
 }

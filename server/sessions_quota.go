@@ -124,6 +124,8 @@ func (s *Server) stopLeftWarm(ctx context.Context, roots tenantRoots, warm []ses
 				}
 				return
 			}
+			rec.Stopped = true
+			s.removeWarmWorkspace(roots, rec, true)
 			s.log.Info("warm pool: stopped a session a previous server left", logTenant, roots.t.Name, logSession, rec.ID)
 		})
 	}
@@ -187,7 +189,7 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 	rec.Stopped = true
 	if err := writeRecord(roots, rec); err == nil {
 		removeContract(roots, rec)
-		s.removeWarmWorkspace(roots, rec) // an unclaimed warm session's, at its wall time
+		s.removeWarmWorkspace(roots, rec, false) // an unclaimed warm session's, at its wall time
 	}
 	s.unhold(h.tenant.Name, h.id)
 }
