@@ -238,3 +238,73 @@ func TestRed4CheckpointQueue(t *testing.T) {
 		t.Errorf("%d checkpoints at once: %v; want those past the tenant's 32 long requests refused 429", n, count)
 	}
 }
+
+// TestRed4StagedWarmLeavesNoStage: a staged pool's warm session stopped unclaimed (at
+// the tenant's wall time, and replaced) staged nothing for anyone: nothing ran in it.
+// Its run must not keep a stage waiting for an approver's apply or discard, which
+// `audit prune` never removes: every wall time would add runs the tenant can prune
+// only by discarding each, until its audit root is past its quota.
+func TestRed4StagedWarmLeavesNoStage(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pools: [{name: st, size: 1, backend: bwrap, stage: true}]\n    quotas: {wall: 2s}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	auditRoot := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+	waitFor(t, 2*time.Minute, "two staged warm sessions stopped at their wall time", func() bool { return stoppedWarm(t, serve) >= 2 })
+	ms, _ := filepath.Glob(filepath.Join(serve, "*.json"))
+	for _, m := range ms {
+		data, _ := os.ReadFile(m)
+		var rec struct {
+			ID            string
+			Warm, Stopped bool
+		}
+		if json.Unmarshal(data, &rec) != nil || !rec.Warm || !rec.Stopped {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(auditRoot, rec.ID, "stage")); err == nil {
+			t.Errorf("warm session %s, stopped unclaimed, left a stage in its run: prune keeps it until an approver discards it", rec.ID)
+		}
+	}
+}
+
+// TestRed4ConcurrentClaims: starts racing for a pool's warm sessions each get a
+// session of their own: never one session, or one workspace, twice; no more claimed
+// than the pool held.
+func TestRed4ConcurrentClaims(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pools: [{name: default, size: 3, backend: bwrap}]\n    quotas: {sessions: 10}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	waitFor(t, 2*time.Minute, "three warm sessions", func() bool { return len(warmIDs(t, serve)) == 3 })
+	acme := s.tcpClient("acme")
+	const n = 8
+	got := make(chan api.Session, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+			var sess api.Session
+			if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil {
+				t.Errorf("start: %d %s", code, body)
+				return
+			}
+			got <- sess
+		})
+	}
+	wg.Wait()
+	close(got)
+	ids, wss := map[string]bool{}, map[string]bool{}
+	warm := 0
+	for sess := range got {
+		if ids[sess.ID] || wss[sess.Workspace] {
+			t.Errorf("session %s (workspace %s) handed out twice", sess.ID, sess.Workspace)
+		}
+		ids[sess.ID], wss[sess.Workspace] = true, true
+		if sess.Warm {
+			warm++
+		}
+	}
+	if warm > 3 {
+		t.Errorf("%d claims hit a pool of 3", warm)
+	}
+}
