@@ -308,3 +308,32 @@ func TestRed4ConcurrentClaims(t *testing.T) {
 		t.Errorf("%d claims hit a pool of 3", warm)
 	}
 }
+
+// TestRed4ClaimPastAuditQuota: past its audit quota a tenant's new sessions are
+// refused (429 audit) until it prunes. A claim from a warm pool is a new session for
+// the tenant like any start: it must be refused too, not handed out.
+func TestRed4ClaimPastAuditQuota(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {sessions: 4, audit: 1KiB}\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	acme := s.tcpClient("acme")
+	// The warm session's log is past 1 KiB; the audit root is measured every 30 s.
+	waitFor(t, time.Minute, "a cold start refused at the audit quota", func() bool {
+		code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "probe"})
+		var sess api.Session
+		if code == http.StatusCreated && json.Unmarshal([]byte(body), &sess) == nil {
+			acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+		}
+		time.Sleep(time.Second)
+		return code == http.StatusTooManyRequests && strings.Contains(body, `"quota":"audit"`)
+	})
+	if len(warmIDs(t, serve)) != 1 {
+		t.Fatal("no warm session left to claim: the test proves nothing")
+	}
+	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+	if code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"audit"`) {
+		t.Errorf("a claim past the audit quota: %d %s; want 429 audit", code, body)
+	}
+}
