@@ -11,7 +11,9 @@ import (
 
 // Bounds of the requests that hold their connection long (api.Route.Held: an exec's
 // stream, an export or a follow, a start, a stop, an upload, a download, a patch, a
-// workspace's delete). Such a request is serving, so the listener never closes it to
+// workspace's delete; a sweep, checkpoint or rollback, which a session's supervisor
+// serves one at a time and may queue; an apply, discard or gate approval, which copy
+// files or run an operation on the host). Such a request is serving, so the listener never closes it to
 // admit another: without a bound, one tenant's streams would take every connection
 // slot and lock every other tenant out. Each tenant may hold maxHeldPerTenant of them
 // for each role the routes ask (its agents', its auditors'), so an auditor's follows
@@ -78,7 +80,7 @@ func (s *Server) held(h handler, role string) handler {
 			s.metrics.refused(id.Tenant, quota)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusTooManyRequests, api.Error{Quota: quota,
-				Error: fmt.Sprintf("%s: at most %d long requests (exec, export, follow, start, stop, upload, download, patch, delete) at a time", quota, limit)})
+				Error: fmt.Sprintf("%s: at most %d long requests (exec, export, follow, start, stop, sweep, checkpoint, rollback, upload, download, patch, delete, apply, discard, approve) at a time", quota, limit)})
 			return
 		}
 		defer release()

@@ -108,6 +108,24 @@ func (s *Server) fillPool(ctx context.Context, roots tenantRoots, p config.Pool)
 func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool) error {
 	req := api.StartRequest{Workspace: warmPrefix + randomHex(8), Backend: p.Backend, Stage: p.Stage}
 	ws := roots.workspace(req.Workspace)
+	// The workspace is the server's from before it is made until the session's record
+	// says warm (then isWarm hides it): never listed, uploaded into, started in,
+	// downloaded or deleted by the tenant, whose files would be in the session the
+	// next claimant gets.
+	done := s.warming(roots, req.Workspace)
+	defer done()
+	// A refill that cannot start is tried again every poolRetryAfter, for as long as
+	// the server runs: each try leaves nothing behind, or the tenant's workspaces root
+	// would gain an empty warm-* directory every try (listed as the tenant's, counted
+	// against its workspaces quota, and without bound on its disk's inodes).
+	launched := false
+	defer func() {
+		if !launched {
+			if err := linux.RemoveTree(ws); err != nil {
+				s.log.Error("warm pool: removing a workspace no session started in", logTenant, roots.t.Name, logPool, p.Name, logErr, err)
+			}
+		}
+	}()
 	if err := makeTenantDirs(roots, ws); err != nil {
 		return err
 	}
@@ -124,6 +142,7 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool
 		release()
 		return err
 	}
+	launched = true
 	s.hold(roots.t, rec, release)
 	key := poolKey(roots.t.Name, p.Name)
 	s.sess.mu.Lock()
@@ -133,6 +152,30 @@ func (s *Server) startWarm(ctx context.Context, roots tenantRoots, p config.Pool
 	s.sess.warm[key] = append(s.sess.warm[key], rec)
 	s.sess.mu.Unlock()
 	return nil
+}
+
+// warming marks the workspace name of tenant roots a warm session's being started,
+// until done is called.
+func (s *Server) warming(roots tenantRoots, name string) (done func()) {
+	key := roots.t.Name + "/" + name
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	if s.sess.warming == nil {
+		s.sess.warming = map[string]bool{}
+	}
+	s.sess.warming[key] = true
+	return func() {
+		s.sess.mu.Lock()
+		defer s.sess.mu.Unlock()
+		delete(s.sess.warming, key)
+	}
+}
+
+// isWarming reports whether the workspace name is a warm session's being started.
+func (s *Server) isWarming(roots tenantRoots, name string) bool {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	return s.sess.warming[roots.t.Name+"/"+name]
 }
 
 // stopWarm stops every pool's unclaimed warm sessions at the server's graceful stop,
@@ -166,17 +209,30 @@ func (s *Server) retireWarm(ctx context.Context, roots tenantRoots, rec sessionR
 		s.log.Error("warm pool: stopping a session", logTenant, roots.t.Name, logPool, rec.Pool, logSession, rec.ID, logReason, why, logErr, err)
 		return
 	}
-	s.forgetWarm(roots, rec)
+	s.forgetWarm(roots, rec, false)
 	s.log.Info("warm pool: session retired", logTenant, roots.t.Name, logPool, rec.Pool, logSession, rec.ID, logReason, why)
 }
 
-// forgetWarm removes an ended unclaimed warm session's workspace, then its record
-// (until then its workspace's name stays the server's: no start or upload takes it).
-func (s *Server) forgetWarm(roots tenantRoots, rec sessionRecord) {
-	if !strings.HasPrefix(rec.Workspace, warmPrefix) || !validWorkspaceName(rec.Workspace) {
+// forgetWarm removes an ended warm session's workspace, then its record (until then
+// its workspace's name stays the server's: no start or upload takes it). unsure is a
+// session not on this server's lists (a dead server left it): after a crash of the
+// machine its record may say warm for a session that was claimed (see Crashes above),
+// whose workspace holds its claimant's files, so its workspace and record go only
+// when the workspace is empty (an unclaimed session's is: its placeholders went with
+// it); else both are kept as they are, hidden (the server cannot tell whose it is).
+func (s *Server) forgetWarm(roots tenantRoots, rec sessionRecord, unsure bool) {
+	if !rec.Warm || !strings.HasPrefix(rec.Workspace, warmPrefix) || !validWorkspaceName(rec.Workspace) {
 		return
 	}
-	if err := linux.RemoveTree(roots.workspace(rec.Workspace)); err != nil {
+	ws := roots.workspace(rec.Workspace)
+	if unsure {
+		if empty, err := isEmpty(ws); err != nil || !empty {
+			s.log.Warn("warm pool: kept the workspace of a stopped session: it is not empty (a claim a crash lost?)",
+				logTenant, roots.t.Name, logSession, rec.ID, logWorkspace, rec.Workspace)
+			return
+		}
+	}
+	if err := linux.RemoveTree(ws); err != nil {
 		s.log.Error("warm pool: removing a retired session's workspace", logTenant, roots.t.Name, logSession, rec.ID, logErr, err)
 		return
 	}
@@ -232,7 +288,7 @@ func (s *Server) warmCount(ctx context.Context, roots tenantRoots, p config.Pool
 		s.collectDead(ctx, roots, dead...) // its log sealed, its charge given back
 		for _, rec := range dead {
 			if now, err := readRecord(roots, rec.ID); err == nil && now.Ended != "" {
-				s.forgetWarm(roots, now)
+				s.forgetWarm(roots, now, false)
 			}
 		}
 	}

@@ -44,8 +44,11 @@ const (
 // the warm pools' unclaimed sessions (pool.go).
 type sessions struct {
 	mu       sync.Mutex
-	starting map[string]bool  // "tenant/workspace" of the starts in flight
-	holds    map[string]*hold // by "tenant/id": the live sessions' charges
+	starting map[string]bool // "tenant/workspace" of the starts in flight
+	// warming is "tenant/workspace" of the warm sessions being started: their
+	// workspaces are the server's before their records say so (pool.go).
+	warming map[string]bool
+	holds   map[string]*hold // by "tenant/id": the live sessions' charges
 	// warm is, by pool (poolKey), the warm sessions this server started and no one claimed,
 	// oldest first: what a claim takes from and the pool counts, without reading
 	// every record.

@@ -55,7 +55,7 @@ func (s *Server) lockWorkspace(roots tenantRoots, name string) (unlock func(), e
 	key := roots.t.Name + "/" + name
 	s.sess.mu.Lock()
 	defer s.sess.mu.Unlock()
-	if s.sess.starting[key] {
+	if s.sess.starting[key] || s.sess.warming[key] {
 		return nil, fmt.Errorf("workspace %s: a session is starting in it", name)
 	}
 	for _, rec := range records(roots) {
@@ -127,12 +127,7 @@ func (s *Server) stopLeftWarm(ctx context.Context, roots tenantRoots, warm []ses
 				return
 			}
 			s.log.Info("warm pool: stopped a session a previous server left", logTenant, roots.t.Name, logSession, rec.ID)
-			if empty, err := isEmpty(roots.workspace(rec.Workspace)); err == nil && empty {
-				s.forgetWarm(roots, rec)
-			} else {
-				s.log.Warn("warm pool: kept the workspace of a session a previous server left: it is not empty (a claim a crash lost?)",
-					logTenant, roots.t.Name, logSession, rec.ID, logWorkspace, rec.Workspace)
-			}
+			s.forgetWarm(roots, rec, true)
 		})
 	}
 	wg.Wait()
@@ -200,6 +195,11 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 	rec.Stopped = true
 	if err := writeRecord(roots, rec); err == nil {
 		removeContract(roots, rec)
+		if rec.Warm {
+			// A warm session off every pool's list (its retirement failed, or a dead
+			// server left it): its workspace goes only when empty (forgetWarm).
+			s.forgetWarm(roots, rec, true)
+		}
 	}
 	s.unhold(h.tenant.Name, h.id)
 }

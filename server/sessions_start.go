@@ -155,9 +155,16 @@ func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Ident
 // startClaimed answers a start that may take a warm session of one of pools (claimable)
 // with the first ready, and counts the claim on its pool; false when there are no
 // pools, or none was ready (a cold start then, counted as a miss of the first pool).
+// Past the tenant's audit or disk quota it answers 429, as a cold start would.
 func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tenantRoots, req api.StartRequest, pools []config.Pool, id auth.Identity) bool {
 	if len(pools) == 0 {
 		return false
+	}
+	// A claim is a new session of the tenant: past its audit or disk quota it is
+	// refused as a cold start would be (its charges it has had since its warm start).
+	if err := s.quota.Room(roots.t.Name); err != nil {
+		s.refuse(w, roots, err)
+		return true
 	}
 	var rec sessionRecord
 	var ok bool

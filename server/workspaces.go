@@ -58,7 +58,7 @@ func (s *Server) tenantWorkspaces(roots tenantRoots) ([]api.Workspace, error) {
 	}
 	out := []api.Workspace{}
 	for _, e := range entries {
-		if n := e.Name(); e.IsDir() && validWorkspaceName(n) && !warm[n] {
+		if n := e.Name(); e.IsDir() && validWorkspaceName(n) && !warm[n] && !s.isWarming(roots, n) {
 			out = append(out, api.Workspace{Name: n, Session: running[n]})
 		}
 	}
@@ -117,7 +117,7 @@ func (s *Server) writeWorkspaceError(w http.ResponseWriter, id auth.Identity, er
 // tenant's like any other).
 func (s *Server) workspaceName(w http.ResponseWriter, r *http.Request, roots tenantRoots) (string, bool) {
 	n := r.PathValue("name")
-	if !validWorkspaceName(n) || strings.HasPrefix(n, warmPrefix) && s.isWarm(roots, n) {
+	if !validWorkspaceName(n) || strings.HasPrefix(n, warmPrefix) && (s.isWarming(roots, n) || s.isWarm(roots, n)) {
 		writeError(w, http.StatusNotFound, "no such workspace")
 		return "", false
 	}

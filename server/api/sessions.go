@@ -11,9 +11,9 @@ var sessionRoutes = []Route{
 	{Method: "GET", Path: "/v1/sessions", Role: RoleAgent, Summary: "the tenant's sessions", Response: SessionList{}},
 	{Method: "GET", Path: "/v1/sessions/{id}", Role: RoleAgent, Summary: "one session", Response: Session{}},
 	{Method: "POST", Path: "/v1/sessions/{id}/exec", Role: RoleAgent, Summary: "run a command; output streams, the result comes last", Request: ExecRequest{}, Response: wire.Frame{}, Stream: true},
-	{Method: "POST", Path: "/v1/sessions/{id}/sweep", Role: RoleAgent, Summary: "end a turn: delete spill files, list the paths changed", Response: Sweep{}},
-	{Method: "POST", Path: "/v1/sessions/{id}/checkpoint", Role: RoleAgent, Summary: "keep a staged session's workspace as it is now", Request: CheckpointRequest{}, Response: CheckpointResponse{}},
-	{Method: "POST", Path: "/v1/sessions/{id}/rollback", Role: RoleAgent, Summary: "make a staged session's workspace what it was at a checkpoint", Request: RollbackRequest{}, Response: RollbackResponse{}},
+	{Method: "POST", Path: "/v1/sessions/{id}/sweep", Role: RoleAgent, Summary: "end a turn: delete spill files, list the paths changed", Response: Sweep{}, Held: true},
+	{Method: "POST", Path: "/v1/sessions/{id}/checkpoint", Role: RoleAgent, Summary: "keep a staged session's workspace as it is now", Request: CheckpointRequest{}, Response: CheckpointResponse{}, Held: true},
+	{Method: "POST", Path: "/v1/sessions/{id}/rollback", Role: RoleAgent, Summary: "make a staged session's workspace what it was at a checkpoint", Request: RollbackRequest{}, Response: RollbackResponse{}, Held: true},
 	{Method: "POST", Path: "/v1/sessions/{id}/stop", Role: RoleAgent, Summary: "stop the session: commands end, credentials are revoked, the log is sealed", Response: Session{}, Held: true},
 }
 

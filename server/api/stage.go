@@ -8,8 +8,8 @@ package api
 // approver's too (an agent undoes its own work in the session, with rollback). The
 // log records who did either as "tenant/credential".
 var stageRoutes = []Route{
-	{Method: "POST", Path: "/v1/runs/{id}/apply", Role: RoleApprover, Summary: "land a staged run's changes on its workspace (cordon apply); a conflict is 409 with the paths", Request: ApplyRequest{}, Response: StageResult{}, Conflict: true},
-	{Method: "POST", Path: "/v1/runs/{id}/discard", Role: RoleApprover, Summary: "drop a staged run's changes (cordon discard)", Response: StageResult{}, Conflict: true},
+	{Method: "POST", Path: "/v1/runs/{id}/apply", Role: RoleApprover, Summary: "land a staged run's changes on its workspace (cordon apply); a conflict is 409 with the paths", Request: ApplyRequest{}, Response: StageResult{}, Conflict: true, Held: true},
+	{Method: "POST", Path: "/v1/runs/{id}/discard", Role: RoleApprover, Summary: "drop a staged run's changes (cordon discard)", Response: StageResult{}, Conflict: true, Held: true},
 }
 
 // ApplyRequest is POST /v1/runs/{id}/apply.

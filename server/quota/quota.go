@@ -153,13 +153,8 @@ func (l *Ledger) Reserve(tenant string, r Request) (release func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The audit root is measured outside mu (a bounded walk, cached): its bytes grow
-	// with what sessions log, not with what they are charged.
-	if e := a.audit.check(l.now); e != nil {
-		return nil, e
-	}
-	if e := a.diskCheck(); e != nil {
-		return nil, e
+	if err := l.room(a); err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -167,6 +162,27 @@ func (l *Ledger) Reserve(tenant string, r Request) (release func(), err error) {
 		return nil, e
 	}
 	return l.add(a, c, l.now()), nil
+}
+
+// Room reports whether tenant may have one more session by what is not charged per
+// session: its audit root's bytes and its disk's free space (an [*Exceeded] when
+// not). A session claimed from a warm pool, charged since it was started, is a new
+// session of the tenant all the same: its claim asks Room.
+func (l *Ledger) Room(tenant string) error {
+	a := l.accounts[tenant]
+	if a == nil {
+		return fmt.Errorf("%w %q", ErrUnknownTenant, tenant)
+	}
+	return l.room(a)
+}
+
+// room is Room's checks. The audit root is measured outside mu (a bounded walk,
+// cached): its bytes grow with what sessions log, not with what they are charged.
+func (l *Ledger) room(a *account) error {
+	if e := a.audit.check(l.now); e != nil {
+		return e
+	}
+	return a.diskCheck()
 }
 
 // Remeasure drops tenant's last audit-root figure (after a prune): its next start
