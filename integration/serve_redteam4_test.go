@@ -121,22 +121,17 @@ func TestRed4WarmWorkspaceBeforeItsRecord(t *testing.T) {
 	}
 }
 
-// stoppedWarm counts the tenant's records of warm sessions stopped unclaimed.
-func stoppedWarm(t *testing.T, serve string) int {
-	t.Helper()
-	ms, _ := filepath.Glob(filepath.Join(serve, "*.json"))
-	n := 0
-	for _, m := range ms {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			continue
-		}
-		var rec struct{ Warm, Stopped bool }
-		if json.Unmarshal(data, &rec) == nil && rec.Warm && rec.Stopped {
-			n++
+// retiredWarm is the ids of the warm sessions the daemon retired (stopped unclaimed,
+// their workspace and record removed), from its log.
+func retiredWarm(s *served) []string {
+	var ids []string
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		var l struct{ Msg, Session string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "warm pool: session retired" {
+			ids = append(ids, l.Session)
 		}
 	}
-	return n
+	return ids
 }
 
 // TestRed4UnclaimedWarmLeavesNoWorkspace: a warm session no one claimed is stopped at
@@ -150,7 +145,7 @@ func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	wsRoot := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
-	waitFor(t, 2*time.Minute, "three warm sessions stopped at their wall time", func() bool { return stoppedWarm(t, serve) >= 3 })
+	waitFor(t, 2*time.Minute, "three warm sessions retired at their wall time", func() bool { return len(retiredWarm(s)) >= 3 })
 	waitFor(t, time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
 	entries, _ := os.ReadDir(wsRoot)
 	if len(entries) > 2 { // the warm one, and perhaps one starting
@@ -177,6 +172,15 @@ func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
 	// A daemon killed leaves its warm sessions running; the next stops them, and
 	// their workspaces, empty, go too.
 	left := warmIDs(t, serve)
+	leftWS := map[string]string{}
+	for _, id := range left {
+		var rec struct{ Workspace string }
+		data, err := os.ReadFile(filepath.Join(serve, id+".json"))
+		if err != nil || json.Unmarshal(data, &rec) != nil || rec.Workspace == "" {
+			t.Fatalf("the record of %s: %v %s", id, err, data)
+		}
+		leftWS[id] = rec.Workspace
+	}
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -186,14 +190,12 @@ func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
 		now := warmIDs(t, serve)
 		return len(now) == 1 && !slices.Contains(left, now[0])
 	})
-	for _, id := range left {
-		var rec struct{ Workspace string }
-		data, err := os.ReadFile(filepath.Join(serve, id+".json"))
-		if err != nil || json.Unmarshal(data, &rec) != nil || rec.Workspace == "" {
-			t.Fatalf("the record of %s: %v %s", id, err, data)
+	for id, ws := range leftWS {
+		if _, err := os.Lstat(filepath.Join(serve, id+".json")); err == nil {
+			t.Errorf("after a kill and a start, warm session %s, stopped unclaimed, is still recorded", id)
 		}
-		if _, err := os.Lstat(filepath.Join(wsRoot, rec.Workspace)); err == nil {
-			t.Errorf("after a kill and a start, the workspace %s of warm session %s, stopped unclaimed, is still there", rec.Workspace, id)
+		if _, err := os.Lstat(filepath.Join(wsRoot, ws)); err == nil {
+			t.Errorf("after a kill and a start, the workspace %s of warm session %s, stopped unclaimed, is still there", ws, id)
 		}
 	}
 }
@@ -248,21 +250,11 @@ func TestRed4StagedWarmLeavesNoStage(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    pools: [{name: st, size: 1, backend: bwrap, stage: true}]\n    quotas: {wall: 2s}\n")
 	stopPoolAtEnd(t, s)
-	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	auditRoot := filepath.Join(filepath.Dir(s.file), "acme", "audit")
-	waitFor(t, 2*time.Minute, "two staged warm sessions stopped at their wall time", func() bool { return stoppedWarm(t, serve) >= 2 })
-	ms, _ := filepath.Glob(filepath.Join(serve, "*.json"))
-	for _, m := range ms {
-		data, _ := os.ReadFile(m)
-		var rec struct {
-			ID            string
-			Warm, Stopped bool
-		}
-		if json.Unmarshal(data, &rec) != nil || !rec.Warm || !rec.Stopped {
-			continue
-		}
-		if _, err := os.Lstat(filepath.Join(auditRoot, rec.ID, "stage")); err == nil {
-			t.Errorf("warm session %s, stopped unclaimed, left a stage in its run: prune keeps it until an approver discards it", rec.ID)
+	waitFor(t, 2*time.Minute, "two staged warm sessions retired at their wall time", func() bool { return len(retiredWarm(s)) >= 2 })
+	for _, id := range retiredWarm(s) {
+		if _, err := os.Lstat(filepath.Join(auditRoot, id, "stage")); err == nil {
+			t.Errorf("warm session %s, stopped unclaimed, left a stage in its run: prune keeps it until an approver discards it", id)
 		}
 	}
 }
