@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -52,6 +53,12 @@ type Options struct {
 	// Gates are the contract's gates a person may approve; the gate tool is listed
 	// when there is one, and asks only for these.
 	Gates []Gate
+	// MaxTimeout bounds exec's timeout_seconds (0 means MaxTimeout): a server holds a
+	// call to its session's command timeout.
+	MaxTimeout time.Duration
+	// SessionID is the MCP session id the server gives its one session over the
+	// streamable HTTP transport ("" lets the SDK choose); over stdio there is none.
+	SessionID string
 }
 
 // DefaultMaxCalls is Options.MaxCalls' default: an agent runs a few tools at once, a
@@ -74,7 +81,15 @@ func New(sess Session, o Options) *gomcp.Server {
 	if o.MaxCalls <= 0 {
 		o.MaxCalls = DefaultMaxCalls
 	}
+	if o.MaxTimeout <= 0 || o.MaxTimeout > MaxTimeout {
+		o.MaxTimeout = MaxTimeout
+	}
+	var sessionID func() string
+	if o.SessionID != "" {
+		sessionID = func() string { return o.SessionID }
+	}
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "cordon", Title: "cordon sandboxed shell", Version: o.Version}, &gomcp.ServerOptions{
+		GetSessionID: sessionID,
 		Instructions: "Every tool runs inside one cordon sandbox (session " + sess.ID() + "), under its contract: " +
 			"what it may read, write and reach on the network. A refusal comes back as a tool error that says why; " +
 			"it is the contract's answer, not a fault to retry. Call changes at the end of a turn.",

@@ -77,6 +77,7 @@ type Server struct {
 	collectMu sync.Mutex
 	gcCmd     func(context.Context, tenantRoots) // runs cordon gc; nil for the binary's (tests set it)
 	wsMu      sync.Mutex                         // one workspace made at a time: its count and its make (workspaces.go)
+	mcp       *mcpHub                            // the MCP sessions (mcp.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
@@ -84,6 +85,7 @@ type Server struct {
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
 		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
+	s.mcp = newMCPHub(s)
 	s.metrics.countSessions(liveSessions{s})
 	s.metrics.reg.MustRegister(newDiskCollector(cfg))
 	if t := cfg.Listen.TCP; t != nil {
@@ -146,6 +148,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	hs.RegisterOnShutdown(s.mcp.closeSessions)
 	s.adoptSessions(ctx)
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
@@ -166,6 +169,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		hs.Close()
 	}
 	closeAll()
+	// The MCP sessions' clients cannot reach them again: stopped, their logs sealed.
+	s.mcp.closeAll(sctx)
 	stopReaper()     // no refill of a pool from here on
 	s.filling.Wait() // and the one under way, if any, has its session recorded
 	s.stopWarm(sctx)

@@ -1,0 +1,286 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/server/api"
+)
+
+// bearer adds a tenant's token to every request of the MCP client.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// mcpServed connects the Go SDK's client over the streamable HTTP transport to the
+// daemon's MCP endpoint, as token's tenant, with query appended to the endpoint.
+func (s *served) mcpServed(t *testing.T, token, query string) (*gomcp.ClientSession, error) {
+	t.Helper()
+	c := s.client()
+	c.Timeout = 0 // the transport's event stream lasts as long as the session
+	c.Transport = bearer{token: token, next: c.Transport}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := gomcp.NewClient(&gomcp.Implementation{Name: "cordon-test", Version: "1"}, nil)
+	return client.Connect(ctx, &gomcp.StreamableClientTransport{Endpoint: "https://" + s.addr + api.MCP + query, HTTPClient: c, MaxRetries: -1}, nil)
+}
+
+// servedCall calls tool name and fails the test on a protocol error or a tool error.
+func servedCall(t *testing.T, cs *gomcp.ClientSession, name string, args any, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &gomcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: tool error: %s", name, resultText(res))
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: %s: %v", name, data, err)
+	}
+}
+
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// TestServeMCP drives `cordon serve`'s MCP endpoint with the Go SDK's client over the
+// streamable HTTP transport: a tool call runs in a sandbox session of the caller's
+// tenant; no token or a bad one is 401; another tenant cannot reach the session by
+// its MCP session id (404 on every method); the tenant's session quota bounds its MCP
+// sessions (429); closing the client stops the session and seals its log.
+func TestServeMCP(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    quotas: {sessions: 2}\n")
+	stopSessionsAtEnd(t, s)
+	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
+	url := "https://" + s.addr + api.MCP
+	mcpHeaders := []string{"Content-Type", api.JSON, "Accept", "application/json, text/event-stream"}
+
+	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, s.stderr)
+	}
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range lt.Tools {
+		names[tool.Name] = true
+	}
+	if !names["exec"] || !names["read_file"] || names["checkpoint"] || names["gate"] {
+		t.Errorf("tools of an unstaged session of a base with no gates: %v", names)
+	}
+	var r execResult
+	servedCall(t, cs, "exec", map[string]any{"command": "echo hi > made.txt; cat made.txt; id -u"}, &r)
+	if !strings.HasPrefix(r.Stdout, "hi\n") || r.Session == "" {
+		t.Fatalf("exec: %+v", r)
+	}
+	id := r.Session
+	if got := acme.session(t, id); got.State != "running" || got.Backend != "bwrap" {
+		t.Errorf("the MCP session's session: %+v; want running on bwrap", got)
+	}
+	if code, body := beta.call(t, "GET", "/v1/sessions/"+id, nil); code != http.StatusNotFound {
+		t.Errorf("beta GET acme's MCP session's session: %d %s; want 404", code, body)
+	}
+
+	// No credential, a bad one: 401, and no session is started.
+	for _, tok := range []string{"", "not-a-token", s.tokens["acme"] + "x"} {
+		if code, body, _ := do(t, s.client(), "POST", url, tok, strings.NewReader(mcpInitialize), mcpHeaders...); code != http.StatusUnauthorized {
+			t.Errorf("initialize with token %q: %d %s; want 401", tok, code, body)
+		}
+	}
+	if _, err := s.mcpServed(t, "not-a-token", ""); err == nil {
+		t.Error("the SDK's client connected with a bad token")
+	}
+
+	// Tenant beta holding acme's MCP session id: 404 on every method, and acme's
+	// session is untouched.
+	sid := cs.ID()
+	if sid == "" {
+		t.Fatal("the client has no MCP session id")
+	}
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo stolen > stolen.txt"}}}`
+	for _, m := range []struct{ method, body string }{{"POST", call}, {"GET", ""}, {"DELETE", ""}} {
+		hdr := append([]string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18"}, mcpHeaders...)
+		code, body, _ := do(t, s.client(), m.method, url, s.tokens["beta"], strings.NewReader(m.body), hdr...)
+		if code != http.StatusNotFound {
+			t.Errorf("beta %s with acme's MCP session id: %d %s; want 404", m.method, code, body)
+		}
+	}
+	servedCall(t, cs, "exec", map[string]any{"command": "test ! -e stolen.txt && echo untouched"}, &r)
+	if r.Stdout != "untouched\n" {
+		t.Errorf("after beta's attempts: %q", r.Stdout)
+	}
+
+	// Hostile openings: not an initialize, an unknown query, a bad stage: 400.
+	for _, c := range []struct{ query, body string }{
+		{"", call},
+		{"", `[` + mcpInitialize + `]`},
+		{"?evil=1", mcpInitialize},
+		{"?stage=maybe", mcpInitialize},
+		{"?workspace=../x", mcpInitialize},
+	} {
+		if code, body, _ := do(t, s.client(), "POST", url+c.query, s.tokens["acme"], strings.NewReader(c.body), mcpHeaders...); code != http.StatusBadRequest {
+			t.Errorf("opening %s %.40s: %d %s; want 400", c.query, c.body, code, body)
+		}
+	}
+
+	// A staged one lists checkpoint and rollback; a third is past the quota of 2.
+	staged, err := s.mcpServed(t, s.tokens["acme"], "?stage=true&backend=bwrap")
+	if err != nil {
+		t.Fatalf("connect staged: %v", err)
+	}
+	var cp struct {
+		ID int `json:"id"`
+	}
+	servedCall(t, staged, "checkpoint", map[string]any{"name": "first"}, &cp)
+	if cp.ID <= 0 {
+		t.Errorf("checkpoint over HTTP: %+v", cp)
+	}
+	code, body, hdr := do(t, s.client(), "POST", url, s.tokens["acme"], strings.NewReader(mcpInitialize), mcpHeaders...)
+	if code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"sessions"`) || hdr.Get("Retry-After") == "" {
+		t.Errorf("a third MCP session with a quota of 2: %d %s; want 429 naming sessions", code, body)
+	}
+	if err := staged.Close(); err != nil {
+		t.Errorf("close staged: %v", err)
+	}
+
+	// Closing the client (its DELETE) stops the session and seals its log.
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	for deadline := time.Now().Add(time.Minute); acme.session(t, id).State != "stopped"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session is still %s a minute after its client closed", acme.session(t, id).State)
+		}
+	}
+	audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+	v := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", id, "--audit-dir", audit), "audit verify")
+	if v.code != 0 || !strings.Contains(v.stdout, id+": intact and sealed") {
+		t.Errorf("cordon audit verify %s: %s; want intact and sealed", id, v)
+	}
+	show := runResult(t, exec.Command(testutil.Cordon(t), "audit", "show", id, "--audit-dir", audit), "audit show")
+	if !strings.Contains(show.stdout, "echo hi > made.txt") {
+		t.Errorf("the log does not record the tool call's command:\n%s", show.stdout)
+	}
+	// The quota is free again.
+	again, err := s.mcpServed(t, s.tokens["acme"], "")
+	if err != nil {
+		t.Fatalf("connect after the others closed: %v", err)
+	}
+	_ = again.Close()
+}
+
+// TestServeMCPSessionEnds: an MCP session does not outlive its session (stopped
+// through the API, its MCP session id is 404 within seconds), and a daemon told to
+// stop stops the sessions of its MCP sessions, sealed, since no client can reach them
+// again.
+func TestServeMCPSessionEnds(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	url := "https://" + s.addr + api.MCP
+	hdr := []string{"Content-Type", api.JSON, "Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2025-06-18"}
+
+	cs, err := s.mcpServed(t, s.tokens["acme"], "")
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	var r execResult
+	servedCall(t, cs, "exec", map[string]any{"command": "true"}, &r)
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+r.Session+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	ping := `{"jsonrpc":"2.0","id":9,"method":"ping"}`
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, _, _ := do(t, s.client(), "POST", url, s.tokens["acme"], strings.NewReader(ping), append(hdr, "Mcp-Session-Id", cs.ID())...)
+		if code == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP session still answers (%d) 30s after its session stopped", code)
+		}
+	}
+	_ = cs.Close()
+
+	// The daemon stopping stops the session of a live MCP session.
+	live, err := s.mcpServed(t, s.tokens["acme"], "")
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	servedCall(t, live, "exec", map[string]any{"command": "true"}, &r)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the daemon did not stop within 2 minutes of SIGTERM:\n%s", s.stderr)
+	}
+	if !strings.Contains(s.stderr.String(), `"msg":"mcp session ended","tenant":"acme","session":"`+r.Session+`"`) {
+		t.Errorf("the daemon stopped without ending the MCP session of %s:\n%s", r.Session, s.stderr)
+	}
+	// Started again (its tenants' disks mounted), it shows the session stopped and
+	// its log sealed: nothing was left for the restart to adopt.
+	s.launch(t)
+	if got := s.tcpClient("acme").session(t, r.Session); got.State != "stopped" {
+		t.Errorf("after the restart: %+v; want stopped", got)
+	}
+	audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+	v := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", r.Session, "--audit-dir", audit), "audit verify")
+	if v.code != 0 || !strings.Contains(v.stdout, r.Session+": intact and sealed") {
+		t.Errorf("cordon audit verify %s: %s; want intact and sealed", r.Session, v)
+	}
+}
+
+// TestServeMCPContainers: an MCP session over HTTP on docker and containerd runs its
+// calls there and is stopped, leaving nothing, when its client closes.
+func TestServeMCPContainers(t *testing.T) {
+	requireEngines(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	for _, b := range containerBackends {
+		t.Run(b, func(t *testing.T) {
+			cs, err := s.mcpServed(t, s.tokens["acme"], "?backend="+b)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			var r execResult
+			servedCall(t, cs, "exec", map[string]any{"command": "echo in-" + b}, &r)
+			if r.Stdout != "in-"+b+"\n" {
+				t.Errorf("exec: %+v", r)
+			}
+			if got := s.tcpClient("acme").session(t, r.Session); got.Backend != b {
+				t.Errorf("the session runs on %q; want %s", got.Backend, b)
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			if got := s.tcpClient("acme").session(t, r.Session); got.State != "stopped" {
+				t.Errorf("after close: %+v; want stopped", got)
+			}
+			assertNoLeftovers(t, b)
+		})
+	}
+}
