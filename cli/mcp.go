@@ -39,7 +39,8 @@ connection ends: end of input, the client gone, SIGTERM, or this process killed
 		Example: `  cordon mcp -c cordon.yaml
   {"mcpServers": {"cordon": {"command": "cordon", "args": ["mcp", "-c", "cordon.yaml"]}}}`,
 		Args: noArgs,
-		// --host is refused before this runs: no server serves MCP yet (docs/mcp.md).
+		// --host is refused before this runs: a client reaches a server's MCP
+		// endpoint (/v1/mcp) directly, over HTTP (docs/mcp.md).
 		RunE: func(c *cobra.Command, args []string) error { return serveMCP(c.Context(), stdio, o) },
 	}
 	f := c.Flags()

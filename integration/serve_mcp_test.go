@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -282,5 +283,34 @@ func TestServeMCPContainers(t *testing.T) {
 			}
 			assertNoLeftovers(t, b)
 		})
+	}
+}
+
+// TestServeMCPDocConfig: docs/serve.md's MCP configuration names the endpoint the
+// daemon serves and the header its authentication reads.
+func TestServeMCPDocConfig(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "serve.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "```json\n{\"mcpServers\"")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("docs/serve.md has no mcpServers block")
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Type    string            `json:"type"`
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(`{"mcpServers"`+block), &doc); err != nil {
+		t.Fatalf("docs/serve.md's mcpServers block: %v", err)
+	}
+	for name, c := range doc.MCPServers {
+		if c.Type != "http" || !strings.HasSuffix(c.URL, api.MCP) || !strings.HasPrefix(c.Headers["Authorization"], "Bearer ") {
+			t.Errorf("%s: %+v; want type http, a URL ending %s and a bearer Authorization header", name, c, api.MCP)
+		}
 	}
 }
