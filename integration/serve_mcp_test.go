@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,14 +73,40 @@ func TestServeMCP(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServeWith(t, "    quotas: {sessions: 2}\n")
 	stopSessionsAtEnd(t, s)
-	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
-	url := "https://" + s.addr + api.MCP
-	mcpHeaders := []string{"Content-Type", api.JSON, "Accept", "application/json, text/event-stream"}
-
+	m := &mcpServe{t: t, s: s, url: "https://" + s.addr + api.MCP, acme: s.tcpClient("acme")}
 	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, s.stderr)
 	}
+	id := m.callRuns(cs)
+	m.credentials()
+	m.crossing(cs)
+	m.hostileOpenings()
+	m.staged()
+	m.closeSeals(cs, id)
+}
+
+// mcpServe is TestServeMCP's daemon, its endpoint and tenant acme's API client.
+type mcpServe struct {
+	t    *testing.T
+	s    *served
+	url  string
+	acme apiClient
+}
+
+// mcpHeaders are the headers of a raw MCP POST.
+var mcpHeaders = []string{"Content-Type", api.JSON, "Accept", "application/json, text/event-stream"}
+
+// post sends one raw MCP POST with token and the extra headers.
+func (m *mcpServe) post(query, token, body string, extra ...string) (int, string, http.Header) {
+	m.t.Helper()
+	return do(m.t, m.s.client(), "POST", m.url+query, token, strings.NewReader(body), append(slices.Clone(mcpHeaders), extra...)...)
+}
+
+// callRuns: the tools of an unstaged session of a base with no gates; a call runs in
+// a session of acme's, on bwrap, which beta cannot see. It returns the session's id.
+func (m *mcpServe) callRuns(cs *gomcp.ClientSession) string {
+	t := m.t
 	lt, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -92,62 +119,99 @@ func TestServeMCP(t *testing.T) {
 		t.Errorf("tools of an unstaged session of a base with no gates: %v", names)
 	}
 	var r execResult
-	servedCall(t, cs, "exec", map[string]any{"command": "echo hi > made.txt; cat made.txt; id -u"}, &r)
-	if !strings.HasPrefix(r.Stdout, "hi\n") || r.Session == "" {
+	servedCall(t, cs, "exec", map[string]any{"command": "echo hi > made.txt; cat made.txt"}, &r)
+	if r.Stdout != "hi\n" || r.Session == "" {
 		t.Fatalf("exec: %+v", r)
 	}
-	id := r.Session
-	if got := acme.session(t, id); got.State != "running" || got.Backend != "bwrap" {
+	if got := m.acme.session(t, r.Session); got.State != "running" || got.Backend != "bwrap" {
 		t.Errorf("the MCP session's session: %+v; want running on bwrap", got)
 	}
-	if code, body := beta.call(t, "GET", "/v1/sessions/"+id, nil); code != http.StatusNotFound {
+	if code, body := m.s.tcpClient("beta").call(t, "GET", "/v1/sessions/"+r.Session, nil); code != http.StatusNotFound {
 		t.Errorf("beta GET acme's MCP session's session: %d %s; want 404", code, body)
 	}
+	return r.Session
+}
 
-	// No credential, a bad one: 401, and no session is started.
-	for _, tok := range []string{"", "not-a-token", s.tokens["acme"] + "x"} {
-		if code, body, _ := do(t, s.client(), "POST", url, tok, strings.NewReader(mcpInitialize), mcpHeaders...); code != http.StatusUnauthorized {
-			t.Errorf("initialize with token %q: %d %s; want 401", tok, code, body)
+// credentials: no credential, a bad one: 401, to a raw client and to the SDK's.
+func (m *mcpServe) credentials() {
+	for _, tok := range []string{"", "not-a-token", m.s.tokens["acme"] + "x"} {
+		if code, body, _ := m.post("", tok, mcpInitialize); code != http.StatusUnauthorized {
+			m.t.Errorf("initialize with token %q: %d %s; want 401", tok, code, body)
 		}
 	}
-	if _, err := s.mcpServed(t, "not-a-token", ""); err == nil {
-		t.Error("the SDK's client connected with a bad token")
+	if _, err := m.s.mcpServed(m.t, "not-a-token", ""); err == nil {
+		m.t.Error("the SDK's client connected with a bad token")
 	}
+}
 
-	// Tenant beta holding acme's MCP session id: 404 on every method, and acme's
-	// session is untouched.
+// crossingCall is a tools/call another tenant tries on acme's MCP session.
+const crossingCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo stolen > stolen.txt"}}}`
+
+// crossing: tenant beta holding acme's MCP session id gets 404 on every method, and
+// acme's session is untouched.
+func (m *mcpServe) crossing(cs *gomcp.ClientSession) {
+	t := m.t
 	sid := cs.ID()
 	if sid == "" {
 		t.Fatal("the client has no MCP session id")
 	}
-	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"exec","arguments":{"command":"echo stolen > stolen.txt"}}}`
-	for _, m := range []struct{ method, body string }{{"POST", call}, {"GET", ""}, {"DELETE", ""}} {
+	for _, c := range []struct{ method, body string }{{"POST", crossingCall}, {"GET", ""}, {"DELETE", ""}} {
 		hdr := append([]string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18"}, mcpHeaders...)
-		code, body, _ := do(t, s.client(), m.method, url, s.tokens["beta"], strings.NewReader(m.body), hdr...)
+		code, body, _ := do(t, m.s.client(), c.method, m.url, m.s.tokens["beta"], strings.NewReader(c.body), hdr...)
 		if code != http.StatusNotFound {
-			t.Errorf("beta %s with acme's MCP session id: %d %s; want 404", m.method, code, body)
+			t.Errorf("beta %s with acme's MCP session id: %d %s; want 404", c.method, code, body)
 		}
 	}
+	var r execResult
 	servedCall(t, cs, "exec", map[string]any{"command": "test ! -e stolen.txt && echo untouched"}, &r)
 	if r.Stdout != "untouched\n" {
 		t.Errorf("after beta's attempts: %q", r.Stdout)
 	}
+}
 
-	// Hostile openings: not an initialize, an unknown query, a bad stage: 400.
+// hostileOpenings: not an initialize, an unknown query, a bad stage or workspace:
+// 400. An initialize the MCP server refuses (a protocol version it does not speak)
+// leaves no session running: the one started for it is stopped.
+func (m *mcpServe) hostileOpenings() {
+	t := m.t
 	for _, c := range []struct{ query, body string }{
-		{"", call},
+		{"", crossingCall},
 		{"", `[` + mcpInitialize + `]`},
 		{"?evil=1", mcpInitialize},
 		{"?stage=maybe", mcpInitialize},
 		{"?workspace=../x", mcpInitialize},
 	} {
-		if code, body, _ := do(t, s.client(), "POST", url+c.query, s.tokens["acme"], strings.NewReader(c.body), mcpHeaders...); code != http.StatusBadRequest {
+		if code, body, _ := m.post(c.query, m.s.tokens["acme"], c.body); code != http.StatusBadRequest {
 			t.Errorf("opening %s %.40s: %d %s; want 400", c.query, c.body, code, body)
 		}
 	}
+	code, body, _ := m.post("", m.s.tokens["acme"], mcpInitialize, "Mcp-Protocol-Version", "1999-01-01")
+	if code != http.StatusBadRequest || !strings.Contains(body, `"error"`) {
+		t.Errorf("initialize with an unknown protocol version: %d %s; want 400 as JSON", code, body)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var list api.SessionList
+		_, lb := m.acme.call(t, "GET", "/v1/sessions", nil)
+		_ = json.Unmarshal([]byte(lb), &list)
+		running := 0
+		for _, ss := range list.Sessions {
+			if ss.State == "running" {
+				running++
+			}
+		}
+		if running == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions running a minute after a refused initialize; want 1: %s", running, lb)
+		}
+	}
+}
 
-	// A staged one lists checkpoint and rollback; a third is past the quota of 2.
-	staged, err := s.mcpServed(t, s.tokens["acme"], "?stage=true&backend=bwrap")
+// staged: a staged MCP session checkpoints; a third session is past the quota of 2.
+func (m *mcpServe) staged() {
+	t := m.t
+	staged, err := m.s.mcpServed(t, m.s.tokens["acme"], "?stage=true&backend=bwrap")
 	if err != nil {
 		t.Fatalf("connect staged: %v", err)
 	}
@@ -158,24 +222,26 @@ func TestServeMCP(t *testing.T) {
 	if cp.ID <= 0 {
 		t.Errorf("checkpoint over HTTP: %+v", cp)
 	}
-	code, body, hdr := do(t, s.client(), "POST", url, s.tokens["acme"], strings.NewReader(mcpInitialize), mcpHeaders...)
+	code, body, hdr := m.post("", m.s.tokens["acme"], mcpInitialize)
 	if code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"sessions"`) || hdr.Get("Retry-After") == "" {
 		t.Errorf("a third MCP session with a quota of 2: %d %s; want 429 naming sessions", code, body)
 	}
 	if err := staged.Close(); err != nil {
 		t.Errorf("close staged: %v", err)
 	}
+}
 
-	// Closing the client (its DELETE) stops the session and seals its log.
+// closeSeals: closing the client (its DELETE) stops session id and seals its log,
+// which records the tool call's command; the quota is free again.
+func (m *mcpServe) closeSeals(cs *gomcp.ClientSession, id string) {
+	t := m.t
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	for deadline := time.Now().Add(time.Minute); acme.session(t, id).State != "stopped"; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the session is still %s a minute after its client closed", acme.session(t, id).State)
-		}
+	if got := m.acme.session(t, id); got.State != "stopped" {
+		t.Errorf("after the client closed: %+v; want stopped (the DELETE is answered once it is)", got)
 	}
-	audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+	audit := filepath.Join(filepath.Dir(m.s.file), "acme", "audit")
 	v := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", id, "--audit-dir", audit), "audit verify")
 	if v.code != 0 || !strings.Contains(v.stdout, id+": intact and sealed") {
 		t.Errorf("cordon audit verify %s: %s; want intact and sealed", id, v)
@@ -184,8 +250,7 @@ func TestServeMCP(t *testing.T) {
 	if !strings.Contains(show.stdout, "echo hi > made.txt") {
 		t.Errorf("the log does not record the tool call's command:\n%s", show.stdout)
 	}
-	// The quota is free again.
-	again, err := s.mcpServed(t, s.tokens["acme"], "")
+	again, err := m.s.mcpServed(t, m.s.tokens["acme"], "")
 	if err != nil {
 		t.Fatalf("connect after the others closed: %v", err)
 	}
