@@ -379,3 +379,43 @@ func TestServeMCPDocConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestServeMCPIdle: a client that initializes and vanishes holds its session no
+// longer than the tenant's quotas.mcp_idle: then the session is stopped, its log
+// sealed, and its MCP session id is 404.
+func TestServeMCPIdle(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    quotas: {mcp_idle: 2s}\n")
+	stopSessionsAtEnd(t, s)
+	m := &mcpServe{t: t, s: s, url: "https://" + s.addr + api.MCP, acme: s.tcpClient("acme")}
+	code, body, hdr := m.post("", s.tokens["acme"], mcpInitialize)
+	sid := hdr.Get("Mcp-Session-Id")
+	if code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s; want 200 with an Mcp-Session-Id", code, body)
+	}
+	var list api.SessionList
+	_, lb := m.acme.call(t, "GET", "/v1/sessions", nil)
+	if json.Unmarshal([]byte(lb), &list) != nil || len(list.Sessions) != 1 || list.Sessions[0].State != "running" {
+		t.Fatalf("sessions after the initialize: %s; want one running", lb)
+	}
+	id := list.Sessions[0].ID
+	start := time.Now()
+	for m.acme.session(t, id).State != "stopped" {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("the session of a vanished client still runs a minute later (mcp_idle 2s)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if time.Since(start) < time.Second {
+		t.Errorf("stopped %v after the initialize; want no sooner than the idle time", time.Since(start))
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	if code, body, _ := m.post("", s.tokens["acme"], ping, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18"); code != http.StatusNotFound {
+		t.Errorf("the idle MCP session's id: %d %s; want 404", code, body)
+	}
+	audit := filepath.Join(filepath.Dir(s.file), "acme", "audit")
+	v := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", id, "--audit-dir", audit), "audit verify")
+	if v.code != 0 || !strings.Contains(v.stdout, id+": intact and sealed") {
+		t.Errorf("cordon audit verify %s: %s; want intact and sealed", id, v)
+	}
+}

@@ -25,15 +25,12 @@ import (
 // MCP over the streamable HTTP transport (api.MCP): each MCP session is one session
 // of the caller's tenant, started as POST /v1/sessions starts one (the tenant's base
 // contract, its quotas, its warm pool) when the client initializes, and stopped, its
-// log sealed, when the MCP session ends: the client's DELETE, mcpIdleTimeout without
-// a request, the session ending on its own (its wall time, a stop through the API),
+// log sealed, when the MCP session ends: the client's DELETE, the tenant's
+// quotas.mcp_idle without a request, the session ending on its own (its wall time, a stop through the API),
 // or the daemon stopping. The MCP session id is not a credential: every request
 // naming one is checked against the caller's tenant, and another tenant's is 404 as
 // a missing one.
 const (
-	// mcpIdleTimeout ends an MCP session no request has named for that long (a
-	// call in progress is not idle).
-	mcpIdleTimeout = 10 * time.Minute
 	// mcpMaxBody bounds one message: a write_file of mcp's 8 MiB, JSON-escaped.
 	mcpMaxBody = 24 << 20
 	// mcpMaxInit bounds the initialize request that starts a session.
@@ -47,8 +44,10 @@ const (
 
 // mcpHub is the server's MCP sessions and the SDK's handler that serves them.
 type mcpHub struct {
-	s       *Server
-	h       *gomcp.StreamableHTTPHandler
+	s *Server
+	// h serves each tenant's MCP sessions: the SDK's handler, whose idle timeout is
+	// the tenant's quotas.mcp_idle (a call in progress is not idle).
+	h       map[string]*gomcp.StreamableHTTPHandler
 	mu      sync.Mutex
 	byID    map[string]*mcpConn // by MCP session id
 	closing bool                // the daemon is stopping: no session opens
@@ -72,13 +71,17 @@ type mcpConn struct {
 type mcpConnKey struct{}
 
 func newMCPHub(s *Server) *mcpHub {
-	hub := &mcpHub{s: s, byID: map[string]*mcpConn{}}
-	hub.h = gomcp.NewStreamableHTTPHandler(func(r *http.Request) *gomcp.Server {
+	hub := &mcpHub{s: s, byID: map[string]*mcpConn{}, h: map[string]*gomcp.StreamableHTTPHandler{}}
+	getServer := func(r *http.Request) *gomcp.Server {
 		if c, ok := r.Context().Value(mcpConnKey{}).(*mcpConn); ok {
 			return c.srv
 		}
 		return nil
-	}, &gomcp.StreamableHTTPOptions{SessionTimeout: mcpIdleTimeout, MaxRequestBodyBytes: mcpMaxBody})
+	}
+	for _, t := range s.cfg.Tenants {
+		hub.h[t.Name] = gomcp.NewStreamableHTTPHandler(getServer,
+			&gomcp.StreamableHTTPOptions{SessionTimeout: t.Quotas.MCPIdle, MaxRequestBodyBytes: mcpMaxBody})
+	}
 	return hub
 }
 
@@ -153,7 +156,7 @@ func (hub *mcpHub) del(w http.ResponseWriter, r *http.Request, id auth.Identity)
 		return
 	}
 	jw := &jsonErrors{ResponseWriter: w}
-	hub.h.ServeHTTP(jw, withConn(r, c))
+	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
 	if jw.rewrite {
 		jw.finish()
 		return
@@ -171,7 +174,7 @@ func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn) {
 		return
 	}
 	jw := &jsonErrors{ResponseWriter: w}
-	hub.h.ServeHTTP(jw, withConn(r, c))
+	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
 	jw.finish()
 }
 
