@@ -419,3 +419,64 @@ func TestServeMCPIdle(t *testing.T) {
 		t.Errorf("cordon audit verify %s: %s; want intact and sealed", id, v)
 	}
 }
+
+// TestServeMCPGate: an MCP session over HTTP of a tenant whose base contract has
+// gates lists gate (the gates a person may approve, not one whose approve is deny);
+// a call waits until the tenant's approver approves it through /v1/gates, then
+// returns the operation's output.
+func TestServeMCPGate(t *testing.T) {
+	testutil.RequireBwrap(t)
+	base := filepath.Join(shortTempDir(t), "base.yaml")
+	mustWrite(t, base, serveGateContract+"  - {name: nope, run: [\"true\"], approve: deny, why: people do this}\n")
+	s := startServeWith(t, "    base_contract: "+base+"\n")
+	stopSessionsAtEnd(t, s)
+	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, s.stderr)
+	}
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gate *gomcp.Tool
+	for _, tool := range lt.Tools {
+		if tool.Name == "gate" {
+			gate = tool
+		}
+	}
+	if gate == nil {
+		t.Fatal("gate is not listed for a base contract with gates")
+	}
+	if schema, _ := json.Marshal(gate.InputSchema); !strings.Contains(string(schema), `"enum":["hello"]`) {
+		t.Errorf("gate's schema: %s; want the enum [hello]", schema)
+	}
+	var r execResult
+	servedCall(t, cs, "exec", map[string]any{"command": "true"}, &r)
+
+	type answer struct {
+		res *gomcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &gomcp.CallToolParams{Name: "gate", Arguments: map[string]any{"name": "hello"}})
+		done <- answer{res, err}
+	}()
+	leadCert, _, _ := s.ca.issue(t, "lead.acme", false)
+	lead := apiCall{base: "https://" + s.addr, c: s.client(leadCert)}
+	p := pendingOf(t, lead, r.Session, 1)[0]
+	if code, body := lead.do(t, "POST", "/v1/gates/"+p.ID+"/approve", ""); code != http.StatusOK {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	select {
+	case a := <-done:
+		if a.err != nil || a.res.IsError || !strings.Contains(resultText(a.res), "hi from the host") {
+			t.Errorf("the approved gate call: %v %+v", a.err, a.res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the gate call did not end a minute after its approval")
+	}
+	_ = cs.Close()
+}
