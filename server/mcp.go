@@ -187,8 +187,13 @@ func withConn(r *http.Request, c *mcpConn) *http.Request {
 // /v1/sessions answers it.
 func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcpMaxInit))
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, "an initialize request is at most "+strconv.Itoa(mcpMaxInit)+" bytes")
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "reading the request: "+err.Error())
 		return
 	}
 	var msg struct {
@@ -239,9 +244,12 @@ func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity
 			_ = ss.Close()
 		}
 	}
+	started := c.ss != nil
 	hub.mu.Unlock()
-	hub.s.log.Info("mcp session started", logTenant, id.Tenant, logSession, c.session, logCredential, id.Credential)
-	go hub.watch(roots, c)
+	if started {
+		hub.s.log.Info("mcp session started", logTenant, id.Tenant, logSession, c.session, logCredential, id.Credential)
+	}
+	go hub.watch(roots, c) // with no MCP session (its initialize refused), it stops the session now
 }
 
 // mcpStartRequest is the start an initialize asks for: its query's workspace,
