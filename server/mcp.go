@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/mcp"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
@@ -327,9 +329,11 @@ func (hub *mcpHub) connect(roots tenantRoots, as api.Session) (*mcpConn, error) 
 }
 
 // baseGates are the gates of the tenant's base contract a person may approve: the
-// contract every MCP session runs.
+// contract every MCP session runs. None when the sessions this server starts deny
+// every gate request (CI=true or CORDON_GATES=deny in its environment, which its
+// sessions inherit).
 func baseGates(roots tenantRoots) []mcp.Gate {
-	if roots.t.Base == nil {
+	if roots.t.Base == nil || gate.ModeFromEnv(os.Getenv) == gate.DenyAll {
 		return nil
 	}
 	c, err := contract.Parse("base", roots.t.Base.YAML())
