@@ -225,12 +225,15 @@ func newAuditReportCmd(stdio IO) *cobra.Command {
   cordon audit report -o - $run > report.html`,
 		ValidArgsFunction: completeRuns,
 		RunE: func(c *cobra.Command, args []string) error {
+			if out == "" {
+				return errdefs.Usagef("audit report: -o FILE is required")
+			}
+			if cl, err := remoteOf(c, runSelFlags...); err != nil || cl != nil {
+				return orRemote(err, func() error { return auditReportRemote(c, stdio, cl, args, out) })
+			}
 			run, err := sel.run("audit report", args)
 			if err != nil {
 				return err
-			}
-			if out == "" {
-				return errdefs.Usagef("audit report: -o FILE is required")
 			}
 			return auditReport(stdio, run, out)
 		},
@@ -240,12 +243,18 @@ func newAuditReportCmd(stdio IO) *cobra.Command {
 	return c
 }
 
-func auditReport(stdio IO, run audit.Run, out string) (err error) {
-	recs, err := audit.ReadEvents(run.EventsPath())
+func auditReport(stdio IO, run audit.Run, out string) error {
+	return writeReport(stdio, run.EventsPath(), out, run)
+}
+
+// writeReport writes the report of the log at events, verified, to out (openOutput's
+// -o of run).
+func writeReport(stdio IO, events, out string, run outputRun) (err error) {
+	recs, err := audit.ReadEvents(events)
 	if err != nil {
 		return err
 	}
-	rep, _ := audit.Verify(run.EventsPath())
+	rep, _ := audit.Verify(events)
 	w, closeOut, err := openOutput(stdio, out, run)
 	if err != nil {
 		return err

@@ -76,7 +76,7 @@ var commands = []struct {
 	make func(IO) *cobra.Command
 }{
 	{"run", newRunCmd}, {"apply", newApplyCmd}, {"discard", newDiscardCmd}, {"session", newSessionCmd}, {"exec", newExecCmd}, {"mcp", newMCPCmd}, {"check", newCheckCmd},
-	{"explain", newExplainCmd}, {"diff", newDiffCmd}, {"gate", newGateCmd}, {"audit", newAuditCmd},
+	{"explain", newExplainCmd}, {"diff", newDiffCmd}, {"gate", newGateCmd}, {"audit", newAuditCmd}, {"workspace", newWorkspaceCmd},
 	{"backends", newBackendsCmd}, {"doctor", newDoctorCmd}, {"gc", newGCCmd}, {"token", newTokenCmd},
 	{"serve", newServeCmd},
 	{"version", newVersionCmd}, {"internal", newInternalCmd},

@@ -24,7 +24,8 @@ var remoteCommands = map[string]bool{
 	"cordon session checkpoint": true, "cordon session rollback": true, "cordon exec": true,
 	"cordon gate ls": true, "cordon gate show": true, "cordon gate approve": true, "cordon gate deny": true,
 	"cordon audit ls": true, "cordon audit show": true, "cordon audit verify": true, "cordon audit export": true,
-	"cordon audit follow": true, "cordon audit prune": true, "cordon apply": true, "cordon discard": true,
+	"cordon audit follow": true, "cordon audit prune": true, "cordon audit report": true,
+	"cordon workspace": true, "cordon workspace ls": true, "cordon workspace push": true, "cordon workspace pull": true, "cordon workspace rm": true, "cordon apply": true, "cordon discard": true,
 }
 
 // hostNeutral are the commands that neither act on this host's sessions, runs and
@@ -70,7 +71,7 @@ func checkHost(c *cobra.Command) error {
 
 func remoteList() string {
 	return "cordon session start|ls|stop|sweep|checkpoint|rollback, cordon exec, cordon gate ls|show|approve|deny, " +
-		"cordon audit ls|show|verify|export|follow|prune, cordon apply, cordon discard"
+		"cordon audit ls|show|verify|export|follow|prune|report, cordon workspace ls|push|pull|rm, cordon apply, cordon discard"
 }
 
 // hostOf is the server c's flags name (with the environment's defaults).

@@ -23,7 +23,7 @@ import (
 func TestHostRefusesLocalCommands(t *testing.T) {
 	t.Setenv("CORDON_HOST", "")
 	refused := [][]string{
-		{"run", "--", "true"}, {"gc"}, {"audit", "report", "-o", "-", "last"}, {"gate", "request", "push"},
+		{"run", "--", "true"}, {"gc"}, {"gate", "request", "push"},
 		{"backends"}, {"doctor"}, {"serve", "--config", "/nonexistent"},
 	}
 	for _, args := range refused {
@@ -39,7 +39,7 @@ func TestHostRefusesLocalCommands(t *testing.T) {
 	// Those that drive a server get as far as dialling it (125: nothing answers).
 	for _, args := range [][]string{{"session", "ls"}, {"session", "stop", "x"}, {"session", "sweep", "x"}, {"exec", "x", "--", "true"}, {"session", "start", "--workspace", "w"},
 		{"gate", "ls"}, {"gate", "approve", "x"}, {"audit", "ls"}, {"audit", "verify", "last"}, {"audit", "export", "--format", "jsonl", "x"},
-		{"apply", "x"}, {"discard", "x"}} {
+		{"audit", "report", "-o", "-", "last"}, {"apply", "x"}, {"discard", "x"}} {
 		if _, stderr, code := run(t, args...); code != 125 || !strings.Contains(stderr, "nonexistent.sock") {
 			t.Errorf("CORDON_HOST %q: exit %d, %q; want 125 from dialling the server", args, code, stderr)
 		}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner"
+	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/session/remote"
 )
 
@@ -150,6 +153,37 @@ func auditExportRemote(c *cobra.Command, stdio IO, cl *remote.Client, args []str
 		return remoteRunError(stdio, err)
 	}
 	return nil
+}
+
+// auditReportRemote writes the report of a server's run: its log exported (the server
+// verifies it first and refuses one that does not verify) into a private temporary
+// file, verified again here and rendered by the same code as a local report.
+func auditReportRemote(c *cobra.Command, stdio IO, cl *remote.Client, args []string, out string) (err error) {
+	id, err := remoteRunID(c.Context(), cl, "audit report", args)
+	if err != nil {
+		return remoteRunError(stdio, err)
+	}
+	dir, err := os.MkdirTemp("", "cordon-report-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	events := filepath.Join(dir, "events.jsonl")
+	f, err := os.OpenFile(events, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = cl.Export(c.Context(), id, api.FormatJSONL, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case errors.Is(err, remote.ErrNotIntact):
+		return errdefs.Exitf(errdefs.ExitFailure, "%s: %s", id, errdefs.Message(err))
+	case err != nil:
+		return remoteRunError(stdio, err)
+	}
+	return writeReport(stdio, events, out, serverRun{})
 }
 
 func auditFollowRemote(c *cobra.Command, stdio IO, cl *remote.Client, args []string, o followOptions) (err error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -19,6 +20,9 @@ import (
 // serve runs `cordon serve --config file` until SIGTERM or SIGINT.
 func serve(ctx context.Context, stdio IO, file string, check bool, logFormat string) error {
 	cfg, err := config.Load(file)
+	if err == nil {
+		err = server.CheckConfig(cfg)
+	}
 	if err != nil {
 		return configError(stdio, err)
 	}
@@ -36,10 +40,45 @@ func serve(ctx context.Context, stdio IO, file string, check bool, logFormat str
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	defer reloadOnHUP(ctx, srv, file, log)()
 	if err := srv.Serve(ctx); err != nil {
 		return errdefs.CannotRun(err)
 	}
 	return nil
+}
+
+// reloadOnHUP reads the config again at each SIGHUP until ctx ends (or the returned
+// stop), and has the server take its credentials (server.Reload); a config that does
+// not load, or changes more than credentials, is logged and nothing is taken.
+func reloadOnHUP(ctx context.Context, srv *server.Server, file string, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-hup:
+			}
+			cfg, err := config.Load(file)
+			if err == nil {
+				err = server.CheckConfig(cfg)
+			}
+			if err == nil {
+				err = srv.Reload(cfg)
+			}
+			if err != nil {
+				log.Error("SIGHUP: the config was not reloaded; the server goes on with the one it has", "error", err.Error())
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }
 
 // serveToken prints a new token and its config line.

@@ -50,6 +50,7 @@ type sessionStartOptions struct {
 	gates                   *gate.Mode
 	stage                   bool
 	workspace               string // with --host: the server workspace's name
+	pool                    string // with --host: the server pool to claim from
 }
 
 func newSessionStartCmd(stdio IO) *cobra.Command {
@@ -69,6 +70,9 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 			if o.workspace != "" {
 				return errdefs.Usagef("session start: --workspace names a server's workspace and needs --host; here the workspace is the current directory")
 			}
+			if o.pool != "" {
+				return errdefs.Usagef("session start: --pool names a server's warm pool and needs --host")
+			}
 			return sessionStart(stdio, o)
 		},
 	}
@@ -77,7 +81,8 @@ session's id. Exit status: 0 started; 125 when it could not be (the reason on st
 	backendFlag(f, &o.backend)
 	f.StringVar(&o.auditDir, "audit-dir", envOr("CORDON_AUDIT_DIR", ""), "audit root `DIR` ($CORDON_AUDIT_DIR)")
 	o.gates = gatesFlag(f)
-	f.StringVar(&o.workspace, "workspace", "", "with --host: the server workspace `NAME` the session works in (made empty when missing); none: a new workspace, claimed from the warm pool when the start names no contract and no --stage")
+	f.StringVar(&o.workspace, "workspace", "", "with --host: the server workspace `NAME` the session works in (made empty when missing); none: a new workspace, claimed from a warm pool of the base contract when the start names no contract, pool or --stage")
+	f.StringVar(&o.pool, "pool", "", "with --host: claim the session from the server's warm pool `NAME` (started cold on the pool's contract when none is ready); not with -c, --workspace or --stage")
 	f.BoolVar(&o.stage, "stage", false, "stage the workspace: writes go to an overlay, with checkpoints and rollback, applied or discarded after stop (docs/sessions.md)")
 	return c
 }

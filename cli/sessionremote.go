@@ -23,7 +23,7 @@ func sessionStartRemote(c *cobra.Command, stdio IO, o sessionStartOptions) error
 			return errdefs.Usagef("session start: --%s is the server's to choose; not with --host", name)
 		}
 	}
-	req := api.StartRequest{Workspace: o.workspace, Stage: o.stage}
+	req := api.StartRequest{Workspace: o.workspace, Stage: o.stage, Pool: o.pool}
 	if c.Flags().Changed("backend") || os.Getenv("CORDON_BACKEND") != "" {
 		req.Backend = o.backend // else the server's default
 	}

@@ -117,7 +117,7 @@ func startServe(t *testing.T) *served {
 }
 
 // startServeWith is startServe with acme's tenant entry given more keys: YAML lines
-// indented as its keys ("    pool: {size: 1}\n").
+// indented as its keys ("    pools: [{name: default, size: 1}]\n").
 func startServeWith(t *testing.T, acme string) *served {
 	t.Helper()
 	testutil.RequireRoot(t)

@@ -26,7 +26,7 @@ import (
 // restart a claim gets a new session in an empty workspace: nothing ran in it before.
 func TestServePoolRestartStopsWarm(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 5}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 5}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")
@@ -114,7 +114,7 @@ func TestServePoolRestartStopsWarm(t *testing.T) {
 // starts (or claims of the refill, on a slow host).
 func TestServePoolConcurrentClaims(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 6}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 6}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
@@ -157,7 +157,7 @@ func TestServePoolConcurrentClaims(t *testing.T) {
 // running is the claimed one.
 func TestServePoolGracefulStopDuringRefill(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 4}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 4}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")
@@ -174,14 +174,7 @@ func TestServePoolGracefulStopDuringRefill(t *testing.T) {
 		now, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
 		return len(now) > len(before)
 	})
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
-	}
+	s.terminate(t)
 	// Counted by process, not by record: a start the daemon left half done may run
 	// without a record.
 	waitFor(t, 10*time.Second, "only the claimed session's supervisor to run", func() bool {
@@ -204,6 +197,19 @@ func supervisorsUnder(dir string) int {
 		}
 	}
 	return n
+}
+
+// terminate stops the daemon gracefully (SIGTERM) and waits until it has exited.
+func (s *served) terminate(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
+	}
 }
 
 // stopPoolAtEnd stops, at the test's end, the daemon gracefully (its unclaimed warm

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 // claims nothing of it. Charged to the tenant's quotas: a pool of 2 with a sessions
 // quota of 3 leaves room for one more session.
 func TestServePool(t *testing.T) {
-	s := startServeWith(t, "    pool: {size: 2, backend: bwrap}\n    quotas: {sessions: 3}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 3}\n")
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	warm := func() []string { return warmIDs(t, serve) }
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warm()) == 2 })
@@ -89,15 +88,16 @@ func TestServePool(t *testing.T) {
 	case addr := <-s.metrics:
 		text := scrapeMetrics(t, addr)
 		for _, want := range []string{
-			`cordon_pool_claims_total{result="hit",tenant="acme"} 1`,
-			`cordon_pool_claims_total{result="miss",tenant="acme"} 0`,
-			`cordon_pool_claims_total{result="hit",tenant="beta"} 0`, // no pool: no claim counted
-			`cordon_pool_claims_total{result="miss",tenant="beta"} 0`,
+			`cordon_pool_claims_total{pool="default",result="hit",tenant="acme"} 1`,
+			`cordon_pool_claims_total{pool="default",result="miss",tenant="acme"} 0`,
 			`cordon_quota_refusals_total{quota="sessions",tenant="acme"} 1`,
 		} {
 			if !strings.Contains(text, want+"\n") {
 				t.Errorf("the scrape has no %s", want)
 			}
+		}
+		if strings.Contains(text, `cordon_pool_claims_total{pool="default",result="hit",tenant="beta"}`) {
+			t.Error("beta has no pool, yet its claims are counted")
 		}
 	case <-time.After(30 * time.Second):
 		t.Errorf("no metrics listener after 30s")
@@ -110,14 +110,7 @@ func TestServePool(t *testing.T) {
 	// the next start to stop, TestServePoolRestartStopsWarm; the cleanup below stops
 	// those.)
 	left := warm()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the daemon did not stop within 2 minutes of SIGTERM")
-	}
+	s.terminate(t)
 	if now := warm(); len(now) != 0 {
 		t.Errorf("after the daemon's graceful stop: warm sessions %v (of %v) still recorded running", now, left)
 	}

@@ -643,7 +643,7 @@ func TestRedServeSandboxKillsItsSession(t *testing.T) {
 // pool must not be stopped moments after it is handed out.
 func TestRedServeWarmClaimWallTime(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pool: {size: 1, backend: bwrap}\n    quotas: {wall: 12s}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {wall: 12s}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })

@@ -242,6 +242,22 @@ func TestServeRemoteGateAndAudit(t *testing.T) {
 	if want, err := os.ReadFile(filepath.Join(auditDir, id, "events.jsonl")); err != nil || string(got) != string(want) {
 		t.Errorf("the export is not the log byte for byte (%v)", err)
 	}
+	// The report of a server's run is the report of its log, as here.
+	remoteHTML, localHTML := filepath.Join(t.TempDir(), "remote.html"), filepath.Join(t.TempDir(), "local.html")
+	if _, stderr, code := clis.lead("audit", "report", id, "-o", remoteHTML); code != 0 {
+		t.Errorf("lead audit report: exit %d, %q", code, stderr)
+	}
+	if r := w.cordon("", "audit", "report", id, "--audit-dir", auditDir, "-o", localHTML); r.code != 0 {
+		t.Errorf("local audit report: %v", r)
+	}
+	rh, _ := os.ReadFile(remoteHTML)
+	lh, _ := os.ReadFile(localHTML)
+	if len(rh) == 0 || string(rh) != string(lh) || !strings.Contains(string(rh), id) {
+		t.Errorf("the report through the server (%d bytes) is not the report of the log here (%d bytes)", len(rh), len(lh))
+	}
+	if _, stderr, code := clis.agent("audit", "report", id, "-o", "-"); code != 125 || !strings.Contains(stderr, "auditor role") {
+		t.Errorf("agent audit report: exit %d, %q; want 125, auditor role", code, stderr)
+	}
 	if out, stderr, code := clis.lead("audit", "follow", id); code != 0 || out != string(got) {
 		t.Errorf("lead audit follow of the sealed run: exit %d, %q; want every line of its log, exit 0", code, stderr)
 	}

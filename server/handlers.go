@@ -121,14 +121,14 @@ func (s *Server) identify(r *http.Request) (auth.Identity, bool) {
 		if len(hs) != 1 || !ok {
 			return auth.Identity{}, false
 		}
-		return s.auth.Token(tok)
+		return s.auth.Load().Token(tok)
 	}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		// Verified in the handshake against client_ca (VerifyClientCertIfGiven).
-		return s.auth.Cert(r.TLS.PeerCertificates[0])
+		return s.auth.Load().Cert(r.TLS.PeerCertificates[0])
 	}
 	if uid, ok := peerUID(r.Context()); ok {
-		return s.auth.UID(uid)
+		return s.auth.Load().UID(uid)
 	}
 	return auth.Identity{}, false
 }

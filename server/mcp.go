@@ -254,7 +254,7 @@ func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity
 	go hub.watch(roots, c) // with no MCP session (its initialize refused), it stops the session now
 }
 
-// mcpStartRequest is the start an initialize asks for: its query's workspace,
+// mcpStartRequest is the start an initialize asks for: its query's workspace, pool,
 // backend and stage, each at most once; nothing else.
 func mcpStartRequest(r *http.Request) (api.StartRequest, error) {
 	var req api.StartRequest
@@ -265,6 +265,8 @@ func mcpStartRequest(r *http.Request) (api.StartRequest, error) {
 		switch v := vs[0]; k {
 		case "workspace":
 			req.Workspace = v
+		case "pool":
+			req.Pool = v
 		case "backend":
 			req.Backend = v
 		case "stage":
@@ -274,7 +276,7 @@ func mcpStartRequest(r *http.Request) (api.StartRequest, error) {
 			}
 			req.Stage = b
 		default:
-			return req, errors.New("query: unknown parameter " + strconv.Quote(k) + " (workspace, backend and stage are known)")
+			return req, errors.New("query: unknown parameter " + strconv.Quote(k) + " (workspace, pool, backend and stage are known)")
 		}
 	}
 	return req, nil
@@ -324,19 +326,20 @@ func (hub *mcpHub) connect(roots tenantRoots, as api.Session) (*mcpConn, error) 
 		timeout = maxExecTimeout
 	}
 	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{})}
-	c.srv = mcp.New(sess, mcp.Options{Version: "serve", Stage: rec.Stage, Gates: baseGates(roots), MaxTimeout: timeout, SessionID: c.id})
+	c.srv = mcp.New(sess, mcp.Options{Version: "serve", Stage: rec.Stage, Gates: sessionGates(rec), MaxTimeout: timeout, SessionID: c.id})
 	return c, nil
 }
 
-// baseGates are the gates of the tenant's base contract a person may approve: the
-// contract every MCP session runs. None when the sessions this server starts deny
-// every gate request (CI=true or CORDON_GATES=deny in its environment, which its
-// sessions inherit).
-func baseGates(roots tenantRoots) []mcp.Gate {
-	if roots.t.Base == nil || gate.ModeFromEnv(os.Getenv) == gate.DenyAll {
+// sessionGates are the gates a person may approve of the contract session rec runs:
+// the file the server wrote for it (the tenant's base contract, or its pool's). None
+// when the sessions this server starts deny every gate request (CI=true or
+// CORDON_GATES=deny in its environment, which its sessions inherit), or when the file
+// cannot be read (no gate tool, rather than one that could only fail).
+func sessionGates(rec sessionRecord) []mcp.Gate {
+	if rec.Contract == "" || gate.ModeFromEnv(os.Getenv) == gate.DenyAll {
 		return nil
 	}
-	c, err := contract.Parse("base", roots.t.Base.YAML())
+	c, err := contract.Load(rec.Contract)
 	if err != nil {
 		return nil
 	}

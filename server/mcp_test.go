@@ -13,6 +13,7 @@ func TestMCPStartRequest(t *testing.T) {
 	for q, want := range map[string]string{
 		"":                                       "",
 		"?workspace=w1&backend=bwrap&stage=true": "",
+		"?pool=small":                            "",
 		"?stage=1":                               "",
 		"?stage=maybe":                           "stage",
 		"?stage=true&stage=false":                "more than once",

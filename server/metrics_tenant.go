@@ -37,6 +37,7 @@ var (
 // tenants are counted; every series of each exists from the start, at 0.
 type tenantMetrics struct {
 	tenants  map[string]bool
+	pools    map[string]bool // by poolKey: the pools of the config
 	execs    *prometheus.CounterVec
 	execTime *prometheus.HistogramVec
 	pool     *prometheus.CounterVec
@@ -48,6 +49,7 @@ type tenantMetrics struct {
 func newTenantMetrics(tenants []string) *tenantMetrics {
 	m := &tenantMetrics{
 		tenants: map[string]bool{},
+		pools:   map[string]bool{},
 		execs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cordon_execs_total",
 			Help: "Commands run in sessions, by tenant and outcome (ok, failed, timeout, monitor, error, canceled).",
@@ -59,8 +61,8 @@ func newTenantMetrics(tenants []string) *tenantMetrics {
 		}, []string{"tenant"}),
 		pool: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cordon_pool_claims_total",
-			Help: "Starts that could take a warm session, by tenant and result (hit: one was ready; miss: a cold start).",
-		}, []string{"tenant", "result"}),
+			Help: "Starts that could take a warm session, by tenant, pool and result (hit: one was ready; miss: a cold start, counted on the first pool the start could claim from).",
+		}, []string{"tenant", "pool", "result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cordon_quota_refusals_total",
 			Help: "Requests refused (429) past a quota, by tenant and quota.",
@@ -80,8 +82,6 @@ func newTenantMetrics(tenants []string) *tenantMetrics {
 			m.execs.WithLabelValues(t, o)
 		}
 		m.execTime.WithLabelValues(t)
-		m.pool.WithLabelValues(t, resultHit)
-		m.pool.WithLabelValues(t, resultMiss)
 		for _, q := range append(quotaNames, quotaOther) {
 			m.refusals.WithLabelValues(t, q)
 		}
@@ -127,14 +127,23 @@ func (m *metrics) exec(tenant string, res *wire.Result, canceled bool, d time.Du
 	}
 }
 
-// poolClaim counts a start of tenant that could take a warm session: hit when it did.
-func (m *metrics) poolClaim(tenant string, hit bool) {
-	if m.tenant.tenants[tenant] {
+// declarePool makes pool of tenant one the metrics count claims of (at zero until the
+// first): labels only ever come from the config.
+func (m *metrics) declarePool(tenant, pool string) {
+	m.tenant.pools[poolKey(tenant, pool)] = true
+	m.tenant.pool.WithLabelValues(tenant, pool, resultHit)
+	m.tenant.pool.WithLabelValues(tenant, pool, resultMiss)
+}
+
+// poolClaim counts a start of tenant that could take a warm session of pool: hit when
+// it did.
+func (m *metrics) poolClaim(tenant, pool string, hit bool) {
+	if m.tenant.pools[poolKey(tenant, pool)] {
 		r := resultMiss
 		if hit {
 			r = resultHit
 		}
-		m.tenant.pool.WithLabelValues(tenant, r).Inc()
+		m.tenant.pool.WithLabelValues(tenant, pool, r).Inc()
 	}
 }
 

@@ -156,10 +156,11 @@ func TestServeMetricsListener(t *testing.T) {
 // tenant or quota name the config does not have makes no series.
 func TestTenantMetrics(t *testing.T) {
 	s, _ := testServer(t)
+	s.metrics.declarePool("acme", "py") // as New does for each pool of the config
 	before := scrape(t, s)
 	for _, line := range []string{
 		`cordon_execs_total{outcome="ok",tenant="acme"} 0`,
-		`cordon_pool_claims_total{result="miss",tenant="acme"} 0`,
+		`cordon_pool_claims_total{pool="py",result="miss",tenant="acme"} 0`,
 		`cordon_quota_refusals_total{quota="memory",tenant="acme"} 0`,
 		`cordon_egress_denials_total{tenant="acme"} 0`,
 	} {
@@ -174,14 +175,15 @@ func TestTenantMetrics(t *testing.T) {
 	m.exec("acme", &wire.Result{ExitCode: 137, Reason: "monitor"}, false, time.Second)
 	m.exec("acme", nil, false, time.Millisecond)
 	m.exec("acme", nil, true, time.Millisecond)
-	m.poolClaim("acme", true)
-	m.poolClaim("acme", false)
-	m.poolClaim("acme", false)
+	m.poolClaim("acme", "py", true)
+	m.poolClaim("acme", "py", false)
+	m.poolClaim("acme", "py", false)
+	m.poolClaim("acme", "made-up", true)
 	m.refused("acme", quota.Memory)
 	m.refused("acme", "made-up")
 	for _, ghost := range []string{"ghost", ""} {
 		m.exec(ghost, &wire.Result{DeniedEgress: []string{"x:1"}}, false, time.Second)
-		m.poolClaim(ghost, true)
+		m.poolClaim(ghost, "py", true)
 		m.refused(ghost, quota.CPU)
 		m.seal(ghost, true)
 	}
@@ -195,8 +197,8 @@ func TestTenantMetrics(t *testing.T) {
 		`cordon_execs_total{outcome="canceled",tenant="acme"} 1`,
 		`cordon_exec_duration_seconds_count{tenant="acme"} 6`,
 		`cordon_egress_denials_total{tenant="acme"} 5`,
-		`cordon_pool_claims_total{result="hit",tenant="acme"} 1`,
-		`cordon_pool_claims_total{result="miss",tenant="acme"} 2`,
+		`cordon_pool_claims_total{pool="py",result="hit",tenant="acme"} 1`,
+		`cordon_pool_claims_total{pool="py",result="miss",tenant="acme"} 2`,
 		`cordon_quota_refusals_total{quota="memory",tenant="acme"} 1`,
 		`cordon_quota_refusals_total{quota="other",tenant="acme"} 1`,
 	} {

@@ -1,7 +1,9 @@
 // Package server is `cordon serve`: one host serving many tenants' agents over HTTP,
 // on a unix socket and on TCP with TLS. This is its front door: listening, the limits
 // every hostile client meets, authentication, and the routes under /v1/: sessions
-// (sessions*.go) so far. Quotas and pools are not served yet (docs/serve.md).
+// (sessions*.go), workspaces, gates, runs and their logs, staged apply and discard;
+// beside them each tenant's quotas (package [quota]), warm pools (pool.go) and disk
+// (disks.go). docs/serve.md is the whole of it.
 //
 // Every request but GET /v1/health is authenticated (package [auth]); a bad or missing
 // credential is 401 with the same body every time.
@@ -16,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/paths"
@@ -44,6 +47,7 @@ const (
 	logPath       = "path"
 	logStatus     = "status"
 	logTenant     = "tenant"
+	logPool       = "pool"
 	logCredential = "credential"
 	logDuration   = "duration"
 	logListener   = "listener"
@@ -59,15 +63,17 @@ const (
 
 // Server is a configured `cordon serve`. Make it with [New]; [Server.Serve] runs it.
 type Server struct {
-	cfg  *config.Config
-	auth *auth.Authenticator
+	cfg *config.Config
+	// auth maps credentials to identities: swapped whole when the config's credentials
+	// are reloaded ([Server.Reload]).
+	auth atomic.Pointer[auth.Authenticator]
 	tls  *tls.Config // nil without a TCP listener
 	log  *slog.Logger
 	// metrics is what /metrics reports (listen.metrics); counted whether served or not.
 	metrics *metrics
 	live    func(paths.Root, string) bool // whether a run may still append to its log; nil for runner.Live
 	quota   *quota.Ledger                 // what each tenant's live sessions are charged
-	pool    map[string]chan struct{}      // each pooled tenant's refill signal (pool.go)
+	pool    map[string]chan struct{}      // each pool's refill signal, by poolKey (pool.go)
 	filling sync.WaitGroup                // the pools' refill loops (pool.go)
 	sess    sessions                      // starts in flight (sessions.go)
 	// heldReqs bounds each tenant's long requests: streams, starts, stops (held.go).
@@ -83,8 +89,17 @@ type Server struct {
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, auth: auth.New(cfg), log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
 		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
+	if err := checkPoolQuotas(cfg); err != nil {
+		return nil, err
+	}
+	s.auth.Store(auth.New(cfg))
+	for _, t := range cfg.Tenants {
+		for _, p := range t.Pools {
+			s.metrics.declarePool(t.Name, p.Name)
+		}
+	}
 	s.mcp = newMCPHub(s)
 	s.metrics.countSessions(liveSessions{s})
 	s.metrics.reg.MustRegister(newDiskCollector(cfg))
@@ -95,6 +110,25 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// Reload takes next's credentials, at once, for every request from now on (a request
+// already authenticated, a stream under way, finishes): how a token is revoked or a
+// credential added without a restart. Anything else of next that differs from the
+// config the server runs is refused, and nothing is taken: listeners, tenants, roots,
+// quotas, pools and base contracts are what the running sessions were started and
+// charged under, and change with a restart.
+func (s *Server) Reload(next *config.Config) error {
+	if what := s.cfg.ChangedBesidesCredentials(next); what != "" {
+		return fmt.Errorf("reloading %s: %s changed, and only credentials are taken without a restart; nothing was taken", next.File, what)
+	}
+	s.auth.Store(auth.New(next))
+	n := 0
+	for _, t := range next.Tenants {
+		n += len(t.Credentials)
+	}
+	s.log.Info("credentials reloaded", "file", next.File, "credentials", n)
+	return nil
 }
 
 // Serve listens where the config says and serves until ctx ends, then stops

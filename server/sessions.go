@@ -46,7 +46,7 @@ type sessions struct {
 	mu       sync.Mutex
 	starting map[string]bool  // "tenant/workspace" of the starts in flight
 	holds    map[string]*hold // by "tenant/id": the live sessions' charges
-	// warm is, by tenant, the warm sessions this server started and no one claimed,
+	// warm is, by pool (poolKey), the warm sessions this server started and no one claimed,
 	// oldest first: what a claim takes from and the pool counts, without reading
 	// every record.
 	warm map[string][]sessionRecord
@@ -68,9 +68,11 @@ type sessionRecord struct {
 	// one, never a longer (0 in a record of an older server: none may be asked).
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Warm marks a session of the tenant's warm pool not claimed yet: no one's, not
-	// listed, its id 404 (pool.go). Claimed marks one that came from the pool.
-	Warm    bool `json:"warm,omitempty"`
-	Claimed bool `json:"claimed,omitempty"`
+	// listed, its id 404 (pool.go). Claimed marks one that came from the pool, Pool
+	// names the pool.
+	Warm    bool   `json:"warm,omitempty"`
+	Claimed bool   `json:"claimed,omitempty"`
+	Pool    string `json:"pool,omitempty"`
 	// ClaimedAt is when a warm session was claimed: its wall time counts from then.
 	ClaimedAt time.Time `json:"claimed_at,omitempty"`
 	// Ended says why a session the server found dead ended, once it collected it
@@ -216,7 +218,7 @@ func state(roots tenantRoots, rec sessionRecord) string {
 
 func apiSession(roots tenantRoots, rec sessionRecord) api.Session {
 	return api.Session{ID: rec.ID, State: state(roots, rec), Started: rec.Started, Backend: rec.Backend,
-		Workspace: rec.Workspace, Stage: rec.Stage, Warm: rec.Claimed, Ended: rec.Ended}
+		Workspace: rec.Workspace, Stage: rec.Stage, Warm: rec.Claimed, Pool: rec.Pool, Ended: rec.Ended}
 }
 
 // records lists the tenant's session records, oldest first.
@@ -435,11 +437,12 @@ func removeContract(roots tenantRoots, rec sessionRecord) {
 }
 
 // forgetStopped removes the oldest stopped (or collected dead) sessions' records past
-// maxStoppedRecords.
+// maxStoppedRecords. A warm one's is kept (pool.go's stopLeftWarm: its workspace may
+// hold a claim a crash lost, and forgotten it would become a workspace of the tenant's).
 func forgetStopped(roots tenantRoots) {
 	var stopped []sessionRecord
 	for _, rec := range records(roots) {
-		if rec.Stopped || rec.Ended != "" {
+		if !rec.Warm && (rec.Stopped || rec.Ended != "") {
 			stopped = append(stopped, rec)
 		}
 	}

@@ -111,7 +111,9 @@ func (s *Server) adoptSessions(ctx context.Context) {
 // stopLeftWarm stops, all at once, the warm sessions a server that died left
 // running. Its record may say warm for a session that was claimed (the claim's write
 // is not synced, pool.go), so none is pooled again; each stays the server's, never
-// listed.
+// listed. One whose workspace is empty never ran anything and is retired (workspace
+// and record removed); one whose workspace is not (a claim a crash lost) keeps both,
+// hidden, its log in the tenant's audit root.
 func (s *Server) stopLeftWarm(ctx context.Context, roots tenantRoots, warm []sessionRecord) {
 	var wg sync.WaitGroup
 	for _, rec := range warm {
@@ -125,6 +127,12 @@ func (s *Server) stopLeftWarm(ctx context.Context, roots tenantRoots, warm []ses
 				return
 			}
 			s.log.Info("warm pool: stopped a session a previous server left", logTenant, roots.t.Name, logSession, rec.ID)
+			if empty, err := isEmpty(roots.workspace(rec.Workspace)); err == nil && empty {
+				s.forgetWarm(roots, rec)
+			} else {
+				s.log.Warn("warm pool: kept the workspace of a session a previous server left: it is not empty (a claim a crash lost?)",
+					logTenant, roots.t.Name, logSession, rec.ID, logWorkspace, rec.Workspace)
+			}
 		})
 	}
 	wg.Wait()
@@ -168,6 +176,11 @@ func (s *Server) reapOne(ctx context.Context, h hold) {
 		return
 	}
 	if !s.markStopping(h) {
+		return
+	}
+	if rec.Warm && s.takeWarm(h.tenant.Name, rec.Pool, rec.ID) {
+		// Unclaimed past the wall time: retired, and the pool starts a fresh one.
+		s.retireWarm(ctx, roots, rec, "the tenant's wall time")
 		return
 	}
 	s.log.Info("stopping a session at its tenant's wall time", logTenant, h.tenant.Name, logSession, h.id)

@@ -21,6 +21,7 @@ import (
 	"github.com/cordonhq/cordon/server/admit"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
+	"github.com/cordonhq/cordon/server/config"
 	"github.com/cordonhq/cordon/server/quota"
 	"github.com/cordonhq/cordon/server/workspace"
 	"github.com/cordonhq/cordon/session"
@@ -56,8 +57,21 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	if !ok {
 		return
 	}
-	if s.startClaimed(w, r, roots, req, id) {
+	pools, err := claimable(roots.t, req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	if s.startClaimed(w, r, roots, req, pools, id) {
+		return
+	}
+	if req.Pool != "" {
+		// None of the pool's was ready: a cold start of what the pool would have given.
+		p := pools[0]
+		req.Contract, req.Stage = string(p.YAML), p.Stage
+		if req.Backend == "" {
+			req.Backend = p.Backend
+		}
 	}
 	if req.Workspace == "" {
 		req.Workspace = "ws-" + randomHex(8)
@@ -121,7 +135,7 @@ func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Ident
 		s.refuse(w, roots, err)
 		return
 	}
-	rec, err := s.launch(r.Context(), roots, req, ws, adm, false)
+	rec, err := s.launch(r.Context(), roots, req, ws, adm, "")
 	if err != nil {
 		release()
 		s.log.Error("starting a session", logTenant, roots.t.Name, logWorkspace, req.Workspace, logErr, err)
@@ -138,19 +152,29 @@ func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Ident
 	writeJSON(w, http.StatusCreated, apiSession(roots, rec))
 }
 
-// startClaimed answers a start that may take a warm session (no workspace, no contract,
-// no stage, a tenant with a pool) with one, and counts the claim; false when it may
-// not, or none was ready (a cold start then).
-func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tenantRoots, req api.StartRequest, id auth.Identity) bool {
-	if req.Workspace != "" || req.Contract != "" || req.Stage || roots.t.Pool == nil {
+// startClaimed answers a start that may take a warm session of one of pools (claimable)
+// with the first ready, and counts the claim on its pool; false when there are no
+// pools, or none was ready (a cold start then, counted as a miss of the first pool).
+func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tenantRoots, req api.StartRequest, pools []config.Pool, id auth.Identity) bool {
+	if len(pools) == 0 {
 		return false
 	}
-	rec, ok := s.claim(roots, req.Backend)
-	s.metrics.poolClaim(roots.t.Name, ok)
+	var rec sessionRecord
+	var ok bool
+	for _, p := range pools {
+		if rec, ok = s.claim(roots, p, req.Backend); ok {
+			break
+		}
+	}
+	pool := pools[0].Name
+	if ok {
+		pool = rec.Pool
+	}
+	s.metrics.poolClaim(roots.t.Name, pool, ok)
 	if !ok {
 		return false
 	}
-	s.log.Info("session claimed from the warm pool", logTenant, roots.t.Name, logSession, rec.ID, logCredential, id.Credential)
+	s.log.Info("session claimed from a warm pool", logTenant, roots.t.Name, logPool, rec.Pool, logSession, rec.ID, logCredential, id.Credential)
 	if req.Git != nil && !s.fillFromGit(w, r, roots, rec, *req.Git, false) {
 		return true
 	}
@@ -213,6 +237,9 @@ func validateStart(req api.StartRequest) error {
 	}
 	if !slices.Contains(backends, req.Backend) {
 		return fmt.Errorf("backend: want one of bwrap, docker, containerd or auto, not %q", req.Backend)
+	}
+	if req.Pool != "" && (req.Workspace != "" || req.Contract != "" || req.Stage) {
+		return errors.New("pool: a start from a pool names no workspace, contract or stage: the pool's contract and stage are the session's")
 	}
 	if req.Git != nil {
 		return workspace.CheckGit(req.Git.URL, req.Git.Commit)
@@ -310,7 +337,7 @@ func mapping(m *yaml.Node, key string) *yaml.Node {
 // `cordon session start` does: the tenant's run root and audit root, cwd the
 // workspace. The start goes on when the client goes away: a supervisor that started
 // is recorded, never left unknown.
-func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, adm admitted, warm bool) (sessionRecord, error) {
+func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartRequest, ws string, adm admitted, pool string) (sessionRecord, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	file := filepath.Join(roots.contracts(), hex.EncodeToString(rnd[:])+".yaml")
@@ -341,7 +368,7 @@ func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartReq
 	}
 	info := sess.Info()
 	rec := sessionRecord{ID: info.ID, Workspace: req.Workspace, Backend: info.Backend, Stage: req.Stage,
-		Started: info.Started, Contract: file, Charge: adm.charge, Warm: warm, Claimed: warm,
+		Started: info.Started, Contract: file, Charge: adm.charge, Warm: pool != "", Claimed: pool != "", Pool: pool,
 		TimeoutMS: adm.timeout.Milliseconds()}
 	if err := writeRecord(roots, rec); err != nil {
 		_ = sess.Stop(ctx) // a session the server cannot list is not left running

@@ -244,3 +244,17 @@ func (d *Decoder) Int(n *yaml.Node, what string, lo, hi int64) (int64, bool) {
 	}
 	return v, true
 }
+
+// Bool is n as a boolean: true or false, unquoted (YAML 1.1's yes, no, on and off
+// are refused: a reader could take them for strings).
+func (d *Decoder) Bool(n *yaml.Node, what string) bool {
+	s, ok := d.Scalar(n, what)
+	if !ok {
+		return false
+	}
+	if n.Tag != "!!bool" || (s != "true" && s != "false") {
+		d.At(n, "%s: want true or false, got %s", what, KindName(n))
+		return false
+	}
+	return s == "true"
+}

@@ -300,7 +300,7 @@ func writeConfig(o options, dir, cert, key string) (string, []string, error) {
 		fmt.Fprintf(&b, "    quotas: {sessions: %d, memory: %dMiB, pids: %d, cpu: %d, session_default: {memory: 256MiB, pids: 256, cpu: 0.1}}\n",
 			o.sessions+o.pool, 256*(o.sessions+o.pool), 256*(o.sessions+o.pool), o.sessions+o.pool)
 		if i == 0 && o.pool > 0 {
-			fmt.Fprintf(&b, "    pool: {size: %d, backend: %s}\n", o.pool, o.backend)
+			fmt.Fprintf(&b, "    pools: [{name: default, size: %d, backend: %s}]\n", o.pool, o.backend)
 		}
 	}
 	cfg := filepath.Join(dir, "serve.yaml")

@@ -167,6 +167,12 @@ func count(n int, noun string) string {
 // A contract naming a host path outside the workspace is not compiled, so the tenant
 // learns nothing about what exists on the host.
 func Check(base *Base, tenantYAML []byte, workspace, workspacesRoot string) (*contract.Compiled, error) {
+	return CheckFile(base, RequestFile, tenantYAML, workspace, workspacesRoot)
+}
+
+// CheckFile is [Check] of a contract read from file, which its problems name: the
+// server's config admits a pool's contract file this way when it is loaded.
+func CheckFile(base *Base, file string, tenantYAML []byte, workspace, workspacesRoot string) (*contract.Compiled, error) {
 	if base == nil || base.c == nil {
 		return nil, errors.New("admitting a contract: the tenant has no base contract loaded")
 	}
@@ -177,7 +183,7 @@ func Check(base *Base, tenantYAML []byte, workspace, workspacesRoot string) (*co
 	if len(tenantYAML) > MaxContract {
 		return nil, fmt.Errorf("%w: %d bytes; at most %d", ErrInvalid, len(tenantYAML), MaxContract)
 	}
-	tc, err := contract.Parse(RequestFile, tenantYAML)
+	tc, err := contract.Parse(file, tenantYAML)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

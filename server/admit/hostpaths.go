@@ -46,7 +46,7 @@ const execProvider = "exec"
 func outside(tc, base *contract.Contract, workspace, ws string) []error {
 	var errs []error
 	bad := func(p contract.Pos, format string, args ...any) {
-		errs = append(errs, &contract.Error{File: RequestFile, Pos: p, Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, &contract.Error{File: tc.File, Pos: p, Msg: fmt.Sprintf(format, args...)})
 	}
 	if w := tc.Workspace; w.Value != "" && filepath.Clean(w.Value) != workspace && filepath.Clean(w.Value) != ws {
 		bad(w.Pos, "workspace: %q is not this session's workspace; leave the key out (the server gives each session its own)", w.Value)

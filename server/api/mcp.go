@@ -14,7 +14,7 @@ const (
 )
 
 var mcpRoutes = []Route{
-	{Method: "POST", Path: MCP, Role: RoleAgent, Summary: "MCP (streamable HTTP): a JSON-RPC message; an initialize without Mcp-Session-Id starts a session of the tenant (query: workspace, backend, stage)",
+	{Method: "POST", Path: MCP, Role: RoleAgent, Summary: "MCP (streamable HTTP): a JSON-RPC message; an initialize without Mcp-Session-Id starts a session of the tenant (query: workspace, pool, backend, stage)",
 		RawRequest: JSON, RawResponse: MCPStream, Held: true},
 	{Method: "GET", Path: MCP, Role: RoleAgent, Summary: "MCP (streamable HTTP): the stream of the server's messages for the Mcp-Session-Id session",
 		RawResponse: MCPStream, Held: true},

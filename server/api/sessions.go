@@ -24,11 +24,16 @@ type StartRequest struct {
 	Contract string `json:"contract,omitempty"`
 	// Workspace names a directory of the tenant's workspace root (letters, digits, '-',
 	// '_', '.'; not starting with '.'); made empty when missing. "" asks for a new
-	// workspace: with no contract and no stage either, the session is claimed from the
-	// tenant's warm pool when one is ready.
+	// workspace: with no pool, contract or stage either, the session is claimed from a
+	// warm pool of the tenant's base contract when one is ready.
 	Workspace string `json:"workspace,omitempty"`
-	Backend   string `json:"backend,omitempty"` // bwrap, docker, containerd or auto; "" for the server's default
-	Stage     bool   `json:"stage,omitempty"`   // a staged session (checkpoint, rollback)
+	// Pool names one of the tenant's warm pools (the server's config): the session is
+	// claimed from it when one is ready, and otherwise started cold on the pool's
+	// contract, stage and backend. A start naming a pool names no workspace, contract
+	// or stage.
+	Pool    string `json:"pool,omitempty"`
+	Backend string `json:"backend,omitempty"` // bwrap, docker, containerd or auto; "" for the server's default
+	Stage   bool   `json:"stage,omitempty"`   // a staged session (checkpoint, rollback)
 	// Git fills the new session's workspace, which must be new or empty, from a git
 	// repository at a pinned commit: the session's first commands clone it, through
 	// the session's egress rules. A start whose clone fails is stopped and answered
@@ -44,7 +49,8 @@ type Session struct {
 	Backend   string    `json:"backend"`
 	Workspace string    `json:"workspace"` // its name in the tenant's workspace root
 	Stage     bool      `json:"stage"`
-	Warm      bool      `json:"warm"` // claimed from the tenant's warm pool
+	Warm      bool      `json:"warm"`           // claimed from one of the tenant's warm pools
+	Pool      string    `json:"pool,omitempty"` // the pool it was claimed from
 	// Ended says why a dead session ended, once the server collected it (its
 	// supervisor died: its log sealed for it, its credentials revoked).
 	Ended string `json:"ended,omitempty"`

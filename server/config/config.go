@@ -67,7 +67,7 @@ type Tenant struct {
 	Root        string // the tenant's run, audit and workspace root: absolute
 	Credentials []Credential
 	Quotas      Quotas // what it may hold at once; defaults when the config sets none
-	Pool        *Pool  // nil: no warm pool
+	Pools       []Pool // its warm pools, each of one contract; none: every start is cold
 	Pos         Pos
 	// BaseContract is the path of the tenant's base contract (base_contract), "" for
 	// none: the most a contract of the tenant may allow. Base is that contract, read
@@ -134,6 +134,9 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	if err := loadBases(c); err != nil {
+		return nil, err
+	}
+	if err := loadPools(c); err != nil {
 		return nil, err
 	}
 	return c, nil

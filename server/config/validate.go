@@ -16,6 +16,9 @@ func validate(d *strictyaml.Decoder, c *Config) {
 	checkTLS(d, c)
 	checkTenants(d, c)
 	checkCredentials(d, c)
+	for _, t := range c.Tenants {
+		checkPools(d, t)
+	}
 }
 
 func at(p Pos) string { return fmt.Sprintf("line %d", p.Line) }

@@ -43,12 +43,22 @@ func (c *Client) request(ctx context.Context, cl call, in any, want string) (*ht
 		}
 		body = bytes.NewReader(data)
 	}
+	ctype := ""
+	if in != nil {
+		ctype = api.JSON
+	}
+	return c.send(ctx, cl, body, ctype, want)
+}
+
+// send sends body (nil: none) of media type ctype to c's server and returns the
+// answer, as request does.
+func (c *Client) send(ctx context.Context, cl call, body io.Reader, ctype, want string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, cl.method, c.base+cl.path, body)
 	if err != nil {
 		return nil, err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", api.JSON)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
 	}
 	req.Header.Set("Accept", want)
 	if c.token != "" {
