@@ -480,3 +480,37 @@ func TestServeMCPGate(t *testing.T) {
 	}
 	_ = cs.Close()
 }
+
+// TestServeMCPPool: an initialize naming a pool claims its warm session: a staged
+// pool on a base contract with gates gives an MCP session that lists checkpoint,
+// rollback and gate.
+func TestServeMCPPool(t *testing.T) {
+	testutil.RequireBwrap(t)
+	base := filepath.Join(shortTempDir(t), "base.yaml")
+	mustWrite(t, base, serveGateContract)
+	s := startServeWith(t, "    base_contract: "+base+"\n    pools: [{name: staged, size: 1, backend: bwrap, stage: true}]\n")
+	stopPoolAtEnd(t, s)
+	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
+	waitFor(t, 2*time.Minute, "the pool to hold its warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	cs, err := s.mcpServed(t, s.tokens["acme"], "?pool=staged")
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, s.stderr)
+	}
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range lt.Tools {
+		names[tool.Name] = true
+	}
+	if !names["checkpoint"] || !names["rollback"] || !names["gate"] {
+		t.Errorf("tools of a session of a staged pool on a base with gates: %v", names)
+	}
+	var r execResult
+	servedCall(t, cs, "exec", map[string]any{"command": "true"}, &r)
+	if got := s.tcpClient("acme").session(t, r.Session); !got.Warm || !got.Stage {
+		t.Errorf("the MCP session's session: %+v; want claimed from the staged pool", got)
+	}
+	_ = cs.Close()
+}
