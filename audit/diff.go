@@ -13,6 +13,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // RecordDiff writes the fs.diff line of command cmd (the id StartCmd returned) from the
@@ -119,22 +120,38 @@ func fileChange(c fsdiff.Change) FileChange {
 	return fc
 }
 
-// writePatch stores a whole patch next to the log and returns its file name.
+// writePatch stores a whole patch next to the log and returns its file name. The
+// patch is the tenant's bytes (its files' lines), up to limits.diff.patch_run of them
+// a run, so it is written WithoutReserve (internal/linux): never into the blocks a
+// tenant's disk keeps for the log lines and the seal. A disk the sandbox filled makes
+// it ENOSPC, which the caller records as a gap (no_space).
 func (w *Writer) writePatch(patch []byte) (string, error) {
 	name := fmt.Sprintf("fsdiff-%04d.patch", w.patchN.Add(1))
-	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	p := filepath.Join(w.dir, name)
+	var f *os.File
+	err := linux.WithoutReserve(func() (err error) {
+		f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(patch)
+		if err == nil && w.opts.Sync != SyncClose {
+			err = f.Sync()
+		}
+		return err
+	})
+	if f == nil {
 		return "", fmt.Errorf("writing patch file: %w", err)
 	}
-	_, err = f.Write(patch)
-	if err == nil && w.opts.Sync != SyncClose {
-		err = f.Sync()
+	if err == nil {
+		// Made WithoutReserve, the file is not this process's user's: it is made so.
+		err = f.Chown(os.Geteuid(), os.Getegid())
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		_ = os.Remove(filepath.Join(w.dir, name))
+		_ = os.Remove(p)
 		return "", fmt.Errorf("writing patch file %s: %w", name, err)
 	}
 	return name, nil

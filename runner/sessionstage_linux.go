@@ -70,7 +70,17 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 		prev = ss.last.copy
 	}
 	dir := filepath.Join(r.stageDir, checkpointsName, strconv.Itoa(n))
-	c, err := layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev)
+	// The copy is the sandbox's data: the disk's reserve is not its to fill. Its
+	// directory (one block) is cordon's, so that a checkpoint of nothing changed still
+	// is one on a full disk.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Checkpoint{}, errdefs.Unavailablef("checkpoint: %w", err)
+	}
+	var c *layer.Checkpoint
+	err := linux.WithoutReserve(func() (err error) {
+		c, err = layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev)
+		return err
+	})
 	if err != nil {
 		_ = linux.RemoveTree(dir)
 		return Checkpoint{}, errdefs.Unavailablef("%w", err)
@@ -164,7 +174,7 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 
 // restore writes, through the live overlay, what the view of cp over the workspace
 // holds wherever the two can differ: the paths of the upper directory and of cp.
-func (r *run) restore(cp *checkpoint) ([]string, []layer.Problem, error) {
+func (r *run) restore(cp *checkpoint) (changed []string, problems []layer.Problem, err error) {
 	now, err := layer.UpperPaths(filepath.Join(r.stageDir, stageUpperName))
 	if err != nil {
 		return nil, nil, err
@@ -199,7 +209,11 @@ func (r *run) restore(cp *checkpoint) ([]string, []layer.Problem, error) {
 		return nil, nil, err
 	}
 	defer want.Close()
-	return layer.Rollback(live, want, paths, same, uid, gid)
+	err = linux.WithoutReserve(func() (err error) {
+		changed, problems, err = layer.Rollback(live, want, paths, same, uid, gid)
+		return err
+	})
+	return changed, problems, err
 }
 
 // checkpointView is the workspace as it was at cp: cp's copy over the workspace, a

@@ -284,7 +284,11 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 			return res, errdefs.Unavailablef("%w", err)
 		}
 	}
-	out, err := layer.Apply(l, changes)
+	var out layer.Outcome
+	err = linux.WithoutReserve(func() (err error) { // the sandbox's files, not cordon's
+		out, err = layer.Apply(l, changes)
+		return err
+	})
 	res.Conflicts = out.Conflicts
 	for _, p := range out.Refused {
 		res.Refused = append(res.Refused, p.Path+": "+p.Why)

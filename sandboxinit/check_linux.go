@@ -35,15 +35,29 @@ func selfCheck(spec *wire.Spec) error {
 // returns the mount table for [specCheck]. Process 1 runs it while the host is still
 // sending the spec (see [startPrecheck]).
 func precheck() ([]linux.MountInfo, error) {
+	if err := loopbackOnly(); err != nil {
+		return nil, err
+	}
+	return precheckHost()
+}
+
+// loopbackOnly fails when the network namespace has an interface other than loopback.
+func loopbackOnly() error {
 	ifs, err := net.Interfaces()
 	if err != nil {
-		return nil, fmt.Errorf("listing network interfaces: %w", err)
+		return fmt.Errorf("listing network interfaces: %w", err)
 	}
 	for _, i := range ifs {
 		if i.Name != "lo" {
-			return nil, fmt.Errorf("network interface %q is present; the sandbox must have loopback only", i.Name)
+			return fmt.Errorf("network interface %q is present; the sandbox must have loopback only", i.Name)
 		}
 	}
+	return nil
+}
+
+// precheckHost is [precheck] but for the network: a Pod's process 1 checks that
+// against its spec ([podNetworkCheck]).
+func precheckHost() ([]linux.MountInfo, error) {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return nil, fmt.Errorf("reading process status: %w", err)
@@ -87,14 +101,17 @@ func specCheck(spec *wire.Spec, mounts []linux.MountInfo) error {
 }
 
 // startPrecheck runs [precheck] in the background; wait returns its result.
-func startPrecheck() (wait func() ([]linux.MountInfo, error)) {
+func startPrecheck() (wait func() ([]linux.MountInfo, error)) { return startCheck(precheck) }
+
+// startCheck runs check (a precheck) in the background; wait returns its result.
+func startCheck(check func() ([]linux.MountInfo, error)) (wait func() ([]linux.MountInfo, error)) {
 	type result struct {
 		mounts []linux.MountInfo
 		err    error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		m, err := precheck()
+		m, err := check()
 		ch <- result{m, err}
 	}()
 	return func() ([]linux.MountInfo, error) {

@@ -12,26 +12,32 @@ import (
 // InitArg is the `internal` subcommand that is process 1: `internal init [--dir DIR]`.
 const InitArg = "init"
 
-// The `internal` subcommands of a Kubernetes Pod (pod_linux.go): process 1 before its
-// control channel, and the init container's copy of the binary.
+// The `internal` subcommands of a Kubernetes Pod (podinit_linux.go, pod_linux.go):
+// process 1 is `internal init --pod SOCKET`, the exec'd relay to its control socket
+// `internal attach SOCKET`, and the init container's copy of the binary `internal
+// install DEST`.
 const (
-	HoldArg    = "hold"
+	PodFlag    = "--pod"
+	AttachArg  = "attach"
 	InstallArg = "install"
 )
 
 // Dispatch runs the helper that args name, when they name one: process 1 itself
 // (`internal init`) or a helper it re-executes (`internal join-cgroup`, `internal
 // posture`, the group watcher, `internal file` and `internal gate-request`: the MCP
-// file and gate tools, run inside) or a Pod's (`internal hold`, `internal install`).
-// Both binaries that can be process 1, cordon-init and cordon, dispatch through it,
-// before they build anything else: these start on every run. ok is false when args
-// name no helper.
+// file and gate tools, run inside) or a Pod's (`internal init --pod`, `internal
+// attach`, `internal install`). Both binaries that can be process 1, cordon-init and
+// cordon, dispatch through it, before they build anything else: these start on every
+// run. ok is false when args name no helper.
 func Dispatch(args []string) (code int, ok bool) {
 	if len(args) < 2 || args[0] != "internal" {
 		return 0, false
 	}
 	switch args[1] {
 	case InitArg:
+		if len(args) > 2 && args[2] == PodFlag {
+			return PodInitMain(args[3:]), true
+		}
 		return Main(), true
 	case wire.JoinArg:
 		return JoinMain(args[2:]), true
@@ -39,8 +45,8 @@ func Dispatch(args []string) (code int, ok bool) {
 		return PostureMain(args[2:]), true
 	case groupwatch.Arg:
 		return groupwatch.Main(args[2:]), true
-	case HoldArg:
-		return HoldMain(args[2:]), true
+	case AttachArg:
+		return AttachMain(args[2:]), true
 	case InstallArg:
 		return InstallMain(args[2:]), true
 	case fileop.Arg:

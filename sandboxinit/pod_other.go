@@ -7,9 +7,15 @@ import (
 	"os"
 )
 
-// HoldMain is unimplemented off Linux (a Pod's process 1 runs on Linux).
-func HoldMain([]string) int {
-	fmt.Fprintln(os.Stderr, "cordon: internal hold is unimplemented on this GOOS")
+// PodInitMain is unimplemented off Linux (a Pod's process 1 runs on Linux).
+func PodInitMain([]string) int {
+	fmt.Fprintln(os.Stderr, "cordon: internal init --pod is unimplemented on this GOOS")
+	return 1
+}
+
+// AttachMain is unimplemented off Linux.
+func AttachMain([]string) int {
+	fmt.Fprintln(os.Stderr, "cordon: internal attach is unimplemented on this GOOS")
 	return 1
 }
 

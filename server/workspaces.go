@@ -194,6 +194,10 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 			writeError(w, http.StatusRequestEntityTooLarge, err.Error())
 		case errors.Is(err, workspace.ErrRefused), errors.Is(err, workspace.ErrMalformed):
 			writeError(w, http.StatusBadRequest, err.Error())
+		case errors.Is(err, workspace.ErrNoSpace):
+			s.metrics.refused(roots.t.Name, quota.Disk)
+			writeQuotaError(w, &quota.Exceeded{Quota: quota.Disk, RetryAfter: time.Minute,
+				Detail: "the tenant's disk is full: delete workspaces or runs (" + err.Error() + ")"})
 		default:
 			s.internal(w, id, "unpacking a workspace", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ echo "memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || ca
 		"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
 		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000",
 		"NoNewPrivs:\t1", "Seccomp:\t2",
-		"pid1=/run/cordon/cordon internal hold ",
+		"pid1=/run/cordon/cordon internal init --pod /run/cordon-control/init.sock ",
 		"root=ro\n", "cordon=ro\n", "workspace=rw\n", "workspace=writable\n", "git=ro\n",
 		"env=ro\n", "env=empty\n", "tmp=rw\n", "tmp=writable\n", "token=absent\n", "hostname=cordon\n",
 		"memory=268435456\n", // the contract's limits.memory, 256 MiB
@@ -127,7 +128,7 @@ echo "memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || ca
 	}
 	// Process 1's own word, through the API server.
 	logs, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: podspec.ContainerName}).DoRaw(ctx)
-	if err != nil || !bytes.Contains(logs, []byte("process 1 holding")) {
+	if err != nil || !bytes.Contains(logs, []byte("process 1 waiting for cordon to attach")) {
 		t.Errorf("pod log = %q (%v), want process 1's line", logs, err)
 	}
 	// Stopped with the Pod's grace period, process 1 ends at SIGTERM with status 0,
@@ -174,6 +175,13 @@ func stopAndWait(ctx context.Context, cs *kubernetes.Clientset, ns, name string)
 // name.
 func startSession(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, plan *contract.Plan, cfg podspec.Config) string {
 	t.Helper()
+	_, s := startPlaced(ctx, t, cs, plan, cfg)
+	return podspec.Name(s.ID)
+}
+
+// startPlaced is startSession, returning the placement and the session.
+func startPlaced(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, plan *contract.Plan, cfg podspec.Config) (*placement.Placement, podspec.Session) {
+	t.Helper()
 	p, err := placement.New(cs, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +203,7 @@ func startSession(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, p
 	if err := waitRunning(ctx, cs, cfg.Namespace, name); err != nil {
 		t.Fatalf("pod %s/%s: %v%s", cfg.Namespace, name, err, describe(ctx, cs, cfg.Namespace, name))
 	}
-	return name
+	return p, s
 }
 
 // A RuntimeClass the cluster has is the Pod's: one named for the test, whose handler
@@ -313,9 +321,28 @@ func execIn(ctx context.Context, cs *kubernetes.Clientset, rc *rest.Config, ns, 
 	if err != nil {
 		return "", fmt.Errorf("exec: %w", err)
 	}
-	var out bytes.Buffer
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	// One buffer for both streams, which the executor copies from two goroutines.
+	out := &lockedBuffer{}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: out, Stderr: out})
 	return out.String(), err
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // A hidden file outside the workspace that the image holds cannot be covered by the

@@ -30,6 +30,11 @@ const (
 	OpExec   = "exec"   // host → pid1: run Argv in Dir with the three attached fds
 	OpSignal = "signal" // host → pid1: send Sig to exec ID's process group
 	OpExit   = "exit"   // pid1 → host: exec ID ended with Code (Error: it never started)
+	// A Kubernetes Pod's process 1 listens instead of dialling (it is reached through
+	// an exec stream, internal/ctlmux): the host's first message gives it its spec, and
+	// it answers with the outcome of its self-check.
+	OpSpec   = "spec"   // host → pid1: Spec is process 1's wire.Spec
+	OpStatus = "status" // pid1 → host, the answer to spec: Error is why it failed its self-check ("" when it passed)
 )
 
 // MaxFiles is the most descriptors one message carries: an exec's stdin, stdout,
@@ -50,6 +55,9 @@ type Msg struct {
 	Sig   int      `json:"sig,omitempty"`
 	Code  int      `json:"code,omitempty"`
 	Error string   `json:"error,omitempty"`
+	// Spec is an OpSpec's wire.Spec (this package does not import the sandbox's wire
+	// package: it is only carried here).
+	Spec json.RawMessage `json:"spec,omitempty"`
 }
 
 // Conn is one end of the control channel. Send may be called from several goroutines;

@@ -53,7 +53,8 @@ type fileKey struct {
 	size  int64
 }
 
-// TakeCheckpoint copies upper into dst (which must not exist), linking to prev's
+// TakeCheckpoint copies upper into dst (which must not exist, or be an empty
+// directory: the caller may make it with other credentials than the copy's), linking to prev's
 // copies (prev may be nil) the files unchanged since prev was taken. Entries that
 // vanish while it reads (the sandbox writes on) are skipped.
 func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
@@ -68,13 +69,30 @@ func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
 	}
 	defer root.Close()
 	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}, names: map[uint64]linkedCopy{}}
-	if err := os.Mkdir(dst, 0o700); err != nil {
+	if err := os.Mkdir(dst, 0o700); errors.Is(err, fs.ErrExist) {
+		if err := emptyDir(dst); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := c.copyDir(root, ".", prev); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	return c, nil
+}
+
+// emptyDir refuses dst unless it is an empty directory (not a link to one).
+func emptyDir(dst string) error {
+	d, err := os.OpenFile(dst, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer d.Close()
+	if names, _ := d.Readdirnames(1); len(names) > 0 {
+		return fmt.Errorf("checkpoint: %s is not empty", dst)
+	}
+	return nil
 }
 
 // copyDir copies the entries of the upper directory d, at rel.

@@ -4,6 +4,7 @@ package linux
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,3 +27,29 @@ func Owner(path string) (uid, gid int, err error) {
 // CloseOnExec marks the descriptor fd close-on-exec: one a process inherited (an
 // ExtraFiles pipe) that its own children must not.
 func CloseOnExec(fd int) { unix.CloseOnExec(fd) }
+
+// Pollable returns f (a descriptor received from another process) as a non-blocking
+// duplicate in Go's poller, closing f: closing the duplicate then ends a read that
+// waits on it. Where that cannot be done (or f is a regular file, which is never
+// pollable) it returns f itself.
+func Pollable(f *os.File) *os.File {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f
+	}
+	nfd := -1
+	_ = rc.Control(func(fd uintptr) {
+		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			nfd = d
+		}
+	})
+	if nfd < 0 {
+		return f
+	}
+	if unix.SetNonblock(nfd, true) != nil {
+		unix.Close(nfd)
+		return f
+	}
+	f.Close()
+	return os.NewFile(uintptr(nfd), f.Name())
+}

@@ -131,3 +131,13 @@ func MountTmpfsWith(target, data string) error {
 	}
 	return nil
 }
+
+// FSFree is what root may still write on the file system at path, its reserved blocks
+// included, in bytes (statfs's f_bfree).
+func FSFree(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	return int64(st.Bfree) * int64(st.Bsize), nil
+}

@@ -11,3 +11,6 @@ func MountRoot(string) (bool, uint64, error) { return false, 0, errNoMountRoot }
 
 // FSSpace is Linux's.
 func FSSpace(string) (int64, int64, error) { return 0, 0, errNoMountRoot }
+
+// FSFree is Linux's.
+func FSFree(string) (int64, error) { return 0, errNoMountRoot }

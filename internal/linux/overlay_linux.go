@@ -23,7 +23,21 @@ import (
 // pointer), metacopy (a chmod copies the data too), index and xino. What a reader
 // of upper meets is then files, directories, symbolic links, whiteouts (0/0
 // character devices) and opaque directories ("trusted.overlay.opaque").
+//
+// The overlay is made WithoutReserve: overlayfs writes its upper directory with its
+// maker's credentials (a sandbox's writes, copy-ups and whiteouts alike), which would
+// otherwise be root's and reach the file system's reserved blocks.
 func NewOverlay(lower, upper, work *os.File) (*os.File, error) {
+	var ov *os.File
+	err := WithoutReserve(func() error {
+		var err error
+		ov, err = newOverlay(lower, upper, work)
+		return err
+	})
+	return ov, err
+}
+
+func newOverlay(lower, upper, work *os.File) (*os.File, error) {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("opening overlayfs: %w", err)

@@ -1,6 +1,8 @@
 package linux
 
 import (
+	"errors"
+	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,4 +26,9 @@ func PeerUID(c syscall.Conn) (int, error) {
 		return 0, err
 	}
 	return int(cred.Uid), nil
+}
+
+// SeqpacketPair is unsupported on macOS, which has no SOCK_SEQPACKET for unix sockets.
+func SeqpacketPair() (*net.UnixConn, *net.UnixConn, error) {
+	return nil, nil, errors.ErrUnsupported
 }

@@ -17,6 +17,9 @@
 //     kept part too, byte for byte, up to [Options.MaxSpill] bytes; when more was
 //     written it ends with a line saying how many bytes were dropped.
 //
+// Spill files are written without a file system's reserve for root (Linux's
+// WithoutReserve, internal/linux): a full disk ends the spill, never cordon's logs.
+//
 // The cap never fails a Write: the command's output stream must not break because the
 // agent sees less of it. A failure to create or write the spill file stops spilling, the
 // partial file is removed, the notice says the rest was not saved, and [Stream.Close]
@@ -43,6 +46,8 @@ import (
 	"os"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // DefaultMaxSpill is the size limit of a spill file when [Options.MaxSpill] is zero.
@@ -261,19 +266,41 @@ func (s *Stream) startSpill() {
 		s.spillErr = fmt.Errorf("creating spill file: %w", err)
 		return
 	}
-	f, err := os.OpenFile(s.o.HostPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	var f *os.File
+	err := linux.WithoutReserve(func() (err error) {
+		f, err = os.OpenFile(s.o.HostPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		return err
+	})
 	if err != nil {
 		s.spillErr = fmt.Errorf("creating spill file: %w", err)
 		return
 	}
-	if err := f.Chmod(0o644); err != nil { // whatever the umask
+	// Made WithoutReserve, the file is not this process's user's: it is made so.
+	err = f.Chown(os.Geteuid(), os.Getegid())
+	if err == nil {
+		err = f.Chmod(0o644) // whatever the umask
+	}
+	if err != nil {
 		f.Close()
 		os.Remove(s.o.HostPath)
 		s.spillErr = fmt.Errorf("creating spill file: %w", err)
 		return
 	}
 	s.spill = f
-	s.spillBuf = bufio.NewWriterSize(f, 64<<10)
+	s.spillBuf = bufio.NewWriterSize(unreserved{f}, 64<<10)
+}
+
+// unreserved writes to its file WithoutReserve (internal/linux): a spill file is the
+// sandbox's output, and the blocks a file system keeps for root are for cordon's
+// records, which must outlive a sandbox that filled its disk.
+type unreserved struct{ f *os.File }
+
+func (u unreserved) Write(p []byte) (n int, err error) {
+	err = linux.WithoutReserve(func() (err error) {
+		n, err = u.f.Write(p)
+		return err
+	})
+	return n, err
 }
 
 // spillWrite appends p to the spill file, up to maxSpill bytes.

@@ -48,6 +48,16 @@ type Spec struct {
 	// Serve makes pid1 run no command of its own: it runs the commands the host sends
 	// on Control (a session), until the host hangs up.
 	Serve bool `json:"serve,omitempty"`
+	// A Kubernetes Pod's process 1 (`internal init --pod`) is sent its spec on the
+	// control channel it listens on, so the spec may carry what the files protocol's
+	// payload carries elsewhere: Env, the commands' environment, replaces the one the
+	// kubelet gave process 1 (which names the cluster's API server).
+	Env []string `json:"env,omitempty"`
+	// PodNetwork accepts the Pod's own network namespace, interfaces beyond loopback
+	// included, where every other sandbox must have loopback only. Only a Pod's process
+	// 1 takes it, and only while the Pod has no egress bridge (docs/kubernetes.md):
+	// the host must ask for it, so the self-check never passes a network silently.
+	PodNetwork bool `json:"pod_network,omitempty"`
 }
 
 // Control is where pid1 dials the host and the token that proves it.

@@ -7,7 +7,11 @@
 // The file system keeps ext4's reserved blocks (ReservePercent) for uid 0: sandboxes run
 // as unprivileged host uids and cannot write them, cordon writes its records and logs
 // as root, so a tenant whose sandboxes filled their disk still gets its runs' logs
-// appended and sealed.
+// appended and sealed. What cordon writes of the tenant's own data (checkpoint copies,
+// spill files, uploads, applied stages, patch files, a staged sandbox's writes through
+// the overlay cordon mounts) it writes through internal/linux's WithoutReserve, from a
+// thread that is neither file system uid 0 nor holds CAP_SYS_RESOURCE: the kernel
+// refuses it the reserve as it refuses a sandbox.
 //
 // Mount is idempotent and safe across restarts: a root already mounted from its image
 // is kept, and an image still attached to a loop device (sessions of a daemon that was

@@ -16,7 +16,19 @@ import (
 // links, as named), bounded by lim, and returns how many entries and bytes it made.
 // Everything made is owned by dir's owner. On a refused entry it returns an
 // [EntryError] and leaves what it made so far (the caller removes the workspace).
-func Unpack(r io.Reader, dir string, lim Limits) (Stats, error) {
+//
+// It writes WithoutReserve (internal/linux): the files are the tenant's, and the blocks
+// of a tenant's disk reserved for root are for cordon's logs. A full disk is an
+// [EntryError] of [ErrNoSpace].
+func Unpack(r io.Reader, dir string, lim Limits) (st Stats, err error) {
+	err = linux.WithoutReserve(func() (err error) {
+		st, err = unpack(r, dir, lim)
+		return err
+	})
+	return st, err
+}
+
+func unpack(r io.Reader, dir string, lim Limits) (Stats, error) {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
 		return Stats{}, err
@@ -176,6 +188,9 @@ func (u *unpacker) hardLink(name, rel, target string) error {
 // one the archive caused (a link on the way, a directory in a file's place, a name
 // made twice as different types) is refused; any other is the server's.
 func (u *unpacker) failed(name string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return &EntryError{Entry: name, Reason: err.Error(), Err: ErrNoSpace, Cause: err}
+	}
 	for _, e := range []error{syscall.ELOOP, syscall.EISDIR, syscall.EEXIST, syscall.ENOTDIR, syscall.EXDEV, syscall.ENOTEMPTY, syscall.EMLINK, syscall.ENAMETOOLONG, syscall.ENOENT} {
 		if errors.Is(err, e) {
 			return refused(name, "%v (a link or another entry on the way)", errors.Unwrap(err))

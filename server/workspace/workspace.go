@@ -52,14 +52,17 @@ var (
 	ErrTooLarge = errors.New("archive too large")
 	// ErrMalformed: the stream is not a tar archive.
 	ErrMalformed = errors.New("not a tar archive")
+	// ErrNoSpace: the workspace's file system is full (for an unprivileged writer:
+	// [Unpack] writes without the blocks reserved for root).
+	ErrNoSpace = errors.New("no space left on the tenant's disk")
 )
 
 // EntryError is an archive refused at one entry.
 type EntryError struct {
 	Entry  string // the entry's name as the archive gives it (quoted when shown)
 	Reason string
-	Err    error // ErrRefused, ErrTooLarge or ErrMalformed
-	Cause  error // what made the stream unreadable, for ErrMalformed (errors.As reaches it)
+	Err    error // ErrRefused, ErrTooLarge, ErrMalformed or ErrNoSpace
+	Cause  error // what made the stream unreadable, for ErrMalformed, or the write's error, for ErrNoSpace (errors.As reaches it)
 }
 
 func (e *EntryError) Error() string {

@@ -40,6 +40,16 @@ const (
 	VolumeWorkspace = "workspace"
 	// VolumeEmpty is an empty read-only volume mounted over every hidden path.
 	VolumeEmpty = "cordon-empty"
+	// VolumeControl holds process 1's control socket, at [ControlDir].
+	VolumeControl = "cordon-control"
+)
+
+// Process 1's control socket, which `internal attach` (exec'd by the placement through
+// the API server) connects to: in a memory volume of its own, hidden from commands by
+// their Landlock ruleset, and gone once cordon has attached (initspec.go).
+const (
+	ControlDir    = "/run/cordon-control"
+	ControlSocket = ControlDir + "/init.sock"
 )
 
 // cordonVolumeBytes bounds the volume holding cordon's binary (a few MiB).
@@ -98,7 +108,7 @@ func Compile(plan *contract.Plan, s Session, cfg Config) (Objects, error) {
 		Name:            ContainerName,
 		Image:           image,
 		ImagePullPolicy: pullPolicy(plan.Pull),
-		Command:         []string{paths.SandboxInit, "internal", "hold"},
+		Command:         InitCommand(),
 		WorkingDir:      plan.Workdir,
 		VolumeMounts:    mounts,
 		Resources:       resources(plan.Limits),
@@ -259,7 +269,10 @@ func volumes(plan *contract.Plan, cfg Config) ([]corev1.Volume, []corev1.VolumeM
 	if empty {
 		vols = append(vols, memoryVolume(VolumeEmpty, 1<<20))
 	}
-	mounts = append(mounts, corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true})
+	vols = append(vols, memoryVolume(VolumeControl, 1<<20))
+	mounts = append(mounts,
+		corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true},
+		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir})
 	return vols, mounts, errors.Join(errs...)
 }
 

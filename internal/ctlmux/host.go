@@ -1,0 +1,194 @@
+package ctlmux
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// host is cordon's end of the stream.
+type host struct {
+	c *ctl.Conn
+	w *writer
+
+	mu    sync.Mutex // mu guards execs.
+	execs map[uint64]*hostExec
+}
+
+// hostExec is what the host holds of a running exec: its stdin (being read) and its
+// stdout and stderr (nil once closed).
+type hostExec struct {
+	in  *os.File
+	out [2]*os.File
+}
+
+func (e *hostExec) close() {
+	e.in.Close()
+	closeAll(e.out[:])
+}
+
+// Host relays between c, whose peer is cordon's supervisor (it sees c's peer as it
+// sees process 1's own connection on the other backends), and stream, which reaches
+// [Pod] in the sandbox. Each exec request's stdin is read and sent as data, and the
+// data that comes back for its stdout and stderr is written to the request's other
+// two descriptors; further descriptors (a cgroup: the Pod's cgroup is the kubelet's)
+// are closed. It returns when either side ends, having closed stream, c and every
+// descriptor it holds.
+func Host(c *ctl.Conn, stream io.ReadWriteCloser) error {
+	h := &host{c: c, w: &writer{w: stream}, execs: map[uint64]*hostExec{}}
+	fromPod := make(chan error, 1)
+	go func() { fromPod <- h.fromPod(newReader(stream)) }()
+	fromSup := make(chan error, 1)
+	go func() { fromSup <- h.fromSupervisor() }()
+	var err error
+	select {
+	case err = <-fromPod:
+		c.Close()
+		<-fromSup
+	case err = <-fromSup:
+		stream.Close()
+		c.Close()
+		<-fromPod
+	}
+	stream.Close()
+	h.mu.Lock()
+	for id, e := range h.execs {
+		e.close()
+		delete(h.execs, id)
+	}
+	h.mu.Unlock()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}
+
+func (h *host) fromSupervisor() error {
+	for {
+		m, files, err := h.c.Recv()
+		if err != nil {
+			return err
+		}
+		switch m.Op {
+		case ctl.OpExec:
+			if err := h.exec(m, files); err != nil {
+				return err
+			}
+		case ctl.OpSignal, ctl.OpSpec:
+			ctl.CloseFiles(files)
+			if err := h.w.msg(m); err != nil {
+				return err
+			}
+		default:
+			ctl.CloseFiles(files)
+		}
+	}
+}
+
+// exec sends one exec request and starts pumping its stdin.
+func (h *host) exec(m ctl.Msg, files []*os.File) error {
+	if len(files) < 3 {
+		ctl.CloseFiles(files)
+		return h.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
+	}
+	ctl.CloseFiles(files[3:])
+	e := &hostExec{in: linux.Pollable(files[0]), out: [2]*os.File{files[1], files[2]}}
+	h.mu.Lock()
+	_, dup := h.execs[m.ID]
+	if !dup {
+		h.execs[m.ID] = e
+	}
+	h.mu.Unlock()
+	if dup {
+		e.close()
+		return h.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "exec id in use"})
+	}
+	if err := h.w.msg(m); err != nil {
+		return err // Host closes e with the rest
+	}
+	// Read until its end, or until the exec is over (finish closes it).
+	go h.w.data(kindStdin, m.ID, 0, e.in)
+	return nil
+}
+
+// fromPod writes what the pod sends for each exec to its descriptors, and hands
+// process 1's messages to the supervisor.
+func (h *host) fromPod(r *reader) error {
+	for {
+		f, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch f.kind {
+		case kindMsg:
+			m, err := decodeMsg(f)
+			if err != nil {
+				return err
+			}
+			if m.Op != ctl.OpExit && m.Op != ctl.OpStatus {
+				continue
+			}
+			if m.Op == ctl.OpExit {
+				h.finish(m.ID)
+			}
+			if err := h.c.Send(m); err != nil {
+				return err
+			}
+		case kindStdout, kindStderr:
+			idx := int(f.kind - kindStdout)
+			if out := h.sink(f.id, idx); out != nil {
+				if _, err := out.Write(f.data); err != nil {
+					h.closeSink(f.id, idx) // the reader is gone: the rest is dropped
+				}
+			}
+		case kindEOF:
+			if f.data[0] == 0 {
+				return ErrProtocol // stdin is the host's
+			}
+			h.closeSink(f.id, int(f.data[0])-1)
+		default:
+			return ErrProtocol
+		}
+	}
+}
+
+func (h *host) sink(id uint64, idx int) *os.File {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.execs[id]; e != nil {
+		return e.out[idx]
+	}
+	return nil
+}
+
+func (h *host) closeSink(id uint64, idx int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.execs[id]; e != nil && e.out[idx] != nil {
+		e.out[idx].Close()
+		e.out[idx] = nil
+	}
+}
+
+// finish closes what is left of an exec's output: its exit comes after the output
+// the pod had for it.
+func (h *host) finish(id uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.execs[id]; e != nil {
+		e.close()
+		delete(h.execs, id)
+	}
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

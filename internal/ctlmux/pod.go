@@ -1,0 +1,222 @@
+package ctlmux
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/ctl"
+)
+
+// MaxExecs bounds the execs running at once on one stream: a request past it is
+// answered with an error, never started.
+const MaxExecs = 64
+
+// outputGrace is how long an exec's exit waits for its output to be sent: a background
+// child that inherited stdout would otherwise hold it forever. The supervisor waits
+// as long again for what is still in flight.
+const outputGrace = 250 * time.Millisecond
+
+// stdinQueue bounds the stdin frames waiting for one command to read them. When a
+// command does not read its stdin, the frames past it wait on the stream: stdin is
+// flow-controlled per stream, not per exec.
+const stdinQueue = 16
+
+// pod is the sandbox's end of the stream.
+type pod struct {
+	c *ctl.Conn
+	w *writer
+
+	mu    sync.Mutex // mu guards execs.
+	execs map[uint64]*podExec
+}
+
+// podExec is what the relay holds of a running exec: the write end of its stdin, fed
+// by a queue, and the read ends of its stdout and stderr, being sent.
+type podExec struct {
+	stdin   chan []byte   // nil: the host's stdin ended
+	done    chan struct{} // closed when the exec is over
+	in      *os.File
+	out     [2]*os.File
+	outDone chan struct{} // closed when both outputs ended
+}
+
+// Pod relays between process 1's control connection c and the stream from [Host]
+// (in and out: an exec's stdin and stdout). It returns when either side ends, having
+// closed c: process 1 then ends the session.
+func Pod(c *ctl.Conn, in io.Reader, out io.Writer) error {
+	p := &pod{c: c, w: &writer{w: out}, execs: map[uint64]*podExec{}}
+	done := make(chan error, 2)
+	go func() { done <- p.fromHost(newReader(in)) }()
+	go func() { done <- p.fromInit() }()
+	err := <-done
+	c.Close()
+	p.mu.Lock()
+	for id, e := range p.execs {
+		e.close()
+		delete(p.execs, id)
+	}
+	p.mu.Unlock()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}
+
+func (p *pod) fromHost(r *reader) error {
+	for {
+		f, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch f.kind {
+		case kindMsg:
+			m, err := decodeMsg(f)
+			if err != nil {
+				return err
+			}
+			switch m.Op {
+			case ctl.OpExec:
+				err = p.exec(m)
+			case ctl.OpSignal, ctl.OpSpec:
+				err = p.c.Send(m)
+			}
+			if err != nil {
+				return err
+			}
+		case kindStdin:
+			if e := p.get(f.id); e != nil {
+				e.push(append([]byte(nil), f.data...))
+			}
+		case kindEOF:
+			if f.data[0] != 0 {
+				return ErrProtocol // stdout and stderr are the pod's
+			}
+			if e := p.get(f.id); e != nil {
+				e.push(nil)
+			}
+		default:
+			return ErrProtocol
+		}
+	}
+}
+
+// exec makes the command's three pipes, hands process 1 their ends with the request,
+// and starts feeding and sending the other ends.
+func (p *pod) exec(m ctl.Msg) error {
+	p.mu.Lock()
+	n, dup := len(p.execs), p.execs[m.ID] != nil
+	p.mu.Unlock()
+	if n >= MaxExecs || dup {
+		return p.w.msg(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "too many commands at once in this sandbox, or an exec id in use"})
+	}
+	var ends [6]*os.File // stdin r, w; stdout r, w; stderr r, w
+	for i := 0; i < 6; i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(ends[:])
+			return p.w.msg(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "making the command's pipes: " + err.Error()})
+		}
+		ends[i], ends[i+1] = r, w
+	}
+	e := &podExec{stdin: make(chan []byte, stdinQueue), done: make(chan struct{}), in: ends[1],
+		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{})}
+	p.mu.Lock()
+	p.execs[m.ID] = e
+	p.mu.Unlock()
+	err := p.c.Send(m, ends[0], ends[3], ends[5])
+	closeAll([]*os.File{ends[0], ends[3], ends[5]}) // process 1 has its copies
+	if err != nil {
+		return err
+	}
+	go e.feed()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	for i, kind := range []byte{kindStdout, kindStderr} {
+		go func() {
+			defer wg.Done()
+			p.w.data(kind, m.ID, byte(i+1), e.out[i])
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(e.outDone)
+	}()
+	return nil
+}
+
+func (p *pod) get(id uint64) *podExec {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.execs[id]
+}
+
+// push queues stdin data (nil: its end) unless the exec is over.
+func (e *podExec) push(data []byte) {
+	select {
+	case e.stdin <- data:
+	case <-e.done:
+	}
+}
+
+// feed writes the queued stdin to the command until its end, or until the exec is
+// over or the command stops reading (the rest is dropped).
+func (e *podExec) feed() {
+	defer e.in.Close()
+	for {
+		select {
+		case data := <-e.stdin:
+			if data == nil {
+				return
+			}
+			if _, err := e.in.Write(data); err != nil {
+				return
+			}
+		case <-e.done:
+			return
+		}
+	}
+}
+
+// close ends the exec: its queue, its stdin, and its outputs' read ends.
+func (e *podExec) close() {
+	close(e.done)
+	e.in.Close()
+	closeAll(e.out[:])
+}
+
+// fromInit sends process 1's messages to the host; an exit goes once the command's
+// output has (or after outputGrace).
+func (p *pod) fromInit() error {
+	for {
+		m, files, err := p.c.Recv()
+		ctl.CloseFiles(files)
+		if err != nil {
+			return err
+		}
+		if m.Op != ctl.OpExit {
+			if err := p.w.msg(m); err != nil {
+				return err
+			}
+			continue
+		}
+		p.mu.Lock()
+		e := p.execs[m.ID]
+		delete(p.execs, m.ID)
+		p.mu.Unlock()
+		if e == nil {
+			_ = p.w.msg(m)
+			continue
+		}
+		go func() {
+			select {
+			case <-e.outDone:
+			case <-time.After(outputGrace):
+			}
+			e.close()
+			_ = p.w.msg(m)
+		}()
+	}
+}
