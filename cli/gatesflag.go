@@ -12,15 +12,7 @@ import (
 // runs `cordon gate approve`), except under CI=true, where nobody is there to ask: deny.
 // $CORDON_GATES overrides the default.
 func gatesFlag(fs *pflag.FlagSet) *gate.Mode {
-	m := gate.Ask
-	if os.Getenv("CI") == "true" {
-		m = gate.DenyAll
-	}
-	if v := os.Getenv("CORDON_GATES"); v != "" {
-		if err := m.Set(v); err != nil {
-			m = gate.DenyAll // a bad value never loosens
-		}
-	}
+	m := gate.ModeFromEnv(os.Getenv)
 	fs.Var(modeValue{&m}, "gates", "how approval `gates` are decided: ask (a person runs cordon gate approve) or deny (refused at once); default deny under CI=true, else ask ($CORDON_GATES)")
 	return &m
 }

@@ -13,6 +13,8 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/mcp"
 	"github.com/cordonhq/cordon/runner"
@@ -29,14 +31,16 @@ func newMCPCmd(stdio IO) *cobra.Command {
 		Short: "serve an agent over MCP (stdio): its shell and files, in one session",
 		Long: `Serves the Model Context Protocol on stdin and stdout, for an agent's MCP client: one
 session, started from the contract in force as cordon session start starts one, whose tools
-(exec, read_file, write_file, edit_file, list_files, changes) all run inside the sandbox and
-are recorded in its audit log. The session stops, and its log is sealed, when the
+(exec, read_file, write_file, edit_file, list_files, changes; checkpoint and rollback with
+--stage; gate when the contract has gates) all run inside the sandbox and are recorded in
+its audit log. The session stops, and its log is sealed, when the
 connection ends: end of input, the client gone, SIGTERM, or this process killed
 (docs/mcp.md).`,
 		Example: `  cordon mcp -c cordon.yaml
   {"mcpServers": {"cordon": {"command": "cordon", "args": ["mcp", "-c", "cordon.yaml"]}}}`,
 		Args: noArgs,
-		// --host is refused before this runs: no server serves MCP yet (docs/mcp.md).
+		// --host is refused before this runs: a client reaches a server's MCP
+		// endpoint (/v1/mcp) directly, over HTTP (docs/mcp.md).
 		RunE: func(c *cobra.Command, args []string) error { return serveMCP(c.Context(), stdio, o) },
 	}
 	f := c.Flags()
@@ -84,7 +88,7 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		}
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s stopped, its log sealed\n", id)
 	}()
-	srv := mcp.New(sess, mcp.Options{Version: Version})
+	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o)})
 	t := &gomcp.IOTransport{Reader: io.NopCloser(stdio.Stdin), Writer: nopWriteCloser{stdio.Stdout}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, t) }()
@@ -107,6 +111,27 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		}
 	}
 	return nil
+}
+
+// mcpGates are the gates of the contract in force that a person may approve: none
+// with --gates deny, which refuses every request, and none whose approve is deny. The
+// gate tool is listed only when there is one.
+func mcpGates(stdio IO, o sessionStartOptions) []mcp.Gate {
+	if *o.gates == gate.DenyAll {
+		return nil
+	}
+	c, err := loadContract(o.file)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "cordon: mcp: no gate tool: %s\n", errdefs.Message(err))
+		return nil
+	}
+	var gs []mcp.Gate
+	for _, g := range c.Gates {
+		if g.Approve.Value != contract.ApproveDeny {
+			gs = append(gs, mcp.Gate{Name: g.Name.Value, Why: g.Why})
+		}
+	}
+	return gs
 }
 
 // nopWriteCloser is w, not closed by the transport (stdout outlives the connection).

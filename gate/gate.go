@@ -43,6 +43,22 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
+// ModeFromEnv is the mode a cordon started with the environment getenv reads
+// decides gates by when no flag says: ask, but deny under CI=true (nobody is there to
+// ask); $CORDON_GATES overrides both, and a bad value of it denies (it never loosens).
+func ModeFromEnv(getenv func(string) string) Mode {
+	m := Ask
+	if getenv("CI") == "true" {
+		m = DenyAll
+	}
+	if v := getenv("CORDON_GATES"); v != "" {
+		if err := m.Set(v); err != nil {
+			m = DenyAll
+		}
+	}
+	return m
+}
+
 // Set implements flag.Value.
 func (m *Mode) Set(s string) error {
 	switch s {

@@ -560,3 +560,20 @@ func TestRequestsBounded(t *testing.T) {
 		t.Errorf("%d ids kept; want %d", len(s.used), MaxRequests)
 	}
 }
+
+func TestModeFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want Mode
+	}{
+		{nil, Ask},
+		{map[string]string{"CI": "true"}, DenyAll},
+		{map[string]string{"CI": "true", "CORDON_GATES": "ask"}, Ask},
+		{map[string]string{"CORDON_GATES": "deny"}, DenyAll},
+		{map[string]string{"CORDON_GATES": "maybe"}, DenyAll},
+	} {
+		if got := ModeFromEnv(func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("%v: %v; want %v", c.env, got, c.want)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func (t *tools) addExec(s *gomcp.Server) {
 	}, t.exec)
 }
 
-func (in ExecInput) check() error {
+func (in ExecInput) check(maxTimeout time.Duration) error {
 	switch {
 	case strings.TrimSpace(in.Command) == "":
 		return fmt.Errorf("command is empty")
@@ -67,8 +67,8 @@ func (in ExecInput) check() error {
 		return fmt.Errorf("command holds a NUL byte, which no argument can")
 	case len(in.Stdin) > MaxStdin:
 		return fmt.Errorf("stdin is longer than %d bytes; write it to a file with write_file", MaxStdin)
-	case in.TimeoutSeconds < 0 || time.Duration(in.TimeoutSeconds)*time.Second > MaxTimeout:
-		return fmt.Errorf("timeout_seconds must be between 0 and %d", int(MaxTimeout/time.Second))
+	case in.TimeoutSeconds < 0 || in.TimeoutSeconds > int(maxTimeout/time.Second):
+		return fmt.Errorf("timeout_seconds must be between 0 and %d", int(maxTimeout/time.Second))
 	case in.MaxOutputChars < 0 || in.MaxOutputChars > MaxOutputChars:
 		return fmt.Errorf("max_output_chars must be between 0 and %d", MaxOutputChars)
 	}
@@ -82,7 +82,7 @@ func (in ExecInput) check() error {
 }
 
 func (t *tools) exec(ctx context.Context, _ *gomcp.CallToolRequest, in ExecInput) (*gomcp.CallToolResult, ExecOutput, error) {
-	if err := in.check(); err != nil {
+	if err := in.check(t.o.MaxTimeout); err != nil {
 		return nil, ExecOutput{}, err
 	}
 	o := session.ExecOptions{Dir: in.Dir, Timeout: time.Duration(in.TimeoutSeconds) * time.Second, Cap: in.MaxOutputChars}

@@ -5,7 +5,8 @@
 // connection. It is built on the official Go SDK, github.com/modelcontextprotocol/go-sdk.
 //
 // The tools: exec (a shell command line), read_file, write_file, edit_file,
-// list_files and changes (the session's sweep). The file tools never open a path on
+// list_files and changes (the session's sweep); checkpoint and rollback for a staged
+// session, and gate when the contract has gates a person may approve. The file tools never open a path on
 // the host: each runs cordon's own binary inside the sandbox (`cordon internal file`,
 // package sandboxinit/fileop) through the session's exec path, so the contract
 // decides what it may read and write, and the log records it as a command.
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -45,6 +47,18 @@ type Options struct {
 	// MaxCalls bounds the tool calls running at once (0 means DefaultMaxCalls); one
 	// past it is refused, not queued.
 	MaxCalls int
+	// Stage lists the checkpoint and rollback tools: the session is staged (and
+	// implements [Staged]). Otherwise they are not listed.
+	Stage bool
+	// Gates are the contract's gates a person may approve; the gate tool is listed
+	// when there is one, and asks only for these.
+	Gates []Gate
+	// MaxTimeout bounds exec's timeout_seconds (0 means MaxTimeout): a server holds a
+	// call to its session's command timeout.
+	MaxTimeout time.Duration
+	// SessionID is the MCP session id the server gives its one session over the
+	// streamable HTTP transport ("" lets the SDK choose); over stdio there is none.
+	SessionID string
 }
 
 // DefaultMaxCalls is Options.MaxCalls' default: an agent runs a few tools at once, a
@@ -67,29 +81,51 @@ func New(sess Session, o Options) *gomcp.Server {
 	if o.MaxCalls <= 0 {
 		o.MaxCalls = DefaultMaxCalls
 	}
+	if o.MaxTimeout <= 0 || o.MaxTimeout > MaxTimeout {
+		o.MaxTimeout = MaxTimeout
+	}
+	var sessionID func() string
+	if o.SessionID != "" {
+		sessionID = func() string { return o.SessionID }
+	}
 	s := gomcp.NewServer(&gomcp.Implementation{Name: "cordon", Title: "cordon sandboxed shell", Version: o.Version}, &gomcp.ServerOptions{
+		GetSessionID: sessionID,
 		Instructions: "Every tool runs inside one cordon sandbox (session " + sess.ID() + "), under its contract: " +
 			"what it may read, write and reach on the network. A refusal comes back as a tool error that says why; " +
 			"it is the contract's answer, not a fault to retry. Call changes at the end of a turn.",
 	})
-	t := &tools{sess: &limited{Session: sess, slots: make(chan struct{}, o.MaxCalls)}, o: o}
+	l := &limited{Session: sess, slots: make(chan struct{}, o.MaxCalls)}
+	t := &tools{sess: l, o: o}
 	t.addExec(s)
 	t.addFiles(s)
 	t.addChanges(s)
+	if st, ok := sess.(Staged); ok && o.Stage {
+		l.staged = st
+		t.addStaged(s, l)
+	}
+	if len(o.Gates) > 0 {
+		// Only a gate name the schema package cannot take fails here; the contract's
+		// gate names are all plain words.
+		if err := t.addGate(s, o.Gates); err != nil {
+			panic(fmt.Sprintf("mcp: gate tool: %v", err))
+		}
+	}
 	return s
 }
 
 // tools are the server's tool handlers, over one session.
 type tools struct {
-	sess Session
-	o    Options
+	sess   Session
+	staged Staged // nil unless the checkpoint and rollback tools are listed
+	o      Options
 }
 
 // limited is a Session that runs at most cap(slots) calls at once. Safe for
 // concurrent use.
 type limited struct {
 	Session
-	slots chan struct{}
+	staged Staged // sess as a Staged, when it is one
+	slots  chan struct{}
 }
 
 // errBusy refuses a call past Options.MaxCalls.
@@ -118,6 +154,22 @@ func (l *limited) Sweep(ctx context.Context) (session.Turn, error) {
 	}
 	defer func() { <-l.slots }()
 	return l.Session.Sweep(ctx)
+}
+
+func (l *limited) Checkpoint(ctx context.Context, name string) (wire.Checkpoint, []string, error) {
+	if err := l.acquire(); err != nil {
+		return wire.Checkpoint{}, nil, err
+	}
+	defer func() { <-l.slots }()
+	return l.staged.Checkpoint(ctx, name)
+}
+
+func (l *limited) Rollback(ctx context.Context, to string) (wire.Checkpoint, []string, []string, error) {
+	if err := l.acquire(); err != nil {
+		return wire.Checkpoint{}, nil, nil, err
+	}
+	defer func() { <-l.slots }()
+	return l.staged.Rollback(ctx, to)
 }
 
 func ptr[T any](v T) *T { return &v }

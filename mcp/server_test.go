@@ -287,3 +287,125 @@ func TestCallsBounded(t *testing.T) {
 		t.Errorf("a call after the others ended: %q", txt)
 	}
 }
+
+// stagedSession is a fakeSession that keeps checkpoints.
+type stagedSession struct {
+	fakeSession
+	names []string
+}
+
+func (s *stagedSession) Checkpoint(_ context.Context, name string) (wire.Checkpoint, []string, error) {
+	s.names = append(s.names, name)
+	return wire.Checkpoint{N: len(s.names), Name: name, Copied: 1}, nil, nil
+}
+
+func (s *stagedSession) Rollback(_ context.Context, to string) (wire.Checkpoint, []string, []string, error) {
+	if to != "1" {
+		return wire.Checkpoint{}, nil, nil, &session.Error{Msg: "no checkpoint " + to}
+	}
+	return wire.Checkpoint{N: 1}, []string{"a.txt"}, nil, nil
+}
+
+func listed(t *testing.T, cs *gomcp.ClientSession) map[string]*gomcp.Tool {
+	t.Helper()
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*gomcp.Tool{}
+	for _, tool := range lt.Tools {
+		out[tool.Name] = tool
+	}
+	return out
+}
+
+func connectWith(t *testing.T, sess Session, o Options) *gomcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	st, ct := gomcp.NewInMemoryTransports()
+	ss, err := New(sess, o).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestStagedAndGateToolsListedOnlyWhenServed: checkpoint and rollback need Stage and a
+// Staged session, gate needs a gate.
+func TestStagedAndGateToolsListedOnlyWhenServed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sess Session
+		o    Options
+		want []string
+	}{
+		{"plain", &fakeSession{}, Options{}, nil},
+		{"stage flag, plain session", &fakeSession{}, Options{Stage: true}, nil},
+		{"staged session, no flag", &stagedSession{}, Options{}, nil},
+		{"staged", &stagedSession{}, Options{Stage: true}, []string{"checkpoint", "rollback"}},
+		{"gates", &fakeSession{}, Options{Gates: []Gate{{Name: "push", Why: "publish"}}}, []string{"gate"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tools := listed(t, connectWith(t, c.sess, c.o))
+			for _, name := range []string{"checkpoint", "rollback", "gate"} {
+				if (tools[name] != nil) != slices.Contains(c.want, name) {
+					t.Errorf("%s listed: %v; want %v", name, tools[name] != nil, slices.Contains(c.want, name))
+				}
+			}
+			if g := tools["gate"]; g != nil {
+				in, _ := json.Marshal(g.InputSchema)
+				if !strings.Contains(string(in), `"enum":["push"]`) || !strings.Contains(g.Description, "push: publish") {
+					t.Errorf("gate: schema %s, description %q", in, g.Description)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckpointRollback(t *testing.T) {
+	s := &stagedSession{}
+	cs := connectWith(t, s, Options{Stage: true})
+	res, txt := callTool(t, cs, "checkpoint", map[string]any{"name": "first"})
+	if res.IsError || !strings.Contains(txt, "checkpoint 1 (first)") || !slices.Equal(s.names, []string{"first"}) {
+		t.Errorf("checkpoint: %v %q %v", res.IsError, txt, s.names)
+	}
+	res, txt = callTool(t, cs, "rollback", map[string]any{"to": "1"})
+	if res.IsError || !strings.Contains(txt, "a.txt") {
+		t.Errorf("rollback: %v %q", res.IsError, txt)
+	}
+	for _, args := range []map[string]any{{"to": "9"}, {"to": ""}, {"to": "a\nb"}} {
+		if res, txt := callTool(t, cs, "rollback", args); !res.IsError {
+			t.Errorf("rollback %v: not an error: %q", args, txt)
+		}
+	}
+	if res, _ := callTool(t, cs, "checkpoint", map[string]any{"name": strings.Repeat("x", 200)}); !res.IsError || len(s.names) != 1 {
+		t.Errorf("a 200-byte name reached the session: %v", s.names)
+	}
+}
+
+func TestGateRunsTheHelper(t *testing.T) {
+	f := &fakeSession{exec: func(argv []string) (*wire.Result, error) {
+		return &wire.Result{V: 1, ExitCode: 1, Stderr: "cordon: gate push: denied by ann: not today\n"}, nil
+	}}
+	cs := connectWith(t, f, Options{Gates: []Gate{{Name: "push"}}})
+	res, txt := callTool(t, cs, "gate", map[string]any{"name": "push"})
+	if !res.IsError || !strings.Contains(txt, "not today") {
+		t.Errorf("denied gate: %v %q", res.IsError, txt)
+	}
+	if len(f.calls) != 1 || !slices.Equal(f.calls[0][1:], []string{"internal", "gate-request", "push"}) {
+		t.Errorf("gate ran %q", f.calls)
+	}
+	if res, err := cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: "gate", Arguments: map[string]any{"name": "release"}}); err == nil && !res.IsError {
+		t.Error("a gate not in the list was served")
+	}
+	if len(f.calls) != 1 {
+		t.Errorf("an unlisted gate ran: %q", f.calls)
+	}
+}

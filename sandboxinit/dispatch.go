@@ -3,6 +3,7 @@ package sandboxinit
 import (
 	"os"
 
+	gatewire "github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/groupwatch"
 	"github.com/cordonhq/cordon/sandboxinit/fileop"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
@@ -23,8 +24,9 @@ const (
 
 // Dispatch runs the helper that args name, when they name one: process 1 itself
 // (`internal init`) or a helper it re-executes (`internal join-cgroup`, `internal
-// posture`, the group watcher, `internal file`: the MCP file tools, run inside) or a
-// Pod's (`internal init --pod`, `internal attach`, `internal install`). Both binaries that can be process 1, cordon-init and
+// posture`, the group watcher, `internal file` and `internal gate-request`: the MCP
+// file and gate tools, run inside) or a Pod's (`internal init --pod`, `internal
+// attach`, `internal install`). Both binaries that can be process 1, cordon-init and
 // cordon, dispatch through it, before they build anything else: these start on every
 // run. ok is false when args name no helper.
 func Dispatch(args []string) (code int, ok bool) {
@@ -49,6 +51,8 @@ func Dispatch(args []string) (code int, ok bool) {
 		return InstallMain(args[2:]), true
 	case fileop.Arg:
 		return fileop.Main(args[2:], os.Stdin, os.Stdout), true
+	case gatewire.RequestArg:
+		return gatewire.GateMain(args[2:], os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }

@@ -76,6 +76,7 @@ func (s *Server) handlers() map[string]handler {
 	maps.Copy(hs, s.gateHandlers())
 	maps.Copy(hs, s.auditHandlers())
 	maps.Copy(hs, s.stageHandlers())
+	maps.Copy(hs, s.mcpHandlers())
 	return hs
 }
 

@@ -83,6 +83,7 @@ type Server struct {
 	collectMu sync.Mutex
 	gcCmd     func(context.Context, tenantRoots) // runs cordon gc; nil for the binary's (tests set it)
 	wsMu      sync.Mutex                         // one workspace made at a time: its count and its make (workspaces.go)
+	mcp       *mcpHub                            // the MCP sessions (mcp.go)
 }
 
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
@@ -99,6 +100,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 			s.metrics.declarePool(t.Name, p.Name)
 		}
 	}
+	s.mcp = newMCPHub(s)
 	s.metrics.countSessions(liveSessions{s})
 	s.metrics.reg.MustRegister(newDiskCollector(cfg))
 	if t := cfg.Listen.TCP; t != nil {
@@ -180,6 +182,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	hs.RegisterOnShutdown(s.mcp.closeSessions)
 	s.adoptSessions(ctx)
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
@@ -200,6 +203,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		hs.Close()
 	}
 	closeAll()
+	// The MCP sessions' clients cannot reach them again: stopped, their logs sealed.
+	s.mcp.closeAll(sctx)
 	stopReaper()     // no refill of a pool from here on
 	s.filling.Wait() // and the one under way, if any, has its session recorded
 	s.stopWarm(sctx)

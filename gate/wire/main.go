@@ -59,3 +59,9 @@ func gateMain(ctx context.Context, sock string, args []string, stdout, stderr io
 	}
 	return out.ExitCode
 }
+
+// RequestArg is the `internal` subcommand that is GateMain in either binary that can
+// be the sandbox's helper (cordon-init and cordon): `internal gate-request NAME`. The
+// MCP gate tool runs it, so that a gate named like a `cordon gate` subcommand (ls,
+// show) is asked for, never listed.
+const RequestArg = "gate-request"

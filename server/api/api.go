@@ -59,7 +59,7 @@ type Route struct {
 func (r Route) IsHeld() bool { return r.Held || r.Stream }
 
 // Routes is the whole API: assembled from each resource's table.
-var Routes = slices.Concat(baseRoutes, sessionRoutes, workspaceRoutes, gateRoutes, auditRoutes, stageRoutes)
+var Routes = slices.Concat(baseRoutes, sessionRoutes, workspaceRoutes, gateRoutes, auditRoutes, stageRoutes, mcpRoutes)
 
 var baseRoutes = []Route{
 	{Method: "GET", Path: "/v1/health", Role: Public, Summary: "liveness; no credential", Response: Health{}},

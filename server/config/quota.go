@@ -36,6 +36,9 @@ type Quotas struct {
 	// Session is what a session is charged, and held to, for a limit its contract
 	// leaves to cordon's default.
 	Session SessionLimits
+	// MCPIdle ends an MCP session (and stops its session) no request named for that
+	// long: what a client that vanishes holds (quotas.mcp_idle).
+	MCPIdle time.Duration
 	Pos     Pos
 }
 
@@ -58,7 +61,7 @@ type SessionLimits struct {
 // Raise them per tenant.
 // Each session gets an equal share by default (2GiB, 2048 pids, 0.5 CPU).
 func DefaultQuotas() Quotas {
-	q := Quotas{Sessions: 4, Memory: 8 << 30, Pids: 8192, CPU: 2, Wall: 2 * time.Hour, Audit: 1 << 30,
+	q := Quotas{Sessions: 4, Memory: 8 << 30, Pids: 8192, CPU: 2, Wall: 2 * time.Hour, MCPIdle: 10 * time.Minute, Audit: 1 << 30,
 		Workspaces: 64, Upload: UploadLimits{Bytes: 1 << 30, Entries: 100_000}, Disk: 16 << 30}
 	q.Session = q.share()
 	return q
@@ -85,6 +88,9 @@ const minCPU = 0.01
 // maxWall bounds quotas.wall: a session is not a service.
 const maxWall = 30 * 24 * time.Hour
 
+// maxMCPIdle bounds quotas.mcp_idle: an idle MCP session holds a running sandbox.
+const maxMCPIdle = 24 * time.Hour
+
 // decodeQuotas reads tenants[].quotas into q, which holds the defaults.
 func decodeQuotas(d *strictyaml.Decoder, n *yaml.Node, q *Quotas) {
 	q.Pos = strictyaml.PosOf(n)
@@ -98,7 +104,8 @@ func decodeQuotas(d *strictyaml.Decoder, n *yaml.Node, q *Quotas) {
 		strictyaml.Field{Name: "memory", Decode: func(v *yaml.Node) { q.Memory = quotaSize(d, v, "quotas.memory", q.Memory) }},
 		strictyaml.Field{Name: "pids", Decode: func(v *yaml.Node) { q.Pids = quotaInt(d, v, "quotas.pids", q.Pids) }},
 		strictyaml.Field{Name: "cpu", Decode: func(v *yaml.Node) { q.CPU = quotaCPU(d, v, "quotas.cpu", q.CPU) }},
-		strictyaml.Field{Name: "wall", Decode: func(v *yaml.Node) { q.Wall = quotaWall(d, v, q.Wall) }},
+		strictyaml.Field{Name: "wall", Decode: func(v *yaml.Node) { q.Wall = quotaDuration(d, v, "quotas.wall", maxWall, q.Wall) }},
+		strictyaml.Field{Name: "mcp_idle", Decode: func(v *yaml.Node) { q.MCPIdle = quotaDuration(d, v, "quotas.mcp_idle", maxMCPIdle, q.MCPIdle) }},
 		strictyaml.Field{Name: "audit", Decode: func(v *yaml.Node) { q.Audit = quotaSize(d, v, "quotas.audit", q.Audit) }},
 		strictyaml.Field{Name: "session_default", Decode: func(v *yaml.Node) { session = v }},
 		strictyaml.Field{Name: "workspaces", Decode: func(v *yaml.Node) {
@@ -208,17 +215,18 @@ func quotaCPU(d *strictyaml.Decoder, n *yaml.Node, what string, def float64) flo
 	return f
 }
 
-func quotaWall(d *strictyaml.Decoder, n *yaml.Node, def time.Duration) time.Duration {
-	s, ok := d.Scalar(n, "quotas.wall")
+// quotaDuration reads the duration what, 1s to most.
+func quotaDuration(d *strictyaml.Decoder, n *yaml.Node, what string, most, def time.Duration) time.Duration {
+	s, ok := d.Scalar(n, what)
 	if !ok {
 		return def
 	}
 	v, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
-		d.At(n, "quotas.wall: invalid duration %q (want e.g. 30m, 2h, 8h)", s)
-	case v < time.Second || v > maxWall:
-		d.At(n, "quotas.wall: %s is out of range [1s, %s]", s, maxWall)
+		d.At(n, "%s: invalid duration %q (want e.g. 30m, 2h, 8h)", what, s)
+	case v < time.Second || v > most:
+		d.At(n, "%s: %s is out of range [1s, %s]", what, s, most)
 	default:
 		return v
 	}

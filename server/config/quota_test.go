@@ -29,14 +29,14 @@ func TestQuotasDefault(t *testing.T) {
 }
 
 func TestQuotasParse(t *testing.T) {
-	c, err := Parse("f.yaml", []byte(quotaTenant(`{sessions: 10, memory: 20GiB, pids: 10000, cpu: 2.5, wall: 30m, audit: 512MiB, workspaces: 3, upload_bytes: 10MiB, upload_entries: 500, disk: 1GiB}`)))
+	c, err := Parse("f.yaml", []byte(quotaTenant(`{sessions: 10, memory: 20GiB, pids: 10000, cpu: 2.5, wall: 30m, mcp_idle: 90s, audit: 512MiB, workspaces: 3, upload_bytes: 10MiB, upload_entries: 500, disk: 1GiB}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := c.Tenants[0].Quotas
 	want := Quotas{Sessions: 10, Memory: 20 << 30, Pids: 10000, CPU: 2.5, Wall: 30 * time.Minute, Audit: 512 << 20,
 		Workspaces: 3, Upload: UploadLimits{Bytes: 10 << 20, Entries: 500}, Disk: 1 << 30,
-		Session: SessionLimits{Memory: 2 << 30, Pids: 1000, CPU: 0.25}, Pos: Pos{Line: 7, Col: 13}}
+		Session: SessionLimits{Memory: 2 << 30, Pids: 1000, CPU: 0.25}, MCPIdle: 90 * time.Second, Pos: Pos{Line: 7, Col: 13}}
 	if q != want {
 		t.Errorf("got %+v; want %+v", q, want)
 	}
@@ -73,7 +73,8 @@ func TestQuotasRefuse(t *testing.T) {
 		{"tiny memory", `{memory: 1MiB}`, []string{`f.yaml:7:13: quotas.memory: 1048576 bytes is too small to start any session (minimum 4MiB)`}},
 		{"bad wall", `{wall: forever}`, []string{`f.yaml:7:20: quotas.wall: invalid duration "forever" (want e.g. 30m, 2h, 8h)`}},
 		{"negative wall", `{wall: -1h}`, []string{`f.yaml:7:20: quotas.wall: -1h is out of range [1s, 720h0m0s]`}},
-		{"unknown key", `{disks: 1GiB}`, []string{`f.yaml:7:14: quotas: unknown key "disks" (known: sessions, memory, pids, cpu, wall, audit, session_default, workspaces, disk, upload_bytes, upload_entries)`}},
+		{"long mcp_idle", `{mcp_idle: 48h}`, []string{`f.yaml:7:24: quotas.mcp_idle: 48h is out of range [1s, 24h0m0s]`}},
+		{"unknown key", `{disks: 1GiB}`, []string{`f.yaml:7:14: quotas: unknown key "disks" (known: sessions, memory, pids, cpu, wall, mcp_idle, audit, session_default, workspaces, disk, upload_bytes, upload_entries)`}},
 		{"disk too small", `{disk: 1MiB}`, []string{`f.yaml:7:20: quotas.disk: 1048576 bytes is too small for a tenant's file system (minimum 32MiB), or say host`}},
 		{"disk not a size", `{disk: none}`, []string{`f.yaml:7:20: quotas.disk: invalid size "none" (want e.g. 512MiB, 2GiB)`}},
 		{"default over quota", `{cpu: 1, session_default: {cpu: 2}}`, []string{

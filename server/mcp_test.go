@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cordonhq/cordon/server/api"
+)
+
+func TestMCPStartRequest(t *testing.T) {
+	for q, want := range map[string]string{
+		"":                                       "",
+		"?workspace=w1&backend=bwrap&stage=true": "",
+		"?pool=small":                            "",
+		"?stage=1":                               "",
+		"?stage=maybe":                           "stage",
+		"?stage=true&stage=false":                "more than once",
+		"?contract=x":                            "unknown parameter",
+	} {
+		r := httptest.NewRequest("POST", api.MCP+q, nil)
+		req, err := mcpStartRequest(r)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", q, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: %v; want an error saying %q", q, err, want)
+		case q == "?workspace=w1&backend=bwrap&stage=true" && (req.Workspace != "w1" || req.Backend != "bwrap" || !req.Stage):
+			t.Errorf("%q: %+v", q, req)
+		}
+	}
+}
+
+// TestJSONErrors: the SDK's plain-text errors become the API's JSON ones; anything
+// else passes through.
+func TestJSONErrors(t *testing.T) {
+	rec := httptest.NewRecorder()
+	jw := &jsonErrors{ResponseWriter: rec}
+	http.Error(jw, "session not found", http.StatusNotFound)
+	jw.finish()
+	if rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != "application/json" || strings.TrimSpace(rec.Body.String()) != `{"error":"session not found"}` {
+		t.Errorf("plain error: %d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	jw = &jsonErrors{ResponseWriter: rec}
+	jw.Header().Set("Content-Type", "text/event-stream")
+	jw.WriteHeader(http.StatusOK)
+	_, _ = jw.Write([]byte("data: x\n\n"))
+	jw.finish()
+	if rec.Code != http.StatusOK || rec.Body.String() != "data: x\n\n" {
+		t.Errorf("a stream was changed: %d %q", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	jw = &jsonErrors{ResponseWriter: rec}
+	http.Error(jw, strings.Repeat("x", 10*maxErrorText), http.StatusBadRequest)
+	jw.finish()
+	if rec.Body.Len() > 2*maxErrorText {
+		t.Errorf("a long error was kept whole: %d bytes", rec.Body.Len())
+	}
+}
