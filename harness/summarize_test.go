@@ -56,7 +56,10 @@ func TestSummarizers(t *testing.T) {
 				api := newFakeAPI(t, p.check, tc.script(p)...)
 				var waits []time.Duration
 				cfg := ModelConfig{Model: "test-model", BaseURL: p.base(api.srv.URL), APIKey: testKey, Timeout: time.Second,
-					sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d.Round(time.Second/2)); return nil }}
+					sleep: func(_ context.Context, d time.Duration) error {
+						waits = append(waits, d.Round(time.Second/2))
+						return nil
+					}}
 				s, err := p.new(cfg)
 				if err != nil {
 					t.Fatal(err)
