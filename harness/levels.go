@@ -52,7 +52,8 @@ func (h *History) fit(ctx context.Context, tail Message) (dropped int, compacted
 	if size <= limit {
 		return 0, false, nil
 	}
-	dropped, size = h.drop(size, int(h.cfg.DropTo*float64(h.cfg.Window)))
+	dropped, _ = h.drop(size, int(h.cfg.DropTo*float64(h.cfg.Window)))
+	size = h.calibrated(estimateRequest(h.system, append(h.msgs[:len(h.msgs):len(h.msgs)], tail))) // drop's count is close, not exact
 	if size <= limit {
 		return dropped, false, nil
 	}
