@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,9 +16,38 @@ import (
 	"time"
 )
 
+// fakeModel answers turn n (from 1) of a request whose body is raw: the first asks
+// for exec of `echo hi`, the second checks that the result came back and ends.
+type fakeModel struct {
+	path, base, key string
+	answer          func(t *testing.T, n int, raw []byte) string
+}
+
+var fakeModels = map[string]fakeModel{
+	"anthropic": {path: "/v1/messages", key: "ANTHROPIC_API_KEY", answer: func(t *testing.T, n int, raw []byte) string {
+		usage := `"usage":{"input_tokens":100,"output_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}`
+		if n == 1 {
+			return `{"id":"msg_1","type":"message","role":"assistant","model":"m","stop_reason":"tool_use","content":[{"type":"tool_use","id":"toolu_1","name":"exec","input":{"command":"echo hi"}}],` + usage + `}`
+		}
+		if !bytes.Contains(raw, []byte(`"tool_use_id":"toolu_1"`)) || !bytes.Contains(raw, []byte(`exit code 0\nhi`)) {
+			t.Errorf("the tool result is not the output of echo hi: %s", raw)
+		}
+		return `{"id":"msg_2","type":"message","role":"assistant","model":"m","stop_reason":"end_turn","content":[{"type":"text","text":"all done"}],` + usage + `}`
+	}},
+	"openai": {path: "/v1/chat/completions", base: "/v1", key: "OPENAI_API_KEY", answer: func(t *testing.T, n int, raw []byte) string {
+		msg := `{"role":"assistant","content":"all done"}`
+		if n == 1 {
+			msg = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"exec","arguments":"{\"command\":\"echo hi\"}"}}]}`
+		} else if !bytes.Contains(raw, []byte(`"role":"tool"`)) || !bytes.Contains(raw, []byte(`"tool_call_id":"call_1"`)) || !bytes.Contains(raw, []byte(`exit code 0\nhi`)) {
+			t.Errorf("the tool result is not the output of echo hi: %s", raw)
+		}
+		return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":` + msg + `}],"usage":{"prompt_tokens":100,"completion_tokens":10,"total_tokens":110}}`
+	}},
+}
+
 // TestAgentEchoHi runs the agent on a real cordon session (bwrap) against a loopback
-// Messages API that asks for one exec of `echo hi`, checks that the result it gets
-// back says hi, and ends. It needs `make build` and bwrap.
+// model of each API that asks for one exec of `echo hi`, checks that the result it
+// gets back says hi, and ends. It needs `make build` and bwrap.
 func TestAgentEchoHi(t *testing.T) {
 	cordon, _ := filepath.Abs("../../bin/cordon")
 	if _, err := os.Stat(cordon); err != nil {
@@ -28,18 +56,18 @@ func TestAgentEchoHi(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("no bwrap")
 	}
+	for provider, fm := range fakeModels {
+		t.Run(provider, func(t *testing.T) { runAgent(t, cordon, provider, fm) })
+	}
+}
+
+func runAgent(t *testing.T, cordon, provider string, fm fakeModel) {
 	var mu sync.Mutex
-	var turns int
+	turns := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
-		var body struct {
-			Messages []struct {
-				Role    string            `json:"role"`
-				Content []json.RawMessage `json:"content"`
-			} `json:"messages"`
-			Tools []struct{ Name string } `json:"tools"`
-		}
-		if r.URL.Path != "/v1/messages" || json.Unmarshal(raw, &body) != nil || len(body.Tools) != 1 || body.Tools[0].Name != "exec" {
+		var body struct{ Tools []json.RawMessage }
+		if r.URL.Path != fm.path || json.Unmarshal(raw, &body) != nil || len(body.Tools) != 1 || !bytes.Contains(body.Tools[0], []byte(`"exec"`)) {
 			t.Errorf("bad request %s %s", r.URL.Path, raw)
 			w.WriteHeader(400)
 			return
@@ -49,25 +77,15 @@ func TestAgentEchoHi(t *testing.T) {
 		n := turns
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		usage := `"usage":{"input_tokens":100,"output_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}`
-		if n == 1 {
-			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","stop_reason":"tool_use","content":[{"type":"tool_use","id":"toolu_1","name":"exec","input":{"command":"echo hi"}}],%s}`, usage)
-			return
-		}
-		last := body.Messages[len(body.Messages)-1]
-		if !bytes.Contains(last.Content[0], []byte(`exit code 0\nhi`)) || !bytes.Contains(last.Content[0], []byte(`"tool_use_id":"toolu_1"`)) {
-			t.Errorf("the tool result is not the output of echo hi: %s", last.Content[0])
-		}
-		fmt.Fprintf(w, `{"id":"msg_2","type":"message","role":"assistant","model":"m","stop_reason":"end_turn","content":[{"type":"text","text":"all done"}],%s}`, usage)
+		io.WriteString(w, fm.answer(t, n, raw))
 	}))
 	defer srv.Close()
-	t.Setenv("ANTHROPIC_API_KEY", "sk-test")
-	dir := t.TempDir()
-	t.Chdir(dir)
+	t.Setenv(fm.key, "sk-test")
+	t.Chdir(t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err := run(ctx, []string{"-cordon", cordon, "-base-url", srv.URL, "-model", "m", "say hi"}, &out)
+	err := run(ctx, []string{"-provider", provider, "-cordon", cordon, "-base-url", srv.URL + fm.base, "-model", "m", "say hi"}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
