@@ -67,6 +67,7 @@ bench: build
 	$(GO) test -run XXX -bench . -benchtime 2s ./contract ./runner/... ./cli ./internal/uids
 	$(GO) test -run XXX -bench . -benchtime 20x ./audit/fsdiff/
 	$(GO) test -run XXX -bench Writer ./audit/
+	$(GO) test -run XXX -bench PrefixStability -benchtime 1x ./harness/
 	scripts/bench.sh
 	scripts/bench-egress.sh
 	scripts/bench-session.sh

@@ -46,6 +46,7 @@ func walkGo(t *testing.T, fn func(path string, pkgDir string)) {
 // call behind one named function there), the policy packages never import
 // cilium/ebpf (they must build and be tested without BPF), and no package under
 // internal/ imports one outside it: internal/ is the ground, and no import runs up.
+// The model SDKs are imported only by harness/ and examples/.
 func TestDependencyRules(t *testing.T) {
 	fset := token.NewFileSet()
 	walkGo(t, func(path, dir string) {
@@ -62,6 +63,9 @@ func TestDependencyRules(t *testing.T) {
 			}
 			if strings.HasPrefix(p, "github.com/cilium/ebpf") && (top == "contract" || top == "egress" || top == "creds" || top == "audit") {
 				t.Errorf("%s imports %s; %s must not depend on BPF", path, p, top)
+			}
+			if (strings.HasPrefix(p, "github.com/anthropics/") || strings.HasPrefix(p, "github.com/openai/")) && top != "harness" && top != "examples" {
+				t.Errorf("%s imports %s; the model SDKs stay in harness/ (cordon itself calls no model)", path, p)
 			}
 			if top == "internal" && !strings.HasSuffix(path, "_test.go") && strings.HasPrefix(p, module) && !strings.HasPrefix(p, module+"internal/") {
 				t.Errorf("%s imports %s; internal/ is the ground and imports nothing above it", path, p)
