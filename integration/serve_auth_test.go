@@ -27,7 +27,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // testCA is a certificate authority made for one test.
@@ -207,11 +209,22 @@ func (s *served) launch(t *testing.T) {
 		close(ready)
 		done <- cmd.Wait()
 	}()
+	top := filepath.Dir(s.file)
 	t.Cleanup(func() {
+		// Gracefully, so the daemon retires its warm sessions (a kill leaves them
+		// running for the next start, which a test's end never makes); then every
+		// session still running in a tenant's run root is stopped: nothing a test
+		// started outlives it.
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-done
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				cmd.Process.Kill()
+				<-done
+			}
 		}
+		stopLeftSessions(t, top)
 	})
 	select {
 	case addr, ok := <-ready:
@@ -221,6 +234,19 @@ func (s *served) launch(t *testing.T) {
 		s.addr = addr
 	case <-time.After(30 * time.Second):
 		t.Fatalf("cordon serve is not listening after 30s:\n%s", s.stderr)
+	}
+}
+
+// stopLeftSessions stops every session still running in the run root of each tenant
+// under top (TOP/TENANT/run).
+func stopLeftSessions(t *testing.T, top string) {
+	roots, _ := filepath.Glob(filepath.Join(top, "*", "run"))
+	for _, root := range roots {
+		for _, si := range wire.List(paths.Root(root).Sessions()) {
+			cmd := exec.Command(testutil.Cordon(t), "session", "stop", si.ID)
+			cmd.Env = append(cmd.Environ(), paths.RunRootEnv+"="+root)
+			_ = cmd.Run()
+		}
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/session/wire"
@@ -146,16 +145,7 @@ func outcome(t *testing.T, frames []wire.Frame) (string, string, wire.Frame) {
 // stopSessionsAtEnd stops, when the test ends, every session still running in the
 // tenants' run roots, so that a failed test leaves no supervisor behind.
 func stopSessionsAtEnd(t *testing.T, s *served) {
-	t.Cleanup(func() {
-		for _, tenant := range []string{"acme", "beta"} {
-			root := filepath.Join(filepath.Dir(s.file), tenant, "run")
-			for _, si := range wire.List(paths.Root(root).Sessions()) {
-				cmd := exec.Command(testutil.Cordon(t), "session", "stop", si.ID)
-				cmd.Env = append(cmd.Environ(), paths.RunRootEnv+"="+root)
-				_ = cmd.Run()
-			}
-		}
-	})
+	t.Cleanup(func() { stopLeftSessions(t, filepath.Dir(s.file)) })
 }
 
 // TestServeSessions drives sessions through the real daemon: a start, an exec
