@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +211,46 @@ func TestServePoolClaimRetryAfter(t *testing.T) {
 	// at most 28.
 	if resp.StatusCode != http.StatusTooManyRequests || retry < 33 {
 		t.Errorf("a start past the sessions quota: %d, Retry-After %q; want 429 and about 40 s", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestServeWarmNamesAreTheServers: a tenant cannot make a new workspace named as the
+// warm pools' are (by upload or by start), so a warm-* directory no record names is
+// one a server that died left mid-start: the next start removes it when empty (a
+// non-empty one could be a claimed session's, the tenant's for good, and is kept).
+func TestServeWarmNamesAreTheServers(t *testing.T) {
+	s := startServe(t)
+	acme := s.tcpClient("acme")
+	if code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "warm-mine"}); code != http.StatusBadRequest || !strings.Contains(body, "warm pools'") {
+		t.Errorf("a start in a new warm-mine: %d %s; want 400", code, body)
+	}
+	req, _ := http.NewRequest("PUT", acme.base+"/v1/workspaces/warm-mine", strings.NewReader(strings.Repeat("\x00", 1024)))
+	req.Header.Set("Authorization", "Bearer "+acme.token)
+	req.Header.Set("Content-Type", "application/x-tar")
+	if resp, err := acme.c.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("an upload to a new warm-mine: %v %v; want 400", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	wsRoot := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil { // the tenant's disk stays mounted
+		t.Fatal(err)
+	}
+	<-s.done
+	empty, kept := filepath.Join(wsRoot, "warm-00000000deadbeef"), filepath.Join(wsRoot, "warm-11111111deadbeef")
+	for _, d := range []string{empty, kept} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, filepath.Join(kept, "f"), "work\n")
+	s.launch(t)
+	// The server adopts (and cleans) its roots as it starts serving.
+	waitFor(t, 30*time.Second, "the empty warm-* workspace no record names to be removed", func() bool {
+		_, err := os.Stat(empty)
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Stat(filepath.Join(kept, "f")); err != nil {
+		t.Errorf("a warm-* workspace with files in it, after a start: %v; want it kept", err)
 	}
 }

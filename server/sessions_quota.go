@@ -105,6 +105,7 @@ func (s *Server) adoptSessions(ctx context.Context) {
 		s.stopLeftWarm(ctx, roots, warm)
 		s.collectDead(ctx, roots, dead...) // one cordon gc for all
 		s.stopUnrecorded(ctx, roots)
+		s.removeOrphanWarm(roots) // once no session it could be is running
 	}
 }
 

@@ -88,6 +88,9 @@ func (s *Server) ensureWorkspace(roots tenantRoots, name string) (created bool, 
 	if _, err := os.Lstat(ws); err == nil {
 		return false, makeTenantDirs(roots, ws)
 	}
+	if strings.HasPrefix(name, warmPrefix) {
+		return false, errWarmName // the pools' (a claimed one's stays the tenant's, above)
+	}
 	have, err := s.tenantWorkspaces(roots)
 	if err != nil {
 		return false, err
@@ -99,9 +102,18 @@ func (s *Server) ensureWorkspace(roots tenantRoots, name string) (created bool, 
 	return true, makeTenantDirs(roots, ws)
 }
 
-// writeWorkspaceError answers an error of ensureWorkspace: 429 past the quota, 500
-// otherwise.
+// errWarmName refuses a new workspace of the tenant's named as the warm pools' are:
+// those names are the server's, so a warm-* directory no record names is one a
+// server that died left mid-start, removed at the next start (removeOrphanWarm).
+var errWarmName = fmt.Errorf("workspace: a new workspace's name may not start with %q: those are the warm pools'", warmPrefix)
+
+// writeWorkspaceError answers an error of ensureWorkspace: 400 for a name the
+// server keeps, 429 past the quota, 500 otherwise.
 func (s *Server) writeWorkspaceError(w http.ResponseWriter, id auth.Identity, err error) {
+	if errors.Is(err, errWarmName) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	var e *quota.Exceeded
 	if errors.As(err, &e) {
 		s.metrics.refused(id.Tenant, e.Quota)
@@ -122,6 +134,37 @@ func (s *Server) workspaceName(w http.ResponseWriter, r *http.Request, roots ten
 		return "", false
 	}
 	return n, true
+}
+
+// removeOrphanWarm removes, at the server's start, the empty warm-* workspaces no
+// record names: a server that died while it started a warm session made the
+// directory and never recorded the session (stopUnrecorded stops it). No tenant names
+// a new workspace so (errWarmName); left, it would be listed as the tenant's and
+// counted against its workspaces quota. One that is not empty is kept: a claimed
+// session's workspace is the tenant's for good, also once its record is forgotten.
+func (s *Server) removeOrphanWarm(roots tenantRoots) {
+	entries, err := os.ReadDir(roots.t.Workspaces())
+	if err != nil {
+		return
+	}
+	named := map[string]bool{}
+	for _, rec := range records(roots) {
+		named[rec.Workspace] = true
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(n, warmPrefix) || !validWorkspaceName(n) || named[n] {
+			continue
+		}
+		if empty, err := isEmpty(roots.workspace(n)); err != nil || !empty {
+			continue
+		}
+		if err := os.Remove(roots.workspace(n)); err != nil {
+			s.log.Error("warm pool: removing a workspace no session is recorded in", logTenant, roots.t.Name, logWorkspace, n, logErr, err)
+			continue
+		}
+		s.log.Info("warm pool: removed a workspace a previous server left unrecorded", logTenant, roots.t.Name, logWorkspace, n)
+	}
 }
 
 // isEmpty reports whether the directory ws holds nothing.
