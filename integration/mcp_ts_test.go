@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -25,9 +26,9 @@ import (
 // error or a capped result.
 func TestMCPTypeScript(t *testing.T) {
 	modules := tsClientModules(t)
-	t.Run("bwrap", func(t *testing.T) { mcpTypeScript(t, newWorld(t), modules) })
+	t.Run("bwrap", func(t *testing.T) { mcpTypeScript(t, newWorld(t), modules, "bwrap") })
 	t.Run("containers", func(t *testing.T) {
-		forEachContainerBackend(t, func(t *testing.T, _ string) { mcpTypeScript(t, newWorld(t), modules) })
+		forEachContainerBackend(t, func(t *testing.T, b string) { mcpTypeScript(t, newWorld(t), modules, b) })
 	})
 }
 
@@ -57,11 +58,16 @@ type tsSummary struct {
 	Calls map[string]*tsCall `json:"calls"`
 }
 
-func mcpTypeScript(t *testing.T, w *world, modules string) {
+func mcpTypeScript(t *testing.T, w *world, modules, backend string) {
 	outside := t.TempDir()
 	mustWrite(t, filepath.Join(outside, "secret.txt"), "OUTSIDE-SECRET\n")
 	mustWrite(t, filepath.Join(w.ws, "bin.dat"), "ab\x00cd\n")
-	s := runTSClient(t, w, modules, outside)
+	s, raw := runTSClient(t, w, modules, outside)
+	defer func() {
+		if t.Failed() {
+			t.Logf("the client's summary: %s", raw)
+		}
+	}()
 
 	var names []string
 	for _, tool := range s.Tools {
@@ -160,14 +166,23 @@ func mcpTypeScript(t *testing.T, w *world, modules string) {
 		t.Errorf("the connection after the hostile calls: %+v (session %s)", c, e.Session)
 	}
 	w.assertSessionEnded(e.Session)
+	// The session ran on the backend the test names.
+	recs := sessionEvents(t, w, e.Session)
+	if len(recs) == 0 || recs[0].Type != event.RunStart || !strings.Contains(string(recs[0].Body), `"backend":"`+backend+`"`) {
+		first := "no record"
+		if len(recs) > 0 {
+			first = string(recs[0].Type) + " " + string(recs[0].Body)
+		}
+		t.Errorf("the session's log does not start on backend %s: %s", backend, first)
+	}
 }
 
 // runTSClient runs the client on `cordon mcp` in the world's workspace and decodes its
 // summary. The client bounds itself to 4 minutes; the test kills it at 5.
-func runTSClient(t *testing.T, w *world, modules, outside string) tsSummary {
+func runTSClient(t *testing.T, w *world, modules, outside string) (tsSummary, string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
-	testutil.Require(t, err == nil, "node is not installed (apt-get install nodejs)")
+	testutil.Require(t, err == nil, "node (scripts/deps.sh installs it)")
 	// The script sits beside a link to the cached node_modules, where ESM resolution
 	// looks for the SDK.
 	dir := t.TempDir()
@@ -193,8 +208,7 @@ func runTSClient(t *testing.T, w *world, modules, outside string) tsSummary {
 	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
 		t.Fatalf("the client's summary: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
 	}
-	t.Logf("summary: %s", stdout.String())
-	return s
+	return s, stdout.String()
 }
 
 var (
@@ -210,9 +224,9 @@ var (
 func tsClientModules(t *testing.T) string {
 	t.Helper()
 	_, err := exec.LookPath("node")
-	testutil.Require(t, err == nil, "node is not installed (apt-get install nodejs)")
+	testutil.Require(t, err == nil, "node (scripts/deps.sh installs it)")
 	_, err = exec.LookPath("npm")
-	testutil.Require(t, err == nil, "npm is not installed (apt-get install npm)")
+	testutil.Require(t, err == nil, "npm (scripts/deps.sh installs it)")
 	tsModulesOnce.Do(func() { tsModulesDir, tsModulesErr = installTSModules(repoRoot(t)) })
 	if tsModulesErr != "" {
 		t.Fatal(tsModulesErr)

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what cordon's build, tests and demo need on a Debian machine, only when
 # missing (chromium looks at the audit HTML report in a test; git, npm and curl are the
-# clients whose view of a denial is tested; gcc is cgo's compiler for `go test -race`;
+# clients whose view of a denial is tested, node and npm also run the MCP TypeScript SDK's
+# client; gcc is cgo's compiler for `go test -race`;
 # python3 and perl are the interpreters the monitor's and the attacks' tests run in the
 # sandbox; make runs the targets a test reads; e2fsprogs makes the file system of a
 # served tenant's disk). A fresh Debian (debootstrap's minbase)
 # has none of them but perl.
 # Usage: scripts/deps.sh [test|bench|generate]
 set -euo pipefail
-want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium socat:socat npm:npm
+want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium socat:socat node:nodejs npm:npm
   gcc:gcc python3:python3 perl:perl make:make mke2fs:e2fsprogs)
 case "${1:-test}" in
   bench) want+=(hyperfine:hyperfine rg:ripgrep) ;;
