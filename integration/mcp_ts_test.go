@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +40,7 @@ type tsCall struct {
 	Threw        string   `json:"threw"`
 	Session      string   `json:"session"`
 	ExitCode     *int     `json:"exit_code"`
+	TimedOut     bool     `json:"timed_out"`
 	Stdout       string   `json:"stdout"`
 	StdoutLength int      `json:"stdoutLength"`
 	Truncated    bool     `json:"truncated"`
@@ -141,8 +143,23 @@ func mcpTypeScript(t *testing.T, w *world, modules, backend string) {
 	for _, l := range []string{"dotdot", "outlink", "keylink", "rootlink"} {
 		refused(l)
 	}
-	get("outlink_write") // it may land on the sandbox's own scratch, never on the host
+	// Writes out of the workspace may land on the sandbox's own scratch, never on the host.
+	get("outlink_write")
+	get("abs_write")
 	assertAbsent(t, filepath.Join(outside, "evil.txt"))
+	assertAbsent(t, filepath.Join(outside, "evil2.txt"))
+	refused("keylink_edit")
+	if c := ok("env"); c.Stdout != "done\n" {
+		t.Errorf("the sandbox's environment holds the host's credentials: %+v", c)
+	}
+	get("environ")
+	for label, c := range s.Calls {
+		for _, secret := range []string{"OUTSIDE-SECRET", "secret-key-material", "aws-secret-value-123", "ghp_abcdef"} {
+			if strings.Contains(c.Text+c.Stdout+c.Content, secret) {
+				t.Errorf("%s: the host's secret %s came back: %+v", label, secret, c)
+			}
+		}
+	}
 
 	// Arguments no schema allows: a tool error or a protocol error, never a hang.
 	for _, l := range []string{"bad_type", "no_tool"} {
@@ -155,6 +172,15 @@ func mcpTypeScript(t *testing.T, w *world, modules, backend string) {
 	refused("binary", "binary")
 	refused("huge_write", "longer than")
 	assertAbsent(t, filepath.Join(w.ws, "huge"))
+	refused("long_path")
+	if c := refused("hang"); !c.TimedOut {
+		t.Errorf("sleep 600 with a 1 second timeout: %+v", c)
+	}
+	for i := range 4 {
+		if c := ok("parallel" + strconv.Itoa(i)); c.Stdout != "p"+strconv.Itoa(i)+"\n" || c.Session != e.Session {
+			t.Errorf("parallel call %d: %+v", i, c)
+		}
+	}
 	big := ok("huge_exec")
 	if !big.Truncated || big.SpillPath == "" || big.StdoutLength > 1200 {
 		t.Errorf("a 3 MB output: truncated %v, spill %q, %d characters kept", big.Truncated, big.SpillPath, big.StdoutLength)

@@ -28,7 +28,7 @@ function keep(res) {
   const text = (res.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("");
   const sc = res.structuredContent ?? {};
   const out = { isError: res.isError === true, text: text.slice(0, 600), textLength: text.length };
-  for (const k of ["session", "exit_code", "truncated", "spill_path", "content", "start_line", "end_line"]) {
+  for (const k of ["session", "exit_code", "timed_out", "truncated", "spill_path", "content", "start_line", "end_line"]) {
     if (k in sc) out[k] = typeof sc[k] === "string" ? sc[k].slice(0, 300) : sc[k];
   }
   if (typeof sc.stdout === "string") {
@@ -85,6 +85,11 @@ await call("outlink", "read_file", { path: "outlink/secret.txt" });
 await call("keylink", "read_file", { path: "keylink" });
 await call("rootlink", "read_file", { path: `rootlink${outside}/secret.txt` });
 await call("outlink_write", "write_file", { path: "outlink/evil.txt", content: "evil\n" });
+await call("abs_write", "write_file", { path: `${outside}/evil2.txt`, content: "evil\n" });
+await call("keylink_edit", "edit_file", { path: "keylink", old_text: "secret", new_text: "x" });
+// The host's credentials are not in the sandbox's environment.
+await call("env", "exec", { command: "env | grep -e aws-secret -e ghp_ -e SSH_AUTH_SOCK; echo done" });
+await call("environ", "read_file", { path: "/proc/self/environ" });
 
 // Arguments no schema allows, NUL, binary, a write over the cap, an output over it.
 await call("bad_type", "exec", { command: 42 });
@@ -93,6 +98,10 @@ await call("nul", "read_file", { path: "a\u0000b" });
 await call("nul_exec", "exec", { command: "echo a\u0000b" });
 await call("binary", "read_file", { path: "bin.dat" });
 await call("huge_write", "write_file", { path: "huge", content: "h".repeat(9 << 20) });
+await call("long_path", "read_file", { path: "a".repeat(5000) });
+await call("hang", "exec", { command: "sleep 600", timeout_seconds: 1 });
+// Calls at once, as an agent that does not wait: each gets its own answer.
+await Promise.all([0, 1, 2, 3].map((i) => call(`parallel${i}`, "exec", { command: `echo p${i}` })));
 const big = await call("huge_exec", "exec", { command: "yes cordon | head -c 3000000", max_output_chars: 1000 });
 if (big.spill_path) {
   await call("spill_read", "read_file", { path: big.spill_path, offset: 100000, limit: 2 });
