@@ -75,6 +75,7 @@ bench: build
 	scripts/bench-workspace.sh
 	scripts/bench-isolation.sh
 	scripts/bench-serve.sh
+	scripts/bench-mcp.sh
 	scripts/bench-diff.sh $(CURDIR)/$(BIN) bounded "$$(printf 'version: 1\ncommands: {timeout: 10m}')"
 	scripts/bench-diff.sh $(CURDIR)/$(BIN) entries-1M "$$(printf 'version: 1\ncommands: {timeout: 10m}\nlimits: {diff: {entries: 1000000}}')"
 

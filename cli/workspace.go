@@ -36,21 +36,28 @@ func newWorkspaceCmd(stdio IO) *cobra.Command {
 		Long: `The tenant's workspaces on the server --host names: list them, fill a new (or empty) one
 from a directory here, copy one into a new directory here, delete one. A session started
 with --workspace NAME works in it.`,
+		Example: `  cordon --host https://cordon.example:8443 workspace push api ./api
+  cordon workspace pull api ./api-after      # with $CORDON_HOST set`,
 		Args: noArgs,
 	}
 	c.AddCommand(
-		workspaceSub(stdio, "ls", "ls", "list the tenant's workspaces (and the session running in each)", 0, workspaceLs),
-		workspaceSub(stdio, "push NAME DIR", "push", "fill the new or empty workspace NAME from the directory DIR here (links as links; special files refused)", 2, workspacePush),
-		workspaceSub(stdio, "pull NAME DIR", "pull", "copy workspace NAME into DIR here, which must be new or empty (links as links; nothing outside DIR)", 2, workspacePull),
-		workspaceSub(stdio, "rm NAME", "rm", "delete workspace NAME, in which no session runs", 1, workspaceRm),
+		workspaceSub(stdio, "ls", "ls", "list the tenant's workspaces (and the session running in each)", 0, workspaceLs,
+			"  cordon --host unix:///run/cordon/cordon.sock workspace ls"),
+		workspaceSub(stdio, "push NAME DIR", "push", "fill the new or empty workspace NAME from the directory DIR here (links as links; special files refused)", 2, workspacePush,
+			"  cordon workspace push api ./api && id=$(cordon session start --workspace api)"),
+		workspaceSub(stdio, "pull NAME DIR", "pull", "copy workspace NAME into DIR here, which must be new or empty (links as links; nothing outside DIR)", 2, workspacePull,
+			"  cordon workspace pull api ./api-after"),
+		workspaceSub(stdio, "rm NAME", "rm", "delete workspace NAME, in which no session runs", 1, workspaceRm,
+			"  cordon workspace rm api"),
 	)
 	return c
 }
 
-func workspaceSub(stdio IO, use, name, short string, nargs int, run func(*cobra.Command, IO, *remote.Client, []string) error) *cobra.Command {
+func workspaceSub(stdio IO, use, name, short string, nargs int, run func(*cobra.Command, IO, *remote.Client, []string) error, example string) *cobra.Command {
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
+		Use:     use,
+		Short:   short,
+		Example: example,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != nargs {
 				return errdefs.Usagef("workspace %s: want %d arguments (%s), got %d", name, nargs, use, len(args))
