@@ -75,6 +75,11 @@ func TestServeRestartCollectsDeadSessions(t *testing.T) {
 	})
 	t.Run("a session the daemon has no record of: the restart stops it", func(t *testing.T) {
 		// As a daemon killed between a supervisor's start and its record leaves it.
+		if s.cmd.ProcessState != nil {
+			// Stopped at the end of the subtest that launched it, gracefully: its
+			// tenants' disks are unmounted. The session below is made on acme's.
+			s.launch(t)
+		}
 		root := s.tenantRoot("acme")
 		ws := filepath.Join(root, "workspaces", "unrecorded")
 		mustMkdir(t, ws)

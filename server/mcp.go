@@ -9,7 +9,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -17,7 +16,6 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordonhq/cordon/contract"
-	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/mcp"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
@@ -331,12 +329,12 @@ func (hub *mcpHub) connect(roots tenantRoots, as api.Session) (*mcpConn, error) 
 }
 
 // sessionGates are the gates a person may approve of the contract session rec runs:
-// the file the server wrote for it (the tenant's base contract, or its pool's). None
-// when the sessions this server starts deny every gate request (CI=true or
-// CORDON_GATES=deny in its environment, which its sessions inherit), or when the file
-// cannot be read (no gate tool, rather than one that could only fail).
+// the file the server wrote for it (the tenant's base contract, or its pool's). A
+// served session's gates are asked of the tenant's approvers whatever the server's
+// environment says (tenantRoots.env). None when the file cannot be read (no gate
+// tool, rather than one that could only fail).
 func sessionGates(rec sessionRecord) []mcp.Gate {
-	if rec.Contract == "" || gate.ModeFromEnv(os.Getenv) == gate.DenyAll {
+	if rec.Contract == "" { // served sessions ask (tenantRoots.env)
 		return nil
 	}
 	c, err := contract.Load(rec.Contract)

@@ -109,9 +109,12 @@ func (r tenantRoots) events(id string) string {
 }
 
 // env is the environment the tenant's cordon processes run with: the server's, with
-// the tenant's run root.
+// the tenant's run root and CORDON_GATES=ask.
 func (r tenantRoots) env() []string {
-	return append(os.Environ(), paths.RunRootEnv+"="+r.run.String())
+	// Gates are asked of a person: a served session's approvers answer through the
+	// API (an approver's gate approve), whatever CI says of the server's own
+	// environment (gate.ModeFromEnv denies under CI=true, where no one could answer).
+	return append(os.Environ(), paths.RunRootEnv+"="+r.run.String(), "CORDON_GATES=ask")
 }
 
 // tenantRootsOf is tenant t's places.
