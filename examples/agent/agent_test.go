@@ -7,13 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // fakeModel answers turn n (from 1) of a request whose body is raw: the first asks
@@ -47,15 +46,11 @@ var fakeModels = map[string]fakeModel{
 
 // TestAgentEchoHi runs the agent on a real cordon session (bwrap) against a loopback
 // model of each API that asks for one exec of `echo hi`, checks that the result it
-// gets back says hi, and ends. It needs `make build` and bwrap.
+// gets back says hi, and ends. It needs bwrap (under CI=true, a failure without it);
+// cordon is built as the integration tests build it.
 func TestAgentEchoHi(t *testing.T) {
-	cordon, _ := filepath.Abs("../../bin/cordon")
-	if _, err := os.Stat(cordon); err != nil {
-		t.Skip("no bin/cordon: run make build")
-	}
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("no bwrap")
-	}
+	testutil.RequireBwrap(t)
+	cordon := testutil.Cordon(t)
 	for provider, fm := range fakeModels {
 		t.Run(provider, func(t *testing.T) { runAgent(t, cordon, provider, fm) })
 	}
