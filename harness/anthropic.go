@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -55,22 +54,13 @@ func (s *AnthropicSummarizer) Summarize(ctx context.Context, req SummaryRequest)
 		System:    []anthropic.TextBlockParam{{Text: summaryPrompt}},
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(req.Transcript))},
 	}
-	var out Summary
-	err := retry(ctx, s.cfg, anthropicStatus, func(ctx context.Context) error {
+	return summarize(ctx, "anthropic", s.cfg, anthropicStatus, func(ctx context.Context) (Summary, error) {
 		m, err := s.client.Messages.New(ctx, params)
 		if err != nil {
-			return err
+			return Summary{}, err
 		}
-		out = Summary{Text: AnthropicText(m), Usage: AnthropicUsage(m.Usage)}
-		return nil
+		return Summary{Text: AnthropicText(m), Usage: AnthropicUsage(m.Usage)}, nil
 	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("anthropic summary: %w", err)
-	}
-	if strings.TrimSpace(out.Text) == "" {
-		return Summary{}, errors.New("anthropic summary: the model returned no text")
-	}
-	return out, nil
 }
 
 func anthropicStatus(err error) (int, http.Header, bool) {

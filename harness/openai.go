@@ -3,9 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -48,25 +46,16 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, req SummaryRequest) (S
 			openai.UserMessage(req.Transcript),
 		},
 	}
-	var out Summary
-	err := retry(ctx, s.cfg, openaiStatus, func(ctx context.Context) error {
+	return summarize(ctx, "openai", s.cfg, openaiStatus, func(ctx context.Context) (Summary, error) {
 		c, err := s.client.Chat.Completions.New(ctx, params)
 		if err != nil {
-			return err
+			return Summary{}, err
 		}
 		if len(c.Choices) == 0 {
-			return errors.New("the response has no choices")
+			return Summary{}, errors.New("the response has no choices")
 		}
-		out = Summary{Text: c.Choices[0].Message.Content, Usage: OpenAIUsage(c.Usage)}
-		return nil
+		return Summary{Text: c.Choices[0].Message.Content, Usage: OpenAIUsage(c.Usage)}, nil
 	})
-	if err != nil {
-		return Summary{}, fmt.Errorf("openai summary: %w", err)
-	}
-	if strings.TrimSpace(out.Text) == "" {
-		return Summary{}, errors.New("openai summary: the model returned no text")
-	}
-	return out, nil
 }
 
 func openaiStatus(err error) (int, http.Header, bool) {

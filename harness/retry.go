@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -54,6 +55,24 @@ var ErrRetryAfter = errors.New("server asks for a longer wait than allowed")
 type apiStatus func(error) (status int, h http.Header, ok bool)
 
 // retry calls f until it succeeds, fails for good or runs out of retries or time.
+// summarize makes one summary with call, retried as retry allows, and refuses an
+// answer with no text; errors name the API (api).
+func summarize(ctx context.Context, api string, c ModelConfig, status apiStatus, call func(context.Context) (Summary, error)) (Summary, error) {
+	var out Summary
+	err := retry(ctx, c, status, func(ctx context.Context) error {
+		var err error
+		out, err = call(ctx)
+		return err
+	})
+	if err != nil {
+		return Summary{}, fmt.Errorf("%s summary: %w", api, err)
+	}
+	if strings.TrimSpace(out.Text) == "" {
+		return Summary{}, fmt.Errorf("%s summary: the model returned no text", api)
+	}
+	return out, nil
+}
+
 func retry(ctx context.Context, c ModelConfig, status apiStatus, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
