@@ -141,33 +141,22 @@ echo "memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || ca
 // stopAndWait deletes the pod with its own grace period and returns the exit status
 // of its sandbox container, as the kubelet reports it before the pod is gone.
 func stopAndWait(ctx context.Context, cs *kubernetes.Clientset, ns, name string) (int32, error) {
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		return -1, fmt.Errorf("watching: %w", err)
-	}
-	defer w.Stop()
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		return -1, fmt.Errorf("deleting: %w", err)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return -1, ctx.Err()
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return -1, errors.New("the watch ended before the container did")
-			}
-			p, isPod := ev.Object.(*corev1.Pod)
-			if !isPod {
-				continue
-			}
-			for _, c := range p.Status.ContainerStatuses {
-				if c.Name == podspec.ContainerName && c.State.Terminated != nil {
-					return c.State.Terminated.ExitCode, nil
-				}
+	code := int32(-1)
+	err := watchPod(ctx, cs, ns, name, "the container ended", func() error {
+		if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("deleting: %w", err)
+		}
+		return nil
+	}, func(p *corev1.Pod) (bool, error) {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Name == podspec.ContainerName && c.State.Terminated != nil {
+				code = c.State.Terminated.ExitCode
+				return true, nil
 			}
 		}
-	}
+		return false, nil
+	})
+	return code, err
 }
 
 // startSession creates a session's objects for plan through the placement and waits
@@ -281,35 +270,19 @@ func TestRestrictedNamespaceEnforced(t *testing.T) {
 
 // waitRunning watches the pod until its container runs (an error when it ends first).
 func waitRunning(ctx context.Context, cs *kubernetes.Clientset, ns, name string) error {
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		return fmt.Errorf("watching: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the pod to run: %w", ctx.Err())
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return errors.New("the watch ended before the pod ran")
-			}
-			p, isPod := ev.Object.(*corev1.Pod)
-			if !isPod {
-				continue
-			}
-			switch p.Status.Phase {
-			case corev1.PodSucceeded, corev1.PodFailed:
-				return fmt.Errorf("the pod ended %s", p.Status.Phase)
-			case corev1.PodRunning:
-				for _, c := range p.Status.ContainerStatuses {
-					if c.Name == podspec.ContainerName && c.State.Running != nil {
-						return nil
-					}
+	return watchPod(ctx, cs, ns, name, "the pod ran", nil, func(p *corev1.Pod) (bool, error) {
+		switch p.Status.Phase {
+		case corev1.PodSucceeded, corev1.PodFailed:
+			return false, fmt.Errorf("the pod ended %s", p.Status.Phase)
+		case corev1.PodRunning:
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Name == podspec.ContainerName && c.State.Running != nil {
+					return true, nil
 				}
 			}
 		}
-	}
+		return false, nil
+	})
 }
 
 // execIn runs argv in the pod's container through the API server's exec API and
@@ -380,36 +353,24 @@ func TestPlacementHiddenImageFile(t *testing.T) {
 // waitRefused watches the pod until its sandbox container is refused (waiting with an
 // error reason, or terminated without having run); an error when it runs.
 func waitRefused(ctx context.Context, cs *kubernetes.Clientset, ns, name string) (string, error) {
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		return "", fmt.Errorf("watching: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for the refusal: %w", ctx.Err())
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return "", errors.New("the watch ended first")
-			}
-			p, isPod := ev.Object.(*corev1.Pod)
-			if !isPod {
+	var reason string
+	err := watchPod(ctx, cs, ns, name, "the refusal", nil, func(p *corev1.Pod) (bool, error) {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Name != podspec.ContainerName {
 				continue
 			}
-			for _, c := range p.Status.ContainerStatuses {
-				if c.Name != podspec.ContainerName {
-					continue
-				}
-				switch st := c.State; {
-				case st.Running != nil:
-					return "", errors.New("the container runs")
-				case st.Waiting != nil && strings.Contains(st.Waiting.Reason, "Error"):
-					return st.Waiting.Reason + ": " + st.Waiting.Message, nil
-				case st.Terminated != nil:
-					return st.Terminated.Reason + ": " + st.Terminated.Message, nil
-				}
+			switch st := c.State; {
+			case st.Running != nil:
+				return false, errors.New("the container runs")
+			case st.Waiting != nil && strings.Contains(st.Waiting.Reason, "Error"):
+				reason = st.Waiting.Reason + ": " + st.Waiting.Message
+				return true, nil
+			case st.Terminated != nil:
+				reason = st.Terminated.Reason + ": " + st.Terminated.Message
+				return true, nil
 			}
 		}
-	}
+		return false, nil
+	})
+	return reason, err
 }

@@ -5,7 +5,6 @@ package k8s
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -212,25 +211,42 @@ func TestSmokeMissingRuntimeClassRefused(t *testing.T) {
 
 // waitFinished watches the pod until it has Succeeded or Failed.
 func waitFinished(ctx context.Context, cs *kubernetes.Clientset, ns, name string) (corev1.PodPhase, error) {
+	var phase corev1.PodPhase
+	err := watchPod(ctx, cs, ns, name, "the pod finished", nil, func(p *corev1.Pod) (bool, error) {
+		phase = p.Status.Phase
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	})
+	return phase, err
+}
+
+// watchPod watches pod ns/name, runs start (when set) once the watch is open, and
+// hands each state of the pod to until, until it says done or fails; what names the
+// awaited event in errors.
+func watchPod(ctx context.Context, cs *kubernetes.Clientset, ns, name, what string, start func() error, until func(*corev1.Pod) (bool, error)) error {
 	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
-		return "", fmt.Errorf("watching: %w", err)
+		return fmt.Errorf("watching: %w", err)
 	}
 	defer w.Stop()
+	if start != nil {
+		if err := start(); err != nil {
+			return err
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for the pod to finish: %w", ctx.Err())
+			return fmt.Errorf("waiting until %s: %w", what, ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return "", errors.New("the watch ended before the pod finished")
+				return fmt.Errorf("the watch ended before %s", what)
 			}
 			p, isPod := ev.Object.(*corev1.Pod)
 			if !isPod {
 				continue
 			}
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-				return p.Status.Phase, nil
+			if done, err := until(p); err != nil || done {
+				return err
 			}
 		}
 	}
