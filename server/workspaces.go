@@ -58,11 +58,24 @@ func (s *Server) tenantWorkspaces(roots tenantRoots) ([]api.Workspace, error) {
 	}
 	out := []api.Workspace{}
 	for _, e := range entries {
-		if n := e.Name(); e.IsDir() && validWorkspaceName(n) && !warm[n] && !s.isWarming(roots, n) {
-			out = append(out, api.Workspace{Name: n, Session: running[n]})
+		n := e.Name()
+		if !e.IsDir() || !validWorkspaceName(n) || warm[n] || strings.HasPrefix(n, warmPrefix) && s.poolsNow(roots, n) {
+			continue
 		}
+		out = append(out, api.Workspace{Name: n, Session: running[n]})
 	}
 	return out, nil
+}
+
+// poolsNow reports whether the workspace name is a warm session's, being started or
+// recorded, checked under the sessions lock: a warm start clears its warming mark
+// (under that lock) only after its record says warm, so one or the other holds. The
+// records read above, before a start recorded its session, may not show it, and its
+// mark may be gone by the time the entry is looked at.
+func (s *Server) poolsNow(roots tenantRoots, name string) bool {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	return s.sess.warming[roots.t.Name+"/"+name] || s.isWarm(roots, name)
 }
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, _ *http.Request, id auth.Identity) {
