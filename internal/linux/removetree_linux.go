@@ -100,16 +100,24 @@ func (r *remover) remove(fd int, name string, depth int) error {
 }
 
 // readNames reads up to a batch of the names in the directory open as fd, from its
-// start ("." and ".." left out).
+// start ("." and ".." left out); none only when the directory is empty. One getdents
+// may return fewer entries than fit, even only "." (a signal, the file system's
+// batching): it is read again until it has a name or says it is at the end.
 func readNames(fd int) ([]string, error) {
 	if _, err := unix.Seek(fd, 0, 0); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, 32<<10)
-	n, err := unix.ReadDirent(fd, buf)
-	if err != nil {
-		return nil, err
+	var names []string
+	for len(names) == 0 {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
-	_, _, names := unix.ParseDirent(buf[:n], -1, nil)
 	return names, nil
 }
