@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,8 +19,9 @@ import (
 // TestServeTenantDisk: a tenant's sandboxes that write without end fill the tenant's
 // own disk (quotas.disk), on every backend: the write fails with ENOSPC, the host's
 // disk holds no more than the quota for it, the session still runs commands and its
-// log is sealed at the stop (cordon writes into the reserve its sandboxes cannot), and
-// another tenant writes on. The server unmounts the disk when it stops.
+// log is sealed at the stop (cordon writes into the reserve its sandboxes cannot), a
+// start or checkpoint on the full disk is the tenant's 429 (quota disk), and another
+// tenant writes on. The server unmounts the disk when it stops.
 func TestServeTenantDisk(t *testing.T) {
 	testutil.RequireBwrap(t)
 	const quota = 64 << 20
@@ -41,6 +43,16 @@ func TestServeTenantDisk(t *testing.T) {
 	}
 	fill := func(t *testing.T, backend string) {
 		sess := acme.start(t, "fill-"+backend, backend)
+		var staged api.Session
+		if backend == "bwrap" {
+			code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "staged", Backend: "bwrap", Stage: true})
+			if code != http.StatusCreated || json.Unmarshal([]byte(body), &staged) != nil {
+				t.Fatalf("a staged start: %d %s", code, body)
+			}
+			if _, _, res := outcome(t, acme.exec(t, staged.ID, "sh", "-c", "head -c 4194304 /dev/urandom > a")); res.Result == nil || res.Result.ExitCode != 0 {
+				t.Fatalf("exec in the staged session: %+v", res)
+			}
+		}
 		out, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "dd if=/dev/zero of=fill bs=1M count=200 2>&1; echo rc=$?"))
 		if !strings.Contains(out, "No space left") || strings.Contains(out, "rc=0") {
 			t.Errorf("on %s, a sandbox writing 200 MiB on a 64 MiB disk: %q (%+v); want ENOSPC", backend, out, last.Result)
@@ -49,6 +61,15 @@ func TestServeTenantDisk(t *testing.T) {
 			code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "late", Backend: "bwrap"})
 			if code != 429 || !strings.Contains(body, `"quota":"disk"`) {
 				t.Errorf("a start while the tenant's disk is full: %d %s; want 429 with quota disk", code, body)
+			}
+			// A checkpoint copies the stage's 4 MiB into the tenant's run root, on
+			// the same full disk: the tenant's quota, not the server's failure.
+			code, body = acme.call(t, "POST", "/v1/sessions/"+staged.ID+"/checkpoint", api.CheckpointRequest{Name: "full"})
+			if code != 429 || !strings.Contains(body, `"quota":"disk"`) {
+				t.Errorf("a checkpoint while the tenant's disk is full: %d %s; want 429 with quota disk", code, body)
+			}
+			if code, body := acme.call(t, "POST", "/v1/sessions/"+staged.ID+"/stop", nil); code != 200 {
+				t.Fatalf("stop: %d %s", code, body)
 			}
 		}
 		if fi, err := os.Stat(acmeRoot + ".disk"); err != nil || fi.Sys().(*syscall.Stat_t).Blocks*512 > quota {

@@ -293,7 +293,8 @@ func (s *Server) openRecord(w http.ResponseWriter, r *http.Request, id auth.Iden
 }
 
 // sessionError answers a failure of the session client: 409 when the session is
-// gone, 400 for a request the supervisor refused as malformed, 500 otherwise.
+// gone, 400 for a request the supervisor refused as malformed, 429 (quota disk) when
+// it failed on the tenant's full disk, 500 otherwise.
 func sessionError(w http.ResponseWriter, err error) {
 	var se *session.Error
 	switch {
@@ -301,6 +302,9 @@ func sessionError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "the session is not running")
 	case errors.As(err, &se) && se.Code == 2:
 		writeError(w, http.StatusBadRequest, se.Msg)
+	case errors.As(err, &se) && se.NoSpace:
+		writeQuotaError(w, &quota.Exceeded{Quota: quota.Disk, RetryAfter: time.Minute,
+			Detail: "the tenant's disk is full: delete workspaces, runs or checkpoints (" + se.Msg + ")"})
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
 	}

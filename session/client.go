@@ -39,6 +39,8 @@ type Error struct {
 	// tenant's quotas (429): which one, and when to try again (0 when it did not say).
 	Quota      string
 	RetryAfter time.Duration
+	// NoSpace is set when the supervisor failed on a full disk (ENOSPC, EDQUOT).
+	NoSpace bool
 }
 
 func (e *Error) Error() string { return e.Msg }

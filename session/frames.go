@@ -71,7 +71,7 @@ func frameError(f wire.Frame) *Error {
 	if code == 0 {
 		code = errdefs.ExitCannotRun
 	}
-	return &Error{Code: code, Msg: f.Error}
+	return &Error{Code: code, Msg: f.Error, NoSpace: f.NoSpace}
 }
 
 // errLongLine is a line past MaxFrameLine.

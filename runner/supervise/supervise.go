@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/atomicfile"
@@ -282,11 +283,12 @@ func WireAlerts(as []runner.Alert) []wire.Alert {
 	return out
 }
 
-// errFrame answers a request with err: its message and the status `cordon exec` exits
-// with (125 unless err carries another).
+// errFrame answers a request with err: its message, the status `cordon exec` exits
+// with (125 unless err carries another), and whether the disk was full.
 func errFrame(err error) wire.Frame {
+	noSpace := errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 	err = errdefs.CannotRun(err)
-	return wire.Frame{Error: errdefs.Message(err), Code: errdefs.ExitCode(err)}
+	return wire.Frame{Error: errdefs.Message(err), Code: errdefs.ExitCode(err), NoSpace: noSpace}
 }
 
 // readInput copies Input lines to w until EOF is sent; a client that hangs up first

@@ -45,13 +45,16 @@ type Input struct {
 
 // Frame is one line of the supervisor's answer: an output chunk, or last the outcome.
 type Frame struct {
-	FD      int     `json:"fd,omitempty"`
-	Data    []byte  `json:"data,omitempty"`
-	Result  *Result `json:"result,omitempty"`
-	Error   string  `json:"error,omitempty"`
-	Code    int     `json:"code,omitempty"`    // cordon's exit status with Error
-	Done    bool    `json:"done,omitempty"`    // answer to stop and sweep
-	Removed int     `json:"removed,omitempty"` // spill files a sweep removed
+	FD     int     `json:"fd,omitempty"`
+	Data   []byte  `json:"data,omitempty"`
+	Result *Result `json:"result,omitempty"`
+	Error  string  `json:"error,omitempty"`
+	Code   int     `json:"code,omitempty"` // cordon's exit status with Error
+	// NoSpace marks an Error that is the file system's ENOSPC or EDQUOT: the disk
+	// holding the session's run root (a served tenant's own disk) is full.
+	NoSpace bool `json:"no_space,omitempty"`
+	Done    bool `json:"done,omitempty"`    // answer to stop and sweep
+	Removed int  `json:"removed,omitempty"` // spill files a sweep removed
 	// Changed lists the workspace paths changed since the previous sweep (the answer
 	// to sweep).
 	Changed []string `json:"changed,omitempty"`
