@@ -323,6 +323,35 @@ func TestRedSessionSocketOfAnotherUser(t *testing.T) {
 	}
 }
 
+// TestRedHostSocketOfAnotherUser: `cordon --host unix://PATH` sends its bearer token
+// with every request, so a socket placed at PATH by another user (a directory it made
+// first, a path a script names) must get nothing: the client checks the peer
+// (SO_PEERCRED: root or the caller) before it sends a byte, as root and as a user.
+func TestRedHostSocketOfAnotherUser(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := sharedTmp(t)
+	v := newVictim(t, tmp)
+	dir := filepath.Join(tmp, "serve-by-attacker")
+	mkdirAs(t, dir, 0o755, attackerUID)
+	sock := filepath.Join(dir, "cordon.sock")
+	captured := fakeSupervisor(t, sock)
+	const token = "cordon-token-of-the-victim-0123456789"
+	v.env = append(v.env, "CORDON_HOST=unix://"+sock, "CORDON_TOKEN="+token)
+	r := v.run("cordon", "", "session", "ls")
+	if r.code == 0 {
+		t.Errorf("a user's client on another user's socket: %v; want it refused", r)
+	}
+	assertContains(t, "stderr", r.stderr, "answered by uid "+strconv.Itoa(attackerUID))
+	cmd := exec.Command(testutil.Cordon(t), "--host", "unix://"+sock, "session", "ls")
+	cmd.Env = append(os.Environ(), "CORDON_TOKEN="+token)
+	if r := runResult(t, cmd, "cordon as root"); r.code == 0 || !strings.Contains(r.stderr, "answered by uid "+strconv.Itoa(attackerUID)) {
+		t.Errorf("root's client on another user's socket: %v; want it refused", r)
+	}
+	if data, _ := os.ReadFile(captured); len(data) != 0 {
+		t.Errorf("the attacker's socket received %q", data)
+	}
+}
+
 // TestStatePathsNeverExposed: the credential ledger and the audit root follow one
 // state rule ($XDG_STATE_HOME/cordon when absolute), and a contract that names either
 // (or what is inside) as readable or writable is refused at check, for a user whose

@@ -98,7 +98,9 @@ func ClientCert(certFile, keyFile string) Option {
 }
 
 // Dial makes a client of the server at host: https://HOST[:PORT] (TLS, verified), or
-// unix:///PATH (the server's socket, where the peer's uid may be the credential).
+// unix:///PATH (the server's socket, where the peer's uid may be the credential; the
+// server must run as root or as the caller: SO_PEERCRED is checked before a byte is
+// sent).
 // Plain http:// is refused: a token would cross the network in the clear. Dial
 // checks its arguments and reads the files; it does not connect.
 func Dial(host string, opts ...Option) (*Client, error) {
@@ -128,10 +130,11 @@ func Dial(host string, opts ...Option) (*Client, error) {
 		if d.caFile != "" || d.certFile != "" {
 			return nil, errdefs.Invalidf("%s: a unix socket has no TLS: no CA or client certificate", host)
 		}
-		sock := u.Path
+		// The request carries the token: only a server running as root or as the
+		// caller may receive it (whoever could place a socket at the path must not).
+		sock, uid := u.Path, os.Geteuid()
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, "unix", sock)
+			return paths.DialSocket(ctx, sock, uid)
 		}
 		c.base = "http://cordon"
 	case "https":
