@@ -80,6 +80,7 @@ func runCmd(ctx context.Context, stdio IO, o runOptions, argv []string) error {
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
+	runner.PrefetchHostUID() // overlaps the contract's load
 	t0 := time.Now()
 	span := trace.Begin("cli.contract")
 	plan, _, err := planOf(o.file, root, func(cleaned []string, err error) {

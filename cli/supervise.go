@@ -70,6 +70,7 @@ func superviseCmd(ctx context.Context, stdio IO, o superviseOptions) error {
 	if err != nil {
 		return fail(err)
 	}
+	runner.PrefetchHostUID() // overlaps the contract's load
 	plan, _, err := planOf(o.file, root, nil)
 	if err != nil {
 		return fail(err)

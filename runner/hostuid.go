@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"os"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/uids"
@@ -39,4 +40,16 @@ func (r *run) leaseUID() {
 	}
 	r.undo.add("releasing the sandbox's host uid", func(context.Context) error { return l.Release() })
 	r.uid = runUID{host: l.UID(), leased: l.UID()}
+}
+
+// PrefetchHostUID starts, when cordon runs as root (the only case that leases a uid),
+// the scan of host processes that the run's lease makes (uids.Prefetch), so that it
+// overlaps what the caller does before the run starts (loading the contract).
+func PrefetchHostUID() {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if r, err := uids.RangeFromEnv(); err == nil {
+		uids.Prefetch(r)
+	}
 }

@@ -86,7 +86,7 @@ func (p *Pool) acquire(o owner.Process, run string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	used, err := idsInUse(p.Range)
+	used, err := inUse(p.Range)
 	if err != nil {
 		return nil, err
 	}
