@@ -317,3 +317,58 @@ func TestRedDiffListingBounded(t *testing.T) {
 		t.Errorf("the repository planted past the bound was not quarantined: %v", err)
 	}
 }
+
+// TestRedSessionPatchStorageBounded: a session whose commands rewrite text files
+// again and again (each exec a patch of several MB) stores at most
+// limits.diff.patch_run of patch files in the audit root for the whole session, not
+// per command, and each command past it records the bytes it did not store.
+func TestRedSessionPatchStorageBounded(t *testing.T) {
+	w := newWorld(t)
+	const bound = 8 << 20
+	w.contract("version: 1\nlimits: {diff: {patch_run: 8MiB}}\n")
+	id := w.startSession()
+	const execs = 4
+	for i := range execs {
+		// Ten text files of 600 KB (under limits.diff.text, whose content the
+		// diff keeps), each rewritten whole: a patch of about 12 MB a command.
+		script := fmt.Sprintf("for f in 0 1 2 3 4 5 6 7 8 9; do seq 1 40000 | sed \"s/$/ version %d/\" > big$f.txt; done", i)
+		if r := w.cordon("", "exec", id, "--", "sh", "-c", script); r.code != 0 {
+			t.Fatalf("exec %d: %v", i, r)
+		}
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
+	dir := filepath.Join(w.auditRoot(), id)
+	patches, _ := filepath.Glob(filepath.Join(dir, "fsdiff-*.patch"))
+	var stored int64
+	for _, p := range patches {
+		if fi, err := os.Stat(p); err == nil {
+			stored += fi.Size()
+		}
+	}
+	var notStored, diffs int
+	for _, rec := range sessionEvents(t, w, id) {
+		if rec.Type != event.FSDiff {
+			continue
+		}
+		diffs++
+		var d audit.FSDiff
+		if err := rec.DecodeBody(&d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Gap != nil {
+			notStored += d.Gap.PatchNotStored
+		}
+	}
+	t.Logf("%d fs.diff lines, %d patch files, %d bytes stored, %d not stored", diffs, len(patches), stored, notStored)
+	if diffs < execs {
+		t.Errorf("%d fs.diff lines for %d commands", diffs, execs)
+	}
+	if stored == 0 || stored > bound {
+		t.Errorf("the session stored %d bytes of patches; want the first command's, at most limits.diff.patch_run (%d)", stored, bound)
+	}
+	if notStored < 30<<20 {
+		t.Errorf("the log records %d bytes of patch not stored; want the later commands' rewrites (over 30 MiB)", notStored)
+	}
+}
