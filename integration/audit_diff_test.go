@@ -372,3 +372,9 @@ func TestRedSessionPatchStorageBounded(t *testing.T) {
 		t.Errorf("the log records %d bytes of patch not stored; want the later commands' rewrites (over 30 MiB)", notStored)
 	}
 }
+
+// TestContainerDiffBounded: TestRedDiffBounded on docker and containerd, whose
+// workspaces cordon diffs on the host as it does bwrap's.
+func TestContainerDiffBounded(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, _ string) { TestRedDiffBounded(t) })
+}

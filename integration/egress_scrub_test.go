@@ -195,3 +195,9 @@ echo done`
 		t.Errorf("token still valid after the run: %v", v)
 	}
 }
+
+// TestContainerProxyCredentialEchoed: TestRedProxyCredentialEchoed on docker and
+// containerd, whose sandboxes reach the same proxy through their own listener.
+func TestContainerProxyCredentialEchoed(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, _ string) { TestRedProxyCredentialEchoed(t) })
+}
