@@ -115,6 +115,39 @@ func TestGateProgramInWorkspaceRefused(t *testing.T) {
 	assertContains(t, "cordon explain", ex.stdout, "owned by root, not writable by group or others")
 }
 
+// TestRedGateProgramRewrite: the attack of TestRedHostProgramRewrite on a gate's
+// program: it lies in a writable extra path, run 1 rewrites it to leave a marker on
+// the host, and run 2, whose contract names it as a gate's program, is refused (125)
+// before anything runs, so no approval can ever run the rewritten program.
+func TestRedGateProgramRewrite(t *testing.T) {
+	w := newWorld(t)
+	root := filepath.Dir(w.ws)
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := filepath.Join(root, "cache")
+	prog := filepath.Join(extra, "publish")
+	writeExec(t, prog, "#!/bin/sh\necho published\n")
+	marker := filepath.Join(root, "ran-on-the-host")
+	plain := filepath.Join(w.ws, "plain.yaml")
+	mustWrite(t, plain, "version: 1\nfilesystem:\n  writable: [\".\", \""+extra+"\"]\n")
+	withGate := filepath.Join(w.ws, "gate.yaml")
+	mustWrite(t, withGate, "version: 1\nfilesystem:\n  writable: [\".\", \""+extra+"\"]\n"+
+		"gates:\n  - name: pub\n    run: ["+prog+"]\n    why: t\n")
+	evil := "#!/bin/sh\ntouch " + marker + "\n"
+	if r1 := w.cordon("", "run", "-c", plain, "--", "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", evil, prog); r1.code != 0 {
+		t.Fatalf("run 1 (the rewrite): %s", r1)
+	}
+	if got, _ := os.ReadFile(prog); string(got) != evil {
+		t.Fatalf("run 1 did not rewrite %s (the attack's precondition): %q", prog, got)
+	}
+	r2 := w.cordon("", "run", "-c", withGate, "--", "true")
+	if r2.code != 125 || !strings.Contains(r2.stderr, "not a program the host may run") {
+		t.Errorf("run 2: %s; want exit 125 refusing the gate's program", r2)
+	}
+	assertAbsent(t, marker)
+}
+
 func writeExec(t *testing.T, p, content string) {
 	t.Helper()
 	mustWrite(t, p, content)
