@@ -10,11 +10,15 @@
 // sandbox then is that uid on the host, and the workspace stays its owner's on disk.
 package handoff
 
-import "os"
+import (
+	"os"
+
+	"github.com/cordonhq/cordon/internal/paths"
+)
 
 // Root is where the hand-off's tmpfs is mounted in its mount namespace: every handed-over
 // source is Root/N. It hides the run root below it, in that namespace only.
-const Root = "/run/cordon"
+const Root = paths.HostDir
 
 // Spec is what the hand-off does.
 type Spec struct {

@@ -59,7 +59,7 @@ func RunRootIn(env []string) Root {
 		return Root(filepath.Clean(d)) // a relative one is refused where it is used
 	}
 	if os.Geteuid() == 0 {
-		return "/run/cordon/runs"
+		return Root(filepath.Join(HostDir, "runs"))
 	}
 	if d := get("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
 		return Root(filepath.Join(d, "cordon", "runs"))
@@ -163,6 +163,17 @@ func (r Root) Gates() string { return filepath.Join(string(r), "gates") }
 // GateSocket is run id's gate admin socket.
 func (r Root) GateSocket(id string) string { return filepath.Join(r.Gates(), id+".sock") }
 
+// HostDir is root's runtime directory on the host (/run is emptied at boot, when
+// nothing cordon recorded there runs any more): root's run root, the uid leases, the
+// monitor's locks. A hand-off's private mount namespace mounts its tmpfs at the same
+// path, hiding what is below it there only.
+const HostDir = "/run/cordon"
+
+// UIDLeases is the directory of the host uid leases (internal/uids): host-wide, not per
+// run root, since two cordons with different run roots lease from the same uids and
+// must see each other's leases.
+const UIDLeases = HostDir + "/uids"
+
 // BPFRootEnv names the variable that, when set, is the bpffs directory the monitor pins
 // its programs in instead of [DefaultBPFRoot]; tests keep theirs apart with it. It must
 // be an absolute path on a bpffs.
@@ -195,5 +206,5 @@ func BPFRoot() string {
 // root has its own lock.
 func BPFLock(root string) string {
 	name := strings.ReplaceAll(strings.Trim(filepath.Clean(root), "/"), "/", "-")
-	return filepath.Join("/run/cordon", "bpf-"+name+".lock")
+	return filepath.Join(HostDir, "bpf-"+name+".lock")
 }

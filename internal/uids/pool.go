@@ -18,6 +18,7 @@ import (
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // Pool leases the uids of Range, keeping the leases in Dir. Pools of any number of
@@ -339,22 +340,13 @@ func (p *Pool) lock() (unlock func(), err error) {
 	}
 }
 
-// ensureDir makes Dir when it is missing and refuses one that is a link, or that
-// another user owns or may write, or whose parent is: whoever can change the leases
-// chooses which uid two sandboxes share.
+// ensureDir makes Dir when it is missing, as [paths.MakeDir] does: every directory
+// from / down owned by root or this user and writable by no one else (a sticky one
+// aside), Dir itself this user's. Whoever could change the leases, or rename a
+// directory on the way to them, would choose which uid two sandboxes share.
 func (p *Pool) ensureDir() error {
-	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return fmt.Errorf("creating the uid lease directory: %w", err)
-	}
-	for i, d := range []string{p.Dir, filepath.Dir(p.Dir)} {
-		st, err := os.Lstat(d)
-		if err != nil {
-			return fmt.Errorf("the uid lease directory: %w", err)
-		}
-		shared := st.Mode().Perm()&0o022 != 0 && (i == 0 || st.Mode()&os.ModeSticky == 0)
-		if !st.IsDir() || shared || !ownedByMeOrRoot(st) {
-			return fmt.Errorf("the uid lease directory %s: %s must be a directory owned by uid %d (or root) and writable by no one else", p.Dir, d, os.Geteuid())
-		}
+	if err := paths.MakeDir(p.Dir, paths.Owner()); err != nil {
+		return fmt.Errorf("the uid lease directory: %w", err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // testPool is a pool of count uids in a directory of its own, whose uids run no process.
@@ -328,7 +329,7 @@ func TestLeaseDirectoryOthersCanWriteRefused(t *testing.T) {
 	if err := os.Chmod(p.Dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Acquire("x"); err == nil || !strings.Contains(err.Error(), "writable by no one else") {
+	if _, err := p.Acquire("x"); !errors.Is(err, paths.ErrUnsafe) || !strings.Contains(err.Error(), "writable by group or others") {
 		t.Fatalf("a world-writable lease directory: err = %v", err)
 	}
 	link := filepath.Join(t.TempDir(), "link")

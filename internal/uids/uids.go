@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // RangeEnv names the variable that, when set, is the range of host uids cordon leases
@@ -47,10 +48,11 @@ var DefaultRange = Range{Base: 0x7C000000, Count: 1 << 16}
 // lease once, and that must stay quick.
 const MaxCount = 1 << 20
 
-// DefaultDir is where leases are kept. It is host-wide, not per run root: two cordons
-// with different run roots ($CORDON_RUN_ROOT) lease from the same uids, and must see
-// each other's leases. /run is emptied at boot, when no lease's owner runs any more.
-const DefaultDir = "/run/cordon/uids"
+// DefaultDir is where leases are kept ([paths.UIDLeases]). It is host-wide, not per
+// run root: two cordons with different run roots ($CORDON_RUN_ROOT) lease from the
+// same uids, and must see each other's leases. /run is emptied at boot, when no
+// lease's owner runs any more.
+const DefaultDir = paths.UIDLeases
 
 // Range is the host uids BASE to BASE+Count-1.
 type Range struct {
