@@ -70,13 +70,7 @@ func TestRedHostProgramRewrite(t *testing.T) {
 
 			// Run 1: the sandbox rewrites the program.
 			evil := "#!/bin/sh\ntouch " + marker + "\necho '{\"token\": \"x\", \"id\": \"i\", \"expires_at\": \"2099-01-01T00:00:00Z\"}'\n"
-			r1 := w.cordon("", "run", "-c", plain, "--", "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", evil, target)
-			if r1.code != 0 {
-				t.Fatalf("run 1 (the rewrite): %s", r1)
-			}
-			if got, _ := os.ReadFile(target); string(got) != evil {
-				t.Fatalf("run 1 did not rewrite %s (the attack's precondition): %q", target, got)
-			}
+			rewriteFromSandbox(t, w, plain, target, evil)
 
 			// Run 2: names the rewritten program; it must not run on the host.
 			r2 := w.cordon("", "run", "-c", withCred, "--", "true")
@@ -135,17 +129,25 @@ func TestRedGateProgramRewrite(t *testing.T) {
 	mustWrite(t, withGate, "version: 1\nfilesystem:\n  writable: [\".\", \""+extra+"\"]\n"+
 		"gates:\n  - name: pub\n    run: ["+prog+"]\n    why: t\n")
 	evil := "#!/bin/sh\ntouch " + marker + "\n"
-	if r1 := w.cordon("", "run", "-c", plain, "--", "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", evil, prog); r1.code != 0 {
-		t.Fatalf("run 1 (the rewrite): %s", r1)
-	}
-	if got, _ := os.ReadFile(prog); string(got) != evil {
-		t.Fatalf("run 1 did not rewrite %s (the attack's precondition): %q", prog, got)
-	}
+	rewriteFromSandbox(t, w, plain, prog, evil)
 	r2 := w.cordon("", "run", "-c", withGate, "--", "true")
 	if r2.code != 125 || !strings.Contains(r2.stderr, "not a program the host may run") {
 		t.Errorf("run 2: %s; want exit 125 refusing the gate's program", r2)
 	}
 	assertAbsent(t, marker)
+}
+
+// rewriteFromSandbox is run 1 of the rewrite attacks: a run under the contract plain
+// writes content to target, which it may; the attack's precondition is checked.
+func rewriteFromSandbox(t *testing.T, w *world, plain, target, content string) {
+	t.Helper()
+	r1 := w.cordon("", "run", "-c", plain, "--", "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", content, target)
+	if r1.code != 0 {
+		t.Fatalf("run 1 (the rewrite): %s", r1)
+	}
+	if got, _ := os.ReadFile(target); string(got) != content {
+		t.Fatalf("run 1 did not rewrite %s (the attack's precondition): %q", target, got)
+	}
 }
 
 func writeExec(t *testing.T, p, content string) {
