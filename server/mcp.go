@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -134,8 +135,41 @@ func (hub *mcpHub) post(w http.ResponseWriter, r *http.Request, id auth.Identity
 		hub.open(w, r, id)
 		return
 	}
-	if c := hub.named(w, r, id); c != nil {
+	if c := hub.named(w, r, id); c != nil && oneMessage(w, r) {
 		hub.serve(w, r, c)
+	}
+}
+
+// oneMessage refuses a body that is a JSON-RPC batch (an array), which the SDK
+// would serve for a client of protocol version 2025-03-26 or none: each call of
+// it a handler of its own, past any bound (mcp's MaxCalls refuses only tool
+// calls), a goroutine each while their answers wait behind an unread stream.
+// MCP dropped batches in 2025-06-18; a client sends one message a POST. It
+// answers 400 for a batch, and otherwise leaves r's body as it was to be read.
+func oneMessage(w http.ResponseWriter, r *http.Request) bool {
+	br := bufio.NewReader(http.MaxBytesReader(w, r.Body, mcpMaxBody))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	for {
+		b, err := br.ReadByte()
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return false
+		case err != nil: // empty or cut short: the SDK answers it
+			return true
+		case b == ' ' || b == '\t' || b == '\r' || b == '\n':
+			continue
+		case b == '[':
+			writeError(w, http.StatusBadRequest, "a JSON-RPC batch is not served: send one message a POST (MCP has no batches since 2025-06-18)")
+			return false
+		}
+		_ = br.UnreadByte()
+		return true
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,5 +58,33 @@ func TestJSONErrors(t *testing.T) {
 	jw.finish()
 	if rec.Body.Len() > 2*maxErrorText {
 		t.Errorf("a long error was kept whole: %d bytes", rec.Body.Len())
+	}
+}
+
+// TestOneMessage: a batch is 400, whitespace before it or not; one message, or a body
+// the SDK must judge (empty, not JSON), is left whole to be read.
+func TestOneMessage(t *testing.T) {
+	for body, want := range map[string]int{
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`: http.StatusBadRequest,
+		" \r\n\t[]": http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`:          0,
+		"  \n" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`: 0,
+		"":     0,
+		"  ":   0,
+		"nope": 0,
+	} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", api.MCP, strings.NewReader(body))
+		ok := oneMessage(rec, r)
+		if want != 0 {
+			if ok || rec.Code != want {
+				t.Errorf("%q: %v %d; want %d", body, ok, rec.Code, want)
+			}
+			continue
+		}
+		rest, _ := io.ReadAll(r.Body)
+		if !ok || strings.TrimSpace(string(rest)) != strings.TrimSpace(body) {
+			t.Errorf("%q: %v, body left %q", body, ok, rest)
+		}
 	}
 }
