@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,18 @@ import (
 // connection, reads the status line only and returns it with the connection, left
 // open and unread: a client that sends and never reads its answer.
 func rawMCPPost(t *testing.T, s *served, token, sid, body string, header ...string) (string, *tls.Conn) {
+	t.Helper()
+	c := rawMCPSend(t, s, token, sid, body, header...)
+	status, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the status: %v", err)
+	}
+	return strings.TrimSpace(status), c
+}
+
+// rawMCPSend is rawMCPPost without reading anything: an answer in an event stream
+// begins only with its first event.
+func rawMCPSend(t *testing.T, s *served, token, sid, body string, header ...string) *tls.Conn {
 	t.Helper()
 	c, err := tls.Dial("tcp", s.addr, &tls.Config{InsecureSkipVerify: true})
 	if err != nil {
@@ -52,11 +65,7 @@ func rawMCPPost(t *testing.T, s *served, token, sid, body string, header ...stri
 	// Written while the answer is read: a server that refuses the request before its
 	// body's end may close the connection under the writer.
 	go func() { _, _ = io.WriteString(c, b.String()) }()
-	status, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the status: %v", err)
-	}
-	return strings.TrimSpace(status), c
+	return c
 }
 
 // goroutines is the daemon's go_goroutines, scraped from its metrics listener.
@@ -225,10 +234,7 @@ func TestRedMCPAbandoned(t *testing.T) {
 	}
 	marker := "sleep " + uniq("71")
 	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec","arguments":{"command":"%s"}}}`, marker)
-	status, c := rawMCPPost(t, s, s.tokens["acme"], sids[0], call, proto...)
-	if !strings.Contains(status, " 200 ") {
-		t.Fatalf("the call: %s", status)
-	}
+	c := rawMCPSend(t, s, s.tokens["acme"], sids[0], call, proto...)
 	waitFor(t, 30*time.Second, "the call's command to run", func() bool { return len(processesRunning(marker)) > 0 })
 	c.Close() // the client is gone mid-call
 
@@ -317,8 +323,11 @@ func TestRedMCPHostileFiles(t *testing.T) {
 		t.Error("write_file through a link wrote into the host's directory")
 	}
 	for _, p := range []string{"host", dir, "slash" + dir} {
-		if _, got := call("list_files", map[string]any{"path": p, "recursive": true}); strings.Contains(got, "server.key") || strings.Contains(got, "serve.yaml") {
-			t.Errorf("list_files %s listed the host's directory: %.300s", p, got)
+		res, _ := call("list_files", map[string]any{"path": p, "recursive": true})
+		for _, line := range strings.Split(resultText(res), "\n") {
+			if strings.HasSuffix(line, "server.key") || strings.HasSuffix(line, "serve.yaml") {
+				t.Errorf("list_files %s listed the host's %s", p, line)
+			}
 		}
 	}
 	if res, _ := call("read_file", map[string]any{"path": "nul.bin"}); !res.IsError {
@@ -337,4 +346,66 @@ func TestRedMCPHostileFiles(t *testing.T) {
 	if r.Stdout != "alive\n" {
 		t.Errorf("exec after the hostile files: %+v", r)
 	}
+}
+
+// TestRedMCPEndMidCall: an MCP session ends while a call runs a command that would
+// run for hours: its client's DELETE is answered within seconds, the session stopped
+// and sealed, the command gone; the daemon told to stop (SIGTERM) with such a call in
+// flight stops within its grace and leaves the session stopped and sealed, not
+// running with no client able to reach it.
+func TestRedMCPEndMidCall(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	audit := filepath.Join(s.tenantRoot("acme"), "audit")
+	sealed := func(id string) {
+		t.Helper()
+		if got := acme.session(t, id); got.State != "stopped" {
+			t.Errorf("session %s: %+v; want stopped", id, got)
+		}
+		v := runResult(t, exec.Command(testutil.Cordon(t), "audit", "verify", id, "--audit-dir", audit), "audit verify")
+		if v.code != 0 || !strings.Contains(v.stdout, id+": intact and sealed") {
+			t.Errorf("cordon audit verify %s: %s; want intact and sealed", id, v)
+		}
+	}
+	// midCall connects, runs a call of a long sleep, and returns the session's id,
+	// the client and the sleep's marker once the sleep runs.
+	midCall := func(n string) (string, *gomcp.ClientSession, string) {
+		cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, s.stderr)
+		}
+		var r execResult
+		servedCall(t, cs, "exec", map[string]any{"command": "true"}, &r)
+		marker := "sleep " + uniq(n)
+		go cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": marker}})
+		waitFor(t, 30*time.Second, "the call's command to run", func() bool { return len(processesRunning(marker)) > 0 })
+		return r.Session, cs, marker
+	}
+
+	id, cs, marker := midCall("72")
+	url := "https://" + s.addr + api.MCP
+	hdr := append([]string{"Mcp-Session-Id", cs.ID(), "Mcp-Protocol-Version", "2025-06-18"}, mcpHeaders...)
+	start := time.Now()
+	code, body, _ := do(t, acme.c, "DELETE", url, s.tokens["acme"], nil, hdr...)
+	if code/100 != 2 || time.Since(start) > 30*time.Second {
+		t.Errorf("DELETE mid-call: %d %s after %v; want 2xx within seconds", code, body, time.Since(start))
+	}
+	waitFor(t, 30*time.Second, "the command to end", func() bool { return len(processesRunning(marker)) == 0 })
+	sealed(id)
+
+	id, _, marker = midCall("73")
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the daemon did not stop within a minute of SIGTERM with a call in flight:\n%s", s.stderr)
+	}
+	waitFor(t, 30*time.Second, "the command to end", func() bool { return len(processesRunning(marker)) == 0 })
+	s.launch(t)
+	acme = s.tcpClient("acme")
+	sealed(id)
 }

@@ -46,8 +46,10 @@ const (
 // mcpHub is the server's MCP sessions and the SDK's handler that serves them.
 type mcpHub struct {
 	s *Server
-	// h serves each tenant's MCP sessions: the SDK's handler, whose idle timeout is
-	// the tenant's quotas.mcp_idle (a call in progress is not idle).
+	// h serves each tenant's MCP sessions: the SDK's handler. Its own idle timeout
+	// is not set: it closes a session only once the calls in flight return, which a
+	// call whose client went away need not do for as long as its command may run;
+	// watch ends an idle session (mcpConn.idle), its calls first.
 	h       map[string]*gomcp.StreamableHTTPHandler
 	mu      sync.Mutex
 	byID    map[string]*mcpConn // by MCP session id
@@ -66,6 +68,19 @@ type mcpConn struct {
 	timeout time.Duration
 	ss      *gomcp.ServerSession // once the SDK connected it; guarded by mcpHub.mu
 	ended   chan struct{}        // closed once the cordon session is stopped
+	// calls is every tool call's context: cancelled as the MCP session ends (its
+	// client's DELETE, mcp_idle, the daemon stopping), it ends the calls in flight,
+	// their commands stopped, so that the SDK, which closes a session only once its
+	// calls return, does not wait on a command no client will hear of.
+	calls  context.Context
+	cancel context.CancelFunc
+	// idle is the tenant's quotas.mcp_idle: how long the session may go without a
+	// POST in progress (a call whose client went away is not one).
+	idle time.Duration
+	// posts are the POSTs in progress and last when the latest ended; guarded by
+	// mcpHub.mu.
+	posts int
+	last  time.Time
 }
 
 // mcpConnKey is where a request's context carries its mcpConn for the SDK's getServer.
@@ -81,7 +96,7 @@ func newMCPHub(s *Server) *mcpHub {
 	}
 	for _, t := range s.cfg.Tenants {
 		hub.h[t.Name] = gomcp.NewStreamableHTTPHandler(getServer,
-			&gomcp.StreamableHTTPOptions{SessionTimeout: t.Quotas.MCPIdle, MaxRequestBodyBytes: mcpMaxBody})
+			&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: mcpMaxBody})
 	}
 	return hub
 }
@@ -189,6 +204,7 @@ func (hub *mcpHub) del(w http.ResponseWriter, r *http.Request, id auth.Identity)
 	if _, ok := extendDeadlines(w, stopTimeout+execMargin); !ok {
 		return
 	}
+	c.cancel()
 	jw := &jsonErrors{ResponseWriter: w}
 	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
 	if jw.rewrite {
@@ -207,9 +223,30 @@ func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn) {
 	if _, ok := extendDeadlines(w, c.timeout+execMargin); !ok {
 		return
 	}
+	if r.Method == http.MethodPost {
+		hub.mu.Lock()
+		c.posts++
+		hub.mu.Unlock()
+		defer func() {
+			hub.mu.Lock()
+			c.posts--
+			c.last = time.Now()
+			hub.mu.Unlock()
+		}()
+	}
 	jw := &jsonErrors{ResponseWriter: w}
 	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
 	jw.finish()
+}
+
+// idleFor is how long c has gone without a POST in progress (0 while one is).
+func (hub *mcpHub) idleFor(c *mcpConn) time.Duration {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if c.posts > 0 {
+		return 0
+	}
+	return time.Since(c.last)
 }
 
 func withConn(r *http.Request, c *mcpConn) *http.Request {
@@ -258,7 +295,7 @@ func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	c.tenant = id.Tenant
+	c.tenant, c.idle = id.Tenant, roots.t.Quotas.MCPIdle
 	hub.mu.Lock()
 	if hub.closing {
 		hub.mu.Unlock()
@@ -357,9 +394,22 @@ func (hub *mcpHub) connect(roots tenantRoots, as api.Session) (*mcpConn, error) 
 	if timeout <= 0 {
 		timeout = maxExecTimeout
 	}
-	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{})}
+	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{}), last: time.Now()}
+	c.calls, c.cancel = context.WithCancel(context.Background())
 	c.srv = mcp.New(sess, mcp.Options{Version: "serve", Stage: rec.Stage, Gates: sessionGates(rec), MaxTimeout: timeout, SessionID: c.id})
+	c.srv.AddReceivingMiddleware(c.bound)
 	return c, nil
+}
+
+// bound ends each request the MCP server handles, a tool call above all, when c's
+// calls are cancelled.
+func (c *mcpConn) bound(next gomcp.MethodHandler) gomcp.MethodHandler {
+	return func(ctx context.Context, method string, req gomcp.Request) (gomcp.Result, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(c.calls, cancel)()
+		return next(ctx, method, req)
+	}
 }
 
 // sessionGates are the gates a person may approve of the contract session rec runs:
@@ -384,9 +434,9 @@ func sessionGates(rec sessionRecord) []mcp.Gate {
 	return gs
 }
 
-// watch waits for c's MCP session to end (the client's DELETE, the idle timeout, the
-// daemon stopping), closing it when its cordon session ended on its own, then stops
-// the cordon session and forgets c.
+// watch waits for c's MCP session to end (the client's DELETE, the daemon
+// stopping), ending it when it was idle for c.idle or its cordon session ended on
+// its own, then stops the cordon session and forgets c.
 func (hub *mcpHub) watch(roots tenantRoots, c *mcpConn) {
 	defer hub.wg.Done()
 	hub.mu.Lock()
@@ -396,25 +446,36 @@ func (hub *mcpHub) watch(roots tenantRoots, c *mcpConn) {
 		done := make(chan struct{})
 		go func() { _ = ss.Wait(); close(done) }()
 		tick := time.NewTicker(mcpWatch)
+		ending := false
 	wait:
 		for {
 			select {
 			case <-done:
 				break wait
 			case <-tick.C:
-				if rec, err := readRecord(roots, c.session); err != nil || rec.Stopped || state(roots, rec) != stateRunning {
-					_ = ss.Close()
+				if !ending && (hub.idleFor(c) >= c.idle || sessionOver(roots, c.session)) {
+					ending = true
+					c.cancel()
+					go ss.Close() // once its calls returned, which they do now; done then
 				}
 			}
 		}
 		tick.Stop()
 	}
+	c.cancel()
 	hub.mu.Lock()
 	delete(hub.byID, c.id)
 	hub.mu.Unlock()
 	hub.stopSession(roots, c.session)
 	close(c.ended)
 	hub.s.log.Info("mcp session ended", logTenant, c.tenant, logSession, c.session)
+}
+
+// sessionOver says whether session id ended on its own (its wall time, a stop
+// through the API) or cannot be read.
+func sessionOver(roots tenantRoots, id string) bool {
+	rec, err := readRecord(roots, id)
+	return err != nil || rec.Stopped || state(roots, rec) != stateRunning
 }
 
 // stopSession stops session id, releasing its charge, as POST /v1/sessions/{id}/stop
@@ -440,13 +501,14 @@ func (hub *mcpHub) closeSessions() {
 	hub.closing = true
 	var sss []*gomcp.ServerSession
 	for _, c := range hub.byID {
+		c.cancel()
 		if c.ss != nil {
 			sss = append(sss, c.ss)
 		}
 	}
 	hub.mu.Unlock()
 	for _, ss := range sss {
-		_ = ss.Close()
+		go ss.Close() // each once its calls returned, which they do now
 	}
 }
 
