@@ -240,7 +240,7 @@ func TestRedMCPAbandoned(t *testing.T) {
 
 	var list api.SessionList
 	root := s.tenantRoot("acme")
-	waitFor(t, 2*time.Minute, "every session of the vanished client to stop, and its processes to end", func() bool {
+	waitFor(t, time.Minute, "every session of the vanished client to stop within mcp_idle (15s), and its processes to end", func() bool {
 		_, lb := m.acme.call(t, "GET", "/v1/sessions", nil)
 		list = api.SessionList{}
 		if json.Unmarshal([]byte(lb), &list) != nil || len(list.Sessions) != 3 {
@@ -323,9 +323,10 @@ func TestRedMCPHostileFiles(t *testing.T) {
 		t.Error("write_file through a link wrote into the host's directory")
 	}
 	for _, p := range []string{"host", dir, "slash" + dir} {
+		// Only names the tools did not write above: those the sandbox has of its own.
 		res, _ := call("list_files", map[string]any{"path": p, "recursive": true})
 		for _, line := range strings.Split(resultText(res), "\n") {
-			if strings.HasSuffix(line, "server.key") || strings.HasSuffix(line, "serve.yaml") {
+			if strings.HasSuffix(line, "ca.pem") || strings.HasSuffix(line, "server.pem") || line == "beta/" || line == "run/" {
 				t.Errorf("list_files %s listed the host's %s", p, line)
 			}
 		}
