@@ -410,3 +410,61 @@ func TestRedMCPEndMidCall(t *testing.T) {
 	acme = s.tcpClient("acme")
 	sealed(id)
 }
+
+// TestRedMCPBigBodies: 32 calls at once (two sessions' worth) of an exec with 8 MiB
+// of stdin its command never reads, each held as long as the command runs: the
+// tenant's MCP messages in flight are bounded (429 naming mcp_bodies past them), and
+// the daemon's memory stays far from the 1.7 GiB they took when they were not.
+func TestRedMCPBigBodies(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	var metrics string
+	select {
+	case metrics = <-s.metrics:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no metrics listener")
+	}
+	rss := func() int {
+		m := regexp.MustCompile(`(?m)^process_resident_memory_bytes (\S+)`).FindStringSubmatch(scrapeMetrics(t, metrics))
+		if m == nil {
+			t.Fatal("no process_resident_memory_bytes in the metrics")
+		}
+		f, _ := strconv.ParseFloat(m[1], 64)
+		return int(f) >> 20
+	}
+	var sids []string
+	for range 2 {
+		cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, s.stderr)
+		}
+		defer cs.Close()
+		sids = append(sids, cs.ID())
+	}
+	before := rss()
+	stdin := strings.Repeat("a", 8<<20-1)
+	var conns []*tls.Conn
+	for i := range 32 {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 40","stdin":"%s"}}}`, 1000+i, stdin)
+		conns = append(conns, rawMCPSend(t, s, s.tokens["acme"], sids[i%2], body, "Mcp-Protocol-Version", "2025-06-18"))
+	}
+	peak := 0
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		peak = max(peak, rss())
+	}
+	refused := 0
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if b, _ := io.ReadAll(c); strings.HasPrefix(string(b), "HTTP/1.1 429 ") && strings.Contains(string(b), `"quota":"mcp_bodies"`) {
+			refused++
+		}
+		c.Close()
+	}
+	if refused == 0 {
+		t.Error("32 calls of 8 MiB at once: none refused; want 429 naming mcp_bodies past the tenant's bound")
+	}
+	if peak-before > 768 {
+		t.Errorf("the daemon's memory went from %d MiB to %d MiB with 32 calls of 8 MiB in flight; want under 768 MiB more", before, peak)
+	}
+}

@@ -55,6 +55,7 @@ type mcpHub struct {
 	byID    map[string]*mcpConn // by MCP session id
 	closing bool                // the daemon is stopping: no session opens
 	wg      sync.WaitGroup      // the watchers: each stops its session when it ends
+	bodies  bodyBudget          // the bytes of the POSTs in flight
 }
 
 // mcpConn is one MCP session: its tenant, its cordon session and its MCP server.
@@ -75,11 +76,11 @@ type mcpConn struct {
 	calls  context.Context
 	cancel context.CancelFunc
 	// idle is the tenant's quotas.mcp_idle: how long the session may go without a
-	// POST in progress (a call whose client went away is not one).
+	// POST in progress.
 	idle time.Duration
-	// posts are the POSTs in progress and last when the latest ended; guarded by
-	// mcpHub.mu.
-	posts int
+	// posts are the POSTs in progress, by their mcpPostHeader, and last when the
+	// latest ended; guarded by mcpHub.mu.
+	posts map[string]context.Context
 	last  time.Time
 }
 
@@ -150,7 +151,12 @@ func (hub *mcpHub) post(w http.ResponseWriter, r *http.Request, id auth.Identity
 		hub.open(w, r, id)
 		return
 	}
-	if c := hub.named(w, r, id); c != nil && oneMessage(w, r) {
+	c := hub.named(w, r, id)
+	if c == nil || !oneMessage(w, r) {
+		return
+	}
+	if release := hub.budget(w, r, id.Tenant); release != nil {
+		defer release()
 		hub.serve(w, r, c)
 	}
 }
@@ -223,16 +229,9 @@ func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn) {
 	if _, ok := extendDeadlines(w, c.timeout+execMargin); !ok {
 		return
 	}
+	r.Header.Del(mcpPostHeader)
 	if r.Method == http.MethodPost {
-		hub.mu.Lock()
-		c.posts++
-		hub.mu.Unlock()
-		defer func() {
-			hub.mu.Lock()
-			c.posts--
-			c.last = time.Now()
-			hub.mu.Unlock()
-		}()
+		defer hub.postStarts(r, c)()
 	}
 	jw := &jsonErrors{ResponseWriter: w}
 	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
@@ -243,7 +242,7 @@ func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn) {
 func (hub *mcpHub) idleFor(c *mcpConn) time.Duration {
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
-	if c.posts > 0 {
+	if len(c.posts) > 0 {
 		return 0
 	}
 	return time.Since(c.last)
@@ -394,22 +393,11 @@ func (hub *mcpHub) connect(roots tenantRoots, as api.Session) (*mcpConn, error) 
 	if timeout <= 0 {
 		timeout = maxExecTimeout
 	}
-	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{}), last: time.Now()}
+	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{}), posts: map[string]context.Context{}, last: time.Now()}
 	c.calls, c.cancel = context.WithCancel(context.Background())
 	c.srv = mcp.New(sess, mcp.Options{Version: "serve", Stage: rec.Stage, Gates: sessionGates(rec), MaxTimeout: timeout, SessionID: c.id})
-	c.srv.AddReceivingMiddleware(c.bound)
+	c.srv.AddReceivingMiddleware(c.bound(hub))
 	return c, nil
-}
-
-// bound ends each request the MCP server handles, a tool call above all, when c's
-// calls are cancelled.
-func (c *mcpConn) bound(next gomcp.MethodHandler) gomcp.MethodHandler {
-	return func(ctx context.Context, method string, req gomcp.Request) (gomcp.Result, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(c.calls, cancel)()
-		return next(ctx, method, req)
-	}
 }
 
 // sessionGates are the gates a person may approve of the contract session rec runs:

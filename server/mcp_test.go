@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,5 +87,40 @@ func TestOneMessage(t *testing.T) {
 		if !ok || strings.TrimSpace(string(rest)) != strings.TrimSpace(body) {
 			t.Errorf("%q: %v, body left %q", body, ok, rest)
 		}
+	}
+}
+
+// TestBodyBudget: a tenant's MCP bodies in flight stop at mcpBodiesPerTenant, every
+// tenant's at mcpBodies; a release gives the bytes back, once.
+func TestBodyBudget(t *testing.T) {
+	var b bodyBudget
+	r1, q := b.acquire("acme", mcpBodiesPerTenant-10)
+	if r1 == nil || q != "" {
+		t.Fatalf("first: %q", q)
+	}
+	if r, q := b.acquire("acme", 11); r != nil || q != mcpBodiesQuota {
+		t.Fatalf("past the tenant's bound: %q", q)
+	}
+	r1()
+	r1()
+	if b.total != 0 || len(b.per) != 0 {
+		t.Fatalf("after the release: %d %v", b.total, b.per)
+	}
+	var rs []func()
+	for i := range mcpBodies / mcpBodiesPerTenant {
+		r, q := b.acquire(fmt.Sprint("t", i), mcpBodiesPerTenant)
+		if r == nil {
+			t.Fatalf("tenant %d: %q", i, q)
+		}
+		rs = append(rs, r)
+	}
+	if r, q := b.acquire("another", 1); r != nil || q != serverMCPBodiesQuota {
+		t.Fatalf("past the server's bound: %q", q)
+	}
+	for _, r := range rs {
+		r()
+	}
+	if b.total != 0 {
+		t.Fatalf("total after every release: %d", b.total)
 	}
 }
