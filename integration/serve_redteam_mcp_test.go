@@ -351,7 +351,8 @@ func TestRedMCPHostileFiles(t *testing.T) {
 
 // TestRedMCPEndMidCall: an MCP session ends while a call runs a command that would
 // run for hours: its client's DELETE is answered within seconds, the session stopped
-// and sealed, the command gone; the daemon told to stop (SIGTERM) with such a call in
+// and sealed, the command gone; a client that drops the call's connection ends its
+// command; the daemon told to stop (SIGTERM) with such a call in
 // flight stops within its grace and leaves the session stopped and sealed, not
 // running with no client able to reach it.
 func TestRedMCPEndMidCall(t *testing.T) {
@@ -395,6 +396,20 @@ func TestRedMCPEndMidCall(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the command to end", func() bool { return len(processesRunning(marker)) == 0 })
 	sealed(id)
+
+	// A client that goes away mid-call, its MCP session left open: the command ends
+	// with the POST, long before mcp_idle (10 minutes) would end the session.
+	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	marker = "sleep " + uniq("74")
+	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exec","arguments":{"command":"%s"}}}`, marker)
+	c := rawMCPSend(t, s, s.tokens["acme"], cs.ID(), call, "Mcp-Protocol-Version", "2025-06-18")
+	waitFor(t, 30*time.Second, "the call's command to run", func() bool { return len(processesRunning(marker)) > 0 })
+	c.Close()
+	waitFor(t, 30*time.Second, "the command of a client gone mid-call to end", func() bool { return len(processesRunning(marker)) == 0 })
 
 	id, _, marker = midCall("73")
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
