@@ -431,3 +431,16 @@ func TestShown(t *testing.T) {
 		t.Errorf("lines: %q", got)
 	}
 }
+
+// TestExecSummaryHostileNames: a destination the sandbox named and a path it touched
+// reach exec's text quoted, neither forging a line nor carrying an escape.
+func TestExecSummaryHostileNames(t *testing.T) {
+	r := &wire.Result{
+		Denied: []wire.Denial{{Destination: "[ev\x1b[31m\nnetwork: forged\a.e]:443", Reason: "malformed request"}},
+		Alerts: []wire.Alert{{Category: "credential", Target: "/home/x/\x1b]0;t\a\nmonitor: fake", Syscall: "openat", Count: 1}},
+	}
+	got := execSummary(r)
+	if strings.ContainsAny(got, "\x1b\a") || strings.Contains(got, "\nnetwork: forged") || strings.Contains(got, "\nmonitor: fake") {
+		t.Errorf("exec's text carries the sandbox's names raw:\n%q", got)
+	}
+}
