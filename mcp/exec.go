@@ -149,10 +149,13 @@ func execSummary(r *wire.Result) string {
 		}
 		b.WriteByte('\n')
 	}
+	// A destination, a target and what is said of them are the sandbox's words (a
+	// name it asked the proxy for, a path it touched): shown, as paths are. Its
+	// output is its own, given as it is.
 	for _, d := range r.Denied {
-		fmt.Fprintf(&b, "network: %s refused (%s)", d.Destination, d.Reason)
+		fmt.Fprintf(&b, "network: %s refused (%s)", shown(d.Destination), shown(d.Reason))
 		if d.SuggestedRule != "" {
-			fmt.Fprintf(&b, "; the contract rule that would allow it: %s", d.SuggestedRule)
+			fmt.Fprintf(&b, "; the contract rule that would allow it: %s", shown(d.SuggestedRule))
 		}
 		b.WriteByte('\n')
 	}
@@ -160,7 +163,7 @@ func execSummary(r *wire.Result) string {
 		fmt.Fprintf(&b, "network: %d more refusal(s)\n", r.DeniedMore)
 	}
 	for _, a := range r.Alerts {
-		fmt.Fprintf(&b, "monitor: %s: %s (%s, %d time(s))\n", a.Category, a.Target, a.Syscall, a.Count)
+		fmt.Fprintf(&b, "monitor: %s: %s (%s, %d time(s))\n", a.Category, shown(a.Target), a.Syscall, a.Count)
 	}
 	return b.String()
 }

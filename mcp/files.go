@@ -160,7 +160,7 @@ func (t *tools) write(ctx context.Context, _ *gomcp.CallToolRequest, in WriteInp
 	if err != nil || a.Write == nil {
 		return nil, nil, orMissing(err, "write")
 	}
-	return text(false, "wrote %d bytes to %s", a.Write.Bytes, a.Write.Path), a.Write, nil
+	return text(false, "wrote %d bytes to %s", a.Write.Bytes, shown(a.Write.Path)), a.Write, nil
 }
 
 func (t *tools) edit(ctx context.Context, _ *gomcp.CallToolRequest, in EditInput) (*gomcp.CallToolResult, *fileop.Edited, error) {
@@ -178,7 +178,7 @@ func (t *tools) edit(ctx context.Context, _ *gomcp.CallToolRequest, in EditInput
 	if err != nil || a.Edit == nil {
 		return nil, nil, orMissing(err, "edit")
 	}
-	return text(false, "replaced %d occurrence(s) in %s", a.Edit.Replacements, a.Edit.Path), a.Edit, nil
+	return text(false, "replaced %d occurrence(s) in %s", a.Edit.Replacements, shown(a.Edit.Path)), a.Edit, nil
 }
 
 func (t *tools) list(ctx context.Context, _ *gomcp.CallToolRequest, in ListInput) (*gomcp.CallToolResult, *fileop.Listing, error) {
@@ -208,7 +208,7 @@ func (t *tools) list(ctx context.Context, _ *gomcp.CallToolRequest, in ListInput
 		} else if e.Type != "file" {
 			suffix = " (" + e.Type + ")"
 		}
-		fmt.Fprintf(&b, "%s%s\n", e.Path, suffix)
+		fmt.Fprintf(&b, "%s%s\n", shown(e.Path), suffix)
 	}
 	if l.Truncated {
 		fmt.Fprintf(&b, "[cut at %d entries]\n", len(l.Entries))

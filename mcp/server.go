@@ -18,8 +18,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -193,6 +196,29 @@ func checkPath(p string) error {
 	return nil
 }
 
+// shown is a path as a tool's text gives it: as it is, or quoted (Go's syntax) when it
+// holds a control character or is not UTF-8, so that a name the sandbox chose can
+// neither forge a line of a listing nor reach the client's terminal as an escape.
+// The structured result keeps the name as it is.
+func shown(p string) string {
+	if utf8.ValidString(p) && !strings.ContainsFunc(p, unicode.IsControl) {
+		return p
+	}
+	return strconv.Quote(p)
+}
+
+// lines is paths shown one a line.
+func lines(paths []string) string {
+	var b strings.Builder
+	for i, p := range paths {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(shown(p))
+	}
+	return b.String()
+}
+
 // problem words a session client's failure for the agent: what cordon said, which
 // for a refusal names the rule.
 func problem(err error) error {
@@ -230,7 +256,7 @@ func (t *tools) changes(ctx context.Context, _ *gomcp.CallToolRequest, _ struct{
 	}
 	summary := fmt.Sprintf("%d path(s) changed; %d spill file(s) removed", len(out.Changed), out.RemovedSpillFiles)
 	if len(out.Changed) > 0 {
-		summary += ":\n" + strings.Join(out.Changed, "\n")
+		summary += ":\n" + lines(out.Changed)
 	}
 	return text(false, "%s", summary), out, nil
 }

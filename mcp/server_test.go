@@ -409,3 +409,38 @@ func TestGateRunsTheHelper(t *testing.T) {
 		t.Errorf("an unlisted gate ran: %q", f.calls)
 	}
 }
+
+// TestShown: a path with a control character or bytes not UTF-8 is quoted in a tool's
+// text, so a name cannot forge a line or carry a terminal escape; others are as they are.
+func TestShown(t *testing.T) {
+	for p, want := range map[string]string{
+		"src/main.go":          "src/main.go",
+		"dir with space/ü.txt": "dir with space/ü.txt",
+		"n\x1b[31m\nforged":    `"n\x1b[31m\nforged"`,
+		"bad\xff":              `"bad\xff"`,
+		"tab\there":            `"tab\there"`,
+		"bell\a":               `"bell\a"`,
+		"del\x7f":              `"del\x7f"`,
+		"c1\u009b31m":          `"c1\u009b31m"`,
+	} {
+		if got := shown(p); got != want {
+			t.Errorf("shown(%q) = %s; want %s", p, got, want)
+		}
+	}
+	if got := lines([]string{"a", "b\nc"}); got != "a\n\"b\\nc\"" {
+		t.Errorf("lines: %q", got)
+	}
+}
+
+// TestExecSummaryHostileNames: a destination the sandbox named and a path it touched
+// reach exec's text quoted, neither forging a line nor carrying an escape.
+func TestExecSummaryHostileNames(t *testing.T) {
+	r := &wire.Result{
+		Denied: []wire.Denial{{Destination: "[ev\x1b[31m\nnetwork: forged\a.e]:443", Reason: "malformed request"}},
+		Alerts: []wire.Alert{{Category: "credential", Target: "/home/x/\x1b]0;t\a\nmonitor: fake", Syscall: "openat", Count: 1}},
+	}
+	got := execSummary(r)
+	if strings.ContainsAny(got, "\x1b\a") || strings.Contains(got, "\nnetwork: forged") || strings.Contains(got, "\nmonitor: fake") {
+		t.Errorf("exec's text carries the sandbox's names raw:\n%q", got)
+	}
+}

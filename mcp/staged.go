@@ -116,7 +116,7 @@ func (t *tools) rollback(ctx context.Context, _ *gomcp.CallToolRequest, in Rollb
 	out := checkpointOut(cp, changed, problems)
 	summary := fmt.Sprintf("rolled back to checkpoint %d%s; %d path(s) changed", out.ID, named(out.Name), len(out.Changed))
 	if len(out.Changed) > 0 {
-		summary += ":\n" + strings.Join(out.Changed, "\n")
+		summary += ":\n" + lines(out.Changed)
 	}
 	return text(len(out.Problems) > 0, "%s%s", summary, problemList(out.Problems)), out, nil
 }
@@ -150,7 +150,7 @@ func problemList(ps []string) string {
 	if len(ps) == 0 {
 		return ""
 	}
-	return "\nnot restored or not kept:\n" + strings.Join(ps, "\n")
+	return "\nnot restored or not kept:\n" + lines(ps)
 }
 
 func (t *tools) addGate(s *gomcp.Server, gates []Gate) error {

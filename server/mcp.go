@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -45,13 +46,16 @@ const (
 // mcpHub is the server's MCP sessions and the SDK's handler that serves them.
 type mcpHub struct {
 	s *Server
-	// h serves each tenant's MCP sessions: the SDK's handler, whose idle timeout is
-	// the tenant's quotas.mcp_idle (a call in progress is not idle).
+	// h serves each tenant's MCP sessions: the SDK's handler. Its own idle timeout
+	// is not set: it closes a session only once the calls in flight return, which a
+	// call whose client went away need not do for as long as its command may run;
+	// watch ends an idle session (mcpConn.idle), its calls first.
 	h       map[string]*gomcp.StreamableHTTPHandler
 	mu      sync.Mutex
 	byID    map[string]*mcpConn // by MCP session id
 	closing bool                // the daemon is stopping: no session opens
 	wg      sync.WaitGroup      // the watchers: each stops its session when it ends
+	bodies  bodyBudget          // the bytes of the POSTs in flight
 }
 
 // mcpConn is one MCP session: its tenant, its cordon session and its MCP server.
@@ -65,6 +69,19 @@ type mcpConn struct {
 	timeout time.Duration
 	ss      *gomcp.ServerSession // once the SDK connected it; guarded by mcpHub.mu
 	ended   chan struct{}        // closed once the cordon session is stopped
+	// calls is every tool call's context: cancelled as the MCP session ends (its
+	// client's DELETE, mcp_idle, the daemon stopping), it ends the calls in flight,
+	// their commands stopped, so that the SDK, which closes a session only once its
+	// calls return, does not wait on a command no client will hear of.
+	calls  context.Context
+	cancel context.CancelFunc
+	// idle is the tenant's quotas.mcp_idle: how long the session may go without a
+	// POST in progress.
+	idle time.Duration
+	// posts are the POSTs in progress, by their mcpPostHeader, and last when the
+	// latest ended; guarded by mcpHub.mu.
+	posts map[string]context.Context
+	last  time.Time
 }
 
 // mcpConnKey is where a request's context carries its mcpConn for the SDK's getServer.
@@ -80,7 +97,7 @@ func newMCPHub(s *Server) *mcpHub {
 	}
 	for _, t := range s.cfg.Tenants {
 		hub.h[t.Name] = gomcp.NewStreamableHTTPHandler(getServer,
-			&gomcp.StreamableHTTPOptions{SessionTimeout: t.Quotas.MCPIdle, MaxRequestBodyBytes: mcpMaxBody})
+			&gomcp.StreamableHTTPOptions{MaxRequestBodyBytes: mcpMaxBody})
 	}
 	return hub
 }
@@ -134,8 +151,46 @@ func (hub *mcpHub) post(w http.ResponseWriter, r *http.Request, id auth.Identity
 		hub.open(w, r, id)
 		return
 	}
-	if c := hub.named(w, r, id); c != nil {
+	c := hub.named(w, r, id)
+	if c == nil || !oneMessage(w, r) {
+		return
+	}
+	if release := hub.budget(w, r, id.Tenant); release != nil {
+		defer release()
 		hub.serve(w, r, c)
+	}
+}
+
+// oneMessage refuses a body that is a JSON-RPC batch (an array), which the SDK
+// would serve for a client of protocol version 2025-03-26 or none: each call of
+// it a handler of its own, past any bound (mcp's MaxCalls refuses only tool
+// calls), a goroutine each while their answers wait behind an unread stream.
+// MCP dropped batches in 2025-06-18; a client sends one message a POST. It
+// answers 400 for a batch, and otherwise leaves r's body as it was to be read.
+func oneMessage(w http.ResponseWriter, r *http.Request) bool {
+	br := bufio.NewReader(http.MaxBytesReader(w, r.Body, mcpMaxBody))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	for {
+		b, err := br.ReadByte()
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return false
+		case err != nil: // empty or cut short: the SDK answers it
+			return true
+		case b == ' ' || b == '\t' || b == '\r' || b == '\n':
+			continue
+		case b == '[':
+			writeError(w, http.StatusBadRequest, "a JSON-RPC batch is not served: send one message a POST (MCP has no batches since 2025-06-18)")
+			return false
+		}
+		_ = br.UnreadByte()
+		return true
 	}
 }
 
@@ -155,6 +210,7 @@ func (hub *mcpHub) del(w http.ResponseWriter, r *http.Request, id auth.Identity)
 	if _, ok := extendDeadlines(w, stopTimeout+execMargin); !ok {
 		return
 	}
+	c.cancel()
 	jw := &jsonErrors{ResponseWriter: w}
 	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
 	if jw.rewrite {
@@ -173,9 +229,23 @@ func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn) {
 	if _, ok := extendDeadlines(w, c.timeout+execMargin); !ok {
 		return
 	}
+	r.Header.Del(mcpPostHeader)
+	if r.Method == http.MethodPost {
+		defer hub.postStarts(r, c)()
+	}
 	jw := &jsonErrors{ResponseWriter: w}
 	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
 	jw.finish()
+}
+
+// idleFor is how long c has gone without a POST in progress (0 while one is).
+func (hub *mcpHub) idleFor(c *mcpConn) time.Duration {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if len(c.posts) > 0 {
+		return 0
+	}
+	return time.Since(c.last)
 }
 
 func withConn(r *http.Request, c *mcpConn) *http.Request {
@@ -224,7 +294,7 @@ func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	c.tenant = id.Tenant
+	c.tenant, c.idle = id.Tenant, roots.t.Quotas.MCPIdle
 	hub.mu.Lock()
 	if hub.closing {
 		hub.mu.Unlock()
@@ -323,8 +393,10 @@ func (hub *mcpHub) connect(roots tenantRoots, as api.Session) (*mcpConn, error) 
 	if timeout <= 0 {
 		timeout = maxExecTimeout
 	}
-	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{})}
+	c := &mcpConn{id: rand.Text(), session: as.ID, timeout: timeout, ended: make(chan struct{}), posts: map[string]context.Context{}, last: time.Now()}
+	c.calls, c.cancel = context.WithCancel(context.Background())
 	c.srv = mcp.New(sess, mcp.Options{Version: "serve", Stage: rec.Stage, Gates: sessionGates(rec), MaxTimeout: timeout, SessionID: c.id})
+	c.srv.AddReceivingMiddleware(c.bound(hub))
 	return c, nil
 }
 
@@ -350,9 +422,9 @@ func sessionGates(rec sessionRecord) []mcp.Gate {
 	return gs
 }
 
-// watch waits for c's MCP session to end (the client's DELETE, the idle timeout, the
-// daemon stopping), closing it when its cordon session ended on its own, then stops
-// the cordon session and forgets c.
+// watch waits for c's MCP session to end (the client's DELETE, the daemon
+// stopping), ending it when it was idle for c.idle or its cordon session ended on
+// its own, then stops the cordon session and forgets c.
 func (hub *mcpHub) watch(roots tenantRoots, c *mcpConn) {
 	defer hub.wg.Done()
 	hub.mu.Lock()
@@ -362,25 +434,36 @@ func (hub *mcpHub) watch(roots tenantRoots, c *mcpConn) {
 		done := make(chan struct{})
 		go func() { _ = ss.Wait(); close(done) }()
 		tick := time.NewTicker(mcpWatch)
+		ending := false
 	wait:
 		for {
 			select {
 			case <-done:
 				break wait
 			case <-tick.C:
-				if rec, err := readRecord(roots, c.session); err != nil || rec.Stopped || state(roots, rec) != stateRunning {
-					_ = ss.Close()
+				if !ending && (hub.idleFor(c) >= c.idle || sessionOver(roots, c.session)) {
+					ending = true
+					c.cancel()
+					go ss.Close() // once its calls returned, which they do now; done then
 				}
 			}
 		}
 		tick.Stop()
 	}
+	c.cancel()
 	hub.mu.Lock()
 	delete(hub.byID, c.id)
 	hub.mu.Unlock()
 	hub.stopSession(roots, c.session)
 	close(c.ended)
 	hub.s.log.Info("mcp session ended", logTenant, c.tenant, logSession, c.session)
+}
+
+// sessionOver says whether session id ended on its own (its wall time, a stop
+// through the API) or cannot be read.
+func sessionOver(roots tenantRoots, id string) bool {
+	rec, err := readRecord(roots, id)
+	return err != nil || rec.Stopped || state(roots, rec) != stateRunning
 }
 
 // stopSession stops session id, releasing its charge, as POST /v1/sessions/{id}/stop
@@ -406,13 +489,14 @@ func (hub *mcpHub) closeSessions() {
 	hub.closing = true
 	var sss []*gomcp.ServerSession
 	for _, c := range hub.byID {
+		c.cancel()
 		if c.ss != nil {
 			sss = append(sss, c.ss)
 		}
 	}
 	hub.mu.Unlock()
 	for _, ss := range sss {
-		_ = ss.Close()
+		go ss.Close() // each once its calls returned, which they do now
 	}
 }
 

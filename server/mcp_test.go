@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,5 +59,68 @@ func TestJSONErrors(t *testing.T) {
 	jw.finish()
 	if rec.Body.Len() > 2*maxErrorText {
 		t.Errorf("a long error was kept whole: %d bytes", rec.Body.Len())
+	}
+}
+
+// TestOneMessage: a batch is 400, whitespace before it or not; one message, or a body
+// the SDK must judge (empty, not JSON), is left whole to be read.
+func TestOneMessage(t *testing.T) {
+	for body, want := range map[string]int{
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`: http.StatusBadRequest,
+		" \r\n\t[]": http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`:          0,
+		"  \n" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`: 0,
+		"":     0,
+		"  ":   0,
+		"nope": 0,
+	} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", api.MCP, strings.NewReader(body))
+		ok := oneMessage(rec, r)
+		if want != 0 {
+			if ok || rec.Code != want {
+				t.Errorf("%q: %v %d; want %d", body, ok, rec.Code, want)
+			}
+			continue
+		}
+		rest, _ := io.ReadAll(r.Body)
+		if !ok || strings.TrimSpace(string(rest)) != strings.TrimSpace(body) {
+			t.Errorf("%q: %v, body left %q", body, ok, rest)
+		}
+	}
+}
+
+// TestBodyBudget: a tenant's MCP bodies in flight stop at mcpBodiesPerTenant, every
+// tenant's at mcpBodies; a release gives the bytes back, once.
+func TestBodyBudget(t *testing.T) {
+	var b bodyBudget
+	r1, q := b.acquire("acme", mcpBodiesPerTenant-10)
+	if r1 == nil || q != "" {
+		t.Fatalf("first: %q", q)
+	}
+	if r, q := b.acquire("acme", 11); r != nil || q != mcpBodiesQuota {
+		t.Fatalf("past the tenant's bound: %q", q)
+	}
+	r1()
+	r1()
+	if b.total != 0 || len(b.per) != 0 {
+		t.Fatalf("after the release: %d %v", b.total, b.per)
+	}
+	var rs []func()
+	for i := range mcpBodies / mcpBodiesPerTenant {
+		r, q := b.acquire(fmt.Sprint("t", i), mcpBodiesPerTenant)
+		if r == nil {
+			t.Fatalf("tenant %d: %q", i, q)
+		}
+		rs = append(rs, r)
+	}
+	if r, q := b.acquire("another", 1); r != nil || q != serverMCPBodiesQuota {
+		t.Fatalf("past the server's bound: %q", q)
+	}
+	for _, r := range rs {
+		r()
+	}
+	if b.total != 0 {
+		t.Fatalf("total after every release: %d", b.total)
 	}
 }
