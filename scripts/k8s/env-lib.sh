@@ -283,6 +283,24 @@ serverTLSBootstrap: false
 EOF
 }
 
+# seccomp_profile: installs the kubernetes placement's seccomp profile where the
+# kubelet finds Localhost profiles (<root-dir>/seccomp), under the name the placement
+# uses by default, made by cordon itself from this checkout (docs/kubernetes.md: a
+# node's administrator runs the same command). Rewritten only when it changed.
+seccomp_profile() {
+  local dir=$state/kubelet/seccomp name=cordon/pod-v1.json tmp
+  mkdir -p "$dir/$(dirname "$name")"
+  tmp=$(mktemp)
+  (cd "$here/.." && PATH=$PATH:/usr/local/go/bin CGO_ENABLED=0 go run -trimpath ./cmd/cordon internal seccomp-profile) >"$tmp" ||
+    { rm -f "$tmp"; die "cordon internal seccomp-profile failed"; }
+  if cmp -s "$tmp" "$dir/$name"; then
+    rm -f "$tmp"
+  else
+    log "installing the Pods' seccomp profile at $dir/$name"
+    chmod 0644 "$tmp" && mv "$tmp" "$dir/$name"
+  fi
+}
+
 start_kubelet() {
   local bin=$1
   if ! running kubelet >/dev/null; then
