@@ -62,8 +62,13 @@ func LoopbackUp() error {
 	return nil
 }
 
-// ErrCapsLeft means a capability set was not empty after [DropAllCaps].
-var ErrCapsLeft = errors.New("a capability set is not empty")
+// Errors of [DropAllCaps].
+var (
+	// ErrCapsLeft means a capability set was not empty after it.
+	ErrCapsLeft = errors.New("a capability set is not empty")
+	// ErrCgo means the binary links cgo, whose threads Go cannot make a system call on.
+	ErrCgo = errors.New("a binary linking cgo cannot drop the capabilities of every thread")
+)
 
 // DropAllCaps gives up every capability of every thread of the process for good:
 // no_new_privs, the bounding set emptied (which needs CAP_SETPCAP, so it comes first),
@@ -110,7 +115,11 @@ func DropAllCaps() error {
 
 // allThreads makes the system call on every thread of the process.
 func allThreads(trap, a1, a2, a3 uintptr) error {
-	if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 {
+	_, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3)
+	switch {
+	case e == syscall.ENOTSUP:
+		return ErrCgo
+	case e != 0:
 		return e
 	}
 	return nil
