@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	placement "github.com/cordonhq/cordon/placement/kubernetes"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 )
 
@@ -100,4 +101,37 @@ func otherPodIP(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) str
 		t.Fatalf("%v%s", err, describe(ctx, cs, ns, pod.Name))
 	}
 	return ip
+}
+
+// A node without the configured seccomp profile refuses the sandbox container when it
+// creates it, naming the profile: the Pod never runs without it.
+func TestPlacementMissingSeccompProfile(t *testing.T) {
+	cs := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	const missing = "cordon/no-such-profile.json"
+	p, err := placement.New(cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node, SeccompProfile: missing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := podspec.Session{Tenant: "acme", ID: sessionID(t)}
+	objs, err := p.Compile(testPlan(t, image), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Create(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Delete(context.Background(), s) })
+	name := podspec.Name(s.ID)
+	reason, err := waitRefused(ctx, cs, ns, name)
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v%s", ns, name, err, describe(ctx, cs, ns, name))
+	}
+	t.Logf("refused: %s", reason)
+	if !strings.Contains(reason, "no-such-profile.json") {
+		t.Errorf("the refusal %q does not name the missing profile", reason)
+	}
 }
