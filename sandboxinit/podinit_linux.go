@@ -60,11 +60,11 @@ func podInnerMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: cordon internal init --pod-inner /ABSOLUTE/SOCKET")
 		return wire.ExitSelfCheck
 	}
-	if err := enterEmptyNetns(); err != nil {
+	if err := linux.SetDumpable(false); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
 		return wire.ExitSelfCheck
 	}
-	if err := linux.SetDumpable(false); err != nil {
+	if err := enterEmptyNetns(); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
 		return wire.ExitSelfCheck
 	}

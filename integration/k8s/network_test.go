@@ -78,6 +78,26 @@ echo "loopback=$(cat /tmp/lo.out)"
 		}
 	}
 	r.posture(podspec.InitSpec(plan, cfg, podEnv).Writable)
+
+	// The inner init, seen from a plain exec: it holds no capability in any set
+	// (it held two in its own user namespace until it brought lo up), with
+	// no_new_privs, and is not dumpable (its status is readable, its fds are not).
+	out, err = execIn(ctx, cs, rc, ns, name, podspec.ContainerName, []string{"/bin/sh", "-c", `for p in /proc/[0-9]*; do
+  case "$(tr '\0' ' ' <$p/cmdline 2>/dev/null)" in
+  "/run/cordon/cordon internal init --pod-inner "*)
+    echo "inner=$p"; grep -E '^(Cap|NoNewPrivs)' $p/status; ls $p/fd >/dev/null 2>&1 && echo fd=readable || echo fd=denied ;;
+  esac
+done`})
+	t.Logf("the inner init, from a plain exec:\n%s", out)
+	for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "fd=denied"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("the inner init: want %q in %q (%v)", want, out, err)
+		}
+	}
+	if n := strings.Count(out, "inner="); n != 1 {
+		t.Errorf("found %d inner inits, want 1", n)
+	}
 }
 
 // otherPodIP starts another Pod, in a namespace of its own (another tenant's), that
