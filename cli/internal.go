@@ -7,9 +7,10 @@ import (
 )
 
 // newInternalCmd holds the re-executed helpers (internal use only, hidden):
-// `internal supervise` keeps a session open and `internal man DIR` writes the man
-// pages. `internal init` (cordon's process 1 inside a sandbox) and the helpers it
-// re-executes run before any command tree is built ([runInternal]).
+// `internal supervise` keeps a session open, `internal man DIR` writes the man pages
+// and `internal seccomp-profile` prints the seccomp profile of the kubernetes
+// placement's Pods. `internal init` (cordon's process 1 inside a sandbox) and the
+// helpers it re-executes run before any command tree is built ([runInternal]).
 func newInternalCmd(stdio IO) *cobra.Command {
 	c := &cobra.Command{
 		Use:    "internal",
@@ -20,6 +21,6 @@ func newInternalCmd(stdio IO) *cobra.Command {
 			return errdefs.Usagef("internal: for cordon's own use only")
 		},
 	}
-	c.AddCommand(newSuperviseCmd(stdio), newManCmd(stdio))
+	c.AddCommand(newSuperviseCmd(stdio), newManCmd(stdio), newSeccompProfileCmd(stdio))
 	return c
 }

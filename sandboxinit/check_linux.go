@@ -38,26 +38,6 @@ func precheck() ([]linux.MountInfo, error) {
 	if err := loopbackOnly(); err != nil {
 		return nil, err
 	}
-	return precheckHost()
-}
-
-// loopbackOnly fails when the network namespace has an interface other than loopback.
-func loopbackOnly() error {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return fmt.Errorf("listing network interfaces: %w", err)
-	}
-	for _, i := range ifs {
-		if i.Name != "lo" {
-			return fmt.Errorf("network interface %q is present; the sandbox must have loopback only", i.Name)
-		}
-	}
-	return nil
-}
-
-// precheckHost is [precheck] but for the network: a Pod's process 1 checks that
-// against its spec ([podNetworkCheck]).
-func precheckHost() ([]linux.MountInfo, error) {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return nil, fmt.Errorf("reading process status: %w", err)
@@ -89,6 +69,20 @@ func precheckHost() ([]linux.MountInfo, error) {
 		return nil, fmt.Errorf("%s is writable: no kernel interface may be", strings.Join(w, ", "))
 	}
 	return mounts, nil
+}
+
+// loopbackOnly fails when the network namespace has an interface other than loopback.
+func loopbackOnly() error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("listing network interfaces: %w", err)
+	}
+	for _, i := range ifs {
+		if i.Name != "lo" {
+			return fmt.Errorf("network interface %q is present; the sandbox must have loopback only", i.Name)
+		}
+	}
+	return nil
 }
 
 // specCheck is the part of the self-check that needs the spec: the host uid the

@@ -17,9 +17,12 @@ const InitArg = "init"
 // `internal attach SOCKET`, and the init container's copy of the binary `internal
 // install DEST`.
 const (
-	PodFlag    = "--pod"
-	AttachArg  = "attach"
-	InstallArg = "install"
+	PodFlag = "--pod"
+	// podInnerFlag makes `internal init` a Pod's inner init, which process 1 starts
+	// in an empty network namespace (podnetns_linux.go).
+	podInnerFlag = "--pod-inner"
+	AttachArg    = "attach"
+	InstallArg   = "install"
 )
 
 // Dispatch runs the helper that args name, when they name one: process 1 itself
@@ -37,6 +40,9 @@ func Dispatch(args []string) (code int, ok bool) {
 	case InitArg:
 		if len(args) > 2 && args[2] == PodFlag {
 			return PodInitMain(args[3:]), true
+		}
+		if len(args) > 2 && args[2] == podInnerFlag {
+			return podInnerMain(args[3:]), true
 		}
 		return Main(), true
 	case wire.JoinArg:

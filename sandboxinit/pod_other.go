@@ -13,6 +13,8 @@ func PodInitMain([]string) int {
 	return 1
 }
 
+func podInnerMain([]string) int { return PodInitMain(nil) }
+
 // AttachMain is unimplemented off Linux.
 func AttachMain([]string) int {
 	fmt.Fprintln(os.Stderr, "cordon: internal attach is unimplemented on this GOOS")

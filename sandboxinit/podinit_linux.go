@@ -24,22 +24,47 @@ import (
 const PodAttachWait = 10 * time.Minute
 
 // PodInitMain is `internal init --pod SOCKET`: process 1 of a Kubernetes Pod that the
-// kubernetes placement (placement/kubernetes) created. It cannot be handed
-// descriptors or dial out to cordon, which reaches the Pod only through the API
-// server, so it listens on SOCKET (in a memory volume of its own) and takes exactly
-// one connection: the first, from `internal attach` which cordon execs in the Pod
-// before any command exists, and only from a process that entered the Pod from
-// outside (its parent is outside process 1's pid namespace, as an exec'd process's
-// is and no command's can be). Then it closes and removes the socket, so no later
-// process can connect, whatever it can read. The first message is its spec; it runs
-// the self-check and confines as on every backend, answers with the outcome, and
-// serves the session's commands on that connection until cordon hangs up.
+// kubernetes placement (placement/kubernetes) created. It holds no capability, so it
+// cannot make a network namespace itself: it starts the Pod's real init (`internal
+// init --pod-inner SOCKET`, [podInnerMain]) in a new user namespace owning a new,
+// empty network namespace (podnetns_linux.go), forwards it every signal, and exits
+// with its status once it has killed whatever is left of the Pod.
 func PodInitMain(args []string) int {
 	if len(args) != 1 || !filepath.IsAbs(args[0]) {
 		fmt.Fprintln(os.Stderr, "usage: cordon internal init --pod /ABSOLUTE/SOCKET")
 		return wire.ExitSelfCheck
 	}
+	if err := linux.CloseOnExecFrom(3); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
+		return wire.ExitSelfCheck
+	}
+	return runInEmptyNetns([]string{"internal", InitArg, podInnerFlag, args[0]})
+}
+
+// podInnerMain is `internal init --pod-inner SOCKET`, started by [PodInitMain] in
+// an empty network namespace, where it holds CAP_NET_ADMIN and CAP_SETPCAP (in its
+// own user namespace only). It brings loopback up and gives up every capability
+// before anything else, then listens on SOCKET (in a memory volume of its own: a
+// pathname socket, reachable from every network namespace) and takes exactly one
+// connection: the first, from `internal attach` which cordon execs in the Pod before
+// any command exists, and only from a process that entered the Pod from outside (its
+// parent is outside the Pod's pid namespace, as an exec'd process's is and no
+// command's can be). Then it closes and removes the socket, so no later process can
+// connect, whatever it can read. The first message is its spec; it runs the
+// self-check (loopback only included) and confines as on every backend, answers with
+// the outcome, and serves the session's commands on that connection until cordon
+// hangs up. The commands it starts share its network namespace. It is their
+// subreaper: orphans come back to it, not to process 1.
+func podInnerMain(args []string) int {
+	if len(args) != 1 || !filepath.IsAbs(args[0]) {
+		fmt.Fprintln(os.Stderr, "usage: cordon internal init --pod-inner /ABSOLUTE/SOCKET")
+		return wire.ExitSelfCheck
+	}
 	if err := linux.SetDumpable(false); err != nil {
+		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
+		return wire.ExitSelfCheck
+	}
+	if err := enterEmptyNetns(); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
 		return wire.ExitSelfCheck
 	}
@@ -47,7 +72,7 @@ func PodInitMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
 		return wire.ExitSelfCheck
 	}
-	pre, filter := startCheck(precheckHost), startSeccomp()
+	pre, filter := startPrecheck(), startSeccomp()
 	c, err := acceptAttach(args[0], PodAttachWait)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
@@ -60,13 +85,7 @@ func PodInitMain(args []string) int {
 	spec, err := recvSpec(c)
 	var k *confiner
 	if err == nil {
-		k, err = checkAndConfine(&spec, func() ([]linux.MountInfo, error) {
-			mounts, err := pre()
-			if err == nil {
-				err = podNetworkCheck(&spec)
-			}
-			return mounts, err
-		}, filter)
+		k, err = checkAndConfine(&spec, pre, filter)
 	}
 	st := ctl.Msg{Op: ctl.OpStatus}
 	if err != nil {
@@ -130,8 +149,8 @@ func acceptAttach(socket string, wait time.Duration) (*ctl.Conn, error) {
 
 // checkAttachPeer fails unless the peer runs as this process's uid and entered the
 // Pod from outside: its parent is outside this pid namespace (PPid 0), as an exec'd
-// process's is. Every process process 1 starts, and their descendants (orphans are
-// reparented to process 1), has its parent inside.
+// process's is. Every process the Pod's init starts, and their descendants (orphans are
+// reparented to it, their subreaper), has its parent inside.
 func checkAttachPeer(uc *net.UnixConn) error {
 	uid, err := linux.PeerUID(uc)
 	if err == nil && uid != os.Geteuid() {
@@ -180,15 +199,6 @@ func recvSpec(c *ctl.Conn) (wire.Spec, error) {
 		err = errors.New("a Pod has no egress listener yet (docs/kubernetes.md)")
 	}
 	return spec, err
-}
-
-// podNetworkCheck is the self-check's network part: loopback only, unless the spec
-// accepts the Pod's own network.
-func podNetworkCheck(spec *wire.Spec) error {
-	if spec.PodNetwork {
-		return nil
-	}
-	return loopbackOnly()
 }
 
 // setEnv makes env the environment every command starts with.

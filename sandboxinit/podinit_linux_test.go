@@ -13,7 +13,7 @@ import (
 // A Pod's process 1 takes a session's spec and nothing else: no command of its own,
 // no socket to dial, no egress listener (not yet), and the spec first.
 func TestRecvSpec(t *testing.T) {
-	good := wire.Spec{Serve: true, Writable: []string{"/w"}, Env: []string{"A=1"}, PodNetwork: true}
+	good := wire.Spec{Serve: true, Writable: []string{"/w"}, Env: []string{"A=1"}}
 	for name, tc := range map[string]struct {
 		m       ctl.Msg
 		spec    *wire.Spec
@@ -46,7 +46,7 @@ func TestRecvSpec(t *testing.T) {
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("recvSpec: %v", err)
-			case tc.wantErr == "" && (!got.PodNetwork || got.Env[0] != "A=1"):
+			case tc.wantErr == "" && (!got.Serve || got.Env[0] != "A=1"):
 				t.Errorf("spec = %+v", got)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("recvSpec = %v, want an error with %q", err, tc.wantErr)

@@ -9,7 +9,9 @@ import (
 
 // killSandbox kills every other process of the sandbox. As process 1 of its pid
 // namespace, kill(-1) reaches exactly those; anywhere else it would reach every process
-// of the caller's user on the host: never.
+// of the caller's user on the host: never. A Pod's inner init is not process 1, so
+// there it does nothing, and process 1 kills the rest when the inner init exits
+// (podnetns_linux.go).
 func killSandbox() { _ = linux.KillNamespace() }
 
 // stopAll kills what is left of the sandbox when the session ends.

@@ -10,6 +10,8 @@
 #     sets up, are checked afterwards;
 #   - a local pause image and the busybox test image imported into containerd's k8s.io
 #     namespace;
+#   - cordon's seccomp profile for its Pods (`cordon internal seccomp-profile`) in the
+#     kubelet's seccomp directory;
 #   - the node at 198.18.0.1 on the loopback interface, Pods on a bridge with no
 #     gateway (198.18.1.0/24), Services 198.18.2.0/24: nothing routes off the host.
 # Waits until the API server is ready and the node is Ready, then prints the admin
@@ -118,5 +120,6 @@ network
 pki
 start_etcd
 start_apiserver "$bin"
+seccomp_profile
 start_kubelet "$bin"
 echo "$kubeconfig"

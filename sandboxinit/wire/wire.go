@@ -53,11 +53,6 @@ type Spec struct {
 	// payload carries elsewhere: Env, the commands' environment, replaces the one the
 	// kubelet gave process 1 (which names the cluster's API server).
 	Env []string `json:"env,omitempty"`
-	// PodNetwork accepts the Pod's own network namespace, interfaces beyond loopback
-	// included, where every other sandbox must have loopback only. Only a Pod's process
-	// 1 takes it, and only while the Pod has no egress bridge (docs/kubernetes.md):
-	// the host must ask for it, so the self-check never passes a network silently.
-	PodNetwork bool `json:"pod_network,omitempty"`
 	// Trace asks pid1 for the times of its start-up in its Status (cordon run --trace):
 	// it cannot write the host's trace file itself.
 	Trace bool `json:"trace,omitempty"`

@@ -128,10 +128,15 @@ containerd_ref() {
 # loopback IP as the node IP, and this kernel has no dummy interfaces: an address of
 # another range on lo is neither, and its traffic never leaves the host), and the Pods'
 # CNI config: a bridge without a gateway or masquerading, so a Pod reaches its own
-# loopback and the other Pods, nothing else.
+# loopback and the other Pods, nothing else. Bridged frames pass through iptables where
+# br_netfilter is loaded (bridge-nf-call-iptables), and dockerd sets the FORWARD
+# policy to DROP: one rule accepts what goes from a port of the Pods' bridge to
+# another, so Pods reach each other as on a real cluster (the egress tests' baseline).
 network() {
   mkdir -p "$cni_dir"
   ip addr show dev lo | grep -F "inet $node_ip/" >/dev/null || ip addr add "$node_ip/32" dev lo
+  iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null ||
+    iptables -I FORWARD 1 -i "$bridge" -o "$bridge" -j ACCEPT
   cat >"$cni_dir/10-cordon-k8s.conflist.tmp" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -283,6 +288,24 @@ serverTLSBootstrap: false
 EOF
 }
 
+# seccomp_profile: installs the kubernetes placement's seccomp profile where the
+# kubelet finds Localhost profiles (<root-dir>/seccomp), under the name the placement
+# uses by default, made by cordon itself from this checkout (docs/kubernetes.md: a
+# node's administrator runs the same command). Rewritten only when it changed.
+seccomp_profile() {
+  local dir=$state/kubelet/seccomp name=cordon/pod-v1.json tmp
+  mkdir -p "$dir/$(dirname "$name")"
+  tmp=$(mktemp)
+  (cd "$here/.." && PATH=$PATH:/usr/local/go/bin CGO_ENABLED=0 go run -trimpath ./cmd/cordon internal seccomp-profile) >"$tmp" ||
+    { rm -f "$tmp"; die "cordon internal seccomp-profile failed"; }
+  if cmp -s "$tmp" "$dir/$name"; then
+    rm -f "$tmp"
+  else
+    log "installing the Pods' seccomp profile at $dir/$name"
+    chmod 0644 "$tmp" && mv "$tmp" "$dir/$name"
+  fi
+}
+
 start_kubelet() {
   local bin=$1
   if ! running kubelet >/dev/null; then
@@ -342,5 +365,6 @@ print(" ".join(n["metadata"]["name"] for n in json.load(sys.stdin)["items"]))' 2
     log "containerd's k8s.io namespace still has running tasks: $(ctr -n k8s.io tasks ls -q | tr '\n' ' ')"
   ip addr del "$node_ip/32" dev lo 2>/dev/null || true
   ip link del "$bridge" 2>/dev/null || true
+  iptables -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true
   return 0
 }

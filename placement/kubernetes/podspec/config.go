@@ -3,6 +3,9 @@ package podspec
 import (
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -13,6 +16,11 @@ const (
 	DefaultUID            = 65532
 	DefaultInitBinary     = "/cordon-init"
 	DefaultWorkspaceBytes = 4 << 30
+	// DefaultSeccompProfile is the sandbox container's Localhost seccomp profile,
+	// relative to the kubelet's seccomp directory (<kubelet root>/seccomp): the file
+	// `cordon internal seccomp-profile` prints (package podseccomp). Its name carries
+	// the profile's version, which changes whenever the profile does.
+	DefaultSeccompProfile = "cordon/pod-v1.json"
 )
 
 // Config is how the kubernetes placement places a tenant's sessions. Zero fields mean
@@ -45,6 +53,11 @@ type Config struct {
 	NodeName string `json:"nodeName,omitempty"`
 	// WorkspaceBytes bounds the workspace volume (default 4 GiB).
 	WorkspaceBytes int64 `json:"workspaceBytes,omitempty"`
+	// SeccompProfile is the sandbox container's Localhost seccomp profile, a path
+	// relative to the kubelet's seccomp directory on every node the Pods may run on
+	// (default [DefaultSeccompProfile]). A node's administrator installs it there; a
+	// node without the file fails the Pod when its container is created.
+	SeccompProfile string `json:"seccompProfile,omitempty"`
 }
 
 // withDefaults is c with its zero fields set.
@@ -60,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WorkspaceBytes == 0 {
 		c.WorkspaceBytes = DefaultWorkspaceBytes
+	}
+	if c.SeccompProfile == "" {
+		c.SeccompProfile = DefaultSeccompProfile
 	}
 	return c
 }
@@ -88,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if c.WorkspaceBytes < 0 {
 		errs = append(errs, fmt.Errorf("workspaceBytes %d: want a positive size", c.WorkspaceBytes))
+	}
+	if p := c.SeccompProfile; p != "" && (!filepath.IsLocal(p) || path.Clean(p) != p || strings.ContainsAny(p, "\\\x00") || len(p) > 255) {
+		errs = append(errs, fmt.Errorf("seccompProfile %q: want a clean relative path below the kubelet's seccomp directory", p))
 	}
 	return errors.Join(errs...)
 }

@@ -1,9 +1,10 @@
 // Package podspec compiles a [contract.Plan] into the Kubernetes objects of one
 // session of the kubernetes placement: a Pod whose process 1 is cordon's binary, in
 // the posture cordon asks of every sandbox (a non-root uid, no capabilities, no
-// privilege escalation, a read-only root file system, the runtime's default seccomp
-// profile, no service account token), and a NetworkPolicy that denies the Pod every
-// connection, in and out, as defence in depth.
+// privilege escalation, a read-only root file system, cordon's Localhost seccomp
+// profile (package podseccomp, installed on the nodes), no service account token), and
+// a NetworkPolicy that denies the Pod every connection, in and out, as defence in
+// depth.
 //
 // It is pure: [Compile] gives the same objects for the same input, and [Objects.YAML]
 // prints them deterministically for `cordon explain --placement kubernetes`. Creating

@@ -37,11 +37,9 @@ var runtimeWritable = []string{"/sys/fs/cgroup"}
 // socket's volume), the kubelet's own files and the runtime's mounts that the
 // container backends' self-check accepts too; commands may read the image's whole
 // root, write the plan's writable paths, and never open the control socket's
-// directory. env is the commands' environment.
-//
-// PodNetwork is set: the Pod's network namespace is the cluster's until the egress
-// bridge exists (docs/kubernetes.md), so the self-check's loopback-only part is off
-// for the Pod, by this explicit request, and for nothing else.
+// directory. env is the commands' environment. Nothing in it concerns the network:
+// process 1 runs the commands in an empty network namespace, and the self-check's
+// loopback-only part holds in the Pod as on every backend.
 func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 	cfg = cfg.withDefaults()
 	var writable []string
@@ -55,14 +53,13 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 	writable = append(writable, runtimeWritable...)
 	writable = append(writable, container.MaskedPaths...) // the runtime's masks
 	return wire.Spec{
-		Dir:        plan.Workdir,
-		Writable:   writable,
-		Read:       []string{"/"},
-		Write:      plan.Writable(),
-		Hide:       []string{ControlDir},
-		HostUID:    int(cfg.UID),
-		Serve:      true,
-		Env:        env,
-		PodNetwork: true,
+		Dir:      plan.Workdir,
+		Writable: writable,
+		Read:     []string{"/"},
+		Write:    plan.Writable(),
+		Hide:     []string{ControlDir},
+		HostUID:  int(cfg.UID),
+		Serve:    true,
+		Env:      env,
 	}
 }

@@ -1,7 +1,9 @@
 package podspec
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/runner/container"
@@ -9,7 +11,8 @@ import (
 
 // Process 1's spec allows read-write exactly the mounts Compile makes writable (and
 // the kubelet's and runtime's own), lets commands write the plan's writable paths
-// only, hides the control socket, and accepts the Pod's network only by saying so.
+// only, hides the control socket, and says nothing of the network: no switch turns
+// the self-check's loopback-only part off.
 func TestInitSpec(t *testing.T) {
 	plan, cfg := testPlan(), testConfig()
 	spec := InitSpec(plan, cfg, []string{"PATH=/bin"})
@@ -38,9 +41,12 @@ func TestInitSpec(t *testing.T) {
 	if !slices.Equal(spec.Write, plan.Writable()) || !slices.Equal(spec.Read, []string{"/"}) {
 		t.Errorf("Write %q, Read %q; want the plan's writable paths and the image's root", spec.Write, spec.Read)
 	}
-	if !slices.Equal(spec.Hide, []string{ControlDir}) || !spec.Serve || !spec.PodNetwork || spec.Control != nil ||
+	if !slices.Equal(spec.Hide, []string{ControlDir}) || !spec.Serve || spec.Control != nil ||
 		spec.Egress != "" || len(spec.Argv) != 0 || spec.HostUID != 1000 || spec.Dir != plan.Workdir {
 		t.Errorf("spec = %+v", spec)
+	}
+	if b, err := json.Marshal(spec); err != nil || strings.Contains(string(b), "network") {
+		t.Errorf("the spec's JSON %s (err %v) names the network", b, err)
 	}
 	if c := objs.Pod.Spec.Containers[0].Command; !slices.Equal(c, InitCommand()) || c[len(c)-1] != ControlSocket {
 		t.Errorf("process 1 is %q, want %q", c, InitCommand())

@@ -112,7 +112,7 @@ func Compile(plan *contract.Plan, s Session, cfg Config) (Objects, error) {
 		WorkingDir:      plan.Workdir,
 		VolumeMounts:    mounts,
 		Resources:       resources(plan.Limits),
-		SecurityContext: containerSecurity(cfg),
+		SecurityContext: containerSecurity(cfg, localhostProfile(cfg)),
 	}}
 	return Objects{NetworkPolicy: networkPolicy(s, cfg), Pod: pod}, nil
 }
@@ -167,8 +167,8 @@ func podSpec(cfg Config) corev1.PodSpec {
 			RunAsUser:    &uid,
 			RunAsGroup:   &gid,
 			RunAsNonRoot: &yes,
-			// cordon's own filter is stacked inside by process 1 (docs/kubernetes.md).
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			// The sandbox container's is cordon's Localhost profile: containerSecurity.
+			SeccompProfile: runtimeDefault(),
 		},
 	}
 	if cfg.RuntimeClass != "" {
@@ -182,8 +182,9 @@ func podSpec(cfg Config) corev1.PodSpec {
 }
 
 // containerSecurity is every container's security context: the Pod's uid, no
-// capabilities, no privilege escalation, a read-only root file system.
-func containerSecurity(cfg Config) *corev1.SecurityContext {
+// capabilities, no privilege escalation, a read-only root file system, under the
+// seccomp profile sp.
+func containerSecurity(cfg Config, sp *corev1.SeccompProfile) *corev1.SecurityContext {
 	no, yes := false, true
 	uid, gid := cfg.UID, cfg.GID // each container its own copy
 	return &corev1.SecurityContext{
@@ -194,8 +195,22 @@ func containerSecurity(cfg Config) *corev1.SecurityContext {
 		AllowPrivilegeEscalation: &no,
 		ReadOnlyRootFilesystem:   &yes,
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		SeccompProfile:           sp,
 	}
+}
+
+// runtimeDefault is the runtime's default seccomp profile: the init container's, which
+// only copies a file, and the Pod's for any container without its own.
+func runtimeDefault() *corev1.SeccompProfile {
+	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+}
+
+// localhostProfile is the sandbox container's seccomp profile: cordon's, installed on
+// the node (package podseccomp), which lets process 1 make the empty network
+// namespace its commands run in; cordon's own filter is stacked on every command.
+func localhostProfile(cfg Config) *corev1.SeccompProfile {
+	p := cfg.SeccompProfile
+	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &p}
 }
 
 // installContainer copies cordon's binary from cordon's image into the Pod.
@@ -207,7 +222,7 @@ func installContainer(cfg Config) corev1.Container {
 		Command:         []string{cfg.InitBinary, "internal", "install", paths.SandboxInit},
 		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeCordon, MountPath: paths.SandboxDir}},
 		Resources:       resources(contract.LimitsPlan{Memory: 64 << 20, CPU: 0.1}),
-		SecurityContext: containerSecurity(cfg),
+		SecurityContext: containerSecurity(cfg, runtimeDefault()),
 	}
 }
 

@@ -69,6 +69,22 @@ func sandbox(t *testing.T, o Objects) corev1.Container {
 	return o.Pod.Spec.Containers[0]
 }
 
+// seccomp checks a container's seccomp profile: the sandbox's is cordon's Localhost
+// profile (process 1 makes a network namespace under it), the init container's the
+// runtime's default.
+func seccomp(container string, sp *corev1.SeccompProfile) (c struct {
+	what string
+	ok   bool
+}) {
+	if container != ContainerName {
+		c.what, c.ok = "seccomp RuntimeDefault", sp != nil && sp.Type == corev1.SeccompProfileTypeRuntimeDefault
+		return c
+	}
+	c.what = "seccomp Localhost " + DefaultSeccompProfile
+	c.ok = sp != nil && sp.Type == corev1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil && *sp.LocalhostProfile == DefaultSeccompProfile
+	return c
+}
+
 // Every container, the init container included, runs in the locked posture, and so
 // does the Pod: each property is checked on its own, so dropping one fails.
 func TestPosture(t *testing.T) {
@@ -103,7 +119,7 @@ func TestPosture(t *testing.T) {
 			{"allowPrivilegeEscalation false", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
 			{"readOnlyRootFilesystem", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
 			{"capabilities drop ALL, add none", sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0},
-			{"seccomp RuntimeDefault", sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
+			seccomp(c.Name, sc.SeccompProfile),
 		}
 		for _, ch := range checks {
 			if !ch.ok {
@@ -326,6 +342,9 @@ func TestInvalidInput(t *testing.T) {
 		{"no init image", testSession, Config{Namespace: "a"}, "initImage"},
 		{"root uid", testSession, Config{Namespace: "a", InitImage: "i", UID: -1}, "uid"},
 		{"bad runtime class", testSession, Config{Namespace: "a", InitImage: "i", RuntimeClass: "Run/sc"}, "runtimeClass"},
+		{"absolute seccomp profile", testSession, Config{Namespace: "a", InitImage: "i", SeccompProfile: "/etc/p.json"}, "seccompProfile"},
+		{"seccomp profile outside", testSession, Config{Namespace: "a", InitImage: "i", SeccompProfile: "../p.json"}, "seccompProfile"},
+		{"unclean seccomp profile", testSession, Config{Namespace: "a", InitImage: "i", SeccompProfile: "cordon//p.json"}, "seccompProfile"},
 		{"no tenant", Session{ID: "x"}, testConfig(), "tenant"},
 		{"bad session id", Session{Tenant: "acme", ID: "../x"}, testConfig(), "session id"},
 	} {
@@ -335,6 +354,16 @@ func TestInvalidInput(t *testing.T) {
 				t.Fatalf("Compile = %v, want an error about %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// The config's seccompProfile is the sandbox container's Localhost profile.
+func TestSeccompProfileConfig(t *testing.T) {
+	cfg := testConfig()
+	cfg.SeccompProfile = "cordon/custom.json"
+	sp := compile(t, testPlan(), cfg).Pod.Spec.Containers[0].SecurityContext.SeccompProfile
+	if sp == nil || sp.Type != corev1.SeccompProfileTypeLocalhost || sp.LocalhostProfile == nil || *sp.LocalhostProfile != cfg.SeccompProfile {
+		t.Errorf("the sandbox's seccompProfile is %+v, want Localhost %s", sp, cfg.SeccompProfile)
 	}
 }
 
