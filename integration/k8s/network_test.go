@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	placement "github.com/cordonhq/cordon/placement/kubernetes"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 )
 
@@ -132,24 +131,7 @@ func TestPlacementMissingSeccompProfile(t *testing.T) {
 	ns, node := namespaceWith(ctx, t, cs, restricted)
 	image := podImage(t)
 	const missing = "cordon/no-such-profile.json"
-	p, err := placement.New(cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node, SeccompProfile: missing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := podspec.Session{Tenant: "acme", ID: sessionID(t)}
-	objs, err := p.Compile(testPlan(t, image), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Create(ctx, objs); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Delete(context.Background(), s) })
-	name := podspec.Name(s.ID)
-	reason, err := waitRefused(ctx, cs, ns, name)
-	if err != nil {
-		t.Fatalf("pod %s/%s: %v%s", ns, name, err, describe(ctx, cs, ns, name))
-	}
+	reason := createRefused(ctx, t, cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node, SeccompProfile: missing}, testPlan(t, image))
 	t.Logf("refused: %s", reason)
 	if !strings.Contains(reason, "no-such-profile.json") {
 		t.Errorf("the refusal %q does not name the missing profile", reason)

@@ -329,7 +329,15 @@ func TestPlacementHiddenImageFile(t *testing.T) {
 	image := podImage(t)
 	plan := testPlan(t, image)
 	plan.Mounts = append(plan.Mounts, contract.Mount{Path: "/cordon-init", Type: contract.Mask, Why: "filesystem.deny_read"})
-	p, err := placement.New(cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node})
+	reason := createRefused(ctx, t, cs, podspec.Config{Namespace: ns, InitImage: image, NodeName: node}, plan)
+	t.Logf("the runtime refused the container: %s", reason)
+}
+
+// createRefused places a session of plan with cfg and returns why the runtime
+// refused its sandbox container; it fails the test when the container runs.
+func createRefused(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, cfg podspec.Config, plan *contract.Plan) string {
+	t.Helper()
+	p, err := placement.New(cs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,11 +351,11 @@ func TestPlacementHiddenImageFile(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Delete(context.Background(), s) })
 	name := podspec.Name(s.ID)
-	reason, err := waitRefused(ctx, cs, ns, name)
+	reason, err := waitRefused(ctx, cs, cfg.Namespace, name)
 	if err != nil {
-		t.Fatalf("pod %s/%s: %v%s", ns, name, err, describe(ctx, cs, ns, name))
+		t.Fatalf("pod %s/%s: %v%s", cfg.Namespace, name, err, describe(ctx, cs, cfg.Namespace, name))
 	}
-	t.Logf("the runtime refused the container: %s", reason)
+	return reason
 }
 
 // waitRefused watches the pod until its sandbox container is refused (waiting with an
