@@ -43,11 +43,16 @@ wait_node=${CORDON_K8S_WAIT_NODE:-180}
 log() { echo "k8s-env: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# running NAME: the pid of a component this script started, when it still runs.
+# running NAME: the pid of a component this script started, when it still runs. The
+# process at that pid must be the component (its program's name is NAME): after a
+# reboot, or a machine restored from a snapshot, the pid file outlives the process and
+# its pid may be another's.
 running() {
-  local pid
+  local pid argv0
   pid=$(cat "$run/$1.pid" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1) || return 1
+  [ "${argv0##*/}" = "$1" ] && echo "$pid"
 }
 
 # launch NAME CMD...: starts CMD in its own session, its output in $logs/NAME.log.

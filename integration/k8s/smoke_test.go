@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -221,32 +222,57 @@ func waitFinished(ctx context.Context, cs *kubernetes.Clientset, ns, name string
 
 // watchPod watches pod ns/name, runs start (when set) once the watch is open, and
 // hands each state of the pod to until, until it says done or fails; what names the
-// awaited event in errors.
+// awaited event in errors. A watch the API server or the client's timeout ends is
+// opened again (its first events are the pod's state then), until ctx ends: on a busy
+// machine a Pod may take longer to start than one request may last.
 func watchPod(ctx context.Context, cs *kubernetes.Clientset, ns, name, what string, start func() error, until func(*corev1.Pod) (bool, error)) error {
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		return fmt.Errorf("watching: %w", err)
-	}
-	defer w.Stop()
-	if start != nil {
-		if err := start(); err != nil {
+	for {
+		w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("waiting until %s: %w", what, ctx.Err())
+			}
+			return fmt.Errorf("watching: %w", err)
+		}
+		if start != nil {
+			err, start = start(), nil
+			if err != nil {
+				w.Stop()
+				return err
+			}
+		}
+		opened := time.Now()
+		done, err := watchEvents(ctx, w, what, until)
+		w.Stop()
+		if done || err != nil {
 			return err
 		}
+		if time.Since(opened) < time.Second { // not a tight loop on a watch refused at once
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 	}
+}
+
+// watchEvents hands the pods of w's events to until; it returns false with no error
+// when the watch ended first.
+func watchEvents(ctx context.Context, w watch.Interface, what string, until func(*corev1.Pod) (bool, error)) (bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting until %s: %w", what, ctx.Err())
+			return false, fmt.Errorf("waiting until %s: %w", what, ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return fmt.Errorf("the watch ended before %s", what)
+				return false, nil
 			}
 			p, isPod := ev.Object.(*corev1.Pod)
 			if !isPod {
 				continue
 			}
 			if done, err := until(p); err != nil || done {
-				return err
+				return true, err
 			}
 		}
 	}
