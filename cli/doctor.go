@@ -62,33 +62,72 @@ func (b doctorBackend) failed() int {
 	return n
 }
 
+// doctorOptions are doctor's flags.
+type doctorOptions struct {
+	file, backend string
+	asJSON        bool
+	// placement is "local" (each backend here) or "kubernetes" (a Pod of the
+	// placement, doctor_placement.go), with its config and the cluster's kubeconfig.
+	placement, placementConfig, kubeconfig string
+}
+
 func newDoctorCmd(stdio IO) *cobra.Command {
-	var file, name string
-	var asJSON bool
+	var o doctorOptions
 	c := &cobra.Command{
 		Use:   "doctor [flags]",
 		Short: "measure each backend's sandbox from inside: what a command can reach",
 		Long: `Runs cordon's posture check inside a sandbox of each backend usable here (or of
 --backend), through the same path as run, and prints what a command inside can reach.
+With --placement kubernetes it measures a session's Pod on the cluster instead: the Pod
+the kubernetes placement creates for the contract (cordon explain --placement
+kubernetes prints it), process 1 attached through the API server, the check run as a
+session's command; the Pod is deleted afterwards.
 
 Exit status: 0 every check passed on every backend measured, 1 a check failed, 125 a
 sandbox could not be built (or no backend is usable), 2 usage error.`,
 		Example: `  cordon doctor
   cordon doctor --backend docker -c cordon.yaml
-  cordon doctor --json | jq '.backends[] | {backend, ok}'`,
+  cordon doctor --json | jq '.backends[] | {backend, ok}'
+  cordon doctor --placement kubernetes --placement-config k8s.yaml --kubeconfig ~/.kube/config`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return errdefs.Usagef("doctor: no arguments expected")
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return doctorCmd(c.Context(), stdio, file, name, asJSON) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			if o.placement == "kubernetes" {
+				return doctorPlacement(c.Context(), stdio, o) // doctor_placement*.go
+			}
+			return doctorCmd(c.Context(), stdio, o.file, o.backend, o.asJSON)
+		},
 	}
 	f := c.Flags()
-	contractFlag(f, &file)
-	f.StringVar(&name, "backend", "", "measure only this sandbox `backend` (default: every backend usable here)")
-	f.BoolVar(&asJSON, "json", false, `print {"schema": "`+schemaDoctor+`", "version": 1, "backends": [...]}`)
+	contractFlag(f, &o.file)
+	f.StringVar(&o.backend, "backend", "", "measure only this sandbox `backend` (default: every backend usable here)")
+	f.BoolVar(&o.asJSON, "json", false, `print {"schema": "`+schemaDoctor+`", "version": 1, "backends": [...]}`)
+	f.StringVar(&o.placement, "placement", "local", "where to measure: local (the backends here) or kubernetes (a session's Pod on the cluster)")
+	f.StringVar(&o.placementConfig, "placement-config", "", "the kubernetes placement's config `file` (version: 1, namespace, initImage, ...); required with --placement kubernetes")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig `file` (default: in a Pod its ServiceAccount, else $KUBECONFIG or ~/.kube/config)")
 	return c
+}
+
+// check refuses flags that do not go together.
+func (o doctorOptions) check() error {
+	switch {
+	case o.placement != "local" && o.placement != "kubernetes":
+		return errdefs.Usagef("--placement %q: want local or kubernetes", o.placement)
+	case o.placement == "kubernetes" && o.backend != "":
+		return errdefs.Usagef("--backend is the local placement's; a Pod's runtime is the placement config's runtimeClass")
+	case o.placement == "kubernetes" && o.placementConfig == "":
+		return errdefs.Usagef("--placement kubernetes needs --placement-config (the namespace and cordon's image to use)")
+	case o.placement != "kubernetes" && (o.placementConfig != "" || o.kubeconfig != ""):
+		return errdefs.Usagef("--placement-config and --kubeconfig are the kubernetes placement's; add --placement kubernetes")
+	}
+	return nil
 }
 
 // doctorCmd runs `cordon internal posture` inside a sandbox of each backend, through
@@ -155,27 +194,38 @@ type namedBackend struct {
 
 // postureOf runs the posture command in a sandbox of b built from plan.
 func postureOf(ctx context.Context, plan *contract.Plan, auditRoot string, b sandbox.Backend) doctorBackend {
-	argv := []string{postureBinary, "internal", wire.PostureArg}
-	for _, w := range plan.Writable() {
-		argv = append(argv, "--writable", w)
-	}
 	var stdout, stderr bytes.Buffer
-	res, err := runner.Run(ctx, plan, argv, runner.Options{
+	res, err := runner.Run(ctx, plan, postureArgv(plan.Writable()), runner.Options{
 		Backend: b, Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
 		AuditRoot: auditRoot, Version: Version, Gates: gate.DenyAll, Secrets: scrubbedSecrets(plan),
 	})
 	if err != nil {
 		return doctorBackend{Error: errdefs.Message(err)}
 	}
+	return decodePosture(&stdout, stderr.String(), res.ExitCode)
+}
+
+// postureArgv is the posture command, told which paths the sandbox may write.
+func postureArgv(writable []string) []string {
+	argv := []string{postureBinary, "internal", wire.PostureArg}
+	for _, w := range writable {
+		argv = append(argv, "--writable", w)
+	}
+	return argv
+}
+
+// decodePosture is the result of a posture command that exited code, printing stdout
+// and stderr.
+func decodePosture(stdout io.Reader, stderr string, code int) doctorBackend {
 	var p wire.Posture
-	dec := json.NewDecoder(&stdout)
+	dec := json.NewDecoder(stdout)
 	dec.DisallowUnknownFields()
-	if derr := dec.Decode(&p); derr != nil || p.Version != wire.PostureVersion || (res.ExitCode != 0 && res.ExitCode != 1) {
-		msg := fmt.Sprintf("the posture command exited %d", res.ExitCode)
+	if derr := dec.Decode(&p); derr != nil || p.Version != wire.PostureVersion || (code != 0 && code != 1) {
+		msg := fmt.Sprintf("the posture command exited %d", code)
 		if derr == nil && p.Version != wire.PostureVersion {
 			msg += fmt.Sprintf(" with posture version %d (want %d)", p.Version, wire.PostureVersion)
 		}
-		if s := strings.TrimSpace(stderr.String()); s != "" {
+		if s := strings.TrimSpace(stderr); s != "" {
 			msg += ": " + s
 		}
 		return doctorBackend{Error: msg}

@@ -127,3 +127,30 @@ func TestDoctorJSONAndExit(t *testing.T) {
 		t.Errorf("--json: got %s", buf.String())
 	}
 }
+
+// doctor's flags that do not go together are usage errors (status 2), before anything
+// is loaded or created.
+func TestDoctorOptionsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		o    doctorOptions
+		want string // "" for none
+	}{
+		{doctorOptions{placement: "local"}, ""},
+		{doctorOptions{placement: "local", backend: "bwrap"}, ""},
+		{doctorOptions{placement: "kubernetes", placementConfig: "k8s.yaml"}, ""},
+		{doctorOptions{placement: "kubernetes", placementConfig: "k8s.yaml", kubeconfig: "kc"}, ""},
+		{doctorOptions{placement: "nomad"}, "want local or kubernetes"},
+		{doctorOptions{placement: "kubernetes"}, "needs --placement-config"},
+		{doctorOptions{placement: "kubernetes", placementConfig: "k8s.yaml", backend: "docker"}, "--backend is the local placement's"},
+		{doctorOptions{placement: "local", placementConfig: "k8s.yaml"}, "add --placement kubernetes"},
+		{doctorOptions{placement: "local", kubeconfig: "kc"}, "add --placement kubernetes"},
+	} {
+		err := tc.o.check()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v, want no error", tc.o, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || errdefs.ExitCode(err) != errdefs.ExitUsage):
+			t.Errorf("%+v: %v, want a usage error saying %q", tc.o, err, tc.want)
+		}
+	}
+}

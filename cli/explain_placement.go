@@ -27,12 +27,9 @@ func exampleConfig() podspec.Config {
 func explainKubernetes(w io.Writer, plan *contract.Plan, configFile string) error {
 	cfg := exampleConfig()
 	if configFile != "" {
-		data, err := readBounded(configFile, podspec.MaxConfigBytes)
-		if err != nil {
-			return failed(fmt.Errorf("reading the placement config: %w", err))
-		}
-		if cfg, err = podspec.DecodeConfig(data); err != nil {
-			return failed(fmt.Errorf("%s: %w", configFile, err))
+		var err error
+		if cfg, err = readPlacementConfig(configFile); err != nil {
+			return failed(err)
 		}
 	}
 	objs, err := podspec.Compile(plan, explainSession, cfg)
@@ -51,6 +48,19 @@ func explainKubernetes(w io.Writer, plan *contract.Plan, configFile string) erro
 	fmt.Fprintf(w, "# tenant %q, session %q, in this order.\n", explainSession.Tenant, explainSession.ID)
 	_, err = w.Write(out)
 	return err
+}
+
+// readPlacementConfig reads and checks the kubernetes placement's config file.
+func readPlacementConfig(file string) (podspec.Config, error) {
+	data, err := readBounded(file, podspec.MaxConfigBytes)
+	if err != nil {
+		return podspec.Config{}, fmt.Errorf("reading the placement config: %w", err)
+	}
+	cfg, err := podspec.DecodeConfig(data)
+	if err != nil {
+		return podspec.Config{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return cfg, nil
 }
 
 // failed is explain's status 1 (the contract or config cannot be placed) with why.

@@ -2,7 +2,8 @@
 # The Kubernetes part of `make test` (and all of `make k8s-test`): starts the project's
 # own single-node test cluster (scripts/k8s-env.sh; on a fresh machine this first builds
 # kube-apiserver and the kubelet from the module proxy, ~30 minutes on 2 cores, cached in
-# /var/cache/cordon-k8s afterwards), builds the Pod image's binary, and runs the tests
+# /var/cache/cordon-k8s afterwards), builds bin/ (the Pod image's cordon-init, and cordon
+# for the tests that run it), and runs the tests
 # behind the build tag k8s (package integration/k8s) with the race detector.
 # The cluster is left running, as containerd and dockerd are: the next run starts in
 # seconds (`sudo scripts/k8s-env.sh stop` ends it).
@@ -22,6 +23,6 @@ fi
 start=$(date +%s)
 scripts/k8s-env.sh >/dev/null
 echo "k8s-test: cluster ready in $(($(date +%s) - start)) s" >&2
-CGO_ENABLED=0 "$go" build -trimpath -ldflags '-s -w' -o bin/cordon-init ./cmd/cordon-init
+make --no-print-directory build GO="$go" >/dev/null # the Pod image's cordon-init; cordon for doctor
 "$go" vet -tags k8s ./integration/k8s/
 "$go" test -race -tags k8s -count=1 -timeout 15m ./integration/k8s/

@@ -46,6 +46,9 @@ type Channel struct {
 	done   chan struct{} // closed when the exec stream and the relay are over
 	mu     sync.Mutex
 	err    error
+
+	runMu sync.Mutex // runMu serialises Run (run.go), which reads Conn
+	runID uint64     // the last exec id Run sent
 }
 
 // Attach opens the control channel of session s's Pod, which must be running: it
