@@ -36,10 +36,11 @@ deps:
 # needs bwrap, root or BPF may skip.
 test: deps
 	$(GO) vet ./...
+	$(GO) vet -tags k8s ./integration/k8s/
 	$(MAKE) --no-print-directory darwin
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
-	$(GO) test -race -count=1 -timeout 30m ./...
-	@GO=$(GO) scripts/k8s-test.sh
+	@GO=$(GO) scripts/k8s-test.sh setup
+	$(GO) test -race -tags k8s -count=1 -timeout 30m ./...
 
 # darwin: the module builds and vets for macOS on both architectures (the seatbelt
 # backend and every _other.go stub), cross-compiled here.
@@ -118,12 +119,13 @@ bench: bench-containers
 bench-containers: build
 	scripts/bench-containers.sh
 
-# Kubernetes (issue 37): `make test` ends with scripts/k8s-test.sh, which starts the
-# project's own single-node test cluster (scripts/k8s-env.sh: kube-apiserver and kubelet
-# built from the module proxy and cached in /var/cache/cordon-k8s, ~30 minutes the first
-# time on a fresh machine; etcd and the CNI plugins from Debian; the kubelet on the
-# standard containerd) and runs the tests behind the build tag k8s. `make k8s-test` runs
-# that part alone; `make k8s-stop` stops the cluster.
+# Kubernetes (issue 37): `make test` first starts the project's own single-node test
+# cluster (scripts/k8s-test.sh setup, through scripts/k8s-env.sh: kube-apiserver and
+# kubelet built from the module proxy and cached in /var/cache/cordon-k8s, ~30 minutes
+# the first time on a fresh machine; etcd and the CNI plugins from Debian; the kubelet on
+# the standard containerd), then tests with -tags k8s, so integration/k8s runs beside
+# the other packages. `make k8s-test` runs that package alone; `make k8s-stop` stops the
+# cluster.
 .PHONY: k8s-env k8s-test k8s-stop
 k8s-env:
 	@scripts/k8s-env.sh >/dev/null
