@@ -92,11 +92,18 @@ func receive(dir string) error {
 			os.Setenv(k, v)
 		}
 	}
-	for _, file := range p.Files {
+	return writeFiles(p.FilesDir, p.Files)
+}
+
+// writeFiles creates each of files in dir, mode 0400, refusing a name that is not a
+// plain file name or that exists already (O_EXCL: a link planted there is not
+// followed either).
+func writeFiles(dir string, files []wire.File) error {
+	for _, file := range files {
 		if file.Name == "" || filepath.Base(file.Name) != file.Name || file.Name == "." || file.Name == ".." {
 			return fmt.Errorf("credential file name %q is not a plain name", file.Name)
 		}
-		w, err := os.OpenFile(filepath.Join(p.FilesDir, file.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+		w, err := os.OpenFile(filepath.Join(dir, file.Name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
 		if err == nil {
 			_, err = io.WriteString(w, file.Value)
 			if cerr := w.Close(); err == nil {

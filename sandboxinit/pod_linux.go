@@ -2,6 +2,7 @@ package sandboxinit
 
 import (
 	"fmt"
+	"github.com/cordonhq/cordon/internal/paths"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,7 +24,14 @@ func InstallMain(args []string) int {
 	return 0
 }
 
+// install copies this binary to dest, and makes the credential files' mount point
+// beside it (the Pod mounts a memory volume there, over this read-only volume, where
+// process 1 writes them: paths.SandboxSecrets).
 func install(dest string) error {
+	secrets := filepath.Join(filepath.Dir(dest), filepath.Base(paths.SandboxSecrets))
+	if err := os.Mkdir(secrets, 0o700); err != nil {
+		return fmt.Errorf("making %s: %w", secrets, err)
+	}
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return fmt.Errorf("opening this binary: %w", err)

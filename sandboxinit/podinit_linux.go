@@ -16,6 +16,7 @@ import (
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/ctlmux"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
 
@@ -86,6 +87,9 @@ func podInnerMain(args []string) int {
 	var k *confiner
 	if err == nil {
 		k, err = checkAndConfine(&spec, pre, filter)
+	}
+	if err == nil {
+		err = podFiles(spec)
 	}
 	st := ctl.Msg{Op: ctl.OpStatus}
 	if err != nil {
@@ -199,6 +203,18 @@ func recvSpec(c *ctl.Conn) (wire.Spec, error) {
 		err = errors.New("a Pod has no egress listener yet (docs/kubernetes.md)")
 	}
 	return spec, err
+}
+
+// podFiles writes the spec's credential files before any command runs: only into
+// the Pod's private memory volume for them, which no command can write.
+func podFiles(spec wire.Spec) error {
+	if len(spec.Files) == 0 {
+		return nil
+	}
+	if spec.FilesDir != paths.SandboxSecrets {
+		return fmt.Errorf("credential files go in %s, not %q", paths.SandboxSecrets, spec.FilesDir)
+	}
+	return writeFiles(spec.FilesDir, spec.Files)
 }
 
 // setEnv makes env the environment every command starts with.

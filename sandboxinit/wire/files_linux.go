@@ -37,12 +37,6 @@ type Payload struct {
 	Files    []File `json:"files,omitempty"`
 }
 
-// File is one credential file: Name is a plain file name.
-type File struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
 // PrepareDir is the host side of the files protocol: it creates dir (mode 0700) with
 // the environment and status FIFOs, owned by uid:gid, the user the sandbox runs as.
 // The spec comes from [WriteSpec] and the payload from [Send], once per command.

@@ -53,6 +53,12 @@ type Spec struct {
 	// payload carries elsewhere: Env, the commands' environment, replaces the one the
 	// kubelet gave process 1 (which names the cluster's API server).
 	Env []string `json:"env,omitempty"`
+	// Files are a Pod's credential files, which process 1 writes into FilesDir (the
+	// Pod's private memory volume at paths.SandboxSecrets) before any command runs,
+	// as the files protocol's payload does elsewhere: never in the Pod's spec, never
+	// in a Secret, gone with the Pod.
+	FilesDir string `json:"files_dir,omitempty"`
+	Files    []File `json:"files,omitempty"`
 	// Trace asks pid1 for the times of its start-up in its Status (cordon run --trace):
 	// it cannot write the host's trace file itself.
 	Trace bool `json:"trace,omitempty"`
@@ -113,3 +119,9 @@ const (
 	DirStatus = paths.InitStatus
 	DirFlag   = "--dir"
 )
+
+// File is one credential file: Name is a plain file name.
+type File struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}

@@ -48,7 +48,7 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 			writable = append(writable, m.Path)
 		}
 	}
-	writable = append(writable, ControlDir)
+	writable = append(writable, ControlDir, paths.SandboxSecrets)
 	writable = append(writable, kubeletFiles...)
 	writable = append(writable, runtimeWritable...)
 	writable = append(writable, container.MaskedPaths...) // the runtime's masks

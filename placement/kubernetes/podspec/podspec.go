@@ -42,6 +42,10 @@ const (
 	VolumeEmpty = "cordon-empty"
 	// VolumeControl holds process 1's control socket, at [ControlDir].
 	VolumeControl = "cordon-control"
+	// VolumeSecrets holds the session's credential files (deliver: file), which
+	// process 1 writes there from its spec, at [paths.SandboxSecrets] as on the
+	// container backends: memory only, gone with the Pod, never a Secret.
+	VolumeSecrets = "cordon-secrets"
 )
 
 // Process 1's control socket, which `internal attach` (exec'd by the placement through
@@ -54,6 +58,10 @@ const (
 
 // cordonVolumeBytes bounds the volume holding cordon's binary (a few MiB).
 const cordonVolumeBytes = 64 << 20
+
+// secretsVolumeBytes bounds the credential files' volume: they come in the spec,
+// itself at most ctl.MaxMsg.
+const secretsVolumeBytes = 1 << 20
 
 // ErrHostPath is what Compile's refusal of a plan that shows a host path outside the
 // workspace wraps: a Pod has no host view.
@@ -284,9 +292,10 @@ func volumes(plan *contract.Plan, cfg Config) ([]corev1.Volume, []corev1.VolumeM
 	if empty {
 		vols = append(vols, memoryVolume(VolumeEmpty, 1<<20))
 	}
-	vols = append(vols, memoryVolume(VolumeControl, 1<<20))
+	vols = append(vols, memoryVolume(VolumeControl, 1<<20), memoryVolume(VolumeSecrets, secretsVolumeBytes))
 	mounts = append(mounts,
 		corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true},
+		corev1.VolumeMount{Name: VolumeSecrets, MountPath: paths.SandboxSecrets},
 		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir})
 	return vols, mounts, errors.Join(errs...)
 }
