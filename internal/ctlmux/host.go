@@ -2,7 +2,10 @@ package ctlmux
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"sync"
 
@@ -12,8 +15,10 @@ import (
 
 // host is cordon's end of the stream.
 type host struct {
-	c *ctl.Conn
-	w *writer
+	c      *ctl.Conn
+	w      *writer
+	conns  *conns
+	egress *Listener // nil: the spec has no egress, and no connection may be opened
 
 	mu    sync.Mutex // mu guards execs.
 	execs map[uint64]*hostExec
@@ -36,10 +41,12 @@ func (e *hostExec) close() {
 // [Pod] in the sandbox. Each exec request's stdin is read and sent as data, and the
 // data that comes back for its stdout and stderr is written to the request's other
 // two descriptors; further descriptors (a cgroup: the Pod's cgroup is the kubelet's)
-// are closed. It returns when either side ends, having closed stream, c and every
-// descriptor it holds.
-func Host(c *ctl.Conn, stream io.ReadWriteCloser) error {
-	h := &host{c: c, w: &writer{w: stream}, execs: map[uint64]*hostExec{}}
+// are closed. Each egress connection the pod relays is delivered on egress (nil when
+// the spec has none: the pod may then open none). It returns when either side ends,
+// having closed stream, c, egress, every connection and every descriptor it holds.
+func Host(c *ctl.Conn, stream io.ReadWriteCloser, egress *Listener) error {
+	w := &writer{w: stream}
+	h := &host{c: c, w: w, conns: newConns(w), egress: egress, execs: map[uint64]*hostExec{}}
 	fromPod := make(chan error, 1)
 	go func() { fromPod <- h.fromPod(newReader(stream)) }()
 	fromSup := make(chan error, 1)
@@ -55,6 +62,10 @@ func Host(c *ctl.Conn, stream io.ReadWriteCloser) error {
 		<-fromPod
 	}
 	stream.Close()
+	if egress != nil {
+		egress.Close()
+	}
+	h.conns.end()
 	h.mu.Lock()
 	for id, e := range h.execs {
 		e.close()
@@ -150,10 +161,51 @@ func (h *host) fromPod(r *reader) error {
 				return ErrProtocol // stdin is the host's
 			}
 			h.closeSink(f.id, int(f.data[0])-1)
+		case kindConnOpen:
+			if err := h.open(f.id); err != nil {
+				return err
+			}
+		case kindConnData, kindConnEOF, kindConnClose, kindConnCredit:
+			if err := h.conns.handle(f); err != nil {
+				return err
+			}
 		default:
 			return ErrProtocol
 		}
 	}
+}
+
+// open takes a connection the pod accepted and delivers one end of a socket pair on
+// the egress listener, relaying the other. A pair that cannot be made, or a listener
+// already closed, resets the connection.
+func (h *host) open(id uint64) error {
+	m := h.conns
+	m.mu.Lock()
+	switch {
+	case h.egress == nil:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: an egress connection where the spec has no egress", ErrProtocol)
+	case id <= m.last:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: egress connection %d opened out of order", ErrProtocol, id)
+	case len(m.live) >= MaxConns:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: more than %d egress connections at once", ErrProtocol, MaxConns)
+	}
+	ours, theirs, err := linux.StreamPair()
+	var c *relayConn
+	if err != nil {
+		c = m.open(id, nil)
+	} else {
+		c = m.open(id, ours)
+	}
+	m.mu.Unlock()
+	if err == nil && !h.egress.deliver(theirs) {
+		theirs.Close()
+		c.abort()
+	}
+	c.start()
+	return nil
 }
 
 func (h *host) sink(id uint64, idx int) *os.File {
@@ -190,5 +242,70 @@ func closeAll(files []*os.File) {
 		if f != nil {
 			f.Close()
 		}
+	}
+}
+
+// Listener is where [Host] delivers the Pod's egress connections: each is a
+// connection a command made to [ProxyAddr] in the Pod. Its Addr is that address. It
+// is closed when Host returns; connections not yet accepted are then closed. It is
+// safe for concurrent use.
+type Listener struct {
+	conns chan net.Conn // at most MaxConns: the open connections bound them
+
+	mu     sync.Mutex // mu guards closed, and orders deliveries against Close.
+	closed bool
+	done   chan struct{}
+}
+
+// NewListener returns a Listener for [Host].
+func NewListener() *Listener {
+	return &Listener{conns: make(chan net.Conn, MaxConns), done: make(chan struct{})}
+}
+
+// Accept waits for the next connection, until the listener is closed.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close closes the listener and every connection not yet accepted.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+	}
+	for {
+		select {
+		case c := <-l.conns:
+			c.Close()
+		default:
+			return nil
+		}
+	}
+}
+
+// Addr is [ProxyAddr], where the connections were made.
+func (l *Listener) Addr() net.Addr {
+	return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(ProxyAddr))
+}
+
+// deliver queues c for Accept; false when the listener is closed.
+func (l *Listener) deliver(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	select {
+	case l.conns <- c:
+		return true
+	default: // cannot happen: the open connections are at most MaxConns
+		return false
 	}
 }
