@@ -45,8 +45,16 @@ func (e *hostExec) close() {
 // the spec has none: the pod may then open none). It returns when either side ends,
 // having closed stream, c, egress, every connection and every descriptor it holds.
 func Host(c *ctl.Conn, stream io.ReadWriteCloser, egress *Listener) error {
+	return newHost(c, stream, egress).run(stream)
+}
+
+func newHost(c *ctl.Conn, stream io.Writer, egress *Listener) *host {
 	w := &writer{w: stream}
-	h := &host{c: c, w: w, conns: newConns(w), egress: egress, execs: map[uint64]*hostExec{}}
+	return &host{c: c, w: w, conns: newConns(w), egress: egress, execs: map[uint64]*hostExec{}}
+}
+
+func (h *host) run(stream io.ReadWriteCloser) error {
+	c, egress := h.c, h.egress
 	fromPod := make(chan error, 1)
 	go func() { fromPod <- h.fromPod(newReader(stream)) }()
 	fromSup := make(chan error, 1)

@@ -37,6 +37,7 @@ type pod struct {
 	c     *ctl.Conn
 	w     *writer
 	conns *conns
+	check func(*os.File) error // checkListener; tests accept any TCP listener
 
 	lnMu sync.Mutex   // lnMu guards ln.
 	ln   net.Listener // process 1's egress listener, once its status handed it over
@@ -59,8 +60,16 @@ type podExec struct {
 // (in and out: an exec's stdin and stdout). It returns when either side ends, having
 // closed c: process 1 then ends the session.
 func Pod(c *ctl.Conn, in io.Reader, out io.Writer) error {
+	return newPod(c, out, checkListener).run(in)
+}
+
+func newPod(c *ctl.Conn, out io.Writer, check func(*os.File) error) *pod {
 	w := &writer{w: out}
-	p := &pod{c: c, w: w, conns: newConns(w), execs: map[uint64]*podExec{}}
+	return &pod{c: c, w: w, conns: newConns(w), check: check, execs: map[uint64]*podExec{}}
+}
+
+func (p *pod) run(in io.Reader) error {
+	c := p.c
 	done := make(chan error, 2)
 	go func() { done <- p.fromHost(newReader(in)) }()
 	go func() { done <- p.fromInit() }()
@@ -270,7 +279,7 @@ func (p *pod) takeListener(files []*os.File) error {
 	if len(files) != 1 {
 		return fmt.Errorf("the egress listener is refused: process 1 sent %d descriptors with its status, not the one listener", len(files))
 	}
-	if err := checkListener(files[0]); err != nil {
+	if err := p.check(files[0]); err != nil {
 		return fmt.Errorf("the egress listener is refused: %w", err)
 	}
 	ln, err := net.FileListener(files[0])
