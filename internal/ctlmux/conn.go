@@ -280,6 +280,3 @@ func (m *conns) end() {
 		c.abort()
 	}
 }
-
-// isConnKind reports whether kind is one of an egress connection's frames.
-func isConnKind(kind byte) bool { return kind >= kindConnOpen && kind <= kindConnCredit }

@@ -57,8 +57,10 @@ type podExec struct {
 }
 
 // Pod relays between process 1's control connection c and the stream from [Host]
-// (in and out: an exec's stdin and stdout). It returns when either side ends, having
-// closed c: process 1 then ends the session.
+// (in and out: an exec's stdin and stdout). When process 1's status hands over its
+// egress listener, it relays each connection accepted there to the host (conn.go).
+// It returns when either side ends, having closed c, the listener and every
+// connection: process 1 then ends the session.
 func Pod(c *ctl.Conn, in io.Reader, out io.Writer) error {
 	return newPod(c, out, checkListener).run(in)
 }
