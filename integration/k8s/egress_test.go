@@ -119,7 +119,8 @@ func (d *denials) of(host string, port uint16) bool {
 // a large body arrives intact, a dozen connections run at once; the API server, the
 // node's kubelet, another tenant's Pod and a loopback port not allowed are denied by
 // the proxy (and the proxy says so in its events); nothing is reached without the
-// proxy. A connection whose command never reads stalls alone: an exec still runs.
+// proxy, and no command can listen on the proxy address in its place. A connection
+// whose command never reads stalls alone: an exec still runs.
 func TestPodEgress(t *testing.T) {
 	cs, rc := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -193,6 +194,14 @@ nc -w 3 %[3]s %[4]d </dev/null 2>&1 && echo direct=connected || echo direct=fail
 	if !strings.Contains(stdout, "direct=failed") {
 		t.Errorf("the allowed server without the proxy: %q, want no connection", stdout)
 	}
+
+	// The proxy address is taken: no command can listen there in its place. And
+	// cordon's measure of the sandbox passes whole, loopback only included.
+	_, stdout, stderr = r.run("", "/bin/sh", "-c", "nc -l -p 3128 </dev/null; echo listen=$?")
+	if !strings.Contains(stdout, "listen=1") || !strings.Contains(stderr, "in use") {
+		t.Errorf("a command listening on the proxy address: %q, %q; want it refused (address in use)", stdout, stderr)
+	}
+	r.posture(spec.Writable)
 
 	// A large body, intact.
 	code, stdout, stderr = r.run("", "/bin/sh", "-c", "wget -q -O - http://"+o.addr()+"/big | sha256sum")
