@@ -91,6 +91,9 @@ func (r *egressRig) dial(t *testing.T) (*net.TCPConn, net.Conn) {
 		t.Fatal("the connection did not arrive on the host's listener")
 	}
 	t.Cleanup(func() { pc.Close() })
+	// A relay that loses an end fails the test rather than hanging it.
+	c.SetDeadline(time.Now().Add(time.Minute))
+	pc.SetDeadline(time.Now().Add(time.Minute))
 	return c.(*net.TCPConn), pc
 }
 
@@ -139,12 +142,16 @@ func TestEgressRelay(t *testing.T) {
 	up, down := randBytes(t, 40*connWindow+5), randBytes(t, 30*connWindow+3)
 	var wg sync.WaitGroup
 	var gotUp, gotDown []byte
+	var errUp, errDown error
 	wg.Add(4)
 	go func() { defer wg.Done(); c.Write(up); c.CloseWrite() }()
-	go func() { defer wg.Done(); gotUp, _ = io.ReadAll(pc) }()
+	go func() { defer wg.Done(); gotUp, errUp = io.ReadAll(pc) }()
 	go func() { defer wg.Done(); pc.Write(down); pc.(*net.UnixConn).CloseWrite() }()
-	go func() { defer wg.Done(); gotDown, _ = io.ReadAll(c) }()
+	go func() { defer wg.Done(); gotDown, errDown = io.ReadAll(c) }()
 	wg.Wait()
+	if errUp != nil || errDown != nil {
+		t.Fatalf("the ends did not arrive: up %v, down %v", errUp, errDown)
+	}
 	if sha256.Sum256(gotUp) != sha256.Sum256(up) || sha256.Sum256(gotDown) != sha256.Sum256(down) {
 		t.Fatalf("up %d of %d bytes, down %d of %d bytes, or not intact", len(gotUp), len(up), len(gotDown), len(down))
 	}
@@ -157,8 +164,8 @@ func TestEgressRelay(t *testing.T) {
 	c, pc = r.dial(t)
 	c.Write([]byte("request"))
 	c.CloseWrite()
-	if got, _ := io.ReadAll(pc); string(got) != "request" {
-		t.Fatalf("the proxy read %q", got)
+	if got, err := io.ReadAll(pc); string(got) != "request" || err != nil {
+		t.Fatalf("the proxy read %q, %v", got, err)
 	}
 	pc.Write([]byte("answer"))
 	pc.Close()
