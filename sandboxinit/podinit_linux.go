@@ -55,8 +55,8 @@ func PodInitMain(args []string) int {
 // command exists, as on every backend). It runs the self-check (loopback only
 // included) and confines as on every backend, answers with the outcome, handing the
 // listener to the relay with it (internal/ctlmux relays each connection to cordon's
-// egress proxy, and no command ever holds the listener), and serves the session's commands on that connection until cordon
-// hangs up. The commands it starts share its network namespace. It is their
+// egress proxy; no command ever holds the listener), and serves the session's
+// commands on that connection until cordon hangs up. The commands it starts share its network namespace. It is their
 // subreaper: orphans come back to it, not to process 1.
 func podInnerMain(args []string) int {
 	if len(args) != 1 || !filepath.IsAbs(args[0]) {
