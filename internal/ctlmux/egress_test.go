@@ -517,3 +517,80 @@ func TestCheckListener(t *testing.T) {
 		t.Fatal("a pipe passed as a listener")
 	}
 }
+
+// Process 1's status carrying anything but one listener the check passes ends the
+// relay: the host gets the status with the refusal as its error, process 1 a hang-up.
+func TestPodRefusesListener(t *testing.T) {
+	listener := func(t *testing.T) *os.File {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		f, err := ln.(*net.TCPListener).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for name, tc := range map[string]struct {
+		files   int
+		wantErr string
+	}{
+		"two descriptors": {files: 2, wantErr: "sent 2 descriptors"},
+		"wrong listener":  {files: 1, wantErr: "not " + ProxyAddr},
+	} {
+		t.Run(name, func(t *testing.T) {
+			podEnd, initEnd := pair(t)
+			var files []*os.File
+			for range tc.files {
+				files = append(files, listener(t))
+			}
+			if err := initEnd.Send(ctl.Msg{Op: ctl.OpStatus}, files...); err != nil {
+				t.Fatal(err)
+			}
+			ctl.CloseFiles(files)
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			out := &lockedBuffer{}
+			done := make(chan error, 1)
+			go func() { done <- Pod(podEnd, pr, out) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Pod = %v, want an error with %q", err, tc.wantErr)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Pod still runs")
+			}
+			if _, _, err := initEnd.Recv(); err == nil {
+				t.Error("process 1's connection is still open")
+			}
+			f, err := newReader(strings.NewReader(out.String())).next()
+			if err != nil || f.kind != kindMsg {
+				t.Fatalf("the host got %v, %v; want the status", f.kind, err)
+			}
+			m, err := decodeMsg(f)
+			if err != nil || m.Op != ctl.OpStatus || !strings.Contains(m.Error, tc.wantErr) {
+				t.Fatalf("the host got %+v (%v); want the status with %q", m, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
