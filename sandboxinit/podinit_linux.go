@@ -51,10 +51,13 @@ func PodInitMain(args []string) int {
 // any command exists, and only from a process that entered the Pod from outside (its
 // parent is outside the Pod's pid namespace, as an exec'd process's is and no
 // command's can be). Then it closes and removes the socket, so no later process can
-// connect, whatever it can read. The first message is its spec; it runs the
-// self-check (loopback only included) and confines as on every backend, answers with
-// the outcome, and serves the session's commands on that connection until cordon
-// hangs up. The commands it starts share its network namespace. It is their
+// connect, whatever it can read. The first message is its spec; when it asks for
+// egress, it listens on the proxy address in its network namespace (before any
+// command exists, as on every backend). It runs the self-check (loopback only
+// included) and confines as on every backend, answers with the outcome, handing the
+// listener to the relay with it (internal/ctlmux relays each connection to cordon's
+// egress proxy; no command ever holds the listener), and serves the session's
+// commands on that connection until cordon hangs up. The commands it starts share its network namespace. It is their
 // subreaper: orphans come back to it, not to process 1.
 func podInnerMain(args []string) int {
 	if len(args) != 1 || !filepath.IsAbs(args[0]) {
@@ -84,6 +87,10 @@ func podInnerMain(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "cordon: process 1: cordon attached")
 	spec, err := recvSpec(c)
+	var ln *os.File // the egress listener, handed over with the status
+	if err == nil && spec.Egress != "" {
+		ln, err = listenEgress(spec.Egress)
+	}
 	var k *confiner
 	if err == nil {
 		k, err = checkAndConfine(&spec, pre, filter)
@@ -92,11 +99,18 @@ func podInnerMain(args []string) int {
 		err = podFiles(spec)
 	}
 	st := ctl.Msg{Op: ctl.OpStatus}
+	var files []*os.File
 	if err != nil {
 		st.Error = err.Error()
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
+	} else if ln != nil {
+		files = []*os.File{ln}
 	}
-	if serr := c.Send(st); err != nil || serr != nil {
+	serr := c.Send(st, files...)
+	if ln != nil {
+		ln.Close() // the relay holds it now: no command ever does
+	}
+	if err != nil || serr != nil {
 		c.Close()
 		return wire.ExitSelfCheck
 	}
@@ -199,8 +213,8 @@ func recvSpec(c *ctl.Conn) (wire.Spec, error) {
 		err = errors.New("a Pod's process 1 serves a session: it runs no command of its own")
 	case spec.Control != nil:
 		err = errors.New("a Pod's process 1 dials no control socket: it was reached on its own")
-	case spec.Egress != "":
-		err = errors.New("a Pod has no egress listener yet (docs/kubernetes.md)")
+	case spec.Egress != "" && spec.Egress != ctlmux.ProxyAddr:
+		err = fmt.Errorf("a Pod's egress listener is on %s only, not %q", ctlmux.ProxyAddr, spec.Egress)
 	}
 	return spec, err
 }

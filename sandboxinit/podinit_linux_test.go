@@ -11,7 +11,7 @@ import (
 )
 
 // A Pod's process 1 takes a session's spec and nothing else: no command of its own,
-// no socket to dial, no egress listener (not yet), and the spec first.
+// no socket to dial, an egress listener on the proxy address only, and the spec first.
 func TestRecvSpec(t *testing.T) {
 	good := wire.Spec{Serve: true, Writable: []string{"/w"}, Env: []string{"A=1"}}
 	for name, tc := range map[string]struct {
@@ -23,7 +23,9 @@ func TestRecvSpec(t *testing.T) {
 		"not serving":    {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{}, wantErr: "serves a session"},
 		"its own argv":   {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{Serve: true, Argv: []string{"sh"}}, wantErr: "serves a session"},
 		"a socket":       {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{Serve: true, Control: &wire.Control{Socket: "/x"}}, wantErr: "dials no control socket"},
-		"egress":         {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{Serve: true, Egress: "127.0.0.1:1"}, wantErr: "no egress listener"},
+		"egress":         {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{Serve: true, Env: []string{"A=1"}, Egress: "127.0.0.1:3128"}},
+		"other egress":   {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{Serve: true, Egress: "127.0.0.1:1"}, wantErr: "on 127.0.0.1:3128 only"},
+		"any egress":     {m: ctl.Msg{Op: ctl.OpSpec}, spec: &wire.Spec{Serve: true, Egress: "0.0.0.0:3128"}, wantErr: "on 127.0.0.1:3128 only"},
 		"exec first":     {m: ctl.Msg{Op: ctl.OpExec, Argv: []string{"sh"}}, wantErr: "where the spec was due"},
 		"not a spec":     {m: ctl.Msg{Op: ctl.OpSpec, Spec: json.RawMessage(`[1]`)}, wantErr: "reading the spec"},
 		"empty spec msg": {m: ctl.Msg{Op: ctl.OpSpec}, wantErr: "reading the spec"},

@@ -13,8 +13,13 @@
 // the payload. Sizes are bounded on read; an unknown kind or a payload out of bounds
 // ends the stream.
 //
-// It imports only the standard library and internal/ctl: it is linked into
-// cmd/cordon-init.
+// The stream also carries the Pod's egress connections (conn.go): process 1 listens
+// on the proxy address in the commands' network namespace and hands the listener to
+// [Pod] with its status; each connection accepted there is relayed to [Host], which
+// delivers it on a [Listener] to cordon's egress proxy.
+//
+// It imports only the standard library, internal/ctl and internal/linux: it is
+// linked into cmd/cordon-init.
 package ctlmux
 
 import (
@@ -36,6 +41,13 @@ const (
 	kindStdout byte = 3 // pod → host: bytes of exec id's stdout
 	kindStderr byte = 4 // pod → host: bytes of exec id's stderr
 	kindEOF    byte = 5 // exec id's stream payload[0] (0 stdin, 1 stdout, 2 stderr) ended
+
+	// An egress connection's frames (conn.go); id is the connection's.
+	kindConnOpen   byte = 6  // pod → host: a connection was accepted (no payload)
+	kindConnData   byte = 7  // both ways: its bytes
+	kindConnEOF    byte = 8  // both ways: the sender's direction ended (no payload)
+	kindConnClose  byte = 9  // both ways: the sender's last frame for it (no payload)
+	kindConnCredit byte = 10 // both ways: a uint32 of window given back
 )
 
 const (
@@ -126,10 +138,16 @@ func (r *reader) next() (frame, error) {
 		limit = maxData
 	case kindEOF:
 		limit = 1
+	case kindConnOpen, kindConnEOF, kindConnClose:
+		limit = 0
+	case kindConnData:
+		limit = maxData
+	case kindConnCredit:
+		limit = 4
 	default:
 		return frame{}, fmt.Errorf("%w: frame of kind %d", ErrProtocol, f.kind)
 	}
-	if n > limit || f.kind == kindEOF && n != 1 {
+	if n > limit || f.kind == kindEOF && n != 1 || f.kind == kindConnCredit && n != 4 || f.kind == kindConnData && n == 0 {
 		return frame{}, fmt.Errorf("%w: frame of kind %d with %d bytes", ErrProtocol, f.kind, n)
 	}
 	if _, err := io.ReadFull(r.r, r.buf[:n]); err != nil {

@@ -2,6 +2,7 @@ package ctlmux
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -12,8 +13,10 @@ import (
 
 // host is cordon's end of the stream.
 type host struct {
-	c *ctl.Conn
-	w *writer
+	c      *ctl.Conn
+	w      *writer
+	conns  *conns
+	egress *Listener // nil: the spec has no egress, and no connection may be opened
 
 	mu    sync.Mutex // mu guards execs.
 	execs map[uint64]*hostExec
@@ -36,10 +39,20 @@ func (e *hostExec) close() {
 // [Pod] in the sandbox. Each exec request's stdin is read and sent as data, and the
 // data that comes back for its stdout and stderr is written to the request's other
 // two descriptors; further descriptors (a cgroup: the Pod's cgroup is the kubelet's)
-// are closed. It returns when either side ends, having closed stream, c and every
-// descriptor it holds.
-func Host(c *ctl.Conn, stream io.ReadWriteCloser) error {
-	h := &host{c: c, w: &writer{w: stream}, execs: map[uint64]*hostExec{}}
+// are closed. Each egress connection the pod relays is delivered on egress (nil when
+// the spec has none: the pod may then open none). It returns when either side ends,
+// having closed stream, c, egress, every connection and every descriptor it holds.
+func Host(c *ctl.Conn, stream io.ReadWriteCloser, egress *Listener) error {
+	return newHost(c, stream, egress).run(stream)
+}
+
+func newHost(c *ctl.Conn, stream io.Writer, egress *Listener) *host {
+	w := &writer{w: stream}
+	return &host{c: c, w: w, conns: newConns(w), egress: egress, execs: map[uint64]*hostExec{}}
+}
+
+func (h *host) run(stream io.ReadWriteCloser) error {
+	c, egress := h.c, h.egress
 	fromPod := make(chan error, 1)
 	go func() { fromPod <- h.fromPod(newReader(stream)) }()
 	fromSup := make(chan error, 1)
@@ -55,6 +68,10 @@ func Host(c *ctl.Conn, stream io.ReadWriteCloser) error {
 		<-fromPod
 	}
 	stream.Close()
+	if egress != nil {
+		egress.Close()
+	}
+	h.conns.end()
 	h.mu.Lock()
 	for id, e := range h.execs {
 		e.close()
@@ -150,10 +167,51 @@ func (h *host) fromPod(r *reader) error {
 				return ErrProtocol // stdin is the host's
 			}
 			h.closeSink(f.id, int(f.data[0])-1)
+		case kindConnOpen:
+			if err := h.open(f.id); err != nil {
+				return err
+			}
+		case kindConnData, kindConnEOF, kindConnClose, kindConnCredit:
+			if err := h.conns.handle(f); err != nil {
+				return err
+			}
 		default:
 			return ErrProtocol
 		}
 	}
+}
+
+// open takes a connection the pod accepted and delivers one end of a socket pair on
+// the egress listener, relaying the other. A pair that cannot be made, or a listener
+// already closed, resets the connection.
+func (h *host) open(id uint64) error {
+	m := h.conns
+	m.mu.Lock()
+	switch {
+	case h.egress == nil:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: an egress connection where the spec has no egress", ErrProtocol)
+	case id <= m.last:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: egress connection %d opened out of order", ErrProtocol, id)
+	case len(m.live) >= MaxConns:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: more than %d egress connections at once", ErrProtocol, MaxConns)
+	}
+	ours, theirs, err := linux.StreamPair()
+	var c *relayConn
+	if err != nil {
+		c = m.open(id, nil)
+	} else {
+		c = m.open(id, ours)
+	}
+	m.mu.Unlock()
+	if err == nil && !h.egress.deliver(theirs) {
+		theirs.Close()
+		c.abort()
+	}
+	c.start()
+	return nil
 }
 
 func (h *host) sink(id uint64, idx int) *os.File {

@@ -2,13 +2,21 @@ package ctlmux
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 )
+
+// ProxyAddr is the only address the Pod's egress listener may have: the proxy address
+// in the commands' network namespace. It is runner/sandbox's ProxyAddr (which
+// internal/ may not import; a test of the placement holds them equal).
+const ProxyAddr = "127.0.0.1:3128"
 
 // MaxExecs bounds the execs running at once on one stream: a request past it is
 // answered with an error, never started.
@@ -26,8 +34,13 @@ const stdinQueue = 16
 
 // pod is the sandbox's end of the stream.
 type pod struct {
-	c *ctl.Conn
-	w *writer
+	c     *ctl.Conn
+	w     *writer
+	conns *conns
+	check func(*os.File) error // checkListener; tests accept any TCP listener
+
+	lnMu sync.Mutex   // lnMu guards ln.
+	ln   net.Listener // process 1's egress listener, once its status handed it over
 
 	mu    sync.Mutex // mu guards execs.
 	execs map[uint64]*podExec
@@ -44,15 +57,32 @@ type podExec struct {
 }
 
 // Pod relays between process 1's control connection c and the stream from [Host]
-// (in and out: an exec's stdin and stdout). It returns when either side ends, having
-// closed c: process 1 then ends the session.
+// (in and out: an exec's stdin and stdout). When process 1's status hands over its
+// egress listener, it relays each connection accepted there to the host (conn.go).
+// It returns when either side ends, having closed c, the listener and every
+// connection: process 1 then ends the session.
 func Pod(c *ctl.Conn, in io.Reader, out io.Writer) error {
-	p := &pod{c: c, w: &writer{w: out}, execs: map[uint64]*podExec{}}
+	return newPod(c, out, checkListener).run(in)
+}
+
+func newPod(c *ctl.Conn, out io.Writer, check func(*os.File) error) *pod {
+	w := &writer{w: out}
+	return &pod{c: c, w: w, conns: newConns(w), check: check, execs: map[uint64]*podExec{}}
+}
+
+func (p *pod) run(in io.Reader) error {
+	c := p.c
 	done := make(chan error, 2)
 	go func() { done <- p.fromHost(newReader(in)) }()
 	go func() { done <- p.fromInit() }()
 	err := <-done
 	c.Close()
+	p.lnMu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	p.lnMu.Unlock()
+	p.conns.end()
 	p.mu.Lock()
 	for id, e := range p.execs {
 		e.close()
@@ -97,7 +127,11 @@ func (p *pod) fromHost(r *reader) error {
 			if e := p.get(f.id); e != nil {
 				e.push(nil)
 			}
-		default:
+		case kindConnData, kindConnEOF, kindConnClose, kindConnCredit:
+			if err := p.conns.handle(f); err != nil {
+				return err
+			}
+		default: // kindConnOpen included: connections are opened in the pod
 			return ErrProtocol
 		}
 	}
@@ -188,14 +222,27 @@ func (e *podExec) close() {
 }
 
 // fromInit sends process 1's messages to the host; an exit goes once the command's
-// output has (or after outputGrace).
+// output has (or after outputGrace). Its first status may carry one descriptor, its
+// egress listener, which is then served ([pod.serveEgress]); the status goes on
+// without it.
 func (p *pod) fromInit() error {
+	status := false
 	for {
 		m, files, err := p.c.Recv()
-		ctl.CloseFiles(files)
 		if err != nil {
+			ctl.CloseFiles(files)
 			return err
 		}
+		if m.Op == ctl.OpStatus && !status {
+			status = true
+			if err := p.takeListener(files); err != nil {
+				m.Error = strings.TrimPrefix(m.Error+"; ", "; ") + err.Error()
+				_ = p.w.msg(m)
+				return err
+			}
+			files = nil
+		}
+		ctl.CloseFiles(files)
 		if m.Op != ctl.OpExit {
 			if err := p.w.msg(m); err != nil {
 				return err
@@ -218,5 +265,66 @@ func (p *pod) fromInit() error {
 			e.close()
 			_ = p.w.msg(m)
 		}()
+	}
+}
+
+// takeListener takes process 1's egress listener out of its status (none: the spec
+// has no egress), checks it and starts accepting on it. Anything but one TCP listener
+// on exactly [ProxyAddr], in a network namespace other than the relay's own (the
+// Pod's, which has its eth0), is refused, and so is the session. It closes every
+// descriptor it does not keep.
+func (p *pod) takeListener(files []*os.File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	defer ctl.CloseFiles(files)
+	if len(files) != 1 {
+		return fmt.Errorf("the egress listener is refused: process 1 sent %d descriptors with its status, not the one listener", len(files))
+	}
+	if err := p.check(files[0]); err != nil {
+		return fmt.Errorf("the egress listener is refused: %w", err)
+	}
+	ln, err := net.FileListener(files[0])
+	if err != nil {
+		return fmt.Errorf("the egress listener is refused: %w", err)
+	}
+	p.lnMu.Lock()
+	p.ln = ln
+	p.lnMu.Unlock()
+	go p.serveEgress(ln)
+	return nil
+}
+
+// serveEgress relays each connection accepted on ln to the host, until ln is closed.
+// A connection past [MaxConns] is closed at once (a reset).
+func (p *pod) serveEgress(ln net.Listener) {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // EMFILE and the like: try again
+			continue
+		}
+		tc := nc.(*net.TCPConn)
+		m := p.conns
+		m.mu.Lock()
+		if m.ended || len(m.live) >= MaxConns {
+			m.mu.Unlock()
+			_ = tc.SetLinger(0)
+			tc.Close()
+			continue
+		}
+		c := m.open(m.last+1, tc)
+		m.mu.Unlock()
+		if p.w.frame(kindConnOpen, c.id, nil) != nil {
+			c.abort()
+		}
+		c.start()
 	}
 }

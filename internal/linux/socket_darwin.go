@@ -32,3 +32,8 @@ func PeerUID(c syscall.Conn) (int, error) {
 func SeqpacketPair() (*net.UnixConn, *net.UnixConn, error) {
 	return nil, nil, errors.ErrUnsupported
 }
+
+// StreamPair is unsupported on macOS here: nothing there relays a Pod's egress.
+func StreamPair() (*net.UnixConn, *net.UnixConn, error) {
+	return nil, nil, errors.ErrUnsupported
+}

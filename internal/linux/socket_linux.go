@@ -70,3 +70,28 @@ func SeqpacketPair() (*net.UnixConn, *net.UnixConn, error) {
 	}
 	return conns[0], conns[1], nil
 }
+
+// StreamPair is a connected pair of unix SOCK_STREAM sockets (close-on-exec), both in
+// this process: a byte stream with half-close (CloseRead, CloseWrite) for a relay.
+func StreamPair() (*net.UnixConn, *net.UnixConn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var conns [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "stream")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			if i == 1 {
+				conns[0].Close()
+			} else {
+				unix.Close(fds[1])
+			}
+			return nil, nil, err
+		}
+		conns[i] = c.(*net.UnixConn)
+	}
+	return conns[0], conns[1], nil
+}

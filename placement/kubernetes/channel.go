@@ -41,6 +41,11 @@ const stderrBytes = 4 << 10
 type Channel struct {
 	Conn *ctl.Conn
 	UC   *net.UnixConn // Conn's socket
+	// Egress, when the spec asks for egress (its Egress is the proxy address), is
+	// where each connection a command makes to the proxy address in the Pod arrives,
+	// relayed over the same stream: the caller serves its egress proxy on it
+	// (egress.Proxy.Serve). Nil without egress. It is closed when the channel ends.
+	Egress net.Listener
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the exec stream and the relay are over
@@ -74,7 +79,12 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch := &Channel{Conn: ctl.New(ours), UC: ours, cancel: cancel, done: make(chan struct{})}
-	go ch.run(sctx, ex, ctl.New(relay))
+	var egress *ctlmux.Listener
+	if spec.Egress != "" {
+		egress = ctlmux.NewListener()
+		ch.Egress = egress
+	}
+	go ch.run(sctx, ex, ctl.New(relay), egress)
 	if err := ch.handshake(ctx, data); err != nil {
 		ch.Close()
 		return nil, err
@@ -103,7 +113,7 @@ func (p *Placement) executor(rc *rest.Config, pod string) (remotecommand.Executo
 }
 
 // run streams the exec and relays over it until either ends.
-func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ctl.Conn) {
+func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ctl.Conn, egress *ctlmux.Listener) {
 	defer close(ch.done)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -116,7 +126,7 @@ func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ct
 		outW.CloseWithError(io.EOF)
 		inR.Close()
 	}()
-	rerr := ctlmux.Host(relay, pipeStream{outR, inW})
+	rerr := ctlmux.Host(relay, pipeStream{outR, inW}, egress)
 	<-streamed
 	ch.mu.Lock()
 	defer ch.mu.Unlock()

@@ -15,8 +15,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/ctlmux"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
+	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
 var session = podspec.Session{Tenant: "acme", ID: "s-1"}
@@ -114,5 +116,13 @@ func TestPodRefusedLeavesNothing(t *testing.T) {
 func TestNewRefusesBadConfig(t *testing.T) {
 	if _, err := New(fake.NewClientset(), podspec.Config{}); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("New with an empty config = %v, want ErrInvalid", err)
+	}
+}
+
+// The relay in the Pod accepts an egress listener on ctlmux.ProxyAddr only: it must
+// be the proxy address every backend's commands are given.
+func TestProxyAddr(t *testing.T) {
+	if ctlmux.ProxyAddr != sandbox.ProxyAddr {
+		t.Fatalf("ctlmux.ProxyAddr %s, sandbox.ProxyAddr %s", ctlmux.ProxyAddr, sandbox.ProxyAddr)
 	}
 }
