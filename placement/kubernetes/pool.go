@@ -138,6 +138,12 @@ type Pool struct {
 	// flight.
 	mu     sync.RWMutex
 	closed bool
+
+	// takingMu guards taking: the Pods claims of this pool are updating, which the
+	// others skip. Only this pool claims its Pods, so concurrent claims do not
+	// contend; the update's precondition holds whatever happens.
+	takingMu sync.Mutex
+	taking   map[string]bool
 }
 
 // NewPool starts a warm pool of plan's template for tenant's sessions: it checks the
@@ -168,7 +174,7 @@ func (p *Placement) newPool(ctx context.Context, plan *contract.Plan, tenant str
 	}
 	pl := &Pool{
 		p: p, plan: plan, tenant: tenant, hash: podspec.TemplateHash(objs.Pod), id: id, cfg: cfg, now: now,
-		kick: make(chan struct{}, 1), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), done: make(chan struct{}), taking: map[string]bool{},
 	}
 	pl.pod, pl.policy = pl.warmObjects(objs)
 	ns := p.cfg.Namespace
@@ -255,24 +261,36 @@ func (pl *Pool) Claim(ctx context.Context, s podspec.Session) (podspec.Session, 
 		return s, fmt.Errorf("creating network policy %s/%s: %w", ns, objs.NetworkPolicy.Name, err)
 	}
 	defer pl.refill()
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer tcancel()
 	var errs []error
-	for _, pod := range ready[:min(len(ready), claimTries)] {
+	tries := 0
+	for _, pod := range ready {
+		if tries == claimTries || !pl.take(pod.Name) {
+			continue
+		}
+		tries++
 		claimed := pod.DeepCopy() // its resourceVersion is the update's precondition
 		claimed.Labels = maps.Clone(objs.Pod.Labels)
 		claimed.Labels[podspec.LabelTemplate] = pl.hash
 		_, err := pods.Update(ctx, claimed, metav1.UpdateOptions{})
+		pl.release(pod.Name)
 		if err == nil {
 			s.Pod = pod.Name
 			return s, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			// The update may have been applied all the same (a cancelled request):
+			// the Pod would be the session's, and nobody's. Delete it; at worst a
+			// warm Pod is lost, and replaced.
 			errs = append(errs, fmt.Errorf("claiming pod %s/%s: %w", ns, pod.Name, err))
+			if derr := pl.deletePod(tctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}}); derr != nil {
+				errs = append(errs, derr)
+			}
 			break
 		}
 		// Claimed, retired or gone since the list: the next.
 	}
-	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-	defer tcancel()
 	if err := nps.Delete(tctx, objs.NetworkPolicy.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("removing network policy %s/%s again: %w", ns, objs.NetworkPolicy.Name, err))
 	}
@@ -280,6 +298,23 @@ func (pl *Pool) Claim(ctx context.Context, s podspec.Session) (podspec.Session, 
 		return s, fmt.Errorf("template %s: every ready pod was claimed by another: %w", pl.hash, ErrNoWarmPod)
 	}
 	return s, errors.Join(errs...)
+}
+
+// take reserves the Pod for one claim of this pool; false when another has it.
+func (pl *Pool) take(name string) bool {
+	pl.takingMu.Lock()
+	defer pl.takingMu.Unlock()
+	if pl.taking[name] {
+		return false
+	}
+	pl.taking[name] = true
+	return true
+}
+
+func (pl *Pool) release(name string) {
+	pl.takingMu.Lock()
+	defer pl.takingMu.Unlock()
+	delete(pl.taking, name)
 }
 
 // ready are the claimable Pods of pods, the oldest first (the first to expire):
@@ -377,13 +412,15 @@ func (pl *Pool) Close(ctx context.Context) error {
 }
 
 // deletePod deletes a warm Pod at once, on the condition that it is still the
-// version listed: a Pod claimed since is the session's, and stays.
+// version listed (when pod has a resourceVersion): a Pod claimed since is the
+// session's, and stays.
 func (pl *Pool) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	zero := int64(0)
-	err := pl.p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: &zero,
-		Preconditions:      &metav1.Preconditions{ResourceVersion: &pod.ResourceVersion},
-	})
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	if pod.ResourceVersion != "" {
+		opts.Preconditions = &metav1.Preconditions{ResourceVersion: &pod.ResourceVersion}
+	}
+	err := pl.p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting warm pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

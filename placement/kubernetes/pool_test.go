@@ -283,3 +283,28 @@ func TestPoolConfigBounds(t *testing.T) {
 		}
 	}
 }
+
+// An update that fails for another reason than a conflict may have been applied all
+// the same: the Pod, perhaps the session's now and nobody's, is deleted, the
+// session's NetworkPolicy too, and the error is the API server's.
+func TestPoolClaimUpdateFails(t *testing.T) {
+	cs, pl, _ := fakePool(t, PoolConfig{Size: 1})
+	pods := warmPods(t, cs, pl, 1)
+	setRunning(t, cs, pods)
+	cs.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewServerTimeout(corev1.Resource("pods"), "update", 1)
+	})
+	_, err := pl.Claim(context.Background(), session)
+	if err == nil || errors.Is(err, ErrNoWarmPod) || !strings.Contains(err.Error(), "claiming pod") {
+		t.Fatalf("Claim with a failing update = %v, want the API server's error", err)
+	}
+	if _, err := cs.CoreV1().Pods("acme").Get(context.Background(), pods[0].Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod whose update failed: %v, want it deleted", err)
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies("acme").Get(context.Background(), podspec.Name(session.ID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the session's network policy: %v, want NotFound", err)
+	}
+}
