@@ -328,3 +328,42 @@ func waitGone(ctx context.Context, cs *kubernetes.Clientset, ns, name string) er
 		}
 	}
 }
+
+// A warm Pod is retired at MaxAge, before process 1 stops waiting for its attach,
+// and replaced; the replacement can be claimed.
+func TestPoolRetires(t *testing.T) {
+	cs := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	w := warmPool{plan: testPlan(t, image), cfg: podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}}
+	var err error
+	if w.p, err = placement.New(cs, w.cfg); err != nil {
+		t.Fatal(err)
+	}
+	const maxAge = 15 * time.Second
+	if w.pool, err = w.p.NewPool(ctx, w.plan, "acme", placement.PoolConfig{Size: 1, MaxAge: maxAge}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.pool.Close(context.Background()) })
+	w.waitReady(ctx, t, 1)
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelWarm})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("warm pods: %d (%v), want 1", len(list.Items), err)
+	}
+	first := list.Items[0]
+	if err := waitGone(ctx, cs, ns, first.Name); err != nil {
+		t.Fatalf("the first warm pod was not retired: %v", err)
+	}
+	retired := time.Since(first.CreationTimestamp.Time)
+	t.Logf("retired %s after its creation (MaxAge %s)", retired.Round(time.Second), maxAge)
+	if retired < maxAge-time.Second { // creationTimestamp has a second's resolution
+		t.Errorf("retired after %s, before MaxAge %s", retired, maxAge)
+	}
+	w.waitReady(ctx, t, 1)
+	s := w.claim(ctx, t, w.session(t))
+	if s.Pod == first.Name {
+		t.Errorf("claimed the retired pod %s", s.Pod)
+	}
+}

@@ -399,8 +399,11 @@ func (pl *Pool) Close(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing warm pods: %w", err))
 	} else {
-		for i := range list.Items {
-			if err := pl.deletePod(ctx, &list.Items[i]); err != nil {
+		for _, pod := range list.Items {
+			// No claim is in flight, and none of another pool's takes these Pods:
+			// no precondition, which a status update since the list would fail.
+			pod.ResourceVersion = ""
+			if err := pl.deletePod(ctx, &pod); err != nil {
 				errs = append(errs, err)
 			}
 		}
