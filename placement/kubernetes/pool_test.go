@@ -308,3 +308,37 @@ func TestPoolClaimUpdateFails(t *testing.T) {
 		t.Errorf("the session's network policy: %v, want NotFound", err)
 	}
 }
+
+// The pool never holds more than Size Pods, nor more than Starts starting at once.
+func TestPoolBounds(t *testing.T) {
+	cs, pl, _ := fakePool(t, PoolConfig{Size: 3, Starts: 2})
+	// The loop stopped, fill is driven by hand.
+	pl.stop()
+	<-pl.done
+	ctx := context.Background()
+	fill := func() []corev1.Pod {
+		pl.fill(ctx)
+		pl.creates.Wait()
+		list, err := cs.CoreV1().Pods("acme").List(ctx, metav1.ListOptions{LabelSelector: pl.selector()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	var pods []corev1.Pod
+	for range 3 {
+		if pods = fill(); len(pods) != 2 {
+			t.Fatalf("none running: %d pods, want Starts, 2", len(pods))
+		}
+	}
+	setRunning(t, cs, pods[:1])
+	for range 3 {
+		if pods = fill(); len(pods) != 3 {
+			t.Fatalf("one running: %d pods, want Size, 3", len(pods))
+		}
+	}
+	setRunning(t, cs, pods)
+	if pods = fill(); len(pods) != 3 {
+		t.Fatalf("all running: %d pods, want Size, 3", len(pods))
+	}
+}
