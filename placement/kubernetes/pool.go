@@ -61,6 +61,9 @@ const (
 	claimTimeout = 30 * time.Second
 	// claimTries bounds the Pods a claim tries when others take them first.
 	claimTries = 8
+	// maxCreateBackoff bounds the pause after creations failing in a row (2 s,
+	// doubled by each failure).
+	maxCreateBackoff = time.Minute
 )
 
 // Log field keys of the pool.
@@ -133,6 +136,12 @@ type Pool struct {
 	done     chan struct{} // closed when the loop has ended
 	creating atomic.Int32  // creations in flight
 	creates  sync.WaitGroup
+
+	// failMu guards the fields below: creations failing in a row, and when the
+	// last failed, which hold the next ones back (createBackoff).
+	failMu   sync.Mutex
+	failures int
+	failedAt time.Time
 
 	// mu guards closed. Claims hold it for reading, so Close waits for those in
 	// flight.

@@ -342,3 +342,71 @@ func TestPoolBounds(t *testing.T) {
 		t.Fatalf("all running: %d pods, want Size, 3", len(pods))
 	}
 }
+
+// Creations that fail hold the next ones back, longer with each failure, and a
+// success ends the pause.
+func TestPoolCreateBackoff(t *testing.T) {
+	cs, pl, clock := fakePool(t, PoolConfig{Size: 1})
+	pl.stop()
+	<-pl.done
+	var mu sync.Mutex
+	refuse, attempts := true, 0
+	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if refuse {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "x", errors.New("exceeded quota"))
+		}
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	fill := func() int {
+		pl.fill(ctx)
+		pl.creates.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts
+	}
+	// The loop's first fill may have made a pod already: start from none.
+	for _, pod := range warmPodsNow(t, cs, pl) {
+		_ = cs.CoreV1().Pods("acme").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	}
+	if n := fill(); n != 1 {
+		t.Fatalf("first fill: %d attempts, want 1", n)
+	}
+	for _, step := range []struct {
+		advance time.Duration
+		want    int
+	}{
+		{time.Second, 1},     // 2 s after one failure: held back
+		{time.Second, 2},     // 2 s: tried, failed again
+		{3 * time.Second, 2}, // 4 s after two failures: held back
+		{time.Second, 3},
+	} {
+		clock.add(step.advance)
+		if n := fill(); n != step.want {
+			t.Fatalf("after %s more: %d attempts, want %d", step.advance, n, step.want)
+		}
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	clock.add(8 * time.Second)
+	if n := fill(); n != 4 || len(warmPodsNow(t, cs, pl)) != 1 {
+		t.Fatalf("once the cluster takes pods: %d attempts", n)
+	}
+	if pl.backingOff(clock.now()) {
+		t.Errorf("still backing off after a success")
+	}
+}
+
+// warmPodsNow lists the pool's warm Pods.
+func warmPodsNow(t *testing.T, cs *fake.Clientset, pl *Pool) []corev1.Pod {
+	t.Helper()
+	list, err := cs.CoreV1().Pods("acme").List(context.Background(), metav1.ListOptions{LabelSelector: pl.selector()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}

@@ -63,6 +63,9 @@ func (pl *Pool) fill(ctx context.Context) {
 		}
 		pl.retire(ctx, pod, reason)
 	}
+	if pl.backingOff(now) {
+		return
+	}
 	for ; kept < pl.cfg.Size && starting < pl.cfg.Starts; kept, starting = kept+1, starting+1 {
 		pl.creating.Add(1)
 		pl.creates.Add(1)
@@ -92,9 +95,34 @@ func (pl *Pool) create(ctx context.Context) {
 	}
 	pod := pl.pod.DeepCopy()
 	pod.Name = pl.name() + "-" + suffix
-	if _, err := pl.p.client.CoreV1().Pods(pl.p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	_, err = pl.p.client.CoreV1().Pods(pl.p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	pl.failMu.Lock()
+	if err != nil {
+		pl.failures++
+		pl.failedAt = pl.now()
+	} else {
+		pl.failures = 0
+	}
+	pl.failMu.Unlock()
+	if err != nil {
 		pl.cfg.Logger.Warn("warm pool: creating a pod", logPod, pod.Name, logTemplate, pl.hash, logErr, err)
 		return
 	}
 	pl.cfg.Logger.Debug("warm pool: created a pod", logPod, pod.Name, logTemplate, pl.hash)
+}
+
+// backingOff says creations failed lately: the next wait 2 s after the last failure,
+// doubled by each failure in a row, at most maxCreateBackoff. A cluster refusing the
+// Pods (a quota, admission) is not asked again every tick.
+func (pl *Pool) backingOff(now time.Time) bool {
+	pl.failMu.Lock()
+	defer pl.failMu.Unlock()
+	if pl.failures == 0 {
+		return false
+	}
+	wait := maxCreateBackoff
+	if pl.failures < 6 {
+		wait = min(poolInterval<<(pl.failures-1), maxCreateBackoff)
+	}
+	return now.Sub(pl.failedAt) < wait
 }
