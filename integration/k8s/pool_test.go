@@ -96,11 +96,32 @@ func TestPoolClaim(t *testing.T) {
 	defer cancel()
 	w := startPool(ctx, t, cs, 2)
 	w.waitReady(ctx, t, 2)
-	s := w.claim(ctx, t, w.session(t))
 	ns := w.cfg.Namespace
+	before, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelWarm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.claim(ctx, t, w.session(t))
 	pod, err := cs.CoreV1().Pods(ns).Get(ctx, s.Pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A claimer that listed the Pod before this claim (its copy's resourceVersion is
+	// stale) is refused by the API server: the claim's precondition.
+	found := false
+	for _, stale := range before.Items {
+		if stale.Name != s.Pod {
+			continue
+		}
+		found = true
+		stale.Labels[podspec.LabelSession] = "s-late"
+		delete(stale.Labels, podspec.LabelWarm)
+		if _, err := cs.CoreV1().Pods(ns).Update(ctx, &stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			t.Errorf("a second claim from a stale copy = %v, want Conflict", err)
+		}
+	}
+	if !found {
+		t.Errorf("the claimed pod %s was not among the warm pods listed before", s.Pod)
 	}
 	cold, err := w.p.Compile(w.plan, s)
 	if err != nil {
