@@ -135,3 +135,11 @@ k8s-test:
 
 k8s-stop:
 	@scripts/k8s-env.sh stop
+
+# `make bench` also times the kubernetes placement on the test cluster when it exists
+# (scripts/bench-k8s.sh: cold start, warm claim, warm exec vs a plain exec stream and a
+# local session; skipped when no cluster was ever started here: it builds none).
+.PHONY: bench-k8s
+bench: bench-k8s
+bench-k8s: build
+	scripts/bench-k8s.sh

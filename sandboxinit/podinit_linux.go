@@ -259,7 +259,7 @@ func AttachMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "cordon: internal attach: %v\n", err)
 		return 1
 	}
-	c, err := ctl.Dial(args[0])
+	c, err := dialInit(args[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: internal attach: process 1's control socket: %v\n", err)
 		return 1

@@ -15,14 +15,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cordonhq/cordon/contract"
@@ -127,7 +130,7 @@ type grant struct{ group, resource, verb string }
 // RuntimeClass check, cluster-wide.
 var (
 	neededInTenant = grants(
-		[]string{""}, []string{"pods"}, []string{"create", "get", "list", "watch", "delete"},
+		[]string{""}, []string{"pods"}, []string{"create", "get", "list", "watch", "update", "delete"},
 		[]string{""}, []string{"pods/exec"}, []string{"create"},
 		[]string{"networking.k8s.io"}, []string{"networkpolicies"}, []string{"create", "delete"},
 	)
@@ -262,6 +265,7 @@ func TestRBACCoversPlacement(t *testing.T) {
 	if err := p.Delete(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
+	warmPool(t, cs, p, plan)
 	for _, a := range cs.Actions() {
 		res := a.GetResource()
 		r := res.Resource
@@ -332,4 +336,54 @@ func keys(m map[grant]bool) []grant {
 	out := slices.Collect(maps.Keys(m))
 	slices.SortFunc(out, func(a, b grant) int { return strings.Compare(a.group+a.resource+a.verb, b.group+b.resource+b.verb) })
 	return out
+}
+
+// warmPool runs a warm pool on the fake cluster: it fills, one of its Pods runs and
+// is claimed, a claim finds none, the claimed session is deleted, the pool closed.
+func warmPool(t *testing.T, cs *fake.Clientset, p *kubernetes.Placement, plan *contract.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	// The fake sets no creationTimestamp: a Pod would be too old to claim.
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).CreationTimestamp = metav1.Now()
+		return false, nil, nil
+	})
+	pool, err := p.NewPool(ctx, plan, "acme", kubernetes.PoolConfig{Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		list, err := cs.CoreV1().Pods("cordon-tenant-acme").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 {
+			pod = list.Items[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the warm pool made no pod")
+		}
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: podspec.ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}}
+	// Through the tracker: the kubelet's request, not the placement's.
+	if err := cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), &pod, pod.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pool.Claim(ctx, podspec.Session{Tenant: "acme", ID: "s-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Claim(ctx, podspec.Session{Tenant: "acme", ID: "s-3"}); !errors.Is(err, kubernetes.ErrNoWarmPod) {
+		t.Fatalf("a second claim = %v, want ErrNoWarmPod", err)
+	}
+	if err := p.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

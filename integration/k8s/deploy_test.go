@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -32,7 +33,7 @@ var deployDir = filepath.Join("..", "..", "deploy", "kubernetes")
 // server's ServiceAccount exactly what the placement does: acting as that account, a
 // session's whole life (create, wait until it runs, attach, a command, delete) works
 // in the tenant's namespace, and nothing past it: no Secret, no other namespace, no
-// Pod it did not ask for by name (deploy/kubernetes/manifests_test.go holds the same
+// patch of a Pod (deploy/kubernetes/manifests_test.go holds the same
 // grants to a fake cluster's record of the placement's requests). The namespaces are
 // left in place: the test cluster has no namespace controller to finish deleting them.
 func TestDeployRBACOnCluster(t *testing.T) {
@@ -115,8 +116,9 @@ func TestDeployRBACOnCluster(t *testing.T) {
 			_, err := server.CoreV1().Pods("default").Create(ctx, compiled.Pod, metav1.CreateOptions{})
 			return err
 		},
-		"updating a pod": func() error {
-			_, err := server.CoreV1().Pods(tenantNS).Update(ctx, compiled.Pod, metav1.UpdateOptions{})
+		"patching a pod": func() error {
+			_, err := server.CoreV1().Pods(tenantNS).Patch(ctx, compiled.Pod.Name, types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"cordon.dev/session":"stolen"}}}`), metav1.PatchOptions{})
 			return err
 		},
 		"listing runtime classes": func() error {

@@ -71,7 +71,7 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	if err != nil {
 		return nil, errdefs.Unavailablef("control channel: %w", err)
 	}
-	ex, err := p.executor(rc, podspec.Name(s.ID))
+	ex, err := p.executor(rc, s.PodName())
 	if err != nil {
 		ours.Close()
 		relay.Close()

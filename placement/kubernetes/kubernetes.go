@@ -89,16 +89,17 @@ func (p *Placement) CheckRuntimeClass(ctx context.Context) error {
 	return nil
 }
 
-// Delete removes the session's Pod (at once: no grace period) and NetworkPolicy.
-// Objects already gone are not an error. It survives the caller's cancellation.
+// Delete removes the session's Pod (at once: no grace period; s.PodName(), so a
+// claimed warm Pod too) and NetworkPolicy. Objects already gone are not an error. It
+// survives the caller's cancellation.
 func (p *Placement) Delete(ctx context.Context, s podspec.Session) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
-	ns, name := p.cfg.Namespace, podspec.Name(s.ID)
+	ns, name, pod := p.cfg.Namespace, podspec.Name(s.ID), s.PodName()
 	zero := int64(0)
 	var errs []error
-	if err := p.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("deleting pod %s/%s: %w", ns, name, err))
+	if err := p.client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("deleting pod %s/%s: %w", ns, pod, err))
 	}
 	if err := p.client.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("deleting network policy %s/%s: %w", ns, name, err))

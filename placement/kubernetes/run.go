@@ -35,7 +35,7 @@ var stuckReasons = map[string]bool{
 // Pod (a watch the API server ends is opened again) until ctx ends. It fails with
 // [ErrPodFailed] when the Pod ended or its init or sandbox container is stuck.
 func (p *Placement) WaitRunning(ctx context.Context, s podspec.Session) error {
-	name := podspec.Name(s.ID)
+	name := s.PodName()
 	pods := p.client.CoreV1().Pods(p.cfg.Namespace)
 	for {
 		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
@@ -90,19 +90,15 @@ func watchRunning(ctx context.Context, w watch.Interface) (bool, error) {
 
 // podRunning reports whether pod's sandbox container runs, or why it never will.
 func podRunning(pod *corev1.Pod) (bool, error) {
-	switch pod.Status.Phase {
-	case corev1.PodSucceeded, corev1.PodFailed:
+	if ended(pod) {
 		return false, fmt.Errorf("%w: it ended %s %s", ErrPodFailed, pod.Status.Reason, pod.Status.Message)
 	}
 	for _, c := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
 		if w := c.State.Waiting; w != nil && stuckReasons[w.Reason] {
 			return false, fmt.Errorf("%w: container %s: %s: %s", ErrPodFailed, c.Name, w.Reason, w.Message)
 		}
-		if c.Name == podspec.ContainerName && c.State.Running != nil && pod.Status.Phase == corev1.PodRunning {
-			return true, nil
-		}
 	}
-	return false, nil
+	return running(pod), nil
 }
 
 // outputWait bounds how long Run waits, after a command's exit, for the rest of its

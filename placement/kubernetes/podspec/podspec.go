@@ -71,6 +71,18 @@ var ErrHostPath = errors.New("a Pod cannot show a host path")
 type Session struct {
 	Tenant string // the tenant's name
 	ID     string // the session's id
+	// Pod is the name of the session's Pod when it is not [Name](ID): a warm Pod the
+	// session claimed keeps the name it was made with. Compile ignores it.
+	Pod string
+}
+
+// PodName is the name of the session's Pod: Pod, or [Name](ID) for one created for
+// the session.
+func (s Session) PodName() string {
+	if s.Pod != "" {
+		return s.Pod
+	}
+	return Name(s.ID)
 }
 
 // Objects are what the placement creates for one session, in this order: the
