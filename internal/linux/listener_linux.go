@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -126,3 +127,41 @@ const (
 	SockStream = unix.SOCK_STREAM
 	IPProtoTCP = unix.IPPROTO_TCP
 )
+
+// CheckSandboxListener fails unless f is what a sandbox's process 1 is meant to hand
+// over as its egress listener: a TCP listener (AF_INET, SOCK_STREAM, IPPROTO_TCP,
+// listening) bound to want, in a network namespace other than this process's. f is
+// hostile input; every failed check is reported.
+func CheckSandboxListener(f *os.File, want netip.AddrPort) error {
+	s, err := SocketOf(f)
+	if err != nil {
+		return fmt.Errorf("not a socket: %w", err)
+	}
+	var errs []string
+	if s.Domain != AFInet {
+		errs = append(errs, fmt.Sprintf("address family %d, not AF_INET", s.Domain))
+	}
+	if s.Type != SockStream {
+		errs = append(errs, fmt.Sprintf("socket type %d, not SOCK_STREAM", s.Type))
+	}
+	if s.Protocol != IPProtoTCP {
+		errs = append(errs, fmt.Sprintf("protocol %d, not TCP", s.Protocol))
+	}
+	if !s.Listening {
+		errs = append(errs, "not listening")
+	}
+	if s.Addr != want {
+		errs = append(errs, fmt.Sprintf("bound to %v, not %v", s.Addr, want))
+	}
+	own, err := InOwnNetns(f)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Sprintf("its network namespace cannot be told: %v", err))
+	case own:
+		errs = append(errs, "it is in cordon's own network namespace, not the sandbox's")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}

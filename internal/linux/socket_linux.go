@@ -49,38 +49,23 @@ func peerCred(c syscall.Conn) (*unix.Ucred, error) {
 // SeqpacketPair is a connected pair of unix SOCK_SEQPACKET sockets (close-on-exec):
 // a control channel both of whose ends are in this process.
 func SeqpacketPair() (*net.UnixConn, *net.UnixConn, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	var conns [2]*net.UnixConn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "seqpacket")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			if i == 1 {
-				conns[0].Close()
-			} else {
-				unix.Close(fds[1])
-			}
-			return nil, nil, err
-		}
-		conns[i] = c.(*net.UnixConn)
-	}
-	return conns[0], conns[1], nil
+	return socketPair(unix.SOCK_SEQPACKET, "seqpacket")
 }
 
 // StreamPair is a connected pair of unix SOCK_STREAM sockets (close-on-exec), both in
 // this process: a byte stream with half-close (CloseRead, CloseWrite) for a relay.
 func StreamPair() (*net.UnixConn, *net.UnixConn, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	return socketPair(unix.SOCK_STREAM, "stream")
+}
+
+func socketPair(typ int, name string) (*net.UnixConn, *net.UnixConn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	var conns [2]*net.UnixConn
 	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "stream")
+		f := os.NewFile(uintptr(fd), name)
 		c, err := net.FileConn(f)
 		f.Close()
 		if err != nil {
