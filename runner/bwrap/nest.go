@@ -116,46 +116,13 @@ func nest(args []string, srcs []handoff.Source, h nestHost) []string {
 			}
 		}
 	}
-	resolved := map[int]string{}
-	res := func(m int) string {
-		r, ok := resolved[m]
-		if !ok {
-			r = h.resolve(ops[m].dest)
-			resolved[m] = r
-		}
-		return r
-	}
-	nested := make([]bool, len(ops))
+	n := nester{ops: ops, nested: make([]bool, len(ops)), resolved: map[int]string{}, h: h}
 	for k, o := range ops {
 		if !o.ro || o.src < 0 || o.src >= len(srcs) || o.modified {
 			continue
 		}
-		j, clear, self := k-1, true, ""
-		for ; j >= 0; j-- {
-			m := ops[j]
-			if m.dest == "" {
-				continue
-			}
-			if holds(m.dest, o.dest) {
-				break
-			}
-			if nested[j] {
-				continue // link-free below a tree that holds it: compared as written
-			}
-			if self == "" {
-				self = h.resolve(o.dest)
-			}
-			r := res(j)
-			if holds(r, o.dest) || holds(r, self) || holds(m.dest, self) {
-				clear = false // o lies in it, through a link
-				break
-			}
-			if holds(o.dest, m.dest) || holds(o.dest, r) || holds(self, m.dest) || holds(self, r) {
-				clear = false // mounted below o's place before o: o covered it
-				break
-			}
-		}
-		if !clear || j < 0 {
+		j := n.holder(k)
+		if j < 0 {
 			continue
 		}
 		t := ops[j].src
@@ -167,17 +134,66 @@ func nest(args []string, srcs []handoff.Source, h nestHost) []string {
 			continue
 		}
 		srcs[o.src].Inside = &handoff.Place{Source: t, Rel: rel}
-		nested[k] = true
+		n.nested[k] = true
 	}
 	out := make([]string, 0, len(args))
 	last := 0
 	for k, o := range ops {
-		if nested[k] {
+		if n.nested[k] {
 			out = append(out, args[last:o.at]...)
 			last = o.at + o.n
 		}
 	}
 	return append(out, args[last:]...)
+}
+
+// nester is nest's state: the ops, which of them are nested so far, and the host's
+// resolution of the others' destinations (made once each, when needed).
+type nester struct {
+	ops      []bwrapOp
+	nested   []bool
+	resolved map[int]string
+	h        nestHost
+}
+
+// holder returns the op whose destination ops[k]'s lies in just before it (the last
+// earlier op whose destination holds it), or -1 when there is none, or an op left to
+// bwrap in between lies at or below ops[k]'s destination, or holds it through a link.
+func (n *nester) holder(k int) int {
+	o, self := n.ops[k], ""
+	for j := k - 1; j >= 0; j-- {
+		m := n.ops[j]
+		if m.dest == "" {
+			continue
+		}
+		if holds(m.dest, o.dest) {
+			return j
+		}
+		if n.nested[j] {
+			continue // link-free below a tree that holds it: compared as written
+		}
+		if self == "" {
+			self = n.h.resolve(o.dest)
+		}
+		r := n.resolve(j)
+		if holds(r, o.dest) || holds(r, self) || holds(m.dest, self) {
+			return -1 // o lies in it, through a link
+		}
+		if holds(o.dest, m.dest) || holds(o.dest, r) || holds(self, m.dest) || holds(self, r) {
+			return -1 // mounted below o's place before o: o covered it
+		}
+	}
+	return -1
+}
+
+// resolve is the host's resolution of ops[j]'s destination.
+func (n *nester) resolve(j int) string {
+	r, ok := n.resolved[j]
+	if !ok {
+		r = n.h.resolve(n.ops[j].dest)
+		n.resolved[j] = r
+	}
+	return r
 }
 
 // holds reports whether p is dir or lies below it.
