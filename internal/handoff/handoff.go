@@ -52,6 +52,19 @@ type Source struct {
 	// (a staged run). Sources inside it are cloned from the overlay, so that they show
 	// what the sandbox sees there and write where it writes.
 	Overlay *Overlay `json:"overlay,omitempty"`
+	// Inside, when set, mounts the source read-only (nosuid, nodev) in the tree of an
+	// earlier source instead of at Root/<index>: bwrap's recursive bind of that tree
+	// brings it along, where one bind each would cost bwrap a read of the whole mount
+	// table (see runner/bwrap). The mount point must exist there, reached without a
+	// link; when it is Path itself (a placeholder bound over itself) it must still be
+	// the file the source was cloned from.
+	Inside *Place `json:"inside,omitempty"`
+}
+
+// Place is a path inside an earlier source's handed-over tree.
+type Place struct {
+	Source int    `json:"source"` // its index, below the placing source's
+	Rel    string `json:"rel"`    // local to it: no "..", not absolute, not empty
 }
 
 // Overlay is a handed-over source's upper and work directories (root's to open, out of

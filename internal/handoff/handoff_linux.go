@@ -90,6 +90,9 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 		return err
 	}
 	for i, t := range trees {
+		if sp.Sources[i].Inside != nil {
+			continue // mounted in its tree, below
+		}
 		target := filepath.Join(Root, strconv.Itoa(i))
 		if sp.Sources[i].Dir {
 			err = os.Mkdir(target, 0o755)
@@ -103,8 +106,28 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 			return err
 		}
 	}
+	// In order: a tree placed inside another placed one goes in once that one is.
+	for i, s := range sp.Sources {
+		if s.Inside == nil {
+			continue
+		}
+		if err := place(sp.Sources, trees, i); err != nil {
+			return fmt.Errorf("hand-off: %w", err)
+		}
+	}
 	defer trace.Begin("bwrap.fork").End()
 	return cmd.Start()
+}
+
+// place mounts source i's tree read-only at its place inside an earlier source's tree
+// (Source.Inside).
+func place(srcs []Source, trees []*os.File, i int) error {
+	in := srcs[i].Inside
+	if in.Source < 0 || in.Source >= i || !filepath.IsLocal(in.Rel) || in.Rel == "." {
+		return fmt.Errorf("source %d: no place %d/%q before it", i, in.Source, in.Rel)
+	}
+	same := filepath.Join(srcs[in.Source].Path, in.Rel) == srcs[i].Path
+	return linux.AttachBeneath(trees[i], trees[in.Source], in.Rel, same)
 }
 
 // cloneAll clones every source before anything is mounted over Root, where the run

@@ -127,3 +127,55 @@ func TestHandoffPrepared(t *testing.T) {
 	u.Close()
 	u.Close() // idempotent
 }
+
+// A source placed inside an earlier one's tree (Source.Inside) is mounted there,
+// read-only, and not at Root/<index>; a place that is a link refuses the start.
+func TestHandoffPlacesInside(t *testing.T) {
+	testutil.RequireRoot(t)
+	src, other := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(src, "p"), filepath.Join(src, "w")} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "mask"), []byte("masked"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(src, "l")); err != nil {
+		t.Fatal(err)
+	}
+	sources := func(placeholderAt string) []Source {
+		return []Source{
+			{Path: src, Dir: true, In: -1, Idmap: &Owner{}, Writable: true},
+			{Path: filepath.Join(src, "p"), Dir: true, In: 0, Inside: &Place{Source: 0, Rel: placeholderAt}},
+			{Path: filepath.Join(other, "mask"), In: -1, Inside: &Place{Source: 0, Rel: "f"}},
+		}
+	}
+	r := Root + "/0"
+	cmd := exec.Command("/bin/sh", "-c", "cat "+r+"/f; echo; touch "+r+"/p/x 2>/dev/null && echo wrote-p; touch "+r+"/w/x && echo wrote-w; ls "+Root)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	release, err := Start(&Spec{UID: 64999, GID: 64999, Sources: sources("p")}, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	release()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got, want := out.String(), "masked\nwrote-w\n0\n"; got != want {
+		t.Errorf("got %q; want %q (the mask over f, p read-only, w writable, only source 0 at Root)", got, want)
+	}
+	cmd = exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if release, err := Start(&Spec{UID: 64999, GID: 64999, Sources: sources("l")}, cmd); err == nil {
+		release()
+		_ = cmd.Wait()
+		t.Fatal("a place that is a symbolic link was mounted over")
+	}
+}

@@ -76,7 +76,38 @@ func handedOver(args []string, host sandbox.Host, workspace string, uid, gid int
 		sp.Sources = append(sp.Sources, s)
 		i += 2
 	}
-	return sp, args, nil
+	return sp, nest(args, sp.Sources, nestHost{reach: reach, resolve: resolveExisting}), nil
+}
+
+// reach reports whether rel exists below dir with no symbolic link on the way, itself
+// included.
+func reach(dir, rel string) bool {
+	p := dir
+	for _, name := range strings.Split(rel, "/") {
+		p = filepath.Join(p, name)
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveExisting is p with the links of its longest existing prefix resolved.
+func resolveExisting(p string) string {
+	var rest []string
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			for i := len(rest) - 1; i >= 0; i-- {
+				r = filepath.Join(r, rest[i])
+			}
+			return r
+		}
+		if q == "/" || q == "." {
+			return p
+		}
+		rest = append(rest, filepath.Base(q))
+	}
 }
 
 // source describes one bind source: inside an earlier idmapped (or overlaid) source it

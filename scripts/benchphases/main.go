@@ -11,6 +11,12 @@
 // window holds their start, so a supervisor's record written after its client exited
 // still counts. Spans nest and overlap (runner.run holds most of the others; the
 // early setup runs beside bwrap's start): shares do not add up to 100%.
+//
+// Commands separated by "---" are run in turn, one of each per iteration (the
+// order rotating), each with a trace file of its own, and get a table each: on a
+// busy machine, load that comes and goes then weighs on all of them alike.
+//
+//	benchphases -n 30 -- /tmp/before/cordon run -- true --- bin/cordon run -- true
 package main
 
 import (
@@ -46,45 +52,71 @@ func main() {
 	label := flag.String("label", "", "the table's title (default: the command)")
 	path := flag.String("trace", "", "trace `FILE` to set as CORDON_TRACE and read (default: a temporary file)")
 	flag.Parse()
-	argv := flag.Args()
-	if len(argv) == 0 || *n < 1 {
-		fmt.Fprintln(os.Stderr, "usage: benchphases [-n N] [-trace FILE] [-label L] -- CMD [ARGS...]")
+	cmds := split(flag.Args())
+	if len(cmds) == 0 || *n < 1 || (len(cmds) > 1 && (*path != "" || *label != "")) {
+		fmt.Fprintln(os.Stderr, "usage: benchphases [-n N] [-trace FILE] [-label L] -- CMD [ARGS...]\n       benchphases [-n N] -- CMD [ARGS...] --- CMD [ARGS...] ...")
 		os.Exit(2)
 	}
-	if *label == "" {
-		*label = fmt.Sprint(argv)
-	}
-	if err := run(*n, *warm, *label, *path, argv); err != nil {
+	if err := run(*n, *warm, *label, *path, cmds); err != nil {
 		fmt.Fprintln(os.Stderr, "benchphases:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, warm int, label, path string, argv []string) error {
-	if path == "" {
+// split cuts args at each "---" into commands; an empty one is dropped.
+func split(args []string) [][]string {
+	var cmds [][]string
+	start := 0
+	for i := 0; i <= len(args); i++ {
+		if i == len(args) || args[i] == "---" {
+			if i > start {
+				cmds = append(cmds, args[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return cmds
+}
+
+func run(n, warm int, label, path string, cmds [][]string) error {
+	paths := make([]string, len(cmds))
+	for c := range cmds {
+		paths[c] = path
+		if path != "" {
+			continue
+		}
 		f, err := os.CreateTemp("", "cordon-phases-*.jsonl")
 		if err != nil {
 			return err
 		}
 		f.Close()
-		path = f.Name()
-		defer os.Remove(path)
+		paths[c] = f.Name()
+		defer os.Remove(f.Name())
 	}
-	var its []iteration
+	its := make([][]iteration, len(cmds))
 	for i := 0; i < warm+n; i++ {
-		it, err := once(path, argv)
+		for k := range cmds {
+			c := (i + k) % len(cmds)
+			it, err := once(paths[c], cmds[c])
+			if err != nil {
+				return err
+			}
+			if i >= warm {
+				its[c] = append(its[c], it)
+			}
+		}
+	}
+	for c, argv := range cmds {
+		recs, err := read(paths[c])
 		if err != nil {
 			return err
 		}
-		if i >= warm {
-			its = append(its, it)
+		l := label
+		if l == "" {
+			l = fmt.Sprint(argv)
 		}
+		print(l, its[c], recs)
 	}
-	recs, err := read(path)
-	if err != nil {
-		return err
-	}
-	print(label, its, recs)
 	return nil
 }
 
