@@ -33,6 +33,9 @@ echo "exit $?" >&2
 printf '` + strings.TrimSuffix(sep, "\n") + `\n'
 awk '{print $5}' /proc/self/mountinfo
 ls -ln /etc/shadow >&2
+touch .git/cordon-host-probe && echo "host can write .git" >&2
+"$@" >&2
+echo "second run: exit $?" >&2
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -54,7 +57,9 @@ ls -ln /etc/shadow >&2
 // default run leaves an empty, unreadable mask mounted over the host's own /etc/shadow
 // (and gshadow, opasswd, ssl/private) and an idmapped read-only mount over each
 // protected name of the workspace (.git included: host git can no longer write it),
-// all of it left behind when the run ends. Before the change bwrap made these binds in
+// all of it left behind when the run ends (host git then calls the repository of
+// dubious ownership, and the next run fails on a cordon.yaml placeholder it could not
+// remove). Before the change bwrap made these binds in
 // its own (slave) namespace and nothing reached the host.
 func TestRedNestedMountsLeakToSharedHost(t *testing.T) {
 	for _, c := range []struct {
@@ -84,6 +89,8 @@ func TestRedNestedMountsLeakToSharedHost(t *testing.T) {
 				t.Errorf("the run left %d mounts in the caller's (shared) mount namespace, e.g. %v\n%s",
 					len(leaked), leaked[:min(len(leaked), 6)], r.stderr)
 			}
+			assertContains(t, "the host writes its own .git after the run", r.stderr, "host can write .git")
+			assertContains(t, "a second run on the same workspace starts", r.stderr, "second run: exit 0")
 			for _, m := range leaked {
 				if m == "/etc/shadow" {
 					t.Errorf("the host's /etc/shadow is masked after the run: %s", r.stderr)
