@@ -55,7 +55,8 @@ func IdmapUserns(fromUID, toUID, fromGID, toGID int) (*os.File, error) {
 }
 
 // CloneTree returns a detached copy of the mount tree at path (relative to dir when
-// dir is not nil), idmapped through userns when it is not nil.
+// dir is not nil), a slave of the original (nothing mounted in it reaches the
+// original's peers), idmapped through userns when it is not nil.
 func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
 	// The Plan's paths have every link resolved already: one that meets a symbolic
 	// link now was swapped since (a workspace another run writes), and would mount
@@ -75,6 +76,15 @@ func CloneTree(dir *os.File, path string, userns *os.File) (*os.File, error) {
 		return nil, fmt.Errorf("cloning the mount tree of %s: %w", path, err)
 	}
 	tree := os.NewFile(uintptr(fd), path)
+	// A clone of a shared mount stays in its peer group: a mount made in the clone
+	// (the hand-off attaching a protected name's tree beneath the workspace's) would be
+	// made on the host's mount too, and outlive the run there. A slave still sees the
+	// host's mounts and sends nothing back.
+	slave := &unix.MountAttr{Propagation: unix.MS_SLAVE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, slave); err != nil {
+		tree.Close()
+		return nil, fmt.Errorf("making the clone of %s a slave of its source: %w", path, err)
+	}
 	if userns != nil {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
