@@ -20,9 +20,8 @@ import (
 func runOnSharedRoot(t *testing.T, w *world, args ...string) (before, after []string, r result) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare (util-linux) is not installed")
-	}
+	_, err := exec.LookPath("unshare")
+	testutil.Require(t, err == nil, "unshare (util-linux) is not installed")
 	const sep = "=== cordon ran ===\n"
 	script := `set -e
 mount --make-rshared /
