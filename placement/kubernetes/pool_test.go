@@ -315,6 +315,7 @@ func TestPoolBounds(t *testing.T) {
 	// The loop stopped, fill is driven by hand.
 	pl.stop()
 	<-pl.done
+	pl.creates.Wait() // the loop's last creations, which the fake's reactors race with
 	ctx := context.Background()
 	fill := func() []corev1.Pod {
 		pl.fill(ctx)
@@ -349,6 +350,7 @@ func TestPoolCreateBackoff(t *testing.T) {
 	cs, pl, clock := fakePool(t, PoolConfig{Size: 1})
 	pl.stop()
 	<-pl.done
+	pl.creates.Wait() // the loop's last creations, which the fake's reactors race with
 	var mu sync.Mutex
 	refuse, attempts := true, 0
 	cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
