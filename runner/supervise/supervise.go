@@ -41,8 +41,9 @@ func (e *lockedEncoder) Encode(v any) error {
 }
 
 // Serve serves the session's socket until a stop request, ctx's end (a signal) or the
-// sandbox's end, then tears the session down, answers the stop request and removes
-// what Publish made. It returns how the session's Close went.
+// sandbox's end, then tears the session down, removes what Publish made and answers
+// the stop request: a client whose stop is answered finds nothing of the session left.
+// It returns how the session's Close went.
 func (s *Server) Serve(ctx context.Context) error {
 	defer s.remove()
 	sess, ln, sock := s.sess, s.ln, s.root.SessionSocket(s.sess.ID())
@@ -54,6 +55,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	os.Remove(sock) // no new connections
 	cancelExecs(errStopped)
 	err := sess.Close(ctx)
+	s.remove()
 	if stopConn != nil {
 		f := wire.Frame{Done: true}
 		if err != nil {
