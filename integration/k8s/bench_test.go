@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 )
 
@@ -190,16 +188,7 @@ func plainExec(t *testing.T, cs *kubernetes.Clientset, rc *rest.Config, ns, pod 
 // warm `cordon exec SID -- true` in it, each as a whole command.
 func localSession(t *testing.T, runs int) []benchRow {
 	t.Helper()
-	bin := os.Getenv("CORDON_BIN")
-	if bin == "" {
-		bin = filepath.Join("..", "..", "bin", "cordon")
-	}
-	bin, err := filepath.Abs(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = os.Stat(bin)
-	testutil.Require(t, err == nil, fmt.Sprintf("cordon: %v (make build makes it)", err))
+	bin := cordonBin(t)
 	ws := t.TempDir()
 	env := append(os.Environ(), "CORDON_AUDIT_DIR="+t.TempDir()) // a ledger of the benchmark's own
 	cordon := func(args ...string) (string, time.Duration) {

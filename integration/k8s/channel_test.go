@@ -39,10 +39,7 @@ func TestPodChannel(t *testing.T) {
 	cs, rc := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	plan := testPlan(t, image)
-	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	ns, plan, cfg := sessionSetup(ctx, t, cs)
 	p, s := startPlaced(ctx, t, cs, plan, cfg)
 	name := podspec.Name(s.ID)
 	plain := func(script string) (string, error) {
@@ -122,10 +119,7 @@ func TestPodChannelSelfCheck(t *testing.T) {
 	cs, rc := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	plan := testPlan(t, image)
-	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	ns, plan, cfg := sessionSetup(ctx, t, cs)
 	p, s := startPlaced(ctx, t, cs, plan, cfg)
 	spec := podspec.InitSpec(plan, cfg, podEnv)
 	var writable []string

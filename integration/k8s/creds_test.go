@@ -24,10 +24,7 @@ func TestPodCredentialFiles(t *testing.T) {
 	cs, rc := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	plan := testPlan(t, image)
-	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	ns, plan, cfg := sessionSetup(ctx, t, cs)
 	const secret = "cordon-test-credential-6f1d"
 
 	t.Run("delivered", func(t *testing.T) {

@@ -17,25 +17,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cordonhq/cordon/internal/testutil"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
-
-// cordonBin is the cordon binary of this checkout (make build), or $CORDON_BIN.
-func cordonBin(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("CORDON_BIN")
-	if p == "" {
-		p = filepath.Join("..", "..", "bin", "cordon")
-	}
-	p, err := filepath.Abs(p)
-	if err == nil {
-		_, err = os.Stat(filepath.Join(filepath.Dir(p), "cordon-engines"))
-	}
-	testutil.Require(t, err == nil, fmt.Sprintf("cordon and cordon-engines: %v (make build makes them)", err))
-	return p
-}
 
 // doctorResult is the part of `cordon doctor --json` the test reads.
 type doctorResult struct {

@@ -126,10 +126,7 @@ func TestPodEgress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	other := otherPodIP(ctx, t, cs)
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	plan := testPlan(t, image)
-	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	ns, plan, cfg := sessionSetup(ctx, t, cs)
 	p, s := startPlaced(ctx, t, cs, plan, cfg)
 
 	o := newOrigin(t)

@@ -71,10 +71,7 @@ func TestPodEscapes(t *testing.T) {
 	cs, rc := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	plan := testPlan(t, image)
-	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	ns, plan, cfg := sessionSetup(ctx, t, cs)
 	p, s := startPlaced(ctx, t, cs, plan, cfg)
 	ch, err := p.Attach(ctx, rc, s, podspec.InitSpec(plan, cfg, append([]string{"WS=" + plan.Workspace}, podEnv...)))
 	if err != nil {

@@ -18,18 +18,29 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// cordonInit is the path of the cordon-init binary the Pod's image carries: $CORDON_INIT,
-// or bin/cordon-init of this checkout (`make build`).
-func cordonInit(t *testing.T) string {
+// checkoutBin is the absolute path of binary name of this checkout's bin/ (`make
+// build`), or of $env when set; with beside, those binaries must be next to it too.
+func checkoutBin(t *testing.T, env, name string, beside ...string) string {
 	t.Helper()
-	p := os.Getenv("CORDON_INIT")
+	p := os.Getenv(env)
 	if p == "" {
-		p = filepath.Join("..", "..", "bin", "cordon-init")
+		p = filepath.Join("..", "..", "bin", name)
 	}
-	_, err := os.Stat(p)
-	testutil.Require(t, err == nil, fmt.Sprintf("cordon-init: %v (make build makes it)", err))
+	p, err := filepath.Abs(p)
+	for _, want := range append([]string{filepath.Base(p)}, beside...) {
+		if err == nil {
+			_, err = os.Stat(filepath.Join(filepath.Dir(p), want))
+		}
+	}
+	testutil.Require(t, err == nil, fmt.Sprintf("%s: %v (make build makes it)", name, err))
 	return p
 }
+
+// cordonInit is the cordon-init binary the Pod's image carries ($CORDON_INIT).
+func cordonInit(t *testing.T) string { return checkoutBin(t, "CORDON_INIT", "cordon-init") }
+
+// cordonBin is the cordon binary ($CORDON_BIN), with cordon-engines beside it.
+func cordonBin(t *testing.T) string { return checkoutBin(t, "CORDON_BIN", "cordon", "cordon-engines") }
 
 // podImage makes the kubernetes placement's test image, both cordon's image (the init
 // container copies /cordon-init from it) and the workload's: the host's static

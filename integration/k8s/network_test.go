@@ -38,10 +38,7 @@ func TestPodNetwork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	other := otherPodIP(ctx, t, cs)
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	plan := testPlan(t, image)
-	cfg := podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+	ns, plan, cfg := sessionSetup(ctx, t, cs)
 	p, s := startPlaced(ctx, t, cs, plan, cfg)
 	name := podspec.Name(s.ID)
 	connect := fmt.Sprintf(`for a in %s %s:8080; do

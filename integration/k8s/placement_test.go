@@ -168,6 +168,16 @@ func startSession(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, p
 	return podspec.Name(s.ID)
 }
 
+// sessionSetup is what most Pod tests start from: a fresh namespace enforcing the
+// restricted profile, the Pod image, a plan naming it, and the placement's config for
+// the namespace's node, as the test uid.
+func sessionSetup(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) (string, *contract.Plan, podspec.Config) {
+	t.Helper()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	return ns, testPlan(t, image), podspec.Config{Namespace: ns, InitImage: image, NodeName: node, UID: testUID, GID: testUID}
+}
+
 // startPlaced is startSession, returning the placement and the session.
 func startPlaced(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, plan *contract.Plan, cfg podspec.Config) (*placement.Placement, podspec.Session) {
 	t.Helper()
