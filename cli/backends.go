@@ -23,6 +23,9 @@ type backendInfo struct {
 	// needsImage: --backend auto picks it only for a contract that names an image
 	// (container backends: bwrap's host view is preferred).
 	needsImage bool
+	// named: --backend auto never picks it; it runs only when asked for by name (the
+	// kubernetes placement, which needs its config and a cluster).
+	named bool
 	// reexec: this build lacks the backend; choosing it replaces the process with
 	// cordon-engines (backends_engines_linux.go).
 	reexec bool
@@ -58,6 +61,9 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (sandb
 		if name != "auto" && name != b.name {
 			continue
 		}
+		if name == "auto" && b.named {
+			continue
+		}
 		if name == "auto" && b.needsImage && plan.Image == "" {
 			reasons = append(reasons, fmt.Errorf("%s: --backend auto uses it only for a contract that names an image (or choose it with --backend %[1]s)", b.name))
 			continue
@@ -79,7 +85,7 @@ func selectBackend(ctx context.Context, name string, plan *contract.Plan) (sandb
 		reasons = append(reasons, err)
 	}
 	if len(reasons) == 0 {
-		return nil, errdefs.Invalidf("unknown backend %q (want auto, bwrap, docker, containerd or seatbelt)", name)
+		return nil, errdefs.Invalidf("unknown backend %q (want auto, bwrap, docker, containerd, kubernetes or seatbelt)", name)
 	}
 	return nil, errdefs.Unavailablef("no usable sandbox backend, refusing to run unsandboxed: %w", errors.Join(reasons...))
 }
@@ -128,6 +134,8 @@ func backendsCmd(ctx context.Context, stdio IO, file string, asJSON bool) error 
 					j.Detail = "ready: " + d.Describe(ctx)
 				}
 				switch {
+				case b.named:
+					j.Detail += "; only with --backend " + b.name
 				case !chosen && (!b.needsImage || image != ""):
 					chosen, j.Chosen = true, true
 					j.Detail += "; chosen by --backend auto"

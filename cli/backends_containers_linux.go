@@ -5,6 +5,7 @@ package cli
 import (
 	"github.com/cordonhq/cordon/runner/containerd"
 	"github.com/cordonhq/cordon/runner/docker"
+	"github.com/cordonhq/cordon/runner/kubernetes"
 )
 
 // containerBackends are the container backends, in --backend auto's order of
@@ -13,5 +14,6 @@ func containerBackends() []backendInfo {
 	return []backendInfo{
 		{name: "docker", backend: &docker.Backend{}, needsImage: true},
 		{name: "containerd", backend: &containerd.Backend{}, needsImage: true},
+		{name: "kubernetes", backend: &kubernetes.Backend{}, named: true},
 	}
 }

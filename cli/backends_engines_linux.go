@@ -22,6 +22,7 @@ func containerBackends() []backendInfo {
 	return []backendInfo{
 		{name: "docker", reexec: true, needsImage: true},
 		{name: "containerd", reexec: true, needsImage: true},
+		{name: "kubernetes", reexec: true, named: true},
 	}
 }
 

@@ -48,7 +48,7 @@ var flagCompletions = []struct {
 	name   string
 	values []cobra.Completion
 }{
-	{"backend", []cobra.Completion{"auto", "bwrap", "docker", "containerd", "seatbelt"}},
+	{"backend", []cobra.Completion{"auto", "bwrap", "docker", "containerd", "kubernetes", "seatbelt"}},
 	{"gates", []cobra.Completion{"ask", "deny"}},
 	{"format", []cobra.Completion{"jsonl", "ocsf"}},
 }

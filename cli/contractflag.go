@@ -24,7 +24,7 @@ func contractFlag(f *pflag.FlagSet, p *string) {
 
 // backendFlag adds --backend, whose default is $CORDON_BACKEND, else auto.
 func backendFlag(f *pflag.FlagSet, p *string) {
-	f.StringVar(p, "backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd, seatbelt ($CORDON_BACKEND)")
+	f.StringVar(p, "backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd, kubernetes, seatbelt ($CORDON_BACKEND)")
 }
 
 // loadContract reads the contract named by -c, ./cordon.yaml, or the built-in default.

@@ -38,7 +38,7 @@ func doctorPlacement(ctx context.Context, stdio IO, o doctorOptions) error {
 	if err != nil {
 		return reportRunError(stdio, err)
 	}
-	cfg, err := readPlacementConfig(o.placementConfig)
+	cfg, err := podspec.ReadConfig(o.placementConfig)
 	if err != nil {
 		return reportRunError(stdio, errdefs.Invalidf("%w", err))
 	}

@@ -5,7 +5,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -28,7 +27,7 @@ func explainKubernetes(w io.Writer, plan *contract.Plan, configFile string) erro
 	cfg := exampleConfig()
 	if configFile != "" {
 		var err error
-		if cfg, err = readPlacementConfig(configFile); err != nil {
+		if cfg, err = podspec.ReadConfig(configFile); err != nil {
 			return failed(err)
 		}
 	}
@@ -50,28 +49,5 @@ func explainKubernetes(w io.Writer, plan *contract.Plan, configFile string) erro
 	return err
 }
 
-// readPlacementConfig reads and checks the kubernetes placement's config file.
-func readPlacementConfig(file string) (podspec.Config, error) {
-	data, err := readBounded(file, podspec.MaxConfigBytes)
-	if err != nil {
-		return podspec.Config{}, fmt.Errorf("reading the placement config: %w", err)
-	}
-	cfg, err := podspec.DecodeConfig(data)
-	if err != nil {
-		return podspec.Config{}, fmt.Errorf("%s: %w", file, err)
-	}
-	return cfg, nil
-}
-
 // failed is explain's status 1 (the contract or config cannot be placed) with why.
 func failed(err error) error { return &errdefs.Status{Code: errdefs.ExitFailure, Err: err} }
-
-// readBounded reads at most limit+1 bytes of file (DecodeConfig refuses more).
-func readBounded(file string, limit int64) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit+1))
-}

@@ -217,6 +217,7 @@ func TestBinaryDependencies(t *testing.T) {
 		// The kubernetes placement is a backend too: it compiles and places, nothing more.
 		{"./placement/kubernetes/podspec", "", slices.Concat(backendBans, []string{"k8s.io/client-go/..."}), nil, ""},
 		{"./placement/kubernetes", "", backendBans, nil, ""},
+		{"./runner/kubernetes", "", backendBans, nil, ""},
 		{"./cmd/cordon-init", "", []string{"net/http/...", "crypto/tls/...", "crypto/x509/...", "github.com/cilium/ebpf/...", "github.com/docker/...",
 			"github.com/containerd/...", "gopkg.in/yaml.v3/...", m + "egress/...", m + "runner/...", m + "contract/...", m + "creds/...",
 			m + "monitor/...", m + "audit/...", "github.com/spf13/..."}, nil, "darwin"},

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cordonhq/cordon/internal/ctl"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -48,11 +50,12 @@ func (r *run) loopbackEgress() bool {
 
 // takeHello takes what process 1's hello carried: on a backend with a network
 // namespace exactly one descriptor, the egress listener, which is checked
-// ([egressListener]) and then served by the run's proxy; on a loopback backend none.
+// ([egressListener]) and then served by the run's proxy; on a loopback backend, or
+// when the backend relays the connections ([run.serveRelayed]), none.
 // It closes every descriptor it does not keep. A hello that carries anything else is
 // refused, and so is the run.
 func (r *run) takeHello(files []*os.File) error {
-	if r.loopbackEgress() {
+	if r.loopbackEgress() || r.relayed.Load() {
 		if len(files) != 0 {
 			ctl.CloseFiles(files)
 			return fmt.Errorf("%w: %w: process 1 sent %d descriptors where none were due", errdefs.ErrSandbox, errListener, len(files))
@@ -70,6 +73,42 @@ func (r *run) takeHello(files []*os.File) error {
 	r.eg.serve(ln)
 	r.o.Log.Debug("egress proxy accepting on the sandbox's listener", "addr", sandbox.ProxyAddr)
 	return nil
+}
+
+// serveRelayed is [sandbox.Host.ServeEgress]: the proxy serves ln, where a relaying
+// backend's sandbox's connections to the proxy address arrive. It is taken once, and
+// never on a backend that serves a loopback port.
+func (r *run) serveRelayed(ln net.Listener) error {
+	if r.loopbackEgress() || !r.relayed.CompareAndSwap(false, true) {
+		ln.Close()
+		return fmt.Errorf("%w: %w: the egress listener was handed over twice", errdefs.ErrSandbox, errListener)
+	}
+	r.eg.serve(&relayedListener{Listener: ln, closed: make(chan struct{})})
+	r.o.Log.Debug("egress proxy accepting on the sandbox's relayed listener")
+	return nil
+}
+
+// relayedListener is a relayed egress listener as the proxy serves it: the sandbox
+// ending closes the relay's listener, which is the sandbox's end, not the proxy's
+// failure, so Accept then waits until the proxy itself closes the listener (at the
+// run's teardown) rather than ending the proxy with an error.
+type relayedListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *relayedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if errors.Is(err, net.ErrClosed) {
+		<-l.closed
+	}
+	return c, err
+}
+
+func (l *relayedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 // handOver, in a one-command run, takes process 1's hello (and with it the egress

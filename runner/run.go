@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
@@ -286,6 +287,7 @@ type run struct {
 	cmdCgroups  []*sandbox.CommandCgroup // session commands' cgroups still holding processes
 	ctlLn       *net.UnixListener
 	ctlToken    string
+	relayed     atomic.Bool // the backend gave the egress listener to Host.ServeEgress
 	ctl         *control
 	handoff     chan error // a one-command run's hello, taken or refused (handOver)
 	handoffStop context.CancelFunc
@@ -369,6 +371,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
 	r.o.Log.Debug("egress proxy ready", "addr", r.eg.addr)
 	host.EgressAddr = r.eg.addr
+	host.ServeEgress = r.serveRelayed
 	ph.Next("control.listen")
 	if err := r.prepareSession(&host); err != nil {
 		return err

@@ -106,3 +106,12 @@ func (p *Placement) Delete(ctx context.Context, s podspec.Session) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Ping asks the API server for its version: the cluster answers the placement's
+// credentials.
+func (p *Placement) Ping(ctx context.Context) error {
+	if _, err := p.client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		return errdefs.Unavailablef("the cluster's API server does not answer: %w", err)
+	}
+	return nil
+}

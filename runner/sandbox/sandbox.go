@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 
 	"github.com/cordonhq/cordon/contract"
@@ -85,6 +86,13 @@ type Host struct {
 	// on it directly. Empty for a one-command run of a [Backend.LoopbackEgress] backend.
 	ControlSocket string
 	ControlToken  string
+	// ServeEgress is for a sandbox whose connections to [ProxyAddr] do not arrive on a
+	// socket process 1 can hand over (a Kubernetes Pod's, relayed over its control
+	// stream): its backend gives the listener they arrive on to the run's egress proxy
+	// here, once, before process 1's hello, which then carries no descriptor. The
+	// runner refuses a hello without the listener unless ServeEgress was called, and
+	// one with a descriptor if it was.
+	ServeEgress func(net.Listener) error
 	// SpillDir, in a session, holds the whole output of commands whose output was cut;
 	// backends mount it read-only at [SpillPath].
 	SpillDir string

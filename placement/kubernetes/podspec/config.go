@@ -3,6 +3,8 @@ package podspec
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -134,4 +136,23 @@ func DecodeConfig(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("placement config: version %d, want %d", f.Version, ConfigVersion)
 	}
 	return f.Config, nil
+}
+
+// ReadConfig reads and decodes the placement config in file (at most
+// [MaxConfigBytes] are read; DecodeConfig refuses more).
+func ReadConfig(file string) (Config, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading the placement config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("reading the placement config: %w", err)
+	}
+	cfg, err := DecodeConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return cfg, nil
 }

@@ -1,0 +1,146 @@
+//go:build k8s
+
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
+)
+
+// backendEnv is the environment that places cordon's runs on the test cluster, in
+// namespace ns on node, as tenant: the kubernetes backend's config file, the
+// cluster's kubeconfig and the tenant's name.
+func backendEnv(t *testing.T, ns, node, image, tenant string) []string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "placement.yaml")
+	data := fmt.Sprintf("version: 1\nnamespace: %s\ninitImage: %s\nnodeName: %s\nuid: %d\ngid: %d\n", ns, image, node, testUID, testUID)
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := os.Getenv("CORDON_K8S_KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = defaultKubeconfig
+	}
+	return append(os.Environ(), "CORDON_PLACEMENT_CONFIG="+cfg, "CORDON_KUBECONFIG="+kubeconfig, "CORDON_TENANT="+tenant,
+		"CORDON_AUDIT_DIR="+t.TempDir(), "CORDON_RUN_ROOT="+t.TempDir())
+}
+
+// cordonIn runs the cordon binary with env in dir and returns its status and output.
+func cordonIn(ctx context.Context, t *testing.T, env []string, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, cordonBin(t), args...)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	case err != nil:
+		t.Fatalf("cordon %s: %v", strings.Join(args, " "), err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// `cordon run --backend kubernetes` and a `cordon session` on it, through the real
+// binary: the command runs in a Pod of the tenant's namespace, as the config's uid,
+// in an empty network namespace; the contract's one allowed server answers through
+// the run's proxy on this host and a server it does not allow is refused, with the
+// refusal in the run's log; a session's commands share the Pod; the Pod and its
+// NetworkPolicy are gone when the run ends, and so they are when its command
+// timed out.
+func TestBackendKubernetes(t *testing.T) {
+	cs, _ := clientConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "allowed answer\n") }))
+	defer allowed.Close()
+	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "denied answer\n") }))
+	defer denied.Close()
+	ap := netip.MustParseAddrPort(strings.TrimPrefix(allowed.URL, "http://"))
+
+	ws := t.TempDir()
+	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nnetwork:\n  allow:\n    - cidr: 127.0.0.1/32\n      ports: [%d]\n      why: the test's server\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", image, ap.Port())
+	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := backendEnv(t, ns, node, image, "tenant-a")
+	left := func(t *testing.T) {
+		t.Helper()
+		sel := podspec.LabelTenant + "=tenant-a"
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil || len(pods.Items) != 0 {
+			t.Errorf("after the run: %d pods left (%v)", len(pods.Items), err)
+		}
+		nps, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil || len(nps.Items) != 0 {
+			t.Errorf("after the run: %d network policies left (%v)", len(nps.Items), err)
+		}
+	}
+
+	t.Run("run", func(t *testing.T) {
+		script := fmt.Sprintf("id -u; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; wget -q -O - %s/; wget -q -O - %s/ || echo refused", allowed.URL, denied.URL)
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c", script)
+		lines := strings.Fields(stdout)
+		if code != 0 || len(lines) < 4 || lines[0] != fmt.Sprint(testUID) || lines[1] != "lo" ||
+			!strings.Contains(stdout, "allowed answer") || strings.Contains(stdout, "denied answer") || !strings.Contains(stdout, "refused") {
+			t.Fatalf("cordon run --backend kubernetes: status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		left(t)
+	})
+	t.Run("exit status and timeout", func(t *testing.T) {
+		code, _, stderr := cordonIn(ctx, t, env, ws, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c", "exit 7")
+		if code != 7 {
+			t.Errorf("exit 7 in the Pod: status %d\n%s", code, stderr)
+		}
+		code, _, stderr = cordonIn(ctx, t, env, ws, "run", "--backend", "kubernetes", "--timeout", "2s", "--", "/bin/sleep", "60")
+		if code != 124 {
+			t.Errorf("a command past its timeout: status %d, want 124\n%s", code, stderr)
+		}
+		left(t)
+	})
+	t.Run("session", func(t *testing.T) {
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+		if code != 0 {
+			t.Fatalf("cordon session start --backend kubernetes: status %d\n%s%s", code, stdout, stderr)
+		}
+		sid := strings.TrimSpace(stdout)
+		defer cordonIn(ctx, t, env, ws, "session", "stop", sid)
+		code, stdout, stderr = cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "echo kept > /tmp/mark; hostname")
+		if code != 0 {
+			t.Fatalf("cordon exec: status %d\n%s%s", code, stdout, stderr)
+		}
+		pod := strings.TrimSpace(stdout)
+		code, stdout, stderr = cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "cat /tmp/mark; hostname; wget -q -O - "+allowed.URL+"/")
+		if code != 0 || !strings.Contains(stdout, "kept\n"+pod+"\nallowed answer") {
+			t.Fatalf("a session's second command: status %d, want the first's file, its Pod %s and the allowed server\n%s%s", code, pod, stdout, stderr)
+		}
+		code, _, stderr = cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "exit 3")
+		if code != 3 {
+			t.Errorf("exit 3 in the session: status %d\n%s", code, stderr)
+		}
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+			t.Fatalf("cordon session stop: status %d\n%s%s", code, stdout, stderr)
+		}
+		left(t)
+	})
+}

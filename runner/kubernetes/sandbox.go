@@ -1,0 +1,219 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
+	placement "github.com/cordonhq/cordon/placement/kubernetes"
+	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
+	"github.com/cordonhq/cordon/runner/sandbox"
+	"github.com/cordonhq/cordon/sandboxinit/wire"
+)
+
+// podSandbox is one run's Pod.
+type podSandbox struct {
+	p    *placement.Placement
+	rc   *rest.Config
+	cfg  podspec.Config
+	plan *contract.Plan
+	host sandbox.Host
+	s    podspec.Session
+
+	mu     sync.Mutex // mu guards ch, closed and attached
+	ch     *placement.Channel
+	closed bool
+	// attached: process 1 takes one attach; a second Exec is refused.
+	attached bool
+}
+
+// Exec implements sandbox.Sandbox. For a session (p.Serve) it attaches to the Pod's
+// process 1, stands in for it on the run's control socket and relays until either
+// side ends; otherwise it runs p's one command through the channel.
+func (sb *podSandbox) Exec(ctx context.Context, p sandbox.Process) (int, error) {
+	ch, err := sb.attach(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer sb.closeChannel()
+	host, err := sb.handOver(ch)
+	if err != nil {
+		return 0, err
+	}
+	defer host.Close()
+	if p.Serve {
+		return 0, relay(host, ch)
+	}
+	host.Close() // a one-command run takes no commands on the control socket
+	code, err := ch.Run(ctx, p.Argv, p.Dir, p.Stdin, p.Stdout, p.Stderr)
+	if err != nil && ctx.Err() != nil {
+		return 0, ctx.Err() // closing the channel (deferred) kills what it started
+	}
+	return code, err
+}
+
+// attach opens the control channel of the Pod's process 1 with its spec.
+func (sb *podSandbox) attach(ctx context.Context) (*placement.Channel, error) {
+	sb.mu.Lock()
+	if sb.closed || sb.attached {
+		sb.mu.Unlock()
+		return nil, errdefs.Unavailablef("kubernetes: the Pod's process 1 was already attached to (or the sandbox is closed)")
+	}
+	sb.attached = true
+	sb.mu.Unlock()
+	spec := podspec.InitSpec(sb.plan, sb.cfg, sb.host.Env)
+	spec.Egress = sandbox.ProxyAddr
+	if len(sb.host.SecretFiles) > 0 {
+		spec.FilesDir = paths.SandboxSecrets
+		for _, f := range sb.host.SecretFiles {
+			spec.Files = append(spec.Files, wire.File{Name: f.Name, Value: f.Value.Reveal()})
+		}
+	}
+	ch, err := sb.p.Attach(ctx, sb.rc, sb.s, spec)
+	if err != nil {
+		return nil, err
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.closed {
+		ch.Close()
+		return nil, errdefs.Unavailablef("kubernetes: the sandbox was closed while its Pod was attached to")
+	}
+	sb.ch = ch
+	return ch, nil
+}
+
+// handOver gives the run's proxy the channel's egress listener and says hello on the
+// run's control socket as process 1 would (with its token, no descriptor: the
+// listener was relayed), and waits for the runner's ready.
+func (sb *podSandbox) handOver(ch *placement.Channel) (*ctl.Conn, error) {
+	if ch.Egress == nil {
+		return nil, errdefs.Unavailablef("kubernetes: the Pod's channel has no egress listener")
+	}
+	if err := sb.host.ServeEgress(ch.Egress); err != nil {
+		return nil, err
+	}
+	if sb.host.ControlSocket == "" {
+		return nil, errdefs.Unavailablef("kubernetes: the runner gave no control socket")
+	}
+	c, err := ctl.Dial(sb.host.ControlSocket)
+	if err != nil {
+		return nil, errdefs.Unavailablef("kubernetes: dialling the run's control socket: %w", err)
+	}
+	if err := c.Send(ctl.Msg{Op: ctl.OpHello, Token: sb.host.ControlToken}); err != nil {
+		c.Close()
+		return nil, errdefs.Unavailablef("kubernetes: hello on the run's control socket: %w", err)
+	}
+	m, files, err := c.Recv()
+	ctl.CloseFiles(files)
+	if err != nil || m.Op != ctl.OpReady {
+		c.Close()
+		return nil, fmt.Errorf("%w: kubernetes: the runner refused the Pod's hand-over (%v)", errdefs.ErrSandbox, err)
+	}
+	return c, nil
+}
+
+// relay copies the control protocol between the runner (host) and the Pod's process 1
+// (ch) until either ends: requests (exec with its descriptors, signal) to the Pod,
+// their exits back. The Pod's side checks what it is sent (package ctlmux); nothing
+// from the Pod but an exit reaches the runner, which reads nothing else.
+func relay(host *ctl.Conn, ch *placement.Channel) error {
+	errc := make(chan error, 2)
+	go func() { errc <- forward(host, ch.Conn, true, ctl.OpExec, ctl.OpSignal) }()
+	go func() { errc <- forward(ch.Conn, host, false, ctl.OpExit) }()
+	err := <-errc
+	// Either side gone ends both: the runner's hang-up ends the Pod's process 1
+	// (which kills every command), and the Pod's end is the session's end.
+	host.Close()
+	ch.Conn.Close()
+	<-errc
+	if errors.Is(err, errHostDone) {
+		return nil
+	}
+	return err
+}
+
+// errHostDone: the runner hung up, which is how a session ends.
+var errHostDone = errors.New("the runner hung up")
+
+// forward copies messages of the ops allowed from src (the runner when fromHost) to
+// dst until src ends.
+func forward(src, dst *ctl.Conn, fromHost bool, allowed ...string) error {
+	for {
+		m, files, err := src.Recv()
+		if err != nil {
+			ctl.CloseFiles(files)
+			if fromHost {
+				return errHostDone
+			}
+			return fmt.Errorf("%w: the Pod's control channel ended: %w", errdefs.ErrSandbox, err)
+		}
+		ok := false
+		for _, op := range allowed {
+			ok = ok || m.Op == op
+		}
+		if !ok {
+			ctl.CloseFiles(files)
+			continue
+		}
+		err = dst.Send(m, files...)
+		ctl.CloseFiles(files)
+		if err != nil {
+			return fmt.Errorf("relaying %s: %w", m.Op, err)
+		}
+	}
+}
+
+// closeChannel ends the channel: the Pod's process 1 kills every command and exits.
+func (sb *podSandbox) closeChannel() {
+	sb.mu.Lock()
+	ch := sb.ch
+	sb.ch = nil
+	sb.mu.Unlock()
+	if ch != nil {
+		ch.Close()
+	}
+}
+
+// Close implements sandbox.Sandbox: the channel, then the Pod and its NetworkPolicy.
+func (sb *podSandbox) Close(ctx context.Context) error {
+	sb.mu.Lock()
+	if sb.closed {
+		sb.mu.Unlock()
+		return nil
+	}
+	sb.closed = true
+	sb.mu.Unlock()
+	sb.closeChannel()
+	return sb.p.Delete(ctx, sb.s)
+}
+
+// StartsEarly implements sandbox.Sandbox: the Pod runs before Exec.
+func (sb *podSandbox) StartsEarly() bool { return false }
+
+// CgroupID implements sandbox.Sandbox: the Pod's cgroup is on its node's kernel,
+// which this host's syscall monitor cannot watch.
+func (sb *podSandbox) CgroupID() (uint64, error) {
+	return 0, errors.New("a Pod's cgroup is on its node, out of this host's reach")
+}
+
+// CommandCgroup implements sandbox.Sandbox: commands share the Pod's cgroup, and a
+// command's timeout kills its process group (process 1 does).
+func (sb *podSandbox) CommandCgroup(string) (*sandbox.CommandCgroup, error) { return nil, nil }
+
+// StagedWorkspace implements sandbox.Sandbox.
+func (sb *podSandbox) StagedWorkspace() (*os.File, error) {
+	return nil, fmt.Errorf("kubernetes: %w", sandbox.ErrNoStage)
+}
+
+// SpillShown implements sandbox.Sandbox: the spill directory is on this host, not in
+// the Pod; the host path is what the output's last line names.
+func (sb *podSandbox) SpillShown() string { return sb.host.SpillDir }
