@@ -16,6 +16,7 @@ import (
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/atomicfile"
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/runner/kubernetes"
 	"github.com/cordonhq/cordon/server/api"
 	"github.com/cordonhq/cordon/server/auth"
 	"github.com/cordonhq/cordon/server/config"
@@ -114,7 +115,35 @@ func (r tenantRoots) env() []string {
 	// Gates are asked of a person: a served session's approvers answer through the
 	// API (an approver's gate approve), whatever CI says of the server's own
 	// environment (gate.ModeFromEnv denies under CI=true, where no one could answer).
-	return append(os.Environ(), paths.RunRootEnv+"="+r.run.String(), "CORDON_GATES=ask")
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(placementEnv, name)
+	})
+	env = append(env, paths.RunRootEnv+"="+r.run.String(), "CORDON_GATES=ask")
+	if k := r.t.Placement.Kubernetes; k != nil {
+		env = append(env, kubernetes.EnvConfig+"="+k.Config, kubernetes.EnvKubeconfig+"="+k.Kubeconfig, kubernetes.EnvTenant+"="+r.t.Name)
+	}
+	return env
+}
+
+// placementEnv are the variables that place a supervisor's sandbox on a cluster: only
+// the tenant's placement sets them, never the server's own environment.
+var placementEnv = []string{kubernetes.EnvConfig, kubernetes.EnvKubeconfig, kubernetes.EnvTenant}
+
+// backend is the backend a session of the tenant runs on when the client (or a pool)
+// asks for requested: a tenant placed on a cluster runs every session there, and no
+// other tenant can ask for a cluster.
+func (r tenantRoots) backend(requested string) (string, error) {
+	placed := r.t.Placement.Backend()
+	switch {
+	case placed != "" && (requested == "" || requested == "auto" || requested == placed):
+		return placed, nil
+	case placed != "":
+		return "", fmt.Errorf("backend: the tenant's sessions are placed on %s, not %q", placed, requested)
+	case requested == config.BackendKubernetes:
+		return "", errors.New("backend: kubernetes: the tenant's sessions are not placed on a cluster")
+	}
+	return requested, nil
 }
 
 // tenantRootsOf is tenant t's places.

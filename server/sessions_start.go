@@ -34,7 +34,7 @@ const (
 )
 
 // backends are the sandbox backends a start may name ("" for the server's default).
-var backends = []string{"", "auto", "bwrap", "docker", "containerd"}
+var backends = []string{"", "auto", "bwrap", "docker", "containerd", config.BackendKubernetes}
 
 // leastSession is the smallest charge a session can have.
 var leastSession = quota.Request{Memory: 1, PIDs: 1, CPU: 0.001}
@@ -55,6 +55,10 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	roots, ok := s.roots(w, id)
 	if !ok {
+		return
+	}
+	if _, err := roots.backend(req.Backend); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	pools, err := claimable(roots.t, req)
@@ -243,7 +247,7 @@ func validateStart(req api.StartRequest) error {
 		return fmt.Errorf("workspace: want 1 to %d letters, digits, '-', '_' or '.', not starting with '.'", maxWorkspaceName)
 	}
 	if !slices.Contains(backends, req.Backend) {
-		return fmt.Errorf("backend: want one of bwrap, docker, containerd or auto, not %q", req.Backend)
+		return fmt.Errorf("backend: want one of bwrap, docker, containerd, kubernetes or auto, not %q", req.Backend)
 	}
 	if req.Pool != "" && (req.Workspace != "" || req.Contract != "" || req.Stage) {
 		return errors.New("pool: a start from a pool names no workspace, contract or stage: the pool's contract and stage are the session's")
@@ -365,9 +369,14 @@ func (s *Server) launch(ctx context.Context, roots tenantRoots, req api.StartReq
 		os.Remove(file)
 		return sessionRecord{}, err
 	}
+	backend, err := roots.backend(req.Backend)
+	if err != nil {
+		os.Remove(file)
+		return sessionRecord{}, err
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	sess, err := session.Start(ctx, session.StartOptions{Cordon: self, Contract: file, Backend: req.Backend,
+	sess, err := session.Start(ctx, session.StartOptions{Cordon: self, Contract: file, Backend: backend,
 		AuditDir: roots.t.AuditRoot(), Dir: ws, Env: roots.env(), Stage: req.Stage})
 	if err != nil {
 		os.Remove(file)

@@ -313,8 +313,27 @@ func TestServeDeployment(t *testing.T) {
 	}
 	for _, cm := range o.configMaps {
 		if data, ok := cm.Data["serve.yaml"]; ok {
-			if _, err := config.Parse(cm.Name+"/serve.yaml", []byte(data)); err != nil {
+			c, err := config.Parse(cm.Name+"/serve.yaml", []byte(data))
+			if err != nil {
 				t.Errorf("the ConfigMap's serve.yaml: %v", err)
+				continue
+			}
+			for _, tn := range c.Tenants {
+				k := tn.Placement.Kubernetes
+				if k == nil {
+					t.Errorf("tenant %s is not placed on the cluster: the Deployment cannot run sessions on its own node", tn.Name)
+					continue
+				}
+				pc, ok := cm.Data[filepath.Base(k.Config)]
+				if !ok {
+					t.Errorf("tenant %s's placement config %s is not in the ConfigMap", tn.Name, k.Config)
+					continue
+				}
+				if cfg, err := podspec.DecodeConfig([]byte(pc)); err != nil {
+					t.Errorf("tenant %s's placement config: %v", tn.Name, err)
+				} else if !slices.ContainsFunc(o.namespaces, func(ns corev1.Namespace) bool { return ns.Name == cfg.Namespace }) {
+					t.Errorf("tenant %s's namespace %s is not among the manifests'", tn.Name, cfg.Namespace)
+				}
 			}
 		}
 	}

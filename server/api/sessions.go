@@ -32,7 +32,7 @@ type StartRequest struct {
 	// contract, stage and backend. A start naming a pool names no workspace, contract
 	// or stage.
 	Pool    string `json:"pool,omitempty"`
-	Backend string `json:"backend,omitempty"` // bwrap, docker, containerd or auto; "" for the server's default
+	Backend string `json:"backend,omitempty"` // bwrap, docker, containerd, kubernetes or auto; "" for the server's default (a tenant placed on a cluster: kubernetes)
 	Stage   bool   `json:"stage,omitempty"`   // a staged session (checkpoint, rollback)
 	// Git fills the new session's workspace, which must be new or empty, from a git
 	// repository at a pinned commit: the session's first commands clone it, through

@@ -76,6 +76,8 @@ type Tenant struct {
 	BaseContract    string
 	BaseContractPos Pos
 	Base            *admit.Base
+	// Placement is where its sessions run: this host, or a Kubernetes cluster.
+	Placement Placement
 }
 
 // Credential is one way of proving to be a tenant, with the roles it carries.
@@ -137,6 +139,9 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	if err := loadPools(c); err != nil {
+		return nil, err
+	}
+	if err := loadPlacements(c); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -152,6 +152,7 @@ func decodeTenant(d *strictyaml.Decoder, n *yaml.Node) Tenant {
 		strictyaml.Field{Name: "quotas", Decode: func(v *yaml.Node) { decodeQuotas(d, v, &t.Quotas) }},
 		strictyaml.Field{Name: "base_contract", Decode: func(v *yaml.Node) { decodeBase(d, v, &t) }},
 		strictyaml.Field{Name: "pools", Decode: func(v *yaml.Node) { t.Pools = decodePools(d, v) }},
+		strictyaml.Field{Name: "placement", Decode: func(v *yaml.Node) { t.Placement = decodePlacement(d, v) }},
 		strictyaml.Field{Name: "pool", Decode: func(v *yaml.Node) {
 			d.At(v, "pool: a tenant's warm pools are a list of named pools now: pools: [{name: default, size: N}]")
 		}},

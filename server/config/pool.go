@@ -45,7 +45,7 @@ type Pool struct {
 func (p Pool) Base() bool { return p.Contract == "" && !p.Stage }
 
 // poolBackends are the backends a pool may name.
-var poolBackends = []string{"auto", "bwrap", "docker", "containerd"}
+var poolBackends = []string{"auto", "bwrap", "docker", "containerd", BackendKubernetes}
 
 func decodePools(d *strictyaml.Decoder, n *yaml.Node) []Pool {
 	var ps []Pool
@@ -72,7 +72,7 @@ func decodePool(d *strictyaml.Decoder, n *yaml.Node) Pool {
 					return
 				}
 			}
-			d.At(v, "pool backend: %q is not one of auto, bwrap, docker, containerd", p.Backend)
+			d.At(v, "pool backend: %q is not one of auto, bwrap, docker, containerd, kubernetes", p.Backend)
 		}},
 		strictyaml.Field{Name: "stage", Decode: func(v *yaml.Node) { p.Stage = d.Bool(v, "pool stage") }},
 		strictyaml.Field{Name: "contract", Decode: func(v *yaml.Node) {
