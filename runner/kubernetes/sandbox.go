@@ -164,6 +164,11 @@ func forward(src, dst *ctl.Conn, fromHost bool, allowed ...string) error {
 			ctl.CloseFiles(files)
 			continue
 		}
+		if !fromHost {
+			// An exit carries no descriptor: none from the Pod's side reaches the runner.
+			ctl.CloseFiles(files)
+			files = nil
+		}
 		err = dst.Send(m, files...)
 		ctl.CloseFiles(files)
 		if err != nil {
