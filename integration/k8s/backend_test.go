@@ -15,12 +15,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // backendEnv is the environment that places cordon's runs on the test cluster, in
@@ -142,5 +146,64 @@ func TestBackendKubernetes(t *testing.T) {
 			t.Fatalf("cordon session stop: status %d\n%s%s", code, stdout, stderr)
 		}
 		left(t)
+	})
+	t.Run("supervisor killed", func(t *testing.T) {
+		// A session whose cordon is killed: its Pod's process 1 loses its control
+		// stream and ends, and `cordon gc` removes the Pod and its policy; a live
+		// session's Pod is left alone.
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+		if code != 0 {
+			t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+		}
+		victim := strings.TrimSpace(stdout)
+		code, stdout, stderr = cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+		if code != 0 {
+			t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+		}
+		alive := strings.TrimSpace(stdout)
+		defer cordonIn(ctx, t, env, ws, "session", "stop", alive)
+		var root string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "CORDON_RUN_ROOT="); ok {
+				root = v
+			}
+		}
+		var pid int
+		for _, si := range wire.List(paths.Root(root).Sessions()) {
+			if si.ID == victim {
+				pid = si.PID
+			}
+		}
+		if pid == 0 {
+			t.Fatalf("no record of session %s under %s", victim, root)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		podOf := func(id string) string { return podspec.Name(strings.ToLower(id)) }
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			pod, err := cs.CoreV1().Pods(ns).Get(ctx, podOf(victim), metav1.GetOptions{})
+			if err == nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the killed session's pod has not ended after 90s: %v %v", pod.Status.Phase, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		code, stdout, stderr = cordonIn(ctx, t, env, ws, "gc")
+		if code != 0 || !strings.Contains(stdout, strings.ToLower(victim)) {
+			t.Errorf("cordon gc: status %d, want the killed session's pod removed\n%s%s", code, stdout, stderr)
+		}
+		if _, err := cs.CoreV1().Pods(ns).Get(ctx, podOf(victim), metav1.GetOptions{}); err == nil {
+			t.Error("the killed session's pod is still there after cordon gc")
+		}
+		if _, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, podOf(victim), metav1.GetOptions{}); err == nil {
+			t.Error("the killed session's network policy is still there after cordon gc")
+		}
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", alive, "--", "/bin/true"); code != 0 {
+			t.Errorf("the live session after cordon gc: status %d\n%s%s", code, stdout, stderr)
+		}
 	})
 }

@@ -150,6 +150,10 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 	if err != nil {
 		return nil, errdefs.Invalidf("kubernetes: %w", err)
 	}
+	if objs.Pod.Annotations == nil {
+		objs.Pod.Annotations = map[string]string{}
+	}
+	objs.Pod.Annotations[podspec.AnnotationOwner] = ownerAnnotation()
 	if err := p.Create(ctx, objs); err != nil {
 		return nil, err
 	}

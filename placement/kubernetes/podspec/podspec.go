@@ -28,6 +28,10 @@ const (
 	// AnnotationPids is the contract's pids limit, which a Pod cannot express: the
 	// node's podPidsLimit bounds it until process 1 enforces it (docs/kubernetes.md).
 	AnnotationPids = "cordon.dev/pids-limit"
+	// AnnotationOwner names the cordon process that runs the session (its owner
+	// label and its host's boot id, "LABEL@BOOT"), for a sweep on that host to tell a
+	// session whose cordon is gone (Placement.Sweep).
+	AnnotationOwner = "cordon.dev/owner"
 )
 
 // Names inside the Pod.
