@@ -6,7 +6,9 @@
 #   - a warm exec of `true` through the session's control channel
 #   - a plain exec of `true` in the same Pod through the API server: what
 #     `kubectl exec` does (client-go's remotecommand; no kubectl is installed here)
-#   - a local bwrap session: `cordon session start` and `cordon exec SID -- true`
+#   - the same through the real binary: `cordon session start --backend kubernetes`
+#     (the runner's services, the Pod created, attached) and `cordon exec SID -- true`
+#     in it, beside a local bwrap session's same two commands
 # Medians and p90 of BENCH_K8S_RUNS runs (default 15; the execs 3x as many). The
 # measuring is integration/k8s's TestBenchK8s, which reuses the tests' Pod image and
 # namespaces and removes what it made. Results go to bench/out/k8s.txt. Skipped when

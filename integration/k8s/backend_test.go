@@ -33,7 +33,7 @@ import (
 func backendEnv(t *testing.T, ns, node, image, tenant string) []string {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "placement.yaml")
-	data := fmt.Sprintf("version: 1\nnamespace: %s\ninitImage: %s\nnodeName: %s\nuid: %d\ngid: %d\n", ns, image, node, testUID, testUID)
+	data := fmt.Sprintf("version: 1\nnamespace: %s\nimage: %s\ninitImage: %s\nnodeName: %s\nuid: %d\ngid: %d\n", ns, image, image, node, testUID, testUID)
 	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}

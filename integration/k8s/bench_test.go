@@ -124,7 +124,8 @@ func TestBenchK8s(t *testing.T) {
 		plain.add(time.Since(began))
 	}
 	rows = append(rows, cold, warm, claim, channel, plain)
-	rows = append(rows, localSession(t, runs)...)
+	rows = append(rows, cordonSession(t, runs, "kubernetes", backendEnv(t, w.cfg.Namespace, w.cfg.NodeName, podImage(t), "bench"))...)
+	rows = append(rows, cordonSession(t, runs, "bwrap", os.Environ())...)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-58s %10s %10s %6s\n", "what", "median ms", "p90 ms", "runs")
@@ -184,13 +185,14 @@ func plainExec(t *testing.T, cs *kubernetes.Clientset, rc *rest.Config, ns, pod 
 	}
 }
 
-// localSession times a local bwrap session's start (`cordon session start`) and a
-// warm `cordon exec SID -- true` in it, each as a whole command.
-func localSession(t *testing.T, runs int) []benchRow {
+// cordonSession times a session's start (`cordon session start --backend B`) and a
+// warm `cordon exec SID -- true` in it, each as a whole command of the real binary,
+// with env (a kubernetes session's placement).
+func cordonSession(t *testing.T, runs int, backend string, env []string) []benchRow {
 	t.Helper()
 	bin := cordonBin(t)
 	ws := t.TempDir()
-	env := append(os.Environ(), "CORDON_AUDIT_DIR="+t.TempDir()) // a ledger of the benchmark's own
+	env = append(env, "CORDON_AUDIT_DIR="+t.TempDir()) // a ledger of the benchmark's own
 	cordon := func(args ...string) (string, time.Duration) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
@@ -199,17 +201,25 @@ func localSession(t *testing.T, runs int) []benchRow {
 		out, err := cmd.Output()
 		took := time.Since(began)
 		if err != nil {
-			t.Fatalf("cordon %s: %v: %s", strings.Join(args, " "), err, out)
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("cordon %s: %v: %s%s", strings.Join(args, " "), err, out, stderr)
 		}
 		return strings.TrimSpace(string(out)), took
 	}
 	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
-	start := benchRow{name: "local session: cordon session start --backend bwrap"}
+	where := "local session"
+	if backend == "kubernetes" {
+		where = "pod session"
+	}
+	start := benchRow{name: where + ": cordon session start --backend " + backend}
 	var sid string
 	for i := range runs {
-		id, took := cordon("session", "start", "--backend", "bwrap")
+		id, took := cordon("session", "start", "--backend", backend)
 		start.add(took)
 		if i < runs-1 {
 			cordon("session", "stop", id)
@@ -218,7 +228,7 @@ func localSession(t *testing.T, runs int) []benchRow {
 		}
 	}
 	defer cordon("session", "stop", sid)
-	execRow := benchRow{name: "local session: cordon exec SID -- true (bwrap)"}
+	execRow := benchRow{name: where + ": cordon exec SID -- true (" + backend + ")"}
 	for range 3 * runs {
 		_, took := cordon("exec", sid, "--", "true")
 		execRow.add(took)
