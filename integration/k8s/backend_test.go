@@ -147,6 +147,55 @@ func TestBackendKubernetes(t *testing.T) {
 		}
 		left(t)
 	})
+	t.Run("credentials", func(t *testing.T) {
+		// Minted by cordon on this host for the run, delivered into the Pod (the
+		// environment and /run/cordon/secrets, over the channel), never in the Pod
+		// object, revoked when the run ends.
+		cws := t.TempDir()
+		data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\ncredentials:\n  - {name: API_TOKEN, provider: local, ttl: 10m, scope: {scopes: [read]}, why: t}\n  - {name: FILE_TOKEN, provider: local, deliver: file, scope: {scopes: [write]}, why: t}\n", image)
+		if err := os.WriteFile(filepath.Join(cws, "cordon.yaml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var objects strings.Builder
+		script := "echo env=$API_TOKEN; echo file=$(cat /run/cordon/secrets/FILE_TOKEN); stat -c %a /run/cordon/secrets/FILE_TOKEN; sleep 2"
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelTenant + "=tenant-a"})
+				if err == nil && len(pods.Items) > 0 {
+					fmt.Fprintf(&objects, "%+v", pods.Items)
+					return
+				}
+			}
+		}()
+		code, stdout, stderr := cordonIn(ctx, t, env, cws, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c", script)
+		<-done
+		var envTok, fileTok string
+		for _, l := range strings.Split(stdout, "\n") {
+			if v, ok := strings.CutPrefix(l, "env="); ok {
+				envTok = v
+			}
+			if v, ok := strings.CutPrefix(l, "file="); ok {
+				fileTok = v
+			}
+		}
+		if code != 0 || !strings.HasPrefix(envTok, "cordon_") || !strings.HasPrefix(fileTok, "cordon_") || !strings.Contains(stdout, "\n400\n") {
+			t.Fatalf("credentials in the Pod: status %d\n%s%s", code, stdout, stderr)
+		}
+		if objects.Len() == 0 || strings.Contains(objects.String(), envTok) || strings.Contains(objects.String(), fileTok) {
+			t.Errorf("the Pod object was not seen (%d bytes) or holds a token", objects.Len())
+		}
+		for _, tok := range []string{envTok, fileTok} {
+			cmd := exec.CommandContext(ctx, cordonBin(t), "token", "verify", "-")
+			cmd.Env, cmd.Stdin = env, strings.NewReader(tok+"\n")
+			out, _ := cmd.CombinedOutput()
+			if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "inactive") {
+				t.Errorf("a token after its run: status %d, %s; want revoked (inactive)", cmd.ProcessState.ExitCode(), out)
+			}
+		}
+		left(t)
+	})
 	t.Run("supervisor killed", func(t *testing.T) {
 		// A session whose cordon is killed: its Pod's process 1 loses its control
 		// stream and ends, and `cordon gc` removes the Pod and its policy; a live
