@@ -48,6 +48,17 @@ func TestBenchK8s(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	// Through cordon first, each in a subtest whose clean-up ends its Pods: the node's
+	// CPU (2 cores here) holds only a few Pods at once.
+	var through []benchRow
+	t.Run("serve pool", func(t *testing.T) { through = append(through, servePool(ctx, t, runs)) })
+	t.Run("cordon session", func(t *testing.T) {
+		ns, node := namespaceWith(ctx, t, cs, restricted)
+		through = append(through, cordonSession(t, runs, "kubernetes", backendEnv(t, ns, node, podImage(t), "bench"))...)
+	})
+	if t.Failed() {
+		return
+	}
 	w := startPool(ctx, t, cs, 2)
 	w.waitReady(ctx, t, 2) // the pool's first fill does not load the cold starts
 	spec := podspec.InitSpec(w.plan, w.cfg, podEnv)
@@ -124,7 +135,7 @@ func TestBenchK8s(t *testing.T) {
 		plain.add(time.Since(began))
 	}
 	rows = append(rows, cold, warm, claim, channel, plain)
-	rows = append(rows, cordonSession(t, runs, "kubernetes", backendEnv(t, w.cfg.Namespace, w.cfg.NodeName, podImage(t), "bench"))...)
+	rows = append(rows, through...)
 	rows = append(rows, cordonSession(t, runs, "bwrap", os.Environ())...)
 
 	var b strings.Builder
@@ -234,4 +245,19 @@ func cordonSession(t *testing.T, runs int, backend string, env []string) []bench
 		execRow.add(took)
 	}
 	return []benchRow{start, execRow}
+}
+
+// servePool times a claim from a placed tenant's warm pool in `cordon serve` (POST
+// /v1/sessions naming the pool, answered with a running, attached Pod session).
+func servePool(ctx context.Context, t *testing.T, runs int) benchRow {
+	t.Helper()
+	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n", podImage(t))
+	s := serveCluster(ctx, t, contract, "    pools: [{name: warm, size: 1}]\n")
+	row := benchRow{name: "pod session: cordon serve pool claim (POST /v1/sessions)"}
+	for range runs {
+		sess, took := s.claimWarm(ctx, t, "warm")
+		row.add(took)
+		s.api(ctx, t, "POST", "/v1/sessions/"+sess.ID+"/stop", "")
+	}
+	return row
 }

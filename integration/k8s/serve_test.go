@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -35,7 +36,7 @@ type servedCluster struct {
 }
 
 // serveCluster starts the real binary with acme placed in a fresh namespace.
-func serveCluster(ctx context.Context, t *testing.T, contract string) *servedCluster {
+func serveCluster(ctx context.Context, t *testing.T, contract, acme string) *servedCluster {
 	t.Helper()
 	cs, _ := clientConfig(t)
 	ns, node := namespaceWith(ctx, t, cs, restricted)
@@ -81,7 +82,7 @@ tenants:
       kubernetes: {config: %s, kubeconfig: %s}
     credentials:
       - {name: root, roles: [agent, auditor], uid: 0}
-`, s.sock, filepath.Join(top, "acme"), filepath.Join(etc, "base.yaml"), filepath.Join(etc, "placement.yaml"), filepath.Join(etc, "kubeconfig"))
+%s`, s.sock, filepath.Join(top, "acme"), filepath.Join(etc, "base.yaml"), filepath.Join(etc, "placement.yaml"), filepath.Join(etc, "kubeconfig"), acme)
 	file := filepath.Join(etc, "serve.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func TestServeKubernetesPlacement(t *testing.T) {
 	defer denied.Close()
 	ap := netip.MustParseAddrPort(strings.TrimPrefix(allowed.URL, "http://"))
 	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nnetwork:\n  allow:\n    - cidr: 127.0.0.1/32\n      ports: [%d]\n      why: the test's server\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", podImage(t), ap.Port())
-	s := serveCluster(ctx, t, contract)
+	s := serveCluster(ctx, t, contract, "")
 	cs, _ := clientConfig(t)
 	dir := t.TempDir()
 	cfile := filepath.Join(dir, "cordon.yaml")
@@ -192,5 +193,75 @@ func TestServeKubernetesPlacement(t *testing.T) {
 	pods, err = cs.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelTenant + "=acme"})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("the tenant's pods after its session stopped: %d (%v), want none", len(pods.Items), err)
+	}
+}
+
+// api sends one request to the server's unix socket as root (an agent of acme).
+func (s *servedCluster) api(ctx context.Context, t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", s.sock)
+	}}}
+	req, err := http.NewRequestWithContext(ctx, method, "http://cordon"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b
+}
+
+// A placed tenant's warm pool keeps whole sessions warm on the cluster (supervisor,
+// running Pod, attached channel): a start from the pool is claimed, and its first
+// command runs in the Pod at once.
+func TestServeKubernetesPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", podImage(t))
+	s := serveCluster(ctx, t, contract, "    pools: [{name: warm, size: 1}]\n")
+	sess, took := s.claimWarm(ctx, t, "warm")
+	t.Logf("claimed %s from the pool in %v", sess.ID, took.Round(time.Millisecond))
+	if sess.Backend != "kubernetes" || sess.Pool != "warm" {
+		t.Errorf("the claimed session: %+v, want kubernetes from pool warm", sess)
+	}
+	code, stdout, stderr := cordonIn(ctx, t, s.env, t.TempDir(), "exec", sess.ID, "--", "/bin/sh", "-c", "id -u")
+	if code != 0 || strings.TrimSpace(stdout) != fmt.Sprint(testUID) {
+		t.Errorf("a command of the claimed session: status %d\n%s%s", code, stdout, stderr)
+	}
+	s.api(ctx, t, "POST", "/v1/sessions/"+sess.ID+"/stop", "")
+}
+
+// warmSession is the part of a started session the pool tests read.
+type warmSession struct {
+	ID, Backend, Pool string
+	Warm              bool
+}
+
+// claimWarm starts a session from pool until one is claimed warm (a start while the
+// pool has none ready is cold: it is stopped and asked again), and returns it and how
+// long its start request took.
+func (s *servedCluster) claimWarm(ctx context.Context, t *testing.T, pool string) (warmSession, time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		var sess warmSession
+		began := time.Now()
+		code, body := s.api(ctx, t, "POST", "/v1/sessions", `{"pool": "`+pool+`"}`)
+		took := time.Since(began)
+		if code != http.StatusCreated || json.Unmarshal(body, &sess) != nil {
+			t.Fatalf("a start from the pool: %d %s", code, body)
+		}
+		if sess.Warm {
+			return sess, took
+		}
+		s.api(ctx, t, "POST", "/v1/sessions/"+sess.ID+"/stop", "")
+		if time.Now().After(deadline) {
+			t.Fatal("no start was claimed from the pool in 3 minutes")
+		}
+		time.Sleep(time.Second)
 	}
 }
