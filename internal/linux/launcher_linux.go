@@ -31,10 +31,15 @@ func KillLauncher(p *os.Process, stopWait time.Duration) error {
 		}
 		return err
 	}
-	if waitStopped(p.Pid, stopWait) {
+	stopped := waitStopped(p.Pid, stopWait)
+	if stopped {
 		killChildren(p)
 	}
-	_ = KillGroup(p.Pid, syscall.SIGKILL) // ESRCH: p alone, or nothing left
+	// The group's id is p's pid, taken while p is not reaped (stopped, it is not) or
+	// while any member lives.
+	if stopped || p.Signal(syscall.Signal(0)) == nil {
+		_ = KillGroup(p.Pid, syscall.SIGKILL) // ESRCH: nothing left in it
+	}
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}

@@ -217,9 +217,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if err := s.letRun(ctx, infoR, specW, cmd.Process.Pid, p); err != nil {
 		if errors.Is(err, errNoChild) {
 			// bwrap ended before it had a child: its own words say why.
-			werr := <-waitErr
-			out.drain(-1)
-			return s.finish(p.Stderr, werr, wire.Status{}, false, bwrapErr)
+			return s.finish(p.Stderr, ended(waitErr, out), wire.Status{}, false, bwrapErr)
 		}
 		s.abort(cmd, waitErr, out)
 		return 0, err
@@ -475,6 +473,14 @@ func hint(msg string) string {
 func (s *instance) kill(cmd *exec.Cmd) {
 	s.killCgroupIfAlone()
 	_ = linux.KillLauncher(cmd.Process, time.Second)
+}
+
+// ended waits for bwrap's own end, then for the last of its output: bwrap ends by
+// itself once its child, process 1, has, and the pid namespace with it.
+func ended(waitErr <-chan error, out *outputs) error {
+	err := <-waitErr
+	out.drain(-1)
+	return err
 }
 
 // abort kills the sandbox and waits for bwrap's end and, at most drainAfterKill,
