@@ -490,8 +490,7 @@ func TestServeMCPPool(t *testing.T) {
 	mustWrite(t, base, serveGateContract)
 	s := startServeWith(t, "    base_contract: "+base+"\n    pools: [{name: staged, size: 1, backend: bwrap, stage: true}]\n")
 	stopPoolAtEnd(t, s)
-	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
-	waitFor(t, 2*time.Minute, "the pool to hold its warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	s.waitClaimable(t, 2*time.Minute, "acme", "staged", 1)
 	cs, err := s.mcpServed(t, s.tokens["acme"], "?pool=staged")
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, s.stderr)

@@ -2,10 +2,12 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,7 @@ func TestServePool(t *testing.T) {
 	s := startServeWith(t, "    pools: [{name: default, size: 2, backend: bwrap}]\n    quotas: {sessions: 3}\n")
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	warm := func() []string { return warmIDs(t, serve) }
-	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warm()) == 2 })
+	s.waitClaimable(t, 2*time.Minute, "acme", "default", 2)
 	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
 	ids := warm()
 	if code, body := acme.call(t, "GET", "/v1/sessions", nil); code != 200 || strings.Contains(body, ids[0]) || strings.Contains(body, ids[1]) {
@@ -63,7 +65,7 @@ func TestServePool(t *testing.T) {
 		}
 	}
 	// The pool refills to 2 within the quota: 2 warm + 1 claimed = 3 sessions.
-	waitFor(t, 2*time.Minute, "the pool to refill", func() bool { return len(warm()) == 2 })
+	s.waitClaimable(t, 2*time.Minute, "acme", "default", 2)
 	if code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "cold", Backend: "bwrap"}); code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"sessions"`) {
 		t.Errorf("a cold start past the sessions quota (pool included): %d %s; want 429", code, body)
 	}
@@ -153,4 +155,31 @@ func warmIDs(t *testing.T, serve string) []string {
 		}
 	}
 	return ids
+}
+
+// waitClaimable waits until tenant's pool has n warm sessions a start could claim now,
+// as the daemon's cordon_pool_warm says. A warm session's record is written at its
+// launch, before it is charged and on its pool's list: waiting for records, a start
+// right after could miss it and start cold.
+func (s *served) waitClaimable(t *testing.T, d time.Duration, tenant, pool string, n int) {
+	t.Helper()
+	addr := s.metricsAddr(t)
+	line := fmt.Sprintf("cordon_pool_warm{pool=%q,tenant=%q} %d", pool, tenant, n)
+	waitFor(t, d, fmt.Sprintf("%d claimable warm session(s) in %s's pool %s", n, tenant, pool), func() bool {
+		return slices.Contains(strings.Split(scrapeMetrics(t, addr), "\n"), line)
+	})
+}
+
+// metricsAddr is the daemon's metrics listener, once it listens; the address stays on
+// s.metrics for whoever reads it next.
+func (s *served) metricsAddr(t *testing.T) string {
+	t.Helper()
+	select {
+	case addr := <-s.metrics:
+		s.metrics <- addr // buffered: the launch's one address, put back
+		return addr
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no metrics listener after 30s:\n%s", s.stderr)
+		return ""
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,7 @@ type tenantMetrics struct {
 	refusals *prometheus.CounterVec
 	denials  *prometheus.CounterVec
 	seals    *prometheus.CounterVec
+	warm     *warmCollector
 }
 
 func newTenantMetrics(tenants []string) *tenantMetrics {
@@ -75,6 +77,8 @@ func newTenantMetrics(tenants []string) *tenantMetrics {
 			Name: "cordon_dead_sessions_total",
 			Help: "Sessions found with their supervisor dead and collected, by tenant and whether their log could be sealed (sealed, failed).",
 		}, []string{"tenant", "result"}),
+		warm: &warmCollector{desc: prometheus.NewDesc("cordon_pool_warm",
+			"Warm sessions a start could claim now, by tenant and pool (started, charged, running, on the pool's list).", []string{"tenant", "pool"}, nil)},
 	}
 	for _, t := range tenants {
 		m.tenants[t] = true
@@ -93,7 +97,38 @@ func newTenantMetrics(tenants []string) *tenantMetrics {
 }
 
 func (m *tenantMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.execs, m.execTime, m.pool, m.refusals, m.denials, m.seals}
+	return []prometheus.Collector{m.execs, m.execTime, m.pool, m.refusals, m.denials, m.seals, m.warm}
+}
+
+// warmCollector reports each declared pool's claimable warm sessions when scraped,
+// from a count by poolKey (0 for a pool the count does not name).
+type warmCollector struct {
+	desc  *prometheus.Desc
+	mu    sync.Mutex
+	pools [][2]string           // mu guards pools and count: tenant and pool, in the config's order
+	count func() map[string]int // nil: nothing reported
+}
+
+func (c *warmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *warmCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	pools, count := c.pools, c.count
+	c.mu.Unlock()
+	if count == nil {
+		return
+	}
+	n := count()
+	for _, p := range pools {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[poolKey(p[0], p[1])]), p[0], p[1])
+	}
+}
+
+// countWarm makes count the source of the cordon_pool_warm gauge.
+func (m *metrics) countWarm(count func() map[string]int) {
+	m.tenant.warm.mu.Lock()
+	defer m.tenant.warm.mu.Unlock()
+	m.tenant.warm.count = count
 }
 
 // exec counts one exec of tenant that took d: its outcome, and the connections its
@@ -131,6 +166,9 @@ func (m *metrics) exec(tenant string, res *wire.Result, canceled bool, d time.Du
 // first): labels only ever come from the config.
 func (m *metrics) declarePool(tenant, pool string) {
 	m.tenant.pools[poolKey(tenant, pool)] = true
+	m.tenant.warm.mu.Lock()
+	m.tenant.warm.pools = append(m.tenant.warm.pools, [2]string{tenant, pool})
+	m.tenant.warm.mu.Unlock()
 	m.tenant.pool.WithLabelValues(tenant, pool, resultHit)
 	m.tenant.pool.WithLabelValues(tenant, pool, resultMiss)
 }

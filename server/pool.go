@@ -308,8 +308,8 @@ func (s *Server) claim(roots tenantRoots, p config.Pool, backend string) (sessio
 		if backend != "" && backend != "auto" && backend != rec.Backend {
 			continue
 		}
-		h := s.sess.holds[roots.t.Name+"/"+rec.ID]
-		if h == nil || h.stopping || state(roots, rec) != stateRunning {
+		h := s.readyWarm(roots, rec)
+		if h == nil {
 			continue // being stopped at its wall time, not charged, or dead: warmCount's
 		}
 		// The tenant's wall time counts from the claim: the time it waited in the pool
@@ -338,6 +338,39 @@ func (s *Server) claim(roots tenantRoots, p config.Pool, backend string) (sessio
 		return rec, true
 	}
 	return sessionRecord{}, false
+}
+
+// readyWarm is the hold of warm session rec, on its pool's list, when a claim may
+// take it: charged, not being stopped at its wall time, running; nil otherwise.
+// s.sess.mu must be held.
+func (s *Server) readyWarm(roots tenantRoots, rec sessionRecord) *hold {
+	h := s.sess.holds[roots.t.Name+"/"+rec.ID]
+	if h == nil || h.stopping || state(roots, rec) != stateRunning {
+		return nil
+	}
+	return h
+}
+
+// readyWarmCounts is, by poolKey, how many warm sessions each pool of the config has
+// that a claim would take now (readyWarm), for the cordon_pool_warm gauge. A session's
+// record says warm from its launch, before it is charged and on its pool's list:
+// only this says it can be claimed.
+func (s *Server) readyWarmCounts() map[string]int {
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	n := map[string]int{}
+	for _, t := range s.cfg.Tenants {
+		roots := tenantRootsOf(t)
+		for _, p := range t.Pools {
+			key := poolKey(t.Name, p.Name)
+			for _, rec := range s.sess.warm[key] {
+				if s.readyWarm(roots, rec) != nil {
+					n[key]++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // claimable is the pools a start may claim from, in the config's order: the one it

@@ -102,6 +102,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	}
 	s.mcp = newMCPHub(s)
 	s.metrics.countSessions(liveSessions{s})
+	s.metrics.countWarm(s.readyWarmCounts)
 	s.metrics.reg.MustRegister(newDiskCollector(cfg))
 	if t := cfg.Listen.TCP; t != nil {
 		var err error

@@ -181,10 +181,14 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		spec.Prepared = []*handoff.Userns{s.userns}
 		sp, args = &spec, handed
 	}
-	cmd, bwrapErr := s.command(args, extra, p)
 	if len(p.Argv) == 0 && !p.Serve {
 		return 0, errdefs.Invalidf("empty command")
 	}
+	cmd, bwrapErr, out, err := s.command(args, extra, p)
+	if err != nil {
+		return 0, err
+	}
+	defer out.drain(0) // bwrap did not start: no one writes
 	if s.unbounded != "" && p.Stderr != nil {
 		s.warned.Do(func() { _, _ = io.WriteString(p.Stderr, s.unbounded) })
 	}
@@ -198,6 +202,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		err = cmd.Start()
 	}
 	f.closeChild()
+	out.closeChild()
 	if err != nil {
 		return 0, errdefs.Unavailablef("starting bwrap: %w", err)
 	}
@@ -212,10 +217,9 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	if err := s.letRun(ctx, infoR, specW, cmd.Process.Pid, p); err != nil {
 		if errors.Is(err, errNoChild) {
 			// bwrap ended before it had a child: its own words say why.
-			return s.finish(p.Stderr, <-waitErr, wire.Status{}, false, bwrapErr)
+			return s.finish(p.Stderr, ended(waitErr, out), wire.Status{}, false, bwrapErr)
 		}
-		s.kill(cmd)
-		<-waitErr
+		s.abort(cmd, waitErr, out)
 		return 0, err
 	}
 	ph.Next("sandbox.status") // process 1's self-check, then the command's run
@@ -224,10 +228,10 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	ph.Next("bwrap.wait")
 	select {
 	case err := <-waitErr:
+		out.drain(-1) // bwrap ended on its own, and its pid namespace with it
 		return s.finish(p.Stderr, err, st, checked, bwrapErr)
 	case <-ctx.Done():
-		s.kill(cmd)
-		<-waitErr
+		s.abort(cmd, waitErr, out)
 		return 0, ctx.Err()
 	}
 }
@@ -245,24 +249,35 @@ func (s *instance) enter() (leave func()) {
 }
 
 // command is bwrap with args, extra as its descriptors from 3, in the run's cgroup;
-// its stderr is p's, the first 4 KiB of it kept for the reason bwrap failed.
-func (s *instance) command(args []string, extra []*os.File, p sandbox.Process) (*exec.Cmd, *bytes.Buffer) {
+// its stderr is p's, the first 4 KiB of it kept for the reason bwrap failed. Its
+// output goes through out's pipes, not os/exec's (see outputs).
+func (s *instance) command(args []string, extra []*os.File, p sandbox.Process) (_ *exec.Cmd, _ *bytes.Buffer, out *outputs, err error) {
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = s.host.Env
 	if cmd.Env == nil {
 		cmd.Env = s.plan.Environ()
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.Stdin, p.Stdout, p.Stderr
 	var bwrapErr bytes.Buffer
-	if p.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(p.Stderr, &limitedBuffer{buf: &bwrapErr, max: 4096})
+	stderr := p.Stderr
+	if stderr != nil {
+		stderr = io.MultiWriter(p.Stderr, &limitedBuffer{buf: &bwrapErr, max: 4096})
+	}
+	out = &outputs{}
+	cmd.Stdin = p.Stdin
+	if cmd.Stdout, err = out.add(p.Stdout); err == nil {
+		cmd.Stderr, err = out.add(stderr)
+	}
+	if err != nil {
+		out.closeChild()
+		out.drain(0)
+		return nil, nil, nil, errdefs.Unavailablef("starting bwrap: %w", err)
 	}
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if s.cg != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cg.FD()
 	}
-	return cmd, &bwrapErr
+	return cmd, &bwrapErr, out, nil
 }
 
 // letRun lets process 1 run the command: once p.Ready (when set) has returned nil it
@@ -449,11 +464,31 @@ func hint(msg string) string {
 }
 
 // kill stops the sandbox and everything in it, including children that escaped with
-// setsid: the cgroup kill reaches every process; killing bwrap tears down the pid
-// namespace, whose members the kernel kills when its process 1 exits.
+// setsid: the cgroup kill reaches every process; killing bwrap's child, process 1
+// of the sandbox's pid namespace, makes the kernel kill every other member. The child
+// is killed itself, not through bwrap's death: bwrap's child sets its parent-death
+// signal only once it has built the sandbox, and one that outlives bwrap earlier goes
+// on building it and running process 1, which waits for its spec, holding the
+// command's output open (and, with other Execs in the cgroup, no cgroup kill comes).
 func (s *instance) kill(cmd *exec.Cmd) {
 	s.killCgroupIfAlone()
-	_ = cmd.Process.Kill()
+	_ = linux.KillLauncher(cmd.Process, time.Second)
+}
+
+// ended waits for bwrap's own end, then for the last of its output: bwrap ends by
+// itself once its child, process 1, has, and the pid namespace with it.
+func ended(waitErr <-chan error, out *outputs) error {
+	err := <-waitErr
+	out.drain(-1)
+	return err
+}
+
+// abort kills the sandbox and waits for bwrap's end and, at most drainAfterKill,
+// for the last of the sandbox's output.
+func (s *instance) abort(cmd *exec.Cmd, waitErr <-chan error, out *outputs) {
+	s.kill(cmd)
+	<-waitErr
+	out.drain(drainAfterKill)
 }
 
 // killCgroupIfAlone kills every member of the run's cgroup when the calling Exec is the
