@@ -32,6 +32,7 @@ func TestServePoolRestartStopsWarm(t *testing.T) {
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")
 	warm := func() []string { return warmIDs(t, serve) }
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warm()) == 2 })
+	s.waitClaimable(t, time.Minute, "acme", "default", 2)
 	a := s.tcpClient("acme")
 	claim := func() api.Session {
 		t.Helper()
@@ -118,6 +119,7 @@ func TestServePoolConcurrentClaims(t *testing.T) {
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
+	s.waitClaimable(t, time.Minute, "acme", "default", 2)
 	pool := warmIDs(t, serve)
 	a := s.tcpClient("acme")
 	got := make(chan api.Session, 4)
@@ -163,6 +165,7 @@ func TestServePoolGracefulStopDuringRefill(t *testing.T) {
 	sessions := filepath.Join(filepath.Dir(serve), "sessions")
 	workspaces := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
 	waitFor(t, 2*time.Minute, "the pool to hold 2 warm sessions", func() bool { return len(warmIDs(t, serve)) == 2 })
+	s.waitClaimable(t, time.Minute, "acme", "default", 2)
 	before, _ := filepath.Glob(filepath.Join(workspaces, "warm-*"))
 	code, body := s.tcpClient("acme").call(t, "POST", "/v1/sessions", api.StartRequest{})
 	var claimed api.Session

@@ -28,6 +28,8 @@ func TestServeNamedPools(t *testing.T) {
 		"      - {name: py, size: 1, backend: bwrap, stage: true, contract: "+py+"}\n    quotas: {sessions: 6}\n")
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "both pools to hold their warm session", func() bool { return len(warmIDs(t, serve)) == 2 })
+	s.waitClaimable(t, time.Minute, "acme", "default", 1)
+	s.waitClaimable(t, time.Minute, "acme", "py", 1)
 	acme, beta := s.tcpClient("acme"), s.tcpClient("beta")
 
 	start := func(c apiClient, req api.StartRequest) api.Session {

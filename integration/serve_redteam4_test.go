@@ -45,6 +45,7 @@ func TestRed4FailedRefillLeavesNoWorkspace(t *testing.T) {
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
+	s.waitClaimable(t, time.Minute, "acme", "default", 1)
 	acme := s.tcpClient("acme")
 	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
 	var sess api.Session
