@@ -22,27 +22,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cordonhq/cordon/integration/k8stest"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/session/wire"
 )
 
 // backendEnv is the environment that places cordon's runs on the test cluster, in
-// namespace ns on node, as tenant: the kubernetes backend's config file, the
-// cluster's kubeconfig and the tenant's name.
+// namespace ns on node, as tenant ([k8stest.BackendEnv]), with audit and run roots of
+// the test's own.
 func backendEnv(t *testing.T, ns, node, image, tenant string) []string {
 	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "placement.yaml")
-	data := fmt.Sprintf("version: 1\nnamespace: %s\nimage: %s\ninitImage: %s\nnodeName: %s\nuid: %d\ngid: %d\n", ns, image, image, node, testUID, testUID)
-	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := os.Getenv("CORDON_K8S_KUBECONFIG")
-	if kubeconfig == "" {
-		kubeconfig = defaultKubeconfig
-	}
-	return append(os.Environ(), "CORDON_PLACEMENT_CONFIG="+cfg, "CORDON_KUBECONFIG="+kubeconfig, "CORDON_TENANT="+tenant,
-		"CORDON_AUDIT_DIR="+t.TempDir(), "CORDON_RUN_ROOT="+t.TempDir())
+	env := append(os.Environ(), k8stest.BackendEnv(t, ns, node, image, tenant)...)
+	return append(env, "CORDON_AUDIT_DIR="+t.TempDir(), "CORDON_RUN_ROOT="+t.TempDir())
 }
 
 // cordonIn runs the cordon binary with env in dir and returns its status and output.
@@ -83,7 +75,7 @@ func TestBackendKubernetes(t *testing.T) {
 	ap := netip.MustParseAddrPort(strings.TrimPrefix(allowed.URL, "http://"))
 
 	ws := t.TempDir()
-	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nnetwork:\n  allow:\n    - cidr: 127.0.0.1/32\n      ports: [%d]\n      why: the test's server\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", image, ap.Port())
+	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nnetwork:\n  allow:\n    - cidr: 127.0.0.1/32\n      ports: [%d]\n      why: the test's server\nlimits: {memory: 256MiB, pids: 128, cpu: 0.1}\n", image, ap.Port())
 	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}

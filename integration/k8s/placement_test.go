@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/integration/k8stest"
 	placement "github.com/cordonhq/cordon/placement/kubernetes"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 )
@@ -34,12 +35,9 @@ import (
 // deploy/kubernetes does for every tenant namespace: the API server refuses a Pod
 // there that is not non-root, capability-free, without privilege escalation and
 // under a RuntimeDefault or Localhost seccomp profile.
-var restricted = map[string]string{
-	"pod-security.kubernetes.io/enforce":         "restricted",
-	"pod-security.kubernetes.io/enforce-version": "latest",
-}
+var restricted = k8stest.Restricted
 
-const testUID = 1000
+const testUID = k8stest.TestUID
 
 // testPlan compiles a contract with an image in a fresh workspace, as the server
 // would for a session: @system, the private tmpfs, the workspace, its protected
@@ -48,7 +46,7 @@ func testPlan(t *testing.T, image string) *contract.Plan {
 	t.Helper()
 	ws := t.TempDir()
 	file := filepath.Join(ws, "cordon.yaml")
-	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\n  deny_write: [\".git\"]\n  deny_read: [\".env\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", image)
+	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\n  deny_write: [\".git\"]\n  deny_read: [\".env\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.1}\n", image)
 	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}

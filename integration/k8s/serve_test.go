@@ -154,7 +154,7 @@ func TestServeKubernetesPlacement(t *testing.T) {
 	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "denied answer\n") }))
 	defer denied.Close()
 	ap := netip.MustParseAddrPort(strings.TrimPrefix(allowed.URL, "http://"))
-	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nnetwork:\n  allow:\n    - cidr: 127.0.0.1/32\n      ports: [%d]\n      why: the test's server\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", podImage(t), ap.Port())
+	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nnetwork:\n  allow:\n    - cidr: 127.0.0.1/32\n      ports: [%d]\n      why: the test's server\nlimits: {memory: 256MiB, pids: 128, cpu: 0.1}\n", podImage(t), ap.Port())
 	s := serveCluster(ctx, t, contract, "")
 	cs, _ := clientConfig(t)
 	dir := t.TempDir()
@@ -222,7 +222,7 @@ func (s *servedCluster) api(ctx context.Context, t *testing.T, method, path, bod
 func TestServeKubernetesPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", podImage(t))
+	contract := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.1}\n", podImage(t))
 	s := serveCluster(ctx, t, contract, "    pools: [{name: warm, size: 1}]\n")
 	sess, took := s.claimWarm(ctx, t, "warm")
 	t.Logf("claimed %s from the pool in %v", sess.ID, took.Round(time.Millisecond))

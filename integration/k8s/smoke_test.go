@@ -17,12 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/integration/k8stest"
 )
 
-const defaultKubeconfig = "/var/lib/cordon-k8s/kubeconfig"
+const defaultKubeconfig = k8stest.DefaultKubeconfig
 
 // client returns a clientset for the test cluster, skipping (failing under CI=true)
 // when there is no kubeconfig.
@@ -33,25 +32,7 @@ func client(t *testing.T) *kubernetes.Clientset {
 }
 
 // clientConfig is [client] and the REST config it was made from (for the exec API).
-func clientConfig(t *testing.T) (*kubernetes.Clientset, *rest.Config) {
-	t.Helper()
-	path := os.Getenv("CORDON_K8S_KUBECONFIG")
-	if path == "" {
-		path = defaultKubeconfig
-	}
-	_, err := os.Stat(path)
-	testutil.Require(t, err == nil, fmt.Sprintf("a test cluster: %v (scripts/k8s-env.sh starts it)", err))
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("loading %s: %v", path, err)
-	}
-	cfg.Timeout = 30 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	return cs, cfg
-}
+func clientConfig(t *testing.T) (*kubernetes.Clientset, *rest.Config) { return k8stest.ClientConfig(t) }
 
 // testImage is the busybox test image scripts/container-env.sh builds and
 // scripts/k8s-env.sh imports into containerd's k8s.io namespace.
@@ -70,49 +51,9 @@ func namespace(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) (str
 	return namespaceWith(ctx, t, cs, nil)
 }
 
-// namespaceWith is [namespace] with labels on the namespace (a Pod Security level).
-// Its NetworkPolicies are deleted at the end of the test too.
+// namespaceWith is [k8stest.NamespaceWith].
 func namespaceWith(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, labels map[string]string) (string, string) {
-	t.Helper()
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("listing nodes: %v", err)
-	}
-	if len(nodes.Items) == 0 {
-		t.Fatal("the cluster has no node")
-	}
-	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "cordon-smoke-", Labels: labels},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating a namespace: %v", err)
-	}
-	name := ns.Name
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		zero := int64(0)
-		pods := cs.CoreV1().Pods(name)
-		if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			t.Errorf("deleting the pods of %s: %v", name, err)
-		}
-		if err := cs.NetworkingV1().NetworkPolicies(name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			t.Errorf("deleting the network policies of %s: %v", name, err)
-		}
-		// Without a namespace controller the namespace stays Terminating; it holds nothing.
-		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("deleting namespace %s: %v", name, err)
-		}
-	})
-	no := false
-	_, err = cs.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta:                   metav1.ObjectMeta{Name: "default"},
-		AutomountServiceAccountToken: &no,
-	}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating the default ServiceAccount: %v", err)
-	}
-	return name, nodes.Items[0].Name
+	return k8stest.NamespaceWith(ctx, t, cs, labels)
 }
 
 // lockedPod is a Pod in the posture cordon's sessions will have: a non-root uid, all
