@@ -169,7 +169,7 @@ func TestEgressBypassHasNoRoute(t *testing.T) {
 	w.egressContract(up.port)
 	r := w.sh("curl -sS --max-time 5 --noproxy '*' http://127.0.0.2:" + up.port + "/hello; echo curl=$?; " +
 		"bash -c 'echo x > /dev/tcp/127.0.0.2/" + up.port + "' ; echo tcp=$?; " +
-		"ns=$(awk '/^nameserver/{print $2; exit}' /etc/resolv.conf); [ -n \"$ns\" ] || ns=192.0.2.53; " +
+		"ns=$(awk '/^nameserver/{print $2; exit}' /etc/resolv.conf); case \"$ns\" in ''|127.*|::1) ns=192.0.2.53;; esac; " +
 		"bash -c \"echo x > /dev/udp/$ns/53\"; echo udp=$?")
 	assertContains(t, "stdout", r.stdout, "curl=7")
 	assertContains(t, "stdout", r.stdout, "tcp=1")

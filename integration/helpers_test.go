@@ -55,6 +55,12 @@ func newWorld(t *testing.T) *world {
 	// over the container backends with it).
 	if b := os.Getenv("CORDON_BACKEND"); b != "" {
 		w.env = append(w.env, "CORDON_BACKEND="+b)
+		// The kubernetes backend's placement (pod_escapes_test.go).
+		for _, name := range []string{"CORDON_PLACEMENT_CONFIG", "CORDON_KUBECONFIG", "CORDON_TENANT"} {
+			if v, ok := os.LookupEnv(name); ok {
+				w.env = append(w.env, name+"="+v)
+			}
+		}
 	}
 	return w
 }

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,7 @@ func BackendEnv(t *testing.T, ns, node, image, tenant string) []string {
 
 // PodImage makes the kubernetes placement's test image, both cordon's image (the init
 // container copies /cordon-init from it) and the workload's: the host's static
-// busybox with its applets, and cordon-init. It is imported into containerd's k8s.io
+// busybox with its applets, curl, bash and openssl with their libraries, and cordon-init. It is imported into containerd's k8s.io
 // namespace under a tag naming cordon-init's digest, so a rebuilt binary is a new
 // image, and Pods use it with imagePullPolicy Never.
 func PodImage(t *testing.T) string {
@@ -128,7 +129,8 @@ func PodImage(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(initBin)
+	// The tag names cordon-init's digest and the host tools the image carries.
+	sum := sha256.Sum256(append(initBin, strings.Join(imageTools, "\n")...))
 	ref := "cordon-test/k8s-pod:" + hex.EncodeToString(sum[:6])
 	if out, err := exec.Command("ctr", "-n", "k8s.io", "images", "ls", "-q").Output(); err == nil &&
 		strings.Contains(string(out), "docker.io/"+ref+"\n") {
@@ -173,15 +175,84 @@ func podRootfs(t *testing.T, initBin []byte) []byte {
 	}
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(busybox))}, busybox)
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "cordon-init", Mode: 0o755, Size: int64(len(initBin))}, initBin)
+	var files []hostFile
+	tools := map[string]bool{}
+	for _, tool := range imageTools {
+		tools[filepath.Base(tool)] = true
+	}
 	for _, a := range strings.Fields(string(applets)) {
-		if a != "busybox" {
+		if a != "busybox" && !tools[a] {
 			add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777}, nil)
 		}
+	}
+	made := map[string]bool{"bin": true, "etc": true, "tmp": true, "run": true}
+	for _, f := range hostTools(t) {
+		rel := strings.TrimPrefix(f, "/")
+		for d := filepath.Dir(rel); d != "." && !made[d]; d = filepath.Dir(d) {
+			made[d] = true // added below, parents first
+		}
+		data, err := os.ReadFile(f) // a library's link followed: the image holds the file
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, hostFile{rel, data})
+	}
+	dirs := make([]string, 0, len(made))
+	for d := range made {
+		if d != "bin" && d != "etc" && d != "tmp" && d != "run" {
+			dirs = append(dirs, d)
+		}
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	for _, d := range dirs {
+		add(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}, nil)
+	}
+	for _, f := range files {
+		add(&tar.Header{Typeflag: tar.TypeReg, Name: f.rel, Mode: 0o755, Size: int64(len(f.data))}, f.data)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// hostFile is one of the host's files copied into the image.
+type hostFile struct {
+	rel  string
+	data []byte
+}
+
+// imageTools are host programs the Pod image carries besides busybox, with the
+// libraries they load (ldd), at the host's paths: what the escape tests run (curl,
+// bash, openssl) that busybox does not have.
+var imageTools = []string{"/usr/bin/curl", "/usr/bin/bash", "/usr/bin/openssl"}
+
+// hostTools is imageTools and the shared libraries and loader they need.
+func hostTools(t *testing.T) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var out []string
+	for _, tool := range imageTools {
+		lddOut, err := exec.Command("ldd", tool).Output()
+		testutil.Require(t, err == nil, fmt.Sprintf("%s and ldd: %v (scripts/deps.sh installs them)", tool, err))
+		paths := []string{tool}
+		for _, line := range strings.Split(string(lddOut), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
+				paths = append(paths, f[2])
+			case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+				paths = append(paths, f[0])
+			}
+		}
+		for _, p := range paths {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // NamespaceWith makes a fresh namespace with labels (a Pod Security level) and its
