@@ -17,7 +17,7 @@ import (
 //   - the workspace's content and its changes (a test's ./attack binary, files read
 //     back on the host, nested repositories, protected names written): the Pod's
 //     workspace is a volume on its node, not yet filled from or synced back to the
-//     host's (docs/kubernetes.md, "Still to come"); TestEscapesOnPods in integration/k8s
+//     host's (docs/kubernetes.md, "Still to come"); TestPodEscapes in integration/k8s
 //     makes those attacks as a Pod session's commands;
 //   - the host view (the caller's ~/.ssh, /etc/shadow of the host, host tools such as
 //     git): a Pod runs an image, never the host's file system;
