@@ -52,6 +52,14 @@ func TestExplainKubernetes(t *testing.T) {
 	if !bytes.Contains([]byte(out), []byte("memory: 1Gi")) {
 		t.Errorf("the contract's memory limit is missing:\n%s", out)
 	}
+	// The workspace volume's second mount, process 1's to fill and pack, is shown.
+	second := false
+	for _, m := range c.VolumeMounts {
+		second = second || m.Name == "workspace" && m.MountPath == "/run/cordon-workspace" && m.SubPath == "" && !m.ReadOnly
+	}
+	if !second {
+		t.Errorf("no mount of the whole workspace volume at /run/cordon-workspace:\n%s", docs[1])
+	}
 
 	// Without a config: the example namespace.
 	if out, errOut, code := run(t, "explain", "-c", contractFile, "--placement", "kubernetes"); code != 0 || !strings.Contains(out, "namespace: cordon-example") {

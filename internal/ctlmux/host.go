@@ -90,12 +90,12 @@ func (h *host) fromSupervisor() error {
 		if err != nil {
 			return err
 		}
-		switch m.Op {
-		case ctl.OpExec:
+		switch {
+		case ctl.ExecLike(m.Op):
 			if err := h.exec(m, files); err != nil {
 				return err
 			}
-		case ctl.OpSignal, ctl.OpSpec:
+		case m.Op == ctl.OpSignal, m.Op == ctl.OpSpec:
 			ctl.CloseFiles(files)
 			if err := h.w.msg(m); err != nil {
 				return err

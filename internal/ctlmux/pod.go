@@ -54,6 +54,10 @@ type podExec struct {
 	in      *os.File
 	out     [2]*os.File
 	outDone chan struct{} // closed when both outputs ended
+	// whole: a fill or a pack, whose output is process 1's own child's (no command
+	// can hold it open) and is a tar the host must get whole: its exit waits for all
+	// of it, not outputGrace.
+	whole bool
 }
 
 // Pod relays between process 1's control connection c and the stream from [Host]
@@ -107,10 +111,10 @@ func (p *pod) fromHost(r *reader) error {
 			if err != nil {
 				return err
 			}
-			switch m.Op {
-			case ctl.OpExec:
+			switch {
+			case ctl.ExecLike(m.Op):
 				err = p.exec(m)
-			case ctl.OpSignal, ctl.OpSpec:
+			case m.Op == ctl.OpSignal, m.Op == ctl.OpSpec:
 				err = p.c.Send(m)
 			}
 			if err != nil {
@@ -156,7 +160,7 @@ func (p *pod) exec(m ctl.Msg) error {
 		ends[i], ends[i+1] = r, w
 	}
 	e := &podExec{stdin: make(chan []byte, stdinQueue), done: make(chan struct{}), in: ends[1],
-		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{})}
+		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{}), whole: m.Op != ctl.OpExec}
 	p.mu.Lock()
 	p.execs[m.ID] = e
 	p.mu.Unlock()
@@ -258,9 +262,13 @@ func (p *pod) fromInit() error {
 			continue
 		}
 		go func() {
+			grace := time.After(outputGrace)
+			if e.whole {
+				grace = nil
+			}
 			select {
 			case <-e.outDone:
-			case <-time.After(outputGrace):
+			case <-grace:
 			}
 			e.close()
 			_ = p.w.msg(m)

@@ -52,8 +52,10 @@ type Channel struct {
 	mu     sync.Mutex
 	err    error
 
-	runMu sync.Mutex // runMu serialises Run (run.go), which reads Conn
-	runID uint64     // the last exec id Run sent
+	runMu  sync.Mutex // runMu serialises Run (run.go), Fill and Pack (workspace.go), which read Conn
+	runID  uint64     // the last exec id Run, Fill or Pack sent
+	ran    bool       // Run sent a command: no Fill any more
+	filled bool       // Fill was sent
 }
 
 // Attach opens the control channel of session s's Pod, which must be running: it

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
@@ -74,6 +72,12 @@ func syncTree(r io.Reader, dir string, lim Limits, writable func(string) bool) (
 	return s.stats, s.prune(".")
 }
 
+// info is what Sync compares of a path of dir's: its type and mode, its size.
+type info struct {
+	mode uint32
+	size int64
+}
+
 type syncer struct {
 	unpacker
 	writable func(string) bool
@@ -114,10 +118,12 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 	if hdr.Typeflag == tar.TypeReg && hdr.Size > s.lim.Bytes-s.stats.Bytes {
 		return tooLarge(name, "%d bytes; the archive may hold %d in all", hdr.Size, s.lim.Bytes)
 	}
-	cur, err := s.t.Lstat(rel)
+	var cur *info
+	st, err := s.t.Lstat(rel)
 	switch {
+	case err == nil:
+		cur = &info{mode: st.Mode, size: st.Size}
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		cur = nil
 	case errors.Is(err, syscall.ELOOP):
 		s.refuse(rel) // below a link of dir's: nothing is made through it
 		return nil
@@ -132,7 +138,7 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 		s.refuse(rel)
 		return nil
 	}
-	if cur != nil && (cur.Mode&syscall.S_IFMT == syscall.S_IFDIR) != (hdr.Typeflag == tar.TypeDir) {
+	if cur != nil && (cur.mode&syscall.S_IFMT == syscall.S_IFDIR) != (hdr.Typeflag == tar.TypeDir) {
 		if !s.removeAll(rel) {
 			return nil // what writable keeps there stays: so does the entry
 		}
@@ -140,7 +146,7 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 	perm := uint32(hdr.Mode & 0o777)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if cur != nil && cur.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		if cur != nil && cur.mode&syscall.S_IFMT == syscall.S_IFDIR {
 			err = s.t.Chmod(rel, perm)
 		} else {
 			err = s.t.Mkdir(rel, perm, s.uid, s.gid)
@@ -191,22 +197,22 @@ func (s *syncer) parentsDirs(rel string) bool {
 // same reports whether rel already is what hdr describes (cur: its lstat, nil when
 // missing). A regular file's body is compared as it is read; when it differs part
 // way, what was read is given back ahead of the rest (s.pending) for the write.
-func (s *syncer) same(hdr *tar.Header, rel string, cur *unix.Stat_t, body io.Reader) (bool, error) {
+func (s *syncer) same(hdr *tar.Header, rel string, cur *info, body io.Reader) (bool, error) {
 	if cur == nil {
 		return false, nil
 	}
 	perm := uint32(hdr.Mode & 0o777)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return cur.Mode&syscall.S_IFMT == syscall.S_IFDIR && cur.Mode&0o7777 == perm, nil
+		return cur.mode&syscall.S_IFMT == syscall.S_IFDIR && cur.mode&0o7777 == perm, nil
 	case tar.TypeSymlink:
-		if cur.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		if cur.mode&syscall.S_IFMT != syscall.S_IFLNK {
 			return false, nil
 		}
 		to, err := s.t.Readlink(rel)
 		return err == nil && to == hdr.Linkname, nil
 	}
-	if cur.Mode&syscall.S_IFMT != syscall.S_IFREG || cur.Mode&0o7777 != perm || cur.Size != hdr.Size {
+	if cur.mode&syscall.S_IFMT != syscall.S_IFREG || cur.mode&0o7777 != perm || cur.size != hdr.Size {
 		return false, nil
 	}
 	f, err := s.t.Open(rel)

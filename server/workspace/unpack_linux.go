@@ -22,21 +22,31 @@ import (
 // [EntryError] of [ErrNoSpace].
 func Unpack(r io.Reader, dir string, lim Limits) (st Stats, err error) {
 	err = linux.WithoutReserve(func() (err error) {
-		st, err = unpack(r, dir, lim)
+		st, err = unpack(r, dir, lim, true)
 		return err
 	})
 	return st, err
 }
 
-func unpack(r io.Reader, dir string, lim Limits) (Stats, error) {
+// UnpackAsCaller is [Unpack] for a caller that writes its own files, as a Pod's
+// process does (the workspace volume's root is the kubelet's, and the Pod may give
+// nothing away): what it makes is the caller's, and its writes are not kept from any
+// reserve (an unprivileged caller has none).
+func UnpackAsCaller(r io.Reader, dir string, lim Limits) (Stats, error) {
+	return unpack(r, dir, lim, false)
+}
+
+func unpack(r io.Reader, dir string, lim Limits, chown bool) (Stats, error) {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
 		return Stats{}, err
 	}
 	defer t.Close()
-	uid, gid, err := t.Owner()
-	if err != nil {
-		return Stats{}, err
+	uid, gid := -1, -1
+	if chown {
+		if uid, gid, err = t.Owner(); err != nil {
+			return Stats{}, err
+		}
 	}
 	u := &unpacker{t: t, uid: uid, gid: gid, lim: lim}
 	tr := tar.NewReader(r)

@@ -56,6 +56,18 @@ const (
 	ControlSocket = ControlDir + "/init.sock"
 )
 
+// WorkspaceDir is the workspace volume's second mount in the sandbox container: the
+// whole volume, read-write, where process 1 fills the workspace from the host's and
+// packs it back after each command (placement/kubernetes Channel.Fill and Pack). The
+// commands' own mount of the volume is read-only or masked in parts, so cannot be
+// filled; this one is hidden from them by their Landlock ruleset (in the spec's Hide,
+// as ControlDir is). Not under /run/cordon, which commands may read.
+const WorkspaceDir = "/run/cordon-workspace"
+
+// WorkspaceEntries bounds the entries of a fill's or a pack's tar (process 1's
+// spec); their bytes are bounded by Config.WorkspaceBytes, the volume's size.
+const WorkspaceEntries = 1 << 20
+
 // cordonVolumeBytes bounds the volume holding cordon's binary (a few MiB).
 const cordonVolumeBytes = 64 << 20
 
@@ -308,7 +320,8 @@ func volumes(plan *contract.Plan, cfg Config) ([]corev1.Volume, []corev1.VolumeM
 	mounts = append(mounts,
 		corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true},
 		corev1.VolumeMount{Name: VolumeSecrets, MountPath: paths.SandboxSecrets},
-		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir})
+		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir},
+		corev1.VolumeMount{Name: VolumeWorkspace, MountPath: WorkspaceDir})
 	return vols, mounts, errors.Join(errs...)
 }
 

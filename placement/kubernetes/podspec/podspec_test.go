@@ -185,6 +185,7 @@ func TestPullMissing(t *testing.T) {
 // The workspace is an emptyDir at the host path; what the plan shows read-only in it
 // is the same path of the volume, read-only; what it hides is an empty read-only
 // directory; each tmpfs is a memory volume of the tmpfs size; @system is not mounted.
+// The whole volume is mounted a second time, at WorkspaceDir.
 func TestMounts(t *testing.T) {
 	o := compile(t, testPlan(), testConfig())
 	c := sandbox(t, o)
@@ -200,6 +201,8 @@ func TestMounts(t *testing.T) {
 		"/src/proj/.git": {Name: VolumeWorkspace, MountPath: "/src/proj/.git", SubPath: ".git", ReadOnly: true},
 		"/src/proj/.env": {Name: VolumeEmpty, MountPath: "/src/proj/.env", ReadOnly: true},
 		paths.SandboxDir: {Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true},
+		// The whole volume again, for process 1 to fill and pack (hidden from commands).
+		WorkspaceDir: {Name: VolumeWorkspace, MountPath: WorkspaceDir},
 	}
 	for p, w := range want {
 		if got, ok := byPath[p]; !ok || !reflect.DeepEqual(got, w) {
