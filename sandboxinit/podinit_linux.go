@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -96,10 +95,6 @@ func podInnerMain(args []string) int {
 	if err == nil {
 		k, err = checkAndConfine(&spec, pre, filter)
 	}
-	var ws *wsState
-	if err == nil {
-		ws, err = newWSState(spec.Workspace, k.landlock)
-	}
 	if err == nil {
 		err = podFiles(spec)
 	}
@@ -120,7 +115,7 @@ func podInnerMain(args []string) int {
 		return wire.ExitSelfCheck
 	}
 	setEnv(spec.Env)
-	return serveWith(c, k, ws)
+	return serve(c, k)
 }
 
 var errStopped = errors.New("stopped before cordon attached")
@@ -220,10 +215,6 @@ func recvSpec(c *ctl.Conn) (wire.Spec, error) {
 		err = errors.New("a Pod's process 1 dials no control socket: it was reached on its own")
 	case spec.Egress != "" && spec.Egress != ctlmux.ProxyAddr:
 		err = fmt.Errorf("a Pod's egress listener is on %s only, not %q", ctlmux.ProxyAddr, spec.Egress)
-	case spec.Workspace != nil && (!filepath.IsAbs(spec.Workspace.Dir) || !slices.Contains(spec.Hide, spec.Workspace.Dir)):
-		err = fmt.Errorf("the workspace volume's second mount %q is not an absolute path hidden from commands", spec.Workspace.Dir)
-	case spec.Workspace != nil && (spec.Workspace.Bytes <= 0 || spec.Workspace.Entries <= 0):
-		err = errors.New("the workspace volume's fill and pack are unbounded")
 	}
 	return spec, err
 }

@@ -29,9 +29,8 @@ import (
 // the reaper reports each command's status when its first process exits and reaps
 // every orphan.
 type server struct {
-	c  *ctl.Conn
-	k  *confiner // starts every command confined
-	ws *wsState  // a Pod's workspace volume (podws_linux.go); nil elsewhere
+	c *ctl.Conn
+	k *confiner // starts every command confined
 
 	mu      sync.Mutex     // mu guards the maps, and is held across fork and insert.
 	running map[int]uint64 // pid of a command's first process → exec id
@@ -43,11 +42,8 @@ type server struct {
 //
 // Signals do not stop it: a command could send them (it shares the uid), and the
 // host ends a session by hanging up or by killing the sandbox from outside.
-func serve(c *ctl.Conn, k *confiner) int { return serveWith(c, k, nil) }
-
-// serveWith is serve, with a Pod's workspace volume to fill and pack (ws).
-func serveWith(c *ctl.Conn, k *confiner, ws *wsState) int {
-	s := &server{c: c, k: k, ws: ws, running: map[int]uint64{}, groups: map[uint64]int{}}
+func serve(c *ctl.Conn, k *confiner) int {
+	s := &server{c: c, k: k, running: map[int]uint64{}, groups: map[uint64]int{}}
 	ignoreSignals()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
@@ -67,8 +63,6 @@ func (s *server) loop() error {
 		switch m.Op {
 		case ctl.OpExec:
 			s.start(m, files)
-		case ctl.OpFill, ctl.OpPack:
-			s.workspaceOp(m, files)
 		case ctl.OpSignal:
 			s.mu.Lock()
 			pgid := s.groups[m.ID]

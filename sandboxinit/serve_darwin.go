@@ -71,12 +71,3 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 	}
 	return pid, err
 }
-
-// wsState is a Pod's workspace volume: there are no Pods on this GOOS.
-type wsState struct{}
-
-// workspaceOp refuses a fill or a pack: there are no Pods on this GOOS.
-func (s *server) workspaceOp(m ctl.Msg, files []*os.File) {
-	ctl.CloseFiles(files)
-	_ = s.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "this sandbox has no workspace volume to " + m.Op})
-}

@@ -43,9 +43,6 @@ func (s *server) fork(m ctl.Msg, path string, files []*os.File) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ws != nil {
-		s.ws.ran = true // no fill from now on: a command may have seen the workspace
-	}
 	pid, err := s.k.start(path, m.Argv, attr, procs)
 	if err == nil {
 		s.running[pid], s.groups[m.ID] = m.ID, pid

@@ -35,16 +35,7 @@ const (
 	// it answers with the outcome of its self-check.
 	OpSpec   = "spec"   // host → pid1: Spec is process 1's wire.Spec
 	OpStatus = "status" // pid1 → host, the answer to spec: Error is why it failed its self-check ("" when it passed)
-	// A Pod's workspace volume is filled and read through process 1 (the commands'
-	// view of it cannot be: parts are read-only or masked). Each is sent as an exec
-	// is, with three descriptors, and answered by an exit (Code 0: done; Error: refused).
-	OpFill = "fill" // host → pid1: unpack the tar read from the first descriptor into the workspace volume (before any exec)
-	OpPack = "pack" // host → pid1: write the workspace volume as a tar to the second descriptor
 )
-
-// ExecLike reports whether op is sent as an exec is: three descriptors, stdin, stdout
-// and stderr, answered by an exit of the same id.
-func ExecLike(op string) bool { return op == OpExec || op == OpFill || op == OpPack }
 
 // MaxFiles is the most descriptors one message carries: an exec's stdin, stdout,
 // stderr, cgroup directory and that cgroup's cgroup.procs (opened for writing).

@@ -90,12 +90,12 @@ func (h *host) fromSupervisor() error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case ctl.ExecLike(m.Op):
+		switch m.Op {
+		case ctl.OpExec:
 			if err := h.exec(m, files); err != nil {
 				return err
 			}
-		case m.Op == ctl.OpSignal, m.Op == ctl.OpSpec:
+		case ctl.OpSignal, ctl.OpSpec:
 			ctl.CloseFiles(files)
 			if err := h.w.msg(m); err != nil {
 				return err

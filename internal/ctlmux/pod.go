@@ -54,10 +54,6 @@ type podExec struct {
 	in      *os.File
 	out     [2]*os.File
 	outDone chan struct{} // closed when both outputs ended
-	// whole: a fill or a pack, whose output is process 1's own child's (no command
-	// can hold it open) and is a tar the host must get whole: its exit waits for all
-	// of it, not outputGrace.
-	whole bool
 }
 
 // Pod relays between process 1's control connection c and the stream from [Host]
@@ -111,10 +107,10 @@ func (p *pod) fromHost(r *reader) error {
 			if err != nil {
 				return err
 			}
-			switch {
-			case ctl.ExecLike(m.Op):
+			switch m.Op {
+			case ctl.OpExec:
 				err = p.exec(m)
-			case m.Op == ctl.OpSignal, m.Op == ctl.OpSpec:
+			case ctl.OpSignal, ctl.OpSpec:
 				err = p.c.Send(m)
 			}
 			if err != nil {
@@ -160,7 +156,7 @@ func (p *pod) exec(m ctl.Msg) error {
 		ends[i], ends[i+1] = r, w
 	}
 	e := &podExec{stdin: make(chan []byte, stdinQueue), done: make(chan struct{}), in: ends[1],
-		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{}), whole: m.Op != ctl.OpExec}
+		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{})}
 	p.mu.Lock()
 	p.execs[m.ID] = e
 	p.mu.Unlock()
@@ -262,13 +258,9 @@ func (p *pod) fromInit() error {
 			continue
 		}
 		go func() {
-			grace := time.After(outputGrace)
-			if e.whole {
-				grace = nil
-			}
 			select {
 			case <-e.outDone:
-			case <-grace:
+			case <-time.After(outputGrace):
 			}
 			e.close()
 			_ = p.w.msg(m)

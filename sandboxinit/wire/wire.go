@@ -59,10 +59,6 @@ type Spec struct {
 	// in a Secret, gone with the Pod.
 	FilesDir string `json:"files_dir,omitempty"`
 	Files    []File `json:"files,omitempty"`
-	// Workspace, in a Pod, is the second mount of the workspace volume, which no
-	// command can reach (it is in Hide), where process 1 fills the workspace and
-	// packs it for cordon (ctl's fill and pack), and the bounds of both.
-	Workspace *PodWorkspace `json:"workspace,omitempty"`
 	// Trace asks pid1 for the times of its start-up in its Status (cordon run --trace):
 	// it cannot write the host's trace file itself.
 	Trace bool `json:"trace,omitempty"`
@@ -76,14 +72,6 @@ type Times struct {
 	Spec    int64 `json:"spec"`    // it had the host's Spec
 	Checked int64 `json:"checked"` // the self-check passed and the confinement was built
 	Dialed  int64 `json:"dialed"`  // it had handed over on the control channel (0: none)
-}
-
-// PodWorkspace is where a Pod's process 1 reaches the whole workspace volume, and
-// the bounds of a fill's or a pack's tar: Bytes of regular files in all, Entries.
-type PodWorkspace struct {
-	Dir     string `json:"dir"`
-	Bytes   int64  `json:"bytes"`
-	Entries int    `json:"entries"`
 }
 
 // Control is where pid1 dials the host and the token that proves it.

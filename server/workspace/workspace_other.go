@@ -21,7 +21,9 @@ func Sync(io.Reader, string, Limits, func(string) bool) (Stats, error) {
 }
 
 // UnpackAsCaller is unimplemented on this GOOS.
-func UnpackAsCaller(io.Reader, string, Limits) (Stats, error) { return Stats{}, errUnsupported }
+func UnpackAsCaller(io.Reader, string, Limits, func(string) bool) (Stats, error) {
+	return Stats{}, errUnsupported
+}
 
 // PackOnly is unimplemented on this GOOS.
 func PackOnly(io.Writer, string, Limits, func(string) bool) (Stats, int, error) {

@@ -37,7 +37,7 @@ var runtimeWritable = []string{"/sys/fs/cgroup"}
 // socket's volume), the kubelet's own files and the runtime's mounts that the
 // container backends' self-check accepts too; commands may read the image's whole
 // root, write the plan's writable paths, and never open the control socket's
-// directory nor the workspace volume's second mount (process 1's, to fill and pack). env is the commands' environment. Nothing in it concerns the network:
+// directory. env is the commands' environment. Nothing in it concerns the network:
 // process 1 runs the commands in an empty network namespace, and the self-check's
 // loopback-only part holds in the Pod as on every backend.
 func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
@@ -48,19 +48,18 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 			writable = append(writable, m.Path)
 		}
 	}
-	writable = append(writable, ControlDir, WorkspaceDir, paths.SandboxSecrets)
+	writable = append(writable, ControlDir, paths.SandboxSecrets)
 	writable = append(writable, kubeletFiles...)
 	writable = append(writable, runtimeWritable...)
 	writable = append(writable, container.MaskedPaths...) // the runtime's masks
 	return wire.Spec{
-		Dir:       plan.Workdir,
-		Writable:  writable,
-		Read:      []string{"/"},
-		Write:     plan.Writable(),
-		Hide:      []string{ControlDir, WorkspaceDir},
-		HostUID:   int(cfg.UID),
-		Serve:     true,
-		Env:       env,
-		Workspace: &wire.PodWorkspace{Dir: WorkspaceDir, Bytes: cfg.WorkspaceBytes, Entries: WorkspaceEntries},
+		Dir:      plan.Workdir,
+		Writable: writable,
+		Read:     []string{"/"},
+		Write:    plan.Writable(),
+		Hide:     []string{ControlDir},
+		HostUID:  int(cfg.UID),
+		Serve:    true,
+		Env:      env,
 	}
 }

@@ -41,12 +41,7 @@ func TestInitSpec(t *testing.T) {
 	if !slices.Equal(spec.Write, plan.Writable()) || !slices.Equal(spec.Read, []string{"/"}) {
 		t.Errorf("Write %q, Read %q; want the plan's writable paths and the image's root", spec.Write, spec.Read)
 	}
-	// The workspace volume's second mount is process 1's only: hidden from commands,
-	// and bounded.
-	if w := spec.Workspace; w == nil || w.Dir != WorkspaceDir || w.Bytes != DefaultWorkspaceBytes || w.Entries != WorkspaceEntries {
-		t.Errorf("spec.Workspace = %+v", w)
-	}
-	if !slices.Equal(spec.Hide, []string{ControlDir, WorkspaceDir}) || !spec.Serve || spec.Control != nil ||
+	if !slices.Equal(spec.Hide, []string{ControlDir}) || !spec.Serve || spec.Control != nil ||
 		spec.Egress != "" || len(spec.Argv) != 0 || spec.HostUID != 1000 || spec.Dir != plan.Workdir {
 		t.Errorf("spec = %+v", spec)
 	}
