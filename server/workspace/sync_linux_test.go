@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,4 +252,57 @@ func FuzzSync(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// PackOnly leaves out what keep refuses, with everything below it.
+func TestPackOnly(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{".env": "S=1", "secret/k": "k", "src/a": "a", "src/.env": "nested"})
+	var b bytes.Buffer
+	keep := func(rel string) bool { return rel != ".env" && rel != "secret" }
+	if _, _, err := PackOnly(&b, dir, testLimits, keep); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	tr := tar.NewReader(&b)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, hdr.Name)
+	}
+	if want := []string{"src/", "src/.env", "src/a"}; !slices.Equal(names, want) {
+		t.Errorf("packed %q; want %q", names, want)
+	}
+}
+
+// UnpackAsCaller writes a file inPlace names into the existing inode (a bind mount of
+// it shows the new content), and makes nothing of its own owner's.
+func TestUnpackAsCallerInPlace(t *testing.T) {
+	ws, _ := sandbox(t)
+	write(t, ws, map[string]string{"cordon.yaml": ""})
+	held, err := os.Open(filepath.Join(ws, "cordon.yaml")) // the inode a mount would bind
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	data := archive(t, entry{name: "cordon.yaml", typ: tar.TypeReg, data: "version: 1\n", mode: 0o644},
+		entry{name: "other", typ: tar.TypeReg, data: "o"})
+	inPlace := func(rel string) bool { return rel == "cordon.yaml" }
+	if _, err := UnpackAsCaller(bytes.NewReader(data), ws, testLimits, inPlace); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(held)
+	if err != nil || string(got) != "version: 1\n" {
+		t.Errorf("the held inode reads %q, %v; want the archive's content", got, err)
+	}
+	// A link where a pinned file should be is not written through.
+	ws2, outside := sandbox(t)
+	must(t, os.Symlink("../outside/secret", filepath.Join(ws2, "cordon.yaml")))
+	_, err = UnpackAsCaller(bytes.NewReader(data), ws2, testLimits, inPlace)
+	if err == nil {
+		t.Error("a fill wrote a pinned file through a link")
+	}
+	assertOutsideUntouched(t, outside)
 }
