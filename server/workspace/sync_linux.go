@@ -96,27 +96,31 @@ func (s *syncer) refuse(rel string) {
 func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 	name := hdr.Name
 	rel, err := cleanPath(name)
-	if err != nil {
-		s.refuse(name)
+	if err == nil && rel == "." {
 		return nil
 	}
-	if rel == "." {
-		return nil
-	}
+	// Every entry counts against the limits, refused or not: a refused entry's body
+	// is read past all the same.
 	if err := s.count(name); err != nil {
 		return err
 	}
-	if _, twice := s.seen[rel]; twice {
-		s.refuse(rel) // twice in one archive: the first stands
+	if hdr.Size > s.lim.Bytes-s.stats.Bytes {
+		return tooLarge(name, "%d bytes; the archive may hold %d in all", hdr.Size, s.lim.Bytes)
+	}
+	skip := func(p string) error {
+		s.refuse(p)
+		s.stats.Bytes += hdr.Size
 		return nil
+	}
+	if err != nil {
+		return skip(name)
+	}
+	if _, twice := s.seen[rel]; twice {
+		return skip(rel) // twice in one archive: the first stands
 	}
 	s.seen[rel] = hdr.Typeflag == tar.TypeDir
 	if hdr.Mode&(syscall.S_ISUID|syscall.S_ISGID|syscall.S_ISVTX) != 0 || !s.sane(hdr, rel) {
-		s.refuse(rel)
-		return nil
-	}
-	if hdr.Typeflag == tar.TypeReg && hdr.Size > s.lim.Bytes-s.stats.Bytes {
-		return tooLarge(name, "%d bytes; the archive may hold %d in all", hdr.Size, s.lim.Bytes)
+		return skip(rel)
 	}
 	var cur *info
 	st, err := s.t.Lstat(rel)
@@ -125,8 +129,7 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 		cur = &info{mode: st.Mode, size: st.Size}
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 	case errors.Is(err, syscall.ELOOP):
-		s.refuse(rel) // below a link of dir's: nothing is made through it
-		return nil
+		return skip(rel) // below a link of dir's: nothing is made through it
 	case err != nil:
 		return s.failed(name, err)
 	}
@@ -135,8 +138,7 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 		return err
 	}
 	if !s.writable(rel) || !s.parentsDirs(rel) {
-		s.refuse(rel)
-		return nil
+		return skip(rel)
 	}
 	if cur != nil && (cur.mode&syscall.S_IFMT == syscall.S_IFDIR) != (hdr.Typeflag == tar.TypeDir) {
 		if !s.removeAll(rel) {

@@ -306,3 +306,20 @@ func TestUnpackAsCallerInPlace(t *testing.T) {
 	}
 	assertOutsideUntouched(t, outside)
 }
+
+// Refused entries count against the limits too: a hostile archive of many refused
+// entries, or a refused entry with a huge body, ends with ErrTooLarge.
+func TestSyncBoundsRefused(t *testing.T) {
+	host, _ := sandbox(t)
+	var es []entry
+	for range 200 {
+		es = append(es, entry{name: "../x", typ: tar.TypeReg, data: "x"})
+	}
+	if _, err := Sync(bytes.NewReader(archive(t, es...)), host, testLimits, all); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("200 refused entries past a limit of 100: %v", err)
+	}
+	data := archive(t, entry{name: "suid", typ: tar.TypeReg, data: strings.Repeat("s", 2<<20), mode: 0o4755})
+	if _, err := Sync(bytes.NewReader(data), host, testLimits, all); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a refused entry of 2 MiB past a limit of 1 MiB: %v", err)
+	}
+}
