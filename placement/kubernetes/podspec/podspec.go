@@ -289,10 +289,20 @@ func workspaceContainer(cfg Config) corev1.Container {
 		Command:         []string{cfg.InitBinary, "internal", "podws", "wait"},
 		RestartPolicy:   &always,
 		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeWorkspace, MountPath: WorkspaceDir}},
-		Resources:       resources(contract.LimitsPlan{Memory: 128 << 20, CPU: 0.2}),
+		Resources:       resources(contract.LimitsPlan{Memory: sidecarMemory, CPU: sidecarCPU}),
 		SecurityContext: containerSecurity(cfg, runtimeDefault()),
 	}
 }
+
+// The workspace sidecar's requests and limits (equal, as every container's here: the
+// Pod keeps the Guaranteed class). A native sidecar's requests add to the sandbox
+// container's for the scheduler, for the Pod's whole life, so they are small: a tar
+// stream needs little memory, and a pack or fill of a large workspace is slowed by the
+// CPU limit rather than every Pod paying for it.
+const (
+	sidecarMemory = 64 << 20
+	sidecarCPU    = 0.05
+)
 
 // PinnedFiles are the files of the workspace volume (paths relative to it) that the
 // sandbox container's subPath mounts bind: a protected file of the workspace shown
