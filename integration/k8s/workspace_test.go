@@ -158,23 +158,7 @@ func TestPodWorkspaceFillPackSync(t *testing.T) {
 		}
 		return out.String()
 	}
-	// The command's view: the files, the commit in .git, .git read-only, .env masked.
-	out := run(`cat README src/main.go; cat .git/HEAD; ls .git/objects | wc -l | sed 's/^ */objects=/'
-touch .git/x 2>/dev/null && echo git=written || echo git=refused
-echo x 2>/dev/null >>.git/HEAD && echo head=written || echo head=refused
-ls -A .env | wc -l | sed 's/^ */env=/'
-head -1 cordon.yaml; echo x 2>/dev/null >>cordon.yaml && echo contract=written || echo contract=refused`)
-	// cordon.yaml is a protected file: a subPath mount of a file the init container
-	// made and the fill wrote in place.
-	for _, want := range []string{"hello\npackage main\nref: refs/heads/main\n", "git=refused\n", "head=refused\n", "env=0\n",
-		"version: 1\ncontract=refused\n"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the command's view: want %q in\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "objects=0\n") {
-		t.Errorf("the commit's objects did not arrive in .git:\n%s", out)
-	}
+	checkView(t, run)
 
 	old := time.Unix(1_000_000, 0)
 	for _, rel := range []string{"README", "keep/stay.txt"} {
@@ -224,6 +208,28 @@ ln -s ../README made/readme`)
 	}
 
 	hostile(ctx, t, ch, run, host, writableRel)
+}
+
+// checkView checks what a command sees of the filled workspace: the files, the
+// commit in .git, .git and the contract read-only, .env masked.
+func checkView(t *testing.T, run func(string) string) {
+	t.Helper()
+	out := run(`cat README src/main.go; cat .git/HEAD; ls .git/objects | wc -l | sed 's/^ */objects=/'
+touch .git/x 2>/dev/null && echo git=written || echo git=refused
+echo x 2>/dev/null >>.git/HEAD && echo head=written || echo head=refused
+ls -A .env | wc -l | sed 's/^ */env=/'
+head -1 cordon.yaml; echo x 2>/dev/null >>cordon.yaml && echo contract=written || echo contract=refused`)
+	// cordon.yaml is a protected file: a subPath mount of a file the init container
+	// made and the fill wrote in place.
+	for _, want := range []string{"hello\npackage main\nref: refs/heads/main\n", "git=refused\n", "head=refused\n", "env=0\n",
+		"version: 1\ncontract=refused\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the command's view: want %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "objects=0\n") {
+		t.Errorf("the commit's objects did not arrive in .git:\n%s", out)
+	}
 }
 
 // hostile: a FIFO, a link to /etc/shadow, a 1 GiB sparse file (past the 64 MiB bound)
