@@ -52,6 +52,16 @@ func TestExplainKubernetes(t *testing.T) {
 	if !bytes.Contains([]byte(out), []byte("memory: 1Gi")) {
 		t.Errorf("the contract's memory limit is missing:\n%s", out)
 	}
+	// The workspace sidecar, which fills and packs the workspace, is shown.
+	sidecar := false
+	for _, ic := range pod.Spec.InitContainers {
+		for _, m := range ic.VolumeMounts {
+			sidecar = sidecar || ic.Name == "cordon-workspace" && m.Name == "workspace" && m.MountPath == "/run/cordon-workspace" && ic.RestartPolicy != nil
+		}
+	}
+	if !sidecar {
+		t.Errorf("no workspace sidecar mounting the whole workspace volume:\n%s", docs[1])
+	}
 
 	// Without a config: the example namespace.
 	if out, errOut, code := run(t, "explain", "-c", contractFile, "--placement", "kubernetes"); code != 0 || !strings.Contains(out, "namespace: cordon-example") {

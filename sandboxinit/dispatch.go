@@ -29,7 +29,7 @@ const (
 // (`internal init`) or a helper it re-executes (`internal join-cgroup`, `internal
 // posture`, the group watcher, `internal file` and `internal gate-request`: the MCP
 // file and gate tools, run inside) or a Pod's (`internal init --pod`, `internal
-// attach`, `internal install`). Both binaries that can be process 1, cordon-init and
+// attach`, `internal install`, `internal podws`). Both binaries that can be process 1, cordon-init and
 // cordon, dispatch through it, before they build anything else: these start on every
 // run. ok is false when args name no helper.
 func Dispatch(args []string) (code int, ok bool) {
@@ -55,6 +55,8 @@ func Dispatch(args []string) (code int, ok bool) {
 		return AttachMain(args[2:]), true
 	case InstallArg:
 		return InstallMain(args[2:]), true
+	case PodWorkspaceArg:
+		return PodWorkspaceMain(args[2:]), true
 	case fileop.Arg:
 		return fileop.Main(args[2:], os.Stdin, os.Stdout), true
 	case gatewire.RequestArg:

@@ -2,26 +2,68 @@ package sandboxinit
 
 import (
 	"fmt"
-	"github.com/cordonhq/cordon/internal/paths"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // InstallMain is `internal install DEST`: it copies this binary to DEST (which must not
 // exist; mode 0555). The kubernetes placement runs it in an init container from
 // cordon's own image, so that process 1 of a Pod is cordon's binary whatever the
 // workload's image holds, as the local backends mount it read-only into every sandbox.
+//
+// With `--pin DIR REL...` it then makes each REL, an empty file, in the workspace
+// volume mounted at DIR: the files the sandbox container's subPath mounts bind
+// (podspec.PinnedFiles), which must exist before it starts.
 func InstallMain(args []string) int {
-	if len(args) != 1 || !filepath.IsAbs(args[0]) {
-		fmt.Fprintln(os.Stderr, "usage: cordon internal install /ABSOLUTE/DEST")
+	if len(args) < 1 || !filepath.IsAbs(args[0]) || len(args) > 1 && (len(args) < 3 || args[1] != "--pin" || !filepath.IsAbs(args[2])) {
+		fmt.Fprintln(os.Stderr, "usage: cordon internal install /ABSOLUTE/DEST [--pin /ABSOLUTE/DIR REL...]")
 		return 2
 	}
 	if err := install(args[0]); err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: internal install: %v\n", err)
 		return 1
 	}
+	if len(args) > 1 {
+		if err := pin(args[2], args[3:]); err != nil {
+			fmt.Fprintf(os.Stderr, "cordon: internal install: %v\n", err)
+			return 1
+		}
+	}
 	return 0
+}
+
+// pin makes each of rels an empty file (0644) in dir, with the directories above it
+// (0755), never through a link; one that exists is left as it is.
+func pin(dir string, rels []string) error {
+	t, err := linux.OpenTree(dir)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	for _, rel := range rels {
+		if rel != path.Clean(rel) || path.IsAbs(rel) || rel == "." || strings.HasPrefix(rel, "../") || rel == ".." {
+			return fmt.Errorf("pinning %q: not a clean path below %s", rel, dir)
+		}
+		parts := strings.Split(rel, "/")
+		for i := 1; i < len(parts); i++ {
+			if err := t.Mkdir(strings.Join(parts[:i], "/"), 0o755, -1, -1); err != nil {
+				return fmt.Errorf("pinning %q: %w", rel, err)
+			}
+		}
+		if _, err := t.Lstat(rel); err == nil {
+			continue
+		}
+		if err := t.WriteFile(rel, strings.NewReader(""), 0o644, -1, -1); err != nil {
+			return fmt.Errorf("pinning %q: %w", rel, err)
+		}
+	}
+	return nil
 }
 
 // install copies this binary to dest, and makes the credential files' mount point

@@ -45,3 +45,33 @@ func TestInstall(t *testing.T) {
 		}
 	}
 }
+
+// install --pin makes each file, empty, with its directories, in the workspace
+// volume, leaves one that exists as it is, and refuses a path that leaves it.
+func TestInstallPins(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "kept"), []byte("k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := InstallMain([]string{filepath.Join(dir, "cordon"), "--pin", ws, "cordon.yaml", "a/b/c.yml", "kept"}); code != 0 {
+		t.Fatalf("InstallMain = %d", code)
+	}
+	for rel, want := range map[string]string{"cordon.yaml": "", "a/b/c.yml": "", "kept": "k"} {
+		fi, err := os.Lstat(filepath.Join(ws, rel))
+		data, _ := os.ReadFile(filepath.Join(ws, rel))
+		if err != nil || !fi.Mode().IsRegular() || string(data) != want {
+			t.Errorf("%s: %v, %v, %q; want a regular file holding %q", rel, fi, err, data, want)
+		}
+	}
+	dir2 := t.TempDir()
+	if code := InstallMain([]string{filepath.Join(dir2, "cordon"), "--pin", ws, "../escape"}); code != 1 {
+		t.Errorf("pinning ../escape: InstallMain = %d, want 1", code)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "escape")); err == nil {
+		t.Error("../escape was made")
+	}
+}

@@ -26,3 +26,12 @@ func InstallMain([]string) int {
 	fmt.Fprintln(os.Stderr, "cordon: internal install is unimplemented on this GOOS")
 	return 1
 }
+
+// PodWorkspaceArg is the `internal` subcommand that fills or packs a Pod's workspace.
+const PodWorkspaceArg = "podws"
+
+// PodWorkspaceMain is unimplemented off Linux.
+func PodWorkspaceMain([]string) int {
+	fmt.Fprintln(os.Stderr, "cordon: internal podws is unimplemented on this GOOS")
+	return 1
+}

@@ -63,6 +63,13 @@ touch /run/cordon-control/x 2>/dev/null && echo create=done || echo create=refus
 nc -U /run/cordon-control/init.sock </dev/null >/dev/null 2>&1 && echo socket=connected || echo socket=refused
 [ -e /var/run/secrets/kubernetes.io/serviceaccount/token ] && echo token=present || echo token=absent`,
 		[]string{"dir=0 entries", "create=refused", "socket=refused", "token=absent"}},
+	// The whole workspace volume is mounted only in the workspace sidecar, which
+	// shares no mount or pid namespace with the commands: nothing of it is in reach.
+	{"WorkspaceSidecarOutOfReach", `[ -e /run/cordon-workspace ] && echo mount=present || echo mount=absent
+grep -c ' /run/cordon-workspace ' /proc/self/mountinfo | sed 's/^/mounts=/'
+w=pod; w="${w}ws wait" # not spelled out: this script's own command line holds it
+n=0; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f" 2>/dev/null | grep -q "$w" && n=$((n+1)); done; echo "sidecar processes=$n"`,
+		[]string{"mount=absent", "mounts=0", "sidecar processes=0"}},
 }
 
 // Every attack of podAttacks is held in a session's Pod, and the session still serves

@@ -160,6 +160,32 @@ func (t *Tree) writeFile(rel string, r io.Reader, perm uint32, uid, gid int, fin
 	})
 }
 
+// Overwrite replaces the content of the existing regular file rel in place, and
+// makes its mode perm: the same inode, so a bind mount of it elsewhere (a Pod's
+// subPath mount) shows the new content, as a new file renamed over it would not.
+func (t *Tree) Overwrite(rel string, r io.Reader, perm uint32) error {
+	fd, err := t.resolve(rel, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &os.PathError{Op: "overwrite", Path: rel, Err: syscall.EEXIST}
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if err := copyData(f, r); err != nil {
+		return err
+	}
+	return f.Chmod(os.FileMode(perm & 0o777))
+}
+
 // Symlink replaces rel with a symbolic link to target, owned by uid:gid when uid >= 0.
 func (t *Tree) Symlink(rel, target string, uid, gid int) error {
 	return t.replace(rel, uid, gid, func(pfd int, tmp string) error {

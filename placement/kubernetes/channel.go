@@ -52,8 +52,12 @@ type Channel struct {
 	mu     sync.Mutex
 	err    error
 
-	runMu sync.Mutex // runMu serialises Run (run.go), which reads Conn
-	runID uint64     // the last exec id Run sent
+	runMu  sync.Mutex // runMu serialises Run (run.go), Fill and Pack (workspace.go)
+	runID  uint64     // the last exec id Run sent
+	ran    bool       // Run sent a command: no Fill any more
+	filled bool       // Fill was sent
+	// workspace makes the exec of a fill or a pack (op) in the workspace sidecar.
+	workspace func(op string) (remotecommand.Executor, error)
 }
 
 // Attach opens the control channel of session s's Pod, which must be running: it
@@ -71,7 +75,7 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	if err != nil {
 		return nil, errdefs.Unavailablef("control channel: %w", err)
 	}
-	ex, err := p.executor(rc, s.PodName())
+	ex, err := p.executor(rc, s.PodName(), podspec.ContainerName, podspec.AttachCommand())
 	if err != nil {
 		ours.Close()
 		relay.Close()
@@ -79,6 +83,9 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ch := &Channel{Conn: ctl.New(ours), UC: ours, cancel: cancel, done: make(chan struct{})}
+	ch.workspace = func(op string) (remotecommand.Executor, error) {
+		return p.executor(rc, s.PodName(), podspec.WorkspaceContainerName, podspec.WorkspaceCommand(p.cfg, op))
+	}
 	var egress *ctlmux.Listener
 	if spec.Egress != "" {
 		egress = ctlmux.NewListener()
@@ -92,11 +99,12 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	return ch, nil
 }
 
-// executor is the exec of the attach relay in the Pod's sandbox container.
-func (p *Placement) executor(rc *rest.Config, pod string) (remotecommand.Executor, error) {
+// executor is the exec of argv in container of pod: the attach relay in the
+// sandbox container, or a fill or pack in the workspace sidecar.
+func (p *Placement) executor(rc *rest.Config, pod, container string, argv []string) (remotecommand.Executor, error) {
 	req := p.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.cfg.Namespace).Name(pod).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: podspec.ContainerName, Command: podspec.AttachCommand(),
+		Container: container, Command: argv,
 		Stdin: true, Stdout: true, Stderr: true,
 	}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(rc, "GET", req.URL().String())

@@ -114,6 +114,7 @@ func (ch *Channel) Run(ctx context.Context, argv []string, dir string, stdin io.
 	ch.runMu.Lock()
 	defer ch.runMu.Unlock()
 	ch.runID++
+	ch.ran = true
 	id := ch.runID
 	var fds [6]*os.File // stdin r/w, stdout r/w, stderr r/w
 	for i := 0; i < 6; i += 2 {

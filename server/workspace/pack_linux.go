@@ -22,6 +22,14 @@ import (
 // with an error after part of the archive was written: the caller must not let that
 // part pass for the whole (end the stream without its end-of-archive blocks).
 func Pack(w io.Writer, dir string, lim Limits) (Stats, int, error) {
+	return PackOnly(w, dir, lim, nil)
+}
+
+// PackOnly is [Pack] of the paths keep reports true for (rel is a clean path below
+// dir): a path it refuses is left out with everything below it, and not counted. A
+// nil keep keeps everything. A session filling a Pod's workspace packs it without the
+// plan's hidden paths, which have no business in the Pod.
+func PackOnly(w io.Writer, dir string, lim Limits, keep func(rel string) bool) (Stats, int, error) {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
 		return Stats{}, 0, err
@@ -32,7 +40,7 @@ func Pack(w io.Writer, dir string, lim Limits) (Stats, int, error) {
 		return Stats{}, 0, err
 	}
 	defer d.Close()
-	p := &packer{tw: tar.NewWriter(w), lim: lim}
+	p := &packer{tw: tar.NewWriter(w), lim: lim, keep: keep}
 	if err := p.dir(d, ""); err != nil {
 		return p.stats, p.skipped, err
 	}
@@ -44,6 +52,7 @@ type packer struct {
 	lim     Limits
 	stats   Stats
 	skipped int
+	keep    func(string) bool
 }
 
 // epoch is every entry's modification time: the archive is the same bytes for the
@@ -58,6 +67,9 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 	slices.Sort(names)
 	for _, n := range names {
 		rel := path.Join(prefix, n)
+		if p.keep != nil && !p.keep(rel) {
+			continue
+		}
 		st, err := d.Lstat(n)
 		if err != nil {
 			return err

@@ -22,23 +22,35 @@ import (
 // [EntryError] of [ErrNoSpace].
 func Unpack(r io.Reader, dir string, lim Limits) (st Stats, err error) {
 	err = linux.WithoutReserve(func() (err error) {
-		st, err = unpack(r, dir, lim)
+		st, err = unpack(r, dir, lim, true, nil)
 		return err
 	})
 	return st, err
 }
 
-func unpack(r io.Reader, dir string, lim Limits) (Stats, error) {
+// UnpackAsCaller is [Unpack] for a caller that writes its own files, as a Pod's
+// process does (the workspace volume's root is the kubelet's, and the Pod may give
+// nothing away): what it makes is the caller's, and its writes are not kept from any
+// reserve (an unprivileged caller has none). dir need not be empty: a regular file
+// at a path inPlace reports true for (nil: none) must exist already, and is written
+// in place, its inode kept (a Pod's subPath mount binds it).
+func UnpackAsCaller(r io.Reader, dir string, lim Limits, inPlace func(rel string) bool) (Stats, error) {
+	return unpack(r, dir, lim, false, inPlace)
+}
+
+func unpack(r io.Reader, dir string, lim Limits, chown bool, inPlace func(string) bool) (Stats, error) {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
 		return Stats{}, err
 	}
 	defer t.Close()
-	uid, gid, err := t.Owner()
-	if err != nil {
-		return Stats{}, err
+	uid, gid := -1, -1
+	if chown {
+		if uid, gid, err = t.Owner(); err != nil {
+			return Stats{}, err
+		}
 	}
-	u := &unpacker{t: t, uid: uid, gid: gid, lim: lim}
+	u := &unpacker{t: t, uid: uid, gid: gid, lim: lim, inPlace: inPlace}
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -60,7 +72,8 @@ type unpacker struct {
 	uid, gid int
 	lim      Limits
 	stats    Stats
-	last     string // the last entry's name, for an error reading the next
+	last     string            // the last entry's name, for an error reading the next
+	inPlace  func(string) bool // regular files written in place (nil: none)
 }
 
 // entry makes one entry of the archive.
@@ -93,7 +106,12 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 		if hdr.Size > u.lim.Bytes-u.stats.Bytes {
 			return tooLarge(name, "%d bytes; the archive may hold %d in all", hdr.Size, u.lim.Bytes)
 		}
-		err = u.t.WriteFile(rel, &budget{r: body, left: u.lim.Bytes - u.stats.Bytes, n: &u.stats.Bytes}, perm, u.uid, u.gid)
+		b := &budget{r: body, left: u.lim.Bytes - u.stats.Bytes, n: &u.stats.Bytes}
+		if u.inPlace != nil && u.inPlace(rel) {
+			err = u.t.Overwrite(rel, b, perm)
+		} else {
+			err = u.t.WriteFile(rel, b, perm, u.uid, u.gid)
+		}
 		if errors.Is(err, errBudget) {
 			return tooLarge(name, "past %d bytes in all", u.lim.Bytes)
 		}

@@ -38,10 +38,15 @@ type Limits struct {
 	Entries int   // entries, directories made for them included
 }
 
-// Stats are what an unpacking or a packing made.
+// Stats are what an unpacking, a packing or a [Sync] made.
 type Stats struct {
 	Entries int
 	Bytes   int64
+	// Sync only: paths created or replaced, paths removed, and paths left as they
+	// are although the archive differs there (writable refused them, or the entry
+	// was one Unpack refuses), the first MaxRefusedListed of them named.
+	Changed, Removed, Refused int
+	RefusedPaths              []string
 }
 
 // Errors an [EntryError] matches (errors.Is).

@@ -60,6 +60,31 @@ const (
 	ControlSocket = ControlDir + "/init.sock"
 )
 
+// WorkspaceContainerName is the Pod's workspace sidecar: a native sidecar (an init
+// container that keeps running, and ends with the sandbox container) that mounts the
+// whole workspace volume read-write at WorkspaceDir, into which the placement execs
+// the fill of the workspace from the host's and its pack after each command
+// (placement/kubernetes Channel.Fill and Pack; sandboxinit `internal podws`). The
+// commands' own mount of the volume is read-only or masked in parts, so cannot be
+// filled; and a second mount in their container would be theirs too (Landlock
+// grants by inode). The sidecar shares no mount or pid namespace with them.
+const WorkspaceContainerName = "cordon-workspace"
+
+// WorkspaceDir is where the workspace sidecar mounts the whole workspace volume.
+const WorkspaceDir = "/run/cordon-workspace"
+
+// WorkspaceEntries bounds the entries of a fill's or a pack's tar; their bytes are
+// bounded by Config.WorkspaceBytes, the volume's size.
+const WorkspaceEntries = 1 << 20
+
+// WorkspaceCommand is what the placement execs in the workspace sidecar for op,
+// "fill" or "pack", bounded as cfg says.
+func WorkspaceCommand(cfg Config, op string) []string {
+	cfg = cfg.withDefaults()
+	return []string{cfg.InitBinary, "internal", "podws", op, WorkspaceDir,
+		strconv.FormatInt(cfg.WorkspaceBytes, 10), strconv.Itoa(WorkspaceEntries)}
+}
+
 // cordonVolumeBytes bounds the volume holding cordon's binary (a few MiB).
 const cordonVolumeBytes = 64 << 20
 
@@ -127,7 +152,7 @@ func Compile(plan *contract.Plan, s Session, cfg Config) (Objects, error) {
 		Spec:       podSpec(cfg),
 	}
 	pod.Spec.Volumes = vols
-	pod.Spec.InitContainers = []corev1.Container{installContainer(cfg)}
+	pod.Spec.InitContainers = []corev1.Container{installContainer(cfg, PinnedFiles(plan)), workspaceContainer(cfg)}
 	pod.Spec.Containers = []corev1.Container{{
 		Name:            ContainerName,
 		Image:           image,
@@ -237,9 +262,10 @@ func localhostProfile(cfg Config) *corev1.SeccompProfile {
 	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &p}
 }
 
-// installContainer copies cordon's binary from cordon's image into the Pod.
-func installContainer(cfg Config) corev1.Container {
-	return corev1.Container{
+// installContainer copies cordon's binary from cordon's image into the Pod, and
+// makes the pinned files (see [PinnedFiles]) in the workspace volume.
+func installContainer(cfg Config, pinned []string) corev1.Container {
+	c := corev1.Container{
 		Name:            InitContainerName,
 		Image:           cfg.InitImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
@@ -248,6 +274,56 @@ func installContainer(cfg Config) corev1.Container {
 		Resources:       resources(contract.LimitsPlan{Memory: 64 << 20, CPU: 0.1}),
 		SecurityContext: containerSecurity(cfg, runtimeDefault()),
 	}
+	if len(pinned) > 0 {
+		c.Command = append(append(c.Command, "--pin", WorkspaceDir), pinned...)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeWorkspace, MountPath: WorkspaceDir})
+	}
+	return c
+}
+
+// workspaceContainer is the workspace sidecar (see [WorkspaceContainerName]): cordon's
+// image, as the init container, waiting for the placement's execs; restarted should
+// it die, and ended by the kubelet once the sandbox container has.
+func workspaceContainer(cfg Config) corev1.Container {
+	always := corev1.ContainerRestartPolicyAlways
+	return corev1.Container{
+		Name:            WorkspaceContainerName,
+		Image:           cfg.InitImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{cfg.InitBinary, "internal", "podws", "wait"},
+		RestartPolicy:   &always,
+		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeWorkspace, MountPath: WorkspaceDir}},
+		Resources:       resources(contract.LimitsPlan{Memory: sidecarMemory, CPU: sidecarCPU}),
+		SecurityContext: containerSecurity(cfg, runtimeDefault()),
+	}
+}
+
+// The workspace sidecar's requests and limits (equal, as every container's here: the
+// Pod keeps the Guaranteed class). A native sidecar's requests add to the sandbox
+// container's for the scheduler, for the Pod's whole life, so they are small: a tar
+// stream needs little memory, and a pack or fill of a large workspace is slowed by the
+// CPU limit rather than every Pod paying for it.
+const (
+	sidecarMemory = 64 << 20
+	sidecarCPU    = 0.05
+)
+
+// PinnedFiles are the files of the workspace volume (paths relative to it) that the
+// sandbox container's subPath mounts bind: a protected file of the workspace shown
+// read-only, say. Where a subPath's source is missing when the container starts, the
+// kubelet makes a directory, and binds that inode for the container's life, so no
+// file renamed there later is what the command sees. So the init container makes
+// each one, empty, before the sandbox container starts, and a fill writes them in
+// place (process 1's spec carries them).
+func PinnedFiles(plan *contract.Plan) []string {
+	var out []string
+	for _, m := range container.ImageMounts(plan) {
+		rel, inside := workspaceRel(plan.Workspace, m.Path)
+		if inside && rel != "" && !m.Dir && m.Type != contract.Tmpfs && m.Type != contract.Mask {
+			out = append(out, rel)
+		}
+	}
+	return out
 }
 
 func pullPolicy(pull string) corev1.PullPolicy {

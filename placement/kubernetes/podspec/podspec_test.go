@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,7 +86,7 @@ func seccomp(container string, sp *corev1.SeccompProfile) (c struct {
 	return c
 }
 
-// Every container, the init container included, runs in the locked posture, and so
+// Every container, the init containers included, runs in the locked posture, and so
 // does the Pod: each property is checked on its own, so dropping one fails.
 func TestPosture(t *testing.T) {
 	o := compile(t, testPlan(), testConfig())
@@ -100,8 +101,8 @@ func TestPosture(t *testing.T) {
 		t.Error("pod seccompProfile is not RuntimeDefault")
 	}
 	all := append(slices.Clone(o.Pod.Spec.InitContainers), o.Pod.Spec.Containers...)
-	if len(all) != 2 {
-		t.Fatalf("containers + init containers = %d, want 2", len(all))
+	if len(all) != 3 { // install, the workspace sidecar, the sandbox
+		t.Fatalf("containers + init containers = %d, want 3", len(all))
 	}
 	for _, c := range all {
 		sc := c.SecurityContext
@@ -185,6 +186,7 @@ func TestPullMissing(t *testing.T) {
 // The workspace is an emptyDir at the host path; what the plan shows read-only in it
 // is the same path of the volume, read-only; what it hides is an empty read-only
 // directory; each tmpfs is a memory volume of the tmpfs size; @system is not mounted.
+// The whole volume is mounted nowhere else in the sandbox container.
 func TestMounts(t *testing.T) {
 	o := compile(t, testPlan(), testConfig())
 	c := sandbox(t, o)
@@ -206,7 +208,7 @@ func TestMounts(t *testing.T) {
 			t.Errorf("mount at %s = %+v, want %+v", p, got, w)
 		}
 	}
-	for _, p := range []string{"/etc", "/etc/shadow"} {
+	for _, p := range []string{"/etc", "/etc/shadow", WorkspaceDir} {
 		if _, ok := byPath[p]; ok {
 			t.Errorf("@system's %s is mounted: the image provides the system", p)
 		}
@@ -422,6 +424,40 @@ func TestDecodeConfig(t *testing.T) {
 	} {
 		if _, err := DecodeConfig([]byte(in)); err == nil {
 			t.Errorf("%s: DecodeConfig accepted %.40q", name, in)
+		}
+	}
+}
+
+// The workspace sidecar mounts the whole workspace volume read-write, runs cordon's
+// binary from cordon's image as the Pod's other containers do (restricted), is a
+// native sidecar (it ends with the sandbox container) started after the install
+// container; the sandbox container mounts no such thing. A protected file of the
+// workspace is made by the install container before the sandbox container starts.
+func TestWorkspaceSidecar(t *testing.T) {
+	plan := testPlan()
+	o := compile(t, plan, testConfig())
+	ics := o.Pod.Spec.InitContainers
+	if len(ics) != 2 || ics[0].Name != InitContainerName || ics[1].Name != WorkspaceContainerName {
+		t.Fatalf("init containers %v; want the install container, then the workspace sidecar", ics)
+	}
+	ws := ics[1]
+	if ws.RestartPolicy == nil || *ws.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Error("the workspace sidecar is not a native sidecar (restartPolicy Always)")
+	}
+	want := []corev1.VolumeMount{{Name: VolumeWorkspace, MountPath: WorkspaceDir}}
+	if !reflect.DeepEqual(ws.VolumeMounts, want) || ws.Image != testConfig().InitImage ||
+		!reflect.DeepEqual(ws.SecurityContext, ics[0].SecurityContext) || ws.Command[len(ws.Command)-1] != "wait" {
+		t.Errorf("workspace sidecar = %+v", ws)
+	}
+	cmd := WorkspaceCommand(testConfig(), "pack")
+	if cmd[len(cmd)-4] != "pack" || cmd[len(cmd)-3] != WorkspaceDir || cmd[len(cmd)-2] != strconv.FormatInt(DefaultWorkspaceBytes, 10) {
+		t.Errorf("WorkspaceCommand = %q", cmd)
+	}
+	for _, c := range o.Pod.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.Name == VolumeWorkspace && m.SubPath == "" && m.MountPath != plan.Workspace {
+				t.Errorf("container %s mounts the whole workspace volume at %s", c.Name, m.MountPath)
+			}
 		}
 	}
 }

@@ -1,0 +1,126 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/cordonhq/cordon/internal/errdefs"
+)
+
+// The session's workspace volume is filled and read back in the Pod's workspace
+// sidecar (podspec.WorkspaceContainerName), which mounts the whole volume and which
+// no command can reach: the placement execs `internal podws fill|pack` there through
+// the API server, the tar on the exec's stdin or stdout (sandboxinit/podws_linux.go).
+// The bounds are the volume's size in bytes and podspec.WorkspaceEntries entries.
+
+// Errors of [Channel.Fill].
+var (
+	ErrFilled   = errors.New("the pod's workspace was filled already")
+	ErrFillLate = errors.New("the pod's workspace is filled before any command runs")
+)
+
+// tarEnd is how every whole tar archive that archive/tar writes ends: two zero blocks.
+const tarEnd = 1024
+
+// Fill unpacks the tar archive r (as server/workspace.Pack writes one) into the Pod's
+// workspace volume, .git and every read-only path included, before any command ran:
+// a second Fill, or one after Run, fails with [ErrFilled] or [ErrFillLate]. The
+// archive is checked as server/workspace.Unpack checks one (paths, links, types,
+// bounds). Fill is serialised with Run and Pack (one lock); it returns once the
+// sidecar has unpacked r to its end, or refused it.
+func (ch *Channel) Fill(ctx context.Context, r io.Reader) error {
+	ch.runMu.Lock()
+	defer ch.runMu.Unlock()
+	switch {
+	case ch.filled:
+		return ErrFilled
+	case ch.ran:
+		return ErrFillLate
+	}
+	ch.filled = true
+	if err := ch.workspaceOp(ctx, "fill", r, io.Discard); err != nil {
+		return fmt.Errorf("filling the pod's workspace: %w", err)
+	}
+	return nil
+}
+
+// Pack writes the Pod's whole workspace volume to w as a tar archive, as
+// server/workspace.Pack writes a directory: directories, regular files and symbolic
+// links (never followed, even one a command puts in place of a directory as it is
+// walked), special files left out (a FIFO is never opened), bounded by the volume's
+// size in bytes and podspec.WorkspaceEntries entries. Pack is serialised with Run
+// and Fill (one lock); a command's background processes may still write the volume
+// meanwhile, and may make a Pack fail (a file that changes size as it is read): try
+// again. On an error, what was written to w is not a whole archive and must not be
+// taken for one; Pack checks that it came whole (the exec's status, the archive's
+// end).
+func (ch *Channel) Pack(ctx context.Context, w io.Writer) error {
+	ch.runMu.Lock()
+	defer ch.runMu.Unlock()
+	out := &tarSink{w: w}
+	if err := ch.workspaceOp(ctx, "pack", nil, out); err != nil {
+		return fmt.Errorf("packing the pod's workspace: %w", err)
+	}
+	switch {
+	case out.err != nil:
+		return fmt.Errorf("packing the pod's workspace: writing it: %w", out.err)
+	case out.n < tarEnd || !bytes.Equal(out.tail[:], make([]byte, tarEnd)):
+		return fmt.Errorf("%w: packing the pod's workspace: the archive came cut short (%d bytes)", errdefs.ErrSandbox, out.n)
+	}
+	return nil
+}
+
+// workspaceOp execs op in the workspace sidecar with stdin (nil: none) and its
+// stdout copied to stdout, and waits for its end. The caller holds runMu.
+func (ch *Channel) workspaceOp(ctx context.Context, op string, stdin io.Reader, stdout io.Writer) error {
+	if ch.workspace == nil {
+		return errors.New("this channel has no workspace sidecar")
+	}
+	ex, err := ch.workspace(op)
+	if err != nil {
+		return err
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("") // the exec's stdin ends at once
+	}
+	stderr := &tailBuffer{max: stderrBytes}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		if e := strings.TrimSpace(stderr.String()); e != "" {
+			err = fmt.Errorf("%w: %w: %s", errdefs.ErrSandbox, err, e)
+		}
+		return err
+	}
+	return nil
+}
+
+// tarSink passes a pack's archive on to w, keeping its length, its last tarEnd
+// bytes and w's first error (after which the rest is dropped).
+type tarSink struct {
+	w    io.Writer
+	n    int64
+	tail [tarEnd]byte
+	err  error
+}
+
+func (s *tarSink) Write(p []byte) (int, error) {
+	s.n += int64(len(p))
+	if len(p) >= tarEnd {
+		copy(s.tail[:], p[len(p)-tarEnd:])
+	} else {
+		copy(s.tail[:], s.tail[len(p):])
+		copy(s.tail[tarEnd-len(p):], p)
+	}
+	if s.err == nil {
+		if _, err := s.w.Write(p); err != nil {
+			s.err = err
+		}
+	}
+	return len(p), nil
+}
