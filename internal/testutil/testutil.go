@@ -89,6 +89,17 @@ func Cordon(t testing.TB) string {
 	return buildPath
 }
 
+// Main runs a package's tests (call it from TestMain) and then removes the binaries
+// [Cordon] built for them: each test binary builds its own (~120 MB), and a
+// temporary directory left by every `go test` run fills /tmp.
+func Main(m *testing.M) {
+	code := m.Run()
+	if buildPath != "" {
+		os.RemoveAll(filepath.Dir(buildPath))
+	}
+	os.Exit(code)
+}
+
 // CordonExec builds the binaries as [Cordon] does and returns the path of cordon-exec.
 func CordonExec(t testing.TB) string {
 	t.Helper()
