@@ -103,6 +103,25 @@ func TestBackendKubernetes(t *testing.T) {
 		}
 		left(t)
 	})
+	t.Run("workspace", func(t *testing.T) {
+		// The host's workspace fills the Pod's before the command, and what the
+		// command wrote comes back to the host (and into the log's diff) after it.
+		if err := os.WriteFile(filepath.Join(ws, "input.txt"), []byte("from the host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c", "cat input.txt; echo made in the pod > output.txt; rm input.txt")
+		if code != 0 || stdout != "from the host\n" {
+			t.Fatalf("a command reading the host's file: status %d\n%s%s", code, stdout, stderr)
+		}
+		got, err := os.ReadFile(filepath.Join(ws, "output.txt"))
+		if err != nil || string(got) != "made in the pod\n" {
+			t.Errorf("the command's file on the host: %q, %v", got, err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "input.txt")); err == nil {
+			t.Error("the file the command removed is still on the host")
+		}
+		left(t)
+	})
 	t.Run("exit status and timeout", func(t *testing.T) {
 		code, _, stderr := cordonIn(ctx, t, env, ws, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c", "exit 7")
 		if code != 7 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -44,20 +45,53 @@ func (sb *podSandbox) Exec(ctx context.Context, p sandbox.Process) (int, error) 
 		return 0, err
 	}
 	defer sb.closeChannel()
+	if err := sb.fill(ctx, ch); err != nil {
+		return 0, err
+	}
 	host, err := sb.handOver(ch)
 	if err != nil {
 		return 0, err
 	}
 	defer host.Close()
 	if p.Serve {
-		return 0, relay(host, ch)
+		return 0, relay(host, ch, func() error { return sb.syncAfter(ch) })
 	}
 	host.Close() // a one-command run takes no commands on the control socket
 	code, err := ch.Run(ctx, p.Argv, p.Dir, p.Stdin, p.Stdout, p.Stderr)
+	if serr := sb.syncAfter(ch); err == nil {
+		err = serr
+	}
 	if err != nil && ctx.Err() != nil {
 		return 0, ctx.Err() // closing the channel (deferred) kills what it started
 	}
 	return code, err
+}
+
+// syncTimeout bounds bringing the workspace back after a command; syncTries is how
+// many packs a sync may take (a file a background process is writing changes size
+// under the pack, which then fails and is tried again).
+const (
+	syncTimeout = 5 * time.Minute
+	syncTries   = 3
+)
+
+// syncAfter brings the Pod's workspace back after a command ended, before the runner
+// hears of its end (and diffs the host's workspace). It survives the command's own
+// cancellation: a timed-out command's changes are logged too. When it fails the run
+// is not to go on without them: the caller ends the session.
+func (sb *podSandbox) syncAfter(ch *placement.Channel) error {
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	var err error
+	for range syncTries {
+		if err = sb.sync(ctx, ch); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: kubernetes: %w", errdefs.ErrSandbox, err)
+	}
+	return nil
 }
 
 // attach opens the control channel of the Pod's process 1 with its spec.
@@ -123,12 +157,13 @@ func (sb *podSandbox) handOver(ch *placement.Channel) (*ctl.Conn, error) {
 
 // relay copies the control protocol between the runner (host) and the Pod's process 1
 // (ch) until either ends: requests (exec with its descriptors, signal) to the Pod,
-// their exits back. The Pod's side checks what it is sent (package ctlmux); nothing
+// their exits back, each once beforeExit (the workspace brought back) returned; its
+// error ends the session. The Pod's side checks what it is sent (package ctlmux); nothing
 // from the Pod but an exit reaches the runner, which reads nothing else.
-func relay(host *ctl.Conn, ch *placement.Channel) error {
+func relay(host *ctl.Conn, ch *placement.Channel, beforeExit func() error) error {
 	errc := make(chan error, 2)
-	go func() { errc <- forward(host, ch.Conn, true, ctl.OpExec, ctl.OpSignal) }()
-	go func() { errc <- forward(ch.Conn, host, false, ctl.OpExit) }()
+	go func() { errc <- forward(host, ch.Conn, true, nil, ctl.OpExec, ctl.OpSignal) }()
+	go func() { errc <- forward(ch.Conn, host, false, beforeExit, ctl.OpExit) }()
 	err := <-errc
 	// Either side gone ends both: the runner's hang-up ends the Pod's process 1
 	// (which kills every command), and the Pod's end is the session's end.
@@ -145,8 +180,8 @@ func relay(host *ctl.Conn, ch *placement.Channel) error {
 var errHostDone = errors.New("the runner hung up")
 
 // forward copies messages of the ops allowed from src (the runner when fromHost) to
-// dst until src ends.
-func forward(src, dst *ctl.Conn, fromHost bool, allowed ...string) error {
+// dst until src ends, calling before (when set) ahead of each.
+func forward(src, dst *ctl.Conn, fromHost bool, before func() error, allowed ...string) error {
 	for {
 		m, files, err := src.Recv()
 		if err != nil {
@@ -168,6 +203,12 @@ func forward(src, dst *ctl.Conn, fromHost bool, allowed ...string) error {
 			// An exit carries no descriptor: none from the Pod's side reaches the runner.
 			ctl.CloseFiles(files)
 			files = nil
+		}
+		if before != nil {
+			if err := before(); err != nil {
+				ctl.CloseFiles(files)
+				return err
+			}
 		}
 		err = dst.Send(m, files...)
 		ctl.CloseFiles(files)
