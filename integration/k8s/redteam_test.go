@@ -5,8 +5,11 @@ package k8s
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -212,4 +215,53 @@ func TestRedTeamAuditDiffIsTheHosts(t *testing.T) {
 	if strings.Contains(stdout, "file changed") && !strings.Contains(stdout, "made-in-pod.txt") {
 		t.Errorf("the log records changes for the command, but not the file it made:\n%s", stdout)
 	}
+}
+
+// A command's timeout must end it whatever it does with its stdin. In a Pod, stdin
+// frames are queued per stream (16 frames, then the relay stops reading the stream),
+// so a command that leaves a large stdin unread holds the relay's reader: the
+// runner's SIGKILL at the timeout waits behind the stdin frames and never arrives.
+// cordon exec says 124, "killed with its process group", the command runs on until
+// the session stops, and every later command of the session hangs.
+func TestRedTeamTimeoutWithUnreadStdin(t *testing.T) {
+	cs, _ := clientConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	ws := redContract(t, image)
+	env := backendEnv(t, ns, node, image, "tenant-stdin")
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+	if code != 0 {
+		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+	}
+	sid := strings.TrimSpace(stdout)
+	defer cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	// 4 MB of stdin that /bin/sleep never reads.
+	cmd := exec.CommandContext(ctx, cordonBin(t), "exec", "-i", "--timeout", "3s", sid, "--", "/bin/sleep", "6123")
+	cmd.Dir, cmd.Env = ws, env
+	cmd.Stdin = io.LimitReader(zeros{}, 4<<20)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 124 {
+		t.Fatalf("a command past its timeout: %v, want status 124\n%s", err, out)
+	}
+	// The next command of the session runs, and sees no sleep left.
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ecancel()
+	code, stdout, stderr = cordonIn(ectx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "ps -o args | grep -c '^/bin/sleep 6123' || true")
+	if ectx.Err() != nil {
+		t.Fatalf("the session's next command after a timed-out one with unread stdin: still waiting after 30s (status %d)\n%s%s", code, stdout, stderr)
+	}
+	if code != 0 || strings.TrimSpace(stdout) != "0" {
+		t.Errorf("after its timeout the command still runs in the Pod: status %d, %q sleeps\n%s", code, strings.TrimSpace(stdout), stderr)
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }
