@@ -30,7 +30,7 @@ import (
 func redContract(t *testing.T, image string) string {
 	t.Helper()
 	ws := t.TempDir()
-	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.5}\n", image)
+	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\nlimits: {memory: 256MiB, pids: 128, cpu: 0.1}\n", image)
 	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -265,3 +265,58 @@ func (zeros) Read(b []byte) (int, error) {
 	clear(b)
 	return len(b), nil
 }
+
+// A command may write nothing on the node's disk outside the Pod's bounded volumes.
+// The kubelet binds a file of the Pod's directory on the node at the container's
+// terminationMessagePath (/dev/termination-log by default), and the Landlock ruleset
+// grants commands write on /dev (for its device nodes): a command filled that file
+// without bound (200 MB measured), past workspaceBytes and the memory limit, on the
+// disk every tenant's Pods and the kubelet share.
+func TestRedTeamTerminationLogBound(t *testing.T) {
+	cs, _ := clientConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	ws := redContract(t, image)
+	env := backendEnv(t, ns, node, image, "tenant-termlog")
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+	if code != 0 {
+		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+	}
+	sid := strings.TrimSpace(stdout)
+	defer cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelTenant + "=tenant-termlog"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the session's pod: %d (%v)", len(pods.Items), err)
+	}
+	pod := pods.Items[0]
+	var paths []string
+	for _, c := range pod.Spec.Containers {
+		paths = append(paths, c.TerminationMessagePath)
+	}
+	script := ""
+	for _, p := range append(paths, "/dev/termination-log") {
+		script += fmt.Sprintf("head -c 8000000 /dev/zero > %s 2>/dev/null; ", p)
+	}
+	if code, stdout, stderr = cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", script+"true"); code != 0 {
+		t.Fatalf("the command: status %d\n%s%s", code, stdout, stderr)
+	}
+	dir := filepath.Join(kubeletRoot, "pods", string(pod.UID), "containers")
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && fi.Size() > 4096 {
+			os.Truncate(p, 0) // the test's own bytes, off the shared disk
+			t.Errorf("a command wrote %d bytes to %s on the node (the container's termination message)", fi.Size(), p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubeletRoot is the test node's kubelet --root-dir.
+const kubeletRoot = "/var/lib/cordon-k8s/kubelet"
