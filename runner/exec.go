@@ -151,6 +151,10 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 	if r.stage != nil && !r.session {
 		// A staged run's diff is taken from its change set (stagedDiff): no baseline.
 		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
+	} else if remoteWorkspace(r.o.Backend) {
+		// What changes in this host's workspace meanwhile is not the command's: its
+		// log shows no diff recorded rather than this host's changes.
+		r.o.Log.Debug("no workspace baseline: the sandbox's workspace is not this host's")
 	} else {
 		var err error
 		ph.Next("baseline")
@@ -286,12 +290,13 @@ func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration,
 func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *ExecResult) {
 	var diff *fsdiff.Result
 	var err error
-	if r.stage != nil && !r.session {
+	switch {
+	case r.stage != nil && !r.session:
 		diff, err = r.stagedDiff(context.WithoutCancel(ctx))
-	} else {
+	case tracker != nil:
 		diff, err = tracker.Diff(context.WithoutCancel(ctx))
 	}
-	if err == nil {
+	if err == nil && diff != nil {
 		r.o.Log.Debug("workspace diff taken", "changes", len(diff.Changes), "read", diff.Scan.Read, "took", diff.Scan.Duration)
 		r.adopt(tracker)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
@@ -310,6 +315,14 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	res.DeniedEgress, res.Denied, res.DeniedMore = r.sink.Denied(res.CmdID)
 	res.Alerts = r.sink.Alerts(res.CmdID)
 	r.o.Log.Debug("diff recorded")
+}
+
+// remoteWorkspace reports whether b's sandboxes have a workspace of their own rather
+// than this host's directory (a Pod's is a volume on its node), so that this host's
+// workspace says nothing of what their commands changed.
+func remoteWorkspace(b sandbox.Backend) bool {
+	r, ok := b.(interface{ RemoteWorkspace() bool })
+	return ok && r.RemoteWorkspace()
 }
 
 // baseline snapshots the workspace before a command. A session keeps one tracker of

@@ -134,6 +134,11 @@ func (b *Backend) CanStage() error {
 	return fmt.Errorf("kubernetes: %w", sandbox.ErrNoStage)
 }
 
+// RemoteWorkspace reports that the Pod's workspace is a volume on its node, not this
+// host's directory: the runner takes no diff of this host's for its commands (their
+// log says no diff was recorded) until the workspace is streamed back.
+func (b *Backend) RemoteWorkspace() bool { return true }
+
 // LoopbackEgress implements sandbox.Backend: the Pod's commands have a network
 // namespace of their own; their proxy connections are relayed
 // ([sandbox.Host.ServeEgress]).
