@@ -48,6 +48,10 @@ const (
 	kindConnEOF    byte = 8  // both ways: the sender's direction ended (no payload)
 	kindConnClose  byte = 9  // both ways: the sender's last frame for it (no payload)
 	kindConnCredit byte = 10 // both ways: a uint32 of window given back
+
+	// kindStdinCredit, pod → host, gives back a uint32 of exec id's stdin window: the
+	// pod wrote that many bytes to the command's stdin.
+	kindStdinCredit byte = 11
 )
 
 const (
@@ -142,12 +146,12 @@ func (r *reader) next() (frame, error) {
 		limit = 0
 	case kindConnData:
 		limit = maxData
-	case kindConnCredit:
+	case kindConnCredit, kindStdinCredit:
 		limit = 4
 	default:
 		return frame{}, fmt.Errorf("%w: frame of kind %d", ErrProtocol, f.kind)
 	}
-	if n > limit || f.kind == kindEOF && n != 1 || f.kind == kindConnCredit && n != 4 || f.kind == kindConnData && n == 0 {
+	if n > limit || f.kind == kindEOF && n != 1 || (f.kind == kindConnCredit || f.kind == kindStdinCredit) && n != 4 || f.kind == kindConnData && n == 0 {
 		return frame{}, fmt.Errorf("%w: frame of kind %d with %d bytes", ErrProtocol, f.kind, n)
 	}
 	if _, err := io.ReadFull(r.r, r.buf[:n]); err != nil {

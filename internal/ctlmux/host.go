@@ -1,6 +1,7 @@
 package ctlmux
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -22,21 +23,81 @@ type host struct {
 	execs map[uint64]*hostExec
 }
 
-// hostExec is what the host holds of a running exec: its stdin (being read) and its
-// stdout and stderr (nil once closed).
+// hostExec is what the host holds of a running exec: its stdin (being read, and sent
+// within the window the pod gives) and its stdout and stderr (nil once closed).
 type hostExec struct {
 	in  *os.File
 	out [2]*os.File
+
+	mu     sync.Mutex    // mu guards credit and over.
+	credit int           // stdin bytes it may still send
+	over   bool          // closed: its stdin is not sent any more
+	more   chan struct{} // a token when credit or over changed
 }
 
 func (e *hostExec) close() {
+	e.mu.Lock()
+	e.over = true
+	e.mu.Unlock()
+	e.signal()
 	e.in.Close()
 	closeAll(e.out[:])
 }
 
+func (e *hostExec) signal() {
+	select {
+	case e.more <- struct{}{}:
+	default:
+	}
+}
+
+// give adds n bytes of stdin window; false when that is past the window.
+func (e *hostExec) give(n int) bool {
+	e.mu.Lock()
+	ok := n > 0 && e.credit+n <= stdinWindow
+	if ok {
+		e.credit += n
+	}
+	e.mu.Unlock()
+	e.signal()
+	return ok
+}
+
+// pumpStdin sends the exec's stdin within its window until its end (then the end of
+// the stream), or until the exec is over.
+func (e *hostExec) pumpStdin(w *writer, id uint64) {
+	buf := make([]byte, maxData)
+	for {
+		e.mu.Lock()
+		credit, over := e.credit, e.over
+		e.mu.Unlock()
+		if over {
+			return
+		}
+		if credit == 0 {
+			<-e.more
+			continue
+		}
+		n, err := e.in.Read(buf[:min(credit, maxData)])
+		if n > 0 {
+			e.mu.Lock()
+			e.credit -= n
+			e.mu.Unlock()
+			if w.frame(kindStdin, id, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = w.frame(kindEOF, id, []byte{0})
+			return
+		}
+	}
+}
+
 // Host relays between c, whose peer is cordon's supervisor (it sees c's peer as it
 // sees process 1's own connection on the other backends), and stream, which reaches
-// [Pod] in the sandbox. Each exec request's stdin is read and sent as data, and the
+// [Pod] in the sandbox. Each exec request's stdin is read and sent as data (within
+// the window the pod gives back as it writes it to the command), and the
 // data that comes back for its stdout and stderr is written to the request's other
 // two descriptors; further descriptors (a cgroup: the Pod's cgroup is the kubelet's)
 // are closed. Each egress connection the pod relays is delivered on egress (nil when
@@ -113,7 +174,8 @@ func (h *host) exec(m ctl.Msg, files []*os.File) error {
 		return h.c.Send(ctl.Msg{Op: ctl.OpExit, ID: m.ID, Error: "malformed exec request"})
 	}
 	ctl.CloseFiles(files[3:])
-	e := &hostExec{in: linux.Pollable(files[0]), out: [2]*os.File{files[1], files[2]}}
+	e := &hostExec{in: linux.Pollable(files[0]), out: [2]*os.File{files[1], files[2]},
+		credit: stdinWindow, more: make(chan struct{}, 1)}
 	h.mu.Lock()
 	_, dup := h.execs[m.ID]
 	if !dup {
@@ -128,7 +190,7 @@ func (h *host) exec(m ctl.Msg, files []*os.File) error {
 		return err // Host closes e with the rest
 	}
 	// Read until its end, or until the exec is over (finish closes it).
-	go h.w.data(kindStdin, m.ID, 0, e.in)
+	go e.pumpStdin(h.w, m.ID)
 	return nil
 }
 
@@ -167,6 +229,14 @@ func (h *host) fromPod(r *reader) error {
 				return ErrProtocol // stdin is the host's
 			}
 			h.closeSink(f.id, int(f.data[0])-1)
+		case kindStdinCredit:
+			h.mu.Lock()
+			e := h.execs[f.id]
+			h.mu.Unlock()
+			// An exec over is forgotten: its last credits may still come.
+			if e != nil && !e.give(int(binary.BigEndian.Uint32(f.data))) {
+				return fmt.Errorf("%w: exec %d's stdin credit past its window", ErrProtocol, f.id)
+			}
 		case kindConnOpen:
 			if err := h.open(f.id); err != nil {
 				return err

@@ -1,6 +1,7 @@
 package ctlmux
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +28,12 @@ const MaxExecs = 64
 // as long again for what is still in flight.
 const outputGrace = 250 * time.Millisecond
 
-// stdinQueue bounds the stdin frames waiting for one command to read them. When a
-// command does not read its stdin, the frames past it wait on the stream: stdin is
-// flow-controlled per stream, not per exec.
-const stdinQueue = 16
+// stdinWindow is each exec's stdin window: the bytes the host sends before the pod
+// has written them to the command. The stream's reader only queues stdin (at most the
+// window), so a command that does not read its stdin stalls its stdin alone, never
+// the stream: its signals (a timeout's kill), the other commands and the egress
+// connections go on.
+const stdinWindow = 256 << 10
 
 // pod is the sandbox's end of the stream.
 type pod struct {
@@ -49,11 +52,18 @@ type pod struct {
 // podExec is what the relay holds of a running exec: the write end of its stdin, fed
 // by a queue, and the read ends of its stdout and stderr, being sent.
 type podExec struct {
-	stdin   chan []byte   // nil: the host's stdin ended
+	id      uint64
+	w       *writer
 	done    chan struct{} // closed when the exec is over
 	in      *os.File
 	out     [2]*os.File
 	outDone chan struct{} // closed when both outputs ended
+
+	mu     sync.Mutex    // mu guards the stdin queue below.
+	queue  [][]byte      // received, to be written to the command
+	queued int           // bytes received and not yet credited back
+	ended  bool          // the host's stdin ended
+	more   chan struct{} // a token when the queue or ended changed
 }
 
 // Pod relays between process 1's control connection c and the stream from [Host]
@@ -118,14 +128,18 @@ func (p *pod) fromHost(r *reader) error {
 			}
 		case kindStdin:
 			if e := p.get(f.id); e != nil {
-				e.push(append([]byte(nil), f.data...))
+				if err := e.push(f.data); err != nil {
+					return err
+				}
 			}
 		case kindEOF:
 			if f.data[0] != 0 {
 				return ErrProtocol // stdout and stderr are the pod's
 			}
 			if e := p.get(f.id); e != nil {
-				e.push(nil)
+				if err := e.push(nil); err != nil {
+					return err
+				}
 			}
 		case kindConnData, kindConnEOF, kindConnClose, kindConnCredit:
 			if err := p.conns.handle(f); err != nil {
@@ -155,8 +169,8 @@ func (p *pod) exec(m ctl.Msg) error {
 		}
 		ends[i], ends[i+1] = r, w
 	}
-	e := &podExec{stdin: make(chan []byte, stdinQueue), done: make(chan struct{}), in: ends[1],
-		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{})}
+	e := &podExec{id: m.ID, w: p.w, done: make(chan struct{}), in: ends[1],
+		out: [2]*os.File{ends[2], ends[4]}, outDone: make(chan struct{}), more: make(chan struct{}, 1)}
 	p.mu.Lock()
 	p.execs[m.ID] = e
 	p.mu.Unlock()
@@ -187,28 +201,61 @@ func (p *pod) get(id uint64) *podExec {
 	return p.execs[id]
 }
 
-// push queues stdin data (nil: its end) unless the exec is over.
-func (e *podExec) push(data []byte) {
-	select {
-	case e.stdin <- data:
-	case <-e.done:
+// push queues stdin data (nil: its end) for the command; it never blocks. Data past
+// the window, or after the end, is the host's protocol error.
+func (e *podExec) push(data []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.ended:
+		return fmt.Errorf("%w: exec %d's stdin after its end", ErrProtocol, e.id)
+	case data == nil:
+		e.ended = true
+	case e.queued+len(data) > stdinWindow:
+		return fmt.Errorf("%w: exec %d's stdin past its window", ErrProtocol, e.id)
+	default:
+		e.queued += len(data)
+		e.queue = append(e.queue, append([]byte(nil), data...))
 	}
+	select {
+	case e.more <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // feed writes the queued stdin to the command until its end, or until the exec is
-// over or the command stops reading (the rest is dropped).
+// over or the command stops reading (the rest is dropped), and gives the host back
+// the window of what it wrote.
 func (e *podExec) feed() {
 	defer e.in.Close()
 	for {
-		select {
-		case data := <-e.stdin:
-			if data == nil {
+		e.mu.Lock()
+		queue, ended := e.queue, e.ended
+		e.queue = nil
+		e.mu.Unlock()
+		if len(queue) == 0 {
+			if ended {
 				return
 			}
-			if _, err := e.in.Write(data); err != nil {
+			select {
+			case <-e.more:
+				continue
+			case <-e.done:
 				return
 			}
-		case <-e.done:
+		}
+		bufs := net.Buffers(queue)
+		n, err := bufs.WriteTo(e.in)
+		if err != nil {
+			return
+		}
+		e.mu.Lock()
+		e.queued -= int(n)
+		e.mu.Unlock()
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(n))
+		if e.w.frame(kindStdinCredit, e.id, b[:]) != nil {
 			return
 		}
 	}

@@ -49,6 +49,13 @@ const (
 // checkTimeout bounds Check's questions to the API server.
 const checkTimeout = 15 * time.Second
 
+// runningWait bounds Start's wait for the Pod to run. A Pod no node takes (no node
+// has room for its requests, none matches it) stays Pending without end, and the
+// kubelet reports no reason WaitRunning could tell from a slow start. It is under
+// cordon serve's bound on a session's start (2 minutes), so that the supervisor, which
+// outlives the start it was killed for, gives up, deletes the Pod and says why first.
+const runningWait = 90 * time.Second
+
 // Backend places sandboxes as Pods. Its methods are safe for concurrent use.
 type Backend struct {
 	mu     sync.Mutex // mu guards the fields below
@@ -158,7 +165,12 @@ func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.H
 		return nil, err
 	}
 	sb := &podSandbox{p: p, rc: rc, cfg: cfg, plan: plan, host: host, s: s}
-	if err := p.WaitRunning(ctx, s); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, runningWait)
+	defer cancel()
+	if err := p.WaitRunning(wctx, s); err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = errdefs.Unavailablef("kubernetes: pod %s/%s is not running %s after its creation (no node took it, or it is still starting): %w", cfg.Namespace, s.PodName(), runningWait, err)
+		}
 		return nil, errors.Join(err, sb.Close(ctx))
 	}
 	return sb, nil

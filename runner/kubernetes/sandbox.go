@@ -34,6 +34,10 @@ type podSandbox struct {
 	closed bool
 	// attached: process 1 takes one attach; a second Exec is refused.
 	attached bool
+
+	// known is the workspace's paths the Pod had at the last fill or sync (fill,
+	// sync: one at a time, the one-command run's or the relay's).
+	known map[string]bool
 }
 
 // Exec implements sandbox.Sandbox. For a session (p.Serve) it attaches to the Pod's

@@ -1,10 +1,14 @@
 package kubernetes
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -32,7 +36,8 @@ func (sb *podSandbox) limits() workspace.Limits {
 	return workspace.Limits{Bytes: bytes, Entries: podspec.WorkspaceEntries}
 }
 
-// fill sends the host's workspace into the Pod's, before any command.
+// fill sends the host's workspace into the Pod's, before any command, and keeps the
+// names it sent as what the Pod has.
 func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 	if sb.plan.Workspace == "" {
 		return nil
@@ -42,12 +47,48 @@ func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 		_, _, err := workspace.PackOnly(pw, sb.plan.Workspace, sb.limits(), func(rel string) bool { return !sb.hidden(rel) })
 		pw.CloseWithError(err)
 	}()
-	err := ch.Fill(ctx, pr)
+	names, tee := namesOf(pr)
+	err := ch.Fill(ctx, tee)
 	pr.CloseWithError(errors.New("the fill ended"))
+	known, nerr := names()
+	if err == nil {
+		err = nerr
+	}
 	if err != nil {
 		return fmt.Errorf("filling the Pod's workspace from %s: %w", sb.plan.Workspace, err)
 	}
+	sb.known = known
 	return nil
+}
+
+// namesOf tees r: what is read from the returned reader is also parsed as a tar, and
+// names (to call once the reader was read to its end or abandoned) returns the
+// entries' clean names.
+func namesOf(r io.Reader) (names func() (map[string]bool, error), tee io.Reader) {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	got := map[string]bool{}
+	var perr error
+	go func() {
+		defer close(done)
+		tr := tar.NewReader(pr)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				if err != io.EOF {
+					perr = err
+				}
+				_, _ = io.Copy(io.Discard, pr) // the writer never blocks on us
+				return
+			}
+			got[strings.TrimSuffix(path.Clean(h.Name), "/")] = true
+		}
+	}()
+	return func() (map[string]bool, error) {
+		pw.Close()
+		<-done
+		return got, perr
+	}, io.TeeReader(r, pw)
 }
 
 // sync brings the Pod's workspace back into the host's, for the paths a command may
@@ -63,15 +104,38 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel) error {
 		pw.CloseWithError(err)
 		packed <- err
 	}()
-	_, err := workspace.Sync(pr, sb.plan.Workspace, sb.limits(), sb.writable)
+	names, tee := namesOf(pr)
+	_, err := workspace.Sync(tee, sb.plan.Workspace, sb.limits(), sb.syncable)
 	pr.CloseWithError(errors.New("the sync ended"))
 	if perr := <-packed; err == nil && perr != nil {
 		err = perr
 	}
+	known, nerr := names()
+	if err == nil {
+		err = nerr
+	}
 	if err != nil {
 		return fmt.Errorf("bringing the Pod's workspace back to %s: %w", sb.plan.Workspace, err)
 	}
+	sb.known = known
 	return nil
+}
+
+// syncable is what a sync may change of the host's workspace: a path a command may
+// write, which either the host lacks or the Pod had at the last fill or sync. A path
+// the host made since (the Pod never had it) is the host's: neither removed because
+// the Pod lacks it nor replaced by a file the Pod made under the same name. (A file
+// both changed since the last sync is the Pod's: the session's workspace is the Pod's
+// while it runs.)
+func (sb *podSandbox) syncable(rel string) bool {
+	if !sb.writable(rel) {
+		return false
+	}
+	if sb.known[rel] {
+		return true
+	}
+	_, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // mountOf is the plan's innermost mount at rel (a path below the workspace), or nil.

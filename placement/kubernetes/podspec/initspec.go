@@ -22,8 +22,9 @@ func AttachCommand() []string {
 // kubeletFiles are the files the kubelet (through the runtime) binds read-write into
 // every container, whatever its securityContext: each a file of the Pod's own
 // directory on the node, none of the node's. They may be mounts read-write; commands
-// may not write them (they are not in the Landlock ruleset's write set).
-var kubeletFiles = []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log"}
+// may not write them (they are not in the Landlock ruleset's write set, nor under
+// /dev, whose device nodes commands may write: TerminationLog).
+var kubeletFiles = []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", TerminationLog}
 
 // runtimeWritable are the runtime's read-write mounts, as on the container backends:
 // on cgroup v1 nodes, /sys/fs/cgroup is the container's private tmpfs holding its
@@ -48,7 +49,7 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 			writable = append(writable, m.Path)
 		}
 	}
-	writable = append(writable, ControlDir, paths.SandboxSecrets)
+	writable = append(writable, ControlDir, paths.SandboxSecrets, TerminationDir)
 	writable = append(writable, kubeletFiles...)
 	writable = append(writable, runtimeWritable...)
 	writable = append(writable, container.MaskedPaths...) // the runtime's masks
@@ -57,7 +58,7 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 		Writable: writable,
 		Read:     []string{"/"},
 		Write:    plan.Writable(),
-		Hide:     []string{ControlDir},
+		Hide:     []string{ControlDir, TerminationDir},
 		HostUID:  int(cfg.UID),
 		Serve:    true,
 		Env:      env,

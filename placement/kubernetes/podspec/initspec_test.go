@@ -2,6 +2,7 @@ package podspec
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func TestInitSpec(t *testing.T) {
 	if !slices.Equal(spec.Write, plan.Writable()) || !slices.Equal(spec.Read, []string{"/"}) {
 		t.Errorf("Write %q, Read %q; want the plan's writable paths and the image's root", spec.Write, spec.Read)
 	}
-	if !slices.Equal(spec.Hide, []string{ControlDir}) || !spec.Serve || spec.Control != nil ||
+	if !slices.Equal(spec.Hide, []string{ControlDir, TerminationDir}) || !spec.Serve || spec.Control != nil ||
 		spec.Egress != "" || len(spec.Argv) != 0 || spec.HostUID != 1000 || spec.Dir != plan.Workdir {
 		t.Errorf("spec = %+v", spec)
 	}
@@ -50,5 +51,21 @@ func TestInitSpec(t *testing.T) {
 	}
 	if c := objs.Pod.Spec.Containers[0].Command; !slices.Equal(c, InitCommand()) || c[len(c)-1] != ControlSocket {
 		t.Errorf("process 1 is %q, want %q", c, InitCommand())
+	}
+}
+
+// The kubelet's termination message file is a file on the node's disk, bound
+// read-write at the container's terminationMessagePath: it must be outside /dev
+// (whose device nodes commands may write) and in a directory hidden from commands.
+func TestTerminationLogOutOfCommandsReach(t *testing.T) {
+	plan := testPlan()
+	objs, err := Compile(plan, Session{Tenant: "acme", ID: "s1"}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := InitSpec(plan, testConfig(), nil)
+	p := objs.Pod.Spec.Containers[0].TerminationMessagePath
+	if p != TerminationLog || strings.HasPrefix(p, "/dev/") || !slices.Contains(spec.Hide, filepath.Dir(p)) || slices.Contains(spec.Write, p) {
+		t.Errorf("terminationMessagePath %q, hidden %q: want %s, in a hidden directory", p, spec.Hide, TerminationLog)
 	}
 }

@@ -50,6 +50,9 @@ const (
 	// process 1 writes there from its spec, at [paths.SandboxSecrets] as on the
 	// container backends: memory only, gone with the Pod, never a Secret.
 	VolumeSecrets = "cordon-secrets"
+	// VolumeTermination holds the mount point of the kubelet's termination message
+	// file, at [TerminationDir].
+	VolumeTermination = "cordon-termination"
 )
 
 // Process 1's control socket, which `internal attach` (exec'd by the placement through
@@ -84,6 +87,18 @@ func WorkspaceCommand(cfg Config, op string) []string {
 	return []string{cfg.InitBinary, "internal", "podws", op, WorkspaceDir,
 		strconv.FormatInt(cfg.WorkspaceBytes, 10), strconv.Itoa(WorkspaceEntries)}
 }
+
+// The sandbox container's terminationMessagePath, TerminationLog, in a memory
+// volume of its own at TerminationDir, hidden from commands as the control socket's
+// is: the kubelet binds a file of the Pod's directory on the node there, outside
+// every bound of the Pod (its volumes, its memory). At the default,
+// /dev/termination-log, it was under /dev, which commands may write for its device
+// nodes, and a command filled the node's disk through it. Nothing reads it: process
+// 1's status is its exit code.
+const (
+	TerminationDir = "/run/cordon-termination"
+	TerminationLog = TerminationDir + "/log"
+)
 
 // cordonVolumeBytes bounds the volume holding cordon's binary (a few MiB).
 const cordonVolumeBytes = 64 << 20
@@ -154,14 +169,15 @@ func Compile(plan *contract.Plan, s Session, cfg Config) (Objects, error) {
 	pod.Spec.Volumes = vols
 	pod.Spec.InitContainers = []corev1.Container{installContainer(cfg, PinnedFiles(plan)), workspaceContainer(cfg)}
 	pod.Spec.Containers = []corev1.Container{{
-		Name:            ContainerName,
-		Image:           image,
-		ImagePullPolicy: pullPolicy(plan.Pull),
-		Command:         InitCommand(),
-		WorkingDir:      plan.Workdir,
-		VolumeMounts:    mounts,
-		Resources:       resources(plan.Limits),
-		SecurityContext: containerSecurity(cfg, localhostProfile(cfg)),
+		Name:                   ContainerName,
+		Image:                  image,
+		ImagePullPolicy:        pullPolicy(plan.Pull),
+		Command:                InitCommand(),
+		WorkingDir:             plan.Workdir,
+		VolumeMounts:           mounts,
+		Resources:              resources(plan.Limits),
+		SecurityContext:        containerSecurity(cfg, localhostProfile(cfg)),
+		TerminationMessagePath: TerminationLog,
 	}}
 	return Objects{NetworkPolicy: networkPolicy(s, cfg), Pod: pod}, nil
 }
@@ -384,11 +400,13 @@ func volumes(plan *contract.Plan, cfg Config) ([]corev1.Volume, []corev1.VolumeM
 	if empty {
 		vols = append(vols, memoryVolume(VolumeEmpty, 1<<20))
 	}
-	vols = append(vols, memoryVolume(VolumeControl, 1<<20), memoryVolume(VolumeSecrets, secretsVolumeBytes))
+	vols = append(vols, memoryVolume(VolumeControl, 1<<20), memoryVolume(VolumeSecrets, secretsVolumeBytes),
+		memoryVolume(VolumeTermination, 1<<20))
 	mounts = append(mounts,
 		corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true},
 		corev1.VolumeMount{Name: VolumeSecrets, MountPath: paths.SandboxSecrets},
-		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir})
+		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir},
+		corev1.VolumeMount{Name: VolumeTermination, MountPath: TerminationDir})
 	return vols, mounts, errors.Join(errs...)
 }
 

@@ -1,0 +1,76 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cordonhq/cordon/contract"
+)
+
+// namesOf sees every entry of the tar its reader passes on, and passes it unchanged.
+func TestNamesOf(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "dir/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./dir/a.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "dir"},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte("hi"))
+		}
+	}
+	tw.Close()
+	names, tee := namesOf(bytes.NewReader(buf.Bytes()))
+	got, err := io.ReadAll(tee)
+	if err != nil || !bytes.Equal(got, buf.Bytes()) {
+		t.Fatalf("the tee changed the stream (%v)", err)
+	}
+	known, err := names()
+	if err != nil || len(known) != 3 || !known["dir"] || !known["dir/a.txt"] || !known["link"] {
+		t.Errorf("names: %v, %v", known, err)
+	}
+	// Abandoned half way: names still returns, with what it saw.
+	names, tee = namesOf(bytes.NewReader(buf.Bytes()))
+	io.ReadFull(tee, make([]byte, 600))
+	if _, err := names(); err == nil {
+		t.Error("a tar cut short: no error")
+	}
+}
+
+// A sync changes a path a command may write when the host lacks it or the Pod had it
+// at the last sync; never a file the host made since, nor a path of the plan's that
+// commands cannot write.
+func TestSyncable(t *testing.T) {
+	ws := t.TempDir()
+	for _, f := range []string{"pods.txt", "hosts.txt", ".git/config"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
+		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o644)
+	}
+	sb := &podSandbox{plan: &contract.Plan{Workspace: ws, Mounts: []contract.Mount{
+		{Path: ws, Type: contract.Bind, Access: contract.ReadWrite},
+		{Path: filepath.Join(ws, ".git"), Type: contract.Bind, Access: contract.ReadOnly},
+		{Path: filepath.Join(ws, ".env"), Type: contract.Mask},
+	}}, known: map[string]bool{"pods.txt": true, ".git/config": true}}
+	for rel, want := range map[string]bool{
+		"pods.txt":    true,  // the Pod had it: its change or removal comes back
+		"new.txt":     true,  // the host lacks it: the Pod made it
+		"hosts.txt":   false, // the host made it since: kept
+		".git/config": false, // read-only to commands
+		".env":        false, // hidden
+	} {
+		if got := sb.syncable(rel); got != want {
+			t.Errorf("syncable(%q) = %v, want %v", rel, got, want)
+		}
+	}
+	if !sb.hidden(".env") || sb.hidden("pods.txt") {
+		t.Error("hidden: the mask is not hidden, or the workspace is")
+	}
+}
