@@ -80,7 +80,7 @@ func TestRedNestedMountsLeakToSharedHost(t *testing.T) {
 			before, after, r := runOnSharedRoot(t, w, args...)
 			var leaked []string
 			for _, m := range after {
-				if !slices.Contains(before, m) {
+				if !slices.Contains(before, m) && !otherMounter(m) {
 					leaked = append(leaked, m)
 				}
 			}
@@ -100,4 +100,18 @@ func TestRedNestedMountsLeakToSharedHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherMounter reports whether mount point m is one that processes other than the
+// run's make while it runs, and that propagates into the shared namespace from the
+// host's: the test cluster's kubelet (a Pod's volumes, in make test's other lane) and
+// the container engines.
+func otherMounter(m string) bool {
+	for _, dir := range []string{"/var/lib/cordon-k8s/", "/var/lib/kubelet/", "/run/containerd/", "/var/lib/containerd/",
+		"/var/lib/docker/", "/run/docker/", "/run/netns/"} {
+		if strings.HasPrefix(m, dir) {
+			return true
+		}
+	}
+	return false
 }
