@@ -42,10 +42,10 @@
 // proxy's CPU per GB is the kernel's TCP work for the second loopback hop;
 // scripts/bench-egress.sh sets it beside a bare splice relay's. The socket a splice
 // writes to gets a 4 MiB send buffer when net.core.wmem_max allows it
-// (internal/linux.SpliceSendBuffer: fewer drains find it full, less proxy CPU per GB). A BPF sockmap redirect (sk_skb stream verdict)
-// loads on this project's kernel but moved a loopback stream slower than splice in
-// every A/B round measured, so tunnels stay on splice. Descriptors move one way only, from the
-// sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
+// (internal/linux.SpliceSendBuffer: fewer drains find it full, less proxy CPU per GB).
+// A BPF sockmap redirect (sk_skb stream verdict) loads on this project's kernel but moved
+// a loopback stream slower than splice in every A/B round measured, so tunnels stay on
+// splice. Descriptors move one way only, from the sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
 // gives the host nothing new to reach. The upstream socket never leaves this process:
 // handing it into the sandbox would put a host-namespace socket in the sandbox's
 // process 1, and a TCP socket can be disconnected (connect with AF_UNSPEC) and
