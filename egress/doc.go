@@ -45,11 +45,11 @@
 // (internal/linux.SpliceSendBuffer: fewer drains find it full, less proxy CPU per GB).
 // A BPF sockmap redirect (sk_skb stream verdict) loads on this project's kernel but moved
 // a loopback stream slower than splice in every A/B round measured, so tunnels stay on
-// splice. Descriptors move one way only, from the sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
-// gives the host nothing new to reach. The upstream socket never leaves this process:
-// handing it into the sandbox would put a host-namespace socket in the sandbox's
-// process 1, and a TCP socket can be disconnected (connect with AF_UNSPEC) and
-// reconnected anywhere from the host's namespace.
+// splice. Descriptors move one way only, from the sandbox to cordon: the listener belongs
+// to the sandbox's namespace, so serving it gives the host nothing new to reach. The
+// upstream socket never leaves this process: handing it into the sandbox would put a
+// host-namespace socket in the sandbox's process 1, and a TCP socket can be disconnected
+// (connect with AF_UNSPEC) and reconnected anywhere from the host's namespace.
 //
 // Where the sandbox shares the host's network stack (seatbelt on macOS) there is no
 // listener to hand over: the proxy listens on a loopback TCP port that every local
