@@ -45,7 +45,7 @@ lat='curl -sS -K small.curl -w "%{time_total}\n"'
 have_srt=0; command -v srt >/dev/null 2>&1 && have_srt=1
 srt_run() { srt -s "$tmp/srt.json" -c "sleep 0.3; export NO_PROXY= no_proxy=; $1"; }
 
-reps=${REPS:-3}
+reps=${REPS:-5}
 huge=$((${MB:-400} * 1024 * 1024))
 hurl="http://$addr/big?n=$huge"
 turl="https://$taddr/big?n=$huge"
@@ -105,14 +105,18 @@ med() { sort -g | awk '{v[++n]=$1} END{m=(n%2)?v[(n+1)/2]:(v[n/2]+v[n/2+1])/2; p
 mbs() { awk -v i="$1" '{print $i/1e6}' "$tmp/rounds" | med; }
 ratio() { awk -v i="$1" -v b="$2" '{print $i/$b}' "$tmp/rounds" | med; }
 cpu() { awk -v i="$1" -v t="$tck" -v gb="$(awk -v n="$huge" 'BEGIN{print n/2^30}')" '{print $i/t/gb}' "$tmp/rounds" | med; }
-line() { printf '%-30s %8.0f %7.2f %14.3f\n' "$1" "$(mbs "$2")" "$(ratio "$2" "$3")" "$(cpu $(($2 + 1)))"; }
+# line LABEL COLUMN BASE [RELAY]: MB/s, ratio to BASE's, CPU, and the ratio to the relay's.
+line() {
+  local r=-; [ -n "${4:-}" ] && r=$(ratio "$2" "$4")
+  printf '%-30s %8.0f %7.2f %9s %14.3f\n' "$1" "$(mbs "$2")" "$(ratio "$2" "$3")" "$r" "$(cpu $(($2 + 1)))"
+}
 {
   echo "== egress throughput: $((huge >> 20)) MiB over loopback, curl, median of $reps interleaved rounds (one run)"
-  printf '%-30s %8s %7s %14s\n' path MB/s ratio "cpu s/GB"
+  printf '%-30s %8s %7s %9s %14s\n' path MB/s ratio "vs relay" "cpu s/GB"
   line "direct (curl's cpu)" 1 1
   line "bare splice relay (floor)" 3 1
-  line "cordon HTTP proxy" 5 1
-  line "cordon CONNECT tunnel" 7 1
+  line "cordon HTTP proxy" 5 1 3
+  line "cordon CONNECT tunnel" 7 1 3
   line "https direct (curl's cpu)" 9 9
   line "https via cordon CONNECT" 11 9
   echo "cpu s/GB: the relaying process's user+system seconds per GiB moved (cordon's for"
