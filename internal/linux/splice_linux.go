@@ -105,11 +105,14 @@ func (p *Pipe) Drain(dst syscall.RawConn) error {
 	return nil
 }
 
-// splice moves up to n bytes from in to out without blocking: both are non-blocking (Go's
-// sockets and [NewPipe]'s pipe) and SPLICE_F_NONBLOCK is set, so it is a raw system call.
-// A Go system call (unix.Splice) would, whenever the process had been idle, wake the
-// runtime's sysmon thread, which then polls every 20 µs for at least a millisecond: in a
-// tunnel that goes idle between bursts that was a fifth of the proxy's CPU (perf, issue 39).
+// splice moves up to n bytes from in to out without waiting for data or room: both are
+// non-blocking (Go's sockets and [NewPipe]'s pipe) and SPLICE_F_NONBLOCK is set, so it is
+// a raw system call. At most it waits for a socket's lock while the other direction of a
+// tunnel splices on the same socket, which holds this goroutine's P as long (one splice,
+// well under a millisecond). A Go system call (unix.Splice) would, whenever the process
+// had been idle, wake the runtime's sysmon thread, which then polls every 20 µs for at
+// least a millisecond: in a tunnel that goes idle between bursts that was up to a fifth of
+// the proxy's CPU (perf, issue 39).
 func splice(in, out, n int) (int64, error) {
 	r, _, e := unix.RawSyscall6(unix.SYS_SPLICE, uintptr(in), 0, uintptr(out), 0, uintptr(n),
 		unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
