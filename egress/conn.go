@@ -78,6 +78,24 @@ func (c *idleConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom copies r to the connection until r's end through a pooled 256 KiB buffer, each
+// write under Write's deadline rule. http.Transport hands its upstream connection to
+// io.Copy for a request body (its persistConnWriter.ReadFrom), and without this method
+// io.Copy would move a plain-HTTP upload 32 KiB at a time.
+func (c *idleConn) ReadFrom(r io.Reader) (int64, error) {
+	bp := uploadBufPool.Get().(*[]byte)
+	defer uploadBufPool.Put(bp)
+	return io.CopyBuffer(writerOnly{c}, r, *bp)
+}
+
+// writerOnly hides every method but Write, so io.CopyBuffer cannot call ReadFrom again.
+type writerOnly struct{ io.Writer }
+
+// uploadBufPool holds the buffers of idleConn.ReadFrom: a read from the client's body
+// into one fills it in a single system call when the client sent that much (its reader's
+// buffer, maxHead, is smaller, so the read bypasses it).
+var uploadBufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 // CloseWrite half-closes the connection when the transport supports it (TCP and unix
 // sockets do), and closes it otherwise.
 func (c *idleConn) CloseWrite() error {

@@ -34,17 +34,22 @@
 // via internal/linux): a CONNECT or SOCKS5 tunnel once the ClientHello check is done,
 // and a plain-HTTP response body framed by Content-Length, which http.Transport still
 // frames (see bodySplice), so every request head on a kept-alive connection is still
-// parsed and checked. Chunked and unframed bodies, request bodies, intercepted TLS and
-// other systems copy through user memory. The socket a splice writes to gets a 4 MiB send
-// buffer when net.core.wmem_max allows it (internal/linux.SpliceSendBuffer: fewer drains
-// find it full, less proxy CPU per GB). A BPF sockmap redirect (sk_skb stream verdict)
-// loads on this project's kernel but moved a loopback stream slower than splice in
-// every A/B round measured, so tunnels stay on splice. Descriptors move one way only, from the
-// sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
-// gives the host nothing new to reach. The upstream socket never leaves this process:
-// handing it into the sandbox would put a host-namespace socket in the sandbox's
-// process 1, and a TCP socket can be disconnected (connect with AF_UNSPEC) and
-// reconnected anywhere from the host's namespace.
+// parsed and checked. Chunked and unframed bodies, request bodies (256 KiB at a time, see
+// idleConn.ReadFrom), intercepted TLS and other systems copy through user memory. The
+// splice calls are raw system calls (they cannot block): a Go system call wakes the
+// runtime's sysmon thread whenever the process had gone idle, and a tunnel goes idle
+// between every burst, which cost up to a fifth of the proxy's CPU. What is left of the
+// proxy's CPU per GB is the kernel's TCP work for the second loopback hop;
+// scripts/bench-egress.sh sets it beside a bare splice relay's. The socket a splice
+// writes to gets a 4 MiB send buffer when net.core.wmem_max allows it
+// (internal/linux.SpliceSendBuffer: fewer drains find it full, less proxy CPU per GB).
+// A BPF sockmap redirect (sk_skb stream verdict) loads on this project's kernel but moved
+// a loopback stream slower than splice in every A/B round measured, so tunnels stay on
+// splice. Descriptors move one way only, from the sandbox to cordon: the listener belongs
+// to the sandbox's namespace, so serving it gives the host nothing new to reach. The
+// upstream socket never leaves this process: handing it into the sandbox would put a
+// host-namespace socket in the sandbox's process 1, and a TCP socket can be disconnected
+// (connect with AF_UNSPEC) and reconnected anywhere from the host's namespace.
 //
 // Where the sandbox shares the host's network stack (seatbelt on macOS) there is no
 // listener to hand over: the proxy listens on a loopback TCP port that every local

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Egress benchmark (issues 3 and 17), side by side in one run:
-#  - throughput: a 400 MB body over loopback with curl, directly, through cordon's proxy as
+# Egress benchmark (issues 3, 17 and 39), side by side in one run:
+#  - throughput: a 400 MiB body ($MB) over loopback with curl, directly, through a bare
+#    splice relay (the floor: what one more hop costs at all), through cordon's proxy as
 #    plain HTTP (curl inside `cordon run`, which sets HTTP_PROXY) and as a CONNECT tunnel
 #    (curl -p through the same proxy), and HTTPS directly and through CONNECT (HTTPS_PROXY);
-#    median of $REPS rounds, MB/s and the ratio to direct;
+#    median of $REPS rounds, MB/s, the ratio to direct and the relaying process's CPU
+#    seconds per GiB;
 #  - the older table: a 200 MB download and 1,000 small keep-alive requests, direct,
 #    through cordon and through srt's proxy when srt is installed.
 # Results go to bench/out/.
@@ -13,7 +15,7 @@ cordon=${CORDON:-$root/bin/cordon} # CORDON=path compares another build
 out="$root/bench/out"
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/cordon-bench-egress.XXXXXX)
-cleanup() { for p in ${srv:-} ${tsrv:-}; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in ${srv:-} ${tsrv:-} ${rly:-}; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 export CORDON_AUDIT_DIR="$tmp/audit" # a ledger of the benchmark's own, removed with it
 (cd "$root" && go build -o "$tmp/benchserver" ./scripts/benchserver && go build -o "$tmp/benchtable" ./scripts/benchtable)
@@ -43,35 +45,82 @@ lat='curl -sS -K small.curl -w "%{time_total}\n"'
 have_srt=0; command -v srt >/dev/null 2>&1 && have_srt=1
 srt_run() { srt -s "$tmp/srt.json" -c "sleep 0.3; export NO_PROXY= no_proxy=; $1"; }
 
-reps=${REPS:-3}
-huge=$((400 * 1024 * 1024))
+reps=${REPS:-5}
+huge=$((${MB:-400} * 1024 * 1024))
 hurl="http://$addr/big?n=$huge"
 turl="https://$taddr/big?n=$huge"
-# Rounds are interleaved (direct, HTTP proxy, CONNECT, then again) so that load from
-# elsewhere on the machine falls on all three alike; each figure is the median of its
-# rounds and each ratio the median of the per-round ratios.
-mbs() { "$@" | awk '{printf "%.0f\n", $1/1e6}'; }
-med() { sort -g | awk '{v[++n]=$1} END{m=(n%2)?v[(n+1)/2]:(v[n/2]+v[n/2+1])/2; printf "%.2f", m}'; }
+# The floor: a bare splice relay (benchserver -relay, stdlib io.Copy between two TCP
+# connections, no policy) in front of the same server. What it costs is what one more
+# loopback hop through any user-space relay costs on this machine.
+"$tmp/benchserver" -listen 127.0.0.3:0 -relay "$addr" > "$tmp/raddr" &
+rly=$!
+for _ in $(seq 50); do [ -s "$tmp/raddr" ] && break; sleep 0.1; done
+rurl="http://$(cat "$tmp/raddr")/big?n=$huge"
+# Rounds are interleaved (direct, relay, HTTP proxy, CONNECT, then again) so that load from
+# elsewhere on the machine falls on all alike; each figure is the median of its rounds and
+# each ratio the median of the per-round ratios.
+#
+# CPU is the relaying process's user+system time per GB moved (from /proc/PID/stat, while
+# curl ran): cordon's, for the proxy runs in cordon's own process, or the relay's. Direct
+# runs have no relay: their column is the client's (curl's) CPU per GB, for scale.
 speed='-sS -o /dev/null -w %{speed_download}'
+tck=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# direct CURL-ARGS: "bytes/s cpu-ticks" of one download by curl on the host.
+direct() {
+  /usr/bin/time -f '%U %S' -o "$tmp/time" curl $speed "$@" > "$tmp/speed"
+  echo "$(cat "$tmp/speed") $(awk -v t="$tck" '{printf "%.0f", ($1 + $2) * t}' "$tmp/time")"
+}
+# relayed CURL-ARGS: the same through the bare relay, with the relay's CPU.
+relayed() {
+  local c0; c0=$(ticks $rly)
+  curl $speed "$@" > "$tmp/speed"
+  echo "$(cat "$tmp/speed") $(($(ticks $rly) - c0))"
+}
+# proxied CURL-ARGS: the same by curl inside `cordon run`, with cordon's CPU while curl ran
+# (sampled after the sandbox is up and again once curl printed; the sleeps keep cordon's
+# start and end out of that window).
+proxied() {
+  local out="$tmp/out" p c0 c1 q
+  : > "$out"
+  q=$(printf ' %q' "$@")
+  "$cordon" run -- sh -c "echo up; sleep 0.3; curl $speed$q; echo; sleep 0.3" > "$out" &
+  p=$!
+  while kill -0 $p 2>/dev/null && [ "$(wc -l < "$out")" -lt 1 ]; do sleep 0.01; done
+  c0=$(ticks $p)
+  while kill -0 $p 2>/dev/null && [ "$(wc -l < "$out")" -lt 2 ]; do sleep 0.01; done
+  c1=$(ticks $p)
+  wait $p
+  echo "$(sed -n 2p "$out") $((c1 - c0))"
+}
 : > "$tmp/rounds"
 for _ in $(seq "$reps"); do
-  d=$(mbs curl $speed "$hurl")
-  h=$(mbs "$cordon" run -- curl $speed "$hurl")
-  c=$(mbs "$cordon" run -- curl -p $speed "$hurl")
-  td=$(mbs curl -k $speed "$turl")
-  tc=$(mbs "$cordon" run -- curl -k $speed "$turl")
-  echo "$d $h $c $td $tc" >> "$tmp/rounds"
+  echo "$(direct "$hurl") $(relayed "$rurl") $(proxied "$hurl") $(proxied -p "$hurl")" \
+    "$(direct -k "$turl") $(proxied -k "$turl")" >> "$tmp/rounds"
 done
-col() { awk -v i="$1" '{print $i}' "$tmp/rounds" | med; }
-ratio() { awk -v i="$1" -v b="${2:-1}" '{print $i/$b}' "$tmp/rounds" | med; }
+kill $rly
+# Columns of a round: bytes/s and CPU ticks for direct, relay, HTTP proxy, CONNECT,
+# https direct, https via CONNECT.
+med() { sort -g | awk '{v[++n]=$1} END{m=(n%2)?v[(n+1)/2]:(v[n/2]+v[n/2+1])/2; printf "%.3f", m}'; }
+mbs() { awk -v i="$1" '{print $i/1e6}' "$tmp/rounds" | med; }
+ratio() { awk -v i="$1" -v b="$2" '{print $i/$b}' "$tmp/rounds" | med; }
+cpu() { awk -v i="$1" -v t="$tck" -v gb="$(awk -v n="$huge" 'BEGIN{print n/2^30}')" '{print $i/t/gb}' "$tmp/rounds" | med; }
+# line LABEL COLUMN BASE [RELAY]: MB/s, ratio to BASE's, CPU, and the ratio to the relay's.
+line() {
+  local r=-; [ -n "${4:-}" ] && r=$(ratio "$2" "$4")
+  printf '%-30s %8.0f %7.2f %9s %14.3f\n' "$1" "$(mbs "$2")" "$(ratio "$2" "$3")" "$r" "$(cpu $(($2 + 1)))"
+}
 {
-  echo "== egress throughput: 400 MB over loopback, curl, median of $reps interleaved rounds (one run)"
-  printf '%-28s %10s %8s\n' path MB/s ratio
-  printf '%-28s %10.0f %8.2f\n' direct "$(col 1)" 1
-  printf '%-28s %10.0f %8.2f\n' "cordon HTTP proxy" "$(col 2)" "$(ratio 2)"
-  printf '%-28s %10.0f %8.2f\n' "cordon CONNECT tunnel" "$(col 3)" "$(ratio 3)"
-  printf '%-28s %10.0f %8.2f\n' "https direct" "$(col 4)" 1
-  printf '%-28s %10.0f %8.2f\n' "https via cordon CONNECT" "$(col 5)" "$(ratio 5 4)"
+  echo "== egress throughput: $((huge >> 20)) MiB over loopback, curl, median of $reps interleaved rounds (one run)"
+  printf '%-30s %8s %7s %9s %14s\n' path MB/s ratio "vs relay" "cpu s/GB"
+  line "direct (curl's cpu)" 1 1
+  line "bare splice relay (floor)" 3 1
+  line "cordon HTTP proxy" 5 1 3
+  line "cordon CONNECT tunnel" 7 1 3
+  line "https direct (curl's cpu)" 9 9
+  line "https via cordon CONNECT" 11 9
+  echo "cpu s/GB: the relaying process's user+system seconds per GiB moved (cordon's for"
+  echo "the proxy, the relay's for the floor); on direct rows, curl's own, for scale"
   echo
 } | tee "$out/egress-throughput.txt"
 

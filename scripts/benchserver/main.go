@@ -3,6 +3,11 @@
 //
 // Usage: benchserver -listen 127.0.0.2:0 [-tls] (prints the address it listens on; with
 // -tls it serves HTTPS with a throwaway self-signed certificate, for curl -k)
+//
+// With -relay ADDR it serves no HTTP: it relays every connection to ADDR, both ways,
+// with io.Copy between the two TCP connections (which Go does with splice(2)) and nothing
+// else. It is the floor the egress benchmark compares cordon's proxy with: what one more
+// loopback hop through a user-space relay costs on this machine, with no policy at all.
 package main
 
 import (
@@ -33,8 +38,14 @@ func (zeros) Read(p []byte) (int, error) {
 func main() {
 	listen := flag.String("listen", "127.0.0.2:0", "address to listen on")
 	useTLS := flag.Bool("tls", false, "serve HTTPS with a self-signed certificate")
+	relayTo := flag.String("relay", "", "relay every connection to this address instead of serving")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
+	if err == nil && *relayTo != "" {
+		fmt.Println(ln.Addr().String())
+		relay(ln, *relayTo)
+		return
+	}
 	if err == nil && *useTLS {
 		var cfg *tls.Config
 		if cfg, err = selfSigned(); err == nil {
@@ -56,6 +67,29 @@ func main() {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	_ = http.Serve(ln, mux)
+}
+
+// relay relays each connection accepted on ln to addr until either side closes.
+func relay(ln net.Listener, addr string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			u, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			go func() {
+				_, _ = io.Copy(u, c)
+				_ = u.(*net.TCPConn).CloseWrite()
+			}()
+			_, _ = io.Copy(c, u)
+		}()
+	}
 }
 
 // selfSigned returns a TLS config with a fresh self-signed certificate for 127.0.0.2.
