@@ -37,7 +37,8 @@ type podSandbox struct {
 
 	// known is the workspace's paths the Pod had at the last fill or sync (fill,
 	// sync: one at a time, the one-command run's or the relay's).
-	known map[string]bool
+	known  map[string]bool
+	stamps map[string]stamp // how the last fill or sync left each known path on the host
 }
 
 // Exec implements sandbox.Sandbox. For a session (p.Serve) it attaches to the Pod's

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/cordonhq/cordon/contract"
 	placement "github.com/cordonhq/cordon/placement/kubernetes"
@@ -44,7 +45,9 @@ func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		_, _, err := workspace.PackOnly(pw, sb.plan.Workspace, sb.limits(), func(rel string) bool { return !sb.hidden(rel) })
+		_, _, err := workspace.PackOnly(pw, sb.plan.Workspace, sb.limits(), func(rel string) bool {
+			return !sb.hidden(rel) && !sb.linkOut(rel)
+		})
 		pw.CloseWithError(err)
 	}()
 	names, tee := namesOf(pr)
@@ -57,8 +60,46 @@ func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 	if err != nil {
 		return fmt.Errorf("filling the Pod's workspace from %s: %w", sb.plan.Workspace, err)
 	}
-	sb.known = known
+	sb.remember(known)
 	return nil
+}
+
+// stamp is what a sync tells a host file the host changed by: the file as the last
+// fill or sync left it.
+type stamp struct {
+	ino, size uint64
+	mtime     int64
+	mode      fs.FileMode
+}
+
+func stampOf(fi fs.FileInfo) stamp {
+	st := stamp{size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = uint64(sys.Ino)
+	}
+	return st
+}
+
+// remember keeps the paths the Pod has now (known) and how each is on the host.
+func (sb *podSandbox) remember(known map[string]bool) {
+	sb.known = known
+	sb.stamps = make(map[string]stamp, len(known))
+	for rel := range known {
+		if fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel)); err == nil {
+			sb.stamps[rel] = stampOf(fi)
+		}
+	}
+}
+
+// hostChanged reports whether the host changed rel since the last fill or sync (made,
+// changed or removed it).
+func (sb *podSandbox) hostChanged(rel string) bool {
+	was, had := sb.stamps[rel]
+	fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel))
+	if err != nil {
+		return had
+	}
+	return !had || stampOf(fi) != was
 }
 
 // namesOf tees r: what is read from the returned reader is also parsed as a tar, and
@@ -117,22 +158,23 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel) error {
 	if err != nil {
 		return fmt.Errorf("bringing the Pod's workspace back to %s: %w", sb.plan.Workspace, err)
 	}
-	sb.known = known
+	sb.remember(known)
 	return nil
 }
 
 // syncable is what a sync may change of the host's workspace: a path a command may
-// write, which either the host lacks or the Pod had at the last fill or sync. A path
-// the host made since (the Pod never had it) is the host's: neither removed because
-// the Pod lacks it nor replaced by a file the Pod made under the same name. (A file
-// both changed since the last sync is the Pod's: the session's workspace is the Pod's
-// while it runs.)
+// write that the host did not change since the last fill or sync. A path the Pod had
+// then: the Pod's change or removal comes back unless the host changed or removed it
+// meanwhile (an edit made between two commands, or during one, is the host's and is
+// kept). A path the Pod did not have: the Pod made it, unless the host made one too.
+// When both changed a file, the host's is kept and the Pod's change is not brought
+// back.
 func (sb *podSandbox) syncable(rel string) bool {
 	if !sb.writable(rel) {
 		return false
 	}
 	if sb.known[rel] {
-		return true
+		return !sb.hostChanged(rel)
 	}
 	_, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel))
 	return errors.Is(err, fs.ErrNotExist)
@@ -156,6 +198,21 @@ func (sb *podSandbox) mountOf(rel string) *contract.Mount {
 func (sb *podSandbox) writable(rel string) bool {
 	m := sb.mountOf(rel)
 	return m != nil && m.Type == contract.Bind && m.Access == contract.ReadWrite
+}
+
+// linkOut reports whether rel is a symbolic link whose target leaves the workspace
+// (absolute, or up past its root): it means nothing in the Pod, whose file system is
+// not this host's, and a fill refuses it; it stays on the host only.
+func (sb *podSandbox) linkOut(rel string) bool {
+	t, err := os.Readlink(filepath.Join(sb.plan.Workspace, rel))
+	if err != nil {
+		return false
+	}
+	if filepath.IsAbs(t) {
+		return true
+	}
+	j := filepath.Join(filepath.Dir(rel), t)
+	return j == ".." || strings.HasPrefix(j, "../")
 }
 
 // hidden reports whether rel is masked from commands (deny_read): it stays on the host.

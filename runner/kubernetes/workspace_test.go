@@ -50,7 +50,7 @@ func TestNamesOf(t *testing.T) {
 // commands cannot write.
 func TestSyncable(t *testing.T) {
 	ws := t.TempDir()
-	for _, f := range []string{"pods.txt", "hosts.txt", ".git/config"} {
+	for _, f := range []string{"pods.txt", ".git/config", "edited.txt", "removed.txt"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
 		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o644)
 	}
@@ -58,17 +58,30 @@ func TestSyncable(t *testing.T) {
 		{Path: ws, Type: contract.Bind, Access: contract.ReadWrite},
 		{Path: filepath.Join(ws, ".git"), Type: contract.Bind, Access: contract.ReadOnly},
 		{Path: filepath.Join(ws, ".env"), Type: contract.Mask},
-	}}, known: map[string]bool{"pods.txt": true, ".git/config": true}}
+	}}}
+	sb.remember(map[string]bool{"pods.txt": true, ".git/config": true, "edited.txt": true, "removed.txt": true})
+	// After the sync: the host makes one file, edits one, removes one.
+	os.WriteFile(filepath.Join(ws, "hosts.txt"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(ws, "edited.txt"), []byte("the host's edit"), 0o644)
+	os.Remove(filepath.Join(ws, "removed.txt"))
 	for rel, want := range map[string]bool{
 		"pods.txt":    true,  // the Pod had it: its change or removal comes back
 		"new.txt":     true,  // the host lacks it: the Pod made it
 		"hosts.txt":   false, // the host made it since: kept
+		"edited.txt":  false, // the host changed it since: kept
+		"removed.txt": false, // the host removed it since: not made again
 		".git/config": false, // read-only to commands
 		".env":        false, // hidden
 	} {
 		if got := sb.syncable(rel); got != want {
 			t.Errorf("syncable(%q) = %v, want %v", rel, got, want)
 		}
+	}
+	os.Symlink("/etc", filepath.Join(ws, "abs"))
+	os.Symlink("../..", filepath.Join(ws, "up"))
+	os.Symlink("pods.txt", filepath.Join(ws, "in"))
+	if !sb.linkOut("abs") || !sb.linkOut("up") || sb.linkOut("in") || sb.linkOut("pods.txt") {
+		t.Error("linkOut: a link leaving the workspace is not told from one that stays, or a file")
 	}
 	if !sb.hidden(".env") || sb.hidden("pods.txt") {
 		t.Error("hidden: the mask is not hidden, or the workspace is")
