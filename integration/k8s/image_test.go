@@ -8,9 +8,6 @@ import (
 	"github.com/cordonhq/cordon/integration/k8stest"
 )
 
-// cordonInit is the cordon-init binary the Pod's image carries ($CORDON_INIT).
-func cordonInit(t *testing.T) string { return k8stest.CordonInit(t) }
-
 // cordonBin is the cordon binary ($CORDON_BIN), with cordon-engines beside it.
 func cordonBin(t *testing.T) string { return k8stest.CordonBin(t) }
 

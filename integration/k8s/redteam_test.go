@@ -211,7 +211,7 @@ func TestRedTeamAuditDiffIsTheHosts(t *testing.T) {
 	if code, stdout, stderr = cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
 		t.Fatalf("cordon session stop: status %d\n%s%s", code, stdout, stderr)
 	}
-	_, stdout, stderr = cordonIn(ctx, t, env, ws, "audit", "show", sid)
+	_, stdout, _ = cordonIn(ctx, t, env, ws, "audit", "show", sid)
 	if !strings.Contains(stdout, "A made-in-pod.txt") {
 		t.Errorf("the log records a diff for the command without the file it made:\n%s", stdout)
 	}
