@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cordonhq/cordon/integration/k8stest"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/session/wire"
@@ -237,7 +238,7 @@ func TestBackendKubernetes(t *testing.T) {
 		if pid == 0 {
 			t.Fatalf("no record of session %s under %s", victim, root)
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		podOf := func(id string) string { return podspec.Name(strings.ToLower(id)) }

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 )
 
@@ -107,10 +108,10 @@ func TestRedTeamDeadSupervisorLeavesObjects(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("session %s: supervisors %v, want one", sid, pids)
 	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+	if err := linux.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for syscall.Kill(pids[0], 0) == nil {
+	for linux.Kill(pids[0], 0) == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
 	code, stdout, stderr = cordonIn(ctx, t, env, ws, "gc")
@@ -151,7 +152,7 @@ func TestRedTeamPendingPodBoundsStart(t *testing.T) {
 	runRoot := envValue(env, "CORDON_RUN_ROOT")
 	t.Cleanup(func() {
 		for _, pid := range supervisors(t, runRoot) {
-			syscall.Kill(pid, syscall.SIGTERM)
+			linux.Kill(pid, syscall.SIGTERM)
 		}
 	})
 	const bound = 3 * time.Minute // what cordon serve gives a start (2 min), and some
