@@ -115,7 +115,10 @@ func TestPodRefusesStdinPastWindow(t *testing.T) {
 	msg := []byte(`{"op":"exec","id":1,"argv":["x"]}`)
 	stream.Write(append(header(kindMsg, 0, uint32(len(msg))), msg...))
 	chunk := make([]byte, maxData)
-	for sent := 0; sent <= stdinWindow; sent += maxData {
+	// Past the window by more than a pipe holds: what the Pod writes into the
+	// command's stdin pipe before the other end is closed (up to its capacity) is
+	// rightly given back as credit, and a window's worth more would then fit.
+	for sent := 0; sent <= stdinWindow+1<<20; sent += maxData {
 		stream.Write(append(header(kindStdin, 1, maxData), chunk...))
 	}
 	done := make(chan error, 1)
