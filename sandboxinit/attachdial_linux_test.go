@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // The starttime field is found past a command name holding spaces and parentheses.
@@ -27,9 +29,7 @@ func TestStartTicks(t *testing.T) {
 // Long after process 1 started (the test machine's), a missing socket is gone for
 // good: the dial fails at once, as a second attach must.
 func TestDialInitOldInit(t *testing.T) {
-	if sinceInitStart() < initListenWait {
-		t.Skip("process 1 of this pid namespace started less than initListenWait ago")
-	}
+	testutil.Require(t, sinceInitStart() >= initListenWait, "process 1 of this pid namespace started more than initListenWait ago")
 	began := time.Now()
 	_, err := dialInit(filepath.Join(t.TempDir(), "init.sock"))
 	if !errors.Is(err, fs.ErrNotExist) || time.Since(began) > time.Second {
