@@ -187,25 +187,16 @@ func TestRedTeamPendingPodBoundsStart(t *testing.T) {
 // too, as on the local backends, where the two cannot be told apart; for a Pod they
 // could be (the sync knows what it changed), which is left to do (docs/kubernetes.md).
 func TestRedTeamAuditDiffIsTheHosts(t *testing.T) {
-	cs, _ := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	ws := redContract(t, image)
-	env := backendEnv(t, ns, node, image, "tenant-diff")
-	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
-	if code != 0 {
-		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
-	}
-	sid := strings.TrimSpace(stdout)
-	defer cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	rs := redSession(ctx, t, "tenant-diff")
+	env, ws, sid := rs.env, rs.ws, rs.sid
 	planted := make(chan error, 1)
 	go func() {
 		time.Sleep(2 * time.Second)
 		planted <- os.WriteFile(filepath.Join(ws, "planted-on-host.txt"), []byte("not the command's\n"), 0o644)
 	}()
-	code, stdout, stderr = cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "sleep 5; echo mine > made-in-pod.txt")
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "sleep 5; echo mine > made-in-pod.txt")
 	if err := <-planted; err != nil || code != 0 {
 		t.Fatalf("the command: status %d (%v)\n%s%s", code, err, stdout, stderr)
 	}
@@ -228,19 +219,10 @@ func TestRedTeamAuditDiffIsTheHosts(t *testing.T) {
 // cordon exec says 124, "killed with its process group", the command runs on until
 // the session stops, and every later command of the session hangs.
 func TestRedTeamTimeoutWithUnreadStdin(t *testing.T) {
-	cs, _ := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	ws := redContract(t, image)
-	env := backendEnv(t, ns, node, image, "tenant-stdin")
-	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
-	if code != 0 {
-		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
-	}
-	sid := strings.TrimSpace(stdout)
-	defer cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	rs := redSession(ctx, t, "tenant-stdin")
+	env, ws, sid := rs.env, rs.ws, rs.sid
 	// 4 MB of stdin that /bin/sleep never reads.
 	cmd := exec.CommandContext(ctx, cordonBin(t), "exec", "-i", "--timeout", "3s", sid, "--", "/bin/sleep", "6123")
 	cmd.Dir, cmd.Env = ws, env
@@ -253,7 +235,7 @@ func TestRedTeamTimeoutWithUnreadStdin(t *testing.T) {
 	// The next command of the session runs, and sees no sleep left.
 	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ecancel()
-	code, stdout, stderr = cordonIn(ectx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "ps -o args | grep -c '^/bin/sleep 6123' || true")
+	code, stdout, stderr := cordonIn(ectx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", "ps -o args | grep -c '^/bin/sleep 6123' || true")
 	if ectx.Err() != nil {
 		t.Fatalf("the session's next command after a timed-out one with unread stdin: still waiting after 30s (status %d)\n%s%s", code, stdout, stderr)
 	}
@@ -277,19 +259,10 @@ func (zeros) Read(b []byte) (int, error) {
 // without bound (200 MB measured), past workspaceBytes and the memory limit, on the
 // disk every tenant's Pods and the kubelet share.
 func TestRedTeamTerminationLogBound(t *testing.T) {
-	cs, _ := clientConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	ns, node := namespaceWith(ctx, t, cs, restricted)
-	image := podImage(t)
-	ws := redContract(t, image)
-	env := backendEnv(t, ns, node, image, "tenant-termlog")
-	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
-	if code != 0 {
-		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
-	}
-	sid := strings.TrimSpace(stdout)
-	defer cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	rs := redSession(ctx, t, "tenant-termlog")
+	cs, ns, env, ws, sid := rs.cs, rs.ns, rs.env, rs.ws, rs.sid
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podspec.LabelTenant + "=tenant-termlog"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("the session's pod: %d (%v)", len(pods.Items), err)
@@ -303,7 +276,7 @@ func TestRedTeamTerminationLogBound(t *testing.T) {
 	for _, p := range append(paths, "/dev/termination-log") {
 		script += fmt.Sprintf("head -c 8000000 /dev/zero > %s 2>/dev/null; ", p)
 	}
-	if code, stdout, stderr = cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", script+"true"); code != 0 {
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", script+"true"); code != 0 {
 		t.Fatalf("the command: status %d\n%s%s", code, stdout, stderr)
 	}
 	dir := filepath.Join(kubeletRoot, "pods", string(pod.UID), "containers")
@@ -324,3 +297,29 @@ func TestRedTeamTerminationLogBound(t *testing.T) {
 
 // kubeletRoot is the test node's kubelet --root-dir.
 const kubeletRoot = "/var/lib/cordon-k8s/kubelet"
+
+// redRun is a red-team test's Pod session: the cluster's client, the session's
+// namespace, the placing environment, the workspace and the session's id.
+type redRun struct {
+	cs      *kubernetes.Clientset
+	ns      string
+	env     []string
+	ws, sid string
+}
+
+// redSession starts a Pod session of tenant in a fresh namespace on the red team's
+// contract, stopped at the end of the test.
+func redSession(ctx context.Context, t *testing.T, tenant string) redRun {
+	t.Helper()
+	cs, _ := clientConfig(t)
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	r := redRun{cs: cs, ns: ns, ws: redContract(t, image), env: backendEnv(t, ns, node, image, tenant)}
+	code, stdout, stderr := cordonIn(ctx, t, r.env, r.ws, "session", "start", "--backend", "kubernetes")
+	if code != 0 {
+		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+	}
+	r.sid = strings.TrimSpace(stdout)
+	t.Cleanup(func() { cordonIn(context.Background(), t, r.env, r.ws, "session", "stop", r.sid) })
+	return r
+}
