@@ -1,13 +1,16 @@
 package kubernetes
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 )
 
@@ -22,7 +25,7 @@ func RESTConfig(path string) (*rest.Config, error) {
 	)
 	switch {
 	case path != "":
-		rc, err = clientcmd.BuildConfigFromFlags("", path)
+		rc, err = kubeconfig(path)
 	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
 		rc, err = rest.InClusterConfig()
 	default:
@@ -42,4 +45,37 @@ func NewFromConfig(rc *rest.Config, cfg podspec.Config) (*Placement, error) {
 		return nil, errdefs.Unavailablef("the cluster's client: %w", err)
 	}
 	return New(cs, cfg)
+}
+
+// MaxKubeconfig bounds the kubeconfig read.
+const MaxKubeconfig = 1 << 20
+
+// kubeconfig is the client config of the kubeconfig file at path, which must be
+// trusted ([paths.ReadTrusted]): whoever can change it chooses the cluster cordon
+// creates sandboxes on and the credentials it sends, and can run a command as cordon
+// (an exec credential plugin). Relative paths in it are its directory's, as kubectl
+// takes them.
+func kubeconfig(path string) (*rest.Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := paths.ReadTrusted(abs, MaxKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig (whoever can change it chooses the cluster and holds its credentials): %w", err)
+	}
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", abs, err)
+	}
+	for _, c := range cfg.Clusters {
+		c.LocationOfOrigin = abs
+	}
+	for _, a := range cfg.AuthInfos {
+		a.LocationOfOrigin = abs
+	}
+	if err := clientcmd.ResolveLocalPaths(cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", abs, err)
+	}
+	return clientcmd.NewNonInteractiveClientConfig(*cfg, "", &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 }

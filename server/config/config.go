@@ -156,36 +156,17 @@ type trustedFile struct {
 var configFile = trustedFile{"the config", "can make themselves any tenant's credential"}
 
 // readTrusted reads the file f at abs, at most max bytes, when its directory chain and
-// the file are trusted by this process's user or, failing that, by root.
+// the file are trusted by this process's user or, failing that, by root
+// ([paths.ReadTrusted]).
 func readTrusted(abs string, f trustedFile, max int64) ([]byte, error) {
-	var first error
-	for _, uid := range trustedUIDs() {
-		err := paths.CheckDir(filepath.Dir(abs), uid)
-		if err != nil && !errors.Is(err, paths.ErrUnsafe) {
-			return nil, errdefs.Invalidf("reading %s: %w", f.name, err)
-		}
-		var data []byte
-		if err == nil {
-			data, err = paths.ReadRecordMax(abs, uid, max)
-		}
-		if err == nil {
-			return data, nil
-		}
-		if !errors.Is(err, paths.ErrUnsafe) {
-			return nil, errdefs.Invalidf("reading %s: %w", f.name, err)
-		}
-		if first == nil {
-			first = err
-		}
+	data, err := paths.ReadTrusted(abs, max)
+	switch {
+	case errors.Is(err, paths.ErrUnsafe):
+		return nil, fmt.Errorf("%s %s is not safe to read (whoever can change it %s): %w", f.name, abs, f.why, err)
+	case err != nil:
+		return nil, errdefs.Invalidf("reading %s: %w", f.name, err)
 	}
-	return nil, fmt.Errorf("%s %s is not safe to read (whoever can change it %s): %w", f.name, abs, f.why, first)
-}
-
-func trustedUIDs() []int {
-	if paths.Owner() == 0 {
-		return []int{0}
-	}
-	return []int{paths.Owner(), 0}
+	return data, nil
 }
 
 // outsideTenants refuses a file the server trusts (what names it) inside a tenant's

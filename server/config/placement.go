@@ -71,6 +71,7 @@ var (
 // be in a tenant's root. A tenant placed on a cluster has pools of that backend only.
 func loadPlacements(c *Config) error {
 	var errs []error
+	byNamespace := map[string]string{} // a namespace's tenant: one each, or tenants share Pods, policies and gc
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		k := t.Placement.Kubernetes
@@ -113,6 +114,11 @@ func loadPlacements(c *Config) error {
 				continue
 			}
 			k.Pod = cfg
+			if other, ok := byNamespace[cfg.Namespace]; ok {
+				at(fmt.Errorf("namespace %q is tenant %q's too: each tenant's sessions need a namespace of their own", cfg.Namespace, other))
+				continue
+			}
+			byNamespace[cfg.Namespace] = t.Name
 		}
 		for _, p := range t.Pools {
 			if p.Backend != "" && p.Backend != BackendKubernetes {

@@ -43,6 +43,13 @@ func TestLoadPlacement(t *testing.T) {
 		t.Error("an unplaced tenant has a backend")
 	}
 
+	// Two tenants in one namespace would share each other's Pods, policies and gc.
+	_, err = load("  - name: acme\n    root: " + filepath.Join(dir, "acme") + "\n    placement: {kubernetes: {config: " + pc + "}}\n" +
+		"  - name: zeta\n    root: " + filepath.Join(dir, "zeta") + "\n    placement: {kubernetes: {config: " + pc + "}}\n")
+	if err == nil || !strings.Contains(err.Error(), `tenant "zeta": placement kubernetes: namespace "acme" is tenant "acme"'s too`) {
+		t.Errorf("two tenants in one namespace: got %v", err)
+	}
+
 	bad := write("bad.yaml", "version: 1\nnamespace: acme\n", 0o644)
 	open := write("open.yaml", placementConfig, 0o666)
 	for name, tc := range map[string]struct{ tenant, want string }{

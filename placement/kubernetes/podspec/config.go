@@ -3,14 +3,14 @@ package podspec
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // Defaults of [Config]'s zero fields.
@@ -139,16 +139,16 @@ func DecodeConfig(data []byte) (Config, error) {
 }
 
 // ReadConfig reads and decodes the placement config in file (at most
-// [MaxConfigBytes] are read; DecodeConfig refuses more).
+// [MaxConfigBytes] are read; DecodeConfig refuses more). The file must be trusted
+// ([paths.ReadTrusted]): whoever can change it chooses where and how sandboxes run.
 func ReadConfig(file string) (Config, error) {
-	f, err := os.Open(file)
+	abs, err := filepath.Abs(file)
 	if err != nil {
 		return Config{}, fmt.Errorf("reading the placement config: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	data, err := paths.ReadTrusted(abs, MaxConfigBytes+1)
 	if err != nil {
-		return Config{}, fmt.Errorf("reading the placement config: %w", err)
+		return Config{}, fmt.Errorf("reading the placement config (whoever can change it chooses where and how sandboxes run): %w", err)
 	}
 	cfg, err := DecodeConfig(data)
 	if err != nil {
