@@ -112,7 +112,10 @@ func TestRedRunEarlyChangesNotInBaseline(t *testing.T) {
 func TestSessionLogHasNoGaps(t *testing.T) {
 	w := newWorld(t)
 	id := w.startSession()
-	if r := w.cordon("", "exec", id, "--", "sh", "-c", "(sleep 0.3; echo sneaky > auth.py) >/dev/null 2>&1 &"); r.code != 0 {
+	// The write comes well after the command's end is recorded on every backend: a
+	// Pod's command ends once its workspace was brought back (a second or so here),
+	// and a write before that is the command's own, in its diff.
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "(sleep 3; echo sneaky > auth.py) >/dev/null 2>&1 &"); r.code != 0 {
 		t.Fatal(r)
 	}
 	deadline := time.Now().Add(10 * time.Second)

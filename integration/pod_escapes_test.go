@@ -22,9 +22,6 @@ import (
 //   - SymlinkInWorkspaceCannotWidenAccess: a link leaving the workspace is not put in
 //     the Pod at all (its target is this host's), so there is nothing to write
 //     through;
-//   - SessionLogHasNoGaps: a background process's change after its command ended
-//     reaches the host (and the log) only at the next command's end, as that
-//     command's (docs/kubernetes.md, "Still to come");
 //   - nested repositories and their quarantine: git is not in the image;
 //   - the host view (the caller's ~/.ssh, /etc/shadow of the host, host tools such as
 //     git): a Pod runs an image, never the host's file system;
@@ -43,6 +40,8 @@ var podEscapeTests = []string{
 	"KernelInterfacesNotWritable", "ProcessOneOutOfReach", "SeccompRefusesWhatAgentsNeverNeed", "NoCgroupReachable",
 	"SessionGoClient", "SessionProcessOneCannotBeTakenOver", "ContractNotWritable", "DenialsHoldAgainstRenames",
 	"HostExecutedFilesProtected", "NoSetIDFilesPlanted", "CreatingGitInNonRepoFails",
+	// The Pod's workspace brought back before each command and at the session's end.
+	"SessionLogHasNoGaps",
 }
 
 // TestEscapesOnPods runs podEscapeTests with every run placed on the test cluster (a

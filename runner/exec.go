@@ -320,6 +320,12 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	if !r.session {
 		return fsdiff.New(ctx, r.plan.Workspace, opts)
 	}
+	// What the sandbox's commands wrote where the host does not see it (a Pod's
+	// workspace) is brought back first: a background process's change since the last
+	// command is then logged between commands, not as this command's.
+	if err := r.sb.SyncWorkspace(ctx); err != nil {
+		return nil, err
+	}
 	r.wsMu.Lock()
 	defer r.wsMu.Unlock()
 	if err := r.trackLocked(ctx, opts); err != nil {

@@ -243,7 +243,13 @@ func (s *Session) stop(ctx context.Context, n int) error {
 		detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
 	default:
 	}
-	var stopErr error
+	var stopErr, syncErr error
+	if !endedAlone {
+		// What the commands changed where the host does not see it (a Pod's
+		// workspace), brought back while the sandbox still runs: what changes after
+		// this goes with the sandbox, never reaching the host.
+		syncErr = s.r.sb.SyncWorkspace(ctx)
+	}
 	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun
 		detail = fmt.Sprintf("the session's process 1 did not end within %s of the stop, after %d command(s) (stopped, traced or hung); its sandbox was killed", stopGrace, n)
@@ -253,6 +259,12 @@ func (s *Session) stop(ctx context.Context, n int) error {
 		case <-s.serveDone:
 		case <-time.After(endGrace): // the sandbox's Close kills it regardless
 		}
+	}
+	if syncErr != nil {
+		// The log says the session's end is not whole rather than a clean stop.
+		reason, code = audit.ReasonError, errdefs.ExitCannotRun
+		detail += fmt.Sprintf("; what its commands changed since the last command's end was not brought back: %v", syncErr)
+		stopErr = errdefs.Join(stopErr, syncErr)
 	}
 	s.wg.Wait() // quick now: the channel is gone
 	// What happened since the last command, once nothing in the sandbox runs any more: a

@@ -29,10 +29,10 @@ var (
 	// ErrUnsupported: the contract uses a feature this cordon parses but cannot
 	// enforce yet; running would silently ignore it, so cordon refuses.
 	ErrUnsupported = errors.New("not supported yet")
-	// ErrSandbox: the sandbox was built but failed its self-check. Its sites wrap it
-	// with fmt.Errorf("%w: …"), so its text is part of the [Message]: it says what
-	// failed.
-	ErrSandbox = errors.New("sandbox self-check failed")
+	// ErrSandbox: the sandbox failed: its self-check, its process 1, or (a Pod) its
+	// control channel or workspace. Its sites wrap it with fmt.Errorf("%w: …"), so its
+	// text is part of the [Message], and the rest says what failed.
+	ErrSandbox = errors.New("sandbox failed")
 )
 
 // categories are the sentinels [ExitCode] maps to [ExitCannotRun].

@@ -64,7 +64,7 @@ func TestMessage(t *testing.T) {
 		{"denied", errdefs.Deniedf("command denied by contract rule %q", "curl *"), `denied by contract: command denied by contract rule "curl *"`, `command denied by contract rule "curl *"`},
 		{"%w alone is its argument", errdefs.Invalidf("%w", errdefs.Unavailablef("x")), "invalid: unavailable: x", "x"},
 		{"a wrapper's context is kept", fmt.Errorf("credentials: %w", inner), "credentials: invalid: scope: required", "credentials: invalid: scope: required"},
-		{"sandbox says what failed", fmt.Errorf("%w: pid 1 died", errdefs.ErrSandbox), "sandbox self-check failed: pid 1 died", "sandbox self-check failed: pid 1 died"},
+		{"sandbox says what failed", fmt.Errorf("%w: pid 1 died", errdefs.ErrSandbox), "sandbox failed: pid 1 died", "sandbox failed: pid 1 died"},
 		{"status with a message", errdefs.Usagef("gate %s: want one ID", "show"), "gate show: want one ID", "gate show: want one ID"},
 		{"status with nothing to say", errdefs.Exit(1), "exit status 1", ""},
 		{"status around a category", &errdefs.Status{Code: 2, Err: errdefs.Invalidf("no command given")}, "invalid: no command given", "no command given"},

@@ -440,7 +440,7 @@ func (s *instance) finish(stderr io.Writer, err error, st wire.Status, checked b
 		return 0, errdefs.Unavailablef("bwrap could not build the sandbox: %s%s", msg, hint(msg))
 	}
 	if !st.OK {
-		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.Error)
+		return 0, fmt.Errorf("%w: its self-check: %s", errdefs.ErrSandbox, st.Error)
 	}
 	if s.cg != nil {
 		// Anything the command left behind (daemonised children) dies with the run.
@@ -568,3 +568,7 @@ func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 	}
 	return sandbox.NewCommandCgroup(s.cg, name, s.owner())
 }
+
+// SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
+// bwrap binds the host's workspace.
+func (s *instance) SyncWorkspace(context.Context) error { return nil }

@@ -330,7 +330,7 @@ func (s *instance) finish(task containerd.Task, code int, status *os.File, stC <
 	case !st.ok:
 		return 0, errdefs.Unavailablef("containerd: the task exited (status %d) before cordon's process 1 reported", code)
 	case !st.status.OK:
-		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
+		return 0, fmt.Errorf("%w: its self-check: %s", errdefs.ErrSandbox, st.status.Error)
 	}
 	if ooms != nil && code != 0 && ooms.seen(code) && p.Stderr != nil {
 		fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
@@ -599,3 +599,7 @@ func (s *instance) unmount() error {
 	s.unmounts = nil
 	return errors.Join(errs...)
 }
+
+// SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
+// the container binds the host's workspace.
+func (s *instance) SyncWorkspace(context.Context) error { return nil }

@@ -415,7 +415,7 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	case !st.ok:
 		return 0, errdefs.Unavailablef("docker: the container exited (status %d) before cordon's process 1 reported", code)
 	case !st.status.OK:
-		return 0, fmt.Errorf("%w: %s", errdefs.ErrSandbox, st.status.Error)
+		return 0, fmt.Errorf("%w: its self-check: %s", errdefs.ErrSandbox, st.status.Error)
 	}
 	if s.in.Plan.Limits.Memory > 0 && code != 0 && p.Stderr != nil && s.oomKilled(bg, id, code) {
 		fmt.Fprintf(p.Stderr, "cordon: the memory limit (limits.memory: %d bytes) killed a process of the command\n", s.in.Plan.Limits.Memory)
@@ -575,3 +575,7 @@ func (s *instance) unmount() error {
 	s.unmounts = nil
 	return errors.Join(errs...)
 }
+
+// SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
+// the container binds the host's workspace.
+func (s *instance) SyncWorkspace(context.Context) error { return nil }

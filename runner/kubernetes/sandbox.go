@@ -35,8 +35,11 @@ type podSandbox struct {
 	// attached: process 1 takes one attach; a second Exec is refused.
 	attached bool
 
-	// known is the workspace's paths the Pod had at the last fill or sync (fill,
-	// sync: one at a time, the one-command run's or the relay's).
+	// syncMu makes fills and syncs one at a time (the relay's after a command's exit,
+	// the runner's before a command and at a session's end); it guards known and
+	// stamps.
+	syncMu sync.Mutex
+	// known is the workspace's paths the Pod had at the last fill or sync.
 	known  map[string]bool
 	stamps map[string]stamp // how the last fill or sync left each known path on the host
 }
@@ -97,6 +100,23 @@ func (sb *podSandbox) syncAfter(ch *placement.Channel) error {
 		return fmt.Errorf("%w: kubernetes: %w", errdefs.ErrSandbox, err)
 	}
 	return nil
+}
+
+// SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: the Pod's workspace is
+// brought back as after a command's end. Before the fill there is nothing to bring
+// back; once the channel is gone nothing can be, which is an error: what the Pod's
+// commands changed since the last sync is not on the host, nor in the log.
+func (sb *podSandbox) SyncWorkspace(context.Context) error {
+	sb.mu.Lock()
+	ch, attached := sb.ch, sb.attached
+	sb.mu.Unlock()
+	if ch == nil {
+		if !attached {
+			return nil
+		}
+		return fmt.Errorf("%w: kubernetes: the Pod's control channel is gone: what its commands changed since the last command's end is not brought back", errdefs.ErrSandbox)
+	}
+	return sb.syncAfter(ch)
 }
 
 // attach opens the control channel of the Pod's process 1 with its spec.

@@ -43,6 +43,8 @@ func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 	if sb.plan.Workspace == "" {
 		return nil
 	}
+	sb.syncMu.Lock()
+	defer sb.syncMu.Unlock()
 	pr, pw := io.Pipe()
 	go func() {
 		_, _, err := workspace.PackOnly(pw, sb.plan.Workspace, sb.limits(), func(rel string) bool {
@@ -138,6 +140,8 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel) error {
 	if sb.plan.Workspace == "" {
 		return nil
 	}
+	sb.syncMu.Lock()
+	defer sb.syncMu.Unlock()
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {

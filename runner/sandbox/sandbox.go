@@ -187,6 +187,14 @@ type Sandbox interface {
 	// each command's diff is taken of it. A sandbox that cannot be staged answers an
 	// error that is [ErrNoStage].
 	StagedWorkspace() (*os.File, error)
+	// SyncWorkspace brings into the host's workspace what the sandbox's commands
+	// changed in theirs, where they do not write the host's own (a Pod's volume on
+	// its node): the runner calls it before it reads the workspace other than at a
+	// command's end (a session command's baseline, the session's end), so that what a
+	// background process wrote meanwhile is logged between commands, not lost or
+	// counted as the next command's. What never reaches the host never happened there.
+	// A sandbox whose commands write the host's workspace returns nil.
+	SyncWorkspace(ctx context.Context) error
 	// SpillShown is where the sandbox sees a session's spill directory ([Host.SpillDir]):
 	// [SpillPath] where it is mounted there, the host path where nothing is mounted
 	// (seatbelt).

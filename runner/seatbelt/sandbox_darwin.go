@@ -155,3 +155,7 @@ func (s *instance) Close(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
+// commands write the host's workspace itself.
+func (s *instance) SyncWorkspace(context.Context) error { return nil }
