@@ -1,8 +1,10 @@
 package sandboxinit
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,8 +32,9 @@ import (
 const PodWorkspaceArg = "podws"
 
 // PodWorkspaceMain is `internal podws wait` (the sidecar's process: it waits for the
-// kubelet's SIGTERM) or `internal podws fill|pack DIR BYTES ENTRIES`: fill unpacks the
-// tar on stdin into DIR, pack writes DIR as a tar to stdout, each bounded by BYTES and
+// kubelet's SIGTERM) or `internal podws fill|pack|serve DIR BYTES ENTRIES`: fill unpacks
+// the tar on stdin into DIR, pack writes DIR as a tar to stdout, serve a pack for each
+// request on stdin, framed (servePacks), each bounded by BYTES and
 // ENTRIES (server/workspace: no link followed, no FIFO opened, the tree walked with
 // openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS whatever a command renames meanwhile).
 // A fill writes a regular file that exists already in place (its inode kept): the
@@ -47,7 +50,7 @@ func PodWorkspaceMain(args []string) int {
 		return 0
 	}
 	if len(args) != 4 || !filepath.IsAbs(args[1]) {
-		fmt.Fprintln(os.Stderr, "usage: cordon internal podws wait | fill|pack /ABSOLUTE/DIR BYTES ENTRIES")
+		fmt.Fprintln(os.Stderr, "usage: cordon internal podws wait | fill|pack|serve /ABSOLUTE/DIR BYTES ENTRIES")
 		return 2
 	}
 	bytes, err1 := strconv.ParseInt(args[2], 10, 64)
@@ -70,13 +73,11 @@ func PodWorkspaceMain(args []string) int {
 			_, err := workspace.UnpackAsCaller(os.Stdin, dir, lim, inPlace)
 			return err
 		case "pack":
-			_, skipped, err := workspace.Pack(os.Stdout, dir, lim)
-			if skipped > 0 {
-				fmt.Fprintf(os.Stderr, "cordon: pack: %d special files (FIFOs, sockets, devices) left out\n", skipped)
-			}
-			return err
+			return pack(os.Stdout, dir, lim)
+		case "serve":
+			return servePacks(os.Stdin, os.Stdout, dir, lim)
 		}
-		return fmt.Errorf("%q: neither fill nor pack", op)
+		return fmt.Errorf("%q: neither fill, pack nor serve", op)
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cordon: %s: %v\n", op, err)
@@ -103,4 +104,38 @@ func confineTo(dir string, write bool) error {
 	}
 	defer rs.Close()
 	return rs.RestrictThread() // no_new_privs: the container's allowPrivilegeEscalation is false
+}
+
+// pack writes dir to w as a tar (server/workspace.Pack), saying on stderr what it
+// left out.
+func pack(w io.Writer, dir string, lim workspace.Limits) error {
+	_, skipped, err := workspace.Pack(w, dir, lim)
+	if skipped > 0 {
+		fmt.Fprintf(os.Stderr, "cordon: pack: %d special files (FIFOs, sockets, devices) left out\n", skipped)
+	}
+	return err
+}
+
+// servePacks is `podws serve`: for each byte 'p' read from in, one pack of dir
+// written to out framed (server/workspace.WriteFramed: the pack's failure is said on
+// the stream, which goes on), until in ends. One exec stream then serves every pack
+// of the session: an exec through the API server costs more than packing a small
+// workspace. Anything but 'p' ends it with an error.
+func servePacks(in io.Reader, out io.Writer, dir string, lim workspace.Limits) error {
+	br := bufio.NewReaderSize(in, 16)
+	for {
+		b, err := br.ReadByte()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if b != 'p' {
+			return fmt.Errorf("serve: request %q, want 'p' (a pack)", b)
+		}
+		if err := workspace.WriteFramed(out, func(w io.Writer) error { return pack(w, dir, lim) }); err != nil {
+			return err
+		}
+	}
 }

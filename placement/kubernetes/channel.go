@@ -58,6 +58,10 @@ type Channel struct {
 	filled bool       // Fill was sent
 	// workspace makes the exec of a fill or a pack (op) in the workspace sidecar.
 	workspace func(op string) (remotecommand.Executor, error)
+	// packs is the sidecar's stream serving packs (workspace.go), started by the
+	// first Pack; nil until then and after it broke. runMu guards it.
+	packs *packStream
+	ctx   context.Context // the channel's life: the pack stream's too
 }
 
 // Attach opens the control channel of session s's Pod, which must be running: it
@@ -82,7 +86,7 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ch := &Channel{Conn: ctl.New(ours), UC: ours, cancel: cancel, done: make(chan struct{})}
+	ch := &Channel{Conn: ctl.New(ours), UC: ours, cancel: cancel, done: make(chan struct{}), ctx: sctx}
 	ch.workspace = func(op string) (remotecommand.Executor, error) {
 		return p.executor(rc, s.PodName(), podspec.WorkspaceContainerName, podspec.WorkspaceCommand(p.cfg, op))
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/server/workspace"
 )
 
 // The session's workspace volume is filled and read back in the Pod's workspace
@@ -64,7 +65,7 @@ func (ch *Channel) Pack(ctx context.Context, w io.Writer) error {
 	ch.runMu.Lock()
 	defer ch.runMu.Unlock()
 	out := &tarSink{w: w}
-	if err := ch.workspaceOp(ctx, "pack", nil, out); err != nil {
+	if err := ch.packServed(ctx, out); err != nil {
 		return fmt.Errorf("packing the pod's workspace: %w", err)
 	}
 	switch {
@@ -98,6 +99,85 @@ func (ch *Channel) workspaceOp(ctx context.Context, op string, stdin io.Reader, 
 		return err
 	}
 	return nil
+}
+
+// packServed packs the workspace through the sidecar's pack stream (`podws serve`),
+// starting it when there is none: one exec for the channel's life rather than one
+// per pack. A stream that breaks, or a pack ctx ends, is closed and never reused; the
+// next Pack starts another. The caller holds runMu.
+func (ch *Channel) packServed(ctx context.Context, out io.Writer) error {
+	if ch.packs == nil {
+		ps, err := ch.startPacks()
+		if err != nil {
+			return err
+		}
+		ch.packs = ps
+	}
+	ps := ch.packs
+	stop := context.AfterFunc(ctx, ps.close) // what is on the stream then is not a whole pack
+	ok, err := ps.pack(out)
+	if !stop() || !ok {
+		ps.close()
+		ch.packs = nil
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// packStream is the workspace sidecar's `podws serve` exec: a request byte on its
+// stdin, a framed pack back on its stdout (server/workspace.ReadFramed).
+type packStream struct {
+	in     *io.PipeWriter
+	out    *io.PipeReader
+	stderr *tailBuffer
+	cancel context.CancelFunc
+}
+
+// startPacks starts the sidecar's pack stream, for the channel's life at most.
+func (ch *Channel) startPacks() (*packStream, error) {
+	if ch.workspace == nil {
+		return nil, errors.New("this channel has no workspace sidecar")
+	}
+	ex, err := ch.workspace("serve")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ch.ctx)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ps := &packStream{in: inW, out: outR, stderr: &tailBuffer{max: stderrBytes}, cancel: cancel}
+	go func() {
+		err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: ps.stderr})
+		if err == nil {
+			err = errors.New("it ended")
+		}
+		if e := strings.TrimSpace(ps.stderr.String()); e != "" {
+			err = fmt.Errorf("%w: %s", err, e)
+		}
+		outW.CloseWithError(fmt.Errorf("%w: the workspace sidecar's pack stream: %w", errdefs.ErrSandbox, err))
+		inR.Close()
+		cancel()
+	}()
+	return ps, nil
+}
+
+// pack asks for one pack and copies it to out; ok says whether the stream can serve
+// the next.
+func (ps *packStream) pack(out io.Writer) (ok bool, err error) {
+	if _, err := ps.in.Write([]byte{'p'}); err != nil {
+		return false, err
+	}
+	return workspace.ReadFramed(ps.out, out)
+}
+
+// close ends the stream: the exec's context, and both pipes (a read or write on them
+// returns at once).
+func (ps *packStream) close() {
+	ps.cancel()
+	ps.in.Close()
+	ps.out.Close()
 }
 
 // tarSink passes a pack's archive on to w, keeping its length, its last tarEnd
