@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,19 +16,23 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// egressRig is a relay with egress: a fake process 1 that hands a TCP listener over
-// with its status and runs execs as fakeInit does, the pod and host ends over
-// in-memory pipes, and the host's Listener, where the "proxy" accepts.
+// egressRig is a relay with egress and gates: a fake process 1 that hands a TCP
+// listener and a unix listener over with its status and runs execs as fakeInit does,
+// the pod and host ends over in-memory pipes, and the host's Listeners, where the
+// "proxy" and the "gate service" accept.
 type egressRig struct {
-	sup  *ctl.Conn
-	ln   *Listener
-	addr string // the pod's listener, where "commands" connect
-	pod  *pod
-	host *host
-	h2pW *io.PipeWriter
-	done chan struct{} // closed when Host and Pod have returned
+	sup      *ctl.Conn
+	ln       *Listener
+	gate     *Listener
+	addr     string // the pod's egress listener, where "commands" connect
+	gatePath string // the pod's gate listener
+	pod      *pod
+	host     *host
+	h2pW     *io.PipeWriter
+	done     chan struct{} // closed when Host and Pod have returned
 }
 
 func newEgressRig(t *testing.T) *egressRig {
@@ -43,25 +48,43 @@ func newEgressRig(t *testing.T) *egressRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &egressRig{sup: sup, ln: NewListener(), addr: tl.Addr().String(), done: make(chan struct{})}
+	gatePath := filepath.Join(t.TempDir(), "gate.sock")
+	ul, err := net.Listen("unix", gatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.(*net.UnixListener).SetUnlinkOnClose(false)
+	gf, err := ul.(*net.UnixListener).File()
+	ul.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &egressRig{sup: sup, ln: NewListener(), gate: NewGateListener(), addr: tl.Addr().String(),
+		gatePath: gatePath, done: make(chan struct{})}
 	go func() {
 		m, files, err := initEnd.Recv()
 		ctl.CloseFiles(files)
 		if err != nil || m.Op != ctl.OpSpec {
 			return
 		}
-		_ = initEnd.Send(ctl.Msg{Op: ctl.OpStatus}, lf)
+		_ = initEnd.Send(ctl.Msg{Op: ctl.OpStatus}, gf, lf)
 		lf.Close()
+		gf.Close()
 		fakeInit(initEnd)
 	}()
 	h2pR, h2pW := io.Pipe()
 	p2hR, p2hW := io.Pipe()
 	r.h2pW = h2pW
-	r.pod = newPod(podEnd, p2hW, func(*os.File) error { return nil })
+	r.pod = newPod(podEnd, p2hW, func(f *os.File) (byte, error) { // any listener: by its kind
+		if s, err := linux.SocketOf(f); err == nil && s.Domain == linux.AFUnix {
+			return portGate, nil
+		}
+		return portEgress, nil
+	})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = r.pod.run(h2pR); p2hW.Close() }()
-	r.host = newHost(hostEnd, h2pW, r.ln)
+	r.host = newHost(hostEnd, h2pW, Listeners{Egress: r.ln, Gate: r.gate})
 	go func() { defer wg.Done(); _ = r.host.run(rwc{p2hR, h2pW}); h2pR.Close() }()
 	go func() { wg.Wait(); close(r.done) }()
 	t.Cleanup(func() {
@@ -337,8 +360,10 @@ func TestEgressStreamEnd(t *testing.T) {
 		t.Errorf("Accept after the end: %v, want net.ErrClosed", err)
 	}
 	// (Not by dialling it: a dial to a closed loopback port may connect to itself.)
-	if _, err := r.pod.ln.Accept(); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("the pod's listener: Accept = %v, want net.ErrClosed", err)
+	for _, ln := range r.pod.lns {
+		if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("the pod's listener %v: Accept = %v, want net.ErrClosed", ln.Addr(), err)
+		}
 	}
 }
 
@@ -348,7 +373,7 @@ func TestPodRefusesBadConnFrames(t *testing.T) {
 		return append(header(kindConnCredit, id, 4), byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	for name, f := range map[string][]byte{
-		"open from host":    header(kindConnOpen, 1, 0),
+		"open from host":    append(header(kindConnOpen, 1, 1), portEgress),
 		"data, unknown id":  append(header(kindConnData, 1, 1), 'x'),
 		"empty data":        header(kindConnData, 1, 0),
 		"eof, unknown id":   header(kindConnEOF, 1, 0),
@@ -379,7 +404,8 @@ func TestPodRefusesBadConnFrames(t *testing.T) {
 
 // Frames a correct pod never sends end the host's relay, which closes its listener.
 func TestHostRefusesBadConnFrames(t *testing.T) {
-	open := func(id uint64) []byte { return header(kindConnOpen, id, 0) }
+	open := func(id uint64) []byte { return append(header(kindConnOpen, id, 1), portEgress) }
+	openGate := func(id uint64) []byte { return append(header(kindConnOpen, id, 1), portGate) }
 	data := func(id uint64, n int) []byte {
 		var b []byte
 		for n > 0 {
@@ -395,6 +421,7 @@ func TestHostRefusesBadConnFrames(t *testing.T) {
 	for name, tc := range map[string]struct {
 		stream   []byte
 		noEgress bool
+		noGate   bool
 	}{
 		"open without egress": {stream: open(1), noEgress: true},
 		"open out of order":   {stream: slicesConcat(open(2), open(1))},
@@ -407,14 +434,29 @@ func TestHostRefusesBadConnFrames(t *testing.T) {
 		"credit past window":   {stream: slicesConcat(open(1), credit(1, 1))},
 		"zero credit":          {stream: slicesConcat(open(1), credit(1, 0))},
 		"after its close":      {stream: slicesConcat(open(1), header(kindConnClose, 1, 0), header(kindConnEOF, 1, 0))},
-		"too many":             {stream: manyOpens(MaxConns + 1)},
+		"too many":             {stream: manyOpens(MaxConns+1, portEgress)},
+		"open without a port":  {stream: header(kindConnOpen, 1, 0)},
+		"open on port 0":       {stream: append(header(kindConnOpen, 1, 1), 0)},
+		"open on port 3":       {stream: append(header(kindConnOpen, 1, 1), 3)},
+		"open with 2 bytes":    {stream: append(header(kindConnOpen, 1, 2), portEgress, 0)},
+		"gate without gates":   {stream: openGate(1), noGate: true},
+		"too many gate conns":  {stream: manyOpens(MaxGateConns+1, portGate)},
+		"gate id out of order": {stream: slicesConcat(open(2), openGate(1))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, hostEnd := pair(t)
-			var ln *Listener
+			var ls Listeners
 			if !tc.noEgress {
-				ln = NewListener()
-				go func() { // the proxy: takes every connection, reads nothing
+				ls.Egress = NewListener()
+			}
+			if !tc.noGate {
+				ls.Gate = NewGateListener()
+			}
+			for _, ln := range []*Listener{ls.Egress, ls.Gate} {
+				if ln == nil {
+					continue
+				}
+				go func() { // the service: takes every connection, reads nothing
 					for {
 						if _, err := ln.Accept(); err != nil {
 							return
@@ -427,7 +469,7 @@ func TestHostRefusesBadConnFrames(t *testing.T) {
 			go func() { pw.Write(tc.stream) }()
 			t.Cleanup(func() { pw.Close() })
 			done := make(chan error, 1)
-			go func() { done <- Host(hostEnd, rwc{pr, discardPipe()}, ln) }()
+			go func() { done <- Host(hostEnd, rwc{pr, discardPipe()}, ls) }()
 			select {
 			case err := <-done:
 				if !errors.Is(err, ErrProtocol) {
@@ -436,28 +478,44 @@ func TestHostRefusesBadConnFrames(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("Host still runs")
 			}
-			if ln != nil {
+			for _, ln := range []*Listener{ls.Egress, ls.Gate} {
+				if ln == nil {
+					continue
+				}
 				if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
-					t.Errorf("the listener is still open: %v", err)
+					t.Errorf("the %v listener is still open: %v", ln.Addr(), err)
 				}
 			}
 		})
 	}
 }
 
-// MaxConns opens are within bounds; the test of one more needs them all to be.
+// Each port's bound of opens is within bounds, both at once: the tests of one more
+// need them all to be, and the two bounds are apart.
 func TestHostTakesMaxConns(t *testing.T) {
 	_, hostEnd := pair(t)
-	ln := NewListener()
+	ls := Listeners{Egress: NewListener(), Gate: NewGateListener()}
 	pr, pw := io.Pipe()
-	go func() { pw.Write(manyOpens(MaxConns)) }()
+	go func() {
+		pw.Write(manyOpens(MaxConns, portEgress))
+		var b []byte
+		for i := range MaxGateConns {
+			b = append(append(b, header(kindConnOpen, uint64(MaxConns+i+1), 1)...), portGate)
+		}
+		pw.Write(b)
+	}()
 	done := make(chan error, 1)
-	go func() { done <- Host(hostEnd, rwc{pr, discardPipe()}, ln) }()
-	for i := range MaxConns {
-		if c := acceptWithin(t, ln, 5*time.Second); c == nil {
-			t.Fatalf("connection %d did not arrive", i+1)
-		} else {
-			defer c.Close()
+	go func() { done <- Host(hostEnd, rwc{pr, discardPipe()}, ls) }()
+	for _, tc := range []struct {
+		ln *Listener
+		n  int
+	}{{ls.Egress, MaxConns}, {ls.Gate, MaxGateConns}} {
+		for i := range tc.n {
+			if c := acceptWithin(t, tc.ln, 5*time.Second); c == nil {
+				t.Fatalf("%v: connection %d did not arrive", tc.ln.Addr(), i+1)
+			} else {
+				defer c.Close()
+			}
 		}
 	}
 	pw.Close()
@@ -466,10 +524,10 @@ func TestHostTakesMaxConns(t *testing.T) {
 	}
 }
 
-func manyOpens(n int) []byte {
+func manyOpens(n int, port byte) []byte {
 	var b []byte
 	for i := range n {
-		b = append(b, header(kindConnOpen, uint64(i+1), 0)...)
+		b = append(append(b, header(kindConnOpen, uint64(i+1), 1)...), port)
 	}
 	return b
 }
@@ -506,14 +564,14 @@ func TestCheckListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	err = checkListener(f)
+	_, err = checkListener(f)
 	if err == nil || !strings.Contains(err.Error(), "not "+ProxyAddr) || !strings.Contains(err.Error(), "own network namespace") {
 		t.Fatalf("checkListener = %v, want the address and the namespace refused", err)
 	}
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
-	if err := checkListener(r); err == nil {
+	if _, err := checkListener(r); err == nil {
 		t.Fatal("a pipe passed as a listener")
 	}
 }
@@ -537,8 +595,8 @@ func TestPodRefusesListener(t *testing.T) {
 		files   int
 		wantErr string
 	}{
-		"two descriptors": {files: 2, wantErr: "sent 2 descriptors"},
-		"wrong listener":  {files: 1, wantErr: "not " + ProxyAddr},
+		"three descriptors": {files: 3, wantErr: "sent 3 descriptors"},
+		"wrong listener":    {files: 1, wantErr: "not " + ProxyAddr},
 	} {
 		t.Run(name, func(t *testing.T) {
 			podEnd, initEnd := pair(t)
