@@ -49,8 +49,9 @@ type pod struct {
 	conns *conns
 	check func(*os.File) (byte, error) // checkListener; tests accept any listener
 
-	lnMu sync.Mutex     // lnMu guards lns.
-	lns  []net.Listener // process 1's listeners, once its status handed them over
+	lnMu     sync.Mutex     // lnMu guards lns and lnClosed.
+	lns      []net.Listener // process 1's listeners, once its status handed them over
+	lnClosed bool           // the relay is over: a listener taken now is closed
 
 	mu    sync.Mutex // mu guards execs.
 	execs map[uint64]*podExec
@@ -77,7 +78,7 @@ type podExec struct {
 // (in and out: an exec's stdin and stdout). When process 1's status hands over its
 // egress listener or its gate listener, it relays each connection accepted there to
 // the host (conn.go).
-// It returns when either side ends, having closed c, the listener and every
+// It returns when either side ends, having closed c, the listeners and every
 // connection: process 1 then ends the session.
 func Pod(c *ctl.Conn, in io.Reader, out io.Writer) error {
 	return newPod(c, out, checkListener).run(in)
@@ -96,6 +97,7 @@ func (p *pod) run(in io.Reader) error {
 	err := <-done
 	c.Close()
 	p.lnMu.Lock()
+	p.lnClosed = true
 	for _, ln := range p.lns {
 		ln.Close()
 	}
@@ -359,8 +361,17 @@ func (p *pod) takeListeners(files []*os.File) error {
 		return fmt.Errorf("the listeners are refused: %w", err)
 	}
 	p.lnMu.Lock()
-	p.lns = lns
+	closed := p.lnClosed
+	if !closed {
+		p.lns = lns
+	}
 	p.lnMu.Unlock()
+	if closed {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return errors.New("the relay ended while process 1 handed over its listeners")
+	}
 	for i, ln := range lns {
 		go p.serve(ln, ports[i])
 	}
