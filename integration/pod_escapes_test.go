@@ -25,8 +25,9 @@ import (
 //   - nested repositories and their quarantine: git is not in the image;
 //   - the host view (the caller's ~/.ssh, /etc/shadow of the host, host tools such as
 //     git): a Pod runs an image, never the host's file system;
-//   - the syscall monitor and gates: refused on the kubernetes backend (the monitor
-//     watches this host's kernel; the Pod cannot reach the gate socket);
+//   - the syscall monitor: refused on the kubernetes backend (it watches this host's
+//     kernel); GateRequestNamesItsCommand: a Pod's gate request names the session's
+//     current command, not the one that asked (its peer is the relay);
 //   - the host's cgroups, uids and run directories (limits, command cgroups, gc
 //     after kill -9): the node's, covered by TestBackendKubernetes's killed
 //     supervisor and the placement's own tests.
@@ -42,6 +43,8 @@ var podEscapeTests = []string{
 	"HostExecutedFilesProtected", "NoSetIDFilesPlanted", "CreatingGitInNonRepoFails",
 	// The Pod's workspace brought back before each command and at the session's end.
 	"SessionLogHasNoGaps",
+	// Gates: `cordon gate` in the Pod asks the run's gate service on this host.
+	"GateApprovedPushesBranch", "ServeGatesAndAudit",
 }
 
 // TestEscapesOnPods runs podEscapeTests with every run placed on the test cluster (a

@@ -3,11 +3,13 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/creds"
@@ -30,6 +32,10 @@ type gates struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	mintMu    sync.Mutex // one gate credential minted at a time (the ledger keys by run and name)
+	// relayed takes the one listener a relaying backend's sandbox asks on
+	// (serveRelayed), served as sandboxLn is; relayedOnce refuses a second.
+	relayed     chan net.Listener
+	relayedOnce atomic.Bool
 }
 
 // startGates serves the plan's gates, if any, and tells the backend to mount the gate
@@ -75,6 +81,19 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 		})
 	}()
 	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()
+	g.relayed = make(chan net.Listener, 1)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		select {
+		case ln := <-g.relayed:
+			// A relayed connection's peer is the relay in this process, not the asking
+			// command (a Pod's commands are on its node): the request names the
+			// session's current command.
+			_ = gate.ServeSandbox(sctx, ln, g.svc, func(net.Conn) string { return r.sink.Current() })
+		case <-sctx.Done():
+		}
+	}()
 	host.GateSocket = sock
 	host.Env = appendPath(host.Env, sandbox.GateBinDir)
 	return nil
@@ -92,6 +111,18 @@ func appendPath(env []string, dir string) []string {
 	return append(out, "PATH="+contract.DefaultPath+":"+dir)
 }
 
+// serveRelayed serves the gate service on ln too: where a relaying backend's sandbox
+// asks (a Pod's gate socket, relayed to this host), in place of the gate socket
+// mounted. It is taken once.
+func (g *gates) serveRelayed(ln net.Listener) error {
+	if !g.relayedOnce.CompareAndSwap(false, true) {
+		ln.Close()
+		return fmt.Errorf("%w: the gate listener was handed over twice", errdefs.ErrSandbox)
+	}
+	g.relayed <- ln // room for one, and this is the one
+	return nil
+}
+
 // close refuses what is pending, waits for running operations (their credentials are
 // revoked as each ends) and removes the sockets.
 func (g *gates) close() {
@@ -105,6 +136,11 @@ func (g *gates) close() {
 		}
 	}
 	g.wg.Wait()
+	select {
+	case ln := <-g.relayed: // handed over after the gates closed: never served
+		ln.Close()
+	default:
+	}
 	if g.adminPath != "" {
 		os.Remove(g.adminPath)
 	}

@@ -75,16 +75,30 @@ func (r *run) takeHello(files []*os.File) error {
 	return nil
 }
 
-// serveRelayed is [sandbox.Host.ServeEgress]: the proxy serves ln, where a relaying
-// backend's sandbox's connections to the proxy address arrive. It is taken once, and
-// never on a backend that serves a loopback port.
-func (r *run) serveRelayed(ln net.Listener) error {
-	if r.loopbackEgress() || !r.relayed.CompareAndSwap(false, true) {
+// serveRelayed is [sandbox.Host.ServeRelayed]: the service serves ln, where a
+// relaying backend's sandbox's connections to it arrive. Each is taken once: egress
+// never on a backend that serves a loopback port, the gate only in a run with gates.
+func (r *run) serveRelayed(svc sandbox.Relayed, ln net.Listener) error {
+	switch svc {
+	case sandbox.RelayedEgress:
+		if r.loopbackEgress() || !r.relayed.CompareAndSwap(false, true) {
+			ln.Close()
+			return fmt.Errorf("%w: %w: the egress listener was handed over twice", errdefs.ErrSandbox, errListener)
+		}
+		r.eg.serve(&relayedListener{Listener: ln, closed: make(chan struct{})})
+	case sandbox.RelayedGate:
+		if r.gates == nil {
+			ln.Close()
+			return fmt.Errorf("%w: a gate listener in a run without gates", errdefs.ErrSandbox)
+		}
+		if err := r.gates.serveRelayed(ln); err != nil {
+			return err
+		}
+	default:
 		ln.Close()
-		return fmt.Errorf("%w: %w: the egress listener was handed over twice", errdefs.ErrSandbox, errListener)
+		return fmt.Errorf("%w: a relayed listener for %v, which no service takes", errdefs.ErrSandbox, svc)
 	}
-	r.eg.serve(&relayedListener{Listener: ln, closed: make(chan struct{})})
-	r.o.Log.Debug("egress proxy accepting on the sandbox's relayed listener")
+	r.o.Log.Debug("accepting on the sandbox's relayed listener", "service", svc.String())
 	return nil
 }
 

@@ -287,7 +287,7 @@ type run struct {
 	cmdCgroups  []*sandbox.CommandCgroup // session commands' cgroups still holding processes
 	ctlLn       *net.UnixListener
 	ctlToken    string
-	relayed     atomic.Bool // the backend gave the egress listener to Host.ServeEgress
+	relayed     atomic.Bool // the backend gave the egress listener to Host.ServeRelayed
 	ctl         *control
 	handoff     chan error // a one-command run's hello, taken or refused (handOver)
 	handoffStop context.CancelFunc
@@ -371,7 +371,7 @@ func (r *run) prepare(ctx context.Context) error {
 	r.undo.add("stopping egress proxy", func(context.Context) error { return r.eg.Close() })
 	r.o.Log.Debug("egress proxy ready", "addr", r.eg.addr)
 	host.EgressAddr = r.eg.addr
-	host.ServeEgress = r.serveRelayed
+	host.ServeRelayed = r.serveRelayed
 	ph.Next("control.listen")
 	if err := r.prepareSession(&host); err != nil {
 		return err

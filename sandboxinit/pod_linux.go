@@ -66,13 +66,33 @@ func pin(dir string, rels []string) error {
 	return nil
 }
 
-// install copies this binary to dest, and makes the credential files' mount point
-// beside it (the Pod mounts a memory volume there, over this read-only volume, where
-// process 1 writes them: paths.SandboxSecrets).
+// install copies this binary to dest, and makes beside it what the Pod mounts and
+// links there: the credential files' mount point (the Pod mounts a memory volume
+// there, over this read-only volume, where process 1 writes them:
+// paths.SandboxSecrets); the gate volume's mount point (paths.PodGateDir), where
+// process 1 listens on the gate socket in a session with gates, with the link
+// commands ask on (paths.SandboxGate) pointing to it; and the directory on the gate
+// sessions' PATH (paths.SandboxGateBin) with a link `cordon` to this binary. The links
+// are in this read-only volume: no command can replace them.
 func install(dest string) error {
-	secrets := filepath.Join(filepath.Dir(dest), filepath.Base(paths.SandboxSecrets))
-	if err := os.Mkdir(secrets, 0o700); err != nil {
-		return fmt.Errorf("making %s: %w", secrets, err)
+	dir := filepath.Dir(dest)
+	for _, d := range []string{paths.SandboxSecrets, paths.PodGateDir} {
+		mp := filepath.Join(dir, filepath.Base(d))
+		if err := os.Mkdir(mp, 0o700); err != nil {
+			return fmt.Errorf("making %s: %w", mp, err)
+		}
+	}
+	bin := filepath.Join(dir, filepath.Base(paths.SandboxGateBin))
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		return fmt.Errorf("making %s: %w", bin, err)
+	}
+	for link, target := range map[string]string{
+		filepath.Join(dir, filepath.Base(paths.SandboxGate)): filepath.Base(paths.PodGateDir) + "/" + filepath.Base(paths.PodGate),
+		filepath.Join(bin, "cordon"):                         "../" + filepath.Base(dest),
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			return fmt.Errorf("linking %s: %w", link, err)
+		}
 	}
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // internal install copies the running binary, mode 0555, and never over a file that
@@ -25,6 +27,18 @@ func TestInstall(t *testing.T) {
 	}
 	if fi, err := os.Stat(dest); err != nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("mode = %v (%v), want 0555", fi.Mode(), err)
+	}
+	// The gate's link and the `cordon` on a gate session's PATH, both in the read-only
+	// volume: the link to the gate volume's socket, the binary the copy.
+	if got, err := os.Readlink(filepath.Join(dir, filepath.Base(paths.SandboxGate))); err != nil || filepath.Join(dir, got) != filepath.Join(dir, filepath.Base(paths.PodGateDir), filepath.Base(paths.PodGate)) {
+		t.Errorf("the gate socket's link points to %q (%v), want the gate volume's socket", got, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, filepath.Base(paths.PodGateDir))); err != nil || !fi.IsDir() {
+		t.Errorf("the gate volume's mount point: %v", err)
+	}
+	bin, err := os.Stat(filepath.Join(dir, filepath.Base(paths.SandboxGateBin), "cordon"))
+	if fi, _ := os.Stat(dest); err != nil || !os.SameFile(bin, fi) {
+		t.Errorf("bin/cordon is not the installed binary (%v)", err)
 	}
 	if code := InstallMain([]string{dest}); code != 1 {
 		t.Errorf("installing over an existing file: status %d, want 1", code)

@@ -53,10 +53,11 @@ func PodInitMain(args []string) int {
 // command's can be). Then it closes and removes the socket, so no later process can
 // connect, whatever it can read. The first message is its spec; when it asks for
 // egress, it listens on the proxy address in its network namespace (before any
-// command exists, as on every backend). It runs the self-check (loopback only
-// included) and confines as on every backend, answers with the outcome, handing the
-// listener to the relay with it (internal/ctlmux relays each connection to cordon's
-// egress proxy; no command ever holds the listener), and serves the session's
+// command exists, as on every backend), and when it asks for gates, on the Pod's gate
+// socket. It runs the self-check (loopback only included) and confines as on every
+// backend, answers with the outcome, handing the listeners to the relay with it
+// (internal/ctlmux relays each connection to cordon's egress proxy or gate service; no
+// command ever holds a listener), and serves the session's
 // commands on that connection until cordon hangs up. The commands it starts share its network namespace. It is their
 // subreaper: orphans come back to it, not to process 1.
 func podInnerMain(args []string) int {
@@ -87,9 +88,16 @@ func podInnerMain(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "cordon: process 1: cordon attached")
 	spec, err := recvSpec(c)
-	var ln *os.File // the egress listener, handed over with the status
+	var lns []*os.File // the egress and gate listeners, handed over with the status
 	if err == nil && spec.Egress != "" {
+		var ln *os.File
 		ln, err = listenEgress(spec.Egress)
+		lns = append(lns, ln)
+	}
+	if err == nil && spec.Gate != "" {
+		var ln *os.File
+		ln, err = listenGate(spec.Gate)
+		lns = append(lns, ln)
 	}
 	var k *confiner
 	if err == nil {
@@ -103,12 +111,14 @@ func podInnerMain(args []string) int {
 	if err != nil {
 		st.Error = err.Error()
 		fmt.Fprintf(os.Stderr, "cordon: internal init: %v\n", err)
-	} else if ln != nil {
-		files = []*os.File{ln}
+	} else {
+		files = lns
 	}
 	serr := c.Send(st, files...)
-	if ln != nil {
-		ln.Close() // the relay holds it now: no command ever does
+	for _, ln := range lns {
+		if ln != nil {
+			ln.Close() // the relay holds them now: no command ever does
+		}
 	}
 	if err != nil || serr != nil {
 		c.Close()
@@ -215,8 +225,28 @@ func recvSpec(c *ctl.Conn) (wire.Spec, error) {
 		err = errors.New("a Pod's process 1 dials no control socket: it was reached on its own")
 	case spec.Egress != "" && spec.Egress != ctlmux.ProxyAddr:
 		err = fmt.Errorf("a Pod's egress listener is on %s only, not %q", ctlmux.ProxyAddr, spec.Egress)
+	case spec.Gate != "" && spec.Gate != ctlmux.GateSocket:
+		err = fmt.Errorf("a Pod's gate listener is on %s only, not %q", ctlmux.GateSocket, spec.Gate)
 	}
 	return spec, err
+}
+
+// listenGate listens on the Pod's gate socket, path (in the Pod's gate volume, which
+// commands may not write: they can connect to the socket, never remove or replace it),
+// and returns the listener. The socket stays when the listener here is closed: the
+// relay holds its copy.
+func listenGate(path string) (*os.File, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("gate listener: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		return nil, fmt.Errorf("gate listener: %w", err)
+	}
+	return f, nil
 }
 
 // podFiles writes the spec's credential files before any command runs: only into

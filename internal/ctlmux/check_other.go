@@ -8,6 +8,6 @@ import (
 )
 
 // checkListener refuses every listener: only Linux runs a Pod's relay.
-func checkListener(*os.File) error {
-	return errors.New("an egress listener is unimplemented on this GOOS")
+func checkListener(*os.File) (byte, error) {
+	return 0, errors.New("a relayed listener is unimplemented on this GOOS")
 }

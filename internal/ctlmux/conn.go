@@ -8,11 +8,13 @@ import (
 	"sync"
 )
 
-// Egress connections. A command's connection to the proxy address in the Pod is
-// accepted by [Pod] on process 1's egress listener and relayed over the stream to
-// [Host], which hands it to cordon's egress proxy as a [net.Conn] on a [Listener]:
+// Relayed connections. A command's connection to one of cordon's services in the Pod
+// (the proxy address, the gate socket) is accepted by [Pod] on the listener process 1
+// handed over for it and relayed over the stream to [Host], which hands it to the
+// service as a [net.Conn] on that service's [Listener]:
 //
-//   - kindConnOpen, pod → host, opens connection id (ids strictly increase);
+//   - kindConnOpen, pod → host, opens connection id (ids strictly increase, whatever
+//     the port) on the port its one byte of payload names (portEgress, portGate);
 //   - kindConnData, both ways, carries its bytes, never more than the receiver's
 //     window allows;
 //   - kindConnCredit, both ways, gives the peer back that many bytes of window: the
@@ -28,14 +30,43 @@ import (
 // window) and written out by the connection's own goroutine, so a command that does
 // not read stalls only its own connection, never the stream.
 
+// Ports: what a relayed connection was made to in the Pod (an open frame's payload).
+const (
+	portEgress byte = 1 // the proxy address, [ProxyAddr]
+	portGate   byte = 2 // the gate socket, [GateSocket]
+)
+
+func validPort(p byte) bool { return p == portEgress || p == portGate }
+
+func portName(p byte) string {
+	if p == portGate {
+		return "gate"
+	}
+	return "egress"
+}
+
 // MaxConns bounds the egress connections open at once on one stream: the pod closes
 // a connection accepted past it at once, and the host refuses the stream that opens
 // one past it.
 const MaxConns = 128
 
+// MaxGateConns bounds the gate connections open at once on one stream, as MaxConns
+// bounds the egress ones, and apart from them: a command holding gate requests open
+// (each waits for a person) takes nothing from the egress connections, nor they from
+// it.
+const MaxGateConns = 16
+
+// maxConnsOf is port's bound.
+func maxConnsOf(port byte) int {
+	if port == portGate {
+		return MaxGateConns
+	}
+	return MaxConns
+}
+
 // connWindow is each connection's window, each way: the bytes sent and not yet
 // written out at the other end. The memory held per stream is bounded by MaxConns
-// windows each way.
+// windows each way (and MaxGateConns more).
 const connWindow = 256 << 10
 
 // halfConn is the local end of a relayed connection.
@@ -51,8 +82,9 @@ type conns struct {
 
 	mu    sync.Mutex // mu guards the fields below and every relayConn's state.
 	live  map[uint64]*relayConn
-	last  uint64 // the highest id opened
-	ended bool   // the stream is over: nothing more is opened
+	open  [portGate + 1]int // the live connections of each port
+	last  uint64            // the highest id opened
+	ended bool              // the stream is over: nothing more is opened
 }
 
 func newConns(w *writer) *conns {
@@ -63,6 +95,7 @@ func newConns(w *writer) *conns {
 type relayConn struct {
 	m     *conns
 	id    uint64
+	port  byte
 	local halfConn   // nil when none could be made (then aborted from the start)
 	cond  *sync.Cond // on m.mu: credit, queue or state changed
 
@@ -75,15 +108,27 @@ type relayConn struct {
 	sentClose  bool
 }
 
-// open registers connection id (m.mu held). The caller starts it.
-func (m *conns) open(id uint64, local halfConn) *relayConn {
-	c := &relayConn{m: m, id: id, local: local, cond: sync.NewCond(&m.mu), credit: connWindow}
+// full reports whether port has all the connections it may have open (m.mu held).
+func (m *conns) full(port byte) bool { return m.open[port] >= maxConnsOf(port) }
+
+// add registers connection id on port (m.mu held). The caller starts it.
+func (m *conns) add(id uint64, port byte, local halfConn) *relayConn {
+	c := &relayConn{m: m, id: id, port: port, local: local, cond: sync.NewCond(&m.mu), credit: connWindow}
 	if local == nil {
 		c.aborted = true
 	}
 	m.live[id] = c
+	m.open[port]++
 	m.last = id
 	return c
+}
+
+// forget drops c once both sides are done with it (m.mu held).
+func (m *conns) forget(c *relayConn) {
+	if m.live[c.id] == c {
+		delete(m.live, c.id)
+		m.open[c.port]--
+	}
 }
 
 // start relays c until both directions are over, then sends its close.
@@ -204,7 +249,7 @@ func (c *relayConn) finish() {
 	defer c.m.mu.Unlock()
 	c.sentClose = true
 	if c.peerClosed || err != nil {
-		delete(c.m.live, c.id)
+		c.m.forget(c)
 	}
 }
 
@@ -249,7 +294,7 @@ func (m *conns) handle(f frame) error {
 		c.peerClosed = true
 		switch {
 		case c.sentClose:
-			delete(m.live, c.id)
+			m.forget(c)
 		case !c.peerEOF: // a reset
 			after = c.abort
 		case !c.aborted: // its end came: what is queued is still written out

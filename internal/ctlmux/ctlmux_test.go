@@ -67,7 +67,7 @@ func relay(t *testing.T) *ctl.Conn {
 	p2hR, p2hW := io.Pipe()
 	go fakeInit(initEnd)
 	go func() { _ = Pod(podEnd, h2pR, p2hW); p2hW.Close() }()
-	go func() { _ = Host(hostEnd, rwc{p2hR, h2pW}, nil); h2pR.Close() }()
+	go func() { _ = Host(hostEnd, rwc{p2hR, h2pW}, Listeners{}); h2pR.Close() }()
 	return sup
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,19 +16,23 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// egressRig is a relay with egress: a fake process 1 that hands a TCP listener over
-// with its status and runs execs as fakeInit does, the pod and host ends over
-// in-memory pipes, and the host's Listener, where the "proxy" accepts.
+// egressRig is a relay with egress and gates: a fake process 1 that hands a TCP
+// listener and a unix listener over with its status and runs execs as fakeInit does,
+// the pod and host ends over in-memory pipes, and the host's Listeners, where the
+// "proxy" and the "gate service" accept.
 type egressRig struct {
-	sup  *ctl.Conn
-	ln   *Listener
-	addr string // the pod's listener, where "commands" connect
-	pod  *pod
-	host *host
-	h2pW *io.PipeWriter
-	done chan struct{} // closed when Host and Pod have returned
+	sup      *ctl.Conn
+	ln       *Listener
+	gate     *Listener
+	addr     string // the pod's egress listener, where "commands" connect
+	gatePath string // the pod's gate listener
+	pod      *pod
+	host     *host
+	h2pW     *io.PipeWriter
+	done     chan struct{} // closed when Host and Pod have returned
 }
 
 func newEgressRig(t *testing.T) *egressRig {
@@ -43,25 +48,43 @@ func newEgressRig(t *testing.T) *egressRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &egressRig{sup: sup, ln: NewListener(), addr: tl.Addr().String(), done: make(chan struct{})}
+	gatePath := filepath.Join(t.TempDir(), "gate.sock")
+	ul, err := net.Listen("unix", gatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.(*net.UnixListener).SetUnlinkOnClose(false)
+	gf, err := ul.(*net.UnixListener).File()
+	ul.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &egressRig{sup: sup, ln: NewListener(), gate: NewGateListener(), addr: tl.Addr().String(),
+		gatePath: gatePath, done: make(chan struct{})}
 	go func() {
 		m, files, err := initEnd.Recv()
 		ctl.CloseFiles(files)
 		if err != nil || m.Op != ctl.OpSpec {
 			return
 		}
-		_ = initEnd.Send(ctl.Msg{Op: ctl.OpStatus}, lf)
+		_ = initEnd.Send(ctl.Msg{Op: ctl.OpStatus}, gf, lf)
 		lf.Close()
+		gf.Close()
 		fakeInit(initEnd)
 	}()
 	h2pR, h2pW := io.Pipe()
 	p2hR, p2hW := io.Pipe()
 	r.h2pW = h2pW
-	r.pod = newPod(podEnd, p2hW, func(*os.File) error { return nil })
+	r.pod = newPod(podEnd, p2hW, func(f *os.File) (byte, error) { // any listener: by its kind
+		if s, err := linux.SocketOf(f); err == nil && s.Domain == linux.AFUnix {
+			return portGate, nil
+		}
+		return portEgress, nil
+	})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = r.pod.run(h2pR); p2hW.Close() }()
-	r.host = newHost(hostEnd, h2pW, r.ln)
+	r.host = newHost(hostEnd, h2pW, Listeners{Egress: r.ln, Gate: r.gate})
 	go func() { defer wg.Done(); _ = r.host.run(rwc{p2hR, h2pW}); h2pR.Close() }()
 	go func() { wg.Wait(); close(r.done) }()
 	t.Cleanup(func() {
@@ -337,150 +360,11 @@ func TestEgressStreamEnd(t *testing.T) {
 		t.Errorf("Accept after the end: %v, want net.ErrClosed", err)
 	}
 	// (Not by dialling it: a dial to a closed loopback port may connect to itself.)
-	if _, err := r.pod.ln.Accept(); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("the pod's listener: Accept = %v, want net.ErrClosed", err)
-	}
-}
-
-// Frames a correct host never sends end the pod's relay.
-func TestPodRefusesBadConnFrames(t *testing.T) {
-	credit := func(id uint64, n uint32) []byte {
-		return append(header(kindConnCredit, id, 4), byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	for name, f := range map[string][]byte{
-		"open from host":    header(kindConnOpen, 1, 0),
-		"data, unknown id":  append(header(kindConnData, 1, 1), 'x'),
-		"empty data":        header(kindConnData, 1, 0),
-		"eof, unknown id":   header(kindConnEOF, 1, 0),
-		"close, unknown id": header(kindConnClose, 1, 0),
-		"credit unknown id": credit(1, 1),
-		"short credit":      append(header(kindConnCredit, 1, 2), 0, 1),
-		"eof with payload":  append(header(kindConnEOF, 1, 1), 0),
-		"huge conn data":    header(kindConnData, 1, maxData+1),
-	} {
-		t.Run(name, func(t *testing.T) {
-			podEnd, initEnd := pair(t)
-			done := make(chan error, 1)
-			go func() { done <- Pod(podEnd, bytes.NewReader(f), io.Discard) }()
-			select {
-			case err := <-done:
-				if err == nil {
-					t.Fatal("Pod accepted the frame")
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Pod still runs")
-			}
-			if _, _, err := initEnd.Recv(); err == nil {
-				t.Error("process 1's connection is still open")
-			}
-		})
-	}
-}
-
-// Frames a correct pod never sends end the host's relay, which closes its listener.
-func TestHostRefusesBadConnFrames(t *testing.T) {
-	open := func(id uint64) []byte { return header(kindConnOpen, id, 0) }
-	data := func(id uint64, n int) []byte {
-		var b []byte
-		for n > 0 {
-			k := min(n, maxData)
-			b = append(append(b, header(kindConnData, id, uint32(k))...), make([]byte, k)...)
-			n -= k
-		}
-		return b
-	}
-	credit := func(id uint64, n uint32) []byte {
-		return append(header(kindConnCredit, id, 4), byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	for name, tc := range map[string]struct {
-		stream   []byte
-		noEgress bool
-	}{
-		"open without egress": {stream: open(1), noEgress: true},
-		"open out of order":   {stream: slicesConcat(open(2), open(1))},
-		"open twice":          {stream: slicesConcat(open(1), open(1))},
-		"data, unknown id":    {stream: data(1, 1)},
-		// Past what the host's window and the unread socket pair can hold.
-		"data past the window": {stream: slicesConcat(open(1), data(1, 16*connWindow))},
-		"data after its end":   {stream: slicesConcat(open(1), header(kindConnEOF, 1, 0), data(1, 1))},
-		"eof twice":            {stream: slicesConcat(open(1), header(kindConnEOF, 1, 0), header(kindConnEOF, 1, 0))},
-		"credit past window":   {stream: slicesConcat(open(1), credit(1, 1))},
-		"zero credit":          {stream: slicesConcat(open(1), credit(1, 0))},
-		"after its close":      {stream: slicesConcat(open(1), header(kindConnClose, 1, 0), header(kindConnEOF, 1, 0))},
-		"too many":             {stream: manyOpens(MaxConns + 1)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, hostEnd := pair(t)
-			var ln *Listener
-			if !tc.noEgress {
-				ln = NewListener()
-				go func() { // the proxy: takes every connection, reads nothing
-					for {
-						if _, err := ln.Accept(); err != nil {
-							return
-						}
-					}
-				}()
-			}
-			// The stream stays open after the frames: only the refusal ends Host.
-			pr, pw := io.Pipe()
-			go func() { pw.Write(tc.stream) }()
-			t.Cleanup(func() { pw.Close() })
-			done := make(chan error, 1)
-			go func() { done <- Host(hostEnd, rwc{pr, discardPipe()}, ln) }()
-			select {
-			case err := <-done:
-				if !errors.Is(err, ErrProtocol) {
-					t.Fatalf("Host returned %v, want ErrProtocol", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Host still runs")
-			}
-			if ln != nil {
-				if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
-					t.Errorf("the listener is still open: %v", err)
-				}
-			}
-		})
-	}
-}
-
-// MaxConns opens are within bounds; the test of one more needs them all to be.
-func TestHostTakesMaxConns(t *testing.T) {
-	_, hostEnd := pair(t)
-	ln := NewListener()
-	pr, pw := io.Pipe()
-	go func() { pw.Write(manyOpens(MaxConns)) }()
-	done := make(chan error, 1)
-	go func() { done <- Host(hostEnd, rwc{pr, discardPipe()}, ln) }()
-	for i := range MaxConns {
-		if c := acceptWithin(t, ln, 5*time.Second); c == nil {
-			t.Fatalf("connection %d did not arrive", i+1)
-		} else {
-			defer c.Close()
+	for _, ln := range r.pod.lns {
+		if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("the pod's listener %v: Accept = %v, want net.ErrClosed", ln.Addr(), err)
 		}
 	}
-	pw.Close()
-	if err := <-done; err != nil {
-		t.Fatalf("Host: %v", err)
-	}
-}
-
-func manyOpens(n int) []byte {
-	var b []byte
-	for i := range n {
-		b = append(b, header(kindConnOpen, uint64(i+1), 0)...)
-	}
-	return b
-}
-
-func slicesConcat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
-
-// discardPipe is a writer that takes everything, as a stream the pod reads.
-func discardPipe() *io.PipeWriter {
-	r, w := io.Pipe()
-	go io.Copy(io.Discard, r)
-	return w
 }
 
 func randBytes(t *testing.T, n int) []byte {
@@ -506,14 +390,14 @@ func TestCheckListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	err = checkListener(f)
+	_, err = checkListener(f)
 	if err == nil || !strings.Contains(err.Error(), "not "+ProxyAddr) || !strings.Contains(err.Error(), "own network namespace") {
 		t.Fatalf("checkListener = %v, want the address and the namespace refused", err)
 	}
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
-	if err := checkListener(r); err == nil {
+	if _, err := checkListener(r); err == nil {
 		t.Fatal("a pipe passed as a listener")
 	}
 }
@@ -537,8 +421,8 @@ func TestPodRefusesListener(t *testing.T) {
 		files   int
 		wantErr string
 	}{
-		"two descriptors": {files: 2, wantErr: "sent 2 descriptors"},
-		"wrong listener":  {files: 1, wantErr: "not " + ProxyAddr},
+		"three descriptors": {files: 3, wantErr: "sent 3 descriptors"},
+		"wrong listener":    {files: 1, wantErr: "not " + ProxyAddr},
 	} {
 		t.Run(name, func(t *testing.T) {
 			podEnd, initEnd := pair(t)

@@ -13,10 +13,17 @@
 // the payload. Sizes are bounded on read; an unknown kind or a payload out of bounds
 // ends the stream.
 //
-// The stream also carries the Pod's egress connections (conn.go): process 1 listens
-// on the proxy address in the commands' network namespace and hands the listener to
-// [Pod] with its status; each connection accepted there is relayed to [Host], which
-// delivers it on a [Listener] to cordon's egress proxy.
+// The stream also carries the connections commands make to cordon's services in the
+// Pod (conn.go): process 1 listens on the proxy address in the commands' network
+// namespace (egress) and on the gate socket (approval gates) and hands the listeners
+// to [Pod] with its status; each connection accepted there is relayed to [Host], which
+// delivers it on that service's [Listener]: to cordon's egress proxy, or to the run's
+// gate service. Both kinds share one relay, told apart by the port the open frame
+// names.
+//
+// The frames are a protocol between cordon (the placement's [Host]) and the binary
+// in the Pod's init image ([Pod], `internal attach`): a change to them needs both
+// upgraded together.
 //
 // It imports only the standard library, internal/ctl and internal/linux: it is
 // linked into cmd/cordon-init.
@@ -42,8 +49,8 @@ const (
 	kindStderr byte = 4 // pod → host: bytes of exec id's stderr
 	kindEOF    byte = 5 // exec id's stream payload[0] (0 stdin, 1 stdout, 2 stderr) ended
 
-	// An egress connection's frames (conn.go); id is the connection's.
-	kindConnOpen   byte = 6  // pod → host: a connection was accepted (no payload)
+	// A relayed connection's frames (conn.go); id is the connection's.
+	kindConnOpen   byte = 6  // pod → host: a connection was accepted on the port payload[0]
 	kindConnData   byte = 7  // both ways: its bytes
 	kindConnEOF    byte = 8  // both ways: the sender's direction ended (no payload)
 	kindConnClose  byte = 9  // both ways: the sender's last frame for it (no payload)
@@ -142,7 +149,9 @@ func (r *reader) next() (frame, error) {
 		limit = maxData
 	case kindEOF:
 		limit = 1
-	case kindConnOpen, kindConnEOF, kindConnClose:
+	case kindConnOpen:
+		limit = 1
+	case kindConnEOF, kindConnClose:
 		limit = 0
 	case kindConnData:
 		limit = maxData
@@ -151,7 +160,7 @@ func (r *reader) next() (frame, error) {
 	default:
 		return frame{}, fmt.Errorf("%w: frame of kind %d", ErrProtocol, f.kind)
 	}
-	if n > limit || f.kind == kindEOF && n != 1 || (f.kind == kindConnCredit || f.kind == kindStdinCredit) && n != 4 || f.kind == kindConnData && n == 0 {
+	if n > limit || (f.kind == kindEOF || f.kind == kindConnOpen) && n != 1 || (f.kind == kindConnCredit || f.kind == kindStdinCredit) && n != 4 || f.kind == kindConnData && n == 0 {
 		return frame{}, fmt.Errorf("%w: frame of kind %d with %d bytes", ErrProtocol, f.kind, n)
 	}
 	if _, err := io.ReadFull(r.r, r.buf[:n]); err != nil {
@@ -160,6 +169,9 @@ func (r *reader) next() (frame, error) {
 	f.data = r.buf[:n]
 	if f.kind == kindEOF && f.data[0] > 2 {
 		return frame{}, fmt.Errorf("%w: end of stream %d", ErrProtocol, f.data[0])
+	}
+	if f.kind == kindConnOpen && !validPort(f.data[0]) {
+		return frame{}, fmt.Errorf("%w: a connection on port %d", ErrProtocol, f.data[0])
 	}
 	return f, nil
 }

@@ -14,10 +14,10 @@ import (
 
 // host is cordon's end of the stream.
 type host struct {
-	c      *ctl.Conn
-	w      *writer
-	conns  *conns
-	egress *Listener // nil: the spec has no egress, and no connection may be opened
+	c     *ctl.Conn
+	w     *writer
+	conns *conns
+	ls    Listeners // a nil one: the spec has not the service, and no connection to it may be opened
 
 	mu    sync.Mutex // mu guards execs.
 	execs map[uint64]*hostExec
@@ -100,20 +100,21 @@ func (e *hostExec) pumpStdin(w *writer, id uint64) {
 // the window the pod gives back as it writes it to the command), and the
 // data that comes back for its stdout and stderr is written to the request's other
 // two descriptors; further descriptors (a cgroup: the Pod's cgroup is the kubelet's)
-// are closed. Each egress connection the pod relays is delivered on egress (nil when
-// the spec has none: the pod may then open none). It returns when either side ends,
-// having closed stream, c, egress, every connection and every descriptor it holds.
-func Host(c *ctl.Conn, stream io.ReadWriteCloser, egress *Listener) error {
-	return newHost(c, stream, egress).run(stream)
+// are closed. Each connection the pod relays is delivered on its service's listener in
+// ls (a nil one: the spec has not that service, and the pod may open no connection to
+// it). It returns when either side ends, having closed stream, c, the listeners, every
+// connection and every descriptor it holds.
+func Host(c *ctl.Conn, stream io.ReadWriteCloser, ls Listeners) error {
+	return newHost(c, stream, ls).run(stream)
 }
 
-func newHost(c *ctl.Conn, stream io.Writer, egress *Listener) *host {
+func newHost(c *ctl.Conn, stream io.Writer, ls Listeners) *host {
 	w := &writer{w: stream}
-	return &host{c: c, w: w, conns: newConns(w), egress: egress, execs: map[uint64]*hostExec{}}
+	return &host{c: c, w: w, conns: newConns(w), ls: ls, execs: map[uint64]*hostExec{}}
 }
 
 func (h *host) run(stream io.ReadWriteCloser) error {
-	c, egress := h.c, h.egress
+	c := h.c
 	fromPod := make(chan error, 1)
 	go func() { fromPod <- h.fromPod(newReader(stream)) }()
 	fromSup := make(chan error, 1)
@@ -129,8 +130,10 @@ func (h *host) run(stream io.ReadWriteCloser) error {
 		<-fromPod
 	}
 	stream.Close()
-	if egress != nil {
-		egress.Close()
+	for _, l := range []*Listener{h.ls.Egress, h.ls.Gate} {
+		if l != nil {
+			l.Close()
+		}
 	}
 	h.conns.end()
 	h.mu.Lock()
@@ -238,7 +241,7 @@ func (h *host) fromPod(r *reader) error {
 				return fmt.Errorf("%w: exec %d's stdin credit past its window", ErrProtocol, f.id)
 			}
 		case kindConnOpen:
-			if err := h.open(f.id); err != nil {
+			if err := h.open(f.id, f.data[0]); err != nil {
 				return err
 			}
 		case kindConnData, kindConnEOF, kindConnClose, kindConnCredit:
@@ -251,32 +254,36 @@ func (h *host) fromPod(r *reader) error {
 	}
 }
 
-// open takes a connection the pod accepted and delivers one end of a socket pair on
-// the egress listener, relaying the other. A pair that cannot be made, or a listener
-// already closed, resets the connection.
-func (h *host) open(id uint64) error {
+// open takes a connection the pod accepted on port and delivers one end of a socket
+// pair on that port's listener, relaying the other. A pair that cannot be made, or a
+// listener already closed, resets the connection.
+func (h *host) open(id uint64, port byte) error {
+	ln := h.ls.Egress
+	if port == portGate {
+		ln = h.ls.Gate
+	}
 	m := h.conns
 	m.mu.Lock()
 	switch {
-	case h.egress == nil:
+	case ln == nil:
 		m.mu.Unlock()
-		return fmt.Errorf("%w: an egress connection where the spec has no egress", ErrProtocol)
+		return fmt.Errorf("%w: a %s connection where the spec has no %s", ErrProtocol, portName(port), portName(port))
 	case id <= m.last:
 		m.mu.Unlock()
-		return fmt.Errorf("%w: egress connection %d opened out of order", ErrProtocol, id)
-	case len(m.live) >= MaxConns:
+		return fmt.Errorf("%w: %s connection %d opened out of order", ErrProtocol, portName(port), id)
+	case m.full(port):
 		m.mu.Unlock()
-		return fmt.Errorf("%w: more than %d egress connections at once", ErrProtocol, MaxConns)
+		return fmt.Errorf("%w: more than %d %s connections at once", ErrProtocol, maxConnsOf(port), portName(port))
 	}
 	ours, theirs, err := linux.StreamPair()
 	var c *relayConn
 	if err != nil {
-		c = m.open(id, nil)
+		c = m.add(id, port, nil)
 	} else {
-		c = m.open(id, ours)
+		c = m.add(id, port, ours)
 	}
 	m.mu.Unlock()
-	if err == nil && !h.egress.deliver(theirs) {
+	if err == nil && !ln.deliver(theirs) {
 		theirs.Close()
 		c.abort()
 	}

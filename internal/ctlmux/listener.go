@@ -6,21 +6,38 @@ import (
 	"sync"
 )
 
-// Listener is where [Host] delivers the Pod's egress connections: each is a
-// connection a command made to [ProxyAddr] in the Pod. Its Addr is that address. It
-// is closed when Host returns; connections not yet accepted are then closed. It is
-// safe for concurrent use.
+// Listener is where [Host] delivers the connections the Pod's commands make to one of
+// cordon's services: [NewListener]'s those to [ProxyAddr], [NewGateListener]'s those
+// to [GateSocket]. Its Addr is that address. It is closed when Host returns;
+// connections not yet accepted are then closed. It is safe for concurrent use.
 type Listener struct {
-	conns chan net.Conn // at most MaxConns: the open connections bound them
+	addr  net.Addr
+	conns chan net.Conn // at most the port's bound: the open connections bound them
 
 	mu     sync.Mutex // mu guards closed, and orders deliveries against Close.
 	closed bool
 	done   chan struct{}
 }
 
-// NewListener returns a Listener for [Host].
+// Listeners are the services' listeners [Host] delivers the Pod's connections on. A
+// nil one is a service the spec has not: the Pod may open no connection to it.
+type Listeners struct {
+	Egress *Listener // from NewListener
+	Gate   *Listener // from NewGateListener
+}
+
+// NewListener returns a Listener for [Host]'s egress connections.
 func NewListener() *Listener {
-	return &Listener{conns: make(chan net.Conn, MaxConns), done: make(chan struct{})}
+	return newListener(net.TCPAddrFromAddrPort(netip.MustParseAddrPort(ProxyAddr)), MaxConns)
+}
+
+// NewGateListener returns a Listener for [Host]'s gate connections.
+func NewGateListener() *Listener {
+	return newListener(&net.UnixAddr{Name: GateSocket, Net: "unix"}, MaxGateConns)
+}
+
+func newListener(addr net.Addr, n int) *Listener {
+	return &Listener{addr: addr, conns: make(chan net.Conn, n), done: make(chan struct{})}
 }
 
 // Accept waits for the next connection, until the listener is closed.
@@ -51,10 +68,8 @@ func (l *Listener) Close() error {
 	}
 }
 
-// Addr is [ProxyAddr], where the connections were made.
-func (l *Listener) Addr() net.Addr {
-	return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(ProxyAddr))
-}
+// Addr is where the connections were made in the Pod: [ProxyAddr] or [GateSocket].
+func (l *Listener) Addr() net.Addr { return l.addr }
 
 // deliver queues c for Accept; false when the listener is closed.
 func (l *Listener) deliver(c net.Conn) bool {
@@ -66,7 +81,7 @@ func (l *Listener) deliver(c net.Conn) bool {
 	select {
 	case l.conns <- c:
 		return true
-	default: // cannot happen: the open connections are at most MaxConns
+	default: // cannot happen: the open connections are at most the port's bound
 		return false
 	}
 }

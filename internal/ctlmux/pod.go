@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,12 @@ import (
 // in the commands' network namespace. It is runner/sandbox's ProxyAddr (which
 // internal/ may not import; a test of the placement holds them equal).
 const ProxyAddr = "127.0.0.1:3128"
+
+// GateSocket is the only path the Pod's gate listener may be bound to: the socket in
+// the Pod's gate volume (placement/kubernetes/podspec's GateSocket; a test of the
+// placement holds them equal), which commands reach through the link at
+// /run/cordon/gate.sock, where `cordon gate` asks on every backend.
+const GateSocket = "/run/cordon/gate/gate.sock"
 
 // MaxExecs bounds the execs running at once on one stream: a request past it is
 // answered with an error, never started.
@@ -40,10 +47,11 @@ type pod struct {
 	c     *ctl.Conn
 	w     *writer
 	conns *conns
-	check func(*os.File) error // checkListener; tests accept any TCP listener
+	check func(*os.File) (byte, error) // checkListener; tests accept any listener
 
-	lnMu sync.Mutex   // lnMu guards ln.
-	ln   net.Listener // process 1's egress listener, once its status handed it over
+	lnMu     sync.Mutex     // lnMu guards lns and lnClosed.
+	lns      []net.Listener // process 1's listeners, once its status handed them over
+	lnClosed bool           // the relay is over: a listener taken now is closed
 
 	mu    sync.Mutex // mu guards execs.
 	execs map[uint64]*podExec
@@ -68,14 +76,15 @@ type podExec struct {
 
 // Pod relays between process 1's control connection c and the stream from [Host]
 // (in and out: an exec's stdin and stdout). When process 1's status hands over its
-// egress listener, it relays each connection accepted there to the host (conn.go).
-// It returns when either side ends, having closed c, the listener and every
+// egress listener or its gate listener, it relays each connection accepted there to
+// the host (conn.go).
+// It returns when either side ends, having closed c, the listeners and every
 // connection: process 1 then ends the session.
 func Pod(c *ctl.Conn, in io.Reader, out io.Writer) error {
 	return newPod(c, out, checkListener).run(in)
 }
 
-func newPod(c *ctl.Conn, out io.Writer, check func(*os.File) error) *pod {
+func newPod(c *ctl.Conn, out io.Writer, check func(*os.File) (byte, error)) *pod {
 	w := &writer{w: out}
 	return &pod{c: c, w: w, conns: newConns(w), check: check, execs: map[uint64]*podExec{}}
 }
@@ -88,8 +97,9 @@ func (p *pod) run(in io.Reader) error {
 	err := <-done
 	c.Close()
 	p.lnMu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
+	p.lnClosed = true
+	for _, ln := range p.lns {
+		ln.Close()
 	}
 	p.lnMu.Unlock()
 	p.conns.end()
@@ -269,9 +279,8 @@ func (e *podExec) close() {
 }
 
 // fromInit sends process 1's messages to the host; an exit goes once the command's
-// output has (or after outputGrace). Its first status may carry one descriptor, its
-// egress listener, which is then served ([pod.serveEgress]); the status goes on
-// without it.
+// output has (or after outputGrace). Its first status may carry its listeners, which
+// are then served ([pod.serve]); the status goes on without them.
 func (p *pod) fromInit() error {
 	status := false
 	for {
@@ -282,7 +291,7 @@ func (p *pod) fromInit() error {
 		}
 		if m.Op == ctl.OpStatus && !status {
 			status = true
-			if err := p.takeListener(files); err != nil {
+			if err := p.takeListeners(files); err != nil {
 				m.Error = strings.TrimPrefix(m.Error+"; ", "; ") + err.Error()
 				_ = p.w.msg(m)
 				return err
@@ -315,36 +324,64 @@ func (p *pod) fromInit() error {
 	}
 }
 
-// takeListener takes process 1's egress listener out of its status (none: the spec
-// has no egress), checks it and starts accepting on it. Anything but one TCP listener
-// on exactly [ProxyAddr], in a network namespace other than the relay's own (the
-// Pod's, which has its eth0), is refused, and so is the session. It closes every
-// descriptor it does not keep.
-func (p *pod) takeListener(files []*os.File) error {
-	if len(files) == 0 {
-		return nil
-	}
+// takeListeners takes process 1's listeners out of its status (none: the spec has
+// neither egress nor gates), checks them and starts accepting on them. Anything but at
+// most one TCP listener on exactly [ProxyAddr], in a network namespace other than the
+// relay's own (the Pod's, which has its eth0), and at most one unix listener on
+// exactly [GateSocket], is refused, and so is the session. It closes every descriptor
+// it does not keep.
+func (p *pod) takeListeners(files []*os.File) error {
 	defer ctl.CloseFiles(files)
-	if len(files) != 1 {
-		return fmt.Errorf("the egress listener is refused: process 1 sent %d descriptors with its status, not the one listener", len(files))
+	if len(files) > 2 {
+		return fmt.Errorf("the listeners are refused: process 1 sent %d descriptors with its status, not at most its two listeners", len(files))
 	}
-	if err := p.check(files[0]); err != nil {
-		return fmt.Errorf("the egress listener is refused: %w", err)
+	var lns []net.Listener
+	var ports []byte
+	var err error
+	for _, f := range files {
+		var port byte
+		port, err = p.check(f)
+		if err != nil {
+			break
+		}
+		if slices.Contains(ports, port) {
+			err = fmt.Errorf("process 1 sent two %s listeners", portName(port))
+			break
+		}
+		var ln net.Listener
+		if ln, err = net.FileListener(f); err != nil {
+			break
+		}
+		lns, ports = append(lns, ln), append(ports, port)
 	}
-	ln, err := net.FileListener(files[0])
 	if err != nil {
-		return fmt.Errorf("the egress listener is refused: %w", err)
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return fmt.Errorf("the listeners are refused: %w", err)
 	}
 	p.lnMu.Lock()
-	p.ln = ln
+	closed := p.lnClosed
+	if !closed {
+		p.lns = lns
+	}
 	p.lnMu.Unlock()
-	go p.serveEgress(ln)
+	if closed {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return errors.New("the relay ended while process 1 handed over its listeners")
+	}
+	for i, ln := range lns {
+		go p.serve(ln, ports[i])
+	}
 	return nil
 }
 
-// serveEgress relays each connection accepted on ln to the host, until ln is closed.
-// A connection past [MaxConns] is closed at once (a reset).
-func (p *pod) serveEgress(ln net.Listener) {
+// serve relays each connection accepted on ln, process 1's listener for port, to the
+// host, until ln is closed. A connection past the port's bound ([MaxConns],
+// [MaxGateConns]) is closed at once (a reset).
+func (p *pod) serve(ln net.Listener, port byte) {
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -358,18 +395,20 @@ func (p *pod) serveEgress(ln net.Listener) {
 			time.Sleep(10 * time.Millisecond) // EMFILE and the like: try again
 			continue
 		}
-		tc := nc.(*net.TCPConn)
+		hc, ok := nc.(halfConn) // a TCP or a unix connection: both are
 		m := p.conns
 		m.mu.Lock()
-		if m.ended || len(m.live) >= MaxConns {
+		if !ok || m.ended || m.full(port) {
 			m.mu.Unlock()
-			_ = tc.SetLinger(0)
-			tc.Close()
+			if tc, ok := nc.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			nc.Close()
 			continue
 		}
-		c := m.open(m.last+1, tc)
+		c := m.add(m.last+1, port, hc)
 		m.mu.Unlock()
-		if p.w.frame(kindConnOpen, c.id, nil) != nil {
+		if p.w.frame(kindConnOpen, c.id, []byte{port}) != nil {
 			c.abort()
 		}
 		c.start()

@@ -20,7 +20,7 @@ func TestStdinUnreadStallsOnlyItself(t *testing.T) {
 	h2pR, h2pW := io.Pipe()
 	p2hR, p2hW := io.Pipe()
 	go func() { _ = Pod(podEnd, h2pR, p2hW); p2hW.Close() }()
-	go func() { _ = Host(hostEnd, rwc{p2hR, h2pW}, nil); h2pR.Close() }()
+	go func() { _ = Host(hostEnd, rwc{p2hR, h2pW}, Listeners{}); h2pR.Close() }()
 	// Process 1: exec 1 never reads its stdin and exits at its signal; exec 2 echoes.
 	go func() {
 		var held []*os.File

@@ -15,6 +15,7 @@ type Socket struct {
 	Domain, Type, Protocol int
 	Listening              bool           // SO_ACCEPTCONN: listen(2) was called on it
 	Addr                   netip.AddrPort // its bound address, for AF_INET and AF_INET6
+	Path                   string         // its bound path, for AF_UNIX ("" when unbound or abstract)
 }
 
 // SocketOf describes the socket f (SO_DOMAIN, SO_TYPE, SO_PROTOCOL, SO_ACCEPTCONN and
@@ -46,6 +47,10 @@ func SocketOf(f *os.File) (Socket, error) {
 			s.Addr = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
 		case *unix.SockaddrInet6:
 			s.Addr = netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+		case *unix.SockaddrUnix:
+			if !strings.HasPrefix(a.Name, "@") && a.Name != "" {
+				s.Path = a.Name
+			}
 		}
 		return nil
 	})
@@ -124,6 +129,7 @@ func control(f *os.File, fn func(fd int) error) error {
 // Socket types and protocols, for checks of [Socket] outside this package.
 const (
 	AFInet     = unix.AF_INET
+	AFUnix     = unix.AF_UNIX
 	SockStream = unix.SOCK_STREAM
 	IPProtoTCP = unix.IPPROTO_TCP
 )
@@ -159,6 +165,33 @@ func CheckSandboxListener(f *os.File, want netip.AddrPort) error {
 		errs = append(errs, fmt.Sprintf("its network namespace cannot be told: %v", err))
 	case own:
 		errs = append(errs, "it is in cordon's own network namespace, not the sandbox's")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// CheckGateListener fails unless f is what a Pod's process 1 is meant to hand over as
+// its gate listener: a unix stream socket (AF_UNIX, SOCK_STREAM, listening) bound to
+// the path want. f is hostile input; every failed check is reported.
+func CheckGateListener(f *os.File, want string) error {
+	s, err := SocketOf(f)
+	if err != nil {
+		return fmt.Errorf("not a socket: %w", err)
+	}
+	var errs []string
+	if s.Domain != AFUnix {
+		errs = append(errs, fmt.Sprintf("address family %d, not AF_UNIX", s.Domain))
+	}
+	if s.Type != SockStream {
+		errs = append(errs, fmt.Sprintf("socket type %d, not SOCK_STREAM", s.Type))
+	}
+	if !s.Listening {
+		errs = append(errs, "not listening")
+	}
+	if s.Path != want {
+		errs = append(errs, fmt.Sprintf("bound to %q, not %s", s.Path, want))
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -22,6 +22,16 @@ const (
 	SandboxGateBin = SandboxDir + "/bin"
 )
 
+// Paths of a Kubernetes Pod only, below [SandboxDir] (which the Pod's install
+// container fills: sandboxinit `internal install`).
+const (
+	// PodGateDir is the Pod's gate volume, where process 1 listens on [PodGate]:
+	// writable by process 1, never by a command.
+	PodGateDir = SandboxDir + "/gate"
+	// PodGate is the Pod's gate socket; [SandboxGate] is a link to it.
+	PodGate = PodGateDir + "/gate.sock"
+)
+
 // Process 1's own files in [SandboxDir] on the container backends (names in it): its
 // spec, its environment pipe and its status pipe. They are hidden from every command.
 const (

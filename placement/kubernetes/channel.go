@@ -46,6 +46,11 @@ type Channel struct {
 	// relayed over the same stream: the caller serves its egress proxy on it
 	// (egress.Proxy.Serve). Nil without egress. It is closed when the channel ends.
 	Egress net.Listener
+	// Gate, when the spec asks for gates (its Gate is the gate socket), is where each
+	// connection a command makes to the gate socket in the Pod (`cordon gate NAME`)
+	// arrives, relayed over the same stream: the caller serves the run's gate service
+	// on it. Nil without gates. It is closed when the channel ends.
+	Gate net.Listener
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the exec stream and the relay are over
@@ -90,12 +95,16 @@ func (p *Placement) Attach(ctx context.Context, rc *rest.Config, s podspec.Sessi
 	ch.workspace = func(op string) (remotecommand.Executor, error) {
 		return p.executor(rc, s.PodName(), podspec.WorkspaceContainerName, podspec.WorkspaceCommand(p.cfg, op))
 	}
-	var egress *ctlmux.Listener
+	var ls ctlmux.Listeners
 	if spec.Egress != "" {
-		egress = ctlmux.NewListener()
-		ch.Egress = egress
+		ls.Egress = ctlmux.NewListener()
+		ch.Egress = ls.Egress
 	}
-	go ch.run(sctx, ex, ctl.New(relay), egress)
+	if spec.Gate != "" {
+		ls.Gate = ctlmux.NewGateListener()
+		ch.Gate = ls.Gate
+	}
+	go ch.run(sctx, ex, ctl.New(relay), ls)
 	if err := ch.handshake(ctx, data); err != nil {
 		ch.Close()
 		return nil, err
@@ -125,7 +134,7 @@ func (p *Placement) executor(rc *rest.Config, pod, container string, argv []stri
 }
 
 // run streams the exec and relays over it until either ends.
-func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ctl.Conn, egress *ctlmux.Listener) {
+func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ctl.Conn, ls ctlmux.Listeners) {
 	defer close(ch.done)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -138,7 +147,7 @@ func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ct
 		outW.CloseWithError(io.EOF)
 		inR.Close()
 	}()
-	rerr := ctlmux.Host(relay, pipeStream{outR, inW}, egress)
+	rerr := ctlmux.Host(relay, pipeStream{outR, inW}, ls)
 	<-streamed
 	ch.mu.Lock()
 	defer ch.mu.Unlock()

@@ -126,3 +126,11 @@ func TestProxyAddr(t *testing.T) {
 		t.Fatalf("ctlmux.ProxyAddr %s, sandbox.ProxyAddr %s", ctlmux.ProxyAddr, sandbox.ProxyAddr)
 	}
 }
+
+// The relay in the Pod accepts a gate listener on ctlmux.GateSocket only: it must be
+// the socket the Pod's process 1 listens on, in the Pod's gate volume.
+func TestGateSocket(t *testing.T) {
+	if ctlmux.GateSocket != podspec.GateSocket {
+		t.Fatalf("ctlmux.GateSocket %s, podspec.GateSocket %s", ctlmux.GateSocket, podspec.GateSocket)
+	}
+}

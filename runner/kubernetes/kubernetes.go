@@ -11,8 +11,11 @@
 // between it and the Pod's channel message by message, descriptors included. The
 // commands' connections to the proxy address in the Pod arrive on the channel's
 // egress listener, which the backend hands to the run's proxy
-// ([sandbox.Host.ServeEgress]): the contract's allowlist decides, on this host, as
-// everywhere.
+// ([sandbox.Host.ServeRelayed]): the contract's allowlist decides, on this host, as
+// everywhere. In a run with gates, their connections to the gate socket in the Pod
+// (`cordon gate NAME`) arrive on the channel's gate listener, which the backend hands
+// to the run's gate service the same way: a person approves on this host, and the
+// operation runs here, as everywhere.
 //
 // The placement's config is a file named by $CORDON_PLACEMENT_CONFIG (the format of
 // `cordon explain --placement kubernetes`), the cluster's credentials a kubeconfig
@@ -136,7 +139,7 @@ func (b *Backend) CanStage() error {
 
 // LoopbackEgress implements sandbox.Backend: the Pod's commands have a network
 // namespace of their own; their proxy connections are relayed
-// ([sandbox.Host.ServeEgress]).
+// ([sandbox.Host.ServeRelayed]).
 func (b *Backend) LoopbackEgress() bool { return false }
 
 // Start implements sandbox.Backend: it creates the session's Pod and its
@@ -181,10 +184,8 @@ func refuse(plan *contract.Plan, host sandbox.Host) error {
 	switch {
 	case host.Stage != nil:
 		return fmt.Errorf("kubernetes: %w", sandbox.ErrNoStage)
-	case host.GateSocket != "":
-		return errdefs.Unavailablef("kubernetes: the contract has gates, and a Pod cannot reach this host's gate socket yet; run it on a local backend")
-	case host.ServeEgress == nil:
-		return errdefs.Unavailablef("kubernetes: the runner gave no way to serve the Pod's egress")
+	case host.ServeRelayed == nil:
+		return errdefs.Unavailablef("kubernetes: the runner gave no way to serve the Pod's egress and gates")
 	}
 	return nil
 }

@@ -130,6 +130,11 @@ func (sb *podSandbox) attach(ctx context.Context) (*placement.Channel, error) {
 	sb.mu.Unlock()
 	spec := podspec.InitSpec(sb.plan, sb.cfg, sb.host.Env)
 	spec.Egress = sandbox.ProxyAddr
+	if sb.host.GateSocket != "" {
+		// The run serves its gate socket on this host; the Pod's process 1 listens on
+		// the Pod's, whose connections the channel relays to it (handOver).
+		spec.Gate = podspec.GateSocket
+	}
 	if len(sb.host.SecretFiles) > 0 {
 		spec.FilesDir = paths.SandboxSecrets
 		for _, f := range sb.host.SecretFiles {
@@ -150,15 +155,24 @@ func (sb *podSandbox) attach(ctx context.Context) (*placement.Channel, error) {
 	return ch, nil
 }
 
-// handOver gives the run's proxy the channel's egress listener and says hello on the
+// handOver gives the run's proxy the channel's egress listener (and, in a run with
+// gates, the run's gate service the channel's gate listener) and says hello on the
 // run's control socket as process 1 would (with its token, no descriptor: the
 // listener was relayed), and waits for the runner's ready.
 func (sb *podSandbox) handOver(ch *placement.Channel) (*ctl.Conn, error) {
 	if ch.Egress == nil {
 		return nil, errdefs.Unavailablef("kubernetes: the Pod's channel has no egress listener")
 	}
-	if err := sb.host.ServeEgress(ch.Egress); err != nil {
+	if err := sb.host.ServeRelayed(sandbox.RelayedEgress, ch.Egress); err != nil {
 		return nil, err
+	}
+	if sb.host.GateSocket != "" {
+		if ch.Gate == nil {
+			return nil, errdefs.Unavailablef("kubernetes: the Pod's channel has no gate listener")
+		}
+		if err := sb.host.ServeRelayed(sandbox.RelayedGate, ch.Gate); err != nil {
+			return nil, err
+		}
 	}
 	if sb.host.ControlSocket == "" {
 		return nil, errdefs.Unavailablef("kubernetes: the runner gave no control socket")

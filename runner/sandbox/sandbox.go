@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/paths"
@@ -86,13 +87,17 @@ type Host struct {
 	// on it directly. Empty for a one-command run of a [Backend.LoopbackEgress] backend.
 	ControlSocket string
 	ControlToken  string
-	// ServeEgress is for a sandbox whose connections to [ProxyAddr] do not arrive on a
-	// socket process 1 can hand over (a Kubernetes Pod's, relayed over its control
-	// stream): its backend gives the listener they arrive on to the run's egress proxy
-	// here, once, before process 1's hello, which then carries no descriptor. The
-	// runner refuses a hello without the listener unless ServeEgress was called, and
-	// one with a descriptor if it was.
-	ServeEgress func(net.Listener) error
+	// ServeRelayed is for a sandbox whose connections to the run's services do not
+	// arrive on sockets process 1 can hand over or the backend can mount (a Kubernetes
+	// Pod's, relayed over its control stream): its backend gives the listener where a
+	// service's connections arrive to that service here, once per service, before
+	// process 1's hello. [RelayedEgress]: the connections to [ProxyAddr], for the run's
+	// egress proxy; the hello then carries no descriptor (the runner refuses a hello
+	// without the listener unless this was called, and one with a descriptor if it
+	// was). [RelayedGate]: the connections to [GatePath], for the run's gate service;
+	// only in a run with gates (GateSocket set), and then in place of a mount of
+	// GateSocket.
+	ServeRelayed func(Relayed, net.Listener) error
 	// SpillDir, in a session, holds the whole output of commands whose output was cut;
 	// backends mount it read-only at [SpillPath].
 	SpillDir string
@@ -111,6 +116,26 @@ type Host struct {
 	// the workspace as an overlay of Stage.Upper on the real workspace (read only), or
 	// refuses the run. Nil for a direct run.
 	Stage *Stage
+}
+
+// Relayed names a run's service whose sandbox side a backend relays
+// ([Host.ServeRelayed]).
+type Relayed int
+
+// The relayed services.
+const (
+	RelayedEgress Relayed = iota + 1 // the egress proxy, at [ProxyAddr]
+	RelayedGate                      // the gate service, at [GatePath]
+)
+
+func (s Relayed) String() string {
+	switch s {
+	case RelayedEgress:
+		return "egress"
+	case RelayedGate:
+		return "gate"
+	}
+	return "Relayed(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Stage is a staged run's overlay directories, on one file system, out of the

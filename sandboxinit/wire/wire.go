@@ -41,6 +41,12 @@ type Spec struct {
 	// listening socket to cordon in its hello on the control channel and keeps no copy:
 	// cordon's egress proxy accepts on it directly.
 	Egress string `json:"egress,omitempty"`
+	// Gate, when set, is the path of the unix socket a Kubernetes Pod's process 1
+	// listens on for `cordon gate NAME` (the Pod's gate socket, which commands reach
+	// through the link at paths.SandboxGate), before any command exists. It hands the
+	// listener over with its status, as it does the egress listener, and keeps no copy.
+	// The other backends serve the gate socket on the host and mount it.
+	Gate string `json:"gate,omitempty"`
 	// Control, when set, is the host's control socket, which pid1 dials before it
 	// reports and before any command exists, and the token that proves it. pid1 waits
 	// for the host's ready there (the host has the egress listener and checked it).

@@ -35,7 +35,7 @@ var runtimeWritable = []string{"/sys/fs/cgroup"}
 // InitSpec is process 1's spec for the session's Pod compiled from plan under cfg: it
 // serves a session; the mounts that may be read-write are exactly those Compile makes
 // writable (the plan's private tmpfs and writable workspace paths, the control
-// socket's volume), the kubelet's own files and the runtime's mounts that the
+// socket's, the credential files' and the gate socket's volumes), the kubelet's own files and the runtime's mounts that the
 // container backends' self-check accepts too; commands may read the image's whole
 // root, write the plan's writable paths, and never open the control socket's
 // directory. env is the commands' environment. Nothing in it concerns the network:
@@ -49,7 +49,7 @@ func InitSpec(plan *contract.Plan, cfg Config, env []string) wire.Spec {
 			writable = append(writable, m.Path)
 		}
 	}
-	writable = append(writable, ControlDir, paths.SandboxSecrets, TerminationDir)
+	writable = append(writable, ControlDir, paths.SandboxSecrets, paths.PodGateDir, TerminationDir)
 	writable = append(writable, kubeletFiles...)
 	writable = append(writable, runtimeWritable...)
 	writable = append(writable, container.MaskedPaths...) // the runtime's masks

@@ -50,10 +50,22 @@ const (
 	// process 1 writes there from its spec, at [paths.SandboxSecrets] as on the
 	// container backends: memory only, gone with the Pod, never a Secret.
 	VolumeSecrets = "cordon-secrets"
+	// VolumeGate holds process 1's gate socket, at [paths.PodGateDir] (see
+	// [GateSocket]).
+	VolumeGate = "cordon-gate"
 	// VolumeTermination holds the mount point of the kubelet's termination message
 	// file, at [TerminationDir].
 	VolumeTermination = "cordon-termination"
 )
+
+// GateSocket is where process 1 of a session with gates listens for `cordon gate
+// NAME`: in a memory volume of its own, which commands may not write (their Landlock
+// ruleset), so they can connect to the socket and never remove or replace it, and
+// reached through the link at [paths.SandboxGate] that the init container makes in
+// the read-only volume of cordon's binary, where the command asks on every backend.
+// Its connections are relayed to the run's gate service on cordon's host
+// (internal/ctlmux), as the egress proxy's are.
+const GateSocket = paths.PodGate
 
 // Process 1's control socket, which `internal attach` (exec'd by the placement through
 // the API server) connects to: in a memory volume of its own, hidden from commands by
@@ -401,10 +413,11 @@ func volumes(plan *contract.Plan, cfg Config) ([]corev1.Volume, []corev1.VolumeM
 		vols = append(vols, memoryVolume(VolumeEmpty, 1<<20))
 	}
 	vols = append(vols, memoryVolume(VolumeControl, 1<<20), memoryVolume(VolumeSecrets, secretsVolumeBytes),
-		memoryVolume(VolumeTermination, 1<<20))
+		memoryVolume(VolumeGate, 1<<20), memoryVolume(VolumeTermination, 1<<20))
 	mounts = append(mounts,
 		corev1.VolumeMount{Name: VolumeCordon, MountPath: paths.SandboxDir, ReadOnly: true},
 		corev1.VolumeMount{Name: VolumeSecrets, MountPath: paths.SandboxSecrets},
+		corev1.VolumeMount{Name: VolumeGate, MountPath: paths.PodGateDir},
 		corev1.VolumeMount{Name: VolumeControl, MountPath: ControlDir},
 		corev1.VolumeMount{Name: VolumeTermination, MountPath: TerminationDir})
 	return vols, mounts, errors.Join(errs...)
