@@ -53,10 +53,18 @@ func (sb *podSandbox) Exec(ctx context.Context, p sandbox.Process) (int, error) 
 		return 0, err
 	}
 	defer sb.closeChannel()
-	if err := sb.fill(ctx, ch); err != nil {
-		return 0, err
-	}
+	// The hello first, then the fill, before any request is relayed: the runner bounds
+	// its wait for a hello (a minute), and a large workspace can take longer than that
+	// to fill through the API server. Syncs wait for the fill (syncMu): none may read
+	// the Pod's workspace half filled.
+	sb.syncMu.Lock()
 	host, err := sb.handOver(ch)
+	if err == nil {
+		if err = sb.fill(ctx, ch); err != nil {
+			host.Close()
+		}
+	}
+	sb.syncMu.Unlock()
 	if err != nil {
 		return 0, err
 	}

@@ -38,13 +38,11 @@ func (sb *podSandbox) limits() workspace.Limits {
 }
 
 // fill sends the host's workspace into the Pod's, before any command, and keeps the
-// names it sent as what the Pod has.
+// names it sent as what the Pod has. The caller holds syncMu.
 func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 	if sb.plan.Workspace == "" {
 		return nil
 	}
-	sb.syncMu.Lock()
-	defer sb.syncMu.Unlock()
 	pr, pw := io.Pipe()
 	go func() {
 		_, _, err := workspace.PackOnly(pw, sb.plan.Workspace, sb.limits(), func(rel string) bool {
