@@ -369,18 +369,19 @@ func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entr
 		}
 		return p
 	}
-	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size()}
-	e.racy = key.recent(s.start.Add(-racyWindow).UnixNano())
+	racy := key.recent(s.start.Add(-racyWindow).UnixNano())
 	// Read whatever the content's source: a git baseline vouches for content, not
 	// for attributes.
 	xattrs := s.readXattrs(r, name, rel)
-	e.xattrs = xattrs
-	switch fi.Mode().Type() {
-	case 0:
-		if lazy := s.fromIndex(rel, fi, key, e.racy); lazy != nil {
+	if fi.Mode().IsRegular() {
+		if lazy := s.fromIndex(rel, fi, key, racy); lazy != nil {
 			lazy.xattrs = xattrs
 			return lazy
 		}
+	}
+	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size(), racy: racy, xattrs: xattrs}
+	switch fi.Mode().Type() {
+	case 0:
 		if why := s.hashable(fi.Size()); why != "" {
 			unhashedEntry(e, why)
 			break
