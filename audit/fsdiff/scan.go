@@ -48,6 +48,10 @@ type entry struct {
 	blob   *lazyBlob
 	xattrs *xattrSet // nil when none (meta.go)
 	empty  bool      // a directory (kind Dir) that lists no entry
+	// names is a directory's whole listing, sorted, when the scan listed it whole
+	// (nil otherwise, and for an empty one): the next snapshot lists it again only if
+	// its stat key changed (listing).
+	names []string
 }
 
 // snapshot is the state of a workspace at one point in time.
@@ -57,6 +61,7 @@ type snapshot struct {
 	problems []string
 	bounds   snapBounds
 	hashed   int64 // bytes of hashing its scan reserved, of Options.MaxHashBytes
+	listed   int64 // directories its scan listed (the others' listings were unchanged)
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -94,6 +99,7 @@ type scanner struct {
 	preOpened atomic.Int64 // subdirectories opened by their parent, not yet scanned
 	bytes     atomic.Int64
 	dirs      atomic.Int64
+	listed    atomic.Int64 // directories listed (not taken from the previous snapshot)
 	bounds
 	dirAt     atomic.Int64 // directory entries recorded (not counted as files)
 	xattrKept atomic.Int64 // bytes of extended attribute names itemized (meta.go)
@@ -161,6 +167,7 @@ func (s *scanner) snapshot() *snapshot {
 		problems: s.problems,
 		bounds:   s.snapBounds(),
 		hashed:   s.hashed.Load(),
+		listed:   s.listed.Load(),
 		stats: ScanStats{
 			Files:    len(s.out) - int(s.dirAt.Load()),
 			Dirs:     int(s.dirs.Load()),
@@ -204,13 +211,19 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		defer r.close()
 	}
 	s.dirs.Add(1)
-	names, total, err := r.names(s.canAdmit())
+	names, total, err := s.listing(r, rel, want)
 	if err != nil {
 		s.problem(rel, err)
 		return
 	}
+	var de *entry
 	if rel != "." {
-		s.put(rel, s.dirEntry(r, rel, want, total == 0))
+		de = s.dirEntry(r, rel, want, total == 0)
+		s.put(rel, de)
+	}
+	var listed []string // names as substrings of the paths made of them, for de
+	if de != nil && total == len(names) && total > 0 {
+		listed = make([]string, len(names))
 	}
 	local := make([]namedEntry, 0, len(names))
 	stopped := false
@@ -222,6 +235,9 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		crel := name
 		if rel != "." {
 			crel = rel + "/" + name
+		}
+		if listed != nil {
+			listed[i] = crel[len(rel)+1:]
 		}
 		if name == ".git" && rel != "." && !strings.HasPrefix(crel, ".git/") {
 			// A nested repository: shown (the host's git would obey its config and
@@ -254,11 +270,31 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.unlisted.Add(int64(total - len(names)))
 		s.markIncomplete(rel)
 	}
+	if listed != nil && !stopped {
+		de.names = listed // de is not shared yet: no other snapshot has it
+	}
 	s.mu.Lock()
 	for _, ne := range local {
 		s.out[ne.rel] = ne.e
 	}
 	s.mu.Unlock()
+}
+
+// listing lists the directory rel, opened as r, whose lstat from its parent is want:
+// its names that the entries bound can still record, sorted, and how many it holds. A
+// directory listed whole by the previous snapshot, whose stat key has not changed
+// since and could be trusted then, is not listed again: adding, removing or renaming
+// an entry moves a directory's mtime and ctime (the latter cannot be set from user
+// space), and a change in the same clock tick as the previous snapshot made it racy.
+// A staged run's view (devAlias) is always listed.
+func (s *scanner) listing(r dirHandle, rel string, want fs.FileInfo) ([]string, int, error) {
+	keep := s.canAdmit()
+	if p := s.prev[rel]; p != nil && p.names != nil && want != nil && s.opts.devAlias[0] == 0 &&
+		p.kind == Dir && !p.racy && p.key == keyOf(want) {
+		return p.names[:min(keep, len(p.names))], len(p.names), nil
+	}
+	s.listed.Add(1)
+	return r.names(keep)
 }
 
 type namedEntry struct {
