@@ -48,10 +48,6 @@ type entry struct {
 	blob   *lazyBlob
 	xattrs *xattrSet // nil when none (meta.go)
 	empty  bool      // a directory (kind Dir) that lists no entry
-	// names is a directory's whole listing, sorted, when the scan listed it whole
-	// (nil otherwise, and for an empty one): the next snapshot lists it again only if
-	// its stat key changed (listing).
-	names []string
 }
 
 // snapshot is the state of a workspace at one point in time.
@@ -62,6 +58,10 @@ type snapshot struct {
 	bounds   snapBounds
 	hashed   int64 // bytes of hashing its scan reserved, of Options.MaxHashBytes
 	listed   int64 // directories its scan listed (the others' listings were unchanged)
+	// names holds the whole listing, sorted, of each directory the scan listed whole
+	// (not an empty one): the next snapshot lists it again only if its stat key
+	// changed (listing).
+	names map[string][]string
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -85,14 +85,17 @@ type dirHandle interface {
 
 // scanner takes one snapshot.
 type scanner struct {
-	root  *os.Root  // the workspace, for the git index and nested repositories
-	top   dirHandle // the workspace, for the walk
-	opts  Options
-	prev  map[string]*entry // nil for the baseline
-	index *gitread.Index    // the workspace's git index, for the baseline; or nil
-	start time.Time
-	sem   chan struct{} // limits directories scanned at once
-	wg    sync.WaitGroup
+	root *os.Root  // the workspace, for the git index and nested repositories
+	top  dirHandle // the workspace, for the walk
+	opts Options
+	prev map[string]*entry // nil for the baseline
+	// prevNames are the previous snapshot's listings (snapshot.names); outNames
+	// this one's, guarded by mu.
+	prevNames, outNames map[string][]string
+	index               *gitread.Index // the workspace's git index, for the baseline; or nil
+	start               time.Time
+	sem                 chan struct{} // limits directories scanned at once
+	wg                  sync.WaitGroup
 
 	retained  atomic.Int64
 	read      atomic.Int64
@@ -119,7 +122,7 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 	}
 	defer done()
 	if prev != nil {
-		s.prev = prev.entries
+		s.prev, s.prevNames = prev.entries, prev.names
 		s.out = make(map[string]*entry, len(prev.entries))
 	} else if !opts.noGitIndex {
 		s.index = gitIndex(s.root, dir)
@@ -150,12 +153,13 @@ func openScanner(dir string, opts Options) (s *scanner, done func(), err error) 
 		return nil, nil, fmt.Errorf("opening workspace: %w", err)
 	}
 	s = &scanner{
-		root:  root,
-		top:   top,
-		opts:  opts,
-		start: opts.now(),
-		sem:   make(chan struct{}, opts.Workers),
-		out:   make(map[string]*entry),
+		root:     root,
+		top:      top,
+		opts:     opts,
+		start:    opts.now(),
+		sem:      make(chan struct{}, opts.Workers),
+		out:      make(map[string]*entry),
+		outNames: make(map[string][]string),
 	}
 	return s, func() { top.close(); root.Close() }, nil
 }
@@ -168,6 +172,7 @@ func (s *scanner) snapshot() *snapshot {
 		bounds:   s.snapBounds(),
 		hashed:   s.hashed.Load(),
 		listed:   s.listed.Load(),
+		names:    s.outNames,
 		stats: ScanStats{
 			Files:    len(s.out) - int(s.dirAt.Load()),
 			Dirs:     int(s.dirs.Load()),
@@ -216,13 +221,13 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.problem(rel, err)
 		return
 	}
-	var de *entry
 	if rel != "." {
-		de = s.dirEntry(r, rel, want, total == 0)
-		s.put(rel, de)
+		s.put(rel, s.dirEntry(r, rel, want, total == 0))
 	}
-	var listed []string // names as substrings of the paths made of them, for de
-	if de != nil && total == len(names) && total > 0 {
+	// The names as substrings of the paths made of them (outNames); not those of a
+	// staged run's view, whose keys are aliased (listing).
+	var listed []string
+	if rel != "." && total == len(names) && total > 0 && s.opts.devAlias[0] == 0 {
 		listed = make([]string, len(names))
 	}
 	local := make([]namedEntry, 0, len(names))
@@ -270,10 +275,10 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.unlisted.Add(int64(total - len(names)))
 		s.markIncomplete(rel)
 	}
-	if listed != nil && !stopped {
-		de.names = listed // de is not shared yet: no other snapshot has it
-	}
 	s.mu.Lock()
+	if listed != nil && !stopped {
+		s.outNames[rel] = listed
+	}
 	for _, ne := range local {
 		s.out[ne.rel] = ne.e
 	}
@@ -289,9 +294,10 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 // A staged run's view (devAlias) is always listed.
 func (s *scanner) listing(r dirHandle, rel string, want fs.FileInfo) ([]string, int, error) {
 	keep := s.canAdmit()
-	if p := s.prev[rel]; p != nil && p.names != nil && want != nil && s.opts.devAlias[0] == 0 &&
-		p.kind == Dir && !p.racy && p.key == keyOf(want) {
-		return p.names[:min(keep, len(p.names))], len(p.names), nil
+	if names := s.prevNames[rel]; names != nil && want != nil && s.opts.devAlias[0] == 0 {
+		if p := s.prev[rel]; p != nil && p.kind == Dir && !p.racy && p.key == keyOf(want) {
+			return names[:min(keep, len(names))], len(names), nil
+		}
 	}
 	s.listed.Add(1)
 	return r.names(keep)
