@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -102,5 +104,57 @@ func appendLine(b *testing.B, p string, i int) {
 	fmt.Fprintf(f, "// edit %d\n", i)
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// gitWorkspace is genWorkspace committed to a git repository, as a checkout is: the
+// baseline then reads the index instead of the files.
+func gitWorkspace(b *testing.B, files, size int) string {
+	b.Helper()
+	dir, _ := genWorkspace(b, files, size)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "bench"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=bench", "-c", "user.email=bench@localhost",
+			"-c", "core.hooksPath=/dev/null", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Skipf("git %v: %v: %s", args, err, out)
+		}
+	}
+	time.Sleep(racyWindow) // past the racy window: the index vouches for every file
+	return dir
+}
+
+// BenchmarkGitBaseline and BenchmarkGitDiff measure a direct run's two walks of a
+// git checkout with nothing changed (issue 39): a stat walk and the index, then a
+// stat walk against the baseline.
+func BenchmarkGitBaseline(b *testing.B) {
+	dir := gitWorkspace(b, benchFiles, benchFiles*1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		tr, err := New(context.Background(), dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if tr.Baseline().Read != 0 {
+			b.Fatalf("the baseline read %d files; want none", tr.Baseline().Read)
+		}
+	}
+}
+
+func BenchmarkGitDiff(b *testing.B) {
+	dir := gitWorkspace(b, benchFiles, benchFiles*1000)
+	tr, err := New(context.Background(), dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := tr.Diff(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Changes) != 0 {
+			b.Fatalf("%d changes; want none", len(res.Changes))
+		}
 	}
 }

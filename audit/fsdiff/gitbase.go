@@ -88,7 +88,16 @@ func (s *scanner) fromIndex(rel string, fi fs.FileInfo, key statKey, racy bool) 
 	if !ok || !key.matchesIndex(ie) || fi.ModTime().UnixNano() >= s.index.ModTime.UnixNano() {
 		return nil
 	}
-	return &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size(), blob: &lazyBlob{oid: ie.OID}}
+	l := &lazyEntry{entry: entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size()}, blob: lazyBlob{oid: ie.OID}}
+	l.entry.blob = &l.blob
+	return &l.entry
+}
+
+// lazyEntry is a lazy entry and its blob in one allocation: a baseline makes one per
+// tracked file.
+type lazyEntry struct {
+	entry
+	blob lazyBlob
 }
 
 // resolver reads the blobs of lazy entries for one comparison. Not safe for

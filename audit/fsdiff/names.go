@@ -13,10 +13,15 @@ import (
 // directory.
 
 // smallest keeps the keep smallest names of those offered, and counts them all.
+//
+// Until keep names are held they are only appended (most directories never reach the
+// bound, and pushing each through container/heap boxes it); the heap is built when the
+// bound is reached.
 type smallest struct {
-	keep  int
-	total int
-	h     maxHeap
+	keep   int
+	total  int
+	h      maxHeap
+	heaped bool // h is a heap: keep names were reached
 }
 
 func (s *smallest) offer(batch []string) {
@@ -24,10 +29,17 @@ func (s *smallest) offer(batch []string) {
 		s.total++
 		switch {
 		case len(s.h) < s.keep:
-			heap.Push(&s.h, n)
-		case len(s.h) > 0 && n < s.h[0]:
-			s.h[0] = n
-			heap.Fix(&s.h, 0)
+			s.h = append(s.h, n)
+		case len(s.h) == 0:
+		case !s.heaped:
+			heap.Init(&s.h)
+			s.heaped = true
+			fallthrough
+		default:
+			if n < s.h[0] {
+				s.h[0] = n
+				heap.Fix(&s.h, 0)
+			}
 		}
 	}
 }

@@ -57,6 +57,11 @@ type snapshot struct {
 	problems []string
 	bounds   snapBounds
 	hashed   int64 // bytes of hashing its scan reserved, of Options.MaxHashBytes
+	listed   int64 // directories its scan listed (the others' listings were unchanged)
+	// names holds the whole listing, sorted, of each directory the scan listed whole
+	// (not an empty one): the next snapshot lists it again only if its stat key
+	// changed (listing).
+	names map[string][]string
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -80,20 +85,24 @@ type dirHandle interface {
 
 // scanner takes one snapshot.
 type scanner struct {
-	root  *os.Root  // the workspace, for the git index and nested repositories
-	top   dirHandle // the workspace, for the walk
-	opts  Options
-	prev  map[string]*entry // nil for the baseline
-	index *gitread.Index    // the workspace's git index, for the baseline; or nil
-	start time.Time
-	sem   chan struct{} // limits directories scanned at once
-	wg    sync.WaitGroup
+	root *os.Root  // the workspace, for the git index and nested repositories
+	top  dirHandle // the workspace, for the walk
+	opts Options
+	prev map[string]*entry // nil for the baseline
+	// prevNames are the previous snapshot's listings (snapshot.names); outNames
+	// this one's, guarded by mu.
+	prevNames, outNames map[string][]string
+	index               *gitread.Index // the workspace's git index, for the baseline; or nil
+	start               time.Time
+	sem                 chan struct{} // limits directories scanned at once
+	wg                  sync.WaitGroup
 
 	retained  atomic.Int64
 	read      atomic.Int64
 	preOpened atomic.Int64 // subdirectories opened by their parent, not yet scanned
 	bytes     atomic.Int64
 	dirs      atomic.Int64
+	listed    atomic.Int64 // directories listed (not taken from the previous snapshot)
 	bounds
 	dirAt     atomic.Int64 // directory entries recorded (not counted as files)
 	xattrKept atomic.Int64 // bytes of extended attribute names itemized (meta.go)
@@ -113,7 +122,7 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 	}
 	defer done()
 	if prev != nil {
-		s.prev = prev.entries
+		s.prev, s.prevNames = prev.entries, prev.names
 		s.out = make(map[string]*entry, len(prev.entries))
 	} else if !opts.noGitIndex {
 		s.index = gitIndex(s.root, dir)
@@ -144,12 +153,13 @@ func openScanner(dir string, opts Options) (s *scanner, done func(), err error) 
 		return nil, nil, fmt.Errorf("opening workspace: %w", err)
 	}
 	s = &scanner{
-		root:  root,
-		top:   top,
-		opts:  opts,
-		start: opts.now(),
-		sem:   make(chan struct{}, opts.Workers),
-		out:   make(map[string]*entry),
+		root:     root,
+		top:      top,
+		opts:     opts,
+		start:    opts.now(),
+		sem:      make(chan struct{}, opts.Workers),
+		out:      make(map[string]*entry),
+		outNames: make(map[string][]string),
 	}
 	return s, func() { top.close(); root.Close() }, nil
 }
@@ -161,6 +171,8 @@ func (s *scanner) snapshot() *snapshot {
 		problems: s.problems,
 		bounds:   s.snapBounds(),
 		hashed:   s.hashed.Load(),
+		listed:   s.listed.Load(),
+		names:    s.outNames,
 		stats: ScanStats{
 			Files:    len(s.out) - int(s.dirAt.Load()),
 			Dirs:     int(s.dirs.Load()),
@@ -204,13 +216,19 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		defer r.close()
 	}
 	s.dirs.Add(1)
-	names, total, err := r.names(s.canAdmit())
+	names, total, err := s.listing(r, rel, want)
 	if err != nil {
 		s.problem(rel, err)
 		return
 	}
 	if rel != "." {
 		s.put(rel, s.dirEntry(r, rel, want, total == 0))
+	}
+	// The names as substrings of the paths made of them (outNames); not those of a
+	// staged run's view, whose keys are aliased (listing).
+	var listed []string
+	if rel != "." && total == len(names) && total > 0 && s.opts.devAlias[0] == 0 {
+		listed = make([]string, len(names))
 	}
 	local := make([]namedEntry, 0, len(names))
 	stopped := false
@@ -222,6 +240,9 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		crel := name
 		if rel != "." {
 			crel = rel + "/" + name
+		}
+		if listed != nil {
+			listed[i] = crel[len(rel)+1:]
 		}
 		if name == ".git" && rel != "." && !strings.HasPrefix(crel, ".git/") {
 			// A nested repository: shown (the host's git would obey its config and
@@ -255,10 +276,31 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.markIncomplete(rel)
 	}
 	s.mu.Lock()
+	if listed != nil && !stopped {
+		s.outNames[rel] = listed
+	}
 	for _, ne := range local {
 		s.out[ne.rel] = ne.e
 	}
 	s.mu.Unlock()
+}
+
+// listing lists the directory rel, opened as r, whose lstat from its parent is want:
+// its names that the entries bound can still record, sorted, and how many it holds. A
+// directory listed whole by the previous snapshot, whose stat key has not changed
+// since and could be trusted then, is not listed again: adding, removing or renaming
+// an entry moves a directory's mtime and ctime (the latter cannot be set from user
+// space), and a change in the same clock tick as the previous snapshot made it racy.
+// A staged run's view (devAlias) is always listed.
+func (s *scanner) listing(r dirHandle, rel string, want fs.FileInfo) ([]string, int, error) {
+	keep := s.canAdmit()
+	if names := s.prevNames[rel]; names != nil && want != nil && s.opts.devAlias[0] == 0 {
+		if p := s.prev[rel]; p != nil && p.kind == Dir && !p.racy && p.key == keyOf(want) {
+			return names[:min(keep, len(names))], len(names), nil
+		}
+	}
+	s.listed.Add(1)
+	return r.names(keep)
 }
 
 type namedEntry struct {
@@ -369,18 +411,19 @@ func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entr
 		}
 		return p
 	}
-	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size()}
-	e.racy = key.recent(s.start.Add(-racyWindow).UnixNano())
+	racy := key.recent(s.start.Add(-racyWindow).UnixNano())
 	// Read whatever the content's source: a git baseline vouches for content, not
 	// for attributes.
 	xattrs := s.readXattrs(r, name, rel)
-	e.xattrs = xattrs
-	switch fi.Mode().Type() {
-	case 0:
-		if lazy := s.fromIndex(rel, fi, key, e.racy); lazy != nil {
+	if fi.Mode().IsRegular() {
+		if lazy := s.fromIndex(rel, fi, key, racy); lazy != nil {
 			lazy.xattrs = xattrs
 			return lazy
 		}
+	}
+	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size(), racy: racy, xattrs: xattrs}
+	switch fi.Mode().Type() {
+	case 0:
 		if why := s.hashable(fi.Size()); why != "" {
 			unhashedEntry(e, why)
 			break

@@ -312,3 +312,17 @@ func FuzzPatch(f *testing.F) {
 		}
 	})
 }
+
+// TestValidPath: an index path is taken only as a clean relative path outside .git.
+func TestValidPath(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "a/b": true, "a/b.git": true, ".gitignore": true, "x/.github/y": true,
+		"": false, ".": false, "..": false, "/a": false, "a/": false, "a//b": false,
+		"a/./b": false, "a/../b": false, ".git": false, ".GIT/x": false, "a/.Git": false,
+		"a/.git/b": false,
+	} {
+		if got := validPath(name); got != want {
+			t.Errorf("validPath(%q) = %v; want %v", name, got, want)
+		}
+	}
+}

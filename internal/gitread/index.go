@@ -247,7 +247,9 @@ func validPath(name string) bool {
 	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") {
 		return false
 	}
-	for _, c := range strings.Split(name, "/") {
+	for rest, more := name, true; more; {
+		var c string
+		c, rest, more = strings.Cut(rest, "/")
 		if c == "" || c == "." || c == ".." || strings.EqualFold(c, ".git") {
 			return false
 		}

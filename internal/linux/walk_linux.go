@@ -2,6 +2,7 @@ package linux
 
 import (
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,7 +66,7 @@ func OpenFileAt(dirfd int, name string) (*os.File, error) {
 // Lstatat is lstat of the entry name of the directory dirfd.
 func Lstatat(dirfd int, name string) (Stat, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := lstatat(dirfd, name, &st); err != nil {
 		return Stat{}, &os.PathError{Op: "lstat", Path: name, Err: err}
 	}
 	return statOf(&st), nil
@@ -122,6 +123,21 @@ func EachDirName(fd int, buf []byte, fn func(batch []string)) error {
 		_, _, batch = unix.ParseDirent(buf[:n], -1, batch[:0])
 		fn(batch)
 	}
+}
+
+// cNameMax is the room for a file name (NAME_MAX, 255 bytes) and its NUL.
+const cNameMax = 256
+
+// cName copies name into b with a NUL after it, for a system call that takes one
+// name; false when it does not fit or holds a NUL itself (the caller then lets
+// x/sys/unix convert it, which refuses the latter).
+func cName(b *[cNameMax]byte, name string) bool {
+	if len(name) >= len(b) || strings.IndexByte(name, 0) >= 0 {
+		return false
+	}
+	copy(b[:], name)
+	b[len(name)] = 0
+	return true
 }
 
 // CloseFD closes the raw descriptor fd.

@@ -20,8 +20,24 @@ const xattrMax = 64 << 10
 // namespace the caller may see. There is no listxattrat before Linux 6.13: the entry is
 // reached as /proc/self/fd/<dirfd>/<name>, which resolves the directory by its
 // descriptor and looks name up in it without following it.
+//
+// A walk lists every entry's attributes, and most entries have none or a few: the
+// first try is into a buffer on the stack, which costs no allocation when there are
+// none.
 func ListxattrAt(dirfd int, name string) ([]string, error) {
 	if !noListxattrat.Load() {
+		var b [256]byte
+		n, err := listxattrat(dirfd, name, b[:])
+		switch {
+		case err == nil:
+			return splitXattrNames(b[:n]), nil
+		case errors.Is(err, unix.ENOTSUP):
+			return nil, nil
+		case errors.Is(err, unix.ERANGE):
+			// more than b holds: listed again below, into a buffer that grows
+		case !errors.Is(err, unix.ENOSYS):
+			return nil, &os.PathError{Op: "listxattr", Path: name, Err: err}
+		}
 		names, err := listxattr(name, func(buf []byte) (int, error) { return listxattrat(dirfd, name, buf) })
 		if !errors.Is(err, unix.ENOSYS) {
 			return names, err
@@ -38,9 +54,13 @@ var noListxattrat atomic.Bool
 // listxattrat is listxattrat(2) of the entry name of dirfd, not following it: half
 // the cost of the /proc path, which is looked up component by component.
 func listxattrat(dirfd int, name string, buf []byte) (int, error) {
-	p, err := unix.BytePtrFromString(name)
-	if err != nil {
-		return 0, err
+	var cn [cNameMax]byte
+	p := &cn[0]
+	if !cName(&cn, name) {
+		var err error
+		if p, err = unix.BytePtrFromString(name); err != nil {
+			return 0, err
+		}
 	}
 	var b unsafe.Pointer
 	if len(buf) > 0 {
@@ -96,17 +116,22 @@ func listxattr(what string, list func([]byte) (int, error)) ([]string, error) {
 		case err != nil:
 			return nil, &os.PathError{Op: "listxattr", Path: what, Err: err}
 		}
-		var names []string
-		for start, i := 0, 0; i < n; i++ {
-			if buf[i] == 0 {
-				if i > start {
-					names = append(names, string(buf[start:i]))
-				}
-				start = i + 1
-			}
-		}
-		return names, nil
+		return splitXattrNames(buf[:n]), nil
 	}
+}
+
+// splitXattrNames splits the kernel's list of NUL-terminated names; nil when empty.
+func splitXattrNames(list []byte) []string {
+	var names []string
+	for start, i := 0, 0; i < len(list); i++ {
+		if list[i] == 0 {
+			if i > start {
+				names = append(names, string(list[start:i]))
+			}
+			start = i + 1
+		}
+	}
+	return names
 }
 
 // copyUserXattrs sets on dst the user.* extended attributes of src, at most max of
