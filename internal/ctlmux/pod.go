@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
+	"github.com/cordonhq/cordon/internal/paths"
 )
 
 // ProxyAddr is the only address the Pod's egress listener may have: the proxy address
@@ -21,10 +22,9 @@ import (
 const ProxyAddr = "127.0.0.1:3128"
 
 // GateSocket is the only path the Pod's gate listener may be bound to: the socket in
-// the Pod's gate volume (placement/kubernetes/podspec's GateSocket; a test of the
-// placement holds them equal), which commands reach through the link at
-// /run/cordon/gate.sock, where `cordon gate` asks on every backend.
-const GateSocket = "/run/cordon/gate/gate.sock"
+// the Pod's gate volume (paths.PodGate), which commands reach through the link at
+// paths.SandboxGate, where `cordon gate` asks on every backend.
+const GateSocket = paths.PodGate
 
 // MaxExecs bounds the execs running at once on one stream: a request past it is
 // answered with an error, never started.
