@@ -17,9 +17,10 @@ import (
 // or a directory where the host has such a link, and a later command, or the sync
 // that brings the Pod's workspace back, would follow them. Nothing reaches the host:
 // the sync brings back no link that leaves the workspace and makes nothing through a
-// link of the host's, and what a later command writes through a link in the Pod
-// lands in the Pod's file system, never the host's. A link that stays inside does
-// come back: the sync is not simply refusing every link.
+// link of the host's (it may replace one by what the Pod made at its name, as a
+// command may replace any file of a writable workspace), and what a later command
+// writes through a link in the Pod lands in the Pod's file system, never the host's.
+// A link that stays inside does come back: the sync is not refusing every link.
 func testSymlinkInPodCannotWidenAccess(t *testing.T) {
 	w := newWorld(t)
 	passwd, err := os.ReadFile("/etc/passwd")
@@ -35,7 +36,7 @@ func testSymlinkInPodCannotWidenAccess(t *testing.T) {
 	}
 	mustWrite(t, filepath.Join(w.ws, "sub", "keep.txt"), "kept\n")
 	id := w.startSession()
-	exec := func(script string) result {
+	inPod := func(script string) result {
 		t.Helper()
 		r := w.cordon("", "exec", id, "--", "sh", "-c", script)
 		if !strings.Contains(r.stdout, "done\n") {
@@ -46,9 +47,9 @@ func testSymlinkInPodCannotWidenAccess(t *testing.T) {
 
 	// The host's links are not in the Pod: their names are free there. A command
 	// fills them (a file, and directories whose entries the sync would make through
-	// the host's links) and links out of the workspace of its own, a directory the
-	// host has among them.
-	r := exec(`for l in passwd-link home-link up-link; do test -e $l || test -L $l || echo "$l=absent"; done
+	// the host's links), makes links out of the workspace of its own, and replaces
+	// the host's directory sub with one.
+	r := inPod(`for l in passwd-link home-link up-link; do test -e $l || test -L $l || echo "$l=absent"; done
 echo 'evil::0:0::/:/bin/sh' >> passwd-link
 mkdir -p home-link/.ssh && echo evil-key > home-link/.ssh/authorized_keys
 mkdir up-link && echo evil > up-link/planted
@@ -60,7 +61,7 @@ echo done`)
 		assertContains(t, "the host's links in the Pod", r.stdout, l+"=absent\n")
 	}
 	// A later command follows the Pod's links: into the Pod's own file system.
-	exec(`echo 'evil::0:0::/:/bin/sh' >> abs-out; echo evil >> up-out; echo x > root-out/tmp/pod-only; echo x > sub/cordon-pod-pwned
+	inPod(`echo 'evil::0:0::/:/bin/sh' >> abs-out; echo evil >> up-out; echo x > root-out/tmp/pod-only; echo x > sub/cordon-pod-pwned
 cat abs-out >/dev/null 2>&1; echo done`)
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)
