@@ -23,6 +23,14 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
+// sandboxGit is git as the tests run it in the sandbox: trusting the workspace
+// whoever owns it. In a Pod the workspace's files belong to a uid the command's user
+// namespace does not map (the overflow uid), and git would refuse the repository
+// ("dubious ownership") before doing what a test asks of it: the tests are about
+// what git may write, not whom it trusts. (safe.directory is obeyed from the command
+// line only, never from the repository's own configuration.)
+const sandboxGit = "git -c 'safe.directory=*'"
+
 // gitRepo makes w.ws a git repository with one commit.
 func (w *world) gitRepo() {
 	w.t.Helper()
@@ -41,9 +49,9 @@ func TestGitCommitMode(t *testing.T) {
 	w.gitRepo()
 	config, _ := os.ReadFile(filepath.Join(w.ws, ".git", "config"))
 	w.contract("version: 1\nfilesystem:\n  git: commit\n")
-	g := "git -c user.name=agent -c user.email=agent@example.com"
+	g := sandboxGit + " -c user.name=agent -c user.email=agent@example.com"
 	r := w.sh("echo change >> main.go; " + g + " commit -qam 'agent change' && echo commit=ok; " +
-		g + " checkout -qb agent/work && echo branch=ok; " + g + " tag v1 && echo tag=ok; git status --short; echo status=$?")
+		g + " checkout -qb agent/work && echo branch=ok; " + g + " tag v1 && echo tag=ok; " + sandboxGit + " status --short; echo status=$?")
 	for _, want := range []string{"commit=ok", "branch=ok", "tag=ok", "status=0"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("git under git: commit: want %s: %v", want, r)
@@ -111,10 +119,12 @@ func TestGitReadOnlyByDefault(t *testing.T) {
 	w := newWorld(t)
 	w.gitRepo()
 	w.contract("version: 1\nfilesystem:\n  deny_write: [docs]\n")
-	r := w.sh("echo change >> main.go; git -c user.name=a -c user.email=a@b commit -qam x 2>&1; echo commit=$?; echo x > .git/hooks/pre-commit; echo hook=$?")
+	r := w.sh("echo change >> main.go; " + sandboxGit + " -c user.name=a -c user.email=a@b commit -qam x 2>&1; echo commit=$?; echo x > .git/hooks/pre-commit; echo hook=$?")
 	if strings.Contains(r.stdout, "commit=0") || strings.Contains(r.stdout, "hook=0") {
 		t.Fatalf("the .git was writable: %v", r)
 	}
+	// git failed because it could not write .git (its index lock), not earlier.
+	assertContains(t, "git commit", r.stdout, "index.lock': Read-only file system")
 	if log := hostGit(t, w.ws, "log", "--format=%s"); strings.Contains(log, "x\n") {
 		t.Fatalf("a commit landed: %q", log)
 	}

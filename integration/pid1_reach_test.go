@@ -99,10 +99,15 @@ func TestStdioIsNotAHostFile(t *testing.T) {
 		t.Errorf("the host file cordon's stdin is reached the sandbox: %s", out)
 	}
 	assertContains(t, "stdin", string(out), "fd0 pipe:")
-	// A shell opens nothing of its own: its descriptors are what it was given. No
-	// pipeline: the shell's own ends of a pipe would show while ls reads the directory.
-	r := w.sh("ls /proc/$$/fd")
-	if strings.Join(strings.Fields(r.stdout), " ") != "0 1 2" {
+	// A shell opens nothing of its own: its descriptors are what it was given. ls
+	// runs in a subshell, a process of its own, so that the directory it opens to
+	// list is never the shell's: busybox's sh runs an applet such as ls in its own
+	// process ("ls /proc/$$/fd" would show ls's descriptor 3 as the shell's), and a
+	// subshell that is a script's last command too (the shell need not outlive it).
+	// No pipeline: the shell's own ends of a pipe would show while ls reads the
+	// directory.
+	r := w.sh("(ls /proc/$$/fd); echo listed")
+	if strings.Join(strings.Fields(r.stdout), " ") != "0 1 2 listed" {
 		t.Errorf("the command inherited descriptors beyond stdio: %v", r)
 	}
 }

@@ -13,18 +13,25 @@ import (
 
 // podEscapeTests are the escape tests (escapeTests) that run on a Pod, unchanged,
 // through `cordon run --backend kubernetes` (the Pod test image has busybox, curl,
-// bash and openssl). Those left out, and why:
-//   - held, but asserting what a busybox image says otherwise: WriteOutsideWorkspace
-//     (busybox's "nonexistent directory"), DenyReadHides (a hidden file is an empty
-//     directory in a Pod: "Is a directory"), StdioIsNotAHostFile (busybox's ls runs
-//     in the shell's process and shows its own descriptor), SessionIsOneSandbox (no
-//     pgrep);
+// bash, openssl and git). Those that asserted GNU or bash wording now assert what
+// happened, on every backend: WriteOutsideWorkspace (the directory does not exist
+// inside), DenyReadHides (no read yields the content: a hidden file is unreadable
+// elsewhere, an empty directory in a Pod), StdioIsNotAHostFile (ls lists the shell's
+// descriptors from a process of its own: busybox's sh runs ls in its own process),
+// SessionIsOneSandbox (the background process by its pid: no pgrep in busybox). The
+// git tests run git trusting the workspace (its files belong to an unmapped uid in a
+// Pod, and git would refuse "dubious ownership" first). NestedRepositoryQuarantined
+// keeps only the rename certain on a Pod (the sync lands the repository entry by
+// entry, the live watch renames it as the directory appears). Those left out, and why:
 //   - SymlinkInWorkspaceCannotWidenAccess: a link leaving the workspace is not put in
 //     the Pod at all (its target is this host's), so there is nothing to write
-//     through;
-//   - nested repositories and their quarantine: git is not in the image;
-//   - the host view (the caller's ~/.ssh, /etc/shadow of the host, host tools such as
-//     git): a Pod runs an image, never the host's file system;
+//     through; the attack as it applies to a Pod (links made in the Pod, followed by
+//     a later command or the sync) is testSymlinkInPodCannotWidenAccess;
+//   - NewRepositoryDisarmedAtOnce: the live watch sees this host's workspace, not the
+//     Pod's volume: a command sees the repository it made until it ends; the host's
+//     copy is disarmed as the sync lands it (NestedRepositoryQuarantined);
+//   - the host view (the caller's ~/.ssh, /etc/shadow of the host): a Pod runs an
+//     image, never the host's file system;
 //   - the syscall monitor: refused on the kubernetes backend (it watches this host's
 //     kernel); GateRequestNamesItsCommand: a Pod's gate request names the session's
 //     current command, not the one that asked (its peer is the relay);
@@ -45,6 +52,11 @@ var podEscapeTests = []string{
 	"SessionLogHasNoGaps",
 	// Gates: `cordon gate` in the Pod asks the run's gate service on this host.
 	"GateApprovedPushesBranch", "ServeGatesAndAudit",
+	// Asserting behaviour rather than a shell's wording.
+	"WriteOutsideWorkspaceFails", "DenyReadHidesFiles", "StdioIsNotAHostFile", "SessionIsOneSandbox",
+	// git in the image; nested repositories quarantined as the sync lands them.
+	"GitCommitMode", "GitReadOnlyByDefault", "NestedRepositoryQuarantined", "ChangedNestedRepositoryQuarantined",
+	"BareRepositoryByLinksQuarantined", "ContractBelowTheRootQuarantined",
 }
 
 // TestEscapesOnPods runs podEscapeTests with every run placed on the test cluster (a
@@ -71,4 +83,6 @@ func TestEscapesOnPods(t *testing.T) {
 			t.Errorf("no escape test %s", name)
 		}
 	}
+	// SymlinkInWorkspaceCannotWidenAccess's attack as it applies to a Pod.
+	t.Run("SymlinkInPodCannotWidenAccess", testSymlinkInPodCannotWidenAccess)
 }

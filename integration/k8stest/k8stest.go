@@ -130,7 +130,11 @@ func PodImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	// The tag names cordon-init's digest and the host tools the image carries.
-	sum := sha256.Sum256(append(initBin, strings.Join(imageTools, "\n")...))
+	named := slices.Clone(imageTools)
+	for _, l := range imageLinks {
+		named = append(named, l[0]+" -> "+l[1])
+	}
+	sum := sha256.Sum256(append(initBin, strings.Join(named, "\n")...))
 	ref := "cordon-test/k8s-pod:" + hex.EncodeToString(sum[:6])
 	if out, err := exec.Command("ctr", "-n", "k8s.io", "images", "ls", "-q").Output(); err == nil &&
 		strings.Contains(string(out), "docker.io/"+ref+"\n") {
@@ -197,6 +201,11 @@ func podRootfs(t *testing.T, initBin []byte) []byte {
 		}
 		files = append(files, hostFile{rel, data})
 	}
+	for _, l := range imageLinks {
+		for d := filepath.Dir(l[0]); d != "." && !made[d]; d = filepath.Dir(d) {
+			made[d] = true
+		}
+	}
 	dirs := make([]string, 0, len(made))
 	for d := range made {
 		if d != "bin" && d != "etc" && d != "tmp" && d != "run" {
@@ -209,6 +218,9 @@ func podRootfs(t *testing.T, initBin []byte) []byte {
 	}
 	for _, f := range files {
 		add(&tar.Header{Typeflag: tar.TypeReg, Name: f.rel, Mode: 0o755, Size: int64(len(f.data))}, f.data)
+	}
+	for _, l := range imageLinks {
+		add(&tar.Header{Typeflag: tar.TypeSymlink, Name: l[0], Linkname: l[1], Mode: 0o777}, nil)
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
@@ -224,8 +236,15 @@ type hostFile struct {
 
 // imageTools are host programs the Pod image carries besides busybox, with the
 // libraries they load (ldd), at the host's paths: what the escape tests run (curl,
-// bash, openssl) that busybox does not have.
-var imageTools = []string{"/usr/bin/curl", "/usr/bin/bash", "/usr/bin/openssl"}
+// bash, openssl, git) that busybox does not have.
+var imageTools = []string{"/usr/bin/curl", "/usr/bin/bash", "/usr/bin/openssl", "/usr/bin/git"}
+
+// imageLinks are symbolic links the image holds beside imageTools (path, target):
+// git runs its own commands (a commit's "git maintenance run --auto") from its exec
+// path, whose "git" is git itself. Nothing else of /usr/lib/git-core is needed: its
+// other entries are git's builtins under other names, and the tests' git commands
+// name them as git's subcommands; no test runs git init in a Pod (templates).
+var imageLinks = [][2]string{{"usr/lib/git-core/git", "/usr/bin/git"}}
 
 // hostTools is imageTools and the shared libraries and loader they need.
 func hostTools(t *testing.T) []string {
