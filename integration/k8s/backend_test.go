@@ -134,6 +134,43 @@ func TestBackendKubernetes(t *testing.T) {
 		}
 		left(t)
 	})
+	t.Run("host wins a conflict for good", func(t *testing.T) {
+		// A file both changed keeps the host's version, at the sync that found the
+		// conflict and at every later one, though the Pod still holds its own; and what
+		// a background process wrote after the last command comes back at the stop.
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+		if code != 0 {
+			t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+		}
+		sid := strings.TrimSpace(stdout)
+		exec := func(script string) {
+			t.Helper()
+			if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "/bin/sh", "-c", script); code != 0 {
+				t.Fatalf("cordon exec %q: status %d\n%s%s", script, code, stdout, stderr)
+			}
+		}
+		exec("echo pod > both.txt")
+		if err := os.WriteFile(filepath.Join(ws, "both.txt"), []byte("host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		exec("true")
+		exec("true")
+		// A background write after the last command ended reaches the host only
+		// through the stop's own sync, before process 1 ends. Nothing on the host can
+		// see the Pod's file meanwhile: the wait is a margin, 6 s for a 1 s sleep.
+		exec("(sleep 1; echo late > late.txt) >/dev/null 2>&1 &")
+		time.Sleep(6 * time.Second)
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+			t.Fatalf("cordon session stop: status %d\n%s%s", code, stdout, stderr)
+		}
+		if got, err := os.ReadFile(filepath.Join(ws, "both.txt")); err != nil || string(got) != "host\n" {
+			t.Errorf("the file both changed, after two more syncs: %q %v, want the host's", got, err)
+		}
+		if got, err := os.ReadFile(filepath.Join(ws, "late.txt")); err != nil || string(got) != "late\n" {
+			t.Errorf("the background write before the stop: %q %v, want it brought back by the stop", got, err)
+		}
+		left(t)
+	})
 	t.Run("session", func(t *testing.T) {
 		code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
 		if code != 0 {

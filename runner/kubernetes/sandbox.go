@@ -42,6 +42,11 @@ type podSandbox struct {
 	// known is the workspace's paths the Pod had at the last fill or sync.
 	known  map[string]bool
 	stamps map[string]stamp // how the last fill or sync left each known path on the host
+	// kept is the paths the host kept at a sync (it changed them since the last one
+	// while the Pod had them, or made them while the Pod made them too): the host's for
+	// the rest of the session. keptNow collects them during a sync, kept once it
+	// succeeded.
+	kept, keptNow map[string]bool
 }
 
 // Exec implements sandbox.Sandbox. For a session (p.Serve) it attaches to the Pod's

@@ -80,11 +80,27 @@ func stampOf(fi fs.FileInfo) stamp {
 	return st
 }
 
-// remember keeps the paths the Pod has now (known) and how each is on the host.
+// remember keeps the paths the Pod has now (known) and how each is on the host, but
+// for the paths the host kept at a sync (keptNow, then kept): their stamp stays as it
+// was before the host changed them, so they stay the host's at every later sync.
 func (sb *podSandbox) remember(known map[string]bool) {
+	if sb.kept == nil {
+		sb.kept = map[string]bool{}
+	}
+	for rel := range sb.keptNow {
+		sb.kept[rel] = true
+	}
+	sb.keptNow = nil
+	old := sb.stamps
 	sb.known = known
 	sb.stamps = make(map[string]stamp, len(known))
 	for rel := range known {
+		if sb.kept[rel] {
+			if st, ok := old[rel]; ok {
+				sb.stamps[rel] = st
+			}
+			continue
+		}
 		if fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel)); err == nil {
 			sb.stamps[rel] = stampOf(fi)
 		}
@@ -140,6 +156,7 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel) error {
 	}
 	sb.syncMu.Lock()
 	defer sb.syncMu.Unlock()
+	sb.keptNow = map[string]bool{}
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
@@ -170,16 +187,27 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel) error {
 // meanwhile (an edit made between two commands, or during one, is the host's and is
 // kept). A path the Pod did not have: the Pod made it, unless the host made one too.
 // When both changed a file, the host's is kept and the Pod's change is not brought
-// back.
+// back, at this sync and every later one of the session (remember): the Pod keeps
+// its version, and a later sync would otherwise take the host's as the last agreed
+// state and bring the Pod's stale copy back over it.
 func (sb *podSandbox) syncable(rel string) bool {
 	if !sb.writable(rel) {
 		return false
 	}
-	if sb.known[rel] {
-		return !sb.hostChanged(rel)
+	if sb.kept[rel] {
+		return false
 	}
-	_, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel))
-	return errors.Is(err, fs.ErrNotExist)
+	ok := false
+	if sb.known[rel] {
+		ok = !sb.hostChanged(rel)
+	} else {
+		_, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel))
+		ok = errors.Is(err, fs.ErrNotExist)
+	}
+	if !ok && sb.keptNow != nil {
+		sb.keptNow[rel] = true
+	}
+	return ok
 }
 
 // mountOf is the plan's innermost mount at rel (a path below the workspace), or nil.

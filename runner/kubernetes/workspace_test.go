@@ -64,6 +64,7 @@ func TestSyncable(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "hosts.txt"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(ws, "edited.txt"), []byte("the host's edit"), 0o644)
 	os.Remove(filepath.Join(ws, "removed.txt"))
+	sb.keptNow = map[string]bool{} // a sync
 	for rel, want := range map[string]bool{
 		"pods.txt":    true,  // the Pod had it: its change or removal comes back
 		"new.txt":     true,  // the host lacks it: the Pod made it
@@ -75,6 +76,15 @@ func TestSyncable(t *testing.T) {
 	} {
 		if got := sb.syncable(rel); got != want {
 			t.Errorf("syncable(%q) = %v, want %v", rel, got, want)
+		}
+	}
+	// The sync succeeded: what the host kept stays the host's at the next sync too,
+	// though its stamps are now what the host has (the Pod still holds its stale copy).
+	sb.remember(map[string]bool{"pods.txt": true, ".git/config": true, "edited.txt": true, "removed.txt": true, "hosts.txt": true})
+	sb.keptNow = map[string]bool{}
+	for rel, want := range map[string]bool{"pods.txt": true, "hosts.txt": false, "edited.txt": false, "removed.txt": false} {
+		if got := sb.syncable(rel); got != want {
+			t.Errorf("at the next sync, syncable(%q) = %v, want %v", rel, got, want)
 		}
 	}
 	os.Symlink("/etc", filepath.Join(ws, "abs"))
