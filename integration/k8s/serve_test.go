@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -196,24 +195,10 @@ func TestServeKubernetesPlacement(t *testing.T) {
 	}
 }
 
-// api sends one request to the server's unix socket as root (an agent of acme).
+// api sends one JSON request to the server's unix socket as root (an agent of acme).
 func (s *servedCluster) api(ctx context.Context, t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
-	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", s.sock)
-	}}}
-	req, err := http.NewRequestWithContext(ctx, method, "http://cordon"+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, b
+	return s.raw(ctx, t, method, path, "application/json", []byte(body))
 }
 
 // A placed tenant's warm pool keeps whole sessions warm on the cluster (supervisor,
