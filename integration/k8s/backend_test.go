@@ -123,6 +123,23 @@ func TestBackendKubernetes(t *testing.T) {
 		}
 		left(t)
 	})
+	t.Run("git trusts the workspace", func(t *testing.T) {
+		// The Pod's copy of a repository belongs to a uid the commands do not map:
+		// git works in it all the same, and its .git stays read-only.
+		repo := t.TempDir()
+		if err := os.WriteFile(filepath.Join(repo, "cordon.yaml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("git", "-C", repo, "init", "-q").CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
+		code, stdout, stderr := cordonIn(ctx, t, env, repo, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c",
+			"git rev-parse --is-inside-work-tree && git status --porcelain && (git config core.x y && echo wrote || echo refused)")
+		if code != 0 || !strings.HasPrefix(stdout, "true\n") || !strings.Contains(stdout, "cordon.yaml") || !strings.HasSuffix(stdout, "refused\n") {
+			t.Fatalf("git in the Pod's repository: status %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		left(t)
+	})
 	t.Run("exit status and timeout", func(t *testing.T) {
 		code, _, stderr := cordonIn(ctx, t, env, ws, "run", "--backend", "kubernetes", "--", "/bin/sh", "-c", "exit 7")
 		if code != 7 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,7 +143,7 @@ func (sb *podSandbox) attach(ctx context.Context) (*placement.Channel, error) {
 	}
 	sb.attached = true
 	sb.mu.Unlock()
-	spec := podspec.InitSpec(sb.plan, sb.cfg, sb.host.Env)
+	spec := podspec.InitSpec(sb.plan, sb.cfg, trustWorkspace(sb.host.Env, sb.plan.Workspace))
 	spec.Egress = sandbox.ProxyAddr
 	if sb.host.GateSocket != "" {
 		// The run serves its gate socket on this host; the Pod's process 1 listens on
@@ -166,6 +168,24 @@ func (sb *podSandbox) attach(ctx context.Context) (*placement.Channel, error) {
 	}
 	sb.ch = ch
 	return ch, nil
+}
+
+// trustWorkspace is env with git told to trust the workspace's repository: in a Pod
+// its files belong to the uid that filled the volume, which the commands' user
+// namespace does not map, and git refuses a repository of another owner ("dubious
+// ownership") before doing anything. The repository is the one the contract names;
+// its .git is read-only to commands whoever owns it. An env that sets git's config
+// through the environment already (GIT_CONFIG_COUNT) is left as it is.
+func trustWorkspace(env []string, workspace string) []string {
+	if workspace == "" {
+		return env
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GIT_CONFIG_COUNT=") {
+			return env
+		}
+	}
+	return append(slices.Clip(env), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+workspace)
 }
 
 // handOver gives the run's proxy the channel's egress listener (and, in a run with
