@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/ctl"
-	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // egressRig is a relay with egress and gates: a fake process 1 that hands a TCP
@@ -76,7 +75,12 @@ func newEgressRig(t *testing.T) *egressRig {
 	p2hR, p2hW := io.Pipe()
 	r.h2pW = h2pW
 	r.pod = newPod(podEnd, p2hW, func(f *os.File) (byte, error) { // any listener: by its kind
-		if s, err := linux.SocketOf(f); err == nil && s.Domain == linux.AFUnix {
+		ln, err := net.FileListener(f)
+		if err != nil {
+			return 0, err
+		}
+		defer ln.Close()
+		if ln.Addr().Network() == "unix" {
 			return portGate, nil
 		}
 		return portEgress, nil
