@@ -139,6 +139,37 @@ func ownerOf(st fs.FileInfo) int {
 	return -1
 }
 
+// openRecord opens the record file p as [ReadRecordMax] reads it: without following a
+// symbolic link or blocking on a FIFO, refused unless it is a regular file owned by uid
+// and writable by no one else.
+func openRecord(p string, uid int) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, unsafef("%s is a symbolic link", p)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	switch o := ownerOf(st); {
+	case !st.Mode().IsRegular():
+		err = unsafef("%s is not a regular file", p)
+	case o != uid:
+		err = unsafef("%s is owned by uid %d, not by uid %d", p, o, uid)
+	case st.Mode().Perm()&0o022 != 0:
+		err = unsafef("%s is writable by group or others (mode %04o)", p, st.Mode().Perm())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // ReadRecord reads the record file p (at most [MaxRecord] bytes) that uid must have
 // written: it is opened without following a symbolic link or blocking on a FIFO, and
 // refused unless it is a regular file owned by uid and writable by no one else. The
@@ -148,26 +179,11 @@ func ReadRecord(p string, uid int) ([]byte, error) { return ReadRecordMax(p, uid
 // ReadRecordMax is [ReadRecord] for a record that may be larger (up to max bytes): a
 // staged run's record lists every changed path.
 func ReadRecordMax(p string, uid int, max int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openRecord(p, uid)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, unsafef("%s is a symbolic link", p)
-		}
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	switch o := ownerOf(st); {
-	case !st.Mode().IsRegular():
-		return nil, unsafef("%s is not a regular file", p)
-	case o != uid:
-		return nil, unsafef("%s is owned by uid %d, not by uid %d", p, o, uid)
-	case st.Mode().Perm()&0o022 != 0:
-		return nil, unsafef("%s is writable by group or others (mode %04o)", p, st.Mode().Perm())
-	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
