@@ -89,3 +89,54 @@ func TestRedTeamKubeconfigReferencedFiles(t *testing.T) {
 		})
 	}
 }
+
+// Red team: with no kubeconfig named (a tenant without `kubeconfig:`, cordon run or
+// doctor without --kubeconfig, outside a Pod), the client config came from kubectl's
+// rules ($KUBECONFIG's files, else ~/.kube/config) read with no check at all, though
+// the supervisor inherits cordon serve's environment. Those files, and what they name,
+// must pass the checks a named kubeconfig passes.
+func TestRedTeamKubectlRulesUnchecked(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, open := filepath.Join(tmp, "good"), filepath.Join(tmp, "open")
+	for _, d := range []string{good, open} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "token"), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	kc := func(dir, tokenDir string) string {
+		p := filepath.Join(dir, "config")
+		body := "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n" +
+			"clusters:\n- name: k\n  cluster: {server: \"https://127.0.0.1:6443\", insecure-skip-tls-verify: true}\n" +
+			"users:\n- name: u\n  user: {tokenFile: " + filepath.Join(tokenDir, "token") + "}\n"
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Setenv("KUBECONFIG", kc(good, good))
+	if _, err := RESTConfig(""); err != nil {
+		t.Fatalf("a trusted $KUBECONFIG: %v", err)
+	}
+	t.Setenv("KUBECONFIG", kc(good, open))
+	if _, err := RESTConfig(""); err == nil {
+		t.Error("a $KUBECONFIG whose token file is in a directory anyone may write was taken")
+	}
+	t.Setenv("KUBECONFIG", kc(open, good))
+	if _, err := RESTConfig(""); err == nil {
+		t.Error("a $KUBECONFIG in a directory anyone may write was taken")
+	}
+	t.Setenv("KUBECONFIG", kc(good, good)+string(filepath.ListSeparator)+kc(open, good))
+	if _, err := RESTConfig(""); err == nil {
+		t.Error("a $KUBECONFIG list with a file in a directory anyone may write was taken")
+	}
+}
