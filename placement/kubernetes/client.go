@@ -1,7 +1,9 @@
 package kubernetes
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +21,8 @@ import (
 // RESTConfig is the client config of the cluster the placement places on: the
 // kubeconfig at path when one is given; else, inside a Pod (KUBERNETES_SERVICE_HOST
 // set), the Pod's ServiceAccount; else kubectl's own rules ($KUBECONFIG, then
-// ~/.kube/config). None of these found is an error: there is no default cluster.
+// ~/.kube/config). None of these found is an error: there is no default cluster. A
+// kubeconfig, and every file it names, is used only when trusted (paths.ReadTrusted).
 func RESTConfig(path string) (*rest.Config, error) {
 	var (
 		rc  *rest.Config
@@ -31,8 +34,7 @@ func RESTConfig(path string) (*rest.Config, error) {
 	case os.Getenv("KUBERNETES_SERVICE_HOST") != "":
 		rc, err = rest.InClusterConfig()
 	default:
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		rc, err = kubectlRules()
 	}
 	if err != nil {
 		return nil, errdefs.Unavailablef("the cluster's client config: %w", err)
@@ -47,6 +49,38 @@ func NewFromConfig(rc *rest.Config, cfg podspec.Config) (*Placement, error) {
 		return nil, errdefs.Unavailablef("the cluster's client: %w", err)
 	}
 	return New(cs, cfg)
+}
+
+// kubectlRules is the client config of the kubeconfig files kubectl's rules find
+// ($KUBECONFIG's, else ~/.kube/config), merged as kubectl merges them, each file that
+// exists and every file they name checked as [kubeconfig] checks one given by path.
+// Nothing is migrated or written.
+func kubectlRules() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.MigrationRules = nil
+	for _, f := range rules.GetLoadingPrecedence() {
+		if f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Lstat(abs); errors.Is(err, fs.ErrNotExist) {
+			continue // kubectl skips a missing one too
+		}
+		if _, err := paths.ReadTrusted(abs, MaxKubeconfig); err != nil {
+			return nil, fmt.Errorf("reading the kubeconfig (whoever can change it chooses the cluster and holds its credentials): %w", err)
+		}
+	}
+	cfg, err := rules.Load()
+	if err != nil {
+		return nil, err
+	}
+	if err := trustReferences(cfg); err != nil {
+		return nil, err
+	}
+	return clientcmd.NewNonInteractiveClientConfig(*cfg, "", &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 }
 
 // MaxKubeconfig bounds the kubeconfig read.
