@@ -1,0 +1,188 @@
+//go:build k8s
+
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/gate/wire"
+)
+
+// Red team, round 37: the new sync points (before each session command's baseline, at
+// the stop) and the gates relayed over the control stream.
+
+// A background process of a session's first command writes a new file every 100 ms
+// for the session's life, while later commands run, two of them at once: every file
+// that reaches the host's workspace is in some fs.diff of the session's log (a
+// command's or one "between commands"), none is on the host unlogged, and the stop,
+// whose last sync races the writer, ends within its bounds.
+func TestRedTeamBackgroundWritesAllLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-bg")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	inPod := func(script string) (int, string, string) {
+		return cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script)
+	}
+	if code, stdout, stderr := inPod("i=0; (while :; do echo $i > bg-$i.txt; echo $i > last.txt; i=$((i+1)); sleep 0.1; done) </dev/null >/dev/null 2>&1 &"); code != 0 {
+		t.Fatalf("starting the writer: status %d\n%s%s", code, stdout, stderr)
+	}
+	for i := range 3 {
+		if code, stdout, stderr := inPod(fmt.Sprintf("echo %d > cmd-%d.txt", i, i)); code != 0 {
+			t.Fatalf("command %d: status %d\n%s%s", i, code, stdout, stderr)
+		}
+	}
+	// Two at once: the short one's exit syncs while the long one runs.
+	long := make(chan int, 1)
+	go func() {
+		code, _, _ := inPod("sleep 3; echo long > long.txt")
+		long <- code
+	}()
+	time.Sleep(time.Second)
+	if code, stdout, stderr := inPod("echo short > short.txt"); code != 0 {
+		t.Fatalf("the short command: status %d\n%s%s", code, stdout, stderr)
+	}
+	if code := <-long; code != 0 {
+		t.Fatalf("the long command: status %d", code)
+	}
+	start := time.Now()
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	took := time.Since(start)
+	if code != 0 {
+		t.Errorf("cordon session stop with a writer running: status %d\n%s%s", code, stdout, stderr)
+	}
+	if took > 90*time.Second {
+		t.Errorf("the stop took %s", took)
+	}
+	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
+	var show struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
+		t.Fatalf("audit show --json: %v", err)
+	}
+	var diffs strings.Builder
+	for _, e := range show.Events {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(e, &ev)
+		if ev.Type == "fs.diff" {
+			diffs.Write(e)
+		}
+	}
+	ents, err := os.ReadDir(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if name == "cordon.yaml" {
+			continue
+		}
+		n++
+		if !strings.Contains(diffs.String(), `"`+name+`"`) {
+			t.Errorf("%s is on the host but in no fs.diff of the log", name)
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d files reached the host: the writer did not run on", n)
+	}
+	t.Logf("%d files on the host, stop took %s", n, took)
+}
+
+// Gates flooded from the Pod: a command opens 40 gate requests at once. No more than
+// the relay's bound (ctlmux.MaxGateConns) ever wait on the host, the session's other
+// commands run meanwhile, and once the flood's command is killed at its timeout every
+// request is withdrawn and its slot freed: a later request reaches the host and is
+// approved. A leaked slot (a connection the close handshake forgot) would leave the
+// session's gates dead after a flood.
+func TestRedTeamGateFlood(t *testing.T) {
+	cs, _ := clientConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	ws := t.TempDir()
+	data := fmt.Sprintf("version: 1\nimage: %s\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\"]\n"+
+		"limits: {memory: 256MiB, pids: 128, cpu: 0.1}\n"+
+		"gates:\n  - {name: hello, run: [\"echo\", \"hi from the host\"], why: say hi}\n", image)
+	if err := os.WriteFile(filepath.Join(ws, "cordon.yaml"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := backendEnv(t, ns, node, image, "gateflood")
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes", "--gates", "ask")
+	if code != 0 {
+		t.Fatalf("cordon session start with gates: status %d\n%s%s", code, stdout, stderr)
+	}
+	sid := strings.TrimSpace(stdout)
+	t.Cleanup(func() { cordonIn(context.Background(), t, env, ws, "session", "stop", sid) })
+
+	pending := func() int {
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "gate", "ls", "--json")
+		var ls struct {
+			Pending []wire.Pending `json:"pending"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &ls); code != 0 || err != nil {
+			t.Fatalf("gate ls --json: status %d, %v\n%s%s", code, err, stdout, stderr)
+		}
+		n := 0
+		for _, p := range ls.Pending {
+			if p.Run == sid {
+				n++
+			}
+		}
+		return n
+	}
+
+	flood := exec.CommandContext(ctx, cordonBin(t), "exec", sid, "--timeout", "40s", "--", "sh", "-c",
+		"for i in $(seq 40); do cordon gate hello >/dev/null 2>&1 & done; wait")
+	flood.Dir, flood.Env = ws, env
+	if err := flood.Start(); err != nil {
+		t.Fatal(err)
+	}
+	floodDone := make(chan error, 1)
+	go func() { floodDone <- flood.Wait() }()
+
+	most := 0
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		most = max(most, pending())
+	}
+	if most == 0 {
+		t.Fatal("no flooded request ever waited on the host")
+	}
+	if most > 16 {
+		t.Errorf("%d requests of one session waited at once, past the relay's bound of 16", most)
+	}
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "true"); code != 0 {
+		t.Errorf("a command during the flood: status %d\n%s%s", code, stdout, stderr)
+	}
+	select {
+	case <-floodDone:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the flood's command outlived its timeout")
+	}
+	for deadline := time.Now().Add(60 * time.Second); pending() != 0; time.Sleep(300 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d flooded requests still wait after their command was killed", pending())
+		}
+	}
+	req := askGate(ctx, t, env, ws, sid, "hello")
+	p := pendingOn(ctx, t, env, ws, sid, req)
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "gate", "approve", p.ID); code != 0 {
+		t.Fatalf("gate approve: status %d\n%s%s", code, stdout, stderr)
+	}
+	if code := req.wait(t); code != 0 || !strings.Contains(req.stdout.String(), "hi from the host") {
+		t.Errorf("the request after the flood: status %d\n%s%s", code, req.stdout.String(), req.stderr.String())
+	}
+	t.Logf("at most %d flooded requests waited", most)
+}
