@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,173 @@ func TestRedTeamGateFlood(t *testing.T) {
 		t.Errorf("the request after the flood: status %d\n%s%s", code, req.stdout.String(), req.stderr.String())
 	}
 	t.Logf("at most %d flooded requests waited", most)
+}
+
+// A background process keeps files changing size under the packs (so syncs fail, are
+// retried, and may fail three times over) while it makes a new file before each
+// change: a sync that fails part way has already written what the archive held before
+// the failing file. Whatever reaches the host, by a sync that failed or one that did
+// not, is in some fs.diff of the log; the commands and the stop end within their
+// bounds however the syncs go (the session may end as broken: that is allowed).
+func TestRedTeamFailedSyncChangesLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-flap")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	inPod := func(script string) (int, string, string, time.Duration) {
+		start := time.Now()
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script)
+		return code, stdout, stderr, time.Since(start)
+	}
+	// a-N.txt sort before the flapping files, which every pack reads last.
+	const writer = "i=0; (while :; do echo $i > a-$i.txt; i=$((i+1)); for f in 1 2 3; do head -c $(( (RANDOM % 64 + 1) * 65536 )) /dev/zero > zz-flap-$f; done; done) </dev/null >/dev/null 2>&1 &"
+	if code, stdout, stderr, _ := inPod(writer); code != 0 {
+		t.Logf("starting the writer: status %d\n%s%s", code, stdout, stderr)
+	}
+	broke := false
+	for i := range 6 {
+		code, stdout, stderr, took := inPod(fmt.Sprintf("echo %d > cmd-%d.txt", i, i))
+		t.Logf("command %d: status %d in %s %s", i, code, took, strings.TrimSpace(stderr))
+		if took > 6*time.Minute {
+			t.Errorf("command %d took %s", i, took)
+		}
+		if code != 0 {
+			broke = true
+			_ = stdout
+			break
+		}
+	}
+	start := time.Now()
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	t.Logf("stop: status %d in %s (the session broke: %v) %s%s", code, time.Since(start), broke, stdout, stderr)
+	if took := time.Since(start); took > 6*time.Minute {
+		t.Errorf("the stop took %s", took)
+	}
+	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
+	var show struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
+		t.Fatalf("audit show --json: %v", err)
+	}
+	var diffs strings.Builder
+	for _, e := range show.Events {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(e, &ev)
+		if ev.Type == "fs.diff" {
+			diffs.Write(e)
+		}
+	}
+	ents, err := os.ReadDir(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if name == "cordon.yaml" {
+			continue
+		}
+		n++
+		if !strings.Contains(diffs.String(), `"`+name+`"`) {
+			t.Errorf("%s is on the host but in no fs.diff of the log", name)
+		}
+	}
+	t.Logf("%d files on the host", n)
+	if pods, nps := tenantObjects(ctx, t, rs.cs, rs.ns, "tenant-flap"); pods != 0 || nps != 0 {
+		t.Errorf("after the stop: %d pods and %d policies of the session left", pods, nps)
+	}
+}
+
+// The host swaps a directory of its workspace for a link to a directory outside it
+// while a command in the Pod makes that directory and a file in it: the sync writes
+// nothing through the link (the file outside is never made), keeps the host's link,
+// and the command's own other file still comes back.
+func TestRedTeamSyncThroughHostLink(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-link")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	outside := t.TempDir()
+	planted := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		planted <- os.Symlink(outside, filepath.Join(ws, "sub"))
+	}()
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", "sleep 5; mkdir -p sub/deeper; echo pod > sub/x; echo pod > sub/deeper/y; echo mine > mine.txt")
+	if err := <-planted; err != nil || code != 0 {
+		t.Fatalf("the command: status %d (%v)\n%s%s", code, err, stdout, stderr)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the sync wrote through the host's link: %s holds %v", outside, ents)
+	}
+	if to, err := os.Readlink(filepath.Join(ws, "sub")); err != nil || to != outside {
+		t.Errorf("the host's link: %q %v", to, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(ws, "mine.txt")); err != nil || string(data) != "mine\n" {
+		t.Errorf("the command's own file: %q %v", data, err)
+	}
+	if code, stdout, stderr = cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+		t.Errorf("session stop: status %d\n%s%s", code, stdout, stderr)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("the stop's sync wrote through the host's link: %s holds %v", outside, ents)
+	}
+}
+
+// A pack that fails part way, every time: a command makes a few files, then a sparse
+// file past the workspace's byte bound, which sorts last, so each pack of the Pod
+// writes the small files and then fails (too large). The host's sync takes each entry
+// as it comes, so the small files reach the host though no sync succeeds and the
+// session ends as broken. They must still be in the log's fs.diff (the command's or
+// one between commands): a change on the host that no fs.diff names is a hole in the
+// log.
+func TestRedTeamPartialSyncLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-partial")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c",
+		"for i in 1 2 3 4 5; do echo $i > a-$i.txt; done; dd if=/dev/zero of=zz-sparse bs=1 count=0 seek=16G 2>/dev/null; ls -la zz-sparse")
+	t.Logf("the command: status %d\n%s%s", code, stdout, stderr)
+	code, stdout, stderr = cordonIn(ctx, t, env, ws, "session", "stop", sid)
+	t.Logf("stop: status %d\n%s%s", code, stdout, stderr)
+	var onHost []string
+	ents, err := os.ReadDir(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "cordon.yaml" {
+			onHost = append(onHost, e.Name())
+		}
+	}
+	t.Logf("on the host: %v", onHost)
+	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
+	var show struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
+		t.Fatalf("audit show --json: %v", err)
+	}
+	var diffs strings.Builder
+	for _, e := range show.Events {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(e, &ev)
+		if ev.Type == "fs.diff" {
+			diffs.Write(e)
+		}
+	}
+	for _, name := range onHost {
+		if !strings.Contains(diffs.String(), `"`+name+`"`) {
+			t.Errorf("%s is on the host but in no fs.diff of the log", name)
+		}
+	}
+	if slices.Contains(onHost, "zz-sparse") {
+		t.Error("the sparse file past the bound reached the host")
+	}
 }
