@@ -1,9 +1,12 @@
 package paths
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Red team: ReadTrusted checked the directory chain of filepath.Dir(abs), which
@@ -79,5 +82,51 @@ func TestCheckTrusted(t *testing.T) {
 	wantUnsafe(t, err, "a symbolic link")
 	if _, err := CheckTrusted("plugin"); err == nil {
 		t.Fatal("a relative path passed")
+	}
+}
+
+// Red team: a path through /proc/PID/root. That link is root's (for a process of
+// root's) and reads as "/", so the chain was checked as this host's own directories,
+// while the kernel resolves it in the process's root and mount namespace: a
+// container's, a sandbox's. A process in a mount namespace of its own mounts a tmpfs
+// over a trusted directory and writes the file there: ReadTrusted read that file,
+// having checked the host's. A path through /proc is never trusted now.
+func TestRedTeamReadTrustedThroughProcRoot(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	b := base(t)
+	dir := filepath.Join(b, "trusted")
+	mkdir(t, dir, 0o700, me(t))
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("the host's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// In a mount namespace of its own: a tmpfs over dir, another f in it.
+	ready := filepath.Join(b, "ready")
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		fmt.Sprintf("mount -t tmpfs -o mode=0700 none %s && echo another > %s/f && chmod 0644 %s/f && touch %s && exec sleep 60", dir, dir, dir, ready))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other mount namespace never got ready")
+		}
+	}
+	abs := fmt.Sprintf("/proc/%d/root%s/f", cmd.Process.Pid, dir)
+	data, err := ReadTrusted(abs, 100)
+	if err == nil {
+		t.Errorf("ReadTrusted(%s) read %q: the chain checked was this host's %s", abs, data, dir)
+	}
+	if _, err := CheckTrusted(abs); err == nil {
+		t.Errorf("CheckTrusted(%s) passed", abs)
+	}
+	if err := CheckDir(filepath.Dir(abs), me(t)); err == nil {
+		t.Errorf("CheckDir(%s) passed", filepath.Dir(abs))
 	}
 }
