@@ -37,7 +37,8 @@ func Owner() int { return os.Geteuid() }
 // else, and is no symbolic link. A symbolic link on the way is followed only when root
 // owns it, and its target is checked the same way. Then nobody but root and uid can
 // rename, replace or add anything on the way to dir or in it. A missing component is an
-// error that wraps fs.ErrNotExist.
+// error that wraps fs.ErrNotExist. No component may be on a proc file system, whose
+// links (/proc/PID/root) lead into other mount namespaces whatever they read as.
 func CheckDir(dir string, uid int) error { return walkChain(dir, uid, false) }
 
 // MakeDir creates dir (mode 0700) and the missing directories above it, as
@@ -117,6 +118,9 @@ func checkComponent(p string, uid int, last bool, want string) error {
 	}
 	if !st.IsDir() {
 		return unsafef("%s is not a directory", what)
+	}
+	if onProc(p) {
+		return unsafef("%s is on a proc file system (its links lead into other processes' namespaces)", what)
 	}
 	o, perm := ownerOf(st), st.Mode().Perm()
 	switch {
