@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -354,5 +355,40 @@ func TestRedTeamPartialSyncLogged(t *testing.T) {
 	}
 	if slices.Contains(onHost, "zz-sparse") {
 		t.Error("the sparse file past the bound reached the host")
+	}
+}
+
+// A sparse file costs the Pod nothing (no blocks, no CPU to make: one truncate) but
+// its whole apparent size crosses the API server at every sync, each command's end and
+// each next command's baseline, and is written out in full on this host's disk (the
+// sync writes no holes). A Pod can make the server's host and the cluster's API server
+// move up to its workspace bound (4 GiB by default) per sync for free. Measured here
+// with 1 GiB: each later command pays for it again, although nothing changed.
+func TestRedTeamSparseFileAmplifies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-sparse")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	run := func(script string) time.Duration {
+		start := time.Now()
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script)
+		if code != 0 {
+			t.Fatalf("%q: status %d\n%s%s", script, code, stdout, stderr)
+		}
+		return time.Since(start)
+	}
+	base := run("true")
+	made := run("dd if=/dev/zero of=sparse bs=1 count=0 seek=1G 2>/dev/null")
+	again := run("true")
+	var used int64
+	if fi, err := os.Stat(filepath.Join(ws, "sparse")); err == nil {
+		used = fi.Sys().(*syscall.Stat_t).Blocks * 512
+	}
+	t.Logf("a command: %s; the one making a 1 GiB sparse file: %s; the next, changing nothing: %s; the host's copy uses %d MiB of disk", base, made, again, used>>20)
+	if again > base+10*time.Second {
+		t.Errorf("a command that changes nothing took %s (%s before the sparse file): the unchanged sparse file crossed again", again, base)
+	}
+	if used > 64<<20 {
+		t.Errorf("the host's copy of a 1 GiB sparse file uses %d MiB of its disk", used>>20)
 	}
 }
