@@ -392,3 +392,39 @@ func TestRedTeamSparseFileAmplifies(t *testing.T) {
 		t.Errorf("the host's copy of a 1 GiB sparse file uses %d MiB of its disk", used>>20)
 	}
 }
+
+// A read-only path's parent renamed in the Pod: the commands may not write .git or
+// the contract, but may they move them aside (a rename in the writable workspace
+// root) and put their own in place, for the session's later commands to read? And
+// does the sync then bring anything of it back to the host?
+func TestRedTeamRenameReadOnlyAside(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-rename")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	before, err := os.ReadFile(filepath.Join(ws, "cordon.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, attack := range []string{
+		"mv cordon.yaml moved.yaml && echo forged > cordon.yaml",
+		"mkdir -p d && mv cordon.yaml d/",
+		"ln cordon.yaml hard.yaml && echo forged >> hard.yaml",
+	} {
+		code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", attack)
+		t.Logf("%q: status %d %s%s", attack, code, stdout, stderr)
+		if code == 0 {
+			t.Errorf("%q succeeded in the Pod", attack)
+		}
+	}
+	code, stdout, _ := cordonIn(ctx, t, env, ws, "exec", sid, "--", "cat", "cordon.yaml")
+	if code != 0 || stdout != string(before) {
+		t.Errorf("the contract as the session's next command reads it: status %d %q", code, stdout)
+	}
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+		t.Errorf("session stop: status %d\n%s%s", code, stdout, stderr)
+	}
+	if after, err := os.ReadFile(filepath.Join(ws, "cordon.yaml")); err != nil || string(after) != string(before) {
+		t.Errorf("the host's contract after the session: %q %v", after, err)
+	}
+}
