@@ -428,3 +428,29 @@ func TestRedTeamRenameReadOnlyAside(t *testing.T) {
 		t.Errorf("the host's contract after the session: %q %v", after, err)
 	}
 }
+
+// In a session without gates nothing listens on the Pod's gate socket: a command that
+// could make one there would answer the session's other commands' `cordon gate` with
+// an approval of its own making. The gate directory takes nothing from a command in
+// such a session either, and `cordon gate` says the sandbox has no gates (125).
+func TestRedTeamNoGatesNoFakeSocket(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-nogates")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	for _, attack := range []string{
+		"touch /run/cordon/gate/gate.sock",
+		"mkfifo /run/cordon/gate/gate.sock",
+		"mkdir /run/cordon/gate/x",
+		"ln -s /tmp/fake.sock /run/cordon/gate/gate.sock",
+		"rm -f /run/cordon/gate.sock && ln -s /tmp/fake.sock /run/cordon/gate.sock",
+	} {
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", attack); code == 0 {
+			t.Errorf("%q succeeded in a Pod without gates: %s%s", attack, stdout, stderr)
+		}
+	}
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", "ls -A /run/cordon/gate; /run/cordon/cordon gate hello")
+	if code != 125 || strings.TrimSpace(stdout) != "" {
+		t.Errorf("cordon gate in a Pod without gates: status %d %q %s, want 125 and an empty gate directory", code, stdout, stderr)
+	}
+}
