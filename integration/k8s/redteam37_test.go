@@ -320,15 +320,26 @@ func TestRedTeamPartialSyncLogged(t *testing.T) {
 	t.Logf("the command: status %d\n%s%s", code, stdout, stderr)
 	code, stdout, stderr = cordonIn(ctx, t, env, ws, "session", "stop", sid)
 	t.Logf("stop: status %d\n%s%s", code, stdout, stderr)
-	var onHost []string
-	ents, err := os.ReadDir(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.Name() != "cordon.yaml" {
-			onHost = append(onHost, e.Name())
+	list := func() []string {
+		var names []string
+		ents, err := os.ReadDir(ws)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, e := range ents {
+			if e.Name() != "cordon.yaml" {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	onHost := list()
+	t.Logf("on the host as the stop returned: %v", onHost)
+	// The run's placeholders for the protected names (.git, .envrc, ...) are the
+	// runner's, made on the host for the run and removed as it ends: they must be
+	// gone once the session is, not left in the workspace.
+	for deadline := time.Now().Add(30 * time.Second); len(onHost) > 5 && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		onHost = list()
 	}
 	t.Logf("on the host: %v", onHost)
 	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
