@@ -37,7 +37,8 @@ func Owner() int { return os.Geteuid() }
 // else, and is no symbolic link. A symbolic link on the way is followed only when root
 // owns it, and its target is checked the same way. Then nobody but root and uid can
 // rename, replace or add anything on the way to dir or in it. A missing component is an
-// error that wraps fs.ErrNotExist.
+// error that wraps fs.ErrNotExist. No component may be on a proc file system, whose
+// links (/proc/PID/root) lead into other mount namespaces whatever they read as.
 func CheckDir(dir string, uid int) error { return walkChain(dir, uid, false) }
 
 // MakeDir creates dir (mode 0700) and the missing directories above it, as
@@ -118,6 +119,9 @@ func checkComponent(p string, uid int, last bool, want string) error {
 	if !st.IsDir() {
 		return unsafef("%s is not a directory", what)
 	}
+	if onProc(p) {
+		return unsafef("%s is on a proc file system (its links lead into other processes' namespaces)", what)
+	}
 	o, perm := ownerOf(st), st.Mode().Perm()
 	switch {
 	case last && o != uid:
@@ -139,6 +143,37 @@ func ownerOf(st fs.FileInfo) int {
 	return -1
 }
 
+// openRecord opens the record file p as [ReadRecordMax] reads it: without following a
+// symbolic link or blocking on a FIFO, refused unless it is a regular file owned by uid
+// and writable by no one else.
+func openRecord(p string, uid int) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, unsafef("%s is a symbolic link", p)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	switch o := ownerOf(st); {
+	case !st.Mode().IsRegular():
+		err = unsafef("%s is not a regular file", p)
+	case o != uid:
+		err = unsafef("%s is owned by uid %d, not by uid %d", p, o, uid)
+	case st.Mode().Perm()&0o022 != 0:
+		err = unsafef("%s is writable by group or others (mode %04o)", p, st.Mode().Perm())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // ReadRecord reads the record file p (at most [MaxRecord] bytes) that uid must have
 // written: it is opened without following a symbolic link or blocking on a FIFO, and
 // refused unless it is a regular file owned by uid and writable by no one else. The
@@ -148,26 +183,11 @@ func ReadRecord(p string, uid int) ([]byte, error) { return ReadRecordMax(p, uid
 // ReadRecordMax is [ReadRecord] for a record that may be larger (up to max bytes): a
 // staged run's record lists every changed path.
 func ReadRecordMax(p string, uid int, max int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openRecord(p, uid)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, unsafef("%s is a symbolic link", p)
-		}
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	switch o := ownerOf(st); {
-	case !st.Mode().IsRegular():
-		return nil, unsafef("%s is not a regular file", p)
-	case o != uid:
-		return nil, unsafef("%s is owned by uid %d, not by uid %d", p, o, uid)
-	case st.Mode().Perm()&0o022 != 0:
-		return nil, unsafef("%s is writable by group or others (mode %04o)", p, st.Mode().Perm())
-	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/cordonhq/cordon/internal/ctlmux"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/sandboxinit/wire"
 )
@@ -151,7 +152,7 @@ func (ch *Channel) run(ctx context.Context, ex remotecommand.Executor, relay *ct
 	<-streamed
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if e := strings.TrimSpace(stderr.String()); e != "" {
+	if e := termtext.Line(strings.TrimSpace(stderr.String())); e != "" {
 		streamErr = errors.Join(streamErr, fmt.Errorf("in the pod: %s", e))
 	}
 	ch.err = errors.Join(streamErr, rerr)

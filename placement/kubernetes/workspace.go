@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/server/workspace"
 )
 
@@ -93,7 +94,7 @@ func (ch *Channel) workspaceOp(ctx context.Context, op string, stdin io.Reader, 
 	stderr := &tailBuffer{max: stderrBytes}
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
-		if e := strings.TrimSpace(stderr.String()); e != "" {
+		if e := termtext.Line(strings.TrimSpace(stderr.String())); e != "" {
 			err = fmt.Errorf("%w: %w: %s", errdefs.ErrSandbox, err, e)
 		}
 		return err
@@ -153,7 +154,7 @@ func (ch *Channel) startPacks() (*packStream, error) {
 		if err == nil {
 			err = errors.New("it ended")
 		}
-		if e := strings.TrimSpace(ps.stderr.String()); e != "" {
+		if e := termtext.Line(strings.TrimSpace(ps.stderr.String())); e != "" {
 			err = fmt.Errorf("%w: %s", err, e)
 		}
 		outW.CloseWithError(fmt.Errorf("%w: the workspace sidecar's pack stream: %w", errdefs.ErrSandbox, err))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/cordonhq/cordon/internal/termtext"
 )
 
 // Framed packs: one long-lived stream carrying one pack after another. A Pod's
@@ -79,7 +81,8 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// ReadFramed copies one framed pack from r to w and returns its outcome; ok says
+// ReadFramed copies one framed pack from r to w and returns its outcome (the packer's
+// error text escaped as [termtext.Line]: it may name a sandbox's files); ok says
 // whether the stream may carry the next pack: false after a frame past the bounds
 // (wrapping [ErrFrames]) or r's end or error. The packer's failure is an error with
 // ok true; so is w's (the rest of the pack is read and dropped, the stream kept in
@@ -119,7 +122,8 @@ func ReadFramed(r io.Reader, w io.Writer) (ok bool, err error) {
 	}
 	switch {
 	case m > 0:
-		return true, fmt.Errorf("the pack failed: %s", msg)
+		// The packer's text holds names a sandbox chose: shown escaped, one line.
+		return true, fmt.Errorf("the pack failed: %s", termtext.Line(string(msg)))
 	case werr != nil:
 		return true, werr
 	}
