@@ -1,11 +1,11 @@
 package paths
 
-import "golang.org/x/sys/unix"
+import "github.com/cordonhq/cordon/internal/linux"
 
 // onProc reports whether p is on a proc file system, wherever it is mounted: its
 // links (a process's root, cwd, descriptors) lead into other processes' namespaces,
 // whatever they read as, so no chain through it can be checked by its names.
 func onProc(p string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(p, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+	fs, err := linux.KernelFilesystem(p)
+	return err == nil && fs == "proc"
 }
