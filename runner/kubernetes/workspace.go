@@ -66,16 +66,19 @@ func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 
 // stamp is what a sync tells a host file the host changed by: the file as the last
 // fill or sync left it.
+// The change time is in it because file times are coarse (the kernel's tick): an
+// edit of the same size within a tick of the last sync keeps the modification time,
+// but any write, chmod or rename moves the change time, which no one can set back.
 type stamp struct {
-	ino, size uint64
-	mtime     int64
-	mode      fs.FileMode
+	ino, size    uint64
+	mtime, ctime int64
+	mode         fs.FileMode
 }
 
 func stampOf(fi fs.FileInfo) stamp {
 	st := stamp{size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ino = uint64(sys.Ino)
+		st.ino, st.ctime = uint64(sys.Ino), sys.Ctim.Nano()
 	}
 	return st
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/contract"
 )
@@ -95,5 +97,34 @@ func TestSyncable(t *testing.T) {
 	}
 	if !sb.hidden(".env") || sb.hidden("pods.txt") {
 		t.Error("hidden: the mask is not hidden, or the workspace is")
+	}
+}
+
+// A host edit of the same size with its modification time put back (or made within
+// one clock tick of the last sync) still moved the change time: the host changed it.
+func TestHostChangedSameSizeSameTime(t *testing.T) {
+	ws := t.TempDir()
+	f := filepath.Join(ws, "f.txt")
+	os.WriteFile(f, []byte("aaaa"), 0o644)
+	sb := &podSandbox{plan: &contract.Plan{Workspace: ws, Mounts: []contract.Mount{{Path: ws, Type: contract.Bind, Access: contract.ReadWrite}}}}
+	sb.remember(map[string]bool{"f.txt": true})
+	fi, err := os.Stat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fi.Sys().(*syscall.Stat_t).Ctim.Nano()
+	for deadline := time.Now().Add(10 * time.Second); ; { // the clock past the stamp's change time
+		os.WriteFile(f, []byte("bbbb"), 0o644)
+		os.Chtimes(f, fi.ModTime(), fi.ModTime())
+		if now, err := os.Stat(f); err == nil && now.Sys().(*syscall.Stat_t).Ctim.Nano() != before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the change time did not move in 10 s")
+		}
+	}
+	sb.keptNow = map[string]bool{}
+	if sb.syncable("f.txt") {
+		t.Error("a same-size host edit with its modification time put back is taken for unchanged")
 	}
 }
