@@ -201,13 +201,14 @@ func TestGateApprovedPushesBranch(t *testing.T) {
 	if r := g.cordon("", "exec", id, "--", "env"); r.code != 0 || strings.Contains(r.stdout, "GITHUB_PUSH") {
 		t.Errorf("sandbox environment: %v", r)
 	}
-	r = g.cordon("", "exec", id, "--", "git", "push", g.bare, "HEAD:refs/heads/x")
-	if r.code == 127 { // no git in the sandbox (a Pod's image): the repository is unseen all the same
-		if r = g.cordon("", "exec", id, "--", "ls", g.bare); r.code == 0 {
-			t.Errorf("the bare repository is seen from inside the sandbox: %v", r)
-		}
-	} else if r.code == 0 || !strings.Contains(r.stderr, "does not appear to be a git repository") {
-		t.Errorf("a push from inside the sandbox: want it to fail, the bare repository unseen: %v", r)
+	// Pushing from inside fails, and the bare repository is not there to see: what
+	// git says of it differs by image (a Pod's has no git-receive-pack), so the test
+	// asks ls whether the path exists.
+	if r = g.cordon("", "exec", id, "--", "git", "push", g.bare, "HEAD:refs/heads/x"); r.code == 0 {
+		t.Errorf("a push from inside the sandbox succeeded: %v", r)
+	}
+	if r = g.cordon("", "exec", id, "--", "ls", g.bare); r.code == 0 {
+		t.Errorf("the bare repository is seen from inside the sandbox: %v", r)
 	}
 	if r := g.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)
