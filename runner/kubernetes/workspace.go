@@ -78,7 +78,7 @@ type stamp struct {
 func stampOf(fi fs.FileInfo) stamp {
 	st := stamp{size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), mode: fi.Mode()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ino, st.ctime = uint64(sys.Ino), sys.Ctim.Nano()
+		st.ino, st.ctime = uint64(sys.Ino), ctimeOf(sys)
 	}
 	return st
 }
