@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // Red team: ReadTrusted checked the directory chain of filepath.Dir(abs), which
@@ -93,9 +95,8 @@ func TestCheckTrusted(t *testing.T) {
 // having checked the host's. A path through /proc is never trusted now.
 func TestRedTeamReadTrustedThroughProcRoot(t *testing.T) {
 	needRoot(t)
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
-	}
+	_, err := exec.LookPath("unshare")
+	testutil.Require(t, err == nil, "unshare (util-linux) to make a mount namespace")
 	b := base(t)
 	dir := filepath.Join(b, "trusted")
 	mkdir(t, dir, 0o700, me(t))
