@@ -64,23 +64,7 @@ func TestRedTeamBackgroundWritesAllLogged(t *testing.T) {
 	if took > 90*time.Second {
 		t.Errorf("the stop took %s", took)
 	}
-	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
-	var show struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
-		t.Fatalf("audit show --json: %v", err)
-	}
-	var diffs strings.Builder
-	for _, e := range show.Events {
-		var ev struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(e, &ev)
-		if ev.Type == "fs.diff" {
-			diffs.Write(e)
-		}
-	}
+	diffs := fsDiffs(ctx, t, env, ws, sid)
 	ents, err := os.ReadDir(ws)
 	if err != nil {
 		t.Fatal(err)
@@ -229,23 +213,7 @@ func TestRedTeamFailedSyncChangesLogged(t *testing.T) {
 	if took := time.Since(start); took > 6*time.Minute {
 		t.Errorf("the stop took %s", took)
 	}
-	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
-	var show struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
-		t.Fatalf("audit show --json: %v", err)
-	}
-	var diffs strings.Builder
-	for _, e := range show.Events {
-		var ev struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(e, &ev)
-		if ev.Type == "fs.diff" {
-			diffs.Write(e)
-		}
-	}
+	diffs := fsDiffs(ctx, t, env, ws, sid)
 	ents, err := os.ReadDir(ws)
 	if err != nil {
 		t.Fatal(err)
@@ -342,23 +310,7 @@ func TestRedTeamPartialSyncLogged(t *testing.T) {
 		onHost = list()
 	}
 	t.Logf("on the host: %v", onHost)
-	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
-	var show struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
-		t.Fatalf("audit show --json: %v", err)
-	}
-	var diffs strings.Builder
-	for _, e := range show.Events {
-		var ev struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(e, &ev)
-		if ev.Type == "fs.diff" {
-			diffs.Write(e)
-		}
-	}
+	diffs := fsDiffs(ctx, t, env, ws, sid)
 	for _, name := range onHost {
 		if !strings.Contains(diffs.String(), `"`+name+`"`) {
 			t.Errorf("%s is on the host but in no fs.diff of the log", name)
@@ -464,4 +416,28 @@ func TestRedTeamNoGatesNoFakeSocket(t *testing.T) {
 	if code != 125 || strings.TrimSpace(stdout) != "" {
 		t.Errorf("cordon gate in a Pod without gates: status %d %q %s, want 125 and an empty gate directory", code, stdout, stderr)
 	}
+}
+
+// fsDiffs is every fs.diff event of session sid's log, as `cordon audit show --json`
+// gives them, one after another.
+func fsDiffs(ctx context.Context, t *testing.T, env []string, ws, sid string) *strings.Builder {
+	t.Helper()
+	_, logJSON, _ := cordonIn(ctx, t, env, ws, "audit", "show", sid, "--json")
+	var show struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(logJSON), &show); err != nil {
+		t.Fatalf("audit show --json: %v", err)
+	}
+	var diffs strings.Builder
+	for _, e := range show.Events {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(e, &ev)
+		if ev.Type == "fs.diff" {
+			diffs.Write(e)
+		}
+	}
+	return &diffs
 }
