@@ -40,11 +40,11 @@ type loopbackSandbox struct {
 	host sandbox.Host
 }
 
-func (s *loopbackSandbox) Close(context.Context) error         { return nil }
-func (s *loopbackSandbox) StartsEarly() bool                   { return false }
-func (s *loopbackSandbox) CgroupID() (uint64, error)           { return 0, nil }
-func (s *loopbackSandbox) SpillShown() string                  { return sandbox.SpillPath }
-func (s *loopbackSandbox) SyncWorkspace(context.Context) error { return nil }
+func (s *loopbackSandbox) Close(context.Context) error               { return nil }
+func (s *loopbackSandbox) StartsEarly() bool                         { return false }
+func (s *loopbackSandbox) CgroupID() (uint64, error)                 { return 0, nil }
+func (s *loopbackSandbox) SpillShown() string                        { return sandbox.SpillPath }
+func (s *loopbackSandbox) SyncWorkspace(context.Context, bool) error { return nil }
 func (s *loopbackSandbox) CommandCgroup(string) (*sandbox.CommandCgroup, error) {
 	return nil, nil
 }

@@ -323,7 +323,7 @@ func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	// What the sandbox's commands wrote where the host does not see it (a Pod's
 	// workspace) is brought back first: a background process's change since the last
 	// command is then logged between commands, not as this command's.
-	if err := r.sb.SyncWorkspace(ctx); err != nil {
+	if err := r.sb.SyncWorkspace(ctx, false); err != nil {
 		return nil, err
 	}
 	r.wsMu.Lock()

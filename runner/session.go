@@ -248,7 +248,7 @@ func (s *Session) stop(ctx context.Context, n int) error {
 		// What the commands changed where the host does not see it (a Pod's
 		// workspace), brought back while the sandbox still runs: what changes after
 		// this goes with the sandbox, never reaching the host.
-		syncErr = s.r.sb.SyncWorkspace(ctx)
+		syncErr = s.r.sb.SyncWorkspace(ctx, true)
 	}
 	if !s.r.ctl.hangup(stopGrace) && !endedAlone {
 		reason, code = audit.ReasonError, errdefs.ExitCannotRun

@@ -116,13 +116,17 @@ func pack(w io.Writer, dir string, lim workspace.Limits) error {
 	return err
 }
 
-// servePacks is `podws serve`: for each byte 'p' read from in, one pack of dir
+// servePacks is `podws serve`: for each request byte read from in, one pack of dir
 // written to out framed (server/workspace.WriteFramed: the pack's failure is said on
 // the stream, which goes on), until in ends. One exec stream then serves every pack
 // of the session: an exec through the API server costs more than packing a small
-// workspace. Anything but 'p' ends it with an error.
+// workspace. 'p' asks for the whole tree; 'c' for what changed since the last pack
+// (server/workspace.PackChanges; the whole tree when there is none whose stamps are
+// kept: the first, or one after a pack that failed). Anything else ends it with an
+// error.
 func servePacks(in io.Reader, out io.Writer, dir string, lim workspace.Limits) error {
 	br := bufio.NewReaderSize(in, 16)
+	var base workspace.Stamps
 	for {
 		b, err := br.ReadByte()
 		if errors.Is(err, io.EOF) {
@@ -131,11 +135,25 @@ func servePacks(in io.Reader, out io.Writer, dir string, lim workspace.Limits) e
 		if err != nil {
 			return err
 		}
-		if b != 'p' {
-			return fmt.Errorf("serve: request %q, want 'p' (a pack)", b)
+		switch b {
+		case 'p':
+			base = nil
+		case 'c':
+		default:
+			return fmt.Errorf("serve: request %q, want 'p' (the whole tree) or 'c' (its changes)", b)
 		}
-		if err := workspace.WriteFramed(out, func(w io.Writer) error { return pack(w, dir, lim) }); err != nil {
+		var next workspace.Stamps
+		err = workspace.WriteFramed(out, func(w io.Writer) error {
+			_, skipped, stamps, err := workspace.PackChanges(w, dir, lim, base)
+			if skipped > 0 {
+				fmt.Fprintf(os.Stderr, "cordon: pack: %d special files (FIFOs, sockets, devices) left out\n", skipped)
+			}
+			next = stamps // nil when the pack failed
+			return err
+		})
+		if err != nil {
 			return err
 		}
+		base = next
 	}
 }

@@ -132,6 +132,18 @@ func (t *Tree) WriteFile(rel string, r io.Reader, perm uint32, uid, gid int) err
 	return t.writeFile(rel, r, perm, uid, gid, nil)
 }
 
+// WriteFileFunc is [Tree.WriteFile] with the new file's content written by fill, at
+// any offsets (a sparse file's data, its holes left as holes). When fill fails, rel
+// is left as it was and fill's error is returned (wrapped: errors.Is finds it).
+func (t *Tree) WriteFileFunc(rel string, perm uint32, uid, gid int, fill func(*os.File) error) error {
+	return t.writeFile(rel, eof{}, perm, uid, gid, fill)
+}
+
+// eof is an empty reader.
+type eof struct{}
+
+func (eof) Read([]byte) (int, error) { return 0, io.EOF }
+
 // writeFile is WriteFile, with finish (when not nil) run on the new file before it
 // is renamed over rel.
 func (t *Tree) writeFile(rel string, r io.Reader, perm uint32, uid, gid int, finish func(*os.File) error) error {

@@ -63,10 +63,31 @@ func (ch *Channel) Fill(ctx context.Context, r io.Reader) error {
 // taken for one; Pack checks that it came whole (the exec's status, the archive's
 // end).
 func (ch *Channel) Pack(ctx context.Context, w io.Writer) error {
+	return ch.pack(ctx, w, packWhole)
+}
+
+// PackChanges is [Channel.Pack] of what changed since the last pack the caller took
+// whole (server/workspace.PackChanges: the Pod's workspace sidecar keeps the stamps
+// of its last pack), for server/workspace.SyncFrom with changes: an archive of the
+// changes when the sidecar has that pack's stamps, of the whole tree when it has
+// none (its first pack, a stream started anew, a pack that failed). The caller
+// must have taken the last pack whole (a sync that failed part way asks for the
+// whole tree with Pack).
+func (ch *Channel) PackChanges(ctx context.Context, w io.Writer) error {
+	return ch.pack(ctx, w, packChanges)
+}
+
+// The requests of the sidecar's pack stream (sandboxinit's servePacks).
+const (
+	packWhole   = 'p'
+	packChanges = 'c'
+)
+
+func (ch *Channel) pack(ctx context.Context, w io.Writer, req byte) error {
 	ch.runMu.Lock()
 	defer ch.runMu.Unlock()
 	out := &tarSink{w: w}
-	if err := ch.packServed(ctx, out); err != nil {
+	if err := ch.packServed(ctx, out, req); err != nil {
 		return fmt.Errorf("packing the pod's workspace: %w", err)
 	}
 	switch {
@@ -106,7 +127,7 @@ func (ch *Channel) workspaceOp(ctx context.Context, op string, stdin io.Reader, 
 // starting it when there is none: one exec for the channel's life rather than one
 // per pack. A stream that breaks, or a pack ctx ends, is closed and never reused; the
 // next Pack starts another. The caller holds runMu.
-func (ch *Channel) packServed(ctx context.Context, out io.Writer) error {
+func (ch *Channel) packServed(ctx context.Context, out io.Writer, req byte) error {
 	if ch.packs == nil {
 		ps, err := ch.startPacks()
 		if err != nil {
@@ -116,7 +137,7 @@ func (ch *Channel) packServed(ctx context.Context, out io.Writer) error {
 	}
 	ps := ch.packs
 	stop := context.AfterFunc(ctx, ps.close) // what is on the stream then is not a whole pack
-	ok, err := ps.pack(out)
+	ok, err := ps.pack(out, req)
 	if !stop() || !ok {
 		ps.close()
 		ch.packs = nil
@@ -164,10 +185,10 @@ func (ch *Channel) startPacks() (*packStream, error) {
 	return ps, nil
 }
 
-// pack asks for one pack and copies it to out; ok says whether the stream can serve
-// the next.
-func (ps *packStream) pack(out io.Writer) (ok bool, err error) {
-	if _, err := ps.in.Write([]byte{'p'}); err != nil {
+// pack asks for one pack (req) and copies it to out; ok says whether the stream can
+// serve the next.
+func (ps *packStream) pack(out io.Writer, req byte) (ok bool, err error) {
+	if _, err := ps.in.Write([]byte{req}); err != nil {
 		return false, err
 	}
 	return workspace.ReadFramed(ps.out, out)

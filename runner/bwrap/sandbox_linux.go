@@ -571,4 +571,4 @@ func (s *instance) CommandCgroup(name string) (*sandbox.CommandCgroup, error) {
 
 // SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
 // bwrap binds the host's workspace.
-func (s *instance) SyncWorkspace(context.Context) error { return nil }
+func (s *instance) SyncWorkspace(context.Context, bool) error { return nil }

@@ -602,4 +602,4 @@ func (s *instance) unmount() error {
 
 // SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
 // the container binds the host's workspace.
-func (s *instance) SyncWorkspace(context.Context) error { return nil }
+func (s *instance) SyncWorkspace(context.Context, bool) error { return nil }

@@ -44,6 +44,9 @@ type podSandbox struct {
 	// known is the workspace's paths the Pod had at the last fill or sync.
 	known  map[string]bool
 	stamps map[string]stamp // how the last fill or sync left each known path on the host
+	// inStep: the last sync took the Pod's pack whole, so the next may take only
+	// what changed since (placement's PackChanges).
+	inStep bool
 	// kept is the paths the host kept at a sync (it changed them since the last one
 	// while the Pod had them, or made them while the Pod made them too): the host's for
 	// the rest of the session. keptNow collects them during a sync, kept once it
@@ -77,11 +80,11 @@ func (sb *podSandbox) Exec(ctx context.Context, p sandbox.Process) (int, error) 
 	}
 	defer host.Close()
 	if p.Serve {
-		return 0, relay(host, ch, func() error { return sb.syncAfter(ch) })
+		return 0, relay(host, ch, func() error { return sb.syncAfter(ch, false) })
 	}
 	host.Close() // a one-command run takes no commands on the control socket
 	code, err := ch.Run(ctx, p.Argv, p.Dir, p.Stdin, p.Stdout, p.Stderr)
-	if serr := sb.syncAfter(ch); err == nil {
+	if serr := sb.syncAfter(ch, true); err == nil {
 		err = serr
 	}
 	if err != nil && ctx.Err() != nil {
@@ -101,13 +104,14 @@ const (
 // syncAfter brings the Pod's workspace back after a command ended, before the runner
 // hears of its end (and diffs the host's workspace). It survives the command's own
 // cancellation: a timed-out command's changes are logged too. When it fails the run
-// is not to go on without them: the caller ends the session.
-func (sb *podSandbox) syncAfter(ch *placement.Channel) error {
+// is not to go on without them: the caller ends the session. whole reads the whole
+// workspace (the last sync: see sync).
+func (sb *podSandbox) syncAfter(ch *placement.Channel, whole bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
 	defer cancel()
 	var err error
 	for range syncTries {
-		if err = sb.sync(ctx, ch); err == nil || ctx.Err() != nil {
+		if err = sb.sync(ctx, ch, whole); err == nil || ctx.Err() != nil {
 			break
 		}
 	}
@@ -121,7 +125,7 @@ func (sb *podSandbox) syncAfter(ch *placement.Channel) error {
 // brought back as after a command's end. Before the fill there is nothing to bring
 // back; once the channel is gone nothing can be, which is an error: what the Pod's
 // commands changed since the last sync is not on the host, nor in the log.
-func (sb *podSandbox) SyncWorkspace(context.Context) error {
+func (sb *podSandbox) SyncWorkspace(_ context.Context, last bool) error {
 	sb.mu.Lock()
 	ch, attached := sb.ch, sb.attached
 	sb.mu.Unlock()
@@ -131,7 +135,7 @@ func (sb *podSandbox) SyncWorkspace(context.Context) error {
 		}
 		return fmt.Errorf("%w: kubernetes: the Pod's control channel is gone: what its commands changed since the last command's end is not brought back", errdefs.ErrSandbox)
 	}
-	return sb.syncAfter(ch)
+	return sb.syncAfter(ch, last)
 }
 
 // attach opens the control channel of the Pod's process 1 with its spec.

@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/trace"
 	placement "github.com/cordonhq/cordon/placement/kubernetes"
 	"github.com/cordonhq/cordon/placement/kubernetes/podspec"
 	"github.com/cordonhq/cordon/server/workspace"
@@ -60,7 +62,7 @@ func (sb *podSandbox) fill(ctx context.Context, ch *placement.Channel) error {
 	if err != nil {
 		return fmt.Errorf("filling the Pod's workspace from %s: %w", sb.plan.Workspace, err)
 	}
-	sb.remember(known)
+	sb.remember(known, nil, nil)
 	return nil
 }
 
@@ -86,7 +88,10 @@ func stampOf(fi fs.FileInfo) stamp {
 // remember keeps the paths the Pod has now (known) and how each is on the host, but
 // for the paths the host kept at a sync (keptNow, then kept): their stamp stays as it
 // was before the host changed them, so they stay the host's at every later sync.
-func (sb *podSandbox) remember(known map[string]bool) {
+// touched (nil: every known path) is what the last sync took from the Pod, and gone
+// what it removed: only their stamps are taken anew (a path the Pod did not change
+// keeps its stamp, and with it any change the host made since).
+func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, gone []string) {
 	if sb.kept == nil {
 		sb.kept = map[string]bool{}
 	}
@@ -94,20 +99,78 @@ func (sb *podSandbox) remember(known map[string]bool) {
 		sb.kept[rel] = true
 	}
 	sb.keptNow = nil
-	old := sb.stamps
 	sb.known = known
-	sb.stamps = make(map[string]stamp, len(known))
-	for rel := range known {
-		if sb.kept[rel] {
-			if st, ok := old[rel]; ok {
+	if touched == nil {
+		old := sb.stamps
+		sb.stamps = make(map[string]stamp, len(known))
+		for rel := range known {
+			if st, ok := old[rel]; ok && sb.kept[rel] {
 				sb.stamps[rel] = st
+			} else if !sb.kept[rel] {
+				sb.restamp(rel)
 			}
-			continue
 		}
-		if fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel)); err == nil {
-			sb.stamps[rel] = stampOf(fi)
+		return
+	}
+	if len(gone) > 0 {
+		for rel := range sb.stamps {
+			if !known[rel] {
+				delete(sb.stamps, rel)
+			}
 		}
 	}
+	for rel := range touched {
+		if !sb.kept[rel] {
+			sb.restamp(rel)
+		}
+	}
+}
+
+// restamp takes rel's stamp as it is on the host now.
+func (sb *podSandbox) restamp(rel string) {
+	if fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel)); err == nil {
+		sb.stamps[rel] = stampOf(fi)
+	} else {
+		delete(sb.stamps, rel)
+	}
+}
+
+// afterChanges makes known the paths the Pod has after a sync of its changes: those
+// it had, less the ones it removed (with everything below them: one pass over known
+// when the sync removed anything), and those the archive names. It fails past max
+// paths: each archive of changes is bounded, and so must be what they add up to.
+func (sb *podSandbox) afterChanges(got workspace.Synced, max int) error {
+	if len(got.Removed) > 0 {
+		gone := make(map[string]bool, len(got.Removed))
+		for _, rel := range got.Removed {
+			gone[rel] = true
+		}
+		for rel := range sb.known {
+			if under(rel, gone) {
+				delete(sb.known, rel)
+			}
+		}
+	}
+	for rel := range got.Names {
+		sb.known[rel] = true
+	}
+	if len(sb.known) > max {
+		return fmt.Errorf("the Pod's workspace has more than %d paths", max)
+	}
+	return nil
+}
+
+// under reports whether rel or a directory above it is in set.
+func under(rel string, set map[string]bool) bool {
+	if len(set) == 0 {
+		return false
+	}
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		if set[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // hostChanged reports whether the host changed rel since the last fill or sync (made,
@@ -152,35 +215,56 @@ func namesOf(r io.Reader) (names func() (map[string]bool, error), tee io.Reader)
 }
 
 // sync brings the Pod's workspace back into the host's, for the paths a command may
-// write.
-func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel) error {
+// write. Once a sync took a pack whole, the next takes only what changed since
+// (placement's PackChanges, server/workspace.PackChanges): its cost is what the
+// commands changed, not what the workspace holds. whole reads the whole workspace
+// all the same (the last sync): a file written through a shared memory mapping
+// whose pages were already dirty keeps its times, so only a whole pack is sure to
+// see it; before that it is brought back by the first sync that sees it change.
+func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole bool) error {
 	if sb.plan.Workspace == "" {
 		return nil
 	}
 	sb.syncMu.Lock()
 	defer sb.syncMu.Unlock()
+	changes := sb.inStep && !whole
+	sb.inStep = false // until this sync took the pack whole
 	sb.keptNow = map[string]bool{}
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
-		err := ch.Pack(ctx, pw)
+		pack := ch.Pack
+		if changes {
+			pack = ch.PackChanges
+		}
+		err := pack(ctx, pw)
 		pw.CloseWithError(err)
 		packed <- err
 	}()
-	names, tee := namesOf(pr)
-	_, err := workspace.Sync(tee, sb.plan.Workspace, sb.limits(), sb.syncable)
+	lim := sb.limits()
+	began := time.Now()
+	got, err := workspace.SyncFrom(pr, sb.plan.Workspace, lim, sb.syncable, changes)
+	if got.Changes {
+		trace.Add("kubernetes.sync.changes", began, time.Now()) // the Pod sent only what changed
+	} else {
+		trace.Add("kubernetes.sync.whole", began, time.Now())
+	}
 	pr.CloseWithError(errors.New("the sync ended"))
 	if perr := <-packed; err == nil && perr != nil {
 		err = perr
 	}
-	known, nerr := names()
-	if err == nil {
-		err = nerr
+	if err == nil && got.Changes {
+		err = sb.afterChanges(got, lim.Entries)
 	}
 	if err != nil {
 		return fmt.Errorf("bringing the Pod's workspace back to %s: %w", sb.plan.Workspace, err)
 	}
-	sb.remember(known)
+	if got.Changes {
+		sb.remember(sb.known, got.Names, got.Removed)
+	} else {
+		sb.remember(got.Names, nil, nil)
+	}
+	sb.inStep = true
 	return nil
 }
 

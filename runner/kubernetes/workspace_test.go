@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/server/workspace"
 )
 
 // namesOf sees every entry of the tar its reader passes on, and passes it unchanged.
@@ -61,7 +62,7 @@ func TestSyncable(t *testing.T) {
 		{Path: filepath.Join(ws, ".git"), Type: contract.Bind, Access: contract.ReadOnly},
 		{Path: filepath.Join(ws, ".env"), Type: contract.Mask},
 	}}}
-	sb.remember(map[string]bool{"pods.txt": true, ".git/config": true, "edited.txt": true, "removed.txt": true})
+	sb.remember(map[string]bool{"pods.txt": true, ".git/config": true, "edited.txt": true, "removed.txt": true}, nil, nil)
 	// After the sync: the host makes one file, edits one, removes one.
 	os.WriteFile(filepath.Join(ws, "hosts.txt"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(ws, "edited.txt"), []byte("the host's edit"), 0o644)
@@ -82,7 +83,7 @@ func TestSyncable(t *testing.T) {
 	}
 	// The sync succeeded: what the host kept stays the host's at the next sync too,
 	// though its stamps are now what the host has (the Pod still holds its stale copy).
-	sb.remember(map[string]bool{"pods.txt": true, ".git/config": true, "edited.txt": true, "removed.txt": true, "hosts.txt": true})
+	sb.remember(map[string]bool{"pods.txt": true, ".git/config": true, "edited.txt": true, "removed.txt": true, "hosts.txt": true}, nil, nil)
 	sb.keptNow = map[string]bool{}
 	for rel, want := range map[string]bool{"pods.txt": true, "hosts.txt": false, "edited.txt": false, "removed.txt": false} {
 		if got := sb.syncable(rel); got != want {
@@ -107,7 +108,7 @@ func TestHostChangedSameSizeSameTime(t *testing.T) {
 	f := filepath.Join(ws, "f.txt")
 	os.WriteFile(f, []byte("aaaa"), 0o644)
 	sb := &podSandbox{plan: &contract.Plan{Workspace: ws, Mounts: []contract.Mount{{Path: ws, Type: contract.Bind, Access: contract.ReadWrite}}}}
-	sb.remember(map[string]bool{"f.txt": true})
+	sb.remember(map[string]bool{"f.txt": true}, nil, nil)
 	fi, err := os.Stat(f)
 	if err != nil {
 		t.Fatal(err)
@@ -126,5 +127,48 @@ func TestHostChangedSameSizeSameTime(t *testing.T) {
 	sb.keptNow = map[string]bool{}
 	if sb.syncable("f.txt") {
 		t.Error("a same-size host edit with its modification time put back is taken for unchanged")
+	}
+}
+
+// After a sync of changes the Pod's paths are those it had, less what it removed
+// (with everything below), plus what the archive names; only the paths it touched are
+// stamped anew, so a host edit of a path the Pod did not touch stays the host's.
+func TestAfterChanges(t *testing.T) {
+	ws := t.TempDir()
+	for _, f := range []string{"keep.txt", "host.txt", "d/x", "d/e/y", "dd/z"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755)
+		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o644)
+	}
+	sb := &podSandbox{plan: &contract.Plan{Workspace: ws, Mounts: []contract.Mount{{Path: ws, Type: contract.Bind, Access: contract.ReadWrite}}}}
+	sb.remember(map[string]bool{"keep.txt": true, "host.txt": true, "d": true, "d/x": true, "d/e": true, "d/e/y": true, "dd": true, "dd/z": true}, nil, nil)
+	os.WriteFile(filepath.Join(ws, "host.txt"), []byte("the host's edit"), 0o644)
+	os.RemoveAll(filepath.Join(ws, "d"))
+	os.WriteFile(filepath.Join(ws, "new.txt"), []byte("n"), 0o644)
+	got := workspace.Synced{Changes: true, Names: map[string]bool{"new.txt": true}, Removed: []string{"d"}}
+	if err := sb.afterChanges(got, 100); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"keep.txt": true, "host.txt": true, "dd": true, "dd/z": true, "new.txt": true}
+	if len(sb.known) != len(want) {
+		t.Errorf("known %v; want %v", sb.known, want)
+	}
+	for rel := range want {
+		if !sb.known[rel] {
+			t.Errorf("known lacks %s: %v", rel, sb.known)
+		}
+	}
+	sb.keptNow = map[string]bool{}
+	sb.remember(sb.known, got.Names, got.Removed)
+	if _, ok := sb.stamps["d/e/y"]; ok {
+		t.Error("a removed path kept its stamp")
+	}
+	if !sb.hostChanged("host.txt") {
+		t.Error("the host's edit of a path the Pod did not touch was taken for agreed")
+	}
+	if sb.hostChanged("new.txt") || sb.hostChanged("keep.txt") {
+		t.Error("a path the sync made, or one nobody touched, counts as the host's change")
+	}
+	if err := sb.afterChanges(workspace.Synced{Changes: true, Names: map[string]bool{"a": true, "b": true}}, 6); err == nil {
+		t.Error("the paths past the bound were taken")
 	}
 }

@@ -218,8 +218,10 @@ type Sandbox interface {
 	// command's end (a session command's baseline, the session's end), so that what a
 	// background process wrote meanwhile is logged between commands, not lost or
 	// counted as the next command's. What never reaches the host never happened there.
-	// A sandbox whose commands write the host's workspace returns nil.
-	SyncWorkspace(ctx context.Context) error
+	// A sandbox whose commands write the host's workspace returns nil. last is the
+	// session's end: nothing may be missed then, whatever it costs (a sandbox that
+	// brings back only what it saw change reads the whole workspace).
+	SyncWorkspace(ctx context.Context, last bool) error
 	// SpillShown is where the sandbox sees a session's spill directory ([Host.SpillDir]):
 	// [SpillPath] where it is mounted there, the host path where nothing is mounted
 	// (seatbelt).

@@ -158,4 +158,4 @@ func (s *instance) Close(ctx context.Context) error {
 
 // SyncWorkspace implements sandbox.Sandbox.SyncWorkspace: nothing to bring back,
 // commands write the host's workspace itself.
-func (s *instance) SyncWorkspace(context.Context) error { return nil }
+func (s *instance) SyncWorkspace(context.Context, bool) error { return nil }

@@ -53,6 +53,7 @@ type packer struct {
 	stats   Stats
 	skipped int
 	keep    func(string) bool
+	stream  *stream // PackChanges only
 }
 
 // epoch is every entry's modification time: the archive is the same bytes for the
@@ -89,6 +90,16 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		}
 		p.stats.Entries++
 		hdr := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o777), ModTime: epoch, Format: tar.FormatPAX}
+		if p.stream != nil {
+			now := linux.Stat{Mode: st.Mode, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino}
+			if p.stream.unchanged(rel, now) {
+				err = p.same(d, n, hdr, now)
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		switch st.Mode & syscall.S_IFMT {
 		case syscall.S_IFDIR:
 			err = p.subdir(d, n, hdr)
@@ -136,13 +147,41 @@ func (p *packer) file(d *linux.Dir, n string, hdr *tar.Header) error {
 	if fi.Size() > p.lim.Bytes-p.stats.Bytes {
 		return tooLarge(hdr.Name, "past %d bytes in all", p.lim.Bytes)
 	}
-	hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+	size := fi.Size()
+	if p.stream != nil {
+		defer p.stream.reread(hdr.Name, f)
+		if sparse, err := p.sparse(f, hdr, size); sparse || err != nil {
+			p.stats.Bytes += size
+			return err
+		}
+	}
+	hdr.Typeflag, hdr.Size = tar.TypeReg, size
 	if err := p.tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	if _, err := io.CopyN(p.tw, f, hdr.Size); err != nil {
+	if _, err := io.CopyN(p.tw, io.NewSectionReader(f, 0, hdr.Size), hdr.Size); err != nil {
 		return fmt.Errorf("%q: %w (changed while it was read)", hdr.Name, err)
 	}
 	p.stats.Bytes += hdr.Size
+	return nil
+}
+
+// same counts the path n of d, unchanged since the stream's last pack, without an
+// entry: a directory is walked all the same (what is below it may have changed).
+func (p *packer) same(d *linux.Dir, n string, hdr *tar.Header, st linux.Stat) error {
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		if st.Size > p.lim.Bytes-p.stats.Bytes {
+			return tooLarge(hdr.Name, "past %d bytes in all", p.lim.Bytes)
+		}
+		p.stats.Bytes += st.Size
+	case syscall.S_IFDIR:
+		sub, err := d.Sub(n)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		return p.dir(sub, hdr.Name)
+	}
 	return nil
 }

@@ -36,40 +36,85 @@ const MaxRefusedListed = 64
 // Errors are the stream's (ErrMalformed), lim's (ErrTooLarge), a full disk
 // (ErrNoSpace) and the host's own: then what was synced so far stays, and nothing
 // is removed (removals happen once the whole archive was read).
-func Sync(r io.Reader, dir string, lim Limits, writable func(rel string) bool) (st Stats, err error) {
-	err = linux.WithoutReserve(func() (err error) {
-		st, err = syncTree(r, dir, lim, writable)
-		return err
-	})
-	return st, err
+func Sync(r io.Reader, dir string, lim Limits, writable func(rel string) bool) (Stats, error) {
+	got, err := SyncFrom(r, dir, lim, writable, false)
+	return got.Stats, err
 }
 
-func syncTree(r io.Reader, dir string, lim Limits, writable func(string) bool) (Stats, error) {
+// SyncFrom is [Sync] of an archive [PackChanges] wrote. With changes true it may be
+// a changes archive (its first entry says so): then a path it has no entry for is
+// left as it is, and each path it says was removed is removed with everything below
+// it, where writable allows (the archive's other removals never happen); with
+// changes false such an archive is an error. A regular file with holes is written
+// with its holes. Checks, bounds (a sparse file counts its whole size) and errors
+// are Sync's.
+func SyncFrom(r io.Reader, dir string, lim Limits, writable func(rel string) bool, changes bool) (got Synced, err error) {
+	err = linux.WithoutReserve(func() (err error) {
+		got, err = syncTree(r, dir, lim, writable, changes)
+		return err
+	})
+	return got, err
+}
+
+func syncTree(r io.Reader, dir string, lim Limits, writable func(string) bool, changes bool) (Synced, error) {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
-		return Stats{}, err
+		return Synced{}, err
 	}
 	defer t.Close()
 	uid, gid, err := t.Owner()
 	if err != nil {
-		return Stats{}, err
+		return Synced{}, err
 	}
 	s := &syncer{unpacker: unpacker{t: t, uid: uid, gid: gid, lim: lim}, writable: writable, seen: map[string]bool{".": true}}
 	tr := tar.NewReader(r)
-	for {
+	for first := true; ; first = false {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return s.stats, &EntryError{Entry: s.last, Reason: "after this entry: " + err.Error(), Err: ErrMalformed, Cause: err}
+			return s.result(), &EntryError{Entry: s.last, Reason: "after this entry: " + err.Error(), Err: ErrMalformed, Cause: err}
+		}
+		if first && hdr.Typeflag == tar.TypeXGlobalHeader && hdr.PAXRecords[recordPack] == "changes" {
+			if !changes {
+				return s.result(), &EntryError{Entry: hdr.Name, Reason: "an archive of changes where the whole tree was asked for", Err: ErrMalformed}
+			}
+			s.changes = true
+			continue
 		}
 		s.last = hdr.Name
 		if err := s.entry(hdr, tr); err != nil {
-			return s.stats, err
+			return s.result(), err
 		}
 	}
-	return s.stats, s.prune(".")
+	if s.changes {
+		s.removals()
+		return s.result(), nil
+	}
+	err = s.prune(".")
+	return s.result(), err
+}
+
+// result is what the sync took so far.
+func (s *syncer) result() Synced {
+	names := make(map[string]bool, len(s.seen))
+	for rel := range s.seen {
+		if rel != "." {
+			names[rel] = true
+		}
+	}
+	return Synced{Stats: s.stats, Changes: s.changes, Names: names, Removed: s.gone}
+}
+
+// removals removes the paths a changes archive says were removed, but any it also
+// has an entry for, where writable allows.
+func (s *syncer) removals() {
+	for _, rel := range s.gone {
+		if _, held := s.seen[rel]; !held {
+			s.removeAll(rel)
+		}
+	}
 }
 
 // info is what Sync compares of a path of dir's: its type and mode, its size.
@@ -82,6 +127,8 @@ type syncer struct {
 	unpacker
 	writable func(string) bool
 	seen     map[string]bool // the archive's paths, true for its directories (bounded by lim.Entries)
+	changes  bool            // a changes archive
+	gone     []string        // a changes archive's removed paths (bounded by lim.Entries)
 }
 
 // refuse counts a path left as it is.
@@ -115,12 +162,25 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 	if err != nil {
 		return skip(name)
 	}
+	if hdr.PAXRecords[recordRemoved] != "" {
+		if s.changes && hdr.Typeflag == tar.TypeReg && hdr.Size == 0 {
+			s.gone = append(s.gone, rel) // removed once the whole archive was read
+			return nil
+		}
+		if _, twice := s.seen[rel]; !twice {
+			s.seen[rel] = false // refused, and kept as it is
+		}
+		return skip(rel)
+	}
 	if _, twice := s.seen[rel]; twice {
 		return skip(rel) // twice in one archive: the first stands
 	}
 	s.seen[rel] = hdr.Typeflag == tar.TypeDir
 	if hdr.Mode&(syscall.S_ISUID|syscall.S_ISGID|syscall.S_ISVTX) != 0 || !s.sane(hdr, rel) {
 		return skip(rel)
+	}
+	if rec, ok := hdr.PAXRecords[recordSparse]; ok {
+		return s.sparse(hdr, rel, rec, body)
 	}
 	var cur *info
 	st, err := s.t.Lstat(rel)

@@ -204,12 +204,26 @@ func FuzzSync(f *testing.F) {
 	} {
 		f.Add(archive(f, seed...))
 	}
+	// Archives of changes (removals) and sparse entries, as PackChanges writes them.
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{recordPack: "changes"}})
+	for _, n := range []string{".git", "a", "l/x"} {
+		_ = tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, PAXRecords: map[string]string{recordRemoved: "1"}, Format: tar.FormatPAX})
+	}
+	body := "0 2\nab100 3\ncde"
+	_ = tw.WriteHeader(&tar.Header{Name: "s", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)),
+		PAXRecords: map[string]string{recordSparse: "2048"}, Format: tar.FormatPAX})
+	_, _ = tw.Write([]byte(body))
+	_ = tw.Close()
+	f.Add(b.Bytes())
 	lim := Limits{Bytes: 4096, Entries: 32}
 	writable := func(rel string) bool { return rel != ".git" && !strings.HasPrefix(rel, ".git/") }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ws, outside := sandbox(t)
 		write(t, ws, map[string]string{".git/HEAD": "ref: main", "a/keep": "k"})
-		st, err := Sync(bytes.NewReader(data), ws, lim, writable)
+		got, err := SyncFrom(bytes.NewReader(data), ws, lim, writable, true)
+		st := got.Stats
 		var ee *EntryError
 		if err != nil && !errors.As(err, &ee) && !strings.HasPrefix(err.Error(), "unpacking ") {
 			t.Fatalf("Sync: %v (neither an EntryError nor the file system's)", err)

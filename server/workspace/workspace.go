@@ -49,6 +49,18 @@ type Stats struct {
 	RefusedPaths              []string
 }
 
+// Synced is what [SyncFrom] took from an archive.
+type Synced struct {
+	Stats
+	// Changes: the archive held only what changed since the stream's last pack
+	// ([PackChanges] with a base); otherwise it held the whole tree.
+	Changes bool
+	// Names are the archive's paths (clean, "." left out), each true; a changes
+	// archive's removed paths are in Removed instead.
+	Names   map[string]bool
+	Removed []string
+}
+
 // Errors an [EntryError] matches (errors.Is).
 var (
 	// ErrRefused: an entry that is not allowed (its path, type, mode or link).

@@ -29,3 +29,8 @@ func UnpackAsCaller(io.Reader, string, Limits, func(string) bool) (Stats, error)
 func PackOnly(io.Writer, string, Limits, func(string) bool) (Stats, int, error) {
 	return Stats{}, 0, errUnsupported
 }
+
+// SyncFrom is unimplemented on this GOOS.
+func SyncFrom(io.Reader, string, Limits, func(string) bool, bool) (Synced, error) {
+	return Synced{}, errUnsupported
+}
