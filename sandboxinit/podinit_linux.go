@@ -121,11 +121,40 @@ func podInnerMain(args []string) int {
 		}
 	}
 	if err != nil || serr != nil {
+		if serr == nil {
+			awaitHangup(c, refusalGrace)
+		}
 		c.Close()
 		return wire.ExitSelfCheck
 	}
 	setEnv(spec.Env)
 	return serve(c, k)
+}
+
+// refusalGrace bounds how long process 1 waits, after refusing its spec, for cordon
+// to hang up.
+const refusalGrace = 10 * time.Second
+
+// awaitHangup waits until cordon hangs up c, at most wait. The relay (`internal
+// attach`) runs in this container's pid namespace, which ends with process 1: were
+// process 1 to exit at once after its refusal, the relay could be killed before it
+// passed the refusal on, and cordon would read only the end of the stream.
+func awaitHangup(c *ctl.Conn, wait time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			_, files, err := c.Recv()
+			ctl.CloseFiles(files)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
 }
 
 var errStopped = errors.New("stopped before cordon attached")
