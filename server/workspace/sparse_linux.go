@@ -65,15 +65,8 @@ func (s *syncer) sparse(hdr *tar.Header, rel, rec string, body io.Reader) error 
 		return nil
 	case errors.As(err, &bad):
 		return bad
-	case err != nil:
-		if err = s.failed(hdr.Name, err); errors.Is(err, ErrRefused) {
-			s.refuse(rel)
-			return nil
-		}
-		return err
 	}
-	s.stats.Changed++
-	return nil
+	return s.wrote(hdr.Name, rel, err)
 }
 
 // extents writes a sparse entry's body into a new file, comparing it with dir's

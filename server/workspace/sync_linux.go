@@ -221,15 +221,7 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 	case tar.TypeSymlink:
 		err = s.t.Symlink(rel, hdr.Linkname, s.uid, s.gid)
 	}
-	if err != nil {
-		if err = s.failed(name, err); errors.Is(err, ErrRefused) {
-			s.refuse(rel)
-			return nil
-		}
-		return err
-	}
-	s.stats.Changed++
-	return nil
+	return s.wrote(name, rel, err)
 }
 
 // sane reports whether hdr is an entry Unpack would make at rel: a directory, a
@@ -312,8 +304,14 @@ func (s *syncer) rewind(hdr *tar.Header, r io.Reader) error {
 	if errors.Is(err, errBudget) {
 		return tooLarge(hdr.Name, "past %d bytes in all", s.lim.Bytes)
 	}
+	return s.wrote(hdr.Name, rel, err)
+}
+
+// wrote counts the outcome of making rel (the entry name): a change, or a refusal
+// (one the archive caused, as failed tells), or returns the host's own error.
+func (s *syncer) wrote(name, rel string, err error) error {
 	if err != nil {
-		if err = s.failed(hdr.Name, err); errors.Is(err, ErrRefused) {
+		if err = s.failed(name, err); errors.Is(err, ErrRefused) {
 			s.refuse(rel)
 			return nil
 		}
