@@ -18,6 +18,7 @@ import (
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/layer"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
@@ -75,7 +76,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		res.CmdID = c.id // early, c is the setup's until wait has returned
 	}
 	if r.stage != nil && !r.session {
-		r.stage.Started = r.o.now().UnixNano()
+		r.stage.Started = layer.StartStamp(r.stageDir, r.o.now())
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
 	if serr := wait(); serr != nil {

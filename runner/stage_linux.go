@@ -43,7 +43,7 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 	if r.session {
 		// A staged session's conflicts are judged from its start (a run's from its
 		// command's).
-		r.stage.Started = r.o.now().UnixNano()
+		r.stage.Started = layer.StartStamp(dir, r.o.now())
 	}
 	r.stageDir = dir
 	r.undo.add("removing an unfinished stage", func(context.Context) error {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/safefs"
@@ -19,6 +20,19 @@ func StateOf(t *linux.Tree, rel string) State {
 		return State{}
 	}
 	return State{Exists: true, Ino: st.Ino, Ctime: st.Ctim.Nano(), Dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR}
+}
+
+// StartStamp is what a staged run records as its start (Landing.Started): the file
+// clock now (linux.FileClock, read in dir), so that a change made before the start
+// never conflicts and one made after always does, plus ctimeSlack, which the checks
+// subtract again. A start read from the wall clock instead (a record of an older
+// cordon, or where the file clock cannot be read) keeps the slack: a change up to
+// 20 ms before it conflicts too.
+func StartStamp(dir string, now time.Time) int64 {
+	if c, err := linux.FileClock(dir); err == nil {
+		return c + ctimeSlack
+	}
+	return now.UnixNano()
 }
 
 // EndState is StateOf for c's path at a staged run's end, the run having started at

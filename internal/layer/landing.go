@@ -24,8 +24,8 @@ const ctimeSlack = int64(20e6)
 type Landing struct {
 	Workspace string // the real workspace
 	Upper     string // the staged run's upper directory
-	// Started is when the staged command started (ns): a workspace path changed since
-	// is a conflict.
+	// Started is when the staged command started (ns, StartStamp): a workspace path
+	// changed since is a conflict.
 	Started int64
 	// Ended is each change's workspace path as the run's end found it: a path that
 	// differs now changed underneath the stage.

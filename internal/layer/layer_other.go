@@ -4,6 +4,7 @@ package layer
 
 import (
 	"errors"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -21,3 +22,6 @@ func Apply(l Landing, changes []Change) (Outcome, error) { return Outcome{}, err
 
 // EndState is unimplemented on this GOOS: it describes nothing.
 func EndState(t *linux.Tree, c Change, started int64) State { return State{} }
+
+// StartStamp is the wall clock's now on this GOOS.
+func StartStamp(dir string, now time.Time) int64 { return now.UnixNano() }
