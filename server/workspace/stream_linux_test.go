@@ -319,3 +319,19 @@ func TestPackChangesPastMaxStamps(t *testing.T) {
 		t.Errorf("the changes pack crossing the bound did not make the host the Pod's copy (removed %q)", got.Removed)
 	}
 }
+
+// A directory the Pod replaced by a link out of the workspace: the link is refused,
+// and what the host has below the directory stays (its removal is not made either),
+// as in a whole sync.
+func TestSyncChangesRefusedReplacementKeepsBelow(t *testing.T) {
+	pod, host := t.TempDir(), t.TempDir()
+	write(t, pod, map[string]string{"sub/keep.txt": "kept"})
+	past()
+	base, _, _ := streamed(t, pod, host, nil, all)
+	must(t, os.RemoveAll(filepath.Join(pod, "sub")))
+	must(t, os.Symlink("/etc", filepath.Join(pod, "sub")))
+	_, got, _ := streamed(t, pod, host, base, all)
+	if b, err := os.ReadFile(filepath.Join(host, "sub/keep.txt")); err != nil || string(b) != "kept" {
+		t.Errorf("below the refused link: %q, %v (removed %q)", b, err, got.Removed)
+	}
+}

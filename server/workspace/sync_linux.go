@@ -107,14 +107,27 @@ func (s *syncer) result() Synced {
 	return Synced{Stats: s.stats, Changes: s.changes, Names: names, Removed: s.gone}
 }
 
-// removals removes the paths a changes archive says were removed, but any it also
-// has an entry for, where writable allows.
+// removals removes the paths a changes archive says were removed, where writable
+// allows, but any it also has an entry for, and any below a path it has as other than
+// a directory: that entry made the path over (removing what was below it) or was
+// refused, and then what is below it stays, as it does in a whole archive's sync.
 func (s *syncer) removals() {
 	for _, rel := range s.gone {
-		if _, held := s.seen[rel]; !held {
+		if _, held := s.seen[rel]; !held && !s.belowNonDir(rel) {
 			s.removeAll(rel)
 		}
 	}
+}
+
+// belowNonDir reports whether a directory above rel is an entry of the archive's
+// other than a directory.
+func (s *syncer) belowNonDir(rel string) bool {
+	for p := path.Dir(rel); p != "."; p = path.Dir(p) {
+		if dir, ok := s.seen[p]; ok && !dir {
+			return true
+		}
+	}
+	return false
 }
 
 // info is what Sync compares of a path of dir's: its type and mode, its size.
