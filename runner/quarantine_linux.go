@@ -33,24 +33,32 @@ func watched(name string, movedDir bool) bool {
 	return movedDir || repoNames[name] || name == contract.ContractName
 }
 
+// mayWatch reports whether watchRepositories will try to watch the workspace: the
+// owner record says so from its write with the placeholders (runDir.placeholders),
+// before the watch starts.
+func mayWatch() bool { return os.Geteuid() == 0 }
+
 // watchRepositories starts the live watch, when cordon may. It refuses the run when a
-// live run's workspace is inside this one's (nestedRun).
+// live run's workspace is inside this one's (nestedRun). The owner record already says
+// the run watches (mayWatch); when the watch cannot be had, it is rewritten to say not.
 func (r *run) watchRepositories() error {
-	if os.Geteuid() != 0 {
+	if !mayWatch() {
 		return nil
 	}
 	// A directory moved into place may be a whole repository prepared elsewhere.
 	w, err := linux.WatchCreates(r.plan.Workspace, watched)
 	if err != nil {
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
+		if r.rd.owner.Watching {
+			r.rd.owner.Watching = false
+			if err := r.rd.save(); err != nil {
+				r.o.Log.Debug("the owner record still says the run watches its workspace", "err", err)
+			}
+		}
 		return nil
 	}
 	lw := &liveWatch{w: w}
 	r.live = lw
-	r.rd.owner.Watching = true
-	if err := r.rd.save(); err != nil {
-		r.o.Log.Debug("the owner record does not say the run watches its workspace", "err", err)
-	}
 	if err := nestedRun(filepath.Dir(r.rd.path), r.plan.Workspace, filepath.Base(r.rd.path)); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ package runner
 // liveWatch is Linux's (fanotify); elsewhere only the end-of-command quarantine runs.
 type liveWatch struct{}
 
+func mayWatch() bool { return false }
+
 func (r *run) watchRepositories() error { return nil }
 
 func (r *run) takeLive() []string { return nil }

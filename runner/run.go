@@ -351,6 +351,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := guardedBy(r.o.RunRoot, r.plan.Workspace); err != nil {
 		return err
 	}
+	// A run that will watch its workspace says so in the record its placeholders are
+	// written with, before any is made: one synced write where there were two.
+	rd.owner.Watching = !r.o.Stage && mayWatch()
 	if err := rd.placeholders(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}

@@ -40,7 +40,8 @@ type runOwner struct {
 	SandboxUID int `json:"sandbox_uid,omitempty"`
 	// Watching says the run quarantines new repositories and contracts in its
 	// workspace as they appear (the live watch): a run inside that workspace is refused
-	// (guardedBy), since its placeholders would be among them.
+	// (guardedBy), since its placeholders would be among them. It is written with the
+	// placeholders, before the watch starts, and cleared if the watch cannot be had.
 	Watching bool `json:"watching,omitempty"`
 	// AuditDir is the run's log directory: gc seals the log of a run whose cordon
 	// died before it could (audit.SealAbandoned).
@@ -175,7 +176,8 @@ func markGitWritten(plan *contract.Plan) error {
 
 // placeholders creates the host entries the plan needs so that denied paths that do
 // not exist yet cannot be created by the sandbox. Each is recorded before it is made,
-// so that gc can remove it after a crash.
+// so that gc can remove it after a crash; the record is written when one is missing or
+// when it says the run watches its workspace (owner.Watching, set by the caller).
 func (rd *runDir) placeholders(plan *contract.Plan) error {
 	var missing []contract.Mount
 	for _, m := range plan.Mounts {
@@ -194,10 +196,11 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 			rd.owner.Contents[m.Path] = m.Content
 		}
 	}
-	if len(missing) == 0 {
+	if len(missing) == 0 && !rd.owner.Watching {
 		return nil
 	}
-	// Recorded once, all of them, before any is made: a run starts with a dozen.
+	// Recorded once, all of them, before any is made: a run starts with a dozen. The
+	// same write says whether the run watches its workspace (guardedBy reads it).
 	if err := rd.save(); err != nil {
 		return err
 	}
