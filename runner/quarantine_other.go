@@ -13,4 +13,8 @@ func (r *run) takeLive() []string { return nil }
 
 func (r *run) stopWatch() {}
 
+func (r *run) stopWatchSoon() {}
+
+func (r *run) waitWatchClosed() {}
+
 func sweepRepositories(string, int64) []string { return nil }
