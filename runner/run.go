@@ -348,13 +348,17 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := markGitWritten(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
-	if err := guardedBy(r.o.RunRoot, r.plan.Workspace); err != nil {
-		return err
-	}
-	// A run that will watch its workspace says so in the record its placeholders are
-	// written with, before any is made: one synced write where there were two.
+	// The owner record, written once with the placeholders, says whether the run will
+	// watch its workspace; guardedBy looks at the other runs once it is written.
 	rd.owner.Watching = !r.o.Stage && mayWatch()
-	if err := rd.placeholders(r.plan); err != nil {
+	var refused error
+	if err := rd.placeholders(r.plan, func() error {
+		refused = guardedBy(r.o.RunRoot, r.plan.Workspace)
+		return refused
+	}); err != nil {
+		if refused != nil {
+			return refused
+		}
 		return errdefs.Unavailablef("%w", err)
 	}
 	ph.Next("credentials")
