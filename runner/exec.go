@@ -86,6 +86,12 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		code, err = 0, serr // its time ran out while the sandbox started: a timeout
 	}
 	res.CmdID = c.id
+	if r.early && err == nil {
+		// A one-command run's sandbox ended with its command (bwrap has been waited
+		// for, its pid namespace with it): nothing is left to make a repository the
+		// live watch would disarm before the diff's sweep does.
+		r.stopWatchSoon()
+	}
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.

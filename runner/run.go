@@ -348,10 +348,17 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := markGitWritten(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
-	if err := guardedBy(r.o.RunRoot, r.plan.Workspace); err != nil {
-		return err
-	}
-	if err := rd.placeholders(r.plan); err != nil {
+	// The owner record, written once with the placeholders, says whether the run will
+	// watch its workspace; guardedBy looks at the other runs once it is written.
+	rd.owner.Watching = !r.o.Stage && mayWatch()
+	var refused error
+	if err := rd.placeholders(r.plan, func() error {
+		refused = guardedBy(r.o.RunRoot, r.plan.Workspace)
+		return refused
+	}); err != nil {
+		if refused != nil {
+			return refused
+		}
 		return errdefs.Unavailablef("%w", err)
 	}
 	ph.Next("credentials")
@@ -432,6 +439,9 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	}
 	r.torn = true
 	defer trace.Begin("teardown").End()
+	// Last of all: the kernel's part of closing the live watch (stopWatch) overlaps
+	// the rest of teardown; nothing of the run is left open once teardown returns.
+	defer r.waitWatchClosed()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	errs := r.undo.release(cctx)

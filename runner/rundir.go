@@ -40,7 +40,8 @@ type runOwner struct {
 	SandboxUID int `json:"sandbox_uid,omitempty"`
 	// Watching says the run quarantines new repositories and contracts in its
 	// workspace as they appear (the live watch): a run inside that workspace is refused
-	// (guardedBy), since its placeholders would be among them.
+	// (guardedBy), since its placeholders would be among them. It is written with the
+	// placeholders, before the watch starts, and cleared if the watch cannot be had.
 	Watching bool `json:"watching,omitempty"`
 	// AuditDir is the run's log directory: gc seals the log of a run whose cordon
 	// died before it could (audit.SealAbandoned).
@@ -52,13 +53,19 @@ type runOwner struct {
 type runDir struct {
 	path  string
 	owner runOwner
+	// unmade counts the placeholders at the end of owner.Created that are recorded but
+	// not made (yet): remove leaves them alone, since what is at their paths is not this
+	// run's. gc, after a crash, cannot tell, and removes every one still empty.
+	unmade int
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
 // that root is safe all the way up (paths.MakeDir): every component owned by root or
 // us, none writable by others but a sticky one, root itself ours and private.
-// workspace, the log's directory and the sandbox's host uid are recorded in the owner
-// record, for gc and for the person reading it.
+// workspace, the log's directory and the sandbox's host uid are what its owner record
+// will say, for gc and for the person reading it; the record is written by
+// placeholders, once, with the placeholders it will make. Until then gc and other runs
+// take the directory for one being created.
 func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox.Host, error) {
 	if err := paths.MakeDir(root, paths.Owner()); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("run root: %w", err)
@@ -75,7 +82,7 @@ func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox
 		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
 	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid, AuditDir: auditDir}}
-	return rd, h, rd.save()
+	return rd, h, nil
 }
 
 // guardedBy refuses a run in workspace ws when a live run under root watches a
@@ -173,10 +180,15 @@ func markGitWritten(plan *contract.Plan) error {
 	return nil
 }
 
-// placeholders creates the host entries the plan needs so that denied paths that do
-// not exist yet cannot be created by the sandbox. Each is recorded before it is made,
-// so that gc can remove it after a crash.
-func (rd *runDir) placeholders(plan *contract.Plan) error {
+// placeholders writes the run's owner record and creates the host entries the plan
+// needs so that denied paths that do not exist yet cannot be created by the sandbox.
+// The record is written once (a synced write), before anything it names is made:
+// every placeholder is recorded before it is made, so that gc can remove it after a
+// crash, and it says whether the run watches its workspace (owner.Watching, set by the
+// caller). check runs between the record and the first placeholder (guardedBy: it
+// must see other runs only once this one's record is there for them to see); when it
+// fails, nothing is made.
+func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	var missing []contract.Mount
 	for _, m := range plan.Mounts {
 		if m.Create == contract.NoPlaceholder {
@@ -194,12 +206,15 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 			rd.owner.Contents[m.Path] = m.Content
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
+	rd.unmade += len(missing)
 	// Recorded once, all of them, before any is made: a run starts with a dozen.
 	if err := rd.save(); err != nil {
 		return err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	for _, m := range missing {
 		// No link is followed on the way: the workspace is the sandbox's to write, and a
@@ -207,14 +222,16 @@ func (rd *runDir) placeholders(plan *contract.Plan) error {
 		if err := linux.MakePlaceholder(m.Path, m.Create == contract.PlaceholderDir, m.Content); err != nil {
 			return fmt.Errorf("creating placeholder for denied path %s: %w", m.Path, err)
 		}
+		rd.unmade--
 	}
 	return nil
 }
 
-// remove deletes the placeholders (only while they are still empty) and the directory.
+// remove deletes the placeholders it made (only while they are still empty) and the
+// directory.
 func (rd *runDir) remove() error {
 	var errs []error
-	for i := len(rd.owner.Created) - 1; i >= 0; i-- {
+	for i := len(rd.owner.Created) - 1 - rd.unmade; i >= 0; i-- {
 		p := rd.owner.Created[i]
 		if err := removeIfEmpty(p, rd.owner.Contents[p]); err != nil {
 			errs = append(errs, err)

@@ -57,7 +57,7 @@ func TestPlaceholderWithContent(t *testing.T) {
 	p := filepath.Join(ws, ".git", "commondir")
 	rd := &runDir{path: t.TempDir()}
 	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p, Type: contract.Bind, Create: contract.PlaceholderFile, Content: ".\n"}}}
-	if err := rd.placeholders(plan); err != nil {
+	if err := rd.placeholders(plan, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(p)
@@ -90,7 +90,7 @@ func TestPlaceholderWithContent(t *testing.T) {
 func rdMake(rd *runDir, p string) error {
 	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p, Type: contract.Mask, Create: contract.PlaceholderFile}}}
 	rd.owner.Created = nil
-	return rd.placeholders(plan)
+	return rd.placeholders(plan, nil)
 }
 
 // Removing a run directory never reaches through a mount a container backend left in

@@ -30,7 +30,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 			t.Errorf("mask %s: %v %v", p, st, err)
 		}
 	}
-	if err := rd.placeholders(plan); err != nil {
+	if err := rd.placeholders(plan, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range plan.Mounts {
@@ -52,7 +52,7 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rd.placeholders(plan); err != nil {
+	if err := rd.placeholders(plan, nil); err != nil {
 		t.Fatal(err)
 	}
 	rd.owner.PID, rd.owner.Start = 1<<22+1, 42 // no such process
@@ -61,6 +61,9 @@ func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
 	}
 	live, _, err := makeRunDir(root, "run-c", "", "", 0)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.placeholders(&contract.Plan{}, nil); err != nil { // its record, naming none
 		t.Fatal(err)
 	}
 	cleaned, err := GC(root)
@@ -90,7 +93,7 @@ func TestPlaceholderThatGainedContentIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rd.placeholders(&contract.Plan{Mounts: []contract.Mount{{Path: p, Create: contract.PlaceholderFile}}}); err != nil {
+	if err := rd.placeholders(&contract.Plan{Mounts: []contract.Mount{{Path: p, Create: contract.PlaceholderFile}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Someone on the host wrote real content there meanwhile: never delete data.
@@ -121,6 +124,9 @@ func TestGCSealsTheLogOfADeadRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := rd.placeholders(&contract.Plan{}, nil); err != nil {
+			t.Fatal(err)
+		}
 		if dead {
 			rd.owner.PID, rd.owner.Start = 1<<22+1, 42 // no such process
 			if err := rd.save(); err != nil {
@@ -143,5 +149,49 @@ func TestGCSealsTheLogOfADeadRun(t *testing.T) {
 	}
 	if _, err := audit.Verify(live); !errors.Is(err, audit.ErrTruncated) {
 		t.Errorf("the live run's log: %v; want it left unsealed", err)
+	}
+}
+
+// TestPlaceholdersRecordedBeforeTheCheck: the owner record is written once, before
+// guardedBy's check, naming every placeholder and whether the run watches; a refused
+// run makes none, and its teardown removes nothing it did not make (an empty file
+// another run made at one of its paths since is that run's).
+func TestPlaceholdersRecordedBeforeTheCheck(t *testing.T) {
+	root, ws := filepath.Join(t.TempDir(), "runs"), t.TempDir()
+	p1, p2 := filepath.Join(ws, ".env"), filepath.Join(ws, ".envrc")
+	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p1, Create: contract.PlaceholderFile}, {Path: p2, Create: contract.PlaceholderFile}}}
+	rd, _, err := makeRunDir(root, "run", ws, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readOwner(rd.path); err == nil {
+		t.Fatal("an owner record before placeholders wrote it")
+	}
+	rd.owner.Watching = true
+	refused := errors.New("refused")
+	err = rd.placeholders(plan, func() error {
+		o, err := readOwner(rd.path)
+		if err != nil || !o.Watching || strings.Join(o.Created, " ") != p1+" "+p2 {
+			t.Errorf("the record when the check runs: %+v, %v", o, err)
+		}
+		if _, err := os.Lstat(p1); err == nil {
+			t.Error("a placeholder made before the check")
+		}
+		if err := os.WriteFile(p1, nil, 0o600); err != nil { // another run's, made meanwhile
+			t.Fatal(err)
+		}
+		return refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("the check's error: %v", err)
+	}
+	if _, err := os.Lstat(p2); err == nil {
+		t.Error("a placeholder made after the check refused")
+	}
+	if err := rd.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(p1); err != nil {
+		t.Errorf("the run removed an empty file it never made: %v", err)
 	}
 }
