@@ -241,9 +241,8 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 		pw.CloseWithError(err)
 		packed <- err
 	}()
-	lim := sb.limits()
 	began := time.Now()
-	got, err := workspace.SyncFrom(pr, sb.plan.Workspace, lim, sb.syncable, changes)
+	got, err := workspace.SyncFrom(pr, sb.plan.Workspace, sb.limits(), sb.syncable, changes)
 	if got.Changes {
 		trace.Add("kubernetes.sync.changes", began, time.Now()) // the Pod sent only what changed
 	} else {
@@ -253,18 +252,27 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	if perr := <-packed; err == nil && perr != nil {
 		err = perr
 	}
-	if err == nil && got.Changes {
-		err = sb.afterChanges(got, lim.Entries)
+	if err == nil {
+		err = sb.took(got)
 	}
 	if err != nil {
 		return fmt.Errorf("bringing the Pod's workspace back to %s: %w", sb.plan.Workspace, err)
 	}
-	if got.Changes {
-		sb.remember(sb.known, got.Names, got.Removed)
-	} else {
-		sb.remember(got.Names, nil, nil)
-	}
 	sb.inStep = true
+	return nil
+}
+
+// took keeps what a sync that succeeded brought back (got): the paths the Pod has
+// and the host's stamps of them.
+func (sb *podSandbox) took(got workspace.Synced) error {
+	if !got.Changes {
+		sb.remember(got.Names, nil, nil)
+		return nil
+	}
+	if err := sb.afterChanges(got, sb.limits().Entries); err != nil {
+		return err
+	}
+	sb.remember(sb.known, got.Names, got.Removed)
 	return nil
 }
 

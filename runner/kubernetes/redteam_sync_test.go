@@ -1,0 +1,106 @@
+//go:build linux
+
+package kubernetes
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/server/workspace"
+)
+
+// podStream plays a session's syncs without a cluster: pod stands for the Pod's
+// volume (the sidecar's server/workspace.PackChanges with its stamps), sb's
+// workspace for the host's, and each round is what sb.sync does with the archive.
+type podStream struct {
+	t    *testing.T
+	sb   *podSandbox
+	pod  string
+	base workspace.Stamps
+}
+
+// round is one sync: of changes when changes is true (and the stream has a base),
+// whole otherwise. It waits out the racy window first (file times of the writes just
+// made must be past it, or every stamp is racy and the round sends all).
+func (p *podStream) round(changes bool) workspace.Synced {
+	p.t.Helper()
+	time.Sleep(250 * time.Millisecond)
+	if !changes {
+		p.base = nil
+	}
+	var b bytes.Buffer
+	_, _, next, err := workspace.PackChanges(&b, p.pod, p.sb.limits(), p.base)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.sb.keptNow = map[string]bool{}
+	got, err := workspace.SyncFrom(&b, p.sb.plan.Workspace, p.sb.limits(), p.sb.syncable, p.base != nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.sb.took(got); err != nil {
+		p.t.Fatal(err)
+	}
+	p.base = next
+	return got
+}
+
+func newPodStream(t *testing.T, files map[string]string) *podStream {
+	pod, ws := t.TempDir(), t.TempDir()
+	known := map[string]bool{}
+	for rel, body := range files {
+		for _, root := range []string{pod, ws} {
+			must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, rel)), 0o755))
+			must(t, os.WriteFile(filepath.Join(root, rel), []byte(body), 0o644))
+		}
+		for p := rel; p != "."; p = filepath.Dir(p) {
+			known[p] = true
+		}
+	}
+	sb := &podSandbox{plan: &contract.Plan{Workspace: ws, Mounts: []contract.Mount{
+		{Path: ws, Type: contract.Bind, Access: contract.ReadWrite},
+	}}}
+	sb.remember(known, nil, nil) // the fill
+	return &podStream{t: t, sb: sb, pod: pod}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Red team (sync of changes): a sync that writes a file anew in a directory (a new
+// inode renamed over it) moves the host directory's times, but a sync of changes
+// stamps anew only the paths its archive names, and the Pod's directory did not
+// change (its file was rewritten in place): the host's directory then looks changed
+// by the host for the rest of the session. A later `rm -r` of it in the Pod is taken
+// for a conflict the host wins: refused at that command's sync and at the session's
+// last (kept), so the Pod's removal never reaches the host nor the log.
+func TestRedTeamSyncRewriteThenRemoveDirLost(t *testing.T) {
+	p := newPodStream(t, map[string]string{"d/f.txt": "old"})
+	p.round(false) // the session's first sync: whole
+	// Command 1 rewrites d/f.txt in place: d itself is the same in the Pod.
+	must(t, os.WriteFile(filepath.Join(p.pod, "d/f.txt"), []byte("new"), 0o644))
+	if got := p.round(true); !got.Changes || got.Names["d"] {
+		t.Fatalf("the sync after an in-place rewrite: changes %v, names %v", got.Changes, got.Names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.sb.plan.Workspace, "d/f.txt")); string(b) != "new" {
+		t.Fatalf("the rewrite did not come back: %q", b)
+	}
+	// Command 2 removes the directory.
+	must(t, os.RemoveAll(filepath.Join(p.pod, "d")))
+	got := p.round(true)
+	if _, err := os.Lstat(filepath.Join(p.sb.plan.Workspace, "d")); err == nil {
+		t.Errorf("the Pod's rm -r d did not reach the host at its command's sync (refused: %v)", got.RefusedPaths)
+	}
+	p.round(false) // the session's last: whole
+	if _, err := os.Lstat(filepath.Join(p.sb.plan.Workspace, "d")); err == nil {
+		t.Errorf("the Pod removed d, the host never changed it, and it is still on the host after the last sync (kept %v)", p.sb.kept)
+	}
+}
