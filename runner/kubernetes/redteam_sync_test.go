@@ -37,7 +37,7 @@ func (p *podStream) round(changes bool) workspace.Synced {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.sb.keptNow = map[string]bool{}
+	p.sb.beginSync()
 	got, err := workspace.SyncFrom(&b, p.sb.plan.Workspace, p.sb.limits(), p.sb.syncable, p.base != nil)
 	if err != nil {
 		p.t.Fatal(err)
@@ -102,5 +102,22 @@ func TestRedTeamSyncRewriteThenRemoveDirLost(t *testing.T) {
 	p.round(false) // the session's last: whole
 	if _, err := os.Lstat(filepath.Join(p.sb.plan.Workspace, "d")); err == nil {
 		t.Errorf("the Pod removed d, the host never changed it, and it is still on the host after the last sync (kept %v)", p.sb.kept)
+	}
+}
+
+// The fix's other side: a directory the host did change (a chmod between commands)
+// before a sync wrote in it stays the host's: the Pod's later removal of it is
+// refused, as any conflict the host wins.
+func TestRedTeamSyncHostDirChangeStaysKept(t *testing.T) {
+	p := newPodStream(t, map[string]string{"d/f.txt": "old"})
+	p.round(false)
+	must(t, os.Chmod(filepath.Join(p.sb.plan.Workspace, "d"), 0o700)) // the host's change
+	must(t, os.WriteFile(filepath.Join(p.pod, "d/f.txt"), []byte("new"), 0o644))
+	p.round(true)
+	must(t, os.RemoveAll(filepath.Join(p.pod, "d")))
+	p.round(true)
+	p.round(false)
+	if fi, err := os.Lstat(filepath.Join(p.sb.plan.Workspace, "d")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the host's chmod of d was lost to the Pod's removal (%v)", err)
 	}
 }

@@ -52,6 +52,11 @@ type podSandbox struct {
 	// the rest of the session. keptNow collects them during a sync, kept once it
 	// succeeded.
 	kept, keptNow map[string]bool
+	// wroteIn is, during a sync, each directory the sync writes or removes something
+	// in, true when the host had changed it before (hostChanged): the sync's own
+	// writes move a directory's times, and a directory the host had not changed is
+	// stamped anew once the sync succeeded, as the paths it names are.
+	wroteIn map[string]bool
 }
 
 // Exec implements sandbox.Sandbox. For a session (p.Serve) it attaches to the Pod's

@@ -99,6 +99,8 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 		sb.kept[rel] = true
 	}
 	sb.keptNow = nil
+	wroteIn := sb.wroteIn
+	sb.wroteIn = nil
 	sb.known = known
 	if touched == nil {
 		old := sb.stamps
@@ -122,6 +124,15 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 	for rel := range touched {
 		if !sb.kept[rel] {
 			sb.restamp(rel)
+		}
+	}
+	// A directory the sync wrote in moved on the host by the sync's own doing, though
+	// the Pod's did not (a file rewritten in place there): unless the host had changed
+	// it first, it is stamped anew, or a later change of it in the Pod (its removal)
+	// would be taken for a conflict the host wins.
+	for dir, hostsBefore := range wroteIn {
+		if !hostsBefore && known[dir] && !sb.kept[dir] && !touched[dir] {
+			sb.restamp(dir)
 		}
 	}
 }
@@ -229,7 +240,7 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	defer sb.syncMu.Unlock()
 	changes := sb.inStep && !whole
 	sb.inStep = false // until this sync took the pack whole
-	sb.keptNow = map[string]bool{}
+	sb.beginSync()
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
@@ -302,7 +313,17 @@ func (sb *podSandbox) syncable(rel string) bool {
 	if !ok && sb.keptNow != nil {
 		sb.keptNow[rel] = true
 	}
+	if d := path.Dir(rel); ok && d != "." && sb.wroteIn != nil {
+		if _, seen := sb.wroteIn[d]; !seen {
+			sb.wroteIn[d] = sb.hostChanged(d)
+		}
+	}
 	return ok
+}
+
+// beginSync readies the bookkeeping of a sync (syncable's): the caller holds syncMu.
+func (sb *podSandbox) beginSync() {
+	sb.keptNow, sb.wroteIn = map[string]bool{}, map[string]bool{}
 }
 
 // mountOf is the plan's innermost mount at rel (a path below the workspace), or nil.
