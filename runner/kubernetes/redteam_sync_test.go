@@ -3,7 +3,10 @@
 package kubernetes
 
 import (
+	"archive/tar"
 	"bytes"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -119,5 +122,54 @@ func TestRedTeamSyncHostDirChangeStaysKept(t *testing.T) {
 	p.round(false)
 	if fi, err := os.Lstat(filepath.Join(p.sb.plan.Workspace, "d")); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the host's chmod of d was lost to the Pod's removal (%v)", err)
+	}
+}
+
+// changesArchive is a hostile sidecar's archive of changes: files, each of size n.
+func changesArchive(t *testing.T, n int, names ...string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{"CORDON.pack": "changes"}, Format: tar.FormatPAX}))
+	for _, name := range names {
+		must(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(n), Format: tar.FormatPAX}))
+		_, err := tw.Write(bytes.Repeat([]byte("x"), n))
+		must(t, err)
+	}
+	must(t, tw.Close())
+	return b.Bytes()
+}
+
+// Red team (sync of changes, the archive hostile): each archive of changes is
+// bounded by workspaceBytes, and what they add up to by the entries (afterChanges),
+// but not by the bytes: a sidecar that sends new files at every sync grows the host's
+// workspace past workspaceBytes without end (a whole pack is bounded whole).
+func TestRedTeamSyncChangesAddUpPastWorkspaceBytes(t *testing.T) {
+	p := newPodStream(t, map[string]string{"a.txt": "a"})
+	p.sb.cfg.WorkspaceBytes = 1 << 20
+	p.round(false)
+	ws := p.sb.plan.Workspace
+	failed := false
+	for i := range 4 {
+		arc := changesArchive(t, 600<<10, fmt.Sprintf("grow%d.bin", i))
+		p.sb.beginSync()
+		got, err := workspace.SyncFrom(bytes.NewReader(arc), ws, p.sb.limits(), p.sb.syncable, true)
+		if err == nil {
+			err = p.sb.took(got)
+		}
+		if err != nil {
+			failed = true
+			break
+		}
+	}
+	var total int64
+	filepath.WalkDir(ws, func(_ string, d fs.DirEntry, _ error) error {
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	if !failed || total > 2*p.sb.limits().Bytes {
+		t.Errorf("4 archives of changes of 600 KiB each with workspaceBytes 1 MiB: a sync failed %v; the host's workspace holds %d bytes", failed, total)
 	}
 }
