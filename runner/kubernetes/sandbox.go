@@ -44,6 +44,7 @@ type podSandbox struct {
 	// known is the workspace's paths the Pod had at the last fill or sync.
 	known  map[string]bool
 	stamps map[string]stamp // how the last fill or sync left each known path on the host
+	bytes  int64            // the regular files' sizes in stamps, added up
 	// inStep: the last sync took the Pod's pack whole, so the next may take only
 	// what changed since (placement's PackChanges).
 	inStep bool

@@ -104,10 +104,10 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 	sb.known = known
 	if touched == nil {
 		old := sb.stamps
-		sb.stamps = make(map[string]stamp, len(known))
+		sb.stamps, sb.bytes = make(map[string]stamp, len(known)), 0
 		for rel := range known {
 			if st, ok := old[rel]; ok && sb.kept[rel] {
-				sb.stamps[rel] = st
+				sb.setStamp(rel, st)
 			} else if !sb.kept[rel] {
 				sb.restamp(rel)
 			}
@@ -117,7 +117,7 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 	if len(gone) > 0 {
 		for rel := range sb.stamps {
 			if !known[rel] {
-				delete(sb.stamps, rel)
+				sb.dropStamp(rel)
 			}
 		}
 	}
@@ -140,8 +140,27 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 // restamp takes rel's stamp as it is on the host now.
 func (sb *podSandbox) restamp(rel string) {
 	if fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel)); err == nil {
-		sb.stamps[rel] = stampOf(fi)
+		sb.setStamp(rel, stampOf(fi))
 	} else {
+		sb.dropStamp(rel)
+	}
+}
+
+// setStamp keeps st as rel's stamp, and sb.bytes the sum of the regular files' sizes.
+func (sb *podSandbox) setStamp(rel string, st stamp) {
+	sb.dropStamp(rel)
+	sb.stamps[rel] = st
+	if st.mode.IsRegular() {
+		sb.bytes += int64(st.size)
+	}
+}
+
+// dropStamp forgets rel's stamp.
+func (sb *podSandbox) dropStamp(rel string) {
+	if st, ok := sb.stamps[rel]; ok {
+		if st.mode.IsRegular() {
+			sb.bytes -= int64(st.size)
+		}
 		delete(sb.stamps, rel)
 	}
 }
@@ -280,10 +299,16 @@ func (sb *podSandbox) took(got workspace.Synced) error {
 		sb.remember(got.Names, nil, nil)
 		return nil
 	}
-	if err := sb.afterChanges(got, sb.limits().Entries); err != nil {
+	lim := sb.limits()
+	if err := sb.afterChanges(got, lim.Entries); err != nil {
 		return err
 	}
 	sb.remember(sb.known, got.Names, got.Removed)
+	// Each archive of changes is bounded, and so must be what they add up to: the
+	// files the Pod has, by their sizes on the host (a whole pack is bounded whole).
+	if sb.bytes > lim.Bytes {
+		return fmt.Errorf("the Pod's workspace holds more than %d bytes", lim.Bytes)
+	}
 	return nil
 }
 
