@@ -481,3 +481,30 @@ func fsDiffs(ctx context.Context, t *testing.T, env []string, ws, sid string) *s
 	}
 	return &diffs
 }
+
+// Red team (sync of changes): a file rewritten in place leaves its Pod directory as it
+// was, but the sync writes the host's copy anew (a new inode renamed over the old),
+// which moves the host directory's times; a sync of changes that stamped anew only
+// the paths it named took that for the host's own change, and the Pod's later
+// `rm -r` of the directory was refused for good: never on the host, never in the log.
+func TestRedTeamSyncRewriteThenRemoveDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-rewrite")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	for _, script := range []string{
+		"mkdir d && echo old > d/f.txt && sleep 0.3", // past the racy window before the sync
+		"echo new > d/f.txt",
+		"rm -r d",
+	} {
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script); code != 0 {
+			t.Fatalf("%q: status %d\n%s%s", script, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+		t.Fatalf("session stop: status %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "d")); err == nil {
+		t.Errorf("the Pod removed d; the host still has it after the session: %s", fsDiffs(ctx, t, env, ws, sid))
+	}
+}
