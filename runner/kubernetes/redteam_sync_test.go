@@ -173,3 +173,17 @@ func TestRedTeamSyncChangesAddUpPastWorkspaceBytes(t *testing.T) {
 		t.Errorf("4 archives of changes of 600 KiB each with workspaceBytes 1 MiB: a sync failed %v; the host's workspace holds %d bytes", failed, total)
 	}
 }
+
+// The bound's other side: a large file the host kept (it changed it while the Pod
+// did too) is the host's, and does not count against what the Pod may bring back.
+func TestRedTeamSyncKeptFileNotCounted(t *testing.T) {
+	big := string(bytes.Repeat([]byte("b"), 700<<10))
+	p := newPodStream(t, map[string]string{"big.bin": big})
+	p.sb.cfg.WorkspaceBytes = 1 << 20
+	p.round(false)
+	must(t, os.WriteFile(filepath.Join(p.sb.plan.Workspace, "big.bin"), []byte(big+"host"), 0o644))
+	must(t, os.WriteFile(filepath.Join(p.pod, "big.bin"), nil, 0o644)) // the Pod's: emptied
+	p.round(true)
+	must(t, os.WriteFile(filepath.Join(p.pod, "new.bin"), []byte(big), 0o644))
+	p.round(true) // fails the test if the sync does: 700 KiB of the Pod's, 1 MiB allowed
+}

@@ -305,8 +305,15 @@ func (sb *podSandbox) took(got workspace.Synced) error {
 	}
 	sb.remember(sb.known, got.Names, got.Removed)
 	// Each archive of changes is bounded, and so must be what they add up to: the
-	// files the Pod has, by their sizes on the host (a whole pack is bounded whole).
-	if sb.bytes > lim.Bytes {
+	// files the Pod brought back, by their sizes on the host (a whole pack is bounded
+	// whole). The paths the host kept are the host's: their size is not the Pod's.
+	bytes := sb.bytes
+	for rel := range sb.kept {
+		if st, ok := sb.stamps[rel]; ok && st.mode.IsRegular() {
+			bytes -= int64(st.size)
+		}
+	}
+	if bytes > lim.Bytes {
 		return fmt.Errorf("the Pod's workspace holds more than %d bytes", lim.Bytes)
 	}
 	return nil
