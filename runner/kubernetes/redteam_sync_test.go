@@ -187,3 +187,40 @@ func TestRedTeamSyncKeptFileNotCounted(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(p.pod, "new.bin"), []byte(big), 0o644))
 	p.round(true) // fails the test if the sync does: 700 KiB of the Pod's, 1 MiB allowed
 }
+
+// Red team (a sync that fails part way): the archive is streamed, so the entries
+// before the failure are written on the host (a pack fails when a file changes size
+// as it is read: a background writer can make one fail at will), but the sync's
+// bookkeeping is skipped, so the host's copy of what it wrote looks changed by the
+// host. If the Pod changes that file again before the retry, the retry takes it for a
+// conflict the host wins: the Pod's later versions never reach the host.
+func TestRedTeamSyncFailedPartWayPoisons(t *testing.T) {
+	p := newPodStream(t, map[string]string{"a.txt": "v1"})
+	p.round(false)
+	ws := p.sb.plan.Workspace
+	// The pack of the Pod's a.txt v2 and new.txt, cut short after them (the Pod's
+	// zzz.txt changed size as it was read).
+	arc := changesArchive(t, 2, "a.txt", "new.txt", "zzz.txt")
+	arc = arc[:len(arc)-1024-511] // cut in zzz.txt's body: the stream failed there
+	must(t, os.WriteFile(filepath.Join(p.pod, "a.txt"), []byte("xx"), 0o644))
+	must(t, os.WriteFile(filepath.Join(p.pod, "new.txt"), []byte("xx"), 0o644))
+	p.sb.beginSync()
+	got, err := workspace.SyncFrom(bytes.NewReader(arc), ws, p.sb.limits(), p.sb.syncable, true)
+	if err == nil {
+		t.Fatal("an archive cut short synced without an error")
+	}
+	p.sb.failedSync(got)
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "xx" {
+		t.Fatalf("the entries before the failure were not written: %q", b)
+	}
+	// Before the retry, the Pod changes both again; the retry takes the whole tree.
+	must(t, os.WriteFile(filepath.Join(p.pod, "a.txt"), []byte("v3"), 0o644))
+	must(t, os.WriteFile(filepath.Join(p.pod, "new.txt"), []byte("n3"), 0o644))
+	p.round(false)
+	p.round(false)
+	for rel, want := range map[string]string{"a.txt": "v3", "new.txt": "n3"} {
+		if b, _ := os.ReadFile(filepath.Join(ws, rel)); string(b) != want {
+			t.Errorf("%s on the host after the retry and the last sync: %q, want the Pod's %q (kept %v)", rel, b, want, p.sb.kept)
+		}
+	}
+}

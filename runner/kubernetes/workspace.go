@@ -284,6 +284,8 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	}
 	if err == nil {
 		err = sb.took(got)
+	} else {
+		sb.failedSync(got)
 	}
 	if err != nil {
 		return fmt.Errorf("bringing the Pod's workspace back to %s: %w", sb.plan.Workspace, err)
@@ -291,6 +293,9 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	sb.inStep = true
 	return nil
 }
+
+// failedSync keeps what a sync that failed part way (got) wrote: nothing yet.
+func (sb *podSandbox) failedSync(got workspace.Synced) {}
 
 // took keeps what a sync that succeeded brought back (got): the paths the Pod has
 // and the host's stamps of them.
