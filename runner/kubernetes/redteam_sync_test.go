@@ -224,3 +224,24 @@ func TestRedTeamSyncFailedPartWayPoisons(t *testing.T) {
 		}
 	}
 }
+
+// The fix's other side: a file the host changed before a sync that failed part way
+// (refused there) stays the host's at the retry.
+func TestRedTeamSyncFailedPartWayHostEditKept(t *testing.T) {
+	p := newPodStream(t, map[string]string{"b.txt": "v1"})
+	p.round(false)
+	ws := p.sb.plan.Workspace
+	must(t, os.WriteFile(filepath.Join(ws, "b.txt"), []byte("host"), 0o644))
+	must(t, os.WriteFile(filepath.Join(p.pod, "b.txt"), []byte("xx"), 0o644))
+	arc := changesArchive(t, 2, "b.txt", "zzz.txt")
+	p.sb.beginSync()
+	got, err := workspace.SyncFrom(bytes.NewReader(arc[:len(arc)-1024-511]), ws, p.sb.limits(), p.sb.syncable, true)
+	if err == nil {
+		t.Fatal("an archive cut short synced without an error")
+	}
+	p.sb.failedSync(got)
+	p.round(false)
+	if b, _ := os.ReadFile(filepath.Join(ws, "b.txt")); string(b) != "host" {
+		t.Errorf("the host's edit of b.txt was lost after a failed sync and its retry: %q", b)
+	}
+}

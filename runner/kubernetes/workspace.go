@@ -294,8 +294,26 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	return nil
 }
 
-// failedSync keeps what a sync that failed part way (got) wrote: nothing yet.
-func (sb *podSandbox) failedSync(got workspace.Synced) {}
+// failedSync keeps what a sync that failed part way wrote (got: the entries it read;
+// the archive is streamed, so those were synced): they are the Pod's paths, and the
+// host's copies as the sync left them are stamped, as after a sync that succeeded.
+// Else the next sync, whole, would take the failed one's writes for the host's own
+// changes and keep them over the Pod's. What it refused (keptNow) the next decides
+// again; what it would have removed it did not.
+func (sb *podSandbox) failedSync(got workspace.Synced) {
+	if sb.known == nil || sb.stamps == nil {
+		return // before the fill: nothing to keep
+	}
+	touched := make(map[string]bool, len(got.Names))
+	for rel := range got.Names {
+		if !sb.keptNow[rel] {
+			touched[rel] = true
+			sb.known[rel] = true
+		}
+	}
+	sb.keptNow = nil
+	sb.remember(sb.known, touched, nil)
+}
 
 // took keeps what a sync that succeeded brought back (got): the paths the Pod has
 // and the host's stamps of them.
