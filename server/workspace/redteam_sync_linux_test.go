@@ -1,0 +1,122 @@
+package workspace
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// wchar is the bytes this process has passed to write calls so far (/proc/self/io).
+func wchar(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no wchar in /proc/self/io")
+	return 0
+}
+
+// Red team (sparse files): a sparse entry is written into a new file as it is read and
+// compared with the host's only then, so a host file that is the same is written out
+// again (its data, to a temporary file then dropped) at every sync that sends it: a
+// `touch` of a sparse file in the Pod, or every whole sync (the first, the last, all
+// of them past 100,000 paths) for every sparse file, costs the host its data in disk
+// writes, and that much free space, where a dense file the same is only read.
+func TestRedTeamSyncSparseSameRewritten(t *testing.T) {
+	pod, host := t.TempDir(), t.TempDir()
+	data := bytes.Repeat([]byte("d"), 8<<20)
+	for _, dir := range []string{pod, host} {
+		f, err := os.Create(filepath.Join(dir, "sparse.img"))
+		must(t, err)
+		_, err = f.WriteAt(data, 1<<20)
+		must(t, err)
+		must(t, f.Truncate(16<<20))
+		must(t, f.Close())
+	}
+	lim := Limits{Bytes: 64 << 20, Entries: 100}
+	var b bytes.Buffer
+	if _, _, _, err := PackChanges(&b, pod, lim, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := wchar(t)
+	got, err := SyncFrom(bytes.NewReader(b.Bytes()), host, lim, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := wchar(t) - before
+	if got.Changed != 0 || written > 1<<20 {
+		t.Errorf("a sparse file the host has the same: changed %d, %d bytes written on the host for its 8 MiB of data", got.Changed, written)
+	}
+}
+
+// The fix's other side: where the host's file and the Pod's differ (in an extent's
+// data, in a hole of the Pod's that the host has data in, past the last extent, in
+// the last chunk), the host's file becomes the Pod's, byte for byte, and its holes
+// past the point they differ stay holes.
+func TestRedTeamSyncSparseDiffersAnywhere(t *testing.T) {
+	const size = 4 << 20
+	chunk := func(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n) }
+	type write struct {
+		off  int64
+		data []byte
+	}
+	base := []write{{64 << 10, chunk('a', 100<<10)}, {1 << 20, chunk('b', 64<<10)}, {3 << 20, chunk('c', 8<<10)}}
+	for _, tc := range []struct {
+		name      string
+		pod, host []write
+	}{
+		{"in an extent's data", append(base[:2:2], write{3 << 20, chunk('C', 8<<10)}), base},
+		{"one byte late in a chunk", base, append(base[:2:2], write{3 << 20, append(chunk('c', 8<<10-1), 'x')})},
+		{"the host has data in a hole", base, append(base[:3:3], write{2 << 20, chunk('h', 4<<10)})},
+		{"the host has data past the last extent", base, append(base[:3:3], write{size - 4096, chunk('t', 4096)})},
+		{"the Pod has data where the host has a hole", append(base[:3:3], write{2 << 20, chunk('p', 4<<10)}), base},
+		{"the first extent", append([]write{{64 << 10, chunk('A', 100<<10)}}, base[1:]...), base},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod, host := t.TempDir(), t.TempDir()
+			for dir, ws := range map[string][]write{pod: tc.pod, host: tc.host} {
+				f, err := os.Create(filepath.Join(dir, "s.img"))
+				must(t, err)
+				for _, w := range ws {
+					_, err = f.WriteAt(w.data, w.off)
+					must(t, err)
+				}
+				must(t, f.Truncate(size))
+				must(t, f.Close())
+			}
+			var b bytes.Buffer
+			lim := Limits{Bytes: 64 << 20, Entries: 100}
+			if _, _, _, err := PackChanges(&b, pod, lim, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := SyncFrom(&b, host, lim, all, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := os.ReadFile(filepath.Join(pod, "s.img"))
+			have, _ := os.ReadFile(filepath.Join(host, "s.img"))
+			if got.Changed != 1 || !bytes.Equal(want, have) {
+				t.Errorf("changed %d; the host's file is the Pod's: %v", got.Changed, bytes.Equal(want, have))
+			}
+			var st syscall.Stat_t
+			must(t, syscall.Stat(filepath.Join(host, "s.img"), &st))
+			if st.Blocks*512 > 1<<20 {
+				t.Errorf("the host's file takes %d bytes of disk: its holes were written", st.Blocks*512)
+			}
+		})
+	}
+}
