@@ -539,3 +539,48 @@ func TestRedTeamSyncFailedPackPoisons(t *testing.T) {
 		t.Errorf("a.txt on the host after the session: %q %v, want the Pod's last version v3", b, err)
 	}
 }
+
+// Red team (sync of changes, the sidecar's memory): the pack stream keeps a stamp and
+// the path of each path it walked (100,000 at most), twice during a pack (the last
+// pack's and this one's); a path is up to 4,096 bytes. 20,000 empty files below a
+// 3.8 KB directory path (the workspace's, filled into the Pod) cost it nothing, but
+// their stamps 80 MB, past the sidecar's 64 MiB: the pack is killed, the sync fails.
+func TestRedTeamSyncLongPathsStampMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cs, _ := clientConfig(t)
+	ns, node := namespaceWith(ctx, t, cs, restricted)
+	image := podImage(t)
+	ws := redContract(t, image)
+	deep := ws
+	for i := range 15 {
+		deep = filepath.Join(deep, fmt.Sprintf("%0250d", i))
+	}
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 20000
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(deep, fmt.Sprint(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := backendEnv(t, ns, node, image, "tenant-longpaths")
+	code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+	if code != 0 {
+		t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
+	}
+	sid := strings.TrimSpace(stdout)
+	t.Cleanup(func() { cordonIn(context.Background(), t, env, ws, "session", "stop", sid) })
+	for i, script := range []string{"echo made > made.txt && sleep 0.3", "true"} {
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script); code != 0 {
+			t.Fatalf("command %d: status %d\n%s%s", i, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+		t.Fatalf("session stop: status %d\n%s%s", code, stdout, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "made.txt")); err != nil || string(b) != "made\n" {
+		t.Errorf("made.txt on the host: %q %v", b, err)
+	}
+}

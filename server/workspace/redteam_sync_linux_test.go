@@ -120,3 +120,33 @@ func TestRedTeamSyncSparseDiffersAnywhere(t *testing.T) {
 		})
 	}
 }
+
+// Red team (the sidecar's memory): MaxStamps bounds the stamps by count, but each
+// keeps its path (up to MaxPath bytes), and a pack holds two sets (its base's and its
+// own): 20,000 empty files below a 3.8 KB directory path cost the Pod nothing and
+// the stamps 80 MB each, past the sidecar's 64 MiB (its pack was killed, every sync
+// failed: TestRedTeamSyncLongPathsStampMemory). The stamps a pack keeps must be
+// bounded by their bytes too.
+func TestRedTeamSyncLongPathsStampBytes(t *testing.T) {
+	pod := t.TempDir()
+	deep := pod
+	for i := range 15 {
+		deep = filepath.Join(deep, strings.Repeat(strconv.Itoa(i%10), 250))
+	}
+	must(t, os.MkdirAll(deep, 0o755))
+	for i := range 5000 {
+		must(t, os.WriteFile(filepath.Join(deep, strconv.Itoa(i)), nil, 0o644))
+	}
+	var b bytes.Buffer
+	_, _, stamps, err := PackChanges(&b, pod, Limits{Bytes: 1 << 20, Entries: 1 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for rel := range stamps {
+		held += len(rel)
+	}
+	if held > 16<<20 {
+		t.Errorf("a pack of 5,000 empty files kept %d stamps holding %d bytes of paths", len(stamps), held)
+	}
+}
