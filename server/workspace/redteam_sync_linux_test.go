@@ -124,9 +124,9 @@ func TestRedTeamSyncSparseDiffersAnywhere(t *testing.T) {
 // Red team (the sidecar's memory): MaxStamps bounds the stamps by count, but each
 // keeps its path (up to MaxPath bytes), and a pack holds two sets (its base's and its
 // own): 20,000 empty files below a 3.8 KB directory path cost the Pod nothing and
-// the stamps 80 MB each, past the sidecar's 64 MiB (its pack was killed, every sync
-// failed: TestRedTeamSyncLongPathsStampMemory). The stamps a pack keeps must be
-// bounded by their bytes too.
+// the stamps 80 MB each, past the sidecar's 64 MiB (on the test cluster, filled from
+// the host, the session's first sync broke: the sidecar died mid-pack). The stamps a
+// pack keeps must be bounded by their bytes too.
 func TestRedTeamSyncLongPathsStampBytes(t *testing.T) {
 	pod := t.TempDir()
 	deep := pod
