@@ -511,9 +511,10 @@ func TestRedTeamSyncRewriteThenRemoveDir(t *testing.T) {
 
 // Red team (a sync that fails part way): the command makes the Pod's pack fail on
 // purpose once. A background process waits for the sidecar to read zzz.bin (its
-// access time moves), then cuts it short (the pack fails: a file that changed size as
-// it was read) and writes a.txt again, which the failed sync had already written on
-// the host (the archive is streamed, a.txt before zzz.bin). The retry, whole, took
+// access time moves), then writes a.txt again, which the failed sync had already
+// written on the host (the archive is streamed, a.txt before zzz.bin), and cuts
+// zzz.bin short (the pack fails: a file that changed size as it was read; the retry
+// comes after the new a.txt). The retry, whole, took
 // the host's copy for the host's own change and kept it over the Pod's, for good.
 func TestRedTeamSyncFailedPackPoisons(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -523,7 +524,7 @@ func TestRedTeamSyncFailedPackPoisons(t *testing.T) {
 	for _, script := range []string{
 		"echo v1 > a.txt && sleep 0.3",
 		`dd if=/dev/zero of=zzz.bin bs=1M count=64 2>/dev/null && echo v2 > a.txt && a0=$(stat -c %x zzz.bin) &&
-		 (while [ "$(stat -c %x zzz.bin)" = "$a0" ]; do :; done; truncate -s 1 zzz.bin; echo v3 > a.txt) </dev/null >/dev/null 2>&1 &`,
+		 (while [ "$(stat -c %x zzz.bin)" = "$a0" ]; do :; done; echo v3 > a.txt; truncate -s 1 zzz.bin) </dev/null >/dev/null 2>&1 &`,
 	} {
 		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script); code != 0 {
 			t.Fatalf("%q: status %d\n%s%s", script, code, stdout, stderr)
