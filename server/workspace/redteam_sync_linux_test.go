@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"archive/tar"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -148,5 +149,50 @@ func TestRedTeamSyncLongPathsStampBytes(t *testing.T) {
 	}
 	if held > 16<<20 {
 		t.Errorf("a pack of 5,000 empty files kept %d stamps holding %d bytes of paths", len(stamps), held)
+	}
+}
+
+// Held (the archive hostile): a changes archive's sparse entries and removals aimed
+// through the host's links (one to outside the workspace, one to a directory inside)
+// and at the workspace's root change nothing outside it, nor through a link.
+func TestRedTeamSyncChangesThroughLinks(t *testing.T) {
+	ws, outside := sandbox(t)
+	must(t, os.Symlink(outside, filepath.Join(ws, "out")))
+	must(t, os.Mkdir(filepath.Join(ws, "in"), 0o755))
+	must(t, os.WriteFile(filepath.Join(ws, "in", "keep"), []byte("k"), 0o644))
+	must(t, os.Symlink("in", filepath.Join(ws, "inlink")))
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{recordPack: "changes"}, Format: tar.FormatPAX}))
+	for _, name := range []string{"out/secret", "out/new", "inlink/keep", "inlink/new"} {
+		body := "0 1\nX"
+		must(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), Format: tar.FormatPAX,
+			PAXRecords: map[string]string{recordSparse: "6"}}))
+		_, err := tw.Write([]byte(body))
+		must(t, err)
+	}
+	for _, name := range []string{"out/secret", "inlink/keep", ".", "out/..", "../outside/secret", "in/../out/secret"} {
+		must(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Format: tar.FormatPAX, PAXRecords: map[string]string{recordRemoved: "1"}}))
+	}
+	must(t, tw.Close())
+	if _, err := SyncFrom(&b, ws, testLimits, all, true); err != nil {
+		t.Logf("sync: %v", err)
+	}
+	if s, err := os.ReadFile(filepath.Join(outside, "secret")); err != nil || string(s) != "SECRET" {
+		t.Errorf("outside/secret: %q %v", s, err)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "new")); err == nil {
+		t.Error("a file was made outside the workspace")
+	}
+	if k, err := os.ReadFile(filepath.Join(ws, "in", "keep")); err != nil || string(k) != "k" {
+		t.Errorf("in/keep, through a link inside: %q %v", k, err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "in", "new")); err == nil {
+		t.Error("a file was made through a link inside the workspace")
+	}
+	for _, p := range []string{"out", "inlink"} {
+		if fi, err := os.Lstat(filepath.Join(ws, p)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s is no longer the host's link: %v", p, err)
+		}
 	}
 }
