@@ -481,3 +481,62 @@ func fsDiffs(ctx context.Context, t *testing.T, env []string, ws, sid string) *s
 	}
 	return &diffs
 }
+
+// Red team (sync of changes): a file rewritten in place leaves its Pod directory as it
+// was, but the sync writes the host's copy anew (a new inode renamed over the old),
+// which moves the host directory's times; a sync of changes that stamped anew only
+// the paths it named took that for the host's own change, and the Pod's later
+// `rm -r` of the directory was refused for good: never on the host, never in the log.
+func TestRedTeamSyncRewriteThenRemoveDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-rewrite")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	for _, script := range []string{
+		"mkdir d && echo old > d/f.txt && sleep 0.3", // past the racy window before the sync
+		"echo new > d/f.txt",
+		"rm -r d",
+	} {
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script); code != 0 {
+			t.Fatalf("%q: status %d\n%s%s", script, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+		t.Fatalf("session stop: status %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "d")); err == nil {
+		t.Errorf("the Pod removed d; the host still has it after the session: %s", fsDiffs(ctx, t, env, ws, sid))
+	}
+}
+
+// Red team (a sync that fails part way): the command makes the Pod's pack fail on
+// purpose once. A background process waits for the sidecar to read zzz.bin (its
+// access time moves), then writes a.txt again, which the failed sync had already
+// written on the host (the archive is streamed, a.txt before zzz.bin), and cuts
+// zzz.bin short (the pack fails: a file that changed size as it was read; the retry
+// comes after the new a.txt). The retry, whole, took
+// the host's copy for the host's own change and kept it over the Pod's, for good.
+func TestRedTeamSyncFailedPackPoisons(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs := redSession(ctx, t, "tenant-failpack")
+	env, ws, sid := rs.env, rs.ws, rs.sid
+	for _, script := range []string{
+		"echo v1 > a.txt && sleep 0.3",
+		`dd if=/dev/zero of=zzz.bin bs=1M count=64 2>/dev/null && echo v2 > a.txt && a0=$(stat -c %x zzz.bin) &&
+		 (while [ "$(stat -c %x zzz.bin)" = "$a0" ]; do :; done; echo v3 > a.txt; truncate -s 1 zzz.bin) </dev/null >/dev/null 2>&1 &`,
+	} {
+		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script); code != 0 {
+			t.Fatalf("%q: status %d\n%s%s", script, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := cordonIn(ctx, t, env, ws, "session", "stop", sid); code != 0 {
+		t.Fatalf("session stop: status %d\n%s%s", code, stdout, stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "zzz.bin")); err != nil || fi.Size() != 1 {
+		t.Fatalf("zzz.bin on the host: %v (the attack's pack failure did not happen: the sidecar's read was not seen)", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "v3\n" {
+		t.Errorf("a.txt on the host after the session: %q %v, want the Pod's last version v3", b, err)
+	}
+}

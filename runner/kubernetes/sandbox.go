@@ -44,6 +44,7 @@ type podSandbox struct {
 	// known is the workspace's paths the Pod had at the last fill or sync.
 	known  map[string]bool
 	stamps map[string]stamp // how the last fill or sync left each known path on the host
+	bytes  int64            // the regular files' sizes in stamps, added up
 	// inStep: the last sync took the Pod's pack whole, so the next may take only
 	// what changed since (placement's PackChanges).
 	inStep bool
@@ -52,6 +53,11 @@ type podSandbox struct {
 	// the rest of the session. keptNow collects them during a sync, kept once it
 	// succeeded.
 	kept, keptNow map[string]bool
+	// wroteIn is, during a sync, each directory the sync writes or removes something
+	// in, true when the host had changed it before (hostChanged): the sync's own
+	// writes move a directory's times, and a directory the host had not changed is
+	// stamped anew once the sync succeeded, as the paths it names are.
+	wroteIn map[string]bool
 }
 
 // Exec implements sandbox.Sandbox. For a session (p.Serve) it attaches to the Pod's

@@ -99,13 +99,15 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 		sb.kept[rel] = true
 	}
 	sb.keptNow = nil
+	wroteIn := sb.wroteIn
+	sb.wroteIn = nil
 	sb.known = known
 	if touched == nil {
 		old := sb.stamps
-		sb.stamps = make(map[string]stamp, len(known))
+		sb.stamps, sb.bytes = make(map[string]stamp, len(known)), 0
 		for rel := range known {
 			if st, ok := old[rel]; ok && sb.kept[rel] {
-				sb.stamps[rel] = st
+				sb.setStamp(rel, st)
 			} else if !sb.kept[rel] {
 				sb.restamp(rel)
 			}
@@ -115,7 +117,7 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 	if len(gone) > 0 {
 		for rel := range sb.stamps {
 			if !known[rel] {
-				delete(sb.stamps, rel)
+				sb.dropStamp(rel)
 			}
 		}
 	}
@@ -124,13 +126,41 @@ func (sb *podSandbox) remember(known map[string]bool, touched map[string]bool, g
 			sb.restamp(rel)
 		}
 	}
+	// A directory the sync wrote in moved on the host by the sync's own doing, though
+	// the Pod's did not (a file rewritten in place there): unless the host had changed
+	// it first, it is stamped anew, or a later change of it in the Pod (its removal)
+	// would be taken for a conflict the host wins.
+	for dir, hostsBefore := range wroteIn {
+		if !hostsBefore && known[dir] && !sb.kept[dir] && !touched[dir] {
+			sb.restamp(dir)
+		}
+	}
 }
 
 // restamp takes rel's stamp as it is on the host now.
 func (sb *podSandbox) restamp(rel string) {
 	if fi, err := os.Lstat(filepath.Join(sb.plan.Workspace, rel)); err == nil {
-		sb.stamps[rel] = stampOf(fi)
+		sb.setStamp(rel, stampOf(fi))
 	} else {
+		sb.dropStamp(rel)
+	}
+}
+
+// setStamp keeps st as rel's stamp, and sb.bytes the sum of the regular files' sizes.
+func (sb *podSandbox) setStamp(rel string, st stamp) {
+	sb.dropStamp(rel)
+	sb.stamps[rel] = st
+	if st.mode.IsRegular() {
+		sb.bytes += int64(st.size)
+	}
+}
+
+// dropStamp forgets rel's stamp.
+func (sb *podSandbox) dropStamp(rel string) {
+	if st, ok := sb.stamps[rel]; ok {
+		if st.mode.IsRegular() {
+			sb.bytes -= int64(st.size)
+		}
 		delete(sb.stamps, rel)
 	}
 }
@@ -229,7 +259,7 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	defer sb.syncMu.Unlock()
 	changes := sb.inStep && !whole
 	sb.inStep = false // until this sync took the pack whole
-	sb.keptNow = map[string]bool{}
+	sb.beginSync()
 	pr, pw := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
@@ -241,9 +271,8 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 		pw.CloseWithError(err)
 		packed <- err
 	}()
-	lim := sb.limits()
 	began := time.Now()
-	got, err := workspace.SyncFrom(pr, sb.plan.Workspace, lim, sb.syncable, changes)
+	got, err := workspace.SyncFrom(pr, sb.plan.Workspace, sb.limits(), sb.syncable, changes)
 	if got.Changes {
 		trace.Add("kubernetes.sync.changes", began, time.Now()) // the Pod sent only what changed
 	} else {
@@ -253,18 +282,63 @@ func (sb *podSandbox) sync(ctx context.Context, ch *placement.Channel, whole boo
 	if perr := <-packed; err == nil && perr != nil {
 		err = perr
 	}
-	if err == nil && got.Changes {
-		err = sb.afterChanges(got, lim.Entries)
+	if err == nil {
+		err = sb.took(got)
+	} else {
+		sb.failedSync(got)
 	}
 	if err != nil {
 		return fmt.Errorf("bringing the Pod's workspace back to %s: %w", sb.plan.Workspace, err)
 	}
-	if got.Changes {
-		sb.remember(sb.known, got.Names, got.Removed)
-	} else {
-		sb.remember(got.Names, nil, nil)
-	}
 	sb.inStep = true
+	return nil
+}
+
+// failedSync keeps what a sync that failed part way wrote (got: the entries it read;
+// the archive is streamed, so those were synced): they are the Pod's paths, and the
+// host's copies as the sync left them are stamped, as after a sync that succeeded.
+// Else the next sync, whole, would take the failed one's writes for the host's own
+// changes and keep them over the Pod's. What it refused (keptNow) the next decides
+// again; what it would have removed it did not.
+func (sb *podSandbox) failedSync(got workspace.Synced) {
+	if sb.known == nil || sb.stamps == nil {
+		return // before the fill: nothing to keep
+	}
+	touched := make(map[string]bool, len(got.Names))
+	for rel := range got.Names {
+		if !sb.keptNow[rel] {
+			touched[rel] = true
+			sb.known[rel] = true
+		}
+	}
+	sb.keptNow = nil
+	sb.remember(sb.known, touched, nil)
+}
+
+// took keeps what a sync that succeeded brought back (got): the paths the Pod has
+// and the host's stamps of them.
+func (sb *podSandbox) took(got workspace.Synced) error {
+	if !got.Changes {
+		sb.remember(got.Names, nil, nil)
+		return nil
+	}
+	lim := sb.limits()
+	if err := sb.afterChanges(got, lim.Entries); err != nil {
+		return err
+	}
+	sb.remember(sb.known, got.Names, got.Removed)
+	// Each archive of changes is bounded, and so must be what they add up to: the
+	// files the Pod brought back, by their sizes on the host (a whole pack is bounded
+	// whole). The paths the host kept are the host's: their size is not the Pod's.
+	bytes := sb.bytes
+	for rel := range sb.kept {
+		if st, ok := sb.stamps[rel]; ok && st.mode.IsRegular() {
+			bytes -= int64(st.size)
+		}
+	}
+	if bytes > lim.Bytes {
+		return fmt.Errorf("the Pod's workspace holds more than %d bytes", lim.Bytes)
+	}
 	return nil
 }
 
@@ -294,7 +368,17 @@ func (sb *podSandbox) syncable(rel string) bool {
 	if !ok && sb.keptNow != nil {
 		sb.keptNow[rel] = true
 	}
+	if d := path.Dir(rel); ok && d != "." && sb.wroteIn != nil {
+		if _, seen := sb.wroteIn[d]; !seen {
+			sb.wroteIn[d] = sb.hostChanged(d)
+		}
+	}
 	return ok
+}
+
+// beginSync readies the bookkeeping of a sync (syncable's): the caller holds syncMu.
+func (sb *podSandbox) beginSync() {
+	sb.keptNow, sb.wroteIn = map[string]bool{}, map[string]bool{}
 }
 
 // mountOf is the plan's innermost mount at rel (a path below the workspace), or nil.

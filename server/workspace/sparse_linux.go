@@ -14,9 +14,6 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// errSame: the sparse file written is the one dir has (the new one is dropped).
-var errSame = errors.New("the same file")
-
 // zeroBlock is what a hole reads as, a buffer's worth.
 var zeroBlock [32 << 10]byte
 
@@ -57,68 +54,145 @@ func (s *syncer) sparse(hdr *tar.Header, rel, rec string, body io.Reader) error 
 			}
 		}
 	}
-	x := &extents{r: bufio.NewReaderSize(body, 32<<10), size: size, old: old, same: old != nil, name: hdr.Name}
+	x := &extents{r: bufio.NewReaderSize(body, 32<<10), size: size, name: hdr.Name}
+	if old != nil {
+		// Compared before anything is written: a file the host has the same costs a
+		// read of its data, as a dense one does, not a write of it.
+		same, err := x.compare(old)
+		if err != nil || same {
+			return err
+		}
+	}
 	err = s.t.WriteFileFunc(rel, perm, s.uid, s.gid, x.write)
 	var bad *EntryError
 	switch {
-	case errors.Is(err, errSame):
-		return nil
 	case errors.As(err, &bad):
 		return bad
 	}
 	return s.wrote(hdr.Name, rel, err)
 }
 
-// extents writes a sparse entry's body into a new file, comparing it with dir's
-// file old (when not nil) as it goes.
+// extents reads a sparse entry's body: compare reads it against dir's file as far as
+// they agree, write writes the new file.
 type extents struct {
 	r    *bufio.Reader
 	size int64
-	old  *os.File
-	same bool // no difference with old so far
 	name string
-	buf  [32 << 10]byte
-	cmp  [32 << 10]byte
+	end  int64 // where the last extent read ends
+	// After compare: old, the new file's content below done (dir's file's: the same),
+	// and the extent being read where they differ: at off, pending read already, left
+	// to read (none when they differ only past the last extent).
+	old     *os.File
+	done    int64
+	off     int64
+	pending []byte
+	left    int64
+	buf     [32 << 10]byte
+	cmp     [32 << 10]byte
 }
 
 func (x *extents) malformed(reason string) error {
 	return &EntryError{Entry: x.name, Reason: "a sparse file's extents: " + reason, Err: ErrMalformed}
 }
 
-// write fills f: each extent at its offset, holes left, f truncated to the size.
-// It fails with errSame when f is old's copy.
-func (x *extents) write(f *os.File) error {
-	end := int64(0) // where the last extent ended
+// next reads the next extent line: ok false at the body's end.
+func (x *extents) next() (off, n int64, ok bool, err error) {
+	line, err := x.r.ReadSlice('\n')
+	if errors.Is(err, io.EOF) && len(line) == 0 {
+		return 0, 0, false, nil
+	}
+	if err != nil || len(line) > maxExtentLine {
+		if errors.Is(err, bufio.ErrBufferFull) || err == nil || errors.Is(err, io.EOF) {
+			return 0, 0, false, x.malformed("a bad extent line")
+		}
+		return 0, 0, false, x.malformed(err.Error())
+	}
+	a, b, cut := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
+	off, err1 := strconv.ParseInt(a, 10, 64)
+	n, err2 := strconv.ParseInt(b, 10, 64)
+	if !cut || err1 != nil || err2 != nil || off < x.end || n <= 0 || off > x.size || n > x.size-off {
+		return 0, 0, false, x.malformed("extent " + strconv.Quote(string(line)) + " out of order or past the size")
+	}
+	return off, n, true, nil
+}
+
+// compare reads the body against old (dir's file, of the same size) until they
+// differ, and reports whether they never do.
+func (x *extents) compare(old *os.File) (bool, error) {
+	x.old = old
 	for {
-		line, err := x.r.ReadSlice('\n')
-		if errors.Is(err, io.EOF) && len(line) == 0 {
+		off, n, ok, err := x.next()
+		if err != nil {
+			return false, err
+		}
+		if !ok {
 			break
 		}
-		if err != nil || len(line) > maxExtentLine {
-			if errors.Is(err, bufio.ErrBufferFull) || err == nil || errors.Is(err, io.EOF) {
-				return x.malformed("a bad extent line")
+		if !zeroes(old, x.end, off, x.cmp[:]) {
+			x.done, x.off, x.left = x.end, off, n
+			return false, nil
+		}
+		for at := off; at < off+n; {
+			k, err := io.ReadFull(x.r, x.buf[:min(off+n-at, int64(len(x.buf)))])
+			if err != nil {
+				return false, x.malformed(unexpected(err).Error())
 			}
-			return x.malformed(err.Error())
+			if m, _ := old.ReadAt(x.cmp[:k], at); m != k || !bytes.Equal(x.cmp[:k], x.buf[:k]) {
+				x.done, x.off, x.pending, x.left = at, at, x.buf[:k], off+n-at-int64(k)
+				return false, nil
+			}
+			at += int64(k)
 		}
-		a, b, ok := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
-		off, err1 := strconv.ParseInt(a, 10, 64)
-		n, err2 := strconv.ParseInt(b, 10, 64)
-		if !ok || err1 != nil || err2 != nil || off < end || n <= 0 || off > x.size || n > x.size-off {
-			return x.malformed("extent " + strconv.Quote(string(line)) + " out of order or past the size")
+		x.end = off + n
+	}
+	if !zeroes(old, x.end, x.size, x.cmp[:]) {
+		x.done = x.end
+		return false, nil
+	}
+	return true, nil
+}
+
+// write fills f: what compare found the same (old's data below done), then each
+// extent at its offset, holes left, f truncated to the size.
+func (x *extents) write(f *os.File) error {
+	if x.old != nil {
+		for a := int64(0); a < x.done; {
+			start, end, ok, err := linux.NextData(x.old, a)
+			if err != nil {
+				return err
+			}
+			if !ok || start >= x.done {
+				break
+			}
+			end = min(end, x.done)
+			if _, err := io.Copy(io.NewOffsetWriter(f, start), io.NewSectionReader(x.old, start, end-start)); err != nil {
+				return err
+			}
+			a = end
 		}
-		if x.same && !zeroes(x.old, end, off, x.cmp[:]) {
-			x.same = false
+		if len(x.pending) > 0 || x.left > 0 {
+			if _, err := f.WriteAt(x.pending, x.off); err != nil {
+				return err
+			}
+			at := x.off + int64(len(x.pending))
+			if err := x.copy(f, at, x.left); err != nil {
+				return err
+			}
+			x.end = at + x.left
+		}
+	}
+	for {
+		off, n, ok, err := x.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
 		}
 		if err := x.copy(f, off, n); err != nil {
 			return err
 		}
-		end = off + n
-	}
-	if x.same && !zeroes(x.old, end, x.size, x.cmp[:]) {
-		x.same = false
-	}
-	if x.same {
-		return errSame
+		x.end = off + n
 	}
 	return f.Truncate(x.size)
 }
@@ -132,10 +206,6 @@ func (x *extents) copy(f *os.File, off, n int64) error {
 		}
 		if _, err := f.WriteAt(x.buf[:k], off); err != nil {
 			return err
-		}
-		if x.same {
-			m, _ := x.old.ReadAt(x.cmp[:k], off)
-			x.same = m == k && bytes.Equal(x.cmp[:k], x.buf[:k])
 		}
 		off += int64(k)
 		n -= int64(k)

@@ -52,6 +52,16 @@ type Stamps map[string]uint64
 // writes the whole tree.
 var MaxStamps = 100_000
 
+// MaxStampBytes bounds the memory of the stamps a pack keeps by what their paths take
+// (a path is up to MaxPath bytes) and stampOverhead each: past it, too, a pack keeps
+// none. A pack holds two sets, its base's and its own: both must fit in the sidecar's
+// 64 MiB with the garbage collector's room (TestRedTeamSyncLongPathsStampBytes).
+var MaxStampBytes = 12 << 20
+
+// stampOverhead is what a stamp costs beside its path's bytes: the digest, the
+// string's header, a map bucket's share.
+const stampOverhead = 64
+
 // racyWindow: file times come from the kernel's coarse clock (a tick, at most
 // 10 ms); 100 ms leaves room for the tick and for clock slew (audit/fsdiff's rule).
 const racyWindow = 100 * time.Millisecond
@@ -121,7 +131,8 @@ func PackChanges(w io.Writer, dir string, lim Limits, base Stamps) (Stats, int, 
 
 // stream is a packer's state in a pack stream.
 type stream struct {
-	base, next Stamps // next is nil once past MaxStamps
+	base, next Stamps // next is nil once past MaxStamps or MaxStampBytes
+	held       int    // what next takes (MaxStampBytes)
 	recent     int64  // a change time at or past it (ns) is racy
 }
 
@@ -130,7 +141,8 @@ type stream struct {
 func (s *stream) unchanged(rel string, st linux.Stat) bool {
 	now := stampOf(st, s.recent)
 	if s.next != nil {
-		if len(s.next) >= MaxStamps {
+		s.held += len(rel) + stampOverhead
+		if len(s.next) >= MaxStamps || s.held > MaxStampBytes {
 			s.next = nil
 		} else {
 			s.next[rel] = now
