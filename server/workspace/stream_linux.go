@@ -69,8 +69,17 @@ const racyWindow = 100 * time.Millisecond
 // stampSeed keys this process's digests.
 var stampSeed = maphash.MakeSeed()
 
-// stampOf is st's stamp: 0 when it changed at or past recent (ns).
+// coarseWindow is the racy window of a path whose times hold whole seconds only: a
+// file system that keeps no finer times (ext4 with small inodes, FAT, some network
+// and shared file systems) gives a write in the same second the same times.
+const coarseWindow = 2 * time.Second
+
+// stampOf is st's stamp: 0 when it changed at or past recent (ns), or within
+// coarseWindow of it when its times are whole seconds.
 func stampOf(st linux.Stat, recent int64) uint64 {
+	if st.Ctime%1e9 == 0 && st.Mtime%1e9 == 0 {
+		recent -= int64(coarseWindow - racyWindow)
+	}
 	if st.Ctime >= recent || st.Mtime >= recent {
 		return 0
 	}

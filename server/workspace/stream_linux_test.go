@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // streamed is one round of a pack stream: pod packed against base, the archive
@@ -333,5 +335,27 @@ func TestSyncChangesRefusedReplacementKeepsBelow(t *testing.T) {
 	_, got, _ := streamed(t, pod, host, base, all)
 	if b, err := os.ReadFile(filepath.Join(host, "sub/keep.txt")); err != nil || string(b) != "kept" {
 		t.Errorf("below the refused link: %q, %v (removed %q)", b, err, got.Removed)
+	}
+}
+
+// A stamp is racy within racyWindow of its pack's start, and within coarseWindow when
+// its file system keeps whole seconds only.
+func TestStampRacyWindow(t *testing.T) {
+	start := time.Now().Truncate(time.Second).Add(500 * time.Millisecond)
+	recent := start.Add(-racyWindow).UnixNano()
+	for _, c := range []struct {
+		name  string
+		ctime time.Time
+		racy  bool
+	}{
+		{"fine, just before the window", start.Add(-racyWindow - time.Millisecond), false},
+		{"fine, in the window", start.Add(-racyWindow / 2), true},
+		{"whole seconds, a second before", start.Add(-500 * time.Millisecond), true},
+		{"whole seconds, three seconds before", start.Add(-2500 * time.Millisecond), false},
+	} {
+		st := linux.Stat{Ino: 7, Size: 1, Mtime: c.ctime.UnixNano(), Ctime: c.ctime.UnixNano(), Mode: 0o100644}
+		if got := stampOf(st, recent) == 0; got != c.racy {
+			t.Errorf("%s: racy %v; want %v", c.name, got, c.racy)
+		}
 	}
 }
