@@ -68,7 +68,13 @@ func Open(path, prog string) error {
 	if old := out.Swap(r); old != nil {
 		old.f.Close()
 	}
-	if start, ok := ProcessStart(); ok && start.Before(initAt) {
+	if start, ok := ProcessStart(); ok {
+		// At 10 ms of resolution the start may read as after the initialisation of
+		// a process quicker than that: the phase is then shorter than the clock
+		// tells, recorded as empty rather than left out.
+		if start.After(initAt) {
+			start = initAt
+		}
 		r.write("process.start", start, initAt)
 	}
 	return nil
