@@ -322,22 +322,17 @@ func copyData(dst *os.File, r io.Reader) error {
 		return err
 	}
 	size := fi.Size()
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(int(src.Fd()), off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // only a hole is left
-		}
-		if err != nil {
-			return err
-		}
-		hole, err := unix.Seek(int(src.Fd()), data, unix.SEEK_HOLE)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(io.NewOffsetWriter(dst, data), io.NewSectionReader(src, data, hole-data)); err != nil {
-			return err
-		}
-		off = hole
+	if err := CopyExtents(dst, src, size); err != nil {
+		return err
 	}
 	return dst.Truncate(size)
+}
+
+// CopyExtents writes the data extents of src below to into dst at the same offsets,
+// leaving dst's holes where src has its own.
+func CopyExtents(dst, src *os.File, to int64) error {
+	return DataExtents(src, 0, to, func(start, end int64) error {
+		_, err := io.Copy(io.NewOffsetWriter(dst, start), io.NewSectionReader(src, start, end-start))
+		return err
+	})
 }

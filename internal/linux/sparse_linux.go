@@ -24,3 +24,23 @@ func NextData(f *os.File, off int64) (start, end int64, ok bool, err error) {
 	}
 	return start, end, true, nil
 }
+
+// DataExtents calls fn with each data extent of f within [from, to), clipped to it,
+// in order: the holes between them are skipped (NextData). fn's error ends it.
+func DataExtents(f *os.File, from, to int64, fn func(start, end int64) error) error {
+	for off := from; off < to; {
+		start, end, ok, err := NextData(f, off)
+		if err != nil {
+			return err
+		}
+		if !ok || start >= to {
+			return nil
+		}
+		start, end = max(start, off), min(end, to)
+		if err := fn(start, end); err != nil {
+			return err
+		}
+		off = end
+	}
+	return nil
+}

@@ -64,10 +64,8 @@ func (s *syncer) sparse(hdr *tar.Header, rel, rec string, body io.Reader) error 
 		}
 	}
 	err = s.t.WriteFileFunc(rel, perm, s.uid, s.gid, x.write)
-	var bad *EntryError
-	switch {
-	case errors.As(err, &bad):
-		return bad
+	if bad := (*EntryError)(nil); errors.As(err, &bad) {
+		return bad // the archive's: malformed
 	}
 	return s.wrote(hdr.Name, rel, err)
 }
@@ -156,19 +154,8 @@ func (x *extents) compare(old *os.File) (bool, error) {
 // extent at its offset, holes left, f truncated to the size.
 func (x *extents) write(f *os.File) error {
 	if x.old != nil {
-		for a := int64(0); a < x.done; {
-			start, end, ok, err := linux.NextData(x.old, a)
-			if err != nil {
-				return err
-			}
-			if !ok || start >= x.done {
-				break
-			}
-			end = min(end, x.done)
-			if _, err := io.Copy(io.NewOffsetWriter(f, start), io.NewSectionReader(x.old, start, end-start)); err != nil {
-				return err
-			}
-			a = end
+		if err := linux.CopyExtents(f, x.old, x.done); err != nil {
+			return err
 		}
 		if len(x.pending) > 0 || x.left > 0 {
 			if _, err := f.WriteAt(x.pending, x.off); err != nil {
@@ -216,22 +203,17 @@ func (x *extents) copy(f *os.File, off, n int64) error {
 // zeroes reports whether f reads as zeros from a to b: its holes there are, its data
 // is read (buf's size at a time) and checked.
 func zeroes(f *os.File, a, b int64, buf []byte) bool {
-	for a < b {
-		start, end, ok, err := linux.NextData(f, a)
-		if err != nil {
-			return false
-		}
-		if !ok || start >= b {
-			return true
-		}
-		for off := max(start, a); off < min(end, b); {
-			k, _ := f.ReadAt(buf[:min(int64(len(buf)), min(end, b)-off)], off)
+	return linux.DataExtents(f, a, b, func(start, end int64) error {
+		for off := start; off < end; {
+			k, _ := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
 			if k == 0 || !bytes.Equal(buf[:k], zeroBlock[:k]) {
-				return false
+				return errNotZero
 			}
 			off += int64(k)
 		}
-		a = end
-	}
-	return true
+		return nil
+	}) == nil
 }
+
+// errNotZero ends zeroes at the first byte that is not zero.
+var errNotZero = errors.New("not zero")

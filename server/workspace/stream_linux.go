@@ -208,18 +208,13 @@ func (p *packer) sparse(f *os.File, hdr *tar.Header, size int64) (bool, error) {
 	type extent struct{ off, n int64 }
 	var ext []extent
 	data := int64(0)
-	for off := int64(0); off < size; {
-		start, end, ok, err := linux.NextData(f, off)
-		if err != nil {
-			return false, err
-		}
-		if !ok || start >= size {
-			break
-		}
-		end = min(end, size)
+	err := linux.DataExtents(f, 0, size, func(start, end int64) error {
 		ext = append(ext, extent{start, end - start})
 		data += end - start
-		off = end
+		return nil
+	})
+	if err != nil {
+		return false, err
 	}
 	if data == size {
 		return false, nil // no hole: a plain entry
