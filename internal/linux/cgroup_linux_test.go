@@ -320,3 +320,61 @@ func TestJoinV1StartsChildrenInside(t *testing.T) {
 		t.Fatal("AddV1 left the process forked outside where it was")
 	}
 }
+
+// TestIdleV1CgroupsCollected: the v1 limit cgroups of a run killed before its teardown
+// outlive its v2 cgroup once gc removed that one; IdleCgroups lists their name and
+// RemoveIdleCgroup removes them, but never while a process is in one.
+func TestIdleV1CgroupsCollected(t *testing.T) {
+	testutil.RequireRoot(t)
+	name := fmt.Sprintf("test-idle-v1-%d", os.Getpid())
+	cg, err := NewCgroup(name, Limits{Memory: 256 << 20, Pids: 64})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	t.Cleanup(func() { _ = cg.Remove() })
+	if !cg.NeedsV1() {
+		t.Skip("the memory and pids controllers are on cgroup v2 here: no v1 cgroups to leave")
+	}
+	cg.dir.Close()
+	cg.dir = nil
+	if err := os.Remove(cg.Path); err != nil { // what gc's v2-only removal left
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if !slices.Contains(IdleCgroups(0, later), name) {
+		t.Fatalf("v1 cgroups %v without their v2 cgroup are not listed as idle", cg.v1)
+	}
+	if slices.Contains(IdleCgroups(0, time.Now().Add(-time.Hour)), name) {
+		t.Error("v1 cgroups made just now are listed as idle for an hour-old cutoff")
+	}
+	cmd := exec.Command("sleep", "321")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := cg.AddV1(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(IdleCgroups(0, later), name) {
+		t.Error("a v1 cgroup holding a process is listed as idle")
+	}
+	if err := RemoveIdleCgroup(name); err == nil {
+		t.Fatal("RemoveIdleCgroup removed a v1 cgroup holding a process")
+	}
+	for _, d := range cg.v1 {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("a busy v1 cgroup is gone: %v", err)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err := RemoveIdleCgroup(name); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range cg.v1 {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("idle v1 cgroup %s left: %v", d, err)
+		}
+	}
+	if err := RemoveIdleCgroup("../x"); err == nil {
+		t.Error("RemoveIdleCgroup took a name with a slash")
+	}
+}
