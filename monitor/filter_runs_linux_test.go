@@ -84,7 +84,8 @@ func TestFiltersArePerRun(t *testing.T) {
 		t.Error("after gc, the live run's filter no longer sends what it must")
 	}
 	a.m.Close()
+	<-a.m.Released()
 	if has(a.cg.ID) {
-		t.Error("Close left the run's filter registered")
+		t.Error("Close left the run's filter registered once released")
 	}
 }

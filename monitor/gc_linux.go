@@ -15,17 +15,25 @@ import (
 )
 
 // sweep removes the runs whose cordon is gone, and their entries in the per-run maps
-// (ring buffers, path filters), from a set's maps, and returns them. The caller holds
-// the lock and recomputes the level mask.
+// (ring buffers, path filters), from a set's maps, and returns them; and the entries of
+// the per-run maps whose run has left (a cordon that unregistered its run but ended
+// before it released them: pinned.release). The caller holds the lock, under which
+// every registration is made whole, and recomputes the level mask.
 func sweep(runs *ebpf.Map, perRun ...*ebpf.Map) []Stale {
 	var dead []Stale
 	var id uint64
 	var r monitorRun
+	live := map[uint64]bool{}
 	it := runs.Iterate()
 	for it.Next(&id, &r) {
 		if !ownerOf(r).Alive() {
 			dead = append(dead, Stale{Cgroup: id, Owner: int(r.OwnerPid)})
+		} else {
+			live[id] = true
 		}
+	}
+	if it.Err() != nil {
+		live = nil // not known: no orphan is taken
 	}
 	for _, s := range dead {
 		runs.Delete(s.Cgroup)
@@ -33,7 +41,28 @@ func sweep(runs *ebpf.Map, perRun ...*ebpf.Map) []Stale {
 			m.Delete(s.Cgroup)
 		}
 	}
+	if live != nil {
+		for _, m := range perRun {
+			for _, orphan := range orphans(m, live) {
+				m.Delete(orphan)
+			}
+		}
+	}
 	return dead
+}
+
+// orphans lists the keys of the per-run map m that are not live runs.
+func orphans(m *ebpf.Map, live map[uint64]bool) []uint64 {
+	var out []uint64
+	var id uint64
+	var v ebpf.MapID
+	it := m.Iterate()
+	for it.Next(&id, &v) {
+		if !live[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // GC removes, under $CORDON_BPF_ROOT or /sys/fs/bpf/cordon, the registrations of runs

@@ -48,9 +48,11 @@ type Monitor struct {
 	lostRaised  bool
 	lostAlerted uint64 // the count the lost alert gave
 
-	closeOnce sync.Once
-	closeErr  error
-	atEnd     monitorRun // the run's counters when it left
+	closeOnce  sync.Once
+	closeErr   error
+	atEnd      monitorRun    // the run's counters when it left
+	released   chan struct{} // closed once Close's release of the run's entries is done
+	releaseErr error         // written before released is closed
 }
 
 // maxAlerts caps the distinct alerts one run emits, so that a workload cannot flood the
@@ -79,12 +81,20 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if r, ok := releasing.Load(opts.CgroupID); ok {
+		select {
+		case <-r.(chan struct{}):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	m := &Monitor{
-		opts:    opts,
-		chk:     checker{prof: opts.Profile}, // risky: scanned by the reader (read)
-		done:    make(chan struct{}),
-		flushed: make(chan struct{}, 1),
-		seen:    map[alertKey]struct{}{},
+		opts:     opts,
+		chk:      checker{prof: opts.Profile}, // risky: scanned by the reader (read)
+		done:     make(chan struct{}),
+		flushed:  make(chan struct{}, 1),
+		released: make(chan struct{}),
+		seen:     map[alertKey]struct{}{},
 	}
 	size := opts.ringSize
 	if size == 0 {
@@ -241,7 +251,8 @@ func (m *Monitor) Stats() Stats {
 
 // Close unregisters the run (its cgroup leaves the programs' filter; the programs stay
 // attached for the next run, [GC] detaches them), handles the events still in its ring
-// buffer, and frees everything the monitor holds (maps, file descriptors). It is
+// buffer, and frees everything the monitor holds (maps, file descriptors), the last of
+// it in the background once it returns ([Monitor.Released]). It is
 // idempotent. Call it after the last process of the run has exited: an event of a
 // process still running may miss the last read.
 func (m *Monitor) Close() error {
@@ -266,14 +277,38 @@ func (m *Monitor) Close() error {
 		<-m.done
 		m.checkLost(m.atEnd.Lost) // the reader is gone: this goroutine is the only one
 		m.totalLost(m.atEnd.Lost)
-		m.ring.Close()
-		if m.filter != nil {
-			m.filter.Close()
-		}
-		m.pins.Close()
 		m.closeErr = errors.Join(errs...)
+		releasing.Store(m.opts.CgroupID, m.released)
+		go func() {
+			defer releasing.CompareAndDelete(m.opts.CgroupID, m.released)
+			defer close(m.released)
+			m.releaseErr = m.pins.release(m.opts.CgroupID)
+			m.ring.Close()
+			if m.filter != nil {
+				m.filter.Close()
+			}
+			m.pins.Close()
+		}()
 	})
 	return m.closeErr
+}
+
+// releasing holds, by cgroup id, the Released of each monitor of this process whose
+// release is under way: a Start on the same cgroup waits for it, so that the release
+// never takes out the new registration.
+var releasing sync.Map
+
+// Released is closed once a closed monitor's ring buffer and path filter are out of
+// the shared programs' maps, which Close begins and does not wait for: removing an
+// entry of a map of maps waits for a grace period of RCU (5-16 ms here), and nothing
+// of the run needs it done before its end. A process that exits before does no harm:
+// the next run's registration sweeps what is left. Its error is [Monitor.ReleaseErr].
+func (m *Monitor) Released() <-chan struct{} { return m.released }
+
+// ReleaseErr is what releasing the run's entries failed with, once Released is closed.
+func (m *Monitor) ReleaseErr() error {
+	<-m.released
+	return m.releaseErr
 }
 
 // riskyDirs are where scanRisky looks for shells, interpreters and relays.

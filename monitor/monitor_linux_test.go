@@ -489,7 +489,7 @@ func TestRequiredWithoutPrivileges(t *testing.T) {
 }
 
 // TestCloseReleasesEverything: Close detaches and closes every link, map and program
-// (no file descriptor left) and is idempotent.
+// (no file descriptor left once Released is closed) and is idempotent.
 func TestCloseReleasesEverything(t *testing.T) {
 	requireBPF(t)
 	before := countFDs(t)
@@ -503,6 +503,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if err := h.m.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+	<-h.m.Released()
 	h.cg.Remove()
 	if after := countFDs(t); after != before {
 		t.Errorf("%d fds after Close, %d before", after, before)

@@ -25,3 +25,12 @@ func (m *Monitor) Close() error { return nil }
 
 // GC does nothing: no program is pinned on this GOOS.
 func GC(ctx context.Context) (Collected, error) { return Collected{}, nil }
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Released is closed: there is nothing to release.
+func (m *Monitor) Released() <-chan struct{} { return closedChan }
+
+// ReleaseErr is nil.
+func (m *Monitor) ReleaseErr() error { return nil }

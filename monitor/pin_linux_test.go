@@ -219,3 +219,79 @@ func TestForeignProgramRefused(t *testing.T) {
 		t.Errorf("%s left after gc: %v", dir, err)
 	}
 }
+
+// TestCloseReleasesLater: Close takes the run out of the programs' runs at once and
+// its ring buffer and filter (entries of maps of maps, whose removal waits for a
+// grace period) by the time Released is closed; entries a cordon left when it ended
+// before that are swept by the next run's registration.
+func TestCloseReleasesLater(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	pinnedSet := func() *pinned {
+		t.Helper()
+		p, err := openPinned(root, filepath.Join(root, setName()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	has := func(m *ebpf.Map, id uint64) bool {
+		var v ebpf.MapID
+		return m.Lookup(id, &v) == nil
+	}
+	h := newHarness(t, hostProfile(), Options{})
+	id := h.m.opts.CgroupID
+	p := pinnedSet()
+	if !has(p.rings, id) {
+		t.Fatal("a running monitor's ring buffer is not registered")
+	}
+	if err := h.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var r monitorRun
+	if err := p.runs.Lookup(id, &r); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("the run is still registered once Close returned: %v", err)
+	}
+	<-h.m.Released()
+	if err := h.m.ReleaseErr(); err != nil {
+		t.Fatal(err)
+	}
+	if has(p.rings, id) || has(p.filters, id) {
+		t.Error("the run's ring buffer or filter is still registered once Released is closed")
+	}
+	// The same cgroup again, at once: the release under way must not take out the
+	// new registration.
+	again, err := Start(context.Background(), Options{CgroupID: id, Nested: true, Profile: hostProfile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	if again2, err := Start(context.Background(), Options{CgroupID: id, Nested: true, Profile: hostProfile()}); err != nil {
+		t.Fatal(err)
+	} else {
+		<-again.Released()
+		if !has(p.rings, id) {
+			t.Error("a monitor started on a cgroup whose last monitor was still releasing lost its ring buffer")
+		}
+		again2.Close()
+		<-again2.Released()
+	}
+
+	// A cordon that ended between leaving and releasing.
+	h2 := newHarness(t, hostProfile(), Options{})
+	id2 := h2.m.opts.CgroupID
+	if _, err := h2.m.pins.leave(context.Background(), id2); err != nil {
+		t.Fatal(err)
+	}
+	if !has(p.rings, id2) {
+		t.Fatal("leave took the ring buffer too")
+	}
+	h3 := newHarness(t, hostProfile(), Options{})
+	if has(p.rings, id2) || has(p.filters, id2) {
+		t.Error("a run's registration left the ring buffer or filter of a run that had left")
+	}
+	if !has(p.rings, h3.m.opts.CgroupID) {
+		t.Error("the sweep took the registering run's own ring buffer")
+	}
+}

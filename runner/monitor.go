@@ -8,6 +8,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/monitor"
 )
 
@@ -61,7 +62,8 @@ func (r *run) onViolation(a monitor.Alert) {
 
 // monitorState is the run's monitor and its kill switch.
 type monitorState struct {
-	mon *monitor.Monitor
+	mon    *monitor.Monitor
+	closed *monitor.Monitor // mon once stopMonitor closed it: its release may be under way
 
 	killMu   sync.Mutex                      // killMu guards the fields below.
 	stops    map[int]context.CancelCauseFunc // the running commands' kill switches
@@ -99,9 +101,23 @@ func (s *monitorState) stopMonitor() error {
 	}
 	err := s.mon.Close()
 	st := s.mon.Stats()
-	s.mon = nil
+	s.mon, s.closed = nil, s.mon
 	if st.Lost > 0 {
 		err = errors.Join(err, fmt.Errorf("the monitor lost %d events (ring buffer full)", st.Lost))
 	}
 	return err
+}
+
+// waitMonitorReleased waits until the closed monitor's entries are out of the shared
+// programs' maps (monitor.Monitor.Released: Close leaves that to the background, beside
+// the diff and the log's last lines), and says when that failed.
+func (r *run) waitMonitorReleased() {
+	if r.closed == nil {
+		return
+	}
+	defer trace.Begin("monitor.released").End()
+	if err := r.closed.ReleaseErr(); err != nil {
+		r.o.Log.Debug("the monitor's entries stay for the next run to sweep", "err", err)
+	}
+	r.closed = nil
 }

@@ -442,6 +442,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	// Last of all: the kernel's part of closing the live watch (stopWatch) overlaps
 	// the rest of teardown; nothing of the run is left open once teardown returns.
 	defer r.waitWatchClosed()
+	defer r.waitMonitorReleased()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	errs := r.undo.release(cctx)
