@@ -1,0 +1,330 @@
+package linux
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// changeMask is what WatchChanges asks for beyond WatchCreates: every event that
+// changes a name, a file's content or its attributes. FAN_OPEN comes later
+// (WatchOpens).
+const changeMask = unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_DELETE | unix.FAN_MOVED_FROM |
+	unix.FAN_DELETE_SELF | unix.FAN_MOVE_SELF
+
+// WatchOpens adds the opening of files to what a WatchChanges watch records: the one
+// event an mmap write cannot do without (it changes a file's pages with no
+// FAN_MODIFY, and its FAN_CLOSE_WRITE may come late, or never while the watch runs: a
+// file's last reference can be held in flight on a socket, or by an io_uring, and
+// dropped by the kernel's own workers after the command is gone). Call it once the
+// baseline has read the workspace (whose own opens would be recorded) and before the
+// command runs. On failure the change set is marked untrusted.
+func (w *CreateWatch) WatchOpens(dir string) error {
+	if w.log == nil {
+		return nil
+	}
+	err := unix.FanotifyMark(w.fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, unix.FAN_OPEN|unix.FAN_ONDIR, unix.AT_FDCWD, dir)
+	if err != nil {
+		err = fmt.Errorf("fanotify_mark FAN_OPEN %s: %w", dir, err)
+		w.log.distrust(err.Error())
+	}
+	return err
+}
+
+// direntMask are the events that add or remove a name in a directory.
+const direntMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
+
+// Bounds of a change log: past maxChangedPaths paths it no longer records (and is not
+// to be trusted); its cache of directory paths is emptied past maxDirCache.
+const (
+	maxChangedPaths = 1 << 18
+	maxDirCache     = 1 << 16
+	maxObjects      = 1 << 16
+)
+
+// Changes is what a watch made with WatchChanges recorded under its directory since
+// it started.
+type Changes struct {
+	// Paths are slash-separated paths relative to the watched directory ("." for it)
+	// that may have changed: with true, a name was made, removed or moved there, and
+	// anything below it may have changed too; with false, the entry itself.
+	Paths map[string]bool
+	// Objects are files changed with no directory to name them (a hard link made or
+	// removed elsewhere changes a file's link count): device and inode.
+	Objects [][2]uint64
+	// Untrusted, when set, says why the change set may miss changes (a queue
+	// overflow, a read error, too many changes): a diff must then walk.
+	Untrusted string
+}
+
+// changeLog records the changes a watch reports below its directory.
+type changeLog struct {
+	mountFD int
+	root    string // the watched directory, as /proc shows this process its descriptor
+
+	// mu guards the fields below.
+	mu        sync.Mutex
+	dirs      map[string]string // directory handle → its path relative to root, or "\x00" outside
+	objs      map[string]bool   // object handles resolved
+	paths     map[string]bool
+	objects   [][2]uint64
+	untrusted string
+}
+
+func newChangeLog(mountFD int, untrusted string) (*changeLog, error) {
+	root, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(mountFD))
+	if err != nil {
+		return nil, err
+	}
+	return &changeLog{mountFD: mountFD, root: root, untrusted: untrusted,
+		dirs: map[string]string{}, objs: map[string]bool{}, paths: map[string]bool{}}, nil
+}
+
+func (l *changeLog) distrust(why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.distrustLocked(why)
+}
+
+func (l *changeLog) distrustLocked(why string) {
+	if l.untrusted == "" {
+		l.untrusted = why
+	}
+	l.paths, l.dirs, l.objs, l.objects = nil, nil, nil, nil // no longer needed
+}
+
+// Changes reads the watch's queue to its end and returns what it recorded so far:
+// every change a process made before the call is in it (the kernel queues an event
+// before the call that caused it returns). Without WatchChanges, Untrusted says so.
+func (w *CreateWatch) Changes() Changes {
+	if w.log == nil {
+		return Changes{Untrusted: "the watch does not record changes"}
+	}
+	ack := make(chan struct{})
+	select {
+	case w.drain <- ack:
+	case <-w.stop:
+		return Changes{Untrusted: "the watch is closed"}
+	}
+	_, _ = unix.Write(w.wake[1], []byte{0})
+	select {
+	case <-ack:
+	case <-w.stop:
+		return Changes{Untrusted: "the watch is closed"}
+	}
+	l := w.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.untrusted != "" {
+		return Changes{Untrusted: l.untrusted}
+	}
+	c := Changes{Paths: make(map[string]bool, len(l.paths)), Objects: append([][2]uint64(nil), l.objects...)}
+	for p, tree := range l.paths {
+		c.Paths[p] = tree
+	}
+	return c
+}
+
+// event records one event: its mask and its information records.
+func (l *changeLog) event(mask uint64, info []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.untrusted != "" {
+		return
+	}
+	if mask&unix.FAN_Q_OVERFLOW != 0 {
+		l.distrustLocked("the fanotify queue overflowed")
+		return
+	}
+	var dir, obj []byte
+	name, haveName := "", false
+	for len(info) >= 4 {
+		typ, size := info[0], int(binary.NativeEndian.Uint16(info[2:4]))
+		if size < 4 || size > len(info) {
+			l.distrustLocked("a malformed fanotify record")
+			return
+		}
+		rec := info[4:size]
+		info = info[size:]
+		switch typ {
+		case unix.FAN_EVENT_INFO_TYPE_DFID_NAME, unix.FAN_EVENT_INFO_TYPE_DFID:
+			fh, rest, ok := handleOf(rec)
+			if !ok {
+				l.distrustLocked("a malformed fanotify handle")
+				return
+			}
+			dir = fh
+			if typ == unix.FAN_EVENT_INFO_TYPE_DFID_NAME {
+				name, haveName = nulTerminated(rest), true
+			}
+		case unix.FAN_EVENT_INFO_TYPE_FID:
+			fh, _, ok := handleOf(rec)
+			if !ok {
+				l.distrustLocked("a malformed fanotify handle")
+				return
+			}
+			obj = fh
+		}
+	}
+	switch {
+	case mask&^(unix.FAN_OPEN|unix.FAN_ONDIR) == 0 && mask&unix.FAN_ONDIR != 0:
+		// A directory opened (listed): it changes nothing.
+	case dir != nil:
+		rel, err := l.dirPath(dir)
+		if err != nil {
+			l.distrustLocked(err.Error())
+			return
+		}
+		if rel == "" {
+			// Outside the watched directory: a change of a workspace file through
+			// a name there is of a file with other links, which the diff
+			// re-examines (or whose link count change is an object event).
+			return
+		}
+		if !haveName || name == "." || name == "" {
+			l.add(rel, false)
+			return
+		}
+		child := name
+		if rel != "." {
+			child = rel + "/" + name
+		}
+		if mask&direntMask != 0 {
+			l.add(rel, false)
+			l.add(child, true)
+		} else {
+			l.add(child, false)
+		}
+	case obj != nil:
+		if l.objs[string(obj)] {
+			return
+		}
+		id, gone, err := l.resolve(obj)
+		if err != nil {
+			l.distrustLocked(err.Error())
+			return
+		}
+		if len(l.objs) >= maxObjects {
+			l.distrustLocked(fmt.Sprintf("more than %d files changed with no directory", maxObjects))
+			return
+		}
+		l.objs[string(obj)] = true
+		if !gone {
+			l.objects = append(l.objects, id)
+		}
+	default:
+		l.distrustLocked("a fanotify event with no file handle")
+	}
+}
+
+func (l *changeLog) add(rel string, tree bool) {
+	old, ok := l.paths[rel]
+	if ok && (old || !tree) {
+		return
+	}
+	if !ok && len(l.paths) >= maxChangedPaths {
+		l.distrustLocked(fmt.Sprintf("more than %d paths changed", maxChangedPaths))
+		return
+	}
+	l.paths[rel] = tree
+}
+
+// dirPath is the path, relative to the watched directory, of the directory whose
+// handle is fh; "" when it is outside it or gone. A directory's path is resolved once:
+// if it moves later, the move is an event of its old and new parents, which makes
+// both whole trees dirty.
+func (l *changeLog) dirPath(fh []byte) (string, error) {
+	if rel, ok := l.dirs[string(fh)]; ok {
+		return strings.TrimPrefix(rel, "\x00"), nil
+	}
+	rel, err := l.resolveDir(fh)
+	if err != nil {
+		return "", err
+	}
+	if len(l.dirs) >= maxDirCache {
+		clear(l.dirs)
+	}
+	if rel == "" {
+		l.dirs[string(fh)] = "\x00"
+	} else {
+		l.dirs[string(fh)] = rel
+	}
+	return rel, nil
+}
+
+func (l *changeLog) resolveDir(fh []byte) (string, error) {
+	typ := int32(binary.NativeEndian.Uint32(fh[4:8]))
+	fd, err := unix.OpenByHandleAt(l.mountFD, unix.NewFileHandle(typ, fh[8:]), unix.O_PATH|unix.O_CLOEXEC)
+	if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) {
+		return "", nil // gone: removing it (or its parent) was an event
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolving a directory's handle: %w", err)
+	}
+	defer unix.Close(fd)
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", fmt.Errorf("resolving a directory's handle: %w", err)
+	}
+	switch {
+	case p == l.root:
+		return ".", nil
+	case !filepath.IsAbs(p):
+		return "", nil
+	case l.root == "/":
+		return p[1:], nil
+	case strings.HasPrefix(p, l.root+"/"):
+		return p[len(l.root)+1:], nil
+	}
+	return "", nil
+}
+
+// resolve is the device and inode of the object whose handle is fh; gone when it no
+// longer exists.
+func (l *changeLog) resolve(fh []byte) (id [2]uint64, gone bool, err error) {
+	typ := int32(binary.NativeEndian.Uint32(fh[4:8]))
+	fd, err := unix.OpenByHandleAt(l.mountFD, unix.NewFileHandle(typ, fh[8:]), unix.O_PATH|unix.O_CLOEXEC)
+	if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) {
+		return id, true, nil
+	}
+	if err != nil {
+		return id, false, fmt.Errorf("resolving a file's handle: %w", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return id, false, fmt.Errorf("resolving a file's handle: %w", err)
+	}
+	return [2]uint64{st.Dev, st.Ino}, false, nil
+}
+
+// handleOf splits a FID record's body (fsid, then struct file_handle) into the
+// handle (its 8-byte header included) and what follows it.
+func handleOf(rec []byte) (fh, rest []byte, ok bool) {
+	const fsid = 8
+	if len(rec) < fsid+8 {
+		return nil, nil, false
+	}
+	h := rec[fsid:]
+	size := int(binary.NativeEndian.Uint32(h[0:4]))
+	if size < 0 || 8+size > len(h) {
+		return nil, nil, false
+	}
+	return h[:8+size], h[8+size:], true
+}
+
+func nulTerminated(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,84 @@
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// WatchChanges records, under its directory only, each kind of change: a name made
+// (the whole new tree), a write, an attribute, a removal, and a hard link made
+// elsewhere (an object event: no directory, the file's inode).
+func TestWatchChanges(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	for _, d := range []string{dir, out, filepath.Join(dir, "sub")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"sub/w", "sub/a", "sub/gone", "linked"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "o"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := WatchChanges(dir, func(string, bool) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	f, err := os.OpenFile(filepath.Join(dir, "sub/w"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("y")
+	f.Close()
+	must(t, os.Chmod(filepath.Join(dir, "sub/a"), 0o600))
+	must(t, os.Remove(filepath.Join(dir, "sub/gone")))
+	must(t, os.MkdirAll(filepath.Join(dir, "new/deep"), 0o755))
+	must(t, os.WriteFile(filepath.Join(out, "o2"), []byte("x"), 0o644))
+	must(t, os.Link(filepath.Join(dir, "linked"), filepath.Join(out, "l")))
+	c := w.Changes()
+	if c.Untrusted != "" {
+		t.Fatal(c.Untrusted)
+	}
+	t.Logf("%v %v", c.Paths, c.Objects)
+	want := map[string]bool{"sub/w": false, "sub/a": false, "sub/gone": true, "sub": false, "new": true, ".": false}
+	for p, tree := range want {
+		if got, ok := c.Paths[p]; !ok || got != tree {
+			t.Errorf("%s: recorded %v %v, want %v", p, got, ok, tree)
+		}
+	}
+	for p := range c.Paths {
+		if filepath.IsAbs(p) || p == "o2" || p == "l" {
+			t.Errorf("recorded %q, outside the directory", p)
+		}
+	}
+	var st syscall.Stat_t
+	must(t, syscall.Stat(filepath.Join(dir, "linked"), &st))
+	found := false
+	for _, o := range c.Objects {
+		found = found || o == [2]uint64{st.Dev, st.Ino}
+	}
+	if !found {
+		t.Errorf("the link made elsewhere is not among the objects %v", c.Objects)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
