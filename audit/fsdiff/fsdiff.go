@@ -136,6 +136,9 @@ type Tracker struct {
 	dir  string
 	opts Options
 	base *snapshot
+	// root is the workspace directory's device and inode when the baseline was
+	// taken (DiffWatched).
+	root [2]uint64
 }
 
 // New takes the baseline snapshot of the directory dir. It stats every entry and reads
@@ -150,6 +153,9 @@ func New(ctx context.Context, dir string, opts Options) (*Tracker, error) {
 		return nil, err
 	}
 	t := &Tracker{dir: abs, opts: opts}
+	if t.root, err = rootID(abs); err != nil {
+		return nil, err
+	}
 	base, err := scan(ctx, abs, opts.started(), nil)
 	if err != nil {
 		return nil, err
