@@ -124,10 +124,11 @@ func TestDiffWatchedThroughLinks(t *testing.T) {
 // entry written in dir: the file system's clock has ticked.
 func waitTick(t *testing.T, dir string) {
 	t.Helper()
+	ctime := func(fi os.FileInfo) int64 { return fi.Sys().(*syscall.Stat_t).Ctim.Nano() }
 	var last int64
 	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil {
-			last = max(last, fi.Sys().(*syscall.Stat_t).Ctim.Nano())
+			last = max(last, ctime(fi))
 		}
 		return nil
 	})
@@ -135,9 +136,9 @@ func waitTick(t *testing.T, dir string) {
 	defer os.Remove(probe)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		must(t, os.WriteFile(probe, nil, 0o644))
-		var st syscall.Stat_t
-		must(t, syscall.Stat(probe, &st))
-		if st.Ctim.Nano() > last {
+		fi, err := os.Stat(probe)
+		must(t, err)
+		if ctime(fi) > last {
 			return
 		}
 	}
@@ -156,10 +157,7 @@ func TestDiffWatchedMmapStillOpen(t *testing.T) {
 		fd, err := os.OpenFile(w.path("m.txt"), os.O_RDWR, 0)
 		must(t, err)
 		t.Cleanup(func() { fd.Close() })
-		m, err := syscall.Mmap(int(fd.Fd()), 0, 4, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-		must(t, err)
-		m[0] = 'X'
-		must(t, syscall.Munmap(m))
+		must(t, linux.WriteMapped(fd, 0, []byte("X")))
 	})
 	sameDiff(t, walk, watched)
 	if len(watched.Changes) != 1 {
@@ -259,7 +257,7 @@ func randomOp(r *rand.Rand, dir, out string) string {
 	case op == 3 && f != "":
 		return fmt.Sprint("chmod ", f, os.Chmod(f, os.FileMode(0o600+r.IntN(2)*0o155)))
 	case op == 4 && f != "":
-		return fmt.Sprint("xattr ", f, syscall.Setxattr(f, "user.k", []byte(fmt.Sprint(r.IntN(3))), 0))
+		return fmt.Sprint("xattr ", f, linux.Lsetxattr(f, "user.k", fmt.Sprint(r.IntN(3))))
 	case op == 5 && f != "":
 		to := newName(anyRoot())
 		return fmt.Sprint("rename ", f, " ", to, os.Rename(f, to))
@@ -289,7 +287,7 @@ func randomOp(r *rand.Rand, dir, out string) string {
 			return "fallocate " + err.Error()
 		}
 		defer fd.Close()
-		return fmt.Sprint("fallocate ", f, syscall.Fallocate(int(fd.Fd()), 0, 0, int64(1+r.IntN(4096))))
+		return fmt.Sprint("fallocate ", f, linux.Allocate(fd, 0, 0, int64(1+r.IntN(4096))))
 	case op == 13:
 		d := pick(dir, true)
 		if d == "" {
@@ -311,10 +309,5 @@ func mmapWrite(f string, b byte) error {
 	if err != nil || fi.Size() == 0 {
 		return err
 	}
-	m, err := syscall.Mmap(int(fd.Fd()), 0, int(fi.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return err
-	}
-	m[0] = b
-	return syscall.Munmap(m)
+	return linux.WriteMapped(fd, 0, []byte{b})
 }

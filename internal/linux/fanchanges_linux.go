@@ -208,7 +208,7 @@ func (l *changeLog) event(mask uint64, info []byte) {
 		}
 		id, gone, err := l.resolve(obj)
 		if err != nil {
-			l.distrustLocked(err.Error())
+			l.distrustLocked(fmt.Sprintf("event %#x: %v", mask, err))
 			return
 		}
 		if len(l.objs) >= maxObjects {
@@ -327,4 +327,25 @@ func nulTerminated(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// changeReporting names the file systems known to report every change of their
+// files to fanotify (local ones: no remote writer, no lower layer changed beneath).
+var changeReporting = map[uint32]string{
+	uint32(unix.EXT4_SUPER_MAGIC): "ext4", uint32(unix.XFS_SUPER_MAGIC): "xfs",
+	uint32(unix.BTRFS_SUPER_MAGIC): "btrfs", uint32(unix.TMPFS_MAGIC): "tmpfs",
+}
+
+// ReportsChanges says why fanotify may not see every change of the files below dir
+// (its file system is not one known to report them all: overlay, NFS, FUSE, 9p,
+// virtiofs…), or "".
+func ReportsChanges(dir string) string {
+	t, err := FilesystemType(dir)
+	if err != nil {
+		return err.Error()
+	}
+	if changeReporting[t] == "" {
+		return fmt.Sprintf("the workspace's file system (type %#x) is not one known to report every change", t)
+	}
+	return ""
 }
