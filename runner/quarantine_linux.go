@@ -59,11 +59,13 @@ func mayWatch() bool { return os.Geteuid() == 0 }
 // the run watches (mayWatch); when the watch cannot be had, it is rewritten to say not.
 func (r *run) watchRepositories() error {
 	if !mayWatch() {
+		r.noChanges("not root: no fanotify watch of the workspace")
 		return nil
 	}
 	// A directory moved into place may be a whole repository prepared elsewhere.
-	w, err := linux.WatchCreates(r.plan.Workspace, watched)
+	w, err := r.watchFor(watched)
 	if err != nil {
+		r.noChanges("no fanotify watch: " + err.Error())
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
 		if r.rd.owner.Watching {
 			r.rd.owner.Watching = false

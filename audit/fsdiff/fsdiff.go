@@ -331,6 +331,10 @@ type ScanStats struct {
 	Bytes    int64         // bytes read
 	Retained int64         // bytes of content kept in memory
 	Duration time.Duration // wall time of the snapshot
+	// Watched is set by [Tracker.DiffWatched]: only the paths a watch reported were
+	// read. Walked is the caller's: why it walked when it wanted a watched diff.
+	Watched bool
+	Walked  string
 }
 
 // Result is what changed between two snapshots.

@@ -100,7 +100,7 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 		names:    names,
 		stats:    part.stats,
 	}
-	next.stats.Files = len(entries) - dirs
+	next.stats.Files, next.stats.Watched = len(entries)-dirs, true
 	res = compare(t.dir, base, next, opts)
 	t.base = next
 	return res, "", nil
