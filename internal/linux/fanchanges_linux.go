@@ -15,9 +15,9 @@ import (
 
 // changeMask is what WatchChanges asks for beyond WatchCreates: every event that
 // changes a name, a file's content or its attributes. FAN_OPEN comes later
-// (WatchOpens).
-const changeMask = unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_DELETE | unix.FAN_MOVED_FROM |
-	unix.FAN_DELETE_SELF | unix.FAN_MOVE_SELF
+// (WatchOpens). Not FAN_DELETE_SELF nor FAN_MOVE_SELF: the name removed or moved is
+// an event of its directory already, and each would cost a handle to resolve.
+const changeMask = unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_DELETE | unix.FAN_MOVED_FROM
 
 // WatchOpens adds the opening of files to what a WatchChanges watch records: the one
 // event an mmap write cannot do without (it changes a file's pages with no
@@ -287,8 +287,18 @@ func (l *changeLog) resolveDir(fh []byte) (string, error) {
 }
 
 // resolve is the device and inode of the object whose handle is fh; gone when it no
-// longer exists.
+// longer exists. A file being evicted as it is resolved (its last link removed,
+// anywhere on the file system) can fail otherwise once: it is tried again.
 func (l *changeLog) resolve(fh []byte) (id [2]uint64, gone bool, err error) {
+	for range 3 {
+		if id, gone, err = l.resolveOnce(fh); err == nil {
+			break
+		}
+	}
+	return id, gone, err
+}
+
+func (l *changeLog) resolveOnce(fh []byte) (id [2]uint64, gone bool, err error) {
 	typ := int32(binary.NativeEndian.Uint32(fh[4:8]))
 	fd, err := unix.OpenByHandleAt(l.mountFD, unix.NewFileHandle(typ, fh[8:]), unix.O_PATH|unix.O_CLOEXEC)
 	if errors.Is(err, unix.ESTALE) || errors.Is(err, unix.ENOENT) {
@@ -336,9 +346,12 @@ var changeReporting = map[uint32]string{
 	uint32(unix.BTRFS_SUPER_MAGIC): "btrfs", uint32(unix.TMPFS_MAGIC): "tmpfs",
 }
 
-// ReportsChanges says why fanotify may not see every change of the files below dir
-// (its file system is not one known to report them all: overlay, NFS, FUSE, 9p,
-// virtiofs…), or "".
+// ReportsChanges says why a WatchChanges watch of dir may not see, or place, every
+// change of the files below it, or "": its file system is not one known to report
+// them all (overlay, NFS, FUSE, 9p, virtiofs…); a mount lies below dir (whose
+// changes are another file system's, or the same one's seen under another path); or
+// dir's mount shows only part of its file system (a handle of a file linked out of
+// that part may not resolve through it).
 func ReportsChanges(dir string) string {
 	t, err := FilesystemType(dir)
 	if err != nil {
@@ -346,6 +359,26 @@ func ReportsChanges(dir string) string {
 	}
 	if changeReporting[t] == "" {
 		return fmt.Sprintf("the workspace's file system (type %#x) is not one known to report every change", t)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err.Error()
+	}
+	id, err := MountID(real)
+	if err != nil {
+		return fmt.Sprintf("the workspace's mount: %v", err)
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err.Error()
+	}
+	for _, m := range ParseMountinfo(string(data)) {
+		switch {
+		case m.ID == id && m.Root != "/":
+			return fmt.Sprintf("the workspace's mount shows only %s of its file system", m.Root)
+		case strings.HasPrefix(m.Point, real+"/"):
+			return fmt.Sprintf("a mount inside the workspace (%s)", m.Point)
+		}
 	}
 	return ""
 }

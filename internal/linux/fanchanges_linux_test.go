@@ -3,8 +3,11 @@ package linux
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -80,5 +83,25 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ReportsChanges accepts a directory of the root file system and refuses one with a
+// mount below it, or one on a file system not known to report every change.
+func TestReportsChanges(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	if why := ReportsChanges(dir); why != "" {
+		t.Skipf("the test directory's file system: %s", why)
+	}
+	sub := filepath.Join(dir, "m")
+	must(t, os.Mkdir(sub, 0o755))
+	must(t, unix.Mount("tmpfs", sub, "tmpfs", 0, ""))
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	if why := ReportsChanges(dir); !strings.Contains(why, "mount inside") {
+		t.Errorf("a mount below the workspace: %q", why)
+	}
+	if why := ReportsChanges("/proc"); why == "" {
+		t.Error("proc is taken for a file system that reports every change")
 	}
 }
