@@ -51,9 +51,21 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 			changed = append(changed, ChangedPath{Path: p})
 		}
 	}
-	// Ancestors before what lies below them, so that changedTargets drops what a
-	// deep target's walk covers.
-	slices.SortFunc(changed, func(a, b ChangedPath) int { return strings.Compare(a.Path, b.Path) })
+	// Ancestors before what lies below them, and a deep path before the same path
+	// not deep (changedTargets keeps the first of a path), so that changedTargets
+	// drops what a deep target's walk covers.
+	slices.SortFunc(changed, func(a, b ChangedPath) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		switch {
+		case a.Deep == b.Deep:
+			return 0
+		case a.Deep:
+			return -1
+		}
+		return 1
+	})
 	targets := changedTargets(changed, opts)
 	exact, deep := make(map[string]bool, len(targets)), make(map[string]bool)
 	for _, tg := range targets {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -64,6 +65,7 @@ func bothWaysOld(t *testing.T, dir string, opts Options, old bool, change func()
 	if c.Untrusted != "" {
 		t.Fatalf("the change set cannot be trusted: %s", c.Untrusted)
 	}
+	lastChanges = fmt.Sprintf("%v %v", c.Paths, c.Objects)
 	watched, why, err := b.DiffWatched(ctx, WatchedFrom(c.Paths, c.Objects))
 	if err != nil || why != "" {
 		t.Fatalf("watched diff: %v %s", err, why)
@@ -165,6 +167,9 @@ func TestDiffWatchedMmapStillOpen(t *testing.T) {
 	}
 }
 
+// lastChanges is the last change set bothWays took, for a failure's log.
+var lastChanges string
+
 func newWSAt(t *testing.T, dir string, files map[string]string) ws {
 	must(t, os.MkdirAll(dir, 0o755))
 	w := ws{t, dir}
@@ -186,6 +191,9 @@ func must(t *testing.T, err error) {
 func TestDiffWatchedRandom(t *testing.T) {
 	testutil.RequireRoot(t)
 	rounds := 30
+	if n, err := strconv.Atoi(os.Getenv("CORDON_WATCHED_ROUNDS")); err == nil {
+		rounds = n
+	}
 	if testing.Short() {
 		rounds = 5
 	}
@@ -210,6 +218,7 @@ func TestDiffWatchedRandom(t *testing.T) {
 			})
 			if !reflect.DeepEqual(walk.Changes, watched.Changes) || !bytes.Equal(walk.Patch, watched.Patch) {
 				t.Logf("operations: %q", log)
+				t.Logf("change set: %s", lastChanges)
 			}
 			sameDiff(t, walk, watched)
 		})

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ const (
 	maxChangedPaths = 1 << 18
 	maxDirCache     = 1 << 16
 	maxObjects      = 1 << 16
+	maxPending      = 1 << 12
 )
 
 // Changes is what a watch made with WatchChanges recorded under its directory since
@@ -75,6 +77,7 @@ type changeLog struct {
 	objs      map[string]bool   // object handles resolved
 	paths     map[string]bool
 	objects   [][2]uint64
+	pending   []rawEvent // whose handles could not be resolved yet
 	untrusted string
 }
 
@@ -97,7 +100,7 @@ func (l *changeLog) distrustLocked(why string) {
 	if l.untrusted == "" {
 		l.untrusted = why
 	}
-	l.paths, l.dirs, l.objs, l.objects = nil, nil, nil, nil // no longer needed
+	l.paths, l.dirs, l.objs, l.objects, l.pending = nil, nil, nil, nil, nil // no longer needed
 }
 
 // Changes reads the watch's queue to its end and returns what it recorded so far:
@@ -122,6 +125,17 @@ func (w *CreateWatch) Changes() Changes {
 	l := w.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.untrusted != "" {
+		return Changes{Untrusted: l.untrusted}
+	}
+	pending := l.pending
+	l.pending = nil
+	for _, ev := range pending {
+		if l.untrusted != "" {
+			break
+		}
+		l.apply(ev, true)
+	}
 	if l.untrusted != "" {
 		return Changes{Untrusted: l.untrusted}
 	}
@@ -173,13 +187,28 @@ func (l *changeLog) event(mask uint64, info []byte) {
 			obj = fh
 		}
 	}
+	l.apply(rawEvent{mask: mask, dir: dir, obj: obj, name: name, haveName: haveName}, false)
+}
+
+// rawEvent is one event's mask and records, as apply takes them.
+type rawEvent struct {
+	mask     uint64
+	dir, obj []byte // handles of its directory and of its object; nil when absent
+	name     string
+	haveName bool
+}
+
+// apply records ev. A handle that cannot be resolved now (the kernel can fail one,
+// with ENOMEM, while the file or directory is being deleted) is tried again when the
+// change set is taken (final): failing then, the set is distrusted.
+func (l *changeLog) apply(ev rawEvent, final bool) {
 	switch {
-	case mask&^(unix.FAN_OPEN|unix.FAN_ONDIR) == 0 && mask&unix.FAN_ONDIR != 0:
+	case ev.mask&^(unix.FAN_OPEN|unix.FAN_ONDIR) == 0 && ev.mask&unix.FAN_ONDIR != 0:
 		// A directory opened (listed): it changes nothing.
-	case dir != nil:
-		rel, err := l.dirPath(dir)
+	case ev.dir != nil:
+		rel, err := l.dirPath(ev.dir)
 		if err != nil {
-			l.distrustLocked(err.Error())
+			l.later(ev, final, err)
 			return
 		}
 		if rel == "" {
@@ -188,40 +217,51 @@ func (l *changeLog) event(mask uint64, info []byte) {
 			// re-examines (or whose link count change is an object event).
 			return
 		}
-		if !haveName || name == "." || name == "" {
+		if !ev.haveName || ev.name == "." || ev.name == "" {
 			l.add(rel, false)
 			return
 		}
-		child := name
+		child := ev.name
 		if rel != "." {
-			child = rel + "/" + name
+			child = rel + "/" + ev.name
 		}
-		if mask&direntMask != 0 {
+		if ev.mask&direntMask != 0 {
 			l.add(rel, false)
 			l.add(child, true)
 		} else {
 			l.add(child, false)
 		}
-	case obj != nil:
-		if l.objs[string(obj)] {
+	case ev.obj != nil:
+		if l.objs[string(ev.obj)] {
 			return
 		}
-		id, gone, err := l.resolve(obj)
+		id, gone, err := l.resolve(ev.obj)
 		if err != nil {
-			l.distrustLocked(fmt.Sprintf("event %#x: %v", mask, err))
+			l.later(ev, final, err)
 			return
 		}
 		if len(l.objs) >= maxObjects {
 			l.distrustLocked(fmt.Sprintf("more than %d files changed with no directory", maxObjects))
 			return
 		}
-		l.objs[string(obj)] = true
+		l.objs[string(ev.obj)] = true
 		if !gone {
 			l.objects = append(l.objects, id)
 		}
 	default:
 		l.distrustLocked("a fanotify event with no file handle")
 	}
+}
+
+// later keeps ev, whose handle could not be resolved (err), for the end; at the end,
+// or past maxPending, the set is distrusted.
+func (l *changeLog) later(ev rawEvent, final bool, err error) {
+	if final || len(l.pending) >= maxPending {
+		l.distrustLocked(fmt.Sprintf("event %#x: %v", ev.mask, err))
+		return
+	}
+	ev.dir, ev.obj = bytes.Clone(ev.dir), bytes.Clone(ev.obj) // they point into the read buffer
+	l.pending = append(l.pending, ev)
 }
 
 func (l *changeLog) add(rel string, tree bool) {
@@ -270,6 +310,14 @@ func (l *changeLog) resolveDir(fh []byte) (string, error) {
 	}
 	defer unix.Close(fd)
 	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if errors.Is(err, unix.ENAMETOOLONG) {
+		// Deeper than a path can name (another program's directories, on the
+		// same file system): ignored unless it lies inside the watched one.
+		if inside, err := l.inside(fd); err != nil || inside {
+			return "", fmt.Errorf("resolving a directory's handle: a path too long to name, inside the workspace (%v)", err)
+		}
+		return "", nil
+	}
 	if err != nil {
 		return "", fmt.Errorf("resolving a directory's handle: %w", err)
 	}
@@ -284,6 +332,46 @@ func (l *changeLog) resolveDir(fh []byte) (string, error) {
 		return p[len(l.root)+1:], nil
 	}
 	return "", nil
+}
+
+// inside reports whether the directory fd lies below the watched one: its ancestors,
+// up to the root of its mount, are looked at one by one.
+func (l *changeLog) inside(fd int) (bool, error) {
+	var root, st unix.Stat_t
+	if err := unix.Fstat(l.mountFD, &root); err != nil {
+		return false, err
+	}
+	cur := fd
+	defer func() {
+		if cur != fd {
+			unix.Close(cur)
+		}
+	}()
+	for range 1 << 16 {
+		if err := unix.Fstat(cur, &st); err != nil {
+			return false, err
+		}
+		if st.Dev == root.Dev && st.Ino == root.Ino {
+			return true, nil
+		}
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, err
+		}
+		var ust unix.Stat_t
+		if err := unix.Fstat(up, &ust); err != nil {
+			unix.Close(up)
+			return false, err
+		}
+		if cur != fd {
+			unix.Close(cur)
+		}
+		cur = up
+		if ust.Dev == st.Dev && ust.Ino == st.Ino {
+			return false, nil // the top of the mount
+		}
+	}
+	return false, errors.New("too deep")
 }
 
 // resolve is the device and inode of the object whose handle is fh; gone when it no

@@ -105,3 +105,46 @@ func TestReportsChanges(t *testing.T) {
 		t.Error("proc is taken for a file system that reports every change")
 	}
 }
+
+// A directory too deep for a path to name is ignored outside the watched directory and
+// distrusts the change set inside it.
+func TestWatchChangesDeepDirectory(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	for _, d := range []string{dir, out} {
+		must(t, os.Mkdir(d, 0o755))
+	}
+	deep := func(base string) string {
+		fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY, 0)
+		must(t, err)
+		name := strings.Repeat("d", 200)
+		for range 30 { // 30 × 201 bytes: past PATH_MAX
+			must(t, unix.Mkdirat(fd, name, 0o755))
+			next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+			must(t, err)
+			unix.Close(fd)
+			fd = next
+		}
+		must(t, unix.Mkdirat(fd, "leaf", 0o755))
+		unix.Close(fd)
+		return base
+	}
+	for _, tc := range []struct {
+		base    string
+		trusted bool
+	}{{out, true}, {dir, false}} {
+		w, err := WatchChanges(dir, func(string, bool) bool { return false })
+		must(t, err)
+		go func() {
+			for range w.Events() {
+			}
+		}()
+		deep(tc.base)
+		c := w.Changes()
+		w.Close()
+		if (c.Untrusted == "") != tc.trusted || !tc.trusted && !strings.Contains(c.Untrusted, "too long") {
+			t.Errorf("a deep directory below %s: untrusted %q", tc.base, c.Untrusted)
+		}
+	}
+}
