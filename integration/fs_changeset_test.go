@@ -22,7 +22,8 @@ func TestRedChangeSetHiddenWrites(t *testing.T) {
 	for _, tc := range []struct {
 		name, script string
 		setup        func(w *world)
-		mayWalk      bool // the attack may (visibly) force the walk
+		mayWalk      bool   // the attack may (visibly) force the walk
+		walks        string // the attack forces the walk, which says this
 	}{
 		{name: "mmap write, fd in flight on a socket", script: py(`
 import mmap, os, socket
@@ -71,6 +72,14 @@ os.mkdir("zflood")  # after victim.txt: an fs.diff itemizes the first 1,000 chan
 for i in range(60000):
     open("zflood/%d" % i, "w").close()
 open("victim.txt", "r+").write("NEW")`)},
+		{name: "more changed paths than a snapshot may record", walks: "more than 1000 paths", script: py(`
+import os
+os.mkdir("zflood")
+for i in range(3000):
+    open("zflood/%d" % i, "w").close()
+open("victim.txt", "r+").write("NEW")`), setup: func(w *world) {
+			w.contract("version: 1\nlimits: {diff: {entries: 1000}}\n")
+		}},
 		{name: "background writer racing the end", script: `(i=0; while :; do echo NEW$i > victim.txt; i=$((i+1)); done) & sleep 0.2; exit 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +98,10 @@ open("victim.txt", "r+").write("NEW")`)},
 				t.Fatal("no fs.diff")
 			}
 			t.Logf("scan: %+v", diff.Scan)
-			if !diff.Scan.Watched && !tc.mayWalk {
+			if tc.walks != "" && !strings.Contains(diff.Scan.Walked, tc.walks) {
+				t.Errorf("the diff did not walk for %q: %+v", tc.walks, diff.Scan)
+			}
+			if !diff.Scan.Watched && !tc.mayWalk && tc.walks == "" {
 				t.Errorf("the diff walked (%s): the change set was not exercised", diff.Scan.Walked)
 			}
 			if !diff.Scan.Watched && diff.Scan.Walked == "" {

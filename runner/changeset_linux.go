@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"math"
 	"path"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
@@ -30,7 +31,12 @@ func (r *run) watchFor(keep func(string, bool) bool) (*linux.CreateWatch, error)
 		r.noChanges(why)
 		return linux.WatchCreates(r.plan.Workspace, keep)
 	}
-	return linux.WatchChanges(r.plan.Workspace, keep)
+	// Past as many paths as a snapshot may record, reading them would cost a walk.
+	n := int(min(r.plan.Limits.Diff.Entries, math.MaxInt32))
+	if n <= 0 {
+		n = fsdiff.DefaultMaxEntries
+	}
+	return linux.WatchChanges(r.plan.Workspace, keep, n)
 }
 
 // watchOpens adds the opening of files to the watch, once the baseline has read the

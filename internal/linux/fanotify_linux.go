@@ -42,20 +42,24 @@ type Created struct {
 // given their name and whether the entry is a directory moved into place. Close stops
 // it.
 func WatchCreates(dir string, keep func(name string, movedDir bool) bool) (*CreateWatch, error) {
-	return watch(dir, keep, false)
+	return watch(dir, keep, 0)
 }
 
 // WatchChanges is WatchCreates that also records every change the kernel reports
-// below dir, for [CreateWatch.Changes]: one group does both.
-func WatchChanges(dir string, keep func(name string, movedDir bool) bool) (*CreateWatch, error) {
-	return watch(dir, keep, true)
+// below dir, for [CreateWatch.Changes]: one group does both. Past maxPaths paths
+// changed (or 262,144, or 16 MiB of their names) it stops recording, and the change
+// set is not to be trusted: its memory stays bounded whatever the command does.
+func WatchChanges(dir string, keep func(name string, movedDir bool) bool, maxPaths int) (*CreateWatch, error) {
+	return watch(dir, keep, max(1, min(maxPaths, maxChangedPaths)))
 }
 
 // createMask is what WatchCreates asks for. CLOSE_WRITE too: a file is empty when
 // it is created, and its content is what tells (a HEAD naming a ref).
 const createMask = unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR
 
-func watch(dir string, keep func(name string, movedDir bool) bool, record bool) (*CreateWatch, error) {
+// watch starts a watch; with maxPaths > 0 it records changes (WatchChanges).
+func watch(dir string, keep func(name string, movedDir bool) bool, maxPaths int) (*CreateWatch, error) {
+	record := maxPaths > 0
 	flags := uint(unix.FAN_CLASS_NOTIF | unix.FAN_CLOEXEC | unix.FAN_NONBLOCK | unix.FAN_REPORT_DFID_NAME)
 	mask := uint64(createMask)
 	var untrusted string
@@ -85,7 +89,7 @@ func watch(dir string, keep func(name string, movedDir bool) bool, record bool) 
 	}
 	w := &CreateWatch{fd: fd, mountFD: mfd, keep: keep, events: make(chan Created, 64), stop: make(chan struct{}), drain: make(chan chan struct{}, 1)}
 	if record {
-		if w.log, err = newChangeLog(mfd, untrusted); err != nil {
+		if w.log, err = newChangeLog(mfd, untrusted, maxPaths); err != nil {
 			unix.Close(fd)
 			unix.Close(mfd)
 			return nil, err
