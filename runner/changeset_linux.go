@@ -58,22 +58,23 @@ func (r *run) noChanges(why string) {
 }
 
 // takeChanges takes the change set once the command and its sandbox are gone (a
-// one-command run's sandbox ends with its command), and stops the live watch,
-// waiting until it has disarmed what it read (those renames are changes of the
-// workspace too).
+// one-command run's sandbox ends with its command), then stops the live watch as
+// before (stopWatchSoon). The renames the watch has made so far are changes of the
+// workspace too: their directories are read whole. One it makes later is listed
+// under the diff's quarantined, as it was beside a walk.
 func (r *run) takeChanges() {
 	if r.live == nil || !r.wantsChanges() {
 		r.stopWatchSoon()
 		return
 	}
-	defer trace.Begin("changes.take").End()
+	sp := trace.Begin("changes.take")
 	c := r.live.w.Changes()
-	r.stopWatch()
+	sp.End()
+	r.stopWatchSoon()
 	if c.Untrusted != "" {
 		r.noChanges(c.Untrusted)
 		return
 	}
-	// What the live watch renamed: the directory of each, whole (the new name).
 	r.live.mu.Lock()
 	for _, rel := range r.live.done {
 		c.Paths[path.Dir(rel)] = true
