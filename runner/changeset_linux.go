@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path"
+	"time"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -58,10 +59,9 @@ func (r *run) noChanges(why string) {
 }
 
 // takeChanges takes the change set once the command and its sandbox are gone (a
-// one-command run's sandbox ends with its command), then stops the live watch as
-// before (stopWatchSoon). The renames the watch has made so far are changes of the
-// workspace too: their directories are read whole. One it makes later is listed
-// under the diff's quarantined, as it was beside a walk.
+// one-command run's sandbox ends with its command), waits until the live watch has
+// disarmed what it read (those renames are changes of the workspace too: their
+// directories are read whole), then stops the watch as before (stopWatchSoon).
 func (r *run) takeChanges() {
 	if r.live == nil || !r.wantsChanges() {
 		r.stopWatchSoon()
@@ -69,6 +69,9 @@ func (r *run) takeChanges() {
 	}
 	sp := trace.Begin("changes.take")
 	c := r.live.w.Changes()
+	if !r.live.waitHandled(r.live.w.Sent(), 5*time.Second) {
+		c = linux.Changes{Untrusted: "the live watch's disarms did not finish"}
+	}
 	sp.End()
 	r.stopWatchSoon()
 	if c.Untrusted != "" {
@@ -108,4 +111,28 @@ func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker) (*fsdiff.
 		res.Scan.Walked = why
 	}
 	return res, err
+}
+
+// handledOne counts one event handled.
+func (lw *liveWatch) handledOne() {
+	lw.handled.Add(1)
+	select {
+	case lw.progress <- struct{}{}:
+	default:
+	}
+}
+
+// waitHandled waits until the watch's reader has handled n events (its disarms done),
+// for at most maxWait; false when it has not.
+func (lw *liveWatch) waitHandled(n uint64, maxWait time.Duration) bool {
+	timer := time.NewTimer(maxWait)
+	defer timer.Stop()
+	for lw.handled.Load() < n {
+		select {
+		case <-lw.progress:
+		case <-timer.C:
+			return lw.handled.Load() >= n
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,7 @@ type CreateWatch struct {
 	once    sync.Once
 	done    sync.WaitGroup
 	log     *changeLog // nil unless the watch records changes (WatchChanges)
+	sent    atomic.Uint64
 }
 
 // Created is one entry made in the watched file system: Dir is its directory's path as
@@ -247,6 +249,10 @@ func (w *CreateWatch) event(info []byte, movedDir bool) (Created, bool) {
 func (w *CreateWatch) send(c Created) {
 	select {
 	case w.events <- c:
+		w.sent.Add(1)
 	case <-w.stop:
 	}
 }
+
+// Sent is how many events Events has delivered so far (or holds, buffered).
+func (w *CreateWatch) Sent() uint64 { return w.sent.Load() }
