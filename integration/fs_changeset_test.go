@@ -138,3 +138,41 @@ open("victim.txt", "r+").write("NEW")`), setup: func(w *world) {
 }
 
 func firstBytes(b []byte) string { return string(b[:min(len(b), 20)]) }
+
+// A repository moved into place as the command ends is disarmed (renamed) by the live
+// watch possibly after the kernel's last event: the diff, taken from the change set,
+// still lists every file of it under its new name, as a walk would.
+func TestRedChangeSetRepositoryAtTheEnd(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "keep.txt"), "keep\n")
+	for round := range 3 {
+		dir := "r" + string(rune('0'+round))
+		script := "mkdir -p s/objects s/refs && echo 'ref: refs/heads/main' > s/HEAD && echo payload > s/payload && mkdir " + dir + " && mv s " + dir + "/.git"
+		if r := w.sh(script); r.code != 0 {
+			t.Fatalf("run: %v", r)
+		}
+		_, diff := runEvents(t, w)
+		if diff == nil {
+			t.Fatal("no fs.diff")
+		}
+		listed := map[string]bool{}
+		for _, c := range diff.Changes {
+			listed[c.Path] = true
+		}
+		var missed []string
+		_ = filepath.Walk(filepath.Join(w.ws, dir), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				rel, _ := filepath.Rel(w.ws, p)
+				if !listed[filepath.ToSlash(rel)] {
+					missed = append(missed, rel)
+				}
+			}
+			return nil
+		})
+		t.Logf("round %d: scan %+v, quarantined %v", round, diff.Scan, diff.Quarantined)
+		if len(missed) > 0 || len(diff.Quarantined) == 0 {
+			t.Errorf("round %d: files of the disarmed repository not in the diff: %v (quarantined %v)", round, missed, diff.Quarantined)
+		}
+	}
+}
