@@ -22,7 +22,8 @@ func TestRedChangeSetHiddenWrites(t *testing.T) {
 	for _, tc := range []struct {
 		name, script string
 		setup        func(w *world)
-		mayWalk      bool // the attack may (visibly) force the walk
+		mayWalk      bool   // the attack may (visibly) force the walk
+		walks        string // the attack forces the walk, which says this
 	}{
 		{name: "mmap write, fd in flight on a socket", script: py(`
 import mmap, os, socket
@@ -71,6 +72,14 @@ os.mkdir("zflood")  # after victim.txt: an fs.diff itemizes the first 1,000 chan
 for i in range(60000):
     open("zflood/%d" % i, "w").close()
 open("victim.txt", "r+").write("NEW")`)},
+		{name: "more changed paths than a snapshot may record", walks: "more than 1000 paths", script: py(`
+import os
+os.mkdir("zflood")
+for i in range(3000):
+    open("zflood/%d" % i, "w").close()
+open("victim.txt", "r+").write("NEW")`), setup: func(w *world) {
+			w.contract("version: 1\nlimits: {diff: {entries: 1000}}\n")
+		}},
 		{name: "background writer racing the end", script: `(i=0; while :; do echo NEW$i > victim.txt; i=$((i+1)); done) & sleep 0.2; exit 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +98,10 @@ open("victim.txt", "r+").write("NEW")`)},
 				t.Fatal("no fs.diff")
 			}
 			t.Logf("scan: %+v", diff.Scan)
-			if !diff.Scan.Watched && !tc.mayWalk {
+			if tc.walks != "" && !strings.Contains(diff.Scan.Walked, tc.walks) {
+				t.Errorf("the diff did not walk for %q: %+v", tc.walks, diff.Scan)
+			}
+			if !diff.Scan.Watched && !tc.mayWalk && tc.walks == "" {
 				t.Errorf("the diff walked (%s): the change set was not exercised", diff.Scan.Walked)
 			}
 			if !diff.Scan.Watched && diff.Scan.Walked == "" {
@@ -126,3 +138,41 @@ open("victim.txt", "r+").write("NEW")`)},
 }
 
 func firstBytes(b []byte) string { return string(b[:min(len(b), 20)]) }
+
+// A repository moved into place as the command ends is disarmed (renamed) by the live
+// watch possibly after the kernel's last event: the diff, taken from the change set,
+// still lists every file of it under its new name, as a walk would.
+func TestRedChangeSetRepositoryAtTheEnd(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	mustWrite(t, filepath.Join(w.ws, "keep.txt"), "keep\n")
+	for round := range 3 {
+		dir := "r" + string(rune('0'+round))
+		script := "mkdir -p s/objects s/refs && echo 'ref: refs/heads/main' > s/HEAD && echo payload > s/payload && mkdir " + dir + " && mv s " + dir + "/.git"
+		if r := w.sh(script); r.code != 0 {
+			t.Fatalf("run: %v", r)
+		}
+		_, diff := runEvents(t, w)
+		if diff == nil {
+			t.Fatal("no fs.diff")
+		}
+		listed := map[string]bool{}
+		for _, c := range diff.Changes {
+			listed[c.Path] = true
+		}
+		var missed []string
+		_ = filepath.Walk(filepath.Join(w.ws, dir), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				rel, _ := filepath.Rel(w.ws, p)
+				if !listed[filepath.ToSlash(rel)] {
+					missed = append(missed, rel)
+				}
+			}
+			return nil
+		})
+		t.Logf("round %d: scan %+v, quarantined %v", round, diff.Scan, diff.Quarantined)
+		if len(missed) > 0 || len(diff.Quarantined) == 0 {
+			t.Errorf("round %d: files of the disarmed repository not in the diff: %v (quarantined %v)", round, missed, diff.Quarantined)
+		}
+	}
+}

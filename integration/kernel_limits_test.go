@@ -2,9 +2,11 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,14 +93,18 @@ echo saturated; read x < /tmp/hold`
 	}
 	// The limits are the cgroup's, read from the host (v1 controllers on a hybrid
 	// host; a container's path as its engine named it).
+	bwrap := os.Getenv("CORDON_BACKEND") == "" || os.Getenv("CORDON_BACKEND") == "bwrap"
 	for file, v := range map[string]int64{"memory/memory.limit_in_bytes": contract.DefaultMemory, "pids/pids.max": contract.DefaultPids} {
 		ctrl := strings.Split(file, "/")[0]
-		// bwrap's cgroup namespace shows v1 paths relative to its own root, the cgroup
-		// cordon was started in, as deep as that is (/../.. from /a/b): cordon's
-		// cgroups are at the hierarchy's root.
 		p := cgroups[ctrl]
-		for strings.HasPrefix(p, "/../") {
-			p = strings.TrimPrefix(p, "/..")
+		if bwrap {
+			// bwrap starts in the run's v1 cgroups (its forking thread joined them), so
+			// the cgroup namespace it makes is rooted there: the sandbox sees "/" and
+			// nothing of the host's hierarchy. The host finds the cgroup as bwrap's.
+			if p != "/" {
+				t.Errorf("the sandbox sees its %s cgroup as %q, want / (its cgroup namespace rooted at the run's cgroup)", ctrl, p)
+			}
+			p = bwrapCgroup(t, bomb.Process.Pid, ctrl)
 		}
 		got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, p, filepath.Base(file)))
 		if err != nil || strings.TrimSpace(string(got)) != strconv.FormatInt(v, 10) {
@@ -111,6 +117,25 @@ echo saturated; read x < /tmp/hold`
 	_ = bomb.Process.Signal(syscall.SIGTERM)
 	_ = bomb.Wait()
 	fillShmStopsAtTheMemoryLimit(t, w)
+}
+
+// bwrapCgroup is, as the host sees it, the ctrl cgroup of the bwrap that the cordon
+// process pid started.
+func bwrapCgroup(t *testing.T, pid int, ctrl string) string {
+	t.Helper()
+	for _, d := range descendants(pid) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d)); strings.TrimSpace(string(comm)) != "bwrap" {
+			continue
+		}
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", d))
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), ctrl) {
+				return f[2]
+			}
+		}
+	}
+	t.Fatalf("no bwrap below cordon (pid %d) with a %s cgroup", pid, ctrl)
+	return ""
 }
 
 // forkBombStopsAtTheDefault waits for the fork bomb's forks to fail, checks how many it

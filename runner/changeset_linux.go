@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"math"
 	"path"
+	"time"
 
 	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -30,7 +32,12 @@ func (r *run) watchFor(keep func(string, bool) bool) (*linux.CreateWatch, error)
 		r.noChanges(why)
 		return linux.WatchCreates(r.plan.Workspace, keep)
 	}
-	return linux.WatchChanges(r.plan.Workspace, keep)
+	// Past as many paths as a snapshot may record, reading them would cost a walk.
+	n := int(min(r.plan.Limits.Diff.Entries, math.MaxInt32))
+	if n <= 0 {
+		n = fsdiff.DefaultMaxEntries
+	}
+	return linux.WatchChanges(r.plan.Workspace, keep, n)
 }
 
 // watchOpens adds the opening of files to the watch, once the baseline has read the
@@ -52,22 +59,25 @@ func (r *run) noChanges(why string) {
 }
 
 // takeChanges takes the change set once the command and its sandbox are gone (a
-// one-command run's sandbox ends with its command), and stops the live watch,
-// waiting until it has disarmed what it read (those renames are changes of the
-// workspace too).
+// one-command run's sandbox ends with its command), waits until the live watch has
+// disarmed what it read (those renames are changes of the workspace too: their
+// directories are read whole), then stops the watch as before (stopWatchSoon).
 func (r *run) takeChanges() {
 	if r.live == nil || !r.wantsChanges() {
 		r.stopWatchSoon()
 		return
 	}
-	defer trace.Begin("changes.take").End()
+	sp := trace.Begin("changes.take")
 	c := r.live.w.Changes()
-	r.stopWatch()
+	if !r.live.waitHandled(r.live.w.Sent(), 5*time.Second) {
+		c = linux.Changes{Untrusted: "the live watch's disarms did not finish"}
+	}
+	sp.End()
+	r.stopWatchSoon()
 	if c.Untrusted != "" {
 		r.noChanges(c.Untrusted)
 		return
 	}
-	// What the live watch renamed: the directory of each, whole (the new name).
 	r.live.mu.Lock()
 	for _, rel := range r.live.done {
 		c.Paths[path.Dir(rel)] = true
@@ -101,4 +111,28 @@ func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker) (*fsdiff.
 		res.Scan.Walked = why
 	}
 	return res, err
+}
+
+// handledOne counts one event handled.
+func (lw *liveWatch) handledOne() {
+	lw.handled.Add(1)
+	select {
+	case lw.progress <- struct{}{}:
+	default:
+	}
+}
+
+// waitHandled waits until the watch's reader has handled n events (its disarms done),
+// for at most maxWait; false when it has not.
+func (lw *liveWatch) waitHandled(n uint64, maxWait time.Duration) bool {
+	timer := time.NewTimer(maxWait)
+	defer timer.Stop()
+	for lw.handled.Load() < n {
+		select {
+		case <-lw.progress:
+		case <-timer.C:
+			return lw.handled.Load() >= n
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cordonhq/cordon/contract"
@@ -20,25 +21,49 @@ import (
 // system with fanotify, which needs root; without it the end-of-command quarantine
 // alone remains, and the window is the command's run time.
 type liveWatch struct {
-	w       *linux.CreateWatch
-	wg      sync.WaitGroup
-	closing sync.Once
-	closed  chan struct{} // closed once w is
-	mu      sync.Mutex
-	done    []string // disarmed, not yet in a diff; guarded by mu
+	w      *linux.CreateWatch
+	wg     sync.WaitGroup
+	closed chan struct{} // closed once w is
+	mu     sync.Mutex
+	done   []string // disarmed, not yet in a diff; guarded by mu
+	// handled counts the events handled; progress is signalled after each.
+	handled  atomic.Uint64
+	progress chan struct{}
+	// fdMu guards the fields below: Unmark may not follow Close.
+	fdMu     sync.Mutex
+	closing  bool
+	unmarked bool
 }
 
 // close begins closing the watch and returns at once. Closing a fanotify group
-// waits for the kernel to retire its marks (an SRCU grace period: 15 ms median on
-// the 2-core VM of the benchmarks), which nothing of the run waits for but the very
-// end of its teardown (waitWatchClosed).
+// whose mark is still there waits for the kernel to retire it (an SRCU grace period:
+// 5-16 ms on the 2-core VM of the benchmarks), which nothing of the run waits for but
+// the very end of its teardown (waitWatchClosed); unmark, called earlier, spares most
+// of that wait.
 func (lw *liveWatch) close() {
-	lw.closing.Do(func() {
-		go func() {
-			lw.w.Close()
-			close(lw.closed)
-		}()
-	})
+	lw.fdMu.Lock()
+	defer lw.fdMu.Unlock()
+	if lw.closing {
+		return
+	}
+	lw.closing = true
+	go func() {
+		lw.w.Close()
+		close(lw.closed)
+	}()
+}
+
+// unmark removes the watch's mark, so that the kernel retires it while the run's
+// diff and teardown go on, and close, later, finds nothing left to wait for. Nothing
+// made after it is reported; the caller calls it once nothing of the sandbox is left.
+func (lw *liveWatch) unmark() error {
+	lw.fdMu.Lock()
+	defer lw.fdMu.Unlock()
+	if lw.closing || lw.unmarked {
+		return nil
+	}
+	lw.unmarked = true
+	return lw.w.Unmark()
 }
 
 // repoNames are the names whose creation can complete a git repository.
@@ -75,7 +100,7 @@ func (r *run) watchRepositories() error {
 		}
 		return nil
 	}
-	lw := &liveWatch{w: w, closed: make(chan struct{})}
+	lw := &liveWatch{w: w, closed: make(chan struct{}), progress: make(chan struct{}, 1)}
 	r.live = lw
 	if err := nestedRun(filepath.Dir(r.rd.path), r.plan.Workspace, filepath.Base(r.rd.path)); err != nil {
 		return err
@@ -84,18 +109,25 @@ func (r *run) watchRepositories() error {
 	go func() {
 		defer lw.wg.Done()
 		for c := range w.Events() {
-			if c.Overflow {
-				r.o.Log.Warn("the live watch for new git repositories lost events; the end-of-command sweep still runs")
-				continue
-			}
-			if rel := r.liveTarget(c); rel != "" && r.disarm(rel) {
-				lw.mu.Lock()
-				lw.done = append(lw.done, rel)
-				lw.mu.Unlock()
-			}
+			lw.handle(r, c)
 		}
 	}()
 	return nil
+}
+
+// handle disarms what the created entry c completes, if anything, and counts c as
+// handled (changeset_linux.go waits for the count).
+func (lw *liveWatch) handle(r *run, c linux.Created) {
+	defer lw.handledOne()
+	if c.Overflow {
+		r.o.Log.Warn("the live watch for new git repositories lost events; the end-of-command sweep still runs")
+		return
+	}
+	if rel := r.liveTarget(c); rel != "" && r.disarm(rel) {
+		lw.mu.Lock()
+		lw.done = append(lw.done, rel)
+		lw.mu.Unlock()
+	}
 }
 
 // liveTarget is what to disarm for a created entry, workspace-relative, or "".
@@ -154,12 +186,17 @@ func (r *run) stopWatch() {
 	r.live.wg.Wait()
 }
 
-// stopWatchSoon begins stopping the live watch, once nothing of the sandbox is left
-// to make a repository, so that closing it overlaps the command's diff and the log's
-// last lines.
+// stopWatchSoon removes the live watch's mark once nothing of the sandbox is left to
+// make a repository: the kernel retires it beside the command's diff, the log's last
+// lines and teardown, and closing the watch (stopWatch, in teardown) then hardly waits.
+// What the watch had queued is still read until then.
 func (r *run) stopWatchSoon() {
-	if r.live != nil {
-		r.live.close()
+	if r.live == nil {
+		return
+	}
+	if err := r.live.unmark(); err != nil {
+		r.o.Log.Debug("removing the live watch's mark", "err", err)
+		r.live.close() // the kernel's part of closing overlaps the diff instead
 	}
 }
 

@@ -41,7 +41,7 @@ func bothWaysOld(t *testing.T, dir string, opts Options, old bool, change func()
 			return time.Now()
 		}
 	}
-	w, err := linux.WatchChanges(dir, func(string, bool) bool { return false })
+	w, err := linux.WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,11 @@ type Spec struct {
 	// Prepared are idmap user namespaces made beforehand ([Prepare]); the hand-off uses the
 	// one for a source's owner and these ids, when there is one, and leaves it open.
 	Prepared []*Userns `json:"-"`
+	// JoinCgroups, when set, is called on the thread that forks cmd just before the
+	// fork, and the leave it returns just after: cmd starts in what the thread joined
+	// (limit cgroups on cgroup v1, linux.Cgroup.JoinV1). When it fails, cmd starts
+	// where the thread was, and the caller moves it.
+	JoinCgroups func() (leave func() error, err error) `json:"-"`
 }
 
 // Source is one handed-over tree.

@@ -116,7 +116,28 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 		}
 	}
 	defer trace.Begin("bwrap.fork").End()
-	return cmd.Start()
+	return startIn(sp.JoinCgroups, cmd)
+}
+
+// startIn starts cmd from the calling thread after the thread has joined what join
+// joins, and takes the thread back out (see Spec.JoinCgroups).
+func startIn(join func() (func() error, error), cmd *exec.Cmd) error {
+	if join == nil {
+		return cmd.Start()
+	}
+	leave, err := join()
+	if err != nil {
+		return cmd.Start() // where the thread is; the caller moves cmd
+	}
+	err = cmd.Start()
+	if lerr := leave(); lerr != nil {
+		if err == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		return errors.Join(err, fmt.Errorf("hand-off: leaving the sandbox's cgroups: %w", lerr))
+	}
+	return err
 }
 
 // place mounts source i's tree read-only at its place inside an earlier source's tree

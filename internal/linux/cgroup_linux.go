@@ -2,8 +2,10 @@ package linux
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +24,11 @@ type Cgroup struct {
 	ID   uint64   // the v2 cgroup id (its inode number), as BPF programs see it
 	v1   []string // v1 directories holding limits, whose members must be added by AddV1
 	dir  *os.File // open v2 directory, for CLONE_INTO_CGROUP
+	// home is, for each of v1, the cgroup of its hierarchy cordon itself is in (where
+	// JoinV1's thread returns), and rel that directory as /proc/PID/cgroup names it;
+	// both nil when unknown.
+	home, rel []string
+	ctrl      []string // the controller each of v1 is for
 }
 
 // Limits are resource limits; zero fields are unlimited.
@@ -147,12 +154,62 @@ func (cg *Cgroup) setup(parent string, v1 map[string]string, lim Limits) error {
 		}
 		if !contains(cg.v1, d) {
 			cg.v1 = append(cg.v1, d)
+			cg.ctrl = append(cg.ctrl, k.ctrl)
 		}
 		if err := writeFile(filepath.Join(d, k.v1file), k.v1val); err != nil {
 			return fmt.Errorf("setting %s: %w", k.v1file, err)
 		}
 	}
+	cg.findHome(v1)
 	return nil
+}
+
+// findHome fills home and rel from the hierarchies' mount points (ctrl to mount) and
+// /proc/self/cgroup; it leaves both nil when a hierarchy's mount is not its root (a
+// container's view of a part of it), where the paths would not join up.
+func (cg *Cgroup) findHome(mounts map[string]string) {
+	if len(cg.v1) == 0 {
+		return
+	}
+	own, err := procCgroups("self")
+	if err != nil {
+		return
+	}
+	var home, rel []string
+	for i, d := range cg.v1 {
+		root := mounts[cg.ctrl[i]]
+		p, ok := own[cg.ctrl[i]]
+		r, err := filepath.Rel(root, d)
+		if !ok || err != nil || strings.HasPrefix(r, "..") {
+			return
+		}
+		h := filepath.Join(root, p)
+		if _, err := os.Stat(filepath.Join(h, "tasks")); err != nil {
+			return
+		}
+		home, rel = append(home, h), append(rel, "/"+r)
+	}
+	cg.home, cg.rel = home, rel
+}
+
+// procCgroups reads /proc/<pid>/cgroup ("self", "thread-self" or a pid): each v1
+// controller's cgroup path.
+func procCgroups(pid string) (map[string]string, error) {
+	data, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[1] == "" {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, nil
 }
 
 func contains(list []string, s string) bool {
@@ -197,16 +254,74 @@ func (cg *Cgroup) FD() int { return int(cg.dir.Fd()) }
 // NeedsV1 reports whether processes must also be added to v1 limit cgroups by AddV1.
 func (cg *Cgroup) NeedsV1() bool { return len(cg.v1) > 0 }
 
-// AddV1 moves the given processes into the v1 limit cgroups. Call it before they fork.
+// AddV1 moves the given processes into the v1 limit cgroups, each one that is not in
+// all of them already (forked by a thread that had joined them: JoinV1). Call it
+// before they fork.
 func (cg *Cgroup) AddV1(pids ...int) error {
-	for _, d := range cg.v1 {
-		for _, pid := range pids {
+	for _, pid := range pids {
+		if cg.inV1(pid) {
+			continue
+		}
+		for _, d := range cg.v1 {
 			if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 				return fmt.Errorf("joining %s: %w", d, err)
 			}
 		}
 	}
 	return nil
+}
+
+// inV1 reports whether every thread of process pid is in all of the v1 limit cgroups
+// (false when that cannot be told).
+func (cg *Cgroup) inV1(pid int) bool {
+	if len(cg.rel) != len(cg.v1) {
+		return false
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		in, err := procCgroups(strconv.Itoa(pid) + "/task/" + t.Name())
+		if err != nil {
+			return false
+		}
+		for i, c := range cg.ctrl {
+			if in[c] != cg.rel[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// JoinV1 moves the calling thread, which must be an OS thread of its own (OnOwnThread),
+// into the v1 limit cgroups, so that a process it forks starts in them; leave moves it
+// back to the v1 cgroups cordon is in, and must be called before the thread does
+// anything else. A thread that moves itself (it writes 0 to tasks) does not take the
+// kernel's global lock for cgroup moves (cgroup_threadgroup_rwsem), whose first taking
+// after a quiet spell waits for a grace period of RCU (4-12 ms on the 2-core VM of the
+// benchmarks), as AddV1's moves of other processes do. On failure the thread is where
+// it was.
+func (cg *Cgroup) JoinV1() (leave func() error, err error) {
+	if len(cg.home) != len(cg.v1) {
+		return nil, errors.New("cordon's own v1 cgroups are not known")
+	}
+	back := func(n int) error {
+		var errs []error
+		for _, h := range cg.home[:n] {
+			if err := writeFile(filepath.Join(h, "tasks"), "0"); err != nil {
+				errs = append(errs, fmt.Errorf("returning to %s: %w", h, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for i, d := range cg.v1 {
+		if err := writeFile(filepath.Join(d, "tasks"), "0"); err != nil {
+			return nil, errors.Join(fmt.Errorf("joining %s: %w", d, err), back(i))
+		}
+	}
+	return func() error { return back(len(cg.v1)) }, nil
 }
 
 // Kill kills every process in the cgroup and in the cgroups below it, and waits up to
@@ -430,13 +545,41 @@ func RemoveCgroup(name string) error {
 // process, in them or below them, and were made (or last had a cgroup made below them)
 // before the given time: what a run whose teardown could not remove its cgroup left
 // behind (a process was still exiting), for gc. A newer idle cgroup may be a run's that
-// is still starting: its sandbox has not entered it yet.
+// is still starting: its sandbox has not entered it yet. On a hybrid host it also lists
+// the names of such v1 limit cgroups (<v1 mount>/cordon/NAME) whose v2 cgroup is gone:
+// a run killed before its teardown left both, and gc once removed only the v2 one.
 func IdleCgroups(uid int, before time.Time) []string {
-	v2, _, err := CgroupMounts()
+	v2, v1, err := CgroupMounts()
 	if err != nil || v2 == "" {
 		return nil
 	}
-	parent := filepath.Join(v2, "cordon")
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range cordonCgroups(v2, uid, before) {
+		seen[e] = true
+		data, err := os.ReadFile(filepath.Join(v2, "cordon", e, "cgroup.events"))
+		if err == nil && eventCount(string(data), "populated") == 0 {
+			out = append(out, e)
+		}
+	}
+	for _, root := range v1 {
+		for _, e := range cordonCgroups(root, uid, before) {
+			if seen[e] {
+				continue
+			}
+			seen[e] = true
+			if _, err := os.Lstat(filepath.Join(v2, "cordon", e)); errors.Is(err, fs.ErrNotExist) && v1Idle(filepath.Join(root, "cordon", e)) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// cordonCgroups lists the directories under <mount>/cordon owned by uid and last
+// changed before the given time.
+func cordonCgroups(mount string, uid int, before time.Time) []string {
+	parent := filepath.Join(mount, "cordon")
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return nil
@@ -445,42 +588,75 @@ func IdleCgroups(uid int, before time.Time) []string {
 	for _, e := range entries {
 		var st unix.Stat_t
 		dir := filepath.Join(parent, e.Name())
-		if !e.IsDir() || unix.Stat(dir, &st) != nil || int(st.Uid) != uid {
+		if !e.IsDir() || unix.Lstat(dir, &st) != nil || int(st.Uid) != uid {
 			continue
 		}
-		if changed := time.Unix(st.Ctim.Unix()); !changed.Before(before) {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-		if err == nil && eventCount(string(data), "populated") == 0 {
+		if changed := time.Unix(st.Ctim.Unix()); changed.Before(before) {
 			out = append(out, e.Name())
 		}
 	}
 	return out
 }
 
+// v1Idle reports whether the v1 cgroup dir and every cgroup below it hold no process
+// (false when that cannot be read).
+func v1Idle(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil || len(bytes.TrimSpace(data)) != 0 {
+		return false
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.IsDir() && !v1Idle(filepath.Join(dir, e.Name())) {
+			return false
+		}
+	}
+	return true
+}
+
 // RemoveIdleCgroup removes the cgroup name under <v2 mount>/cordon, and the empty
-// cgroups below it, if no process is in any of them. It kills nothing.
+// cgroups below it, if no process is in any of them; and the same name's v1 limit
+// cgroups, each if no process is in it. It kills nothing.
 func RemoveIdleCgroup(name string) error {
-	v2, _, err := CgroupMounts()
+	v2, v1, err := CgroupMounts()
 	if err != nil || v2 == "" {
 		return err
 	}
+	if strings.ContainsRune(name, '/') || name == "" || name == "." || name == ".." {
+		return fmt.Errorf("not a cgroup name: %q", name)
+	}
 	dir := filepath.Join(v2, "cordon", name)
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-	if err != nil {
-		return nil
+	if data, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
+		if eventCount(string(data), "populated") != 0 {
+			return fmt.Errorf("cgroup %s is not idle", dir)
+		}
+		if err := removeChildren(dir); err != nil {
+			return err
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing cgroup: %w", err)
+		}
 	}
-	if eventCount(string(data), "populated") != 0 {
-		return fmt.Errorf("cgroup %s is not idle", dir)
+	var errs []error
+	for _, root := range v1 {
+		d := filepath.Join(root, "cordon", name)
+		if _, err := os.Lstat(d); err != nil {
+			continue
+		}
+		if !v1Idle(d) {
+			errs = append(errs, fmt.Errorf("cgroup %s is not idle", d))
+			continue
+		}
+		errs = append(errs, removeChildren(d))
+		// rmdir of a v1 cgroup fails (EBUSY) if a process joined it since.
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing cgroup: %w", err))
+		}
 	}
-	if err := removeChildren(dir); err != nil {
-		return err
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing cgroup: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Delegate hands the cgroup's cgroup.procs to uid. Under cgroup v2's delegation rule

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,5 +248,133 @@ func TestKillRefusesNonPositivePids(t *testing.T) {
 	}
 	if err := KillNamespace(); err != syscall.EPERM {
 		t.Errorf("KillNamespace outside process 1 = %v; want EPERM", err)
+	}
+}
+
+// A process forked by a thread that joined the v1 limit cgroups (JoinV1) starts in
+// them, and the thread is back where it was after leave; AddV1 moves a process forked
+// outside them, and tells the two apart.
+func TestJoinV1StartsChildrenInside(t *testing.T) {
+	testutil.RequireRoot(t)
+	cg, err := NewCgroup(fmt.Sprintf("test-%s-%d", t.Name(), os.Getpid()), Limits{Memory: 256 << 20, Pids: 64})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	t.Cleanup(func() { // last, once the processes below are gone
+		if err := cg.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !cg.NeedsV1() {
+		t.Skip("the memory and pids controllers are on cgroup v2 here: nothing to join")
+	}
+	start := func(cmd *exec.Cmd) *exec.Cmd {
+		t.Helper()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	var inside *exec.Cmd
+	err = OnOwnThread(func() error {
+		before, err := os.ReadFile("/proc/thread-self/cgroup")
+		if err != nil {
+			return err
+		}
+		leave, err := cg.JoinV1()
+		if err != nil {
+			return err
+		}
+		inside = start(exec.Command("sleep", "321"))
+		if err := leave(); err != nil {
+			return err
+		}
+		if after, _ := os.ReadFile("/proc/thread-self/cgroup"); string(after) != string(before) {
+			return fmt.Errorf("the thread is not back where it was:\n%s\nwant\n%s", after, before)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := start(exec.Command("sleep", "322"))
+	self, _ := procCgroups("self")
+	for i, c := range cg.ctrl {
+		in, err := procCgroups(strconv.Itoa(inside.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in[c] != cg.rel[i] || !strings.HasSuffix(cg.rel[i], "/cordon/"+filepath.Base(cg.Path)) {
+			t.Errorf("the process forked by the joined thread is in %s:%s, want %s", c, in[c], cg.rel[i])
+		}
+		if self[c] == cg.rel[i] {
+			t.Errorf("cordon itself is in the run's %s cgroup", c)
+		}
+	}
+	if !cg.inV1(inside.Process.Pid) || cg.inV1(outside.Process.Pid) {
+		t.Fatalf("inV1: forked inside %v, outside %v; want true, false", cg.inV1(inside.Process.Pid), cg.inV1(outside.Process.Pid))
+	}
+	if err := cg.AddV1(inside.Process.Pid, outside.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if !cg.inV1(outside.Process.Pid) {
+		t.Fatal("AddV1 left the process forked outside where it was")
+	}
+}
+
+// TestIdleV1CgroupsCollected: the v1 limit cgroups of a run killed before its teardown
+// outlive its v2 cgroup once gc removed that one; IdleCgroups lists their name and
+// RemoveIdleCgroup removes them, but never while a process is in one.
+func TestIdleV1CgroupsCollected(t *testing.T) {
+	testutil.RequireRoot(t)
+	name := fmt.Sprintf("test-idle-v1-%d", os.Getpid())
+	cg, err := NewCgroup(name, Limits{Memory: 256 << 20, Pids: 64})
+	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
+	t.Cleanup(func() { _ = cg.Remove() })
+	if !cg.NeedsV1() {
+		t.Skip("the memory and pids controllers are on cgroup v2 here: no v1 cgroups to leave")
+	}
+	cg.dir.Close()
+	cg.dir = nil
+	if err := os.Remove(cg.Path); err != nil { // what gc's v2-only removal left
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if !slices.Contains(IdleCgroups(0, later), name) {
+		t.Fatalf("v1 cgroups %v without their v2 cgroup are not listed as idle", cg.v1)
+	}
+	if slices.Contains(IdleCgroups(0, time.Now().Add(-time.Hour)), name) {
+		t.Error("v1 cgroups made just now are listed as idle for an hour-old cutoff")
+	}
+	cmd := exec.Command("sleep", "321")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := cg.AddV1(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(IdleCgroups(0, later), name) {
+		t.Error("a v1 cgroup holding a process is listed as idle")
+	}
+	if err := RemoveIdleCgroup(name); err == nil {
+		t.Fatal("RemoveIdleCgroup removed a v1 cgroup holding a process")
+	}
+	for _, d := range cg.v1 {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("a busy v1 cgroup is gone: %v", err)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err := RemoveIdleCgroup(name); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range cg.v1 {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("idle v1 cgroup %s left: %v", d, err)
+		}
+	}
+	if err := RemoveIdleCgroup("../x"); err == nil {
+		t.Error("RemoveIdleCgroup took a name with a slash")
 	}
 }

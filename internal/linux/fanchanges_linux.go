@@ -42,11 +42,14 @@ func (w *CreateWatch) WatchOpens(dir string) error {
 // direntMask are the events that add or remove a name in a directory.
 const direntMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
 
-// Bounds of a change log: past maxChangedPaths paths it no longer records (and is not
-// to be trusted); its cache of directory paths is emptied past maxDirCache.
+// Bounds of a change log: past maxChangedPaths paths, or maxPathBytes of them, it no
+// longer records (and is not to be trusted); its cache of directory paths is emptied
+// past maxDirCache directories or maxDirBytes of their paths.
 const (
 	maxChangedPaths = 1 << 18
+	maxPathBytes    = 16 << 20
 	maxDirCache     = 1 << 16
+	maxDirBytes     = 8 << 20
 	maxObjects      = 1 << 16
 	maxPending      = 1 << 12
 )
@@ -68,25 +71,28 @@ type Changes struct {
 
 // changeLog records the changes a watch reports below its directory.
 type changeLog struct {
-	mountFD int
-	root    string // the watched directory, as /proc shows this process its descriptor
+	mountFD  int
+	root     string // the watched directory, as /proc shows this process its descriptor
+	maxPaths int
 
 	// mu guards the fields below.
 	mu        sync.Mutex
 	dirs      map[string]string // directory handle → its path relative to root, or "\x00" outside
 	objs      map[string]bool   // object handles resolved
 	paths     map[string]bool
+	pathBytes int // of the names in paths
+	dirBytes  int // of the paths in dirs
 	objects   [][2]uint64
 	pending   []rawEvent // whose handles could not be resolved yet
 	untrusted string
 }
 
-func newChangeLog(mountFD int, untrusted string) (*changeLog, error) {
+func newChangeLog(mountFD int, untrusted string, maxPaths int) (*changeLog, error) {
 	root, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(mountFD))
 	if err != nil {
 		return nil, err
 	}
-	return &changeLog{mountFD: mountFD, root: root, untrusted: untrusted,
+	return &changeLog{mountFD: mountFD, root: root, untrusted: untrusted, maxPaths: maxPaths,
 		dirs: map[string]string{}, objs: map[string]bool{}, paths: map[string]bool{}}, nil
 }
 
@@ -269,9 +275,12 @@ func (l *changeLog) add(rel string, tree bool) {
 	if ok && (old || !tree) {
 		return
 	}
-	if !ok && len(l.paths) >= maxChangedPaths {
-		l.distrustLocked(fmt.Sprintf("more than %d paths changed", maxChangedPaths))
-		return
+	if !ok {
+		if len(l.paths) >= l.maxPaths || l.pathBytes+len(rel) > maxPathBytes {
+			l.distrustLocked(fmt.Sprintf("more than %d paths (or %d MiB of them) changed", l.maxPaths, maxPathBytes>>20))
+			return
+		}
+		l.pathBytes += len(rel)
 	}
 	l.paths[rel] = tree
 }
@@ -288,9 +297,11 @@ func (l *changeLog) dirPath(fh []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(l.dirs) >= maxDirCache {
+	if len(l.dirs) >= maxDirCache || l.dirBytes+len(rel) > maxDirBytes {
 		clear(l.dirs)
+		l.dirBytes = 0
 	}
+	l.dirBytes += len(rel)
 	if rel == "" {
 		l.dirs[string(fh)] = "\x00"
 	} else {

@@ -32,7 +32,7 @@ func TestWatchChanges(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(out, "o"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := WatchChanges(dir, func(string, bool) bool { return false })
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestWatchChangesDeepDirectory(t *testing.T) {
 		base    string
 		trusted bool
 	}{{out, true}, {dir, false}} {
-		w, err := WatchChanges(dir, func(string, bool) bool { return false })
+		w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
 		must(t, err)
 		go func() {
 			for range w.Events() {
@@ -146,5 +146,25 @@ func TestWatchChangesDeepDirectory(t *testing.T) {
 		if (c.Untrusted == "") != tc.trusted || !tc.trusted && !strings.Contains(c.Untrusted, "too long") {
 			t.Errorf("a deep directory below %s: untrusted %q", tc.base, c.Untrusted)
 		}
+	}
+}
+
+// Past its bound of paths a change log stops recording and says the set cannot be
+// trusted.
+func TestWatchChangesBound(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 10)
+	must(t, err)
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	for i := range 20 {
+		must(t, os.WriteFile(filepath.Join(dir, strings.Repeat("n", 10)+string(rune('a'+i))), nil, 0o644))
+	}
+	if c := w.Changes(); !strings.Contains(c.Untrusted, "more than 10 paths") || c.Paths != nil {
+		t.Errorf("past the bound: %q, %d paths", c.Untrusted, len(c.Paths))
 	}
 }

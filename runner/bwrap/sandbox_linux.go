@@ -179,6 +179,11 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 			return 0, err
 		}
 		spec.Prepared = []*handoff.Userns{s.userns}
+		if s.cg != nil && s.cg.NeedsV1() {
+			// bwrap starts in the v1 limit cgroups: its forking thread joins them for
+			// the fork, which waits for nothing (release then only checks).
+			spec.JoinCgroups = s.cg.JoinV1
+		}
 		sp, args = &spec, handed
 	}
 	if len(p.Argv) == 0 && !p.Serve {
@@ -285,7 +290,10 @@ func (s *instance) command(args []string, extra []*os.File, p sandbox.Process) (
 // meanwhile; process 1 runs nothing before it has its spec.
 func (s *instance) letRun(ctx context.Context, infoR, specW *os.File, bwrapPID int, p sandbox.Process) error {
 	if p.Ready != nil {
-		if err := p.Ready(ctx); err != nil {
+		sp := trace.Begin("bwrap.ready")
+		err := p.Ready(ctx)
+		sp.End()
+		if err != nil {
 			return err
 		}
 	}
@@ -361,14 +369,18 @@ func (f *fds) close() {
 // child: it failed before building the sandbox.
 var errNoChild = errors.New("bwrap ended before it reported its child")
 
-// release moves the sandbox into v1 limit cgroups when needed and then sends pid1 its
-// spec, which lets it proceed.
+// release moves the sandbox into v1 limit cgroups when needed (bwrap and its child,
+// each one not there already: as root they start there, see JoinCgroups) and then
+// sends pid1 its spec, which lets it proceed.
 func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Process) error {
 	if infoR != nil {
 		var info struct {
 			ChildPID int `json:"child-pid"`
 		}
-		if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPID == 0 {
+		sp := trace.Begin("bwrap.info")
+		err := json.NewDecoder(infoR).Decode(&info)
+		sp.End()
+		if err != nil || info.ChildPID == 0 {
 			if errors.Is(err, io.EOF) {
 				return errNoChild
 			}
@@ -377,7 +389,10 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 			}
 			return errdefs.Unavailablef("bwrap did not report its child (%w)", err)
 		}
-		if err := s.cg.AddV1(bwrapPID, info.ChildPID); err != nil {
+		sp = trace.Begin("cgroup.v1")
+		err = s.cg.AddV1(bwrapPID, info.ChildPID)
+		sp.End()
+		if err != nil {
 			return errdefs.Unavailablef("applying limits: %w", err)
 		}
 	}
