@@ -113,3 +113,43 @@ for i in range(1500):
 		t.Errorf("cordon spent %v of CPU on a command that made 11,500 directories and files", cpu)
 	}
 }
+
+// TestRedChangesetDeepOutsideCPU: the same cost outside the workspace, where nothing
+// caps it. A contract grants a cache directory on the workspace's file system (the
+// watch marks the whole file system); the command makes a chain of directories there,
+// one below the other: each new directory's parent, too deep for a path, is placed by
+// walking up to its mount's root, so cordon's work grows with the square of the depth.
+func TestRedChangesetDeepOutsideCPU(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	cache := filepath.Join(filepath.Dir(w.ws), "cache")
+	mustMkdir(t, cache)
+	w.contract("version: 1\nfilesystem:\n  writable: [\".\", \"" + cache + "\"]\n")
+	mustWrite(t, filepath.Join(w.ws, "victim.txt"), "old content\n")
+	script := `python3 -c '
+import os, sys
+os.chdir(sys.argv[1])
+for i in range(8000):
+    os.mkdir("c")
+    os.chdir("c")
+' "$1"`
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testutil.Cordon(t), "run", "--", "sh", "-c", script, "sh", cache)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	start := time.Now()
+	outb, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run: %v: %s", err, outb)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	_, diff := runEvents(t, w)
+	if diff == nil {
+		t.Fatal("no fs.diff")
+	}
+	t.Logf("run took %v, cordon (and children) CPU %v; scan watched %v walked %q", time.Since(start), cpu, diff.Scan.Watched, diff.Scan.Walked)
+	if cpu > 20*time.Second {
+		t.Errorf("cordon spent %v of CPU on a command that made 8,000 directories outside the workspace", cpu)
+	}
+}
