@@ -44,7 +44,9 @@ const direntMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | uni
 
 // Bounds of a change log: past maxChangedPaths paths, or maxPathBytes of them, it no
 // longer records (and is not to be trusted); its cache of directory paths is emptied
-// past maxDirCache directories or maxDirBytes of their paths.
+// past maxDirCache directories or maxDirBytes of their handles and paths; placing
+// directories too deep for a path to name climbs through at most maxClimb parent
+// directories in all, past which the log is not trusted either.
 const (
 	maxChangedPaths = 1 << 18
 	maxPathBytes    = 16 << 20
@@ -52,6 +54,7 @@ const (
 	maxDirBytes     = 8 << 20
 	maxObjects      = 1 << 16
 	maxPending      = 1 << 12
+	maxClimb        = 1 << 17
 )
 
 // Changes is what a watch made with WatchChanges recorded under its directory since
@@ -74,6 +77,9 @@ type changeLog struct {
 	mountFD  int
 	root     string // the watched directory, as /proc shows this process its descriptor
 	maxPaths int
+	// the watched directory's device and inode, and its mount's ID
+	rootDev, rootIno uint64
+	rootMnt          int
 
 	// mu guards the fields below.
 	mu        sync.Mutex
@@ -81,7 +87,8 @@ type changeLog struct {
 	objs      map[string]bool   // object handles resolved
 	paths     map[string]bool
 	pathBytes int // of the names in paths
-	dirBytes  int // of the paths in dirs
+	dirBytes  int // of the handles and paths in dirs
+	climbed   int // parent directories climbed through, by climb
 	objects   [][2]uint64
 	pending   []rawEvent // whose handles could not be resolved yet
 	untrusted string
@@ -92,7 +99,16 @@ func newChangeLog(mountFD int, untrusted string, maxPaths int) (*changeLog, erro
 	if err != nil {
 		return nil, err
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(mountFD, &st); err != nil {
+		return nil, err
+	}
+	_, mnt, err := handleKey(mountFD)
+	if err != nil && untrusted == "" {
+		untrusted = fmt.Sprintf("the watched directory's handle: %v", err)
+	}
 	return &changeLog{mountFD: mountFD, root: root, untrusted: untrusted, maxPaths: maxPaths,
+		rootDev: st.Dev, rootIno: st.Ino, rootMnt: mnt,
 		dirs: map[string]string{}, objs: map[string]bool{}, paths: map[string]bool{}}, nil
 }
 
@@ -213,6 +229,11 @@ func (l *changeLog) apply(ev rawEvent, final bool) {
 		// A directory opened (listed): it changes nothing.
 	case ev.dir != nil:
 		rel, err := l.dirPath(ev.dir)
+		var untrusted untrustedError
+		if errors.As(err, &untrusted) {
+			l.distrustLocked(string(untrusted))
+			return
+		}
 		if err != nil {
 			l.later(ev, final, err)
 			return
@@ -288,7 +309,9 @@ func (l *changeLog) add(rel string, tree bool) {
 // dirPath is the path, relative to the watched directory, of the directory whose
 // handle is fh; "" when it is outside it or gone. A directory's path is resolved once:
 // if it moves later, the move is an event of its old and new parents, which makes
-// both whole trees dirty.
+// both whole trees dirty (so a stale path only adds paths to read, and a directory
+// remembered outside that has moved in since lies below a tree made dirty). An
+// untrustedError says the set can no longer be trusted, whatever a retry would find.
 func (l *changeLog) dirPath(fh []byte) (string, error) {
 	if rel, ok := l.dirs[string(fh)]; ok {
 		return strings.TrimPrefix(rel, "\x00"), nil
@@ -297,18 +320,30 @@ func (l *changeLog) dirPath(fh []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(l.dirs) >= maxDirCache || l.dirBytes+len(rel) > maxDirBytes {
+	l.remember(fh, rel)
+	return rel, nil
+}
+
+// remember caches rel ("" outside) as the path of the directory whose handle is fh;
+// the cache is emptied first past maxDirCache directories or maxDirBytes of handles
+// and paths.
+func (l *changeLog) remember(fh []byte, rel string) {
+	if len(l.dirs) >= maxDirCache || l.dirBytes+len(fh)+len(rel) > maxDirBytes {
 		clear(l.dirs)
 		l.dirBytes = 0
 	}
-	l.dirBytes += len(rel)
+	l.dirBytes += len(fh) + len(rel)
 	if rel == "" {
-		l.dirs[string(fh)] = "\x00"
-	} else {
-		l.dirs[string(fh)] = rel
+		rel = "\x00"
 	}
-	return rel, nil
+	l.dirs[string(fh)] = rel
 }
+
+// untrustedError is a failure to place an event that no retry would mend: the change
+// set is not trusted from then on.
+type untrustedError string
+
+func (e untrustedError) Error() string { return string(e) }
 
 func (l *changeLog) resolveDir(fh []byte) (string, error) {
 	typ := int32(binary.NativeEndian.Uint32(fh[4:8]))
@@ -324,8 +359,12 @@ func (l *changeLog) resolveDir(fh []byte) (string, error) {
 	if errors.Is(err, unix.ENAMETOOLONG) {
 		// Deeper than a path can name (another program's directories, on the
 		// same file system): ignored unless it lies inside the watched one.
-		if inside, err := l.inside(fd); err != nil || inside {
-			return "", fmt.Errorf("resolving a directory's handle: a path too long to name, inside the workspace (%v)", err)
+		inside, err := l.climb(fd)
+		if err != nil {
+			return "", err
+		}
+		if inside {
+			return "", untrustedError("a directory inside the workspace has a path too long to name")
 		}
 		return "", nil
 	}
@@ -345,44 +384,82 @@ func (l *changeLog) resolveDir(fh []byte) (string, error) {
 	return "", nil
 }
 
-// inside reports whether the directory fd lies below the watched one: its ancestors,
-// up to the root of its mount, are looked at one by one.
-func (l *changeLog) inside(fd int) (bool, error) {
-	var root, st unix.Stat_t
-	if err := unix.Fstat(l.mountFD, &root); err != nil {
-		return false, err
-	}
+// climb reports whether the directory fd, too deep for a path to name, lies below the
+// watched one: its ancestors are looked at one by one, up to the top of the watched
+// directory's mount (whose root is its file system's: ReportsChanges), or up to one
+// already placed. Each one passed on the way is remembered outside when the answer
+// is outside, so that a directory is climbed through once while the cache holds it;
+// and a change log climbs through at most maxClimb directories in all, past which it
+// is not trusted. A cost per event and in all, whatever the shape of the tree.
+func (l *changeLog) climb(fd int) (bool, error) {
+	var passed [][]byte
 	cur := fd
 	defer func() {
 		if cur != fd {
 			unix.Close(cur)
 		}
 	}()
-	for range 1 << 16 {
-		if err := unix.Fstat(cur, &st); err != nil {
-			return false, err
-		}
-		if st.Dev == root.Dev && st.Ino == root.Ino {
+	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); err != nil {
+		return false, err
+	}
+	for {
+		if st.Dev == l.rootDev && st.Ino == l.rootIno {
 			return true, nil
 		}
+		if l.climbed >= maxClimb {
+			return false, untrustedError(fmt.Sprintf("more than %d parent directories climbed to place directories too deep to name", maxClimb))
+		}
+		l.climbed++
 		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return false, err
-		}
-		var ust unix.Stat_t
-		if err := unix.Fstat(up, &ust); err != nil {
-			unix.Close(up)
 			return false, err
 		}
 		if cur != fd {
 			unix.Close(cur)
 		}
 		cur = up
-		if ust.Dev == st.Dev && ust.Ino == st.Ino {
-			return false, nil // the top of the mount
+		var ust unix.Stat_t
+		if err := unix.Fstat(cur, &ust); err != nil {
+			return false, err
 		}
+		if ust.Dev == st.Dev && ust.Ino == st.Ino {
+			break // the top of the mount
+		}
+		st = ust
+		key, mnt, err := handleKey(cur)
+		if err != nil {
+			return false, fmt.Errorf("a directory's handle: %w", err)
+		}
+		if mnt != l.rootMnt {
+			break // past the top of the watched directory's mount
+		}
+		if rel, ok := l.dirs[string(key)]; ok {
+			if rel != "\x00" {
+				return true, nil
+			}
+			break
+		}
+		passed = append(passed, key)
 	}
-	return false, errors.New("too deep")
+	for _, key := range passed {
+		l.remember(key, "")
+	}
+	return false, nil
+}
+
+// handleKey is the handle of the file fd, laid out as a fanotify record holds it
+// (its 8-byte header, then its bytes), and the mount fd is on.
+func handleKey(fd int) ([]byte, int, error) {
+	h, mnt, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return nil, 0, err
+	}
+	b := h.Bytes()
+	key := make([]byte, 8, 8+len(b))
+	binary.NativeEndian.PutUint32(key[0:4], uint32(len(b)))
+	binary.NativeEndian.PutUint32(key[4:8], uint32(h.Type()))
+	return append(key, b...), mnt, nil
 }
 
 // resolve is the device and inode of the object whose handle is fh; gone when it no

@@ -168,3 +168,50 @@ func TestWatchChangesBound(t *testing.T) {
 		t.Errorf("past the bound: %q, %d paths", c.Untrusted, len(c.Paths))
 	}
 }
+
+// Placing directories too deep to name costs a bounded climb: a chain made one
+// directory below the other outside the watched directory (each new directory's
+// parent too deep to name) climbs through each directory about once, not up to the
+// top for each (3,000 deep: some 2.9 million steps before), and a chain inside it
+// distrusts the set at its first event too deep to name.
+func TestWatchChangesDeepChainClimbsOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	for _, d := range []string{dir, out} {
+		must(t, os.Mkdir(d, 0o755))
+	}
+	const depth = 3000 // 2 bytes a level: past PATH_MAX from about 2,040
+	for _, tc := range []struct {
+		base    string
+		trusted bool
+	}{{out, true}, {dir, false}} {
+		w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+		must(t, err)
+		go func() {
+			for range w.Events() {
+			}
+		}()
+		fd, err := unix.Open(tc.base, unix.O_PATH|unix.O_DIRECTORY, 0)
+		must(t, err)
+		for range depth {
+			must(t, unix.Mkdirat(fd, "c", 0o755))
+			next, err := unix.Openat(fd, "c", unix.O_PATH|unix.O_DIRECTORY, 0)
+			must(t, err)
+			unix.Close(fd)
+			fd = next
+		}
+		unix.Close(fd)
+		c := w.Changes()
+		w.log.mu.Lock()
+		climbed := w.log.climbed
+		w.log.mu.Unlock()
+		w.Close()
+		if (c.Untrusted == "") != tc.trusted || !tc.trusted && !strings.Contains(c.Untrusted, "too long to name") {
+			t.Errorf("a deep chain below %s: untrusted %q", tc.base, c.Untrusted)
+		}
+		if climbed > 2*depth {
+			t.Errorf("a chain %d deep below %s: %d parent directories climbed", depth, tc.base, climbed)
+		}
+	}
+}
