@@ -48,6 +48,8 @@ func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) 
 			Files:      res.Scan.Files,
 			Read:       res.Scan.Read,
 			DurationMS: res.Scan.Duration.Milliseconds(),
+			Watched:    res.Scan.Watched,
+			Walked:     res.Scan.Walked,
 		},
 	}
 	gap := diffGap(res.Gap)

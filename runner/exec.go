@@ -90,7 +90,9 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		// A one-command run's sandbox ended with its command (bwrap has been waited
 		// for, its pid namespace with it): nothing is left to make a repository the
 		// live watch would disarm before the diff's sweep does.
-		r.stopWatchSoon()
+		r.takeChanges()
+	} else {
+		r.noChanges("the sandbox may have outlived its command")
 	}
 	if !r.session {
 		// Drain the monitor while the command is still the current one, so that its
@@ -165,6 +167,7 @@ func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (comm
 			return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 		}
 		r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
+		r.watchOpens()
 	}
 	ph.Next("audit.cmd_start")
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
@@ -296,7 +299,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	if r.stage != nil && !r.session {
 		diff, err = r.stagedDiff(context.WithoutCancel(ctx))
 	} else {
-		diff, err = tracker.Diff(context.WithoutCancel(ctx))
+		diff, err = r.directDiff(context.WithoutCancel(ctx), tracker)
 	}
 	if err == nil {
 		r.o.Log.Debug("workspace diff taken", "changes", len(diff.Changes), "read", diff.Scan.Read, "took", diff.Scan.Duration)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cordonhq/cordon/contract"
@@ -25,6 +26,9 @@ type liveWatch struct {
 	closed chan struct{} // closed once w is
 	mu     sync.Mutex
 	done   []string // disarmed, not yet in a diff; guarded by mu
+	// handled counts the events handled; progress is signalled after each.
+	handled  atomic.Uint64
+	progress chan struct{}
 	// fdMu guards the fields below: Unmark may not follow Close.
 	fdMu     sync.Mutex
 	closing  bool
@@ -80,11 +84,13 @@ func mayWatch() bool { return os.Geteuid() == 0 }
 // the run watches (mayWatch); when the watch cannot be had, it is rewritten to say not.
 func (r *run) watchRepositories() error {
 	if !mayWatch() {
+		r.noChanges("not root: no fanotify watch of the workspace")
 		return nil
 	}
 	// A directory moved into place may be a whole repository prepared elsewhere.
-	w, err := linux.WatchCreates(r.plan.Workspace, watched)
+	w, err := r.watchFor(watched)
 	if err != nil {
+		r.noChanges("no fanotify watch: " + err.Error())
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
 		if r.rd.owner.Watching {
 			r.rd.owner.Watching = false
@@ -94,7 +100,7 @@ func (r *run) watchRepositories() error {
 		}
 		return nil
 	}
-	lw := &liveWatch{w: w, closed: make(chan struct{})}
+	lw := &liveWatch{w: w, closed: make(chan struct{}), progress: make(chan struct{}, 1)}
 	r.live = lw
 	if err := nestedRun(filepath.Dir(r.rd.path), r.plan.Workspace, filepath.Base(r.rd.path)); err != nil {
 		return err
@@ -103,18 +109,25 @@ func (r *run) watchRepositories() error {
 	go func() {
 		defer lw.wg.Done()
 		for c := range w.Events() {
-			if c.Overflow {
-				r.o.Log.Warn("the live watch for new git repositories lost events; the end-of-command sweep still runs")
-				continue
-			}
-			if rel := r.liveTarget(c); rel != "" && r.disarm(rel) {
-				lw.mu.Lock()
-				lw.done = append(lw.done, rel)
-				lw.mu.Unlock()
-			}
+			lw.handle(r, c)
 		}
 	}()
 	return nil
+}
+
+// handle disarms what the created entry c completes, if anything, and counts c as
+// handled (changeset_linux.go waits for the count).
+func (lw *liveWatch) handle(r *run, c linux.Created) {
+	defer lw.handledOne()
+	if c.Overflow {
+		r.o.Log.Warn("the live watch for new git repositories lost events; the end-of-command sweep still runs")
+		return
+	}
+	if rel := r.liveTarget(c); rel != "" && r.disarm(rel) {
+		lw.mu.Lock()
+		lw.done = append(lw.done, rel)
+		lw.mu.Unlock()
+	}
 }
 
 // liveTarget is what to disarm for a created entry, workspace-relative, or "".

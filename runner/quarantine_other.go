@@ -2,6 +2,12 @@
 
 package runner
 
+import (
+	"context"
+
+	"github.com/cordonhq/cordon/audit/fsdiff"
+)
+
 // liveWatch is Linux's (fanotify); elsewhere only the end-of-command quarantine runs.
 type liveWatch struct{}
 
@@ -18,3 +24,15 @@ func (r *run) stopWatchSoon() {}
 func (r *run) waitWatchClosed() {}
 
 func sweepRepositories(string, int64) []string { return nil }
+
+func (r *run) wantsChanges() bool { return false }
+
+func (r *run) watchOpens() {}
+
+func (r *run) takeChanges() { r.stopWatchSoon() }
+
+func (r *run) noChanges(string) {}
+
+func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker) (*fsdiff.Result, error) {
+	return t.Diff(ctx)
+}

@@ -295,6 +295,11 @@ type run struct {
 
 	qMu  sync.Mutex // qMu serialises quarantine renames (the live watch's and the sweep's)
 	live *liveWatch // nil without a live watch for new git repositories
+	// watched is what the live watch reported changed in the workspace during a
+	// direct one-command run, for its diff; walkWhy says why the diff walks instead
+	// (changeset_linux.go).
+	watched *fsdiff.Watched
+	walkWhy string
 
 	ended bool // RunEnd is decided (exit code and reason below)
 	end   audit.RunEnd

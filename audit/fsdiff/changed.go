@@ -41,13 +41,13 @@ func DiffChanged(ctx context.Context, before, after string, changed []ChangedPat
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	targets := changedTargets(changed, opts)
-	a, err := partialScan(ctx, before, opts, targets)
+	a, err := partialScan(ctx, before, opts, targets, nil, 0)
 	if err != nil {
 		return nil, err
 	}
 	aopts := opts
 	aopts.devAlias = [2]uint64{devOf(view), devOf(real)}
-	b, err := partialScan(ctx, after, aopts, targets)
+	b, err := partialScan(ctx, after, aopts, targets, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +115,20 @@ func below(p string, dirs map[string]bool) bool {
 	return false
 }
 
-// partialScan is a snapshot of dir holding only what a walk records at targets.
-func partialScan(ctx context.Context, dir string, opts Options, targets []target) (*snapshot, error) {
+// partialScan is a snapshot of dir holding only what a walk records at targets. prev,
+// when not nil, is an earlier snapshot whose unchanged entries are taken as they are
+// (as a walk takes them), and kept the entries of it that the caller keeps beside
+// the targets: they count against the entries bound.
+func partialScan(ctx context.Context, dir string, opts Options, targets []target, prev *snapshot, kept int) (*snapshot, error) {
 	s, done, err := openScanner(dir, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	if prev != nil {
+		s.prev, s.prevNames = prev.entries, prev.names
+	}
+	s.entries.Store(int64(kept))
 	var parents parentCache
 	defer parents.close()
 	for _, t := range targets {

@@ -136,6 +136,9 @@ type Tracker struct {
 	dir  string
 	opts Options
 	base *snapshot
+	// root is the workspace directory's device and inode when the baseline was
+	// taken (DiffWatched).
+	root [2]uint64
 }
 
 // New takes the baseline snapshot of the directory dir. It stats every entry and reads
@@ -150,6 +153,9 @@ func New(ctx context.Context, dir string, opts Options) (*Tracker, error) {
 		return nil, err
 	}
 	t := &Tracker{dir: abs, opts: opts}
+	if t.root, err = rootID(abs); err != nil {
+		return nil, err
+	}
 	base, err := scan(ctx, abs, opts.started(), nil)
 	if err != nil {
 		return nil, err
@@ -325,6 +331,10 @@ type ScanStats struct {
 	Bytes    int64         // bytes read
 	Retained int64         // bytes of content kept in memory
 	Duration time.Duration // wall time of the snapshot
+	// Watched is set by [Tracker.DiffWatched]: only the paths a watch reported were
+	// read. Walked is the caller's: why it walked when it wanted a watched diff.
+	Watched bool
+	Walked  string
 }
 
 // Result is what changed between two snapshots.

@@ -48,6 +48,9 @@ type entry struct {
 	blob   *lazyBlob
 	xattrs *xattrSet // nil when none (meta.go)
 	empty  bool      // a directory (kind Dir) that lists no entry
+	// linked marks a file with other hard links: it may change through a name outside
+	// the workspace, which a watch of the workspace's names does not see (watched.go).
+	linked bool
 }
 
 // snapshot is the state of a workspace at one point in time.
@@ -417,11 +420,11 @@ func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entr
 	xattrs := s.readXattrs(r, name, rel)
 	if fi.Mode().IsRegular() {
 		if lazy := s.fromIndex(rel, fi, key, racy); lazy != nil {
-			lazy.xattrs = xattrs
+			lazy.xattrs, lazy.linked = xattrs, links(fi) > 1
 			return lazy
 		}
 	}
-	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size(), racy: racy, xattrs: xattrs}
+	e := &entry{key: key, mode: unixMode(fi.Mode()), size: fi.Size(), racy: racy, xattrs: xattrs, linked: links(fi) > 1}
 	switch fi.Mode().Type() {
 	case 0:
 		if why := s.hashable(fi.Size()); why != "" {

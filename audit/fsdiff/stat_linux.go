@@ -29,6 +29,17 @@ func keyOf(fi fs.FileInfo) statKey {
 	return k
 }
 
+// links is fi's number of hard links (0 when unknown).
+func links(fi fs.FileInfo) uint64 {
+	switch st := fi.Sys().(type) {
+	case *linux.Stat:
+		return st.Nlink
+	case *syscall.Stat_t:
+		return uint64(st.Nlink)
+	}
+	return 0
+}
+
 // sameFile reports whether a and b (from the walk or from os) are the same file.
 func sameFile(a, b fs.FileInfo) bool {
 	ka, kb := keyOf(a), keyOf(b)
@@ -62,3 +73,6 @@ func (k statKey) alias(a [2]uint64) statKey {
 
 // devOf is fi's device.
 func devOf(fi fs.FileInfo) uint64 { return keyOf(fi).dev }
+
+// fileID is the device and inode of k's file.
+func (k statKey) fileID() [2]uint64 { return [2]uint64{k.dev, k.ino} }

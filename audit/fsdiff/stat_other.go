@@ -36,3 +36,9 @@ func devOf(fs.FileInfo) uint64 { return 0 }
 
 // sameFile is os.SameFile outside Linux (the walk's entries come from os there).
 func sameFile(a, b fs.FileInfo) bool { return os.SameFile(a, b) }
+
+// links is 0 outside Linux: unknown.
+func links(fs.FileInfo) uint64 { return 0 }
+
+// fileID is zero outside Linux, where keys hold no inode: a watched diff walks.
+func (k statKey) fileID() [2]uint64 { return [2]uint64{} }

@@ -109,4 +109,8 @@ type ScanInfo struct {
 	Files      int   `json:"files"`       // entries in the workspace
 	Read       int   `json:"read"`        // entries whose content was (re)read
 	DurationMS int64 `json:"duration_ms"` // snapshot wall time
+	// Watched: the diff read only the paths the kernel reported changed while the
+	// command ran; Walked, when set, says why a run that could have done so walked.
+	Watched bool   `json:"watched,omitempty"`
+	Walked  string `json:"walked,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,12 +22,15 @@ import (
 type CreateWatch struct {
 	fd      int    // the fanotify group
 	mountFD int    // a directory on the watched file system, for open_by_handle_at
-	wake    [2]int // a pipe: Close writes to it to end the reader's poll at once
+	wake    [2]int // a pipe: Close and Changes write to it to wake the reader's poll at once
 	keep    func(name string, movedDir bool) bool
 	events  chan Created
 	stop    chan struct{}
+	drain   chan chan struct{} // Changes' requests to read the queue to its end
 	once    sync.Once
 	done    sync.WaitGroup
+	log     *changeLog // nil unless the watch records changes (WatchChanges)
+	sent    atomic.Uint64
 }
 
 // Created is one entry made in the watched file system: Dir is its directory's path as
@@ -40,13 +44,41 @@ type Created struct {
 // given their name and whether the entry is a directory moved into place. Close stops
 // it.
 func WatchCreates(dir string, keep func(name string, movedDir bool) bool) (*CreateWatch, error) {
-	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_CLOEXEC)
+	return watch(dir, keep, 0)
+}
+
+// WatchChanges is WatchCreates that also records every change the kernel reports
+// below dir, for [CreateWatch.Changes]: one group does both. Past maxPaths paths
+// changed (or 262,144, or 16 MiB of their names) it stops recording, and the change
+// set is not to be trusted: its memory stays bounded whatever the command does.
+func WatchChanges(dir string, keep func(name string, movedDir bool) bool, maxPaths int) (*CreateWatch, error) {
+	return watch(dir, keep, max(1, min(maxPaths, maxChangedPaths)))
+}
+
+// createMask is what WatchCreates asks for. CLOSE_WRITE too: a file is empty when
+// it is created, and its content is what tells (a HEAD naming a ref).
+const createMask = unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR
+
+// watch starts a watch; with maxPaths > 0 it records changes (WatchChanges).
+func watch(dir string, keep func(name string, movedDir bool) bool, maxPaths int) (*CreateWatch, error) {
+	record := maxPaths > 0
+	flags := uint(unix.FAN_CLASS_NOTIF | unix.FAN_CLOEXEC | unix.FAN_NONBLOCK | unix.FAN_REPORT_DFID_NAME)
+	mask := uint64(createMask)
+	var untrusted string
+	if record {
+		flags |= unix.FAN_REPORT_FID
+		mask |= changeMask
+	}
+	fd, err := unix.FanotifyInit(flags, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil && record {
+		// An older kernel: the creates alone, and no change set.
+		untrusted = fmt.Sprintf("fanotify_init with FAN_REPORT_FID: %v", err)
+		flags, mask = flags&^unix.FAN_REPORT_FID, createMask
+		fd, err = unix.FanotifyInit(flags, unix.O_RDONLY|unix.O_CLOEXEC)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	// CLOSE_WRITE too: a file is empty when it is created, and its content is what
-	// tells (a HEAD naming a ref).
-	mask := uint64(unix.FAN_CREATE | unix.FAN_MOVED_TO | unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR)
 	if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, mask, unix.AT_FDCWD, dir); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("fanotify_mark %s: %w", dir, err)
@@ -57,7 +89,14 @@ func WatchCreates(dir string, keep func(name string, movedDir bool) bool) (*Crea
 		unix.Close(fd)
 		return nil, err
 	}
-	w := &CreateWatch{fd: fd, mountFD: mfd, keep: keep, events: make(chan Created, 64), stop: make(chan struct{})}
+	w := &CreateWatch{fd: fd, mountFD: mfd, keep: keep, events: make(chan Created, 64), stop: make(chan struct{}), drain: make(chan chan struct{}, 1)}
+	if record {
+		if w.log, err = newChangeLog(mfd, untrusted, maxPaths); err != nil {
+			unix.Close(fd)
+			unix.Close(mfd)
+			return nil, err
+		}
+	}
 	if err := unix.Pipe2(w.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		unix.Close(mfd)
@@ -106,16 +145,46 @@ func (w *CreateWatch) loop() {
 		select {
 		case <-w.stop:
 			return
+		case ack := <-w.drain:
+			w.readAll(buf)
+			close(ack)
+			continue
 		default:
 		}
 		if n, _ := unix.Poll(pfd, -1); n <= 0 || pfd[0].Revents&unix.POLLIN == 0 { // EINTR, or the wake
+			if pfd[1].Revents&unix.POLLIN != 0 {
+				var b [16]byte
+				_, _ = unix.Read(w.wake[0], b[:])
+			}
 			continue
 		}
-		n, err := unix.Read(w.fd, buf)
-		if err != nil || n <= 0 {
-			continue
+		w.readOnce(buf)
+	}
+}
+
+// readOnce reads and handles what the queue holds, up to len(buf) bytes; false when
+// it is empty.
+func (w *CreateWatch) readOnce(buf []byte) bool {
+	n, err := unix.Read(w.fd, buf)
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return err == unix.EINTR
+	case err != nil:
+		// The events of this read are lost: nothing it recorded can be trusted.
+		if w.log != nil {
+			w.log.distrust(fmt.Sprintf("reading the fanotify queue: %v", err))
 		}
-		w.parse(buf[:n])
+		return false
+	case n <= 0:
+		return false
+	}
+	w.parse(buf[:n])
+	return true
+}
+
+// readAll reads the queue to its end.
+func (w *CreateWatch) readAll(buf []byte) {
+	for w.readOnce(buf) {
 	}
 }
 
@@ -128,8 +197,13 @@ func (w *CreateWatch) parse(b []byte) {
 			return
 		}
 		mask := binary.NativeEndian.Uint64(b[8:16])
+		if w.log != nil {
+			w.log.event(mask, b[metaLen:evLen])
+		}
 		if mask&unix.FAN_Q_OVERFLOW != 0 {
 			w.send(Created{Overflow: true})
+		} else if mask&createMask&^unix.FAN_ONDIR == 0 {
+			// Not a creation: recorded above, if at all.
 		} else if c, ok := w.event(b[metaLen:evLen], mask&unix.FAN_MOVED_TO != 0 && mask&unix.FAN_ONDIR != 0); ok {
 			w.send(c)
 		}
@@ -175,6 +249,10 @@ func (w *CreateWatch) event(info []byte, movedDir bool) (Created, bool) {
 func (w *CreateWatch) send(c Created) {
 	select {
 	case w.events <- c:
+		w.sent.Add(1)
 	case <-w.stop:
 	}
 }
+
+// Sent is how many events Events has delivered so far (or holds, buffered).
+func (w *CreateWatch) Sent() uint64 { return w.sent.Load() }

@@ -1,0 +1,158 @@
+package fsdiff
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Watched is what a watch of the workspace's file system reported changed in the
+// workspace since before its baseline was taken (on Linux, a fanotify group marking
+// the whole file system: internal/linux's WatchChanges).
+type Watched struct {
+	// Paths are the paths changed; Deep where a name was made, removed or moved,
+	// so that anything below it may differ.
+	Paths []ChangedPath
+	// Objects are files changed with no directory reported (the link count of a
+	// file changes with a hard link made elsewhere): device and inode.
+	Objects [][2]uint64
+}
+
+// DiffWatched is [Tracker.Diff] with the walk replaced by the paths w names: the new
+// snapshot is the baseline with those paths read again as a walk reads them (the
+// same scanner, the same bounds), so the result is the one Diff would give, at the
+// cost of what changed. Also read again, whatever w says: the files that had other
+// hard links at the baseline (a write through a name outside the workspace is
+// reported there), those w's objects name, and those whose stat data were racy.
+//
+// When w cannot stand for a walk of this workspace, why says so and nothing is done:
+// the baseline stopped at a bound, the workspace spans more than one file system
+// (a watch marks one), or its directory was replaced. The caller then calls Diff.
+// w must come from a watch that was in place before [New] read anything and that
+// lost nothing: that is the caller's to know.
+func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why string, err error) {
+	opts := t.opts.started()
+	base := t.base
+	if why := t.unwatchable(); why != "" {
+		return nil, why, nil
+	}
+	objects := make(map[[2]uint64]bool, len(w.Objects))
+	for _, o := range w.Objects {
+		objects[o] = true
+	}
+	changed := slices.Clone(w.Paths)
+	for p, e := range base.entries {
+		if e.key.fileID()[0] != t.root[0] {
+			return nil, fmt.Sprintf("the workspace spans more than one file system (%s)", p), nil
+		}
+		if e.racy || e.linked || objects[e.key.fileID()] {
+			changed = append(changed, ChangedPath{Path: p})
+		}
+	}
+	// Ancestors before what lies below them, and a deep path before the same path
+	// not deep (changedTargets keeps the first of a path), so that changedTargets
+	// drops what a deep target's walk covers.
+	slices.SortFunc(changed, func(a, b ChangedPath) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		switch {
+		case a.Deep == b.Deep:
+			return 0
+		case a.Deep:
+			return -1
+		}
+		return 1
+	})
+	targets := changedTargets(changed, opts)
+	exact, deep := make(map[string]bool, len(targets)), make(map[string]bool)
+	for _, tg := range targets {
+		exact[tg.rel] = true
+		if tg.deep {
+			deep[tg.rel] = true
+		}
+	}
+	gone := func(p string) bool { return exact[p] || len(deep) > 0 && below(p, deep) }
+	entries := make(map[string]*entry, len(base.entries))
+	for p, e := range base.entries {
+		if !gone(p) {
+			entries[p] = e
+		}
+	}
+	part, err := partialScan(ctx, t.dir, opts, targets, base, len(entries))
+	if err != nil {
+		return nil, "", err
+	}
+	dirs := 0
+	for p, e := range part.entries {
+		entries[p] = e
+	}
+	for _, e := range entries {
+		if e.kind == Dir {
+			dirs++
+		}
+	}
+	names := make(map[string][]string, len(base.names)+len(part.names))
+	for d, n := range base.names {
+		if !gone(d) {
+			names[d] = n
+		}
+	}
+	for d, n := range part.names {
+		names[d] = n
+	}
+	next := &snapshot{
+		entries:  entries,
+		problems: part.problems,
+		bounds:   part.bounds,
+		hashed:   part.hashed,
+		listed:   part.listed,
+		names:    names,
+		stats:    part.stats,
+	}
+	next.stats.Files, next.stats.Watched = len(entries)-dirs, true
+	res = compare(t.dir, base, next, opts)
+	t.base = next
+	return res, "", nil
+}
+
+// unwatchable says why a watch's report cannot stand for a walk from t's baseline, or
+// "".
+func (t *Tracker) unwatchable() string {
+	b := t.base.bounds
+	switch {
+	case t.root == [2]uint64{}:
+		return "no baseline of this workspace's directory to compare with"
+	case b.unlisted > 0 || b.timedOut || len(b.incomplete) > 0:
+		return "the baseline stopped at a bound"
+	}
+	now, err := rootID(t.dir)
+	if err != nil {
+		return err.Error()
+	}
+	if now != t.root {
+		return "the workspace's directory was replaced"
+	}
+	return ""
+}
+
+// rootID is the device and inode of the directory dir.
+func rootID(dir string) ([2]uint64, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return [2]uint64{}, fmt.Errorf("workspace: %w", err)
+	}
+	return keyOf(fi).fileID(), nil
+}
+
+// WatchedFrom is the Watched of a watch's report: paths, each with whether a name
+// was made, removed or moved there (deep), and objects.
+func WatchedFrom(paths map[string]bool, objects [][2]uint64) Watched {
+	w := Watched{Paths: make([]ChangedPath, 0, len(paths)), Objects: objects}
+	for p, deep := range paths {
+		w.Paths = append(w.Paths, ChangedPath{Path: p, Deep: deep})
+	}
+	return w
+}

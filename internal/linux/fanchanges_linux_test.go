@@ -1,0 +1,217 @@
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// WatchChanges records, under its directory only, each kind of change: a name made
+// (the whole new tree), a write, an attribute, a removal, and a hard link made
+// elsewhere (an object event: no directory, the file's inode).
+func TestWatchChanges(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	for _, d := range []string{dir, out, filepath.Join(dir, "sub")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"sub/w", "sub/a", "sub/gone", "linked"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "o"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	f, err := os.OpenFile(filepath.Join(dir, "sub/w"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("y")
+	f.Close()
+	must(t, os.Chmod(filepath.Join(dir, "sub/a"), 0o600))
+	must(t, os.Remove(filepath.Join(dir, "sub/gone")))
+	must(t, os.MkdirAll(filepath.Join(dir, "new/deep"), 0o755))
+	must(t, os.WriteFile(filepath.Join(out, "o2"), []byte("x"), 0o644))
+	must(t, os.Link(filepath.Join(dir, "linked"), filepath.Join(out, "l")))
+	c := w.Changes()
+	if c.Untrusted != "" {
+		t.Fatal(c.Untrusted)
+	}
+	t.Logf("%v %v", c.Paths, c.Objects)
+	want := map[string]bool{"sub/w": false, "sub/a": false, "sub/gone": true, "sub": false, "new": true, ".": false}
+	for p, tree := range want {
+		if got, ok := c.Paths[p]; !ok || got != tree {
+			t.Errorf("%s: recorded %v %v, want %v", p, got, ok, tree)
+		}
+	}
+	for p := range c.Paths {
+		if filepath.IsAbs(p) || p == "o2" || p == "l" {
+			t.Errorf("recorded %q, outside the directory", p)
+		}
+	}
+	var st syscall.Stat_t
+	must(t, syscall.Stat(filepath.Join(dir, "linked"), &st))
+	found := false
+	for _, o := range c.Objects {
+		found = found || o == [2]uint64{st.Dev, st.Ino}
+	}
+	if !found {
+		t.Errorf("the link made elsewhere is not among the objects %v", c.Objects)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReportsChanges accepts a directory of the root file system and refuses one with a
+// mount below it, or one on a file system not known to report every change.
+func TestReportsChanges(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	if why := ReportsChanges(dir); why != "" {
+		t.Skipf("the test directory's file system: %s", why)
+	}
+	sub := filepath.Join(dir, "m")
+	must(t, os.Mkdir(sub, 0o755))
+	must(t, unix.Mount("tmpfs", sub, "tmpfs", 0, ""))
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	if why := ReportsChanges(dir); !strings.Contains(why, "mount inside") {
+		t.Errorf("a mount below the workspace: %q", why)
+	}
+	if why := ReportsChanges("/proc"); why == "" {
+		t.Error("proc is taken for a file system that reports every change")
+	}
+}
+
+// A directory too deep for a path to name is ignored outside the watched directory and
+// distrusts the change set inside it.
+func TestWatchChangesDeepDirectory(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	for _, d := range []string{dir, out} {
+		must(t, os.Mkdir(d, 0o755))
+	}
+	deep := func(base string) string {
+		fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY, 0)
+		must(t, err)
+		name := strings.Repeat("d", 200)
+		for range 30 { // 30 × 201 bytes: past PATH_MAX
+			must(t, unix.Mkdirat(fd, name, 0o755))
+			next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+			must(t, err)
+			unix.Close(fd)
+			fd = next
+		}
+		must(t, unix.Mkdirat(fd, "leaf", 0o755))
+		unix.Close(fd)
+		return base
+	}
+	for _, tc := range []struct {
+		base    string
+		trusted bool
+	}{{out, true}, {dir, false}} {
+		w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+		must(t, err)
+		go func() {
+			for range w.Events() {
+			}
+		}()
+		deep(tc.base)
+		c := w.Changes()
+		w.Close()
+		if (c.Untrusted == "") != tc.trusted || !tc.trusted && !strings.Contains(c.Untrusted, "too long") {
+			t.Errorf("a deep directory below %s: untrusted %q", tc.base, c.Untrusted)
+		}
+	}
+}
+
+// Past its bound of paths a change log stops recording and says the set cannot be
+// trusted.
+func TestWatchChangesBound(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 10)
+	must(t, err)
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	for i := range 20 {
+		must(t, os.WriteFile(filepath.Join(dir, strings.Repeat("n", 10)+string(rune('a'+i))), nil, 0o644))
+	}
+	if c := w.Changes(); !strings.Contains(c.Untrusted, "more than 10 paths") || c.Paths != nil {
+		t.Errorf("past the bound: %q, %d paths", c.Untrusted, len(c.Paths))
+	}
+}
+
+// Placing directories too deep to name costs a bounded climb: a chain made one
+// directory below the other outside the watched directory (each new directory's
+// parent too deep to name) climbs through each directory about once, not up to the
+// top for each (3,000 deep: some 2.9 million steps before), and a chain inside it
+// distrusts the set at its first event too deep to name.
+func TestWatchChangesDeepChainClimbsOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	for _, d := range []string{dir, out} {
+		must(t, os.Mkdir(d, 0o755))
+	}
+	const depth = 3000 // 2 bytes a level: past PATH_MAX from about 2,040
+	for _, tc := range []struct {
+		base    string
+		trusted bool
+	}{{out, true}, {dir, false}} {
+		w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+		must(t, err)
+		go func() {
+			for range w.Events() {
+			}
+		}()
+		fd, err := unix.Open(tc.base, unix.O_PATH|unix.O_DIRECTORY, 0)
+		must(t, err)
+		for range depth {
+			must(t, unix.Mkdirat(fd, "c", 0o755))
+			next, err := unix.Openat(fd, "c", unix.O_PATH|unix.O_DIRECTORY, 0)
+			must(t, err)
+			unix.Close(fd)
+			fd = next
+		}
+		unix.Close(fd)
+		c := w.Changes()
+		w.log.mu.Lock()
+		climbed := w.log.climbed
+		w.log.mu.Unlock()
+		w.Close()
+		if (c.Untrusted == "") != tc.trusted || !tc.trusted && !strings.Contains(c.Untrusted, "too long to name") {
+			t.Errorf("a deep chain below %s: untrusted %q", tc.base, c.Untrusted)
+		}
+		if climbed > 2*depth {
+			t.Errorf("a chain %d deep below %s: %d parent directories climbed", depth, tc.base, climbed)
+		}
+	}
+}

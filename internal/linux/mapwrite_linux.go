@@ -1,0 +1,26 @@
+package linux
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// WriteMapped writes data at off in f through a shared writable mapping, as a
+// program that mmaps a file writes it: no write(2), no FAN_MODIFY. It is here for
+// the tests that check such a write reaches the workspace diff.
+func WriteMapped(f *os.File, off int64, data []byte) error {
+	page := int64(os.Getpagesize())
+	start := off / page * page
+	m, err := unix.Mmap(int(f.Fd()), start, int(off-start)+len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	copy(m[off-start:], data)
+	return unix.Munmap(m)
+}
+
+// Allocate is fallocate(2) on f with mode.
+func Allocate(f *os.File, mode uint32, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), mode, off, n)
+}
