@@ -129,10 +129,35 @@ func (w *CreateWatch) Close() {
 		close(w.stop)
 		_, _ = unix.Write(w.wake[1], []byte{0})
 		w.done.Wait()
-		for _, fd := range []int{w.fd, w.mountFD, w.wake[0], w.wake[1]} {
+		closeInKernel(w.fd)
+		for _, fd := range []int{w.mountFD, w.wake[0], w.wake[1]} {
 			unix.Close(fd)
 		}
 	})
+}
+
+// closeInKernel closes fd so that the file's release runs in a kernel worker rather
+// than in this process. Releasing a fanotify group waits for its marks to be retired,
+// a grace period of SRCU (under 1 ms when the host's file systems are idle, 10-15 ms
+// once anything on them is busy, as the diff that ends a run keeps them), and a close
+// in this process, or its exit, would wait for it. fd is sent, with the receiving end
+// of a socket pair, into that very pair, and both ends are closed: the descriptors in
+// flight form a cycle that only the kernel's collector of in-flight descriptors frees,
+// which since Linux 6.10 runs as a work item; on an older kernel it runs in the thread
+// that closes the last end, and this costs what a close does. Either way nothing is
+// left open: the collector is scheduled by the close of a socket while descriptors are
+// in flight. On any failure fd is closed as usual.
+func closeInKernel(fd int) {
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return
+	}
+	err = unix.Sendmsg(sp[0], []byte{0}, unix.UnixRights(fd, sp[1]), nil, 0)
+	unix.Close(fd) // the last reference, unless the message holds one
+	unix.Close(sp[1])
+	unix.Close(sp[0])
+	_ = err
 }
 
 // loop reads events until Close, which wakes its poll through the pipe.

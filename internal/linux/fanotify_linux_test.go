@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -90,5 +92,27 @@ func TestWatchCreatesUnmark(t *testing.T) {
 	w.Close()
 	for c := range w.Events() {
 		t.Fatalf("an event after Unmark: %+v", c)
+	}
+}
+
+// TestCloseInKernelReleases: a descriptor closed through closeInKernel is released
+// (by the kernel's collector of in-flight descriptors) and the socket pair that carried
+// it goes with it: the read end of a pipe whose write end went that way sees its end.
+func TestCloseInKernelReleases(t *testing.T) {
+	for range 3 {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		closeInKernel(p[1])
+		if _, err := unix.FcntlInt(uintptr(p[1]), unix.F_GETFD, 0); err != unix.EBADF {
+			t.Errorf("the descriptor is still open in this process: %v", err)
+		}
+		pfd := []unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 30_000)
+		if err != nil || n != 1 || pfd[0].Revents&unix.POLLHUP == 0 {
+			t.Fatalf("the pipe's write end was not released: poll %d %v %#x", n, err, pfd[0].Revents)
+		}
+		unix.Close(p[0])
 	}
 }
