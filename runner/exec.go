@@ -57,15 +57,22 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 			r.sink.End(c.id)
 		}
 	}()
-	setup := func() (err error) {
-		c, err = r.beginCommand(ctx, argv, eo.Dir)
+	var tracker *fsdiff.Tracker
+	snapshot := func() (err error) {
+		tracker, err = r.snapshotWorkspace(ctx)
+		return err
+	}
+	begin := func() (err error) {
+		c, err = r.beginCommand(argv, eo.Dir, tracker)
 		return err
 	}
 	var ready func(context.Context) error
 	wait := func() error { return nil }
 	if r.early {
-		ready, wait = r.setUpEarly(ctx, setup)
-	} else if err := setup(); err != nil {
+		ready, wait = r.setUpEarly(ctx, snapshot, begin)
+	} else if err := snapshot(); err != nil {
+		return ExecResult{}, err
+	} else if err := begin(); err != nil {
 		return ExecResult{}, err
 	}
 	actx, stop := r.commandContext(ctx, timeout)
@@ -146,30 +153,35 @@ type command struct {
 	id      string
 }
 
-// beginCommand waits for run.start to be durable, takes the workspace's baseline
-// (unless the run is a staged one-command run) and writes cmd.start; from then on the command is the sink's current one (until the
-// caller pops it).
-func (r *run) beginCommand(ctx context.Context, argv []string, dir string) (command, error) {
+// snapshotWorkspace waits for run.start to be durable and takes the workspace's
+// baseline (none for a staged one-command run: nil).
+func (r *run) snapshotWorkspace(ctx context.Context) (*fsdiff.Tracker, error) {
 	var ph trace.Seq
 	defer ph.End()
 	ph.Next("audit.wait_start")
 	if err := r.log.WaitStart(); err != nil {
-		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
+		return nil, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
-	var tracker *fsdiff.Tracker
 	if r.stage != nil && !r.session {
 		// A staged run's diff is taken from its change set (stagedDiff): no baseline.
 		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
-	} else {
-		var err error
-		ph.Next("baseline")
-		if tracker, err = r.baseline(ctx); err != nil {
-			return command{}, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
-		}
-		r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
-		r.watchOpens()
+		return nil, nil
 	}
-	ph.Next("audit.cmd_start")
+	ph.Next("baseline")
+	tracker, err := r.baseline(ctx)
+	if err != nil {
+		return nil, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+	}
+	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
+	r.watchOpens()
+	return tracker, nil
+}
+
+// beginCommand writes the command's cmd.start, once its baseline (tracker, nil for a
+// staged run) is taken; from then on the command is the sink's current one (until the
+// caller pops it).
+func (r *run) beginCommand(argv []string, dir string, tracker *fsdiff.Tracker) (command, error) {
+	defer trace.Begin("audit.cmd_start").End()
 	id, err := r.log.StartCmd(audit.CmdStart{Argv: argv, Cwd: dir, Env: envNames(r.plan)})
 	if err != nil {
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
