@@ -263,9 +263,7 @@ func TestJoinV1StartsChildrenInside(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if !cg.NeedsV1() {
-		t.Skip("the memory and pids controllers are on cgroup v2 here: nothing to join")
-	}
+	testutil.Require(t, cg.NeedsV1(), "memory and pids controllers on cgroup v1 (a hybrid host): nothing to join")
 	start := func(cmd *exec.Cmd) *exec.Cmd {
 		t.Helper()
 		if err := cmd.Start(); err != nil {
@@ -330,9 +328,7 @@ func TestIdleV1CgroupsCollected(t *testing.T) {
 	cg, err := NewCgroup(name, Limits{Memory: 256 << 20, Pids: 64})
 	testutil.Require(t, err == nil, "a writable cgroup v2 hierarchy")
 	t.Cleanup(func() { _ = cg.Remove() })
-	if !cg.NeedsV1() {
-		t.Skip("the memory and pids controllers are on cgroup v2 here: no v1 cgroups to leave")
-	}
+	testutil.Require(t, cg.NeedsV1(), "memory and pids controllers on cgroup v1 (a hybrid host): no v1 cgroups to leave")
 	cg.dir.Close()
 	cg.dir = nil
 	if err := os.Remove(cg.Path); err != nil { // what gc's v2-only removal left
