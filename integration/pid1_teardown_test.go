@@ -333,9 +333,11 @@ func process1(t *testing.T, backend, id string, owner int) int {
 				}
 			}
 		default:
+			// bwrap's own command line names init too: process 1 is the one that
+			// is pid 1 of its namespace (pids wrap, so their order tells nothing).
 			for _, p := range processesMatching("/run/cordon/cordon internal init") {
 				n, _ := strconv.Atoi(p)
-				if descendsFrom(n, owner) {
+				if descendsFrom(n, owner) && pidOneOfNamespace(n) {
 					pid = n
 				}
 			}
@@ -343,6 +345,22 @@ func process1(t *testing.T, backend, id string, owner int) int {
 		return pid > 1
 	})
 	return pid
+}
+
+// pidOneOfNamespace reports whether pid is process 1 of a pid namespace below the
+// host's: the last of its NSpid pids is 1.
+func pidOneOfNamespace(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == "NSpid" {
+			f := strings.Fields(v)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
 }
 
 // descendsFrom reports whether pid is a descendant of ancestor.
