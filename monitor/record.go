@@ -18,6 +18,7 @@ type Record struct {
 	Syscall Syscall
 	Flags   uint16 // flag* below
 	Comm    string
+	Ticket  uint64    // the ticket of the run the programs sent it for (monitorRun.Ticket)
 	Str     [3][]byte // up to three strings, aliasing the sample (valid until the next read)
 }
 
@@ -40,7 +41,8 @@ const (
 	offFlags  = 74
 	offLen    = 76
 	offComm   = 84
-	headerLen = 104
+	offTicket = 104
+	headerLen = 112
 )
 
 var errShort = errors.New("record shorter than its header")
@@ -59,6 +61,7 @@ func decodeRecord(b []byte) (Record, error) {
 		UID:     le.Uint32(b[offPID+12:]),
 		Syscall: Syscall(le.Uint16(b[offSC:])),
 		Flags:   le.Uint16(b[offFlags:]),
+		Ticket:  le.Uint64(b[offTicket:]),
 	}
 	for i := range r.Args {
 		r.Args[i] = le.Uint64(b[offArgs+8*i:])
