@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,4 +284,40 @@ func TestSlotBound(t *testing.T) {
 	}
 	m.Close()
 	<-m.Released()
+}
+
+// TestGCRemovesTheOldLayout: a set pinned by a build from before the slots (its runs
+// map has 56-byte values) is never opened by this one; gc keeps it while a run is
+// registered in it and removes it once none is, leaving the live set alone.
+func TestGCRemovesTheOldLayout(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	newHarness(t, hostProfile(), Options{})
+	dir := filepath.Join(root, setPrefix+"0123456789abcdef")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	runs, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 8, ValueSize: 56, MaxEntries: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runs.Close()
+	if err := runs.Pin(filepath.Join(dir, pinRuns)); err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.Update(uint64(1), make([]byte, 56), ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	if col, err := gc(context.Background(), root); err != nil || len(col.Sets) != 0 {
+		t.Errorf("gc with a run in the old set: %+v, %v; want nothing removed", col, err)
+	}
+	runs.Delete(uint64(1))
+	col, err := gc(context.Background(), root)
+	if err != nil || len(col.Sets) != 1 || col.Sets[0] != dir {
+		t.Errorf("gc with the old set unused: %+v, %v; want %s removed", col, err, dir)
+	}
+	if _, err := os.Lstat(filepath.Join(root, setName())); err != nil {
+		t.Errorf("gc removed the live set: %v", err)
+	}
 }
