@@ -367,11 +367,24 @@ func (p *pinned) leave(ctx context.Context, id uint64) (monitorRun, error) {
 	return lost, nil
 }
 
+// keptSlots is how many slots stay made between runs: a slot numbered from keptSlots
+// on, made when more runs than that were monitored at once, is removed by its holder's
+// release, so a burst of runs does not keep 4 MiB of ring buffer per run it had for
+// ever. Claims take the lowest free number, so the kept ones are the ones reused.
+const keptSlots = 8
+
 // release frees s once its run has left and its ring buffer is drained (Close): the
 // filter is emptied, then the claim given up, so that the next holder finds the slot
-// clean (it drains and refills it anyway). Nothing here changes a map of maps.
+// clean (it drains and refills it anyway). Only a slot past keptSlots changes a map of
+// maps: its ring buffer and filter are removed (side by side, one grace period)
+// before the claim is given up, so the next holder of the number makes new ones.
 func (p *pinned) release(s *slot) error {
 	errs := []error{refill(s.filter, nil)}
+	if s.n >= keptSlots {
+		ferr := make(chan error, 1)
+		go func() { ferr <- p.filters.Delete(s.n) }()
+		errs = append(errs, keyGone([]error{p.rings.Delete(s.n), <-ferr}))
+	}
 	if err := p.drop(s); err != nil {
 		errs = append(errs, err)
 	}

@@ -321,3 +321,79 @@ func TestGCRemovesTheOldLayout(t *testing.T) {
 		t.Errorf("gc removed the live set: %v", err)
 	}
 }
+
+// TestSlotsPastKeptAreRemoved: a slot numbered from keptSlots on (made because more runs
+// than that were monitored at once) loses its ring buffer and filter when its run
+// releases it, and its claim with them; a kept slot keeps both for the next run.
+func TestSlotsPastKeptAreRemoved(t *testing.T) {
+	requireBPF(t)
+	root := cleanRoot(t)
+	newHarness(t, hostProfile(), Options{})
+	p := pinnedSet(t, root)
+	self := owner.Self()
+	var forged []uint32
+	t.Cleanup(func() {
+		for _, n := range forged {
+			p.claims.Delete(n)
+		}
+	})
+	for n := uint32(0); n < keptSlots; n++ {
+		err := p.claims.Update(n, monitorClaim{OwnerPid: uint32(self.PID), OwnerStart: self.Start, Cgroup: 7}, ebpf.UpdateNoExist)
+		if err == nil {
+			forged = append(forged, n)
+		} else if !errors.Is(err, ebpf.ErrKeyExist) {
+			t.Fatalf("claiming slot %d: %v", n, err)
+		}
+	}
+	cg, err := linux.NewCgroup(fmt.Sprintf("monitor-test-kept-%d", os.Getpid()), linux.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := Start(ctx, Options{CgroupID: cg.ID, Profile: hostProfile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := m.slot.n
+	if n < keptSlots {
+		m.Close()
+		t.Fatalf("the run took slot %d with slots 0-%d claimed", n, keptSlots-1)
+	}
+	var id ebpf.MapID
+	if err := p.rings.Lookup(n, &id); err != nil {
+		t.Fatalf("slot %d has no ring buffer while its run is registered: %v", n, err)
+	}
+	m.Close()
+	<-m.Released()
+	if err := m.ReleaseErr(); err != nil {
+		t.Fatal(err)
+	}
+	for name, outer := range map[string]*ebpf.Map{"ring buffer": p.rings, "filter": p.filters} {
+		if err := outer.Lookup(n, &id); !errors.Is(err, ebpf.ErrKeyNotExist) {
+			t.Errorf("slot %d past the kept ones still has its %s after release: %v", n, name, err)
+		}
+	}
+	var c monitorClaim
+	if err := p.claims.Lookup(n, &c); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("slot %d is still claimed after release: %v %+v", n, err, c)
+	}
+
+	// A kept slot keeps its maps: free one and run again.
+	p.claims.Delete(forged[0])
+	k := forged[0]
+	forged = forged[1:]
+	m, err = Start(ctx, Options{CgroupID: cg.ID, Profile: hostProfile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.slot.n != k {
+		t.Errorf("the run took slot %d; want the lowest free, %d", m.slot.n, k)
+	}
+	m.Close()
+	<-m.Released()
+	if err := p.rings.Lookup(k, &id); err != nil {
+		t.Errorf("kept slot %d lost its ring buffer at release: %v", k, err)
+	}
+}
