@@ -36,6 +36,7 @@ type monitorEvent struct {
 	Comm   [16]int8
 	Pad2   uint32
 	Ticket uint64
+	Run    uint64
 	Data   [12288]int8
 }
 

@@ -181,9 +181,12 @@ func (m *Monitor) handle(raw []byte) {
 		m.malformed.Add(1)
 		return
 	}
-	if r.Ticket != m.slot.ticket {
+	if r.Ticket != m.slot.ticket || r.Run != m.slot.claim.Cgroup {
 		// Sent for the slot's earlier holder by a program that found that run before
-		// it left: not this run's.
+		// it left: not this run's. The ticket and the slot are read from the run's
+		// entry in runs, whose memory the kernel may hand to this run's entry while
+		// such a program still reads it; the run's cgroup comes from the task's own
+		// cgroups, which no reuse changes.
 		m.foreign.Add(1)
 		return
 	}

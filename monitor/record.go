@@ -18,8 +18,12 @@ type Record struct {
 	Syscall Syscall
 	Flags   uint16 // flag* below
 	Comm    string
-	Ticket  uint64    // the ticket of the run the programs sent it for (monitorRun.Ticket)
-	Str     [3][]byte // up to three strings, aliasing the sample (valid until the next read)
+	Ticket  uint64 // the ticket of the run the programs sent it for (monitorRun.Ticket)
+	// Run is the cgroup id of the run the programs matched the task to, from the task's
+	// own cgroups (never from the run's entry in runs, whose memory the kernel may give
+	// to the next run's entry while a program still reads it).
+	Run uint64
+	Str [3][]byte // up to three strings, aliasing the sample (valid until the next read)
 }
 
 // Record flags (enum ef in bpf/maps.h).
@@ -42,7 +46,8 @@ const (
 	offLen    = 76
 	offComm   = 84
 	offTicket = 104
-	headerLen = 112
+	offRun    = 112
+	headerLen = 120
 )
 
 var errShort = errors.New("record shorter than its header")
@@ -62,6 +67,7 @@ func decodeRecord(b []byte) (Record, error) {
 		Syscall: Syscall(le.Uint16(b[offSC:])),
 		Flags:   le.Uint16(b[offFlags:]),
 		Ticket:  le.Uint64(b[offTicket:]),
+		Run:     le.Uint64(b[offRun:]),
 	}
 	for i := range r.Args {
 		r.Args[i] = le.Uint64(b[offArgs+8*i:])

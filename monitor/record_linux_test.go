@@ -19,6 +19,7 @@ func TestRecordLayout(t *testing.T) {
 		{"len", offLen, unsafe.Offsetof(e.Len)},
 		{"comm", offComm, unsafe.Offsetof(e.Comm)},
 		{"ticket", offTicket, unsafe.Offsetof(e.Ticket)},
+		{"run", offRun, unsafe.Offsetof(e.Run)},
 		{"data", headerLen, unsafe.Offsetof(e.Data)},
 	} {
 		if c.got != c.want {

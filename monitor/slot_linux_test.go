@@ -99,10 +99,20 @@ func TestSlotReuseIsClean(t *testing.T) {
 	binary.NativeEndian.PutUint64(raw, b.cg.ID)
 	binary.NativeEndian.PutUint16(raw[offSC:], uint16(SysExecve))
 	binary.NativeEndian.PutUint64(raw[offTicket:], b.m.slot.ticket+1)
+	binary.NativeEndian.PutUint64(raw[offRun:], b.cg.ID)
 	before, foreign := len(records), b.m.Stats().Foreign
 	b.m.handle(raw)
 	if _, records := b.got(); len(records) != before || b.m.Stats().Foreign != foreign+1 {
 		t.Errorf("a record with another run's ticket was handled (records %d -> %d, foreign %d -> %d)",
+			before, len(records), foreign, b.m.Stats().Foreign)
+	}
+	// So is one with the run's ticket sent for another run's task (a program that read
+	// the ticket from an entry the kernel had just handed to this run).
+	binary.NativeEndian.PutUint64(raw[offTicket:], b.m.slot.ticket)
+	binary.NativeEndian.PutUint64(raw[offRun:], b.cg.ID+1)
+	b.m.handle(raw)
+	if _, records := b.got(); len(records) != before || b.m.Stats().Foreign != foreign+2 {
+		t.Errorf("a record with the run's ticket but another run's cgroup was handled (records %d -> %d, foreign %d -> %d)",
 			before, len(records), foreign, b.m.Stats().Foreign)
 	}
 }

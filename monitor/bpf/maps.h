@@ -74,6 +74,10 @@ struct event {
 	char comm[16];
 	__u32 pad2;
 	__u64 ticket; /* the run's ticket (struct run): user space drops a record not its own */
+	__u64 run;    /* the run's cgroup id, as the task's own ancestry matched it (watching):
+		       * never read from the run's entry, which the kernel may hand to the
+		       * next run while a program still holds it; user space drops a record
+		       * whose run is not its own */
 	char data[3 * SLOT];
 };
 

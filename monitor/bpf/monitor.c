@@ -128,6 +128,7 @@ static __always_inline int submit(struct event *e, __u32 off, struct watching *w
 	}
 	header(e);
 	e->ticket = w->run->ticket;
+	e->run = w->cgroup;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 wake = BPF_RB_FORCE_WAKEUP;
 	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && now - w->run->woken < w->run->wake_ns &&
