@@ -5,12 +5,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
@@ -18,8 +15,8 @@ import (
 
 // TestFiltersArePerRun (red team): two runs at once with different profiles: what the
 // first one's filter allows (/var) is still sent and alerted in the second, whose
-// profile does not; and a run killed with its filter registered leaves it to the next
-// join's sweep and gc, without touching a live run's.
+// profile does not; and a run killed holding its slot leaves it to the next join's
+// sweep and gc, which take no live run's.
 func TestFiltersArePerRun(t *testing.T) {
 	requireBPF(t)
 	root := cleanRoot(t)
@@ -49,35 +46,30 @@ func TestFiltersArePerRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
 	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-		cmd.Process.Kill()
 		t.Fatalf("holder: %q", line)
 	}
-	filters := func() *ebpf.Map {
-		m, err := ebpf.LoadPinnedMap(filepath.Join(root, setName(), pinFilters), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}()
+	ps := pinnedSet(t, root)
 	has := func(id uint64) bool {
-		var inner uint32
-		return filters.Lookup(id, &inner) == nil
+		_, ok := heldSlot(ps, id)
+		return ok
 	}
+	na, _ := heldSlot(ps, a.cg.ID)
 	if !has(cg.ID) || !has(a.cg.ID) || !has(b.cg.ID) {
-		t.Fatalf("filters registered: holder %v, a %v, b %v; want all", has(cg.ID), has(a.cg.ID), has(b.cg.ID))
+		t.Fatalf("slots held: holder %v, a %v, b %v; want all", has(cg.ID), has(a.cg.ID), has(b.cg.ID))
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if _, err := gc(context.Background(), root); err != nil {
 		t.Fatal(err)
 	}
-	if has(cg.ID) {
-		t.Error("gc left the killed run's filter registered")
+	if has(cg.ID) || claimedFor(ps, cg.ID) {
+		t.Error("gc left the killed run's slot claimed")
 	}
 	if !has(a.cg.ID) || !has(b.cg.ID) {
-		t.Error("gc removed a live run's filter")
+		t.Error("gc took a live run's slot")
 	}
 	b.helper("open", "r:/var/lib/dpkg/available")
 	if _, ok := b.find(func(x Alert) bool { return x.Path == "/var/lib/dpkg/available" }); !ok {
@@ -85,7 +77,7 @@ func TestFiltersArePerRun(t *testing.T) {
 	}
 	a.m.Close()
 	<-a.m.Released()
-	if has(a.cg.ID) {
-		t.Error("Close left the run's filter registered once released")
+	if claimedFor(ps, a.cg.ID) || filterLen(t, ps, na) != 0 {
+		t.Error("Close left the run's slot claimed, or its filter filled, once released")
 	}
 }

@@ -14,55 +14,47 @@ import (
 	"github.com/cordonhq/cordon/internal/paths"
 )
 
-// sweep removes the runs whose cordon is gone, and their entries in the per-run maps
-// (ring buffers, path filters), from a set's maps, and returns them; and the entries of
-// the per-run maps whose run has left (a cordon that unregistered its run but ended
-// before it released them: pinned.release). The caller holds the lock, under which
-// every registration is made whole, and recomputes the level mask.
-func sweep(runs *ebpf.Map, perRun ...*ebpf.Map) []Stale {
+// sweep removes from a set's maps the runs whose cordon is gone, and returns them, and
+// then the claims on slots of cordons that are gone, unless a run still registered
+// names the slot (its owner, alive when runs were swept, ended since: the next sweep
+// takes both). A slot freed so keeps its ring buffer and filter; the next holder
+// drains and refills them. The caller holds the lock, under which every claim and
+// registration is made whole, and recomputes the level mask.
+func sweep(runs, claims *ebpf.Map) []Stale {
 	var dead []Stale
 	var id uint64
 	var r monitorRun
-	live := map[uint64]bool{}
+	used := map[uint32]bool{}
 	it := runs.Iterate()
 	for it.Next(&id, &r) {
 		if !ownerOf(r).Alive() {
 			dead = append(dead, Stale{Cgroup: id, Owner: int(r.OwnerPid)})
 		} else {
-			live[id] = true
+			used[r.Slot] = true
 		}
 	}
 	if it.Err() != nil {
-		live = nil // not known: no orphan is taken
+		used = nil // not known: no claim is taken
 	}
 	for _, s := range dead {
 		runs.Delete(s.Cgroup)
-		for _, m := range perRun {
-			m.Delete(s.Cgroup)
+	}
+	if used == nil || claims == nil {
+		return dead
+	}
+	var n uint32
+	var c monitorClaim
+	var gone []uint32
+	ci := claims.Iterate()
+	for ci.Next(&n, &c) {
+		if !used[n] && !claimOwner(c).Alive() {
+			gone = append(gone, n)
 		}
 	}
-	if live != nil {
-		for _, m := range perRun {
-			for _, orphan := range orphans(m, live) {
-				m.Delete(orphan)
-			}
-		}
+	for _, n := range gone {
+		claims.Delete(n)
 	}
 	return dead
-}
-
-// orphans lists the keys of the per-run map m that are not live runs.
-func orphans(m *ebpf.Map, live map[uint64]bool) []uint64 {
-	var out []uint64
-	var id uint64
-	var v ebpf.MapID
-	it := m.Iterate()
-	for it.Next(&id, &v) {
-		if !live[id] {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // GC removes, under $CORDON_BPF_ROOT or /sys/fs/bpf/cordon, the registrations of runs
@@ -125,15 +117,15 @@ func gcSet(dir string) ([]Stale, int, error) {
 	if runs.KeySize() != 8 || int(runs.ValueSize()) != binary.Size(r) {
 		return nil, countEntries(runs), nil
 	}
-	var stale []Stale
-	var perRun []*ebpf.Map
-	for _, name := range []string{pinRings, pinFilters} {
-		if m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil); err == nil {
-			defer m.Close()
-			perRun = append(perRun, m)
+	var claims *ebpf.Map
+	if m, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinClaims), nil); err == nil {
+		defer m.Close()
+		var c monitorClaim
+		if m.KeySize() == 4 && int(m.ValueSize()) == binary.Size(c) {
+			claims = m
 		}
 	}
-	stale = sweep(runs, perRun...)
+	stale := sweep(runs, claims)
 	live := countEntries(runs)
 	if levels, err := ebpf.LoadPinnedMap(filepath.Join(dir, pinLevels), nil); err == nil {
 		err = updateLevels(runs, levels)

@@ -177,7 +177,7 @@ func loadPinned(root, dir string) (*pinned, error) {
 		return nil, unavailable("publishing the program set: %w", err)
 	}
 	p := &pinned{root: root, dir: dir}
-	for name, dst := range map[string]**ebpf.Map{pinRuns: &p.runs, pinRings: &p.rings, pinLevels: &p.levels, pinFilters: &p.filters} {
+	for name, dst := range map[string]**ebpf.Map{pinRuns: &p.runs, pinClaims: &p.claims, pinRings: &p.rings, pinLevels: &p.levels, pinFilters: &p.filters} {
 		*dst = coll.Maps[name]
 		delete(coll.Maps, name) // kept open past coll.Close
 	}
@@ -209,7 +209,7 @@ func pinSet(dir string, spec *ebpf.CollectionSpec, coll *ebpf.Collection) error 
 			return unavailable("pinning %s: %w", name, err)
 		}
 	}
-	for _, name := range []string{pinRuns, pinRings, pinLevels, pinFilters} {
+	for _, name := range []string{pinRuns, pinClaims, pinRings, pinLevels, pinFilters} {
 		if err := coll.Maps[name].Pin(filepath.Join(dir, name)); err != nil {
 			return unavailable("pinning map %s: %w", name, err)
 		}

@@ -63,6 +63,7 @@ type Stats struct {
 	Suppressed uint64 // deviations not emitted: repeats of an alert already emitted
 	Malformed  uint64 // records that could not be decoded
 	Unresolved uint64 // records not compared: a path that could not be read or resolved
+	Foreign    uint64 // records of the slot's earlier holder, dropped unread (pin_linux.go)
 }
 
 // Action is what the monitor did about a deviation.

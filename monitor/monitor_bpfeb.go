@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type monitorClaim struct {
+	_          structs.HostLayout
+	OwnerStart uint64
+	OwnerPid   uint32
+	OwnerPidns uint32
+	Cgroup     uint64
+}
+
 type monitorEvent struct {
 	_      structs.HostLayout
 	Cgroup uint64
@@ -27,6 +35,8 @@ type monitorEvent struct {
 	Pad    uint16
 	Comm   [16]int8
 	Pad2   uint32
+	Ticket uint64
+	Run    uint64
 	Data   [12288]int8
 }
 
@@ -58,6 +68,9 @@ type monitorRun struct {
 	OwnerPidns uint32
 	WakeNs     uint64
 	Woken      uint64
+	Ticket     uint64
+	Slot       uint32
+	Pad        uint32
 }
 
 type monitorSc uint32
@@ -101,6 +114,7 @@ type monitorWalkbuf struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	monitorMapClaims            = "claims"
 	monitorMapFilters           = "filters"
 	monitorMapKeybuf            = "keybuf"
 	monitorMapLevels            = "levels"
@@ -136,6 +150,7 @@ const (
 	monitorProgTpSetns          = "tp_setns"
 	monitorProgTpUmount         = "tp_umount"
 	monitorProgTpUnshare        = "tp_unshare"
+	monitorVarUnusedClaim       = "unused_claim"
 	monitorVarUnusedEvent       = "unused_event"
 	monitorVarUnusedPathkey     = "unused_pathkey"
 	monitorVarUnusedRun         = "unused_run"
@@ -216,6 +231,7 @@ type monitorProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorMapSpecs struct {
+	Claims   *ebpf.MapSpec `ebpf:"claims"`
 	Filters  *ebpf.MapSpec `ebpf:"filters"`
 	Keybuf   *ebpf.MapSpec `ebpf:"keybuf"`
 	Levels   *ebpf.MapSpec `ebpf:"levels"`
@@ -231,6 +247,7 @@ type monitorMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type monitorVariableSpecs struct {
+	UnusedClaim   *ebpf.VariableSpec `ebpf:"unused_claim"`
 	UnusedEvent   *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedPathkey *ebpf.VariableSpec `ebpf:"unused_pathkey"`
 	UnusedRun     *ebpf.VariableSpec `ebpf:"unused_run"`
@@ -257,6 +274,7 @@ func (o *monitorObjects) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorMaps struct {
+	Claims   *ebpf.Map `ebpf:"claims"`
 	Filters  *ebpf.Map `ebpf:"filters"`
 	Keybuf   *ebpf.Map `ebpf:"keybuf"`
 	Levels   *ebpf.Map `ebpf:"levels"`
@@ -270,6 +288,7 @@ type monitorMaps struct {
 
 func (m *monitorMaps) Close() error {
 	return _MonitorClose(
+		m.Claims,
 		m.Filters,
 		m.Keybuf,
 		m.Levels,
@@ -286,6 +305,7 @@ func (m *monitorMaps) Close() error {
 //
 // It can be passed to loadMonitorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type monitorVariables struct {
+	UnusedClaim   *ebpf.Variable `ebpf:"unused_claim"`
 	UnusedEvent   *ebpf.Variable `ebpf:"unused_event"`
 	UnusedPathkey *ebpf.Variable `ebpf:"unused_pathkey"`
 	UnusedRun     *ebpf.Variable `ebpf:"unused_run"`

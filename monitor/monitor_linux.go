@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -18,7 +17,7 @@ import (
 )
 
 // Regenerate with monitor/generate.sh, which installs the pinned compiler and checks.
-//go:generate go tool bpf2go -tags linux -type event -type sc -type run monitor bpf/monitor.c -- -I bpf/include -Wall -Werror
+//go:generate go tool bpf2go -tags linux -type event -type sc -type run -type claim monitor bpf/monitor.c -- -I bpf/include -Wall -Werror
 
 // Monitor is a running monitor: one run's registration with the shared BPF programs,
 // its own ring buffer, and the goroutine that reads it. Its methods are safe for
@@ -26,9 +25,8 @@ import (
 type Monitor struct {
 	opts    Options
 	chk     checker
-	pins    *pinned   // the shared programs' maps the run is registered in
-	ring    *ebpf.Map // the run's own ring buffer
-	filter  *ebpf.Map // the run's path filter (filter.go), or nil: every open is sent
+	pins    *pinned // the shared programs' maps the run is registered in
+	slot    *slot   // the run's ring buffer and path filter (filter.go; empty: every open is sent)
 	rd      *ringbuf.Reader
 	done    chan struct{} // closed when the reader goroutine returns
 	flushed chan struct{} // one token per ErrFlushed the reader saw
@@ -38,8 +36,8 @@ type Monitor struct {
 	drainMu sync.Mutex
 	closing atomic.Bool
 
-	events, alerts, suppressed, malformed, unresolved atomic.Uint64
-	violated                                          atomic.Bool
+	events, alerts, suppressed, malformed, unresolved, foreign atomic.Uint64
+	violated                                                   atomic.Bool
 
 	// seen holds the alerts already emitted; only the reader goroutine uses it (and
 	// Close once the reader is gone), as it does capped and lostRaised (gaps_linux.go).
@@ -81,13 +79,6 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if r, ok := releasing.Load(opts.CgroupID); ok {
-		select {
-		case <-r.(chan struct{}):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 	m := &Monitor{
 		opts:     opts,
 		chk:      checker{prof: opts.Profile}, // risky: scanned by the reader (read)
@@ -101,24 +92,14 @@ func Start(ctx context.Context, opts Options) (*Monitor, error) {
 		size = 4 << 20
 	}
 	linux.RaiseMemlock()
-	if m.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "cordon_run", Type: ebpf.RingBuf, MaxEntries: size}); err != nil {
-		return nil, unavailable("creating the run's ring buffer: %w", err)
-	}
-	if m.rd, err = ringbuf.NewReader(m.ring); err != nil {
-		m.ring.Close()
-		return nil, fmt.Errorf("monitor: opening the ring buffer: %w", err)
-	}
-	// A filter that cannot be made leaves the run without one: every open is then sent
-	// and compared in user space, never dropped.
-	m.filter, _ = newFilter(&m.chk.prof)
-	if m.pins, err = join(ctx, paths.BPFRoot(), newEntry(cfg, owner.Self()), m.ring, m.filter); err != nil {
-		m.rd.Close()
-		m.ring.Close()
-		if m.filter != nil {
-			m.filter.Close()
-		}
+	// A profile the filter cannot represent leaves the run with an empty one: every
+	// open is then sent and compared in user space, never dropped.
+	entries, ok := filterEntries(&m.chk.prof)
+	if m.pins, m.slot, err = join(ctx, paths.BPFRoot(), newEntry(cfg, owner.Self()), size, entries, ok); err != nil {
 		return nil, err
 	}
+	m.rd = m.slot.rd
+	m.foreign.Store(m.slot.drained)
 	go m.read()
 	return m, nil
 }
@@ -200,6 +181,15 @@ func (m *Monitor) handle(raw []byte) {
 		m.malformed.Add(1)
 		return
 	}
+	if r.Ticket != m.slot.ticket || r.Run != m.slot.claim.Cgroup {
+		// Sent for the slot's earlier holder by a program that found that run before
+		// it left: not this run's. The ticket and the slot are read from the run's
+		// entry in runs, whose memory the kernel may hand to this run's entry while
+		// such a program still reads it; the run's cgroup comes from the task's own
+		// cgroups, which no reuse changes.
+		m.foreign.Add(1)
+		return
+	}
 	m.events.Add(1)
 	if m.opts.onRecord != nil {
 		m.opts.onRecord(r)
@@ -238,6 +228,7 @@ func (m *Monitor) Stats() Stats {
 		Suppressed: m.suppressed.Load(),
 		Malformed:  m.malformed.Load(),
 		Unresolved: m.unresolved.Load(),
+		Foreign:    m.foreign.Load(),
 	}
 	m.drainMu.Lock()
 	defer m.drainMu.Unlock()
@@ -268,6 +259,9 @@ func (m *Monitor) Close() error {
 		if err := m.rd.Flush(); err == nil {
 			select {
 			case <-m.done:
+				// What the programs sent after the flush (a program that found the
+				// run before it left) is dropped, not left to the slot's next holder.
+				m.foreign.Add(drainRing(m.rd))
 			case <-time.After(5 * time.Second):
 			}
 		}
@@ -278,31 +272,20 @@ func (m *Monitor) Close() error {
 		m.checkLost(m.atEnd.Lost) // the reader is gone: this goroutine is the only one
 		m.totalLost(m.atEnd.Lost)
 		m.closeErr = errors.Join(errs...)
-		releasing.Store(m.opts.CgroupID, m.released)
 		go func() {
-			defer releasing.CompareAndDelete(m.opts.CgroupID, m.released)
 			defer close(m.released)
-			m.releaseErr = m.pins.release(m.opts.CgroupID)
-			m.ring.Close()
-			if m.filter != nil {
-				m.filter.Close()
-			}
+			m.releaseErr = m.pins.release(m.slot) // and closes the slot's maps
 			m.pins.Close()
 		}()
 	})
 	return m.closeErr
 }
 
-// releasing holds, by cgroup id, the Released of each monitor of this process whose
-// release is under way: a Start on the same cgroup waits for it, so that the release
-// never takes out the new registration.
-var releasing sync.Map
-
-// Released is closed once a closed monitor's ring buffer and path filter are out of
-// the shared programs' maps, which Close begins and does not wait for: removing an
-// entry of a map of maps waits for a grace period of RCU (5-16 ms here), and nothing
-// of the run needs it done before its end. A process that exits before does no harm:
-// the next run's registration sweeps what is left. Its error is [Monitor.ReleaseErr].
+// Released is closed once a closed monitor's slot (its ring buffer and path filter) is
+// emptied and free for the next run, which Close begins and does not wait for. A
+// process that exits before does no harm: the next run's registration sweeps the
+// claim of a cordon that is gone, and drains and refills the slot it takes. Its error
+// is [Monitor.ReleaseErr].
 func (m *Monitor) Released() <-chan struct{} { return m.released }
 
 // ReleaseErr is what releasing the run's entries failed with, once Released is closed.

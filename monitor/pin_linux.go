@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
@@ -26,15 +28,19 @@ import (
 )
 
 // The programs are loaded, attached and pinned in bpffs once per host and version of
-// the programs, and shared by every monitored run (docs/monitor.md, "Shared programs"):
-// a run only registers its cgroup in `runs` and its own ring buffer in `rings`, and
-// removes both at its end. Every change to the pins happens under one host-wide flock
-// ([paths.BPFLock]), so two runs never both load, and gc never removes what a run is
-// joining.
+// the programs, and shared by every monitored run (docs/monitor.md, "Shared programs").
+// A run claims a slot, a ring buffer and a path filter kept between runs, and
+// registers its cgroup in `runs` naming the slot; at its end it leaves `runs` and frees
+// the slot for the next run. Adding or removing an entry of a map of maps (`rings`,
+// `filters`) waits in the kernel for a grace period of RCU (4-16 ms on the 2-core VM of
+// the benchmarks), so a run does neither unless no slot is free. Loading, claiming and
+// sweeping happen under one host-wide flock ([paths.BPFLock]), so two runs never both
+// load or share a slot, and gc never removes what a run is joining.
 
 // Pin names inside a set's directory.
 const (
 	pinRuns     = "runs"
+	pinClaims   = "claims"
 	pinRings    = "rings"
 	pinLevels   = "levels"
 	pinFilters  = "filters"
@@ -47,6 +53,12 @@ const (
 // maxLevel bounds the depth of a run's cgroup (MAX_LEVEL in bpf/maps.h).
 const maxLevel = 16
 
+// maxSlots bounds the slots of a set (MAX_SLOTS in bpf/maps.h), hence the runs monitored
+// at once on a host: a run that finds every one claimed by a live cordon is refused
+// (errdefs.ErrUnavailable; monitor.mode decides what the run does), never left
+// unwatched.
+const maxSlots = 1024
+
 // setName names the set of the programs embedded in this binary: another build of
 // cordon, whose maps may be laid out differently, pins its own set beside it.
 func setName() string {
@@ -57,12 +69,12 @@ func setName() string {
 // pinned is a set of shared programs as one run holds it: the maps it registers in.
 // The programs themselves are held by their pinned links, not by the run.
 type pinned struct {
-	root, dir                    string
-	runs, rings, levels, filters *ebpf.Map
+	root, dir                            string
+	runs, claims, rings, levels, filters *ebpf.Map
 }
 
 func (p *pinned) Close() {
-	for _, m := range []*ebpf.Map{p.runs, p.rings, p.levels, p.filters} {
+	for _, m := range []*ebpf.Map{p.runs, p.claims, p.rings, p.levels, p.filters} {
 		if m != nil {
 			m.Close()
 		}
@@ -90,6 +102,16 @@ func ownerOf(r monitorRun) owner.Process {
 		o.PIDNS = strconv.FormatUint(uint64(r.OwnerPidns), 10)
 	}
 	return o
+}
+
+// claimOf is e's claim on a slot.
+func claimOf(e entry) monitorClaim {
+	return monitorClaim{OwnerStart: e.run.OwnerStart, OwnerPid: e.run.OwnerPid, OwnerPidns: e.run.OwnerPidns, Cgroup: e.cgroup}
+}
+
+// claimOwner is the cordon process holding the claim c.
+func claimOwner(c monitorClaim) owner.Process {
+	return ownerOf(monitorRun{OwnerPid: c.OwnerPid, OwnerStart: c.OwnerStart, OwnerPidns: c.OwnerPidns})
 }
 
 // hostLock is the exclusive lock on root's pins; Close releases it.
@@ -149,16 +171,21 @@ func ensureRoot(root string) error {
 	return nil
 }
 
-// join registers e and its ring buffer with the shared programs under root, loading,
-// attaching and pinning them first when they are not there yet.
-func join(ctx context.Context, root string, e entry, ring, filter *ebpf.Map) (*pinned, error) {
+// join registers e with the shared programs under root, loading, attaching and
+// pinning them first when they are not there yet: it claims a slot whose ring buffer
+// holds ringSize bytes and fills its filter with entries (ok false: no filter, every
+// open is sent).
+func join(ctx context.Context, root string, e entry, ringSize uint32, entries map[string]uint8, ok bool) (*pinned, *slot, error) {
+	if e.run.Level == 0 || e.run.Level >= maxLevel {
+		return nil, nil, unavailable("the run's cgroup is at depth %d; the monitor watches depths 1 to %d", e.run.Level, maxLevel-1)
+	}
 	lk, err := lockPins(ctx, root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer lk.Close()
 	if err := ensureRoot(root); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dir := filepath.Join(root, setName())
 	p, err := openPinned(root, dir)
@@ -166,50 +193,155 @@ func join(ctx context.Context, root string, e entry, ring, filter *ebpf.Map) (*p
 		p, err = loadPinned(root, dir)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	sweep(p.runs, p.rings, p.filters)
-	if err := p.register(e, ring, filter); err != nil {
+	sweep(p.runs, p.claims)
+	s, err := p.claim(claimOf(e), ringSize)
+	if err != nil {
 		p.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return p, nil
+	if err := p.register(e, s, entries, ok); err != nil {
+		p.drop(s)
+		p.Close()
+		return nil, nil, err
+	}
+	return p, s, nil
 }
 
-// register adds e: its ring buffer and its path filter (nil: none) first, so that a
-// program that finds the run finds them, then the run, then its level. The caller
-// holds the lock. The ring buffer and the filter go in at once: each update of a map of
-// maps waits in the kernel for a grace period of RCU (4-16 ms on the 2-core VM of the
-// benchmarks), and two waits side by side end about together.
-func (p *pinned) register(e entry, ring, filter *ebpf.Map) error {
-	if e.run.Level == 0 || e.run.Level >= maxLevel {
-		return unavailable("the run's cgroup is at depth %d; the monitor watches depths 1 to %d", e.run.Level, maxLevel-1)
+// slot is the ring buffer and path filter a run holds while it is registered, with the
+// ticket every event sent for it carries.
+type slot struct {
+	n            uint32
+	claim        monitorClaim
+	ticket       uint64
+	ring, filter *ebpf.Map
+	rd           *ringbuf.Reader
+	drained      uint64 // records an earlier holder left in the ring buffer, dropped at the claim
+}
+
+func (s *slot) close() {
+	if s.rd != nil {
+		s.rd.Close() // a second Close does nothing
 	}
-	filterErr := make(chan error, 1)
+	s.ring.Close()
+	s.filter.Close()
+}
+
+// claim takes the lowest free slot for c (BPF_NOEXIST: a slot has one claim), making
+// its ring buffer and filter when it has none, or a ring buffer of another size, and
+// empties its ring buffer of what an earlier holder left. The caller holds the lock and
+// has swept the claims of cordons that are gone.
+func (p *pinned) claim(c monitorClaim, ringSize uint32) (*slot, error) {
+	for n := uint32(0); n < maxSlots; n++ {
+		err := p.claims.Update(n, c, ebpf.UpdateNoExist)
+		if errors.Is(err, ebpf.ErrKeyExist) {
+			continue
+		}
+		if err != nil {
+			return nil, unavailable("claiming a slot: %w", err)
+		}
+		s, err := p.open(n, ringSize)
+		if err != nil {
+			p.claims.Delete(n)
+			return nil, unavailable("opening slot %d: %w", n, err)
+		}
+		s.claim = c
+		var t [8]byte
+		rand.Read(t[:])
+		s.ticket = binary.NativeEndian.Uint64(t[:])
+		return s, nil
+	}
+	return nil, unavailable("all %d slots are held by live runs: the monitor watches at most %d runs at once on a host", maxSlots, maxSlots)
+}
+
+// open opens slot n's ring buffer and filter, making what it lacks, and a reader that
+// has dropped every record already in the ring buffer.
+func (p *pinned) open(n uint32, ringSize uint32) (*slot, error) {
+	s := &slot{n: n}
+	var err error
+	ringSpec := &ebpf.MapSpec{Name: "cordon_run", Type: ebpf.RingBuf, MaxEntries: ringSize}
+	var ringNew, filterNew bool
+	if s.ring, ringNew, err = inner(p.rings, n, ringSpec); err != nil {
+		return nil, err
+	}
+	if s.filter, filterNew, err = inner(p.filters, n, filterSpec()); err != nil {
+		s.ring.Close()
+		return nil, err
+	}
+	// A slot made now, or whose ring buffer has another size, pays the grace periods;
+	// the two updates side by side end about together.
+	ferr := make(chan error, 1)
 	go func() {
-		// A filter left by an earlier run of this cgroup id must not apply to this one.
-		p.filters.Delete(e.cgroup)
-		if filter == nil {
-			filterErr <- nil
+		if !filterNew {
+			ferr <- nil
 			return
 		}
-		filterErr <- p.filters.Update(e.cgroup, filter, ebpf.UpdateAny)
+		ferr <- p.filters.Update(n, s.filter, ebpf.UpdateAny)
 	}()
-	ringErr := p.rings.Update(e.cgroup, ring, ebpf.UpdateAny)
-	if err := <-filterErr; err != nil || ringErr != nil {
-		p.release(e.cgroup)
-		if ringErr != nil {
-			return unavailable("registering the run's ring buffer: %w", ringErr)
-		}
-		return unavailable("registering the run's path filter: %w", err)
+	var rerr error
+	if ringNew {
+		rerr = p.rings.Update(n, s.ring, ebpf.UpdateAny)
 	}
+	if err := errors.Join(rerr, <-ferr); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.rd, err = ringbuf.NewReader(s.ring); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.drained = drainRing(s.rd)
+	return s, nil
+}
+
+// inner opens the map outer holds at n, or makes one from spec when it holds none or one
+// that spec does not describe (fresh: outer is still to be updated).
+func inner(outer *ebpf.Map, n uint32, spec *ebpf.MapSpec) (m *ebpf.Map, fresh bool, err error) {
+	var id ebpf.MapID
+	err = outer.Lookup(n, &id)
+	if err == nil {
+		m, err = ebpf.NewMapFromID(id)
+		if err == nil && m.Type() == spec.Type && m.MaxEntries() == spec.MaxEntries {
+			return m, false, nil
+		}
+		if m != nil {
+			m.Close()
+		}
+	}
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) && !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
+	}
+	m, err = ebpf.NewMap(spec)
+	return m, true, err
+}
+
+// drainRing reads and drops every record in rd's ring buffer, and counts them.
+func drainRing(rd *ringbuf.Reader) uint64 {
+	var n uint64
+	var rec ringbuf.Record
+	rd.SetDeadline(time.Now())
+	for rd.ReadInto(&rec) == nil {
+		n++
+	}
+	return n
+}
+
+// register fills s's filter and adds e, naming s, to the runs: the programs send
+// nothing for the run before the filter is the run's own. The caller holds the lock.
+func (p *pinned) register(e entry, s *slot, entries map[string]uint8, ok bool) error {
+	if !ok {
+		entries = nil // no filter: an empty one, every open is sent
+	}
+	if err := refill(s.filter, entries); err != nil {
+		return unavailable("filling the run's path filter: %w", err)
+	}
+	e.run.Slot, e.run.Ticket = s.n, s.ticket
 	if err := p.runs.Update(e.cgroup, e.run, ebpf.UpdateAny); err != nil {
-		p.release(e.cgroup)
 		return unavailable("registering the run's cgroup: %w", err)
 	}
 	if err := updateLevels(p.runs, p.levels); err != nil {
 		p.runs.Delete(e.cgroup)
-		p.release(e.cgroup)
 		return unavailable("registering the run's cgroup level: %w", err)
 	}
 	return nil
@@ -217,10 +349,9 @@ func (p *pinned) register(e entry, ring, filter *ebpf.Map) error {
 
 // leave removes the run of cgroup id and returns its counters at the end: the
 // programs, which look a cgroup up among the runs first, send nothing more for it.
-// Its ring buffer and filter stay registered until [pinned.release] (the kernel's
-// part of removing an entry from a map of maps waits for a grace period; nothing
-// reads them once the run is gone). The level mask is recomputed under the lock, and
-// left with a stale bit (an extra lookup, nothing more) if the lock cannot be had.
+// Its slot stays claimed until [pinned.release]. The level mask is recomputed under
+// the lock, and left with a stale bit (an extra lookup, nothing more) if the lock
+// cannot be had.
 func (p *pinned) leave(ctx context.Context, id uint64) (monitorRun, error) {
 	lost := p.counters(id)
 	errs := []error{p.runs.Delete(id)}
@@ -236,16 +367,42 @@ func (p *pinned) leave(ctx context.Context, id uint64) (monitorRun, error) {
 	return lost, nil
 }
 
-// release removes the run's ring buffer and path filter, side by side (see
-// register). An entry a run left behind is swept by the next run's join.
-func (p *pinned) release(id uint64) error {
-	ferr := make(chan error, 1)
-	go func() { ferr <- p.filters.Delete(id) }()
-	errs := []error{p.rings.Delete(id), <-ferr}
-	if err := keyGone(errs); err != nil {
-		return fmt.Errorf("monitor: releasing the run's ring buffer: %w", err)
+// keptSlots is how many slots stay made between runs: a slot numbered from keptSlots
+// on, made when more runs than that were monitored at once, is removed by its holder's
+// release, so a burst of runs does not keep 4 MiB of ring buffer per run it had for
+// ever. Claims take the lowest free number, so the kept ones are the ones reused.
+const keptSlots = 8
+
+// release frees s once its run has left and its ring buffer is drained (Close): the
+// filter is emptied, then the claim given up, so that the next holder finds the slot
+// clean (it drains and refills it anyway). Only a slot past keptSlots changes a map of
+// maps: its ring buffer and filter are removed (side by side, one grace period)
+// before the claim is given up, so the next holder of the number makes new ones.
+func (p *pinned) release(s *slot) error {
+	errs := []error{refill(s.filter, nil)}
+	if s.n >= keptSlots {
+		ferr := make(chan error, 1)
+		go func() { ferr <- p.filters.Delete(s.n) }()
+		errs = append(errs, keyGone([]error{p.rings.Delete(s.n), <-ferr}))
+	}
+	if err := p.drop(s); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("monitor: releasing slot %d: %w", s.n, err)
 	}
 	return nil
+}
+
+// drop gives up s's claim if it is still s's own (a claim is only taken from a cordon
+// that is gone) and closes what s holds.
+func (p *pinned) drop(s *slot) error {
+	defer s.close()
+	var c monitorClaim
+	if err := p.claims.Lookup(s.n, &c); err != nil || c != s.claim {
+		return keyGone([]error{err})
+	}
+	return keyGone([]error{p.claims.Delete(s.n)})
 }
 
 // keyGone joins errs, dropping those that say an entry was not there (gc, or a
@@ -307,6 +464,8 @@ func openPinned(root, dir string) (*pinned, error) {
 		switch want.name {
 		case pinRuns:
 			p.runs = m
+		case pinClaims:
+			p.claims = m
 		case pinRings:
 			p.rings = m
 		case pinLevels:
@@ -327,9 +486,10 @@ func openPinned(root, dir string) (*pinned, error) {
 func sharedMaps() []sharedMap {
 	return []sharedMap{
 		{pinRuns, ebpf.Hash, 8, uint32(binary.Size(monitorRun{}))},
-		{pinRings, ebpf.HashOfMaps, 8, 4},
+		{pinClaims, ebpf.Hash, 4, uint32(binary.Size(monitorClaim{}))},
+		{pinRings, ebpf.ArrayOfMaps, 4, 4},
 		{pinLevels, ebpf.Array, 4, 8},
-		{pinFilters, ebpf.HashOfMaps, 8, 4},
+		{pinFilters, ebpf.ArrayOfMaps, 4, 4},
 	}
 }
 

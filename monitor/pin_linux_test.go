@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 )
@@ -220,31 +221,77 @@ func TestForeignProgramRefused(t *testing.T) {
 	}
 }
 
-// TestCloseReleasesLater: Close takes the run out of the programs' runs at once and
-// its ring buffer and filter (entries of maps of maps, whose removal waits for a
-// grace period) by the time Released is closed; entries a cordon left when it ended
-// before that are swept by the next run's registration.
+// pinnedSet opens the tests' set of programs.
+func pinnedSet(t *testing.T, root string) *pinned {
+	t.Helper()
+	p, err := openPinned(root, filepath.Join(root, setName()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// heldSlot is the slot the run of cgroup id holds: its entry in runs names a slot
+// claimed for that cgroup, with a ring buffer and a filter.
+func heldSlot(p *pinned, id uint64) (uint32, bool) {
+	var r monitorRun
+	if p.runs.Lookup(id, &r) != nil {
+		return 0, false
+	}
+	var c monitorClaim
+	var ring, filter ebpf.MapID
+	ok := p.claims.Lookup(r.Slot, &c) == nil && c.Cgroup == id &&
+		p.rings.Lookup(r.Slot, &ring) == nil && p.filters.Lookup(r.Slot, &filter) == nil
+	return r.Slot, ok
+}
+
+// claimedFor reports whether some slot is claimed for cgroup id.
+func claimedFor(p *pinned, id uint64) bool {
+	var n uint32
+	var c monitorClaim
+	it := p.claims.Iterate()
+	for it.Next(&n, &c) {
+		if c.Cgroup == id {
+			return true
+		}
+	}
+	return false
+}
+
+// filterLen counts the entries of slot n's path filter.
+func filterLen(t *testing.T, p *pinned, n uint32) int {
+	t.Helper()
+	var id ebpf.MapID
+	if err := p.filters.Lookup(n, &id); err != nil {
+		t.Fatalf("slot %d has no filter: %v", n, err)
+	}
+	m, err := ebpf.NewMapFromID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	return countEntries(m)
+}
+
+// TestCloseReleasesLater: Close takes the run out of the programs' runs at once, and
+// its slot is free, its filter empty and its ring buffer kept for the next run, by the
+// time Released is closed; a claim a live cordon holds between leaving and releasing
+// is never taken by the next run.
 func TestCloseReleasesLater(t *testing.T) {
 	requireBPF(t)
 	root := cleanRoot(t)
-	pinnedSet := func() *pinned {
-		t.Helper()
-		p, err := openPinned(root, filepath.Join(root, setName()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
-	has := func(m *ebpf.Map, id uint64) bool {
-		var v ebpf.MapID
-		return m.Lookup(id, &v) == nil
-	}
-	h := newHarness(t, hostProfile(), Options{})
+	wide := hostProfile()
+	wide.Paths = append(wide.Paths, PathRule{Path: "/var", Access: contract.ReadOnly, Why: "test"})
+	h := newHarness(t, wide, Options{})
 	id := h.m.opts.CgroupID
-	p := pinnedSet()
-	if !has(p.rings, id) {
-		t.Fatal("a running monitor's ring buffer is not registered")
+	p := pinnedSet(t, root)
+	n, ok := heldSlot(p, id)
+	if !ok {
+		t.Fatal("a running monitor holds no slot")
+	}
+	if filterLen(t, p, n) == 0 {
+		t.Fatal("the run's filter is empty: the test proves nothing")
 	}
 	if err := h.m.Close(); err != nil {
 		t.Fatal(err)
@@ -257,8 +304,12 @@ func TestCloseReleasesLater(t *testing.T) {
 	if err := h.m.ReleaseErr(); err != nil {
 		t.Fatal(err)
 	}
-	if has(p.rings, id) || has(p.filters, id) {
-		t.Error("the run's ring buffer or filter is still registered once Released is closed")
+	if claimedFor(p, id) || filterLen(t, p, n) != 0 {
+		t.Error("the run's slot is still claimed, or its filter not empty, once Released is closed")
+	}
+	var ring ebpf.MapID
+	if err := p.rings.Lookup(n, &ring); err != nil {
+		t.Errorf("the released slot lost its ring buffer: %v", err)
 	}
 	// The same cgroup again, at once: the release under way must not take out the
 	// new registration.
@@ -271,27 +322,28 @@ func TestCloseReleasesLater(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		<-again.Released()
-		if !has(p.rings, id) {
-			t.Error("a monitor started on a cgroup whose last monitor was still releasing lost its ring buffer")
+		if _, ok := heldSlot(p, id); !ok {
+			t.Error("a monitor started on a cgroup whose last monitor was still releasing lost its slot")
 		}
 		again2.Close()
 		<-again2.Released()
 	}
 
-	// A cordon that ended between leaving and releasing.
+	// A live cordon between leaving and releasing keeps its slot.
 	h2 := newHarness(t, hostProfile(), Options{})
 	id2 := h2.m.opts.CgroupID
+	n2, _ := heldSlot(p, id2)
 	if _, err := h2.m.pins.leave(context.Background(), id2); err != nil {
 		t.Fatal(err)
 	}
-	if !has(p.rings, id2) {
-		t.Fatal("leave took the ring buffer too")
-	}
 	h3 := newHarness(t, hostProfile(), Options{})
-	if has(p.rings, id2) || has(p.filters, id2) {
-		t.Error("a run's registration left the ring buffer or filter of a run that had left")
+	n3, ok := heldSlot(p, h3.m.opts.CgroupID)
+	if !ok || n3 == n2 || !claimedFor(p, id2) {
+		t.Errorf("the next run took slot %d (ok %v) beside the left run's %d (still claimed: %v)", n3, ok, n2, claimedFor(p, id2))
 	}
-	if !has(p.rings, h3.m.opts.CgroupID) {
-		t.Error("the sweep took the registering run's own ring buffer")
+	h2.m.Close()
+	<-h2.m.Released()
+	if claimedFor(p, id2) {
+		t.Error("the left run's slot is still claimed once released")
 	}
 }

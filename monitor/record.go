@@ -18,7 +18,12 @@ type Record struct {
 	Syscall Syscall
 	Flags   uint16 // flag* below
 	Comm    string
-	Str     [3][]byte // up to three strings, aliasing the sample (valid until the next read)
+	Ticket  uint64 // the ticket of the run the programs sent it for (monitorRun.Ticket)
+	// Run is the cgroup id of the run the programs matched the task to, from the task's
+	// own cgroups (never from the run's entry in runs, whose memory the kernel may give
+	// to the next run's entry while a program still reads it).
+	Run uint64
+	Str [3][]byte // up to three strings, aliasing the sample (valid until the next read)
 }
 
 // Record flags (enum ef in bpf/maps.h).
@@ -40,7 +45,9 @@ const (
 	offFlags  = 74
 	offLen    = 76
 	offComm   = 84
-	headerLen = 104
+	offTicket = 104
+	offRun    = 112
+	headerLen = 120
 )
 
 var errShort = errors.New("record shorter than its header")
@@ -59,6 +66,8 @@ func decodeRecord(b []byte) (Record, error) {
 		UID:     le.Uint32(b[offPID+12:]),
 		Syscall: Syscall(le.Uint16(b[offSC:])),
 		Flags:   le.Uint16(b[offFlags:]),
+		Ticket:  le.Uint64(b[offTicket:]),
+		Run:     le.Uint64(b[offRun:]),
 	}
 	for i := range r.Args {
 		r.Args[i] = le.Uint64(b[offArgs+8*i:])

@@ -18,6 +18,8 @@ func TestRecordLayout(t *testing.T) {
 		{"flags", offFlags, unsafe.Offsetof(e.Flags)},
 		{"len", offLen, unsafe.Offsetof(e.Len)},
 		{"comm", offComm, unsafe.Offsetof(e.Comm)},
+		{"ticket", offTicket, unsafe.Offsetof(e.Ticket)},
+		{"run", offRun, unsafe.Offsetof(e.Run)},
 		{"data", headerLen, unsafe.Offsetof(e.Data)},
 	} {
 		if c.got != c.want {

@@ -144,7 +144,8 @@ static __always_inline bool filtered(struct event *e, struct watching *w)
 	}
 	if (n >= KEY_DATA - 1 || dl + n >= KEY_DATA - 1)
 		return false;
-	void *trie = bpf_map_lookup_elem(&filters, &w->cgroup);
+	__u32 slot = w->run->slot;
+	void *trie = bpf_map_lookup_elem(&filters, &slot);
 	if (!trie)
 		return false;
 	__u32 zero = 0;

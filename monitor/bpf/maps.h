@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0-only)
 /*
  * What the monitor's programs share with user space: the sizes, the event layout and
- * the maps (runs, rings, filters). Included once, by monitor.c.
+ * the maps (runs, claims, rings, filters). Included once, by monitor.c.
  */
 #pragma once
 
@@ -73,6 +73,11 @@ struct event {
 	__u16 pad;
 	char comm[16];
 	__u32 pad2;
+	__u64 ticket; /* the run's ticket (struct run): user space drops a record not its own */
+	__u64 run;    /* the run's cgroup id, as the task's own ancestry matched it (watching):
+		       * never read from the run's entry, which the kernel may hand to the
+		       * next run while a program still holds it; user space drops a record
+		       * whose run is not its own */
 	char data[3 * SLOT];
 };
 
@@ -82,6 +87,7 @@ struct walkbuf {
 
 #define MAX_LEVEL 16  /* cgroup depths a run's cgroup may have: 1..MAX_LEVEL-1 */
 #define MAX_RUNS 1024 /* runs monitored at once on the host */
+#define MAX_SLOTS MAX_RUNS /* ring buffer and filter pairs (slots) kept for them */
 
 /* One registered run, keyed by its cgroup v2 id in `runs`. Written by user space at
  * registration; the programs only add to lost. Layout mirrored in monitor/pin_linux.go. */
@@ -95,6 +101,9 @@ struct run {
 	__u32 owner_pidns;
 	__u64 wake_ns;     /* opens and connects wake the reader at most once per wake_ns (0: always) */
 	__u64 woken;       /* bpf_ktime_get_ns of the last wakeup the programs sent */
+	__u64 ticket;      /* chosen by user space at each claim, copied into every event */
+	__u32 slot;        /* the run's ring buffer and filter: rings[slot], filters[slot] */
+	__u32 pad;
 };
 
 struct {
@@ -113,12 +122,31 @@ struct {
 	__type(value, __u64);
 } levels SEC(".maps");
 
-/* Each run's own ring buffer, keyed by its cgroup id: a run that floods its buffer
- * loses its own events, never another run's. The size is the run's choice. */
+/*
+ * The slots: a ring buffer and a path filter each, made once and kept for the runs that
+ * follow (adding or removing an entry of a map of maps waits for a grace period of RCU
+ * in the kernel; a run that claims a slot already there changes neither map). A run
+ * claims a free slot in `claims` (user space, BPF_NOEXIST) and names it in its entry
+ * of `runs`. A run that floods its buffer loses its own events, never another run's.
+ */
+struct claim {
+	__u64 owner_start; /* owner: the cordon holding the slot (internal/owner.Process) */
+	__u32 owner_pid;
+	__u32 owner_pidns;
+	__u64 cgroup;      /* the run it holds the slot for */
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
-	__uint(max_entries, MAX_RUNS);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct claim);
+} claims SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
 	__array(values, struct {
 		__uint(type, BPF_MAP_TYPE_RINGBUF);
 		__uint(max_entries, 4 << 20);
@@ -126,7 +154,7 @@ struct {
 } rings SEC(".maps");
 
 /*
- * Each run's path filter, keyed by its cgroup id: an LPM trie whose keys are the
+ * Each slot's path filter, filled by the run that claims the slot: an LPM trie whose keys are the
  * profile's rule paths with a '/' appended ("/usr/"), and whose value says which
  * accesses under that path deviate from nothing (FILTER_READ, FILTER_WRITE). The
  * longest prefix is the rule user space would pick, so an open whose clean absolute
@@ -161,9 +189,9 @@ struct filter {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
-	__uint(max_entries, MAX_RUNS);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
 	__array(values, struct filter);
 } filters SEC(".maps");
 
@@ -192,6 +220,7 @@ struct {
 const struct event *unused_event __attribute__((unused));
 const enum sc *unused_sc __attribute__((unused));
 const struct run *unused_run __attribute__((unused));
+const struct claim *unused_claim __attribute__((unused));
 const struct pathkey *unused_pathkey __attribute__((unused)); /* the filter's key, in full */
 
 /* watching is the run a task belongs to: its cgroup id and the run's entry. */

@@ -3,8 +3,9 @@
 
 /*
  * cordon's syscall monitor. The programs are loaded and attached once and shared by
- * every monitored run on the host (pinned in bpffs; docs/monitor.md): a run registers
- * its cgroup v2 in `runs` and its own ring buffer in `rings`. Every program first asks
+ * every monitored run on the host (pinned in bpffs; docs/monitor.md): a run claims a
+ * slot (a ring buffer and a path filter kept between runs) and registers its cgroup v2
+ * in `runs`, naming the slot. Every program first asks
  * whether the current task belongs to a registered run (its cgroup, or a cgroup below
  * it, and, for nested sandboxes, not the sandbox's own machinery); nothing about any
  * other task is read or sent, and a run's events go only to its own ring buffer. An
@@ -119,12 +120,15 @@ static __always_inline int submit(struct event *e, __u32 off, struct watching *w
 	__u64 size = offsetof(struct event, data) + off;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	void *ring = bpf_map_lookup_elem(&rings, &w->cgroup);
-	if (!ring) { /* the run is unregistering */
+	__u32 slot = w->run->slot;
+	void *ring = bpf_map_lookup_elem(&rings, &slot);
+	if (!ring) { /* not a slot user space made: never so for a registered run */
 		__sync_fetch_and_add(&w->run->lost, 1);
 		return 0;
 	}
 	header(e);
+	e->ticket = w->run->ticket;
+	e->run = w->cgroup;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 wake = BPF_RB_FORCE_WAKEUP;
 	if ((e->sc >= SC_OPEN && e->sc <= SC_CONNECT) && now - w->run->woken < w->run->wake_ns &&
