@@ -96,11 +96,14 @@ func planFrom(load func() (*contract.Contract, error), auditDir string, gcDone f
 	if err != nil {
 		return nil, nil, err
 	}
-	cleaned, gcErr := runner.GC(paths.RunRoot().String())
+	// What dead runs left is gone before the compile looks at the host; the rest of the
+	// clean-up runs beside it.
+	gcWait := runner.StartGC(paths.RunRoot().String())
+	p, c, err := compile(load, paths.Protected(root)...)
+	cleaned, gcErr := gcWait()
 	if gcDone != nil {
 		gcDone(cleaned, gcErr)
 	}
-	p, c, err := compile(load, paths.Protected(root)...)
 	if err != nil {
 		return nil, c, err
 	}

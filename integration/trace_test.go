@@ -80,7 +80,7 @@ func TestTraceRun(t *testing.T) {
 		"audit.open", "audit.fsync.run.start", "rundir", "placeholders", "egress.start", "sandbox.start",
 		"bwrap.spawn", "init.started", "init.spec_wait", "init.check", "sandbox.status", "bwrap.wait",
 		"baseline", "audit.cmd_start", "command", "audit.cmd_end", "diff",
-		"teardown", "audit.seal", "rundir.remove",
+		"teardown", "audit.seal", "rundir.release", "rundir.remove",
 	}
 	if m := missingNames(recs, want); len(m) > 0 {
 		t.Errorf("trace of cordon run lacks %q", m)

@@ -22,25 +22,40 @@ import (
 // GC removes what runs whose cordon process is gone left behind under root: their
 // placeholders, cgroups and run directories, and dead sessions' socket and files. It
 // returns the run ids it cleaned. (The host uids of dead runs are [GCUIDs]'.)
-func GC(root string) ([]string, error) {
+func GC(root string) ([]string, error) { return StartGC(root)() }
+
+// StartGC is [GC] in two parts: it removes what dead runs left (their placeholders,
+// run directories and cgroups) before it returns, and leaves the rest (dead sessions'
+// files, gate sockets and idle cgroups whose run directory is gone) to a goroutine;
+// wait returns when both are done, with what GC returns. A caller compiles a contract
+// meanwhile: only the first part changes what a compile sees (a dead run's placeholder
+// must not pass for a real path).
+func StartGC(root string) (wait func() ([]string, error)) {
 	if !filepath.IsAbs(root) {
-		return nil, errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)
+		err := errdefs.Invalidf("the run root %q is not an absolute path ($%s)", root, paths.RunRootEnv)
+		return func() ([]string, error) { return nil, err }
 	}
 	if err := paths.CheckDir(root, paths.Owner()); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // no run root: nothing to collect
+			err = nil // no run root: nothing to collect
 		}
-		return nil, err // never act on what an unsafe run root holds
+		return func() ([]string, error) { return nil, err } // never act on what an unsafe run root holds
 	}
 	cleaned, err := gcRuns(root)
-	gcGates(root)
-	gcIdleCgroups(root)
-	for _, id := range gcSessions(root) {
-		if !slices.Contains(cleaned, id) {
-			cleaned = append(cleaned, id)
+	sessions := make(chan []string, 1)
+	go func() {
+		gcGates(root)
+		gcIdleCgroups(root)
+		sessions <- gcSessions(root)
+	}()
+	return func() ([]string, error) {
+		for _, id := range <-sessions {
+			if !slices.Contains(cleaned, id) {
+				cleaned = append(cleaned, id)
+			}
 		}
+		return cleaned, err
 	}
-	return cleaned, err
 }
 
 func gcRuns(root string) ([]string, error) {

@@ -459,7 +459,7 @@ func (r *run) teardown(ctx context.Context, err error) error {
 		terr = fmt.Errorf("teardown: %w", errors.Join(errs...))
 	}
 	if r.log == nil {
-		return errors.Join(terr, r.removeRunDir())
+		return errors.Join(terr, r.removeRunDir(nil))
 	}
 	r.sink.Close() // the proxy is closed: the last counts of attempts past the budgets
 	if !r.ended {
@@ -471,27 +471,63 @@ func (r *run) teardown(ctx context.Context, err error) error {
 	if terr != nil {
 		r.end.Detail = strings.TrimPrefix(r.end.Detail+"; ", "; ") + strings.ReplaceAll(terr.Error(), "\n", "; ")
 	}
+	// All of the run but its owner record goes while the log is sealed: nothing in the
+	// log or its seal depends on it, and the sandbox that could use it is gone.
+	released := r.releaseRunDir()
 	sp := trace.Begin("audit.seal")
 	cerr := r.log.Close(r.end)
 	sp.End()
 	if cerr != nil {
 		r.o.Log.Warn("sealing the audit log", "err", cerr)
 	}
-	return errors.Join(terr, r.removeRunDir())
+	return errors.Join(terr, r.removeRunDir(released))
 }
 
-// removeRunDir removes the run directory, last of all: its owner record is what tells
-// others the run lives (runner.Live), and a run lives until its log is sealed, so a
-// follower that sees it gone knows no line will come after the ones it has read. What
-// cannot be removed is logged (the log is sealed by now) and left to gc.
-func (r *run) removeRunDir() error {
+// releaseRunDir starts releasing the run directory (runDir.release: the placeholders,
+// what a backend mounted there, all but the owner record) beside the rest of teardown;
+// wait returns what release did. With no run directory there is nothing to release.
+func (r *run) releaseRunDir() (wait func() (keep bool, err error)) {
+	if r.rd == nil {
+		return func() (bool, error) { return false, nil }
+	}
+	rd := r.rd
+	type released struct {
+		keep bool
+		err  error
+	}
+	done := make(chan released, 1)
+	go func() {
+		defer trace.Begin("rundir.release").End()
+		keep, err := rd.release()
+		done <- released{keep, err}
+	}()
+	return func() (bool, error) {
+		r := <-done
+		return r.keep, r.err
+	}
+}
+
+// removeRunDir removes the run directory once released (releaseRunDir, started
+// here when nil) has returned, its owner record last of all: the record names the
+// placeholders for gc until they are gone, and it is what tells others the run lives
+// (runner.Live); a run lives until its log is sealed, so a follower that sees it gone
+// knows no line will come after the ones it has read. What cannot be removed is
+// logged (the log is sealed by now) and left to gc.
+func (r *run) removeRunDir(released func() (bool, error)) error {
 	if r.rd == nil {
 		return nil
+	}
+	if released == nil {
+		released = r.releaseRunDir()
 	}
 	rd := r.rd
 	r.rd = nil
 	defer trace.Begin("rundir.remove").End()
-	if err := rd.remove(); err != nil {
+	keep, err := released()
+	if !keep {
+		err = errors.Join(err, rd.removeDir())
+	}
+	if err != nil {
 		r.o.Log.Warn("cleanup", "err", err)
 		return fmt.Errorf("teardown: %w", err)
 	}

@@ -48,6 +48,9 @@ type runOwner struct {
 	AuditDir string `json:"audit_dir,omitempty"`
 }
 
+// ownerRecord is the name of a run directory's owner record (runOwner).
+const ownerRecord = "owner.json"
+
 // runDir is the host side of one run: a private directory and the placeholders
 // created for denied paths that did not exist.
 type runDir struct {
@@ -156,7 +159,7 @@ func checkRunRoot(root string, plan *contract.Plan) error {
 
 func (rd *runDir) save() error {
 	data, _ := json.Marshal(rd.owner)
-	if err := atomicfile.Write(filepath.Join(rd.path, "owner.json"), data, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(rd.path, ownerRecord), data, 0o600); err != nil {
 		return fmt.Errorf("writing run owner: %w", err)
 	}
 	return nil
@@ -216,47 +219,99 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 			return err
 		}
 	}
-	for _, m := range missing {
-		// No link is followed on the way: the workspace is the sandbox's to write, and a
-		// link planted since Compile must not make cordon create anything elsewhere.
-		if err := linux.MakePlaceholder(m.Path, m.Create == contract.PlaceholderDir, m.Content); err != nil {
-			return fmt.Errorf("creating placeholder for denied path %s: %w", m.Path, err)
-		}
-		rd.unmade--
+	// No link is followed on the way: the workspace is the sandbox's to write, and a
+	// link planted since Compile must not make cordon create anything elsewhere.
+	ps := make([]linux.Placeholder, len(missing))
+	for i, m := range missing {
+		ps[i] = linux.Placeholder{Path: m.Path, Dir: m.Create == contract.PlaceholderDir, Content: m.Content}
+	}
+	made, err := linux.MakePlaceholders(ps)
+	rd.unmade -= made
+	if err != nil {
+		return fmt.Errorf("creating placeholder for denied path %s: %w", ps[made].Path, err)
 	}
 	return nil
 }
 
 // remove deletes the placeholders it made (only while they are still empty) and the
-// directory.
+// directory: release, then removeDir.
 func (rd *runDir) remove() error {
-	var errs []error
-	for i := len(rd.owner.Created) - 1 - rd.unmade; i >= 0; i-- {
-		p := rd.owner.Created[i]
-		if err := removeIfEmpty(p, rd.owner.Contents[p]); err != nil {
-			errs = append(errs, err)
-		}
+	keep, err := rd.release()
+	if keep {
+		return err
 	}
+	return errors.Join(err, rd.removeDir())
+}
+
+// release removes all of the run but its owner record: the placeholders it made
+// (removePlaceholders), what a backend mounted in the directory and what the directory
+// holds. keep says the directory must stay (a mount in it could not be detached), and
+// its owner record with it, for gc.
+func (rd *runDir) release() (keep bool, err error) {
+	errs := []error{rd.removePlaceholders()}
 	// What a container backend mounted there for its engine (a staged overlay, an
 	// idmapped workspace) is detached first: removing the directory must never reach
 	// through a mount into the workspace it shows. Left in place when one stays.
 	if err := linux.UnmountBelow(rd.path); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("run directory %s left in place: %w", rd.path, err))...)
+		return true, errors.Join(append(errs, fmt.Errorf("run directory %s left in place: %w", rd.path, err))...)
 	}
-	if err := os.RemoveAll(rd.path); err != nil {
+	entries, err := os.ReadDir(rd.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("removing run directory: %w", err))
 	}
+	for _, e := range entries {
+		if e.Name() == ownerRecord {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(rd.path, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("removing run directory: %w", err))
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+// removePlaceholders deletes the placeholders it made, newest first, each only while
+// it is still empty (removeIfEmpty). The owner record still names them: a cordon that
+// dies meanwhile leaves them to gc.
+func (rd *runDir) removePlaceholders() error {
+	made := rd.owner.Created[:len(rd.owner.Created)-rd.unmade]
+	ps := make([]linux.Placeholder, len(made))
+	for i, p := range made {
+		ps[len(made)-1-i] = linux.Placeholder{Path: p, Content: rd.owner.Contents[p]}
+	}
+	var errs []error
+	for i, err := range linux.RemovePlaceholders(ps) {
+		if err != nil {
+			errs = append(errs, placeholderErr(ps[i].Path, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// removeDir deletes the owner record, then the directory: once release has returned,
+// these are all that is left (what release could not remove goes now, or stays).
+func (rd *runDir) removeDir() error {
+	if err := os.Remove(filepath.Join(rd.path, ownerRecord)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing run owner: %w", err)
+	}
+	if err := os.RemoveAll(rd.path); err != nil {
+		return fmt.Errorf("removing run directory: %w", err)
+	}
+	return nil
 }
 
 // removeIfEmpty removes a placeholder still empty, following no symbolic link: one the
 // sandbox planted on the way (or at p) is never followed out of the workspace.
 func removeIfEmpty(p, content string) error {
-	err := linux.RemovePlaceholder(p, content)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, linux.ErrNotPlaceholder), errors.Is(err, syscall.ENOTEMPTY):
+	if err := linux.RemovePlaceholder(p, content); err != nil {
+		return placeholderErr(p, err)
+	}
+	return nil
+}
+
+// placeholderErr says why the placeholder p was not removed.
+func placeholderErr(p string, err error) error {
+	if errors.Is(err, linux.ErrNotPlaceholder) || errors.Is(err, syscall.ENOTEMPTY) {
 		return fmt.Errorf("placeholder %s is no longer empty; left in place", p)
 	}
 	return fmt.Errorf("removing placeholder %s: %w", p, err)

@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
@@ -125,5 +127,144 @@ func TestRunDirRemoveDetachesMounts(t *testing.T) {
 	}
 	if _, err := os.Stat(rd.path); !os.IsNotExist(err) {
 		t.Errorf("run directory still there: %v", err)
+	}
+}
+
+// Placeholders are made and removed in batches, each parent directory opened once per
+// batch: a parent the sandbox replaced by a link after they were made is walked afresh
+// when they are removed, and refused, and a link met while making stops the batch
+// there, with only what was made before it to remove.
+func TestPlaceholderBatchesFollowNoLinks(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	rd := &runDir{path: t.TempDir()}
+	sub, other := filepath.Join(ws, "sub"), filepath.Join(ws, "other")
+	names := []string{filepath.Join(sub, ".env"), filepath.Join(sub, ".envrc"), filepath.Join(other, ".env")}
+	var plan contract.Plan
+	for _, p := range names {
+		plan.Mounts = append(plan.Mounts, contract.Mount{Path: p, Type: contract.Mask, Create: contract.PlaceholderFile})
+	}
+	if err := rd.placeholders(&plan, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox swaps sub for a link to a directory holding the same names, empty.
+	if err := os.Rename(sub, filepath.Join(ws, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{".env", ".envrc"} {
+		if err := os.WriteFile(filepath.Join(outside, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.removePlaceholders(); err == nil {
+		t.Error("removing through a linked parent reported success")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 2 {
+		t.Fatalf("placeholder removal followed a link: %s holds %v", outside, entries)
+	}
+	if _, err := os.Lstat(names[2]); !os.IsNotExist(err) {
+		t.Errorf("the placeholder beside the link was left: %v", err)
+	}
+
+	// Making: a link in the middle of a batch stops it there.
+	rd = &runDir{path: t.TempDir()}
+	a := filepath.Join(ws, "a")
+	plan.Mounts = nil
+	for _, p := range []string{filepath.Join(a, "x"), filepath.Join(sub, "y"), filepath.Join(a, "z")} {
+		plan.Mounts = append(plan.Mounts, contract.Mount{Path: p, Type: contract.Mask, Create: contract.PlaceholderFile})
+	}
+	if err := rd.placeholders(&plan, nil); err == nil {
+		t.Fatal("a batch with a placeholder behind a link was made")
+	}
+	if rd.unmade != 2 {
+		t.Errorf("unmade = %d, want 2 (the one behind the link and the one after it)", rd.unmade)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "y")); !os.IsNotExist(err) {
+		t.Fatalf("a placeholder was made through a link: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "z"), nil, 0o600); err != nil { // not the run's
+		t.Fatal(err)
+	}
+	if err := rd.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(a, "x")); !os.IsNotExist(err) {
+		t.Errorf("the placeholder made before the link was left: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(a, "z")); err != nil {
+		t.Errorf("an empty file the run did not make was removed: %v", err)
+	}
+}
+
+// Teardown releases the run directory (its placeholders and all it holds but the owner
+// record) beside the seal and removes the record and the directory after: a
+// placeholder that is no longer empty is left and reported, the rest goes.
+func TestRemoveRunDirAfterPlaceholders(t *testing.T) {
+	ws := t.TempDir()
+	rd := &runDir{path: t.TempDir()}
+	kept, gone := filepath.Join(ws, ".env"), filepath.Join(ws, ".envrc")
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: kept, Type: contract.Mask, Create: contract.PlaceholderFile},
+		{Path: gone, Type: contract.Mask, Create: contract.PlaceholderFile},
+	}}
+	if err := rd.placeholders(plan, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kept, []byte("written by the sandbox"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{rd: rd, o: &Options{Log: slog.New(slog.DiscardHandler)}}
+	err := r.removeRunDir(r.releaseRunDir())
+	if err == nil || !strings.Contains(err.Error(), kept+" is no longer empty") {
+		t.Errorf("err = %v, want the placeholder that is no longer empty", err)
+	}
+	if _, err := os.Lstat(kept); err != nil {
+		t.Errorf("a placeholder the sandbox wrote was removed: %v", err)
+	}
+	if _, err := os.Lstat(gone); !os.IsNotExist(err) {
+		t.Errorf("placeholder left: %v", err)
+	}
+	if _, err := os.Lstat(rd.path); !os.IsNotExist(err) {
+		t.Errorf("run directory left: %v", err)
+	}
+	if r.rd != nil || r.removeRunDir(nil) != nil {
+		t.Error("a second removal did something")
+	}
+}
+
+// Releasing a run directory (beside the seal) removes its placeholders and all it holds
+// but the owner record: a run lives, for gc and for followers of its log, until the
+// record is gone, and gc still finds it to finish the job if cordon dies meanwhile.
+func TestReleaseKeepsTheOwnerRecord(t *testing.T) {
+	ws := t.TempDir()
+	rd, host, err := makeRunDir(t.TempDir(), "run", ws, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(ws, ".env")
+	plan := &contract.Plan{Mounts: []contract.Mount{{Path: p, Type: contract.Mask, Create: contract.PlaceholderFile}}}
+	if err := rd.placeholders(plan, nil); err != nil {
+		t.Fatal(err)
+	}
+	if keep, err := rd.release(); keep || err != nil {
+		t.Fatalf("release: keep %v, %v", keep, err)
+	}
+	entries, _ := os.ReadDir(rd.path)
+	if len(entries) != 1 || entries[0].Name() != ownerRecord {
+		t.Errorf("after release the run directory holds %v, want the owner record alone", entries)
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("placeholder left: %v", err)
+	}
+	if _, err := os.Lstat(host.MaskDir); !os.IsNotExist(err) {
+		t.Errorf("mask left: %v", err)
+	}
+	if err := rd.removeDir(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(rd.path); !os.IsNotExist(err) {
+		t.Errorf("run directory left: %v", err)
 	}
 }

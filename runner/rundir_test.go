@@ -5,12 +5,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/owner"
+	"github.com/cordonhq/cordon/internal/paths"
+	sessionwire "github.com/cordonhq/cordon/session/wire"
 )
 
 func TestPlaceholdersAreRemovedAfterTheRunAndByGC(t *testing.T) {
@@ -193,5 +197,48 @@ func TestPlaceholdersRecordedBeforeTheCheck(t *testing.T) {
 	}
 	if _, err := os.Lstat(p1); err != nil {
 		t.Errorf("the run removed an empty file it never made: %v", err)
+	}
+}
+
+// StartGC removes what a dead run left before it returns (a compile that follows must
+// not take its placeholders for real paths) and what a dead session left by the time
+// its wait returns, which names both.
+func TestStartGCCleansDeadRunsFirst(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "runs")
+	ws := t.TempDir()
+	p := filepath.Join(ws, ".env")
+	rd, _, err := makeRunDir(root, "run-dead", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.placeholders(&contract.Plan{Mounts: []contract.Mount{{Path: p, Create: contract.PlaceholderFile}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rd.owner.PID, rd.owner.Start = 1<<22+1, 42 // no such process
+	if err := rd.save(); err != nil {
+		t.Fatal(err)
+	}
+	rt := paths.Root(root)
+	if err := os.Mkdir(rt.Sessions(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	si := sessionwire.Info{ID: "session-dead", Process: owner.Process{PID: 1<<22 + 1, Start: 42}}
+	data, _ := json.Marshal(si)
+	if err := os.WriteFile(rt.SessionInfo(si.ID), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wait := StartGC(root)
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("the dead run's placeholder is still there when StartGC returns: %v", err)
+	}
+	cleaned, err := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cleaned, []string{"run-dead", "session-dead"}) {
+		t.Errorf("cleaned %v; want the dead run and the dead session", cleaned)
+	}
+	if _, err := os.Lstat(rt.SessionInfo(si.ID)); !os.IsNotExist(err) {
+		t.Errorf("the dead session's record is left: %v", err)
 	}
 }

@@ -33,8 +33,18 @@ func selfCheck(spec *wire.Spec) error {
 // precheck is the part of the self-check that needs no spec: loopback only, no
 // capabilities, no_new_privs, process 1 not dumpable, no kernel interface writable. It
 // returns the mount table for [specCheck]. Process 1 runs it while the host is still
-// sending the spec (see [startPrecheck]).
+// sending the spec (see [startPrecheck]). The mount table is read first: unless it
+// proves /proc/sys read-only ([procSysReadOnly]), the walk of /proc/sys, the longest
+// part, starts then, beside the other checks (each of them only reads, and none
+// depends on another); the failures are reported in the same order as ever.
 func precheck() ([]linux.MountInfo, error) {
+	at := procSysMount() // the mount /proc/sys is reached on, for procSysReadOnly
+	mi, mountErr := os.ReadFile("/proc/self/mountinfo")
+	mounts := linux.ParseMountinfo(string(mi))
+	sysctls := func() []string { return nil }
+	if mountErr == nil && !procSysReadOnly(mounts, at) {
+		sysctls = startSysctlWalk()
+	}
 	if err := loopbackOnly(); err != nil {
 		return nil, err
 	}
@@ -59,13 +69,10 @@ func precheck() ([]linux.MountInfo, error) {
 	if d, err := linux.Dumpable(); err != nil || d {
 		return nil, fmt.Errorf("process 1 is dumpable: commands could ptrace it or open its descriptors")
 	}
-	at := procSysMount() // the mount /proc/sys is reached on, for procSysReadOnly
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading mount table: %w", err)
+	if mountErr != nil {
+		return nil, fmt.Errorf("reading mount table: %w", mountErr)
 	}
-	mounts := linux.ParseMountinfo(string(mi))
-	if w := kernelWritable(procSysReadOnly(mounts, at)); len(w) > 0 {
+	if w := kernelWritable(sysctls()); len(w) > 0 {
 		return nil, fmt.Errorf("%s is writable: no kernel interface may be", strings.Join(w, ", "))
 	}
 	return mounts, nil

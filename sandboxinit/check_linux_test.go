@@ -1,7 +1,10 @@
 package sandboxinit
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,5 +112,31 @@ func TestCheckHostUIDRefusesRoot(t *testing.T) {
 		if err := checkHostUID(want); err == nil {
 			t.Errorf("checkHostUID(%d) as host root: no error", want)
 		}
+	}
+}
+
+// The walk of /proc/sys finds what a plain walk finds, in the same order: every
+// sysctl this process may write, the namespaces' own passed over. As root, outside a
+// sandbox, that is a long list.
+func TestSysctlWalkFindsWhatAPlainWalkFinds(t *testing.T) {
+	testutil.RequireRoot(t)
+	var want []string
+	_ = filepath.WalkDir("/proc/sys", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case namespaced(p) && d.IsDir():
+			return fs.SkipDir
+		case !namespaced(p) && linux.Writable(p):
+			want = append(want, p)
+		}
+		return nil
+	})
+	if len(want) == 0 {
+		t.Fatal("root may write no sysctl: nothing to compare")
+	}
+	got := sysctlsWritable()
+	if !slices.Equal(got, want) {
+		t.Errorf("the walk found %d sysctls, a plain walk %d:\n got %v\nwant %v", len(got), len(want), got, want)
 	}
 }

@@ -1,15 +1,13 @@
 package sandboxinit
 
 import (
-	"io/fs"
-	"path/filepath"
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // kernelFiles are the kernel's machine-wide controls that procfs exposes outside
-// /proc/sys (which kernelWritable walks whole): writing any of them from a sandbox
+// /proc/sys (which startSysctlWalk walks whole): writing any of them from a sandbox
 // would reach the host. sysfs, cgroupfs and the other kernel-global file systems are
 // refused whole when mounted read-write (checkMounts); probing their files here would
 // read outside the Plan's readable set, which the monitor reports.
@@ -19,41 +17,32 @@ var kernelFiles = []string{
 }
 
 // kernelWritable lists the kernel interfaces this process could write: every file and
-// directory below /proc/sys, and kernelFiles. An empty list is the only good answer. The engines mask some of
-// these with /dev/null, which is writable and reaches nothing.
-//
-// sysReadOnly says the mount table proved every path below /proc/sys unwritable (see
-// [procSysReadOnly]); the walk, a faccessat per sysctl, is then skipped: on the path of
-// every start it cost process 1 milliseconds, and its answer is known.
-func kernelWritable(sysReadOnly bool) []string {
+// directory below /proc/sys (sysctls, what [startSysctlWalk] returns; nil when the walk
+// is not needed), and kernelFiles. An empty list is the only good answer. The engines
+// mask some of these with /dev/null, which is writable and reaches nothing.
+func kernelWritable(sysctls []string) []string {
 	var out []string
 	for _, p := range kernelFiles {
 		if linux.Writable(p) && !linux.IsDevNull(p) {
 			out = append(out, p)
 		}
 	}
-	if sysReadOnly {
-		return out
-	}
-	_ = filepath.WalkDir("/proc/sys", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable: not listable, so not reachable by name either
-		}
-		if namespaced(p) {
-			if d.IsDir() {
-				// Everything below is the namespace's too: /proc/sys/net alone is four
-				// fifths of the tree, and walking it cost process 1 milliseconds.
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if linux.Writable(p) {
-			out = append(out, p)
-		}
-		return nil
-	})
-	return out
+	return append(out, sysctls...)
 }
+
+// startSysctlWalk walks /proc/sys in the background, but what namespaced passes over,
+// for what this process may write ([linux.WritableBelow]: a faccessat per sysctl, by
+// name relative to its directory); wait returns the list. Process 1 starts it as soon as
+// the mount table says it is needed (not [procSysReadOnly]), beside the rest of the
+// precheck: on the path of every start on bwrap it is the longest part.
+func startSysctlWalk() (wait func() []string) {
+	ch := make(chan []string, 1)
+	go func() { ch <- linux.WritableBelow("/proc/sys", namespaced) }()
+	return func() []string { return <-ch }
+}
+
+// sysctlsWritable is [startSysctlWalk] waited for.
+func sysctlsWritable() []string { return startSysctlWalk()() }
 
 // namespacedSysctls are the sysctls the kernel scopes to the sandbox's own network,
 // IPC, UTS or user namespace: root of those namespaces may write them, and what it
@@ -65,6 +54,8 @@ var namespacedSysctls = []string{
 	"/proc/sys/kernel/ns_last_pid", "/proc/sys/kernel/pid_max", // the pid namespace's (6.14+)
 }
 
+// namespaced reports whether the sysctl (or directory of them) p is the sandbox's
+// namespaces' own.
 func namespaced(p string) bool {
 	for _, n := range namespacedSysctls {
 		if strings.HasPrefix(p, n) {

@@ -368,7 +368,7 @@ func networkCheck() wire.PostureCheck {
 }
 
 func kernelCheck() wire.PostureCheck {
-	w := kernelWritable(false) // the whole walk: a report, off the path of a start
+	w := kernelWritable(sysctlsWritable()) // the whole walk: a report, off the path of a start
 	got := "none"
 	if len(w) > 0 {
 		got = strings.Join(w, ", ")

@@ -9,24 +9,53 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Placeholder is a host entry cordon creates for a denied path that does not exist:
+// the directory Path, or the file Path holding Content.
+type Placeholder struct {
+	Path    string
+	Dir     bool
+	Content string
+}
+
 // MakePlaceholder creates the directory p, or the file p holding content, and its
 // missing parents, following no symbolic link: a link planted on the way fails it
 // (ELOOP) rather than create anything elsewhere. A file with content is world-readable
 // (the tools that read it on the host may run as anyone); an empty one is 0600.
 func MakePlaceholder(p string, dir bool, content string) error {
-	pfd, err := openParentNoLinks(p, true)
-	if err != nil {
-		return err
+	_, err := MakePlaceholders([]Placeholder{{Path: p, Dir: dir, Content: content}})
+	return err
+}
+
+// MakePlaceholders creates ps in order, as [MakePlaceholder] does each, and stops at
+// the first that fails: made is how many were created (ps[:made]). Each parent
+// directory is opened once for all the placeholders it holds, by the same walk that
+// follows no link; the descriptors are closed before it returns.
+func MakePlaceholders(ps []Placeholder) (made int, err error) {
+	dirs := parentDirs{mkdir: true}
+	defer dirs.close()
+	for _, p := range ps {
+		pfd, err := dirs.open(p.Path)
+		if err != nil {
+			return made, err
+		}
+		if err := makeAt(pfd, filepath.Base(p.Path), p.Dir, p.Content); err != nil {
+			return made, err
+		}
+		made++
 	}
-	defer unix.Close(pfd)
+	return made, nil
+}
+
+// makeAt creates the placeholder name in the directory pfd.
+func makeAt(pfd int, name string, dir bool, content string) error {
 	if dir {
-		return unix.Mkdirat(pfd, filepath.Base(p), 0o700)
+		return unix.Mkdirat(pfd, name, 0o700)
 	}
 	mode := uint32(0o600)
 	if content != "" {
 		mode = 0o644
 	}
-	fd, err := unix.Openat(pfd, filepath.Base(p), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	fd, err := unix.Openat(pfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return err
 	}
@@ -43,6 +72,39 @@ func MakePlaceholder(p string, dir bool, content string) error {
 	return unix.Close(fd)
 }
 
+// parentDirs holds the parent directories of one batch of placeholders, each opened
+// once by openParentNoLinks (no symbolic link followed on the way) and closed by
+// close. A descriptor is the directory the walk reached, whatever is renamed or
+// planted at its path afterwards; it is kept for one batch only, so a parent replaced
+// by a link between two batches (two runs) is walked afresh, and refused.
+type parentDirs struct {
+	mkdir bool
+	fds   map[string]int
+}
+
+// open returns the descriptor of p's parent directory, opening it the first time.
+func (d *parentDirs) open(p string) (int, error) {
+	dir := filepath.Dir(p)
+	if fd, ok := d.fds[dir]; ok {
+		return fd, nil
+	}
+	fd, err := openParentNoLinks(p, d.mkdir)
+	if err != nil {
+		return -1, err
+	}
+	if d.fds == nil {
+		d.fds = map[string]int{}
+	}
+	d.fds[dir] = fd
+	return fd, nil
+}
+
+func (d *parentDirs) close() {
+	for _, fd := range d.fds {
+		unix.Close(fd)
+	}
+}
+
 // ErrNotPlaceholder means what is at a placeholder's path is no longer an empty file
 // or directory: it is left in place.
 var ErrNotPlaceholder = errors.New("no longer an empty placeholder")
@@ -51,20 +113,35 @@ var ErrNotPlaceholder = errors.New("no longer an empty placeholder")
 // or an empty directory, following no symbolic link (one planted on the way, or at p,
 // is left alone). A p that is gone is no error.
 func RemovePlaceholder(p, content string) error {
-	pfd, err := openParentNoLinks(p, false)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	name := filepath.Base(p)
-	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
+	return RemovePlaceholders([]Placeholder{{Path: p, Content: content}})[0]
+}
+
+// RemovePlaceholders removes each of ps in order as [RemovePlaceholder] does (Dir is
+// not looked at: what is there decides), and returns one error per placeholder, nil
+// for each removed or gone. Each parent directory is opened once for all the
+// placeholders it holds, by the same walk that follows no link.
+func RemovePlaceholders(ps []Placeholder) []error {
+	errs := make([]error, len(ps))
+	dirs := parentDirs{}
+	defer dirs.close()
+	for i, p := range ps {
+		pfd, err := dirs.open(p.Path)
+		if err == nil {
+			err = removeAt(pfd, filepath.Base(p.Path), p.Content)
 		}
+		if errors.Is(err, unix.ENOENT) {
+			err = nil
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+// removeAt removes name in the directory pfd if it is still a regular file holding
+// exactly content or an empty directory.
+func removeAt(pfd int, name, content string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
 	switch st.Mode & unix.S_IFMT {
@@ -72,16 +149,11 @@ func RemovePlaceholder(p, content string) error {
 		if st.Size != int64(len(content)) || !holds(pfd, name, content) {
 			return ErrNotPlaceholder
 		}
-		err = unix.Unlinkat(pfd, name, 0)
+		return unix.Unlinkat(pfd, name, 0)
 	case unix.S_IFDIR:
-		err = unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR) // ENOTEMPTY when it is not empty
-	default:
-		return ErrNotPlaceholder
+		return unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR) // ENOTEMPTY when it is not empty
 	}
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	return err
+	return ErrNotPlaceholder
 }
 
 // holds reports whether the file name in directory dfd holds exactly content.
