@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -181,6 +182,6 @@ func marked(marker string) []int {
 // killMarked ends the processes this test started that hold marker, by pid.
 func killMarked(marker string) {
 	for _, pid := range marked(marker) {
-		syscall.Kill(pid, syscall.SIGKILL)
+		_ = linux.Kill(pid, syscall.SIGKILL)
 	}
 }
