@@ -353,8 +353,16 @@ func (p *pinned) register(e entry, s *slot, entries map[string]uint8, ok bool) e
 // the lock, and left with a stale bit (an extra lookup, nothing more) if the lock
 // cannot be had.
 func (p *pinned) leave(ctx context.Context, id uint64) (monitorRun, error) {
-	lost := p.counters(id)
-	errs := []error{p.runs.Delete(id)}
+	// Taken and removed in one step (BPF_MAP_LOOKUP_AND_DELETE_ELEM): an event lost
+	// between a read of the counters and the delete would go unreported.
+	// Kernels before 5.14 have it for queues only: there, read, then delete.
+	var lost monitorRun
+	err := p.runs.LookupAndDelete(id, &lost)
+	if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, syscall.EINVAL) {
+		lost = p.counters(id)
+		err = p.runs.Delete(id)
+	}
+	errs := []error{err}
 	lk, err := lockPins(ctx, p.root)
 	if err == nil {
 		errs = append(errs, updateLevels(p.runs, p.levels))
