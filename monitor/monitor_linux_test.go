@@ -210,7 +210,9 @@ func newHarnessHooks(t testing.TB, prof Profile, opts Options, hooks bool) *harn
 func (h *harness) command(env []string, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: h.cg.FD()}
+	// Pdeathsig: a workload outlives a test binary killed mid-test (an OOM kill left a
+	// flood of opens running for 20 minutes) unless it dies with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: h.cg.FD(), Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
 

@@ -387,6 +387,11 @@ const keptSlots = 8
 // maps: its ring buffer and filter are removed (side by side, one grace period)
 // before the claim is given up, so the next holder of the number makes new ones.
 func (p *pinned) release(s *slot) error {
+	if !p.holds(s) {
+		// Taken by another run (a sweep that took this cordon for gone): its filter
+		// and ring buffer are that run's now, and are left alone.
+		return p.drop(s)
+	}
 	errs := []error{refill(s.filter, nil)}
 	if s.n >= keptSlots {
 		ferr := make(chan error, 1)
@@ -411,6 +416,12 @@ func (p *pinned) drop(s *slot) error {
 		return keyGone([]error{err})
 	}
 	return keyGone([]error{p.claims.Delete(s.n)})
+}
+
+// holds reports whether s's claim is still the one in claims.
+func (p *pinned) holds(s *slot) bool {
+	var c monitorClaim
+	return p.claims.Lookup(s.n, &c) == nil && c == s.claim
 }
 
 // keyGone joins errs, dropping those that say an entry was not there (gc, or a
