@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// Attacks on the placeholders cordon makes in the host workspace for denied paths that
+// do not exist, and on what a run leaves behind: the workspace is hostile.
+
+// startRun starts `cordon run -- sh -c script` in the background; the test's cleanup
+// kills it if it is still running.
+func (w *world) startRun(script string) *exec.Cmd {
+	w.t.Helper()
+	cmd := exec.Command(testutil.Cordon(w.t), "run", "--", "sh", "-c", script)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	var errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &errb, &errb
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if errb.Len() > 0 {
+			w.t.Logf("cordon run %q: %s", script, errb.String())
+		}
+	})
+	return cmd
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// TestSharedWorkspaceMaskOutlivesFirstRun: two runs share a workspace. The second finds
+// the first's placeholder for .envrc in place and makes none; the first ends and
+// removes it. Unlinking a mount point on the host detaches the mounts on it in every
+// other mount namespace (Linux 3.18+), so the second sandbox's read-only mask over
+// .envrc must not rest on a placeholder another run removes: the second sandbox must
+// still be unable to create .envrc (direnv runs it on the host).
+func TestSharedWorkspaceMaskOutlivesFirstRun(t *testing.T) {
+	w := newWorld(t)
+	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
+		t.Skip("no git:", err)
+	}
+	envrc := filepath.Join(w.ws, ".envrc")
+	// The first run lives until the test creates end-a.
+	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
+	waitFor(t, time.Minute, "the first run's placeholder for .envrc", func() bool { return exists(envrc) })
+	// The second run: once the first has ended (a-done), try to write .envrc.
+	out := filepath.Join(t.TempDir(), "b.out")
+	b := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
+		"touch b-ready; while [ ! -e a-done ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
+	b.Dir, b.Env = w.ws, w.env
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b.Stdout, b.Stderr = f, f
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if b.ProcessState == nil {
+			b.Process.Kill()
+			b.Wait()
+		}
+	}()
+	waitFor(t, time.Minute, "the second run's command", func() bool { return exists(filepath.Join(w.ws, "b-ready")) })
+	mustWrite(t, filepath.Join(w.ws, "end-a"), "")
+	if err := a.Wait(); err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	mustWrite(t, filepath.Join(w.ws, "a-done"), "")
+	b.Wait()
+	got, _ := os.ReadFile(out)
+	if data, err := os.ReadFile(envrc); err == nil && len(data) > 0 {
+		t.Fatalf("the second sandbox wrote .envrc on the host once the first run removed its placeholder: %q\n%s", data, got)
+	}
+	if strings.Contains(string(got), "write=0") {
+		t.Fatalf("the second sandbox could write .envrc: %s", got)
+	}
+}
+
+// TestNestedDenyLeavesNoParents: a denied path whose parent directories do not exist
+// gets a placeholder, and its missing parents are created for it; after the run
+// nothing cordon created may be left in the workspace, parents included.
+func TestNestedDenyLeavesNoParents(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\nfilesystem:\n  deny_read: [a/b/secret]\n")
+	if r := w.sh("cat a/b/secret 2>/dev/null; echo x > a/b/secret; echo write=$?"); r.code != 0 || strings.Contains(r.stdout, "write=0") {
+		t.Fatalf("run: %v", r)
+	}
+	if exists(filepath.Join(w.ws, "a")) {
+		t.Errorf("the run left %s (made for the placeholder a/b/secret) in the workspace", filepath.Join(w.ws, "a"))
+	}
+}
+
+// TestPlaceholderParentSwappedForLink: while cordon makes the placeholders of a denied
+// path below a directory, a racer keeps swapping that directory for a symbolic link
+// to a directory outside the workspace. Nothing may ever be created outside, and no
+// placeholder may be left in the workspace once the runs have ended.
+func TestPlaceholderParentSwappedForLink(t *testing.T) {
+	w := newWorld(t)
+	outside := t.TempDir()
+	w.contract("version: 1\nfilesystem:\n  deny_read: [d/s1, d/s2, d/s3, d/e/s4]\n")
+	d := filepath.Join(w.ws, "d")
+	mustMkdir(t, d)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		real := filepath.Join(w.ws, "d.real")
+		for !stop.Load() {
+			if os.Rename(d, real) == nil {
+				_ = os.Symlink(outside, d)
+				_ = os.Remove(d)
+				_ = os.Rename(real, d)
+			}
+		}
+	}()
+	ran := 0
+	for i := 0; i < 20; i++ {
+		r := w.sh("true")
+		if r.code == 0 {
+			ran++
+		} else {
+			t.Logf("run %d: %s", i, strings.TrimSpace(r.stderr))
+		}
+	}
+	t.Logf("%d of 20 runs ran", ran)
+	stop.Store(true)
+	wg.Wait()
+	if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("cordon created %v outside the workspace, through a link planted for d", names)
+	}
+	var left []string
+	filepath.Walk(w.ws, func(p string, fi os.FileInfo, err error) error {
+		if b := filepath.Base(p); err == nil && len(b) == 2 && b[0] == 's' {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Errorf("placeholders left in the workspace: %v", left)
+	}
+}
+
+// TestKilledInTeardownThenGC: cordon is killed (SIGKILL) at some point of its
+// teardown, as the placeholders are released beside the log's seal. `cordon gc` must
+// then leave no placeholder in the workspace, no run directory and no mount.
+func TestKilledInTeardownThenGC(t *testing.T) {
+	w := newWorld(t)
+	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
+		t.Skip("no git:", err)
+	}
+	envrc := filepath.Join(w.ws, ".envrc")
+	// Each round kills cordon at one moment of its end: as soon as the command is told
+	// to end, once the first placeholder is gone (release under way, the owner record
+	// still there), once the run directory's mask file is gone.
+	maskGone := func() bool {
+		m, _ := filepath.Glob(filepath.Join(w.runRoot, "2*", "mask-file"))
+		return len(m) == 0
+	}
+	moments := []struct {
+		name string
+		now  func() bool
+	}{
+		{"at once", func() bool { return true }},
+		{"a placeholder gone", func() bool { return !exists(envrc) }},
+		{"the mask file gone", maskGone},
+	}
+	for i, m := range moments {
+		_ = os.Remove(filepath.Join(w.ws, "end"))
+		cmd := w.startRun("while [ ! -e end ]; do sleep 0.01; done")
+		waitFor(t, time.Minute, "the placeholders", func() bool { return exists(envrc) && !maskGone() })
+		mustWrite(t, filepath.Join(w.ws, "end"), "")
+		for !m.now() {
+		}
+		killed := cmd.Process.Signal(syscall.SIGKILL) == nil
+		err := cmd.Wait()
+		t.Logf("round %d (%s): signalled %v, cordon: %v", i, m.name, killed, err)
+		delay := m.name
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Fatalf("round %d: gc: %v", i, r)
+		}
+		entries, _ := os.ReadDir(w.ws)
+		var left []string
+		for _, e := range entries {
+			if n := e.Name(); n != ".git" && n != "end" {
+				left = append(left, n)
+			}
+		}
+		if len(left) > 0 {
+			t.Fatalf("round %d (killed %s): gc left %v in the workspace", i, delay, left)
+		}
+		runs, _ := os.ReadDir(w.runRoot)
+		for _, e := range runs {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "20") {
+				sub, _ := os.ReadDir(filepath.Join(w.runRoot, e.Name()))
+				var names []string
+				for _, s := range sub {
+					names = append(names, s.Name())
+				}
+				t.Fatalf("round %d: gc left the run directory %s holding %v", i, e.Name(), names)
+			}
+		}
+	}
+}
