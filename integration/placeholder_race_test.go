@@ -223,3 +223,59 @@ func TestKilledInTeardownThenGC(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaceholderRemovalThroughSwappedParent: the sandbox moves away the directory
+// that holds its placeholders (a directory holding mount points may be renamed) and
+// plants in its place a link to a host directory holding empty entries of the same
+// names, a user's (by the sandbox itself, or by that of a second run in the workspace
+// whose contract does not pin d). Teardown removes placeholders by name: it must follow no link, and
+// leave the user's empty file and directory where they are.
+func TestPlaceholderRemovalThroughSwappedParent(t *testing.T) {
+	w := newWorld(t)
+	victim := t.TempDir()
+	mustWrite(t, filepath.Join(victim, "s1"), "")
+	mustMkdir(t, filepath.Join(victim, "s2"))
+	w.contract("version: 1\nfilesystem:\n  deny_read: [d/s1, d/s2/]\n")
+	mustMkdir(t, filepath.Join(w.ws, "d"))
+	// d is pinned (mounted on itself, so the rename fails with EBUSY) today; should it
+	// not be, teardown must still not follow the link.
+	r := w.sh("mv d d.moved 2>&1 && ln -s " + victim + " d && echo swapped; true")
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	t.Logf("the sandbox: %s", strings.TrimSpace(r.stdout))
+	for _, n := range []string{"s1", "s2"} {
+		if !exists(filepath.Join(victim, n)) {
+			t.Errorf("teardown removed %s, outside the workspace, through the link d", filepath.Join(victim, n))
+		}
+	}
+}
+
+// TestPlaceholderRemovalThroughParentSwappedByOtherRun: the first run denies d/s1 and
+// d/s2, which do not exist (placeholders); a second run in the same workspace, whose
+// contract pins nothing in d, moves d away and plants a link to a host directory
+// holding a user's empty s1 and s2. The first run's teardown must follow no link.
+func TestPlaceholderRemovalThroughParentSwappedByOtherRun(t *testing.T) {
+	w := newWorld(t)
+	victim := t.TempDir()
+	mustWrite(t, filepath.Join(victim, "s1"), "")
+	mustMkdir(t, filepath.Join(victim, "s2"))
+	w.contract("version: 1\nfilesystem:\n  deny_read: [d/s1, d/s2/]\n")
+	mustMkdir(t, filepath.Join(w.ws, "d"))
+	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
+	waitFor(t, time.Minute, "the first run's placeholders", func() bool { return exists(filepath.Join(w.ws, "d", "s1")) })
+	other := filepath.Join(t.TempDir(), "b.yaml")
+	mustWrite(t, other, "version: 1\nworkspace: "+w.ws+"\n")
+	r := w.cordon("", "run", "-c", other, "--", "sh", "-c", "mv d d.moved 2>&1 && ln -s "+victim+" d && echo swapped; true")
+	t.Logf("the second run: %v", r)
+	mustWrite(t, filepath.Join(w.ws, "end-a"), "")
+	a.Wait()
+	for _, n := range []string{"s1", "s2"} {
+		if !exists(filepath.Join(victim, n)) {
+			t.Errorf("teardown removed %s, outside the workspace, through the link d", filepath.Join(victim, n))
+		}
+	}
+	if !strings.Contains(r.stdout, "swapped") {
+		t.Logf("the second sandbox could not swap d: the attack did not get as far as teardown")
+	}
+}
