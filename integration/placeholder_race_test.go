@@ -49,12 +49,37 @@ func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 // .envrc must not rest on a placeholder another run removes: the second sandbox must
 // still be unable to create .envrc (direnv runs it on the host).
 func TestSharedWorkspaceMaskOutlivesFirstRun(t *testing.T) {
+	testSharedWorkspaceMask(t, func(w *world, a *exec.Cmd) {
+		mustWrite(t, filepath.Join(w.ws, "end-a"), "")
+		if err := a.Wait(); err != nil {
+			t.Fatalf("the first run: %v", err)
+		}
+	})
+}
+
+// TestSharedWorkspaceMaskOutlivesGC: as TestSharedWorkspaceMaskOutlivesFirstRun, but
+// the first run's cordon is killed and `cordon gc` removes what it left, the
+// placeholder the second run's mask rests on among it.
+func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
+	testSharedWorkspaceMask(t, func(w *world, a *exec.Cmd) {
+		a.Process.Signal(syscall.SIGKILL)
+		a.Wait()
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Fatalf("gc: %v", r)
+		}
+	})
+}
+
+// testSharedWorkspaceMask starts a first run and, once its placeholders are made, a
+// second one in the same workspace; end ends the first; then the second sandbox tries
+// to write .envrc.
+func testSharedWorkspaceMask(t *testing.T, end func(w *world, a *exec.Cmd)) {
 	w := newWorld(t)
 	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
 		t.Skip("no git:", err)
 	}
 	envrc := filepath.Join(w.ws, ".envrc")
-	// The first run lives until the test creates end-a.
+	// The first run lives until the test creates end-a (or kills it).
 	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
 	waitFor(t, time.Minute, "the first run's placeholder for .envrc", func() bool { return exists(envrc) })
 	// The second run: once the first has ended (a-done), try to write .envrc.
@@ -78,15 +103,12 @@ func TestSharedWorkspaceMaskOutlivesFirstRun(t *testing.T) {
 		}
 	}()
 	waitFor(t, time.Minute, "the second run's command", func() bool { return exists(filepath.Join(w.ws, "b-ready")) })
-	mustWrite(t, filepath.Join(w.ws, "end-a"), "")
-	if err := a.Wait(); err != nil {
-		t.Fatalf("the first run: %v", err)
-	}
+	end(w, a)
 	mustWrite(t, filepath.Join(w.ws, "a-done"), "")
 	b.Wait()
 	got, _ := os.ReadFile(out)
 	if data, err := os.ReadFile(envrc); err == nil && len(data) > 0 {
-		t.Fatalf("the second sandbox wrote .envrc on the host once the first run removed its placeholder: %q\n%s", data, got)
+		t.Fatalf("the second sandbox wrote .envrc on the host once the first run's placeholder was removed: %q\n%s", data, got)
 	}
 	if strings.Contains(string(got), "write=0") {
 		t.Fatalf("the second sandbox could write .envrc: %s", got)
