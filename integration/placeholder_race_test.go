@@ -301,3 +301,44 @@ func TestPlaceholderRemovalThroughParentSwappedByOtherRun(t *testing.T) {
 		t.Logf("the second sandbox could not swap d: the attack did not get as far as teardown")
 	}
 }
+
+// TestConcurrentStartsKeepMasks: runs started at once in one workspace each find some
+// of the others' placeholders in place and make none for them; whichever ends first
+// removes its own, under the others' masks. No sandbox may write .envrc, and (one
+// workspace shared by runs is not refused, the docs say) every run must start.
+func TestConcurrentStartsKeepMasks(t *testing.T) {
+	w := newWorld(t)
+	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
+		t.Skip("no git:", err)
+	}
+	testutil.Cordon(t) // built before the runs race
+	const rounds, runs = 3, 4
+	var wrote, refused []string
+	for round := 0; round < rounds; round++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := 0; i < runs; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := w.sh("echo x > .envrc 2>/dev/null && echo WROTE; true")
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case strings.Contains(r.stdout, "WROTE"):
+					wrote = append(wrote, r.String())
+				case r.code != 0:
+					refused = append(refused, strings.TrimSpace(r.stderr))
+				}
+			}()
+		}
+		wg.Wait()
+		_ = os.Remove(filepath.Join(w.ws, ".envrc"))
+	}
+	if len(wrote) > 0 {
+		t.Errorf("%d of %d sandboxes started at once wrote .envrc on the host:\n%s", len(wrote), rounds*runs, strings.Join(wrote, "\n"))
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d of %d runs started at once in one workspace were refused:\n%s", len(refused), rounds*runs, strings.Join(refused, "\n"))
+	}
+}
