@@ -132,7 +132,8 @@ func TestNestedDenyLeavesNoParents(t *testing.T) {
 
 // TestPlaceholderParentSwappedForLink: while cordon makes the placeholders of a denied
 // path below a directory, a racer keeps swapping that directory for a symbolic link
-// to a directory outside the workspace. Nothing may ever be created outside.
+// to a directory outside the workspace. Nothing may ever be created outside, and no
+// sandbox that starts may write a denied path (a mask missing or misplaced).
 func TestPlaceholderParentSwappedForLink(t *testing.T) {
 	w := newWorld(t)
 	outside := t.TempDir()
@@ -155,7 +156,10 @@ func TestPlaceholderParentSwappedForLink(t *testing.T) {
 	}()
 	ran := 0
 	for i := 0; i < 20; i++ {
-		r := w.sh("true")
+		r := w.sh("for p in d/s1 d/s2 d/s3 d/e/s4; do echo x > $p 2>/dev/null && echo WROTE $p; done; true")
+		if strings.Contains(r.stdout, "WROTE") {
+			t.Errorf("run %d: the sandbox wrote a denied path: %s", i, r.stdout)
+		}
 		if r.code == 0 {
 			ran++
 		} else {
