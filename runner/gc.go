@@ -189,7 +189,7 @@ func Placeholder(root, path string) bool {
 		if err != nil {
 			continue
 		}
-		if slices.Contains(o.Created, path) {
+		if slices.Contains(o.Created, path) || slices.Contains(o.Adopted, path) {
 			return true
 		}
 	}
