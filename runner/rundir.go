@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,7 +60,8 @@ const ownerRecord = "owner.json"
 // releasedMark is the empty file a run leaves in its directory once it has let go of
 // its placeholders (removePlaceholders, under the lock): from then on it no longer
 // keeps any alive, and no other run adopts one from its record. It goes with the
-// directory.
+// directory, last: a directory holding it and no owner record is a teardown cut
+// short, which gc removes (ownerless).
 const releasedMark = "released"
 
 // runDir is the host side of one run: a private directory and the placeholders
@@ -378,7 +380,7 @@ func (rd *runDir) release() (keep bool, err error) {
 func (rd *runDir) removePlaceholders() error {
 	made := rd.owner.Created[:len(rd.owner.Created)-rd.unmade]
 	if len(made)+len(rd.owner.Adopted) == 0 {
-		return nil
+		return rd.markReleased() // no other run cares: no lock
 	}
 	unlock, err := lockPlaceholders(rd.root())
 	if err != nil {
@@ -398,8 +400,8 @@ func (rd *runDir) removePlaceholders() error {
 	var errs []error
 	// Let go before the lock is released: a run that decides after this one must not
 	// take these for placeholders this run keeps alive.
-	if err := os.WriteFile(filepath.Join(rd.path, releasedMark), nil, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("marking the placeholders released: %w", err))
+	if err := rd.markReleased(); err != nil {
+		errs = append(errs, err)
 	}
 	for i, err := range linux.RemovePlaceholders(ps) {
 		if err != nil {
@@ -410,13 +412,34 @@ func (rd *runDir) removePlaceholders() error {
 }
 
 // removeDir deletes the owner record, then the directory: once release has returned,
-// these are all that is left (what release could not remove goes now, or stays).
+// these are all that is left (what release could not remove goes now, or stays). The
+// directory is renamed ID.removing (removingSuffix) before it is emptied, so that a
+// cordon killed at any point leaves gc something it knows to take (ownerless): a
+// directory with releasedMark and no record, or one so named.
 func (rd *runDir) removeDir() error {
 	if err := os.Remove(filepath.Join(rd.path, ownerRecord)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing run owner: %w", err)
 	}
-	if err := os.RemoveAll(rd.path); err != nil {
+	dir := rd.path
+	if !strings.HasSuffix(dir, removingSuffix) {
+		if err := os.Rename(dir, dir+removingSuffix); err == nil {
+			dir += removingSuffix
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing run directory: %w", err)
+	}
+	return nil
+}
+
+// removingSuffix names a run directory being removed (removeDir): its record is gone,
+// and so is all it held that mattered.
+const removingSuffix = ".removing"
+
+// markReleased leaves releasedMark in the run directory.
+func (rd *runDir) markReleased() error {
+	if err := os.WriteFile(filepath.Join(rd.path, releasedMark), nil, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("marking the placeholders released: %w", err)
 	}
 	return nil
 }

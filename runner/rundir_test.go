@@ -392,3 +392,56 @@ func TestUsersFileIsNotAdopted(t *testing.T) {
 		t.Error("the user's empty file was removed")
 	}
 }
+
+// A run directory without an owner record is one being created (left alone) unless a
+// cordon left it: killed in its teardown after the record went (releasedMark, or
+// renamed for removal), or before it wrote the record (older than ownerlessGrace).
+func TestGCTakesOwnerlessRunDirectoriesACordonLeft(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "runs")
+	mk := func(id string) string {
+		rd, _, err := makeRunDir(root, id, "", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd.path
+	}
+	creating := mk("20261206T100000Z-000001")
+	old := mk("20261206T100000Z-000002")
+	released := mk("20261206T100000Z-000003")
+	removing := mk("20261206T100000Z-000004")
+	past := time.Now().Add(-2 * ownerlessGrace)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(released, releasedMark), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(removing, removing+removingSuffix); err != nil {
+		t.Fatal(err)
+	}
+	sessions := paths.Root(root).Sessions()
+	if err := os.Mkdir(sessions, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(sessions, past, past); err != nil {
+		t.Fatal(err)
+	}
+	cleaned, err := GC(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(cleaned)
+	if want := []string{filepath.Base(old), filepath.Base(released), filepath.Base(removing)}; !slices.Equal(cleaned, want) {
+		t.Errorf("gc cleaned %v, want %v", cleaned, want)
+	}
+	for _, p := range []string{old, released, removing, removing + removingSuffix} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("gc left %s", p)
+		}
+	}
+	for _, p := range []string{creating, sessions} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("gc removed %s: %v", p, err)
+		}
+	}
+}
