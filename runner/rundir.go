@@ -27,6 +27,10 @@ type runOwner struct {
 	owner.Process
 	Workspace string   `json:"workspace"`
 	Created   []string `json:"placeholders"` // host paths created as placeholders
+	// Parents are the directories the run made (or found another run had made) for
+	// its placeholders' missing parents, each before those below it: removed after the
+	// placeholders, newest first, each only while empty and no other live run lists it.
+	Parents []string `json:"parents,omitempty"`
 	// Adopted are the placeholders the run found in place, another run's (listed in
 	// Created or Adopted of another owner record under the run root), and mounts over:
 	// a placeholder is removed only by the last live run that lists it (lockPlaceholders).
@@ -72,7 +76,8 @@ type runDir struct {
 	// unmade counts the placeholders at the end of owner.Created that are recorded but
 	// not made (yet): remove leaves them alone, since what is at their paths is not this
 	// run's. gc, after a crash, cannot tell, and removes every one still empty.
-	unmade int
+	// parentsUnmade is the same for owner.Parents.
+	unmade, parentsUnmade int
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
@@ -218,9 +223,18 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	}
 	defer unlock()
 	others := otherPlaceholders(rd.root(), rd.id(), true)
-	var missing []linux.Placeholder
+	// todo is what to make, in order: each placeholder after its missing parents.
+	var todo []linux.Placeholder
+	var parent []bool // todo[i] is a parent directory
+	parents := parentPlan{others: others, known: map[string]bool{}}
 	for _, m := range plan.Mounts {
 		l, listed := others[m.Path]
+		if m.Create == contract.PlaceholderParent || listed && l.parent {
+			if parents.dir(m.Path, l.held) {
+				todo, parent = append(todo, linux.Placeholder{Path: m.Path, Parent: true}), append(parent, true)
+			}
+			continue
+		}
 		if m.Create == contract.NoPlaceholder && !listed {
 			continue // not a placeholder: it was there at Compile, or needs none
 		}
@@ -233,12 +247,19 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 				continue // appeared since Compile: the user's, mounted over as it is
 			}
 			rd.owner.Adopted = append(rd.owner.Adopted, m.Path)
+			for _, d := range parents.add(m.Path, false) {
+				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
+			}
 		} else {
 			// Missing, or another run's placeholder at Compile (NoPlaceholder) that
 			// its run has removed since: this run makes its own.
+			for _, d := range parents.add(m.Path, true) {
+				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
+			}
 			dir := m.Create == contract.PlaceholderDir || m.Create == contract.NoPlaceholder && m.Dir
-			missing = append(missing, linux.Placeholder{Path: m.Path, Dir: dir, Content: content})
+			todo, parent = append(todo, linux.Placeholder{Path: m.Path, Dir: dir, Content: content}), append(parent, false)
 			rd.owner.Created = append(rd.owner.Created, m.Path)
+			rd.unmade++
 		}
 		if content != "" {
 			if rd.owner.Contents == nil {
@@ -247,7 +268,8 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 			rd.owner.Contents[m.Path] = content
 		}
 	}
-	rd.unmade += len(missing)
+	rd.owner.Parents = parents.dirs
+	rd.parentsUnmade += len(parents.dirs)
 	// Recorded once, all of them, before any is made: a run starts with a dozen.
 	if err := rd.save(); err != nil {
 		return err
@@ -259,22 +281,76 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	}
 	// No link is followed on the way: the workspace is the sandbox's to write, and a
 	// link planted since Compile must not make cordon create anything elsewhere.
-	for ps := missing; len(ps) > 0; {
-		made, err := linux.MakePlaceholders(ps)
-		rd.unmade -= made
-		ps = ps[made:]
-		if err == nil {
+	for i := 0; i < len(todo); {
+		made, err := linux.MakePlaceholders(todo[i:])
+		rd.countMade(parent[i : i+made])
+		if i += made; err == nil {
 			break
 		}
-		// Made at the same moment by a run that took no lock (an older cordon): its
-		// record names it, so it is adopted, which this run's record already covers.
-		if !errors.Is(err, fs.ErrExist) || !otherPlaceholders(rd.root(), rd.id(), true)[ps[0].Path].held {
-			return fmt.Errorf("creating placeholder for denied path %s: %w", ps[0].Path, err)
+		// A parent found made, or a placeholder made at the same moment by a run that
+		// took no lock (an older cordon) and that its record names: this run's record
+		// already covers it, as one it adopts.
+		if !errors.Is(err, fs.ErrExist) || !parent[i] && !otherPlaceholders(rd.root(), rd.id(), true)[todo[i].Path].held {
+			return fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, err)
 		}
-		rd.unmade--
-		ps = ps[1:]
+		rd.countMade(parent[i : i+1])
+		i++
 	}
 	return nil
+}
+
+// countMade counts as made the entries of one batch (parent says which are parent
+// directories, the rest placeholders).
+func (rd *runDir) countMade(parent []bool) {
+	for _, p := range parent {
+		if p {
+			rd.parentsUnmade--
+		} else {
+			rd.unmade--
+		}
+	}
+}
+
+// parentPlan gathers the parent directories of a run's placeholders that it records
+// (runOwner.Parents): the missing ones of those it makes, and those another run
+// recorded above those it adopts, each listed once and after the ones above it.
+type parentPlan struct {
+	others map[string]listing
+	known  map[string]bool // directories looked at: listed, or there and not another run's
+	dirs   []string
+}
+
+// add adds the parents of the placeholder p and returns them, the highest first: up
+// from p's parent, every directory that another run lists, and, when p is to be made,
+// every one missing. p itself is known from then on (a parent of later ones).
+func (pp *parentPlan) add(p string, making bool) []string {
+	defer func() { pp.known[p] = true }()
+	var up []string
+	for d := filepath.Dir(p); d != filepath.Dir(d) && !pp.known[d]; d = filepath.Dir(d) {
+		pp.known[d] = true
+		if !pp.others[d].held {
+			if _, err := os.Lstat(d); !making || err == nil {
+				break
+			}
+		}
+		up = append(up, d)
+	}
+	slices.Reverse(up)
+	pp.dirs = append(pp.dirs, up...)
+	return up
+}
+
+// dir adds the directory p that a mount pins, made to hold a placeholder (by this run,
+// or by another that lists it, held says whether it still keeps it): recorded when it
+// is missing, or there and another run's; one there that is not is the user's. make
+// says whether to make it (a directory found made is no error).
+func (pp *parentPlan) dir(p string, held bool) (mk bool) {
+	pp.known[p] = true
+	if _, err := os.Lstat(p); err == nil && !held {
+		return false
+	}
+	pp.dirs = append(pp.dirs, p)
+	return true
 }
 
 // root is the run root the run directory is in; id is the run's id.
@@ -304,6 +380,7 @@ func lockPlaceholders(root string) (unlock func(), err error) {
 type listing struct {
 	content string
 	held    bool
+	parent  bool // listed only as a directory made to hold placeholders (runOwner.Parents)
 }
 
 // otherPlaceholders are the placeholders the owner records under root list (Created
@@ -329,6 +406,10 @@ func otherPlaceholders(root, self string, dead bool) map[string]listing {
 		held := errors.Is(err, fs.ErrNotExist)
 		for _, p := range slices.Concat(o.Created, o.Adopted) {
 			listed[p] = listing{content: o.Contents[p], held: held || listed[p].held}
+		}
+		for _, p := range o.Parents {
+			l, ok := listed[p]
+			listed[p] = listing{held: held || l.held, parent: !ok || l.parent}
 		}
 	}
 	return listed
@@ -372,14 +453,16 @@ func (rd *runDir) release() (keep bool, err error) {
 }
 
 // removePlaceholders deletes the placeholders it made or adopted that no other live
-// run lists, newest first, each only while it is still empty (removeIfEmpty), and
+// run lists, newest first, each only while it is still empty (removeIfEmpty), then
+// their parents it recorded (runOwner.Parents) that are empty, and
 // leaves releasedMark: all of it under the placeholder lock (lockPlaceholders). A
 // placeholder another live run lists stays for that run's mask: unlinking it would
 // detach that mask in the other run's sandbox, and the last run to end removes it. The
 // owner record still names them: a cordon that dies meanwhile leaves them to gc.
 func (rd *runDir) removePlaceholders() error {
 	made := rd.owner.Created[:len(rd.owner.Created)-rd.unmade]
-	if len(made)+len(rd.owner.Adopted) == 0 {
+	dirs := rd.owner.Parents[:len(rd.owner.Parents)-rd.parentsUnmade]
+	if len(made)+len(rd.owner.Adopted)+len(dirs) == 0 {
 		return rd.markReleased() // no other run cares: no lock
 	}
 	unlock, err := lockPlaceholders(rd.root())
@@ -406,6 +489,19 @@ func (rd *runDir) removePlaceholders() error {
 	for i, err := range linux.RemovePlaceholders(ps) {
 		if err != nil {
 			errs = append(errs, placeholderErr(ps[i].Path, err))
+		}
+	}
+	// Then the parents, newest first: one that holds anything else now (the sandbox's
+	// files, the user's) is simply kept.
+	ps = ps[:0]
+	for _, d := range slices.Backward(dirs) {
+		if !others[d].held {
+			ps = append(ps, linux.Placeholder{Path: d, Dir: true})
+		}
+	}
+	for i, err := range linux.RemovePlaceholders(ps) {
+		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) {
+			errs = append(errs, fmt.Errorf("removing the parent directory %s of a placeholder: %w", ps[i].Path, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -445,3 +445,44 @@ func TestGCTakesOwnerlessRunDirectoriesACordonLeft(t *testing.T) {
 		}
 	}
 }
+
+// The missing parents of a placeholder are recorded before they are made and removed
+// after it, newest first, while empty; one that holds anything else stays, quietly. A
+// run that adopts the placeholder keeps its parents too, and the last run removes them.
+func TestPlaceholderParentsAreRemoved(t *testing.T) {
+	ws := t.TempDir()
+	a, ab := filepath.Join(ws, "a"), filepath.Join(ws, "a", "b")
+	secret, other := filepath.Join(ab, "secret"), filepath.Join(ws, "c", "d", "secret")
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: secret, Create: contract.PlaceholderFile},
+		{Path: other, Create: contract.PlaceholderFile},
+	}}
+	rds := sharedRuns(t, filepath.Join(t.TempDir(), "runs"), plan, 2)
+	first, second := rds[0], rds[1]
+	c, cd := filepath.Join(ws, "c"), filepath.Join(ws, "c", "d")
+	if want := []string{a, ab, c, cd}; !slices.Equal(first.owner.Parents, want) || !slices.Equal(second.owner.Parents, want) {
+		t.Fatalf("parents recorded: %v and %v, want %v", first.owner.Parents, second.owner.Parents, want)
+	}
+	if err := first.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(secret); err != nil {
+		t.Fatal("the first run removed a placeholder the second mounts over")
+	}
+	// The sandbox wrote beside the placeholder: c stays, with what it holds.
+	kept := filepath.Join(c, "kept")
+	if err := os.WriteFile(kept, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.remove(); err != nil {
+		t.Fatalf("a parent that is not empty is no error: %v", err)
+	}
+	for _, p := range []string{secret, ab, a, other, cd} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the last run left %s", p)
+		}
+	}
+	if _, err := os.Lstat(kept); err != nil {
+		t.Errorf("the sandbox's file beside the placeholder is gone: %v", err)
+	}
+}
