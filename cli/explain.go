@@ -151,6 +151,8 @@ func writePlan(w io.Writer, p *contract.Plan) {
 		switch {
 		case m.Type == contract.Tmpfs:
 			access += " (tmpfs)"
+		case m.Create == contract.PlaceholderParent:
+			access += " (made for the run)"
 		case m.Create != contract.NoPlaceholder:
 			access += " (absent; kept absent)"
 		}

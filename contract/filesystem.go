@@ -428,16 +428,25 @@ func (k *compiler) throughLink(s Str, field, raw, p string) bool {
 	return true
 }
 
-// pinAncestors makes every existing directory between the writable mount root and
-// the denied path p a mount point of its own (bound onto itself, still writable): a
-// mount point cannot be renamed or removed, so `mv secrets s2` can no longer carry a
-// denied secrets/key.pem out from under its mask, in this run or into the next.
+// pinAncestors makes every directory between the writable mount root and the denied
+// path p a mount point of its own (bound onto itself, still writable): a mount point
+// cannot be renamed or removed, so `mv secrets s2` can no longer carry a denied
+// secrets/key.pem out from under its mask, in this run or into the next. One that does
+// not exist yet is made by the runner before the placeholder (PlaceholderParent):
+// unpinned, `mv a a2 && mkdir -p a/b` would let the sandbox create a denied a/b/secret.
 func (k *compiler) pinAncestors(root, p string) {
 	for a := filepath.Dir(p); a != root && within(a, root); a = filepath.Dir(a) {
 		if _, ok := k.mounts[a]; ok {
 			continue
 		}
-		if st, err := os.Lstat(a); err != nil || !st.IsDir() {
+		st, err := os.Lstat(a)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Made for the denied path's placeholder: pinned all the same.
+			k.mounts[a] = &Mount{Path: a, Type: Bind, Access: ReadWrite, Dir: true, Create: PlaceholderParent,
+				Why: "pinned: made to hold a denied path, so it cannot be renamed away"}
+			continue
+		}
+		if err != nil || !st.IsDir() {
 			continue
 		}
 		k.mounts[a] = &Mount{Path: a, Type: Bind, Access: ReadWrite, Dir: true,

@@ -75,11 +75,16 @@ const (
 	NoPlaceholder Placeholder = iota
 	PlaceholderFile
 	PlaceholderDir
+	// PlaceholderParent is a missing directory between a writable mount and a denied
+	// path below it: made before the placeholder, bound on itself (pinned, so that the
+	// sandbox cannot rename it away and make the denied path afresh), and removed after
+	// the run only while empty.
+	PlaceholderParent
 )
 
 // MarshalText implements encoding.TextMarshaler.
 func (p Placeholder) MarshalText() ([]byte, error) {
-	return []byte([...]string{"", "file", "dir"}[p]), nil
+	return []byte([...]string{"", "file", "dir", "parent"}[p]), nil
 }
 
 // Mount is one entry of the sandbox's file system view. Paths are absolute and

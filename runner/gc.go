@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/errdefs"
@@ -71,6 +72,13 @@ func gcRuns(root string) ([]string, error) {
 	for _, e := range entries {
 		dir := filepath.Join(root, e.Name())
 		o, err := readOwner(dir)
+		if errors.Is(err, fs.ErrNotExist) && ownerless(dir, e.Name()) {
+			if err := (&runDir{path: dir}).remove(); err != nil {
+				errs = append(errs, err)
+			}
+			cleaned = append(cleaned, strings.TrimSuffix(e.Name(), removingSuffix))
+			continue
+		}
 		if err != nil {
 			continue // not a run directory, or one being created right now
 		}
@@ -108,6 +116,33 @@ func gcRuns(root string) ([]string, error) {
 		cleaned = append(cleaned, e.Name())
 	}
 	return cleaned, errors.Join(errs...)
+}
+
+// ownerlessGrace is how old a run directory without an owner record must be before gc
+// takes it for one a cordon left (killed between making it and writing its record)
+// rather than one being created: a run writes its record within milliseconds.
+const ownerlessGrace = time.Minute
+
+// ownerless reports whether the run directory dir (named name), which has no owner
+// record, is one a cordon left and gc removes: one its teardown renamed for removal
+// (removingSuffix), one whose teardown had let go of its placeholders (releasedMark)
+// before it removed the record, or one older than ownerlessGrace. None of these can be
+// a live run's: a run writes its record before anything else, and removes it last.
+func ownerless(dir, name string) bool {
+	if audit.ValidateRunID(strings.TrimSuffix(name, removingSuffix)) != nil {
+		return false // not a run directory (sessions, gates)
+	}
+	st, err := os.Lstat(dir)
+	switch {
+	case err != nil || !st.IsDir():
+		return false
+	case strings.HasSuffix(name, removingSuffix):
+		return true
+	}
+	if _, err := os.Lstat(filepath.Join(dir, releasedMark)); err == nil {
+		return true
+	}
+	return time.Since(st.ModTime()) > ownerlessGrace
 }
 
 // AbandonedDetail begins the detail of the run.end line gc (or cordon serve) writes
@@ -189,7 +224,7 @@ func Placeholder(root, path string) bool {
 		if err != nil {
 			continue
 		}
-		if slices.Contains(o.Created, path) {
+		if slices.Contains(o.Created, path) || slices.Contains(o.Adopted, path) {
 			return true
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +27,14 @@ type runOwner struct {
 	owner.Process
 	Workspace string   `json:"workspace"`
 	Created   []string `json:"placeholders"` // host paths created as placeholders
+	// Parents are the directories the run made (or found another run had made) for
+	// its placeholders' missing parents, each before those below it: removed after the
+	// placeholders, newest first, each only while empty and no other live run lists it.
+	Parents []string `json:"parents,omitempty"`
+	// Adopted are the placeholders the run found in place, another run's (listed in
+	// Created or Adopted of another owner record under the run root), and mounts over:
+	// a placeholder is removed only by the last live run that lists it (lockPlaceholders).
+	Adopted []string `json:"adopted,omitempty"`
 	// Contents are what the placeholder files that are not empty hold, by path.
 	Contents map[string]string `json:"contents,omitempty"`
 	Cgroup   string            `json:"cgroup,omitempty"`
@@ -51,6 +61,13 @@ type runOwner struct {
 // ownerRecord is the name of a run directory's owner record (runOwner).
 const ownerRecord = "owner.json"
 
+// releasedMark is the empty file a run leaves in its directory once it has let go of
+// its placeholders (removePlaceholders, under the lock): from then on it no longer
+// keeps any alive, and no other run adopts one from its record. It goes with the
+// directory, last: a directory holding it and no owner record is a teardown cut
+// short, which gc removes (ownerless).
+const releasedMark = "released"
+
 // runDir is the host side of one run: a private directory and the placeholders
 // created for denied paths that did not exist.
 type runDir struct {
@@ -59,7 +76,8 @@ type runDir struct {
 	// unmade counts the placeholders at the end of owner.Created that are recorded but
 	// not made (yet): remove leaves them alone, since what is at their paths is not this
 	// run's. gc, after a crash, cannot tell, and removes every one still empty.
-	unmade int
+	// parentsUnmade is the same for owner.Parents.
+	unmade, parentsUnmade int
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
@@ -92,8 +110,8 @@ func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox
 // workspace that holds ws (and is not ws itself): that run's live quarantine would take
 // this run's placeholders (an empty .git, cordon.yaml) for a repository and a contract
 // its sandbox planted, and rename them from under the sandbox being built. One
-// workspace shared by two runs is not refused: the second finds the first's
-// placeholders in place and makes none.
+// workspace shared by two runs is not refused: the second adopts the first's
+// placeholders (runDir.placeholders), which stay until the last run that lists them ends.
 func guardedBy(root, ws string) error {
 	for _, l := range liveRuns(root, "") {
 		if o := l.owner; o.Watching && o.Workspace != ws && inside(ws, o.Workspace) {
@@ -185,31 +203,73 @@ func markGitWritten(plan *contract.Plan) error {
 
 // placeholders writes the run's owner record and creates the host entries the plan
 // needs so that denied paths that do not exist yet cannot be created by the sandbox.
-// The record is written once (a synced write), before anything it names is made:
-// every placeholder is recorded before it is made, so that gc can remove it after a
-// crash, and it says whether the run watches its workspace (owner.Watching, set by the
-// caller). check runs between the record and the first placeholder (guardedBy: it
-// must see other runs only once this one's record is there for them to see); when it
-// fails, nothing is made.
+// A path the plan mounts over that holds another run's placeholder (listed in another
+// owner record under the run root) is adopted: recorded in owner.Adopted, so that the
+// run that made it leaves it in place while this one mounts over it (removePlaceholders);
+// one another run recorded but that is gone is made again. Anything else already at a
+// path is the user's (or a sandbox's): mounted over as it is, never removed. All of it
+// is decided under the run root's placeholder lock (lockPlaceholders), so that no run
+// removes a placeholder between this one finding it and recording it.
+// The record is written once (a synced write), before anything it names is made or
+// adopted: every placeholder is recorded before it is made, so that gc can remove it
+// after a crash, and it says whether the run watches its workspace (owner.Watching,
+// set by the caller). check runs between the record and the first placeholder
+// (guardedBy: it must see other runs only once this one's record is there for them to
+// see); when it fails, nothing is made.
 func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
-	var missing []contract.Mount
+	unlock, err := lockPlaceholders(rd.root())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	others := otherPlaceholders(rd.root(), rd.id(), true)
+	// todo is what to make, in order: each placeholder after its missing parents.
+	var todo []linux.Placeholder
+	var parent []bool // todo[i] is a parent directory
+	parents := parentPlan{others: others, known: map[string]bool{}}
 	for _, m := range plan.Mounts {
-		if m.Create == contract.NoPlaceholder {
+		l, listed := others[m.Path]
+		if m.Create == contract.PlaceholderParent || listed && l.parent {
+			if parents.dir(m.Path, l.held) {
+				todo, parent = append(todo, linux.Placeholder{Path: m.Path, Parent: true}), append(parent, true)
+			}
 			continue
 		}
-		if _, err := os.Lstat(m.Path); err == nil {
-			continue // appeared since Compile: it is mounted over as it is
+		if m.Create == contract.NoPlaceholder && !listed {
+			continue // not a placeholder: it was there at Compile, or needs none
 		}
-		missing = append(missing, m)
-		rd.owner.Created = append(rd.owner.Created, m.Path)
-		if m.Content != "" {
+		content := m.Content
+		if l.held || m.Create == contract.NoPlaceholder {
+			content = l.content // what the other run's placeholder holds
+		}
+		if _, err := os.Lstat(m.Path); err == nil {
+			if !l.held {
+				continue // appeared since Compile: the user's, mounted over as it is
+			}
+			rd.owner.Adopted = append(rd.owner.Adopted, m.Path)
+			for _, d := range parents.add(m.Path, false) {
+				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
+			}
+		} else {
+			// Missing, or another run's placeholder at Compile (NoPlaceholder) that
+			// its run has removed since: this run makes its own.
+			for _, d := range parents.add(m.Path, true) {
+				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
+			}
+			dir := m.Create == contract.PlaceholderDir || m.Create == contract.NoPlaceholder && m.Dir
+			todo, parent = append(todo, linux.Placeholder{Path: m.Path, Dir: dir, Content: content}), append(parent, false)
+			rd.owner.Created = append(rd.owner.Created, m.Path)
+			rd.unmade++
+		}
+		if content != "" {
 			if rd.owner.Contents == nil {
 				rd.owner.Contents = map[string]string{}
 			}
-			rd.owner.Contents[m.Path] = m.Content
+			rd.owner.Contents[m.Path] = content
 		}
 	}
-	rd.unmade += len(missing)
+	rd.owner.Parents = parents.dirs
+	rd.parentsUnmade += len(parents.dirs)
 	// Recorded once, all of them, before any is made: a run starts with a dozen.
 	if err := rd.save(); err != nil {
 		return err
@@ -221,16 +281,138 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	}
 	// No link is followed on the way: the workspace is the sandbox's to write, and a
 	// link planted since Compile must not make cordon create anything elsewhere.
-	ps := make([]linux.Placeholder, len(missing))
-	for i, m := range missing {
-		ps[i] = linux.Placeholder{Path: m.Path, Dir: m.Create == contract.PlaceholderDir, Content: m.Content}
-	}
-	made, err := linux.MakePlaceholders(ps)
-	rd.unmade -= made
-	if err != nil {
-		return fmt.Errorf("creating placeholder for denied path %s: %w", ps[made].Path, err)
+	for i := 0; i < len(todo); {
+		made, err := linux.MakePlaceholders(todo[i:])
+		rd.countMade(parent[i : i+made])
+		if i += made; err == nil {
+			break
+		}
+		// A parent found made, or a placeholder made at the same moment by a run that
+		// took no lock (an older cordon) and that its record names: this run's record
+		// already covers it, as one it adopts.
+		if !errors.Is(err, fs.ErrExist) || !parent[i] && !otherPlaceholders(rd.root(), rd.id(), true)[todo[i].Path].held {
+			return fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, err)
+		}
+		rd.countMade(parent[i : i+1])
+		i++
 	}
 	return nil
+}
+
+// countMade counts as made the entries of one batch (parent says which are parent
+// directories, the rest placeholders).
+func (rd *runDir) countMade(parent []bool) {
+	for _, p := range parent {
+		if p {
+			rd.parentsUnmade--
+		} else {
+			rd.unmade--
+		}
+	}
+}
+
+// parentPlan gathers the parent directories of a run's placeholders that it records
+// (runOwner.Parents): the missing ones of those it makes, and those another run
+// recorded above those it adopts, each listed once and after the ones above it.
+type parentPlan struct {
+	others map[string]listing
+	known  map[string]bool // directories looked at: listed, or there and not another run's
+	dirs   []string
+}
+
+// add adds the parents of the placeholder p and returns them, the highest first: up
+// from p's parent, every directory that another run lists, and, when p is to be made,
+// every one missing. p itself is known from then on (a parent of later ones).
+func (pp *parentPlan) add(p string, making bool) []string {
+	defer func() { pp.known[p] = true }()
+	var up []string
+	for d := filepath.Dir(p); d != filepath.Dir(d) && !pp.known[d]; d = filepath.Dir(d) {
+		pp.known[d] = true
+		if !pp.others[d].held {
+			if _, err := os.Lstat(d); !making || err == nil {
+				break
+			}
+		}
+		up = append(up, d)
+	}
+	slices.Reverse(up)
+	pp.dirs = append(pp.dirs, up...)
+	return up
+}
+
+// dir adds the directory p that a mount pins, made to hold a placeholder (by this run,
+// or by another that lists it, held says whether it still keeps it): recorded when it
+// is missing, or there and another run's; one there that is not is the user's. make
+// says whether to make it (a directory found made is no error).
+func (pp *parentPlan) dir(p string, held bool) (mk bool) {
+	pp.known[p] = true
+	if _, err := os.Lstat(p); err == nil && !held {
+		return false
+	}
+	pp.dirs = append(pp.dirs, p)
+	return true
+}
+
+// root is the run root the run directory is in; id is the run's id.
+func (rd *runDir) root() string { return filepath.Dir(rd.path) }
+func (rd *runDir) id() string   { return filepath.Base(rd.path) }
+
+// lockPlaceholders takes the run root's placeholder lock (paths.Root.PlaceholderLock),
+// waiting for the run that holds it: a run decides which placeholders it makes or
+// adopts, and records them, under it; a run (or gc) decides which it removes, and
+// removes them, under it. So a run that adopts a placeholder before another's removal
+// keeps it, and one that comes after finds it gone and makes its own. unlock releases it.
+func lockPlaceholders(root string) (unlock func(), err error) {
+	f, err := os.OpenFile(paths.Root(root).PlaceholderLock(), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the placeholder lock: %w", err)
+	}
+	if err := linux.Lock(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("taking the placeholder lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// listing is how the other owner records under a run root list a placeholder path:
+// held says a run that has not let go of its placeholders (releasedMark) lists it, so
+// the placeholder stays for that run; content is what the placeholder file holds.
+type listing struct {
+	content string
+	held    bool
+	parent  bool // listed only as a directory made to hold placeholders (runOwner.Parents)
+}
+
+// otherPlaceholders are the placeholders the owner records under root list (Created
+// and Adopted), but self's. dead says whether the records of runs whose cordon is gone
+// count: they do for deciding (gc has not removed their placeholders yet), not for
+// removing (only a live run keeps one alive). Called with the placeholder lock held.
+func otherPlaceholders(root, self string, dead bool) map[string]listing {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	listed := map[string]listing{}
+	for _, e := range entries {
+		if e.Name() == self || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		o, err := readOwner(dir)
+		if err != nil || !dead && !o.Alive() {
+			continue
+		}
+		_, err = os.Lstat(filepath.Join(dir, releasedMark))
+		held := errors.Is(err, fs.ErrNotExist)
+		for _, p := range slices.Concat(o.Created, o.Adopted) {
+			listed[p] = listing{content: o.Contents[p], held: held || listed[p].held}
+		}
+		for _, p := range o.Parents {
+			l, ok := listed[p]
+			listed[p] = listing{held: held || l.held, parent: !ok || l.parent}
+		}
+	}
+	return listed
 }
 
 // remove deletes the placeholders it made (only while they are still empty) and the
@@ -243,8 +425,8 @@ func (rd *runDir) remove() error {
 	return errors.Join(err, rd.removeDir())
 }
 
-// release removes all of the run but its owner record: the placeholders it made
-// (removePlaceholders), what a backend mounted in the directory and what the directory
+// release removes all of the run but its owner record (and releasedMark): the
+// placeholders it made or adopted that no other live run lists (removePlaceholders), what a backend mounted in the directory and what the directory
 // holds. keep says the directory must stay (a mount in it could not be detached), and
 // its owner record with it, for gc.
 func (rd *runDir) release() (keep bool, err error) {
@@ -260,8 +442,8 @@ func (rd *runDir) release() (keep bool, err error) {
 		errs = append(errs, fmt.Errorf("removing run directory: %w", err))
 	}
 	for _, e := range entries {
-		if e.Name() == ownerRecord {
-			continue
+		if e.Name() == ownerRecord || e.Name() == releasedMark {
+			continue // both go last (removeDir): the run is live until its record is gone
 		}
 		if err := os.RemoveAll(filepath.Join(rd.path, e.Name())); err != nil {
 			errs = append(errs, fmt.Errorf("removing run directory: %w", err))
@@ -270,32 +452,90 @@ func (rd *runDir) release() (keep bool, err error) {
 	return false, errors.Join(errs...)
 }
 
-// removePlaceholders deletes the placeholders it made, newest first, each only while
-// it is still empty (removeIfEmpty). The owner record still names them: a cordon that
-// dies meanwhile leaves them to gc.
+// removePlaceholders deletes the placeholders it made or adopted that no other live
+// run lists, newest first, each only while it is still empty (removeIfEmpty), then
+// their parents it recorded (runOwner.Parents) that are empty, and
+// leaves releasedMark: all of it under the placeholder lock (lockPlaceholders). A
+// placeholder another live run lists stays for that run's mask: unlinking it would
+// detach that mask in the other run's sandbox, and the last run to end removes it. The
+// owner record still names them: a cordon that dies meanwhile leaves them to gc.
 func (rd *runDir) removePlaceholders() error {
 	made := rd.owner.Created[:len(rd.owner.Created)-rd.unmade]
-	ps := make([]linux.Placeholder, len(made))
-	for i, p := range made {
-		ps[len(made)-1-i] = linux.Placeholder{Path: p, Content: rd.owner.Contents[p]}
+	dirs := rd.owner.Parents[:len(rd.owner.Parents)-rd.parentsUnmade]
+	if len(made)+len(rd.owner.Adopted)+len(dirs) == 0 {
+		return rd.markReleased() // no other run cares: no lock
 	}
+	unlock, err := lockPlaceholders(rd.root())
+	if err != nil {
+		return fmt.Errorf("placeholders left in place: %w", err)
+	}
+	defer unlock()
+	others := otherPlaceholders(rd.root(), rd.id(), false)
+	var ps []linux.Placeholder
+	for _, list := range [][]string{made, rd.owner.Adopted} {
+		for _, p := range list {
+			if !others[p].held {
+				ps = append(ps, linux.Placeholder{Path: p, Content: rd.owner.Contents[p]})
+			}
+		}
+	}
+	slices.Reverse(ps)
 	var errs []error
+	// Let go before the lock is released: a run that decides after this one must not
+	// take these for placeholders this run keeps alive.
+	if err := rd.markReleased(); err != nil {
+		errs = append(errs, err)
+	}
 	for i, err := range linux.RemovePlaceholders(ps) {
 		if err != nil {
 			errs = append(errs, placeholderErr(ps[i].Path, err))
+		}
+	}
+	// Then the parents, newest first: one that holds anything else now (the sandbox's
+	// files, the user's) is simply kept.
+	ps = ps[:0]
+	for _, d := range slices.Backward(dirs) {
+		if !others[d].held {
+			ps = append(ps, linux.Placeholder{Path: d, Dir: true})
+		}
+	}
+	for i, err := range linux.RemovePlaceholders(ps) {
+		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) {
+			errs = append(errs, fmt.Errorf("removing the parent directory %s of a placeholder: %w", ps[i].Path, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // removeDir deletes the owner record, then the directory: once release has returned,
-// these are all that is left (what release could not remove goes now, or stays).
+// these are all that is left (what release could not remove goes now, or stays). The
+// directory is renamed ID.removing (removingSuffix) before it is emptied, so that a
+// cordon killed at any point leaves gc something it knows to take (ownerless): a
+// directory with releasedMark and no record, or one so named.
 func (rd *runDir) removeDir() error {
 	if err := os.Remove(filepath.Join(rd.path, ownerRecord)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing run owner: %w", err)
 	}
-	if err := os.RemoveAll(rd.path); err != nil {
+	dir := rd.path
+	if !strings.HasSuffix(dir, removingSuffix) {
+		if err := os.Rename(dir, dir+removingSuffix); err == nil {
+			dir += removingSuffix
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing run directory: %w", err)
+	}
+	return nil
+}
+
+// removingSuffix names a run directory being removed (removeDir): its record is gone,
+// and so is all it held that mattered.
+const removingSuffix = ".removing"
+
+// markReleased leaves releasedMark in the run directory.
+func (rd *runDir) markReleased() error {
+	if err := os.WriteFile(filepath.Join(rd.path, releasedMark), nil, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("marking the placeholders released: %w", err)
 	}
 	return nil
 }

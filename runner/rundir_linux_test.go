@@ -252,8 +252,8 @@ func TestReleaseKeepsTheOwnerRecord(t *testing.T) {
 		t.Fatalf("release: keep %v, %v", keep, err)
 	}
 	entries, _ := os.ReadDir(rd.path)
-	if len(entries) != 1 || entries[0].Name() != ownerRecord {
-		t.Errorf("after release the run directory holds %v, want the owner record alone", entries)
+	if len(entries) != 2 || entries[0].Name() != ownerRecord || entries[1].Name() != releasedMark {
+		t.Errorf("after release the run directory holds %v, want the owner record and the released mark alone", entries)
 	}
 	if _, err := os.Lstat(p); !os.IsNotExist(err) {
 		t.Errorf("placeholder left: %v", err)

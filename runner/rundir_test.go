@@ -242,3 +242,247 @@ func TestStartGCCleansDeadRunsFirst(t *testing.T) {
 		t.Errorf("the dead session's record is left: %v", err)
 	}
 }
+
+// sharedRuns makes n run directories under one run root, each with the placeholders
+// plan asks for, in order: the first makes them, the others adopt them.
+func sharedRuns(t *testing.T, root string, plan *contract.Plan, n int) []*runDir {
+	t.Helper()
+	var rds []*runDir
+	for i := range n {
+		rd, _, err := makeRunDir(root, "run-"+string(rune('a'+i)), "", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rd.placeholders(plan, nil); err != nil {
+			t.Fatal(err)
+		}
+		rds = append(rds, rd)
+	}
+	return rds
+}
+
+// A second run in a workspace adopts the first's placeholders (its mask rests on them:
+// unlinking one detaches the mask): the first leaves them when it ends, the second,
+// the last that lists them, removes them.
+func TestSharedPlaceholderOutlivesTheRunThatMadeIt(t *testing.T) {
+	ws := t.TempDir()
+	env, git := filepath.Join(ws, ".env"), filepath.Join(ws, ".git")
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: git, Create: contract.PlaceholderDir},
+		{Path: env, Create: contract.PlaceholderFile, Content: "# cordon\n"},
+	}}
+	rds := sharedRuns(t, filepath.Join(t.TempDir(), "runs"), plan, 2)
+	a, b := rds[0], rds[1]
+	if len(b.owner.Created) != 0 || !slices.Equal(b.owner.Adopted, []string{git, env}) || b.owner.Contents[env] != "# cordon\n" {
+		t.Fatalf("the second run's record: created %v, adopted %v, contents %v", b.owner.Created, b.owner.Adopted, b.owner.Contents)
+	}
+	if err := a.remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{git, env} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("the first run removed %s, which the second, still running, mounts over", p)
+		}
+	}
+	if err := b.remove(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{git, env} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the last run left %s", p)
+		}
+	}
+}
+
+// Two runs sharing placeholders that end at once: each releases while the other's
+// record is still there, and the second to take the lock must not take the first,
+// which has let go, for one keeping them.
+func TestSharedPlaceholderGoesWithTheLastRelease(t *testing.T) {
+	ws := t.TempDir()
+	env := filepath.Join(ws, ".env")
+	plan := &contract.Plan{Mounts: []contract.Mount{{Path: env, Create: contract.PlaceholderFile}}}
+	rds := sharedRuns(t, filepath.Join(t.TempDir(), "runs"), plan, 2)
+	for _, rd := range rds {
+		if _, err := rd.release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Lstat(env); err == nil {
+		t.Error("both runs released and the placeholder is left")
+	}
+	// A third run, deciding before the released ones' records are gone, makes its own.
+	c, _, err := makeRunDir(filepath.Dir(rds[0].path), "run-c", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.placeholders(plan, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.owner.Created, []string{env}) || len(c.owner.Adopted) != 0 {
+		t.Errorf("a run after two released ones: created %v, adopted %v", c.owner.Created, c.owner.Adopted)
+	}
+	if _, err := os.Lstat(env); err != nil {
+		t.Errorf("placeholder not made: %v", err)
+	}
+}
+
+// gc removes a dead run's placeholders but those a live run adopted; a run that
+// compiled while another's placeholder was there (no placeholder asked for) and
+// decides once it is gone makes its own.
+func TestGCLeavesAdoptedPlaceholders(t *testing.T) {
+	ws := t.TempDir()
+	env, vscode := filepath.Join(ws, ".env"), filepath.Join(ws, ".vscode")
+	root := filepath.Join(t.TempDir(), "runs")
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: env, Create: contract.PlaceholderFile},
+		{Path: vscode, Create: contract.PlaceholderDir},
+	}}
+	dead := sharedRuns(t, root, plan, 1)[0]
+	dead.owner.PID, dead.owner.Start = 1<<22+1, 42 // no such process
+	if err := dead.save(); err != nil {
+		t.Fatal(err)
+	}
+	// The live run compiled with .vscode present: it asks for no placeholder there.
+	live, _, err := makeRunDir(root, "run-live", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.placeholders(&contract.Plan{Mounts: []contract.Mount{{Path: vscode, Dir: true}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(live.owner.Adopted, []string{vscode}) {
+		t.Fatalf("the live run adopted %v, want [%s]", live.owner.Adopted, vscode)
+	}
+	if _, err := GC(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(vscode); err != nil {
+		t.Error("gc removed the placeholder a live run mounts over")
+	}
+	if _, err := os.Lstat(env); err == nil {
+		t.Error("gc left the dead run's placeholder no one lists")
+	}
+	if !Placeholder(root, vscode) {
+		t.Error("an adopted placeholder is not taken for one")
+	}
+	if err := live.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(vscode); err == nil {
+		t.Error("the last run left the placeholder it adopted")
+	}
+}
+
+// A file at a placeholder path that no run recorded is the user's: mounted over as it
+// is, never adopted, never removed.
+func TestUsersFileIsNotAdopted(t *testing.T) {
+	ws := t.TempDir()
+	env := filepath.Join(ws, ".env")
+	if err := os.WriteFile(env, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rd := sharedRuns(t, filepath.Join(t.TempDir(), "runs"), &contract.Plan{Mounts: []contract.Mount{{Path: env, Create: contract.PlaceholderFile}}}, 1)[0]
+	if len(rd.owner.Created)+len(rd.owner.Adopted) != 0 {
+		t.Errorf("the user's file was recorded: created %v, adopted %v", rd.owner.Created, rd.owner.Adopted)
+	}
+	if err := rd.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(env); err != nil {
+		t.Error("the user's empty file was removed")
+	}
+}
+
+// A run directory without an owner record is one being created (left alone) unless a
+// cordon left it: killed in its teardown after the record went (releasedMark, or
+// renamed for removal), or before it wrote the record (older than ownerlessGrace).
+func TestGCTakesOwnerlessRunDirectoriesACordonLeft(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "runs")
+	mk := func(id string) string {
+		rd, _, err := makeRunDir(root, id, "", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd.path
+	}
+	creating := mk("20261206T100000Z-000001")
+	old := mk("20261206T100000Z-000002")
+	released := mk("20261206T100000Z-000003")
+	removing := mk("20261206T100000Z-000004")
+	past := time.Now().Add(-2 * ownerlessGrace)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(released, releasedMark), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(removing, removing+removingSuffix); err != nil {
+		t.Fatal(err)
+	}
+	sessions := paths.Root(root).Sessions()
+	if err := os.Mkdir(sessions, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(sessions, past, past); err != nil {
+		t.Fatal(err)
+	}
+	cleaned, err := GC(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(cleaned)
+	if want := []string{filepath.Base(old), filepath.Base(released), filepath.Base(removing)}; !slices.Equal(cleaned, want) {
+		t.Errorf("gc cleaned %v, want %v", cleaned, want)
+	}
+	for _, p := range []string{old, released, removing, removing + removingSuffix} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("gc left %s", p)
+		}
+	}
+	for _, p := range []string{creating, sessions} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("gc removed %s: %v", p, err)
+		}
+	}
+}
+
+// The missing parents of a placeholder are recorded before they are made and removed
+// after it, newest first, while empty; one that holds anything else stays, quietly. A
+// run that adopts the placeholder keeps its parents too, and the last run removes them.
+func TestPlaceholderParentsAreRemoved(t *testing.T) {
+	ws := t.TempDir()
+	a, ab := filepath.Join(ws, "a"), filepath.Join(ws, "a", "b")
+	secret, other := filepath.Join(ab, "secret"), filepath.Join(ws, "c", "d", "secret")
+	plan := &contract.Plan{Mounts: []contract.Mount{
+		{Path: secret, Create: contract.PlaceholderFile},
+		{Path: other, Create: contract.PlaceholderFile},
+	}}
+	rds := sharedRuns(t, filepath.Join(t.TempDir(), "runs"), plan, 2)
+	first, second := rds[0], rds[1]
+	c, cd := filepath.Join(ws, "c"), filepath.Join(ws, "c", "d")
+	if want := []string{a, ab, c, cd}; !slices.Equal(first.owner.Parents, want) || !slices.Equal(second.owner.Parents, want) {
+		t.Fatalf("parents recorded: %v and %v, want %v", first.owner.Parents, second.owner.Parents, want)
+	}
+	if err := first.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(secret); err != nil {
+		t.Fatal("the first run removed a placeholder the second mounts over")
+	}
+	// The sandbox wrote beside the placeholder: c stays, with what it holds.
+	kept := filepath.Join(c, "kept")
+	if err := os.WriteFile(kept, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.remove(); err != nil {
+		t.Fatalf("a parent that is not empty is no error: %v", err)
+	}
+	for _, p := range []string{secret, ab, a, other, cd} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the last run left %s", p)
+		}
+	}
+	if _, err := os.Lstat(kept); err != nil {
+		t.Errorf("the sandbox's file beside the placeholder is gone: %v", err)
+	}
+}

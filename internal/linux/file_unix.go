@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -52,4 +53,27 @@ func Pollable(f *os.File) *os.File {
 	}
 	f.Close()
 	return os.NewFile(uintptr(nfd), f.Name())
+}
+
+// TryLock takes an exclusive flock(2) on f without waiting: false when another open
+// file holds it. Closing f releases it.
+func TryLock(f *os.File) (bool, error) {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return false, nil
+	}
+	return false, err
+}
+
+// Lock takes an exclusive flock(2) on f, waiting for any other open file that holds
+// it. Closing f releases it.
+func Lock(f *os.File) error {
+	for {
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }

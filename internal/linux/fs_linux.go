@@ -1,11 +1,6 @@
 package linux
 
-import (
-	"errors"
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // FilesystemType is the type of the file system path is on (statfs f_type, a magic
 // number such as TMPFS_MAGIC). f_type's Go type differs by architecture; the magic
@@ -30,19 +25,6 @@ const BPFFSMagic = uint32(unix.BPF_FS_MAGIC)
 // readable by root only.
 func MountBPFFS(target string) error {
 	return unix.Mount("bpf", target, "bpf", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700")
-}
-
-// TryLock takes an exclusive flock(2) on f without waiting: false when another open
-// file holds it. Closing f releases it.
-func TryLock(f *os.File) (bool, error) {
-	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.EWOULDBLOCK):
-		return false, nil
-	}
-	return false, err
 }
 
 // kernelFilesystems are the kernel's own file systems (statfs f_type), by name: their

@@ -23,6 +23,3 @@ func OpenDirNoLinks(p string) (*os.File, error) { return nil, errNoTree }
 
 // FDPath is unimplemented on this GOOS.
 func FDPath(f *os.File) string { return "" }
-
-// TryLock is unimplemented on this GOOS: it never takes the lock.
-func TryLock(f *os.File) (bool, error) { return false, errNoTree }

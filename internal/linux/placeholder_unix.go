@@ -15,6 +15,9 @@ type Placeholder struct {
 	Path    string
 	Dir     bool
 	Content string
+	// Parent makes Path a directory made to hold placeholders, 0755 less the umask as
+	// the parents made on the way are, rather than a placeholder directory (0700).
+	Parent bool
 }
 
 // MakePlaceholder creates the directory p, or the file p holding content, and its
@@ -38,7 +41,7 @@ func MakePlaceholders(ps []Placeholder) (made int, err error) {
 		if err != nil {
 			return made, err
 		}
-		if err := makeAt(pfd, filepath.Base(p.Path), p.Dir, p.Content); err != nil {
+		if err := makeAt(pfd, filepath.Base(p.Path), p.Dir || p.Parent, p.Parent, p.Content); err != nil {
 			return made, err
 		}
 		made++
@@ -46,9 +49,13 @@ func MakePlaceholders(ps []Placeholder) (made int, err error) {
 	return made, nil
 }
 
-// makeAt creates the placeholder name in the directory pfd.
-func makeAt(pfd int, name string, dir bool, content string) error {
-	if dir {
+// makeAt creates the placeholder name in the directory pfd (a parent: see
+// Placeholder.Parent).
+func makeAt(pfd int, name string, dir, parent bool, content string) error {
+	switch {
+	case parent:
+		return unix.Mkdirat(pfd, name, 0o755)
+	case dir:
 		return unix.Mkdirat(pfd, name, 0o700)
 	}
 	mode := uint32(0o600)

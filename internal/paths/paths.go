@@ -145,6 +145,11 @@ func (r Root) String() string { return string(r) }
 // Run is run id's private directory.
 func (r Root) Run(id string) string { return filepath.Join(string(r), id) }
 
+// PlaceholderLock is the file runs flock while they decide which placeholders they
+// make or adopt, and while they decide which they remove (package runner's
+// lockPlaceholders): a removal and an adoption never interleave.
+func (r Root) PlaceholderLock() string { return filepath.Join(string(r), "placeholders.lock") }
+
 // Sessions is where session supervisors publish their sockets, records and logs.
 func (r Root) Sessions() string { return filepath.Join(string(r), "sessions") }
 

@@ -1,0 +1,353 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// Attacks on the placeholders cordon makes in the host workspace for denied paths that
+// do not exist, and on what a run leaves behind: the workspace is hostile.
+
+// startRun starts `cordon run -- sh -c script` in the background; the test's cleanup
+// kills it if it is still running.
+func (w *world) startRun(script string) *exec.Cmd {
+	w.t.Helper()
+	cmd := exec.Command(testutil.Cordon(w.t), "run", "--", "sh", "-c", script)
+	cmd.Dir, cmd.Env = w.ws, w.env
+	var errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &errb, &errb
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if errb.Len() > 0 {
+			w.t.Logf("cordon run %q: %s", script, errb.String())
+		}
+	})
+	return cmd
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// TestSharedWorkspaceMaskOutlivesFirstRun: two runs share a workspace. The second finds
+// the first's placeholder for .envrc in place and makes none; the first ends and
+// removes it. Unlinking a mount point on the host detaches the mounts on it in every
+// other mount namespace (Linux 3.18+), so the second sandbox's read-only mask over
+// .envrc must not rest on a placeholder another run removes: the second sandbox must
+// still be unable to create .envrc (direnv runs it on the host).
+func TestSharedWorkspaceMaskOutlivesFirstRun(t *testing.T) {
+	testSharedWorkspaceMask(t, func(w *world, a *exec.Cmd) {
+		mustWrite(t, filepath.Join(w.ws, "end-a"), "")
+		if err := a.Wait(); err != nil {
+			t.Fatalf("the first run: %v", err)
+		}
+	})
+}
+
+// TestSharedWorkspaceMaskOutlivesGC: as TestSharedWorkspaceMaskOutlivesFirstRun, but
+// the first run's cordon is killed and `cordon gc` removes what it left, the
+// placeholder the second run's mask rests on among it.
+func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
+	testSharedWorkspaceMask(t, func(w *world, a *exec.Cmd) {
+		a.Process.Signal(syscall.SIGKILL)
+		a.Wait()
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Fatalf("gc: %v", r)
+		}
+	})
+}
+
+// testSharedWorkspaceMask starts a first run and, once its placeholders are made, a
+// second one in the same workspace; end ends the first; then the second sandbox tries
+// to write .envrc.
+func testSharedWorkspaceMask(t *testing.T, end func(w *world, a *exec.Cmd)) {
+	w := newWorld(t)
+	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
+		t.Skip("no git:", err)
+	}
+	envrc := filepath.Join(w.ws, ".envrc")
+	// The first run lives until the test creates end-a (or kills it).
+	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
+	waitFor(t, time.Minute, "the first run's placeholder for .envrc", func() bool { return exists(envrc) })
+	// The second run: once the first has ended (a-done), try to write .envrc.
+	out := filepath.Join(t.TempDir(), "b.out")
+	b := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
+		"touch b-ready; while [ ! -e a-done ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
+	b.Dir, b.Env = w.ws, w.env
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b.Stdout, b.Stderr = f, f
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if b.ProcessState == nil {
+			b.Process.Kill()
+			b.Wait()
+		}
+	}()
+	waitFor(t, time.Minute, "the second run's command", func() bool { return exists(filepath.Join(w.ws, "b-ready")) })
+	end(w, a)
+	mustWrite(t, filepath.Join(w.ws, "a-done"), "")
+	b.Wait()
+	got, _ := os.ReadFile(out)
+	if data, err := os.ReadFile(envrc); err == nil && len(data) > 0 {
+		t.Fatalf("the second sandbox wrote .envrc on the host once the first run's placeholder was removed: %q\n%s", data, got)
+	}
+	if strings.Contains(string(got), "write=0") {
+		t.Fatalf("the second sandbox could write .envrc: %s", got)
+	}
+}
+
+// TestNestedDenyLeavesNoParents: a denied path whose parent directories do not exist
+// gets a placeholder, and its missing parents are created for it; after the run
+// nothing cordon created may be left in the workspace, parents included.
+func TestNestedDenyLeavesNoParents(t *testing.T) {
+	w := newWorld(t)
+	w.contract("version: 1\nfilesystem:\n  deny_read: [a/b/secret]\n")
+	if r := w.sh("cat a/b/secret 2>/dev/null; echo x > a/b/secret; echo write=$?"); r.code != 0 || strings.Contains(r.stdout, "write=0") {
+		t.Fatalf("run: %v", r)
+	}
+	if exists(filepath.Join(w.ws, "a")) {
+		t.Errorf("the run left %s (made for the placeholder a/b/secret) in the workspace", filepath.Join(w.ws, "a"))
+	}
+}
+
+// TestPlaceholderParentSwappedForLink: while cordon makes the placeholders of a denied
+// path below a directory, a racer keeps swapping that directory for a symbolic link
+// to a directory outside the workspace. Nothing may ever be created outside, and no
+// sandbox that starts may write a denied path (a mask missing or misplaced).
+func TestPlaceholderParentSwappedForLink(t *testing.T) {
+	w := newWorld(t)
+	outside := t.TempDir()
+	w.contract("version: 1\nfilesystem:\n  deny_read: [d/s1, d/s2, d/s3, d/e/s4]\n")
+	d := filepath.Join(w.ws, "d")
+	mustMkdir(t, d)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		real := filepath.Join(w.ws, "d.real")
+		for !stop.Load() {
+			if os.Rename(d, real) == nil {
+				_ = os.Symlink(outside, d)
+				_ = os.Remove(d)
+				_ = os.Rename(real, d)
+			}
+		}
+	}()
+	ran := 0
+	for i := 0; i < 20; i++ {
+		r := w.sh("for p in d/s1 d/s2 d/s3 d/e/s4; do echo x > $p 2>/dev/null && echo WROTE $p; done; true")
+		if strings.Contains(r.stdout, "WROTE") {
+			t.Errorf("run %d: the sandbox wrote a denied path: %s", i, r.stdout)
+		}
+		if r.code == 0 {
+			ran++
+		} else {
+			t.Logf("run %d: %s", i, strings.TrimSpace(r.stderr))
+		}
+	}
+	t.Logf("%d of 20 runs ran", ran)
+	stop.Store(true)
+	wg.Wait()
+	if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("cordon created %v outside the workspace, through a link planted for d", names)
+	}
+	// Placeholders may be left in d (or in d.real, when cordon's mkdir of a missing d
+	// beat the racer's rename back): removal by name refused the link, or found another
+	// directory at d. Empty entries in a directory the racer moves are ones it could
+	// make itself; only what lands outside counts.
+}
+
+// TestKilledInTeardownThenGC: cordon is killed (SIGKILL) at some point of its
+// teardown, as the placeholders are released beside the log's seal. `cordon gc` must
+// then leave no placeholder in the workspace and no run directory, and the log must
+// verify (sealed by cordon, or by gc). A kill between the owner record's removal and
+// the directory's leaves a directory gc takes for one being created, for ever: within
+// ten rounds of each moment it happens.
+func TestKilledInTeardownThenGC(t *testing.T) {
+	w := newWorld(t)
+	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
+		t.Skip("no git:", err)
+	}
+	envrc := filepath.Join(w.ws, ".envrc")
+	// Each round kills cordon at one moment of its end: as soon as the command is told
+	// to end, once the first placeholder is gone (release under way, the owner record
+	// still there), once the run directory's mask file is gone.
+	maskGone := func() bool {
+		m, _ := filepath.Glob(filepath.Join(w.runRoot, "2*", "mask-file"))
+		return len(m) == 0
+	}
+	moments := []struct {
+		name string
+		now  func() bool
+	}{
+		{"at once", func() bool { return true }},
+		{"a placeholder gone", func() bool { return !exists(envrc) }},
+		{"the mask file gone", maskGone},
+	}
+	rounds := 10
+	if n, err := strconv.Atoi(os.Getenv("CORDON_KILL_ROUNDS")); err == nil && n > 0 {
+		rounds = n // more of each moment, to look for a rarer interleaving
+	}
+	for i := range len(moments) * rounds {
+		m := moments[i%len(moments)]
+		_ = os.Remove(filepath.Join(w.ws, "end"))
+		cmd := w.startRun("while [ ! -e end ]; do sleep 0.01; done")
+		waitFor(t, time.Minute, "the placeholders", func() bool { return exists(envrc) && !maskGone() })
+		mustWrite(t, filepath.Join(w.ws, "end"), "")
+		for !m.now() {
+		}
+		killed := cmd.Process.Signal(syscall.SIGKILL) == nil
+		err := cmd.Wait()
+		t.Logf("round %d (%s): signalled %v, cordon: %v", i, m.name, killed, err)
+		delay := m.name
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Fatalf("round %d (killed %s): gc: %v", i, m.name, r)
+		}
+		if r := w.cordon("", "audit", "verify", "last"); r.code != 0 || !strings.Contains(r.stdout, "intact and sealed") {
+			t.Fatalf("round %d (killed %s): the log, sealed by cordon or by gc, does not verify: %v", i, m.name, r)
+		}
+		entries, _ := os.ReadDir(w.ws)
+		var left []string
+		for _, e := range entries {
+			if n := e.Name(); n != ".git" && n != "end" {
+				left = append(left, n)
+			}
+		}
+		if len(left) > 0 {
+			t.Fatalf("round %d (killed %s): gc left %v in the workspace", i, delay, left)
+		}
+		runs, _ := os.ReadDir(w.runRoot)
+		for _, e := range runs {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "20") {
+				sub, _ := os.ReadDir(filepath.Join(w.runRoot, e.Name()))
+				var names []string
+				for _, s := range sub {
+					names = append(names, s.Name())
+				}
+				t.Fatalf("round %d (killed %s): gc left the run directory %s holding %v (an empty one without its owner record is taken for one being created, and left for ever)", i, m.name, e.Name(), names)
+			}
+		}
+	}
+}
+
+// TestPlaceholderRemovalThroughSwappedParent: the sandbox moves away the directory
+// that holds its placeholders (a directory holding mount points may be renamed) and
+// plants in its place a link to a host directory holding empty entries of the same
+// names, a user's (by the sandbox itself, or by that of a second run in the workspace
+// whose contract does not pin d). Teardown removes placeholders by name: it must follow no link, and
+// leave the user's empty file and directory where they are.
+func TestPlaceholderRemovalThroughSwappedParent(t *testing.T) {
+	w := newWorld(t)
+	victim := t.TempDir()
+	mustWrite(t, filepath.Join(victim, "s1"), "")
+	mustMkdir(t, filepath.Join(victim, "s2"))
+	w.contract("version: 1\nfilesystem:\n  deny_read: [d/s1, d/s2/]\n")
+	mustMkdir(t, filepath.Join(w.ws, "d"))
+	// d is pinned (mounted on itself, so the rename fails with EBUSY) today; should it
+	// not be, teardown must still not follow the link.
+	r := w.sh("mv d d.moved 2>&1 && ln -s " + victim + " d && echo swapped; true")
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	t.Logf("the sandbox: %s", strings.TrimSpace(r.stdout))
+	for _, n := range []string{"s1", "s2"} {
+		if !exists(filepath.Join(victim, n)) {
+			t.Errorf("teardown removed %s, outside the workspace, through the link d", filepath.Join(victim, n))
+		}
+	}
+}
+
+// TestPlaceholderRemovalThroughParentSwappedByOtherRun: the first run denies d/s1 and
+// d/s2, which do not exist (placeholders); a second run in the same workspace, whose
+// contract pins nothing in d, moves d away and plants a link to a host directory
+// holding a user's empty s1 and s2. The first run's teardown must follow no link.
+func TestPlaceholderRemovalThroughParentSwappedByOtherRun(t *testing.T) {
+	w := newWorld(t)
+	victim := t.TempDir()
+	mustWrite(t, filepath.Join(victim, "s1"), "")
+	mustMkdir(t, filepath.Join(victim, "s2"))
+	w.contract("version: 1\nfilesystem:\n  deny_read: [d/s1, d/s2/]\n")
+	mustMkdir(t, filepath.Join(w.ws, "d"))
+	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
+	waitFor(t, time.Minute, "the first run's placeholders", func() bool { return exists(filepath.Join(w.ws, "d", "s1")) })
+	other := filepath.Join(t.TempDir(), "b.yaml")
+	mustWrite(t, other, "version: 1\nworkspace: "+w.ws+"\n")
+	r := w.cordon("", "run", "-c", other, "--", "sh", "-c", "mv d d.moved 2>&1 && ln -s "+victim+" d && echo swapped; true")
+	t.Logf("the second run: %v", r)
+	mustWrite(t, filepath.Join(w.ws, "end-a"), "")
+	a.Wait()
+	for _, n := range []string{"s1", "s2"} {
+		if !exists(filepath.Join(victim, n)) {
+			t.Errorf("teardown removed %s, outside the workspace, through the link d", filepath.Join(victim, n))
+		}
+	}
+	if !strings.Contains(r.stdout, "swapped") {
+		t.Logf("the second sandbox could not swap d: the attack did not get as far as teardown")
+	}
+}
+
+// TestConcurrentStartsKeepMasks: runs started at once in one workspace each find some
+// of the others' placeholders in place and make none for them; whichever ends first
+// removes its own, under the others' masks. No sandbox may write .envrc, and (one
+// workspace shared by runs is not refused, the docs say) every run must start.
+func TestConcurrentStartsKeepMasks(t *testing.T) {
+	w := newWorld(t)
+	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
+		t.Skip("no git:", err)
+	}
+	testutil.Cordon(t) // built before the runs race
+	const rounds, runs = 3, 4
+	var wrote, refused []string
+	for round := 0; round < rounds; round++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := 0; i < runs; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := w.sh("echo x > .envrc 2>/dev/null && echo WROTE; true")
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case strings.Contains(r.stdout, "WROTE"):
+					wrote = append(wrote, r.String())
+				case r.code != 0:
+					refused = append(refused, strings.TrimSpace(r.stderr))
+				}
+			}()
+		}
+		wg.Wait()
+		_ = os.Remove(filepath.Join(w.ws, ".envrc"))
+	}
+	if len(wrote) > 0 {
+		t.Errorf("%d of %d sandboxes started at once wrote .envrc on the host:\n%s", len(wrote), rounds*runs, strings.Join(wrote, "\n"))
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d of %d runs started at once in one workspace were refused:\n%s", len(refused), rounds*runs, strings.Join(refused, "\n"))
+	}
+}
