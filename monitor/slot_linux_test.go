@@ -252,21 +252,7 @@ func TestSlotBound(t *testing.T) {
 	root := cleanRoot(t)
 	newHarness(t, hostProfile(), Options{})
 	p := pinnedSet(t, root)
-	self := owner.Self()
-	var forged []uint32
-	t.Cleanup(func() {
-		for _, n := range forged {
-			p.claims.Delete(n)
-		}
-	})
-	for n := uint32(0); n < maxSlots; n++ {
-		err := p.claims.Update(n, monitorClaim{OwnerPid: uint32(self.PID), OwnerStart: self.Start, Cgroup: 7}, ebpf.UpdateNoExist)
-		if err == nil {
-			forged = append(forged, n)
-		} else if !errors.Is(err, ebpf.ErrKeyExist) {
-			t.Fatalf("claiming slot %d: %v", n, err)
-		}
-	}
+	forged := forgeClaims(t, p, maxSlots)
 	cg, err := linux.NewCgroup(fmt.Sprintf("monitor-test-bound-%d", os.Getpid()), linux.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -286,8 +272,8 @@ func TestSlotBound(t *testing.T) {
 	if err := p.runs.Lookup(cg.ID, &r); !errors.Is(err, ebpf.ErrKeyNotExist) {
 		t.Errorf("the refused run is registered: %v", err)
 	}
-	p.claims.Delete(forged[len(forged)-1])
-	forged = forged[:len(forged)-1]
+	p.claims.Delete((*forged)[len(*forged)-1])
+	*forged = (*forged)[:len(*forged)-1]
 	m, err = Start(ctx, Options{CgroupID: cg.ID, Profile: hostProfile()})
 	if err != nil {
 		t.Fatalf("Start with a slot free: %v", err)
@@ -340,21 +326,7 @@ func TestSlotsPastKeptAreRemoved(t *testing.T) {
 	root := cleanRoot(t)
 	newHarness(t, hostProfile(), Options{})
 	p := pinnedSet(t, root)
-	self := owner.Self()
-	var forged []uint32
-	t.Cleanup(func() {
-		for _, n := range forged {
-			p.claims.Delete(n)
-		}
-	})
-	for n := uint32(0); n < keptSlots; n++ {
-		err := p.claims.Update(n, monitorClaim{OwnerPid: uint32(self.PID), OwnerStart: self.Start, Cgroup: 7}, ebpf.UpdateNoExist)
-		if err == nil {
-			forged = append(forged, n)
-		} else if !errors.Is(err, ebpf.ErrKeyExist) {
-			t.Fatalf("claiming slot %d: %v", n, err)
-		}
-	}
+	forged := forgeClaims(t, p, keptSlots)
 	cg, err := linux.NewCgroup(fmt.Sprintf("monitor-test-kept-%d", os.Getpid()), linux.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -391,9 +363,9 @@ func TestSlotsPastKeptAreRemoved(t *testing.T) {
 	}
 
 	// A kept slot keeps its maps: free one and run again.
-	p.claims.Delete(forged[0])
-	k := forged[0]
-	forged = forged[1:]
+	k := (*forged)[0]
+	p.claims.Delete(k)
+	*forged = (*forged)[1:]
 	m, err = Start(ctx, Options{CgroupID: cg.ID, Profile: hostProfile()})
 	if err != nil {
 		t.Fatal(err)
@@ -406,4 +378,26 @@ func TestSlotsPastKeptAreRemoved(t *testing.T) {
 	if err := p.rings.Lookup(k, &id); err != nil {
 		t.Errorf("kept slot %d lost its ring buffer at release: %v", k, err)
 	}
+}
+
+// forgeClaims claims, for this live process, every slot below n that is free, and
+// gives them up when the test ends (or when the caller deletes them from the list).
+func forgeClaims(t *testing.T, p *pinned, n uint32) *[]uint32 {
+	t.Helper()
+	self := owner.Self()
+	forged := new([]uint32)
+	t.Cleanup(func() {
+		for _, k := range *forged {
+			p.claims.Delete(k)
+		}
+	})
+	for k := uint32(0); k < n; k++ {
+		err := p.claims.Update(k, monitorClaim{OwnerPid: uint32(self.PID), OwnerStart: self.Start, Cgroup: 7}, ebpf.UpdateNoExist)
+		if err == nil {
+			*forged = append(*forged, k)
+		} else if !errors.Is(err, ebpf.ErrKeyExist) {
+			t.Fatalf("claiming slot %d: %v", k, err)
+		}
+	}
+	return forged
 }
