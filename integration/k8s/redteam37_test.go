@@ -537,10 +537,16 @@ func TestRedTeamSyncFailedPackPoisons(t *testing.T) {
 	// on a loaded machine the read may end before the loop sees it, and then no pack
 	// failed. The bookkeeping it aims at is TestRedTeamSyncFailedPartWayPoisons', in
 	// runner/kubernetes, deterministic; here the end state is checked either way.
+	// The loop writes v3, then cuts zzz.bin short. When the cut reached the host, the
+	// Pod's last a.txt is v3; when it did not (the loop did not see the read before
+	// the session stopped, and stopping kills it), the Pod's last a.txt is v2, or v3
+	// if the loop was killed between its two writes.
+	want := []string{"v3\n"}
 	if fi, err := os.Stat(filepath.Join(ws, "zzz.bin")); err != nil || fi.Size() != 1 {
 		t.Logf("zzz.bin on the host: %v: the attack's pack failure did not happen this time (the sidecar's read was not seen)", err)
+		want = append(want, "v2\n")
 	}
-	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "v3\n" {
-		t.Errorf("a.txt on the host after the session: %q %v, want the Pod's last version v3", b, err)
+	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || !slices.Contains(want, string(b)) {
+		t.Errorf("a.txt on the host after the session: %q %v, want the Pod's last version (one of %q)", b, err, want)
 	}
 }
