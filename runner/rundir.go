@@ -367,12 +367,33 @@ func lockPlaceholders(root string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the placeholder lock: %w", err)
 	}
-	if err := linux.Lock(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("taking the placeholder lock: %w", err)
+	// Waited for as the uid lease lock is (internal/uids): held for a few milliseconds,
+	// so a wait this long means a holder that does not run (a cordon suspended with ^Z).
+	deadline := time.Now().Add(placeholderLockWait)
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		ok, err := linux.TryLock(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("taking the placeholder lock: %w", err)
+		}
+		if ok {
+			return func() { f.Close() }, nil
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%w: waited %v for %s: another cordon holds it and does not let go (a suspended one? resume or kill it)",
+				errPlaceholderLock, placeholderLockWait, f.Name())
+		}
+		time.Sleep(wait)
 	}
-	return func() { f.Close() }, nil
 }
+
+// placeholderLockWait bounds the wait for the placeholder lock (a variable for tests).
+var placeholderLockWait = 30 * time.Second
+
+// errPlaceholderLock is the placeholder lock not had in time: a run does not start,
+// and a teardown leaves its placeholders, and the record naming them, to gc.
+var errPlaceholderLock = errdefs.Unavailablef("the placeholder lock is held")
 
 // listing is how the other owner records under a run root list a placeholder path:
 // held says a run that has not let go of its placeholders (releasedMark) lists it, so
@@ -430,7 +451,12 @@ func (rd *runDir) remove() error {
 // holds. keep says the directory must stay (a mount in it could not be detached), and
 // its owner record with it, for gc.
 func (rd *runDir) release() (keep bool, err error) {
-	errs := []error{rd.removePlaceholders()}
+	perr := rd.removePlaceholders()
+	if errors.Is(perr, errPlaceholderLock) {
+		// Nothing was removed: the record, which names them, stays for gc.
+		return true, perr
+	}
+	errs := []error{perr}
 	// What a container backend mounted there for its engine (a staged overlay, an
 	// idmapped workspace) is detached first: removing the directory must never reach
 	// through a mount into the workspace it shows. Left in place when one stays.

@@ -1,13 +1,16 @@
 package runner
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -266,5 +269,45 @@ func TestReleaseKeepsTheOwnerRecord(t *testing.T) {
 	}
 	if _, err := os.Lstat(rd.path); !os.IsNotExist(err) {
 		t.Errorf("run directory left: %v", err)
+	}
+}
+
+// TestPlaceholderLockWaitIsBounded: a cordon that holds the placeholder lock and does
+// not let go (suspended with ^Z) does not hang the others: a start is refused saying
+// so, and a teardown leaves its placeholders and the record naming them for gc.
+func TestPlaceholderLockWaitIsBounded(t *testing.T) {
+	root := t.TempDir()
+	held, err := lockPlaceholders(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held()
+	old := placeholderLockWait
+	placeholderLockWait = 50 * time.Millisecond
+	defer func() { placeholderLockWait = old }()
+	// A second descriptor of the same file is another holder for flock(2).
+	start := time.Now()
+	_, err = lockPlaceholders(root)
+	if !errors.Is(err, errPlaceholderLock) || !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("lock held elsewhere: %v; want errPlaceholderLock (unavailable)", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the wait took %v; want it bounded by placeholderLockWait", took)
+	}
+	ws := t.TempDir()
+	p := filepath.Join(ws, ".envrc")
+	rd := &runDir{path: filepath.Join(root, "20261206T000000Z-abcdef"), owner: runOwner{Created: []string{p}}}
+	if err := os.Mkdir(rd.path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keep, err := rd.release()
+	if !keep || !errors.Is(err, errPlaceholderLock) {
+		t.Errorf("release without the lock: keep %v, err %v; want the run directory kept for gc", keep, err)
+	}
+	if _, err := os.Lstat(p); err != nil {
+		t.Errorf("the placeholder was removed without the lock: %v", err)
 	}
 }

@@ -67,13 +67,3 @@ func TryLock(f *os.File) (bool, error) {
 	}
 	return false, err
 }
-
-// Lock takes an exclusive flock(2) on f, waiting for any other open file that holds
-// it. Closing f releases it.
-func Lock(f *os.File) error {
-	for {
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
