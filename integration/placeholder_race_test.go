@@ -76,9 +76,7 @@ func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
 // to write .envrc.
 func testSharedWorkspaceMask(t *testing.T, end func(w *world, a *exec.Cmd)) {
 	w := newWorld(t)
-	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
-		t.Skip("no git:", err)
-	}
+	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
 	// The first run lives until the test creates end-a (or kills it).
 	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
@@ -190,9 +188,7 @@ func TestPlaceholderParentSwappedForLink(t *testing.T) {
 // ten rounds of each moment it happens.
 func TestKilledInTeardownThenGC(t *testing.T) {
 	w := newWorld(t)
-	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
-		t.Skip("no git:", err)
-	}
+	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
 	// Each round kills cordon at one moment of its end: as soon as the command is told
 	// to end, once the first placeholder is gone (release under way, the owner record
@@ -317,9 +313,7 @@ func TestPlaceholderRemovalThroughParentSwappedByOtherRun(t *testing.T) {
 // workspace shared by runs is not refused, the docs say) every run must start.
 func TestConcurrentStartsKeepMasks(t *testing.T) {
 	w := newWorld(t)
-	if err := exec.Command("git", "init", "-q", w.ws).Run(); err != nil {
-		t.Skip("no git:", err)
-	}
+	hostGit(t, w.ws, "init", "-q")
 	testutil.Cordon(t) // built before the runs race
 	const rounds, runs = 3, 4
 	var wrote, refused []string
