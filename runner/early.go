@@ -71,6 +71,6 @@ func (r *run) attachMonitor(ctx context.Context) error {
 	if err := r.startMonitor(ctx); err != nil {
 		return err
 	}
-	r.undo.add("stopping the monitor", func(context.Context) error { return r.stopMonitor() })
+	r.undo.add("stopping the monitor", func(context.Context) error { return r.stopMonitor(r.o.Log) })
 	return nil
 }

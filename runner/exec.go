@@ -105,7 +105,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		// Drain the monitor while the command is still the current one, so that its
 		// last alerts are joined to it.
 		sp := trace.Begin("monitor.stop")
-		merr := r.stopMonitor()
+		merr := r.stopMonitor(r.o.Log)
 		sp.End()
 		if merr != nil {
 			r.o.Log.Warn("stopping the monitor", "err", merr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/cordonhq/cordon/contract"
@@ -93,15 +94,19 @@ func (s *monitorState) armKill(stop context.CancelCauseFunc) (disarm func()) {
 	}
 }
 
-// stopMonitor detaches the monitor after reading what is left in its ring buffer. It is
-// idempotent.
-func (s *monitorState) stopMonitor() error {
+// stopMonitor detaches the monitor after reading what is left in its ring buffer, and
+// writes its counters to log at debug level (the records dropped as the slot's earlier
+// holder's among them). It is idempotent.
+func (s *monitorState) stopMonitor(log *slog.Logger) error {
 	if s.mon == nil {
 		return nil
 	}
 	err := s.mon.Close()
 	st := s.mon.Stats()
 	s.mon, s.closed = nil, s.mon
+	log.Debug("monitor stopped", "events", st.Events, "lost", st.Lost, "filtered", st.Filtered,
+		"alerts", st.Alerts, "suppressed", st.Suppressed, "malformed", st.Malformed,
+		"unresolved", st.Unresolved, "foreign", st.Foreign)
 	if st.Lost > 0 {
 		err = errors.Join(err, fmt.Errorf("the monitor lost %d events (ring buffer full)", st.Lost))
 	}
