@@ -43,13 +43,21 @@
 // scripts/bench-egress.sh sets it beside a bare splice relay's. The socket a splice
 // writes to gets a 4 MiB send buffer when net.core.wmem_max allows it
 // (internal/linux.SpliceSendBuffer: fewer drains find it full, less proxy CPU per GB).
-// A BPF sockmap redirect (sk_skb stream verdict) loads on this project's kernel but moved
-// a loopback stream slower than splice in every A/B round measured, so tunnels stay on
-// splice. Descriptors move one way only, from the sandbox to cordon: the listener belongs
-// to the sandbox's namespace, so serving it gives the host nothing new to reach. The
-// upstream socket never leaves this process: handing it into the sandbox would put a
-// host-namespace socket in the sandbox's process 1, and a TCP socket can be disconnected
-// (connect with AF_UNSPEC) and reconnected anywhere from the host's namespace.
+// Tunnels stay on splice rather than a BPF sockmap redirect (sk_skb stream verdict on a
+// sockhash, tried twice, last for issue 39). It loads on this project's kernel, but: it
+// moved a CONNECT tunnel at 0.12-0.15 of direct where splice made 0.35-1.01 in the same
+// minutes (scripts/bench-egress.sh, a loaded 2-core machine), and 0.3-0.5x splice in
+// every loopback A/B round, with CPU left idle while the kernel's psock worker caught
+// up; the redirected skbs wait in the destination's psock queue, which nothing bounds
+// (an upstream pushed 1 GiB into it in 3 s while the client read nothing, none of it
+// counted as TCP memory), where splice holds at most a pipe and two socket buffers; and
+// bytes already queued on a socket when it joins the map are not relayed until more
+// arrive (never, with the window closed). Descriptors move one way only, from the
+// sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
+// gives the host nothing new to reach. The upstream socket never leaves this process:
+// handing it into the sandbox would put a host-namespace socket in the sandbox's process
+// 1, and a TCP socket can be disconnected (connect with AF_UNSPEC) and reconnected
+// anywhere from the host's namespace.
 //
 // Where the sandbox shares the host's network stack (seatbelt on macOS) there is no
 // listener to hand over: the proxy listens on a loopback TCP port that every local
