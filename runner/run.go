@@ -269,6 +269,7 @@ type run struct {
 	uid    runUID // the sandbox's host uid, and the lease of it
 	uidErr error  // why the run has no host uid for its sandbox: prepare refuses it
 	rd     *runDir
+	wsLock *wsLock // the run's hold on its workspace tree (lockWorkspace)
 	broker *creds.Broker
 	log    *audit.Writer
 	eg     *egressService
@@ -339,6 +340,10 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 	if err := checkKernelFilesystems(r.plan); err != nil {
+		return err
+	}
+	// The workspace is this run's until teardown has removed its placeholders.
+	if r.wsLock, err = lockWorkspace(r.o.RunRoot, r.plan.Workspace, r.o.Stage); err != nil {
 		return err
 	}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace, r.res.AuditDir, r.uid.host)
@@ -443,6 +448,8 @@ func (r *run) teardown(ctx context.Context, err error) error {
 		return nil
 	}
 	r.torn = true
+	// Very last: the workspace is let go once its placeholders are gone.
+	defer r.wsLock.release()
 	defer trace.Begin("teardown").End()
 	// Last of all: the kernel's part of closing the live watch (stopWatch) overlaps
 	// the rest of teardown; nothing of the run is left open once teardown returns.

@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/layer"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
@@ -267,6 +268,13 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	if o.Within != "" && !isWithin(rec.Workspace, o.Within) {
 		return res, errdefs.Invalidf("run %s's workspace is not in the workspace root it may land in", id)
 	}
+	// Nothing lands while a run or session works in the workspace tree: a direct
+	// one's masks are mounted on placeholders a landing could remove or replace.
+	wl, err := lockWorkspace(string(paths.RunRoot()), rec.Workspace, false)
+	if err != nil {
+		return res, err
+	}
+	defer wl.release()
 	upper := filepath.Join(dir, stageUpperName)
 	set, err := layer.Read(upper, rec.maxEntries())
 	if err != nil {

@@ -57,8 +57,14 @@ func Pollable(f *os.File) *os.File {
 
 // TryLock takes an exclusive flock(2) on f without waiting: false when another open
 // file holds it. Closing f releases it.
-func TryLock(f *os.File) (bool, error) {
-	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+func TryLock(f *os.File) (bool, error) { return tryFlock(f, unix.LOCK_EX) }
+
+// TryLockShared takes a shared flock(2) on f without waiting: false when another open
+// file holds it exclusively. Closing f releases it.
+func TryLockShared(f *os.File) (bool, error) { return tryFlock(f, unix.LOCK_SH) }
+
+func tryFlock(f *os.File, how int) (bool, error) {
+	err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
 	switch {
 	case err == nil:
 		return true, nil
