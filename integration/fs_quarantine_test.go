@@ -173,9 +173,9 @@ func TestContractBelowTheRootQuarantined(t *testing.T) {
 // TestRunInsideAWatchedWorkspaceRefused: a run whose workspace is inside a running
 // session's workspace would have its placeholders (an empty .git, cordon.yaml) taken
 // for a planted repository and contract by that session's live quarantine and renamed
-// from under its sandbox. It is refused before it makes any, naming the session; a
-// run in the session's own workspace, and one in the subdirectory after the session
-// has ended, run.
+// from under its sandbox. It is refused before it makes any, naming the session, as
+// is a run in the session's own workspace (one workspace tree, one live run:
+// lockWorkspace); one in the subdirectory after the session has ended runs.
 func TestRunInsideAWatchedWorkspaceRefused(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
@@ -197,8 +197,8 @@ func TestRunInsideAWatchedWorkspaceRefused(t *testing.T) {
 	if entries, _ := os.ReadDir(sub); len(entries) > 0 {
 		t.Errorf("the refused run left entries in its workspace: %v", entries)
 	}
-	if r := w.cordon("", "run", "--", "true"); r.code != 0 {
-		t.Errorf("a run in the session's own workspace: %v", r)
+	if r := w.cordon("", "run", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "is the workspace of run "+id) {
+		t.Errorf("a run in the session's own workspace: want 125 naming the session: %v", r)
 	}
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)

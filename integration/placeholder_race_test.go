@@ -43,48 +43,48 @@ func (w *world) startRun(script string) *exec.Cmd {
 
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
-// TestSharedWorkspaceMaskOutlivesFirstRun: two runs share a workspace. The second finds
-// the first's placeholder for .envrc in place and makes none; the first ends and
-// removes it. Unlinking a mount point on the host detaches the mounts on it in every
-// other mount namespace (Linux 3.18+), so the second sandbox's read-only mask over
-// .envrc must not rest on a placeholder another run removes: the second sandbox must
-// still be unable to create .envrc (direnv runs it on the host).
-func TestSharedWorkspaceMaskOutlivesFirstRun(t *testing.T) {
-	testSharedWorkspaceMask(t, func(w *world, a *exec.Cmd) {
-		mustWrite(t, filepath.Join(w.ws, "end-a"), "")
-		if err := a.Wait(); err != nil {
-			t.Fatalf("the first run: %v", err)
-		}
-	})
-}
-
-// TestSharedWorkspaceMaskOutlivesGC: as TestSharedWorkspaceMaskOutlivesFirstRun, but
-// the first run's cordon is killed and `cordon gc` removes what it left, the
-// placeholder the second run's mask rests on among it.
-func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
-	testSharedWorkspaceMask(t, func(w *world, a *exec.Cmd) {
-		a.Process.Signal(syscall.SIGKILL)
-		a.Wait()
-		if r := w.cordon("", "gc"); r.code != 0 {
-			t.Fatalf("gc: %v", r)
-		}
-	})
-}
-
-// testSharedWorkspaceMask starts a first run and, once its placeholders are made, a
-// second one in the same workspace; end ends the first; then the second sandbox tries
-// to write .envrc.
-func testSharedWorkspaceMask(t *testing.T, end func(w *world, a *exec.Cmd)) {
+// TestSharedWorkspaceSecondRunRefused: a second run in a workspace while a first runs
+// there is refused before it makes anything (lockWorkspace). Were it let in, it would
+// find the first's placeholder for .envrc in place and rest its mask on it, and the
+// first run's removal of that placeholder at its end detaches the mask (unlinking a
+// mount point on the host detaches the mounts on it in every namespace, Linux 3.18+):
+// the second sandbox could then create .envrc, which direnv runs on the host.
+func TestSharedWorkspaceSecondRunRefused(t *testing.T) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
-	// The first run lives until the test creates end-a (or kills it).
 	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
 	waitFor(t, time.Minute, "the first run's placeholder for .envrc", func() bool { return exists(envrc) })
-	// The second run: once the first has ended (a-done), try to write .envrc.
+	refusedInUse(t, "a second run", w.sh("echo 'echo pwned' > .envrc; echo write=$?"))
+	refusedInUse(t, "a second session", w.cordon("", "session", "start"))
+	mustWrite(t, filepath.Join(w.ws, "end-a"), "")
+	if err := a.Wait(); err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	if r := w.sh("true"); r.code != 0 {
+		t.Errorf("a run once the first had ended: %v", r)
+	}
+	if data, err := os.ReadFile(envrc); err == nil && len(data) > 0 {
+		t.Fatalf(".envrc was written on the host: %q", data)
+	}
+}
+
+// TestSharedWorkspaceMaskOutlivesGC: a first run's cordon is killed, leaving its
+// placeholders; a second run in the workspace (free again) finds them in place and
+// rests its masks on them; `cordon gc` then removes what the killed run left, but not
+// the placeholders the live second run's masks rest on: its sandbox must still be
+// unable to create .envrc.
+func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
+	waitFor(t, time.Minute, "the first run's placeholder for .envrc", func() bool { return exists(envrc) })
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
 	out := filepath.Join(t.TempDir(), "b.out")
 	b := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
-		"touch b-ready; while [ ! -e a-done ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
+		"touch b-ready; while [ ! -e gc-done ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
 	b.Dir, b.Env = w.ws, w.env
 	f, err := os.Create(out)
 	if err != nil {
@@ -102,12 +102,14 @@ func testSharedWorkspaceMask(t *testing.T, end func(w *world, a *exec.Cmd)) {
 		}
 	}()
 	waitFor(t, time.Minute, "the second run's command", func() bool { return exists(filepath.Join(w.ws, "b-ready")) })
-	end(w, a)
-	mustWrite(t, filepath.Join(w.ws, "a-done"), "")
+	if r := w.cordon("", "gc"); r.code != 0 {
+		t.Fatalf("gc: %v", r)
+	}
+	mustWrite(t, filepath.Join(w.ws, "gc-done"), "")
 	b.Wait()
 	got, _ := os.ReadFile(out)
 	if data, err := os.ReadFile(envrc); err == nil && len(data) > 0 {
-		t.Fatalf("the second sandbox wrote .envrc on the host once the first run's placeholder was removed: %q\n%s", data, got)
+		t.Fatalf("the second sandbox wrote .envrc on the host once gc removed the killed run's placeholder: %q\n%s", data, got)
 	}
 	if strings.Contains(string(got), "write=0") {
 		t.Fatalf("the second sandbox could write .envrc: %s", got)
@@ -307,10 +309,9 @@ func TestPlaceholderRemovalThroughParentSwappedByOtherRun(t *testing.T) {
 	}
 }
 
-// TestConcurrentStartsKeepMasks: runs started at once in one workspace each find some
-// of the others' placeholders in place and make none for them; whichever ends first
-// removes its own, under the others' masks. No sandbox may write .envrc, and (one
-// workspace shared by runs is not refused, the docs say) every run must start.
+// TestConcurrentStartsKeepMasks: runs started at once in one workspace. No sandbox may
+// write .envrc, and a run that does not start is refused only because the workspace
+// is another's (lockWorkspace), never because of another's placeholders.
 func TestConcurrentStartsKeepMasks(t *testing.T) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
@@ -330,6 +331,7 @@ func TestConcurrentStartsKeepMasks(t *testing.T) {
 				switch {
 				case strings.Contains(r.stdout, "WROTE"):
 					wrote = append(wrote, r.String())
+				case r.code == 125 && strings.Contains(r.stderr, "is in use"):
 				case r.code != 0:
 					refused = append(refused, strings.TrimSpace(r.stderr))
 				}
@@ -342,6 +344,6 @@ func TestConcurrentStartsKeepMasks(t *testing.T) {
 		t.Errorf("%d of %d sandboxes started at once wrote .envrc on the host:\n%s", len(wrote), rounds*runs, strings.Join(wrote, "\n"))
 	}
 	if len(refused) > 0 {
-		t.Errorf("%d of %d runs started at once in one workspace were refused:\n%s", len(refused), rounds*runs, strings.Join(refused, "\n"))
+		t.Errorf("%d of %d runs started at once in one workspace were refused for another reason than the workspace in use:\n%s", len(refused), rounds*runs, strings.Join(refused, "\n"))
 	}
 }
