@@ -343,7 +343,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 	// The workspace is this run's until teardown has removed its placeholders.
-	if r.wsLock, err = lockWorkspace(r.o.RunRoot, r.plan.Workspace, r.o.Stage); err != nil {
+	if r.wsLock, err = lockWorkspace(r.o.RunRoot, r.plan.Workspace); err != nil {
 		return err
 	}
 	rd, host, err := makeRunDir(r.o.RunRoot, r.res.RunID, r.plan.Workspace, r.res.AuditDir, r.uid.host)

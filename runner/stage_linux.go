@@ -270,7 +270,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	}
 	// Nothing lands while a run or session works in the workspace tree: a direct
 	// one's masks are mounted on placeholders a landing could remove or replace.
-	wl, err := lockWorkspace(string(paths.RunRoot()), rec.Workspace, false)
+	wl, err := lockWorkspace(string(paths.RunRoot()), rec.Workspace)
 	if err != nil {
 		return res, err
 	}

@@ -27,23 +27,22 @@ func (l *wsLock) release() {
 	l.dirs = nil
 }
 
-// lockWorkspace takes ws for one run: an exclusive flock on the workspace directory
-// (shared for a staged run, whose sandbox writes an overlay of it, never the directory
-// itself) and a shared one on each directory above it. So, whatever the run root,
-// the user, or the path the workspace is reached by (a bind mount, a link: the locks
-// are on the directories themselves), a direct run or session is alone in its
-// workspace tree while it lives: no other run works in it, in a directory inside it or
-// in one that holds it. Another run's sandbox could otherwise rename or unlink, on the
+// lockWorkspace takes ws for one run (or one apply): an exclusive flock on the
+// workspace directory and a shared one on each directory above it. So, whatever the
+// run root, the user, or the path the workspace is reached by (a link, a bind mount of
+// the workspace itself: the locks are on the directories), a run or session is alone
+// in its workspace tree while it lives: no other run works in it, in a directory
+// inside it or in one that holds it. Another run's sandbox could otherwise rename or unlink, on the
 // host, the placeholders and pinned parents this run's masks are mounted on, which
 // moves or detaches the masks in this run's sandbox, or make in a workspace the
-// entries this run's live quarantine takes for its own sandbox's. Staged runs may
-// share a workspace with each other (their masks are on their overlays); apply takes
-// it exclusively while it lands (Apply). A directory above ws that cannot be opened
+// entries this run's live quarantine takes for its own sandbox's. Staged runs take it
+// the same way (a direct run inside a staged run's workspace would unlink the
+// placeholders it made), and so does apply while it lands (Apply). A directory above ws that cannot be opened
 // (no read permission) is not locked: a run there could not read this workspace's
 // tree to begin with, unless it is another user's, and then only that user's.
 // A refusal says the workspace is in use, naming the run that holds it when its
 // owner record is under root: exit 125, nothing made.
-func lockWorkspace(root, ws string, shared bool) (*wsLock, error) {
+func lockWorkspace(root, ws string) (*wsLock, error) {
 	ws = filepath.Clean(ws)
 	l := &wsLock{}
 	var above []string
@@ -71,7 +70,7 @@ func lockWorkspace(root, ws string, shared bool) (*wsLock, error) {
 	}
 	f, err := os.Open(ws)
 	if err == nil {
-		err = l.take(f, shared)
+		err = l.take(f, false)
 	}
 	if err == nil {
 		err = sameWorkspace(l.dirs[len(l.dirs)-1], ws)
@@ -82,7 +81,7 @@ func lockWorkspace(root, ws string, shared bool) (*wsLock, error) {
 			return nil, errdefs.Unavailablef("locking the workspace: %w", err)
 		}
 		h := holder(root, func(o string) bool { return inside(o, ws) }, ws)
-		return nil, errdefs.Unavailablef("the workspace %s is in use: it %s; run when it has ended, or in another checkout (staged runs may share one workspace)", ws, h)
+		return nil, errdefs.Unavailablef("the workspace %s is in use: it %s; run when it has ended, or in another checkout", ws, h)
 	}
 	return l, nil
 }

@@ -9,8 +9,8 @@ import (
 
 // TestLockWorkspace: one live run per workspace tree. A second direct run in the same
 // workspace, in a directory inside it or in one holding it is refused, whichever
-// comes first, and also through a symbolic link to it; staged runs share a workspace
-// with each other but never with a direct one; released, the workspace is free.
+// comes first, and also through a symbolic link to it; released, the workspace is
+// free.
 func TestLockWorkspace(t *testing.T) {
 	root := t.TempDir()
 	ws := filepath.Join(root, "ws")
@@ -25,10 +25,10 @@ func TestLockWorkspace(t *testing.T) {
 	if err := os.Symlink(ws, link); err != nil {
 		t.Fatal(err)
 	}
-	lock := func(dir string, shared bool) (*wsLock, error) { return lockWorkspace("", dir, shared) }
-	refused := func(what, dir string, shared bool, want string) {
+	lock := func(dir string) (*wsLock, error) { return lockWorkspace("", dir) }
+	refused := func(what, dir string, want string) {
 		t.Helper()
-		l, err := lock(dir, shared)
+		l, err := lock(dir)
 		if err == nil {
 			l.release()
 			t.Errorf("%s: taken; want refused", what)
@@ -39,16 +39,16 @@ func TestLockWorkspace(t *testing.T) {
 		}
 	}
 
-	a, err := lock(ws, false)
+	a, err := lock(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused("the same workspace", ws, false, "is in use")
-	refused("the same workspace through a link", link, false, "is in use")
-	refused("a staged run there", ws, true, "is in use")
-	refused("a directory inside it", sub, false, "is inside "+ws)
-	refused("the directory holding it", root, false, "is in use")
-	b, err := lock(other, false)
+	refused("the same workspace", ws, "is in use")
+	refused("the same workspace through a link", link, "is in use")
+	refused("a staged run there", ws, "is in use")
+	refused("a directory inside it", sub, "is inside "+ws)
+	refused("the directory holding it", root, "is in use")
+	b, err := lock(other)
 	if err != nil {
 		t.Fatalf("a workspace beside it: %v", err)
 	}
@@ -56,25 +56,20 @@ func TestLockWorkspace(t *testing.T) {
 	a.release()
 	a.release() // idempotent
 
-	c, err := lock(sub, false)
+	c, err := lock(sub)
 	if err != nil {
 		t.Fatalf("the inner workspace once the outer was released: %v", err)
 	}
-	refused("the directory holding a live one", ws, false, "is in use")
+	refused("the directory holding a live one", ws, "is in use")
 	c.release()
 
-	s1, err := lock(ws, true)
+	s1, err := lock(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := lock(ws, true)
-	if err != nil {
-		t.Errorf("a second staged run: %v", err)
-	}
-	refused("a direct run beside staged ones", ws, false, "is in use")
+	refused("a second run, staged or not", ws, "is in use")
 	s1.release()
-	s2.release()
-	d, err := lock(ws, false)
+	d, err := lock(ws)
 	if err != nil {
 		t.Fatalf("the workspace once every hold was released: %v", err)
 	}
