@@ -106,7 +106,7 @@ func gcRuns(root string) ([]string, error) {
 		if err := sealAbandoned(e.Name(), o); err != nil {
 			errs = append(errs, err)
 		}
-		rd := &runDir{path: dir, owner: o}
+		rd := loadRunDir(dir, o) // what it made, by identity: only that is removed
 		if err := removeCgroup(e.Name()); err != nil {
 			errs = append(errs, err)
 		}
@@ -202,7 +202,8 @@ func gcGates(root string) {
 // Placeholder reports whether path is an empty placeholder (file or directory) a run
 // under root made for a denied path that did not exist (a workspace's missing
 // cordon.yaml is one while a run is on): it is absent as far as the contract it stands
-// for goes.
+// for goes. It is the entry that run made (the identity it recorded), not merely one at
+// a path it recorded: an empty file the user made there is the user's.
 func Placeholder(root, path string) bool {
 	st, err := os.Lstat(path)
 	switch {
@@ -215,17 +216,24 @@ func Placeholder(root, path string) bool {
 	case !st.Mode().IsRegular() || st.Size() != 0:
 		return false
 	}
+	id, err := linux.Identify(path)
+	if err != nil {
+		return false
+	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return false
 	}
 	for _, e := range entries {
-		o, err := readOwner(filepath.Join(root, e.Name()))
+		dir := filepath.Join(root, e.Name())
+		o, err := readOwner(dir)
 		if err != nil {
 			continue
 		}
 		if slices.Contains(o.Created, path) || slices.Contains(o.Adopted, path) {
-			return true
+			if made, ok := loadRunDir(dir, o).identity(path); ok && made == id {
+				return true
+			}
 		}
 	}
 	return false
