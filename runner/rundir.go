@@ -46,6 +46,12 @@ type runOwner struct {
 	// by path, as the runs that made them recorded them and this run found them: what
 	// it removes, and what the runs that adopt them from it check.
 	AdoptedIDs map[string]linux.FileID `json:"adopted_ids,omitempty"`
+	// Identities says the run records the identities of what it makes (madeRecord)
+	// and adopts (AdoptedIDs), as every cordon since they were introduced does. A live
+	// run whose record does not say so is an older cordon's: its placeholders are
+	// adopted by path, as it adopts them, so that neither removes one the other's mask
+	// rests on while both run.
+	Identities bool `json:"identities,omitempty"`
 	// Contents are what the placeholder files that are not empty hold, by path.
 	Contents map[string]string `json:"contents,omitempty"`
 	Cgroup   string            `json:"cgroup,omitempty"`
@@ -121,7 +127,7 @@ func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
-	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid, AuditDir: auditDir}}
+	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid, AuditDir: auditDir, Identities: true}}
 	return rd, h, nil
 }
 
@@ -486,16 +492,20 @@ type listing struct {
 	// ids are the identities the runs that hold it recorded for it (made or adopted):
 	// only an entry with one of them is the placeholder they keep.
 	ids []linux.FileID
+	// byPath says a live run of an older cordon, which records no identities
+	// (runOwner.Identities), holds it: whatever entry is at its path.
+	byPath bool
 }
 
 // holds returns the identity of the entry at p when it is the placeholder (or parent)
-// a run that keeps it made: that entry, not merely its path.
+// a run that keeps it made: that entry, not merely its path (but for an older
+// cordon's live run, byPath).
 func (l listing) holds(p string) (linux.FileID, bool) {
-	if len(l.ids) == 0 {
+	if len(l.ids) == 0 && !l.byPath {
 		return linux.FileID{}, false
 	}
 	id, err := linux.Identify(p)
-	return id, err == nil && slices.Contains(l.ids, id)
+	return id, err == nil && (l.byPath || slices.Contains(l.ids, id))
 }
 
 // otherPlaceholders are the placeholders the owner records under root list (Created
@@ -520,22 +530,25 @@ func otherPlaceholders(root, self string, dead bool) map[string]listing {
 		_, err = os.Lstat(filepath.Join(dir, releasedMark))
 		held := errors.Is(err, fs.ErrNotExist)
 		var ids map[string]linux.FileID
+		var byPath bool
 		if held {
 			ids = loadRunDir(dir, o).ids()
+			byPath = !o.Identities && (!dead || o.Alive())
 		}
 		add := func(l listing, p string) listing {
 			if id, ok := ids[p]; ok {
 				l.ids = append(slices.Clip(l.ids), id)
 			}
+			l.byPath = l.byPath || byPath
 			return l
 		}
 		for _, p := range slices.Concat(o.Created, o.Adopted) {
 			l := listed[p]
-			listed[p] = add(listing{content: o.Contents[p], held: held || l.held, ids: l.ids}, p)
+			listed[p] = add(listing{content: o.Contents[p], held: held || l.held, ids: l.ids, byPath: l.byPath}, p)
 		}
 		for _, p := range o.Parents {
 			l, ok := listed[p]
-			listed[p] = add(listing{held: held || l.held, parent: !ok || l.parent, ids: l.ids}, p)
+			listed[p] = add(listing{held: held || l.held, parent: !ok || l.parent, ids: l.ids, byPath: l.byPath}, p)
 		}
 	}
 	return listed
