@@ -220,23 +220,39 @@ func Placeholder(root, path string) bool {
 	if err != nil {
 		return false
 	}
+	listed, made := placeholderAt(root, path, id)
+	if made || !listed {
+		return made
+	}
+	// Listed, and not (yet) recorded made: a run may be between making it and
+	// recording what it made, which it does under the placeholder lock.
+	if unlock, err := lockPlaceholders(root); err == nil {
+		defer unlock()
+		_, made = placeholderAt(root, path, id)
+	}
+	return made
+}
+
+// placeholderAt says whether an owner record under root lists path as a placeholder,
+// and whether the entry id at path is one a run recorded it made or adopted (or, for
+// a live run of an older cordon, which records no identities, one it lists).
+func placeholderAt(root, path string, id linux.FileID) (listed, made bool) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		return false
+		return false, false
 	}
 	for _, e := range entries {
 		dir := filepath.Join(root, e.Name())
 		o, err := readOwner(dir)
-		if err != nil {
+		if err != nil || !slices.Contains(o.Created, path) && !slices.Contains(o.Adopted, path) {
 			continue
 		}
-		if slices.Contains(o.Created, path) || slices.Contains(o.Adopted, path) {
-			if made, ok := loadRunDir(dir, o).identity(path); ok && made == id {
-				return true
-			}
+		listed = true
+		if rid, ok := loadRunDir(dir, o).identity(path); ok && rid == id || !o.Identities && o.Alive() {
+			return true, true
 		}
 	}
-	return false
+	return listed, false
 }
 
 // Live reports whether run id's cordon is still running under run root: its run
