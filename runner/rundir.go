@@ -497,6 +497,13 @@ type listing struct {
 	byPath bool
 }
 
+// keeps says whether a run that holds the placeholder keeps the entry id: one it made
+// or adopted (or any, for an older cordon's live run). A run that lists the path but
+// has no identity for it never made it, and never removes it: it keeps nothing.
+func (l listing) keeps(id linux.FileID) bool {
+	return l.held && (l.byPath || slices.Contains(l.ids, id))
+}
+
 // holds returns the identity of the entry at p when it is the placeholder (or parent)
 // a run that keeps it made: that entry, not merely its path (but for an older
 // cordon's live run, byPath).
@@ -607,7 +614,7 @@ func (rd *runDir) release() (keep bool, err error) {
 }
 
 // removePlaceholders deletes the placeholders it made or adopted that no other live
-// run lists, newest first, each only while it is still the entry made (its identity)
+// run keeps (lists with the same identity), newest first, each only while it is still the entry made (its identity)
 // and empty (removeIfEmpty), then their parents it made or adopted
 // (runOwner.Parents) that are empty, and leaves releasedMark: all of it under the
 // placeholder lock (lockPlaceholders). A placeholder another live run lists stays for
@@ -638,7 +645,7 @@ func (rd *runDir) removePlaceholders() error {
 	}
 	defer unlock()
 	others := otherPlaceholders(rd.root(), rd.id(), false)
-	kept := func(p linux.Placeholder) bool { return others[p.Path].held }
+	kept := func(p linux.Placeholder) bool { return others[p.Path].keeps(p.ID) }
 	ps = slices.DeleteFunc(ps, kept)
 	slices.Reverse(ps)
 	var errs []error

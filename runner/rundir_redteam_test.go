@@ -234,3 +234,31 @@ func TestReplacedPlaceholderIsTheUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmadeListingKeepsNothing: a live run recorded .env and made nothing (refused
+// by its check, still tearing down). A second run makes .env: when it ends, the first
+// run's record, naming .env with no identity, must not keep the second's placeholder
+// in place for ever (no run would ever remove it).
+func TestUnmadeListingKeepsNothing(t *testing.T) {
+	ws := t.TempDir()
+	env := filepath.Join(ws, ".env")
+	root := filepath.Join(t.TempDir(), "runs")
+	plan := &contract.Plan{Mounts: []contract.Mount{{Path: env, Create: contract.PlaceholderFile}}}
+	refused, _, err := makeRunDir(root, "run-refused", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := refused.placeholders(plan, func() error { return errors.New("refused") }); err == nil {
+		t.Fatal("setup: check did not stop the run")
+	}
+	second := sharedRuns(t, root, plan, 1)[0]
+	if !slices.Equal(second.owner.Created, []string{env}) {
+		t.Fatalf("setup: the second run created %v", second.owner.Created)
+	}
+	if err := second.remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(env); err == nil {
+		t.Error("the second run's placeholder was kept for a run that never made nor adopted it")
+	}
+}
