@@ -96,6 +96,9 @@ func TestCompiledPlaceholderGoneBeforeDecide(t *testing.T) {
 	}()
 	waitFor(t, time.Minute, "the second run waiting for the placeholder lock", func() bool { return len(w.recordlessRunDirs()) > 0 })
 	b.Process.Signal(syscall.SIGSTOP)
+	// Stopped in every thread before the lock is let go: kill(2) returns before a
+	// thread running on another CPU has stopped, and that one could take the lock.
+	waitFor(t, time.Minute, "the second cordon stopped", func() bool { return stopped(b.Process.Pid) })
 	release()
 	mustWrite(t, filepath.Join(w.ws, "end-a"), "")
 	aDone := make(chan error, 1)
@@ -129,4 +132,20 @@ func TestCompiledPlaceholderGoneBeforeDecide(t *testing.T) {
 	if exists(envrc) {
 		t.Errorf("an empty .envrc no run recorded is left in the workspace for ever\n%s", got)
 	}
+}
+
+// stopped reports whether every thread of process pid is stopped (state T).
+func stopped(pid int) bool {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		st, err := os.ReadFile(task)
+		i := strings.LastIndexByte(string(st), ')')
+		if err != nil || i < 0 || i+2 >= len(st) || st[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
