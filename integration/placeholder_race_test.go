@@ -199,6 +199,10 @@ func TestKilledInTeardownThenGC(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(w.runRoot, "2*", "mask-file"))
 		return len(m) == 0
 	}
+	madeRecorded := func() bool {
+		m, _ := filepath.Glob(filepath.Join(w.runRoot, "2*", "made.json"))
+		return len(m) > 0
+	}
 	moments := []struct {
 		name string
 		now  func() bool
@@ -215,7 +219,10 @@ func TestKilledInTeardownThenGC(t *testing.T) {
 		m := moments[i%len(moments)]
 		_ = os.Remove(filepath.Join(w.ws, "end"))
 		cmd := w.startRun("while [ ! -e end ]; do sleep 0.01; done")
-		waitFor(t, time.Minute, "the placeholders", func() bool { return exists(envrc) && !maskGone() })
+		// Up: its placeholders made and recorded (made.json). A cordon killed while it
+		// makes them, before it records what it made, leaves them in place: gc removes
+		// only what a run recorded it made, never an empty file at a recorded path.
+		waitFor(t, time.Minute, "the placeholders", func() bool { return exists(envrc) && !maskGone() && madeRecorded() })
 		mustWrite(t, filepath.Join(w.ws, "end"), "")
 		for !m.now() {
 		}

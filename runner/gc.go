@@ -106,7 +106,7 @@ func gcRuns(root string) ([]string, error) {
 		if err := sealAbandoned(e.Name(), o); err != nil {
 			errs = append(errs, err)
 		}
-		rd := &runDir{path: dir, owner: o}
+		rd := loadRunDir(dir, o) // what it made, by identity: only that is removed
 		if err := removeCgroup(e.Name()); err != nil {
 			errs = append(errs, err)
 		}
@@ -202,7 +202,8 @@ func gcGates(root string) {
 // Placeholder reports whether path is an empty placeholder (file or directory) a run
 // under root made for a denied path that did not exist (a workspace's missing
 // cordon.yaml is one while a run is on): it is absent as far as the contract it stands
-// for goes.
+// for goes. It is the entry that run made (the identity it recorded), not merely one at
+// a path it recorded: an empty file the user made there is the user's.
 func Placeholder(root, path string) bool {
 	st, err := os.Lstat(path)
 	switch {
@@ -215,20 +216,43 @@ func Placeholder(root, path string) bool {
 	case !st.Mode().IsRegular() || st.Size() != 0:
 		return false
 	}
-	entries, err := os.ReadDir(root)
+	id, err := linux.Identify(path)
 	if err != nil {
 		return false
 	}
+	listed, made := placeholderAt(root, path, id)
+	if made || !listed {
+		return made
+	}
+	// Listed, and not (yet) recorded made: a run may be between making it and
+	// recording what it made, which it does under the placeholder lock.
+	if unlock, err := lockPlaceholders(root); err == nil {
+		defer unlock()
+		_, made = placeholderAt(root, path, id)
+	}
+	return made
+}
+
+// placeholderAt says whether an owner record under root lists path as a placeholder,
+// and whether the entry id at path is one a run recorded it made or adopted (or, for
+// a live run of an older cordon, which records no identities, one it lists).
+func placeholderAt(root, path string, id linux.FileID) (listed, made bool) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return false, false
+	}
 	for _, e := range entries {
-		o, err := readOwner(filepath.Join(root, e.Name()))
-		if err != nil {
+		dir := filepath.Join(root, e.Name())
+		o, err := readOwner(dir)
+		if err != nil || !slices.Contains(o.Created, path) && !slices.Contains(o.Adopted, path) {
 			continue
 		}
-		if slices.Contains(o.Created, path) || slices.Contains(o.Adopted, path) {
-			return true
+		listed = true
+		if rid, ok := loadRunDir(dir, o).identity(path); ok && rid == id || !o.Identities && o.Alive() {
+			return true, true
 		}
 	}
-	return false
+	return listed, false
 }
 
 // Live reports whether run id's cordon is still running under run root: its run

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,16 +26,32 @@ import (
 // must undo once that process is gone.
 type runOwner struct {
 	owner.Process
-	Workspace string   `json:"workspace"`
-	Created   []string `json:"placeholders"` // host paths created as placeholders
-	// Parents are the directories the run made (or found another run had made) for
+	Workspace string `json:"workspace"`
+	// Created are the host paths the run makes placeholders at, recorded before it
+	// makes them: those it made are the ones its made record (madeRecord) gives an
+	// identity; the rest were never made (its cordon was killed first, or making
+	// failed), and what is at their paths is not cordon's.
+	Created []string `json:"placeholders"`
+	// Parents are the directories the run makes (or found another run had made) for
 	// its placeholders' missing parents, each before those below it: removed after the
-	// placeholders, newest first, each only while empty and no other live run lists it.
+	// placeholders, newest first, each only while empty, still the directory made
+	// (its identity), and no other live run lists it.
 	Parents []string `json:"parents,omitempty"`
 	// Adopted are the placeholders the run found in place, another run's (listed in
-	// Created or Adopted of another owner record under the run root), and mounts over:
-	// a placeholder is removed only by the last live run that lists it (lockPlaceholders).
+	// Created or Adopted of another owner record under the run root, with the identity
+	// that run recorded), and mounts over: a placeholder is removed only by the last
+	// live run that lists it (lockPlaceholders).
 	Adopted []string `json:"adopted,omitempty"`
+	// AdoptedIDs are the identities of the placeholders and parents the run adopted,
+	// by path, as the runs that made them recorded them and this run found them: what
+	// it removes, and what the runs that adopt them from it check.
+	AdoptedIDs map[string]linux.FileID `json:"adopted_ids,omitempty"`
+	// Identities says the run records the identities of what it makes (madeRecord)
+	// and adopts (AdoptedIDs), as every cordon since they were introduced does. A live
+	// run whose record does not say so is an older cordon's: its placeholders are
+	// adopted by path, as it adopts them, so that neither removes one the other's mask
+	// rests on while both run.
+	Identities bool `json:"identities,omitempty"`
 	// Contents are what the placeholder files that are not empty hold, by path.
 	Contents map[string]string `json:"contents,omitempty"`
 	Cgroup   string            `json:"cgroup,omitempty"`
@@ -61,6 +78,15 @@ type runOwner struct {
 // ownerRecord is the name of a run directory's owner record (runOwner).
 const ownerRecord = "owner.json"
 
+// madeRecord is the name of the record, beside the owner record, of the placeholders
+// and parents a run made: their identities (linux.FileID) by path, written under the
+// placeholder lock once they are made. Only an entry that still has the identity
+// recorded is removed, by the run, by gc, or by a run that adopted it; an entry at a
+// path recorded but never made, or made again by someone else since, is left alone.
+// It is written without a sync (the owner record before it is synced): a machine crash
+// that loses it leaves the placeholders in place, and never takes a user's file for one.
+const madeRecord = "made.json"
+
 // releasedMark is the empty file a run leaves in its directory once it has let go of
 // its placeholders (removePlaceholders, under the lock): from then on it no longer
 // keeps any alive, and no other run adopts one from its record. It goes with the
@@ -73,11 +99,10 @@ const releasedMark = "released"
 type runDir struct {
 	path  string
 	owner runOwner
-	// unmade counts the placeholders at the end of owner.Created that are recorded but
-	// not made (yet): remove leaves them alone, since what is at their paths is not this
-	// run's. gc, after a crash, cannot tell, and removes every one still empty.
-	// parentsUnmade is the same for owner.Parents.
-	unmade, parentsUnmade int
+	// made are the identities of the placeholders and parents the run made, by path
+	// (madeRecord): one recorded in owner.Created or owner.Parents that is not here was
+	// not made, and what is at its path is not this run's.
+	made map[string]linux.FileID
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking
@@ -102,7 +127,7 @@ func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox
 	if err := os.Mkdir(h.MaskDir, 0); err != nil {
 		return nil, sandbox.Host{}, fmt.Errorf("creating mask: %w", err)
 	}
-	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid, AuditDir: auditDir}}
+	rd := &runDir{path: dir, owner: runOwner{Process: owner.Self(), Workspace: workspace, Started: time.Now().UnixNano(), SandboxUID: uid, AuditDir: auditDir, Identities: true}}
 	return rd, h, nil
 }
 
@@ -183,6 +208,50 @@ func (rd *runDir) save() error {
 	return nil
 }
 
+// saveMade writes the run's made record (madeRecord), unsynced.
+func (rd *runDir) saveMade() error {
+	data, _ := json.Marshal(rd.made)
+	if err := atomicfile.WriteUnsynced(filepath.Join(rd.path, madeRecord), data, 0o600); err != nil {
+		return fmt.Errorf("recording the placeholders made: %w", err)
+	}
+	return nil
+}
+
+// readMade reads the made record (madeRecord) of the run directory dir: none, or one
+// that cannot be read, is nothing made.
+func readMade(dir string) map[string]linux.FileID {
+	var made map[string]linux.FileID
+	data, err := paths.ReadRecord(filepath.Join(dir, madeRecord), paths.Owner())
+	if err != nil || json.Unmarshal(data, &made) != nil {
+		return nil
+	}
+	return made
+}
+
+// loadRunDir is the run directory dir whose owner record is o, with its made record.
+func loadRunDir(dir string, o runOwner) *runDir {
+	return &runDir{path: dir, owner: o, made: readMade(dir)}
+}
+
+// identity returns the identity of the placeholder or parent p the run made or
+// adopted; ok is false for one it did neither (recorded, never made).
+func (rd *runDir) identity(p string) (id linux.FileID, ok bool) {
+	if id, ok = rd.made[p]; ok {
+		return id, true
+	}
+	id, ok = rd.owner.AdoptedIDs[p]
+	return id, ok
+}
+
+// adopt records the identity id of another run's placeholder or parent p this run
+// adopts.
+func (rd *runDir) adopt(p string, id linux.FileID) {
+	if rd.owner.AdoptedIDs == nil {
+		rd.owner.AdoptedIDs = map[string]linux.FileID{}
+	}
+	rd.owner.AdoptedIDs[p] = id
+}
+
 // markGitWritten creates paths.GitWritten in the workspace's .git when the sandbox may
 // write it, before the sandbox starts: it stays after the run (it is not a placeholder),
 // and the plan mounts it read-only. Anything already at that name is left as it is: its
@@ -204,18 +273,21 @@ func markGitWritten(plan *contract.Plan) error {
 // placeholders writes the run's owner record and creates the host entries the plan
 // needs so that denied paths that do not exist yet cannot be created by the sandbox.
 // A path the plan mounts over that holds another run's placeholder (listed in another
-// owner record under the run root) is adopted: recorded in owner.Adopted, so that the
+// owner record under the run root, and still the entry that run made: the identity
+// it recorded) is adopted: recorded in owner.Adopted with that identity, so that the
 // run that made it leaves it in place while this one mounts over it (removePlaceholders);
 // one another run recorded but that is gone is made again. Anything else already at a
 // path is the user's (or a sandbox's): mounted over as it is, never removed. All of it
 // is decided under the run root's placeholder lock (lockPlaceholders), so that no run
 // removes a placeholder between this one finding it and recording it.
 // The record is written once (a synced write), before anything it names is made or
-// adopted: every placeholder is recorded before it is made, so that gc can remove it
-// after a crash, and it says whether the run watches its workspace (owner.Watching,
-// set by the caller). check runs between the record and the first placeholder
-// (guardedBy: it must see other runs only once this one's record is there for them to
-// see); when it fails, nothing is made.
+// adopted: every placeholder is recorded before it is made, and it says whether the
+// run watches its workspace (owner.Watching, set by the caller). Once they are made,
+// still under the lock, their identities are recorded (madeRecord): what this run, gc
+// after a crash, or a run that adopts them removes is only what has that identity. A
+// cordon killed in between leaves them in place. check runs between the record and
+// the first placeholder (guardedBy: it must see other runs only once this one's
+// record is there for them to see); when it fails, nothing is made.
 func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	unlock, err := lockPlaceholders(rd.root())
 	if err != nil {
@@ -226,11 +298,11 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	// todo is what to make, in order: each placeholder after its missing parents.
 	var todo []linux.Placeholder
 	var parent []bool // todo[i] is a parent directory
-	parents := parentPlan{others: others, known: map[string]bool{}}
+	parents := parentPlan{others: others, known: map[string]bool{}, ids: map[string]linux.FileID{}}
 	for _, m := range plan.Mounts {
 		l, listed := others[m.Path]
 		if m.Create == contract.PlaceholderParent || listed && l.parent {
-			if parents.dir(m.Path, l.held) {
+			if parents.dir(m.Path, l) {
 				todo, parent = append(todo, linux.Placeholder{Path: m.Path, Parent: true}), append(parent, true)
 			}
 			continue
@@ -243,13 +315,15 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 			content = l.content // what the other run's placeholder holds
 		}
 		if _, err := os.Lstat(m.Path); err == nil {
-			if !l.held {
-				continue // appeared since Compile: the user's, mounted over as it is
+			id, ok := l.holds(m.Path)
+			if !ok {
+				// Appeared since Compile, or at a path a run recorded but never made
+				// (or made, and removed since): the user's, mounted over as it is.
+				continue
 			}
 			rd.owner.Adopted = append(rd.owner.Adopted, m.Path)
-			for _, d := range parents.add(m.Path, false) {
-				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
-			}
+			rd.adopt(m.Path, id)
+			parents.add(m.Path, false) // those above it other runs made
 		} else {
 			// Missing, or another run's placeholder at Compile (NoPlaceholder) that
 			// its run has removed since: this run makes its own.
@@ -259,7 +333,6 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 			dir := m.Create == contract.PlaceholderDir || m.Create == contract.NoPlaceholder && m.Dir
 			todo, parent = append(todo, linux.Placeholder{Path: m.Path, Dir: dir, Content: content}), append(parent, false)
 			rd.owner.Created = append(rd.owner.Created, m.Path)
-			rd.unmade++
 		}
 		if content != "" {
 			if rd.owner.Contents == nil {
@@ -269,7 +342,9 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 		}
 	}
 	rd.owner.Parents = parents.dirs
-	rd.parentsUnmade += len(parents.dirs)
+	for d, id := range parents.ids {
+		rd.adopt(d, id)
+	}
 	// Recorded once, all of them, before any is made: a run starts with a dozen.
 	if err := rd.save(); err != nil {
 		return err
@@ -279,78 +354,90 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 			return err
 		}
 	}
+	if len(todo) == 0 {
+		return nil
+	}
 	// No link is followed on the way: the workspace is the sandbox's to write, and a
 	// link planted since Compile must not make cordon create anything elsewhere.
+	if rd.made == nil {
+		rd.made = map[string]linux.FileID{}
+	}
+	var makeErr error
 	for i := 0; i < len(todo); {
-		made, err := linux.MakePlaceholders(todo[i:])
-		rd.countMade(parent[i : i+made])
-		if i += made; err == nil {
+		ids, merr := linux.MakePlaceholders(todo[i:])
+		for j, id := range ids {
+			rd.made[todo[i+j].Path] = id
+		}
+		if i += len(ids); merr == nil {
 			break
 		}
-		// A parent found made, or a placeholder made at the same moment by a run that
-		// took no lock (an older cordon) and that its record names: this run's record
-		// already covers it, as one it adopts.
-		if !errors.Is(err, fs.ErrExist) || !parent[i] && !otherPlaceholders(rd.root(), rd.id(), true)[todo[i].Path].held {
-			return fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, err)
+		// A parent found made (earlier in this batch, or by the user since it was
+		// looked at) is no error; made by someone else, it is not this run's to remove.
+		if !errors.Is(merr, fs.ErrExist) || !parent[i] {
+			makeErr = fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, merr)
+			break
 		}
-		rd.countMade(parent[i : i+1])
 		i++
 	}
-	return nil
-}
-
-// countMade counts as made the entries of one batch (parent says which are parent
-// directories, the rest placeholders).
-func (rd *runDir) countMade(parent []bool) {
-	for _, p := range parent {
-		if p {
-			rd.parentsUnmade--
-		} else {
-			rd.unmade--
-		}
-	}
+	// Still under the lock: a run that decides after this one adopts only what it finds
+	// recorded here.
+	return errors.Join(makeErr, rd.saveMade())
 }
 
 // parentPlan gathers the parent directories of a run's placeholders that it records
 // (runOwner.Parents): the missing ones of those it makes, and those another run
-// recorded above those it adopts, each listed once and after the ones above it.
+// made above those it adopts (with their identities, ids), each listed once and after
+// the ones above it.
 type parentPlan struct {
 	others map[string]listing
 	known  map[string]bool // directories looked at: listed, or there and not another run's
 	dirs   []string
+	ids    map[string]linux.FileID // the directories adopted, another run's
 }
 
-// add adds the parents of the placeholder p and returns them, the highest first: up
-// from p's parent, every directory that another run lists, and, when p is to be made,
-// every one missing. p itself is known from then on (a parent of later ones).
-func (pp *parentPlan) add(p string, making bool) []string {
+// add adds the parents of the placeholder p and returns those to make, the highest
+// first: up from p's parent, every directory there that another run made and lists,
+// and, when p is to be made, every one missing. p itself is known from then on (a
+// parent of later ones).
+func (pp *parentPlan) add(p string, making bool) (mk []string) {
 	defer func() { pp.known[p] = true }()
-	var up []string
+	var adopted []string
 	for d := filepath.Dir(p); d != filepath.Dir(d) && !pp.known[d]; d = filepath.Dir(d) {
 		pp.known[d] = true
-		if !pp.others[d].held {
-			if _, err := os.Lstat(d); !making || err == nil {
+		if _, err := os.Lstat(d); err != nil {
+			if !making {
 				break
 			}
+			mk = append(mk, d)
+			continue
 		}
-		up = append(up, d)
+		id, ok := pp.others[d].holds(d)
+		if !ok {
+			break // the user's, and so is all above it
+		}
+		adopted, pp.ids[d] = append(adopted, d), id
 	}
-	slices.Reverse(up)
-	pp.dirs = append(pp.dirs, up...)
-	return up
+	// Every missing one is below every one there.
+	slices.Reverse(adopted)
+	slices.Reverse(mk)
+	pp.dirs = append(append(pp.dirs, adopted...), mk...)
+	return mk
 }
 
 // dir adds the directory p that a mount pins, made to hold a placeholder (by this run,
-// or by another that lists it, held says whether it still keeps it): recorded when it
-// is missing, or there and another run's; one there that is not is the user's. make
-// says whether to make it (a directory found made is no error).
-func (pp *parentPlan) dir(p string, held bool) (mk bool) {
+// or by another that lists it, l): recorded when it is missing, or there and the one
+// another run made (adopted); one there that is not is the user's. mk says whether to
+// make it (a directory found made is no error).
+func (pp *parentPlan) dir(p string, l listing) (mk bool) {
 	pp.known[p] = true
-	if _, err := os.Lstat(p); err == nil && !held {
-		return false
+	if _, err := os.Lstat(p); err != nil {
+		pp.dirs = append(pp.dirs, p)
+		return true
 	}
-	pp.dirs = append(pp.dirs, p)
-	return true
+	if id, ok := l.holds(p); ok {
+		pp.dirs, pp.ids[p] = append(pp.dirs, p), id
+	}
+	return false
 }
 
 // root is the run root the run directory is in; id is the run's id.
@@ -402,6 +489,30 @@ type listing struct {
 	content string
 	held    bool
 	parent  bool // listed only as a directory made to hold placeholders (runOwner.Parents)
+	// ids are the identities the runs that hold it recorded for it (made or adopted):
+	// only an entry with one of them is the placeholder they keep.
+	ids []linux.FileID
+	// byPath says a live run of an older cordon, which records no identities
+	// (runOwner.Identities), holds it: whatever entry is at its path.
+	byPath bool
+}
+
+// keeps says whether a run that holds the placeholder keeps the entry id: one it made
+// or adopted (or any, for an older cordon's live run). A run that lists the path but
+// has no identity for it never made it, and never removes it: it keeps nothing.
+func (l listing) keeps(id linux.FileID) bool {
+	return l.held && (l.byPath || slices.Contains(l.ids, id))
+}
+
+// holds returns the identity of the entry at p when it is the placeholder (or parent)
+// a run that keeps it made: that entry, not merely its path (but for an older
+// cordon's live run, byPath).
+func (l listing) holds(p string) (linux.FileID, bool) {
+	if len(l.ids) == 0 && !l.byPath {
+		return linux.FileID{}, false
+	}
+	id, err := linux.Identify(p)
+	return id, err == nil && (l.byPath || slices.Contains(l.ids, id))
 }
 
 // otherPlaceholders are the placeholders the owner records under root list (Created
@@ -425,19 +536,43 @@ func otherPlaceholders(root, self string, dead bool) map[string]listing {
 		}
 		_, err = os.Lstat(filepath.Join(dir, releasedMark))
 		held := errors.Is(err, fs.ErrNotExist)
+		var ids map[string]linux.FileID
+		var byPath bool
+		if held {
+			ids = loadRunDir(dir, o).ids()
+			byPath = !o.Identities && (!dead || o.Alive())
+		}
+		add := func(l listing, p string) listing {
+			if id, ok := ids[p]; ok {
+				l.ids = append(slices.Clip(l.ids), id)
+			}
+			l.byPath = l.byPath || byPath
+			return l
+		}
 		for _, p := range slices.Concat(o.Created, o.Adopted) {
-			listed[p] = listing{content: o.Contents[p], held: held || listed[p].held}
+			l := listed[p]
+			listed[p] = add(listing{content: o.Contents[p], held: held || l.held, ids: l.ids, byPath: l.byPath}, p)
 		}
 		for _, p := range o.Parents {
 			l, ok := listed[p]
-			listed[p] = listing{held: held || l.held, parent: !ok || l.parent}
+			listed[p] = add(listing{held: held || l.held, parent: !ok || l.parent, ids: l.ids, byPath: l.byPath}, p)
 		}
 	}
 	return listed
 }
 
-// remove deletes the placeholders it made (only while they are still empty) and the
-// directory: release, then removeDir.
+// ids are the identities of all the run made or adopted, by path.
+func (rd *runDir) ids() map[string]linux.FileID {
+	ids := maps.Clone(rd.made)
+	if ids == nil {
+		ids = map[string]linux.FileID{}
+	}
+	maps.Copy(ids, rd.owner.AdoptedIDs)
+	return ids
+}
+
+// remove deletes the placeholders it made or adopted (only while they are still
+// empty, and the entries it made) and the directory: release, then removeDir.
 func (rd *runDir) remove() error {
 	keep, err := rd.release()
 	if keep {
@@ -479,16 +614,29 @@ func (rd *runDir) release() (keep bool, err error) {
 }
 
 // removePlaceholders deletes the placeholders it made or adopted that no other live
-// run lists, newest first, each only while it is still empty (removeIfEmpty), then
-// their parents it recorded (runOwner.Parents) that are empty, and
-// leaves releasedMark: all of it under the placeholder lock (lockPlaceholders). A
-// placeholder another live run lists stays for that run's mask: unlinking it would
-// detach that mask in the other run's sandbox, and the last run to end removes it. The
-// owner record still names them: a cordon that dies meanwhile leaves them to gc.
+// run keeps (lists with the same identity), newest first, each only while it is still the entry made (its identity)
+// and empty (removeIfEmpty), then their parents it made or adopted
+// (runOwner.Parents) that are empty, and leaves releasedMark: all of it under the
+// placeholder lock (lockPlaceholders). A placeholder another live run lists stays for
+// that run's mask: unlinking it would detach that mask in the other run's sandbox, and
+// the last run to end removes it. One recorded but never made (no identity) is not
+// looked at: what is at its path is not cordon's. The owner record still names them:
+// a cordon that dies meanwhile leaves them to gc, and once they are gone whatever
+// takes their paths has another identity, which neither gc nor a run that adopts from
+// this record takes for them.
 func (rd *runDir) removePlaceholders() error {
-	made := rd.owner.Created[:len(rd.owner.Created)-rd.unmade]
-	dirs := rd.owner.Parents[:len(rd.owner.Parents)-rd.parentsUnmade]
-	if len(made)+len(rd.owner.Adopted)+len(dirs) == 0 {
+	var ps, dirs []linux.Placeholder
+	for _, p := range slices.Concat(rd.owner.Created, rd.owner.Adopted) {
+		if id, ok := rd.identity(p); ok {
+			ps = append(ps, linux.Placeholder{Path: p, Content: rd.owner.Contents[p], ID: id})
+		}
+	}
+	for _, d := range rd.owner.Parents {
+		if id, ok := rd.identity(d); ok {
+			dirs = append(dirs, linux.Placeholder{Path: d, Dir: true, ID: id})
+		}
+	}
+	if len(ps)+len(dirs) == 0 {
 		return rd.markReleased() // no other run cares: no lock
 	}
 	unlock, err := lockPlaceholders(rd.root())
@@ -497,14 +645,8 @@ func (rd *runDir) removePlaceholders() error {
 	}
 	defer unlock()
 	others := otherPlaceholders(rd.root(), rd.id(), false)
-	var ps []linux.Placeholder
-	for _, list := range [][]string{made, rd.owner.Adopted} {
-		for _, p := range list {
-			if !others[p].held {
-				ps = append(ps, linux.Placeholder{Path: p, Content: rd.owner.Contents[p]})
-			}
-		}
-	}
+	kept := func(p linux.Placeholder) bool { return others[p.Path].keeps(p.ID) }
+	ps = slices.DeleteFunc(ps, kept)
 	slices.Reverse(ps)
 	var errs []error
 	// Let go before the lock is released: a run that decides after this one must not
@@ -513,21 +655,17 @@ func (rd *runDir) removePlaceholders() error {
 		errs = append(errs, err)
 	}
 	for i, err := range linux.RemovePlaceholders(ps) {
-		if err != nil {
+		if err != nil && !errors.Is(err, linux.ErrReplaced) { // replaced: the user's, left alone
 			errs = append(errs, placeholderErr(ps[i].Path, err))
 		}
 	}
 	// Then the parents, newest first: one that holds anything else now (the sandbox's
-	// files, the user's) is simply kept.
-	ps = ps[:0]
-	for _, d := range slices.Backward(dirs) {
-		if !others[d].held {
-			ps = append(ps, linux.Placeholder{Path: d, Dir: true})
-		}
-	}
-	for i, err := range linux.RemovePlaceholders(ps) {
-		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) {
-			errs = append(errs, fmt.Errorf("removing the parent directory %s of a placeholder: %w", ps[i].Path, err))
+	// files, the user's), or another directory in its place, is simply kept.
+	dirs = slices.DeleteFunc(dirs, kept)
+	slices.Reverse(dirs)
+	for i, err := range linux.RemovePlaceholders(dirs) {
+		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) && !errors.Is(err, linux.ErrReplaced) {
+			errs = append(errs, fmt.Errorf("removing the parent directory %s of a placeholder: %w", dirs[i].Path, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -566,10 +704,11 @@ func (rd *runDir) markReleased() error {
 	return nil
 }
 
-// removeIfEmpty removes a placeholder still empty, following no symbolic link: one the
-// sandbox planted on the way (or at p) is never followed out of the workspace.
-func removeIfEmpty(p, content string) error {
-	if err := linux.RemovePlaceholder(p, content); err != nil {
+// removeIfEmpty removes a placeholder still the entry id and empty (or holding
+// exactly content), following no symbolic link: one the sandbox planted on the way (or
+// at p) is never followed out of the workspace.
+func removeIfEmpty(p, content string, id linux.FileID) error {
+	if err := linux.RemovePlaceholder(p, content, id); err != nil {
 		return placeholderErr(p, err)
 	}
 	return nil
@@ -577,8 +716,11 @@ func removeIfEmpty(p, content string) error {
 
 // placeholderErr says why the placeholder p was not removed.
 func placeholderErr(p string, err error) error {
-	if errors.Is(err, linux.ErrNotPlaceholder) || errors.Is(err, syscall.ENOTEMPTY) {
+	switch {
+	case errors.Is(err, linux.ErrNotPlaceholder) || errors.Is(err, syscall.ENOTEMPTY):
 		return fmt.Errorf("placeholder %s is no longer empty; left in place", p)
+	case errors.Is(err, linux.ErrReplaced):
+		return fmt.Errorf("%s is no longer the placeholder cordon made; left in place", p)
 	}
 	return fmt.Errorf("removing placeholder %s: %w", p, err)
 }

@@ -24,10 +24,15 @@ func TestPlaceholdersFollowNoLinks(t *testing.T) {
 	if err := os.WriteFile(victim, nil, 0o600); err != nil { // empty: would pass for a placeholder
 		t.Fatal(err)
 	}
+	victimID, err := linux.Identify(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(outside, filepath.Join(ws, "sub")); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeIfEmpty(filepath.Join(ws, "sub", ".env"), ""); err == nil {
+	// Even with its very identity (a run that made it), no link is followed to it.
+	if err := removeIfEmpty(filepath.Join(ws, "sub", ".env"), "", victimID); err == nil {
 		t.Error("removing through a link reported success")
 	}
 	if _, err := os.Stat(victim); err != nil {
@@ -47,7 +52,7 @@ func TestPlaceholdersFollowNoLinks(t *testing.T) {
 	if err := rdMake(rd, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeIfEmpty(p, ""); err != nil {
+	if err := removeIfEmpty(p, "", rd.made[p]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(p); !os.IsNotExist(err) {
@@ -72,13 +77,13 @@ func TestPlaceholderWithContent(t *testing.T) {
 	if data, _ := os.ReadFile(p); string(data) != ".\n" || st.Mode().Perm() != 0o644 {
 		t.Fatalf("placeholder holds %q with mode %v, want \".\\n\" 0644", data, st.Mode().Perm())
 	}
-	if err := removeIfEmpty(p, ""); err == nil {
+	if err := removeIfEmpty(p, "", rd.made[p]); err == nil {
 		t.Fatal("a placeholder with content was removed as an empty one")
 	}
 	if err := os.WriteFile(p, []byte("..\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeIfEmpty(p, rd.owner.Contents[p]); err == nil {
+	if err := removeIfEmpty(p, rd.owner.Contents[p], rd.made[p]); err == nil {
 		t.Fatal("a changed placeholder was removed")
 	}
 	if err := os.WriteFile(p, []byte(".\n"), 0o644); err != nil {
@@ -181,8 +186,8 @@ func TestPlaceholderBatchesFollowNoLinks(t *testing.T) {
 	if err := rd.placeholders(&plan, nil); err == nil {
 		t.Fatal("a batch with a placeholder behind a link was made")
 	}
-	if rd.unmade != 2 {
-		t.Errorf("unmade = %d, want 2 (the one behind the link and the one after it)", rd.unmade)
+	if _, ok := rd.made[filepath.Join(a, "x")]; !ok || len(rd.made) != 2 { // a and a/x
+		t.Errorf("made %v, want a and a/x alone (not the one behind the link, nor the one after it)", rd.made)
 	}
 	if _, err := os.Lstat(filepath.Join(outside, "y")); !os.IsNotExist(err) {
 		t.Fatalf("a placeholder was made through a link: %v", err)
@@ -303,6 +308,11 @@ func TestPlaceholderLockWaitIsBounded(t *testing.T) {
 	if err := os.WriteFile(p, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	id, err := linux.Identify(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd.made = map[string]linux.FileID{p: id} // the run made it
 	keep, err := rd.release()
 	if !keep || !errors.Is(err, errPlaceholderLock) {
 		t.Errorf("release without the lock: keep %v, err %v; want the run directory kept for gc", keep, err)

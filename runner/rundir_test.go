@@ -486,3 +486,44 @@ func TestPlaceholderParentsAreRemoved(t *testing.T) {
 		t.Errorf("the sandbox's file beside the placeholder is gone: %v", err)
 	}
 }
+
+// A live run of an older cordon records no identities (runOwner.Identities): its
+// placeholders are adopted by path, with the identity found, so that neither run
+// removes the one the other's mask rests on. A dead one's are not: what is at their
+// paths may be the user's.
+func TestOlderCordonsLivePlaceholdersAreAdoptedByPath(t *testing.T) {
+	ws := t.TempDir()
+	env, envrc := filepath.Join(ws, ".env"), filepath.Join(ws, ".envrc")
+	root := filepath.Join(t.TempDir(), "runs")
+	older := func(id string, p string, alive bool) {
+		rd, _, err := makeRunDir(root, id, "", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd.owner.Identities, rd.owner.Created = false, []string{p}
+		if !alive {
+			rd.owner.PID, rd.owner.Start = 1<<22+1, 42
+		}
+		if err := rd.save(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	older("run-older-live", env, true)
+	older("run-older-dead", envrc, false)
+	next, _, err := makeRunDir(root, "run-next", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.placeholders(&contract.Plan{Mounts: []contract.Mount{{Path: env}, {Path: envrc}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(next.owner.Adopted, []string{env}) {
+		t.Fatalf("adopted %v, want the live older run's %s alone", next.owner.Adopted, env)
+	}
+	if _, ok := next.owner.AdoptedIDs[env]; !ok {
+		t.Errorf("adopted %s with no identity", env)
+	}
+}

@@ -18,6 +18,43 @@ type Placeholder struct {
 	// Parent makes Path a directory made to hold placeholders, 0755 less the umask as
 	// the parents made on the way are, rather than a placeholder directory (0700).
 	Parent bool
+	// ID is, for removal, the identity the entry had when it was made
+	// ([MakePlaceholders]): an entry at Path with another identity is not removed. The
+	// zero ID is no entry's: nothing is removed.
+	ID FileID
+}
+
+// FileID identifies one file system entry, whatever its path: its device and inode,
+// and its birth time, which tells it from a later entry given the same inode number
+// once it is gone. Where the file system keeps no birth time, a file's change time
+// stands in (a placeholder file is not changed while cordon keeps it: the sandbox sees
+// it read-only, and one the user changed is theirs), and a directory has none (its
+// change time moves with every entry made or removed in it): device and inode alone
+// then, which a directory made right after one removed may share.
+type FileID struct {
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Birth  int64  `json:"birth,omitempty"`  // Unix nanoseconds
+	Change int64  `json:"change,omitempty"` // Unix nanoseconds, without a birth time
+}
+
+// entry is what statAt reports of one directory entry.
+type entry struct {
+	mode uint32
+	size int64
+	id   FileID
+}
+
+// Identify returns the identity of the entry at p, following no symbolic link on the
+// way to it or at it: one planted on the way fails it (ELOOP).
+func Identify(p string) (FileID, error) {
+	pfd, err := openParentNoLinks(p, false)
+	if err != nil {
+		return FileID{}, err
+	}
+	defer unix.Close(pfd)
+	e, err := statAt(pfd, filepath.Base(p))
+	return e.id, err
 }
 
 // MakePlaceholder creates the directory p, or the file p holding content, and its
@@ -30,23 +67,30 @@ func MakePlaceholder(p string, dir bool, content string) error {
 }
 
 // MakePlaceholders creates ps in order, as [MakePlaceholder] does each, and stops at
-// the first that fails: made is how many were created (ps[:made]). Each parent
-// directory is opened once for all the placeholders it holds, by the same walk that
-// follows no link; the descriptors are closed before it returns.
-func MakePlaceholders(ps []Placeholder) (made int, err error) {
+// the first that fails: ids are the identities of those created, ps[:len(ids)], taken
+// as each is made (what [RemovePlaceholders] removes). Each parent directory is opened
+// once for all the placeholders it holds, by the same walk that follows no link; the
+// descriptors are closed before it returns.
+func MakePlaceholders(ps []Placeholder) (ids []FileID, err error) {
 	dirs := parentDirs{mkdir: true}
 	defer dirs.close()
 	for _, p := range ps {
 		pfd, err := dirs.open(p.Path)
 		if err != nil {
-			return made, err
+			return ids, err
 		}
-		if err := makeAt(pfd, filepath.Base(p.Path), p.Dir || p.Parent, p.Parent, p.Content); err != nil {
-			return made, err
+		name := filepath.Base(p.Path)
+		if err := makeAt(pfd, name, p.Dir || p.Parent, p.Parent, p.Content); err != nil {
+			return ids, err
 		}
-		made++
+		e, err := statAt(pfd, name)
+		if err != nil {
+			// Made, but not known for this run's: left in place when the run ends.
+			return ids, err
+		}
+		ids = append(ids, e.id)
 	}
-	return made, nil
+	return ids, nil
 }
 
 // makeAt creates the placeholder name in the directory pfd (a parent: see
@@ -112,21 +156,29 @@ func (d *parentDirs) close() {
 	}
 }
 
-// ErrNotPlaceholder means what is at a placeholder's path is no longer an empty file
-// or directory: it is left in place.
-var ErrNotPlaceholder = errors.New("no longer an empty placeholder")
+// Errors of [RemovePlaceholders]: what is at a placeholder's path is left in place.
+var (
+	// ErrNotPlaceholder means the entry is the one made, but no longer an empty file
+	// (or one holding exactly its content) or directory.
+	ErrNotPlaceholder = errors.New("no longer an empty placeholder")
+	// ErrReplaced means the entry is not the one made (Placeholder.ID): another took
+	// its path, or it was never made.
+	ErrReplaced = errors.New("not the placeholder cordon made")
+)
 
-// RemovePlaceholder removes p if it is still a regular file holding exactly content
-// or an empty directory, following no symbolic link (one planted on the way, or at p,
-// is left alone). A p that is gone is no error.
-func RemovePlaceholder(p, content string) error {
-	return RemovePlaceholders([]Placeholder{{Path: p, Content: content}})[0]
+// RemovePlaceholder removes p if it is still the entry id (made by [MakePlaceholders])
+// and a regular file holding exactly content or an empty directory, following no
+// symbolic link (one planted on the way, or at p, is left alone). A p that is gone is
+// no error.
+func RemovePlaceholder(p, content string, id FileID) error {
+	return RemovePlaceholders([]Placeholder{{Path: p, Content: content, ID: id}})[0]
 }
 
 // RemovePlaceholders removes each of ps in order as [RemovePlaceholder] does (Dir is
 // not looked at: what is there decides), and returns one error per placeholder, nil
 // for each removed or gone. Each parent directory is opened once for all the
-// placeholders it holds, by the same walk that follows no link.
+// placeholders it holds, by the same walk that follows no link, and the identity is
+// checked in it, on the entry it would unlink.
 func RemovePlaceholders(ps []Placeholder) []error {
 	errs := make([]error, len(ps))
 	dirs := parentDirs{}
@@ -134,7 +186,7 @@ func RemovePlaceholders(ps []Placeholder) []error {
 	for i, p := range ps {
 		pfd, err := dirs.open(p.Path)
 		if err == nil {
-			err = removeAt(pfd, filepath.Base(p.Path), p.Content)
+			err = removeAt(pfd, filepath.Base(p.Path), p.Content, p.ID)
 		}
 		if errors.Is(err, unix.ENOENT) {
 			err = nil
@@ -144,16 +196,19 @@ func RemovePlaceholders(ps []Placeholder) []error {
 	return errs
 }
 
-// removeAt removes name in the directory pfd if it is still a regular file holding
-// exactly content or an empty directory.
-func removeAt(pfd int, name, content string) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+// removeAt removes name in the directory pfd if it is still the entry id and a regular
+// file holding exactly content or an empty directory.
+func removeAt(pfd int, name, content string, id FileID) error {
+	st, err := statAt(pfd, name)
+	if err != nil {
 		return err
 	}
-	switch st.Mode & unix.S_IFMT {
+	if st.id != id || id == (FileID{}) {
+		return ErrReplaced
+	}
+	switch st.mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		if st.Size != int64(len(content)) || !holds(pfd, name, content) {
+		if st.size != int64(len(content)) || !holds(pfd, name, content) {
 			return ErrNotPlaceholder
 		}
 		return unix.Unlinkat(pfd, name, 0)
