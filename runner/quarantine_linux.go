@@ -79,9 +79,9 @@ func watched(name string, movedDir bool) bool {
 // before the watch starts.
 func mayWatch() bool { return os.Geteuid() == 0 }
 
-// watchRepositories starts the live watch, when cordon may. It refuses the run when a
-// live run's workspace is inside this one's (nestedRun). The owner record already says
-// the run watches (mayWatch); when the watch cannot be had, it is rewritten to say not.
+// watchRepositories starts the live watch, when cordon may. No other live run's
+// workspace is inside this one's (lockWorkspace): the placeholders it makes would be
+// new entries to the watch.
 func (r *run) watchRepositories() error {
 	if !mayWatch() {
 		r.noChanges("not root: no fanotify watch of the workspace")
@@ -92,19 +92,10 @@ func (r *run) watchRepositories() error {
 	if err != nil {
 		r.noChanges("no fanotify watch: " + err.Error())
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
-		if r.rd.owner.Watching {
-			r.rd.owner.Watching = false
-			if err := r.rd.save(); err != nil {
-				r.o.Log.Debug("the owner record still says the run watches its workspace", "err", err)
-			}
-		}
 		return nil
 	}
 	lw := &liveWatch{w: w, closed: make(chan struct{}), progress: make(chan struct{}, 1)}
 	r.live = lw
-	if err := nestedRun(filepath.Dir(r.rd.path), r.plan.Workspace, filepath.Base(r.rd.path)); err != nil {
-		return err
-	}
 	lw.wg.Add(1)
 	go func() {
 		defer lw.wg.Done()

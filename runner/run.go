@@ -358,17 +358,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := markGitWritten(r.plan); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
-	// The owner record, written once with the placeholders, says whether the run will
-	// watch its workspace; guardedBy looks at the other runs once it is written.
-	rd.owner.Watching = !r.o.Stage && mayWatch()
-	var refused error
-	if err := rd.placeholders(r.plan, func() error {
-		refused = guardedBy(r.o.RunRoot, r.plan.Workspace)
-		return refused
-	}); err != nil {
-		if refused != nil {
-			return refused
-		}
+	if err := rd.placeholders(r.plan, nil); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
 	ph.Next("credentials")

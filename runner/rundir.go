@@ -65,11 +65,6 @@ type runOwner struct {
 	// (sandbox.Backend.HostUID); a uid leased from cordon's range is released by the run, or
 	// taken back by gc once this run's cordon is gone (package internal/uids).
 	SandboxUID int `json:"sandbox_uid,omitempty"`
-	// Watching says the run quarantines new repositories and contracts in its
-	// workspace as they appear (the live watch): a run inside that workspace is refused
-	// (guardedBy), since its placeholders would be among them. It is written with the
-	// placeholders, before the watch starts, and cleared if the watch cannot be had.
-	Watching bool `json:"watching,omitempty"`
 	// AuditDir is the run's log directory: gc seals the log of a run whose cordon
 	// died before it could (audit.SealAbandoned).
 	AuditDir string `json:"audit_dir,omitempty"`
@@ -131,21 +126,6 @@ func makeRunDir(root, id, workspace, auditDir string, uid int) (*runDir, sandbox
 	return rd, h, nil
 }
 
-// guardedBy refuses a run in workspace ws when a live run under root watches a
-// workspace that holds ws (and is not ws itself): that run's live quarantine would take
-// this run's placeholders (an empty .git, cordon.yaml) for a repository and a contract
-// its sandbox planted, and rename them from under the sandbox being built. One
-// workspace shared by two runs is not refused: the second adopts the first's
-// placeholders (runDir.placeholders), which stay until the last run that lists them ends.
-func guardedBy(root, ws string) error {
-	for _, l := range liveRuns(root, "") {
-		if o := l.owner; o.Watching && o.Workspace != ws && inside(ws, o.Workspace) {
-			return errdefs.Unavailablef("the workspace %s is inside %s, the workspace of run %s, which is running and quarantines the repositories and contracts that appear in it (this run's placeholders among them); run in %s, or when %s has ended", ws, o.Workspace, l.id, o.Workspace, l.id)
-		}
-	}
-	return nil
-}
-
 // liveRun is a run under a run root whose cordon is running, and its owner record.
 type liveRun struct {
 	id    string
@@ -169,21 +149,6 @@ func liveRuns(root, self string) []liveRun {
 		}
 	}
 	return runs
-}
-
-// nestedRun is the other half of guardedBy, for the watching run: once its owner
-// record says it watches ws, it refuses when a live run under root (other than self)
-// has its workspace strictly inside ws. Each of two runs writes its owner record before
-// it looks at the other's, so whichever order they start in, at least one sees the other
-// and refuses: a run that checked guardedBy just before this one began watching would
-// otherwise make its placeholders under this run's live quarantine.
-func nestedRun(root, ws, self string) error {
-	for _, l := range liveRuns(root, self) {
-		if o := l.owner; o.Workspace != ws && inside(o.Workspace, ws) {
-			return errdefs.Unavailablef("the workspace %s holds %s, the workspace of run %s, which is running: this run's live quarantine would take that run's placeholders (an empty .git, cordon.yaml) for a planted repository and contract; run when %s has ended, or in a workspace that does not hold it", ws, o.Workspace, l.id, l.id)
-		}
-	}
-	return nil
 }
 
 // checkRunRoot refuses a run root the sandbox of plan could write, or that is not an
@@ -281,13 +246,14 @@ func markGitWritten(plan *contract.Plan) error {
 // is decided under the run root's placeholder lock (lockPlaceholders), so that no run
 // removes a placeholder between this one finding it and recording it.
 // The record is written once (a synced write), before anything it names is made or
-// adopted: every placeholder is recorded before it is made, and it says whether the
-// run watches its workspace (owner.Watching, set by the caller). Once they are made,
+// adopted: every placeholder is recorded before it is made. Once they are made,
 // still under the lock, their identities are recorded (madeRecord): what this run, gc
 // after a crash, or a run that adopts them removes is only what has that identity. A
-// cordon killed in between leaves them in place. check runs between the record and
-// the first placeholder (guardedBy: it must see other runs only once this one's
-// record is there for them to see); when it fails, nothing is made.
+// cordon killed in between leaves them in place. check, when not nil, runs between
+// the record and the first placeholder (tests stop a run there); when it fails,
+// nothing is made. No other live run works in the workspace tree meanwhile
+// (lockWorkspace): what another run's record lists is a dead run's, or an older
+// cordon's that takes no workspace lock.
 func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	unlock, err := lockPlaceholders(rd.root())
 	if err != nil {

@@ -157,7 +157,7 @@ func TestGCSealsTheLogOfADeadRun(t *testing.T) {
 }
 
 // TestPlaceholdersRecordedBeforeTheCheck: the owner record is written once, before
-// guardedBy's check, naming every placeholder and whether the run watches; a refused
+// the check (a run stopped there), naming every placeholder; a refused
 // run makes none, and its teardown removes nothing it did not make (an empty file
 // another run made at one of its paths since is that run's).
 func TestPlaceholdersRecordedBeforeTheCheck(t *testing.T) {
@@ -171,11 +171,10 @@ func TestPlaceholdersRecordedBeforeTheCheck(t *testing.T) {
 	if _, err := readOwner(rd.path); err == nil {
 		t.Fatal("an owner record before placeholders wrote it")
 	}
-	rd.owner.Watching = true
 	refused := errors.New("refused")
 	err = rd.placeholders(plan, func() error {
 		o, err := readOwner(rd.path)
-		if err != nil || !o.Watching || strings.Join(o.Created, " ") != p1+" "+p2 {
+		if err != nil || strings.Join(o.Created, " ") != p1+" "+p2 {
 			t.Errorf("the record when the check runs: %+v, %v", o, err)
 		}
 		if _, err := os.Lstat(p1); err == nil {
