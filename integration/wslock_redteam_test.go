@@ -75,3 +75,71 @@ func TestWorkspaceInsideAnotherThroughBindMount(t *testing.T) {
 		t.Errorf("run A's sandbox wrote .envrc, which its contract denies, on the host (%q) once run C's sandbox had removed its placeholder", data)
 	}
 }
+
+// TestDirectRunInsideStagedRunsWorkspace: staged run A denies the missing
+// a/b/secret. A staged run holds its workspace shared, and a direct run holds the
+// directories above its own shared too, so a direct run C whose workspace is A's
+// subdirectory a is let in beside A. C's sandbox removes, on the host, what A made
+// for its denial (a/b and the placeholder); A's sandbox then writes a/b/secret, and
+// `cordon apply` must not land it on the host.
+func TestDirectRunInsideStagedRunsWorkspace(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	aContract, cContract := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "c.yaml")
+	mustWrite(t, aContract, "version: 1\nworkspace: "+w.ws+"\nfilesystem:\n  deny_read: [a/b/secret]\n")
+	mustMkdir(t, filepath.Join(w.ws, "a"))
+	mustWrite(t, cContract, "version: 1\nworkspace: "+filepath.Join(w.ws, "a")+"\n")
+	out := filepath.Join(t.TempDir(), "a.out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := exec.Command(testutil.Cordon(t), "run", "--stage", "-c", aContract, "--", "sh", "-c",
+		`touch a-ready; i=0; while [ $i -lt 100 ]; do if (mkdir -p a/b; echo pwned > a/b/secret) 2>/dev/null; then echo write=0; break; fi; sleep 0.05; i=$((i+1)); done`)
+	a.Dir, a.Env, a.Stdout, a.Stderr = w.ws, w.env, f, f
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if a.ProcessState == nil {
+			a.Process.Kill()
+			a.Wait()
+		}
+	}()
+	waitFor(t, time.Minute, "staged run A's command", func() bool {
+		m, _ := filepath.Glob(filepath.Join(w.home, ".local", "state", "cordon", "runs", "*", "stage", "upper", "a-ready"))
+		m2, _ := filepath.Glob(filepath.Join(w.runRoot, "*", "stage", "upper", "a-ready"))
+		return len(m)+len(m2) > 0
+	})
+	t.Logf("host a/ while A runs: %v", lsTree(filepath.Join(w.ws, "a")))
+	c := exec.Command(testutil.Cordon(t), "run", "-c", cContract, "--", "sh", "-c", "rm -rf b && echo removed")
+	c.Dir, c.Env = filepath.Join(w.ws, "a"), w.env
+	r := runResult(t, c, "cordon")
+	t.Logf("run C: %v", r)
+	refusedInUse(t, "direct run C in a subdirectory of staged run A's workspace", r)
+	a.Wait()
+	data, _ := os.ReadFile(out)
+	aOut := string(data)
+	t.Logf("run A: %s", aOut)
+	if m := stagedRunID.FindStringSubmatch(aOut); m != nil {
+		t.Logf("apply: %v", w.cordon("", "apply", m[1]))
+	}
+	if strings.Contains(aOut, "write=0") {
+		t.Errorf("run A's sandbox wrote a/b/secret, which its contract denies, in its staged view")
+	}
+	if data, _ := os.ReadFile(filepath.Join(w.ws, "a", "b", "secret")); strings.Contains(string(data), "pwned") {
+		t.Errorf("cordon apply landed run A's a/b/secret, which its contract denies, on the host")
+	}
+}
+
+func lsTree(dir string) []string {
+	var l []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			l = append(l, p[len(dir):]+" "+fi.Mode().String())
+		}
+		return nil
+	})
+	return l
+}
