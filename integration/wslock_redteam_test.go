@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +143,91 @@ func lsTree(dir string) []string {
 		return nil
 	})
 	return l
+}
+
+// TestSandboxMakesItsWorkspaceUnreadable: lockWorkspace skips a directory above the
+// workspace that it cannot open for reading, on the ground that a run there could
+// not read this workspace's tree. But search (x) without read (r) is enough to reach
+// a directory below, and a run's sandbox may chmod its own workspace. Run A's hostile
+// sandbox (cordon as an unprivileged user, whose sandbox is that user) makes its
+// workspace 0311; the same user's run B in A's subdirectory x/y cannot open it, so B
+// skips it and is let in beside A. A's sandbox then removes B's .envrc placeholder
+// on the host and B's sandbox creates the .envrc its contract denies, which direnv
+// runs on the host. B must be refused while A runs.
+func TestSandboxMakesItsWorkspaceUnreadable(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	inner := filepath.Join(w.ws, "x", "y")
+	mustMkdir(t, inner)
+	xdg, err := os.MkdirTemp("/tmp", "xdg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(xdg) })
+	for _, d := range []string{w.ws, filepath.Join(w.ws, "x"), inner, xdg, w.runRoot} {
+		os.Chown(d, 65534, 65534)
+	}
+	filepath.Walk(w.home, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, 65534, 65534) })
+	for d := filepath.Dir(w.ws); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // t.TempDir's parents are 0700
+	}
+	t.Cleanup(func() { os.Chmod(w.ws, 0o755) })
+	nobody := func(dir, script string, out *os.File) *exec.Cmd {
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", script)
+		cmd.Dir, cmd.Env = dir, append(w.env, "XDG_RUNTIME_DIR="+xdg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		return cmd
+	}
+	outs := t.TempDir()
+	aOut, err := os.Create(filepath.Join(outs, "a.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aOut.Close()
+	a := nobody(w.ws, "chmod 0311 .; touch a-ready; while [ ! -e go-a ]; do sleep 0.05; done; rm -rf x/y/.envrc; echo rm=$?; touch x/y/rm-done", aOut)
+	waitFor(t, time.Minute, "run A's command", func() bool { return exists(filepath.Join(w.ws, "a-ready")) })
+	if fi, err := os.Stat(w.ws); err != nil || fi.Mode().Perm() != 0o311 {
+		t.Fatalf("run A's sandbox could not chmod its workspace: %v %v", fi, err)
+	}
+
+	bPath := filepath.Join(outs, "b.out")
+	bOut, err := os.Create(bPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bOut.Close()
+	b := nobody(inner, "touch b-ready; while [ ! -e rm-done ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?", bOut)
+	bDone := make(chan struct{})
+	go func() { b.Wait(); close(bDone) }()
+	waitFor(t, time.Minute, "run B's command or its refusal", func() bool {
+		select {
+		case <-bDone:
+			return true
+		default:
+			return exists(filepath.Join(inner, "b-ready"))
+		}
+	})
+	mustWrite(t, filepath.Join(w.ws, "go-a"), "")
+	a.Wait()
+	<-bDone
+	aData, _ := os.ReadFile(aOut.Name())
+	bData, _ := os.ReadFile(bPath)
+	t.Logf("run A: %s", aData)
+	t.Logf("run B: %s", bData)
+	if code := b.ProcessState.ExitCode(); code != 125 || !strings.Contains(string(bData), "is inside") {
+		t.Errorf("run B, inside run A's workspace (which A's sandbox made 0311): want refused, exit 125, saying it is inside A's; got exit %d", code)
+	}
+	if data, _ := os.ReadFile(filepath.Join(inner, ".envrc")); strings.Contains(string(data), "pwned") {
+		t.Errorf("run B's sandbox wrote x/y/.envrc, which its contract denies, on the host (%q) once run A's sandbox had removed its placeholder", data)
+	}
 }
