@@ -154,28 +154,42 @@ func lsTree(dir string) []string {
 // skips it and is let in beside A. A's sandbox then removes B's .envrc placeholder
 // on the host and B's sandbox creates the .envrc its contract denies, which direnv
 // runs on the host. B must be refused while A runs.
-func TestSandboxMakesItsWorkspaceUnreadable(t *testing.T) {
-	testutil.RequireRoot(t)
-	w := newWorld(t)
-	inner := filepath.Join(w.ws, "x", "y")
-	mustMkdir(t, inner)
+// nobodysWorld makes w's home, run root and the directories above its workspace
+// usable by nobody (65534) and returns what makes a command cordon as nobody there.
+func nobodysWorld(w *world) func(*exec.Cmd) {
+	t := w.t
 	xdg, err := os.MkdirTemp("/tmp", "xdg-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(xdg) })
-	for _, d := range []string{w.ws, filepath.Join(w.ws, "x"), inner, xdg, w.runRoot} {
+	for _, d := range []string{xdg, w.runRoot} {
 		os.Chown(d, 65534, 65534)
 	}
 	filepath.Walk(w.home, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, 65534, 65534) })
 	for d := filepath.Dir(w.ws); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 		os.Chmod(d, 0o755) // t.TempDir's parents are 0700
 	}
+	return func(cmd *exec.Cmd) {
+		cmd.Env = append(w.env, "XDG_RUNTIME_DIR="+xdg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+}
+
+func TestSandboxMakesItsWorkspaceUnreadable(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	inner := filepath.Join(w.ws, "x", "y")
+	mustMkdir(t, inner)
+	for _, d := range []string{w.ws, filepath.Join(w.ws, "x"), inner} {
+		os.Chown(d, 65534, 65534)
+	}
 	t.Cleanup(func() { os.Chmod(w.ws, 0o755) })
+	asNobody := nobodysWorld(w)
 	nobody := func(dir, script string, out *os.File) *exec.Cmd {
 		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", script)
-		cmd.Dir, cmd.Env = dir, append(w.env, "XDG_RUNTIME_DIR="+xdg)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.Dir = dir
+		asNobody(cmd)
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -229,5 +243,83 @@ func TestSandboxMakesItsWorkspaceUnreadable(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(inner, ".envrc")); strings.Contains(string(data), "pwned") {
 		t.Errorf("run B's sandbox wrote x/y/.envrc, which its contract denies, on the host (%q) once run A's sandbox had removed its placeholder", data)
+	}
+}
+
+// TestSharedWorkspaceThroughOverlayUpper: one workspace tree seen at two paths whose
+// directories are different inodes: an overlay's upper directory and the overlay
+// (a container's root file system beside its upper layer, fuse-overlayfs). A flock
+// holds an inode, so run A in the upper directory and run C in the overlay each take
+// their workspace exclusively, side by side. Renaming, through the overlay, what only
+// the upper layer holds renames it in the upper directory: A denies the missing
+// a/b/secret, so it makes and pins a and a/b; C's sandbox renames a (A's mounts go
+// with it) and A's sandbox creates a/b/secret, which its contract denies, on the
+// host. C must be refused while A runs.
+func TestSharedWorkspaceThroughOverlayUpper(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	base := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", base).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", base).Run() })
+	lower, upper, work, merged := filepath.Join(base, "lower"), filepath.Join(base, "upper"), filepath.Join(base, "work"), filepath.Join(base, "merged")
+	for _, d := range []string{lower, filepath.Join(upper, "ws"), work, merged} {
+		mustMkdir(t, d)
+	}
+	if out, err := exec.Command("mount", "-t", "overlay", "overlay", "-o", "lowerdir="+lower+",upperdir="+upper+",workdir="+work, merged).CombinedOutput(); err != nil {
+		t.Fatalf("mount overlay: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", merged).Run() })
+	aWS, cWS := filepath.Join(upper, "ws"), filepath.Join(merged, "ws")
+	// As nobody: root's cordon idmaps the workspace, which an overlay may not support.
+	asNobody := nobodysWorld(w)
+	for _, d := range []string{base, upper, aWS, merged} {
+		os.Chmod(d, 0o755)
+	}
+	os.Chown(aWS, 65534, 65534)
+	for d := filepath.Dir(base); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	dir := t.TempDir()
+	aContract, cContract := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "c.yaml")
+	mustWrite(t, aContract, "version: 1\nworkspace: "+aWS+"\nfilesystem:\n  deny_read: [a/b/secret]\n")
+	mustWrite(t, cContract, "version: 1\nworkspace: "+cWS+"\n")
+
+	out := filepath.Join(t.TempDir(), "a.out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := exec.Command(testutil.Cordon(t), "run", "-c", aContract, "--", "sh", "-c",
+		"touch a-ready; while [ ! -e go-a ]; do sleep 0.05; done; "+writeSecret)
+	a.Dir, a.Stdout, a.Stderr = aWS, f, f
+	asNobody(a)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if a.ProcessState == nil {
+			a.Process.Kill()
+			a.Wait()
+		}
+	}()
+	waitFor(t, time.Minute, "run A's command", func() bool { return exists(filepath.Join(aWS, "a-ready")) })
+
+	c := exec.Command(testutil.Cordon(t), "run", "-c", cContract, "--", "sh", "-c",
+		"mv a a2 && echo moved")
+	c.Dir = cWS
+	asNobody(c)
+	r := runResult(t, c, "cordon")
+	t.Logf("run C: %v", r)
+	refusedInUse(t, "run C, in run A's workspace through the overlay", r)
+
+	mustWrite(t, filepath.Join(aWS, "go-a"), "")
+	a.Wait()
+	aOut, _ := os.ReadFile(out)
+	t.Logf("run A: %s", aOut)
+	if data, _ := os.ReadFile(filepath.Join(aWS, "a", "b", "secret")); strings.Contains(string(data), "pwned") || strings.Contains(string(aOut), "write=0") {
+		t.Errorf("run A's sandbox wrote a/b/secret, which its contract denies, on the host (%q) once run C's sandbox had renamed a", data)
 	}
 }
