@@ -21,9 +21,9 @@ import (
 // checkout path. The lock holds A's workspace directory itself (the same directory as
 // C's sub) but the directories above it are the mount point's ancestors, not sub's:
 // C's workspace, which holds A's, is never locked. C must be refused while A runs;
-// otherwise C's sandbox removes A's .envrc placeholder on the host (to C's
-// contract, the default, sub/.envrc is an ordinary path) and A's sandbox creates the .envrc its contract denies,
-// which direnv runs on the host.
+// otherwise C's sandbox removes A's .envrc placeholder on the host (to C's contract,
+// the default, sub/.envrc is an ordinary path) and A's sandbox creates the .envrc its
+// contract denies, which direnv runs on the host.
 func TestWorkspaceInsideAnotherThroughBindMount(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
