@@ -8,6 +8,7 @@ import (
 // MountInfo is one line of /proc/PID/mountinfo.
 type MountInfo struct {
 	ID     int    // mount ID (what [MountID] returns for a path on it)
+	Dev    string // the file system's device, "major:minor"
 	Root   string // the directory of its file system mounted there, unescaped
 	Point  string // mount point, unescaped
 	Opts   string // per-mount options ("rw,nosuid,...")
@@ -45,7 +46,7 @@ func parseMountinfo(line string) (MountInfo, bool) {
 	if err != nil {
 		return MountInfo{}, false
 	}
-	return MountInfo{ID: id, Root: unescapeOctal(f[3]), Point: unescapeOctal(f[4]), Opts: f[5], FSType: g[0], Source: g[1], Super: g[2]}, true
+	return MountInfo{ID: id, Dev: f[2], Root: unescapeOctal(f[3]), Point: unescapeOctal(f[4]), Opts: f[5], FSType: g[0], Source: g[1], Super: g[2]}, true
 }
 
 // ParseMountinfo parses a whole mountinfo file.
