@@ -1,0 +1,441 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/atomicfile"
+	"github.com/cordonhq/cordon/internal/errdefs"
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/paths"
+)
+
+// saveMade writes the run's made record (madeRecord), unsynced.
+func (rd *runDir) saveMade() error {
+	data, _ := json.Marshal(rd.made)
+	if err := atomicfile.WriteUnsynced(filepath.Join(rd.path, madeRecord), data, 0o600); err != nil {
+		return fmt.Errorf("recording the placeholders made: %w", err)
+	}
+	return nil
+}
+
+// readMade reads the made record (madeRecord) of the run directory dir: none, or one
+// that cannot be read, is nothing made.
+func readMade(dir string) map[string]linux.FileID {
+	var made map[string]linux.FileID
+	data, err := paths.ReadRecord(filepath.Join(dir, madeRecord), paths.Owner())
+	if err != nil || json.Unmarshal(data, &made) != nil {
+		return nil
+	}
+	return made
+}
+
+// loadRunDir is the run directory dir whose owner record is o, with its made record.
+func loadRunDir(dir string, o runOwner) *runDir {
+	return &runDir{path: dir, owner: o, made: readMade(dir)}
+}
+
+// identity returns the identity of the placeholder or parent p the run made or
+// adopted; ok is false for one it did neither (recorded, never made).
+func (rd *runDir) identity(p string) (id linux.FileID, ok bool) {
+	if id, ok = rd.made[p]; ok {
+		return id, true
+	}
+	id, ok = rd.owner.AdoptedIDs[p]
+	return id, ok
+}
+
+// adopt records the identity id of another run's placeholder or parent p this run
+// adopts.
+func (rd *runDir) adopt(p string, id linux.FileID) {
+	if rd.owner.AdoptedIDs == nil {
+		rd.owner.AdoptedIDs = map[string]linux.FileID{}
+	}
+	rd.owner.AdoptedIDs[p] = id
+}
+
+// placeholders writes the run's owner record and creates the host entries the plan
+// needs so that denied paths that do not exist yet cannot be created by the sandbox.
+// A path the plan mounts over that holds another run's placeholder (listed in another
+// owner record under the run root, and still the entry that run made: the identity
+// it recorded) is adopted: recorded in owner.Adopted with that identity, so that the
+// run that made it leaves it in place while this one mounts over it (removePlaceholders);
+// one another run recorded but that is gone is made again. Anything else already at a
+// path is the user's (or a sandbox's): mounted over as it is, never removed. All of it
+// is decided under the run root's placeholder lock (lockPlaceholders), so that no run
+// removes a placeholder between this one finding it and recording it.
+// The record is written once (a synced write), before anything it names is made or
+// adopted: every placeholder is recorded before it is made. Once they are made,
+// still under the lock, their identities are recorded (madeRecord): what this run, gc
+// after a crash, or a run that adopts them removes is only what has that identity. A
+// cordon killed in between leaves them in place. check, when not nil, runs between
+// the record and the first placeholder (tests stop a run there); when it fails,
+// nothing is made. No other live run works in the workspace tree meanwhile
+// (lockWorkspace): what another run's record lists is a dead run's, or an older
+// cordon's that takes no workspace lock.
+func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
+	unlock, err := lockPlaceholders(rd.root())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	others := otherPlaceholders(rd.root(), rd.id(), true)
+	// todo is what to make, in order: each placeholder after its missing parents.
+	var todo []linux.Placeholder
+	var parent []bool // todo[i] is a parent directory
+	parents := parentPlan{others: others, known: map[string]bool{}, ids: map[string]linux.FileID{}}
+	for _, m := range plan.Mounts {
+		l, listed := others[m.Path]
+		if m.Create == contract.PlaceholderParent || listed && l.parent {
+			if parents.dir(m.Path, l) {
+				todo, parent = append(todo, linux.Placeholder{Path: m.Path, Parent: true}), append(parent, true)
+			}
+			continue
+		}
+		if m.Create == contract.NoPlaceholder && !listed {
+			continue // not a placeholder: it was there at Compile, or needs none
+		}
+		content := m.Content
+		if l.held || m.Create == contract.NoPlaceholder {
+			content = l.content // what the other run's placeholder holds
+		}
+		if _, err := os.Lstat(m.Path); err == nil {
+			id, ok := l.holds(m.Path)
+			if !ok {
+				// Appeared since Compile, or at a path a run recorded but never made
+				// (or made, and removed since): the user's, mounted over as it is.
+				continue
+			}
+			rd.owner.Adopted = append(rd.owner.Adopted, m.Path)
+			rd.adopt(m.Path, id)
+			parents.add(m.Path, false) // those above it other runs made
+		} else {
+			// Missing, or another run's placeholder at Compile (NoPlaceholder) that
+			// its run has removed since: this run makes its own.
+			for _, d := range parents.add(m.Path, true) {
+				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
+			}
+			dir := m.Create == contract.PlaceholderDir || m.Create == contract.NoPlaceholder && m.Dir
+			todo, parent = append(todo, linux.Placeholder{Path: m.Path, Dir: dir, Content: content}), append(parent, false)
+			rd.owner.Created = append(rd.owner.Created, m.Path)
+		}
+		if content != "" {
+			if rd.owner.Contents == nil {
+				rd.owner.Contents = map[string]string{}
+			}
+			rd.owner.Contents[m.Path] = content
+		}
+	}
+	rd.owner.Parents = parents.dirs
+	for d, id := range parents.ids {
+		rd.adopt(d, id)
+	}
+	// Recorded once, all of them, before any is made: a run starts with a dozen.
+	if err := rd.save(); err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	// No link is followed on the way: the workspace is the sandbox's to write, and a
+	// link planted since Compile must not make cordon create anything elsewhere.
+	if rd.made == nil {
+		rd.made = map[string]linux.FileID{}
+	}
+	var makeErr error
+	for i := 0; i < len(todo); {
+		ids, merr := linux.MakePlaceholders(todo[i:])
+		for j, id := range ids {
+			rd.made[todo[i+j].Path] = id
+		}
+		if i += len(ids); merr == nil {
+			break
+		}
+		// A parent found made (earlier in this batch, or by the user since it was
+		// looked at) is no error; made by someone else, it is not this run's to remove.
+		if !errors.Is(merr, fs.ErrExist) || !parent[i] {
+			makeErr = fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, merr)
+			break
+		}
+		i++
+	}
+	// Still under the lock: a run that decides after this one adopts only what it finds
+	// recorded here.
+	return errors.Join(makeErr, rd.saveMade())
+}
+
+// parentPlan gathers the parent directories of a run's placeholders that it records
+// (runOwner.Parents): the missing ones of those it makes, and those another run
+// made above those it adopts (with their identities, ids), each listed once and after
+// the ones above it.
+type parentPlan struct {
+	others map[string]listing
+	known  map[string]bool // directories looked at: listed, or there and not another run's
+	dirs   []string
+	ids    map[string]linux.FileID // the directories adopted, another run's
+}
+
+// add adds the parents of the placeholder p and returns those to make, the highest
+// first: up from p's parent, every directory there that another run made and lists,
+// and, when p is to be made, every one missing. p itself is known from then on (a
+// parent of later ones).
+func (pp *parentPlan) add(p string, making bool) (mk []string) {
+	defer func() { pp.known[p] = true }()
+	var adopted []string
+	for d := filepath.Dir(p); d != filepath.Dir(d) && !pp.known[d]; d = filepath.Dir(d) {
+		pp.known[d] = true
+		if _, err := os.Lstat(d); err != nil {
+			if !making {
+				break
+			}
+			mk = append(mk, d)
+			continue
+		}
+		id, ok := pp.others[d].holds(d)
+		if !ok {
+			break // the user's, and so is all above it
+		}
+		adopted, pp.ids[d] = append(adopted, d), id
+	}
+	// Every missing one is below every one there.
+	slices.Reverse(adopted)
+	slices.Reverse(mk)
+	pp.dirs = append(append(pp.dirs, adopted...), mk...)
+	return mk
+}
+
+// dir adds the directory p that a mount pins, made to hold a placeholder (by this run,
+// or by another that lists it, l): recorded when it is missing, or there and the one
+// another run made (adopted); one there that is not is the user's. mk says whether to
+// make it (a directory found made is no error).
+func (pp *parentPlan) dir(p string, l listing) (mk bool) {
+	pp.known[p] = true
+	if _, err := os.Lstat(p); err != nil {
+		pp.dirs = append(pp.dirs, p)
+		return true
+	}
+	if id, ok := l.holds(p); ok {
+		pp.dirs, pp.ids[p] = append(pp.dirs, p), id
+	}
+	return false
+}
+
+// lockPlaceholders takes the run root's placeholder lock (paths.Root.PlaceholderLock),
+// waiting for the run that holds it: a run decides which placeholders it makes or
+// adopts, and records them, under it; a run (or gc) decides which it removes, and
+// removes them, under it. So a run that adopts a placeholder before another's removal
+// keeps it, and one that comes after finds it gone and makes its own. unlock releases it.
+func lockPlaceholders(root string) (unlock func(), err error) {
+	f, err := os.OpenFile(paths.Root(root).PlaceholderLock(), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the placeholder lock: %w", err)
+	}
+	// Waited for as the uid lease lock is (internal/uids): held for a few milliseconds,
+	// so a wait this long means a holder that does not run (a cordon suspended with ^Z).
+	deadline := time.Now().Add(placeholderLockWait)
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		ok, err := linux.TryLock(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("taking the placeholder lock: %w", err)
+		}
+		if ok {
+			return func() { f.Close() }, nil
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%w: waited %v for %s: another cordon holds it and does not let go (a suspended one? resume or kill it)",
+				errPlaceholderLock, placeholderLockWait, f.Name())
+		}
+		time.Sleep(wait)
+	}
+}
+
+// placeholderLockWait bounds the wait for the placeholder lock (a variable for tests).
+var placeholderLockWait = 30 * time.Second
+
+// errPlaceholderLock is the placeholder lock not had in time: a run does not start,
+// and a teardown leaves its placeholders, and the record naming them, to gc.
+var errPlaceholderLock = errdefs.Unavailablef("the placeholder lock is held")
+
+// listing is how the other owner records under a run root list a placeholder path:
+// held says a run that has not let go of its placeholders (releasedMark) lists it, so
+// the placeholder stays for that run; content is what the placeholder file holds.
+type listing struct {
+	content string
+	held    bool
+	parent  bool // listed only as a directory made to hold placeholders (runOwner.Parents)
+	// ids are the identities the runs that hold it recorded for it (made or adopted):
+	// only an entry with one of them is the placeholder they keep.
+	ids []linux.FileID
+	// byPath says a live run of an older cordon, which records no identities
+	// (runOwner.Identities), holds it: whatever entry is at its path.
+	byPath bool
+}
+
+// keeps says whether a run that holds the placeholder keeps the entry id: one it made
+// or adopted (or any, for an older cordon's live run). A run that lists the path but
+// has no identity for it never made it, and never removes it: it keeps nothing.
+func (l listing) keeps(id linux.FileID) bool {
+	return l.held && (l.byPath || slices.Contains(l.ids, id))
+}
+
+// holds returns the identity of the entry at p when it is the placeholder (or parent)
+// a run that keeps it made: that entry, not merely its path (but for an older
+// cordon's live run, byPath).
+func (l listing) holds(p string) (linux.FileID, bool) {
+	if len(l.ids) == 0 && !l.byPath {
+		return linux.FileID{}, false
+	}
+	id, err := linux.Identify(p)
+	return id, err == nil && (l.byPath || slices.Contains(l.ids, id))
+}
+
+// otherPlaceholders are the placeholders the owner records under root list (Created
+// and Adopted), but self's. dead says whether the records of runs whose cordon is gone
+// count: they do for deciding (gc has not removed their placeholders yet), not for
+// removing (only a live run keeps one alive). Called with the placeholder lock held.
+func otherPlaceholders(root, self string, dead bool) map[string]listing {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	listed := map[string]listing{}
+	for _, e := range entries {
+		if e.Name() == self || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		o, err := readOwner(dir)
+		if err != nil || !dead && !o.Alive() {
+			continue
+		}
+		_, err = os.Lstat(filepath.Join(dir, releasedMark))
+		held := errors.Is(err, fs.ErrNotExist)
+		var ids map[string]linux.FileID
+		var byPath bool
+		if held {
+			ids = loadRunDir(dir, o).ids()
+			byPath = !o.Identities && (!dead || o.Alive())
+		}
+		add := func(l listing, p string) listing {
+			if id, ok := ids[p]; ok {
+				l.ids = append(slices.Clip(l.ids), id)
+			}
+			l.byPath = l.byPath || byPath
+			return l
+		}
+		for _, p := range slices.Concat(o.Created, o.Adopted) {
+			l := listed[p]
+			listed[p] = add(listing{content: o.Contents[p], held: held || l.held, ids: l.ids, byPath: l.byPath}, p)
+		}
+		for _, p := range o.Parents {
+			l, ok := listed[p]
+			listed[p] = add(listing{held: held || l.held, parent: !ok || l.parent, ids: l.ids, byPath: l.byPath}, p)
+		}
+	}
+	return listed
+}
+
+// ids are the identities of all the run made or adopted, by path.
+func (rd *runDir) ids() map[string]linux.FileID {
+	ids := maps.Clone(rd.made)
+	if ids == nil {
+		ids = map[string]linux.FileID{}
+	}
+	maps.Copy(ids, rd.owner.AdoptedIDs)
+	return ids
+}
+
+// removePlaceholders deletes the placeholders it made or adopted that no other live
+// run keeps (lists with the same identity), newest first, each only while it is still the entry made (its identity)
+// and empty (removeIfEmpty), then their parents it made or adopted
+// (runOwner.Parents) that are empty, and leaves releasedMark: all of it under the
+// placeholder lock (lockPlaceholders). A placeholder another live run lists stays for
+// that run's mask: unlinking it would detach that mask in the other run's sandbox, and
+// the last run to end removes it. One recorded but never made (no identity) is not
+// looked at: what is at its path is not cordon's. The owner record still names them:
+// a cordon that dies meanwhile leaves them to gc, and once they are gone whatever
+// takes their paths has another identity, which neither gc nor a run that adopts from
+// this record takes for them.
+func (rd *runDir) removePlaceholders() error {
+	var ps, dirs []linux.Placeholder
+	for _, p := range slices.Concat(rd.owner.Created, rd.owner.Adopted) {
+		if id, ok := rd.identity(p); ok {
+			ps = append(ps, linux.Placeholder{Path: p, Content: rd.owner.Contents[p], ID: id})
+		}
+	}
+	for _, d := range rd.owner.Parents {
+		if id, ok := rd.identity(d); ok {
+			dirs = append(dirs, linux.Placeholder{Path: d, Dir: true, ID: id})
+		}
+	}
+	if len(ps)+len(dirs) == 0 {
+		return rd.markReleased() // no other run cares: no lock
+	}
+	unlock, err := lockPlaceholders(rd.root())
+	if err != nil {
+		return fmt.Errorf("placeholders left in place: %w", err)
+	}
+	defer unlock()
+	others := otherPlaceholders(rd.root(), rd.id(), false)
+	kept := func(p linux.Placeholder) bool { return others[p.Path].keeps(p.ID) }
+	ps = slices.DeleteFunc(ps, kept)
+	slices.Reverse(ps)
+	var errs []error
+	// Let go before the lock is released: a run that decides after this one must not
+	// take these for placeholders this run keeps alive.
+	if err := rd.markReleased(); err != nil {
+		errs = append(errs, err)
+	}
+	for i, err := range linux.RemovePlaceholders(ps) {
+		if err != nil && !errors.Is(err, linux.ErrReplaced) { // replaced: the user's, left alone
+			errs = append(errs, placeholderErr(ps[i].Path, err))
+		}
+	}
+	// Then the parents, newest first: one that holds anything else now (the sandbox's
+	// files, the user's), or another directory in its place, is simply kept.
+	dirs = slices.DeleteFunc(dirs, kept)
+	slices.Reverse(dirs)
+	for i, err := range linux.RemovePlaceholders(dirs) {
+		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) && !errors.Is(err, linux.ErrReplaced) {
+			errs = append(errs, fmt.Errorf("removing the parent directory %s of a placeholder: %w", dirs[i].Path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeIfEmpty removes a placeholder still the entry id and empty (or holding
+// exactly content), following no symbolic link: one the sandbox planted on the way (or
+// at p) is never followed out of the workspace.
+func removeIfEmpty(p, content string, id linux.FileID) error {
+	if err := linux.RemovePlaceholder(p, content, id); err != nil {
+		return placeholderErr(p, err)
+	}
+	return nil
+}
+
+// placeholderErr says why the placeholder p was not removed.
+func placeholderErr(p string, err error) error {
+	switch {
+	case errors.Is(err, linux.ErrNotPlaceholder) || errors.Is(err, syscall.ENOTEMPTY):
+		return fmt.Errorf("placeholder %s is no longer empty; left in place", p)
+	case errors.Is(err, linux.ErrReplaced):
+		return fmt.Errorf("%s is no longer the placeholder cordon made; left in place", p)
+	}
+	return fmt.Errorf("removing placeholder %s: %w", p, err)
+}
