@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/paths"
@@ -56,5 +59,64 @@ func TestRedServeExecCapHoldsOutput(t *testing.T) {
 	if grown > 48<<20 {
 		t.Errorf("break: the supervisor (pid %d, a host process) holds the sandbox's output: its peak RSS grew by %d MiB for %d MiB of output with cap=2^40 (runner/outcap keeps the head up to 4x cap in memory; server/sessions_exec.go validateExec bounds cap only below)",
 			si.PID, grown>>20, flood>>20)
+	}
+}
+
+// TestRedServeConcurrentExecsPastMemory: a session is charged its contract's
+// limits.memory. Its agent runs three commands at once, each holding 60 MiB and
+// waiting until all three hold theirs: the session as a whole must be held to its
+// 96 MiB, so not all three can hold their memory at the same time.
+func TestRedServeConcurrentExecsPastMemory(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "mem", Backend: "bwrap",
+		Contract: "version: 1\nlimits: {memory: 96MiB}\n"})
+	if code != http.StatusCreated {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	var sess api.Session
+	if err := json.Unmarshal([]byte(body), &sess); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, last := outcome(t, acme.exec(t, sess.ID, "python3", "-c", "print(1)")); last.Result == nil || last.Result.ExitCode != 0 {
+		t.Skipf("no python3 in the sandbox: %+v", last)
+	}
+	const prog = `import os, sys, time
+b = b'a' * (60 << 20)
+open('held-' + sys.argv[1], 'w').close()
+for _ in range(400):
+    if all(os.path.exists('held-%d' % i) for i in range(3)):
+        print('all held', len(b)); sys.exit(0)
+    time.sleep(0.05)
+sys.exit(3)
+`
+	type res struct {
+		out  string
+		code int
+	}
+	results := make(chan res, 3)
+	for i := range 3 {
+		go func() {
+			frames := acme.execReq(t, sess.ID, api.ExecRequest{Argv: []string{"python3", "-c", prog, fmt.Sprint(i)}})
+			out, errOut, last := outcome(t, frames)
+			r := res{out: out + errOut, code: -1}
+			if last.Result != nil {
+				r.code = last.Result.ExitCode
+			}
+			results <- r
+		}()
+	}
+	held := 0
+	for range 3 {
+		r := <-results
+		t.Logf("exit %d: %q", r.code, r.out)
+		if r.code == 0 && strings.Contains(r.out, "all held") {
+			held++
+		}
+	}
+	if held == 3 {
+		t.Errorf("break: three commands of one session held 180 MiB at once under limits.memory 96MiB: the session is charged 96 MiB of the tenant's memory quota but uses more")
 	}
 }
