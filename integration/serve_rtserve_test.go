@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,5 +119,74 @@ sys.exit(3)
 	}
 	if held == 3 {
 		t.Errorf("break: three commands of one session held 180 MiB at once under limits.memory 96MiB: the session is charged 96 MiB of the tenant's memory quota but uses more")
+	}
+}
+
+// vmRSS is process pid's resident memory now, in bytes (VmRSS).
+func vmRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/PID/status")
+	return 0
+}
+
+// TestRedServeTurnGrowsWithoutSweep: a session remembers every workspace path its
+// commands changed until the agent's next sweep, in its supervisor (a host process,
+// outside the sandbox's memory limit). Each command of a hostile sandbox deletes the
+// files the previous one made and makes as many new ones, with long names: the
+// workspace stays small, every command's diff stays within limits.diff, and the
+// agent never sweeps. The supervisor's memory must not grow with the number of
+// commands.
+func TestRedServeTurnGrowsWithoutSweep(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "turn", "bwrap")
+	si, err := wire.Read(paths.Root(filepath.Join(s.tenantRoot("acme"), "run")).Sessions(), sess.ID)
+	if err != nil {
+		t.Fatalf("the session's record: %v", err)
+	}
+	long := strings.Repeat("a", 200)
+	dir := long + "/" + long + "/" + long + "/" + long
+	churn := func(k int) {
+		script := fmt.Sprintf(`rm -rf d; mkdir -p d/%s/r%d && cd d/%s/r%d && i=0; while [ $i -lt 8000 ]; do : > %s$i; i=$((i+1)); done`,
+			dir, k, dir, k, strings.Repeat("b", 200))
+		if _, errOut, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", script)); last.Result == nil || last.Result.ExitCode != 0 {
+			t.Fatalf("command %d: %+v %s", k, last, errOut)
+		}
+	}
+	churn(0)
+	base := vmRSS(t, si.PID)
+	const commands = 16
+	var half int64
+	for k := 1; k <= commands; k++ {
+		churn(k)
+		if k == commands/2 {
+			half = vmRSS(t, si.PID) - base
+		}
+	}
+	grown := vmRSS(t, si.PID) - base
+	code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/sweep", nil)
+	var sw api.Sweep
+	_ = json.Unmarshal([]byte(body), &sw)
+	t.Logf("after %d commands of 8000 new ~1 KiB paths each: supervisor RSS +%d MiB (+%d MiB after %d); sweep %d, %d paths, %d bytes of answer: %.300s",
+		commands, grown>>20, half>>20, commands/2, code, len(sw.Changed), len(body), body)
+	if grown > 64<<20 {
+		t.Errorf("break: the supervisor (pid %d) grew by %d MiB remembering the paths of %d commands until a sweep (runner/spill.go noteTurn: the turn's map has no bound)",
+			si.PID, grown>>20, commands)
+	}
+	if code != http.StatusOK {
+		t.Errorf("break: the sandbox's changes made the agent's sweep fail (%d %.200s): the turn's list of changed paths is lost to the agent (session/client.go simple: an answer line is at most 1 MiB)", code, body)
 	}
 }
