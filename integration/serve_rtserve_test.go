@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -188,5 +189,48 @@ func TestRedServeTurnGrowsWithoutSweep(t *testing.T) {
 	}
 	if code != http.StatusOK {
 		t.Errorf("break: the sandbox's changes made the agent's sweep fail (%d %.200s): the turn's list of changed paths is lost to the agent (session/client.go simple: an answer line is at most 1 MiB)", code, body)
+	}
+}
+
+// TestRedServeDownloadWideDirectory: a sandbox fills one directory of its workspace
+// with 300000 FIFOs of long names, then its session stops. A download leaves FIFOs
+// out and counts only what it packs against quotas.upload_entries, but it must not
+// take the whole directory's names into the daemon's memory (the one process every
+// tenant shares): its peak RSS may grow by far less than the names' bytes.
+func TestRedServeDownloadWideDirectory(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "wide", "bwrap")
+	const n, nameLen = 300000, 240
+	prog := fmt.Sprintf(`import os
+os.mkdir('d')
+p = 'f' * %d
+for i in range(%d):
+    os.mkfifo('d/%%s%%07d' %% (p, i))
+print('made')
+`, nameLen-7, n)
+	if out, errOut, last := outcome(t, acme.exec(t, sess.ID, "python3", "-c", prog)); last.Result == nil || last.Result.ExitCode != 0 || !strings.Contains(out, "made") {
+		t.Fatalf("making the FIFOs: %+v %s %s", last, out, errOut)
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	pid := s.cmd.Process.Pid
+	before := peakRSS(t, pid)
+	req, _ := http.NewRequest("GET", acme.base+"/v1/workspaces/wide", nil)
+	req.Header.Set("Authorization", "Bearer "+acme.token)
+	resp, err := acme.c.Do(req)
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	got, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	grown := peakRSS(t, pid) - before
+	t.Logf("download: %d, %d bytes, %v; the daemon's peak RSS grew by %d MiB (the names: %d MiB)", resp.StatusCode, got, err, grown>>20, n*nameLen>>20)
+	if grown > 32<<20 {
+		t.Errorf("break: one download made the daemon (pid %d) take %d MiB for a directory of %d FIFOs it does not even pack (server/workspace/pack_linux.go dir: Readdirnames(-1) before any bound; skipped entries never count against upload_entries)",
+			pid, grown>>20, n)
 	}
 }
