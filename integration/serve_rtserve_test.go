@@ -3,6 +3,9 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
@@ -232,5 +236,79 @@ print('made')
 	if grown > 32<<20 {
 		t.Errorf("break: one download made the daemon (pid %d) take %d MiB for a directory of %d FIFOs it does not even pack (server/workspace/pack_linux.go dir: Readdirnames(-1) before any bound; skipped entries never count against upload_entries)",
 			pid, grown>>20, n)
+	}
+}
+
+// TestRedServeManyShowsOfABigLog: a show answers a run's whole log (up to 32 MiB) as
+// one JSON document built in the daemon's memory, "a few times its size". A sandbox
+// grows its log to just under the bound (an exec's argv is logged whole); the
+// tenant's auditor then asks for it 12 times at once and reads none of the answers.
+// Shows are not long requests (held.go), so nothing but the connection limits (128
+// per address, 1024 in all) bounds how many the daemon builds at once: its peak
+// memory must stay far below 12 copies.
+func TestRedServeManyShowsOfABigLog(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "biglog", "bwrap")
+	big := strings.Repeat("A", 900<<10)
+	events := filepath.Join(s.tenantRoot("acme"), "audit", sess.ID, "events.jsonl")
+	for range 60 {
+		if fi, err := os.Stat(events); err == nil && fi.Size() > 28<<20 {
+			break
+		}
+		outcome(t, acme.execReq(t, sess.ID, api.ExecRequest{Argv: []string{"true", big}}))
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	fi, err := os.Stat(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leadCert, _, _ := s.ca.issue(t, "lead.acme", false)
+	pool := x509.NewCertPool()
+	pool.AddCert(s.ca.cert)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{leadCert}},
+		MaxConnsPerHost: 0, MaxIdleConnsPerHost: 32, ReadBufferSize: 4 << 10}
+	defer tr.CloseIdleConnections()
+	lead := &http.Client{Transport: tr}
+	pid := s.cmd.Process.Pid
+	before := peakRSS(t, pid)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 12
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+s.addr+"/v1/runs/"+sess.ID, nil)
+			resp, err := lead.Do(req)
+			if err != nil {
+				codes <- -1
+				return
+			}
+			codes <- resp.StatusCode
+			<-ctx.Done() // never read: the daemon holds the answer until its write times out
+			resp.Body.Close()
+		}()
+	}
+	ok := 0
+	deadline := time.After(2 * time.Minute)
+	for range n {
+		select {
+		case c := <-codes:
+			if c == http.StatusOK {
+				ok++
+			}
+		case <-deadline:
+			t.Fatal("the shows did not answer in 2 minutes")
+		}
+	}
+	grown := peakRSS(t, pid) - before
+	t.Logf("a log of %d MiB; %d of %d shows answered 200 at once; the daemon's peak RSS grew by %d MiB", fi.Size()>>20, ok, n, grown>>20)
+	if grown > 256<<20 {
+		t.Errorf("break: %d unread shows of one %d MiB log took %d MiB of the daemon's memory (server/audit.go showRun is not a long request: no bound but the connections, 1024)",
+			n, fi.Size()>>20, grown>>20)
 	}
 }
