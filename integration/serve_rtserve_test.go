@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,5 +311,80 @@ func TestRedServeManyShowsOfABigLog(t *testing.T) {
 	if grown > 256<<20 {
 		t.Errorf("break: %d unread shows of one %d MiB log took %d MiB of the daemon's memory (server/audit.go showRun is not a long request: no bound but the connections, 1024)",
 			n, fi.Size()>>20, grown>>20)
+	}
+}
+
+// ustarHeader is a 512-byte ustar header of type typ, name and size, its checksum set.
+func ustarHeader(typ byte, name string, size int64) []byte {
+	h := make([]byte, 512)
+	copy(h[0:], name)
+	copy(h[100:], "0000644\x00")
+	copy(h[108:], "0000000\x00")
+	copy(h[116:], "0000000\x00")
+	copy(h[124:], fmt.Sprintf("%011o\x00", size))
+	copy(h[136:], fmt.Sprintf("%011o\x00", 0))
+	h[156] = typ
+	copy(h[257:], "ustar\x0000")
+	copy(h[148:], "        ")
+	sum := 0
+	for _, c := range h {
+		sum += int(c)
+	}
+	copy(h[148:], fmt.Sprintf("%06o\x00 ", sum))
+	return h
+}
+
+// padded is b padded with zeros to a whole number of 512-byte blocks.
+func padded(b []byte) []byte {
+	return append(b, make([]byte, (512-len(b)%512)%512)...)
+}
+
+// paxRecord is one PAX extended header record, "LEN key=value\n".
+func paxRecord(k, v string) string {
+	rec := " " + k + "=" + v + "\n"
+	n := len(rec) + len(fmt.Sprint(len(rec)))
+	if len(fmt.Sprint(n)) != len(fmt.Sprint(len(rec))) {
+		n++ // the length's own digits made it one digit longer
+	}
+	return fmt.Sprint(n) + rec
+}
+
+// gnuSparseTar is an archive of one PAX (GNU 1.0) sparse file named name, of size
+// bytes that are all a hole: its extended header, its header, a sparse map of no
+// extents, the end of the archive.
+func gnuSparseTar(name string, size int64) []byte {
+	pax := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
+		paxRecord("GNU.sparse.name", name) + paxRecord("GNU.sparse.realsize", fmt.Sprint(size))
+	var b []byte
+	b = append(b, ustarHeader('x', "PaxHeaders/"+name, int64(len(pax)))...)
+	b = append(b, padded([]byte(pax))...)
+	b = append(b, ustarHeader('0', "GNUSparseFile.0/"+name, 512)...)
+	b = append(b, padded([]byte("0\n"))...)
+	return append(b, make([]byte, 1024)...)
+}
+
+// TestRedServeSparseUploadLandsDense: an upload's sparse entry is charged its whole
+// size against quotas.upload_bytes, but its holes must stay holes: 1.5 KiB of request
+// must not make the daemon write hundreds of MiB of zeros to the tenant's disk (and
+// through its image, the host's).
+func TestRedServeSparseUploadLandsDense(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    quotas: {upload_bytes: 256MiB}\n")
+	acme := s.tcpClient("acme")
+	body := gnuSparseTar("hole", 256<<20)
+	began := time.Now()
+	code, got := acme.upload(t, "sparse", body)
+	took := time.Since(began)
+	if code != http.StatusCreated {
+		t.Fatalf("upload of a sparse entry: %d %s", code, got)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(s.tenantRoot("acme"), "workspaces", "sparse", "hole"), &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a %d-byte request: %s in %v; the file is %d bytes, %d MiB allocated", len(body), got, took, st.Size, st.Blocks*512>>20)
+	if st.Blocks*512 > 1<<20 {
+		t.Errorf("break: a %d-byte upload made the daemon write %d MiB of zeros to the tenant's disk (server/workspace/unpack_linux.go: a sparse entry's holes are copied as zeros through budget, never seeked over)",
+			len(body), st.Blocks*512>>20)
 	}
 }
