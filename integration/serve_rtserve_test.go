@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -386,5 +387,48 @@ func TestRedServeSparseUploadLandsDense(t *testing.T) {
 	if st.Blocks*512 > 1<<20 {
 		t.Errorf("break: a %d-byte upload made the daemon write %d MiB of zeros to the tenant's disk (server/workspace/unpack_linux.go: a sparse entry's holes are copied as zeros through budget, never seeked over)",
 			len(body), st.Blocks*512>>20)
+	}
+}
+
+// TestRedServeClaimsPastWorkspacesQuota: a claimed warm session's workspace is the
+// tenant's for good and counts against its quotas.workspaces. A tenant at its quota
+// (2 of 2, by upload) claims a warm session, stops it, and claims the refill, and so
+// on: each claim must be refused past the quota (429 workspaces), or the tenant's
+// workspaces grow without the bound every upload and cold start is held to.
+func TestRedServeClaimsPastWorkspacesQuota(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {sessions: 2, workspaces: 2}\n")
+	stopPoolAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	for _, n := range []string{"a", "b"} {
+		if code, body := acme.upload(t, n, makeTar(t, tarEntry{name: "f", typ: tar.TypeReg, data: "x"})); code != http.StatusCreated {
+			t.Fatalf("upload %s: %d %s", n, code, body)
+		}
+	}
+	if code, body := acme.upload(t, "c", makeTar(t, tarEntry{name: "f", typ: tar.TypeReg, data: "x"})); code != http.StatusTooManyRequests {
+		t.Fatalf("an upload past the workspaces quota: %d %s; want 429", code, body)
+	}
+	claimed := 0
+	for range 2 {
+		s.waitClaimable(t, 2*time.Minute, "acme", "default", 1)
+		code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
+		if code != http.StatusCreated {
+			t.Logf("a claim at the quota: %d %s", code, body)
+			break
+		}
+		var sess api.Session
+		if json.Unmarshal([]byte(body), &sess) != nil || !sess.Warm {
+			t.Fatalf("claim: %d %s; want a warm session", code, body)
+		}
+		claimed++
+		if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+			t.Fatalf("stop: %d %s", code, body)
+		}
+	}
+	names := workspaceNames(t, acme)
+	t.Logf("claims at the quota: %d; the tenant's workspaces: %q", claimed, names)
+	if len(names) > 2 {
+		t.Errorf("break: a tenant with quotas.workspaces 2 holds %d workspaces %q: claims from a warm pool are never held to the quota (server/sessions_start.go startClaimed asks quota.Room: audit and disk only)",
+			len(names), names)
 	}
 }
