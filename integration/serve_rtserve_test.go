@@ -432,3 +432,73 @@ func TestRedServeClaimsPastWorkspacesQuota(t *testing.T) {
 			len(names), names)
 	}
 }
+
+// cpuTime is process pid's user and system CPU time so far.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// TestRedServeRunListReadsEveryLog: GET /v1/runs lists the tenant's runs. A sandbox
+// grows its one run's log to 28 MiB; the tenant's auditor then lists its runs 16
+// times at once. A listing is not a long request (held.go) and nothing caches it, so
+// its cost must not be the bytes of every log: the daemon's CPU for 16 listings of one
+// run must stay small.
+func TestRedServeRunListReadsEveryLog(t *testing.T) {
+	testutil.RequireBwrap(t)
+	s := startServe(t)
+	stopSessionsAtEnd(t, s)
+	acme := s.tcpClient("acme")
+	sess := acme.start(t, "listlog", "bwrap")
+	big := strings.Repeat("A", 900<<10)
+	events := filepath.Join(s.tenantRoot("acme"), "audit", sess.ID, "events.jsonl")
+	for range 60 {
+		if fi, err := os.Stat(events); err == nil && fi.Size() > 28<<20 {
+			break
+		}
+		outcome(t, acme.execReq(t, sess.ID, api.ExecRequest{Argv: []string{"true", big}}))
+	}
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	leadCert, _, _ := s.ca.issue(t, "lead.acme", false)
+	lead := s.client(leadCert)
+	lead.Timeout = 2 * time.Minute
+	pid := s.cmd.Process.Pid
+	before := cpuTime(t, pid)
+	began := time.Now()
+	const n = 16
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := lead.Get("https://" + s.addr + "/v1/runs")
+			if err != nil {
+				codes <- -1
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	ok := 0
+	for range n {
+		if <-codes == http.StatusOK {
+			ok++
+		}
+	}
+	spent := cpuTime(t, pid) - before
+	t.Logf("%d of %d listings of 1 run (a 28 MiB log) answered 200 in %v; the daemon spent %v of CPU", ok, n, time.Since(began), spent)
+	if spent > 2*time.Second {
+		t.Errorf("break: %d listings of one run cost the daemon %v of CPU: audit.List reads every line of every log of the tenant's audit root (server/audit.go listRuns, audit/read.go summarize) on each request, outside the long-request bound",
+			n, spent)
+	}
+}
