@@ -104,15 +104,25 @@ func (s *Server) ensureWorkspace(roots tenantRoots, name string) (created bool, 
 	if strings.HasPrefix(name, warmPrefix) {
 		return false, errWarmName // the pools' (a claimed one's stays the tenant's, above)
 	}
-	have, err := s.tenantWorkspaces(roots)
-	if err != nil {
+	if err := s.workspaceRoom(roots); err != nil {
 		return false, err
 	}
+	return true, makeTenantDirs(roots, ws)
+}
+
+// workspaceRoom is nil when the tenant has room for one more workspace within its
+// quotas.workspaces, a *quota.Exceeded (workspaces) when not. s.wsMu must be held
+// from the count until the workspace is the tenant's (made, or a warm one claimed).
+func (s *Server) workspaceRoom(roots tenantRoots) error {
+	have, err := s.tenantWorkspaces(roots)
+	if err != nil {
+		return err
+	}
 	if max := roots.t.Quotas.Workspaces; len(have) >= max {
-		return false, &quota.Exceeded{Quota: workspacesQuota, RetryAfter: time.Minute,
+		return &quota.Exceeded{Quota: workspacesQuota, RetryAfter: time.Minute,
 			Detail: fmt.Sprintf("the tenant has %d workspaces of %d; delete one (DELETE /v1/workspaces/NAME)", len(have), max)}
 	}
-	return true, makeTenantDirs(roots, ws)
+	return nil
 }
 
 // errWarmName refuses a new workspace of the tenant's named as the warm pools' are:
