@@ -24,7 +24,8 @@ import (
 	"github.com/cordonhq/cordon/session/wire"
 )
 
-// TestRedServeExecCapHoldsOutput: an agent asks an exec with a huge "cap" and its
+// TestRedServeExecCapHoldsOutput: an agent asks an exec with a huge "cap" (refused
+// past wire.MaxCap, so the largest there is) and its
 // sandbox writes a flood to stdout. The cap keeps the head of each stream in the
 // session's supervisor, a host process outside the sandbox's memory limit, so the
 // bytes the sandbox writes must not become the supervisor's memory: the client reads
@@ -40,11 +41,16 @@ func TestRedServeExecCapHoldsOutput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the session's record: %v", err)
 	}
+	// A cap past the protocol's maximum is refused before the session is asked; the
+	// flood then asks the largest cap there is.
+	if code, body := acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/exec", api.ExecRequest{Argv: []string{"true"}, Cap: 1 << 40}); code != http.StatusBadRequest {
+		t.Errorf("break: an exec with cap 2^40: %d %.200s; want 400 (past wire.MaxCap)", code, body)
+	}
 	before := peakRSS(t, si.PID)
 	const flood = 96 << 20
 	resp := acme.execResponse(t, sess.ID, api.ExecRequest{
 		Argv: []string{"sh", "-c", "head -c 100663296 /dev/zero | tr '\\0' a"},
-		Cap:  1 << 40,
+		Cap:  wire.MaxCap,
 	})
 	defer resp.Body.Close()
 	var got int64
@@ -65,7 +71,7 @@ func TestRedServeExecCapHoldsOutput(t *testing.T) {
 	grown := peakRSS(t, si.PID) - before
 	t.Logf("the sandbox wrote %d bytes; the client read %d; the supervisor's peak RSS grew by %d MiB", flood, got, grown>>20)
 	if grown > 48<<20 {
-		t.Errorf("break: the supervisor (pid %d, a host process) holds the sandbox's output: its peak RSS grew by %d MiB for %d MiB of output with cap=2^40 (runner/outcap keeps the head up to 4x cap in memory; server/sessions_exec.go validateExec bounds cap only below)",
+		t.Errorf("break: the supervisor (pid %d, a host process) holds the sandbox's output: its peak RSS grew by %d MiB for %d MiB of output with cap=wire.MaxCap (runner/outcap keeps the head up to 4x cap in memory; server/sessions_exec.go validateExec bounds cap only below)",
 			si.PID, grown>>20, flood>>20)
 	}
 }

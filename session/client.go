@@ -174,7 +174,7 @@ type ExecOptions struct {
 	Timeout time.Duration // overrides commands.timeout when positive
 	// Cap keeps at most Cap characters of each of stdout and stderr; the rest is in a
 	// spill file inside the sandbox, named by the result and by a last line of the
-	// cut output. 0: no cap.
+	// cut output. 0: no cap; at most wire.MaxCap.
 	Cap   int
 	Stdin io.Reader // nil: an empty stdin
 	// Stdout and Stderr receive the (capped) output as it comes. When nil, it is

@@ -199,6 +199,10 @@ func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *
 		_ = enc.Encode(errFrame(errdefs.Usagef("cap and timeout_ms must not be negative")))
 		return
 	}
+	if req.Cap > wire.MaxCap {
+		_ = enc.Encode(errFrame(errdefs.Usagef("cap: at most %d characters", wire.MaxCap)))
+		return
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stdin io.Reader

@@ -20,6 +20,11 @@ import (
 // sends one JSON [Request] line, then, for an exec with Stdin, [Input] lines; the
 // supervisor answers with [Frame] lines.
 
+// MaxCap is the largest [Request.Cap]: the supervisor, a host process outside the
+// sandbox's memory limit, holds up to a few bytes per character of the kept head of
+// each stream (runner/outcap), so a cap is bounded like every other request field.
+const MaxCap = 1 << 20
+
 // Request is the first line a client sends.
 type Request struct {
 	Op string `json:"op"` // "exec", "sweep", "checkpoint", "rollback" or "stop"
@@ -30,7 +35,8 @@ type Request struct {
 	Dir       string   `json:"dir,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
 	// Cap is the number of characters of each of stdout and stderr the answer carries;
-	// the whole output goes to a spill file inside the sandbox. 0: no cap.
+	// the whole output goes to a spill file inside the sandbox. 0: no cap. At most
+	// [MaxCap]: the supervisor refuses more.
 	Cap int `json:"cap,omitempty"`
 	// Stdin says Input lines follow; without it the command reads an empty stdin.
 	Stdin bool `json:"stdin,omitempty"`
