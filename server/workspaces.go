@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -318,10 +319,36 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 	w.Header().Set("Content-Type", api.Tar)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	lim := roots.t.Quotas.Upload
-	if _, _, err := workspace.Pack(w, ws, workspace.Limits{Bytes: lim.Bytes, Entries: lim.Entries}); err != nil {
+	// The archive's first 64 KiB are held until they are whole: a workspace past a
+	// bound before them (a directory's entries are counted before any is packed) is
+	// answered 413 with the error, not only a dropped connection.
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	_, _, err = workspace.Pack(bw, ws, workspace.Limits{Bytes: lim.Bytes, Entries: lim.Entries})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
 		s.log.Warn("workspace download cut short", logTenant, id.Tenant, "workspace", name, "err", err)
+		if cw.n == 0 && errors.Is(err, workspace.ErrTooLarge) {
+			w.Header().Del("Content-Type")
+			writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+			return
+		}
 		panic(http.ErrAbortHandler) // the connection is dropped: no end-of-archive blocks
 	}
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // existingWorkspace is the request's {name}, a workspace of the caller's tenant that
