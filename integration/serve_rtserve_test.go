@@ -201,6 +201,8 @@ func TestRedServeTurnGrowsWithoutSweep(t *testing.T) {
 	}
 	if code != http.StatusOK {
 		t.Errorf("break: the sandbox's changes made the agent's sweep fail (%d %.200s): the turn's list of changed paths is lost to the agent (session/client.go simple: an answer line is at most 1 MiB)", code, body)
+	} else if len(sw.Changed) < (commands+1)*8000 && sw.More == 0 {
+		t.Errorf("break: the sweep listed %d of the %d paths the turn made and said nothing of the rest (want more > 0)", len(sw.Changed), (commands+1)*8000)
 	}
 }
 

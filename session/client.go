@@ -225,6 +225,9 @@ func sendStdin(c net.Conn, r io.Reader) {
 type Turn struct {
 	Removed int      // spill files deleted
 	Changed []string // workspace paths changed since the previous Sweep, sorted
+	// More counts the changes past the supervisor's bounds of a turn's list (10000
+	// paths, 512 KiB), not in Changed: not 0, Changed is incomplete.
+	More int
 }
 
 // Sweep ends an agent's turn: it deletes the session's spill files and returns how
@@ -232,7 +235,7 @@ type Turn struct {
 // a harness appends to its next request rather than to its system prompt).
 func (s *Session) Sweep(ctx context.Context) (Turn, error) {
 	f, err := s.simple(ctx, wire.Request{Op: "sweep"})
-	return Turn{Removed: f.Removed, Changed: f.Changed}, err
+	return Turn{Removed: f.Removed, Changed: f.Changed, More: f.More}, err
 }
 
 // Stop stops the session: running commands end, credentials are revoked, the sandbox

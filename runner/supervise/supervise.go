@@ -171,7 +171,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		return
 	case "sweep":
 		turn, err := sess.Sweep()
-		f := wire.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed}
+		f := wire.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed, More: turn.More}
 		if err != nil {
 			f = errFrame(err)
 		}

@@ -64,6 +64,9 @@ type Frame struct {
 	// Changed lists the workspace paths changed since the previous sweep (the answer
 	// to sweep).
 	Changed []string `json:"changed,omitempty"`
+	// More counts the changes past the sweep's bounds, not in Changed: not 0, the list
+	// is incomplete (the answer to sweep).
+	More int `json:"more,omitempty"`
 	// Checkpoint is the checkpoint taken (checkpoint) or rolled back to (rollback).
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Problems are what a checkpoint does not hold, or a rollback did not restore
