@@ -58,7 +58,7 @@ type heldKey struct{ tenant, role string }
 
 func newHeldLimiter() *heldLimiter {
 	return &heldLimiter{maxPer: maxHeldPerTenant, maxTotal: maxHeld, perQuota: heldQuota, totalQuota: serverHeldQuota,
-		what: "long requests (exec, export, follow, show, verify, start, stop, sweep, checkpoint, rollback, upload, download, patch, delete, apply, discard, approve)",
+		what: "long requests (exec, export, follow, show, verify, start, stop, sweep, checkpoint, rollback, upload, download, patch, delete, apply, discard, approve, deny)",
 		per:  map[heldKey]int{}}
 }
 
