@@ -29,7 +29,7 @@
 // characters and newlines; it allocates nothing per Write once the cap is reached, and
 // holds at most about 4×Cap bytes of output in memory, plus a 64 KiB write buffer for
 // the spill file. A Cap above [MaxCap] counts as MaxCap, so a Stream with a cap holds
-// at most about 4 MiB whatever cap it is given. With no cap it holds the whole output.
+// at most about 8 MiB whatever cap it is given. With no cap it holds the whole output.
 //
 // [Sweep] removes a directory's spill files, at the end of an agent's turn.
 //
@@ -56,7 +56,7 @@ const DefaultMaxSpill = 64 << 20
 
 // MaxCap is the largest cap a Stream keeps: [Options.Cap] above it counts as MaxCap,
 // and the output past MaxCap characters is cut (and spilled) as past any cap.
-const MaxCap = 1 << 20
+const MaxCap = 2 << 20
 
 // ErrClosed is returned by [Stream.Write] after [Stream.Close].
 var ErrClosed = errors.New("output stream is closed")

@@ -23,7 +23,8 @@ import (
 // MaxCap is the largest [Request.Cap]: the supervisor, a host process outside the
 // sandbox's memory limit, holds up to a few bytes per character of the kept head of
 // each stream (runner/outcap), so a cap is bounded like every other request field.
-const MaxCap = 1 << 20
+// It fits the largest cordon asks itself: the MCP file tools' helper (mcp/files.go).
+const MaxCap = 2 << 20
 
 // Request is the first line a client sends.
 type Request struct {
