@@ -297,12 +297,16 @@ func sessionSweep(c *cobra.Command, stdio IO, id string, asJSON bool) error {
 			Schema  string   `json:"schema"`
 			Removed int      `json:"removed"`
 			Changed []string `json:"changed"`
-		}{schemaSessionSweep, turn.Removed, turn.Changed})
+			More    int      `json:"more"`
+		}{schemaSessionSweep, turn.Removed, turn.Changed, turn.More})
 	}
 	for _, p := range turn.Changed {
 		fmt.Fprintln(stdio.Stdout, p)
 	}
 	fmt.Fprintf(stdio.Stderr, "cordon: removed %d spill file(s); %d path(s) changed this turn\n", turn.Removed, len(turn.Changed))
+	if turn.More > 0 {
+		fmt.Fprintf(stdio.Stderr, "cordon: truncated: %d more change(s) not listed (a turn lists at most 10000 paths, 512 KiB)\n", turn.More)
+	}
 	return nil
 }
 

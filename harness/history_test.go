@@ -272,4 +272,8 @@ func TestFactsRender(t *testing.T) {
 	if (Facts{}).Render() != "" {
 		t.Error("empty facts render something")
 	}
+	// A sweep's list past its bound: what it did not list is counted too.
+	if got := (Facts{Changed: make([]string, 60), ChangedMore: 7}).Render(); !strings.Contains(got, "- … and 17 more\n") {
+		t.Errorf("Render() = %q; want the 7 the sweep did not list counted", got)
+	}
 }

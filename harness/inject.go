@@ -16,6 +16,8 @@ type Facts struct {
 	Branch  string
 	Todos   []string // open todos
 	Changed []string // workspace paths changed this turn
+	// ChangedMore counts the changes the sweep did not list (session.Turn.More).
+	ChangedMore int
 }
 
 // At most this many changed paths and todos are listed; the rest are counted.
@@ -31,24 +33,26 @@ func (f Facts) Render() string {
 	if f.Branch != "" {
 		fmt.Fprintf(&b, "git branch: %s\n", oneLine(f.Branch))
 	}
-	list(&b, "open todos", f.Todos)
-	list(&b, "files changed this turn", f.Changed)
+	list(&b, "open todos", f.Todos, 0)
+	list(&b, "files changed this turn", f.Changed, f.ChangedMore)
 	if b.Len() == 0 {
 		return ""
 	}
 	return "<context>\n" + b.String() + "</context>"
 }
 
-func list(b *strings.Builder, title string, items []string) {
-	if len(items) == 0 {
+// list writes title and items, at most maxListed of them; the rest, and more not in
+// items, are counted.
+func list(b *strings.Builder, title string, items []string, more int) {
+	if len(items) == 0 && more == 0 {
 		return
 	}
 	fmt.Fprintf(b, "%s:\n", title)
 	for _, it := range items[:min(len(items), maxListed)] {
 		fmt.Fprintf(b, "- %s\n", oneLine(it))
 	}
-	if len(items) > maxListed {
-		fmt.Fprintf(b, "- … and %d more\n", len(items)-maxListed)
+	if n := max(len(items)-maxListed, 0) + more; n > 0 {
+		fmt.Fprintf(b, "- … and %d more\n", n)
 	}
 }
 

@@ -165,7 +165,7 @@ func TestSessionCapSpillSweep(t *testing.T) {
 	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo a > a.txt; mkdir -p sub; echo b > sub/b.txt"); r.code != 0 {
 		t.Fatalf("exec: %v", r)
 	}
-	if r := w.cordon("", "session", "sweep", "--json", id); r.code != 0 || strings.TrimSpace(r.stdout) != `{"schema":"cordon.session.sweep/v1","removed":2,"changed":["a.txt","sub/b.txt"]}` {
+	if r := w.cordon("", "session", "sweep", "--json", id); r.code != 0 || strings.TrimSpace(r.stdout) != `{"schema":"cordon.session.sweep/v1","removed":2,"changed":["a.txt","sub/b.txt"],"more":0}` {
 		t.Errorf("sweep: want 2 spill files removed and the turn's changed paths: %v", r)
 	}
 	if r := w.cordon("", "exec", id, "--", "sh", "-c", "ls -A /run/cordon/spill | wc -l"); strings.TrimSpace(r.stdout) != "0" {

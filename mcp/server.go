@@ -243,6 +243,7 @@ func (t *tools) addChanges(s *gomcp.Server) {
 type ChangesOutput struct {
 	Changed           []string `json:"changed" jsonschema:"workspace paths changed since the previous call, sorted"`
 	RemovedSpillFiles int      `json:"removed_spill_files" jsonschema:"spill files deleted"`
+	More              int      `json:"more" jsonschema:"changes past the list's bounds (10000 paths, 512 KiB), not in changed: not 0, the list is incomplete"`
 }
 
 func (t *tools) changes(ctx context.Context, _ *gomcp.CallToolRequest, _ struct{}) (*gomcp.CallToolResult, ChangesOutput, error) {
@@ -250,13 +251,16 @@ func (t *tools) changes(ctx context.Context, _ *gomcp.CallToolRequest, _ struct{
 	if err != nil {
 		return nil, ChangesOutput{}, problem(err)
 	}
-	out := ChangesOutput{Changed: turn.Changed, RemovedSpillFiles: turn.Removed}
+	out := ChangesOutput{Changed: turn.Changed, RemovedSpillFiles: turn.Removed, More: turn.More}
 	if out.Changed == nil {
 		out.Changed = []string{}
 	}
 	summary := fmt.Sprintf("%d path(s) changed; %d spill file(s) removed", len(out.Changed), out.RemovedSpillFiles)
 	if len(out.Changed) > 0 {
 		summary += ":\n" + lines(out.Changed)
+	}
+	if out.More > 0 {
+		summary += fmt.Sprintf("\ntruncated: %d more change(s) not listed", out.More)
 	}
 	return text(false, "%s", summary), out, nil
 }

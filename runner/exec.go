@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/user"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -332,6 +333,24 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *Exec
 	res.DeniedEgress, res.Denied, res.DeniedMore = r.sink.Denied(res.CmdID)
 	res.Alerts = r.sink.Alerts(res.CmdID)
 	r.o.Log.Debug("diff recorded")
+	if diff != nil {
+		r.settle(len(diff.Changes))
+	}
+}
+
+// settleChanges is the size of a diff past which a session's supervisor gives the
+// memory it took back to the host once it is recorded.
+const settleChanges = 2000
+
+// settle returns the memory a session's large diff of changes took to the host. The
+// supervisor is a host process outside the sandbox's memory limit that lives as long
+// as the session: a diff's snapshots and paths (bounded by limits.diff) are garbage
+// once recorded, but the Go runtime keeps their pages until its next collection,
+// which a quiet session may not reach for a long time.
+func (r *run) settle(changes int) {
+	if r.session && changes >= settleChanges {
+		debug.FreeOSMemory()
+	}
 }
 
 // baseline snapshots the workspace before a command. A session keeps one tracker of
@@ -420,6 +439,7 @@ func (r *run) recordBetween(since *fsdiff.Result) {
 	for _, c := range since.Changes {
 		r.noteTurn(c.Path, c.OldPath)
 	}
+	defer r.settle(len(since.Changes))
 	var renamed []string
 	if r.stage == nil {
 		renamed = r.quarantine(since) // a staged session's changes are disarmed as they land

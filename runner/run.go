@@ -282,8 +282,10 @@ type run struct {
 	gates       *gates                   // nil without gates
 	wsMu        sync.Mutex               // wsMu guards ws.
 	ws          *fsdiff.Tracker          // a session's workspace tracker, forked per command
-	turnMu      sync.Mutex               // turnMu guards turn.
-	turn        map[string]bool          // paths changed since the session's last Sweep
+	turnMu      sync.Mutex               // turnMu guards turn, turnBytes and turnMore.
+	turn        map[string]bool          // paths changed since the session's last Sweep, bounded (spill.go)
+	turnBytes   int                      // turn's paths as JSON strings, in bytes
+	turnMore    int                      // changes past turn's bound, not kept
 	cgMu        sync.Mutex               // cgMu guards cmdCgroups.
 	cmdCgroups  []*sandbox.CommandCgroup // session commands' cgroups still holding processes
 	ctlLn       *net.UnixListener

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"path"
@@ -55,10 +56,24 @@ func (r *run) capStreams(cmdID string, capN int, stdout, stderr io.Writer) (io.W
 	return out, errOut, finish
 }
 
+// Bounds of a turn's changed paths, kept in the supervisor (a host process outside the
+// sandbox's memory limit) until the agent sweeps: a sandbox can change thousands of
+// long paths a command, and an agent may never sweep. Past either bound a path is
+// counted in Turn.More, not kept. maxTurnBytes (the paths as JSON strings) keeps the
+// sweep's answer well within the protocol's 1 MiB line (session/client.go).
+const (
+	maxTurnPaths = 10000
+	maxTurnBytes = 512 << 10
+)
+
 // Turn is what Sweep reports about the turn it ends.
 type Turn struct {
 	Removed int      // spill files deleted
 	Changed []string // workspace paths the turn's commands changed, sorted
+	// More counts the changes past the list's bounds (maxTurnPaths, maxTurnBytes), not
+	// in Changed: when it is not 0 the list is incomplete (a path changed by several
+	// commands may be counted once for each).
+	More int
 }
 
 // Sweep ends an agent's turn: it deletes the session's spill files and returns them
@@ -66,10 +81,12 @@ type Turn struct {
 // a harness to append to its next request).
 func (s *Session) Sweep() (Turn, error) {
 	n, err := outcap.Sweep(s.r.spillDir)
-	return Turn{Removed: n, Changed: s.r.takeTurn()}, err
+	changed, more := s.r.takeTurn()
+	return Turn{Removed: n, Changed: changed, More: more}, err
 }
 
-// noteTurn adds a command's changed paths to the current turn's.
+// noteTurn adds a command's changed paths to the current turn's, within the turn's
+// bounds; past them it counts them (Turn.More).
 func (r *run) noteTurn(paths ...string) {
 	r.turnMu.Lock()
 	defer r.turnMu.Unlock()
@@ -77,21 +94,37 @@ func (r *run) noteTurn(paths ...string) {
 		r.turn = map[string]bool{}
 	}
 	for _, p := range paths {
-		if p != "" {
-			r.turn[p] = true
+		if p == "" || r.turn[p] {
+			continue
 		}
+		n := jsonLen(p)
+		if len(r.turn) >= maxTurnPaths || r.turnBytes+n > maxTurnBytes {
+			r.turnMore++
+			continue
+		}
+		r.turn[p] = true
+		r.turnBytes += n
 	}
 }
 
-// takeTurn returns the current turn's changed paths, sorted, and starts a new turn.
-func (r *run) takeTurn() []string {
+// jsonLen is the length of p as a JSON string in the sweep's answer, its quotes and
+// separator counted.
+func jsonLen(p string) int {
+	b, _ := json.Marshal(p)
+	return len(b) + 1
+}
+
+// takeTurn returns the current turn's changed paths, sorted, and the count of those
+// past its bounds, and starts a new turn.
+func (r *run) takeTurn() ([]string, int) {
 	r.turnMu.Lock()
 	defer r.turnMu.Unlock()
 	out := make([]string, 0, len(r.turn))
 	for p := range r.turn {
 		out = append(out, p)
 	}
-	r.turn = nil
+	more := r.turnMore
+	r.turn, r.turnBytes, r.turnMore = nil, 0, 0
 	sort.Strings(out)
-	return out
+	return out, more
 }

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 
@@ -19,7 +23,7 @@ import (
 func (s *Server) auditHandlers() map[string]handler {
 	return map[string]handler{
 		"GET /v1/runs":             s.listRuns,
-		"GET /v1/runs/{id}":        s.showRun,
+		"GET /v1/runs/{id}":        s.bounded(s.logDocs, s.showRun, api.RoleAuditor),
 		"GET /v1/runs/{id}/verify": s.verifyRun,
 		"GET /v1/runs/{id}/export": s.exportRun,
 		"GET /v1/runs/{id}/follow": s.followRun,
@@ -58,9 +62,10 @@ func (s *Server) openRun(w http.ResponseWriter, r *http.Request, id auth.Identit
 	return run, true
 }
 
-// maxShowBytes bounds the log a show answers: the whole log is read into memory and
-// answered as one JSON document, a few times its size, and a sandbox can grow its log
-// by a megabyte a command. A larger log is 409; its export streams it.
+// maxShowBytes bounds the log a show answers: the whole log is read into memory (its
+// document written one event at a time, writeShown), and a sandbox can grow its log
+// by a megabyte a command. A larger log is 409; its export streams it. How many shows
+// the daemon answers at once is bounded too (held.go, maxLogDocs).
 const maxShowBytes = 32 << 20
 
 func (s *Server) showRun(w http.ResponseWriter, r *http.Request, id auth.Identity) {
@@ -79,7 +84,47 @@ func (s *Server) showRun(w http.ResponseWriter, r *http.Request, id auth.Identit
 		s.internal(w, id, "reading run", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.RunShow(audit.NewShown(run.ID, recs)))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_ = writeShown(w, api.RunShow(audit.NewShown(run.ID, recs)))
+}
+
+// writeShown writes sh as json.Encoder would, one event at a time: the log's records
+// are in memory once, never their whole document beside them.
+func writeShown(w io.Writer, sh api.RunShow) error {
+	head := sh
+	head.Events = nil
+	b, err := json.Marshal(head)
+	if err != nil {
+		return err
+	}
+	// The events are the document's last field: its head without them, then each.
+	b, ok := bytes.CutSuffix(b, []byte(`,"events":null}`))
+	if !ok {
+		return fmt.Errorf("show: unexpected document head %.80q", b)
+	}
+	if sh.Events == nil {
+		_, err := fmt.Fprintf(w, "%s,\"events\":null}\n", b)
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(b)
+	bw.WriteString(`,"events":[`)
+	for i, r := range sh.Events {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		e, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := bw.Write(e); err != nil {
+			return err
+		}
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
 }
 
 func (s *Server) verifyRun(w http.ResponseWriter, r *http.Request, id auth.Identity) {

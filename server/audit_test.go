@@ -168,3 +168,44 @@ func follow(t *testing.T, url, tok string) <-chan string {
 	}()
 	return out
 }
+
+// TestShowWrittenAsEncoded: a show written one event at a time is the bytes
+// json.Encoder makes of the whole document, for a run with events and for none.
+func TestShowWrittenAsEncoded(t *testing.T) {
+	root := t.TempDir()
+	const id = "20261129T201530Z-3fa9c1"
+	w := logRun(t, root, id, false)
+	recs, err := audit.ReadEvents(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range []api.RunShow{api.RunShow(audit.NewShown(id, recs)), api.RunShow(audit.NewShown(id, nil)), api.RunShow(audit.NewShown(id, recs[:1]))} {
+		var want, got strings.Builder
+		if err := json.NewEncoder(&want).Encode(sh); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeShown(&got, sh); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("written:\n%s\nwant:\n%s", got.String(), want.String())
+		}
+	}
+}
+
+// TestShowsAtOnceBounded: past maxLogDocsPerTenant shows of one tenant at a time,
+// the next is 429 with its quota named, at once.
+func TestShowsAtOnceBounded(t *testing.T) {
+	l := newLogDocsLimiter()
+	for range maxLogDocsPerTenant {
+		if r, q := l.acquire("acme", api.RoleAuditor); r == nil {
+			t.Fatalf("refused below the bound: %s", q)
+		}
+	}
+	if r, q := l.acquire("acme", api.RoleAuditor); r != nil || q != logDocsQuota {
+		t.Fatalf("past the bound: %v %q; want %q", r != nil, q, logDocsQuota)
+	}
+	if r, _ := l.acquire("beta", api.RoleAuditor); r == nil {
+		t.Fatal("another tenant refused")
+	}
+}

@@ -28,8 +28,25 @@ const (
 	serverHeldQuota = "server_held_requests" // past maxHeld
 )
 
-// heldLimiter counts the held requests per tenant and role.
+// Bounds of the requests that build a whole run's log in the daemon's memory (a
+// show: up to maxShowBytes of log, a few times that while it is answered), within
+// the held bound: maxLogDocsPerTenant at a time for each tenant's role, maxLogDocs
+// for all tenants together, so the daemon's memory for them is bounded by a few
+// hundred MiB whatever its clients ask at once.
+const (
+	maxLogDocsPerTenant = 2
+	maxLogDocs          = 4
+
+	logDocsQuota       = "log_documents"        // api.Error.Quota past maxLogDocsPerTenant
+	serverLogDocsQuota = "server_log_documents" // past maxLogDocs
+)
+
+// heldLimiter counts the requests it admits per tenant and role.
 type heldLimiter struct {
+	maxPer, maxTotal     int    // bounds: per tenant and role, in all
+	perQuota, totalQuota string // the quota past each
+	what                 string // what is bounded, for the 429's message
+
 	mu    sync.Mutex // guards per and total
 	per   map[heldKey]int
 	total int
@@ -39,7 +56,17 @@ type heldLimiter struct {
 // asks.
 type heldKey struct{ tenant, role string }
 
-func newHeldLimiter() *heldLimiter { return &heldLimiter{per: map[heldKey]int{}} }
+func newHeldLimiter() *heldLimiter {
+	return &heldLimiter{maxPer: maxHeldPerTenant, maxTotal: maxHeld, perQuota: heldQuota, totalQuota: serverHeldQuota,
+		what: "long requests (exec, export, follow, show, verify, start, stop, sweep, checkpoint, rollback, upload, download, patch, delete, apply, discard, approve, deny)",
+		per:  map[heldKey]int{}}
+}
+
+// newLogDocsLimiter bounds the shows of a whole run's log at a time.
+func newLogDocsLimiter() *heldLimiter {
+	return &heldLimiter{maxPer: maxLogDocsPerTenant, maxTotal: maxLogDocs, perQuota: logDocsQuota, totalQuota: serverLogDocsQuota,
+		what: "shows of a whole run's log (GET /v1/runs/{id}; export streams it)", per: map[heldKey]int{}}
+}
 
 // acquire takes one of tenant's slots for role; the quota it is past when it cannot.
 func (l *heldLimiter) acquire(tenant, role string) (release func(), quota string) {
@@ -47,10 +74,10 @@ func (l *heldLimiter) acquire(tenant, role string) (release func(), quota string
 	defer l.mu.Unlock()
 	k := heldKey{tenant, role}
 	switch {
-	case l.per[k] >= maxHeldPerTenant:
-		return nil, heldQuota
-	case l.total >= maxHeld:
-		return nil, serverHeldQuota
+	case l.per[k] >= l.maxPer:
+		return nil, l.perQuota
+	case l.total >= l.maxTotal:
+		return nil, l.totalQuota
 	}
 	l.per[k]++
 	l.total++
@@ -70,17 +97,23 @@ func (l *heldLimiter) acquire(tenant, role string) (release func(), quota string
 // held wraps the handler of a held route asking role: past a bound it answers 429
 // with the quota named, at once; no request waits in a queue for a slot.
 func (s *Server) held(h handler, role string) handler {
+	return s.bounded(s.heldReqs, h, role)
+}
+
+// bounded wraps h so that l admits each request first: past its bound it answers 429
+// with the quota named, at once.
+func (s *Server) bounded(l *heldLimiter, h handler, role string) handler {
 	return func(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-		release, quota := s.heldReqs.acquire(id.Tenant, role)
+		release, quota := l.acquire(id.Tenant, role)
 		if release == nil {
-			limit := maxHeldPerTenant
-			if quota == serverHeldQuota {
-				limit = maxHeld
+			limit := l.maxPer
+			if quota == l.totalQuota {
+				limit = l.maxTotal
 			}
 			s.metrics.refused(id.Tenant, quota)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusTooManyRequests, api.Error{Quota: quota,
-				Error: fmt.Sprintf("%s: at most %d long requests (exec, export, follow, start, stop, sweep, checkpoint, rollback, upload, download, patch, delete, apply, discard, approve) at a time", quota, limit)})
+				Error: fmt.Sprintf("%s: at most %d %s at a time", quota, limit, l.what)})
 			return
 		}
 		defer release()

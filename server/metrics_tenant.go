@@ -31,7 +31,7 @@ const (
 
 var (
 	execOutcomes = []string{outcomeOK, outcomeFailed, outcomeTimeout, outcomeMonitor, outcomeError, outcomeCanceled}
-	quotaNames   = []string{quota.Sessions, quota.Memory, quota.Pids, quota.CPU, quota.Audit, quota.Disk, workspacesQuota, heldQuota, serverHeldQuota, mcpBodiesQuota, serverMCPBodiesQuota}
+	quotaNames   = []string{quota.Sessions, quota.Memory, quota.Pids, quota.CPU, quota.Audit, quota.Disk, workspacesQuota, heldQuota, serverHeldQuota, logDocsQuota, serverLogDocsQuota, mcpBodiesQuota, serverMCPBodiesQuota}
 )
 
 // tenantMetrics are the per-tenant counts of the sessions API. Only the config's

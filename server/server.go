@@ -78,6 +78,8 @@ type Server struct {
 	sess    sessions                      // starts in flight (sessions.go)
 	// heldReqs bounds each tenant's long requests: streams, starts, stops (held.go).
 	heldReqs *heldLimiter
+	// logDocs bounds the shows of a whole run's log at once (held.go).
+	logDocs *heldLimiter
 
 	// collectMu serialises the collections of dead sessions (sessions_dead.go).
 	collectMu sync.Mutex
@@ -90,7 +92,7 @@ type Server struct {
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
-		pool: refillChans(cfg), heldReqs: newHeldLimiter()}
+		pool: refillChans(cfg), heldReqs: newHeldLimiter(), logDocs: newLogDocsLimiter()}
 	if err := checkPoolQuotas(cfg); err != nil {
 		return nil, err
 	}

@@ -349,7 +349,7 @@ func (s *Server) sweepSession(w http.ResponseWriter, r *http.Request, id auth.Id
 		sessionError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.Sweep{Removed: turn.Removed, Changed: orEmpty(turn.Changed)})
+	writeJSON(w, http.StatusOK, api.Sweep{Removed: turn.Removed, Changed: orEmpty(turn.Changed), More: turn.More})
 }
 
 func (s *Server) checkpointSession(w http.ResponseWriter, r *http.Request, id auth.Identity) {

@@ -106,8 +106,8 @@ func validateExec(req api.ExecRequest) error {
 		return errors.New("argv: too many arguments")
 	case req.TimeoutMS < 0 || req.TimeoutMS > maxExecTimeout.Milliseconds(): // compared as ms: no product to overflow
 		return errors.New("timeout_ms: want 0 (the contract's) up to 24 hours")
-	case req.Cap < 0:
-		return errors.New("cap: must not be negative")
+	case req.Cap < 0 || req.Cap > wire.MaxCap:
+		return fmt.Errorf("cap: want 0 (no cap) up to %d characters", wire.MaxCap)
 	}
 	return nil
 }

@@ -159,7 +159,8 @@ func (s *Server) startCold(w http.ResponseWriter, r *http.Request, id auth.Ident
 // startClaimed answers a start that may take a warm session of one of pools (claimable)
 // with the first ready, and counts the claim on its pool; false when there are no
 // pools, or none was ready (a cold start then, counted as a miss of the first pool).
-// Past the tenant's audit or disk quota it answers 429, as a cold start would.
+// Past the tenant's audit or disk quota, or at its workspaces quota (the claimed
+// workspace is the tenant's), it answers 429, as a cold start would.
 func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tenantRoots, req api.StartRequest, pools []config.Pool, id auth.Identity) bool {
 	if len(pools) == 0 {
 		return false
@@ -170,6 +171,20 @@ func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tena
 		s.refuse(w, roots, err)
 		return true
 	}
+	// The claimed session's workspace becomes the tenant's for good: it counts
+	// against quotas.workspaces as an upload's or a cold start's new one does, the
+	// count and the claim one step (s.wsMu) so two cannot both take the last one.
+	s.wsMu.Lock()
+	if err := s.workspaceRoom(roots); err != nil {
+		s.wsMu.Unlock()
+		var e *quota.Exceeded
+		if errors.As(err, &e) {
+			s.refuse(w, roots, err)
+		} else {
+			s.internal(w, id, "counting the tenant's workspaces", err)
+		}
+		return true
+	}
 	var rec sessionRecord
 	var ok bool
 	for _, p := range pools {
@@ -177,6 +192,7 @@ func (s *Server) startClaimed(w http.ResponseWriter, r *http.Request, roots tena
 			break
 		}
 	}
+	s.wsMu.Unlock()
 	pool := pools[0].Name
 	if ok {
 		pool = rec.Pool

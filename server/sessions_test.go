@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/runner/outcap"
 	"github.com/cordonhq/cordon/server/api"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 func TestValidNames(t *testing.T) {
@@ -64,14 +66,19 @@ func TestPinContract(t *testing.T) {
 func TestValidateExec(t *testing.T) {
 	for _, req := range []api.ExecRequest{
 		{}, {Argv: []string{""}}, {Argv: []string{"x"}, TimeoutMS: -1}, {Argv: []string{"x"}, Cap: -1},
+		{Argv: []string{"x"}, Cap: wire.MaxCap + 1}, {Argv: []string{"x"}, Cap: 1 << 40},
 		{Argv: []string{"x"}, TimeoutMS: 25 * 3600 * 1000}, {Argv: make([]string, maxArgv+1)},
 	} {
 		if validateExec(req) == nil {
 			t.Errorf("%+v: accepted", req)
 		}
 	}
-	if err := validateExec(api.ExecRequest{Argv: []string{"true"}, TimeoutMS: 1000}); err != nil {
+	if err := validateExec(api.ExecRequest{Argv: []string{"true"}, TimeoutMS: 1000, Cap: wire.MaxCap}); err != nil {
 		t.Error(err)
+	}
+	// What the server lets through, the supervisor's output cap holds whole.
+	if wire.MaxCap > outcap.MaxCap {
+		t.Errorf("wire.MaxCap %d is above outcap.MaxCap %d", wire.MaxCap, outcap.MaxCap)
 	}
 }
 

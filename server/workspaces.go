@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -104,15 +105,25 @@ func (s *Server) ensureWorkspace(roots tenantRoots, name string) (created bool, 
 	if strings.HasPrefix(name, warmPrefix) {
 		return false, errWarmName // the pools' (a claimed one's stays the tenant's, above)
 	}
-	have, err := s.tenantWorkspaces(roots)
-	if err != nil {
+	if err := s.workspaceRoom(roots); err != nil {
 		return false, err
 	}
+	return true, makeTenantDirs(roots, ws)
+}
+
+// workspaceRoom is nil when the tenant has room for one more workspace within its
+// quotas.workspaces, a *quota.Exceeded (workspaces) when not. s.wsMu must be held
+// from the count until the workspace is the tenant's (made, or a warm one claimed).
+func (s *Server) workspaceRoom(roots tenantRoots) error {
+	have, err := s.tenantWorkspaces(roots)
+	if err != nil {
+		return err
+	}
 	if max := roots.t.Quotas.Workspaces; len(have) >= max {
-		return false, &quota.Exceeded{Quota: workspacesQuota, RetryAfter: time.Minute,
+		return &quota.Exceeded{Quota: workspacesQuota, RetryAfter: time.Minute,
 			Detail: fmt.Sprintf("the tenant has %d workspaces of %d; delete one (DELETE /v1/workspaces/NAME)", len(have), max)}
 	}
-	return true, makeTenantDirs(roots, ws)
+	return nil
 }
 
 // errWarmName refuses a new workspace of the tenant's named as the warm pools' are:
@@ -308,10 +319,36 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, id auth.Id
 	w.Header().Set("Content-Type", api.Tar)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	lim := roots.t.Quotas.Upload
-	if _, _, err := workspace.Pack(w, ws, workspace.Limits{Bytes: lim.Bytes, Entries: lim.Entries}); err != nil {
+	// The archive's first 64 KiB are held until they are whole: a workspace past a
+	// bound before them (a directory's entries are counted before any is packed) is
+	// answered 413 with the error, not only a dropped connection.
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	_, _, err = workspace.Pack(bw, ws, workspace.Limits{Bytes: lim.Bytes, Entries: lim.Entries})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
 		s.log.Warn("workspace download cut short", logTenant, id.Tenant, "workspace", name, "err", err)
+		if cw.n == 0 && errors.Is(err, workspace.ErrTooLarge) {
+			w.Header().Del("Content-Type")
+			writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+			return
+		}
 		panic(http.ErrAbortHandler) // the connection is dropped: no end-of-archive blocks
 	}
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // existingWorkspace is the request's {name}, a workspace of the caller's tenant that

@@ -174,7 +174,7 @@ type ExecOptions struct {
 	Timeout time.Duration // overrides commands.timeout when positive
 	// Cap keeps at most Cap characters of each of stdout and stderr; the rest is in a
 	// spill file inside the sandbox, named by the result and by a last line of the
-	// cut output. 0: no cap.
+	// cut output. 0: no cap; at most wire.MaxCap.
 	Cap   int
 	Stdin io.Reader // nil: an empty stdin
 	// Stdout and Stderr receive the (capped) output as it comes. When nil, it is
@@ -225,6 +225,9 @@ func sendStdin(c net.Conn, r io.Reader) {
 type Turn struct {
 	Removed int      // spill files deleted
 	Changed []string // workspace paths changed since the previous Sweep, sorted
+	// More counts the changes past the supervisor's bounds of a turn's list (10000
+	// paths, 512 KiB), not in Changed: not 0, Changed is incomplete.
+	More int
 }
 
 // Sweep ends an agent's turn: it deletes the session's spill files and returns how
@@ -232,7 +235,7 @@ type Turn struct {
 // a harness appends to its next request rather than to its system prompt).
 func (s *Session) Sweep(ctx context.Context) (Turn, error) {
 	f, err := s.simple(ctx, wire.Request{Op: "sweep"})
-	return Turn{Removed: f.Removed, Changed: f.Changed}, err
+	return Turn{Removed: f.Removed, Changed: f.Changed, More: f.More}, err
 }
 
 // Stop stops the session: running commands end, credentials are revoked, the sandbox

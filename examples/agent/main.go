@@ -136,6 +136,9 @@ func loop(ctx context.Context, o options, m model, s *session.Session, h *harnes
 			if err == nil && len(t.Changed) > 0 {
 				fmt.Fprintf(out, "changed: %s\n", strings.Join(t.Changed, " "))
 			}
+			if err == nil && t.More > 0 {
+				fmt.Fprintf(out, "changed: truncated: %d more not listed\n", t.More)
+			}
 			return err
 		}
 		for _, c := range calls {

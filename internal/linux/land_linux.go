@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -314,8 +315,7 @@ func getxattr(what, name string, get func([]byte) (int, error)) (string, error) 
 func copyData(dst *os.File, r io.Reader) error {
 	src, ok := r.(*os.File)
 	if !ok {
-		_, err := io.Copy(dst, r)
-		return err
+		return copyHoles(dst, r)
 	}
 	fi, err := src.Stat()
 	if err != nil {
@@ -326,6 +326,60 @@ func copyData(dst *os.File, r io.Reader) error {
 		return err
 	}
 	return dst.Truncate(size)
+}
+
+// holeBlock is the run of zeros copyHoles leaves a hole for: a file system's block.
+const holeBlock = 4 << 10
+
+var zeroHole [holeBlock]byte
+
+// copyHoles copies r, a stream with no extents to ask (an archive's entry), to the
+// new or emptied file dst: each holeBlock of zeros is seeked over, never written, and
+// dst is then truncated to the whole size. A sparse archive entry (its holes read as
+// zeros) lands as a sparse file, not as its size in zeros on the disk.
+func copyHoles(dst *os.File, r io.Reader) error {
+	buf := make([]byte, 64<<10)
+	var off int64
+	for {
+		n := 0
+		var err error
+		for n < len(buf) && err == nil {
+			var m int
+			m, err = r.Read(buf[n:])
+			n += m
+		}
+		if werr := writeData(dst, buf[:n], off); werr != nil {
+			return werr
+		}
+		off += int64(n)
+		if err == io.EOF {
+			return dst.Truncate(off)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// writeData writes b at off in dst, all but its blocks of zeros.
+func writeData(dst *os.File, b []byte, off int64) error {
+	for i := 0; i < len(b); {
+		j := i
+		for j < len(b) && !bytes.Equal(b[j:min(j+holeBlock, len(b))], zeroHole[:min(holeBlock, len(b)-j)]) {
+			j += holeBlock
+		}
+		j = min(j, len(b))
+		if j > i {
+			if _, err := dst.WriteAt(b[i:j], off+int64(i)); err != nil {
+				return err
+			}
+		}
+		for j < len(b) && bytes.Equal(b[j:min(j+holeBlock, len(b))], zeroHole[:min(holeBlock, len(b)-j)]) {
+			j += holeBlock
+		}
+		i = min(j, len(b))
+	}
+	return nil
 }
 
 // CopyExtents writes the data extents of src below to into dst at the same offsets,

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -146,6 +147,30 @@ func entryName(name string) error {
 
 // Names lists d's entries (once: it reads the directory).
 func (d *Dir) Names() ([]string, error) { return d.f.Readdirnames(-1) }
+
+// EachNames reads d's entries from its first, at most n at a time, and calls fn with
+// each batch (the slice is fn's): a directory of millions of names is never held
+// whole. It may be called again, each call reading the directory anew; fn's error
+// stops it and is returned as it is.
+func (d *Dir) EachNames(n int, fn func([]string) error) error {
+	if _, err := d.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	for {
+		batch, err := d.f.Readdirnames(n)
+		if len(batch) > 0 {
+			if ferr := fn(batch); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
 
 // Lstat describes the entry name itself.
 func (d *Dir) Lstat(name string) (*unix.Stat_t, error) {

@@ -28,7 +28,8 @@
 // A Stream costs about one copy of the output (to the spill file) plus a count of its
 // characters and newlines; it allocates nothing per Write once the cap is reached, and
 // holds at most about 4×Cap bytes of output in memory, plus a 64 KiB write buffer for
-// the spill file. With no cap it holds the whole output.
+// the spill file. A Cap above [MaxCap] counts as MaxCap, so a Stream with a cap holds
+// at most about 8 MiB whatever cap it is given. With no cap it holds the whole output.
 //
 // [Sweep] removes a directory's spill files, at the end of an agent's turn.
 //
@@ -53,6 +54,10 @@ import (
 // DefaultMaxSpill is the size limit of a spill file when [Options.MaxSpill] is zero.
 const DefaultMaxSpill = 64 << 20
 
+// MaxCap is the largest cap a Stream keeps: [Options.Cap] above it counts as MaxCap,
+// and the output past MaxCap characters is cut (and spilled) as past any cap.
+const MaxCap = 2 << 20
+
 // ErrClosed is returned by [Stream.Write] after [Stream.Close].
 var ErrClosed = errors.New("output stream is closed")
 
@@ -60,7 +65,8 @@ var ErrClosed = errors.New("output stream is closed")
 // The zero value keeps everything and never spills.
 type Options struct {
 	// Cap is the number of characters (Unicode code points) kept for the caller.
-	// Cap <= 0 means no cap: everything is kept and nothing is spilled.
+	// Cap <= 0 means no cap: everything is kept and nothing is spilled. Above
+	// [MaxCap] it is MaxCap.
 	Cap int
 	// HostPath is where the spill file is created on the host, lazily, once the cap is
 	// exceeded, with mode 0644; its directory must exist. A file already there is
@@ -147,6 +153,7 @@ type Stream struct {
 // New returns a Stream for o. It creates no file: the spill file is created by the Write
 // that first exceeds the cap.
 func New(o Options) *Stream {
+	o.Cap = min(o.Cap, MaxCap)
 	s := &Stream{o: o, maxSpill: o.MaxSpill}
 	if s.maxSpill <= 0 {
 		s.maxSpill = DefaultMaxSpill

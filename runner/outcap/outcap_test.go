@@ -357,6 +357,30 @@ func TestMaxSpill(t *testing.T) {
 	}
 }
 
+// TestHugeCapHoldsMaxCap: a cap far above MaxCap keeps MaxCap characters, as a cap
+// of MaxCap would, and holds no more than about 4×MaxCap bytes of the output.
+func TestHugeCapHoldsMaxCap(t *testing.T) {
+	o := spillOptions(t, 1<<40)
+	chunk := bytes.Repeat([]byte("a"), 64<<10)
+	s := New(o)
+	const total = 6 * MaxCap
+	for range total / len(chunk) {
+		if _, err := s.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held := cap(s.head); held > 4*MaxCap+len(chunk) {
+		t.Errorf("holds %d bytes of the output; want at most about 4×MaxCap (%d)", held, 4*MaxCap)
+	}
+	r, err := s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Truncated || r.Cut != total-MaxCap || r.Chars != total {
+		t.Errorf("got Truncated %v, Chars %d, Cut %d; want cut at %d of %d", r.Truncated, r.Chars, r.Cut, MaxCap, total)
+	}
+}
+
 func TestSpillNotWritable(t *testing.T) {
 	dir := t.TempDir()
 	notDir := filepath.Join(dir, "file")

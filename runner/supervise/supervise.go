@@ -171,7 +171,7 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		return
 	case "sweep":
 		turn, err := sess.Sweep()
-		f := wire.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed}
+		f := wire.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed, More: turn.More}
 		if err != nil {
 			f = errFrame(err)
 		}
@@ -197,6 +197,10 @@ func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *
 	defer trace.Begin("supervise.exec").End()
 	if req.Cap < 0 || req.TimeoutMS < 0 {
 		_ = enc.Encode(errFrame(errdefs.Usagef("cap and timeout_ms must not be negative")))
+		return
+	}
+	if req.Cap > wire.MaxCap {
+		_ = enc.Encode(errFrame(errdefs.Usagef("cap: at most %d characters", wire.MaxCap)))
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -10,8 +10,8 @@ import (
 // (a session's id is its run's).
 var auditRoutes = []Route{
 	{Method: "GET", Path: "/v1/runs", Role: RoleAuditor, Summary: "the tenant's runs, newest first (cordon audit ls --json)", Response: RunList{}},
-	{Method: "GET", Path: "/v1/runs/{id}", Role: RoleAuditor, Summary: "a run's events (cordon audit show --json); a log past 32 MiB is 409 (export streams it)", Response: RunShow{}, Conflict: true},
-	{Method: "GET", Path: "/v1/runs/{id}/verify", Role: RoleAuditor, Summary: "check a run's hash chain and seal (cordon audit verify --json)", Response: RunVerify{}},
+	{Method: "GET", Path: "/v1/runs/{id}", Role: RoleAuditor, Summary: "a run's events (cordon audit show --json); a log past 32 MiB is 409 (export streams it)", Response: RunShow{}, Conflict: true, Held: true},
+	{Method: "GET", Path: "/v1/runs/{id}/verify", Role: RoleAuditor, Summary: "check a run's hash chain and seal (cordon audit verify --json)", Response: RunVerify{}, Held: true},
 	{Method: "GET", Path: "/v1/runs/{id}/export", Role: RoleAuditor, Summary: "the verified log, ?format=jsonl (its lines as they are) or ocsf (OCSF events); a log that does not verify is 409", Response: audit.Record{}, Stream: true, Conflict: true},
 	{Method: "GET", Path: "/v1/runs/{id}/follow", Role: RoleAuditor, Summary: "a run's lines as they are logged, each verified first, until its seal (?format=jsonl|ocsf)", Response: audit.Record{}, Stream: true, Conflict: true},
 	{Method: "POST", Path: "/v1/runs/prune", Role: RoleAuditor, Summary: "remove the tenant's sealed, intact runs older than older_than or past the keep newest of each workspace, each recorded in the audit root's prune record (cordon audit prune)", Request: PruneRequest{}, Response: PruneResult{}, Held: true},

@@ -8,7 +8,7 @@ var gateRoutes = []Route{
 	{Method: "GET", Path: "/v1/gates", Role: RoleApprover, Summary: "the pending gate requests of the tenant's live runs, oldest first (cordon gate ls --json)", Response: GateList{}},
 	{Method: "GET", Path: "/v1/gates/{id}", Role: RoleApprover, Summary: "one pending request: what it would run and a preview of what it would publish (cordon gate show --json)", Response: GateShow{}},
 	{Method: "POST", Path: "/v1/gates/{id}/approve", Role: RoleApprover, Summary: "approve: the operation runs now, on the host; the requester gets its output", Response: GateDecision{}, Held: true},
-	{Method: "POST", Path: "/v1/gates/{id}/deny", Role: RoleApprover, Summary: "deny: the requester is told why", Request: DenyRequest{}, Response: GateDecision{}},
+	{Method: "POST", Path: "/v1/gates/{id}/deny", Role: RoleApprover, Summary: "deny: the requester is told why", Request: DenyRequest{}, Response: GateDecision{}, Held: true},
 }
 
 // GateList is GET /v1/gates: `cordon gate ls --json` of the tenant's run root.

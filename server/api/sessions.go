@@ -74,6 +74,9 @@ type ExecRequest struct {
 type Sweep struct {
 	Removed int      `json:"removed"`
 	Changed []string `json:"changed"`
+	// More counts the changes past the turn's bounds (10000 paths, 512 KiB), not in
+	// changed: not 0, the list is incomplete.
+	More int `json:"more"`
 }
 
 // CheckpointRequest is POST /v1/sessions/{id}/checkpoint.

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -52,6 +53,7 @@ type packer struct {
 	lim     Limits
 	stats   Stats
 	skipped int
+	seen    int // entries counted against lim.Entries: packed, skipped and to come
 	keep    func(string) bool
 	stream  *stream // PackChanges only
 }
@@ -60,12 +62,64 @@ type packer struct {
 // same tree.
 var epoch = time.Unix(0, 0)
 
+// dirBatch is how many of a directory's names a pack holds at a time, in name order:
+// a sandbox can fill one directory with millions, and the daemon packing it is the
+// one process every tenant shares.
+const dirBatch = 1024
+
+// dir packs the entries of d, named below prefix, in name order. Every entry the
+// directory holds (keep's refused ones aside) counts against lim.Entries before any is
+// packed, those Pack skips (FIFOs, sockets, devices) too; past the bound the pack
+// ends with an error. Its names are then read dirBatch at a time, the smallest not yet
+// packed each time: the directory is read once per batch, never held whole.
 func (p *packer) dir(d *linux.Dir, prefix string) error {
-	names, err := d.Names()
+	seen, left := 0, p.lim.Entries-p.seen
+	err := d.EachNames(dirBatch, func(names []string) error {
+		for _, n := range names {
+			if p.keep == nil || p.keep(path.Join(prefix, n)) {
+				seen++
+			}
+		}
+		if seen > left {
+			return tooLarge(path.Join(prefix, names[0]), "more than %d entries (a directory's entries count, those a download leaves out too)", p.lim.Entries)
+		}
+		return nil
+	})
 	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return err
+		}
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
-	slices.Sort(names)
+	p.seen += seen
+	next := nextNames{keep: dirBatch}
+	for taken := 0; ; {
+		if err := d.EachNames(dirBatch, next.offer); err != nil {
+			return fmt.Errorf("listing %q: %w", prefix, err)
+		}
+		names := next.take()
+		if len(names) == 0 {
+			return nil
+		}
+		// Names made since the count are not packed uncounted: the directory changed
+		// while it was read, as a file that changes size ends the pack.
+		for _, n := range names {
+			if p.keep == nil || p.keep(path.Join(prefix, n)) {
+				taken++
+			}
+		}
+		if taken > seen {
+			return fmt.Errorf("%q: changed while it was read (%d entries, then more)", prefix, seen)
+		}
+		if err := p.entries(d, prefix, names); err != nil {
+			return err
+		}
+	}
+}
+
+// entries packs the entries names of d, named below prefix, counted against
+// lim.Entries already (p.seen).
+func (p *packer) entries(d *linux.Dir, prefix string, names []string) error {
 	for _, n := range names {
 		rel := path.Join(prefix, n)
 		if p.keep != nil && !p.keep(rel) {
@@ -78,9 +132,6 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		if t := st.Mode & syscall.S_IFMT; t != syscall.S_IFDIR && t != syscall.S_IFREG && t != syscall.S_IFLNK {
 			p.skipped++
 			continue
-		}
-		if p.stats.Entries >= p.lim.Entries {
-			return tooLarge(rel, "more than %d entries", p.lim.Entries)
 		}
 		// Bounded as an upload's names are: a sandbox can make a tree deeper than any
 		// upload, and packing holds a descriptor for each directory on the way down,
@@ -116,6 +167,41 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// nextNames keeps the keep smallest names offered that are past the last it gave.
+type nextNames struct {
+	keep  int
+	after string // the last name taken
+	taken bool   // after is set
+	names []string
+}
+
+// offer adds a batch of a directory's names; it holds at most 2×keep of them.
+func (s *nextNames) offer(batch []string) error {
+	for _, n := range batch {
+		if s.taken && n <= s.after {
+			continue
+		}
+		s.names = append(s.names, n)
+		if len(s.names) >= 2*s.keep {
+			slices.Sort(s.names)
+			s.names = slices.Clip(s.names[:s.keep])
+		}
+	}
+	return nil
+}
+
+// take returns the names kept, sorted, at most keep, and starts the next batch
+// after them.
+func (s *nextNames) take() []string {
+	slices.Sort(s.names)
+	out := s.names[:min(len(s.names), s.keep)]
+	s.names = nil
+	if len(out) > 0 {
+		s.after, s.taken = out[len(out)-1], true
+	}
+	return out
 }
 
 func (p *packer) subdir(d *linux.Dir, n string, hdr *tar.Header) error {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -318,5 +319,50 @@ func TestCheckGit(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("CheckGit(%q, %q) = %v; want ok %v", c.url, c.commit, err, c.ok)
 		}
+	}
+}
+
+// TestPackWideDirectory: a directory wider than a pack's batch of names is packed in
+// name order, every entry once; the entries a download leaves out (FIFOs) count
+// against the entries bound too, so a directory of them past it ends the pack with
+// ErrTooLarge instead of being listed whole.
+func TestPackWideDirectory(t *testing.T) {
+	ws, _ := sandbox(t)
+	const n = 2*dirBatch + 7
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%05d", (i*7919)%n)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	st, _, err := Pack(&out, ws, Limits{Bytes: 1 << 20, Entries: n})
+	if err != nil || st.Entries != n {
+		t.Fatalf("pack: %+v %v; want %d entries", st, err, n)
+	}
+	tr := tar.NewReader(&out)
+	for i := 0; ; i++ {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			if i != n {
+				t.Errorf("%d entries; want %d", i, n)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("f%05d", i); hdr.Name != want {
+			t.Fatalf("entry %d is %q; want %q", i, hdr.Name, want)
+		}
+	}
+
+	fifos, _ := sandbox(t)
+	for i := range 20 {
+		if err := mkfifo(filepath.Join(fifos, fmt.Sprintf("p%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, skipped, err := Pack(io.Discard, fifos, Limits{Bytes: 1 << 20, Entries: 10}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("20 FIFOs past an entries bound of 10: %d skipped, %v; want ErrTooLarge", skipped, err)
 	}
 }

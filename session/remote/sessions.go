@@ -134,7 +134,7 @@ func drainStream(body io.ReadCloser) {
 func (s *Session) Sweep(ctx context.Context) (session.Turn, error) {
 	var a api.Sweep
 	err := s.c.do(ctx, s.call("POST", "sweep"), nil, &a)
-	return session.Turn{Removed: a.Removed, Changed: a.Changed}, err
+	return session.Turn{Removed: a.Removed, Changed: a.Changed, More: a.More}, err
 }
 
 // Checkpoint keeps a staged session's workspace as it is now, as

@@ -20,6 +20,12 @@ import (
 // sends one JSON [Request] line, then, for an exec with Stdin, [Input] lines; the
 // supervisor answers with [Frame] lines.
 
+// MaxCap is the largest [Request.Cap]: the supervisor, a host process outside the
+// sandbox's memory limit, holds up to a few bytes per character of the kept head of
+// each stream (runner/outcap), so a cap is bounded like every other request field.
+// It fits the largest cordon asks itself: the MCP file tools' helper (mcp/files.go).
+const MaxCap = 2 << 20
+
 // Request is the first line a client sends.
 type Request struct {
 	Op string `json:"op"` // "exec", "sweep", "checkpoint", "rollback" or "stop"
@@ -30,7 +36,8 @@ type Request struct {
 	Dir       string   `json:"dir,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
 	// Cap is the number of characters of each of stdout and stderr the answer carries;
-	// the whole output goes to a spill file inside the sandbox. 0: no cap.
+	// the whole output goes to a spill file inside the sandbox. 0: no cap. At most
+	// [MaxCap]: the supervisor refuses more.
 	Cap int `json:"cap,omitempty"`
 	// Stdin says Input lines follow; without it the command reads an empty stdin.
 	Stdin bool `json:"stdin,omitempty"`
@@ -58,6 +65,9 @@ type Frame struct {
 	// Changed lists the workspace paths changed since the previous sweep (the answer
 	// to sweep).
 	Changed []string `json:"changed,omitempty"`
+	// More counts the changes past the sweep's bounds, not in Changed: not 0, the list
+	// is incomplete (the answer to sweep).
+	More int `json:"more,omitempty"`
 	// Checkpoint is the checkpoint taken (checkpoint) or rolled back to (rollback).
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Problems are what a checkpoint does not hold, or a rollback did not restore
