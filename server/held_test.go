@@ -37,17 +37,25 @@ func TestHeldLimiter(t *testing.T) {
 	if l.per[heldKey{"acme", "agent"}] != maxHeldPerTenant {
 		t.Fatalf("acme holds %d; want %d", l.per[heldKey{"acme", "agent"}], maxHeldPerTenant)
 	}
-	// Every tenant together: at most maxHeld.
+	// Every tenant together: at most maxHeld, but a tenant holding none is let in once
+	// past it (other tenants cannot lock it out): the tenant whose first slot came at
+	// the total gets it, and its second is refused.
 	l = newHeldLimiter()
 	n := 0
 	for i := 0; ; i++ {
 		r, q := l.acquire(fmt.Sprintf("t%d", i/maxHeldPerTenant), "agent")
 		if r == nil {
-			if q != "server_held_requests" || n != maxHeld {
-				t.Fatalf("refused at %d with %q; want %d, server_held_requests", n, q, maxHeld)
+			if q != "server_held_requests" || n != maxHeld+1 {
+				t.Fatalf("refused at %d with %q; want %d, server_held_requests", n, q, maxHeld+1)
 			}
 			break
 		}
 		n++
+	}
+	if r, q := l.acquire("newcomer", "agent"); r == nil {
+		t.Fatalf("a tenant holding nothing refused past the total (%s): other tenants locked it out", q)
+	}
+	if r, q := l.acquire("newcomer", "agent"); r != nil || q != "server_held_requests" {
+		t.Fatalf("a tenant's second slot past the total: got %v %q; want refused server_held_requests", r != nil, q)
 	}
 }

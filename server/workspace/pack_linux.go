@@ -62,16 +62,24 @@ type packer struct {
 // same tree.
 var epoch = time.Unix(0, 0)
 
-// dirBatch is how many of a directory's names a pack holds at a time, in name order:
-// a sandbox can fill one directory with millions, and the daemon packing it is the
-// one process every tenant shares.
-const dirBatch = 1024
+// dirBatch is the fewest of a directory's names a pack holds at a time, in name
+// order: a sandbox can fill one directory with millions, and the daemon packing it is
+// the one process every tenant shares. A directory of n names is read in batches of
+// max(dirBatch, n/dirPasses), so it is read at most dirPasses+1 times whatever its
+// width (a batch of 1024 read a directory of 100000 names 98 times: quadratic), and
+// the names a pack holds, one batch per directory on its way down, stay within
+// lim.Entries in all.
+const (
+	dirBatch  = 1024
+	dirPasses = 8
+)
 
 // dir packs the entries of d, named below prefix, in name order. Every entry the
 // directory holds (keep's refused ones aside) counts against lim.Entries before any is
 // packed, those Pack skips (FIFOs, sockets, devices) too; past the bound the pack
-// ends with an error. Its names are then read dirBatch at a time, the smallest not yet
-// packed each time: the directory is read once per batch, never held whole.
+// ends with an error. Its names are then read a batch at a time (dirBatch), the
+// smallest not yet packed each time: the directory is read once per batch, never
+// held whole.
 func (p *packer) dir(d *linux.Dir, prefix string) error {
 	seen, left := 0, p.lim.Entries-p.seen
 	err := d.EachNames(dirBatch, func(names []string) error {
@@ -92,7 +100,7 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		return fmt.Errorf("listing %q: %w", prefix, err)
 	}
 	p.seen += seen
-	next := nextNames{keep: dirBatch}
+	next := nextNames{keep: max(dirBatch, (seen+dirPasses-1)/dirPasses)}
 	for taken := 0; ; {
 		if err := d.EachNames(dirBatch, next.offer); err != nil {
 			return fmt.Errorf("listing %q: %w", prefix, err)
