@@ -59,8 +59,9 @@ func TestAuditPruneKeepsLiveRuns(t *testing.T) {
 	w := newWorld(t)
 	live := w.startLongRun()
 	defer func() { live.Process.Kill(); live.Wait() }()
+	other := t.TempDir() // the live run holds w.ws: one run per workspace
 	for range 2 {
-		if r := w.sh("true"); r.code != 0 {
+		if r := w.shIn(other, "true"); r.code != 0 {
 			t.Fatalf("run: %v", r)
 		}
 	}
@@ -74,16 +75,18 @@ func TestAuditPruneKeepsLiveRuns(t *testing.T) {
 	if r := w.cordon("", "audit", "ls"); r.code != 0 || !strings.Contains(r.stderr, "keeping all runs") {
 		t.Errorf("audit ls must state the retention: %v", r)
 	}
-	r := w.cordon("", "audit", "prune", "--keep", "1")
-	if r.code != 0 || !strings.Contains(r.stdout, "removed "+runs[1].ID) || !strings.Contains(r.stdout, "kept "+runs[2].ID+": unsealed") {
-		t.Fatalf("prune --keep 1: want %s removed, the live %s kept: %v", runs[1].ID, runs[2].ID, r)
+	// The live run is the newest of its workspace (no other run can start there while
+	// it lives), so --keep never reaches it; --older-than does, and keeps it.
+	r := w.cordon("", "audit", "prune", "--older-than", "1ms")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed "+runs[0].ID) || !strings.Contains(r.stdout, "removed "+runs[1].ID) || !strings.Contains(r.stdout, "kept "+runs[2].ID+": unsealed") {
+		t.Fatalf("prune --older-than 1ms: want %s and %s removed, the live %s kept: %v", runs[0].ID, runs[1].ID, runs[2].ID, r)
 	}
 	after, _ := audit.List(w.auditRoot())
-	if len(after) != 2 || after[0].ID != runs[0].ID || after[1].ID != runs[2].ID {
+	if len(after) != 1 || after[0].ID != runs[2].ID {
 		t.Errorf("after prune: %+v", after)
 	}
 	log, err := os.ReadFile(filepath.Join(w.auditRoot(), audit.PruneFile))
-	if err != nil || strings.Count(string(log), "\n") != 1 || !strings.Contains(string(log), `"run":"`+runs[1].ID+`"`) {
+	if err != nil || strings.Count(string(log), "\n") != 2 || !strings.Contains(string(log), `"run":"`+runs[1].ID+`"`) {
 		t.Errorf("%s: %q, %v", audit.PruneFile, log, err)
 	}
 }

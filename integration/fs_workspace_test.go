@@ -218,13 +218,14 @@ func TestContractNotWritable(t *testing.T) {
 }
 
 // TestContractPlaceholderIsNoContract: while a session keeps a missing cordon.yaml
-// from being created (an empty placeholder on the host), another run in the same
-// workspace still sees no contract, not an empty one.
+// from being created (an empty placeholder on the host), `cordon check` in the same
+// workspace still sees no contract, not an empty one (a run there is refused: the
+// workspace is the session's).
 func TestContractPlaceholderIsNoContract(t *testing.T) {
 	w := newWorld(t)
 	w.startSession()
-	if r := w.cordon("", "run", "--", "true"); r.code != 0 {
-		t.Fatalf("a run beside a session: %v", r)
+	if r := w.cordon("", "run", "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "is in use") {
+		t.Fatalf("a run beside a session: want refused, the workspace in use: %v", r)
 	}
 	if c := w.cordon("", "check"); c.code != 0 || !strings.Contains(c.stdout, "built-in default contract: valid") {
 		t.Fatalf("check beside a session: %v", c)

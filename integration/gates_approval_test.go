@@ -347,6 +347,10 @@ func TestGateDenyMode(t *testing.T) {
 		t.Errorf("a request is pending under --gates deny: %+v", ps)
 	}
 
+	// One session per workspace: the deny-mode one ends first.
+	if r := g.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
+	}
 	ask := g.startSession("--gates", "ask")
 	r = g.cordon("", "exec", ask, "--", "cordon", "gate", "release")
 	if r.code != 1 || !strings.Contains(r.stderr, "approve: deny") {
@@ -359,10 +363,8 @@ func TestGateDenyMode(t *testing.T) {
 	if refs := g.refs(); refs != "" {
 		t.Errorf("pushed while refused: %s", refs)
 	}
-	for _, s := range []string{id, ask} {
-		if r := g.cordon("", "session", "stop", s); r.code != 0 {
-			t.Fatalf("session stop: %v", r)
-		}
+	if r := g.cordon("", "session", "stop", ask); r.code != 0 {
+		t.Fatalf("session stop: %v", r)
 	}
 	if got, want := gateTypes(sessionEvents(t, g.world, id)), []string{"gate.request", "gate.deny"}; !slices.Equal(got, want) {
 		t.Errorf("--gates deny events: got %v; want %v", got, want)

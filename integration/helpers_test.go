@@ -88,6 +88,15 @@ func (w *world) cordon(stdin string, args ...string) result {
 }
 
 // sh runs a shell script in the sandbox with the built-in or given contract.
+// shIn is sh with dir, not the world's workspace, as the run's workspace (its audit
+// root and run root are the world's).
+func (w *world) shIn(dir, script string) result {
+	w.t.Helper()
+	cmd := exec.Command(testutil.Cordon(w.t), "run", "--", "sh", "-c", script)
+	cmd.Dir, cmd.Env = dir, w.env
+	return runResult(w.t, cmd, "cordon")
+}
+
 func (w *world) sh(script string, extra ...string) result {
 	w.t.Helper()
 	args := append([]string{"run"}, extra...)

@@ -271,12 +271,17 @@ func TestBackendKubernetes(t *testing.T) {
 			t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
 		}
 		victim := strings.TrimSpace(stdout)
-		code, stdout, stderr = cordonIn(ctx, t, env, ws, "session", "start", "--backend", "kubernetes")
+		// The live one in a workspace of its own: a workspace is one session's at a time.
+		aliveWS := t.TempDir()
+		if err := os.WriteFile(filepath.Join(aliveWS, "cordon.yaml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr = cordonIn(ctx, t, env, aliveWS, "session", "start", "--backend", "kubernetes")
 		if code != 0 {
 			t.Fatalf("cordon session start: status %d\n%s%s", code, stdout, stderr)
 		}
 		alive := strings.TrimSpace(stdout)
-		defer cordonIn(ctx, t, env, ws, "session", "stop", alive)
+		defer cordonIn(ctx, t, env, aliveWS, "session", "stop", alive)
 		var root string
 		for _, kv := range env {
 			if v, ok := strings.CutPrefix(kv, "CORDON_RUN_ROOT="); ok {
