@@ -8,23 +8,25 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // rtfixCPU is the CPU time (user and system) the process spends in fn.
 func rtfixCPU(t *testing.T, fn func()) time.Duration {
 	t.Helper()
-	var a, b syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &a); err != nil {
+	a, err := linux.ProcessCPU()
+	if err != nil {
 		t.Fatal(err)
 	}
 	fn()
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &b); err != nil {
+	b, err := linux.ProcessCPU()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return time.Duration(b.Utime.Nano()-a.Utime.Nano()) + time.Duration(b.Stime.Nano()-a.Stime.Nano())
+	return b - a
 }
 
 // rtfixFill makes n empty files, per to a directory, below root.
