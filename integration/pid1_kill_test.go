@@ -17,8 +17,12 @@ import (
 
 func TestTimeoutKillsWholeTree(t *testing.T) {
 	w := newWorld(t)
+	// Sleeps of this run's own lengths: the same test runs on other backends at the
+	// same time (CI's lanes), and its sleeps must not be taken for this one's.
+	base := 300000 + 4*int(time.Now().UnixNano()%100000)
+	sleeps := []string{"sleep " + strconv.Itoa(base), "sleep " + strconv.Itoa(base+1), "sleep " + strconv.Itoa(base+2), "sleep " + strconv.Itoa(base+3)}
 	start := time.Now()
-	r := w.sh("sleep 313 & setsid sleep 314 & (trap '' TERM HUP; sleep 315) & sleep 316", "--timeout", "1s")
+	r := w.sh(sleeps[0]+" & setsid "+sleeps[1]+" & (trap '' TERM HUP; "+sleeps[2]+") & "+sleeps[3], "--timeout", "1s")
 	if r.code != 124 {
 		t.Fatalf("want exit 124 on timeout, got %v", r)
 	}
@@ -26,7 +30,7 @@ func TestTimeoutKillsWholeTree(t *testing.T) {
 		t.Errorf("timeout took %s", d)
 	}
 	assertContains(t, "stderr", r.stderr, "cordon: command timed out after 1s")
-	for _, s := range []string{"sleep 313", "sleep 314", "sleep 315", "sleep 316"} {
+	for _, s := range sleeps {
 		if p := processesMatching(s); len(p) > 0 {
 			t.Errorf("%q is still running after the timeout (pids %v)", s, p)
 		}
