@@ -61,8 +61,8 @@ done
 	r := &runner{t: t, ch: ch, dir: plan.Workspace}
 	script := `echo "interfaces=[$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')]"
 ip -o link show lo
-nc -l -p 3128 >/tmp/lo.out &
-for i in $(seq 50); do echo hi | nc -w 1 127.0.0.1 3128 2>/dev/null && break; sleep 0.1; done
+nc -l -p 4242 >/tmp/lo.out &
+for i in $(seq 50); do echo hi | nc -w 1 127.0.0.1 4242 2>/dev/null && break; sleep 0.1; done
 wait
 echo "loopback=$(cat /tmp/lo.out)"
 ` + connect
