@@ -95,18 +95,29 @@ func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	ended := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = b.Wait(); close(ended) }()
 	defer func() {
-		if b.ProcessState == nil {
-			b.Process.Kill()
-			b.Wait()
-		}
+		b.Process.Kill()
+		<-ended
 	}()
-	waitFor(t, time.Minute, "the second run's command", func() bool { return exists(filepath.Join(w.ws, "b-ready")) })
+	// The second run may end before its command starts (refused, say): that is a
+	// failure with its output, not a minute's wait.
+	waitFor(t, time.Minute, "the second run's command", func() bool {
+		select {
+		case <-ended:
+			got, _ := os.ReadFile(out)
+			t.Fatalf("the second run ended before its command started (%v): %s", waitErr, got)
+		default:
+		}
+		return exists(filepath.Join(w.ws, "b-ready"))
+	})
 	if r := w.cordon("", "gc"); r.code != 0 {
 		t.Fatalf("gc: %v", r)
 	}
 	mustWrite(t, filepath.Join(w.ws, "gc-done"), "")
-	b.Wait()
+	<-ended
 	got, _ := os.ReadFile(out)
 	if data, err := os.ReadFile(envrc); err == nil && len(data) > 0 {
 		t.Fatalf("the second sandbox wrote .envrc on the host once gc removed the killed run's placeholder: %q\n%s", data, got)

@@ -31,21 +31,40 @@ func Pack(w io.Writer, dir string, lim Limits) (Stats, int, error) {
 // nil keep keeps everything. A session filling a Pod's workspace packs it without the
 // plan's hidden paths, which have no business in the Pod.
 func PackOnly(w io.Writer, dir string, lim Limits, keep func(rel string) bool) (Stats, int, error) {
+	p := &packer{tw: tar.NewWriter(w), lim: lim, keep: keep}
+	err := p.pack(dir)
+	return p.stats, p.skipped, err
+}
+
+// pack writes the archive of dir; a pack of changes (a stream with a base) is marked
+// as one in its global header and ends with the paths removed since the base.
+func (p *packer) pack(dir string) error {
 	t, err := linux.OpenTree(dir)
 	if err != nil {
-		return Stats{}, 0, err
+		return err
 	}
 	defer t.Close()
 	d, err := t.OpenDir(".")
 	if err != nil {
-		return Stats{}, 0, err
+		return err
 	}
 	defer d.Close()
-	p := &packer{tw: tar.NewWriter(w), lim: lim, keep: keep}
-	if err := p.dir(d, ""); err != nil {
-		return p.stats, p.skipped, err
+	changes := p.stream != nil && p.stream.base != nil
+	if changes {
+		hdr := &tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{recordPack: "changes"}, Format: tar.FormatPAX}
+		if err := p.tw.WriteHeader(hdr); err != nil {
+			return err
+		}
 	}
-	return p.stats, p.skipped, p.tw.Close()
+	if err := p.dir(d, ""); err != nil {
+		return err
+	}
+	if changes {
+		if err := p.removed(); err != nil {
+			return err
+		}
+	}
+	return p.tw.Close()
 }
 
 type packer struct {
@@ -56,6 +75,7 @@ type packer struct {
 	seen    int // entries counted against lim.Entries: packed, skipped and to come
 	keep    func(string) bool
 	stream  *stream // PackChanges only
+	read    int     // names read from directories, every pass counted
 }
 
 // epoch is every entry's modification time: the archive is the same bytes for the
@@ -83,6 +103,7 @@ const (
 func (p *packer) dir(d *linux.Dir, prefix string) error {
 	seen, left := 0, p.lim.Entries-p.seen
 	err := d.EachNames(dirBatch, func(names []string) error {
+		p.read += len(names)
 		for _, n := range names {
 			if p.keep == nil || p.keep(path.Join(prefix, n)) {
 				seen++
@@ -102,7 +123,11 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 	p.seen += seen
 	next := nextNames{keep: max(dirBatch, (seen+dirPasses-1)/dirPasses)}
 	for taken := 0; ; {
-		if err := d.EachNames(dirBatch, next.offer); err != nil {
+		err := d.EachNames(dirBatch, func(names []string) error {
+			p.read += len(names)
+			return next.offer(names)
+		})
+		if err != nil {
 			return fmt.Errorf("listing %q: %w", prefix, err)
 		}
 		names := next.take()
@@ -121,6 +146,9 @@ func (p *packer) dir(d *linux.Dir, prefix string) error {
 		}
 		if err := p.entries(d, prefix, names); err != nil {
 			return err
+		}
+		if len(names) < next.keep {
+			return nil // this pass found every name left: none is past the last
 		}
 	}
 }

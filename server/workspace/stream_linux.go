@@ -108,34 +108,13 @@ func stampOf(st linux.Stat, recent int64) uint64 {
 // whole size) whether written or not. A base serves one pack: PackChanges marks its
 // stamps as it finds their paths.
 func PackChanges(w io.Writer, dir string, lim Limits, base Stamps) (Stats, int, Stamps, error) {
-	t, err := linux.OpenTree(dir)
-	if err != nil {
-		return Stats{}, 0, nil, err
-	}
-	defer t.Close()
-	d, err := t.OpenDir(".")
-	if err != nil {
-		return Stats{}, 0, nil, err
-	}
-	defer d.Close()
 	p := &packer{tw: tar.NewWriter(w), lim: lim, stream: &stream{
 		base: base, next: Stamps{}, recent: time.Now().Add(-racyWindow).UnixNano(),
 	}}
-	if base != nil {
-		hdr := &tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{recordPack: "changes"}, Format: tar.FormatPAX}
-		if err := p.tw.WriteHeader(hdr); err != nil {
-			return Stats{}, 0, nil, err
-		}
-	}
-	if err := p.dir(d, ""); err != nil {
+	if err := p.pack(dir); err != nil {
 		return p.stats, p.skipped, nil, err
 	}
-	if base != nil {
-		if err := p.removed(); err != nil {
-			return p.stats, p.skipped, nil, err
-		}
-	}
-	return p.stats, p.skipped, p.stream.next, p.tw.Close()
+	return p.stats, p.skipped, p.stream.next, nil
 }
 
 // stream is a packer's state in a pack stream.
