@@ -270,3 +270,48 @@ func TestRedSessConcurrentRollbacks(t *testing.T) {
 	}
 	w.verify(id)
 }
+
+// TestRedSessFloodBounded: the sandbox of a staged session fills its upper directory
+// with more entries than limits.diff.entries, all in one directory. Before each
+// command cordon checkpoints the upper directory on the host, and a rollback lists it:
+// each read whole, names and index in cordon's memory, however many the sandbox made.
+// Now each stops at the bound and says what to do: the next command and a rollback are
+// refused (exit 125) naming limits.diff.entries, no partial checkpoint is left, and
+// the session still stops, keeping nothing of the change set (as a staged run past
+// the bound), the workspace as it was.
+func TestRedSessFloodBounded(t *testing.T) {
+	w := newStageWorld(t)
+	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
+	id := w.startSession("--stage")
+	// The flood's own command: its diff, of the change set, is past the bound too.
+	w.cordon("", "exec", id, "--", "sh", "-c", "mkdir flood && cd flood && i=0; while [ $i -lt 2500 ]; do : > f$i; i=$((i+1)); done")
+	cps := filepath.Join(w.stageDir(id), "checkpoints")
+	before, _ := os.ReadDir(cps)
+	r := w.cordon("", "exec", id, "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "more than 100 (limits.diff.entries)") || !strings.Contains(r.stderr, "stop the session") {
+		t.Errorf("a command after the flood: %v", r)
+	}
+	after, _ := os.ReadDir(cps)
+	if len(after) != len(before) {
+		t.Errorf("the refused checkpoint left a copy: %d checkpoints, then %d", len(before), len(after))
+	}
+	r = w.cordon("", "session", "rollback", id, "-1")
+	if r.code != 125 || !strings.Contains(r.stderr, "limits.diff.entries") {
+		t.Errorf("a rollback after the flood: %v", r)
+	}
+	// The stop ends the session and, the change set past the bound, keeps nothing
+	// of it (as for a staged run).
+	if r := w.cordon("", "session", "stop", id); r.code != 125 || !strings.Contains(r.stderr, "more than 100 (limits.diff.entries)") {
+		t.Errorf("stop: %v", r)
+	}
+	if r := w.cordon("", "exec", id, "--", "true"); r.code == 0 {
+		t.Errorf("the session still runs commands after its stop: %v", r)
+	}
+	if _, err := os.Stat(w.stageDir(id)); err == nil {
+		t.Errorf("the stage of a change set past the bound was kept: %s", w.stageDir(id))
+	}
+	if _, err := os.Stat(filepath.Join(w.ws, "flood")); err == nil {
+		t.Errorf("the flood reached the workspace")
+	}
+	w.verify(id)
+}

@@ -78,12 +78,12 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 	}
 	var c *layer.Checkpoint
 	err := linux.WithoutReserve(func() (err error) {
-		c, err = layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev)
+		c, err = layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev, r.maxStaged())
 		return err
 	})
 	if err != nil {
 		_ = linux.RemoveTree(dir)
-		return Checkpoint{}, errdefs.Unavailablef("%w", err)
+		return Checkpoint{}, errdefs.Unavailablef("%w%s", err, tooManyHint(err))
 	}
 	ss.n = n
 	cp := &checkpoint{Checkpoint{N: n, Name: name, Auto: auto, Copied: c.Copied, Linked: c.Linked, Problems: problemLines(c.Problems)}, c}
@@ -106,12 +106,34 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 	return cp.Checkpoint, nil
 }
 
+// maxProblemLines is how many of a checkpoint's or a rollback's problems its log
+// line names; the rest are counted.
+const maxProblemLines = 100
+
 func problemLines(ps []layer.Problem) []string {
 	var out []string
-	for _, p := range ps {
+	for i, p := range ps {
+		if i == maxProblemLines {
+			out = append(out, fmt.Sprintf("and %d more", len(ps)-i))
+			break
+		}
 		out = append(out, p.Path+": "+p.Why)
 	}
 	return out
+}
+
+// maxStaged is how many entries of the staged workspace's upper directory, or of a
+// checkpoint's copy, cordon reads at most: the plan's limits.diff.entries, which
+// bounds the staged change set too (layer.Read). The sandbox fills the upper
+// directory; what a checkpoint or a rollback holds of it is cordon's memory.
+func (r *run) maxStaged() int { return int(r.plan.Limits.Diff.Entries) }
+
+// tooManyHint is what to do about err when the staged workspace is past maxStaged.
+func tooManyHint(err error) string {
+	if !errors.Is(err, layer.ErrTooMany) {
+		return ""
+	}
+	return "; the staged workspace cannot be checkpointed, rolled back or applied: stop the session (cordon session stop ID: a change set past the bound is not kept), or start one whose contract raises limits.diff.entries"
 }
 
 // find is the checkpoint to: "-K" the K-th latest automatic one, a number, or a name.
@@ -167,7 +189,7 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.Running(), By: userName()}})
 	r.closeBetween(ctx)
 	if err != nil {
-		return res, errdefs.Unavailablef("rolling back to checkpoint %d (%d path(s) restored): %w", cp.N, len(changed), err)
+		return res, errdefs.Unavailablef("rolling back to checkpoint %d (%d path(s) restored): %w%s", cp.N, len(changed), err, tooManyHint(err))
 	}
 	return res, nil
 }
@@ -175,11 +197,11 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 // restore writes, through the live overlay, what the view of cp over the workspace
 // holds wherever the two can differ: the paths of the upper directory and of cp.
 func (r *run) restore(cp *checkpoint) (changed []string, problems []layer.Problem, err error) {
-	now, err := layer.UpperPaths(filepath.Join(r.stageDir, stageUpperName))
+	now, err := layer.UpperPaths(filepath.Join(r.stageDir, stageUpperName), r.maxStaged())
 	if err != nil {
 		return nil, nil, err
 	}
-	then, err := layer.UpperPaths(cp.copy.Dir)
+	then, err := layer.UpperPaths(cp.copy.Dir, r.maxStaged())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,7 +222,7 @@ func (r *run) restore(cp *checkpoint) (changed []string, problems []layer.Proble
 	if err != nil {
 		return nil, nil, err
 	}
-	same, err := cp.copy.Unchanged(filepath.Join(r.stageDir, stageUpperName))
+	same, err := cp.copy.Unchanged(filepath.Join(r.stageDir, stageUpperName), r.maxStaged())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -34,6 +33,8 @@ type Checkpoint struct {
 	// names is held as one copy of many names, and restored so.
 	Problems []Problem
 	index    map[string]fileKey // the upper directory's files as copied, by path
+	max      int                // entries the checkpoint may hold (limits.diff.entries)
+	seen     int                // entries counted against max
 	// names holds, for an upper file of more than one name, the copy of it this
 	// checkpoint made last: its other names are links to that copy, so a file of
 	// many names costs one copy, not one per name.
@@ -56,8 +57,12 @@ type fileKey struct {
 // TakeCheckpoint copies upper into dst (which must not exist, or be an empty
 // directory: the caller may make it with other credentials than the copy's), linking to prev's
 // copies (prev may be nil) the files unchanged since prev was taken. Entries that
-// vanish while it reads (the sandbox writes on) are skipped.
-func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
+// vanish while it reads (the sandbox writes on) are skipped. It holds at most max
+// entries (limits.diff.entries, as a staged change set): past that it stops with
+// [ErrTooMany], what it copied left for the caller to remove. The sandbox fills the
+// upper directory, and the checkpoint's index and the names it reads, a batch of a
+// directory at a time, are cordon's memory on the host.
+func TakeCheckpoint(upper, dst string, prev *Checkpoint, max int) (*Checkpoint, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -68,7 +73,7 @@ func TakeCheckpoint(upper, dst string, prev *Checkpoint) (*Checkpoint, error) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer root.Close()
-	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}, names: map[uint64]linkedCopy{}}
+	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}, names: map[uint64]linkedCopy{}, max: max}
 	if err := os.Mkdir(dst, 0o700); errors.Is(err, fs.ErrExist) {
 		if err := emptyDir(dst); err != nil {
 			return nil, err
@@ -95,21 +100,34 @@ func emptyDir(dst string) error {
 	return nil
 }
 
-// copyDir copies the entries of the upper directory d, at rel.
+// namesBatch is how many of a directory's names a walk of an upper directory holds at
+// once.
+const namesBatch = 1024
+
+// tooMany is ErrTooMany for a bound of max entries.
+func tooMany(max int) error {
+	return fmt.Errorf("%w: more than %d (limits.diff.entries)", ErrTooMany, max)
+}
+
+// copyDir copies the entries of the upper directory d, at rel, counting each against
+// c.max. The order is the directory's: a copy needs none.
 func (c *Checkpoint) copyDir(d *linux.Dir, rel string, prev *Checkpoint) error {
-	names, err := d.Names()
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		p := path.Join(rel, name)
-		if err := c.copyEntry(d, name, p, prev); err != nil && !errors.Is(err, fs.ErrNotExist) &&
-			!errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
-			return fmt.Errorf("%s: %w", p, err)
+	return d.EachNames(namesBatch, func(names []string) error {
+		if c.seen += len(names); c.seen > c.max {
+			return tooMany(c.max)
 		}
-	}
-	return nil
+		for _, name := range names {
+			p := path.Join(rel, name)
+			if err := c.copyEntry(d, name, p, prev); err != nil && !errors.Is(err, fs.ErrNotExist) &&
+				!errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+				if errors.Is(err, ErrTooMany) {
+					return err
+				}
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		return nil
+	})
 }
 
 // copyEntry copies the entry name of d (p in the upper directory). An entry the
@@ -221,8 +239,10 @@ func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
 }
 
 // Unchanged lists the files of the upper directory upper that are what they were
-// when c was taken (same inode, same ctime): a rollback to c need not read them.
-func (c *Checkpoint) Unchanged(upper string) (map[string]bool, error) {
+// when c was taken (same inode, same ctime): a rollback to c need not read them. It
+// reads at most max entries of upper (past that, [ErrTooMany]), a batch of a
+// directory's names at a time.
+func (c *Checkpoint) Unchanged(upper string, max int) (map[string]bool, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, err
@@ -234,28 +254,39 @@ func (c *Checkpoint) Unchanged(upper string) (map[string]bool, error) {
 	}
 	defer root.Close()
 	same := map[string]bool{}
-	var walk func(d *linux.Dir, rel string)
-	walk = func(d *linux.Dir, rel string) {
-		names, _ := d.Names()
-		for _, name := range names {
-			p := path.Join(rel, name)
-			st, err := d.Lstat(name)
-			if err != nil {
-				continue
+	seen := 0
+	var walk func(d *linux.Dir, rel string) error
+	walk = func(d *linux.Dir, rel string) error {
+		return d.EachNames(namesBatch, func(names []string) error {
+			if seen += len(names); seen > max {
+				return tooMany(max)
 			}
-			switch st.Mode & syscall.S_IFMT {
-			case syscall.S_IFREG:
-				if key, ok := c.index[p]; ok && key == (fileKey{st.Ino, st.Ctim.Nano(), st.Size}) {
-					same[p] = true
+			for _, name := range names {
+				p := path.Join(rel, name)
+				st, err := d.Lstat(name)
+				if err != nil {
+					continue
 				}
-			case syscall.S_IFDIR:
-				if sub, err := d.Sub(name); err == nil {
-					walk(sub, p)
-					sub.Close()
+				switch st.Mode & syscall.S_IFMT {
+				case syscall.S_IFREG:
+					if key, ok := c.index[p]; ok && key == (fileKey{st.Ino, st.Ctim.Nano(), st.Size}) {
+						same[p] = true
+					}
+				case syscall.S_IFDIR:
+					if sub, err := d.Sub(name); err == nil {
+						err = walk(sub, p)
+						sub.Close()
+						if err != nil {
+							return err
+						}
+					}
 				}
 			}
-		}
+			return nil
+		})
 	}
-	walk(root, ".")
+	if err := walk(root, "."); err != nil && errors.Is(err, ErrTooMany) {
+		return nil, err
+	}
 	return same, nil
 }

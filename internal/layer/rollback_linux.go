@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -229,34 +228,48 @@ func (rb *rollback) sameContent(p string) bool {
 
 // UpperPaths lists the paths of the upper directory upper, parents first, following
 // no link (the sandbox writes it meanwhile); entries that vanish while it reads are
-// skipped.
-func UpperPaths(upper string) ([]string, error) {
+// skipped. It lists at most max (limits.diff.entries): past that, [ErrTooMany]; a
+// directory's names are read a batch at a time.
+func UpperPaths(upper string, max int) ([]string, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	root, err := t.OpenDir(".")
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	var out []string
-	var walk func(rel string) error
-	walk = func(rel string) error {
-		names, err := t.Names(rel)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || rel != "." {
-				return nil // gone, or no longer a directory
+	var walk func(d *linux.Dir, rel string) error
+	walk = func(d *linux.Dir, rel string) error {
+		return d.EachNames(namesBatch, func(names []string) error {
+			if len(out)+len(names) > max {
+				return tooMany(max)
 			}
-			return err
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			p := path.Join(rel, n)
-			out = append(out, p)
-			if st, err := t.Lstat(p); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-				if err := walk(p); err != nil {
+			for _, n := range names {
+				p := path.Join(rel, n)
+				out = append(out, p)
+				st, err := d.Lstat(n)
+				if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+					continue // gone, or not a directory
+				}
+				sub, err := d.Sub(n)
+				if err != nil {
+					continue // gone, or no longer a directory
+				}
+				err = walk(sub, p)
+				sub.Close()
+				if err != nil {
 					return err
 				}
 			}
-		}
-		return nil
+			return nil
+		})
 	}
-	return out, walk(".")
+	if err := walk(root, "."); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

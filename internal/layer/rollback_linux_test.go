@@ -101,9 +101,9 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 		w.t.Fatal(err)
 	}
 	defer want.Close()
-	now, _ := UpperPaths(w.upper)
-	then, _ := UpperPaths(c.Dir)
-	same, err := c.Unchanged(w.upper)
+	now, _ := UpperPaths(w.upper, testMax)
+	then, _ := UpperPaths(c.Dir, testMax)
+	same, err := c.Unchanged(w.upper, testMax)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 	w := newOverlayWorld(t)
 	w.write("a.txt", "two\n")
-	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil)
+	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.write("n/z", "z\n")
-	c2, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c2"), c1)
+	c2, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c2"), c1, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 // the tree, and nothing appears outside.
 func TestRollbackFollowsNoLink(t *testing.T) {
 	w := newOverlayWorld(t)
-	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil)
+	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}
