@@ -88,16 +88,36 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 		return err
 	}
 	defer unlock()
-	others := otherPlaceholders(rd.root(), rd.id(), true)
-	// todo is what to make, in order: each placeholder after its missing parents.
+	todo := rd.decide(plan, otherPlaceholders(rd.root(), rd.id(), true))
+	// Recorded once, all of them, before any is made: a run starts with a dozen.
+	if err := rd.save(); err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	// Still under the lock: a run that decides after this one adopts only what it finds
+	// recorded here.
+	return errors.Join(rd.make(todo), rd.saveMade())
+}
+
+// decide settles, for each of plan's placeholders, whether this run makes it (with
+// its missing parents) or adopts the one another run left (others: the run root's
+// records), and records both in rd's owner record (not yet saved). It returns what to
+// make, in order: each placeholder after its missing parents.
+func (rd *runDir) decide(plan *contract.Plan, others map[string]listing) []linux.Placeholder {
 	var todo []linux.Placeholder
-	var parent []bool // todo[i] is a parent directory
 	parents := parentPlan{others: others, known: map[string]bool{}, ids: map[string]linux.FileID{}}
 	for _, m := range plan.Mounts {
 		l, listed := others[m.Path]
 		if m.Create == contract.PlaceholderParent || listed && l.parent {
 			if parents.dir(m.Path, l) {
-				todo, parent = append(todo, linux.Placeholder{Path: m.Path, Parent: true}), append(parent, true)
+				todo = append(todo, linux.Placeholder{Path: m.Path, Parent: true})
 			}
 			continue
 		}
@@ -122,10 +142,10 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 			// Missing, or another run's placeholder at Compile (NoPlaceholder) that
 			// its run has removed since: this run makes its own.
 			for _, d := range parents.add(m.Path, true) {
-				todo, parent = append(todo, linux.Placeholder{Path: d, Parent: true}), append(parent, true)
+				todo = append(todo, linux.Placeholder{Path: d, Parent: true})
 			}
 			dir := m.Create == contract.PlaceholderDir || m.Create == contract.NoPlaceholder && m.Dir
-			todo, parent = append(todo, linux.Placeholder{Path: m.Path, Dir: dir, Content: content}), append(parent, false)
+			todo = append(todo, linux.Placeholder{Path: m.Path, Dir: dir, Content: content})
 			rd.owner.Created = append(rd.owner.Created, m.Path)
 		}
 		if content != "" {
@@ -139,24 +159,17 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	for d, id := range parents.ids {
 		rd.adopt(d, id)
 	}
-	// Recorded once, all of them, before any is made: a run starts with a dozen.
-	if err := rd.save(); err != nil {
-		return err
-	}
-	if check != nil {
-		if err := check(); err != nil {
-			return err
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
+	return todo
+}
+
+// make makes todo (decide's), in order, recording the identity of each it made in
+// rd.made. A parent directory found made already is skipped: not this run's.
+func (rd *runDir) make(todo []linux.Placeholder) error {
 	// No link is followed on the way: the workspace is the sandbox's to write, and a
 	// link planted since Compile must not make cordon create anything elsewhere.
 	if rd.made == nil {
 		rd.made = map[string]linux.FileID{}
 	}
-	var makeErr error
 	for i := 0; i < len(todo); {
 		ids, merr := linux.MakePlaceholders(todo[i:])
 		for j, id := range ids {
@@ -167,15 +180,12 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 		}
 		// A parent found made (earlier in this batch, or by the user since it was
 		// looked at) is no error; made by someone else, it is not this run's to remove.
-		if !errors.Is(merr, fs.ErrExist) || !parent[i] {
-			makeErr = fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, merr)
-			break
+		if !errors.Is(merr, fs.ErrExist) || !todo[i].Parent {
+			return fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, merr)
 		}
 		i++
 	}
-	// Still under the lock: a run that decides after this one adopts only what it finds
-	// recorded here.
-	return errors.Join(makeErr, rd.saveMade())
+	return nil
 }
 
 // parentPlan gathers the parent directories of a run's placeholders that it records
