@@ -233,12 +233,32 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 	if rel != "." && total == len(names) && total > 0 && s.opts.devAlias[0] == 0 {
 		listed = make([]string, len(names))
 	}
-	local := make([]namedEntry, 0, len(names))
-	stopped := false
+	local, stopped := s.look(ctx, r, rel, names, total, listed)
+	if !stopped && total > len(names) {
+		// The listing kept only what the entries bound could still record.
+		s.unlisted.Add(int64(total - len(names)))
+		s.markIncomplete(rel)
+	}
+	s.mu.Lock()
+	if listed != nil && !stopped {
+		s.outNames[rel] = listed
+	}
+	for _, ne := range local {
+		s.out[ne.rel] = ne.e
+	}
+	s.mu.Unlock()
+}
+
+// look looks at names, the listing of the directory rel (opened as r) that holds
+// total: each subdirectory is scanned by a worker of its own, each other entry is
+// returned in local, a nested repository fingerprinted (never descended into), and
+// listed (when not nil) gets each name as a substring of its path. stopped says the
+// entries bound ended it early.
+func (s *scanner) look(ctx context.Context, r dirHandle, rel string, names []string, total int, listed []string) (local []namedEntry, stopped bool) {
+	local = make([]namedEntry, 0, len(names))
 	for i, name := range names {
 		if !s.admit(rel, total-i) {
-			stopped = true
-			break
+			return local, true
 		}
 		crel := name
 		if rel != "." {
@@ -273,19 +293,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		}
 		local = append(local, namedEntry{crel, s.fileEntry(r, name, crel, fi)})
 	}
-	if !stopped && total > len(names) {
-		// The listing kept only what the entries bound could still record.
-		s.unlisted.Add(int64(total - len(names)))
-		s.markIncomplete(rel)
-	}
-	s.mu.Lock()
-	if listed != nil && !stopped {
-		s.outNames[rel] = listed
-	}
-	for _, ne := range local {
-		s.out[ne.rel] = ne.e
-	}
-	s.mu.Unlock()
+	return local, false
 }
 
 // listing lists the directory rel, opened as r, whose lstat from its parent is want:
