@@ -142,32 +142,14 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 	defer s.unmountDisks() // those no session uses any more
-	var lns []net.Listener
+	lns, err := s.listen()
+	if err != nil {
+		return err
+	}
 	closeAll := func() {
 		for _, ln := range lns {
 			ln.Close()
 		}
-	}
-	if u := s.cfg.Listen.Unix; u != nil {
-		ln, err := listenUnix(u)
-		if err != nil {
-			return err
-		}
-		ll := newLimitListener(ln, maxConns, maxConnsPerPeer)
-		s.metrics.listening("unix", ll)
-		lns = append(lns, ll)
-		s.log.Info("listening", logListener, "unix", logAddr, u.Path)
-	}
-	if t := s.cfg.Listen.TCP; t != nil {
-		ln, err := net.Listen("tcp", t.Address)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("listening on %s: %w", t.Address, err)
-		}
-		ll := newLimitListener(ln, maxConns, maxConnsPerPeer)
-		s.metrics.listening("tcp", ll)
-		lns = append(lns, tls.NewListener(ll, s.tls))
-		s.log.Info("listening", logListener, "tcp", logAddr, ln.Addr().String())
 	}
 	stopMetrics, err := s.serveMetrics()
 	if err != nil {
@@ -217,6 +199,36 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// listen opens the listeners the config names (a unix socket, TCP with TLS), each
+// bounded by a limitListener; on an error none stays open.
+func (s *Server) listen() ([]net.Listener, error) {
+	var lns []net.Listener
+	if u := s.cfg.Listen.Unix; u != nil {
+		ln, err := listenUnix(u)
+		if err != nil {
+			return nil, err
+		}
+		ll := newLimitListener(ln, maxConns, maxConnsPerPeer)
+		s.metrics.listening("unix", ll)
+		lns = append(lns, ll)
+		s.log.Info("listening", logListener, "unix", logAddr, u.Path)
+	}
+	if t := s.cfg.Listen.TCP; t != nil {
+		ln, err := net.Listen("tcp", t.Address)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("listening on %s: %w", t.Address, err)
+		}
+		ll := newLimitListener(ln, maxConns, maxConnsPerPeer)
+		s.metrics.listening("tcp", ll)
+		lns = append(lns, tls.NewListener(ll, s.tls))
+		s.log.Info("listening", logListener, "tcp", logAddr, ln.Addr().String())
+	}
+	return lns, nil
 }
 
 // connState tells a connection's listener whether it waits for a request (new, or

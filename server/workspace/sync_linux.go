@@ -218,6 +218,13 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 			return nil // what writable keeps there stays: so does the entry
 		}
 	}
+	return s.write(hdr, rel, cur, body)
+}
+
+// write makes the entry hdr at rel (body: a file's content). cur is what was there
+// (nil: nothing): a directory there is kept and given hdr's mode.
+func (s *syncer) write(hdr *tar.Header, rel string, cur *info, body io.Reader) error {
+	var err error
 	perm := uint32(hdr.Mode & 0o777)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -229,12 +236,12 @@ func (s *syncer) entry(hdr *tar.Header, body io.Reader) error {
 	case tar.TypeReg:
 		err = s.t.WriteFile(rel, &budget{r: body, left: s.lim.Bytes - s.stats.Bytes, n: &s.stats.Bytes}, perm, s.uid, s.gid)
 		if errors.Is(err, errBudget) {
-			return tooLarge(name, "past %d bytes in all", s.lim.Bytes)
+			return tooLarge(hdr.Name, "past %d bytes in all", s.lim.Bytes)
 		}
 	case tar.TypeSymlink:
 		err = s.t.Symlink(rel, hdr.Linkname, s.uid, s.gid)
 	}
-	return s.wrote(name, rel, err)
+	return s.wrote(hdr.Name, rel, err)
 }
 
 // sane reports whether hdr is an entry Unpack would make at rel: a directory, a
