@@ -365,3 +365,52 @@ func TestConcurrentStartsKeepMasks(t *testing.T) {
 		t.Errorf("%d of %d runs started at once in one workspace were refused for another reason than the workspace in use:\n%s", len(refused), rounds*runs, strings.Join(refused, "\n"))
 	}
 }
+
+// TestPlaceholderRemovedOnHost: while a run holds a placeholder for .envrc (the
+// default contract keeps the sandbox from writing it: direnv runs it on the host), a
+// host tool removes it (`git clean -fdx` removes untracked files; an editor, an `rm`).
+// Unlinking a mount point detaches the mask on it in the sandbox, which can then write
+// .envrc. When the command ends, what stands where the placeholder was is renamed
+// aside and the run says so: nothing the sandbox wrote there is left for a host tool
+// to obey.
+func TestPlaceholderRemovedOnHost(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
+		"touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(ended) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-ended
+	}()
+	waitFor(t, time.Minute, "the run's command", func() bool { return exists(filepath.Join(w.ws, "ready")) })
+	if err := os.Remove(envrc); err != nil {
+		t.Fatalf("removing the placeholder on the host: %v", err)
+	}
+	mustWrite(t, filepath.Join(w.ws, "go"), "")
+	<-ended
+	got := out.String()
+	if !strings.Contains(got, "write=0") {
+		t.Logf("the sandbox could not write .envrc once its placeholder was gone (the premise): %s", got)
+	}
+	if data, err := os.ReadFile(envrc); err == nil {
+		t.Errorf(".envrc is on the host after the run, holding %q:\n%s", data, got)
+	}
+	if strings.Contains(got, "write=0") {
+		data, err := os.ReadFile(envrc + ".cordon-quarantine")
+		if err != nil || !strings.Contains(string(data), "pwned") {
+			t.Errorf("what the sandbox wrote is not in .envrc.cordon-quarantine (%v, %q)", err, data)
+		}
+		if !strings.Contains(got, "placeholder at .envrc was removed or replaced") {
+			t.Errorf("the run did not say the placeholder went: %s", got)
+		}
+	}
+}

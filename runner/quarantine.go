@@ -31,10 +31,13 @@ const quarantineSuffix = ".cordon-quarantine"
 //   - a cordon.yaml is renamed cordon.yaml.cordon-quarantine: a run started in its
 //     directory would read it as its contract.
 //
+// And what stands where one of the run's placeholders was, once the host removed or
+// replaced it: the sandbox's mask went with it (maskedGone).
+//
 // It returns the workspace-relative paths it renamed, with those the live watch
 // (quarantine_linux.go) renamed the moment they appeared.
 func (r *run) quarantine(diff *fsdiff.Result) []string {
-	out := r.takeLive()
+	out := append(r.takeLive(), r.maskedGone()...)
 	seen := map[string]bool{}
 	for _, c := range diff.Changes {
 		if c.Op == fsdiff.Deleted {
