@@ -1,0 +1,182 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// LoadSeccompListenerThread installs prog on the calling OS thread only, as
+// [LoadSeccompThread] does, with a listener (SECCOMP_FILTER_FLAG_NEW_LISTENER): the
+// calls prog answers SECCOMP_RET_USER_NOTIF wait, in whatever the thread forks, until
+// the listener answers them. It returns the listener, close-on-exec. Kernels before
+// 5.0 have no listener (EINVAL); 5.5 added letting a call continue.
+func LoadSeccompListenerThread(prog []bpf.RawInstruction) (*os.File, error) {
+	fprog, filter, err := sockFprog(prog)
+	if err != nil {
+		return nil, err
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(filter)
+	if errno != 0 {
+		return nil, fmt.Errorf("loading seccomp filter with a listener: %w", errno)
+	}
+	return os.NewFile(fd, "seccomp-listener"), nil
+}
+
+// seccompNotif is struct seccomp_notif (linux/seccomp.h): 80 bytes.
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+// seccompNotifResp is struct seccomp_notif_resp: 24 bytes.
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
+
+// SECCOMP_IOCTL_NOTIF_SET_FLAGS (_IOW('!', 4, __u64)); x/sys/unix names it per arch.
+const seccompIoctlNotifSetFlags = 0x40082104
+
+// SeccompCall is a held system call as a listener receives it.
+type SeccompCall struct {
+	ID   uint64    // the notification's cookie, which the answer names
+	PID  uint32    // the caller's thread, in the listener's pid namespace (0 outside it)
+	Nr   int32     // the system call's number
+	Args [6]uint64 // its arguments, as the filter saw them
+}
+
+// SeccompListener answers the calls a filter loaded with [LoadSeccompListenerThread]
+// holds. Receive and Continue may be called from different goroutines; Close unblocks
+// a Receive.
+type SeccompListener struct {
+	f  *os.File
+	rc interface {
+		Read(func(uintptr) bool) error
+		Control(func(uintptr)) error
+	}
+}
+
+// NewSeccompListener takes f, a listener (it closes f), and waits on it through the
+// runtime's poller.
+func NewSeccompListener(f *os.File) (*SeccompListener, error) {
+	// A duplicate of its own, so that the poller registers it (os.NewFile does only
+	// for a non-blocking descriptor) and f's owner keeps nothing of it.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seccomp listener: %w", err)
+	}
+	nf := os.NewFile(uintptr(fd), "seccomp-listener")
+	rc, err := nf.SyscallConn()
+	if err != nil {
+		nf.Close()
+		return nil, fmt.Errorf("seccomp listener: %w", err)
+	}
+	return &SeccompListener{f: nf, rc: rc}, nil
+}
+
+// SyncWakeUp asks the kernel to wake the caller of a continued call on the
+// listener's CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6): a held call's round
+// trip is then a switch rather than two wake-ups. Older kernels refuse it (EINVAL).
+func (l *SeccompListener) SyncWakeUp() error {
+	var errno unix.Errno
+	err := l.rc.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, seccompIoctlNotifSetFlags, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	})
+	if err == nil && errno != 0 {
+		err = errno
+	}
+	if err != nil {
+		return fmt.Errorf("seccomp listener: sync wake-up: %w", err)
+	}
+	return nil
+}
+
+// Receive waits for the next held call. It returns io.EOF once no process the filter
+// was loaded on is left (and none can hold a call any more), and an error once Close
+// was called.
+func (l *SeccompListener) Receive() (SeccompCall, error) {
+	var n seccompNotif
+	var err error
+	rerr := l.rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, perr := unix.Poll(pfd, 0); perr != nil {
+			if errors.Is(perr, unix.EINTR) {
+				return false
+			}
+			err = perr
+			return true
+		}
+		switch {
+		case pfd[0].Revents&unix.POLLIN != 0:
+		case pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0:
+			err = io.EOF
+			return true
+		default:
+			return false // nothing yet: wait in the poller
+		}
+		n = seccompNotif{} // the kernel refuses a buffer that is not zeroed
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+		switch errno {
+		case 0:
+		case unix.ENOENT, unix.EINTR:
+			return false // the caller died, or was signalled, before we took it
+		default:
+			err = errno
+		}
+		return true
+	})
+	if rerr != nil {
+		return SeccompCall{}, fmt.Errorf("seccomp listener: %w", rerr)
+	}
+	if err != nil {
+		if err == io.EOF {
+			return SeccompCall{}, err
+		}
+		return SeccompCall{}, fmt.Errorf("seccomp listener: receive: %w", err)
+	}
+	return SeccompCall{ID: n.id, PID: n.pid, Nr: n.nr, Args: n.args}, nil
+}
+
+// Continue lets the held call id go on to the kernel as if the filter had allowed
+// it (SECCOMP_USER_NOTIF_FLAG_CONTINUE). A caller that died meanwhile is not an
+// error.
+func (l *SeccompListener) Continue(id uint64) error {
+	r := seccompNotifResp{id: id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	var errno unix.Errno
+	err := l.rc.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&r)))
+	})
+	if err == nil && errno != 0 && errno != unix.ENOENT {
+		err = errno
+	}
+	if err != nil {
+		return fmt.Errorf("seccomp listener: continue: %w", err)
+	}
+	return nil
+}
+
+// Close closes the listener: a call still held, and every one the filter would hold
+// from then on, fails with ENOSYS.
+func (l *SeccompListener) Close() error { return l.f.Close() }
