@@ -50,6 +50,10 @@ var barrierDecisions = []decision{
 	{name: "ioctl FS_IOC_FSSETXATTR", sys: "ioctl", args: [6]uint64{3, fsIocFssetxattr}, want: notify},
 	{name: "ioctl FICLONE", sys: "ioctl", args: [6]uint64{3, ficlone}, want: notify},
 	{name: "ioctl setflags, high word", sys: "ioctl", args: [6]uint64{3, highWord | fsIocSetflags}, want: notify},
+	// A command's own notifying filter would take the barrier's notifications (the
+	// newest filter wins a tie): answering them takes these ioctls, which are held.
+	{name: "ioctl SECCOMP_IOCTL_NOTIF_RECV", sys: "ioctl", args: [6]uint64{3, 0xc0502100}, want: notify},
+	{name: "ioctl SECCOMP_IOCTL_NOTIF_SEND", sys: "ioctl", args: [6]uint64{3, 0xc0182101}, want: notify},
 	{name: "wrong arch", sys: "read", arch: 0x40000003, want: kill},
 	{name: "above the table", nr: 472, want: enosys},
 }
