@@ -91,9 +91,12 @@ type confiner struct {
 	rs       *linux.Ruleset
 	prog     []bpf.RawInstruction
 	landlock bool
-	// forks, once prepareBarrier has run, is the thread the command is forked from,
-	// confined and carrying the barrier filter: it takes one fork and dies.
-	forks chan forkRequest
+	// barrier is the barrier filter's program when the spec asks for it (compiled
+	// with the rest, beside the self-check); forks, once prepareBarrier has run, is
+	// the thread the command is forked from, confined and carrying it: it takes one
+	// fork and dies.
+	barrier []bpf.RawInstruction
+	forks   chan forkRequest
 }
 
 // forkRequest is a fork the barrier's thread makes, and where it answers.
@@ -110,9 +113,9 @@ type forkResult struct {
 	err error
 }
 
-// newConfiner builds the Landlock ruleset for c; filter is the seccomp program's (see
-// [startSeccomp]).
-func newConfiner(self string, c wire.Confine, filter func() ([]bpf.RawInstruction, error)) (*confiner, error) {
+// newConfiner builds the Landlock ruleset for c, and the barrier's program when
+// barrier is set; filter is the seccomp program's (see [startSeccomp]).
+func newConfiner(self string, c wire.Confine, filter func() ([]bpf.RawInstruction, error), barrier bool) (*confiner, error) {
 	k := &confiner{self: self, landlock: c.Landlock}
 	if c.Landlock {
 		rs, err := linux.NewRuleset(confineRules(c))
@@ -120,6 +123,15 @@ func newConfiner(self string, c wire.Confine, filter func() ([]bpf.RawInstructio
 			return nil, err
 		}
 		k.rs = rs
+	}
+	if barrier {
+		arch, err := seccomp.Native()
+		if err == nil {
+			k.barrier, err = seccomp.BarrierProgram(arch)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("barrier: %w", err)
+		}
 	}
 	prog, err := filter()
 	if err != nil {
@@ -207,13 +219,9 @@ func (k *confiner) fork(path string, argv []string, attr *syscall.ProcAttr, proc
 // no other thread of process 1 does. Should the fork never come, the thread waits
 // until process 1 exits.
 func (k *confiner) prepareBarrier() (*os.File, error) {
-	arch, err := seccomp.Native()
-	var prog []bpf.RawInstruction
-	if err == nil {
-		prog, err = seccomp.BarrierProgram(arch)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("barrier: %w", err)
+	prog := k.barrier
+	if prog == nil {
+		return nil, errors.New("barrier: no program")
 	}
 	type loaded struct {
 		l   *os.File

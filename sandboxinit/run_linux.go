@@ -96,7 +96,7 @@ func checkAndConfine(spec *wire.Spec, pre func() ([]linux.MountInfo, error), fil
 	ch := make(chan built, 1)
 	go func() {
 		self, c := confinement(spec)
-		k, err := newConfiner(self, c, filter)
+		k, err := newConfiner(self, c, filter, spec.Barrier)
 		ch <- built{k, err}
 	}()
 	mounts, cerr := pre()
