@@ -55,3 +55,9 @@ func (l *SeccompListener) Continue(id uint64) error {
 
 // Close does nothing.
 func (l *SeccompListener) Close() error { return nil }
+
+// SeccompListenerSupported says seccomp is a Linux facility.
+func SeccompListenerSupported() string { return "seccomp is a Linux facility" }
+
+// IsSeccompListener reports false: seccomp is a Linux facility.
+func IsSeccompListener(f *os.File) bool { return false }

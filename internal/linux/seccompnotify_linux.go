@@ -180,3 +180,35 @@ func (l *SeccompListener) Continue(id uint64) error {
 // Close closes the listener: a call still held, and every one the filter would hold
 // from then on, fails with ENOSYS.
 func (l *SeccompListener) Close() error { return l.f.Close() }
+
+// SeccompListenerSupported says why a filter's listener cannot hold calls for
+// [SeccompListener.Continue] here ("" when it can): a kernel before 5.5 lacks
+// SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.0 added listeners), and one built without
+// seccomp filters has neither.
+func SeccompListenerSupported() string {
+	var sizes [3]uint16 // struct seccomp_notif_sizes
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_NOTIF_SIZES, 0, uintptr(unsafe.Pointer(&sizes))); errno != 0 {
+		return fmt.Sprintf("no seccomp listeners in this kernel (%v)", errno)
+	}
+	if sizes[0] < uint16(unsafe.Sizeof(seccompNotif{})) || sizes[1] < uint16(unsafe.Sizeof(seccompNotifResp{})) {
+		return fmt.Sprintf("seccomp notification sizes %v are smaller than Linux 5.5's", sizes)
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return fmt.Sprintf("uname: %v", err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return fmt.Sprintf("kernel release %q: %v", unix.ByteSliceToString(u.Release[:]), err)
+	}
+	if major < 5 || major == 5 && minor < 5 {
+		return fmt.Sprintf("kernel %d.%d has no SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5)", major, minor)
+	}
+	return ""
+}
+
+// IsSeccompListener reports whether f is a seccomp filter's listener.
+func IsSeccompListener(f *os.File) bool {
+	target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	return err == nil && target == "anon_inode:seccomp notify"
+}

@@ -60,6 +60,9 @@ func TestSeccompListenerHoldsUntilContinued(t *testing.T) {
 		s := <-steps
 		t.Fatalf("%s: %v", s.what, s.err)
 	}
+	if !IsSeccompListener(f) {
+		t.Error("the listener is not taken for a seccomp listener")
+	}
 	l, err := NewSeccompListener(f)
 	if err != nil {
 		t.Fatal(err)
@@ -146,5 +149,21 @@ func TestSeccompListenerClosedFails(t *testing.T) {
 	}
 	if _, err := os.Lstat(made); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the mkdir went through: %v", err)
+	}
+}
+
+func TestSeccompListenerSupported(t *testing.T) {
+	requireSeccomp(t)
+	if why := SeccompListenerSupported(); why != "" {
+		t.Skipf("not here: %s", why)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if IsSeccompListener(r) {
+		t.Error("a pipe is taken for a seccomp listener")
 	}
 }
