@@ -156,3 +156,73 @@ func grepLines(s, word string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// ownListener is a python3 program that tries to load a notifying filter of its own
+// on openat, with a listener answered by a child forked before it (the kernel gives a
+// notification to the newest filter when two say the same), then appends to one file
+// in each of the 64 directories of bulk: were the barrier's notifications its own to
+// answer, its writes would go on before the baseline read them. The kernel refuses a
+// second listener in a filter chain (EBUSY); where it did not, answering would take
+// ioctls the barrier holds.
+const ownListener = `
+import ctypes, os, platform, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": (257, 317), "aarch64": (56, 277)}[platform.machine()]
+a, b = socket.socketpair(socket.AF_UNIX)
+if os.fork() == 0:
+    msg, anc, flags, addr = b.recvmsg(1, socket.CMSG_SPACE(4))
+    fd = struct.unpack("i", anc[0][2][:4])[0]
+    buf = ctypes.create_string_buffer(80)
+    while True:
+        ctypes.memset(buf, 0, 80)
+        if libc.ioctl(fd, ctypes.c_ulong(0xc0502100), buf) != 0:
+            os._exit(0)
+        resp = ctypes.create_string_buffer(struct.pack("QqiI", struct.unpack_from("Q", buf, 0)[0], 0, 0, 1), 24)
+        libc.ioctl(fd, ctypes.c_ulong(0xc0182101), resp)
+insns = [(0x20, 0, 0, 0), (0x15, 0, 1, nr[0]), (0x06, 0, 0, 0x7fc00000), (0x06, 0, 0, 0x7fff0000)]
+filt = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in insns))
+prog = struct.pack("HxxxxxxQ", len(insns), ctypes.addressof(filt))
+progbuf = ctypes.create_string_buffer(prog, len(prog))
+fd = libc.syscall(nr[1], 1, 8, progbuf)
+if fd < 0:
+    print("own listener refused: errno", ctypes.get_errno(), flush=True)
+else:
+    print("own listener loaded", flush=True)
+    a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+for i in range(64):
+    with open("bulk/%d/%d" % (i, i * 500 + 250), "a") as f:
+        f.write("NEW\n")
+os._exit(0)
+`
+
+// TestRedBarrierOwnListener: a command's own seccomp listener takes no call out of
+// the barrier's hold.
+func TestRedBarrierOwnListener(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	bigWorkspace(t, w, 32000)
+	r := w.cordon("", "run", "-v", "--", "python3", "-c", ownListener)
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	t.Logf("%s", strings.TrimSpace(r.stdout))
+	if held := heldCalls(r.stderr); held <= 0 {
+		t.Fatalf("the barrier held %d calls: the baseline was read before the command wrote, so this run tests nothing of it", held)
+	}
+	_, diff := runEvents(t, w)
+	if diff == nil {
+		t.Fatal("no fs.diff")
+	}
+	got := map[string]string{}
+	for _, c := range diff.Changes {
+		got[c.Path] = c.Op
+	}
+	for i := range 64 {
+		if p := fmt.Sprintf("bulk/%d/%d", i, i*500+250); got[p] != "modified" {
+			t.Errorf("%s: %q in the diff; want modified", p, got[p])
+		}
+	}
+	if len(got) != 64 {
+		t.Errorf("%d changes in the diff; want 64", len(got))
+	}
+}

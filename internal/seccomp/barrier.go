@@ -90,11 +90,11 @@ var unheld = []string{
 // first two); and ioctl with a request that passes data in (_IOC_WRITE: FS_IOC_SETFLAGS
 // and FS_IOC_FSSETXATTR, which change a file through a read-only descriptor, among
 // them), while the terminal and socket requests, numbered before _IOC_* and with no
-// direction bits, go through. That rule also holds the ioctls that answer a seccomp
-// listener (SECCOMP_IOCTL_NOTIF_RECV and _SEND pass data in): a command may load a
-// notifying filter of its own, which the kernel prefers to the barrier for the same
-// verdict (the newest filter wins a tie), but nothing of it can let a call go on
-// before the barrier is released. The calls Default allows and unheld names go through; any
+// direction bits, go through. A notifying filter of the command's own would take the
+// barrier's notifications (the newest filter wins a tie of verdicts), but the kernel
+// refuses a second listener in a filter chain (EBUSY); and answering one takes
+// ioctls that pass data in (SECCOMP_IOCTL_NOTIF_RECV and _SEND), which the rule above
+// holds until the barrier is released. The calls Default allows and unheld names go through; any
 // other call is held, so that a call added to Default is held until it is reviewed.
 // Calls Default refuses are refused here too (the zero Rule): the kernel takes the
 // strictest verdict of the two filters, and Default's refusal stands either way.
