@@ -13,6 +13,9 @@ const (
 
 	fsIocSetflags   = 0x40086602 // FS_IOC_SETFLAGS (chattr, on a read-only descriptor)
 	fsIocFssetxattr = 0x401c5820 // FS_IOC_FSSETXATTR
+	// FS_IOC_SET_ENCRYPTION_POLICY sets a directory's encryption policy, on a
+	// read-only descriptor; it was numbered _IOR, with no _IOC_WRITE bit.
+	fsIocSetEncryptionPolicy = 0x800c6613
 )
 
 // heldAlways are the calls that change a file system (a name, a file's content, mode,
@@ -87,17 +90,21 @@ var unheld = []string{
 //
 // Held are the calls of heldAlways; open and openat when their flags ask for writing,
 // creating or truncating (O_WRONLY, O_RDWR, O_CREAT, O_TRUNC; O_TMPFILE needs one of the
-// first two); and ioctl with a request that passes data in (_IOC_WRITE: FS_IOC_SETFLAGS
-// and FS_IOC_FSSETXATTR, which change a file through a read-only descriptor, among
-// them), while the terminal and socket requests, numbered before _IOC_* and with no
-// direction bits, go through. A notifying filter of the command's own would take the
-// barrier's notifications (the newest filter wins a tie of verdicts), but the kernel
-// refuses a second listener in a filter chain (EBUSY); and answering one takes
-// ioctls that pass data in (SECCOMP_IOCTL_NOTIF_RECV and _SEND), which the rule above
-// holds until the barrier is released. The calls Default allows and unheld names go through; any
-// other call is held, so that a call added to Default is held until it is reviewed.
-// Calls Default refuses are refused here too (the zero Rule): the kernel takes the
-// strictest verdict of the two filters, and Default's refusal stands either way.
+// first two); and ioctl with a request that passes data in (_IOC_WRITE: among them
+// FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR, which change a file through a read-only
+// descriptor) or that is FS_IOC_SET_ENCRYPTION_POLICY (numbered as if it read). The
+// terminal and socket requests, numbered before _IOC_* with no direction bits, go
+// through.
+//
+// A notifying filter of the command's own would take the barrier's notifications (the
+// newest filter wins a tie of verdicts), but the kernel refuses a second listener in a
+// filter chain (EBUSY); and answering one takes ioctls that pass data in
+// (SECCOMP_IOCTL_NOTIF_RECV and _SEND), which are held until the barrier is released.
+//
+// The calls Default allows and unheld names go through; any other call Default allows
+// is held, so that a call added to Default is held until it is reviewed. Calls Default
+// refuses are refused here too (the zero Rule): the kernel takes the strictest verdict
+// of the two filters, and Default's refusal stands either way.
 func Barrier() Policy {
 	rules := make(map[string]Rule, len(heldAlways)+len(unheld)+3)
 	for name, r := range Default().Rules {
@@ -119,7 +126,7 @@ func Barrier() Policy {
 	}
 	rules["ioctl"] = Rule{Action: Allow, OnMatch: Notify, DenyIf: []Cond{
 		{Arg: 1, Op: AnyBit, Values: []uint32{iocWrite}},
-		{Arg: 1, Op: In, Values: []uint32{fsIocSetflags, fsIocFssetxattr}},
+		{Arg: 1, Op: In, Values: []uint32{fsIocSetflags, fsIocFssetxattr, fsIocSetEncryptionPolicy}},
 	}}
 	return Policy{Rules: rules}
 }

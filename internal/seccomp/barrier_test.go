@@ -49,6 +49,8 @@ var barrierDecisions = []decision{
 	{name: "ioctl FS_IOC_SETFLAGS", sys: "ioctl", args: [6]uint64{3, fsIocSetflags}, want: notify},
 	{name: "ioctl FS_IOC_FSSETXATTR", sys: "ioctl", args: [6]uint64{3, fsIocFssetxattr}, want: notify},
 	{name: "ioctl FICLONE", sys: "ioctl", args: [6]uint64{3, ficlone}, want: notify},
+	{name: "ioctl FS_IOC_SET_ENCRYPTION_POLICY", sys: "ioctl", args: [6]uint64{3, 0x800c6613}, want: notify},
+	{name: "ioctl FS_IOC_GET_ENCRYPTION_POLICY, numbered _IOW: held, harmlessly", sys: "ioctl", args: [6]uint64{3, 0x400c6615}, want: notify},
 	{name: "ioctl setflags, high word", sys: "ioctl", args: [6]uint64{3, highWord | fsIocSetflags}, want: notify},
 	// A command's own notifying filter would take the barrier's notifications (the
 	// newest filter wins a tie): answering them takes these ioctls, which are held.
