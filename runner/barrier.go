@@ -98,7 +98,7 @@ func (b *barrier) serve(l *linux.SeccompListener) {
 	for {
 		c, err := l.Receive()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 				b.log.Debug("the barrier stops serving", "err", err)
 			}
 			return

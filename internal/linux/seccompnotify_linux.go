@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/net/bpf"
@@ -61,125 +62,121 @@ type SeccompCall struct {
 }
 
 // SeccompListener answers the calls a filter loaded with [LoadSeccompListenerThread]
-// holds. Receive and Continue may be called from different goroutines; Close unblocks
-// a Receive.
+// holds. Receive and Continue may be called from different goroutines; Close ends a
+// Receive's wait.
+//
+// Receive waits in a blocking poll of its own thread rather than in the runtime's
+// poller: a held call's round trip is then the kernel's wake-up of that thread, with
+// no scheduling of a goroutine between (the barrier pays it on every call it traps).
 type SeccompListener struct {
-	f  *os.File
-	rc interface {
-		Read(func(uintptr) bool) error
-		Control(func(uintptr)) error
-	}
+	fd           int
+	stopR, stopW int          // a pipe: Close writes to it, ending a Receive's wait
+	stopOnce     sync.Once    //
+	mu           sync.RWMutex // mu guards closed: held shared across each use of the descriptors
+	closed       bool
 }
 
-// NewSeccompListener takes f, a listener (it closes f), and waits on it through the
-// runtime's poller.
+// NewSeccompListener takes f, a listener (it closes f).
 func NewSeccompListener(f *os.File) (*SeccompListener, error) {
-	// A duplicate of its own, so that the poller registers it (os.NewFile does only
-	// for a non-blocking descriptor) and f's owner keeps nothing of it.
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	f.Close()
-	if err == nil {
-		err = unix.SetNonblock(fd, true)
-		if err != nil {
-			unix.Close(fd)
-		}
-	}
 	if err != nil {
 		return nil, fmt.Errorf("seccomp listener: %w", err)
 	}
-	nf := os.NewFile(uintptr(fd), "seccomp-listener")
-	rc, err := nf.SyscallConn()
-	if err != nil {
-		nf.Close()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("seccomp listener: %w", err)
 	}
-	return &SeccompListener{f: nf, rc: rc}, nil
+	return &SeccompListener{fd: fd, stopR: p[0], stopW: p[1]}, nil
 }
 
 // SyncWakeUp asks the kernel to wake the caller of a continued call on the
 // listener's CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6): a held call's round
 // trip is then a switch rather than two wake-ups. Older kernels refuse it (EINVAL).
 func (l *SeccompListener) SyncWakeUp() error {
-	var errno unix.Errno
-	err := l.rc.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, seccompIoctlNotifSetFlags, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	})
-	if err == nil && errno != 0 {
-		err = errno
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return fmt.Errorf("seccomp listener: sync wake-up: %w", os.ErrClosed)
 	}
-	if err != nil {
-		return fmt.Errorf("seccomp listener: sync wake-up: %w", err)
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), seccompIoctlNotifSetFlags, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP); errno != 0 {
+		return fmt.Errorf("seccomp listener: sync wake-up: %w", errno)
 	}
 	return nil
 }
 
 // Receive waits for the next held call. It returns io.EOF once no process the filter
-// was loaded on is left (and none can hold a call any more), and an error once Close
-// was called.
+// was loaded on is left (and none can hold a call any more), and an error wrapping
+// os.ErrClosed once Close was called.
 func (l *SeccompListener) Receive() (SeccompCall, error) {
-	var n seccompNotif
-	var err error
-	rerr := l.rc.Read(func(fd uintptr) bool {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if _, perr := unix.Poll(pfd, 0); perr != nil {
-			if errors.Is(perr, unix.EINTR) {
-				return false
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for {
+		if l.closed {
+			return SeccompCall{}, fmt.Errorf("seccomp listener: %w", os.ErrClosed)
+		}
+		pfd := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}, {Fd: int32(l.stopR), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
 			}
-			err = perr
-			return true
+			return SeccompCall{}, fmt.Errorf("seccomp listener: %w", err)
 		}
 		switch {
+		case pfd[1].Revents != 0:
+			return SeccompCall{}, fmt.Errorf("seccomp listener: %w", os.ErrClosed)
 		case pfd[0].Revents&unix.POLLIN != 0:
 		case pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0:
-			err = io.EOF
-			return true
+			return SeccompCall{}, io.EOF
 		default:
-			return false // nothing yet: wait in the poller
+			continue
 		}
-		n = seccompNotif{} // the kernel refuses a buffer that is not zeroed
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+		n := seccompNotif{} // the kernel refuses a buffer that is not zeroed
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
 		switch errno {
 		case 0:
+			return SeccompCall{ID: n.id, PID: n.pid, Nr: n.nr, Args: n.args}, nil
 		case unix.ENOENT, unix.EINTR:
-			return false // the caller died, or was signalled, before we took it
+			continue // the caller died, or was signalled, before we took it
 		default:
-			err = errno
+			return SeccompCall{}, fmt.Errorf("seccomp listener: receive: %w", errno)
 		}
-		return true
-	})
-	if rerr != nil {
-		return SeccompCall{}, fmt.Errorf("seccomp listener: %w", rerr)
 	}
-	if err != nil {
-		if err == io.EOF {
-			return SeccompCall{}, err
-		}
-		return SeccompCall{}, fmt.Errorf("seccomp listener: receive: %w", err)
-	}
-	return SeccompCall{ID: n.id, PID: n.pid, Nr: n.nr, Args: n.args}, nil
 }
 
 // Continue lets the held call id go on to the kernel as if the filter had allowed
 // it (SECCOMP_USER_NOTIF_FLAG_CONTINUE). A caller that died meanwhile is not an
 // error.
 func (l *SeccompListener) Continue(id uint64) error {
-	r := seccompNotifResp{id: id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-	var errno unix.Errno
-	err := l.rc.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&r)))
-	})
-	if err == nil && errno != 0 && errno != unix.ENOENT {
-		err = errno
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return fmt.Errorf("seccomp listener: continue: %w", os.ErrClosed)
 	}
-	if err != nil {
-		return fmt.Errorf("seccomp listener: continue: %w", err)
+	r := seccompNotifResp{id: id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&r)))
+	if errno != 0 && errno != unix.ENOENT {
+		return fmt.Errorf("seccomp listener: continue: %w", errno)
 	}
 	return nil
 }
 
-// Close closes the listener: a call still held, and every one the filter would hold
-// from then on, fails with ENOSYS.
-func (l *SeccompListener) Close() error { return l.f.Close() }
+// Close closes the listener, once a Receive waiting has returned: a call still held,
+// and every one the filter would hold from then on, fails with ENOSYS. It is
+// idempotent.
+func (l *SeccompListener) Close() error {
+	l.stopOnce.Do(func() {
+		_, _ = unix.Write(l.stopW, []byte{0})
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.closed = true
+		unix.Close(l.fd)
+		unix.Close(l.stopR)
+		unix.Close(l.stopW)
+	})
+	return nil
+}
 
 // SeccompListenerSupported says why a filter's listener cannot hold calls for
 // [SeccompListener.Continue] here ("" when it can): a kernel before 5.5 lacks

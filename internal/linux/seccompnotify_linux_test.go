@@ -167,3 +167,47 @@ func TestSeccompListenerSupported(t *testing.T) {
 		t.Error("a pipe is taken for a seccomp listener")
 	}
 }
+
+// TestSeccompListenerCloseEndsReceive: Close ends a Receive that waits.
+func TestSeccompListenerCloseEndsReceive(t *testing.T) {
+	requireSeccomp(t)
+	arch, _ := seccomp.Native()
+	prog, err := seccomp.BarrierProgram(arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, release := make(chan *os.File, 1), make(chan struct{})
+	go OnOwnThread(func() error {
+		var f *os.File
+		err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+		if err == nil {
+			f, err = LoadSeccompListenerThread(prog)
+		}
+		listener <- f
+		<-release // the filter's thread lives on: no end of its users ends the wait
+		return err
+	})
+	defer close(release)
+	f := <-listener
+	if f == nil {
+		t.Fatal("no listener")
+	}
+	l, err := NewSeccompListener(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := l.Receive()
+		ended <- err
+	}()
+	l.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("receive after close: %v; want os.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("receive still waits 10s after close")
+	}
+}
