@@ -50,6 +50,7 @@ func (w *Writer) recordDiff(cmd string, res *fsdiff.Result, mark func(*FSDiff)) 
 			DurationMS: res.Scan.Duration.Milliseconds(),
 			Watched:    res.Scan.Watched,
 			Walked:     res.Scan.Walked,
+			Unread:     res.Scan.Unread,
 		},
 	}
 	gap := diffGap(res.Gap)

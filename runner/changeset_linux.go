@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"math"
+	"os"
 	"path"
 	"time"
 
@@ -46,6 +47,11 @@ func (r *run) watchOpens() {
 	if r.live == nil || !r.wantsChanges() {
 		return
 	}
+	r.live.mu.Lock()
+	defer r.live.mu.Unlock()
+	if r.live.taken {
+		return // a baseline that ended after its command (a barrier's): nothing to open
+	}
 	if err := r.live.w.WatchOpens(r.plan.Workspace); err != nil {
 		r.o.Log.Debug("the change set will not be used", "err", err)
 	}
@@ -68,6 +74,9 @@ func (r *run) takeChanges() {
 		return
 	}
 	sp := trace.Begin("changes.take")
+	r.live.mu.Lock()
+	r.live.taken = true
+	r.live.mu.Unlock()
 	c := r.live.w.Changes()
 	if !r.live.waitHandled(r.live.w.Sent(), 5*time.Second) {
 		c = linux.Changes{Untrusted: "the live watch's disarms did not finish"}
@@ -87,9 +96,40 @@ func (r *run) takeChanges() {
 	r.watched = &w
 }
 
+// nothingChanged says why the change set does not show that the command changed
+// nothing in the workspace ("" when it does): it is trusted and empty, and the
+// workspace is still one file system (no mount made below it meanwhile) under the
+// same directory. Only a run with a barrier asks: its command changed nothing before
+// the change set's watch was in place, and an mmap write needs a write open, which
+// the barrier holds until the baseline is read and the opens watched.
+func (r *run) nothingChanged() string {
+	switch {
+	case r.watched == nil || r.walkWhy != "":
+		return "no change set"
+	case len(r.watched.Paths) > 0 || len(r.watched.Objects) > 0:
+		return "the change set is not empty"
+	case r.bar == nil || r.bar.root == nil:
+		return "no barrier"
+	}
+	if why := linux.ReportsChanges(r.plan.Workspace); why != "" {
+		return why
+	}
+	now, err := os.Stat(r.plan.Workspace)
+	if err != nil || !os.SameFile(now, r.bar.root) {
+		return "the workspace's directory was replaced"
+	}
+	return ""
+}
+
 // directDiff is the command's diff: from the change set when there is one that can be
-// trusted, else from a walk, which then says why it walked.
-func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker) (*fsdiff.Result, error) {
+// trusted, else from a walk, which then says why it walked. unchanged (the change set
+// is empty, nothingChanged, and the baseline was ended unread) makes it empty: the
+// scan's counts are then unknown, and say so.
+func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged bool) (*fsdiff.Result, error) {
+	if unchanged {
+		r.o.Log.Debug("the workspace diff is empty: nothing changed, the baseline was not waited for")
+		return &fsdiff.Result{Scan: fsdiff.ScanStats{Watched: true, Unread: true}}, nil
+	}
 	why := r.walkWhy
 	if r.watched != nil && why == "" {
 		sp := trace.Begin("diff.watched")

@@ -59,25 +59,32 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		}
 	}()
 	var tracker *fsdiff.Tracker
+	// sctx ends the baseline early when the command changed nothing (see below).
+	sctx, skipBaseline := context.WithCancel(ctx)
+	defer skipBaseline()
 	snapshot := func() (err error) {
-		tracker, err = r.snapshotWorkspace(ctx)
+		tracker, err = r.snapshotWorkspace(sctx)
 		return err
 	}
 	begin := func() (err error) {
-		c, err = r.beginCommand(argv, eo.Dir, tracker)
+		c, err = r.beginCommand(argv, eo.Dir, nil)
 		return err
 	}
+	actx, stop := r.commandContext(ctx, timeout)
+	defer stop(nil)
 	var ready func(context.Context) error
 	wait := func() error { return nil }
 	if r.early {
-		ready, wait = r.setUpEarly(ctx, snapshot, begin)
+		r.startBarrier()
+		if r.bar != nil {
+			defer r.bar.shut()
+		}
+		ready, wait = r.setUpEarly(ctx, snapshot, begin, stop)
 	} else if err := snapshot(); err != nil {
 		return ExecResult{}, err
 	} else if err := begin(); err != nil {
 		return ExecResult{}, err
 	}
-	actx, stop := r.commandContext(ctx, timeout)
-	defer stop(nil)
 	out, errOut := audit.NewCapture(0), audit.NewCapture(0)
 	var res ExecResult
 	if !r.early {
@@ -87,19 +94,55 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		r.stage.Started = layer.StartStamp(r.stageDir, r.o.now())
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
-	if serr := wait(); serr != nil {
+	skipped := false
+	if r.bar != nil && r.bar.taken.Load() {
+		// Counted before each held call went on, so before the command ended.
+		r.o.Log.Debug("the barrier's held calls", "held", r.bar.held.Load())
+	}
+	if r.bar != nil && err == nil && r.bar.taken.Load() {
+		// A one-command run's sandbox ended with its command (see below). When the
+		// change set says nothing changed, the diff is empty whatever the baseline
+		// would have read: it is not waited for.
+		r.takeChanges()
+		sp := trace.Begin("changes.nothing")
+		why := r.nothingChanged()
+		sp.End()
+		if why == "" {
+			skipped = true
+			skipBaseline()
+		} else {
+			args := []any{"why", why}
+			if r.watched != nil {
+				args = append(args, "paths", len(r.watched.Paths), "objects", len(r.watched.Objects))
+			}
+			r.o.Log.Debug("the diff waits for the baseline", args...)
+		}
+	}
+	sp := trace.Begin("setup.wait")
+	serr := wait()
+	sp.End()
+	if skipped && serr != nil && sctx.Err() != nil && ctx.Err() == nil {
+		serr, tracker = nil, nil // the baseline was ended early, not failed
+	} else if skipped && serr == nil {
+		skipped = false // complete before it could be ended: the diff reads the change set
+	}
+	if serr != nil {
 		if c.id == "" || !startTimedOut(actx, serr) {
 			return ExecResult{}, serr // the sandbox was killed before the command ran
 		}
 		code, err = 0, serr // its time ran out while the sandbox started: a timeout
 	}
+	c.tracker = tracker
 	res.CmdID = c.id
-	if r.early && err == nil {
+	switch {
+	case r.bar != nil && r.bar.taken.Load() && err == nil:
+		// Taken above.
+	case r.early && err == nil:
 		// A one-command run's sandbox ended with its command (bwrap has been waited
 		// for, its pid namespace with it): nothing is left to make a repository the
 		// live watch would disarm before the diff's sweep does.
 		r.takeChanges()
-	} else {
+	default:
 		r.noChanges("the sandbox may have outlived its command")
 	}
 	if !r.session {
@@ -119,6 +162,10 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	}
 	r.explainEnd(eo.Stderr, reason, timeout, actx, r.session && !res.ownCgroup)
 	res.ExitCode, res.Reason, res.TimedOut = code, reason, reason == audit.ReasonTimeout
+	if skipped {
+		c.tracker = nil
+		c.unchanged = true
+	}
 	r.recordEnd(ctx, c, &res, out.Output(), errOut.Output())
 	if reason == audit.ReasonMonitor {
 		res.Detail = context.Cause(actx).Error()
@@ -137,7 +184,7 @@ func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout,
 	sp.End()
 	r.o.Log.Debug("command recorded")
 	sp = trace.Begin("diff")
-	r.recordDiff(ctx, c.tracker, res)
+	r.recordDiff(ctx, c.tracker, c.unchanged, res)
 	sp.End()
 	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
 	// was written. A failure fails the log, and the run with it (auditErr).
@@ -152,6 +199,9 @@ func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout,
 type command struct {
 	tracker *fsdiff.Tracker
 	id      string
+	// unchanged: the change set says the command changed nothing, and its baseline
+	// was ended unread (a run with a barrier): its diff is empty.
+	unchanged bool
 }
 
 // snapshotWorkspace waits for run.start to be durable and takes the workspace's
@@ -217,7 +267,7 @@ func (r *run) commandContext(ctx context.Context, timeout time.Duration) (contex
 //
 // ready, when set, is the sandbox's Process.Ready (a sandbox that starts early).
 func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult, ready func(context.Context) error) (int, error) {
-	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin, Ready: ready}
+	p := sandbox.Process{Argv: argv, Dir: eo.Dir, Stdin: eo.Stdin, Ready: ready, Barrier: r.bar != nil}
 	execFn := r.sb.Exec
 	if r.ctl != nil {
 		execFn = r.ctl.exec
@@ -306,13 +356,13 @@ func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration,
 
 // recordDiff logs the command's fs.diff and summarises it, with the egress it was
 // denied, in res.
-func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, res *ExecResult) {
+func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged bool, res *ExecResult) {
 	var diff *fsdiff.Result
 	var err error
 	if r.stage != nil && !r.session {
 		diff, err = r.stagedDiff(context.WithoutCancel(ctx))
 	} else {
-		diff, err = r.directDiff(context.WithoutCancel(ctx), tracker)
+		diff, err = r.directDiff(context.WithoutCancel(ctx), tracker, unchanged)
 	}
 	if err == nil {
 		r.o.Log.Debug("workspace diff taken", "changes", len(diff.Changes), "read", diff.Scan.Read, "took", diff.Scan.Duration)

@@ -51,10 +51,24 @@ func (r *run) loopbackEgress() bool {
 // takeHello takes what process 1's hello carried: on a backend with a network
 // namespace exactly one descriptor, the egress listener, which is checked
 // ([egressListener]) and then served by the run's proxy; on a loopback backend, or
-// when the backend relays the connections ([run.serveRelayed]), none.
+// when the backend relays the connections ([run.serveRelayed]), none; and after it,
+// when the run has a barrier, the barrier's listener ([barrier.take]).
 // It closes every descriptor it does not keep. A hello that carries anything else is
 // refused, and so is the run.
 func (r *run) takeHello(files []*os.File) error {
+	if r.bar != nil {
+		// The barrier's listener comes last.
+		if len(files) == 0 {
+			return fmt.Errorf("%w: %w: process 1 sent none", errdefs.ErrSandbox, errNoBarrier)
+		}
+		last := files[len(files)-1]
+		files = files[:len(files)-1]
+		if err := r.bar.take(last); err != nil {
+			ctl.CloseFiles(files)
+			return fmt.Errorf("%w: %w", errdefs.ErrSandbox, err)
+		}
+		r.o.Log.Debug("the barrier holds the command's calls that may change a file until the baseline is read")
+	}
 	if r.loopbackEgress() || r.relayed.Load() {
 		if len(files) != 0 {
 			ctl.CloseFiles(files)
@@ -160,7 +174,7 @@ func (r *run) handedOver() error {
 	r.handoffStop() // nobody dials any more: an accept still waiting ends
 	err := <-r.handoff
 	r.handoff = nil
-	if errors.Is(err, errListener) {
+	if errors.Is(err, errListener) || errors.Is(err, errNoBarrier) {
 		return err
 	}
 	return nil

@@ -26,6 +26,7 @@ type liveWatch struct {
 	closed chan struct{} // closed once w is
 	mu     sync.Mutex
 	done   []string // disarmed, not yet in a diff; guarded by mu
+	taken  bool     // takeChanges has taken the change set; guarded by mu
 	// handled counts the events handled; progress is signalled after each.
 	handled  atomic.Uint64
 	progress chan struct{}

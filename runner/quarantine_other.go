@@ -33,6 +33,8 @@ func (r *run) takeChanges() { r.stopWatchSoon() }
 
 func (r *run) noChanges(string) {}
 
-func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker) (*fsdiff.Result, error) {
+func (r *run) nothingChanged() string { return "no change set" }
+
+func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker, _ bool) (*fsdiff.Result, error) {
 	return t.Diff(ctx)
 }

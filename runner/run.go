@@ -314,6 +314,10 @@ type run struct {
 	// early: a one-command run whose sandbox builds itself while the monitor attaches,
 	// the baseline is taken and cmd.start is written (execOne).
 	early bool
+	// bar, in an early run, holds the command's calls that may change a file until
+	// its baseline is read, in place of holding the command (barrier.go); nil when
+	// the command waits for the baseline.
+	bar *barrier
 
 	undo cleanups // what prepare and the session acquired, undone in reverse by teardown
 	torn bool     // teardown has run

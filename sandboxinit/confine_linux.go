@@ -91,11 +91,31 @@ type confiner struct {
 	rs       *linux.Ruleset
 	prog     []bpf.RawInstruction
 	landlock bool
+	// barrier is the barrier filter's program when the spec asks for it (compiled
+	// with the rest, beside the self-check); forks, once prepareBarrier has run, is
+	// the thread the command is forked from, confined and carrying it: it takes one
+	// fork and dies.
+	barrier []bpf.RawInstruction
+	forks   chan forkRequest
 }
 
-// newConfiner builds the Landlock ruleset for c; filter is the seccomp program's (see
-// [startSeccomp]).
-func newConfiner(self string, c wire.Confine, filter func() ([]bpf.RawInstruction, error)) (*confiner, error) {
+// forkRequest is a fork the barrier's thread makes, and where it answers.
+type forkRequest struct {
+	path  string
+	argv  []string
+	attr  *syscall.ProcAttr
+	procs *os.File
+	done  chan forkResult
+}
+
+type forkResult struct {
+	pid int
+	err error
+}
+
+// newConfiner builds the Landlock ruleset for c, and the barrier's program when
+// barrier is set; filter is the seccomp program's (see [startSeccomp]).
+func newConfiner(self string, c wire.Confine, filter func() ([]bpf.RawInstruction, error), barrier bool) (*confiner, error) {
 	k := &confiner{self: self, landlock: c.Landlock}
 	if c.Landlock {
 		rs, err := linux.NewRuleset(confineRules(c))
@@ -103,6 +123,15 @@ func newConfiner(self string, c wire.Confine, filter func() ([]bpf.RawInstructio
 			return nil, err
 		}
 		k.rs = rs
+	}
+	if barrier {
+		arch, err := seccomp.Native()
+		if err == nil {
+			k.barrier, err = seccomp.BarrierProgram(arch)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("barrier: %w", err)
+		}
 	}
 	prog, err := filter()
 	if err != nil {
@@ -146,27 +175,84 @@ func startSeccomp() (wait func() ([]bpf.RawInstruction, error)) {
 // profiles make it ENOSYS) it starts as `internal join-cgroup`, which moves itself
 // there before it execs the command: nothing the command runs is ever outside.
 func (k *confiner) start(path string, argv []string, attr *syscall.ProcAttr, procs *os.File) (int, error) {
+	if k.forks != nil {
+		// The barrier's thread, confined already: it forks this one command.
+		req := forkRequest{path: path, argv: argv, attr: attr, procs: procs, done: make(chan forkResult, 1)}
+		k.forks <- req
+		k.forks = nil
+		r := <-req.done
+		return r.pid, r.err
+	}
 	var pid int
 	err := linux.OnOwnThread(func() error {
 		if err := k.confineThread(); err != nil {
 			return err
 		}
 		var err error
-		pid, err = linux.ForkExec(path, argv, attr)
-		if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD && procs == nil {
-			err = errors.New("clone3 is refused and the command's cgroup cannot be joined")
-		}
-		if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD && procs != nil {
-			join := *attr
-			sys := *attr.Sys
-			sys.UseCgroupFD = false
-			join.Sys = &sys
-			join.Files = append(append([]uintptr(nil), attr.Files...), procs.Fd()) // fd 3
-			pid, err = linux.ForkExec(k.self, append([]string{k.self, "internal", wire.JoinArg, path}, argv...), &join)
-		}
+		pid, err = k.fork(path, argv, attr, procs)
 		return err
 	})
 	return pid, err
+}
+
+// fork forks path from the calling thread, confined already (see start).
+func (k *confiner) fork(path string, argv []string, attr *syscall.ProcAttr, procs *os.File) (int, error) {
+	pid, err := linux.ForkExec(path, argv, attr)
+	if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD && procs == nil {
+		err = errors.New("clone3 is refused and the command's cgroup cannot be joined")
+	}
+	if errors.Is(err, syscall.ENOSYS) && attr.Sys.UseCgroupFD && procs != nil {
+		join := *attr
+		sys := *attr.Sys
+		sys.UseCgroupFD = false
+		join.Sys = &sys
+		join.Files = append(append([]uintptr(nil), attr.Files...), procs.Fd()) // fd 3
+		pid, err = linux.ForkExec(k.self, append([]string{k.self, "internal", wire.JoinArg, path}, argv...), &join)
+	}
+	return pid, err
+}
+
+// prepareBarrier confines a thread of its own now, as start would, and loads the
+// barrier filter (internal/seccomp.Barrier) on it too, with a listener, which it
+// returns: the caller hands it to the host and keeps no copy. The thread then waits
+// for start's one fork, and dies: the command and all it starts carry the barrier, and
+// no other thread of process 1 does. Should the fork never come, the thread waits
+// until process 1 exits.
+func (k *confiner) prepareBarrier() (*os.File, error) {
+	prog := k.barrier
+	if prog == nil {
+		return nil, errors.New("barrier: no program")
+	}
+	type loaded struct {
+		l   *os.File
+		err error
+	}
+	ready := make(chan loaded, 1)
+	forks := make(chan forkRequest, 1)
+	go func() {
+		_ = linux.OnOwnThread(func() error {
+			if err := k.confineThread(); err != nil {
+				ready <- loaded{nil, err}
+				return nil
+			}
+			l, err := linux.LoadSeccompListenerThread(prog)
+			if err != nil {
+				ready <- loaded{nil, fmt.Errorf("barrier: %w", err)}
+				return nil
+			}
+			ready <- loaded{l, nil}
+			req := <-forks
+			pid, err := k.fork(req.path, req.argv, req.attr, req.procs)
+			req.done <- forkResult{pid, err}
+			return nil
+		})
+	}()
+	r := <-ready
+	if r.err != nil {
+		return nil, r.err
+	}
+	k.forks = forks
+	return r.l, nil
 }
 
 func (k *confiner) confineThread() error {

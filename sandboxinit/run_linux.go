@@ -52,17 +52,23 @@ func Main() int {
 		err = errors.New("a session without a control channel")
 	case spec.Egress != "" && spec.Control == nil:
 		err = errors.New("an egress listener with no control channel to hand it over on")
+	case spec.Barrier && (spec.Control == nil || spec.Serve):
+		err = errors.New("a barrier outside a one-command run with a control channel")
 	}
 	var k *confiner
 	if err == nil {
 		k, err = checkAndConfine(&spec, pre, filter)
 	}
 	tm.checked()
+	var barrier *os.File
+	if err == nil && spec.Barrier {
+		barrier, err = k.prepareBarrier()
+	}
 	var ctlConn *ctl.Conn
 	if err == nil && spec.Control != nil {
 		// Dial before reporting: the host accepts this one connection, then stops
 		// listening, before any command exists that could dial instead.
-		ctlConn, err = handOver(&spec)
+		ctlConn, err = handOver(&spec, barrier)
 		tm.dialed()
 	}
 	if !report(status, err, tm.report()) {
@@ -90,7 +96,7 @@ func checkAndConfine(spec *wire.Spec, pre func() ([]linux.MountInfo, error), fil
 	ch := make(chan built, 1)
 	go func() {
 		self, c := confinement(spec)
-		k, err := newConfiner(self, c, filter)
+		k, err := newConfiner(self, c, filter, spec.Barrier)
 		ch <- built{k, err}
 	}()
 	mounts, cerr := pre()
@@ -154,15 +160,24 @@ func run(spec *wire.Spec, k *confiner) int {
 // sandbox's network namespace, before any command exists (so none can reach it while
 // process 1 holds it), and closed here before the host's ready, so that from then on
 // only cordon holds it. Connections made before the proxy accepts wait in its backlog.
-func handOver(spec *wire.Spec) (*ctl.Conn, error) {
-	if spec.Egress == "" {
-		return dialControl(spec.Control)
+// barrier, when set, is the barrier filter's listener, handed over after it and
+// closed the same way: no process of the sandbox holds it.
+func handOver(spec *wire.Spec, barrier *os.File) (*ctl.Conn, error) {
+	var files []*os.File
+	if spec.Egress != "" {
+		ln, err := listenEgress(spec.Egress)
+		if err != nil {
+			if barrier != nil {
+				barrier.Close()
+			}
+			return nil, err
+		}
+		files = append(files, ln)
 	}
-	ln, err := listenEgress(spec.Egress)
-	if err != nil {
-		return nil, err
+	if barrier != nil {
+		files = append(files, barrier)
 	}
-	return dialControl(spec.Control, ln) // closes ln once it is sent
+	return dialControl(spec.Control, files...) // closes them once they are sent
 }
 
 // listenEgress listens on addr (TCP, in this network namespace) and returns the

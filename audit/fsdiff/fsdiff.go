@@ -335,6 +335,10 @@ type ScanStats struct {
 	// read. Walked is the caller's: why it walked when it wanted a watched diff.
 	Watched bool
 	Walked  string
+	// Unread is the caller's too: the change set showed nothing changed, and the
+	// result is empty without a snapshot read to its end; Files, Dirs, Read, Bytes
+	// and Duration are then unknown (zero), not counted.
+	Unread bool
 }
 
 // Result is what changed between two snapshots.

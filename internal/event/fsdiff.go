@@ -113,4 +113,8 @@ type ScanInfo struct {
 	// command ran; Walked, when set, says why a run that could have done so walked.
 	Watched bool   `json:"watched,omitempty"`
 	Walked  string `json:"walked,omitempty"`
+	// Unread: the change set showed that nothing changed, and the diff is empty
+	// without the workspace read to its end (a direct run with a barrier): Files,
+	// Read and DurationMS are unknown, not zero.
+	Unread bool `json:"unread,omitempty"`
 }

@@ -463,7 +463,7 @@ func handleKey(fd int) ([]byte, int, error) {
 }
 
 // resolve is the device and inode of the object whose handle is fh; gone when it no
-// longer exists. A file being evicted as it is resolved (its last link removed,
+// longer exists, or has no name left. A file being evicted as it is resolved (its last link removed,
 // anywhere on the file system) can fail otherwise once: it is tried again.
 func (l *changeLog) resolve(fh []byte) (id [2]uint64, gone bool, err error) {
 	for range 3 {
@@ -487,6 +487,12 @@ func (l *changeLog) resolveOnce(fh []byte) (id [2]uint64, gone bool, err error) 
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return id, false, fmt.Errorf("resolving a file's handle: %w", err)
+	}
+	if st.Nlink == 0 {
+		// Open, and named nowhere (an O_TMPFILE, or a file unlinked while open): it
+		// is in no directory of the workspace. Had it a name there, that name's
+		// removal is a change of its directory; should it get one, so is that.
+		return id, true, nil
 	}
 	return [2]uint64{st.Dev, st.Ino}, false, nil
 }

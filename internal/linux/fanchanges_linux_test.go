@@ -52,6 +52,17 @@ func TestWatchChanges(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(dir, "new/deep"), 0o755))
 	must(t, os.WriteFile(filepath.Join(out, "o2"), []byte("x"), 0o644))
 	must(t, os.Link(filepath.Join(dir, "linked"), filepath.Join(out, "l")))
+	// A file named nowhere any more (unlinked while open), written: no object of
+	// the workspace's, whatever else changes on the file system.
+	tmp, err := os.Create(filepath.Join(out, "tmp"))
+	must(t, err)
+	defer tmp.Close()
+	var tst syscall.Stat_t
+	must(t, syscall.Fstat(int(tmp.Fd()), &tst))
+	must(t, os.Remove(tmp.Name()))
+	_, err = tmp.WriteString("unnamed")
+	must(t, err)
+	must(t, tmp.Chmod(0o600))
 	c := w.Changes()
 	if c.Untrusted != "" {
 		t.Fatal(c.Untrusted)
@@ -76,6 +87,11 @@ func TestWatchChanges(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the link made elsewhere is not among the objects %v", c.Objects)
+	}
+	for _, o := range c.Objects {
+		if o == [2]uint64{tst.Dev, tst.Ino} {
+			t.Errorf("the file named nowhere is among the objects %v", c.Objects)
+		}
 	}
 }
 

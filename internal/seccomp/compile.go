@@ -110,6 +110,9 @@ func (r Rule) validate() error {
 	if _, err := r.Action.ret(); err != nil {
 		return err
 	}
+	if _, err := r.OnMatch.ret(); err != nil {
+		return err
+	}
 	size := 2 // the two rets of leafCode
 	for _, c := range r.DenyIf {
 		size += 1 + len(c.Values)
@@ -160,8 +163,9 @@ func treeCode(spans []span) ([]bpf.Instruction, error) {
 }
 
 // leafCode returns the rule's verdict, testing its arguments first if it has tests:
-// each test loads its argument's low word and jumps to the final "ret EPERM" when it
-// holds, else falls through to the next test and finally to "ret Action".
+// each test loads its argument's low word and jumps to the final "ret OnMatch" (EPERM
+// unless set) when it holds, else falls through to the next test and finally to
+// "ret Action".
 func leafCode(r Rule) ([]bpf.Instruction, error) {
 	ret, err := r.Action.ret()
 	if err != nil {
@@ -171,7 +175,11 @@ func leafCode(r Rule) ([]bpf.Instruction, error) {
 	if len(r.DenyIf) == 0 {
 		return code, nil
 	}
-	code = append(code, bpf.RetConstant{Val: retErrno | errnoEPERM})
+	matched, err := r.OnMatch.ret()
+	if err != nil {
+		return nil, err
+	}
+	code = append(code, bpf.RetConstant{Val: matched})
 	// Build from the last test back, so each knows how far the deny is.
 	for i := len(r.DenyIf) - 1; i >= 0; i-- {
 		test, err := condCode(r.DenyIf[i], len(code)-1)

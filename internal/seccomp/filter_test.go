@@ -149,7 +149,7 @@ func reference(p Policy, arch Arch, c call) uint32 {
 		r := p.Rules[s.name] // a missing name is the zero Rule: Deny
 		for _, cond := range r.DenyIf {
 			if holds(cond, uint32(c.args[cond.Arg])) {
-				r.Action = Deny
+				r.Action = r.OnMatch
 			}
 		}
 		ret, _ := r.Action.ret()
@@ -194,6 +194,8 @@ func retName(r uint32) string {
 		return "EPERM"
 	case retErrno | errnoENOSYS:
 		return "ENOSYS"
+	case retUserNotif:
+		return "USER_NOTIF"
 	}
 	return fmt.Sprintf("%#x", r)
 }

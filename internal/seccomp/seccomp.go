@@ -44,6 +44,11 @@ const (
 	NoSys
 	// Kill kills the whole process (SECCOMP_RET_KILL_PROCESS).
 	Kill
+	// Notify holds the call until the filter's listener answers it
+	// (SECCOMP_RET_USER_NOTIF): the barrier's action ([Barrier]). With no listener
+	// the kernel fails the call with ENOSYS. Another filter's Deny, NoSys or Kill
+	// still wins over it: the kernel takes the strictest verdict of all filters.
+	Notify
 )
 
 // String returns the action's name.
@@ -57,6 +62,8 @@ func (a Action) String() string {
 		return "nosys"
 	case Kill:
 		return "kill"
+	case Notify:
+		return "notify"
 	}
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
@@ -65,6 +72,7 @@ func (a Action) String() string {
 const (
 	retKillProcess = 0x80000000
 	retAllow       = 0x7fff0000
+	retUserNotif   = 0x7fc00000
 	retErrno       = 0x00050000
 	errnoEPERM     = 1
 	errnoENOSYS    = 38
@@ -81,6 +89,8 @@ func (a Action) ret() (uint32, error) {
 		return retErrno | errnoENOSYS, nil
 	case Kill:
 		return retKillProcess, nil
+	case Notify:
+		return retUserNotif, nil
 	}
 	return 0, fmt.Errorf("%w: unknown action %d", ErrPolicy, uint8(a))
 }
@@ -125,10 +135,11 @@ type Cond struct {
 }
 
 // Rule says what the filter does with one system call: Action, unless one of DenyIf
-// holds, in which case Deny. The zero Rule denies.
+// holds, in which case OnMatch (Deny when unset). The zero Rule denies.
 type Rule struct {
-	Action Action
-	DenyIf []Cond
+	Action  Action
+	DenyIf  []Cond
+	OnMatch Action // what a call that one of DenyIf holds for gets; zero: Deny
 }
 
 // Policy maps system call names, as golang.org/x/sys/unix spells them without the

@@ -406,6 +406,7 @@ func (s *instance) release(infoR, specW *os.File, bwrapPID int, p sandbox.Proces
 		// commands there).
 		sp.Control = &wire.Control{Socket: sandbox.ControlPath, Token: s.host.ControlToken}
 		sp.Egress = sandbox.ProxyAddr
+		sp.Barrier = p.Barrier && !p.Serve
 	}
 	sp.Serve = p.Serve
 	sp.Trace = trace.Enabled()
@@ -524,6 +525,10 @@ func (s *instance) killCgroupIfAlone() {
 // StartsEarly implements sandbox.Sandbox.StartsEarly: Exec starts bwrap at once and sends
 // process 1 its spec (which lets it proceed) only once Process.Ready has returned.
 func (s *instance) StartsEarly() bool { return true }
+
+// Barrier implements sandbox.Barrier: process 1 hands its barrier's listener over on
+// the control socket, which a one-command run has whenever it has a network namespace.
+func (s *instance) Barrier() bool { return s.host.ControlSocket != "" }
 
 // CgroupID implements sandbox.Sandbox.CgroupID: the run's cgroup v2 id, for the
 // syscall monitor (0 without a cgroup).

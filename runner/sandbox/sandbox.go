@@ -183,6 +183,17 @@ type Process struct {
 	// it returns nil; an error ends Exec with that error, the sandbox killed. Other
 	// sandboxes never call it (the caller then waits before Exec).
 	Ready func(context.Context) error
+	// Barrier asks a sandbox that implements [Barrier] for its barrier: process 1
+	// loads the barrier filter on the thread that forks the command and hands its
+	// listener over on [Host.ControlSocket], after the egress listener.
+	Barrier bool
+}
+
+// Barrier is implemented by a sandbox whose process 1 can hold a one-command run's
+// calls that may change a file until cordon lets them go on ([Process.Barrier]).
+type Barrier interface {
+	// Barrier reports whether it can.
+	Barrier() bool
 }
 
 // Sandbox is a running or ready sandbox. As with [Backend], every sandbox implements

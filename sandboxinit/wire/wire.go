@@ -51,6 +51,13 @@ type Spec struct {
 	// reports and before any command exists, and the token that proves it. pid1 waits
 	// for the host's ready there (the host has the egress listener and checked it).
 	Control *Control `json:"control,omitempty"`
+	// Barrier (a one-command run with Control only) makes pid1 load the barrier
+	// filter (internal/seccomp.Barrier) beside the main one, with a listener, on the
+	// thread that forks the command, and hand the listener over in its hello, after
+	// the egress listener, keeping no copy: the command's calls that may change a file
+	// wait until the host lets them continue (once it has read the workspace's
+	// baseline). pid1 fails rather than run the command without it.
+	Barrier bool `json:"barrier,omitempty"`
 	// Serve makes pid1 run no command of its own: it runs the commands the host sends
 	// on Control (a session), until the host hangs up.
 	Serve bool `json:"serve,omitempty"`

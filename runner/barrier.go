@@ -1,0 +1,139 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/runner/sandbox"
+)
+
+// A direct one-command run need not hold its command until the workspace's baseline
+// is read (issue 39: most of a run's start in a large checkout). A barrier instead
+// holds only the command's calls that may change a file: process 1 forks the command
+// from a thread that carries, beside the main seccomp filter, the barrier filter
+// (internal/seccomp.Barrier), whose listener it hands to cordon in its hello and keeps
+// no copy of. cordon lets each held call continue once the baseline is complete, and
+// every one after that at once, for the rest of the run. Nothing of the command can
+// change the workspace before the baseline has read it, so the diff is what it would
+// have been had the command waited. Where the barrier cannot be had, the command waits
+// for the baseline as before (wantBarrier says why, in the debug log).
+
+// barrier is the host's side of a run's barrier. Its methods are safe for concurrent
+// use.
+type barrier struct {
+	open     chan struct{} // closed once the baseline is complete: held calls continue
+	stop     chan struct{} // closed when the run gives the barrier up (shut)
+	openOnce sync.Once
+	stopOnce sync.Once
+	held     atomic.Int64 // calls received before open
+	passed   atomic.Int64 // calls continued
+	taken    atomic.Bool  // the listener was handed over
+	mu       sync.Mutex   // mu guards l.
+	l        *linux.SeccompListener
+	log      *slog.Logger
+	root     os.FileInfo // the workspace's directory before the command ran
+}
+
+// errNoBarrier: process 1 sent no barrier listener, or something else in its place.
+var errNoBarrier = errors.New("the sandbox's barrier listener is refused")
+
+// wantBarrier says why the run's command cannot start before its baseline is read
+// ("" when it can): a direct one-command run as root, whose diff comes from the change
+// set, on a sandbox whose process 1 loads the barrier, on a kernel that has it.
+func (r *run) wantBarrier() string {
+	b, ok := r.sb.(sandbox.Barrier)
+	switch {
+	case !r.early || !r.wantsChanges():
+		return "not a direct one-command run"
+	case os.Geteuid() != 0:
+		return "not root"
+	case r.live == nil || r.walkWhy != "":
+		return "no change set"
+	case r.ctlLn == nil || !ok || !b.Barrier():
+		return "the sandbox has no barrier"
+	}
+	return linux.SeccompListenerSupported()
+}
+
+func newBarrier(log *slog.Logger) *barrier {
+	return &barrier{open: make(chan struct{}), stop: make(chan struct{}), log: log}
+}
+
+// take serves f, process 1's barrier listener, until every process of the sandbox is
+// gone or the barrier is shut: each call it holds waits until release, then continues.
+func (b *barrier) take(f *os.File) error {
+	if !linux.IsSeccompListener(f) {
+		f.Close()
+		return fmt.Errorf("%w: not a seccomp listener", errNoBarrier)
+	}
+	l, err := linux.NewSeccompListener(f)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNoBarrier, err)
+	}
+	if err := l.SyncWakeUp(); err != nil {
+		b.log.Debug("the barrier's continued calls wake up the usual way", "err", err)
+	}
+	b.mu.Lock()
+	b.l = l
+	b.mu.Unlock()
+	b.taken.Store(true)
+	select {
+	case <-b.stop:
+		l.Close() // shut before it was taken
+		return nil
+	default:
+	}
+	go b.serve(l)
+	return nil
+}
+
+func (b *barrier) serve(l *linux.SeccompListener) {
+	defer l.Close() // on any failure held calls, and all later ones, fail (ENOSYS)
+	for {
+		c, err := l.Receive()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				b.log.Debug("the barrier stops serving", "err", err)
+			}
+			return
+		}
+		select {
+		case <-b.open:
+		default:
+			b.held.Add(1)
+			select {
+			case <-b.open:
+			case <-b.stop:
+				return
+			}
+		}
+		if err := l.Continue(c.ID); err != nil {
+			b.log.Debug("the barrier stops serving", "err", err)
+			return
+		}
+		b.passed.Add(1)
+	}
+}
+
+// release lets every held call, and all later ones, continue: the baseline is
+// complete.
+func (b *barrier) release() {
+	b.openOnce.Do(func() { close(b.open) })
+}
+
+// shut gives the barrier up: calls still held, and all later ones, fail (ENOSYS) if it
+// was never released. It is idempotent.
+func (b *barrier) shut() {
+	b.stopOnce.Do(func() { close(b.stop) })
+	b.mu.Lock()
+	if b.l != nil {
+		b.l.Close()
+	}
+	b.mu.Unlock()
+}
