@@ -31,8 +31,8 @@ const MaxGapPaths = 20
 // paths are the first [MaxGapPaths] in path order.
 type Gap struct {
 	// Unlisted counts entries listed in a directory but not recorded, past
-	// MaxEntries or the deadline (at least this many: a directory not scanned
-	// counts as one).
+	// MaxEntries, the bytes their paths may take (256 per entry of MaxEntries), or
+	// the deadline (at least this many: a directory not scanned counts as one).
 	Unlisted int
 	// Incomplete counts the directories, on either side, whose entries were not all
 	// recorded; IncompletePaths names them.
@@ -98,6 +98,7 @@ func (o Options) late() bool { return !o.deadline.IsZero() && time.Now().After(o
 // bounds is what a scanner counts against the bounds of its Options.
 type bounds struct {
 	entries  atomic.Int64 // entries admitted
+	paths    atomic.Int64 // bytes of the paths of the entries admitted
 	unlisted atomic.Int64
 	hashed   atomic.Int64 // bytes reserved for hashing
 	timedOut atomic.Bool
@@ -107,12 +108,20 @@ type bounds struct {
 	incomplete map[string]bool // directories whose entries were not all recorded
 }
 
-// admit reserves one entry of directory rel, of which left (this one included) are
-// still to record; false means stop: the bound or the deadline is reached, and the
-// rest is counted.
-func (s *scanner) admit(rel string, left int) bool {
+// pathBytesPerEntry is what the paths a snapshot records may take on average: the
+// snapshot holds every path whole, so a chain of directories of long names, each a
+// level deeper, costs the square of its depth (2,000 levels of 255-byte names: half
+// a gigabyte in 2,000 entries), and the entries bound alone does not bound it.
+const pathBytesPerEntry = 256
+
+// admit reserves one entry of directory rel, whose path is n bytes long, of which
+// left (this one included) are still to record; false means stop: a bound (the
+// entries, their paths' bytes: pathBytesPerEntry per entry of MaxEntries) or the
+// deadline is reached, and the rest is counted.
+func (s *scanner) admit(rel string, left, n int) bool {
 	late := s.opts.late()
-	if !late && s.entries.Add(1) <= int64(s.opts.MaxEntries) {
+	if !late && s.entries.Add(1) <= int64(s.opts.MaxEntries) &&
+		s.paths.Add(int64(n)) <= int64(s.opts.MaxEntries)*pathBytesPerEntry {
 		return true
 	}
 	if late {

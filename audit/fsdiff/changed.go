@@ -135,7 +135,7 @@ func partialScan(ctx context.Context, dir string, opts Options, targets []target
 		if err := ctx.Err(); err != nil {
 			break
 		}
-		if !s.admit(path.Dir(t.rel), 1) {
+		if !s.admit(path.Dir(t.rel), 1, len(t.rel)) {
 			continue
 		}
 		s.scanTarget(ctx, t, &parents)

@@ -257,7 +257,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 func (s *scanner) look(ctx context.Context, r dirHandle, rel string, names []string, total int, listed []string) (local []namedEntry, stopped bool) {
 	local = make([]namedEntry, 0, len(names))
 	for i, name := range names {
-		if !s.admit(rel, total-i) {
+		if !s.admit(rel, total-i, len(rel)+1+len(name)) {
 			return local, true
 		}
 		crel := name

@@ -44,6 +44,8 @@ type RollbackBody struct {
 	// Paths are the workspace paths the rollback changed; the fs.diff that follows
 	// holds the content.
 	Paths []string `json:"paths"`
+	// PathsOmitted counts the paths changed past the first 1000 (or 256 KiB of them).
+	PathsOmitted int `json:"paths_omitted,omitempty"`
 	// Problems are what the checkpoint holds that was not restored ("path: why").
 	Problems []string `json:"problems,omitempty"`
 	// Running are the commands running meanwhile (their cmd ids).
