@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/termtext"
+	"github.com/cordonhq/cordon/runner"
 )
 
 // A staged session's checkpoints and rollbacks (docs/sessions.md, "Staged sessions"):
@@ -78,6 +80,10 @@ func sessionRollback(c *cobra.Command, stdio IO, id, to string) error {
 		return clientError(stdio, err)
 	}
 	cp, changed, problems, err := sess.Rollback(c.Context(), to)
+	more := ""
+	if n := len(problems); n > 0 && strings.HasPrefix(problems[n-1], runner.MorePathsPrefix) {
+		more, problems = strings.TrimPrefix(problems[n-1], runner.MorePathsPrefix), problems[:n-1]
+	}
 	printProblems(stdio, "not restored", problems)
 	if err != nil {
 		return clientError(stdio, err)
@@ -86,6 +92,9 @@ func sessionRollback(c *cobra.Command, stdio IO, id, to string) error {
 		fmt.Fprintln(stdio.Stdout, termtext.Line(p))
 	}
 	fmt.Fprintf(stdio.Stderr, "cordon: rolled back to checkpoint %d%s: %d path(s) changed\n", cp.N, quotedName(cp.Name), len(changed))
+	if more != "" {
+		fmt.Fprintf(stdio.Stderr, "cordon: and %s\n", termtext.Line(more))
+	}
 	return nil
 }
 

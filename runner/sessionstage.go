@@ -20,6 +20,15 @@ import (
 // staged session keeps: `rollback ID -K` reaches back K commands, K at most this.
 const AutoCheckpoints = 20
 
+// MorePathsPrefix starts the problem line of a rollback's answer that counts the
+// paths it changed past those it lists (the first 1000, or 256 KiB of them): not a
+// path that was not restored.
+const MorePathsPrefix = "…: "
+
+// MaxNamedCheckpoints is how many checkpoints asked for (cordon session checkpoint,
+// the MCP checkpoint tool) a staged session keeps at most: one more is refused.
+const MaxNamedCheckpoints = 100
+
 // Checkpoint is a staged session's checkpoint.
 type Checkpoint struct {
 	N      int    // its number in the session, from 1

@@ -64,6 +64,11 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 			return Checkpoint{}, errdefs.Invalidf("the session has a checkpoint %q already (number %d)", name, c.N)
 		}
 	}
+	if !auto && len(ss.named) >= MaxNamedCheckpoints {
+		// Each is a copy on the host's disk and an index in cordon's memory, and an
+		// agent may ask for them (the MCP checkpoint tool).
+		return Checkpoint{}, errdefs.Invalidf("the session keeps %d checkpoints asked for already, the most it keeps: roll back to one, or stop the session", MaxNamedCheckpoints)
+	}
 	n := ss.n + 1
 	var prev *layer.Checkpoint
 	if ss.last != nil {
@@ -106,6 +111,25 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 	return cp.Checkpoint, nil
 }
 
+// Bounds of the paths a rollback lists, in its log line and its answer: every path
+// it changed is in the fs.diff that follows (bounded as any diff), and the sandbox
+// chooses how many there are and how long.
+const (
+	maxRollbackPaths      = 1000
+	maxRollbackPathsBytes = 256 << 10
+)
+
+// capPaths is the first of paths within the rollback bounds, and how many it leaves.
+func capPaths(paths []string) (listed []string, omitted int) {
+	n := 0
+	for i, p := range paths {
+		if n += len(p); i == maxRollbackPaths || n > maxRollbackPathsBytes {
+			return paths[:i], len(paths) - i
+		}
+	}
+	return paths, 0
+}
+
 // maxProblemLines is how many of a checkpoint's or a rollback's problems its log
 // line names; the rest are counted.
 const maxProblemLines = 100
@@ -130,7 +154,7 @@ func (r *run) maxStaged() int { return int(r.plan.Limits.Diff.Entries) }
 
 // tooManyHint is what to do about err when the staged workspace is past maxStaged.
 func tooManyHint(err error) string {
-	if !errors.Is(err, layer.ErrTooMany) {
+	if !errors.Is(err, layer.ErrTooMany) && !errors.Is(err, layer.ErrTooLong) {
 		return ""
 	}
 	return "; the staged workspace cannot be checkpointed, rolled back or applied: stop the session (cordon session stop ID: a change set past the bound is not kept), or start one whose contract raises limits.diff.entries"
@@ -183,10 +207,14 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 	r.closeBetween(ctx)
 	res := RollbackResult{To: cp.Checkpoint}
 	changed, problems, err := r.restore(cp)
+	listed, omitted := capPaths(changed)
 	// What the checkpoint did not keep is not restored either: said again here.
-	res.Changed, res.Problems = changed, append(append([]string(nil), cp.Problems...), problemLines(problems)...)
+	res.Changed, res.Problems = listed, append(append([]string(nil), cp.Problems...), problemLines(problems)...)
+	if omitted > 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("%s%d more path(s) changed, not listed (the log's session.rollback line counts them)", MorePathsPrefix, omitted))
+	}
 	r.log.Emit(event.Event{Type: event.SessionRollback, Body: event.RollbackBody{
-		N: cp.N, Name: cp.Name, Paths: nonNil(changed), Problems: res.Problems, Running: r.sink.Running(), By: userName()}})
+		N: cp.N, Name: cp.Name, Paths: nonNil(listed), PathsOmitted: omitted, Problems: res.Problems, Running: r.sink.Running(), By: userName()}})
 	r.closeBetween(ctx)
 	if err != nil {
 		return res, errdefs.Unavailablef("rolling back to checkpoint %d (%d path(s) restored): %w%s", cp.N, len(changed), err, tooManyHint(err))

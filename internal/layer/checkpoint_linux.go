@@ -3,6 +3,7 @@ package layer
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path"
@@ -32,8 +33,9 @@ type Checkpoint struct {
 	// overlay metadata): a rollback to it does not restore them so. A file of many
 	// names is held as one copy of many names, and restored so.
 	Problems []Problem
-	index    map[string]fileKey // the upper directory's files as copied, by path
+	index    map[uint64]fileKey // the upper directory's files as copied, by pathKey
 	max      int                // entries the checkpoint may hold (limits.diff.entries)
+	omitted  int                // problems past maxProblems, not kept
 	seen     int                // entries counted against max
 	// names holds, for an upper file of more than one name, the copy of it this
 	// checkpoint made last: its other names are links to that copy, so a file of
@@ -46,6 +48,16 @@ type linkedCopy struct {
 	dst string
 	key fileKey
 }
+
+// pathSeed keys pathKey, afresh in each process.
+var pathSeed = maphash.MakeSeed()
+
+// pathKey is what a checkpoint's index knows a path by: a hash, not the path, so that
+// the index of each of the checkpoints a session keeps costs a few words per file,
+// however long the sandbox made its paths. Two paths of one hash are harmless: an
+// entry is used only for a file whose inode, change time and size are the indexed
+// ones, which is the same file (under one of its names) unchanged since.
+func pathKey(p string) uint64 { return maphash.String(pathSeed, p) }
 
 // fileKey says whether an upper file changed since it was copied.
 type fileKey struct {
@@ -73,7 +85,7 @@ func TakeCheckpoint(upper, dst string, prev *Checkpoint, max int) (*Checkpoint, 
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer root.Close()
-	c := &Checkpoint{Dir: dst, index: map[string]fileKey{}, names: map[uint64]linkedCopy{}, max: max}
+	c := &Checkpoint{Dir: dst, index: map[uint64]fileKey{}, names: map[uint64]linkedCopy{}, max: max}
 	if err := os.Mkdir(dst, 0o700); errors.Is(err, fs.ErrExist) {
 		if err := emptyDir(dst); err != nil {
 			return nil, err
@@ -84,7 +96,22 @@ func TakeCheckpoint(upper, dst string, prev *Checkpoint, max int) (*Checkpoint, 
 	if err := c.copyDir(root, ".", prev); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	if c.omitted > 0 {
+		c.Problems = append(c.Problems, Problem{"…", fmt.Sprintf("%d more entries not kept as they are", c.omitted)})
+	}
 	return c, nil
+}
+
+// maxProblems is how many of its problems a checkpoint keeps; the rest are counted.
+const maxProblems = 100
+
+// problem adds p to c's problems, or counts it past maxProblems.
+func (c *Checkpoint) problem(p Problem) {
+	if len(c.Problems) < maxProblems {
+		c.Problems = append(c.Problems, p)
+	} else {
+		c.omitted++
+	}
 }
 
 // emptyDir refuses dst unless it is an empty directory (not a link to one).
@@ -103,6 +130,25 @@ func emptyDir(dst string) error {
 // namesBatch is how many of a directory's names a walk of an upper directory holds at
 // once.
 const namesBatch = 1024
+
+// maxPathLen is the longest path of an upper directory a checkpoint or a rollback
+// reads (PATH_MAX: a checkpoint's copy of a longer one cannot be made), and
+// pathBytesPerEntry what the paths a rollback lists may take on average, per entry of
+// its bound: a chain of directories of long names, each a level deeper, makes the
+// paths' bytes grow with the square of its depth.
+const (
+	maxPathLen        = 4096
+	pathBytesPerEntry = 256
+)
+
+// ErrTooLong means the upper directory holds a path longer than a checkpoint or a
+// rollback reads, or more bytes of paths than a rollback lists.
+var ErrTooLong = errors.New("the staged workspace's paths are too long")
+
+// tooLong is ErrTooLong for the path p.
+func tooLong(p string) error {
+	return fmt.Errorf("%w: %.64q… (%d bytes; at most %d, and %d per entry on average)", ErrTooLong, p, len(p), maxPathLen, pathBytesPerEntry)
+}
 
 // tooMany is ErrTooMany for a bound of max entries.
 func tooMany(max int) error {
@@ -161,7 +207,7 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 		}
 		return os.Symlink(target, dst)
 	}
-	c.Problems = append(c.Problems, Problem{p, "a special file: not kept"})
+	c.problem(Problem{p, "a special file: not kept"})
 	return nil
 }
 
@@ -169,7 +215,7 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 // dst to a copy already made of it: prev's, when the file is unchanged since, or this
 // checkpoint's, when the file has another name copied already.
 func (c *Checkpoint) copyRegular(d *linux.Dir, name, p, dst string, key fileKey, nlink uint64, perm fs.FileMode, prev *Checkpoint) error {
-	linked := prev != nil && prev.index[p] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil
+	linked := prev != nil && prev.index[pathKey(p)] == key && os.Link(filepath.Join(prev.Dir, filepath.FromSlash(p)), dst) == nil
 	if !linked && nlink > 1 {
 		// A link to a file changed since, or one at its most names, fails: copied.
 		l, ok := c.names[key.ino]
@@ -183,7 +229,7 @@ func (c *Checkpoint) copyRegular(d *linux.Dir, name, p, dst string, key fileKey,
 		}
 		c.Copied++
 	}
-	c.index[p] = key
+	c.index[pathKey(p)] = key
 	if nlink > 1 {
 		c.names[key.ino] = linkedCopy{dst, key}
 	}
@@ -196,7 +242,7 @@ func (c *Checkpoint) copyRegular(d *linux.Dir, name, p, dst string, key fileKey,
 // and only the kernel writes trusted.* attributes.
 func (c *Checkpoint) copySubdir(sub *linux.Dir, p, dst string, perm fs.FileMode, prev *Checkpoint) error {
 	if v, err := sub.Getxattr(xattrRedirect); err != nil || v != "" {
-		c.Problems = append(c.Problems, Problem{p, "overlay metadata (" + xattrRedirect + ") a checkpoint cannot hold"})
+		c.problem(Problem{p, "overlay metadata (" + xattrRedirect + ") a checkpoint cannot hold"})
 		return nil
 	}
 	if err := os.Mkdir(dst, 0o700); err != nil {
@@ -263,13 +309,16 @@ func (c *Checkpoint) Unchanged(upper string, max int) (map[string]bool, error) {
 			}
 			for _, name := range names {
 				p := path.Join(rel, name)
+				if len(p) > maxPathLen {
+					return tooLong(p)
+				}
 				st, err := d.Lstat(name)
 				if err != nil {
 					continue
 				}
 				switch st.Mode & syscall.S_IFMT {
 				case syscall.S_IFREG:
-					if key, ok := c.index[p]; ok && key == (fileKey{st.Ino, st.Ctim.Nano(), st.Size}) {
+					if key, ok := c.index[pathKey(p)]; ok && key == (fileKey{st.Ino, st.Ctim.Nano(), st.Size}) {
 						same[p] = true
 					}
 				case syscall.S_IFDIR:
@@ -285,7 +334,7 @@ func (c *Checkpoint) Unchanged(upper string, max int) (map[string]bool, error) {
 			return nil
 		})
 	}
-	if err := walk(root, "."); err != nil && errors.Is(err, ErrTooMany) {
+	if err := walk(root, "."); err != nil && (errors.Is(err, ErrTooMany) || errors.Is(err, ErrTooLong)) {
 		return nil, err
 	}
 	return same, nil

@@ -196,7 +196,14 @@ func (rb *rollback) writeFile(p string, mode uint32, lType uint32) error {
 	return rb.live.WriteFile(p, f, mode&0o777, rb.uid, rb.gid)
 }
 
-// sameContent reports whether live's and want's regular files p hold the same bytes.
+// sameMax is the largest file sameContent compares: a larger one is taken to differ
+// and written again (with its holes kept: linux.Tree.WriteFile copies extents), so
+// that a rollback never reads more than this per file. The sandbox can make a file of
+// terabytes of holes, which read as zeros, in a moment.
+const sameMax = 64 << 20
+
+// sameContent reports whether live's and want's regular files p hold the same bytes;
+// files of more than sameMax bytes are taken to differ.
 func (rb *rollback) sameContent(p string) bool {
 	a, err := rb.live.Open(p)
 	if err != nil {
@@ -210,13 +217,15 @@ func (rb *rollback) sameContent(p string) bool {
 	defer b.Close()
 	fa, err1 := a.Stat()
 	fb, err2 := b.Stat()
-	if err1 != nil || err2 != nil || !fa.Mode().IsRegular() || !fb.Mode().IsRegular() || fa.Size() != fb.Size() {
+	if err1 != nil || err2 != nil || !fa.Mode().IsRegular() || !fb.Mode().IsRegular() || fa.Size() != fb.Size() || fa.Size() > sameMax {
 		return false
 	}
+	// Both are read to sameMax at most, whatever they grow to meanwhile.
+	lr, wr := io.LimitReader(a, sameMax+1), io.LimitReader(b, sameMax+1)
 	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
 	for {
-		na, ea := io.ReadFull(a, ba)
-		nb, eb := io.ReadFull(b, bb)
+		na, ea := io.ReadFull(lr, ba)
+		nb, eb := io.ReadFull(wr, bb)
 		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
 			return false
 		}
@@ -228,8 +237,9 @@ func (rb *rollback) sameContent(p string) bool {
 
 // UpperPaths lists the paths of the upper directory upper, parents first, following
 // no link (the sandbox writes it meanwhile); entries that vanish while it reads are
-// skipped. It lists at most max (limits.diff.entries): past that, [ErrTooMany]; a
-// directory's names are read a batch at a time.
+// skipped. It lists at most max (limits.diff.entries): past that, [ErrTooMany]; and
+// paths of at most maxPathLen bytes, pathBytesPerEntry per entry of max in all: past
+// that, [ErrTooLong]. A directory's names are read a batch at a time.
 func UpperPaths(upper string, max int) ([]string, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
@@ -242,6 +252,7 @@ func UpperPaths(upper string, max int) ([]string, error) {
 	}
 	defer root.Close()
 	var out []string
+	held := 0 // bytes of the paths in out
 	var walk func(d *linux.Dir, rel string) error
 	walk = func(d *linux.Dir, rel string) error {
 		return d.EachNames(namesBatch, func(names []string) error {
@@ -250,6 +261,9 @@ func UpperPaths(upper string, max int) ([]string, error) {
 			}
 			for _, n := range names {
 				p := path.Join(rel, n)
+				if held += len(p); len(p) > maxPathLen || held > max*pathBytesPerEntry {
+					return tooLong(p)
+				}
 				out = append(out, p)
 				st, err := d.Lstat(n)
 				if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
