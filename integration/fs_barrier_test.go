@@ -118,13 +118,13 @@ python3 -c 'import os; os.setxattr("bulk/8/4499", "user.barrier", b"1")'`)
 func TestBarrierNothingChanged(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	// Big enough that the baseline is still being read when cat has ended: cat's
-	// open is then not watched (opens are, once the baseline is read, as possible
-	// mmap writes), and the change set is empty.
+	// Big enough that the baseline is most likely still being read when the command
+	// has ended. It opens nothing in the workspace: a file it opened once the
+	// baseline is read would be watched (as a possible mmap write), and the change set
+	// not empty. No redirection either: sh's open of /dev/null for writing would be
+	// held until the baseline is read.
 	bigWorkspace(t, w, 32000)
-	// No redirection: sh's open of /dev/null for writing would be held until the
-	// baseline is read, and cat's open then watched.
-	r := w.cordon("", "run", "-v", "--", "cat", "bulk/0/0")
+	r := w.cordon("", "run", "-v", "--", "true")
 	if r.code != 0 {
 		t.Fatalf("run: %v", r)
 	}
@@ -138,8 +138,14 @@ func TestBarrierNothingChanged(t *testing.T) {
 	if len(diff.Changes) != 0 || diff.Files != 0 {
 		t.Errorf("%d changes for a command that wrote nothing: %+v", len(diff.Changes), diff.Changes)
 	}
+	// On a busy machine the baseline may be read before the command ends: the diff
+	// then reads it (not unread), which is no fault; a change set that is not empty
+	// for a command that touched nothing is one.
+	if why := grepLines(r.stderr, "the diff waits for the baseline"); why != "" {
+		t.Errorf("the diff of a command that touched nothing waited for the baseline (%+v):\n%s", diff.Scan, why)
+	}
 	if !diff.Scan.Unread {
-		t.Errorf("the empty diff waited for the baseline (%+v):\n%s", diff.Scan, grepLines(r.stderr, "baseline"))
+		t.Logf("the baseline was read before the command ended: %+v", diff.Scan)
 	}
 	if diff.Scan.Unread && (diff.Scan.Files != 0 || diff.Scan.Read != 0) {
 		t.Errorf("an unread scan counts files: %+v", diff.Scan)

@@ -137,3 +137,24 @@ func (b *barrier) shut() {
 	}
 	b.mu.Unlock()
 }
+
+// gate is w, whose writes wait until the barrier is released (or shut): cordon's
+// copy of the command's output to its own stdout and stderr, which the caller may
+// have redirected into a file of the workspace (`cordon run -- cmd > out.log`). The
+// barrier holds the command's own calls only; a write cordon makes for it there
+// before the baseline has read the file would be in the baseline, and missing from
+// the diff. The command waits meanwhile as on any full pipe.
+func (b *barrier) gate(w io.Writer) io.Writer { return &gatedWriter{w: w, b: b} }
+
+type gatedWriter struct {
+	w io.Writer
+	b *barrier
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	select {
+	case <-g.b.open:
+	case <-g.b.stop:
+	}
+	return g.w.Write(p)
+}

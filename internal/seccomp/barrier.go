@@ -31,7 +31,15 @@ var heldAlways = []string{
 	"utime", "utimes", "futimesat", "utimensat", "truncate", "ftruncate", "fallocate",
 	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 	"setxattrat", "removexattrat", "bind",
+	// A descriptor passed over a socket (SCM_RIGHTS) may be another process's, open
+	// for writing a workspace file: a write through it needs no held call.
+	"recvmsg", "recvmmsg",
 }
+
+// fSetlease is fcntl's F_SETLEASE: a write lease on a file makes another's
+// non-blocking open of it fail (EWOULDBLOCK), which would make the baseline record
+// the file unreadable and the diff show no patch for what the command writes in it.
+const fSetlease = 1024
 
 // unheld are the calls [Default] lets through that change no file system by
 // themselves: each writes only through a descriptor opened for writing (write,
@@ -44,7 +52,7 @@ var unheld = []string{
 	"close_range", "connect", "copy_file_range", "dup", "dup2", "dup3", "epoll_create",
 	"epoll_create1", "epoll_ctl", "epoll_ctl_old", "epoll_pwait", "epoll_pwait2", "epoll_wait",
 	"epoll_wait_old", "eventfd", "eventfd2", "execve", "execveat", "exit", "exit_group",
-	"faccessat", "faccessat2", "fadvise64", "fanotify_mark", "fchdir", "fcntl", "fdatasync",
+	"faccessat", "faccessat2", "fadvise64", "fanotify_mark", "fchdir", "fdatasync",
 	"fgetxattr", "flistxattr", "flock", "fork", "fstat", "fstatfs", "fsync", "futex",
 	"futex_requeue", "futex_wait", "futex_waitv", "futex_wake", "get_robust_list",
 	"get_thread_area", "getcpu", "getcwd", "getdents", "getdents64", "getegid", "geteuid",
@@ -63,7 +71,7 @@ var unheld = []string{
 	"pipe2", "pkey_alloc", "pkey_free", "pkey_mprotect", "poll", "ppoll", "prctl", "pread64",
 	"preadv", "preadv2", "prlimit64", "process_mrelease", "process_vm_readv",
 	"process_vm_writev", "pselect6", "ptrace", "pwrite64", "pwritev", "pwritev2", "read",
-	"readahead", "readlink", "readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg",
+	"readahead", "readlink", "readlinkat", "readv", "recvfrom",
 	"remap_file_pages", "restart_syscall", "rseq", "rt_sigaction", "rt_sigpending",
 	"rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
 	"rt_tgsigqueueinfo", "sched_get_priority_max", "sched_get_priority_min",
@@ -88,7 +96,8 @@ var unheld = []string{
 // workspace's baseline is read, so the command starts while the baseline is taken, and
 // changes nothing before it is.
 //
-// Held are the calls of heldAlways; open and openat when their flags ask for writing,
+// Held are the calls of heldAlways (with recvmsg and recvmmsg, which may bring in a
+// descriptor open for writing); fcntl F_SETLEASE; open and openat when their flags ask for writing,
 // creating or truncating (O_WRONLY, O_RDWR, O_CREAT, O_TRUNC; O_TMPFILE needs one of the
 // first two); and ioctl with a request that passes data in (_IOC_WRITE: among them
 // FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR, which change a file through a read-only
@@ -124,6 +133,7 @@ func Barrier() Policy {
 		c.Arg = arg
 		rules[name] = Rule{Action: Allow, DenyIf: []Cond{c}, OnMatch: Notify}
 	}
+	rules["fcntl"] = Rule{Action: Allow, OnMatch: Notify, DenyIf: []Cond{{Arg: 1, Op: In, Values: []uint32{fSetlease}}}}
 	rules["ioctl"] = Rule{Action: Allow, OnMatch: Notify, DenyIf: []Cond{
 		{Arg: 1, Op: AnyBit, Values: []uint32{iocWrite}},
 		{Arg: 1, Op: In, Values: []uint32{fsIocSetflags, fsIocFssetxattr, fsIocSetEncryptionPolicy}},

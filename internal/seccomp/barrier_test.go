@@ -42,6 +42,9 @@ var barrierDecisions = []decision{
 	{name: "open write-only", sys: "open", args: [6]uint64{0, oWronly}, want: notify},
 	{name: "open create", sys: "open", args: [6]uint64{0, oCreat | oWronly | oTrunc}, want: notify},
 	{name: "open flags as mode", sys: "open", args: [6]uint64{0, oRdonly, oWronly}, want: allow},
+	{name: "fcntl F_SETLEASE", sys: "fcntl", args: [6]uint64{3, fSetlease, 1}, want: notify},
+	{name: "fcntl F_GETFL", sys: "fcntl", args: [6]uint64{3, 3}, want: allow},
+	{name: "fcntl F_SETFD", sys: "fcntl", args: [6]uint64{3, 2, 1}, want: allow},
 	{name: "ioctl tcgets", sys: "ioctl", args: [6]uint64{1, tcgets}, want: allow},
 	{name: "ioctl tiocgwinsz", sys: "ioctl", args: [6]uint64{1, tiocgwinsz}, want: allow},
 	{name: "ioctl fionread", sys: "ioctl", args: [6]uint64{3, fionread}, want: allow},
@@ -67,7 +70,7 @@ var heldByName = []string{
 	"fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
 	"utimes", "futimesat", "utimensat", "truncate", "ftruncate", "fallocate", "setxattr",
 	"lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
-	"removexattrat", "bind",
+	"removexattrat", "bind", "recvmsg", "recvmmsg",
 }
 
 // passedByName are calls the barrier must let through: the hot paths of every
@@ -134,7 +137,7 @@ func TestBarrierMatchesItsPolicy(t *testing.T) {
 // TestBarrierCoversDefault: every call Default lets through is reviewed, held or
 // passed, and never both; and whatever Default refuses, the barrier does not allow.
 func TestBarrierCoversDefault(t *testing.T) {
-	held := map[string]bool{"open": true, "openat": true, "ioctl": true}
+	held := map[string]bool{"open": true, "openat": true, "ioctl": true, "fcntl": true}
 	for _, n := range heldAlways {
 		held[n] = true
 	}
