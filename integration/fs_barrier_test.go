@@ -138,14 +138,12 @@ func TestBarrierNothingChanged(t *testing.T) {
 	if len(diff.Changes) != 0 || diff.Files != 0 {
 		t.Errorf("%d changes for a command that wrote nothing: %+v", len(diff.Changes), diff.Changes)
 	}
-	// On a busy machine the baseline may be read before the command ends: the diff
-	// then reads it (not unread), which is no fault; a change set that is not empty
-	// for a command that touched nothing is one.
-	if why := grepLines(r.stderr, "the diff waits for the baseline"); why != "" {
-		t.Errorf("the diff of a command that touched nothing waited for the baseline (%+v):\n%s", diff.Scan, why)
-	}
+	// On a busy machine the baseline may be read before the command ends, or other
+	// processes change files on the workspace's file system (the watch marks all of
+	// it: files changed with no name reported are checked against the baseline), and
+	// the diff then reads the baseline (not unread): no fault, only slower.
 	if !diff.Scan.Unread {
-		t.Logf("the baseline was read before the command ended: %+v", diff.Scan)
+		t.Logf("the diff read the baseline (%+v):\n%s", diff.Scan, grepLines(r.stderr, "the diff waits for the baseline"))
 	}
 	if diff.Scan.Unread && (diff.Scan.Files != 0 || diff.Scan.Read != 0) {
 		t.Errorf("an unread scan counts files: %+v", diff.Scan)
