@@ -283,3 +283,21 @@ func runResult(t testing.TB, cmd *exec.Cmd, what string) result {
 	}
 	return r
 }
+
+// procStatus is the field key (VmRSS, VmHWM) of /proc/PID/status, in bytes.
+func procStatus(t *testing.T, pid int, key string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}

@@ -340,19 +340,7 @@ func TestRedServePatchOfAHugeLog(t *testing.T) {
 // peakRSS is process pid's peak resident memory, in bytes (VmHWM).
 func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/PID/status")
-	return 0
+	return procStatus(t, pid, "VmHWM")
 }
 
 // TestRedServeDownloadPlantedLinks: a sandbox plants, in its workspace, links to the

@@ -137,19 +137,7 @@ sys.exit(3)
 // vmRSS is process pid's resident memory now, in bytes (VmRSS).
 func vmRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/PID/status")
-	return 0
+	return procStatus(t, pid, "VmRSS")
 }
 
 // TestRedServeTurnGrowsWithoutSweep: a session remembers every workspace path its

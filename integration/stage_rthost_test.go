@@ -18,24 +18,6 @@ import (
 // binary: what the sandbox leaves in its upper directory must not make the session's
 // supervisor, a host process, spend memory or CPU time without bound.
 
-// procStatus is the field key (VmRSS, VmHWM) of /proc/PID/status, in bytes.
-func procStatus(t *testing.T, pid int, key string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", key, pid)
-	return 0
-}
-
 // cpuSeconds is the user and system CPU time process pid has spent (all threads).
 func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
