@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
 
@@ -157,4 +158,33 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 	case <-g.b.stop:
 	}
 	return g.w.Write(p)
+}
+
+// barrierEnd, once the command of a run with a barrier has ended (err: how), takes the
+// change set and, when it says nothing changed, ends the baseline early (skip): the
+// diff is empty whatever the baseline would have read. It reports whether it did.
+func (r *run) barrierEnd(err error, skip func()) bool {
+	if r.bar == nil || !r.bar.taken.Load() {
+		return false
+	}
+	// Counted before each held call went on, so before the command ended.
+	r.o.Log.Debug("the barrier's held calls", "held", r.bar.held.Load())
+	if err != nil {
+		return false
+	}
+	// A one-command run's sandbox ended with its command (see commandEnded).
+	r.takeChanges()
+	sp := trace.Begin("changes.nothing")
+	why := r.nothingChanged()
+	sp.End()
+	if why == "" {
+		skip()
+		return true
+	}
+	args := []any{"why", why}
+	if r.watched != nil {
+		args = append(args, "paths", len(r.watched.Paths), "objects", len(r.watched.Objects))
+	}
+	r.o.Log.Debug("the diff waits for the baseline", args...)
+	return false
 }

@@ -44,14 +44,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 			return ExecResult{}, err
 		}
 	}
-	if eo.Dir == "" {
-		eo.Dir = r.plan.Workdir
-	}
-	timeout := time.Duration(r.plan.Timeout)
-	if eo.Timeout > 0 {
-		timeout = eo.Timeout
-	}
-	eo.Stdin, eo.Stdout, eo.Stderr = orEmpty(eo.Stdin), orDiscard(eo.Stdout), orDiscard(eo.Stderr)
+	timeout := r.execDefaults(&eo)
 	var c command
 	defer func() {
 		if c.id != "" {
@@ -94,30 +87,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		r.stage.Started = layer.StartStamp(r.stageDir, r.o.now())
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
-	skipped := false
-	if r.bar != nil && r.bar.taken.Load() {
-		// Counted before each held call went on, so before the command ended.
-		r.o.Log.Debug("the barrier's held calls", "held", r.bar.held.Load())
-	}
-	if r.bar != nil && err == nil && r.bar.taken.Load() {
-		// A one-command run's sandbox ended with its command (see below). When the
-		// change set says nothing changed, the diff is empty whatever the baseline
-		// would have read: it is not waited for.
-		r.takeChanges()
-		sp := trace.Begin("changes.nothing")
-		why := r.nothingChanged()
-		sp.End()
-		if why == "" {
-			skipped = true
-			skipBaseline()
-		} else {
-			args := []any{"why", why}
-			if r.watched != nil {
-				args = append(args, "paths", len(r.watched.Paths), "objects", len(r.watched.Objects))
-			}
-			r.o.Log.Debug("the diff waits for the baseline", args...)
-		}
-	}
+	skipped := r.barrierEnd(err, skipBaseline)
 	sp := trace.Begin("setup.wait")
 	serr := wait()
 	sp.End()
@@ -134,28 +104,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	}
 	c.tracker = tracker
 	res.CmdID = c.id
-	switch {
-	case r.bar != nil && r.bar.taken.Load() && err == nil:
-		// Taken above.
-	case r.early && err == nil:
-		// A one-command run's sandbox ended with its command (bwrap has been waited
-		// for, its pid namespace with it): nothing is left to make a repository the
-		// live watch would disarm before the diff's sweep does.
-		r.takeChanges()
-	default:
-		r.noChanges("the sandbox may have outlived its command")
-	}
-	if !r.session {
-		// Drain the monitor while the command is still the current one, so that its
-		// last alerts are joined to it.
-		sp := trace.Begin("monitor.stop")
-		merr := r.stopMonitor(r.o.Log)
-		sp.End()
-		if merr != nil {
-			r.o.Log.Warn("stopping the monitor", "err", merr)
-			fmt.Fprintf(eo.Stderr, "cordon: warning: %v\n", merr)
-		}
-	}
+	r.commandEnded(err, eo.Stderr)
 	code, reason, err := classify(ctx, actx, code, err)
 	if err != nil {
 		return ExecResult{}, err
@@ -171,6 +120,48 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
+}
+
+// execDefaults fills in what eo leaves out (the plan's working directory, empty
+// input, discarded output) and returns the command's timeout.
+func (r *run) execDefaults(eo *ExecOptions) time.Duration {
+	if eo.Dir == "" {
+		eo.Dir = r.plan.Workdir
+	}
+	timeout := time.Duration(r.plan.Timeout)
+	if eo.Timeout > 0 {
+		timeout = eo.Timeout
+	}
+	eo.Stdin, eo.Stdout, eo.Stderr = orEmpty(eo.Stdin), orDiscard(eo.Stdout), orDiscard(eo.Stderr)
+	return timeout
+}
+
+// commandEnded takes the change set where it can be trusted (barrierEnd took it
+// already with a barrier) and, in a one-command run, drains the monitor while the
+// command is still the current one, so that its last alerts are joined to it; a
+// failure to stop it is warned of on stderr.
+func (r *run) commandEnded(err error, stderr io.Writer) {
+	switch {
+	case r.bar != nil && r.bar.taken.Load() && err == nil:
+		// Taken by barrierEnd.
+	case r.early && err == nil:
+		// A one-command run's sandbox ended with its command (bwrap has been waited
+		// for, its pid namespace with it): nothing is left to make a repository the
+		// live watch would disarm before the diff's sweep does.
+		r.takeChanges()
+	default:
+		r.noChanges("the sandbox may have outlived its command")
+	}
+	if r.session {
+		return
+	}
+	sp := trace.Begin("monitor.stop")
+	merr := r.stopMonitor(r.o.Log)
+	sp.End()
+	if merr != nil {
+		r.o.Log.Warn("stopping the monitor", "err", merr)
+		fmt.Fprintf(stderr, "cordon: warning: %v\n", merr)
+	}
 }
 
 // recordEnd logs how the command ended (cmd.end, with its captured output) and its
