@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -74,27 +74,39 @@ func TestRedBarrierStdoutIntoWorkspace(t *testing.T) {
 	}
 }
 
-// serveDescriptor listens on sock and hands each client f (SCM_RIGHTS): a host
-// process (an editor's helper, a build daemon) the command can reach through a socket
-// in the workspace.
-func serveDescriptor(t *testing.T, sock string, f *os.File) {
+// serveDescriptor listens on sock and hands each client the file at path opened with
+// flag (SCM_RIGHTS): a host process (an editor's helper, a build daemon) the command
+// can reach through a socket in the workspace. The file is opened before it returns,
+// and closed once the listener has stopped, at the test's end.
+func serveDescriptor(t *testing.T, sock, path string, flag int) {
 	t.Helper()
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	fd := int(f.Fd())
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		f.Close()
+	})
 	if err := os.Chmod(sock, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
+		defer close(done)
 		for {
 			c, err := l.AcceptUnix()
 			if err != nil {
 				return
 			}
-			_, _, err = c.WriteMsgUnix([]byte("x"), syscall.UnixRights(int(f.Fd())), nil)
-			if err != nil {
+			if _, _, err := c.WriteMsgUnix([]byte("x"), linux.UnixRights(fd), nil); err != nil {
 				t.Logf("sending the descriptor: %v", err)
 			}
 			c.Close()
@@ -129,12 +141,7 @@ func TestRedBarrierPassedDescriptor(t *testing.T) {
 	w := newWorld(t)
 	bigWorkspace(t, w, 32000)
 	victim := filepath.Join(w.ws, "bulk", "63", "31999")
-	f, err := os.OpenFile(victim, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	serveDescriptor(t, filepath.Join(w.ws, "h.sock"), f)
+	serveDescriptor(t, filepath.Join(w.ws, "h.sock"), victim, os.O_WRONLY|os.O_APPEND)
 	r := w.cordon("", "run", "-v", "--", "python3", "-c", takeDescriptor, "APPEND")
 	if r.code != 0 || !strings.Contains(r.stdout, "wrote") {
 		t.Fatalf("run: %v", r)
@@ -161,12 +168,7 @@ func TestRedBarrierUnreadMmap(t *testing.T) {
 	w := newWorld(t)
 	bigWorkspace(t, w, 32000)
 	victim := filepath.Join(w.ws, "bulk", "63", "31999")
-	f, err := os.OpenFile(victim, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	serveDescriptor(t, filepath.Join(w.ws, "h.sock"), f)
+	serveDescriptor(t, filepath.Join(w.ws, "h.sock"), victim, os.O_RDWR)
 	r := w.cordon("", "run", "-v", "--", "python3", "-c", takeDescriptor, "MMAP")
 	if r.code != 0 || !strings.Contains(r.stdout, "wrote") {
 		t.Fatalf("run: %v", r)
