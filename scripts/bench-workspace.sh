@@ -6,7 +6,8 @@
 # run: cordon keeps nothing between runs, so every run costs what the first one does.
 # Results go to bench/out/workspace.{json,txt}. CORDON=path measures another binary.
 # The first table also times the tree before issue 39's changes to the walk
-# (BENCH_BEFORE, a git revision: 874bb0f by default, built into bench/out/before-REV),
+# (BENCH_BEFORE, a git revision: 9112c4c, before the barrier, by default; built into
+# bench/out/before-REV),
 # in the same rounds, and prints both phase tables in the 11k-file clone. Issue 39, on
 # the 2-core VM with a load average of 11-12 from other builds (an empty run took 350
 # ms, not 91), BENCH_RUNS=12, medians:
@@ -19,13 +20,18 @@
 # With it (BENCH_RUNS=8 BENCH_BEFORE=c4a14bf, load 0.5-3.3), the diff reads only what
 # the kernel reported changed: the 11k clone's diff phase 28.2 -> 7.4 ms, its phase
 # table total 115.7 -> 99.2 ms; the 100k clone is past limits.diff.entries and walks.
+# With the barrier (issue 39: the command starts before the baseline is read, and an
+# empty change set skips it), BENCH_RUNS=10 BENCH_BEFORE=9112c4c, load 0.2-1.8 after
+# the clones were made, medians against the empty workspace:
+#   empty 43.5 ms; 11,478 files 71.3 ms (1.64x); 100,000 files 162.0 ms (3.72x)
+#   before: empty 45.6 ms; 11,478 files 154.7 ms (3.55x); 100,000 files 1034.5 ms (23.8x)
 # See docs/backends.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cordon=${CORDON:-$root/bin/cordon}
 out="$root/bench/out"
 mkdir -p "$out"
-rev=${BENCH_BEFORE:-874bb0f}
+rev=${BENCH_BEFORE:-9112c4c}
 before="$out/before-$rev"
 if [[ ! -x $before/cordon ]]; then
   src=$(mktemp -d /tmp/cordon-before.XXXXXX)
