@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -194,6 +195,7 @@ func (s *served) launch(t *testing.T) {
 	}
 	ready := make(chan string, 1)
 	cmd, stderr, done, metrics := s.cmd, s.stderr, s.done, s.metrics
+	var exited atomic.Bool // set once Wait has returned (ProcessState is Wait's to write)
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
@@ -207,7 +209,9 @@ func (s *served) launch(t *testing.T) {
 			}
 		}
 		close(ready)
-		done <- cmd.Wait()
+		err := cmd.Wait()
+		exited.Store(true)
+		done <- err
 	}()
 	top := filepath.Dir(s.file)
 	t.Cleanup(func() {
@@ -215,7 +219,7 @@ func (s *served) launch(t *testing.T) {
 		// running for the next start, which a test's end never makes); then every
 		// session still running in a tenant's run root is stopped: nothing a test
 		// started outlives it.
-		if cmd.ProcessState == nil {
+		if !exited.Load() {
 			cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-done:

@@ -218,14 +218,22 @@ func mountRoot(d Disk, img *os.File, dev string, made bool) error {
 		// second one over the same image.
 		return linux.MountExt4(dev, d.Root)
 	}
-	loop, err := linux.AttachLoop(img)
-	if err != nil {
-		return fmt.Errorf("disk of %s: %w", d.Root, err)
+	for attempt := 1; ; attempt++ {
+		loop, err := linux.AttachLoop(img)
+		if err != nil {
+			return fmt.Errorf("disk of %s: %w", d.Root, err)
+		}
+		// Once mounted, the file system holds the device; closing ours lets the kernel
+		// detach it with the last unmount (or at once, the mount failed).
+		err = linux.MountExt4(loop.Name(), d.Root)
+		loop.Close()
+		// A device freed a moment ago by the last unmount of an earlier start can be
+		// handed out while the kernel still tears it down: the mount then fails with
+		// EIO. Another attach, on a device detached since, is tried, twice at most.
+		if err == nil || !errors.Is(err, syscall.EIO) || attempt == 3 {
+			return err
+		}
 	}
-	// Once mounted, the file system holds the device; closing ours lets the kernel
-	// detach it with the last unmount.
-	defer loop.Close()
-	return linux.MountExt4(loop.Name(), d.Root)
 }
 
 // grow enlarges the image to d.Size and its file system with it, before it is
