@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordonhq/cordon/internal/seccomp"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestSeccompListenerHoldsUntilContinued loads the barrier on a thread of its own and
@@ -154,9 +155,8 @@ func TestSeccompListenerClosedFails(t *testing.T) {
 
 func TestSeccompListenerSupported(t *testing.T) {
 	requireSeccomp(t)
-	if why := SeccompListenerSupported(); why != "" {
-		t.Skipf("not here: %s", why)
-	}
+	why := SeccompListenerSupported()
+	testutil.Require(t, why == "", "a kernel with seccomp listeners: "+why)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
