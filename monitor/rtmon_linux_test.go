@@ -209,7 +209,8 @@ func TestLostIsPerRun(t *testing.T) {
 		t.Fatalf("flood: %v %s", err, out)
 	}
 	p := pinnedSet(t, root)
-	if lost := p.counters(cg.ID).Lost; lost == 0 {
+	flooded := p.counters(cg.ID).Lost
+	if flooded == 0 {
 		t.Fatal("the flooding run lost nothing: the test proves nothing")
 	}
 	n := crashRun(t, p, a, cg.ID)
@@ -217,10 +218,15 @@ func TestLostIsPerRun(t *testing.T) {
 	if b.m.slot.n != n {
 		t.Fatalf("the next run took slot %d, not the crashed run's %d", b.m.slot.n, n)
 	}
+	if lost := b.m.Stats().Lost; lost != 0 {
+		t.Fatalf("the next run starts with %d lost: the crashed run's %d", lost, flooded)
+	}
+	// Its own events (20 opens and the helper's start) may overflow the small ring on
+	// a loaded machine; what it counts lost is then its own, far fewer than the flood's.
 	b.helper("rate", "20", "0")
 	s := b.m.Stats()
-	if s.Lost != 0 {
-		t.Errorf("the next run starts with %d lost: the crashed run's", s.Lost)
+	if s.Lost >= flooded {
+		t.Errorf("the next run counts %d lost: the crashed run's %d", s.Lost, flooded)
 	}
 	if s.Events == 0 {
 		t.Errorf("the next run read none of its own events: %+v", s)

@@ -59,10 +59,14 @@ done
 	}
 	defer ch.Close()
 	r := &runner{t: t, ch: ch, dir: plan.Workspace}
+	// The client sends from a file, not a pipe: the listener's stdin is empty, so it
+	// shuts its side at once, and busybox nc exits 0 on that end without sending
+	// what a pipe's writer has not written yet (a loaded machine's race).
 	script := `echo "interfaces=[$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')]"
 ip -o link show lo
+echo hi >/tmp/hi
 nc -l -p 4242 >/tmp/lo.out &
-for i in $(seq 50); do echo hi | nc -w 1 127.0.0.1 4242 2>/dev/null && break; sleep 0.1; done
+for i in $(seq 50); do nc -w 1 127.0.0.1 4242 </tmp/hi 2>/dev/null && break; sleep 0.1; done
 wait
 echo "loopback=$(cat /tmp/lo.out)"
 ` + connect
