@@ -30,8 +30,14 @@ import (
 type barrier struct {
 	open     chan struct{} // closed once the baseline is complete: held calls continue
 	stop     chan struct{} // closed when the run gives the barrier up (shut)
-	openOnce sync.Once
-	stopOnce sync.Once
+	// hurry is closed once something waits for the baseline (a held call, gated
+	// output, the command's end with a change set to check): until then the baseline
+	// reads one directory at a time (fsdiff.Options.Hurry), leaving the cores to the
+	// sandbox's start and the command.
+	hurry     chan struct{}
+	openOnce  sync.Once
+	stopOnce  sync.Once
+	hurryOnce sync.Once
 	held     atomic.Int64 // calls received before open
 	passed   atomic.Int64 // calls continued
 	taken    atomic.Bool  // the listener was handed over
@@ -63,7 +69,13 @@ func (r *run) wantBarrier() string {
 }
 
 func newBarrier(log *slog.Logger) *barrier {
-	return &barrier{open: make(chan struct{}), stop: make(chan struct{}), log: log}
+	return &barrier{open: make(chan struct{}), stop: make(chan struct{}), hurry: make(chan struct{}), log: log}
+}
+
+// hurryUp says something waits for the baseline: it reads at full speed from now on.
+// It is idempotent.
+func (b *barrier) hurryUp() {
+	b.hurryOnce.Do(func() { close(b.hurry) })
 }
 
 // take serves f, process 1's barrier listener, until every process of the sandbox is
@@ -108,6 +120,7 @@ func (b *barrier) serve(l *linux.SeccompListener) {
 		case <-b.open:
 		default:
 			b.held.Add(1)
+			b.hurryUp()
 			select {
 			case <-b.open:
 			case <-b.stop:
@@ -132,6 +145,7 @@ func (b *barrier) release() {
 // was never released. It is idempotent.
 func (b *barrier) shut() {
 	b.stopOnce.Do(func() { close(b.stop) })
+	b.hurryUp()
 	b.mu.Lock()
 	if b.l != nil {
 		b.l.Close()
@@ -156,6 +170,12 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 	select {
 	case <-g.b.open:
 	case <-g.b.stop:
+	default:
+		g.b.hurryUp()
+		select {
+		case <-g.b.open:
+		case <-g.b.stop:
+		}
 	}
 	return g.w.Write(p)
 }
@@ -163,8 +183,16 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 // barrierEnd, once the command of a run with a barrier has ended (err: how), takes the
 // change set and, when it says nothing changed, ends the baseline early (skip): the
 // diff is empty whatever the baseline would have read. It reports whether it did.
-func (r *run) barrierEnd(err error, skip func()) bool {
-	if r.bar == nil || !r.bar.taken.Load() {
+func (r *run) barrierEnd(err error, skip func()) (skipped bool) {
+	if r.bar == nil {
+		return false
+	}
+	defer func() {
+		if !skipped {
+			r.bar.hurryUp() // the diff waits for the baseline
+		}
+	}()
+	if !r.bar.taken.Load() {
 		return false
 	}
 	// Counted before each held call went on, so before the command ended.

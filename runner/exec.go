@@ -403,6 +403,9 @@ func (r *run) settle(changes int) {
 func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
 	opts := diffOptions(r.plan)
 	if !r.session {
+		if r.bar != nil {
+			opts.Hurry = r.bar.hurry
+		}
 		return fsdiff.New(ctx, r.plan.Workspace, opts)
 	}
 	// What the sandbox's commands wrote where the host does not see it (a Pod's

@@ -57,6 +57,12 @@ type Options struct {
 	// Workers is the number of directories scanned at once (default 4×GOMAXPROCS, at
 	// least 4: most of the time is spent waiting in system calls).
 	Workers int
+	// Hurry, when not nil, makes a baseline ([New]) scan one directory at a time
+	// until it is closed, then Workers at once: a baseline that nothing waits for yet
+	// (a command that runs behind a barrier and has not touched a file) leaves the
+	// machine's cores to the command's start. Nil: Workers from the start. Only the
+	// baseline paces itself; the tracker's later scans run at full speed.
+	Hurry <-chan struct{}
 	// Exclude lists slash-separated paths relative to the workspace root that are not
 	// scanned (for example a cache directory). ".git" is always excluded, at any depth,
 	// except as GitDir says.
@@ -160,7 +166,7 @@ func New(ctx context.Context, dir string, opts Options) (*Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.base = base
+	t.base, t.opts.Hurry = base, nil
 	return t, nil
 }
 

@@ -98,6 +98,7 @@ type scanner struct {
 	index               *gitread.Index // the workspace's git index, for the baseline; or nil
 	start               time.Time
 	sem                 chan struct{} // limits directories scanned at once
+	calm                chan struct{} // one directory at a time until opts.Hurry is closed
 	wg                  sync.WaitGroup
 
 	retained  atomic.Int64
@@ -161,6 +162,7 @@ func openScanner(dir string, opts Options) (s *scanner, done func(), err error) 
 		opts:     opts,
 		start:    opts.now(),
 		sem:      make(chan struct{}, opts.Workers),
+		calm:     make(chan struct{}, 1),
 		out:      make(map[string]*entry),
 		outNames: make(map[string][]string),
 	}
@@ -201,6 +203,7 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 	defer s.wg.Done()
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
+	defer s.pace()()
 	if pre != nil {
 		s.preOpened.Add(-1)
 	}
@@ -247,6 +250,25 @@ func (s *scanner) scanDir(ctx context.Context, rel string, want fs.FileInfo, pre
 		s.out[ne.rel] = ne.e
 	}
 	s.mu.Unlock()
+}
+
+// pace waits, until opts.Hurry is closed, for the one directory being scanned to be
+// done, and returns what ends this one's turn.
+func (s *scanner) pace() (done func()) {
+	if s.opts.Hurry == nil {
+		return func() {}
+	}
+	select {
+	case <-s.opts.Hurry:
+		return func() {}
+	default:
+	}
+	select {
+	case <-s.opts.Hurry:
+		return func() {}
+	case s.calm <- struct{}{}:
+		return func() { <-s.calm }
+	}
 }
 
 // look looks at names, the listing of the directory rel (opened as r) that holds
