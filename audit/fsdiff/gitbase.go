@@ -2,6 +2,7 @@ package fsdiff
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -53,7 +54,7 @@ type lazyBlob struct {
 // there is none usable: no .git directory (a link, a gitdir: file, a worktree), or an
 // index that is missing, malformed or over the parser's limits. The caller then reads
 // every file, as without git.
-func gitIndex(root *os.Root, dir string) *gitread.Index {
+func gitIndex(ctx context.Context, root *os.Root, dir string) *gitread.Index {
 	fi, err := root.Lstat(".git")
 	if err != nil || !fi.IsDir() {
 		return nil
@@ -69,7 +70,7 @@ func gitIndex(root *os.Root, dir string) *gitread.Index {
 	if _, err := g.Lstat(paths.GitWritten); !errors.Is(err, fs.ErrNotExist) {
 		return nil // a sandbox could write this index (or we cannot tell): never trusted
 	}
-	idx, err := gitread.ReadIndex(g)
+	idx, err := gitread.ReadIndex(ctx, g)
 	if err != nil {
 		return nil
 	}

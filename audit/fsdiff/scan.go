@@ -129,7 +129,7 @@ func scan(ctx context.Context, dir string, opts Options, prev *snapshot) (*snaps
 		s.prev, s.prevNames = prev.entries, prev.names
 		s.out = make(map[string]*entry, len(prev.entries))
 	} else if !opts.noGitIndex {
-		s.index = gitIndex(s.root, dir)
+		s.index = gitIndex(ctx, s.root, dir)
 	}
 	s.wg.Add(1)
 	go s.scanDir(ctx, ".", nil, nil)

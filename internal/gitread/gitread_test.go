@@ -3,9 +3,11 @@ package gitread
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,7 +84,7 @@ func TestParseIndexAttacks(t *testing.T) {
 		{"v4", buildIndex(4, -1, []rawEntry{{name: "dir/a", mode: file}, {name: "b", mode: file, strip: 1}}), []string{"dir/a", "dir/b"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseIndex(tc.data)
+			got, err := ParseIndex(context.Background(), tc.data)
 			if tc.err {
 				if !errors.Is(err, ErrMalformed) {
 					t.Fatalf("got %v, %v; want ErrMalformed", got, err)
@@ -105,7 +107,7 @@ func TestParseIndexAttacks(t *testing.T) {
 	t.Run("checksum", func(t *testing.T) {
 		data := buildIndex(2, -1, []rawEntry{{name: "a", mode: file}})
 		data[len(data)-1] ^= 1
-		if _, err := ParseIndex(data); !errors.Is(err, ErrMalformed) {
+		if _, err := ParseIndex(context.Background(), data); !errors.Is(err, ErrMalformed) {
 			t.Errorf("got %v; want ErrMalformed", err)
 		}
 	})
@@ -117,7 +119,7 @@ func TestParseIndexAttacks(t *testing.T) {
 // maxNameBytes, however small the file.
 func TestParseIndexV4Amplification(t *testing.T) {
 	long := strings.Repeat("d/", maxNameLen/2-4) + "x"
-	if _, err := ParseIndex(buildIndex(4, -1, []rawEntry{{name: long + strings.Repeat("y", 9), mode: 0o100644}})); !errors.Is(err, ErrMalformed) {
+	if _, err := ParseIndex(context.Background(), buildIndex(4, -1, []rawEntry{{name: long + strings.Repeat("y", 9), mode: 0o100644}})); !errors.Is(err, ErrMalformed) {
 		t.Errorf("a name over %d bytes: %v", maxNameLen, err)
 	}
 	// Each entry strips the 4-byte counter of the previous name and appends the next
@@ -131,7 +133,7 @@ func TestParseIndexV4Amplification(t *testing.T) {
 		entries = append(entries, rawEntry{name: count(i), mode: 0o100644, strip: 4})
 	}
 	data := buildIndex(4, -1, entries)
-	_, err := ParseIndex(data)
+	_, err := ParseIndex(context.Background(), data)
 	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "index paths") {
 		t.Errorf("%d bytes of index expanding to %d bytes of names: %v", len(data), n*len(long), err)
 	}
@@ -300,7 +302,7 @@ func FuzzParseIndex(f *testing.F) {
 	f.Add(buildIndex(2, -1, []rawEntry{{name: "a", mode: 0o100644}}))
 	f.Add(buildIndex(4, -1, []rawEntry{{name: "dir/a", mode: 0o100644}, {name: "b", mode: 0o100644, strip: 1}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ParseIndex(data)
+		ParseIndex(context.Background(), data)
 	})
 }
 
@@ -324,5 +326,24 @@ func TestValidPath(t *testing.T) {
 		if got := validPath(name); got != want {
 			t.Errorf("validPath(%q) = %v; want %v", name, got, want)
 		}
+	}
+}
+
+// A parse whose context is done stops with its error: a baseline ended early does not
+// wait for a large index to be parsed to its end.
+func TestParseIndexCanceled(t *testing.T) {
+	var entries []rawEntry
+	for i := range 3 * parseStride {
+		entries = append(entries, rawEntry{name: fmt.Sprintf("d/f%06d", i), mode: 0o100644})
+	}
+	data := buildIndex(2, -1, entries)
+	got, err := ParseIndex(context.Background(), data)
+	if err != nil || len(got) != len(entries) {
+		t.Fatalf("the whole index: %d entries, %v", len(got), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ParseIndex(ctx, data); !errors.Is(err, context.Canceled) {
+		t.Errorf("a canceled parse: %v", err)
 	}
 }

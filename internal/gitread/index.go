@@ -12,6 +12,7 @@ package gitread
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
@@ -67,8 +68,8 @@ type Index struct {
 
 // ReadIndex reads and parses the index of the git directory dir (a workspace's
 // .git). The index must be a regular file of at most [MaxIndexSize] bytes; a
-// symbolic link is refused.
-func ReadIndex(dir *safefs.Dir) (*Index, error) {
+// symbolic link is refused. It stops with ctx's error once ctx is done.
+func ReadIndex(ctx context.Context, dir *safefs.Dir) (*Index, error) {
 	f, err := dir.Open("index", MaxIndexSize)
 	switch {
 	case errors.Is(err, safefs.ErrNotRegular), errors.Is(err, safefs.ErrTooLarge):
@@ -88,7 +89,7 @@ func ReadIndex(dir *safefs.Dir) (*Index, error) {
 		return nil, err
 	}
 	data := buf.Bytes()
-	entries, err := ParseIndex(data)
+	entries, err := ParseIndex(ctx, data)
 	if err != nil {
 		return nil, err
 	}
@@ -98,8 +99,10 @@ func ReadIndex(dir *safefs.Dir) (*Index, error) {
 // ParseIndex parses the bytes of an index file (versions 2, 3 and 4). It returns the
 // stage-0 entries of regular files that git would compare by stat (not skip-worktree,
 // not intent-to-add); paths in conflict are left out. Extensions are ignored. Any
-// malformed entry, path or order refuses the whole index.
-func ParseIndex(data []byte) (map[string]Entry, error) {
+// malformed entry, path or order refuses the whole index. It stops with ctx's error
+// once ctx is done (a large index takes tens of milliseconds: a baseline ended early
+// need not wait for it).
+func ParseIndex(ctx context.Context, data []byte) (map[string]Entry, error) {
 	if len(data) > MaxIndexSize {
 		return nil, fmt.Errorf("%w: index over %d bytes", ErrMalformed, MaxIndexSize)
 	}
@@ -107,7 +110,11 @@ func ParseIndex(data []byte) (map[string]Entry, error) {
 		return nil, fmt.Errorf("%w: not an index", ErrMalformed)
 	}
 	body, trailer := data[:len(data)-sha1.Size], data[len(data)-sha1.Size:]
-	if sum := sha1.Sum(body); !bytes.Equal(sum[:], trailer) && !allZero(trailer) {
+	sum, err := checksum(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(sum, trailer) && !allZero(trailer) {
 		return nil, fmt.Errorf("%w: index checksum", ErrMalformed)
 	}
 	version := binary.BigEndian.Uint32(data[4:8])
@@ -121,7 +128,10 @@ func ParseIndex(data []byte) (map[string]Entry, error) {
 	p := &indexParser{data: body, off: 12, version: version}
 	out := make(map[string]Entry, min(int(count), len(body)/62))
 	conflicted := map[string]bool{}
-	for range count {
+	for i := range count {
+		if i%parseStride == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		e, name, stage, keep, err := p.entry()
 		if err != nil {
 			return nil, err
@@ -135,6 +145,23 @@ func ParseIndex(data []byte) (map[string]Entry, error) {
 		}
 	}
 	return out, nil
+}
+
+// parseStride is how many index entries (or how many bytes, hashed) are parsed
+// between two looks at the context.
+const parseStride = 1 << 12
+
+// checksum is the SHA-1 of body, hashed parseStride×64 bytes at a time while ctx is
+// not done.
+func checksum(ctx context.Context, body []byte) ([]byte, error) {
+	h := sha1.New()
+	for chunk := parseStride * 64; len(body) > 0; body = body[min(chunk, len(body)):] {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		h.Write(body[:min(chunk, len(body))])
+	}
+	return h.Sum(nil), nil
 }
 
 func allZero(b []byte) bool { return bytes.Count(b, []byte{0}) == len(b) }

@@ -1,6 +1,7 @@
 package gitread
 
 import (
+	"context"
 	"crypto/sha1"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ func FuzzParseIndexBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sum := sha1.Sum(body)
-		ParseIndex(append(body[:len(body):len(body)], sum[:]...))
+		ParseIndex(context.Background(), append(body[:len(body):len(body)], sum[:]...))
 	})
 }
 
