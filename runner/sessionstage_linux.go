@@ -260,7 +260,7 @@ func (r *run) restore(cp *checkpoint) (changed []string, problems []layer.Proble
 	}
 	defer want.Close()
 	err = linux.WithoutReserve(func() (err error) {
-		changed, problems, err = layer.Rollback(live, want, paths, same, uid, gid)
+		changed, problems, err = layer.Rollback(live, want, paths, same, uid, gid, r.maxStaged())
 		return err
 	})
 	return changed, problems, err

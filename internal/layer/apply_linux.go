@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -192,7 +191,7 @@ func (l Landing) land(ws *linux.Tree, up *safefs.Dir, c Change) error {
 	now := StateOf(ws, c.Path)
 	switch c.Kind {
 	case Delete:
-		return removeAll(ws, c.Path)
+		return removeAll(ws, c.Path, 0)
 	case Dir:
 		if now.Exists && !now.Dir {
 			if err := ws.Remove(c.Path); err != nil {
@@ -211,7 +210,7 @@ func (l Landing) land(ws *linux.Tree, up *safefs.Dir, c Change) error {
 		return nil
 	}
 	if now.Dir {
-		if err := removeAll(ws, c.Path); err != nil {
+		if err := removeAll(ws, c.Path, 0); err != nil {
 			return err
 		}
 	}
@@ -274,7 +273,7 @@ func (l Landing) emptyExcept(ws *linux.Tree, up *safefs.Dir, rel string) error {
 	}
 	for _, n := range names {
 		if !keep[n] {
-			if err := removeAll(ws, path.Join(rel, n)); err != nil {
+			if err := removeAll(ws, path.Join(rel, n), 0); err != nil {
 				return err
 			}
 		}
@@ -282,17 +281,29 @@ func (l Landing) emptyExcept(ws *linux.Tree, up *safefs.Dir, rel string) error {
 	return nil
 }
 
-// removeAll removes rel and, for a directory, everything below it, deepest first.
-func removeAll(ws *linux.Tree, rel string) error {
+// removeAll removes rel and, for a directory, everything below it, deepest first: a
+// batch of names at a time, read again until none is left, so that a directory holds
+// at most a batch of its names in memory at each level. Past max entries removed from
+// one directory (0: no bound), it stops with [ErrTooMany]: something may be filling
+// it as fast as they go.
+func removeAll(ws *linux.Tree, rel string, max int) error {
 	if StateOf(ws, rel).Dir {
-		names, err := ws.Names(rel)
-		if err != nil {
-			return err
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			if err := removeAll(ws, path.Join(rel, n)); err != nil {
+		removed := 0
+		for {
+			names, err := ws.ReadNames(rel, namesBatch)
+			if err != nil {
 				return err
+			}
+			if len(names) == 0 {
+				break
+			}
+			if removed += len(names); max > 0 && removed > max {
+				return tooMany(max)
+			}
+			for _, n := range names {
+				if err := removeAll(ws, path.Join(rel, n), max); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -21,9 +21,12 @@ import (
 // link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits. Files
 // in same are known to be what they were at the checkpoint (Checkpoint.Unchanged) and
 // are not read. It returns the paths it changed, and what want holds that it cannot
-// restore.
-func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid, gid int) (changed []string, problems []Problem, err error) {
-	rb := &rollback{live: live, want: want, uid: uid, gid: gid, named: map[string]bool{}, written: map[[2]uint64]string{}}
+// restore. A directory it lists, on either side, holds at most max entries
+// (limits.diff.entries; 0: no bound), and one it removes at most max in all: past that, the
+// rollback stops with [ErrTooMany] (the sandbox may fill a directory of live while
+// this reads it).
+func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid, gid, max int) (changed []string, problems []Problem, err error) {
+	rb := &rollback{live: live, want: want, uid: uid, gid: gid, max: max, named: map[string]bool{}, written: map[[2]uint64]string{}}
 	sort.Strings(paths)
 	for _, p := range paths {
 		rb.named[p] = true
@@ -42,6 +45,7 @@ func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid,
 type rollback struct {
 	live, want *linux.Tree
 	uid, gid   int
+	max        int // entries of one directory listed or removed (limits.diff.entries)
 	named      map[string]bool
 	// written is, for a file of want of many names, the live path it was last written
 	// to: its other names are made links to it, so that a file of many names costs one
@@ -66,7 +70,7 @@ func (rb *rollback) sync(p string) error {
 		if lType == 0 {
 			return nil
 		}
-		return rb.did(p, removeAll(rb.live, p))
+		return rb.did(p, removeAll(rb.live, p, rb.max))
 	case syscall.S_IFDIR:
 		return rb.syncDir(p, wMode, lMode)
 	case syscall.S_IFREG:
@@ -85,7 +89,7 @@ func (rb *rollback) sync(p string) error {
 			}
 		}
 		if lType == syscall.S_IFDIR {
-			if err := removeAll(rb.live, p); err != nil {
+			if err := removeAll(rb.live, p, rb.max); err != nil {
 				return err
 			}
 		}
@@ -101,7 +105,7 @@ func (rb *rollback) syncDir(p string, wMode, lMode uint32) error {
 	switch lType := lMode & syscall.S_IFMT; {
 	case lType != syscall.S_IFDIR:
 		if lType != 0 {
-			if err := removeAll(rb.live, p); err != nil {
+			if err := removeAll(rb.live, p, rb.max); err != nil {
 				return err
 			}
 		}
@@ -113,11 +117,11 @@ func (rb *rollback) syncDir(p string, wMode, lMode uint32) error {
 			return err
 		}
 	}
-	wn, err := rb.want.Names(p)
+	wn, err := boundedNames(rb.want, p, rb.max)
 	if err != nil {
 		return err
 	}
-	ln, err := rb.live.Names(p)
+	ln, err := boundedNames(rb.live, p, rb.max)
 	if err != nil {
 		return err
 	}
@@ -145,6 +149,19 @@ func (rb *rollback) syncDir(p string, wMode, lMode uint32) error {
 	return nil
 }
 
+// boundedNames lists the directory rel of t, of at most max entries: past that,
+// [ErrTooMany].
+func boundedNames(t *linux.Tree, rel string, max int) ([]string, error) {
+	if max <= 0 {
+		return t.ReadNames(rel, 0)
+	}
+	names, err := t.ReadNames(rel, max+1)
+	if err == nil && len(names) > max {
+		err = tooMany(max)
+	}
+	return names, err
+}
+
 func (rb *rollback) did(p string, err error) error {
 	if err == nil {
 		rb.changed = append(rb.changed, p)
@@ -162,7 +179,7 @@ func (rb *rollback) writeNamed(p string, mode uint32, lType uint32) error {
 	id := [2]uint64{uint64(w.Dev), w.Ino}
 	if first, ok := rb.written[id]; ok {
 		if lType == syscall.S_IFDIR {
-			if err := removeAll(rb.live, p); err != nil {
+			if err := removeAll(rb.live, p, rb.max); err != nil {
 				return err
 			}
 		}
@@ -181,7 +198,7 @@ func (rb *rollback) writeNamed(p string, mode uint32, lType uint32) error {
 // writeFile replaces live's p with want's file of mode mode.
 func (rb *rollback) writeFile(p string, mode uint32, lType uint32) error {
 	if lType == syscall.S_IFDIR {
-		if err := removeAll(rb.live, p); err != nil {
+		if err := removeAll(rb.live, p, rb.max); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,8 @@
 package layer
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +109,7 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	changed, problems, err := Rollback(w.live, want, append(now, then...), same, -1, -1)
+	changed, problems, err := Rollback(w.live, want, append(now, then...), same, -1, -1, testMax)
 	if err != nil || len(problems) > 0 {
 		w.t.Fatalf("rollback: %v %v", err, problems)
 	}
@@ -127,7 +129,7 @@ func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 	if err := w.live.Remove("b.txt"); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeAll(w.live, "d"); err != nil {
+	if err := removeAll(w.live, "d", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.live.Mkdir("n", 0o755, -1, -1); err != nil {
@@ -164,7 +166,7 @@ func TestRollbackFollowsNoLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	outside := t.TempDir()
-	if err := removeAll(w.live, "d"); err != nil {
+	if err := removeAll(w.live, "d", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.live.Symlink("d", outside, -1, -1); err != nil {
@@ -175,6 +177,46 @@ func TestRollbackFollowsNoLink(t *testing.T) {
 		t.Fatalf("the rollback wrote through a link: %v", entries)
 	}
 	if got := w.state(); got != "a.txt:one b.txt:keep d:dir d/x:x n:- n/z:-" {
+		t.Errorf("after rollback: %s", got)
+	}
+}
+
+// A directory the sandbox fills past the bound while a rollback removes or lists it
+// stops the rollback (ErrTooMany) instead of being read whole into the supervisor;
+// below the bound, a directory of many batches of names is removed whole.
+func TestRollbackBoundsWhatItLists(t *testing.T) {
+	w := newOverlayWorld(t)
+	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.live.Mkdir("n", 0o755, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3*namesBatch + 1 {
+		w.write(fmt.Sprintf("n/f%d", i), "")
+	}
+	max := 2 * namesBatch
+	if err := removeAll(w.live, "n", max); !errors.Is(err, ErrTooMany) {
+		t.Errorf("removing a directory past the bound: %v", err)
+	}
+	if err := w.live.Mkdir("d/many", 0o755, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range max + 1 {
+		w.write(fmt.Sprintf("d/many/f%d", i), "")
+	}
+	if _, err := boundedNames(w.live, "d/many", max); !errors.Is(err, ErrTooMany) {
+		t.Errorf("listing a directory past the bound: %v", err)
+	}
+	if err := removeAll(w.live, "n", 0); err != nil {
+		t.Fatalf("removing a directory of many batches: %v", err)
+	}
+	if _, err := w.live.Lstat("n"); err == nil {
+		t.Error("n is still there")
+	}
+	w.rollback(c1)
+	if got := w.state(); !strings.Contains(got, "n:-") {
 		t.Errorf("after rollback: %s", got)
 	}
 }
