@@ -122,10 +122,11 @@ func TestBarrierNothingChanged(t *testing.T) {
 	// has ended. It opens nothing in the workspace: a file it opened once the
 	// baseline is read would be watched (as a possible mmap write), and the change set
 	// not empty. No redirection either: sh's open of /dev/null for writing would be
-	// held until the baseline is read.
+	// held until the baseline is read. Its output goes to a pipe, which cordon's
+	// copy does not hold (a regular file it would: TestRedBarrierStdoutIntoWorkspace).
 	bigWorkspace(t, w, 32000)
-	r := w.cordon("", "run", "-v", "--", "true")
-	if r.code != 0 {
+	r := w.cordon("", "run", "-v", "--", "echo", "said")
+	if r.code != 0 || r.stdout != "said\n" {
 		t.Fatalf("run: %v", r)
 	}
 	if heldCalls(r.stderr) < 0 {

@@ -3,7 +3,10 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -68,4 +71,38 @@ func TestBarrierHurriesWhenWaitedFor(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Output copied to a pipe, a socket or a character device is not held (what lands
+// from there in the workspace is a host process's doing); to a regular file, or to a
+// writer that is not a file, it is.
+func TestBarrierGatesOnlyWhatMayLand(t *testing.T) {
+	b := newBarrier(slog.New(slog.DiscardHandler))
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	var buf bytes.Buffer
+	for _, tc := range []struct {
+		name  string
+		dst   io.Writer
+		gated bool
+	}{{"pipe", pw, false}, {"/dev/null", null, false}, {"regular file", file, true}, {"not a file", &buf, true}} {
+		_, gated := b.gateFor(tc.dst, tc.dst).(*gatedWriter)
+		if gated != tc.gated {
+			t.Errorf("output to a %s: gated %v, want %v", tc.name, gated, tc.gated)
+		}
+	}
 }

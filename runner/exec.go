@@ -277,7 +277,7 @@ func (r *run) runCommand(ctx context.Context, argv []string, eo ExecOptions, out
 	cout, cerr, finishCap := r.capStreams(res.CmdID, eo.Cap, eo.Stdout, eo.Stderr)
 	p.Stdout, p.Stderr = io.MultiWriter(cout, out), io.MultiWriter(cerr, errOut)
 	if r.bar != nil {
-		p.Stdout, p.Stderr = r.bar.gate(p.Stdout), r.bar.gate(p.Stderr)
+		p.Stdout, p.Stderr = r.bar.gateFor(p.Stdout, eo.Stdout), r.bar.gateFor(p.Stderr, eo.Stderr)
 	}
 	began := r.o.now()
 	r.handOver(ctx) // a one-command run: process 1's hello, with the egress listener
