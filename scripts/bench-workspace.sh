@@ -90,7 +90,7 @@ interleaved() {
       j=$(((k + i) % n))
       args+=(-n "${pairs[2 * j]}" "${pairs[2 * j + 1]}")
     done
-    hyperfine -N --runs 1 --export-json "$tmp/round-$i.json" "${args[@]}" >/dev/null 2>&1
+    hyperfine -N --output="${output:-null}" --runs 1 --export-json "$tmp/round-$i.json" "${args[@]}" >/dev/null 2>&1
     files+=("$tmp/round-$i.json")
   done
   "$tmp/benchtable" -baseline "${pairs[0]}" "${files[@]}" >"$out.txt"
@@ -108,6 +108,17 @@ interleaved "$out/workspace" \
   "git $n11 files, $rev" "sh -c 'cd $tmp/go11k && exec $before/cordon run -- true'" \
   "git $n100 files, $rev" "sh -c 'cd $tmp/gen100k && exec $before/cordon run -- true'"
 cat "$out/workspace.txt"
+
+# A command that prints, its output to a pipe (as a CI job's is): cordon's copy of it
+# does not wait for the baseline (a regular file would).
+echo "== cordon run -- cat FILE, its output to a pipe: the same workspaces ($runs interleaved rounds)"
+for d in empty go11k gen100k; do printf 'x\n' > "$tmp/$d/cordon-bench-read.txt"; done
+output=pipe interleaved "$out/workspace-output" \
+  "empty, cat" "sh -c 'cd $tmp/empty && exec $cordon run -- cat cordon-bench-read.txt'" \
+  "git $n11 files, cat" "sh -c 'cd $tmp/go11k && exec $cordon run -- cat cordon-bench-read.txt'" \
+  "git $n100 files, cat" "sh -c 'cd $tmp/gen100k && exec $cordon run -- cat cordon-bench-read.txt'"
+rm -f "$tmp"/{empty,go11k,gen100k}/cordon-bench-read.txt
+cat "$out/workspace-output.txt"
 
 echo "== phase tables of cordon run -- true in the $n11-file clone: before $rev, then this tree (the walks are baseline and diff)"
 (cd "$tmp/go11k" && CORDON_AUDIT_DIR="$tmp/audit-phases" "$tmp/benchphases" -n "$runs" -- \
