@@ -29,8 +29,8 @@ import (
 // barrier is the host's side of a run's barrier. Its methods are safe for concurrent
 // use.
 type barrier struct {
-	open     chan struct{} // closed once the baseline is complete: held calls continue
-	stop     chan struct{} // closed when the run gives the barrier up (shut)
+	open chan struct{} // closed once the baseline is complete: held calls continue
+	stop chan struct{} // closed when the run gives the barrier up (shut)
 	// hurry is closed once something waits for the baseline (a held call, gated
 	// output, the command's end with a change set to check): until then the baseline
 	// reads one directory at a time (fsdiff.Options.Hurry), leaving the cores to the
@@ -39,13 +39,13 @@ type barrier struct {
 	openOnce  sync.Once
 	stopOnce  sync.Once
 	hurryOnce sync.Once
-	held     atomic.Int64 // calls received before open
-	passed   atomic.Int64 // calls continued
-	taken    atomic.Bool  // the listener was handed over
-	mu       sync.Mutex   // mu guards l.
-	l        *linux.SeccompListener
-	log      *slog.Logger
-	root     os.FileInfo // the workspace's directory before the command ran
+	held      atomic.Int64 // calls received before open
+	passed    atomic.Int64 // calls continued
+	taken     atomic.Bool  // the listener was handed over
+	mu        sync.Mutex   // mu guards l.
+	l         *linux.SeccompListener
+	log       *slog.Logger
+	root      os.FileInfo // the workspace's directory before the command ran
 }
 
 // errNoBarrier: process 1 sent no barrier listener, or something else in its place.

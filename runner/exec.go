@@ -87,15 +87,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		r.stage.Started = layer.StartStamp(r.stageDir, r.o.now())
 	}
 	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
-	skipped := r.barrierEnd(err, skipBaseline)
-	sp := trace.Begin("setup.wait")
-	serr := wait()
-	sp.End()
-	if skipped && serr != nil && sctx.Err() != nil && ctx.Err() == nil {
-		serr, tracker = nil, nil // the baseline was ended early, not failed
-	} else if skipped && serr == nil {
-		skipped = false // complete before it could be ended: the diff reads the change set
-	}
+	skipped, serr := r.setupEnded(ctx, sctx, err, skipBaseline, wait)
 	if serr != nil {
 		if c.id == "" || !startTimedOut(actx, serr) {
 			return ExecResult{}, serr // the sandbox was killed before the command ran
@@ -120,6 +112,25 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
+}
+
+// setupEnded, once the command has ended (cmdErr: how), ends its baseline early when
+// the barrier shows nothing changed (skip, which sctx sees), waits for the setup
+// (wait) and returns its error: none for a baseline ended early. skipped says the
+// diff is empty without the baseline; false when the baseline was complete before
+// it could be ended (the diff then reads the change set).
+func (r *run) setupEnded(ctx, sctx context.Context, cmdErr error, skip func(), wait func() error) (skipped bool, err error) {
+	skipped = r.barrierEnd(cmdErr, skip)
+	sp := trace.Begin("setup.wait")
+	err = wait()
+	sp.End()
+	switch {
+	case skipped && err != nil && sctx.Err() != nil && ctx.Err() == nil:
+		return true, nil // the baseline was ended early, not failed
+	case skipped && err == nil:
+		return false, nil
+	}
+	return skipped, err
 }
 
 // execDefaults fills in what eo leaves out (the plan's working directory, empty

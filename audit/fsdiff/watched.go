@@ -38,34 +38,10 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 	if why := t.unwatchable(); why != "" {
 		return nil, why, nil
 	}
-	objects := make(map[[2]uint64]bool, len(w.Objects))
-	for _, o := range w.Objects {
-		objects[o] = true
+	changed, why := t.changedPaths(w)
+	if why != "" {
+		return nil, why, nil
 	}
-	changed := slices.Clone(w.Paths)
-	for p, e := range base.entries {
-		if e.key.fileID()[0] != t.root[0] {
-			return nil, fmt.Sprintf("the workspace spans more than one file system (%s)", p), nil
-		}
-		if e.racy || e.linked || objects[e.key.fileID()] {
-			changed = append(changed, ChangedPath{Path: p})
-		}
-	}
-	// Ancestors before what lies below them, and a deep path before the same path
-	// not deep (changedTargets keeps the first of a path), so that changedTargets
-	// drops what a deep target's walk covers.
-	slices.SortFunc(changed, func(a, b ChangedPath) int {
-		if c := strings.Compare(a.Path, b.Path); c != 0 {
-			return c
-		}
-		switch {
-		case a.Deep == b.Deep:
-			return 0
-		case a.Deep:
-			return -1
-		}
-		return 1
-	})
 	targets := changedTargets(changed, opts)
 	exact, deep := make(map[string]bool, len(targets)), make(map[string]bool)
 	for _, tg := range targets {
@@ -116,6 +92,42 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 	res = compare(t.dir, base, next, opts)
 	t.base = next
 	return res, "", nil
+}
+
+// changedPaths is what the diff from the baseline must look at again: the paths w
+// names, and the baseline's entries it cannot vouch for (racy, of many names, or a
+// file w reports changed by its identity alone), sorted: ancestors before what lies
+// below them, and a deep path before the same path not deep (changedTargets keeps the
+// first of a path), so that changedTargets drops what a deep target's walk covers.
+// why says the baseline spans more than one file system: the watch cannot stand for
+// a walk.
+func (t *Tracker) changedPaths(w Watched) (changed []ChangedPath, why string) {
+	objects := make(map[[2]uint64]bool, len(w.Objects))
+	for _, o := range w.Objects {
+		objects[o] = true
+	}
+	changed = slices.Clone(w.Paths)
+	for p, e := range t.base.entries {
+		if e.key.fileID()[0] != t.root[0] {
+			return nil, fmt.Sprintf("the workspace spans more than one file system (%s)", p)
+		}
+		if e.racy || e.linked || objects[e.key.fileID()] {
+			changed = append(changed, ChangedPath{Path: p})
+		}
+	}
+	slices.SortFunc(changed, func(a, b ChangedPath) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		switch {
+		case a.Deep == b.Deep:
+			return 0
+		case a.Deep:
+			return -1
+		}
+		return 1
+	})
+	return changed, ""
 }
 
 // unwatchable says why a watch's report cannot stand for a walk from t's baseline, or

@@ -165,27 +165,12 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		return 0, err
 	}
 	defer f.close()
-	args := Args(s.plan, s.host)
-	if f.infoR != nil {
-		args = append([]string{"--info-fd", strconv.Itoa(3 + len(f.child) - 1)}, args...)
+	args, sp, err := s.bwrapArgs(f)
+	if err != nil {
+		return 0, err
 	}
 	extra := f.child
 	statusR, specW, infoR := f.statusR, f.specW, f.infoR
-	var sp *handoff.Spec
-	if os.Geteuid() == 0 {
-		// Never host root inside: bwrap runs as the sandbox uid, on handed-over sources.
-		spec, handed, err := handedOver(args, s.host, s.plan.Workspace, s.uid, s.gid)
-		if err != nil {
-			return 0, err
-		}
-		spec.Prepared = []*handoff.Userns{s.userns}
-		if s.cg != nil && s.cg.NeedsV1() {
-			// bwrap starts in the v1 limit cgroups: its forking thread joins them for
-			// the fork, which waits for nothing (release then only checks).
-			spec.JoinCgroups = s.cg.JoinV1
-		}
-		sp, args = &spec, handed
-	}
 	if len(p.Argv) == 0 && !p.Serve {
 		return 0, errdefs.Invalidf("empty command")
 	}
@@ -239,6 +224,30 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 		s.abort(cmd, waitErr, out)
 		return 0, ctx.Err()
 	}
+}
+
+// bwrapArgs is bwrap's command line for the sandbox whose descriptors f holds; as
+// root, sp is the hand-over that starts it (never host root inside: bwrap runs as the
+// sandbox uid, on handed-over sources) and args those of the handed-over bwrap.
+func (s *instance) bwrapArgs(f *fds) (args []string, sp *handoff.Spec, err error) {
+	args = Args(s.plan, s.host)
+	if f.infoR != nil {
+		args = append([]string{"--info-fd", strconv.Itoa(3 + len(f.child) - 1)}, args...)
+	}
+	if os.Geteuid() != 0 {
+		return args, nil, nil
+	}
+	spec, handed, err := handedOver(args, s.host, s.plan.Workspace, s.uid, s.gid)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.Prepared = []*handoff.Userns{s.userns}
+	if s.cg != nil && s.cg.NeedsV1() {
+		// bwrap starts in the v1 limit cgroups: its forking thread joins them for
+		// the fork, which waits for nothing (release then only checks).
+		spec.JoinCgroups = s.cg.JoinV1
+	}
+	return handed, &spec, nil
 }
 
 // enter counts an Exec as active until the function it returns is called.
