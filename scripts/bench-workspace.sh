@@ -25,6 +25,10 @@
 # the clones were made, medians against the empty workspace:
 #   empty 43.5 ms; 11,478 files 71.3 ms (1.64x); 100,000 files 162.0 ms (3.72x)
 #   before: empty 45.6 ms; 11,478 files 154.7 ms (3.55x); 100,000 files 1034.5 ms (23.8x)
+# With the baseline paced until something waits for it, the index parse ended with
+# it and output to a pipe not held (same settings, load ~1):
+#   empty 33.8 ms; 11,478 files 38.4 ms (1.14x); 100,000 files 42.6 ms (1.26x)
+#   cat FILE to a pipe: empty 29.5 ms; 11,478 files 39.1 ms (1.33x); 100,000 51.9 (1.76x)
 # See docs/backends.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
