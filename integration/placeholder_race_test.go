@@ -414,3 +414,75 @@ func TestPlaceholderRemovedOnHost(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskedEntryRemovedOnHost: the workspace's own .envrc, which the default contract
+// binds read-only, is removed on the host during the run (git clean -fdx removes an
+// untracked one): its mask in the sandbox goes with it, and the sandbox writes an
+// .envrc of its own, which direnv would run. At the command's end what stands there
+// is not the entry the run started with: it is renamed aside and the run says so.
+// The host's git, working in .git meanwhile (a commit: objects, the index, refs), is
+// the user's, and leaves .git where it is.
+func TestMaskedEntryRemovedOnHost(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	mustWrite(t, envrc, "echo the user's\n")
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
+		"touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(ended) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-ended
+	}()
+	waitFor(t, time.Minute, "the run's command", func() bool { return exists(filepath.Join(w.ws, "ready")) })
+	mustWrite(t, filepath.Join(w.ws, "tracked.txt"), "x\n")
+	hostGit(t, w.ws, "add", "tracked.txt")
+	hostGit(t, w.ws, "-c", "user.name=u", "-c", "user.email=u@localhost", "commit", "-q", "-m", "on the host")
+	if err := os.Remove(envrc); err != nil {
+		t.Fatalf("removing .envrc on the host: %v", err)
+	}
+	mustWrite(t, filepath.Join(w.ws, "go"), "")
+	<-ended
+	got := out.String()
+	if !strings.Contains(got, "write=0") {
+		t.Fatalf("the sandbox could not write .envrc once the user's was gone (the premise): %s", got)
+	}
+	if data, err := os.ReadFile(envrc); err == nil {
+		t.Errorf(".envrc is on the host after the run, holding %q:\n%s", data, got)
+	}
+	if data, err := os.ReadFile(envrc + ".cordon-quarantine"); err != nil || !strings.Contains(string(data), "pwned") {
+		t.Errorf("what the sandbox wrote is not in .envrc.cordon-quarantine (%v, %q)", err, data)
+	}
+	if !strings.Contains(got, "protected entry at .envrc was removed or replaced") {
+		t.Errorf("the run did not say the user's .envrc went: %s", got)
+	}
+	if exists(filepath.Join(w.ws, ".git.cordon-quarantine")) || !exists(filepath.Join(w.ws, ".git", "HEAD")) {
+		t.Errorf("the host's commit moved .git aside:\n%s", got)
+	}
+}
+
+// TestMaskedEntryKept: the workspace's own protected entries, untouched during the
+// run, stay where they are, and the run says nothing of them.
+func TestMaskedEntryKept(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	mustWrite(t, envrc, "echo the user's\n")
+	r := w.cordon("", "run", "--", "cat", ".envrc")
+	if r.code != 0 || r.stdout != "echo the user's\n" {
+		t.Fatalf("run: %v", r)
+	}
+	if strings.Contains(r.stderr, "protected entry") || exists(envrc+".cordon-quarantine") {
+		t.Errorf("an untouched .envrc was taken for a replaced one: %s", r.stderr)
+	}
+	if data, err := os.ReadFile(envrc); err != nil || string(data) != "echo the user's\n" {
+		t.Errorf(".envrc after the run: %q %v", data, err)
+	}
+}

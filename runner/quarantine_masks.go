@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/termtext"
 )
@@ -21,16 +22,25 @@ import (
 // obeys). Whatever is at such a path when a command ends is renamed aside as
 // quarantine renames a repository (PATH.cordon-quarantine), and the run says so; a
 // path left empty is said too. It returns the workspace-relative paths it renamed.
-// Only placeholders are known by identity: an existing file the contract masks, and
-// removed on the host during the run, is not seen here.
+// The workspace's own entries the plan masks or binds read-only (an .envrc, .git)
+// are checked the same way against the identities recordMasks took before the
+// sandbox started, by device, inode and birth time only (their change time moves
+// with their own use); one found gone or replaced is reported once.
 func (r *run) maskedGone() []string {
 	if r.rd == nil {
 		return nil
 	}
+	r.masksMu.Lock()
+	defer r.masksMu.Unlock()
 	ids := r.rd.ids()
-	paths := make([]string, 0, len(ids))
+	paths := make([]string, 0, len(ids)+len(r.masks))
 	for p := range ids {
 		paths = append(paths, p)
+	}
+	for p := range r.masks {
+		if _, ok := ids[p]; !ok {
+			paths = append(paths, p)
+		}
 	}
 	slices.Sort(paths) // parents first: a parent renamed aside takes what is below it
 	var out []string
@@ -41,25 +51,70 @@ func (r *run) maskedGone() []string {
 			continue
 		}
 		now, err := linux.Identify(p)
-		if err == nil && now == ids[p] {
-			continue
+		what := "the placeholder"
+		if want, ok := ids[p]; ok {
+			if err == nil && now == want {
+				continue
+			}
+		} else {
+			if err == nil && sameEntry(now, r.masks[p]) {
+				continue
+			}
+			what = "the protected entry"
+			delete(r.masks, p) // reported once
 		}
 		rel = filepath.ToSlash(rel)
 		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(r.o.Stderr, "cordon: warning: the placeholder at %s was removed on the host during the run, and the sandbox's mask on it with it: the sandbox could write it from then on\n", termtext.Line(rel))
-			r.o.Log.Warn("a placeholder was removed during the run", "path", rel)
+			fmt.Fprintf(r.o.Stderr, "cordon: warning: %s at %s was removed on the host during the run, and the sandbox's mask on it with it: the sandbox could write it from then on\n", what, termtext.Line(rel))
+			r.o.Log.Warn("a masked entry was removed during the run", "path", rel)
 			continue
 		}
 		to, derr := disarmPath(r.plan.Workspace, rel)
 		if derr != nil {
-			fmt.Fprintf(r.o.Stderr, "cordon: warning: the placeholder at %s was replaced during the run (its mask in the sandbox went with it), and what is there could not be renamed aside: %s\n", termtext.Line(rel), termtext.Line(derr.Error()))
+			fmt.Fprintf(r.o.Stderr, "cordon: warning: %s at %s was replaced during the run (its mask in the sandbox went with it), and what is there could not be renamed aside: %s\n", what, termtext.Line(rel), termtext.Line(derr.Error()))
 			continue
 		}
-		fmt.Fprintf(r.o.Stderr, "cordon: the placeholder at %s was removed or replaced on the host during the run, and the sandbox's mask on it with it: renamed what is there to %s so that no host tool obeys it\n", termtext.Line(rel), termtext.Line(to))
+		fmt.Fprintf(r.o.Stderr, "cordon: %s at %s was removed or replaced on the host during the run, and the sandbox's mask on it with it: renamed what is there to %s so that no host tool obeys it\n", what, termtext.Line(rel), termtext.Line(to))
 		out = append(out, to)
 		gone = append(gone, p)
 	}
 	return out
+}
+
+// recordMasks records, before the sandbox starts, the identity of each entry of the
+// workspace that the plan masks or binds read-only and that is there and not one of
+// the run's placeholders (those are known by identity already): the user's own,
+// whose removal on the host during the run would detach its mask as a placeholder's
+// does.
+func (r *run) recordMasks() {
+	if r.rd == nil {
+		return
+	}
+	ids := r.rd.ids()
+	for _, m := range r.plan.Mounts {
+		rel, err := filepath.Rel(r.plan.Workspace, m.Path)
+		if m.Access == contract.ReadWrite || err != nil || rel == "." || !filepath.IsLocal(rel) {
+			continue
+		}
+		if _, ok := ids[m.Path]; ok {
+			continue
+		}
+		id, err := linux.Identify(m.Path)
+		if err != nil {
+			continue // absent (a placeholder another run keeps is in ids), or unreachable
+		}
+		if r.masks == nil {
+			r.masks = map[string]linux.FileID{}
+		}
+		r.masks[m.Path] = id
+	}
+}
+
+// sameEntry reports whether a and b identify the same file: its device and inode,
+// and its birth time where the file system keeps one. Without a birth time a file
+// removed and another made in its place may take its inode number, and pass.
+func sameEntry(a, b linux.FileID) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Birth == b.Birth
 }
 
 // underAny reports whether p lies below one of dirs.

@@ -20,6 +20,7 @@ import (
 	"github.com/cordonhq/cordon/gate"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/internal/uids"
@@ -269,12 +270,18 @@ type run struct {
 	uid    runUID // the sandbox's host uid, and the lease of it
 	uidErr error  // why the run has no host uid for its sandbox: prepare refuses it
 	rd     *runDir
-	wsLock *wsLock // the run's hold on its workspace tree (lockWorkspace)
-	broker *creds.Broker
-	log    *audit.Writer
-	eg     *egressService
-	sb     sandbox.Sandbox
-	sink   *tally.Sink
+	// masks are the identities of the workspace's own entries the plan masks or binds
+	// read-only, as they were before the sandbox started (recordMasks); maskedGone
+	// checks them with the placeholders as each command ends (a session's may end
+	// together: masksMu).
+	masksMu sync.Mutex
+	masks   map[string]linux.FileID
+	wsLock  *wsLock // the run's hold on its workspace tree (lockWorkspace)
+	broker  *creds.Broker
+	log     *audit.Writer
+	eg      *egressService
+	sb      sandbox.Sandbox
+	sink    *tally.Sink
 	monitorState
 	// The listener process 1 dials (until it has) and its token; a session's channel
 	// to it and directory of spill files; a one-command run's hand-over.
@@ -367,6 +374,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := rd.placeholders(r.plan, nil); err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
+	r.recordMasks()
 	ph.Next("credentials")
 	lb, penv, err := r.proxyPort()
 	if err != nil {
