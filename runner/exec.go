@@ -108,7 +108,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		c.unchanged = true
 	}
 	r.recordEnd(ctx, c, &res, out.Output(), errOut.Output())
-	if reason == audit.ReasonMonitor {
+	if reason == audit.ReasonMonitor || errors.As(context.Cause(actx), new(*maskKill)) {
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
@@ -356,6 +356,10 @@ func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration,
 		fmt.Fprintf(stderr, "cordon: the audit log failed (%v); the command was stopped\n", r.log.Err())
 	case audit.ReasonMonitor:
 		fmt.Fprintf(stderr, "cordon: %v (monitor.on_violation: kill)\n", context.Cause(actx))
+	case audit.ReasonError:
+		if cause := context.Cause(actx); errors.As(cause, new(*maskKill)) {
+			fmt.Fprintf(stderr, "cordon: %v\n", cause)
+		}
 	}
 }
 

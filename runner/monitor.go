@@ -53,11 +53,19 @@ func (r *run) onViolation(a monitor.Alert) {
 	if r.plan.Monitor.OnViolation != contract.ViolationKill {
 		return
 	}
-	r.killMu.Lock()
-	defer r.killMu.Unlock()
-	r.killedBy = &monitorKill{alert: a}
-	for _, stop := range r.stops {
-		stop(r.killedBy)
+	r.stopAll(&monitorKill{alert: a})
+}
+
+// stopAll stops every running command, and every later one, with cause (the first
+// cause stands).
+func (s *monitorState) stopAll(cause error) {
+	s.killMu.Lock()
+	defer s.killMu.Unlock()
+	if s.killedBy == nil {
+		s.killedBy = cause
+	}
+	for _, stop := range s.stops {
+		stop(s.killedBy)
 	}
 }
 
@@ -69,7 +77,7 @@ type monitorState struct {
 	killMu   sync.Mutex                      // killMu guards the fields below.
 	stops    map[int]context.CancelCauseFunc // the running commands' kill switches
 	nextStop int
-	killedBy *monitorKill
+	killedBy error // a *monitorKill or a *maskKill
 }
 
 // armKill installs a function that stops a running command, and fires it at once if

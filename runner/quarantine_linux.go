@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cordonhq/cordon/contract"
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/termtext"
 	"github.com/cordonhq/cordon/internal/trace"
 )
 
@@ -88,8 +91,11 @@ func (r *run) watchRepositories() error {
 		r.noChanges("not root: no fanotify watch of the workspace")
 		return nil
 	}
-	// A directory moved into place may be a whole repository prepared elsewhere.
-	w, err := r.watchFor(watched)
+	// A directory moved into place may be a whole repository prepared elsewhere. An
+	// entry made, moved or written at a mask's name may be the sandbox's, once the
+	// mask went (maskBroken).
+	masked := r.maskNames()
+	w, err := r.watchFor(func(name string, movedDir bool) bool { return watched(name, movedDir) || masked[name] })
 	if err != nil {
 		r.noChanges("no fanotify watch: " + err.Error())
 		r.o.Log.Debug("no live quarantine of new git repositories", "err", err)
@@ -115,11 +121,86 @@ func (lw *liveWatch) handle(r *run, c linux.Created) {
 		r.o.Log.Warn("the live watch for new git repositories lost events; the end-of-command sweep still runs")
 		return
 	}
+	if rel := r.maskBroken(c); rel != "" {
+		lw.maskGone(r, rel)
+		return
+	}
 	if rel := r.liveTarget(c); rel != "" && r.disarm(rel) {
 		lw.mu.Lock()
 		lw.done = append(lw.done, rel)
 		lw.mu.Unlock()
 	}
+}
+
+// maskNames are the base names of the run's masks (maskBroken): the live watch
+// resolves an entry of one of them to check it.
+func (r *run) maskNames() map[string]bool {
+	names := map[string]bool{}
+	if r.rd == nil {
+		return names
+	}
+	for p := range r.rd.ids() {
+		names[filepath.Base(p)] = true
+	}
+	r.masksMu.Lock()
+	defer r.masksMu.Unlock()
+	for p := range r.masks {
+		names[filepath.Base(p)] = true
+	}
+	return names
+}
+
+// maskGone stops the run, every command of it now and later, once the live watch has
+// seen the mask at rel gone (maskBroken), and renames aside what stands there.
+func (lw *liveWatch) maskGone(r *run, rel string) {
+	r.stopAll(&maskKill{rel: rel})
+	r.masksMu.Lock()
+	r.saidMaskLocked(filepath.Join(r.plan.Workspace, filepath.FromSlash(rel)))
+	r.masksMu.Unlock()
+	r.qMu.Lock()
+	to, err := disarmPath(r.plan.Workspace, rel)
+	r.qMu.Unlock()
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(r.o.Stderr, "cordon: warning: what stands at %s, where the sandbox's mask was, could not be renamed aside: %s\n", termtext.Line(rel), termtext.Line(err.Error()))
+		}
+		return
+	}
+	fmt.Fprintf(r.o.Stderr, "cordon: renamed what stands at %s, where the sandbox's mask was, to %s so that no host tool obeys it\n", termtext.Line(rel), termtext.Line(to))
+	lw.mu.Lock()
+	lw.done = append(lw.done, to)
+	lw.mu.Unlock()
+}
+
+// maskBroken is the workspace-relative path of one of the run's masks (a placeholder
+// or one of the workspace's own masked entries) when the live watch reports c, an
+// entry made, moved or written there, and what stands there now is not the entry the
+// mask was put on: the mask went with the entry it was on, so the sandbox may have
+// made this one. "" otherwise (a write the host makes to the masked entry itself).
+func (r *run) maskBroken(c linux.Created) string {
+	if r.rd == nil || c.Dir == "" {
+		return ""
+	}
+	p := filepath.Join(c.Dir, c.Name)
+	rel, err := filepath.Rel(r.plan.Workspace, p)
+	if err != nil || !filepath.IsLocal(rel) {
+		return ""
+	}
+	r.masksMu.Lock()
+	mask, isMask := r.masks[p]
+	r.masksMu.Unlock()
+	placeholder, isPlaceholder := r.rd.ids()[p]
+	if !isMask && !isPlaceholder {
+		return ""
+	}
+	now, err := linux.Identify(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "" // gone again: the command's end says so
+	case err == nil && isPlaceholder && now == placeholder, err == nil && !isPlaceholder && sameEntry(now, mask):
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }
 
 // liveTarget is what to disarm for a created entry, workspace-relative, or "".

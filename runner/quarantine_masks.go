@@ -61,10 +61,14 @@ func (r *run) maskedGone() []string {
 				continue
 			}
 			what = "the protected entry"
-			delete(r.masks, p) // reported once
 		}
+		said := r.masksSaid[p]
+		r.saidMaskLocked(p)
 		rel = filepath.ToSlash(rel)
 		if errors.Is(err, fs.ErrNotExist) {
+			if said {
+				continue // the live watch said it went, and renamed aside what was there
+			}
 			fmt.Fprintf(r.o.Stderr, "cordon: warning: %s at %s was removed on the host during the run, and the sandbox's mask on it with it: the sandbox could write it from then on\n", what, termtext.Line(rel))
 			r.o.Log.Warn("a masked entry was removed during the run", "path", rel)
 			continue
@@ -79,6 +83,14 @@ func (r *run) maskedGone() []string {
 		gone = append(gone, p)
 	}
 	return out
+}
+
+// maskKill is why a run was stopped when one of its masks went: the sandbox could
+// write the path from then on.
+type maskKill struct{ rel string }
+
+func (m *maskKill) Error() string {
+	return fmt.Sprintf("the sandbox's mask on %s went during the run (the entry under it was removed or replaced on the host): the sandbox could write it; the run was stopped", termtext.Line(m.rel))
 }
 
 // recordMasks records, before the sandbox starts, the identity of each entry of the
@@ -115,6 +127,15 @@ func (r *run) recordMasks() {
 // removed and another made in its place may take its inode number, and pass.
 func sameEntry(a, b linux.FileID) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino && a.Birth == b.Birth
+}
+
+// saidMaskLocked records that the mask at p was found gone and said so: it is not
+// looked at again. The caller holds masksMu.
+func (r *run) saidMaskLocked(p string) {
+	if r.masksSaid == nil {
+		r.masksSaid = map[string]bool{}
+	}
+	r.masksSaid[p] = true
 }
 
 // underAny reports whether p lies below one of dirs.

@@ -274,14 +274,15 @@ type run struct {
 	// read-only, as they were before the sandbox started (recordMasks); maskedGone
 	// checks them with the placeholders as each command ends (a session's may end
 	// together: masksMu).
-	masksMu sync.Mutex
-	masks   map[string]linux.FileID
-	wsLock  *wsLock // the run's hold on its workspace tree (lockWorkspace)
-	broker  *creds.Broker
-	log     *audit.Writer
-	eg      *egressService
-	sb      sandbox.Sandbox
-	sink    *tally.Sink
+	masksMu   sync.Mutex
+	masks     map[string]linux.FileID
+	masksSaid map[string]bool // masks found gone and said so: not said again
+	wsLock    *wsLock         // the run's hold on its workspace tree (lockWorkspace)
+	broker    *creds.Broker
+	log       *audit.Writer
+	eg        *egressService
+	sb        sandbox.Sandbox
+	sink      *tally.Sink
 	monitorState
 	// The listener process 1 dials (until it has) and its token; a session's channel
 	// to it and directory of spill files; a one-command run's hand-over.
@@ -565,15 +566,18 @@ func (r *run) finish(code int, reason, detail string) {
 // timeout and the audit watch).
 func classify(parent, ectx context.Context, code int, err error) (int, string, error) {
 	switch {
-	case err == nil && !errors.As(context.Cause(ectx), new(*monitorKill)):
+	case err == nil && !errors.As(context.Cause(ectx), new(*monitorKill)) && !errors.As(context.Cause(ectx), new(*maskKill)):
 		// A kill the monitor asked for once the command had exited (a violation read
 		// in the drain after it: an open waits up to a poll in the ring buffer) ends
-		// it as stopped by the monitor all the same, below.
+		// it as stopped by the monitor all the same, below; so does a mask found gone
+		// by the live watch's last events, read once the command ended.
 		return code, audit.ReasonExited, nil
 	case errors.Is(context.Cause(ectx), errAuditFailed):
 		return errdefs.ExitCannotRun, audit.ReasonAuditFail, nil
 	case errors.As(context.Cause(ectx), new(*monitorKill)):
 		return errdefs.ExitMonitor, audit.ReasonMonitor, nil
+	case errors.As(context.Cause(ectx), new(*maskKill)):
+		return errdefs.ExitCannotRun, audit.ReasonError, nil
 	case parent.Err() != nil:
 		code, reason, _ := signalled(parent)
 		return code, reason, nil
