@@ -377,6 +377,18 @@ func TestPlaceholderRemovedOnHost(t *testing.T) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
+	cmd, got := envrcRace(t, w, func() {
+		if err := os.Remove(envrc); err != nil {
+			t.Fatalf("removing the placeholder on the host: %v", err)
+		}
+	})
+	maskWentStopped(t, cmd, got, envrc)
+}
+
+// envrcRace runs a command that, once the host has done onHost, writes .envrc in
+// w's workspace (its mask gone, it can), and returns the run's cordon and output.
+func envrcRace(t *testing.T, w *world, onHost func()) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
 		"touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
 	cmd.Dir, cmd.Env = w.ws, w.env
@@ -392,12 +404,10 @@ func TestPlaceholderRemovedOnHost(t *testing.T) {
 		<-ended
 	}()
 	waitFor(t, time.Minute, "the run's command", func() bool { return exists(filepath.Join(w.ws, "ready")) })
-	if err := os.Remove(envrc); err != nil {
-		t.Fatalf("removing the placeholder on the host: %v", err)
-	}
+	onHost()
 	mustWrite(t, filepath.Join(w.ws, "go"), "")
 	<-ended
-	maskWentStopped(t, cmd, out.String(), envrc)
+	return cmd, out.String()
 }
 
 // maskWentStopped checks a run whose sandbox wrote the masked path envrc once its
@@ -434,30 +444,14 @@ func TestMaskedEntryRemovedOnHost(t *testing.T) {
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
 	mustWrite(t, envrc, "echo the user's\n")
-	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
-		"touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
-	cmd.Dir, cmd.Env = w.ws, w.env
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(ended) }()
-	defer func() {
-		cmd.Process.Kill()
-		<-ended
-	}()
-	waitFor(t, time.Minute, "the run's command", func() bool { return exists(filepath.Join(w.ws, "ready")) })
-	mustWrite(t, filepath.Join(w.ws, "tracked.txt"), "x\n")
-	hostGit(t, w.ws, "add", "tracked.txt")
-	hostGit(t, w.ws, "-c", "user.name=u", "-c", "user.email=u@localhost", "commit", "-q", "-m", "on the host")
-	if err := os.Remove(envrc); err != nil {
-		t.Fatalf("removing .envrc on the host: %v", err)
-	}
-	mustWrite(t, filepath.Join(w.ws, "go"), "")
-	<-ended
-	got := out.String()
+	cmd, got := envrcRace(t, w, func() {
+		mustWrite(t, filepath.Join(w.ws, "tracked.txt"), "x\n")
+		hostGit(t, w.ws, "add", "tracked.txt")
+		hostGit(t, w.ws, "-c", "user.name=u", "-c", "user.email=u@localhost", "commit", "-q", "-m", "on the host")
+		if err := os.Remove(envrc); err != nil {
+			t.Fatalf("removing .envrc on the host: %v", err)
+		}
+	})
 	t.Logf("the run:\n%s", got)
 	maskWentStopped(t, cmd, got, envrc)
 	if exists(filepath.Join(w.ws, ".git.cordon-quarantine")) || !exists(filepath.Join(w.ws, ".git", "HEAD")) {
