@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -162,18 +161,16 @@ func (b *barrier) shut() {
 // the diff. The command waits meanwhile as on any full pipe.
 func (b *barrier) gate(w io.Writer) io.Writer { return &gatedWriter{w: w, b: b} }
 
-// gateFor is gate(w) when dst, the caller's writer that w copies the command's output
-// to, may be a file cordon's write lands in: a regular file, or a writer that is not
-// a file at all. Output to a pipe, a socket or a character device (a terminal,
-// /dev/null) is not held: what is written there reaches the workspace only if a host
-// process on the other side writes it there (`| tee out.log`), the class the barrier
-// does not hold (docs/audit.md).
+// gateFor is gate(w) unless dst, the caller's writer that w copies the command's
+// output to, is on no file system at all: an anonymous pipe, a socket, a
+// pseudo-terminal (linux.OnNoFileSystem). What is written there reaches the
+// workspace only if a host process on the other side writes it there (`| tee
+// out.log`), the class the barrier does not hold (docs/audit.md). Anything else may
+// be a file of the workspace that cordon's write changes: a regular file, a named
+// pipe or a device node (whose times a write moves), a writer that is not a file.
 func (b *barrier) gateFor(w, dst io.Writer) io.Writer {
-	if f, ok := dst.(*os.File); ok {
-		fi, err := f.Stat()
-		if err == nil && fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeCharDevice) != 0 {
-			return w
-		}
+	if f, ok := dst.(*os.File); ok && linux.OnNoFileSystem(f) {
+		return w
 	}
 	return b.gate(w)
 }

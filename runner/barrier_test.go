@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 func hurried(b *barrier) bool {
@@ -27,6 +29,15 @@ func TestBarrierHurriesWhenWaitedFor(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	t.Run("gated output", func(t *testing.T) {
 		b := newBarrier(log)
+		fifoPath := filepath.Join(t.TempDir(), "out.fifo")
+		if err := linux.Mkfifo(fifoPath, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fifo, err := os.OpenFile(fifoPath, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fifo.Close()
 		var buf bytes.Buffer
 		g := b.gate(&buf)
 		if hurried(b) {
@@ -73,9 +84,9 @@ func TestBarrierHurriesWhenWaitedFor(t *testing.T) {
 	})
 }
 
-// Output copied to a pipe, a socket or a character device is not held (what lands
-// from there in the workspace is a host process's doing); to a regular file, or to a
-// writer that is not a file, it is.
+// Output copied to an anonymous pipe is not held (what lands from there in the
+// workspace is a host process's doing); to a regular file, a named pipe or a device
+// node (whose times a write moves), or a writer that is not a file, it is.
 func TestBarrierGatesOnlyWhatMayLand(t *testing.T) {
 	b := newBarrier(slog.New(slog.DiscardHandler))
 	pr, pw, err := os.Pipe()
@@ -94,12 +105,21 @@ func TestBarrierGatesOnlyWhatMayLand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer file.Close()
+	fifoPath := filepath.Join(t.TempDir(), "out.fifo")
+	if err := linux.Mkfifo(fifoPath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo, err := os.OpenFile(fifoPath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fifo.Close()
 	var buf bytes.Buffer
 	for _, tc := range []struct {
 		name  string
 		dst   io.Writer
 		gated bool
-	}{{"pipe", pw, false}, {"/dev/null", null, false}, {"regular file", file, true}, {"not a file", &buf, true}} {
+	}{{"pipe", pw, false}, {"/dev/null", null, true}, {"named pipe", fifo, true}, {"regular file", file, true}, {"not a file", &buf, true}} {
 		_, gated := b.gateFor(tc.dst, tc.dst).(*gatedWriter)
 		if gated != tc.gated {
 			t.Errorf("output to a %s: gated %v, want %v", tc.name, gated, tc.gated)
