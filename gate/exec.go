@@ -51,6 +51,11 @@ func (s *Service) perform(ctx context.Context, r *request) Outcome {
 // An error means the operation did not run.
 func (s *Service) run(ctx context.Context, r *request, ev *event.GateExecBody) (out Outcome, err error) {
 	g := r.gate
+	if s.cfg.Before != nil {
+		if err := s.cfg.Before(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
 	home, err := os.MkdirTemp("", "cordon-gate-")
 	if err != nil {
 		return Outcome{}, fmt.Errorf("creating a home directory: %w", err)

@@ -107,6 +107,11 @@ type Config struct {
 	// Policy says where the programs the gates run (and git) may not lie:
 	// hostexec.PolicyOf the plan. The zero value trusts root only.
 	Policy hostexec.Policy
+	// Before, when set, is called before each approved operation runs, and an error
+	// from it refuses the operation: the runner waits there until the workspace's
+	// baseline is read (an operation runs on the host, in the workspace, at the
+	// command's request; what it writes must come after the baseline).
+	Before func(ctx context.Context) error
 
 	now func() time.Time // nil: time.Now
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -181,17 +182,49 @@ type gatedWriter struct {
 }
 
 func (g *gatedWriter) Write(p []byte) (int, error) {
-	select {
-	case <-g.b.open:
-	case <-g.b.stop:
-	default:
-		g.b.hurryUp()
-		select {
-		case <-g.b.open:
-		case <-g.b.stop:
-		}
-	}
+	_ = g.b.wait(context.Background())
 	return g.w.Write(p)
+}
+
+// wait returns once the barrier is released or shut (or ctx is done: its error),
+// hurrying the baseline meanwhile: something cordon does on the host for the
+// command is about to change the workspace.
+func (b *barrier) wait(ctx context.Context) error {
+	select {
+	case <-b.open:
+		return nil
+	case <-b.stop:
+		return nil
+	default:
+	}
+	b.hurryUp()
+	select {
+	case <-b.open:
+	case <-b.stop:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// afterBaseline waits, when the run's command has a barrier, until the barrier is
+// released: a gate's operation, which runs on the host in the workspace at the
+// command's request, writes there only once the baseline is read.
+// A barrier shut unreleased (the baseline failed: the run is stopping) refuses it.
+func (r *run) afterBaseline(ctx context.Context) error {
+	b := r.barPtr.Load()
+	if b == nil {
+		return nil
+	}
+	if err := b.wait(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-b.open:
+		return nil
+	default:
+		return errors.New("the workspace's baseline could not be read: the run is stopping")
+	}
 }
 
 // barrierEnd, once the command of a run with a barrier has ended (err: how), takes the

@@ -127,6 +127,7 @@ func (r *run) startBarrier() {
 	}
 	r.bar = newBarrier(r.o.Log)
 	r.bar.root = root
+	r.barPtr.Store(r.bar) // for the gates' goroutines (afterBaseline)
 }
 
 // attachMonitor starts the monitor on the sandbox's cgroup and registers its undo.

@@ -51,6 +51,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	g.svc = gate.New(gate.Config{
 		RunID: r.res.RunID, Workspace: r.plan.Workspace, Gates: r.plan.Gates, Mode: r.o.Gates,
 		Events: r.sink, Mint: g.minter(r), Log: r.o.Log, Policy: hostexec.PolicyOf(r.plan.HostWritable()),
+		Before: r.afterBaseline,
 	})
 	var err error
 	sock := filepath.Join(host.RunDir, "gate.sock")

@@ -324,8 +324,10 @@ type run struct {
 	early bool
 	// bar, in an early run, holds the command's calls that may change a file until
 	// its baseline is read, in place of holding the command (barrier.go); nil when
-	// the command waits for the baseline.
-	bar *barrier
+	// the command waits for the baseline. barPtr is the same, for goroutines that
+	// did not start it (the gates'): set once, before the command starts.
+	bar    *barrier
+	barPtr atomic.Pointer[barrier]
 
 	undo cleanups // what prepare and the session acquired, undone in reverse by teardown
 	torn bool     // teardown has run

@@ -213,11 +213,18 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 	if omitted > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%s%d more path(s) changed, not listed (the log's session.rollback line counts them)", MorePathsPrefix, omitted))
 	}
-	r.log.Emit(event.Event{Type: event.SessionRollback, Body: event.RollbackBody{
-		N: cp.N, Name: cp.Name, Paths: nonNil(listed), PathsOmitted: omitted, Problems: res.Problems, Running: r.sink.Running(), By: userName()}})
-	r.closeBetween(ctx)
+	body := event.RollbackBody{N: cp.N, Name: cp.Name, Paths: nonNil(listed), PathsOmitted: omitted,
+		Problems: res.Problems, Running: r.sink.Running(), By: userName()}
 	if err != nil {
-		return res, errdefs.Unavailablef("rolling back to checkpoint %d (%d path(s) restored): %w%s", cp.N, len(changed), err, tooManyHint(err))
+		body.Error = err.Error()
+	}
+	r.log.Emit(event.Event{Type: event.SessionRollback, Body: body})
+	r.closeBetween(ctx)
+	if err != nil && len(changed) > 0 {
+		return res, errdefs.Unavailablef("rolling back to checkpoint %d stopped with %d path(s) restored and the rest not (the workspace is at neither the checkpoint nor where it was: roll back again): %w%s", cp.N, len(changed), err, tooManyHint(err))
+	}
+	if err != nil {
+		return res, errdefs.Unavailablef("rolling back to checkpoint %d (nothing restored): %w%s", cp.N, err, tooManyHint(err))
 	}
 	return res, nil
 }

@@ -51,4 +51,7 @@ type RollbackBody struct {
 	// Running are the commands running meanwhile (their cmd ids).
 	Running []string `json:"running,omitempty"`
 	By      string   `json:"by"` // who asked
+	// Error is why the rollback stopped before it was done: the paths it changed
+	// are changed, the rest are not ("" when it was done).
+	Error string `json:"error,omitempty"`
 }

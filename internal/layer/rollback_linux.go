@@ -22,9 +22,9 @@ import (
 // in same are known to be what they were at the checkpoint (Checkpoint.Unchanged) and
 // are not read. It returns the paths it changed, and what want holds that it cannot
 // restore. A directory it lists, on either side, holds at most max entries
-// (limits.diff.entries; 0: no bound), and one it removes at most max in all: past that, the
-// rollback stops with [ErrTooMany] (the sandbox may fill a directory of live while
-// this reads it).
+// (limits.diff.entries; 0: no bound), and one it removes at most max in all: past
+// that, it is left as it is and named in the problems (the sandbox may fill a
+// directory of live while this reads it), and the rest is restored.
 func Rollback(live, want *linux.Tree, paths []string, same map[string]bool, uid, gid, max int) (changed []string, problems []Problem, err error) {
 	rb := &rollback{live: live, want: want, uid: uid, gid: gid, max: max, named: map[string]bool{}, written: map[[2]uint64]string{}}
 	sort.Strings(paths)
@@ -55,8 +55,21 @@ type rollback struct {
 	problems []Problem
 }
 
-// sync makes live hold at p what want holds there.
+// sync makes live hold at p what want holds there. A directory past the bound on
+// either side (the sandbox may be filling one of live as this runs) is left as it
+// is and named in the problems, and the rest goes on: the rollback is not left half
+// done for it.
 func (rb *rollback) sync(p string) error {
+	err := rb.syncOne(p)
+	if errors.Is(err, ErrTooMany) {
+		rb.problems = append(rb.problems, Problem{p, "not restored: " + err.Error()})
+		return nil
+	}
+	return err
+}
+
+// syncOne is sync without its handling of a directory past the bound.
+func (rb *rollback) syncOne(p string) error {
 	var wMode, lMode uint32 // 0: nothing there, or not reached without a link
 	if w, err := rb.want.Lstat(p); err == nil {
 		wMode = w.Mode
