@@ -1,0 +1,98 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// Red team of the day (rttoday) against the barrier of a direct one-command run, its
+// paced baseline and the diff it skips when nothing changed.
+
+// runWithStdin runs cordon run -v -- argv in w with stdin and returns its result.
+func runWithStdin(t *testing.T, w *world, stdin *os.File, argv ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testutil.Cordon(t), append([]string{"run", "-v", "--"}, argv...)...)
+	cmd.Dir, cmd.Env, cmd.Stdin = w.ws, w.env, stdin
+	return runResult(t, cmd, "cordon")
+}
+
+// TestRTTodayStdinDescriptorWrite: the caller's stdin is a file of the workspace open
+// for reading and writing (`cordon run -- cmd <> data.bin`). Were that descriptor
+// handed to the command as it is, the command would hold a descriptor open for
+// writing that no held open gave it, and a write through it (write: not held) would
+// land while the baseline is read, missing from the diff. HELD: the command's stdin
+// is a pipe cordon copies into, never the caller's descriptor.
+func TestRTTodayStdinDescriptorWrite(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	bigWorkspace(t, w, 8000)
+	victim := filepath.Join(w.ws, "bulk", "15", "7999")
+	f, err := os.OpenFile(victim, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := runWithStdin(t, w, f, "sh", "-c", `printf EVIL 2>/dev/null >&0; echo done`)
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("run: %v", r)
+	}
+	if heldCalls(r.stderr) < 0 {
+		t.Fatalf("the run had no barrier:\n%s", r.stderr)
+	}
+	b, _ := os.ReadFile(victim)
+	got, unread := diffOps(t, w)
+	if string(b) != "bulk 7999\n" && got["bulk/15/7999"] != "modified" {
+		t.Errorf("the command wrote %q into bulk/15/7999 through its stdin, and the diff has %q for it (unread=%v)", b, got["bulk/15/7999"], unread)
+	}
+	if string(b) != "bulk 7999\n" {
+		t.Errorf("the command wrote through the caller's descriptor: %q", b)
+	}
+}
+
+// TestRTTodaySkipHardLinkOutside: a file of the workspace has a second name outside
+// it, in a directory the contract grants, on the same file system (a package
+// manager's store whose files are hard-linked into the checkout: pnpm, cp -al). The
+// command appends through the outside name and exits. The watch reports the write
+// where it was made, outside the workspace; had the change set been empty, the
+// barrier's skip would end the baseline unread and log an empty diff (scan.unread),
+// where DiffWatched reads again every file that had other links at the baseline.
+// HELD: the append's open is held, and a change outside the workspace on its file
+// system is recorded as an object (objects=5 in the debug log), so the change set is
+// not empty and the diff reads victim.txt.
+func TestRTTodaySkipHardLinkOutside(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	bigWorkspace(t, w, 8000) // the baseline is still being read when the command ends
+	store := filepath.Join(filepath.Dir(w.ws), "store")
+	mustMkdir(t, store)
+	w.contract("version: 1\nfilesystem:\n  writable: [\".\", \"" + store + "\"]\n")
+	victim := filepath.Join(w.ws, "victim.txt")
+	mustWrite(t, victim, "old content\n")
+	if err := os.Link(victim, filepath.Join(store, "blob")); err != nil {
+		t.Fatal(err)
+	}
+	r := w.cordon("", "run", "-v", "--", "sh", "-c", `printf 'EVIL\n' >> "$1" && echo wrote`, "sh", filepath.Join(store, "blob"))
+	if r.code != 0 || !strings.Contains(r.stdout, "wrote") {
+		t.Fatalf("run: %v", r)
+	}
+	if heldCalls(r.stderr) < 0 {
+		t.Fatalf("the run had no barrier:\n%s", r.stderr)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "old content\nEVIL\n" {
+		t.Fatalf("the command did not write: %q", b)
+	}
+	got, unread := diffOps(t, w)
+	if got["victim.txt"] != "modified" {
+		t.Errorf("the command appended to victim.txt through its other name, and the diff has %q for it (unread=%v, diff %v):\n%s",
+			got["victim.txt"], unread, got, grepLines(r.stderr, "diff"))
+	}
+}
