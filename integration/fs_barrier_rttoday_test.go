@@ -2,13 +2,16 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -94,5 +97,68 @@ func TestRTTodaySkipHardLinkOutside(t *testing.T) {
 	if got["victim.txt"] != "modified" {
 		t.Errorf("the command appended to victim.txt through its other name, and the diff has %q for it (unread=%v, diff %v):\n%s",
 			got["victim.txt"], unread, got, grepLines(r.stderr, "diff"))
+	}
+}
+
+// TestRTTodayGateWritesDuringBaseline: an approval gate runs its argv on the host, in
+// the workspace (gate.Config.Workspace), at the command's request. The request goes
+// over the gate socket (connect, sendmsg, read: none held) and does not hurry the
+// baseline, which reads one directory at a time meanwhile; once approved, the gate's
+// operation writes a file in each directory of bulk, some of which the baseline has
+// not read yet. The baseline records those as they were before the command ran: the
+// diff misses what the command had done on its behalf. Had the command waited for the
+// baseline (no barrier), every file the gate wrote would be in the diff.
+func TestRTTodayGateWritesDuringBaseline(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	bigWorkspace(t, w, 32000)
+	w.contract(`version: 1
+gates:
+  - {name: stamp, run: ["sh", "-c", "for d in bulk/*; do echo stamped > $d/gate-copy; done"], why: the build stamps its output}
+`)
+	b := w.background("run", "-v", "--", "sh", "-c", "cordon gate stamp && echo stamped")
+	approved := false
+	for deadline := time.Now().Add(30 * time.Second); !approved && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r := w.cordon("", "gate", "ls", "--json")
+		var ls struct {
+			Pending []wire.Pending `json:"pending"`
+		}
+		if json.Unmarshal([]byte(r.stdout), &ls) == nil && len(ls.Pending) == 1 {
+			if r := w.cordon("", "gate", "approve", ls.Pending[0].ID); r.code != 0 {
+				t.Fatalf("gate approve: %v", r)
+			}
+			approved = true
+		}
+		select {
+		case err := <-b.done:
+			b.done <- err
+			t.Fatalf("the run ended before its gate request showed: %v\n%s", err, b.stderr.String())
+		default:
+		}
+	}
+	if !approved {
+		t.Fatal("the gate request never showed")
+	}
+	r := b.wait(t)
+	if r.code != 0 || !strings.Contains(r.stdout, "stamped") {
+		t.Fatalf("run: %v", r)
+	}
+	if heldCalls(r.stderr) < 0 {
+		t.Fatalf("the run had no barrier:\n%s", r.stderr)
+	}
+	got, unread := diffOps(t, w)
+	var missing []string
+	for i := range 64 {
+		p := "bulk/" + strconv.Itoa(i) + "/gate-copy"
+		if _, err := os.Stat(filepath.Join(w.ws, p)); err != nil {
+			t.Fatalf("the gate did not write %s: %v", p, err)
+		}
+		if got[p] != "added" {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the gate the command asked for added 64 files during the run, and the diff misses %d of them (unread=%v): %v\n%s",
+			len(missing), unread, missing, grepLines(r.stderr, "baseline"))
 	}
 }
