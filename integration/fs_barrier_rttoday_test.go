@@ -162,3 +162,34 @@ gates:
 			len(missing), unread, missing, grepLines(r.stderr, "baseline"))
 	}
 }
+
+// TestRTTodayPlaceholdersDuringBaseline: cordon makes, on the host, placeholders for
+// missing denied paths of the workspace (and the directories above them) while the
+// sandbox starts, which now runs beside a baseline that reads one directory at a time,
+// and removes them at the end. HELD if a command that changes nothing gets an empty
+// diff, and one that writes a file gets exactly that file: no placeholder shows as
+// added or deleted, whichever side of the baseline's read it fell on.
+func TestRTTodayPlaceholdersDuringBaseline(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	bigWorkspace(t, w, 8000)
+	w.contract("version: 1\nfilesystem:\n  deny_read: [bulk/zz/a/b/secret, .envrc]\n")
+	for _, tc := range []struct{ script, want string }{{"true", ""}, {"echo x > bulk/15/new", "bulk/15/new"}} {
+		r := w.cordon("", "run", "-v", "--", "sh", "-c", tc.script)
+		if r.code != 0 {
+			t.Fatalf("run: %v", r)
+		}
+		if heldCalls(r.stderr) < 0 {
+			t.Fatalf("the run had no barrier:\n%s", r.stderr)
+		}
+		got, unread := diffOps(t, w)
+		for p, op := range got {
+			if p != tc.want {
+				t.Errorf("%q: %s %s in the diff (unread=%v)", tc.script, op, p, unread)
+			}
+		}
+		if tc.want != "" && got[tc.want] != "added" {
+			t.Errorf("%q: the diff has %q for %s", tc.script, got[tc.want], tc.want)
+		}
+	}
+}
