@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -191,5 +192,58 @@ func TestRTTodayPlaceholdersDuringBaseline(t *testing.T) {
 		if tc.want != "" && got[tc.want] != "added" {
 			t.Errorf("%q: the diff has %q for %s", tc.script, got[tc.want], tc.want)
 		}
+	}
+}
+
+// TestRTTodayStdoutWorkspaceFIFO: the caller's stdout is a named pipe of the workspace
+// (`cordon run -- make > build.fifo`, a log reader on the other side). cordon copies
+// the command's output to a pipe at once (gateFor: "what is written there reaches the
+// workspace only if a host process on the other side writes it there"), but a write
+// to a named pipe changes the pipe itself, a file of the workspace: its modification
+// time. Made before the baseline reads the pipe's directory, the change is in the
+// baseline, and the diff misses it; the same run whose output comes after the
+// baseline has bulk/63/out.fifo modified.
+func TestRTTodayStdoutWorkspaceFIFO(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	bigWorkspace(t, w, 32000)
+	fifo := filepath.Join(w.ws, "bulk", "63", "out.fifo")
+	if err := linux.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Open for reading and writing: the test is the reader, and the pipe never blocks
+	// (the output is a few bytes).
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before, err := os.Lstat(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testutil.Cordon(t), "run", "-v", "--", "sh", "-c", "echo FROM-THE-COMMAND")
+	cmd.Dir, cmd.Env, cmd.Stdout = w.ws, w.env, f
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	if heldCalls(errb.String()) < 0 {
+		t.Fatalf("the run had no barrier:\n%s", errb.String())
+	}
+	after, err := os.Lstat(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("the output did not change the pipe's modification time (%v)", before.ModTime())
+	}
+	got, unread := diffOps(t, w)
+	if got["bulk/63/out.fifo"] != "modified" {
+		t.Errorf("cordon's copy of the output changed bulk/63/out.fifo (mtime %v -> %v), and the diff has %q for it (unread=%v, diff %v)",
+			before.ModTime(), after.ModTime(), got["bulk/63/out.fifo"], unread, got)
 	}
 }
