@@ -29,15 +29,6 @@ func TestBarrierHurriesWhenWaitedFor(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	t.Run("gated output", func(t *testing.T) {
 		b := newBarrier(log)
-		fifoPath := filepath.Join(t.TempDir(), "out.fifo")
-		if err := linux.Mkfifo(fifoPath, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fifo, err := os.OpenFile(fifoPath, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fifo.Close()
 		var buf bytes.Buffer
 		g := b.gate(&buf)
 		if hurried(b) {
