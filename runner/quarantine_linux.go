@@ -197,8 +197,8 @@ func (r *run) maskBroken(c linux.Created) string {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "" // gone again: the command's end says so
-	case err == nil && isPlaceholder && now == placeholder, err == nil && !isPlaceholder && sameEntry(now, mask):
-		return ""
+	case err == nil && isPlaceholder && sameEntry(now, placeholder), err == nil && !isPlaceholder && sameEntry(now, mask):
+		return "" // the entry the mask is on: a write to it in place, on the host
 	}
 	return filepath.ToSlash(rel)
 }
