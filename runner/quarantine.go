@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -162,12 +163,18 @@ func (r *run) disarm(rel string) bool {
 
 // disarmPath renames ws/rel to rel.cordon-quarantine (or -2, -3, … when that is
 // taken), following no link, and returns the new relative path.
+//
+// The sandbox can make all of those names first (they are workspace paths): past
+// them, a name with 65 random bits, which it cannot guess, is tried.
 func disarmPath(ws, rel string) (string, error) {
 	p := filepath.Join(ws, filepath.FromSlash(rel))
 	var err error
-	for i := 1; i <= 100; i++ {
+	for i := 1; i <= 100+maxRandomQuarantine; i++ {
 		name := filepath.Base(p) + quarantineSuffix
-		if i > 1 {
+		switch {
+		case i > 100:
+			name += "-" + rand.Text()[:13]
+		case i > 1:
 			name += "-" + strconv.Itoa(i)
 		}
 		if err = linux.RenameNoLinks(p, name); err == nil {
@@ -179,3 +186,7 @@ func disarmPath(ws, rel string) (string, error) {
 	}
 	return "", err
 }
+
+// maxRandomQuarantine is how many random quarantine names disarmPath tries once the
+// numbered ones are taken.
+const maxRandomQuarantine = 3

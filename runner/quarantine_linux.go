@@ -174,33 +174,39 @@ func (lw *liveWatch) maskGone(r *run, rel string) {
 
 // maskBroken is the workspace-relative path of one of the run's masks (a placeholder
 // or one of the workspace's own masked entries) when the live watch reports c, an
-// entry made, moved or written there, and what stands there now is not the entry the
-// mask was put on: the mask went with the entry it was on, so the sandbox may have
-// made this one. "" otherwise (a write the host makes to the masked entry itself).
+// entry made, moved or written there or above it (a directory moved into place may
+// bring an entry at a mask's path with it), and what stands there now is not the
+// entry the mask was put on: the mask went with the entry it was on, so the sandbox
+// may have made this one. "" otherwise (a write the host makes to the masked entry
+// itself).
 func (r *run) maskBroken(c linux.Created) string {
 	if r.rd == nil || c.Dir == "" {
 		return ""
 	}
 	p := filepath.Join(c.Dir, c.Name)
-	rel, err := filepath.Rel(r.plan.Workspace, p)
-	if err != nil || !filepath.IsLocal(rel) {
+	if rel, err := filepath.Rel(r.plan.Workspace, p); err != nil || !filepath.IsLocal(rel) {
 		return ""
 	}
+	ids := r.rd.ids()
 	r.masksMu.Lock()
-	mask, isMask := r.masks[p]
+	for m, id := range r.masks {
+		if _, ok := ids[m]; !ok {
+			ids[m] = id
+		}
+	}
 	r.masksMu.Unlock()
-	placeholder, isPlaceholder := r.rd.ids()[p]
-	if !isMask && !isPlaceholder {
-		return ""
+	for m, id := range ids {
+		if m != p && !strings.HasPrefix(m, p+"/") {
+			continue
+		}
+		now, err := linux.Identify(m)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && sameEntry(now, id) {
+			continue // gone (the command's end says so), or the entry the mask is on
+		}
+		rel, _ := filepath.Rel(r.plan.Workspace, m)
+		return filepath.ToSlash(rel)
 	}
-	now, err := linux.Identify(p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "" // gone again: the command's end says so
-	case err == nil && isPlaceholder && sameEntry(now, placeholder), err == nil && !isPlaceholder && sameEntry(now, mask):
-		return "" // the entry the mask is on: a write to it in place, on the host
-	}
-	return filepath.ToSlash(rel)
+	return ""
 }
 
 // liveTarget is what to disarm for a created entry, workspace-relative, or "".
