@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,5 +69,67 @@ touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc;
 	t.Logf("the run:\n%s", got)
 	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
 		t.Fatalf("the sandbox's .envrc is on the host after the run (every quarantine name taken): %q", data)
+	}
+}
+
+// mountNoBirth mounts over dir a fresh ext4 file system whose 128-byte inodes keep no
+// birth time, where a file removed frees its inode number for the next file made.
+func mountNoBirth(t *testing.T, dir string) {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "nobirth.img")
+	for _, c := range [][]string{
+		{"truncate", "-s", "64M", img},
+		{"mkfs.ext4", "-q", "-F", "-I", "128", img},
+		{"mount", "-o", "loop", img, dir},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+}
+
+// TestRTMaskInodeReusedWithoutBirth (held): the workspace is on a file system without
+// birth times (ext4 with 128-byte inodes), where sameEntry compares device and inode
+// only. The user's .envrc, masked read-only, is removed on the host during the run
+// (git clean -fdx); the sandbox reads its inode number through the mask beforehand and,
+// once it is gone, makes files until one takes that number, to move it into place: the
+// live watch and the command's end would take it for the user's. It held on 6.18:
+// the removed inode stays referenced for the rest of the run (300 files made, none
+// took its number), so no file of the sandbox can have it; the end says the mask went.
+func TestRTMaskInodeReusedWithoutBirth(t *testing.T) {
+	w := newWorld(t)
+	mountNoBirth(t, w.ws)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	mustWrite(t, envrc, "echo the user's\n")
+	var before os.FileInfo
+	// The sandbox reads the inode number of the user's .envrc through its mask, and
+	// once it is gone makes files in a scratch directory until one takes that number
+	// (the inode is freed once the detached mask lets it go), then moves it into place.
+	script := `want=$(stat -c %i .envrc); mkdir scratch; touch ready; while [ -e .envrc ]; do :; done
+i=0; while [ $i -lt 300 ]; do
+  echo 'echo pwned' > scratch/f$i; if [ "$(stat -c %i scratch/f$i)" = "$want" ]; then mv scratch/f$i .envrc; echo moved=$?; break; fi
+  i=$((i+1)); sleep 0.01
+done; echo tries=$i; while [ ! -e go ]; do sleep 0.05; done`
+	_, got := maskRace(t, w, script, func() {
+		before, _ = os.Lstat(envrc)
+		t.Logf("the user's .envrc: inode %d", before.Sys().(*syscall.Stat_t).Ino)
+		if err := os.Remove(envrc); err != nil {
+			t.Fatalf("removing .envrc on the host: %v", err)
+		}
+		for end := time.Now().Add(20 * time.Second); !exists(envrc) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Logf("the run:\n%s", got)
+	if q, err := os.Lstat(envrc + ".cordon-quarantine"); err == nil {
+		t.Logf("renamed aside: inode %d", q.Sys().(*syscall.Stat_t).Ino)
+	}
+	if after, err := os.Lstat(envrc); err == nil && before != nil && os.SameFile(before, after) {
+		t.Logf("the sandbox's .envrc took the user's inode number")
+	}
+	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
+		t.Fatalf("the sandbox's .envrc is on the host after the run, taken for the user's: %q", data)
 	}
 }
