@@ -133,3 +133,95 @@ done; echo tries=$i; while [ ! -e go ]; do sleep 0.05; done`
 		t.Fatalf("the sandbox's .envrc is on the host after the run, taken for the user's: %q", data)
 	}
 }
+
+// floodPy floods the file system's fanotify queue: files named HEAD (a name the live
+// watch resolves to a path and checks, the slowest events for it to handle) made,
+// closed and removed in many directories, from two processes, for argv[1] seconds.
+const floodPy = `import os, sys, time
+from multiprocessing import Process
+def flood(k, secs):
+    end = time.time() + secs
+    dirs = ["flood/%d-%d" % (k, i) for i in range(500)]
+    for d in dirs: os.makedirs(d, exist_ok=True)
+    while time.time() < end:
+        for d in dirs:
+            p = d + "/HEAD"
+            os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+            os.unlink(p)
+ps = [Process(target=flood, args=(k, float(sys.argv[1]))) for k in range(2)]
+for p in ps: p.start()
+time.sleep(float(sys.argv[1]) / 2)
+with open(".envrc", "w") as f: f.write("echo pwned\n")
+open("written", "w").close()
+for p in ps: p.join()
+`
+
+// TestRTMaskLiveWatchFlooded: the host removes the .envrc placeholder (git clean -fdx);
+// the sandbox then floods the fanotify queue (16384 events) with events the watch
+// must resolve, and writes .envrc in the middle of the flood. The queue overflows and
+// the event of .envrc is lost: the watch only logs that it lost events, and the run
+// goes on with the sandbox's .envrc on the host, for direnv to run, until the command
+// ends. Shows the sandbox can turn the live stop off at will; the end-of-command
+// check remains.
+func TestRTMaskLiveWatchFlooded(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	mustWrite(t, filepath.Join(w.ws, "flood.py"), floodPy)
+	script := `touch ready; while [ ! -e removed ]; do sleep 0.05; done; python3 flood.py 6; echo flood=$?; while [ ! -e go ]; do sleep 0.05; done`
+	var standing bool
+	cmd, got := maskRace(t, w, script, func() {
+		if err := os.Remove(envrc); err != nil {
+			t.Fatalf("removing the placeholder on the host: %v", err)
+		}
+		mustWrite(t, filepath.Join(w.ws, "removed"), "")
+		for end := time.Now().Add(time.Minute); !exists(filepath.Join(w.ws, "written")) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// What the live watch had queued is handled within seconds, flood or not.
+		time.Sleep(8 * time.Second)
+		data, err := os.ReadFile(envrc)
+		standing = err == nil && strings.Contains(string(data), "pwned")
+	})
+	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
+	if standing {
+		t.Fatalf("the sandbox's .envrc stood on the host while the run went on, seconds after it was written: the live watch missed it")
+	}
+}
+
+// TestRTMaskParentMovedIntoPlace: a contract protects tools/hook.sh (deny_write), a
+// file of the workspace's own. A host tool removes the untracked tools/ during the run
+// (git clean -fdx), and the mask on tools/hook.sh with it. The sandbox makes x/hook.sh
+// and renames x to tools: the only event is a directory moved in under the name
+// "tools", not a mask's path, so the live watch lets it be, and the run goes on with
+// the sandbox's tools/hook.sh on the host until the command ends. Shows the live watch
+// checks the entry named by the event and not the masks below it.
+func TestRTMaskParentMovedIntoPlace(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	script := `touch ready; while [ ! -e removed ]; do sleep 0.05; done
+mkdir x && echo 'echo pwned' > x/hook.sh && mv x tools; echo moved=$?; touch written; while [ ! -e go ]; do sleep 0.05; done`
+	var standing bool
+	cmd, got := maskRace(t, w, script, func() {
+		if err := os.RemoveAll(filepath.Join(w.ws, "tools")); err != nil {
+			t.Fatalf("removing tools/ on the host: %v", err)
+		}
+		mustWrite(t, filepath.Join(w.ws, "removed"), "")
+		for end := time.Now().Add(time.Minute); !exists(filepath.Join(w.ws, "written")) && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second) // the live watch acts within milliseconds
+		data, err := os.ReadFile(hook)
+		standing = err == nil && strings.Contains(string(data), "pwned")
+	})
+	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
+	if standing {
+		t.Errorf("the sandbox's tools/hook.sh stood on the host while the run went on: the live watch missed a parent moved into place")
+	}
+	if data, err := os.ReadFile(hook); err == nil && strings.Contains(string(data), "pwned") {
+		t.Errorf("the sandbox's tools/hook.sh is on the host after the run")
+	}
+}
