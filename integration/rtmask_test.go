@@ -168,7 +168,7 @@ func TestRTMaskLiveWatchFlooded(t *testing.T) {
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
 	mustWrite(t, filepath.Join(w.ws, "flood.py"), floodPy)
-	script := `touch ready; while [ ! -e removed ]; do sleep 0.05; done; python3 flood.py 6; echo flood=$?; while [ ! -e go ]; do sleep 0.05; done`
+	script := `touch ready; while [ ! -e removed ]; do sleep 0.05; done; python3 flood.py 3; echo flood=$?; while [ ! -e go ]; do sleep 0.05; done`
 	var standing bool
 	cmd, got := maskRace(t, w, script, func() {
 		if err := os.Remove(envrc); err != nil {
@@ -179,7 +179,7 @@ func TestRTMaskLiveWatchFlooded(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		// What the live watch had queued is handled within seconds, flood or not.
-		time.Sleep(8 * time.Second)
+		time.Sleep(5 * time.Second)
 		data, err := os.ReadFile(envrc)
 		standing = err == nil && strings.Contains(string(data), "pwned")
 	})
@@ -223,5 +223,57 @@ mkdir x && echo 'echo pwned' > x/hook.sh && mv x tools; echo moved=$?; touch wri
 	}
 	if data, err := os.ReadFile(hook); err == nil && strings.Contains(string(data), "pwned") {
 		t.Errorf("the sandbox's tools/hook.sh is on the host after the run")
+	}
+}
+
+// TestRTMaskSessionSecondCommand: in a session, the host removes the .envrc
+// placeholder (git clean -fdx) before a first command, which ends having done
+// nothing (its end says the mask went). A second command writes .envrc: the live
+// watch must still stop the session at once, and no later command may run.
+func TestRTMaskSessionSecondCommand(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	id := w.startSession()
+	if err := os.Remove(envrc); err != nil {
+		t.Fatalf("removing the placeholder on the host: %v", err)
+	}
+	r1 := w.cordon("", "exec", id, "--", "true")
+	t.Logf("first command: %v", r1)
+	cmd := exec.Command(testutil.Cordon(t), "exec", id, "--", "sh", "-c",
+		"echo 'echo pwned' > .envrc; echo write=$?; touch written; while [ ! -e go ]; do sleep 0.05; done")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(ended) }()
+	defer func() { cmd.Process.Kill(); <-ended }()
+	for end := time.Now().Add(time.Minute); !exists(filepath.Join(w.ws, "written")) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	data, err := os.ReadFile(envrc)
+	standing := err == nil && strings.Contains(string(data), "pwned")
+	mustWrite(t, filepath.Join(w.ws, "go"), "")
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		t.Fatalf("the second command did not end")
+	}
+	t.Logf("second command (exit %d): %s", cmd.ProcessState.ExitCode(), out.String())
+	if standing {
+		t.Errorf("the second command's .envrc stood on the host while it ran: the live watch missed it in a session")
+	}
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", "echo ran"); strings.Contains(r.stdout, "ran") {
+		t.Errorf("a command ran in the session after its mask went: %v", r)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Logf("session stop: %v", r)
+	}
+	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
+		t.Errorf("the sandbox's .envrc is on the host after the session: %q", data)
 	}
 }
