@@ -17,9 +17,9 @@ import (
 // end-of-command check that rename aside what the sandbox put there.
 
 // maskRace runs `sh -c script` under cordon in w's workspace; once the script has
-// made ./ready, onHost runs, then ./go is made for the script to go on. It returns
-// the run's cordon and output.
-func maskRace(t *testing.T, w *world, script string, onHost func()) (*exec.Cmd, string) {
+// made ./ready, onHost runs (ended is closed once the run has ended), then ./go is
+// made for the script to go on. It returns the run's cordon and output.
+func maskRace(t *testing.T, w *world, script string, onHost func(ended <-chan struct{})) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c", script)
 	cmd.Dir, cmd.Env = w.ws, w.env
@@ -42,10 +42,23 @@ func maskRace(t *testing.T, w *world, script string, onHost func()) (*exec.Cmd, 
 		}
 		return exists(filepath.Join(w.ws, "ready"))
 	})
-	onHost()
+	onHost(ended)
 	mustWrite(t, filepath.Join(w.ws, "go"), "")
 	<-ended
 	return cmd, out.String()
+}
+
+// endsOrStands waits until the run has ended (ended closed), which a live stop makes
+// happen within milliseconds of the sandbox's write, and reports whether the file at
+// path held "pwned" while the run still went on a generous while after it.
+func endsOrStands(ended <-chan struct{}, path string) bool {
+	select {
+	case <-ended:
+		return false
+	case <-time.After(30 * time.Second):
+	}
+	data, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(data), "pwned")
 }
 
 // TestRTMaskQuarantineNamesTaken: the rename aside of what stands at a mask's path
@@ -61,7 +74,7 @@ func TestRTMaskQuarantineNamesTaken(t *testing.T) {
 	envrc := filepath.Join(w.ws, ".envrc")
 	script := `touch .envrc.cordon-quarantine; i=2; while [ $i -le 100 ]; do touch .envrc.cordon-quarantine-$i; i=$((i+1)); done
 touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?`
-	_, got := maskRace(t, w, script, func() {
+	_, got := maskRace(t, w, script, func(<-chan struct{}) {
 		if err := os.Remove(envrc); err != nil {
 			t.Fatalf("removing the placeholder on the host: %v", err)
 		}
@@ -111,16 +124,21 @@ func TestRTMaskInodeReusedWithoutBirth(t *testing.T) {
 i=0; while [ $i -lt 300 ]; do
   echo 'echo pwned' > scratch/f$i; if [ "$(stat -c %i scratch/f$i)" = "$want" ]; then mv scratch/f$i .envrc; echo moved=$?; break; fi
   i=$((i+1)); sleep 0.01
-done; echo tries=$i; while [ ! -e go ]; do sleep 0.05; done`
-	_, got := maskRace(t, w, script, func() {
+done; echo tries=$i; touch tried; while [ ! -e go ]; do sleep 0.05; done`
+	_, got := maskRace(t, w, script, func(ended <-chan struct{}) {
 		before, _ = os.Lstat(envrc)
 		t.Logf("the user's .envrc: inode %d", before.Sys().(*syscall.Stat_t).Ino)
 		if err := os.Remove(envrc); err != nil {
 			t.Fatalf("removing .envrc on the host: %v", err)
 		}
-		for end := time.Now().Add(20 * time.Second); !exists(envrc) && time.Now().Before(end); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, time.Minute, "the sandbox's tries", func() bool {
+			select {
+			case <-ended:
+				return true
+			default:
+			}
+			return exists(envrc) || exists(filepath.Join(w.ws, "tried"))
+		})
 	})
 	t.Logf("the run:\n%s", got)
 	if q, err := os.Lstat(envrc + ".cordon-quarantine"); err == nil {
@@ -170,18 +188,12 @@ func TestRTMaskLiveWatchFlooded(t *testing.T) {
 	mustWrite(t, filepath.Join(w.ws, "flood.py"), floodPy)
 	script := `touch ready; while [ ! -e removed ]; do sleep 0.05; done; python3 flood.py 3; echo flood=$?; while [ ! -e go ]; do sleep 0.05; done`
 	var standing bool
-	cmd, got := maskRace(t, w, script, func() {
+	cmd, got := maskRace(t, w, script, func(ended <-chan struct{}) {
 		if err := os.Remove(envrc); err != nil {
 			t.Fatalf("removing the placeholder on the host: %v", err)
 		}
 		mustWrite(t, filepath.Join(w.ws, "removed"), "")
-		for end := time.Now().Add(time.Minute); !exists(filepath.Join(w.ws, "written")) && time.Now().Before(end); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		// What the live watch had queued is handled within seconds, flood or not.
-		time.Sleep(5 * time.Second)
-		data, err := os.ReadFile(envrc)
-		standing = err == nil && strings.Contains(string(data), "pwned")
+		standing = endsOrStands(ended, envrc)
 	})
 	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
 	if standing {
@@ -205,17 +217,12 @@ func TestRTMaskParentMovedIntoPlace(t *testing.T) {
 	script := `touch ready; while [ ! -e removed ]; do sleep 0.05; done
 mkdir x && echo 'echo pwned' > x/hook.sh && mv x tools; echo moved=$?; touch written; while [ ! -e go ]; do sleep 0.05; done`
 	var standing bool
-	cmd, got := maskRace(t, w, script, func() {
+	cmd, got := maskRace(t, w, script, func(ended <-chan struct{}) {
 		if err := os.RemoveAll(filepath.Join(w.ws, "tools")); err != nil {
 			t.Fatalf("removing tools/ on the host: %v", err)
 		}
 		mustWrite(t, filepath.Join(w.ws, "removed"), "")
-		for end := time.Now().Add(time.Minute); !exists(filepath.Join(w.ws, "written")) && time.Now().Before(end); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(3 * time.Second) // the live watch acts within milliseconds
-		data, err := os.ReadFile(hook)
-		standing = err == nil && strings.Contains(string(data), "pwned")
+		standing = endsOrStands(ended, hook)
 	})
 	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
 	if standing {
@@ -251,12 +258,7 @@ func TestRTMaskSessionSecondCommand(t *testing.T) {
 	ended := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(ended) }()
 	defer func() { cmd.Process.Kill(); <-ended }()
-	for end := time.Now().Add(time.Minute); !exists(filepath.Join(w.ws, "written")) && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(3 * time.Second)
-	data, err := os.ReadFile(envrc)
-	standing := err == nil && strings.Contains(string(data), "pwned")
+	standing := endsOrStands(ended, envrc)
 	mustWrite(t, filepath.Join(w.ws, "go"), "")
 	select {
 	case <-ended:

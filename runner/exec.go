@@ -86,7 +86,13 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	if r.stage != nil && !r.session {
 		r.stage.Started = layer.StartStamp(r.stageDir, r.o.now())
 	}
-	code, err := r.runCommand(actx, argv, eo, out, errOut, &res, ready)
+	var code int
+	var err error
+	if cause := context.Cause(actx); errors.As(cause, new(*maskKill)) {
+		err = cause // a mask went earlier in the session: no later command runs
+	} else {
+		code, err = r.runCommand(actx, argv, eo, out, errOut, &res, ready)
+	}
 	skipped, serr := r.setupEnded(ctx, sctx, err, skipBaseline, wait)
 	if serr != nil {
 		if c.id == "" || !startTimedOut(actx, serr) {

@@ -119,6 +119,12 @@ func (lw *liveWatch) handle(r *run, c linux.Created) {
 	defer lw.handledOne()
 	if c.Overflow {
 		r.o.Log.Warn("the live watch for new git repositories lost events; the end-of-command sweep still runs")
+		// An event it lost may have been the sandbox's write where a mask was: every
+		// mask is looked at now.
+		ws := filepath.Clean(r.plan.Workspace)
+		if rel := r.maskBroken(linux.Created{Dir: filepath.Dir(ws), Name: filepath.Base(ws)}); rel != "" {
+			lw.maskGone(r, rel)
+		}
 		return
 	}
 	if rel := r.maskBroken(c); rel != "" {
