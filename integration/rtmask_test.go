@@ -277,3 +277,29 @@ func TestRTMaskSessionSecondCommand(t *testing.T) {
 		t.Errorf("the sandbox's .envrc is on the host after the session: %q", data)
 	}
 }
+
+// TestRTMaskParentSymlinked: a contract protects tools/hook.sh (deny_write), a file
+// of the workspace's own. A host tool removes the untracked tools/ during the run (git
+// clean -fdx), and the mask with it. The sandbox makes real/hook.sh and a symbolic
+// link tools -> real. No event names a mask (the link is made under "tools"), and at
+// the command's end the check of tools/hook.sh, which follows no link, fails on the
+// link, as does the rename aside: the run only warns, and tools/hook.sh, read by a
+// host tool, is the sandbox's. Shows a mask's parent made a link defeats both checks.
+func TestRTMaskParentSymlinked(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	script := `touch ready; while [ ! -e go ]; do sleep 0.05; done
+mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools; echo linked=$?`
+	cmd, got := maskRace(t, w, script, func() {
+		if err := os.RemoveAll(filepath.Join(w.ws, "tools")); err != nil {
+			t.Fatalf("removing tools/ on the host: %v", err)
+		}
+	})
+	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
+	if data, err := os.ReadFile(hook); err == nil && strings.Contains(string(data), "pwned") {
+		t.Errorf("tools/hook.sh on the host after the run is the sandbox's, through its link tools: %q", data)
+	}
+}
