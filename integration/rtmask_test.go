@@ -229,7 +229,8 @@ mkdir x && echo 'echo pwned' > x/hook.sh && mv x tools; echo moved=$?; touch wri
 // TestRTMaskSessionSecondCommand: in a session, the host removes the .envrc
 // placeholder (git clean -fdx) before a first command, which ends having done
 // nothing (its end says the mask went). A second command writes .envrc: the live
-// watch must still stop the session at once, and no later command may run.
+// watch must still stop the session at once, no later command may run, and
+// `session stop` must still remove the session's placeholders.
 func TestRTMaskSessionSecondCommand(t *testing.T) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
@@ -273,6 +274,12 @@ func TestRTMaskSessionSecondCommand(t *testing.T) {
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Logf("session stop: %v", r)
 	}
+	// The stop still cleans up: no placeholder of the session is left.
+	for _, n := range []string{".vscode", ".claude", ".mcp.json", ".gitmodules"} {
+		if exists(filepath.Join(w.ws, n)) {
+			t.Errorf("the placeholder %s is left in the workspace after session stop", n)
+		}
+	}
 	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
 		t.Errorf("the sandbox's .envrc is on the host after the session: %q", data)
 	}
@@ -301,5 +308,40 @@ mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools; echo linked=
 	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
 	if data, err := os.ReadFile(hook); err == nil && strings.Contains(string(data), "pwned") {
 		t.Errorf("tools/hook.sh on the host after the run is the sandbox's, through its link tools: %q", data)
+	}
+}
+
+// TestRTMaskParentSwappedBySandbox: as TestRTMaskParentSymlinked, without the host's
+// help: the sandbox itself tries to move tools/ (holding the masked hook.sh) away and
+// put a link tools -> real in its place. tools is pinned (mounted on itself), so the
+// rename fails and the link cannot be made: held.
+func TestRTMaskParentSwappedBySandbox(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	r := w.sh("mv tools t2 2>&1; mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools 2>&1; echo linked=$?")
+	t.Logf("the run: %v", r)
+	if data, err := os.ReadFile(hook); err != nil || strings.Contains(string(data), "pwned") {
+		t.Errorf("tools/hook.sh on the host after the run: %q %v", data, err)
+	}
+}
+
+// TestRTMaskGrandparentSwappedBySandbox: a contract protects tools/git/hook.sh, a file
+// of the workspace's own. The sandbox, with no help from the host, tries to move
+// tools/ (the mask's grandparent) away, which carries the mask with it, and put in its
+// place a link tools -> real, real/git/hook.sh its own. Were only the mask's parent
+// pinned, no event would name a mask and the end's check would fail on the link.
+func TestRTMaskGrandparentSwappedBySandbox(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/git/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "git", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	r := w.sh("mv tools t2 2>&1; echo moved=$?; mkdir -p real/git && echo 'echo pwned' > real/git/hook.sh && ln -s real tools 2>&1; echo linked=$?")
+	t.Logf("the run: %v", r)
+	if data, err := os.ReadFile(hook); err != nil || strings.Contains(string(data), "pwned") {
+		t.Errorf("tools/git/hook.sh on the host after the run: %q %v", data, err)
 	}
 }
