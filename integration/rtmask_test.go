@@ -345,3 +345,23 @@ func TestRTMaskGrandparentSwappedBySandbox(t *testing.T) {
 		t.Errorf("tools/git/hook.sh on the host after the run: %q %v", data, err)
 	}
 }
+
+// TestRTMaskRepoQuarantineNamesTaken: the quarantine of a git repository the sandbox
+// makes renames sub/.git to sub/.git.cordon-quarantine, or -2 ... -100, never over an
+// existing name. The sandbox makes all hundred names first, then `git init` in sub,
+// setting core.fsmonitor (a command git on the host runs in sub): neither the live
+// watch nor the command's end can rename the repository aside, and it is left armed.
+// Shows disarmPath's names are the sandbox's to take, for repositories as for masks.
+func TestRTMaskRepoQuarantineNamesTaken(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	r := w.sh(`mkdir sub && cd sub && touch .git.cordon-quarantine && i=2 && while [ $i -le 100 ]; do touch .git.cordon-quarantine-$i; i=$((i+1)); done
+git init -q && git config core.fsmonitor 'echo pwned' && echo armed`)
+	t.Logf("the run: %v", r)
+	if !strings.Contains(r.stdout, "armed") {
+		t.Fatalf("the sandbox could not make its repository: %v", r)
+	}
+	if cfg, err := os.ReadFile(filepath.Join(w.ws, "sub", ".git", "config")); err == nil && strings.Contains(string(cfg), "pwned") {
+		t.Errorf("the sandbox's repository sub/.git is left armed after the run (every quarantine name taken): %s", cfg)
+	}
+}
