@@ -365,3 +365,23 @@ git init -q && git config core.fsmonitor 'echo pwned' && echo armed`)
 		t.Errorf("the sandbox's repository sub/.git is left armed after the run (every quarantine name taken): %s", cfg)
 	}
 }
+
+// TestRTMaskWriteThroughHardLink: the workspace's own .envrc, masked read-only, has a
+// second name in the workspace (a hard link, as `cp -al` or a backup tool makes). The
+// sandbox writes the file through that other name: a read-only bind mount protects a
+// path, not the file. The .envrc on the host is then the sandbox's; its identity is
+// unchanged, so neither the live watch nor the command's end sees anything.
+func TestRTMaskWriteThroughHardLink(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	mustWrite(t, envrc, "echo the user's\n")
+	if err := os.Link(envrc, filepath.Join(w.ws, "envrc.bak")); err != nil {
+		t.Fatal(err)
+	}
+	r := w.sh("echo 'echo pwned' > envrc.bak; echo write=$?")
+	t.Logf("the run: %v", r)
+	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
+		t.Errorf("the sandbox wrote .envrc on the host through its hard link envrc.bak: %q", data)
+	}
+}
