@@ -236,7 +236,8 @@ mkdir x && echo 'echo pwned' > x/hook.sh && mv x tools; echo moved=$?; touch wri
 // TestRTMaskSessionSecondCommand: in a session, the host removes the .envrc
 // placeholder (git clean -fdx) before a first command, which ends having done
 // nothing (its end says the mask went). A second command writes .envrc: the live
-// watch must still stop the session at once, and no later command may run.
+// watch must still stop the session at once, no later command may run, and
+// `session stop` must still remove the session's placeholders.
 func TestRTMaskSessionSecondCommand(t *testing.T) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
@@ -275,7 +276,114 @@ func TestRTMaskSessionSecondCommand(t *testing.T) {
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Logf("session stop: %v", r)
 	}
+	// The stop still cleans up: no placeholder of the session is left.
+	for _, n := range []string{".vscode", ".claude", ".mcp.json", ".gitmodules"} {
+		if exists(filepath.Join(w.ws, n)) {
+			t.Errorf("the placeholder %s is left in the workspace after session stop", n)
+		}
+	}
 	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
 		t.Errorf("the sandbox's .envrc is on the host after the session: %q", data)
+	}
+}
+
+// TestRTMaskParentSymlinked: a contract protects tools/hook.sh (deny_write), a file
+// of the workspace's own. A host tool removes the untracked tools/ during the run (git
+// clean -fdx), and the mask with it. The sandbox makes real/hook.sh and a symbolic
+// link tools -> real. No event names a mask (the link is made under "tools"), and at
+// the command's end the check of tools/hook.sh, which follows no link, fails on the
+// link, as does the rename aside: the run only warns, and tools/hook.sh, read by a
+// host tool, is the sandbox's. Shows a mask's parent made a link defeats both checks.
+func TestRTMaskParentSymlinked(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	script := `touch ready; while [ ! -e go ]; do sleep 0.05; done
+mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools; echo linked=$?`
+	cmd, got := maskRace(t, w, script, func() {
+		if err := os.RemoveAll(filepath.Join(w.ws, "tools")); err != nil {
+			t.Fatalf("removing tools/ on the host: %v", err)
+		}
+	})
+	t.Logf("the run (exit %d):\n%s", cmd.ProcessState.ExitCode(), got)
+	if data, err := os.ReadFile(hook); err == nil && strings.Contains(string(data), "pwned") {
+		t.Errorf("tools/hook.sh on the host after the run is the sandbox's, through its link tools: %q", data)
+	}
+}
+
+// TestRTMaskParentSwappedBySandbox: as TestRTMaskParentSymlinked, without the host's
+// help: the sandbox itself tries to move tools/ (holding the masked hook.sh) away and
+// put a link tools -> real in its place. tools is pinned (mounted on itself), so the
+// rename fails and the link cannot be made: held.
+func TestRTMaskParentSwappedBySandbox(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	r := w.sh("mv tools t2 2>&1; mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools 2>&1; echo linked=$?")
+	t.Logf("the run: %v", r)
+	if data, err := os.ReadFile(hook); err != nil || strings.Contains(string(data), "pwned") {
+		t.Errorf("tools/hook.sh on the host after the run: %q %v", data, err)
+	}
+}
+
+// TestRTMaskGrandparentSwappedBySandbox: a contract protects tools/git/hook.sh, a file
+// of the workspace's own. The sandbox, with no help from the host, tries to move
+// tools/ (the mask's grandparent) away, which carries the mask with it, and put in its
+// place a link tools -> real, real/git/hook.sh its own. Were only the mask's parent
+// pinned, no event would name a mask and the end's check would fail on the link.
+func TestRTMaskGrandparentSwappedBySandbox(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/git/hook.sh]\n")
+	hook := filepath.Join(w.ws, "tools", "git", "hook.sh")
+	mustWrite(t, hook, "echo the user's\n")
+	r := w.sh("mv tools t2 2>&1; echo moved=$?; mkdir -p real/git && echo 'echo pwned' > real/git/hook.sh && ln -s real tools 2>&1; echo linked=$?")
+	t.Logf("the run: %v", r)
+	if data, err := os.ReadFile(hook); err != nil || strings.Contains(string(data), "pwned") {
+		t.Errorf("tools/git/hook.sh on the host after the run: %q %v", data, err)
+	}
+}
+
+// TestRTMaskRepoQuarantineNamesTaken: the quarantine of a git repository the sandbox
+// makes renames sub/.git to sub/.git.cordon-quarantine, or -2 ... -100, never over an
+// existing name. The sandbox makes all hundred names first, then `git init` in sub,
+// setting core.fsmonitor (a command git on the host runs in sub): neither the live
+// watch nor the command's end can rename the repository aside, and it is left armed.
+// Shows disarmPath's names are the sandbox's to take, for repositories as for masks.
+func TestRTMaskRepoQuarantineNamesTaken(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	r := w.sh(`mkdir sub && cd sub && touch .git.cordon-quarantine && i=2 && while [ $i -le 100 ]; do touch .git.cordon-quarantine-$i; i=$((i+1)); done
+git init -q && git config core.fsmonitor 'echo pwned' && echo armed`)
+	t.Logf("the run: %v", r)
+	if !strings.Contains(r.stdout, "armed") {
+		t.Fatalf("the sandbox could not make its repository: %v", r)
+	}
+	if cfg, err := os.ReadFile(filepath.Join(w.ws, "sub", ".git", "config")); err == nil && strings.Contains(string(cfg), "pwned") {
+		t.Errorf("the sandbox's repository sub/.git is left armed after the run (every quarantine name taken): %s", cfg)
+	}
+}
+
+// TestRTMaskWriteThroughHardLink: the workspace's own .envrc, masked read-only, has a
+// second name in the workspace (a hard link, as `cp -al` or a backup tool makes). The
+// sandbox writes the file through that other name: a read-only bind mount protects a
+// path, not the file. The .envrc on the host is then the sandbox's; its identity is
+// unchanged, so neither the live watch nor the command's end sees anything.
+func TestRTMaskWriteThroughHardLink(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	mustWrite(t, envrc, "echo the user's\n")
+	if err := os.Link(envrc, filepath.Join(w.ws, "envrc.bak")); err != nil {
+		t.Fatal(err)
+	}
+	r := w.sh("echo 'echo pwned' > envrc.bak; echo write=$?")
+	t.Logf("the run: %v", r)
+	if data, err := os.ReadFile(envrc); err == nil && strings.Contains(string(data), "pwned") {
+		t.Errorf("the sandbox wrote .envrc on the host through its hard link envrc.bak: %q", data)
 	}
 }
