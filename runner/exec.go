@@ -86,13 +86,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	if r.stage != nil && !r.session {
 		r.stage.Started = layer.StartStamp(r.stageDir, r.o.now())
 	}
-	var code int
-	var err error
-	if cause := context.Cause(actx); errors.As(cause, new(*maskKill)) {
-		err = cause // a mask went earlier in the session: no later command runs
-	} else {
-		code, err = r.runCommand(actx, argv, eo, out, errOut, &res, ready)
-	}
+	code, err := r.runUnlessMaskGone(actx, argv, eo, out, errOut, &res, ready)
 	skipped, serr := r.setupEnded(ctx, sctx, err, skipBaseline, wait)
 	if serr != nil {
 		if c.id == "" || !startTimedOut(actx, serr) {
@@ -118,6 +112,15 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		res.Detail = context.Cause(actx).Error()
 	}
 	return res, nil
+}
+
+// runUnlessMaskGone is runCommand, unless a mask of the run went earlier (a
+// session's: maskKill), after which no command runs.
+func (r *run) runUnlessMaskGone(actx context.Context, argv []string, eo ExecOptions, out, errOut io.Writer, res *ExecResult, ready func(context.Context) error) (int, error) {
+	if cause := context.Cause(actx); errors.As(cause, new(*maskKill)) {
+		return 0, cause
+	}
+	return r.runCommand(actx, argv, eo, out, errOut, res, ready)
 }
 
 // setupEnded, once the command has ended (cmdErr: how), ends its baseline early when

@@ -145,13 +145,20 @@ func (r *run) maskNames() map[string]bool {
 	if r.rd == nil {
 		return names
 	}
+	add := func(p string) {
+		// The mask's own name, and those of the directories above it in the
+		// workspace: a link or a directory put there brings an entry at its path.
+		for ; p != r.plan.Workspace && len(p) > len(r.plan.Workspace); p = filepath.Dir(p) {
+			names[filepath.Base(p)] = true
+		}
+	}
 	for p := range r.rd.ids() {
-		names[filepath.Base(p)] = true
+		add(p)
 	}
 	r.masksMu.Lock()
 	defer r.masksMu.Unlock()
 	for p := range r.masks {
-		names[filepath.Base(p)] = true
+		add(p)
 	}
 	return names
 }
@@ -164,7 +171,7 @@ func (lw *liveWatch) maskGone(r *run, rel string) {
 	r.saidMaskLocked(filepath.Join(r.plan.Workspace, filepath.FromSlash(rel)))
 	r.masksMu.Unlock()
 	r.qMu.Lock()
-	to, err := disarmPath(r.plan.Workspace, rel)
+	to, err := disarmMask(r.plan.Workspace, rel)
 	r.qMu.Unlock()
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,7 +75,7 @@ func (r *run) maskedGone() []string {
 			r.o.Log.Warn("a masked entry was removed during the run", "path", rel)
 			continue
 		}
-		to, derr := disarmPath(r.plan.Workspace, rel)
+		to, derr := disarmMask(r.plan.Workspace, rel)
 		if derr != nil {
 			fmt.Fprintf(r.o.Stderr, "cordon: warning: %s at %s was replaced during the run (its mask in the sandbox went with it), and what is there could not be renamed aside: %s\n", what, termtext.Line(rel), termtext.Line(derr.Error()))
 			continue
@@ -83,6 +85,25 @@ func (r *run) maskedGone() []string {
 		gone = append(gone, p)
 	}
 	return out
+}
+
+// disarmMask renames aside what stands at the mask path rel (disarmPath), or, when a
+// link or a file stands where one of the directories above it was (a host tool
+// removed the directory, the sandbox put a link there), that entry: what is read at
+// rel through it is the sandbox's.
+func disarmMask(ws, rel string) (string, error) {
+	to, err := disarmPath(ws, rel)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return to, err
+	}
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		above := path.Join(parts[:i]...)
+		if fi, lerr := os.Lstat(filepath.Join(ws, filepath.FromSlash(above))); lerr == nil && !fi.IsDir() {
+			return disarmPath(ws, above)
+		}
+	}
+	return "", err
 }
 
 // maskKill is why a run was stopped when one of its masks went: the sandbox could
