@@ -389,25 +389,8 @@ func TestPlaceholderRemovedOnHost(t *testing.T) {
 // w's workspace (its mask gone, it can), and returns the run's cordon and output.
 func envrcRace(t *testing.T, w *world, onHost func()) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(testutil.Cordon(t), "run", "--", "sh", "-c",
-		"touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?")
-	cmd.Dir, cmd.Env = w.ws, w.env
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(ended) }()
-	defer func() {
-		cmd.Process.Kill()
-		<-ended
-	}()
-	waitFor(t, time.Minute, "the run's command", func() bool { return exists(filepath.Join(w.ws, "ready")) })
-	onHost()
-	mustWrite(t, filepath.Join(w.ws, "go"), "")
-	<-ended
-	return cmd, out.String()
+	return maskRace(t, w, "touch ready; while [ ! -e go ]; do sleep 0.05; done; echo 'echo pwned' > .envrc; echo write=$?",
+		func(<-chan struct{}) { onHost() })
 }
 
 // maskWentStopped checks a run whose sandbox wrote the masked path envrc once its
