@@ -109,11 +109,18 @@ func TestSessionStopSweepsAfterTheSandbox(t *testing.T) {
 	id := w.startSession()
 	r := w.cordon("", "exec", id, "--", "sh", "-c", `setsid sh -c 'i=0; while :; do i=$((i+1)); mkdir -p p$i/objects p$i/refs; echo "ref: refs/heads/m" > p$i/HEAD; mv p$i n$i.git 2>/dev/null; mkdir -p d$i && mv n$i.git d$i/.git 2>/dev/null; echo $i > tick.txt; done' >/dev/null 2>&1 </dev/null & echo started`)
 	assertContains(t, "background writer", r.stdout, "started")
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(w.ws, "tick.txt")); err == nil {
-			break
-		}
-	}
+	// The exec has returned, its diff recorded (which may hold the writer's first
+	// ticks): a tick past the one read now is written between commands.
+	tick := filepath.Join(w.ws, "tick.txt")
+	var first []byte
+	waitFor(t, 20*time.Second, "the writer's first tick", func() bool {
+		first, _ = os.ReadFile(tick)
+		return len(first) > 0
+	})
+	waitFor(t, 20*time.Second, "the writer's next tick", func() bool {
+		now, _ := os.ReadFile(tick)
+		return len(now) > 0 && string(now) != string(first)
+	})
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatalf("session stop: %v", r)
 	}
