@@ -145,20 +145,12 @@ func (r *run) maskNames() map[string]bool {
 	if r.rd == nil {
 		return names
 	}
-	add := func(p string) {
+	for p := range r.masks {
 		// The mask's own name, and those of the directories above it in the
 		// workspace: a link or a directory put there brings an entry at its path.
 		for ; p != r.plan.Workspace && len(p) > len(r.plan.Workspace); p = filepath.Dir(p) {
 			names[filepath.Base(p)] = true
 		}
-	}
-	for p := range r.rd.ids() {
-		add(p)
-	}
-	r.masksMu.Lock()
-	defer r.masksMu.Unlock()
-	for p := range r.masks {
-		add(p)
 	}
 	return names
 }
@@ -200,15 +192,7 @@ func (r *run) maskBroken(c linux.Created) string {
 	if rel, err := filepath.Rel(r.plan.Workspace, p); err != nil || !filepath.IsLocal(rel) {
 		return ""
 	}
-	ids := r.rd.ids()
-	r.masksMu.Lock()
 	for m, id := range r.masks {
-		if _, ok := ids[m]; !ok {
-			ids[m] = id
-		}
-	}
-	r.masksMu.Unlock()
-	for m, id := range ids {
 		if m != p && !strings.HasPrefix(m, p+"/") {
 			continue
 		}

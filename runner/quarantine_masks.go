@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,15 +36,7 @@ func (r *run) maskedGone() []string {
 	r.masksMu.Lock()
 	defer r.masksMu.Unlock()
 	ids := r.rd.ids()
-	paths := make([]string, 0, len(ids)+len(r.masks))
-	for p := range ids {
-		paths = append(paths, p)
-	}
-	for p := range r.masks {
-		if _, ok := ids[p]; !ok {
-			paths = append(paths, p)
-		}
-	}
+	paths := slices.Collect(maps.Keys(r.masks))
 	slices.Sort(paths) // parents first: a parent renamed aside takes what is below it
 	var out []string
 	var gone []string // disarmed directories: what is below them went with them
@@ -114,32 +107,27 @@ func (m *maskKill) Error() string {
 	return fmt.Sprintf("the sandbox's mask on %s went during the run (the entry under it was removed or replaced on the host): the sandbox could write it; the run was stopped", termtext.Line(m.rel))
 }
 
-// recordMasks records, before the sandbox starts, the identity of each entry of the
-// workspace that the plan masks or binds read-only and that is there and not one of
-// the run's placeholders (those are known by identity already): the user's own,
-// whose removal on the host during the run would detach its mask as a placeholder's
-// does.
+// recordMasks records, before the sandbox starts, the identities of the entries the
+// run's masks rest on (run.masks): its placeholders (made or adopted, known by
+// identity already), and each entry of the workspace the plan masks or binds
+// read-only that is there: the user's own, whose removal on the host during the run
+// would detach its mask as a placeholder's does.
 func (r *run) recordMasks() {
 	if r.rd == nil {
 		return
 	}
-	ids := r.rd.ids()
+	r.masks = r.rd.ids()
 	for _, m := range r.plan.Mounts {
 		rel, err := filepath.Rel(r.plan.Workspace, m.Path)
 		if m.Access == contract.ReadWrite || err != nil || rel == "." || !filepath.IsLocal(rel) {
 			continue
 		}
-		if _, ok := ids[m.Path]; ok {
+		if _, ok := r.masks[m.Path]; ok {
 			continue
 		}
-		id, err := linux.Identify(m.Path)
-		if err != nil {
-			continue // absent (a placeholder another run keeps is in ids), or unreachable
-		}
-		if r.masks == nil {
-			r.masks = map[string]linux.FileID{}
-		}
-		r.masks[m.Path] = id
+		if id, err := linux.Identify(m.Path); err == nil {
+			r.masks[m.Path] = id
+		} // else absent (a placeholder another run keeps is in rd.ids), or unreachable
 	}
 }
 
@@ -150,8 +138,9 @@ func sameEntry(a, b linux.FileID) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino && a.Birth == b.Birth
 }
 
-// saidMaskLocked records that the mask at p was found gone and said so: it is not
-// looked at again. The caller holds masksMu.
+// saidMaskLocked records that the mask at p was found gone and said so: a later
+// check still renames aside what stands there, but does not say again that it went.
+// The caller holds masksMu.
 func (r *run) saidMaskLocked(p string) {
 	if r.masksSaid == nil {
 		r.masksSaid = map[string]bool{}

@@ -270,14 +270,16 @@ type run struct {
 	uid    runUID // the sandbox's host uid, and the lease of it
 	uidErr error  // why the run has no host uid for its sandbox: prepare refuses it
 	rd     *runDir
-	// masks are the identities of the workspace's own entries the plan masks or binds
-	// read-only, as they were before the sandbox started (recordMasks); maskedGone
-	// checks them with the placeholders as each command ends (a session's may end
-	// together: masksMu).
+	// masks are the identities of the entries the run's masks rest on, as they were
+	// before the sandbox started (recordMasks): its placeholders and the workspace's
+	// own entries the plan masks or binds read-only. Written in prepare only; read
+	// as each command ends (maskedGone) and by the live watch (maskBroken).
+	masks map[string]linux.FileID
+	// masksSaid are the masks found gone and said so: not said again. Guarded by
+	// masksMu (a session's commands may end together, beside the live watch).
 	masksMu   sync.Mutex
-	masks     map[string]linux.FileID
-	masksSaid map[string]bool // masks found gone and said so: not said again
-	wsLock    *wsLock         // the run's hold on its workspace tree (lockWorkspace)
+	masksSaid map[string]bool
+	wsLock    *wsLock // the run's hold on its workspace tree (lockWorkspace)
 	broker    *creds.Broker
 	log       *audit.Writer
 	eg        *egressService

@@ -181,9 +181,10 @@ func TestRollbackFollowsNoLink(t *testing.T) {
 	}
 }
 
-// A directory the sandbox fills past the bound while a rollback removes or lists it
-// stops the rollback (ErrTooMany) instead of being read whole into the supervisor;
-// below the bound, a directory of many batches of names is removed whole.
+// A directory the sandbox fills past the bound is never read whole into the
+// supervisor: removing or listing it stops at the bound (ErrTooMany, which the
+// rollback takes for a problem of that directory); below the bound, a directory of
+// many batches of names is removed whole.
 func TestRollbackBoundsWhatItLists(t *testing.T) {
 	w := newOverlayWorld(t)
 	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
