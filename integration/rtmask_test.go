@@ -318,16 +318,8 @@ mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools; echo linked=
 // put a link tools -> real in its place. tools is pinned (mounted on itself), so the
 // rename fails and the link cannot be made: held.
 func TestRTMaskParentSwappedBySandbox(t *testing.T) {
-	w := newWorld(t)
-	hostGit(t, w.ws, "init", "-q")
-	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/hook.sh]\n")
-	hook := filepath.Join(w.ws, "tools", "hook.sh")
-	mustWrite(t, hook, "echo the user's\n")
-	r := w.sh("mv tools t2 2>&1; mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools 2>&1; echo linked=$?")
-	t.Logf("the run: %v", r)
-	if data, err := os.ReadFile(hook); err != nil || strings.Contains(string(data), "pwned") {
-		t.Errorf("tools/hook.sh on the host after the run: %q %v", data, err)
-	}
+	swappedBySandbox(t, "tools/hook.sh",
+		"mv tools t2 2>&1; mkdir real && echo 'echo pwned' > real/hook.sh && ln -s real tools 2>&1; echo linked=$?")
 }
 
 // TestRTMaskGrandparentSwappedBySandbox: a contract protects tools/git/hook.sh, a file
@@ -336,15 +328,23 @@ func TestRTMaskParentSwappedBySandbox(t *testing.T) {
 // place a link tools -> real, real/git/hook.sh its own. Were only the mask's parent
 // pinned, no event would name a mask and the end's check would fail on the link.
 func TestRTMaskGrandparentSwappedBySandbox(t *testing.T) {
+	swappedBySandbox(t, "tools/git/hook.sh",
+		"mv tools t2 2>&1; echo moved=$?; mkdir -p real/git && echo 'echo pwned' > real/git/hook.sh && ln -s real tools 2>&1; echo linked=$?")
+}
+
+// swappedBySandbox runs script in a workspace whose contract protects its own file
+// protected (deny_write), and checks the file on the host is still the user's.
+func swappedBySandbox(t *testing.T, protected, script string) {
+	t.Helper()
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
-	w.contract("version: 1\nfilesystem:\n  deny_write: [tools/git/hook.sh]\n")
-	hook := filepath.Join(w.ws, "tools", "git", "hook.sh")
+	w.contract("version: 1\nfilesystem:\n  deny_write: [" + protected + "]\n")
+	hook := filepath.Join(w.ws, filepath.FromSlash(protected))
 	mustWrite(t, hook, "echo the user's\n")
-	r := w.sh("mv tools t2 2>&1; echo moved=$?; mkdir -p real/git && echo 'echo pwned' > real/git/hook.sh && ln -s real tools 2>&1; echo linked=$?")
+	r := w.sh(script)
 	t.Logf("the run: %v", r)
 	if data, err := os.ReadFile(hook); err != nil || strings.Contains(string(data), "pwned") {
-		t.Errorf("tools/git/hook.sh on the host after the run: %q %v", data, err)
+		t.Errorf("%s on the host after the run: %q %v", protected, data, err)
 	}
 }
 
