@@ -155,6 +155,7 @@ func TestRedRunEarlyMonitorRequiredFails(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
 	notBPF := t.TempDir()
+	t.Cleanup(func() { os.Remove(paths.BPFLock(notBPF)) })
 	w.env = append(w.env, paths.BPFRootEnv+"="+notBPF)
 	w.contract("version: 1\nmonitor: {mode: required}\n")
 	marker := filepath.Join(w.ws, "ran")

@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(helperMain(h, os.Args[1:]))
 	}
-	// The tests pin their programs in a root of their own, and leave nothing there.
+	// The tests pin their programs in a root of their own, and leave nothing there;
+	// what killed test processes left is removed first.
+	testutil.SweepBPFRoots()
 	root := fmt.Sprintf("/sys/fs/bpf/cordon-test-%d", os.Getpid())
 	os.Setenv(paths.BPFRootEnv, root)
 	code := m.Run()
