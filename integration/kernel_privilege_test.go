@@ -2,12 +2,14 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // TestNoPrivilegeToRegain attacks the kernel boundary itself: the sandbox holds no
@@ -141,10 +143,12 @@ func namespacedSysctl(p string) bool {
 	return false
 }
 
-// TestColdProcSysSkipHolds: where the skip fires (a contract that shows the host's
-// /proc/sys read-only on bwrap; every engine sandbox, whose runtime binds /proc/sys
-// read-only), nothing below /proc/sys is writable by any path into it, and in bwrap's
-// own shape (no mount at /proc/sys) the skip does not fire at all.
+// TestColdProcSysSkipHolds: where the skip fires (bwrap binds the host's /proc/sys
+// read-only when nothing is mounted below it, as does a contract that shows it; every
+// engine sandbox, whose runtime binds /proc/sys read-only), nothing below /proc/sys is
+// writable by any path into it; where a host file system is mounted below the host's
+// /proc/sys, bwrap does not bind it (its bind would bring that file system in) and the
+// skip does not fire.
 func TestColdProcSysSkipHolds(t *testing.T) {
 	check := func(t *testing.T, r result, wantSkip bool) {
 		t.Helper()
@@ -179,7 +183,7 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 	}
 	t.Run("bwrap", func(t *testing.T) {
 		w := newWorld(t)
-		check(t, w.sh(procSysProbe), false)
+		check(t, w.sh(procSysProbe), true)
 		w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", \"/proc/sys\"]\n")
 		check(t, w.sh(procSysProbe), true)
 		// Below it, a bind of its own: the walk runs (and finds nothing writable).
@@ -188,6 +192,23 @@ func TestColdProcSysSkipHolds(t *testing.T) {
 		// The host's whole procfs over the fresh one, /proc/sys bound from it again.
 		w.contract("version: 1\nfilesystem:\n  readable: [\"@system\", \"/proc\", \"/proc/sys\"]\n")
 		check(t, w.sh(procSysProbe), true)
+	})
+	t.Run("bwrap-binfmt", func(t *testing.T) {
+		testutil.RequireRoot(t)
+		w := newWorld(t)
+		// In a mount namespace of the test's own: the host's table is left as it is.
+		cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+			`mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc && exec "$0" run -- sh -c "$1"`,
+			testutil.Cordon(t), procSysProbe)
+		cmd.Dir, cmd.Env = w.ws, w.env
+		r := runResult(t, cmd, "cordon")
+		check(t, r, false)
+		_, mi, _ := strings.Cut(r.stdout, "probed\n")
+		for _, m := range linux.ParseMountinfo(mi) {
+			if m.FSType == "binfmt_misc" {
+				t.Fatalf("the host's binfmt_misc came into the sandbox at %s: %v", m.Point, r)
+			}
+		}
 	})
 	t.Run("engines", func(t *testing.T) {
 		forEachContainerBackend(t, func(t *testing.T, backend string) {

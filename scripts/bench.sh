@@ -30,15 +30,15 @@ cat > "$cfg/srt.json" <<JSON
 JSON
 
 # A bare bwrap with a mount table comparable to the one cordon's default contract gives
-# (issue 17): the same namespaces and flags, /etc and /usr read-only, private /root and
-# /tmp, four masks in /etc, the workspace writable and 30 read-only binds in it (the
+# (issue 17): the same namespaces and flags, /etc and /usr read-only, /proc/sys
+# read-only, private /root and /tmp, four masks in /etc, the workspace writable and 30 read-only binds in it (the
 # protected paths), cordon's init binary and no process 1 of cordon's own.
 mask=$(mktemp -d /tmp/cordon-bench-mask.XXXXXX)
 touch "$mask/f"
 mkdir -p "$ws/.bench-protected"
 table=(--unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try
        --disable-userns --die-with-parent --new-session --as-pid-1 --cap-drop ALL --hostname cordon
-       --dev /dev --proc /proc --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
+       --dev /dev --proc /proc --ro-bind /proc/sys /proc/sys --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
        --ro-bind /etc /etc --perms 0700 --tmpfs /root --perms 1777 --tmpfs /tmp --ro-bind /usr /usr)
 for f in gshadow gshadow- shadow shadow-; do table+=(--ro-bind "$mask/f" "/etc/$f"); done
 table+=(--bind "$ws" "$ws")

@@ -53,8 +53,10 @@ func tmpfsSize(plan *contract.Plan) []string {
 func SecretFD(i int) int { return 5 + i }
 
 // Args returns bwrap's arguments for plan, ending with the command that starts pid1.
-// It is pure: the same plan and host give the same arguments.
-func Args(plan *contract.Plan, host sandbox.Host) []string {
+// It is pure: the same plan, host and procSys give the same arguments. procSys binds
+// the host's /proc/sys read-only over the fresh procfs's, which process 1's self-check
+// then need not walk (see procSysBare).
+func Args(plan *contract.Plan, host sandbox.Host, procSys bool) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--disable-userns", // no nested user namespace to regain capabilities in
@@ -68,6 +70,12 @@ func Args(plan *contract.Plan, host sandbox.Host) []string {
 	a = append(a, "--perms", "1777")
 	a = append(a, tmpfsSize(plan)...)
 	a = append(a, "--tmpfs", "/dev/shm", "--proc", "/proc")
+	if procSys {
+		// Not a handed-over source (bwrap binds it from the mount namespace it starts
+		// in): "-try" keeps it out of the hand-off, which takes only --bind and
+		// --ro-bind.
+		a = append(a, "--ro-bind-try", "/proc/sys", "/proc/sys")
+	}
 	for _, l := range plan.Links {
 		a = append(a, "--symlink", l.Target, l.Path)
 	}

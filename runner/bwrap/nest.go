@@ -40,7 +40,7 @@ var bwrapOptions = map[string]bwrapOption{
 	"--info-fd": {1, 0}, "--cap-drop": {1, 0}, "--hostname": {1, 0}, "--chdir": {1, 0},
 	"--perms": {1, 0}, "--size": {1, 0}, // modify the next op
 	"--dev": {1, 1}, "--proc": {1, 1}, "--tmpfs": {1, 1}, "--remount-ro": {1, 1}, "--dir": {1, 1},
-	"--bind": {2, 2}, "--ro-bind": {2, 2}, "--symlink": {2, 2}, "--ro-bind-data": {2, 2},
+	"--bind": {2, 2}, "--ro-bind": {2, 2}, "--symlink": {2, 2}, "--ro-bind-data": {2, 2}, "--ro-bind-try": {2, 2},
 }
 
 // bwrapOp is one option of bwrap's arguments.

@@ -207,7 +207,7 @@ func TestArgsOptionsKnown(t *testing.T) {
 		ControlSocket: "/r/control.sock", SpillDir: "/r/spill", GateSocket: "/r/gate.sock",
 		SecretFiles: []sandbox.SecretFile{{Name: "token"}},
 	}
-	args := append([]string{"--info-fd", "9"}, Args(plan, host)...)
+	args := append([]string{"--info-fd", "9"}, Args(plan, host, true)...)
 	if _, ok := parseOps(args); !ok {
 		t.Fatalf("an option of Args is not known to parseOps: %q", args)
 	}
