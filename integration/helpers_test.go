@@ -207,7 +207,7 @@ func (w *world) useRunRoot(root string) {
 // for the unix sockets of a run below it (108 bytes; t.TempDir's paths hold the test name).
 func shortTempDir(t *testing.T) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "cr")
+	d, err := os.MkdirTemp("", shortTempPrefix(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
