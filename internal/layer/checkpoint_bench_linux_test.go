@@ -21,7 +21,7 @@ func BenchmarkCheckpoint1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	prev, err := TakeCheckpoint(upper, filepath.Join(stage, "base"), nil, testMax)
+	prev, err := TakeCheckpoint(upper, "", filepath.Join(stage, "base"), nil, testMax)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func BenchmarkCheckpoint1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		c, err := TakeCheckpoint(upper, filepath.Join(stage, fmt.Sprint(i)), prev, testMax)
+		c, err := TakeCheckpoint(upper, "", filepath.Join(stage, fmt.Sprint(i)), prev, testMax)
 		if err != nil {
 			b.Fatal(err)
 		}
