@@ -83,10 +83,7 @@ func TakeCheckpoint(upper, workspace, dst string, prev *Checkpoint, max int) (*C
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer t.Close()
-	lower, err := openLower(workspace)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
+	lower := openLower(workspace)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
@@ -307,10 +304,7 @@ func (c *Checkpoint) Unchanged(upper, workspace string, max int) (map[string]boo
 		return nil, err
 	}
 	defer t.Close()
-	lower, err := openLower(workspace)
-	if err != nil {
-		return nil, err
-	}
+	lower := openLower(workspace)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {

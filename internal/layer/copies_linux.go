@@ -163,11 +163,16 @@ func isCopy(up *linux.Dir, name, rel string, lower *linux.Tree, max int) bool {
 	return err == nil && v == "y" && copyOf(up, name, rel, lower, max)
 }
 
-// openLower opens the workspace (nil for "": no workspace to compare with; closing
-// it does nothing).
-func openLower(workspace string) (*linux.Tree, error) {
+// openLower opens the workspace: nil (closing it does nothing) for "", or for one
+// that cannot be opened (a discard after the workspace went): with nothing to
+// compare with, every entry is counted and listed.
+func openLower(workspace string) *linux.Tree {
 	if workspace == "" {
-		return nil, nil
+		return nil
 	}
-	return linux.OpenTree(workspace)
+	t, err := linux.OpenTree(workspace)
+	if err != nil {
+		return nil
+	}
+	return t
 }

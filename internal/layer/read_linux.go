@@ -46,10 +46,7 @@ func Read(upper, workspace string, max int) (*Set, error) {
 			return nil, fmt.Errorf("reading the staged changes: %w", err)
 		}
 		defer up.Close()
-		lower, err := openLower(workspace)
-		if err != nil {
-			return nil, fmt.Errorf("reading the workspace: %w", err)
-		}
+		lower := openLower(workspace)
 		defer lower.Close()
 		s.up, s.lower = up, lower
 	}

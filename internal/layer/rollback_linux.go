@@ -267,7 +267,10 @@ func sameBytes(a, b *os.File) bool {
 	}
 	// Both are read to sameMax at most, whatever they grow to meanwhile.
 	lr, wr := io.LimitReader(a, sameMax+1), io.LimitReader(b, sameMax+1)
-	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	// Buffers of the files' size (and one byte more, to meet the end), 64 KiB at most:
+	// telling a restored directory a copy compares many small files.
+	n := min(fa.Size()+1, 64<<10)
+	ba, bb := make([]byte, n), make([]byte, n)
 	for {
 		na, ea := io.ReadFull(lr, ba)
 		nb, eb := io.ReadFull(wr, bb)
@@ -292,10 +295,7 @@ func UpperPaths(upper, workspace string, max int) ([]string, error) {
 		return nil, err
 	}
 	defer t.Close()
-	lower, err := openLower(workspace)
-	if err != nil {
-		return nil, err
-	}
+	lower := openLower(workspace)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
