@@ -72,8 +72,8 @@ type fileKey struct {
 // copies (prev may be nil) the files unchanged since prev was taken. Entries that
 // vanish while it reads (the sandbox writes on) are skipped, and so is an opaque
 // directory that is an exact copy of the workspace's (copyOf; workspace "": none is
-// taken as one): the checkpoint over the workspace shows the workspace's there. It holds at most max
-// entries (limits.diff.entries, as a staged change set): past that it stops with
+// taken as one): the checkpoint over the workspace shows the workspace's there. It
+// holds at most max entries (limits.diff.entries, as a staged change set): past that it stops with
 // [ErrTooMany], what it copied left for the caller to remove. The sandbox fills the
 // upper directory, and the checkpoint's index and the names it reads, a batch of a
 // directory at a time, are cordon's memory on the host.
