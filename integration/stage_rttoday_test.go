@@ -128,3 +128,72 @@ i=0; while [ ! -e /tmp/ready ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); don
 	}
 	w.cordon("", "session", "stop", id)
 }
+
+// TestRTTodayRollbackRestorePastBound: a directory the rollback reconciles with exactly
+// limits.diff.entries entries is within the bound (boundedNames reads max+1): rollback
+// -1 of a command that removed a workspace directory of 100 entries (one whiteout in
+// the upper directory) succeeds (HELD). BROKEN: it restores the 100 files by writing
+// them through the overlay, into the upper directory, which then holds more entries
+// than the bound although the workspace is back at a checkpoint that held one: the
+// session's next command is refused (its checkpoint is past the bound), and its stop
+// keeps nothing of the change set. One `rm -r node_modules` by the agent and one
+// rollback by its user lose every change the session staged.
+func TestRTTodayRollbackRestorePastBound(t *testing.T) {
+	w := newStageWorld(t)
+	for i := range 100 {
+		mustWrite(t, filepath.Join(w.ws, "full", "f"+strconv.Itoa(i)), "x\n")
+	}
+	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
+	id := w.startSession("--stage")
+	w.exec(id, "echo staged > kept.txt")
+	w.exec(id, "echo two > a.txt; rm -r full")
+	if r := w.cordon("", "session", "rollback", id, "-1"); r.code != 0 {
+		t.Fatalf("rollback at exactly the bound: %v", r)
+	}
+	r := w.cordon("", "exec", id, "--", "sh", "-c", "cat a.txt kept.txt; ls full | wc -l")
+	if r.code != 0 {
+		t.Errorf("after a rollback to a checkpoint within the bound, the session refuses its next command: %v", r)
+	} else if got := strings.TrimSpace(r.stdout); got != "one\nstaged\n100" {
+		t.Errorf("after the rollback: %q, want one, staged, 100 files in full", got)
+	}
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Errorf("stop after a rollback to a checkpoint within the bound: %v", r)
+	}
+}
+
+// TestRTTodayRollbackRestoredDirChanged: directories a rollback restored show their
+// checkpoint's files (full/f1 as the first command edited it; other/ as the workspace
+// holds it, an exact copy, which the change set does not count), and a change made in
+// one afterwards is in the change set: stop keeps it and apply lands it, with the
+// directories' other files as they were.
+func TestRTTodayRollbackRestoredDirChanged(t *testing.T) {
+	w := newStageWorld(t)
+	for i := range 10 {
+		mustWrite(t, filepath.Join(w.ws, "full", "f"+strconv.Itoa(i)), "x\n")
+		mustWrite(t, filepath.Join(w.ws, "other", "f"+strconv.Itoa(i)), "x\n")
+	}
+	id := w.startSession("--stage")
+	w.exec(id, "echo edited > full/f1")
+	w.exec(id, "rm -r full other")
+	w.rollback(id, "-1")
+	if got := w.exec(id, "cat full/f1 full/f2 other/f1; ls full other | wc -l"); got != "edited\nx\nx\n23\n" {
+		t.Errorf("after the rollback: %q, want full/f1 edited, the rest x, 10 files in each", got)
+	}
+	w.exec(id, "echo changed > other/f3")
+	if r := w.cordon("", "session", "stop", id); r.code != 0 {
+		t.Fatalf("stop: %v", r)
+	}
+	if r := w.cordon("", "apply", id); r.code != 0 {
+		t.Fatalf("apply: %v", r)
+	}
+	for p, want := range map[string]string{"full/f1": "edited\n", "full/f2": "x\n", "other/f3": "changed\n", "other/f2": "x\n"} {
+		if got := w.read(p); got != want {
+			t.Errorf("apply landed %s: %q, want %q", p, got, want)
+		}
+	}
+	for _, dir := range []string{"full", "other"} {
+		if entries, err := os.ReadDir(filepath.Join(w.ws, dir)); err != nil || len(entries) != 10 {
+			t.Errorf("%s after apply: %d entries, %v; want 10", dir, len(entries), err)
+		}
+	}
+}

@@ -83,7 +83,7 @@ func (r *run) checkpoint(name string, auto bool) (Checkpoint, error) {
 	}
 	var c *layer.Checkpoint
 	err := linux.WithoutReserve(func() (err error) {
-		c, err = layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), dir, prev, r.maxStaged())
+		c, err = layer.TakeCheckpoint(filepath.Join(r.stageDir, stageUpperName), r.plan.Workspace, dir, prev, r.maxStaged())
 		return err
 	})
 	if err != nil {
@@ -232,11 +232,11 @@ func (r *run) rollback(ctx context.Context, to string) (RollbackResult, error) {
 // restore writes, through the live overlay, what the view of cp over the workspace
 // holds wherever the two can differ: the paths of the upper directory and of cp.
 func (r *run) restore(cp *checkpoint) (changed []string, problems []layer.Problem, err error) {
-	now, err := layer.UpperPaths(filepath.Join(r.stageDir, stageUpperName), r.maxStaged())
+	now, err := layer.UpperPaths(filepath.Join(r.stageDir, stageUpperName), r.plan.Workspace, r.maxStaged())
 	if err != nil {
 		return nil, nil, err
 	}
-	then, err := layer.UpperPaths(cp.copy.Dir, r.maxStaged())
+	then, err := layer.UpperPaths(cp.copy.Dir, r.plan.Workspace, r.maxStaged())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -257,7 +257,7 @@ func (r *run) restore(cp *checkpoint) (changed []string, problems []layer.Proble
 	if err != nil {
 		return nil, nil, err
 	}
-	same, err := cp.copy.Unchanged(filepath.Join(r.stageDir, stageUpperName), r.maxStaged())
+	same, err := cp.copy.Unchanged(filepath.Join(r.stageDir, stageUpperName), r.plan.Workspace, r.maxStaged())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -70,7 +70,7 @@ func (r *run) prepareStage(host *sandbox.Host) error {
 // (apply's conflict check judges such changes).
 func (r *run) stagedDiff(ctx context.Context) (*fsdiff.Result, error) {
 	upperDir := filepath.Join(r.stageDir, stageUpperName)
-	set, err := layer.Read(upperDir, int(r.plan.Limits.Diff.Entries))
+	set, err := layer.Read(upperDir, r.plan.Workspace, int(r.plan.Limits.Diff.Entries))
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func changedPaths(set *layer.Set) []fsdiff.ChangedPath {
 // finishStage records, once the command has ended and nothing writes the upper
 // directory, each changed path's workspace entry, and says what is staged.
 func (r *run) finishStage() error {
-	set, err := layer.Read(filepath.Join(r.stageDir, stageUpperName), int(r.plan.Limits.Diff.Entries))
+	set, err := layer.Read(filepath.Join(r.stageDir, stageUpperName), r.plan.Workspace, int(r.plan.Limits.Diff.Entries))
 	if err != nil {
 		return errdefs.Unavailablef("%w", err)
 	}
@@ -276,7 +276,7 @@ func Apply(id string, o ApplyOptions) (StageResult, error) {
 	}
 	defer wl.release()
 	upper := filepath.Join(dir, stageUpperName)
-	set, err := layer.Read(upper, rec.maxEntries())
+	set, err := layer.Read(upper, rec.Workspace, rec.maxEntries())
 	if err != nil {
 		return res, errdefs.Unavailablef("%w", err)
 	}
@@ -370,7 +370,7 @@ func Discard(auditRoot, id string, o DiscardOptions) (StageResult, error) {
 	}
 	defer unlock()
 	logDir := filepath.Join(auditRoot, id)
-	if set, err := layer.Read(filepath.Join(dir, stageUpperName), rec.maxEntries()); err == nil {
+	if set, err := layer.Read(filepath.Join(dir, stageUpperName), rec.Workspace, rec.maxEntries()); err == nil {
 		for _, c := range notYet(set.Changes, rec) {
 			if c.Kind != layer.Dir || c.Opaque || !rec.Ended[c.Path].Dir {
 				res.Paths = append(res.Paths, c.Path)

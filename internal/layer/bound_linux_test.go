@@ -40,27 +40,27 @@ func TestStagedReadsBounded(t *testing.T) {
 	const n = 3000 // three batches of names in one directory
 	upper := fillUpper(t, n)
 	atBound := n + 2
-	c, err := TakeCheckpoint(upper, filepath.Join(t.TempDir(), "c"), nil, atBound)
+	c, err := TakeCheckpoint(upper, "", filepath.Join(t.TempDir(), "c"), nil, atBound)
 	if err != nil {
 		t.Fatalf("a checkpoint of %d entries at a bound of %d: %v", atBound, atBound, err)
 	}
 	if c.Copied != n+1 {
 		t.Errorf("the checkpoint copied %d files, want %d", c.Copied, n+1)
 	}
-	if _, err := TakeCheckpoint(upper, filepath.Join(t.TempDir(), "c"), nil, atBound-1); !errors.Is(err, ErrTooMany) {
+	if _, err := TakeCheckpoint(upper, "", filepath.Join(t.TempDir(), "c"), nil, atBound-1); !errors.Is(err, ErrTooMany) {
 		t.Errorf("a checkpoint of %d entries at a bound of %d: %v, want ErrTooMany", atBound, atBound-1, err)
 	}
-	if got, err := UpperPaths(upper, atBound); err != nil || len(got) != atBound {
+	if got, err := UpperPaths(upper, "", atBound); err != nil || len(got) != atBound {
 		t.Errorf("UpperPaths at the bound: %d paths, %v; want %d", len(got), err, atBound)
 	}
-	if _, err := UpperPaths(upper, atBound-1); !errors.Is(err, ErrTooMany) {
+	if _, err := UpperPaths(upper, "", atBound-1); !errors.Is(err, ErrTooMany) {
 		t.Errorf("UpperPaths past the bound: %v, want ErrTooMany", err)
 	}
-	same, err := c.Unchanged(upper, atBound)
+	same, err := c.Unchanged(upper, "", atBound)
 	if err != nil || len(same) != n+1 {
 		t.Errorf("Unchanged at the bound: %d unchanged, %v; want %d", len(same), err, n+1)
 	}
-	if _, err := c.Unchanged(upper, atBound-1); !errors.Is(err, ErrTooMany) {
+	if _, err := c.Unchanged(upper, "", atBound-1); !errors.Is(err, ErrTooMany) {
 		t.Errorf("Unchanged past the bound: %v, want ErrTooMany", err)
 	}
 }
@@ -70,7 +70,7 @@ func TestStagedReadsBounded(t *testing.T) {
 // nothing else).
 func TestUpperPathsParentsFirst(t *testing.T) {
 	upper := fillUpper(t, 10)
-	got, err := UpperPaths(upper, testMax)
+	got, err := UpperPaths(upper, "", testMax)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ type Checkpoint struct {
 	Problems []Problem
 	index    map[uint64]fileKey // the upper directory's files as copied, by pathKey
 	max      int                // entries the checkpoint may hold (limits.diff.entries)
+	lower    *linux.Tree        // the workspace, while the checkpoint is taken (copyOf)
 	omitted  int                // problems past maxProblems, not kept
 	seen     int                // entries counted against max
 	// names holds, for an upper file of more than one name, the copy of it this
@@ -69,23 +70,28 @@ type fileKey struct {
 // TakeCheckpoint copies upper into dst (which must not exist, or be an empty
 // directory: the caller may make it with other credentials than the copy's), linking to prev's
 // copies (prev may be nil) the files unchanged since prev was taken. Entries that
-// vanish while it reads (the sandbox writes on) are skipped. It holds at most max
-// entries (limits.diff.entries, as a staged change set): past that it stops with
+// vanish while it reads (the sandbox writes on) are skipped, and so is an opaque
+// directory that is an exact copy of the workspace's (copyOf; workspace "": none is
+// taken as one): the checkpoint over the workspace shows the workspace's there. It
+// holds at most max entries (limits.diff.entries, as a staged change set): past that it stops with
 // [ErrTooMany], what it copied left for the caller to remove. The sandbox fills the
 // upper directory, and the checkpoint's index and the names it reads, a batch of a
 // directory at a time, are cordon's memory on the host.
-func TakeCheckpoint(upper, dst string, prev *Checkpoint, max int) (*Checkpoint, error) {
+func TakeCheckpoint(upper, workspace, dst string, prev *Checkpoint, max int) (*Checkpoint, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer t.Close()
+	lower := openLower(workspace)
+	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer root.Close()
-	c := &Checkpoint{Dir: dst, index: map[uint64]fileKey{}, names: map[uint64]linkedCopy{}, max: max}
+	c := &Checkpoint{Dir: dst, index: map[uint64]fileKey{}, names: map[uint64]linkedCopy{}, max: max, lower: lower}
+	defer func() { c.lower = nil }()
 	if err := os.Mkdir(dst, 0o700); errors.Is(err, fs.ErrExist) {
 		if err := emptyDir(dst); err != nil {
 			return nil, err
@@ -192,6 +198,9 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 		}
 		return linux.Whiteout(dst)
 	case syscall.S_IFDIR:
+		if isCopy(d, name, p, c.lower, c.max) {
+			return nil
+		}
 		sub, err := d.Sub(name)
 		if err != nil {
 			return err
@@ -287,13 +296,16 @@ func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
 // Unchanged lists the files of the upper directory upper that are what they were
 // when c was taken (same inode, same ctime): a rollback to c need not read them. It
 // reads at most max entries of upper (past that, [ErrTooMany]), a batch of a
-// directory's names at a time.
-func (c *Checkpoint) Unchanged(upper string, max int) (map[string]bool, error) {
+// directory's names at a time, and none below an opaque directory that is an exact
+// copy of the workspace's (copyOf; workspace "": none is taken as one).
+func (c *Checkpoint) Unchanged(upper, workspace string, max int) (map[string]bool, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	lower := openLower(workspace)
+	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
 		return nil, err
@@ -322,6 +334,9 @@ func (c *Checkpoint) Unchanged(upper string, max int) (map[string]bool, error) {
 						same[p] = true
 					}
 				case syscall.S_IFDIR:
+					if isCopy(d, name, p, lower, max) {
+						continue
+					}
 					if sub, err := d.Sub(name); err == nil {
 						err = walk(sub, p)
 						sub.Close()

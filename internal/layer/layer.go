@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // Kind is what a change does to its path.
@@ -66,6 +68,9 @@ type Set struct {
 	Problems []Problem
 
 	seen int // names Read has counted against its bound
+	// While Read reads: the upper directory and the workspace (nil: no workspace to
+	// compare with, see copyOf).
+	up, lower *linux.Tree
 }
 
 // Problem is an entry of the upper directory that is not a change Apply can land.

@@ -12,7 +12,7 @@ import (
 var errUnimplemented = errors.New("staged runs are unimplemented on this GOOS")
 
 // Read is unimplemented on this GOOS.
-func Read(upper string, max int) (*Set, error) { return nil, errUnimplemented }
+func Read(upper, workspace string, max int) (*Set, error) { return nil, errUnimplemented }
 
 // StateOf is unimplemented on this GOOS: it describes nothing.
 func StateOf(t *linux.Tree, rel string) State { return State{} }

@@ -28,8 +28,11 @@ const (
 // Read describes the upper directory upper, holding at most max entries of it: past
 // that it stops and returns ErrTooMany, so that what a sandbox made in its upper
 // directory never makes cordon's memory grow without bound. The caller guarantees that
-// nothing writes it any more (the run that wrote it has ended).
-func Read(upper string, max int) (*Set, error) {
+// nothing writes it any more (the run that wrote it has ended). An opaque directory
+// that is an exact copy of the workspace's (copyOf, a rollback's restoring of a
+// directory removed; workspace "": none is taken as one) is no change: not listed,
+// nothing below it counted.
+func Read(upper, workspace string, max int) (*Set, error) {
 	if _, err := os.Lstat(upper); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s", ErrNotStaged, upper)
@@ -37,9 +40,20 @@ func Read(upper string, max int) (*Set, error) {
 		return nil, err
 	}
 	s := &Set{}
+	if workspace != "" {
+		up, err := linux.OpenTree(upper)
+		if err != nil {
+			return nil, fmt.Errorf("reading the staged changes: %w", err)
+		}
+		defer up.Close()
+		lower := openLower(workspace)
+		defer lower.Close()
+		s.up, s.lower = up, lower
+	}
 	if err := s.walk(upper, ".", max); err != nil {
 		return nil, err
 	}
+	s.up, s.lower = nil, nil
 	sort.SliceStable(s.Changes, func(i, j int) bool { return s.Changes[i].Path < s.Changes[j].Path })
 	return s, nil
 }
@@ -112,6 +126,9 @@ func (s *Set) entry(upper, p, full string, fi fs.FileInfo, max int) error {
 		if err != nil {
 			return err
 		}
+		if v == "y" && s.copyOfLower(p, max) {
+			return nil
+		}
 		s.Changes = append(s.Changes, Change{Path: p, Kind: Dir, Mode: uint32(m.Perm()), Opaque: v == "y"})
 		return s.walk(upper, p, max)
 	case m.IsRegular():
@@ -164,4 +181,18 @@ func (s *Set) metaProblems(p, full string, m fs.FileMode) {
 		s.Problems = append(s.Problems, Problem{p, fmt.Sprintf("extended attributes not landed (only up to %d user.* are): %s",
 			linux.MaxCarriedXattrs, strings.Join(refused, ", "))})
 	}
+}
+
+// copyOfLower reports whether the opaque directory p of the upper directory is an
+// exact copy of the workspace's (copyOf).
+func (s *Set) copyOfLower(p string, max int) bool {
+	if s.lower == nil {
+		return false
+	}
+	parent, err := s.up.OpenDir(path.Dir(p))
+	if err != nil {
+		return false
+	}
+	defer parent.Close()
+	return copyOf(parent, path.Base(p), p, s.lower, max)
 }

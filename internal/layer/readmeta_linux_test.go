@@ -47,7 +47,7 @@ func TestReadNamesMetadataItDoesNotLand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := Read(upper, 1000)
+	s, err := Read(upper, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +86,11 @@ func TestReadBounded(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(upper, "d", "e"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := Read(upper, 32); err != nil || len(s.Changes) != 32 {
+	if s, err := Read(upper, "", 32); err != nil || len(s.Changes) != 32 {
 		t.Fatalf("Read at its bound: %v, want 32 changes", err)
 	}
 	for _, max := range []int{0, 10, 30, 31} {
-		if _, err := Read(upper, max); !errors.Is(err, ErrTooMany) {
+		if _, err := Read(upper, "", max); !errors.Is(err, ErrTooMany) {
 			t.Errorf("Read of 32 entries with max %d: %v, want ErrTooMany", max, err)
 		}
 	}

@@ -18,7 +18,8 @@ import (
 // the paths an upper directory names can differ between the two, so paths (those of
 // the live upper directory and of the checkpoint) are where it looks, and the
 // entries of each directory among them. Every write goes through live, following no
-// link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits. Files
+// link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits, files
+// with want's modification time. Files
 // in same are known to be what they were at the checkpoint (Checkpoint.Unchanged) and
 // are not read. It returns the paths it changed, and what want holds that it cannot
 // restore. A directory it lists, on either side, holds at most max entries
@@ -208,7 +209,7 @@ func (rb *rollback) writeNamed(p string, mode uint32, lType uint32) error {
 	return nil
 }
 
-// writeFile replaces live's p with want's file of mode mode.
+// writeFile replaces live's p with want's file of mode mode and modification time.
 func (rb *rollback) writeFile(p string, mode uint32, lType uint32) error {
 	if lType == syscall.S_IFDIR {
 		if err := removeAll(rb.live, p, rb.max); err != nil {
@@ -220,10 +221,18 @@ func (rb *rollback) writeFile(p string, mode uint32, lType uint32) error {
 		return err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return &os.PathError{Op: "rollback", Path: p, Err: errors.New("the checkpoint's entry is not a regular file")}
 	}
-	return rb.live.WriteFile(p, f, mode&0o777, rb.uid, rb.gid)
+	// Its modification time too: a file restored from the workspace is then an exact
+	// copy of it, which the upper directory's readers take as no change (copyOf).
+	return rb.live.WriteFileFunc(p, mode&0o777, rb.uid, rb.gid, func(dst *os.File) error {
+		if err := linux.CopySparse(dst, f); err != nil {
+			return err
+		}
+		return linux.SetMtime(dst, fi.ModTime())
+	})
 }
 
 // sameMax is the largest file sameContent compares: a larger one is taken to differ
@@ -245,6 +254,12 @@ func (rb *rollback) sameContent(p string) bool {
 		return false
 	}
 	defer b.Close()
+	return sameBytes(a, b)
+}
+
+// sameBytes reports whether a and b are regular files of the same bytes; files of
+// more than sameMax bytes are taken to differ.
+func sameBytes(a, b *os.File) bool {
 	fa, err1 := a.Stat()
 	fb, err2 := b.Stat()
 	if err1 != nil || err2 != nil || !fa.Mode().IsRegular() || !fb.Mode().IsRegular() || fa.Size() != fb.Size() || fa.Size() > sameMax {
@@ -252,7 +267,10 @@ func (rb *rollback) sameContent(p string) bool {
 	}
 	// Both are read to sameMax at most, whatever they grow to meanwhile.
 	lr, wr := io.LimitReader(a, sameMax+1), io.LimitReader(b, sameMax+1)
-	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	// Buffers of the files' size (and one byte more, to meet the end), 64 KiB at most:
+	// telling a restored directory a copy compares many small files.
+	n := min(fa.Size()+1, 64<<10)
+	ba, bb := make([]byte, n), make([]byte, n)
 	for {
 		na, ea := io.ReadFull(lr, ba)
 		nb, eb := io.ReadFull(wr, bb)
@@ -267,15 +285,18 @@ func (rb *rollback) sameContent(p string) bool {
 
 // UpperPaths lists the paths of the upper directory upper, parents first, following
 // no link (the sandbox writes it meanwhile); entries that vanish while it reads are
-// skipped. It lists at most max (limits.diff.entries): past that, [ErrTooMany]; and
+// skipped, and so are those below an opaque directory that is an exact copy of the
+// workspace's (copyOf; workspace "": none is taken as one). It lists at most max (limits.diff.entries): past that, [ErrTooMany]; and
 // paths of at most maxPathLen bytes, pathBytesPerEntry per entry of max in all: past
 // that, [ErrTooLong]. A directory's names are read a batch at a time.
-func UpperPaths(upper string, max int) ([]string, error) {
+func UpperPaths(upper, workspace string, max int) ([]string, error) {
 	t, err := linux.OpenTree(upper)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	lower := openLower(workspace)
+	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
 		return nil, err
@@ -296,8 +317,8 @@ func UpperPaths(upper string, max int) ([]string, error) {
 				}
 				out = append(out, p)
 				st, err := d.Lstat(n)
-				if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-					continue // gone, or not a directory
+				if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR || isCopy(d, n, p, lower, max) {
+					continue // gone, not a directory, or the workspace's as it is
 				}
 				sub, err := d.Sub(n)
 				if err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // overlayWorld is a real overlay (detached, reached through its mount fd) of a
-// workspace of three files, written through like a staged session's.
+// workspace of four files, written through like a staged session's.
 type overlayWorld struct {
 	t                *testing.T
 	ws, upper, stage string
@@ -23,7 +23,7 @@ type overlayWorld struct {
 func newOverlayWorld(t *testing.T) *overlayWorld {
 	testutil.RequireRoot(t)
 	w := &overlayWorld{t: t, ws: t.TempDir(), stage: t.TempDir()}
-	for p, data := range map[string]string{"a.txt": "one\n", "b.txt": "keep\n", "d/x": "x\n"} {
+	for p, data := range map[string]string{"a.txt": "one\n", "b.txt": "keep\n", "d/x": "x\n", "d/sub/z": "z\n"} {
 		full := filepath.Join(w.ws, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
@@ -103,9 +103,9 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 		w.t.Fatal(err)
 	}
 	defer want.Close()
-	now, _ := UpperPaths(w.upper, testMax)
-	then, _ := UpperPaths(c.Dir, testMax)
-	same, err := c.Unchanged(w.upper, testMax)
+	now, _ := UpperPaths(w.upper, w.ws, testMax)
+	then, _ := UpperPaths(c.Dir, w.ws, testMax)
+	same, err := c.Unchanged(w.upper, w.ws, testMax)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 	w := newOverlayWorld(t)
 	w.write("a.txt", "two\n")
-	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
+	c1, err := TakeCheckpoint(w.upper, w.ws, filepath.Join(w.stage, "c1"), nil, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.write("n/z", "z\n")
-	c2, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c2"), c1, testMax)
+	c2, err := TakeCheckpoint(w.upper, w.ws, filepath.Join(w.stage, "c2"), c1, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestRollbackRestoresTheCheckpoint(t *testing.T) {
 // the tree, and nothing appears outside.
 func TestRollbackFollowsNoLink(t *testing.T) {
 	w := newOverlayWorld(t)
-	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
+	c1, err := TakeCheckpoint(w.upper, w.ws, filepath.Join(w.stage, "c1"), nil, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestRollbackFollowsNoLink(t *testing.T) {
 // many batches of names is removed whole.
 func TestRollbackBoundsWhatItLists(t *testing.T) {
 	w := newOverlayWorld(t)
-	c1, err := TakeCheckpoint(w.upper, filepath.Join(w.stage, "c1"), nil, testMax)
+	c1, err := TakeCheckpoint(w.upper, w.ws, filepath.Join(w.stage, "c1"), nil, testMax)
 	if err != nil {
 		t.Fatal(err)
 	}

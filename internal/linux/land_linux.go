@@ -33,8 +33,13 @@ func OpenTree(dir string) (*Tree, error) {
 	return &Tree{root: f}, nil
 }
 
-// Close releases the tree's root.
-func (t *Tree) Close() error { return t.root.Close() }
+// Close releases the tree's root. A nil Tree is none: closing it does nothing.
+func (t *Tree) Close() error {
+	if t == nil {
+		return nil
+	}
+	return t.root.Close()
+}
 
 func (t *Tree) resolve(rel string, flags uint64) (int, error) {
 	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -221,6 +222,22 @@ func (d *Dir) Readlink(name string) (string, error) {
 		return "", &os.PathError{Op: "readlink", Path: name, Err: err}
 	}
 	return string(buf[:n]), nil
+}
+
+// Listxattr lists the extended attribute names of the entry name of d itself (a
+// link is not followed), every namespace the caller may see.
+func (d *Dir) Listxattr(name string) ([]string, error) {
+	if err := entryName(name); err != nil {
+		return nil, err
+	}
+	return ListxattrAt(int(d.f.Fd()), name)
+}
+
+// SetMtime sets the modification time of the open file f to mtime (its access time
+// is left as it is).
+func SetMtime(f *os.File, mtime time.Time) error {
+	ts := unix.NsecToTimespec(mtime.UnixNano())
+	return unix.UtimesNanoAt(int(f.Fd()), "", []unix.Timespec{{Nsec: unix.UTIME_OMIT}, ts}, unix.AT_EMPTY_PATH)
 }
 
 // Getxattr returns the value of d's own extended attribute attr ("" when none).

@@ -1,0 +1,178 @@
+package layer
+
+import (
+	"path"
+	"slices"
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
+)
+
+// A rollback that undoes the removal of a workspace directory (one whiteout in the
+// upper directory) cannot take the whiteout away: the upper directory is never
+// changed behind the mounted overlay's back, and processes of the session run on
+// through the rollback. It makes the directory anew through the overlay instead: an
+// opaque directory of the upper directory, holding a copy of each of the workspace's
+// entries, which shows what the workspace shows there. Counted entry by entry, it
+// would take the session past limits.diff.entries although the workspace is back at a
+// checkpoint that held one whiteout; listed, it would land every file again.
+//
+// The readers of a staged session's upper directory (Read, TakeCheckpoint,
+// UpperPaths, Checkpoint.Unchanged) take an opaque directory that is such a copy, as
+// they read it, as what it is: no change. A copy is exact: the same names, types and
+// permission bits, no set-id bits and no extended attribute but the overlay's
+// opaque mark, the same link targets, and files of the same bytes (at most sameMax
+// each) and modification time. Anything else the sandbox wrote in it (one byte, one
+// name, one attribute, a touch) makes it a change again, listed and counted in full,
+// as before. Apply lands only what Apply's Read lists, after the run has ended: what
+// it leaves out is, at that moment, what the workspace holds already.
+
+// copyOf reports whether the entry name of the upper directory up, a directory at
+// rel, is an exact copy of the workspace's directory rel (lower: nil, none is taken
+// as one). Directories of more than max entries (0: no bound), on either side, are
+// not read: they are not copies.
+func copyOf(up *linux.Dir, name, rel string, lower *linux.Tree, max int) bool {
+	if lower == nil {
+		return false
+	}
+	lo, err := lower.OpenDir(path.Dir(rel))
+	if err != nil {
+		return false
+	}
+	defer lo.Close()
+	return sameEntry(up, lo, name, max)
+}
+
+// sameEntry reports whether the entry name of up is an exact copy of lo's.
+func sameEntry(up, lo *linux.Dir, name string, max int) bool {
+	us, err := up.Lstat(name)
+	if err != nil {
+		return false
+	}
+	ls, err := lo.Lstat(name)
+	if err != nil {
+		return false
+	}
+	// The type and the permission bits, and no set-id or sticky bit in the copy
+	// (Apply never lands them; the workspace's own are kept).
+	if us.Mode&(syscall.S_IFMT|0o7777) != ls.Mode&(syscall.S_IFMT|0o777) || !onlyOpaqueMark(up, name, us.Mode) {
+		return false
+	}
+	switch us.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return us.Size == ls.Size && us.Mtim == ls.Mtim && sameFileOf(up, lo, name)
+	case syscall.S_IFLNK:
+		a, err1 := up.Readlink(name)
+		b, err2 := lo.Readlink(name)
+		return err1 == nil && err2 == nil && a == b
+	case syscall.S_IFDIR:
+		return sameDir(up, lo, name, max)
+	}
+	return false
+}
+
+// onlyOpaqueMark reports whether the entry name of up, of mode mode, has no extended
+// attribute but, on a directory, the overlay's opaque mark.
+func onlyOpaqueMark(up *linux.Dir, name string, mode uint32) bool {
+	attrs, err := up.Listxattr(name)
+	if err != nil {
+		return false
+	}
+	for _, a := range attrs {
+		if a != xattrOpaque || mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFileOf reports whether the regular files name of up and lo hold the same bytes.
+func sameFileOf(up, lo *linux.Dir, name string) bool {
+	a, err := up.Open(name)
+	if err != nil {
+		return false
+	}
+	defer a.Close()
+	b, err := lo.Open(name)
+	if err != nil {
+		return false
+	}
+	defer b.Close()
+	return sameBytes(a, b)
+}
+
+// sameDir reports whether the directories name of up and lo hold the same names, each
+// an exact copy.
+func sameDir(up, lo *linux.Dir, name string, max int) bool {
+	su, err := up.Sub(name)
+	if err != nil {
+		return false
+	}
+	defer su.Close()
+	sl, err := lo.Sub(name)
+	if err != nil {
+		return false
+	}
+	defer sl.Close()
+	un, ok := namesWithin(su, max)
+	if !ok {
+		return false
+	}
+	ln, ok := namesWithin(sl, max)
+	if !ok || len(ln) != len(un) {
+		return false
+	}
+	slices.Sort(un)
+	slices.Sort(ln)
+	if !slices.Equal(un, ln) {
+		return false
+	}
+	for _, n := range un {
+		if !sameEntry(su, sl, n, max) {
+			return false
+		}
+	}
+	return true
+}
+
+// namesWithin lists d's names, a batch at a time, when it holds at most max (0: no
+// bound).
+func namesWithin(d *linux.Dir, max int) ([]string, bool) {
+	var names []string
+	err := d.EachNames(namesBatch, func(batch []string) error {
+		if names = append(names, batch...); max > 0 && len(names) > max {
+			return tooMany(max)
+		}
+		return nil
+	})
+	return names, err == nil
+}
+
+// isCopy is copyOf for an opaque directory: one merged with the workspace's is read
+// entry by entry, as the overlay holds it.
+func isCopy(up *linux.Dir, name, rel string, lower *linux.Tree, max int) bool {
+	if lower == nil {
+		return false
+	}
+	sub, err := up.Sub(name)
+	if err != nil {
+		return false
+	}
+	v, err := sub.Getxattr(xattrOpaque)
+	sub.Close()
+	return err == nil && v == "y" && copyOf(up, name, rel, lower, max)
+}
+
+// openLower opens the workspace: nil (closing it does nothing) for "", or for one
+// that cannot be opened (a discard after the workspace went): with nothing to
+// compare with, every entry is counted and listed.
+func openLower(workspace string) *linux.Tree {
+	if workspace == "" {
+		return nil
+	}
+	t, err := linux.OpenTree(workspace)
+	if err != nil {
+		return nil
+	}
+	return t
+}
