@@ -35,7 +35,7 @@ type Checkpoint struct {
 	Problems []Problem
 	index    map[uint64]fileKey // the upper directory's files as copied, by pathKey
 	max      int                // entries the checkpoint may hold (limits.diff.entries)
-	lower    *linux.Tree        // the workspace, while the checkpoint is taken (copyOf)
+	lower    *lowerView         // the workspace, while the checkpoint is taken (copyOf)
 	omitted  int                // problems past maxProblems, not kept
 	seen     int                // entries counted against max
 	// names holds, for an upper file of more than one name, the copy of it this
@@ -83,7 +83,7 @@ func TakeCheckpoint(upper, workspace, dst string, prev *Checkpoint, max int) (*C
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer t.Close()
-	lower := openLower(workspace)
+	lower := openLower(workspace, max)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
@@ -198,7 +198,7 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 		}
 		return linux.Whiteout(dst)
 	case syscall.S_IFDIR:
-		if isCopy(d, name, p, c.lower, c.max) {
+		if isCopy(d, name, p, c.lower) {
 			return nil
 		}
 		sub, err := d.Sub(name)
@@ -304,7 +304,7 @@ func (c *Checkpoint) Unchanged(upper, workspace string, max int) (map[string]boo
 		return nil, err
 	}
 	defer t.Close()
-	lower := openLower(workspace)
+	lower := openLower(workspace, max)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
@@ -334,7 +334,7 @@ func (c *Checkpoint) Unchanged(upper, workspace string, max int) (map[string]boo
 						same[p] = true
 					}
 				case syscall.S_IFDIR:
-					if isCopy(d, name, p, lower, max) {
+					if isCopy(d, name, p, lower) {
 						continue
 					}
 					if sub, err := d.Sub(name); err == nil {

@@ -1,6 +1,8 @@
 package layer
 
 import (
+	"errors"
+	"math"
 	"path"
 	"slices"
 	"syscall"
@@ -27,24 +29,28 @@ import (
 // as before. Apply lands only what Apply's Read lists, after the run has ended: what
 // it leaves out is, at that moment, what the workspace holds already.
 
+// copyBytesMax is the most one call of a reader of the upper directory reads of
+// files, both sides counted, to tell copies (lowerView).
+const copyBytesMax = 1 << 30
+
 // copyOf reports whether the entry name of the upper directory up, a directory at
 // rel, is an exact copy of the workspace's directory rel (lower: nil, none is taken
-// as one). Directories of more than max entries (0: no bound), on either side, are
-// not read: they are not copies.
-func copyOf(up *linux.Dir, name, rel string, lower *linux.Tree, max int) bool {
+// as one). What it reads is taken from lower's budget; past it, it is not a copy.
+func copyOf(up *linux.Dir, name, rel string, lower *lowerView) bool {
 	if lower == nil {
 		return false
 	}
-	lo, err := lower.OpenDir(path.Dir(rel))
+	lo, err := lower.t.OpenDir(path.Dir(rel))
 	if err != nil {
 		return false
 	}
 	defer lo.Close()
-	return sameEntry(up, lo, name, max)
+	return sameEntry(up, lo, name, lower)
 }
 
-// sameEntry reports whether the entry name of up is an exact copy of lo's.
-func sameEntry(up, lo *linux.Dir, name string, max int) bool {
+// sameEntry reports whether the entry name of up is an exact copy of lo's, what it
+// reads taken from b.
+func sameEntry(up, lo *linux.Dir, name string, b *lowerView) bool {
 	us, err := up.Lstat(name)
 	if err != nil {
 		return false
@@ -60,15 +66,25 @@ func sameEntry(up, lo *linux.Dir, name string, max int) bool {
 	}
 	switch us.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
-		return us.Size == ls.Size && us.Mtim == ls.Mtim && sameFileOf(up, lo, name)
+		if us.Size != ls.Size || us.Mtim != ls.Mtim || !b.spend(0, 2*us.Size) {
+			return false
+		}
+		return sameFileOf(up, lo, name)
 	case syscall.S_IFLNK:
 		a, err1 := up.Readlink(name)
 		b, err2 := lo.Readlink(name)
 		return err1 == nil && err2 == nil && a == b
 	case syscall.S_IFDIR:
-		return sameDir(up, lo, name, max)
+		return sameDir(up, lo, name, b)
 	}
 	return false
+}
+
+// spend takes entries names and n bytes from b, and reports whether b had them.
+func (b *lowerView) spend(entries int, n int64) bool {
+	b.entries -= entries
+	b.bytes -= n
+	return b.entries >= 0 && b.bytes >= 0
 }
 
 // onlyOpaqueMark reports whether the entry name of up, of mode mode, has no extended
@@ -103,7 +119,7 @@ func sameFileOf(up, lo *linux.Dir, name string) bool {
 
 // sameDir reports whether the directories name of up and lo hold the same names, each
 // an exact copy.
-func sameDir(up, lo *linux.Dir, name string, max int) bool {
+func sameDir(up, lo *linux.Dir, name string, b *lowerView) bool {
 	su, err := up.Sub(name)
 	if err != nil {
 		return false
@@ -114,11 +130,11 @@ func sameDir(up, lo *linux.Dir, name string, max int) bool {
 		return false
 	}
 	defer sl.Close()
-	un, ok := namesWithin(su, max)
+	un, ok := namesWithin(su, b)
 	if !ok {
 		return false
 	}
-	ln, ok := namesWithin(sl, max)
+	ln, ok := namesWithin(sl, b)
 	if !ok || len(ln) != len(un) {
 		return false
 	}
@@ -128,29 +144,32 @@ func sameDir(up, lo *linux.Dir, name string, max int) bool {
 		return false
 	}
 	for _, n := range un {
-		if !sameEntry(su, sl, n, max) {
+		if !sameEntry(su, sl, n, b) {
 			return false
 		}
 	}
 	return true
 }
 
-// namesWithin lists d's names, a batch at a time, when it holds at most max (0: no
-// bound).
-func namesWithin(d *linux.Dir, max int) ([]string, bool) {
+// namesWithin lists d's names, a batch at a time, taking them from b: false past it.
+func namesWithin(d *linux.Dir, b *lowerView) ([]string, bool) {
 	var names []string
 	err := d.EachNames(namesBatch, func(batch []string) error {
-		if names = append(names, batch...); max > 0 && len(names) > max {
-			return tooMany(max)
+		names = append(names, batch...)
+		if !b.spend(len(batch), 0) {
+			return errCopyBudget
 		}
 		return nil
 	})
 	return names, err == nil
 }
 
+// errCopyBudget ends a listing past a lowerView's budget.
+var errCopyBudget = errors.New("past the budget for telling copies")
+
 // isCopy is copyOf for an opaque directory: one merged with the workspace's is read
 // entry by entry, as the overlay holds it.
-func isCopy(up *linux.Dir, name, rel string, lower *linux.Tree, max int) bool {
+func isCopy(up *linux.Dir, name, rel string, lower *lowerView) bool {
 	if lower == nil {
 		return false
 	}
@@ -160,13 +179,14 @@ func isCopy(up *linux.Dir, name, rel string, lower *linux.Tree, max int) bool {
 	}
 	v, err := sub.Getxattr(xattrOpaque)
 	sub.Close()
-	return err == nil && v == "y" && copyOf(up, name, rel, lower, max)
+	return err == nil && v == "y" && copyOf(up, name, rel, lower)
 }
 
-// openLower opens the workspace: nil (closing it does nothing) for "", or for one
-// that cannot be opened (a discard after the workspace went): with nothing to
+// openLower opens the workspace for a reader that reads at most max entries
+// (limits.diff.entries; 0: no bound): nil (closing it does nothing) for "", or for
+// one that cannot be opened (a discard after the workspace went): with nothing to
 // compare with, every entry is counted and listed.
-func openLower(workspace string) *linux.Tree {
+func openLower(workspace string, max int) *lowerView {
 	if workspace == "" {
 		return nil
 	}
@@ -174,5 +194,16 @@ func openLower(workspace string) *linux.Tree {
 	if err != nil {
 		return nil
 	}
-	return t
+	names := math.MaxInt
+	if max > 0 && max < math.MaxInt/2 {
+		names = 2 * max
+	}
+	return &lowerView{t: t, entries: names, bytes: copyBytesMax}
+}
+
+// Close closes the workspace; a nil view closes nothing.
+func (b *lowerView) Close() {
+	if b != nil {
+		b.t.Close()
+	}
 }

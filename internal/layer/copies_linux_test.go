@@ -42,9 +42,9 @@ func TestRestoredDirIsNoChange(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(linux.FDPath(w.open(w.ws)), "d/sub/z")); err != nil || string(data) != "z\n" {
 		t.Errorf("the workspace's d/sub/z: %q %v", data, err)
 	}
-	// d's names, each a copy (the copy is read a directory of at most the bound at a
-	// time, as the rollback restores one); the upper directory holds four.
-	const max = 2
+	// d's names, each a copy (read within twice the bound in all, both sides: see
+	// lowerView); the upper directory holds four.
+	const max = 3
 	if s, err := Read(w.upper, w.ws, max); err != nil || len(s.Changes) != 0 || len(s.Problems) != 0 {
 		t.Errorf("Read of the restored directory: %v, %v", s, err)
 	}
@@ -116,5 +116,42 @@ func TestRestoredDirChangedIsListed(t *testing.T) {
 				t.Errorf("UpperPaths %q, %v: want %s", paths, err, tc.want)
 			}
 		})
+	}
+}
+
+// What telling a copy reads is bounded for one call of a reader (lowerView): past its
+// names or its bytes, a restored directory is not taken as a copy, and is counted.
+func TestRestoredDirPastTheBudgetCounts(t *testing.T) {
+	w := restoredDir(t)
+	view := func(names int, bytes int64) *lowerView {
+		l := openLower(w.ws, 100)
+		t.Cleanup(l.Close)
+		l.entries, l.bytes = names, bytes
+		return l
+	}
+	up, err := linux.OpenTree(w.upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	root, err := up.OpenDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	// d holds x and sub, sub holds z: six names on both sides, two files of two bytes.
+	for _, c := range []struct {
+		names int
+		bytes int64
+		want  bool
+	}{
+		{100, 1 << 20, true},
+		{6, 4 * 2, true},
+		{5, 1 << 20, false},
+		{100, 4*2 - 1, false},
+	} {
+		if got := isCopy(root, "d", "d", view(c.names, c.bytes)); got != c.want {
+			t.Errorf("a budget of %d names and %d bytes: a copy %v, want %v", c.names, c.bytes, got, c.want)
+		}
 	}
 }

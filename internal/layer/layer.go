@@ -68,9 +68,23 @@ type Set struct {
 	Problems []Problem
 
 	seen int // names Read has counted against its bound
-	// While Read reads: the upper directory and the workspace (nil: no workspace to
+	// While Read reads: the upper directory, and the workspace (nil: no workspace to
 	// compare with, see copyOf).
-	up, lower *linux.Tree
+	up    *linux.Tree
+	lower *lowerView
+}
+
+// lowerView is the workspace that a reader of the upper directory compares opaque
+// directories with (copyOf), and what is left of the reading one call of the reader
+// may spend on that: names (twice the reader's max, limits.diff.entries: a copy as
+// large as the bound, both sides) and bytes of files (copyBytesMax, both sides
+// counted). Past either, no directory is taken as a copy: a sandbox that mirrors the
+// workspace in its upper directory makes no checkpoint, rollback or apply read more
+// than that of it for the comparison.
+type lowerView struct {
+	t       *linux.Tree
+	entries int
+	bytes   int64
 }
 
 // Problem is an entry of the upper directory that is not a change Apply can land.

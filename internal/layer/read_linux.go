@@ -46,7 +46,7 @@ func Read(upper, workspace string, max int) (*Set, error) {
 			return nil, fmt.Errorf("reading the staged changes: %w", err)
 		}
 		defer up.Close()
-		lower := openLower(workspace)
+		lower := openLower(workspace, max)
 		defer lower.Close()
 		s.up, s.lower = up, lower
 	}
@@ -126,7 +126,7 @@ func (s *Set) entry(upper, p, full string, fi fs.FileInfo, max int) error {
 		if err != nil {
 			return err
 		}
-		if v == "y" && s.copyOfLower(p, max) {
+		if v == "y" && s.copyOfLower(p) {
 			return nil
 		}
 		s.Changes = append(s.Changes, Change{Path: p, Kind: Dir, Mode: uint32(m.Perm()), Opaque: v == "y"})
@@ -185,7 +185,7 @@ func (s *Set) metaProblems(p, full string, m fs.FileMode) {
 
 // copyOfLower reports whether the opaque directory p of the upper directory is an
 // exact copy of the workspace's (copyOf).
-func (s *Set) copyOfLower(p string, max int) bool {
+func (s *Set) copyOfLower(p string) bool {
 	if s.lower == nil {
 		return false
 	}
@@ -194,5 +194,5 @@ func (s *Set) copyOfLower(p string, max int) bool {
 		return false
 	}
 	defer parent.Close()
-	return copyOf(parent, path.Base(p), p, s.lower, max)
+	return copyOf(parent, path.Base(p), p, s.lower)
 }

@@ -295,7 +295,7 @@ func UpperPaths(upper, workspace string, max int) ([]string, error) {
 		return nil, err
 	}
 	defer t.Close()
-	lower := openLower(workspace)
+	lower := openLower(workspace, max)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
@@ -317,7 +317,7 @@ func UpperPaths(upper, workspace string, max int) ([]string, error) {
 				}
 				out = append(out, p)
 				st, err := d.Lstat(n)
-				if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR || isCopy(d, n, p, lower, max) {
+				if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR || isCopy(d, n, p, lower) {
 					continue // gone, not a directory, or the workspace's as it is
 				}
 				sub, err := d.Sub(n)
