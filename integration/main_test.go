@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/internal/testutil/bpfroots"
 )
 
-// TestMain removes what killed test processes left in the temporary directory (their
-// short directories and what is mounted there), then runs the tests, then removes the
-// binaries testutil.Cordon built.
+// TestMain removes what killed test processes left (their pinned programs, their
+// short directories in the temporary directory and what is mounted there), then runs
+// the tests, then removes the binaries testutil.Cordon built.
 func TestMain(m *testing.M) {
+	bpfroots.Sweep()
 	sweepShortTempDirs()
 	testutil.Main(m)
 }

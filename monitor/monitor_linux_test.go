@@ -21,6 +21,7 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/paths"
 	"github.com/cordonhq/cordon/internal/testutil"
+	"github.com/cordonhq/cordon/internal/testutil/bpfroots"
 )
 
 // The test binary doubles as the workload: with CORDON_MONITOR_HELPER set, TestMain runs
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	}
 	// The tests pin their programs in a root of their own, and leave nothing there;
 	// what killed test processes left is removed first.
-	testutil.SweepBPFRoots()
+	bpfroots.Sweep()
 	root := fmt.Sprintf("/sys/fs/bpf/cordon-test-%d", os.Getpid())
 	os.Setenv(paths.BPFRootEnv, root)
 	code := m.Run()

@@ -91,10 +91,8 @@ func Cordon(t testing.TB) string {
 
 // Main runs a package's tests (call it from TestMain) and then removes the binaries
 // [Cordon] built for them: each test binary builds its own (~120 MB), and a
-// temporary directory left by every `go test` run fills /tmp. First it removes what
-// killed test processes left pinned in the bpffs ([SweepBPFRoots]).
+// temporary directory left by every `go test` run fills /tmp.
 func Main(m *testing.M) {
-	SweepBPFRoots()
 	code := m.Run()
 	if buildPath != "" {
 		os.RemoveAll(filepath.Dir(buildPath))

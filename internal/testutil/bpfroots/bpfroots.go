@@ -1,4 +1,7 @@
-package testutil
+// Package bpfroots removes what killed test processes left pinned in the bpffs. It is
+// apart from testutil, which internal/linux's tests import: it needs internal/paths,
+// which imports internal/linux.
+package bpfroots
 
 import (
 	"os"
@@ -17,14 +20,14 @@ var testBPFRoot = regexp.MustCompile(`^cordon-i?test-([0-9]+)(-[0-9]+)?$`)
 // bpffs is where the test roots are made.
 const bpffs = "/sys/fs/bpf"
 
-// SweepBPFRoots removes the bpffs roots, and their lock files, of test processes that
+// Sweep removes the bpffs roots, and their lock files, of test processes that
 // are gone. A test process killed before its cleanup (a timeout, ^C) leaves its pinned
 // links behind, and with them its programs attached to the host's tracepoints: every
 // open(2) on the machine runs them, for good, which slows every later benchmark and
 // test. Unpinning them detaches them. A root whose process still runs (another package
 // testing at the same time) is left alone; so is everything when the caller cannot
 // read the bpffs (not root).
-func SweepBPFRoots() {
+func Sweep() {
 	ents, _ := os.ReadDir(bpffs)
 	for _, e := range ents {
 		if pid, ok := deadTestRoot(e.Name()); ok && pid > 0 {

@@ -1,4 +1,4 @@
-package testutil
+package bpfroots
 
 import (
 	"fmt"
@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// TestSweepBPFRootsTakesOnlyTheDead: the roots (and lock files) of a test process that
+// TestSweepTakesOnlyTheDead: the roots (and lock files) of a test process that
 // is gone are removed; those of a live one, and roots that are not a test's, stay.
-func TestSweepBPFRootsTakesOnlyTheDead(t *testing.T) {
-	RequireRoot(t)
+func TestSweepTakesOnlyTheDead(t *testing.T) {
+	testutil.RequireRoot(t)
 	if _, err := os.Stat(bpffs); err != nil {
-		Require(t, false, "no bpffs at "+bpffs)
+		testutil.Require(t, false, "no bpffs at "+bpffs)
 	}
 	// A pid that was a process a moment ago and is not now.
 	c := exec.Command("true")
@@ -48,7 +49,7 @@ func TestSweepBPFRootsTakesOnlyTheDead(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(orphan) })
 
-	SweepBPFRoots()
+	Sweep()
 	for _, p := range []string{deadRoot, deadLock, deadMon, deadMonLock, orphan} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s: left (%v), want removed: its test process is gone", p, err)
