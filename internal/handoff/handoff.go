@@ -64,6 +64,11 @@ type Source struct {
 	// link; when it is Path itself (a placeholder bound over itself) it must still be
 	// the file the source was cloned from.
 	Inside *Place `json:"inside,omitempty"`
+	// Sysctls, when set, hands over not Path's tree but the sys directory of a procfs
+	// made for this sandbox alone (linux.NewSysctlTree): the sandbox's /proc/sys,
+	// read-only, on inodes no other sandbox or host process shares, with nothing
+	// mounted below it.
+	Sysctls bool `json:"sysctls,omitempty"`
 }
 
 // Place is a path inside an earlier source's handed-over tree.

@@ -179,7 +179,9 @@ func cloneAll(sp *Spec, wantLive bool) (trees []*os.File, live *os.File, err err
 				userns[*s.Idmap], ns = f, f
 			}
 		}
-		if s.In >= 0 && s.In < i {
+		if s.Sysctls {
+			trees[i], err = linux.NewSysctlTree()
+		} else if s.In >= 0 && s.In < i {
 			rel, rerr := filepath.Rel(srcs[s.In].Path, s.Path)
 			if rerr != nil {
 				return trees, live, rerr

@@ -52,11 +52,19 @@ func tmpfsSize(plan *contract.Plan) []string {
 // SecretFD is the file descriptor bwrap reads the i-th credential file from.
 func SecretFD(i int) int { return 5 + i }
 
+// procSys is where the sandbox's sysctls are.
+const procSys = "/proc/sys"
+
 // Args returns bwrap's arguments for plan, ending with the command that starts pid1.
-// It is pure: the same plan, host and procSys give the same arguments. procSys binds
-// the host's /proc/sys read-only over the fresh procfs's, which process 1's self-check
-// then need not walk (see procSysBare).
-func Args(plan *contract.Plan, host sandbox.Host, procSys bool) []string {
+// It is pure: the same plan, host and sysctls give the same arguments. sysctls (only
+// where cordon hands the sources over, as root) puts a read-only /proc/sys over the
+// fresh procfs's, so that process 1's self-check need not walk it (asking about
+// each sysctl, the longest part of every start): bwrap as an unprivileged uid leaves
+// the fresh procfs's /proc/sys on /proc's mount, not writable to the sandbox by
+// ownership, but not read-only either. The hand-off makes it from a procfs of the
+// sandbox's own (handoff.Source.Sysctls): not the host's, which would show its
+// inodes' state to every sandbox and let mounts below its /proc/sys reach them.
+func Args(plan *contract.Plan, host sandbox.Host, sysctls bool) []string {
 	a := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--disable-userns", // no nested user namespace to regain capabilities in
@@ -70,11 +78,10 @@ func Args(plan *contract.Plan, host sandbox.Host, procSys bool) []string {
 	a = append(a, "--perms", "1777")
 	a = append(a, tmpfsSize(plan)...)
 	a = append(a, "--tmpfs", "/dev/shm", "--proc", "/proc")
-	if procSys {
-		// Not a handed-over source (bwrap binds it from the mount namespace it starts
-		// in): "-try" keeps it out of the hand-off, which takes only --bind and
-		// --ro-bind.
-		a = append(a, "--ro-bind-try", "/proc/sys", "/proc/sys")
+	if sysctls {
+		// "-try" tells it from a contract's grant of the host's /proc/sys (a
+		// --ro-bind): the hand-off replaces the source (handedOver).
+		a = append(a, "--ro-bind-try", procSys, procSys)
 	}
 	for _, l := range plan.Links {
 		a = append(a, "--symlink", l.Target, l.Path)

@@ -43,6 +43,13 @@ func handedOver(args []string, host sandbox.Host, workspace string, uid, gid int
 		if opt == "--" {
 			break
 		}
+		if opt == "--ro-bind-try" && args[i+1] == procSys && args[i+2] == procSys {
+			// Args' read-only /proc/sys: a procfs of the sandbox's own (see Args).
+			args[i], args[i+1] = "--ro-bind", filepath.Join(handoff.Root, strconv.Itoa(len(sp.Sources)))
+			sp.Sources = append(sp.Sources, handoff.Source{Path: procSys, Dir: true, In: -1, Sysctls: true})
+			i += 2
+			continue
+		}
 		if opt != "--bind" && opt != "--ro-bind" {
 			continue
 		}

@@ -83,7 +83,7 @@ func prepareUpper(upper, workspace string, uid, gid int) error {
 // starts one bwrap sandbox in it.
 func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (_ sandbox.Sandbox, err error) {
 	// What Warm began is this sandbox's from here, released by Close or on failure.
-	s := &instance{plan: plan, host: host, userns: b.take(plan, nil), procSys: procSysBare()}
+	s := &instance{plan: plan, host: host, userns: b.take(plan, nil)}
 	defer func() {
 		if err != nil {
 			s.userns.Close()
@@ -146,9 +146,6 @@ type instance struct {
 
 	userns *handoff.Userns // the idmap namespace Backend.Warm began for root's files, or nil
 
-	// procSys is whether the host's /proc/sys is bound read-only in the sandbox
-	// (procSysBare, asked at Start).
-	procSys bool
 
 	// unbounded is the warning the first Exec prints when the default limits could not
 	// be enforced (no writable cgroup); warned makes it once.
@@ -234,11 +231,12 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 // root, sp is the hand-over that starts it (never host root inside: bwrap runs as the
 // sandbox uid, on handed-over sources) and args those of the handed-over bwrap.
 func (s *instance) bwrapArgs(f *fds) (args []string, sp *handoff.Spec, err error) {
-	args = Args(s.plan, s.host, s.procSys)
+	root := os.Geteuid() == 0
+	args = Args(s.plan, s.host, root) // the sysctls' procfs is the hand-off's
 	if f.infoR != nil {
 		args = append([]string{"--info-fd", strconv.Itoa(3 + len(f.child) - 1)}, args...)
 	}
-	if os.Geteuid() != 0 {
+	if !root {
 		return args, nil, nil
 	}
 	spec, handed, err := handedOver(args, s.host, s.plan.Workspace, s.uid, s.gid)
