@@ -107,8 +107,13 @@ func TestRTTodayRollbackRaced(t *testing.T) {
 	mustWrite(t, filepath.Join(w.ws, "zzz.txt"), "three\n") // sorted after zz
 	id := w.startSession("--stage")
 	w.exec(id, "mkdir zz")
-	w.exec(id, `echo two > a.txt; echo two > zzz.txt; printf X | dd of=big.bin conv=notrunc 2>/dev/null; (setsid python3 -c '`+floodOnRollback+`' </dev/null >/dev/null 2>&1 &)
-i=0; while [ ! -e /tmp/ready ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; [ -e /tmp/ready ] && echo ready`)
+	// The watcher must be watching before the rollback: on a loaded machine python's
+	// start alone can take seconds (the test once rolled back before it watched, and
+	// waited for a flood that never came).
+	if out := w.exec(id, `echo two > a.txt; echo two > zzz.txt; printf X | dd of=big.bin conv=notrunc 2>/dev/null; (setsid python3 -c '`+floodOnRollback+`' </dev/null >/dev/null 2>&1 &)
+i=0; while [ ! -e /tmp/ready ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; [ -e /tmp/ready ] && echo ready`); !strings.Contains(out, "ready") {
+		t.Fatalf("the sandbox's watcher did not start: %q", out)
+	}
 	r := w.cordon("", "session", "rollback", id, "-1")
 	t.Logf("rollback: exit %d", r.code)
 	// The flood gone, the session runs on, in the workspace the rollback left.
