@@ -146,7 +146,6 @@ type instance struct {
 
 	userns *handoff.Userns // the idmap namespace Backend.Warm began for root's files, or nil
 
-
 	// unbounded is the warning the first Exec prints when the default limits could not
 	// be enforced (no writable cgroup); warned makes it once.
 	unbounded string
