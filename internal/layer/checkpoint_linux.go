@@ -83,7 +83,7 @@ func TakeCheckpoint(upper, workspace, dst string, prev *Checkpoint, max int) (*C
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer t.Close()
-	lower := openLower(workspace, max)
+	lower := openLower(workspace, t, max)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
@@ -304,7 +304,7 @@ func (c *Checkpoint) Unchanged(upper, workspace string, max int) (map[string]boo
 		return nil, err
 	}
 	defer t.Close()
-	lower := openLower(workspace, max)
+	lower := openLower(workspace, t, max)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {

@@ -37,7 +37,7 @@ const copyBytesMax = 1 << 30
 // rel, is an exact copy of the workspace's directory rel (lower: nil, none is taken
 // as one). What it reads is taken from lower's budget; past it, it is not a copy.
 func copyOf(up *linux.Dir, name, rel string, lower *lowerView) bool {
-	if lower == nil {
+	if lower == nil || !lower.mergedAt(path.Dir(rel)) {
 		return false
 	}
 	lo, err := lower.t.OpenDir(path.Dir(rel))
@@ -61,7 +61,7 @@ func sameEntry(up, lo *linux.Dir, name string, b *lowerView) bool {
 	}
 	// The type and the permission bits, and no set-id or sticky bit in the copy
 	// (Apply never lands them; the workspace's own are kept).
-	if us.Mode&(syscall.S_IFMT|0o7777) != ls.Mode&(syscall.S_IFMT|0o777) || !onlyOpaqueMark(up, name, us.Mode) {
+	if us.Mode&(syscall.S_IFMT|0o7777) != ls.Mode&(syscall.S_IFMT|0o777) || !onlyOpaqueMark(up, name, us.Mode) || !noAttrs(lo, name) {
 		return false
 	}
 	switch us.Mode & syscall.S_IFMT {
@@ -78,6 +78,27 @@ func sameEntry(up, lo *linux.Dir, name string, b *lowerView) bool {
 		return sameDir(up, lo, name, b)
 	}
 	return false
+}
+
+// mergedAt reports whether the overlay shows the workspace's directory dir merged
+// with the upper directory's: no directory on the way to it, itself included, is
+// opaque in the upper directory. Below an opaque one the workspace's entries are
+// hidden, and a copy of one there is no copy of what the overlay shows: it is the
+// only thing there (a checkpoint that skipped it would hold its parent without it,
+// and a rollback to that checkpoint would remove it).
+func (b *lowerView) mergedAt(dir string) bool {
+	for ; dir != "." && dir != "/"; dir = path.Dir(dir) {
+		d, err := b.up.OpenDir(dir)
+		if err != nil {
+			return false
+		}
+		v, err := d.Getxattr(xattrOpaque)
+		d.Close()
+		if err != nil || v == "y" {
+			return false
+		}
+	}
+	return true
 }
 
 // spend takes entries names and n bytes from b, and reports whether b had them.
@@ -100,6 +121,15 @@ func onlyOpaqueMark(up *linux.Dir, name string, mode uint32) bool {
 		}
 	}
 	return true
+}
+
+// noAttrs reports whether the workspace's entry name of lo has no extended attribute
+// (nor ACL): a copy never has one (onlyOpaqueMark), and one the workspace has would
+// be kept by an apply that took the copy for no change, although the sandbox no
+// longer sees it.
+func noAttrs(lo *linux.Dir, name string) bool {
+	attrs, err := lo.Listxattr(name)
+	return err == nil && len(attrs) == 0
 }
 
 // sameFileOf reports whether the regular files name of up and lo hold the same bytes.
@@ -182,11 +212,11 @@ func isCopy(up *linux.Dir, name, rel string, lower *lowerView) bool {
 	return err == nil && v == "y" && copyOf(up, name, rel, lower)
 }
 
-// openLower opens the workspace for a reader that reads at most max entries
-// (limits.diff.entries; 0: no bound): nil (closing it does nothing) for "", or for
-// one that cannot be opened (a discard after the workspace went): with nothing to
-// compare with, every entry is counted and listed.
-func openLower(workspace string, max int) *lowerView {
+// openLower opens the workspace for a reader of the upper directory up that reads at
+// most max entries (limits.diff.entries; 0: no bound): nil (closing it does nothing)
+// for "", or for one that cannot be opened (a discard after the workspace went): with
+// nothing to compare with, every entry is counted and listed.
+func openLower(workspace string, up *linux.Tree, max int) *lowerView {
 	if workspace == "" {
 		return nil
 	}
@@ -198,7 +228,7 @@ func openLower(workspace string, max int) *lowerView {
 	if max > 0 && max < math.MaxInt/2 {
 		names = 2 * max
 	}
-	return &lowerView{t: t, entries: names, bytes: copyBytesMax}
+	return &lowerView{t: t, up: up, entries: names, bytes: copyBytesMax}
 }
 
 // Close closes the workspace; a nil view closes nothing.

@@ -123,17 +123,17 @@ func TestRestoredDirChangedIsListed(t *testing.T) {
 // names or its bytes, a restored directory is not taken as a copy, and is counted.
 func TestRestoredDirPastTheBudgetCounts(t *testing.T) {
 	w := restoredDir(t)
-	view := func(names int, bytes int64) *lowerView {
-		l := openLower(w.ws, 100)
-		t.Cleanup(l.Close)
-		l.entries, l.bytes = names, bytes
-		return l
-	}
 	up, err := linux.OpenTree(w.upper)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer up.Close()
+	view := func(names int, bytes int64) *lowerView {
+		l := openLower(w.ws, up, 100)
+		t.Cleanup(l.Close)
+		l.entries, l.bytes = names, bytes
+		return l
+	}
 	root, err := up.OpenDir(".")
 	if err != nil {
 		t.Fatal(err)

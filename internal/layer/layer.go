@@ -82,7 +82,8 @@ type Set struct {
 // workspace in its upper directory makes no checkpoint, rollback or apply read more
 // than that of it for the comparison.
 type lowerView struct {
-	t       *linux.Tree
+	t       *linux.Tree // the workspace
+	up      *linux.Tree // the upper directory, the reader's
 	entries int
 	bytes   int64
 }

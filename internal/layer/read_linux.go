@@ -46,7 +46,7 @@ func Read(upper, workspace string, max int) (*Set, error) {
 			return nil, fmt.Errorf("reading the staged changes: %w", err)
 		}
 		defer up.Close()
-		lower := openLower(workspace, max)
+		lower := openLower(workspace, up, max)
 		defer lower.Close()
 		s.up, s.lower = up, lower
 	}

@@ -295,7 +295,7 @@ func UpperPaths(upper, workspace string, max int) ([]string, error) {
 		return nil, err
 	}
 	defer t.Close()
-	lower := openLower(workspace, max)
+	lower := openLower(workspace, t, max)
 	defer lower.Close()
 	root, err := t.OpenDir(".")
 	if err != nil {
