@@ -80,4 +80,30 @@ hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/limits.json" \
   -n "cordon run (default limits)" "$cordon run -- true" >/dev/null
 (cd "$root" && go run ./scripts/benchtable -baseline "cordon run (no limits)" "$out/limits.json") | tee "$out/limits.txt"
 
+# The cold start's floor (issue 39): what any `cordon run` on bwrap pays before cordon
+# does any work of its own. cordon's own Go start (`cordon version`), process 1's
+# (cordon-init, which exits at once when not started by cordon: its start is what is
+# measured), and bwrap as the unprivileged sandbox uid with the table cordon gives it
+# as root (its handed-over sources bound from the host here; /bin/true as process 1),
+# beside setpriv alone, whose cost the bwrap row includes. Their sum, less setpriv, is
+# the floor; the start table above has the whole run.
+ctl=$(mktemp /tmp/cordon-bench-ctl.XXXXXX)
+trap 'rm -rf "$ws" "$cfg" "$aud" "$mask" "$ctl"' EXIT
+own=(--unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try
+     --disable-userns --die-with-parent --new-session --as-pid-1 --cap-drop ALL --hostname cordon
+     --dev /dev --perms 1777 --tmpfs /dev/shm --proc /proc --ro-bind /proc/sys /proc/sys
+     --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin
+     --ro-bind /etc /etc --perms 0700 --tmpfs /root --perms 1777 --tmpfs /tmp --ro-bind /usr /usr
+     --bind "$ws" "$ws" --ro-bind "$ctl" /run/cordon/control.sock --ro-bind /bin/true /run/cordon/cordon
+     --remount-ro / --chdir "$ws" -- /run/cordon/cordon)
+as_sandbox=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+chmod 0755 "$ws"
+echo "== the cold start's floor: the two Go starts and bwrap with cordon's own table ($runs runs each, one hyperfine run)"
+hyperfine -N -i --warmup 5 --runs "$runs" --export-json "$out/floor.json" \
+  -n "cordon version (cordon's Go start)" "$cordon version" \
+  -n "cordon-init (process 1's Go start)" "$root/bin/cordon-init" \
+  -n "setpriv true" "${as_sandbox[*]} /bin/true" \
+  -n "setpriv bwrap (cordon's own table)" "${as_sandbox[*]} bwrap ${own[*]}" >/dev/null
+(cd "$root" && go run ./scripts/benchtable -baseline "setpriv true" "$out/floor.json") | tee "$out/floor.txt"
+
 # Sessions (warm `cordon exec`) are measured by scripts/bench-session.sh.
