@@ -31,6 +31,10 @@ git init -q .
 
 sid=$("$cordon" session start --backend bwrap)
 sids+=("$sid")
+# The fresh `cordon run` needs a workspace of its own: the session's is in use
+# (a run is refused in a workspace another run or session holds).
+mkdir -p "$ws/bwrap-run" && cd "$ws/bwrap-run"
+git init -q .
 echo "== bwrap: warm cordon exec and cordon-exec -- true vs cordon run -- true vs bare bwrap ($runs runs each, one hyperfine run)"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/session-bwrap.json" \
   -n "cordon exec (warm session)" "$cordon exec $sid -- true" \
