@@ -20,7 +20,7 @@ cordon=${CORDON:-$root/bin/cordon} # CORDON=path compares another build
 out="$root/bench/out"
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/cordon-bench-egress.XXXXXX)
-cleanup() { for p in ${srv:-} ${tsrv:-} ${rly:-}; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in ${srv:-} ${tsrv:-} ${rly:-}; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 export CORDON_AUDIT_DIR="$tmp/audit" # a ledger of the benchmark's own, removed with it
 (cd "$root" && go build -o "$tmp/benchserver" ./scripts/benchserver && go build -o "$tmp/benchtable" ./scripts/benchtable)
