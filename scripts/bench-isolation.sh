@@ -31,16 +31,18 @@ cleanup() {
   rm -rf "$ws" "$audit"
 }
 trap cleanup EXIT
-cd "$ws"
-git init -q .
-# A contract of its own: a running session of this tree keeps a missing cordon.yaml
-# from being created with an empty placeholder, which the tree before reads as an
-# empty (invalid) contract.
-printf 'version: 1\n' > cordon.yaml
-bsid=$("$before/cordon" session start --backend bwrap)
+# A workspace each for the two sessions and the runs: a run or session is refused in a
+# workspace another one holds. Each has a contract of its own: a running session of
+# this tree keeps a missing cordon.yaml from being created with an empty placeholder,
+# which the tree before reads as an empty (invalid) contract.
+for d in before after run; do
+  mkdir -p "$ws/$d" && git -C "$ws/$d" init -q . && printf 'version: 1\n' > "$ws/$d/cordon.yaml"
+done
+bsid=$(cd "$ws/before" && "$before/cordon" session start --backend bwrap)
 sids[0]=$bsid
-asid=$("$after/cordon" session start --backend bwrap)
+asid=$(cd "$ws/after" && "$after/cordon" session start --backend bwrap)
 sids[1]=$asid
+cd "$ws/run"
 echo "== isolation cost: before ($rev) vs after, cordon run -- true and warm cordon exec -- true, bwrap, as $(id -un) ($runs runs each, one hyperfine run)"
 hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/isolation.json" \
   -n "run before" "$before/cordon run -- true" \
