@@ -11,6 +11,10 @@ audit=$(mktemp -d /tmp/cordon-bench-mcp-audit.XXXXXX)
 export CORDON_AUDIT_DIR=$audit
 trap 'rm -rf "$ws" "$audit"' EXIT
 (cd "$root" && go build -o "$ws/.benchmcp" ./scripts/benchmcp)
-cd "$ws" && git init -q .
+# The MCP session and the warm one each in a workspace of its own, side by side: a
+# workspace another session holds is refused.
+mkdir -p "$ws/mcp" "$ws/warm"
+git -C "$ws/mcp" init -q . && git -C "$ws/warm" init -q .
+cd "$ws/mcp"
 echo "== MCP exec round trip vs cordon exec vs bare bwrap (${BENCH_MCP_RUNS:-50} rounds)"
-"$ws/.benchmcp" -bin "$root/bin" -n "${BENCH_MCP_RUNS:-50}" | tee "$out/mcp.txt"
+"$ws/.benchmcp" -bin "$root/bin" -warm "$ws/warm" -n "${BENCH_MCP_RUNS:-50}" | tee "$out/mcp.txt"

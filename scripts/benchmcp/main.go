@@ -4,7 +4,9 @@
 // of the same backend, and a bare `bwrap … true` start. It prints the median and p90
 // of each, and each median's ratio to bare bwrap's.
 //
-// Usage: benchmcp -bin DIR [-n 50] (run in a scratch workspace; bwrap backend)
+// Usage: benchmcp -bin DIR -warm DIR [-n 50] (run in a scratch workspace, the MCP
+// session's; -warm is another, beside it, for the warm session: a workspace another
+// session holds is refused; bwrap backend)
 package main
 
 import (
@@ -24,8 +26,13 @@ import (
 func main() {
 	bin := flag.String("bin", "bin", "the directory of the cordon binaries")
 	n := flag.Int("n", 50, "samples of each")
+	warm := flag.String("warm", "", "the warm session's workspace (not the current directory, nor inside it)")
 	flag.Parse()
-	if err := run(*bin, *n); err != nil {
+	if *warm == "" {
+		fmt.Fprintln(os.Stderr, "benchmcp: -warm DIR is required")
+		os.Exit(2)
+	}
+	if err := run(*bin, *warm, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmcp:", err)
 		os.Exit(1)
 	}
@@ -36,7 +43,7 @@ type row struct {
 	ms   []float64
 }
 
-func run(bin string, n int) error {
+func run(bin, warm string, n int) error {
 	cordon := filepath.Join(bin, "cordon")
 	ctx := context.Background()
 
@@ -58,7 +65,9 @@ func run(bin string, n int) error {
 		return err
 	}
 
-	out, err := exec.Command(cordon, "session", "start", "--backend", "bwrap").Output()
+	start := exec.Command(cordon, "session", "start", "--backend", "bwrap")
+	start.Dir, start.Stderr = warm, os.Stderr
+	out, err := start.Output()
 	if err != nil {
 		return fmt.Errorf("session start: %w", err)
 	}
