@@ -85,9 +85,8 @@ exit 0`
 // mount namespace of the test's own; the host's table is left as it is.
 func TestRTSysHostMountBelowProcSysStaysOut(t *testing.T) {
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv")
-	}
+	_, err := exec.LookPath("setpriv")
+	testutil.Require(t, err == nil, "setpriv (util-linux), to run cordon as nobody")
 	w := newWorld(t)
 	xdg := nobodyWorld(t, w)
 	dir := t.TempDir()
