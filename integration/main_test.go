@@ -37,7 +37,7 @@ func sweepShortTempDirs() {
 		if m == nil {
 			continue
 		}
-		if _, err := os.Stat("/proc/" + m[1]); !os.IsNotExist(err) {
+		if !testutil.ProcessGone(m[1]) {
 			continue // its process runs (or cannot be told)
 		}
 		d := filepath.Join(tmp, e.Name())

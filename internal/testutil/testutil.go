@@ -129,3 +129,10 @@ func SumOf(n int64, seed uint64) string {
 	io.CopyN(h, RandReader(seed), n)
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// ProcessGone reports whether no process has the pid pid (a decimal string): /proc
+// has no entry for it. What cannot be told (another error) is not gone.
+func ProcessGone(pid string) bool {
+	_, err := os.Stat("/proc/" + pid)
+	return os.IsNotExist(err)
+}

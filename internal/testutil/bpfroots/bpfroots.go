@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // testBPFRoot is the name of a test process's own bpffs root: the monitor package's
@@ -30,7 +30,7 @@ const bpffs = "/sys/fs/bpf"
 func Sweep() {
 	ents, _ := os.ReadDir(bpffs)
 	for _, e := range ents {
-		if pid, ok := deadTestRoot(e.Name()); ok && pid > 0 {
+		if deadTestRoot(e.Name()) {
 			root := filepath.Join(bpffs, e.Name())
 			_ = os.RemoveAll(root)
 			_ = os.Remove(paths.BPFLock(root))
@@ -44,25 +44,15 @@ func Sweep() {
 			continue
 		}
 		name, ok = strings.CutSuffix(name, ".lock")
-		if _, dead := deadTestRoot(name); ok && dead {
+		if ok && deadTestRoot(name) {
 			_ = os.Remove(filepath.Join(paths.HostDir, e.Name()))
 		}
 	}
 }
 
-// deadTestRoot reports, for a bpffs root's name, the test process it names and
-// whether that is a test root whose process is gone.
-func deadTestRoot(name string) (int, bool) {
+// deadTestRoot reports whether name is a test process's bpffs root whose process
+// is gone.
+func deadTestRoot(name string) bool {
 	m := testBPFRoot.FindStringSubmatch(name)
-	if m == nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(m[1])
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	if _, err := os.Stat("/proc/" + m[1]); err == nil || !os.IsNotExist(err) {
-		return pid, false
-	}
-	return pid, true
+	return m != nil && m[1] != "0" && testutil.ProcessGone(m[1])
 }
