@@ -11,15 +11,16 @@ import (
 
 // nestedCopy makes, the way a sandbox can with rm, mkdir, cp -a and mv alone, an
 // opaque directory d of the upper directory (d replaced: a change) holding an opaque
-// d/sub that is an exact copy of the workspace's d/sub.
-func nestedCopy(t *testing.T, w *overlayWorld) {
+// subAnew makes d/sub anew through the overlay (opaque: it replaces a whiteout), an
+// exact copy of the workspace's (its file z with the workspace's mtime), and returns
+// the path of an entry as the sandbox sees it.
+func subAnew(t *testing.T, w *overlayWorld) (live func(string) string) {
 	t.Helper()
-	live := func(p string) string { return filepath.Join(w.live.Path(), p) }
-	ws, err := os.Lstat(filepath.Join(w.ws, "d/sub/z"))
+	live = func(p string) string { return filepath.Join(w.live.Path(), p) }
+	z, err := os.Lstat(filepath.Join(w.ws, "d/sub/z"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// d/sub anew (opaque: it replaces a whiteout), a copy of the workspace's.
 	if err := removeAll(w.live, "d/sub", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +28,16 @@ func nestedCopy(t *testing.T, w *overlayWorld) {
 		t.Fatal(err)
 	}
 	w.write("d/sub/z", "z\n")
-	if err := os.Chtimes(live("d/sub/z"), ws.ModTime(), ws.ModTime()); err != nil {
+	if err := os.Chtimes(live("d/sub/z"), z.ModTime(), z.ModTime()); err != nil {
 		t.Fatal(err)
 	}
+	return live
+}
+
+// d/sub that is an exact copy of the workspace's d/sub.
+func nestedCopy(t *testing.T, w *overlayWorld) {
+	t.Helper()
+	live := subAnew(t, w)
 	// Moved aside (an opaque directory of the upper directory only: the overlay
 	// renames it, its mark kept), d made anew, and moved back into it.
 	if err := os.Rename(live("d/sub"), live("X")); err != nil {
@@ -198,21 +206,7 @@ func TestRTCopyLowerLinkParent(t *testing.T) {
 	if err := os.Symlink("d", filepath.Join(w.ws, "L")); err != nil {
 		t.Fatal(err)
 	}
-	live := func(p string) string { return filepath.Join(w.live.Path(), p) }
-	z, err := os.Lstat(filepath.Join(w.ws, "d/sub/z"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := removeAll(w.live, "d/sub", 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(live("d/sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	w.write("d/sub/z", "z\n")
-	if err := os.Chtimes(live("d/sub/z"), z.ModTime(), z.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	live := subAnew(t, w)
 	if err := os.Rename(live("d/sub"), live("X")); err != nil {
 		t.Fatal(err)
 	}
