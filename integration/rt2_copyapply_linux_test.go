@@ -43,3 +43,42 @@ func TestRT2ApplyCopyResurrectsHostRemoval(t *testing.T) {
 		})
 	}
 }
+
+// TestRT2ApplyOpaqueOverHostRemoval: BROKEN (not the copy rule's alone). The sandbox
+// makes d anew (rm -r d, mkdir d: an opaque directory of the upper directory, with
+// no overlay origin), holding the workspace's d/x again, and maybe a file of its
+// own; the host removes the workspace's d while the session runs. The stop finds d
+// missing from the workspace but, with no origin, does not mark it Gone
+// (layer.EndState), so apply sees the same missing d as the stop did: no conflict,
+// and d/x, which the host removed after the session started, lands again
+// (docs/audit.md: a changed path "that the host deleted meanwhile, is a conflict").
+// The control case (d merged, d/y added) is a conflict.
+func TestRT2ApplyOpaqueOverHostRemoval(t *testing.T) {
+	if os.Getenv("CORDON_RT2") == "" {
+		t.Skip("rt2 break, fixed by the lead")
+	}
+	for _, c := range []struct{ name, script string }{
+		{"an exact copy", "set -e; cp -a d /tmp/s; rm -r d; mkdir d; cp -a /tmp/s/. d/; echo staged > kept.txt"},
+		{"a copy and a file of its own", "set -e; cp -a d /tmp/s; rm -r d; mkdir d; cp -a /tmp/s/. d/; echo y > d/y"},
+		{"control: d merged", "echo y > d/y"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newStageWorld(t)
+			id := w.startSession("--stage")
+			w.exec(id, c.script)
+			if err := os.RemoveAll(filepath.Join(w.ws, "d")); err != nil {
+				t.Fatal(err)
+			}
+			if r := w.cordon("", "session", "stop", id); r.code != 0 {
+				t.Fatalf("stop: %v", r)
+			}
+			r := w.cordon("", "apply", id)
+			if _, err := os.Lstat(filepath.Join(w.ws, "d", "x")); err == nil {
+				t.Errorf("apply (%v) landed d/x again over the host's removal of d during the session", r)
+			}
+			if r.code == 0 {
+				t.Errorf("apply over the host's removal of d succeeded without a conflict: %v", r)
+			}
+		})
+	}
+}
