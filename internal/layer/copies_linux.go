@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -37,10 +38,11 @@ const copyBytesMax = 1 << 30
 // rel, is an exact copy of the workspace's directory rel (lower: nil, none is taken
 // as one). What it reads is taken from lower's budget; past it, it is not a copy.
 func copyOf(up *linux.Dir, name, rel string, lower *lowerView) bool {
-	if lower == nil || !lower.mergedAt(path.Dir(rel)) {
+	dir := path.Dir(rel)
+	if lower == nil || !lower.mergedAt(dir) || !lower.walk(dir) {
 		return false
 	}
-	lo, err := lower.t.OpenDir(path.Dir(rel))
+	lo, err := lower.t.OpenDir(dir)
 	if err != nil {
 		return false
 	}
@@ -86,19 +88,44 @@ func sameEntry(up, lo *linux.Dir, name string, b *lowerView) bool {
 // hidden, and a copy of one there is no copy of what the overlay shows: it is the
 // only thing there (a checkpoint that skipped it would hold its parent without it,
 // and a rollback to that checkpoint would remove it).
+//
+// Each directory is opened once per reader call (its answer is kept), by its path
+// from the upper directory's root: a walk of as many names as it is deep, taken from
+// b's budget of steps (walk). So the sandbox's opaque directories below chains of its own
+// (thousands of levels deep, PATH_MAX allows) cost the host no more than the budget,
+// however many there are: past it, nothing more is a copy.
 func (b *lowerView) mergedAt(dir string) bool {
-	for ; dir != "." && dir != "/"; dir = path.Dir(dir) {
-		d, err := b.up.OpenDir(dir)
-		if err != nil {
-			return false
-		}
-		v, err := d.Getxattr(xattrOpaque)
-		d.Close()
-		if err != nil || v == "y" {
-			return false
-		}
+	if dir == "." || dir == "/" {
+		return true
 	}
-	return true
+	if m, ok := b.merged[dir]; ok {
+		return m
+	}
+	m := b.mergedAt(path.Dir(dir)) && b.walk(dir) && b.notOpaque(dir)
+	if b.merged == nil {
+		b.merged = map[string]bool{}
+	}
+	b.merged[dir] = m
+	return m
+}
+
+// notOpaque reports whether the upper directory's directory dir is there and not
+// opaque.
+func (b *lowerView) notOpaque(dir string) bool {
+	d, err := b.up.OpenDir(dir)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	v, err := d.Getxattr(xattrOpaque)
+	return err == nil && v != "y"
+}
+
+// walk takes from b the names that opening the relative path p walks, and reports
+// whether b had them.
+func (b *lowerView) walk(p string) bool {
+	b.steps -= strings.Count(p, "/") + 1
+	return b.steps >= 0
 }
 
 // spend takes entries names and n bytes from b, and reports whether b had them.
@@ -228,7 +255,7 @@ func openLower(workspace string, up *linux.Tree, max int) *lowerView {
 	if max > 0 && max < math.MaxInt/2 {
 		names = 2 * max
 	}
-	return &lowerView{t: t, up: up, entries: names, bytes: copyBytesMax}
+	return &lowerView{t: t, up: up, entries: names, bytes: copyBytesMax, steps: names}
 }
 
 // Close closes the workspace; a nil view closes nothing.

@@ -155,3 +155,34 @@ func TestRestoredDirPastTheBudgetCounts(t *testing.T) {
 		}
 	}
 }
+
+// The directories that telling copies opens by their paths (mergedAt) are opened once
+// each per reader call, and the names those walks take come from a budget: past it,
+// nothing below is merged, so a sandbox's deep chains of directories cost the host
+// no more than that.
+func TestMergedAtWalksWithinTheBudget(t *testing.T) {
+	upper := t.TempDir()
+	chain := "c"
+	for range 39 {
+		chain += "/c"
+	}
+	if err := os.MkdirAll(filepath.Join(upper, chain), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	up, err := linux.OpenTree(upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	b := &lowerView{up: up, steps: 40 * 41 / 2} // each of the 40 directories, once
+	if !b.mergedAt(chain) || b.steps != 0 {
+		t.Fatalf("a chain of 40 directories: merged %v, %d steps left; want merged, none left", b.merged[chain], b.steps)
+	}
+	if !b.mergedAt(chain) || !b.mergedAt(filepath.Dir(chain)) {
+		t.Error("a directory asked of again is walked again, past the budget")
+	}
+	b = &lowerView{up: up, steps: 40*41/2 - 1}
+	if b.mergedAt(chain) {
+		t.Error("a chain of 40 directories one step past the budget is merged")
+	}
+}

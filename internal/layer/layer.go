@@ -77,8 +77,9 @@ type Set struct {
 // lowerView is the workspace that a reader of the upper directory compares opaque
 // directories with (copyOf), and what is left of the reading one call of the reader
 // may spend on that: names (twice the reader's max, limits.diff.entries: a copy as
-// large as the bound, both sides) and bytes of files (copyBytesMax, both sides
-// counted). Past either, no directory is taken as a copy: a sandbox that mirrors the
+// large as the bound, both sides), bytes of files (copyBytesMax, both sides
+// counted) and the names walked opening directories by their paths (as many as the
+// names). Past any, no directory is taken as a copy: a sandbox that mirrors the
 // workspace in its upper directory makes no checkpoint, rollback or apply read more
 // than that of it for the comparison.
 type lowerView struct {
@@ -86,6 +87,11 @@ type lowerView struct {
 	up      *linux.Tree // the upper directory, the reader's
 	entries int
 	bytes   int64
+	// steps is what is left of the names that opening directories by their paths may
+	// walk (as many as entries at the start); merged is mergedAt's answer for each
+	// directory asked of.
+	steps  int
+	merged map[string]bool
 }
 
 // Problem is an entry of the upper directory that is not a change Apply can land.
