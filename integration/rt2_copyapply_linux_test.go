@@ -6,19 +6,14 @@ import (
 	"testing"
 )
 
-// TestRT2ApplyCopyResurrectsHostRemoval: BROKEN. At the session's stop the sandbox's
-// d is an opaque directory, an exact copy of the workspace's: no change, so the stop
-// records nothing of the workspace's d (Landing.Ended has no entry for it). The host
-// then removes the workspace's d. Apply reads the change set again: d, no longer a
-// copy of anything, is listed, and its conflict check compares the workspace's d now
-// (missing) with the zero State the stop left (missing too): no conflict, and apply
-// lands the sandbox's d back over the host's removal, exit 0. The host's removal
-// must be a conflict (nothing landed), as it is when d was a change at the stop (the
+// TestRT2ApplyCopyResurrectsHostRemoval (red team rt2): at the session's stop the
+// sandbox's d is an opaque directory, an exact copy of the workspace's, so no change,
+// and the stop records nothing of it. The host then removes the workspace's d. The
+// apply that follows must not land the sandbox's d back over that removal: it is a
+// conflict (layer.Landing.conflict: an opaque directory the stop did not list, which
+// the workspace no longer holds), as it is when d was a change at the stop (the
 // control case) or when the host edits a file of d instead (TestRTCopyHostEditAfterStop).
 func TestRT2ApplyCopyResurrectsHostRemoval(t *testing.T) {
-	if os.Getenv("CORDON_RT2") == "" {
-		t.Skip("rt2 break, fixed by the lead")
-	}
 	for _, c := range []struct{ name, script string }{
 		{"an exact copy at stop", "set -e; cp -a d /tmp/s; rm -r d; mkdir d; cp -a /tmp/s/. d/; echo staged > kept.txt"},
 		{"control: a change at stop", "set -e; cp -a d /tmp/s; rm -r d; mkdir d; cp -a /tmp/s/. d/; echo y > d/y; echo staged > kept.txt"},
@@ -44,19 +39,14 @@ func TestRT2ApplyCopyResurrectsHostRemoval(t *testing.T) {
 	}
 }
 
-// TestRT2ApplyOpaqueOverHostRemoval: BROKEN (not the copy rule's alone). The sandbox
-// makes d anew (rm -r d, mkdir d: an opaque directory of the upper directory, with
-// no overlay origin), holding the workspace's d/x again, and maybe a file of its
-// own; the host removes the workspace's d while the session runs. The stop finds d
-// missing from the workspace but, with no origin, does not mark it Gone
-// (layer.EndState), so apply sees the same missing d as the stop did: no conflict,
-// and d/x, which the host removed after the session started, lands again
-// (docs/audit.md: a changed path "that the host deleted meanwhile, is a conflict").
-// The control case (d merged, d/y added) is a conflict.
+// TestRT2ApplyOpaqueOverHostRemoval (red team rt2): the sandbox makes d anew (rm -r d,
+// mkdir d: an opaque directory of the upper directory, with no overlay origin),
+// holding the workspace's d/x again and maybe a file of its own, and the host removes
+// the workspace's d while the session runs. The stop must mark d Gone (layer.EndState
+// takes an opaque directory as it takes a path with an origin), so that apply finds a
+// conflict and lands nothing (docs/audit.md: a changed path "that the host deleted
+// meanwhile, is a conflict"), as in the control case (d merged, d/y added).
 func TestRT2ApplyOpaqueOverHostRemoval(t *testing.T) {
-	if os.Getenv("CORDON_RT2") == "" {
-		t.Skip("rt2 break, fixed by the lead")
-	}
 	for _, c := range []struct{ name, script string }{
 		{"an exact copy", "set -e; cp -a d /tmp/s; rm -r d; mkdir d; cp -a /tmp/s/. d/; echo staged > kept.txt"},
 		{"a copy and a file of its own", "set -e; cp -a d /tmp/s; rm -r d; mkdir d; cp -a /tmp/s/. d/; echo y > d/y"},

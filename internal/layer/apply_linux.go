@@ -35,12 +35,14 @@ func StartStamp(dir string, now time.Time) int64 {
 }
 
 // EndState is StateOf for c's path at a staged run's end, the run having started at
-// started (ns): a path the overlay copied up from the workspace that the workspace no
-// longer holds, in a directory changed since the start, is Gone (the host removed
-// it; a path the sandbox only renamed away leaves its directory unchanged).
+// started (ns): a path the overlay copied up from the workspace, or an opaque
+// directory (made where the sandbox had removed the workspace's entry), that the
+// workspace no longer holds, in a directory changed since the start, is Gone (the
+// host removed it; a path the sandbox only renamed away leaves its directory
+// unchanged).
 func EndState(t *linux.Tree, c Change, started int64) State {
 	st := StateOf(t, c.Path)
-	if st.Exists || !c.Origin {
+	if st.Exists || !c.Origin && !c.Opaque {
 		return st
 	}
 	for dir := path.Dir(c.Path); ; dir = path.Dir(dir) {
@@ -156,7 +158,12 @@ func (l Landing) conflict(ws *linux.Tree, c Change) bool {
 	if c.Kind == Dir && !c.Opaque && now.Dir {
 		return false
 	}
-	was := l.Ended[c.Path]
+	was, recorded := l.Ended[c.Path]
+	if c.Opaque && !recorded && !now.Exists {
+		// An opaque directory the run's end did not list was an exact copy of the
+		// workspace's (copyOf), which the host has removed since.
+		return true
+	}
 	if now != was {
 		return true
 	}

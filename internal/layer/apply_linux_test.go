@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
 )
@@ -80,4 +81,42 @@ func getxattr(p, name string) (string, error) {
 	}
 	defer top.Close()
 	return top.Getxattr(filepath.Base(p), name)
+}
+
+// TestOpaqueDirRemovedByTheHost: an opaque directory (made where the sandbox had
+// removed the workspace's) that the workspace no longer holds is a conflict, whether
+// the run's end recorded it (Gone: the host removed it during the run) or did not
+// (it was an exact copy then, and the host removed it since); one the workspace still
+// holds, unchanged since the start, is not.
+func TestOpaqueDirRemovedByTheHost(t *testing.T) {
+	top := t.TempDir()
+	ws, upper := filepath.Join(top, "ws"), filepath.Join(top, "upper")
+	for _, d := range []string{filepath.Join(ws, "kept"), filepath.Join(upper, "d")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wt, err := linux.OpenTree(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wt.Close()
+	started := StartStamp(ws, time.Now()) - 2*ctimeSlack // the workspace's root changed since
+	d := Change{Path: "d", Kind: Dir, Mode: 0o755, Opaque: true}
+	if st := EndState(wt, d, started); !st.Gone {
+		t.Errorf("EndState of an opaque d the workspace lacks: %+v; want Gone", st)
+	}
+	l := Landing{Workspace: ws, Upper: upper, Started: started, Writable: func(string) bool { return true }, UID: -1, GID: -1}
+	for _, ended := range []map[string]State{nil, {"d": EndState(wt, d, started)}} {
+		l.Ended = ended
+		if !l.conflict(wt, d) {
+			t.Errorf("ended %v: an opaque d the workspace lacks is no conflict", ended)
+		}
+	}
+	kept := Change{Path: "kept", Kind: Dir, Mode: 0o755, Opaque: true}
+	l.Started = StartStamp(ws, time.Now()) + 2*ctimeSlack // nothing changed since
+	l.Ended = map[string]State{"kept": EndState(wt, kept, l.Started)}
+	if l.conflict(wt, kept) {
+		t.Error("an opaque directory the workspace holds unchanged is a conflict")
+	}
 }
