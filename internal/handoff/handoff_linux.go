@@ -79,7 +79,20 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 	if live != nil {
 		keep(live) // its owner now, whatever happens next
 	}
-	defer trace.Begin("handoff.mount").End()
+	// Its own span, ended before the fork: bwrap.fork is not part of it.
+	mount := trace.Begin("handoff.mount")
+	err = mountAll(sp, trees)
+	mount.End()
+	if err != nil {
+		return err
+	}
+	defer trace.Begin("bwrap.fork").End()
+	return startIn(sp.JoinCgroups, cmd)
+}
+
+// mountAll moves the calling thread into a mount namespace of its own (see Start) and
+// mounts Root there with sp's handed-over trees (trees, cloned beforehand) in it.
+func mountAll(sp *Spec, trees []*os.File) error {
 	if err := linux.PrivateMountNamespace(); err != nil {
 		return err
 	}
@@ -94,6 +107,7 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 			continue // mounted in its tree, below
 		}
 		target := filepath.Join(Root, strconv.Itoa(i))
+		var err error
 		if sp.Sources[i].Dir {
 			err = os.Mkdir(target, 0o755)
 		} else {
@@ -115,8 +129,7 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 			return fmt.Errorf("hand-off: %w", err)
 		}
 	}
-	defer trace.Begin("bwrap.fork").End()
-	return startIn(sp.JoinCgroups, cmd)
+	return nil
 }
 
 // startIn starts cmd from the calling thread after the thread has joined what join
