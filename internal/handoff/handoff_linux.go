@@ -18,9 +18,9 @@ import (
 // private mount namespace in which every source is handed over. The namespace belongs to
 // one OS thread of the caller, made for the purpose: the thread clones the sources,
 // leaves the host's mount namespace (unshare, every mount made private before
-// anything is mounted), mounts Root and the clones, and forks cmd, which keeps that
-// namespace. Nothing is mounted in the caller's namespace; nothing is left when the
-// sandbox ends. cmd.SysProcAttr must be set; Start adds the credentials.
+// anything is mounted), mounts Root and the clones, joins sp.Netns when set, and
+// forks cmd, which keeps those namespaces. Nothing is mounted in the caller's
+// namespace; nothing is left when the sandbox ends. cmd.SysProcAttr must be set; Start adds the credentials.
 //
 // The thread is cmd's parent, and a parent-death signal (bwrap's --die-with-parent,
 // cmd's Pdeathsig) fires when the parent thread ends, not the process: it stays,
@@ -85,6 +85,15 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 	mount.End()
 	if err != nil {
 		return err
+	}
+	if sp.Netns != nil {
+		ns, err := sp.Netns.file()
+		if err == nil {
+			err = linux.JoinNetns(ns)
+		}
+		if err != nil {
+			return fmt.Errorf("hand-off: the sandbox's network namespace: %w", err)
+		}
 	}
 	defer trace.Begin("bwrap.fork").End()
 	return startIn(sp.JoinCgroups, cmd)
