@@ -34,6 +34,12 @@ type Spec struct {
 	// (limit cgroups on cgroup v1, linux.Cgroup.JoinV1). When it fails, cmd starts
 	// where the thread was, and the caller moves it.
 	JoinCgroups func() (leave func() error, err error) `json:"-"`
+	// Netns, when set, is a network namespace made beforehand ([PrepareNetns]) that cmd
+	// starts in: the forking thread joins it just before the fork. It stands in for
+	// the one bwrap would make inside its own clone (--unshare-net, which the caller
+	// then leaves out), so that making it is off the start's path. It stays the
+	// caller's, and serves one start: a namespace is one sandbox's.
+	Netns *Netns `json:"-"`
 }
 
 // Source is one handed-over tree.
@@ -88,6 +94,16 @@ type Overlay struct {
 type Owner struct {
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+}
+
+// Netns is a network namespace made in the background by PrepareNetns (Linux): only
+// loopback, up, owned by the initial user namespace (so the sandbox holds no
+// capability over it, where over bwrap's own it held them until it dropped them). Safe
+// for concurrent use.
+type Netns struct {
+	done chan struct{} // closed once f and err are set
+	f    *os.File
+	err  error
 }
 
 // Userns is an idmap user namespace made in the background by Prepare (Linux), for a

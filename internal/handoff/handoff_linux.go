@@ -18,9 +18,9 @@ import (
 // private mount namespace in which every source is handed over. The namespace belongs to
 // one OS thread of the caller, made for the purpose: the thread clones the sources,
 // leaves the host's mount namespace (unshare, every mount made private before
-// anything is mounted), mounts Root and the clones, and forks cmd, which keeps that
-// namespace. Nothing is mounted in the caller's namespace; nothing is left when the
-// sandbox ends. cmd.SysProcAttr must be set; Start adds the credentials.
+// anything is mounted), mounts Root and the clones, joins sp.Netns when set, and
+// forks cmd, which keeps those namespaces. Nothing is mounted in the caller's
+// namespace; nothing is left when the sandbox ends. cmd.SysProcAttr must be set; Start adds the credentials.
 //
 // The thread is cmd's parent, and a parent-death signal (bwrap's --die-with-parent,
 // cmd's Pdeathsig) fires when the parent thread ends, not the process: it stays,
@@ -79,7 +79,29 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 	if live != nil {
 		keep(live) // its owner now, whatever happens next
 	}
-	defer trace.Begin("handoff.mount").End()
+	// Its own span, ended before the fork: bwrap.fork is not part of it.
+	mount := trace.Begin("handoff.mount")
+	err = mountAll(sp, trees)
+	mount.End()
+	if err != nil {
+		return err
+	}
+	if sp.Netns != nil {
+		ns, err := sp.Netns.file()
+		if err == nil {
+			err = linux.JoinNetns(ns)
+		}
+		if err != nil {
+			return fmt.Errorf("hand-off: the sandbox's network namespace: %w", err)
+		}
+	}
+	defer trace.Begin("bwrap.fork").End()
+	return startIn(sp.JoinCgroups, cmd)
+}
+
+// mountAll moves the calling thread into a mount namespace of its own (see Start) and
+// mounts Root there with sp's handed-over trees (trees, cloned beforehand) in it.
+func mountAll(sp *Spec, trees []*os.File) error {
 	if err := linux.PrivateMountNamespace(); err != nil {
 		return err
 	}
@@ -94,6 +116,7 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 			continue // mounted in its tree, below
 		}
 		target := filepath.Join(Root, strconv.Itoa(i))
+		var err error
 		if sp.Sources[i].Dir {
 			err = os.Mkdir(target, 0o755)
 		} else {
@@ -115,8 +138,7 @@ func handAndStart(sp *Spec, cmd *exec.Cmd, keep func(*os.File)) error {
 			return fmt.Errorf("hand-off: %w", err)
 		}
 	}
-	defer trace.Begin("bwrap.fork").End()
-	return startIn(sp.JoinCgroups, cmd)
+	return nil
 }
 
 // startIn starts cmd from the calling thread after the thread has joined what join

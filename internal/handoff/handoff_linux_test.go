@@ -179,3 +179,44 @@ func TestHandoffPlacesInside(t *testing.T) {
 		t.Fatal("a place that is a symbolic link was mounted over")
 	}
 }
+
+// A prepared network namespace (Spec.Netns) is where the handed-over command starts:
+// loopback only, up, not the host's; the caller's threads stay in the host's, and the
+// namespace stays open for the caller until Close.
+func TestHandoffNetns(t *testing.T) {
+	testutil.RequireRoot(t)
+	n := PrepareNetns()
+	defer n.Close()
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Loopback is up when the kernel has given it ::1 (where IPv6 is on).
+	cmd := exec.Command("/bin/sh", "-c", "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "+
+		"if [ -e /proc/net/if_inet6 ]; then grep -c ' lo$' /proc/net/if_inet6; else echo 1; fi")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	release, err := Start(&Spec{UID: 64999, GID: 64999, Netns: n}, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	release()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 2 || lines[0] == host || !strings.HasPrefix(lines[0], "net:[") {
+		t.Fatalf("the command's network namespace %q; want a new one (the host's is %s)", lines, host)
+	}
+	if got := strings.Join(lines[1:], " "); got != "lo 1" {
+		t.Fatalf("interfaces, then loopback's addresses: %q; want %q (lo alone, up)", got, "lo 1")
+	}
+	if now, _ := os.Readlink("/proc/self/ns/net"); now != host {
+		t.Fatalf("the caller's network namespace is now %s, was %s", now, host)
+	}
+	if f, err := n.file(); err != nil || f == nil {
+		t.Fatalf("the prepared namespace was not left open: %v", err)
+	}
+}

@@ -45,3 +45,33 @@ func (sp *Spec) prepared(o Owner) *Userns {
 	}
 	return nil
 }
+
+// PrepareNetns begins making a sandbox's network namespace (see [Spec.Netns]).
+func PrepareNetns() *Netns {
+	n := &Netns{done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		defer trace.Begin("handoff.netns").End()
+		n.f, n.err = linux.NewLoopbackNetns()
+	}()
+	return n
+}
+
+// file waits for the namespace; it stays n's.
+func (n *Netns) file() (*os.File, error) {
+	<-n.done
+	return n.f, n.err
+}
+
+// Close waits for the namespace to be made and releases it (a sandbox started in it
+// keeps it). It is idempotent.
+func (n *Netns) Close() {
+	if n == nil {
+		return
+	}
+	<-n.done
+	if n.f != nil {
+		n.f.Close()
+		n.f = nil
+	}
+}

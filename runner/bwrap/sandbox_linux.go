@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,9 +85,15 @@ func prepareUpper(upper, workspace string, uid, gid int) error {
 func (b *Backend) Start(ctx context.Context, plan *contract.Plan, host sandbox.Host) (_ sandbox.Sandbox, err error) {
 	// What Warm began is this sandbox's from here, released by Close or on failure.
 	s := &instance{plan: plan, host: host, userns: b.take(plan, nil)}
+	if os.Geteuid() == 0 {
+		// The first Exec's network namespace, made while the rest of the start goes on
+		// (see handoff.Spec.Netns).
+		s.netns = handoff.PrepareNetns()
+	}
 	defer func() {
 		if err != nil {
 			s.userns.Close()
+			s.netns.Close()
 		}
 	}()
 	if s.bin, err = b.bin(); err != nil {
@@ -146,6 +153,9 @@ type instance struct {
 
 	userns *handoff.Userns // the idmap namespace Backend.Warm began for root's files, or nil
 
+	netMu sync.Mutex     // netMu guards netns.
+	netns *handoff.Netns // the network namespace Start began for the first Exec as root; nil once taken
+
 	// unbounded is the warning the first Exec prints when the default limits could not
 	// be enforced (no writable cgroup); warned makes it once.
 	unbounded string
@@ -168,6 +178,9 @@ func (s *instance) Exec(ctx context.Context, p sandbox.Process) (int, error) {
 	args, sp, err := s.bwrapArgs(f)
 	if err != nil {
 		return 0, err
+	}
+	if sp != nil {
+		defer sp.Netns.Close() // the sandbox keeps its network namespace
 	}
 	extra := f.child
 	statusR, specW, infoR := f.statusR, f.specW, f.infoR
@@ -243,12 +256,27 @@ func (s *instance) bwrapArgs(f *fds) (args []string, sp *handoff.Spec, err error
 		return nil, nil, err
 	}
 	spec.Prepared = []*handoff.Userns{s.userns}
+	if ns := s.takeNetns(); ns != nil {
+		// bwrap starts in it (the hand-off joins it) instead of making one.
+		spec.Netns = ns
+		handed = slices.DeleteFunc(handed, func(a string) bool { return a == "--unshare-net" })
+	}
 	if s.cg != nil && s.cg.NeedsV1() {
 		// bwrap starts in the v1 limit cgroups: its forking thread joins them for
 		// the fork, which waits for nothing (release then only checks).
 		spec.JoinCgroups = s.cg.JoinV1
 	}
 	return handed, &spec, nil
+}
+
+// takeNetns returns the network namespace Start began, once: a namespace is one
+// sandbox's, and a session's next Exec has bwrap make its own.
+func (s *instance) takeNetns() *handoff.Netns {
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	ns := s.netns
+	s.netns = nil
+	return ns
 }
 
 // enter counts an Exec as active until the function it returns is called.
@@ -561,6 +589,7 @@ func (s *instance) Close(ctx context.Context) error {
 		}
 		s.dropLive()
 		s.userns.Close()
+		s.takeNetns().Close()
 	})
 	return s.closeErr
 }
