@@ -1,6 +1,7 @@
 package layer
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,6 +57,22 @@ func changed(t *testing.T, w *overlayWorld) []string {
 	return got
 }
 
+// aclUserRead is the value of a system.posix_acl_access attribute that lets uid
+// read, besides what mode 0644 grants (the kernel's format: a version, then tag,
+// permissions and id of each entry, little-endian).
+func aclUserRead(uid uint32) string {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{0x01, 6, ^uint32(0)}, {0x02, 4, uid}, {0x04, 4, ^uint32(0)}, {0x10, 4, ^uint32(0)}, {0x20, 4, ^uint32(0)}} {
+		b = binary.LittleEndian.AppendUint16(b, e.tag)
+		b = binary.LittleEndian.AppendUint16(b, e.perm)
+		b = binary.LittleEndian.AppendUint32(b, e.id)
+	}
+	return string(b)
+}
+
 // removedAndRestored gives the workspace's d, d/x and d/sub/z the attributes attrs
 // (user.* and, as root, trusted.*), removes d through the overlay, and rolls back to
 // a checkpoint taken before.
@@ -79,12 +96,13 @@ func removedAndRestored(t *testing.T, attrs map[string]map[string]string) *overl
 }
 
 // A rollback that makes a removed directory anew gives each entry it writes the
-// workspace's attributes, names and values, of every namespace root sets: the
+// workspace's attributes, names and values, of every namespace root sets (an ACL
+// among them): the
 // directory is then an exact copy, no change.
 func TestRollbackRestoresXattrs(t *testing.T) {
 	attrs := map[string]map[string]string{
 		"d":       {"user.dir": "1", "trusted.dir": "t"},
-		"d/x":     {"user.keep": "1", "user.empty": "", "trusted.keep": "2"},
+		"d/x":     {"user.keep": "1", "user.empty": "", "trusted.keep": "2", "system.posix_acl_access": aclUserRead(1000)},
 		"d/sub/z": {"user.big": strings.Repeat("v", 4000)},
 	}
 	w := removedAndRestored(t, attrs)
