@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,20 +9,19 @@ import (
 	"github.com/cordonhq/cordon/internal/linux"
 )
 
-// TestRT2RollbackDropsXattrsThenApplyStrips: BROKEN. The workspace's d/x carries an
+// TestRT2RollbackDropsXattrsThenApplyStrips: was broken, fixed (a rollback restores
+// the attributes of what it writes, and a copy needs the workspace's attributes, not
+// none). The workspace's d/x carries an
 // extended attribute (a user.* one here; an ACL or file capabilities alike). The
 // sandbox removes d and the session rolls the command back: the rollback makes d
 // anew and writes d/x without the attribute, and says nothing of it (no problem:
 // Rollback returns "what want holds that it cannot restore"). d is then no copy
-// (noAttrs: the workspace's d/x has an attribute), so the change set the session
+// (the workspace's d/x had an attribute, the copy none), so the change set the session
 // leaves, although every command was rolled back, lands d over the workspace's and
 // strips the attribute: apply says it applied d and d/x, exit 0. Rolling back every
 // command must leave nothing to land (or a rollback must say what it could not
 // restore, and apply must not take the attribute away unannounced).
 func TestRT2RollbackDropsXattrsThenApplyStrips(t *testing.T) {
-	if os.Getenv("CORDON_RT2") == "" {
-		t.Skip("rt2 break, fixed by the lead")
-	}
 	w := newStageWorld(t)
 	x := filepath.Join(w.ws, "d", "x")
 	if err := linux.Lsetxattr(x, "user.keep", "1"); err != nil {

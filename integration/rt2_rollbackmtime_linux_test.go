@@ -1,22 +1,18 @@
 package integration
 
-import (
-	"os"
-	"testing"
-)
+import "testing"
 
-// TestRT2RollbackRestoresMtime: BROKEN (a rollback's result differs from the
-// checkpoint in a file's modification time, which make and every build cache read).
-// A checkpoint copies an upper file without its modification time, and a rollback
-// writes a file with its checkpoint copy's: a file the sandbox dated 2001 at
-// checkpoint c1 comes back dated when c1 was taken. It matters to the copy rule too:
-// a directory the checkpoint held in full although its files were the workspace's
-// (not merged with it, or past the budget of telling copies) comes back with other
-// times, no longer a copy, and its files land on the workspace as changes nobody made.
+// TestRT2RollbackRestoresMtime: was broken, fixed. A rollback's result differed from
+// the checkpoint in a file's modification time, which make and every build cache
+// read: a checkpoint copied an upper file without its modification time, and a
+// rollback writes a file with its checkpoint copy's, so a file the sandbox dated 2001
+// at checkpoint c1 came back dated when c1 was taken. It matters to the copy rule
+// too: a directory the checkpoint held in full although its files were the
+// workspace's (not merged with it, or past the budget of telling copies) came back
+// with other times, no longer a copy, and its files landed on the workspace as
+// changes nobody made. A checkpoint now keeps the time, and a rollback rewrites a
+// file whose time alone differs.
 func TestRT2RollbackRestoresMtime(t *testing.T) {
-	if os.Getenv("CORDON_RT2") == "" {
-		t.Skip("rt2 break, fixed by the lead")
-	}
 	w := newStageWorld(t)
 	id := w.startSession("--stage")
 	const stamp = "stat -c %Y n.txt a.txt"

@@ -22,7 +22,9 @@ import (
 // Copies are never modified: a file unchanged since the previous checkpoint (same
 // inode, same ctime, which user space cannot set) is a hard link to that checkpoint's
 // copy, so a checkpoint costs a stat of every entry of the upper directory and a copy
-// of what changed since the last one.
+// of what changed since the last one. A copy keeps the entry's extended attributes
+// (the overlay's own aside) and a file's modification time: a rollback gives them
+// back (an attribute's change and a touch change the ctime too).
 
 // Checkpoint is one copy of an upper directory.
 type Checkpoint struct {
@@ -214,7 +216,11 @@ func (c *Checkpoint) copyEntry(d *linux.Dir, name, p string, prev *Checkpoint) e
 		if err != nil {
 			return err
 		}
-		return os.Symlink(target, dst)
+		if err := os.Symlink(target, dst); err != nil {
+			return err
+		}
+		c.keepAttrs(d, name, p, dst)
+		return nil
 	}
 	c.problem(Problem{p, "a special file: not kept"})
 	return nil
@@ -236,6 +242,7 @@ func (c *Checkpoint) copyRegular(d *linux.Dir, name, p, dst string, key fileKey,
 		if err := copyFile(d, name, dst, perm); err != nil {
 			return err
 		}
+		c.keepAttrs(d, name, p, dst)
 		c.Copied++
 	}
 	c.index[pathKey(p)] = key
@@ -267,19 +274,47 @@ func (c *Checkpoint) copySubdir(sub *linux.Dir, p, dst string, perm fs.FileMode,
 	if err := c.copyDir(sub, p, prev); err != nil {
 		return err
 	}
+	// Its attributes once its entries are made: a default ACL among them would be
+	// inherited by the copies, which are to hold their own.
+	attrs, _, err := sub.OwnXattrs(xattrNamesMax, xattrBytesMax)
+	c.setAttrs(p, dst, attrs, err)
 	return os.Chmod(dst, perm)
+}
+
+// keepAttrs gives dst, the checkpoint's copy of the entry name of d (p), the
+// entry's extended attributes (see setAttrs).
+func (c *Checkpoint) keepAttrs(d *linux.Dir, name, p, dst string) {
+	attrs, _, err := d.Xattrs(name, xattrNamesMax, xattrBytesMax)
+	c.setAttrs(p, dst, attrs, err)
+}
+
+// setAttrs sets on dst, the checkpoint's copy of p, the extended attributes attrs
+// that p has (err: they could not be read), the overlay's own aside (the
+// opaque mark is the checkpoint's own business: copySubdir). What it cannot keep is a
+// problem of the checkpoint: a rollback to it would not restore it.
+func (c *Checkpoint) setAttrs(p, dst string, attrs []linux.Xattr, err error) {
+	if err != nil {
+		c.problem(Problem{p, "extended attributes not kept: " + err.Error()})
+		return
+	}
+	for _, a := range entryAttrs(attrs) {
+		if err := linux.Lsetxattr(dst, a.Name, a.Value); err != nil {
+			c.problem(Problem{p, fmt.Sprintf("extended attribute %s not kept: %v", a.Name, attrErr(err))})
+		}
+	}
 }
 
 // copyFile copies the regular file name of d (opened without following a link or
 // blocking on a FIFO swapped in) to the new file dst with the permission bits perm,
-// no set-id bits, its holes kept.
+// no set-id bits, its holes kept, and its modification time.
 func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
 	in, err := d.Open(name)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := in.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return errors.New("no longer a regular file")
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
@@ -289,6 +324,10 @@ func copyFile(d *linux.Dir, name, dst string, perm fs.FileMode) error {
 	err = linux.CopySparse(out, in)
 	if err == nil {
 		err = out.Chmod(perm & 0o777)
+	}
+	if err == nil {
+		// Its modification time: a rollback gives the file the copy's.
+		err = linux.SetMtime(out, fi.ModTime())
 	}
 	return errors.Join(err, out.Close())
 }

@@ -23,9 +23,10 @@ import (
 // The readers of a staged session's upper directory (Read, TakeCheckpoint,
 // UpperPaths, Checkpoint.Unchanged) take an opaque directory that is such a copy, as
 // they read it, as what it is: no change. A copy is exact: the same names, types and
-// permission bits, no set-id bits and no extended attribute but the overlay's
-// opaque mark, the same link targets, and files of the same bytes (at most sameMax
-// each) and modification time. Anything else the sandbox wrote in it (one byte, one
+// permission bits, no set-id bits, the same extended attributes, names and values
+// (the overlay's opaque mark on a directory aside: a rollback restores them), the
+// same link targets, and files of the same bytes (at most sameMax each) and
+// modification time. Anything else the sandbox wrote in it (one byte, one
 // name, one attribute, a touch) makes it a change again, listed and counted in full,
 // as before. Apply lands only what Apply's Read lists, after the run has ended: what
 // it leaves out is, at that moment, what the workspace holds already.
@@ -63,7 +64,7 @@ func sameEntry(up, lo *linux.Dir, name string, b *lowerView) bool {
 	}
 	// The type and the permission bits, and no set-id or sticky bit in the copy
 	// (Apply never lands them; the workspace's own are kept).
-	if us.Mode&(syscall.S_IFMT|0o7777) != ls.Mode&(syscall.S_IFMT|0o777) || !onlyOpaqueMark(up, name, us.Mode) || !noAttrs(lo, name) {
+	if us.Mode&(syscall.S_IFMT|0o7777) != ls.Mode&(syscall.S_IFMT|0o777) || !sameAttrs(up, lo, name, us.Mode, b) {
 		return false
 	}
 	switch us.Mode & syscall.S_IFMT {
@@ -135,28 +136,27 @@ func (b *lowerView) spend(entries int, n int64) bool {
 	return b.entries >= 0 && b.bytes >= 0
 }
 
-// onlyOpaqueMark reports whether the entry name of up, of mode mode, has no extended
-// attribute but, on a directory, the overlay's opaque mark.
-func onlyOpaqueMark(up *linux.Dir, name string, mode uint32) bool {
-	attrs, err := up.Listxattr(name)
-	if err != nil {
+// sameAttrs reports whether the entry name of up, of mode mode, has the extended
+// attributes of lo's, names and values, but for the overlay's opaque mark on a
+// directory, what it reads taken from b. An attribute of the workspace's that the
+// copy lacked would be taken away by an apply that lands the copy, and one of the
+// copy's that the workspace lacks would be left out of the workspace by an apply
+// that takes the copy for no change, although the sandbox sees it: a rollback
+// restores want's attributes, so a directory it makes anew is a copy with them.
+// An entry of more of them than are read (xattrNamesMax, xattrBytesMax) is no copy.
+func sameAttrs(up, lo *linux.Dir, name string, mode uint32, b *lowerView) bool {
+	ua, n, err := up.Xattrs(name, xattrNamesMax, xattrBytesMax)
+	if !b.spend(0, int64(n)) || err != nil {
 		return false
 	}
-	for _, a := range attrs {
-		if a != xattrOpaque || mode&syscall.S_IFMT != syscall.S_IFDIR {
-			return false
-		}
+	la, n, err := lo.Xattrs(name, xattrNamesMax, xattrBytesMax)
+	if !b.spend(0, int64(n)) || err != nil {
+		return false
 	}
-	return true
-}
-
-// noAttrs reports whether the workspace's entry name of lo has no extended attribute
-// (nor ACL): a copy never has one (onlyOpaqueMark), and one the workspace has would
-// be kept by an apply that took the copy for no change, although the sandbox no
-// longer sees it.
-func noAttrs(lo *linux.Dir, name string) bool {
-	attrs, err := lo.Listxattr(name)
-	return err == nil && len(attrs) == 0
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		ua = slices.DeleteFunc(ua, func(a linux.Xattr) bool { return a.Name == xattrOpaque })
+	}
+	return slices.Equal(ua, la)
 }
 
 // sameFileOf reports whether the regular files name of up and lo hold the same bytes.

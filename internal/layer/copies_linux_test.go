@@ -139,16 +139,17 @@ func TestRestoredDirPastTheBudgetCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	// d holds x and sub, sub holds z: six names on both sides, two files of two bytes.
+	// d holds x and sub, sub holds z: six names on both sides, two files of two bytes
+	// read on both sides, and the attributes of d and below: d's opaque mark, "y".
 	for _, c := range []struct {
 		names int
 		bytes int64
 		want  bool
 	}{
 		{100, 1 << 20, true},
-		{6, 4 * 2, true},
+		{6, 4*2 + 1, true},
 		{5, 1 << 20, false},
-		{100, 4*2 - 1, false},
+		{100, 4 * 2, false},
 	} {
 		if got := isCopy(root, "d", "d", view(c.names, c.bytes)); got != c.want {
 			t.Errorf("a budget of %d names and %d bytes: a copy %v, want %v", c.names, c.bytes, got, c.want)

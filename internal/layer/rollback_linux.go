@@ -3,6 +3,7 @@ package layer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -19,7 +20,9 @@ import (
 // the live upper directory and of the checkpoint) are where it looks, and the
 // entries of each directory among them. Every write goes through live, following no
 // link (see [linux.Tree]); what it writes is uid:gid's, without set-id bits, files
-// with want's modification time. Files
+// with want's modification time, and every entry it reaches (a special file aside)
+// with want's extended attributes (one it cannot set, or an entry of more than it
+// reads, is a problem; see restoreAttrs). Files
 // in same are known to be what they were at the checkpoint (Checkpoint.Unchanged) and
 // are not read. It returns the paths it changed, and what want holds that it cannot
 // restore. A directory it lists, on either side, holds at most max entries
@@ -61,7 +64,11 @@ type rollback struct {
 // is and named in the problems, and the rest goes on: the rollback is not left half
 // done for it.
 func (rb *rollback) sync(p string) error {
+	before := len(rb.changed)
 	err := rb.syncOne(p)
+	if err == nil {
+		rb.restoreAttrs(p, before)
+	}
 	if errors.Is(err, ErrTooMany) {
 		rb.problems = append(rb.problems, Problem{p, "not restored: " + err.Error()})
 		return nil
@@ -72,11 +79,12 @@ func (rb *rollback) sync(p string) error {
 // syncOne is sync without its handling of a directory past the bound.
 func (rb *rollback) syncOne(p string) error {
 	var wMode, lMode uint32 // 0: nothing there, or not reached without a link
+	var wTime, lTime int64  // modification times
 	if w, err := rb.want.Lstat(p); err == nil {
-		wMode = w.Mode
+		wMode, wTime = w.Mode, w.Mtim.Nano()
 	}
 	if l, err := rb.live.Lstat(p); err == nil {
-		lMode = l.Mode
+		lMode, lTime = l.Mode, l.Mtim.Nano()
 	}
 	wType, lType := wMode&syscall.S_IFMT, lMode&syscall.S_IFMT
 	switch wType {
@@ -88,7 +96,9 @@ func (rb *rollback) syncOne(p string) error {
 	case syscall.S_IFDIR:
 		return rb.syncDir(p, wMode, lMode)
 	case syscall.S_IFREG:
-		if lType == syscall.S_IFREG && lMode&0o777 == wMode&0o777 && rb.sameContent(p) {
+		// The modification time too: make and build caches read it, and a file of
+		// another is no copy of the workspace's (copyOf).
+		if lType == syscall.S_IFREG && lMode&0o777 == wMode&0o777 && lTime == wTime && rb.sameContent(p) {
 			return nil
 		}
 		return rb.did(p, rb.writeNamed(p, wMode, lType))
@@ -111,6 +121,83 @@ func (rb *rollback) syncOne(p string) error {
 	}
 	rb.problems = append(rb.problems, Problem{p, "a special file: not restored"})
 	return nil
+}
+
+// maxAttrProblems is how many of one entry's attributes a rollback names in its
+// problems; the rest are counted in one more.
+const maxAttrProblems = 4
+
+// restoreAttrs gives live's p, which syncOne made what want holds at p (before:
+// len(rb.changed) when it began), want's extended attributes: it sets those live's
+// lacks or holds with other values, and removes those want's lacks, the overlay's
+// own aside on both sides (see entryAttrs). Each it cannot set or remove is a
+// problem, and so is an entry of want of more than it reads (xattrNamesMax,
+// xattrBytesMax): none of its attributes is then restored. p is changed if an
+// attribute is.
+func (rb *rollback) restoreAttrs(p string, before int) {
+	w, err := rb.want.Lstat(p)
+	if err != nil {
+		return // nothing there: syncOne removed live's p
+	}
+	switch w.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG, syscall.S_IFDIR, syscall.S_IFLNK:
+	default:
+		return // a special file: not restored (a problem already)
+	}
+	want, _, err := rb.want.Xattrs(p, xattrNamesMax, xattrBytesMax)
+	if err != nil {
+		rb.problems = append(rb.problems, Problem{p, "extended attributes not restored: " + err.Error()})
+		return
+	}
+	want = entryAttrs(want)
+	have, err := rb.live.Listxattr(p)
+	if err != nil {
+		rb.problems = append(rb.problems, Problem{p, "extended attributes not restored: " + err.Error()})
+		return
+	}
+	var failed []string
+	did := false
+	keep := map[string]bool{}
+	for _, a := range want {
+		keep[a.Name] = true
+		if v, err := rb.live.XattrValue(p, a.Name); err == nil && v != nil && string(v) == a.Value {
+			continue
+		}
+		if err := rb.live.Setxattr(p, a.Name, a.Value); err != nil {
+			failed = append(failed, fmt.Sprintf("extended attribute %s not restored: %v", a.Name, attrErr(err)))
+			continue
+		}
+		did = true
+	}
+	for _, n := range have {
+		if keep[n] || overlayAttr(n) {
+			continue
+		}
+		if err := rb.live.Removexattr(p, n); err != nil {
+			failed = append(failed, fmt.Sprintf("extended attribute %s not removed: %v", n, attrErr(err)))
+			continue
+		}
+		did = true
+	}
+	for i, f := range failed {
+		if i == maxAttrProblems {
+			rb.problems = append(rb.problems, Problem{p, fmt.Sprintf("%d more extended attributes not restored", len(failed)-i)})
+			break
+		}
+		rb.problems = append(rb.problems, Problem{p, f})
+	}
+	if did && (len(rb.changed) == before || rb.changed[before] != p) {
+		rb.changed = append(rb.changed, p)
+	}
+}
+
+// attrErr is err without the path an attribute's setting or removal names in it
+// (the problem names it).
+func attrErr(err error) error {
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // syncDir makes live's p a directory of want's mode and reconciles its entries that
