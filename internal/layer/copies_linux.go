@@ -69,7 +69,11 @@ func sameEntry(up, lo *linux.Dir, name string, b *lowerView) bool {
 	}
 	switch us.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
-		if us.Size != ls.Size || us.Mtim != ls.Mtim || !b.spend(0, 2*us.Size) {
+		// One name only: a file the sandbox also linked elsewhere in the upper
+		// directory is one file of many names there, which a checkpoint must hold
+		// whole (skipped here, it would hold the other names alone, and a rollback
+		// to it would split the file).
+		if us.Nlink != 1 || us.Size != ls.Size || us.Mtim != ls.Mtim || !b.spend(0, 2*us.Size) {
 			return false
 		}
 		return sameFileOf(up, lo, name)
