@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordonhq/cordon/audit/fsdiff"
 	"github.com/cordonhq/cordon/internal/event"
 )
 
@@ -344,5 +346,67 @@ func TestCmdEndSyncedBeside(t *testing.T) {
 	case <-w.Failed():
 	default:
 		t.Error("Failed not closed after cmd.end's fsync failed")
+	}
+}
+
+// syncLog is a log file that records, in order, the type of each line written and
+// each fsync ("sync").
+type syncLog struct {
+	*os.File
+	mu  sync.Mutex
+	ops []string
+}
+
+func (f *syncLog) Write(p []byte) (int, error) {
+	var r struct{ Type string }
+	_ = json.Unmarshal(p, &r)
+	f.mu.Lock()
+	f.ops = append(f.ops, r.Type)
+	f.mu.Unlock()
+	return f.File.Write(p)
+}
+
+func (f *syncLog) Sync() error {
+	f.mu.Lock()
+	f.ops = append(f.ops, "sync")
+	f.mu.Unlock()
+	return f.File.Sync()
+}
+
+// TestSyncOneCommand: under SyncOneCommand a run's fs.diff is made durable by the
+// seal's fsync, not one of its own; under SyncCommands it has its own. cmd.end's
+// (in the background, so in no fixed order with fs.diff's write) is there under both,
+// the seal's fsync is last, and the log verifies.
+func TestSyncOneCommand(t *testing.T) {
+	for _, tc := range []struct {
+		policy SyncPolicy
+		syncs  int
+	}{
+		{SyncCommands, 3},
+		{SyncOneCommand, 2},
+	} {
+		w, _ := newWriter(t, Options{Sync: tc.policy})
+		f := &syncLog{File: w.f.(*os.File)}
+		w.mu.Lock()
+		w.f = f
+		w.mu.Unlock()
+		cmd, err := w.StartCmd(CmdStart{Argv: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Emit(event.Event{Type: event.CmdEnd, Cmd: cmd, Body: CmdEnd{}})
+		if err := w.RecordDiff(cmd, &fsdiff.Result{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(RunEnd{Reason: ReasonExited}); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(f.ops, " ")
+		if n := strings.Count(got, "sync"); n != tc.syncs || !strings.HasSuffix(got, "run.end sync") {
+			t.Errorf("policy %d: writes and fsyncs %q; want %d fsyncs, the seal's last", tc.policy, got, tc.syncs)
+		}
+		if rep, err := Verify(w.Path()); err != nil || !rep.Sealed || rep.Lines != 5 {
+			t.Errorf("policy %d: Verify: %+v, %v; want 5 lines, sealed", tc.policy, rep, err)
+		}
 	}
 }

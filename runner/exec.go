@@ -197,6 +197,12 @@ func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout,
 	sp = trace.Begin("diff")
 	r.recordDiff(ctx, c.tracker, c.unchanged, res)
 	sp.End()
+	if !r.session {
+		// A one-command run reports nothing before its seal, whose fsync makes
+		// cmd.end and fs.diff durable (audit.SyncOneCommand) and waits for
+		// cmd.end's own; a failure there fails the run (auditErr).
+		return
+	}
 	// cmd.end's fsync ran beside the diff; fs.diff's waited for it, unless no fs.diff
 	// was written. A failure fails the log, and the run with it (auditErr).
 	sp = trace.Begin("audit.synced")
@@ -557,7 +563,7 @@ func envNames(p *contract.Plan) []string {
 // openAudit creates the run's log and writes run.start, which names uid, the sandbox's
 // host uid (0: unknown). An audit root that cannot be written, or that lies inside the
 // workspace, refuses the run.
-func openAudit(plan *contract.Plan, o *Options, runID string, uid int) (*audit.Writer, error) {
+func openAudit(plan *contract.Plan, o *Options, runID string, uid int, sync audit.SyncPolicy) (*audit.Writer, error) {
 	root := o.AuditRoot
 	if root == "" {
 		var err error
@@ -580,7 +586,7 @@ func openAudit(plan *contract.Plan, o *Options, runID string, uid int) (*audit.W
 	}
 	host, _ := os.Hostname()
 	// run.start is made durable while the run starts; beginCommand waits for it.
-	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true,
+	w, err := audit.Create(root, runID, audit.Options{Redactor: red, StartSyncLater: true, Sync: sync,
 		MaxPatchStored: plan.Limits.Diff.PatchRun, Start: audit.RunStart{
 			ContractPath: plan.ContractFile, ContractDigest: plan.ContractDigest,
 			Backend: o.Backend.Name(), CordonVersion: o.Version, Host: host, User: userName(),

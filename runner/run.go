@@ -343,7 +343,11 @@ func (r *run) prepare(ctx context.Context) error {
 	var ph trace.Seq
 	defer ph.End()
 	ph.Next("audit.open")
-	log, err := openAudit(r.plan, r.o, r.res.RunID, r.uid.host)
+	sync := audit.SyncCommands // a session reports each command once its record is durable
+	if !r.session {
+		sync = audit.SyncOneCommand
+	}
+	log, err := openAudit(r.plan, r.o, r.res.RunID, r.uid.host, sync)
 	if err != nil {
 		return err
 	}
