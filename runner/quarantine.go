@@ -33,11 +33,14 @@ const quarantineSuffix = ".cordon-quarantine"
 //     directory would read it as its contract.
 //
 // And what stands where one of the run's placeholders was, once the host removed or
-// replaced it: the sandbox's mask went with it (maskedGone).
+// replaced it: the sandbox's mask went with it (maskedGone). Before all that, every
+// file the change added or changed loses its set-id bits and file capabilities
+// (dropPrivileges).
 //
 // It returns the workspace-relative paths it renamed, with those the live watch
 // (quarantine_linux.go) renamed the moment they appeared.
 func (r *run) quarantine(diff *fsdiff.Result) []string {
+	r.dropPrivileges(diff)
 	out := append(r.takeLive(), r.maskedGone()...)
 	seen := map[string]bool{}
 	for _, c := range diff.Changes {

@@ -38,3 +38,7 @@ func (r *run) nothingChanged() string { return "no change set" }
 func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker, _ bool) (*fsdiff.Result, error) {
 	return t.Diff(ctx)
 }
+
+// dropPrivileges is Linux's: file capabilities, and the write through a shared
+// mapping that leaves a file its privileges, are what it answers.
+func (r *run) dropPrivileges(*fsdiff.Result) {}

@@ -5,12 +5,12 @@
 # client; gcc is cgo's compiler for `go test -race`;
 # python3 and perl are the interpreters the monitor's and the attacks' tests run in the
 # sandbox; make runs the targets a test reads; e2fsprogs makes the file system of a
-# served tenant's disk). A fresh Debian (debootstrap's minbase)
+# served tenant's disk; libcap2-bin's setcap gives the attacks' files a capability). A fresh Debian (debootstrap's minbase)
 # has none of them but perl.
 # Usage: scripts/deps.sh [test|bench|generate]
 set -euo pipefail
 want=(bwrap:bubblewrap curl:curl git:git wget:wget openssl:openssl chromium:chromium socat:socat node:nodejs npm:npm
-  gcc:gcc python3:python3 perl:perl make:make mke2fs:e2fsprogs)
+  gcc:gcc python3:python3 perl:perl make:make mke2fs:e2fsprogs setcap:libcap2-bin)
 case "${1:-test}" in
   bench) want+=(hyperfine:hyperfine rg:ripgrep) ;;
   generate) want+=(clang:clang llvm-strip:llvm) ;;
