@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/cordonhq/cordon/internal/linux"
@@ -163,6 +164,14 @@ func (rb *rollback) restoreAttrs(p string, before int) {
 		if v, err := rb.live.XattrValue(p, a.Name); err == nil && v != nil && string(v) == a.Value {
 			continue
 		}
+		if privilegeAttr(a.Name) {
+			// Set by name, on an entry the sandbox (running on) may have swapped for
+			// one of its own since syncOne wrote it: root's cordon would give the
+			// sandbox's file a capability (red team rt3). Never set; removed above.
+			failed = append(failed, fmt.Sprintf("extended attribute %s not restored: cordon sets no security.* or trusted.* attribute on the sandbox's files", a.Name))
+			keep[a.Name] = false
+			continue
+		}
 		if err := rb.live.Setxattr(p, a.Name, a.Value); err != nil {
 			failed = append(failed, fmt.Sprintf("extended attribute %s not restored: %v", a.Name, attrErr(err)))
 			continue
@@ -189,6 +198,13 @@ func (rb *rollback) restoreAttrs(p string, before int) {
 	if did && (len(rb.changed) == before || rb.changed[before] != p) {
 		rb.changed = append(rb.changed, p)
 	}
+}
+
+// privilegeAttr reports whether the extended attribute name may grant a privilege
+// (security.capability, an LSM's label) or is root's alone (trusted.*): a rollback
+// removes such an attribute where want has none, and sets none.
+func privilegeAttr(name string) bool {
+	return strings.HasPrefix(name, "security.") || strings.HasPrefix(name, "trusted.")
 }
 
 // attrErr is err without the path an attribute's setting or removal names in it

@@ -92,6 +92,15 @@ func (w *overlayWorld) state() string {
 }
 
 func (w *overlayWorld) rollback(c *Checkpoint) []string {
+	changed, problems := w.rollbackProblems(c)
+	if len(problems) > 0 {
+		w.t.Fatalf("rollback: %v", problems)
+	}
+	return changed
+}
+
+// rollbackProblems is rollback, returning the problems it reports.
+func (w *overlayWorld) rollbackProblems(c *Checkpoint) ([]string, []Problem) {
 	top, ws := w.open(c.Dir), w.open(w.ws)
 	view, err := linux.NewOverlayView(top, ws)
 	if err != nil {
@@ -110,10 +119,10 @@ func (w *overlayWorld) rollback(c *Checkpoint) []string {
 		w.t.Fatal(err)
 	}
 	changed, problems, err := Rollback(w.live, want, append(now, then...), same, -1, -1, testMax)
-	if err != nil || len(problems) > 0 {
-		w.t.Fatalf("rollback: %v %v", err, problems)
+	if err != nil {
+		w.t.Fatalf("rollback: %v", err)
 	}
-	return changed
+	return changed, problems
 }
 
 // A rollback restores an edited file, a deleted one, a deleted directory and removes

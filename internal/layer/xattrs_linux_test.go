@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // setAttr sets the attribute name of p to v, failing the test when it cannot.
@@ -78,6 +79,16 @@ func aclUserRead(uid uint32) string {
 // a checkpoint taken before.
 func removedAndRestored(t *testing.T, attrs map[string]map[string]string) *overlayWorld {
 	t.Helper()
+	w, problems := removedAndRestoredWith(t, attrs)
+	if len(problems) > 0 {
+		t.Fatalf("rollback: %v", problems)
+	}
+	return w
+}
+
+// removedAndRestoredWith is removedAndRestored, returning the rollback's problems.
+func removedAndRestoredWith(t *testing.T, attrs map[string]map[string]string) (*overlayWorld, []Problem) {
+	t.Helper()
 	w := newOverlayWorld(t)
 	for p, as := range attrs {
 		for n, v := range as {
@@ -91,18 +102,55 @@ func removedAndRestored(t *testing.T, attrs map[string]map[string]string) *overl
 	if err := removeAll(w.live, "d", 0); err != nil {
 		t.Fatal(err)
 	}
-	w.rollback(c1)
+	_, problems := w.rollbackProblems(c1)
+	return w, problems
+}
+
+// removedAndRestoredProblems is removedAndRestored, which accepts the problems the
+// rollback reports.
+func removedAndRestoredProblems(t *testing.T, attrs map[string]map[string]string) *overlayWorld {
+	t.Helper()
+	w, _ := removedAndRestoredWith(t, attrs)
 	return w
 }
 
+// TestRollbackSetsNoPrivilege: root's cordon sets no security.* or trusted.*
+// attribute during a rollback: it sets attributes by name on an entry the sandbox,
+// running on, may have swapped for one of its own since it was written (red team
+// rt3: a file capability landed on the sandbox's file). The workspace's d/x with a
+// file capability and a trusted.* attribute comes back without them, each a problem,
+// and d is a change (not a copy), landed without them.
+func TestRollbackSetsNoPrivilege(t *testing.T) {
+	testutil.RequireRoot(t)
+	capNetRaw := string([]byte{0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // cap_net_raw+ep, v2
+	w, problems := removedAndRestoredWith(t, map[string]map[string]string{
+		"d/x": {"user.keep": "1", "security.capability": capNetRaw, "trusted.t": "2"},
+	})
+	if got := attrsOf(t, filepath.Join(w.live.Path(), "d/x")); !slices.Equal(got, []string{"user.keep=1"}) {
+		t.Errorf("d/x after the rollback holds %q; want user.keep alone", got)
+	}
+	var named []string
+	for _, p := range problems {
+		if p.Path == "d/x" && (strings.Contains(p.Why, "security.capability") || strings.Contains(p.Why, "trusted.t")) {
+			named = append(named, p.Why)
+		}
+	}
+	if len(named) != 2 {
+		t.Errorf("problems %v; want one for security.capability and one for trusted.t", problems)
+	}
+	if got := changed(t, w); !slices.Contains(got, "d/x") {
+		t.Errorf("d/x came back without its privileges and is not a change: %q", got)
+	}
+}
+
 // A rollback that makes a removed directory anew gives each entry it writes the
-// workspace's attributes, names and values, of every namespace root sets (an ACL
-// among them): the
-// directory is then an exact copy, no change.
+// workspace's attributes, names and values (an ACL among them), but for security.*
+// and trusted.* ones (TestRollbackSetsNoPrivilege): the directory is then an exact
+// copy, no change.
 func TestRollbackRestoresXattrs(t *testing.T) {
 	attrs := map[string]map[string]string{
-		"d":       {"user.dir": "1", "trusted.dir": "t"},
-		"d/x":     {"user.keep": "1", "user.empty": "", "trusted.keep": "2", "system.posix_acl_access": aclUserRead(1000)},
+		"d":       {"user.dir": "1"},
+		"d/x":     {"user.keep": "1", "user.empty": "", "system.posix_acl_access": aclUserRead(1000)},
 		"d/sub/z": {"user.big": strings.Repeat("v", 4000)},
 	}
 	w := removedAndRestored(t, attrs)
@@ -196,14 +244,15 @@ func TestCopyComparesAttributes(t *testing.T) {
 		copy   bool
 	}{
 		{"none", nil, nil, true},
-		{"same", map[string]string{"user.a": "1", "trusted.t": "2"}, nil, true},
+		{"same", map[string]string{"user.a": "1", "user.b": "2"}, nil, true},
+		{"a trusted one, not restored", map[string]string{"trusted.t": "2"}, nil, false},
 		{"other value", map[string]string{"user.a": "1"}, map[string]string{"user.a": "2"}, false},
 		{"one more in the copy", map[string]string{"user.a": "1"}, map[string]string{"user.b": "1"}, false},
 		{"one more trusted in the copy", nil, map[string]string{"trusted.t": "1"}, false},
 		{"an overlay attribute in the copy", nil, map[string]string{xattrOrigin: ""}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := removedAndRestored(t, map[string]map[string]string{"d/x": tc.ws})
+			w := removedAndRestoredProblems(t, map[string]map[string]string{"d/x": tc.ws})
 			for n, v := range tc.up {
 				setAttr(t, filepath.Join(w.upper, "d/x"), n, v)
 			}
