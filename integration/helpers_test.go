@@ -78,9 +78,10 @@ func (r result) String() string {
 // cordon runs the cordon binary in the workspace with stdin.
 func (w *world) cordon(stdin string, args ...string) result {
 	w.t.Helper()
+	bin := testutil.Cordon(w.t) // built (once) before the command's two minutes start
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testutil.Cordon(w.t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = w.ws
 	cmd.Env = w.env
 	cmd.Stdin = strings.NewReader(stdin)
