@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -71,40 +68,20 @@ func TestPidCredsAsStatus(t *testing.T) {
 // TestPidCredsDistinctIDs: each of the eight ids is told in its place, for a process
 // whose real and effective (so saved and file system) uids and gids all differ.
 func TestPidCredsDistinctIDs(t *testing.T) {
-	testutil.RequireRoot(t)
-	_, err := exec.LookPath("setpriv")
-	testutil.Require(t, err == nil, "setpriv (util-linux) is not installed")
-	cmd := exec.Command("setpriv", "--ruid", "70001", "--euid", "70002", "--rgid", "70003", "--egid", "70004",
-		"--clear-groups", "sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	// Until setpriv has set the ids and exec'd sleep.
-	comm := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/comm"
-	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
-		if b, _ := os.ReadFile(comm); string(b) == "sleep\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("setpriv did not exec sleep within 10 s")
-		}
-	}
-	if _, err := PidCreds(cmd.Process.Pid); err == ErrNoPidCreds {
+	pid := testutil.SleeperWithIDs(t, 70001, 70002, 70003, 70004)
+	if _, err := PidCreds(pid); err == ErrNoPidCreds {
 		t.Skip("kernel older than 6.13: no PIDFD_GET_INFO")
 	}
-	got, err := PidCreds(cmd.Process.Pid)
+	got, err := PidCreds(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := [8]uint32{70001, 70002, 70002, 70002, 70003, 70004, 70004, 70004}
-	if got != want || statusIDs(t, cmd.Process.Pid) != want {
-		t.Errorf("PidCreds %v, status %v; want %v", got, statusIDs(t, cmd.Process.Pid), want)
+	if got != want || statusIDs(t, pid) != want {
+		t.Errorf("PidCreds %v, status %v; want %v", got, statusIDs(t, pid), want)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	if _, err := PidCreds(cmd.Process.Pid); !errors.Is(err, os.ErrProcessDone) {
-		t.Errorf("PidCreds of a reaped process: %v; want os.ErrProcessDone", err)
+	if _, err := PidCreds(1 << 22); !errors.Is(err, os.ErrProcessDone) { // above pid_max
+		t.Errorf("PidCreds of no process: %v; want os.ErrProcessDone", err)
 	}
 }
 
