@@ -41,10 +41,43 @@ func (t *Tree) Close() error {
 	return t.root.Close()
 }
 
+// resolve opens rel below the tree's root with flags: no symbolic or magic link
+// followed, no mount crossed, nothing outside the root. A path longer than the kernel
+// takes in one call (PATH_MAX: a sandbox can make one, 2,000 levels deep) is opened
+// a piece at a time, each piece below the directory the last one opened, so it is
+// reached too, under the same rules.
 func (t *Tree) resolve(rel string, flags uint64) (int, error) {
+	dir := int(t.root.Fd())
+	for len(rel) >= resolvePiece {
+		cut := strings.LastIndexByte(rel[:resolvePiece], '/')
+		if cut <= 0 {
+			return -1, unix.ENAMETOOLONG // one name past the limit
+		}
+		fd, err := openBeneath(dir, rel[:cut], unix.O_PATH|unix.O_DIRECTORY)
+		if dir != int(t.root.Fd()) {
+			unix.Close(dir)
+		}
+		if err != nil {
+			return -1, err
+		}
+		dir, rel = fd, rel[cut+1:]
+	}
+	fd, err := openBeneath(dir, rel, flags)
+	if dir != int(t.root.Fd()) {
+		unix.Close(dir)
+	}
+	return fd, err
+}
+
+// resolvePiece is the longest part of a path resolve hands the kernel at once, below
+// PATH_MAX (4096, its terminating NUL included).
+const resolvePiece = 4000
+
+// openBeneath is openat2 of rel below dir, with resolve's rules.
+func openBeneath(dir int, rel string, flags uint64) (int, error) {
 	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
 	for {
-		fd, err := unix.Openat2(int(t.root.Fd()), rel, &how)
+		fd, err := unix.Openat2(dir, rel, &how)
 		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
 			return fd, err
 		}

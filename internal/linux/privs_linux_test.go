@@ -2,10 +2,13 @@ package linux
 
 import (
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // TestDropPrivileges: a regular file loses its set-id bits and file capability, and
@@ -52,5 +55,63 @@ func TestDropPrivileges(t *testing.T) {
 	}
 	if st, _ := os.Stat(target); st.Mode()&os.ModeSetuid == 0 {
 		t.Error("the link's target lost its set-user-ID bit")
+	}
+}
+
+// TestTreeReachesPastPathMax: a path longer than the kernel takes at once (a sandbox
+// can make one) is reached, piece by piece, by the tree's calls: its file loses its
+// set-id bits as any other.
+func TestTreeReachesPastPathMax(t *testing.T) {
+	dir := t.TempDir()
+	d, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := ""
+	name := strings.Repeat("d", 200)
+	for len(rel) < 9000 { // past two pieces
+		if err := unix.Mkdirat(d, name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(d, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, rel = next, path.Join(rel, name)
+	}
+	dd, err := unix.Openat(d, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	unix.Close(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Openat(dd, "tool", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o755)
+	unix.Close(dd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fchmod(fd, 0o755|unix.S_ISUID)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel = path.Join(rel, "tool")
+	tr, err := OpenTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if st, err := tr.Lstat(rel); err != nil || st.Mode&unix.S_ISUID == 0 {
+		t.Fatalf("Lstat of a %d-byte path: %v, %v; want the set-user-ID file", len(rel), st, err)
+	}
+	if p, err := tr.DropPrivileges(rel); err != nil || p.SetID != unix.S_ISUID {
+		t.Fatalf("DropPrivileges of a %d-byte path: %+v, %v", len(rel), p, err)
+	}
+	if st, err := tr.Lstat(rel); err != nil || st.Mode&unix.S_ISUID != 0 {
+		t.Errorf("after: %v, %v; want the bit gone", st, err)
+	}
+	// The deep tree goes as t.TempDir's clean-up cannot take it (past PATH_MAX).
+	if err := RemoveTree(filepath.Join(dir, name)); err != nil {
+		t.Error(err)
 	}
 }
