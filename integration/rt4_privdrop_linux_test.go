@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// rt4MmapWrite is a sandbox command that rewrites the first five bytes of the
+// workspace file rel through a shared mapping (which keeps its file capability).
+func rt4MmapWrite(rel string) string {
+	return `python3 -c 'import mmap,os; fd=os.open("` + rel + `",os.O_RDWR); m=mmap.mmap(fd,5); m[:5]=b"EVIL\n"; m.flush(); m.close()'`
+}
+
+// rt4CapTool makes the workspace file rel holding "orig\n" with cap_net_raw+ep.
+func rt4CapTool(t *testing.T, w *world, rel string) string {
+	t.Helper()
+	testutil.RequireRoot(t)
+	_, err := exec.LookPath("setcap")
+	testutil.Require(t, err == nil, "getcap and setcap (libcap) are needed")
+	_, err = exec.LookPath("python3")
+	testutil.Require(t, err == nil, "python3 is needed for the mapping")
+	p := filepath.Join(w.ws, filepath.FromSlash(rel))
+	mustWrite(t, p, "orig\n")
+	if out, err := exec.Command("setcap", "cap_net_raw+ep", p).CombinedOutput(); err != nil {
+		t.Fatalf("setcap: %v: %s", err, out)
+	}
+	return p
+}
+
+// rt4AssertDisarmed fails when the host file p holds the sandbox's bytes and a
+// file capability.
+func rt4AssertDisarmed(t *testing.T, p string, r result) {
+	t.Helper()
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%s: %v (run: %v)", p, err, r)
+	}
+	out, _ := exec.Command("getcap", p).CombinedOutput()
+	if string(got) == "EVIL\n" && strings.Contains(string(out), "cap_net_raw") {
+		t.Fatalf("the workspace's %s holds the sandbox's content (%q) and still its file capability: %s\nrun: %v",
+			filepath.Base(p), got, out, r)
+	}
+}
+
+// TestRT4RenamePairKeepsFileCapability (red team rt4): dropPrivileges disarms only
+// what the diff lists Added or Modified; the diff pairs a deleted and an added path
+// by content alone (pairRenames: digest and file type, not the inode nor its
+// attributes) and lists them Renamed. The workspace holds payload, bytes of the
+// sandbox's (written by an earlier run or command, say). The sandbox rewrites the
+// capable tool through a mapping to the same bytes, removes payload and renames tool
+// to payload2: the diff says payload was renamed payload2 and tool deleted, nothing
+// is disarmed, and the host keeps payload2, the sandbox's bytes with cap_net_raw.
+func TestRT4RenamePairKeepsFileCapability(t *testing.T) {
+	if os.Getenv("CORDON_RT4") == "" {
+		t.Skip("rt4 break, fixed by the lead")
+	}
+	w := newWorld(t)
+	rt4CapTool(t, w, "tool")
+	mustWrite(t, filepath.Join(w.ws, "payload"), "EVIL\n")
+	r := w.sh(rt4MmapWrite("tool") + ` && rm payload && mv tool payload2`)
+	if r.code != 0 {
+		t.Fatalf("the run failed: %v", r)
+	}
+	rt4AssertDisarmed(t, filepath.Join(w.ws, "payload2"), r)
+}
+
+// TestRT4DiffBoundKeepsFileCapability (red team rt4): a change past
+// limits.diff.entries is in no Change (the diff's gap counts it), and dropPrivileges
+// reads Changes alone (quarantine sweeps the gap for repositories, not for
+// privileges). The sandbox rewrites z/tool through a mapping and makes more files
+// than the bound before z in the workspace's listing: the snapshot after the run stops
+// before z, z/tool is not compared, and the host keeps the sandbox's bytes with the
+// capability. The bound is 100 here to keep the test quick; the default 100,000
+// entries cost the sandbox a second.
+func TestRT4DiffBoundKeepsFileCapability(t *testing.T) {
+	if os.Getenv("CORDON_RT4") == "" {
+		t.Skip("rt4 break, fixed by the lead")
+	}
+	w := newWorld(t)
+	tool := rt4CapTool(t, w, "z/tool")
+	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
+	r := w.sh(rt4MmapWrite("z/tool") + ` && i=0 && while [ $i -lt 200 ]; do : > f$i; i=$((i+1)); done`)
+	if r.code != 0 {
+		t.Fatalf("the run failed: %v", r)
+	}
+	rt4AssertDisarmed(t, tool, r)
+}
