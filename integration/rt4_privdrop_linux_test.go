@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,4 +90,38 @@ func TestRT4DiffBoundKeepsFileCapability(t *testing.T) {
 		t.Fatalf("the run failed: %v", r)
 	}
 	rt4AssertDisarmed(t, tool, r)
+}
+
+// TestRT4NestedRepoKeepsFileCapability (red team rt4): the scan never descends into
+// a nested repository's .git (it fingerprints it), so a file in one is in no Change,
+// and dropPrivileges never sees it. The workspace holds sub, a repository of its own
+// (a checkout of another project), and the capable tool. The sandbox rewrites tool
+// through a mapping and moves it into sub/.git: the diff lists tool deleted and
+// sub/.git changed, quarantine renames sub/.git to sub/.git.cordon-quarantine, and
+// the host keeps sub/.git.cordon-quarantine/tool, the sandbox's bytes with
+// cap_net_raw. (A .git the sandbox makes is renamed as it appears, and what it
+// holds is then diffed and disarmed.)
+func TestRT4NestedRepoKeepsFileCapability(t *testing.T) {
+	if os.Getenv("CORDON_RT4") == "" {
+		t.Skip("rt4 break, fixed by the lead")
+	}
+	w := newWorld(t)
+	rt4CapTool(t, w, "tool")
+	if out, err := exec.Command("git", "init", "-q", filepath.Join(w.ws, "sub")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	r := w.sh(rt4MmapWrite("tool") + ` && mv tool sub/.git/tool`)
+	if r.code != 0 {
+		t.Fatalf("the run failed: %v", r)
+	}
+	err := filepath.WalkDir(w.ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rt4AssertDisarmed(t, p, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
