@@ -186,3 +186,45 @@ func termTail(s string) string {
 	}
 	return s
 }
+
+// TestRT4RenamePairKeepsSetUID (red team rt4): TestRT4RenamePairKeepsFileCapability
+// with the set-user-ID bit: the workspace's tool is root's, mode 4755; the sandbox
+// rewrites it through a mapping to the bytes of payload, removes payload and renames
+// tool to payload2, which the diff lists Renamed. The host keeps payload2, a
+// set-user-ID root program of the sandbox's bytes.
+func TestRT4RenamePairKeepsSetUID(t *testing.T) {
+	if os.Getenv("CORDON_RT4") == "" {
+		t.Skip("rt4 break, fixed by the lead")
+	}
+	testutil.RequireRoot(t)
+	_, err := exec.LookPath("python3")
+	testutil.Require(t, err == nil, "python3 is needed for the mapping")
+	w := newWorld(t)
+	tool := filepath.Join(w.ws, "tool")
+	mustWrite(t, tool, "orig\n")
+	mustWrite(t, filepath.Join(w.ws, "payload"), "EVIL\n")
+	for _, p := range []string{tool, filepath.Join(w.ws, "payload")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(tool, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	r := w.sh(rt4MmapWrite("tool") + ` && rm payload && mv tool payload2`)
+	if r.code != 0 {
+		t.Fatalf("the run failed: %v", r)
+	}
+	p := filepath.Join(w.ws, "payload2")
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run: %v)", err, r)
+	}
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) == "EVIL\n" && st.Mode()&os.ModeSetuid != 0 {
+		t.Fatalf("the workspace's payload2 holds the sandbox's content (%q) and is set-user-ID (%v)\nrun: %v", got, st.Mode(), r)
+	}
+}
