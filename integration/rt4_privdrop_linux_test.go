@@ -57,9 +57,6 @@ func rt4AssertDisarmed(t *testing.T, p string, r result) {
 // to payload2: the diff says payload was renamed payload2 and tool deleted, nothing
 // is disarmed, and the host keeps payload2, the sandbox's bytes with cap_net_raw.
 func TestRT4RenamePairKeepsFileCapability(t *testing.T) {
-	if os.Getenv("CORDON_RT4") == "" {
-		t.Skip("rt4 break, fixed by the lead")
-	}
 	w := newWorld(t)
 	rt4CapTool(t, w, "tool")
 	mustWrite(t, filepath.Join(w.ws, "payload"), "EVIL\n")
@@ -79,9 +76,6 @@ func TestRT4RenamePairKeepsFileCapability(t *testing.T) {
 // capability. The bound is 100 here to keep the test quick; the default 100,000
 // entries cost the sandbox a second.
 func TestRT4DiffBoundKeepsFileCapability(t *testing.T) {
-	if os.Getenv("CORDON_RT4") == "" {
-		t.Skip("rt4 break, fixed by the lead")
-	}
 	w := newWorld(t)
 	tool := rt4CapTool(t, w, "z/tool")
 	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
@@ -102,9 +96,6 @@ func TestRT4DiffBoundKeepsFileCapability(t *testing.T) {
 // cap_net_raw. (A .git the sandbox makes is renamed as it appears, and what it
 // holds is then diffed and disarmed.)
 func TestRT4NestedRepoKeepsFileCapability(t *testing.T) {
-	if os.Getenv("CORDON_RT4") == "" {
-		t.Skip("rt4 break, fixed by the lead")
-	}
 	w := newWorld(t)
 	rt4CapTool(t, w, "tool")
 	if out, err := exec.Command("git", "init", "-q", filepath.Join(w.ws, "sub")).CombinedOutput(); err != nil {
@@ -158,9 +149,6 @@ print(repr(os.read(fd, 16)), "security.capability" in os.listxattr(fd))`
 // than that: cordon warns that it "may keep" its capabilities, and the host keeps the
 // sandbox's bytes with cap_net_raw.
 func TestRT4LongPathKeepsFileCapability(t *testing.T) {
-	if os.Getenv("CORDON_RT4") == "" {
-		t.Skip("rt4 break, fixed by the lead")
-	}
 	w := newWorld(t)
 	rt4CapTool(t, w, "tool")
 	r := w.cordon("", "run", "--", "python3", "-c", rt4DeepTool)
@@ -193,9 +181,6 @@ func termTail(s string) string {
 // tool to payload2, which the diff lists Renamed. The host keeps payload2, a
 // set-user-ID root program of the sandbox's bytes.
 func TestRT4RenamePairKeepsSetUID(t *testing.T) {
-	if os.Getenv("CORDON_RT4") == "" {
-		t.Skip("rt4 break, fixed by the lead")
-	}
 	testutil.RequireRoot(t)
 	_, err := exec.LookPath("python3")
 	testutil.Require(t, err == nil, "python3 is needed for the mapping")

@@ -1,9 +1,11 @@
 package linux
 
 import (
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,5 +115,55 @@ func TestTreeReachesPastPathMax(t *testing.T) {
 	// The deep tree goes as t.TempDir's clean-up cannot take it (past PATH_MAX).
 	if err := RemoveTree(filepath.Join(dir, name)); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDropPrivilegesSince: the sweep takes the privileges of every regular file
+// changed since the time it is given, at any depth, and leaves older ones; it stops at
+// its bound of entries, saying so.
+func TestDropPrivilegesSince(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	setuid := func(rel string) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o755|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setuid("old")
+	tr, err := OpenTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	st, err := tr.Lstat("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := st.Ctim.Nano() + 1 // after old's last change
+	for _, rel := range []string{"new", "a/b/.git/deep"} {
+		setuid(rel)
+		if st, _ := tr.Lstat(rel); st.Ctim.Nano() < since {
+			t.Skip("the file clock did not move between two changes") // coarse timestamps
+		}
+	}
+	var got []string
+	if err := tr.DropPrivilegesSince(".", since, 0, func(rel string, p Privileges) { got = append(got, rel) }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"a/b/.git/deep", "new"}) && !slices.Equal(got, []string{"new", "a/b/.git/deep"}) {
+		t.Errorf("swept %q; want new and a/b/.git/deep", got)
+	}
+	if st, _ := tr.Lstat("old"); st.Mode&unix.S_ISUID == 0 {
+		t.Error("old, not changed since, lost its set-user-ID bit")
+	}
+	if err := tr.DropPrivilegesSince(".", 0, 2, func(string, Privileges) {}); !errors.Is(err, ErrTooMany) {
+		t.Errorf("a sweep of 2 entries of a tree of more: %v; want ErrTooMany", err)
 	}
 }
