@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -32,9 +31,6 @@ print("made", n)`
 // counts. Here 2,000 directories, the second checkpoint (nothing changed since the
 // first) compared with that of as many plain ones.
 func TestRT4CheckpointXattrCost(t *testing.T) {
-	if os.Getenv("CORDON_RT4") == "" {
-		t.Skip("rt4 break, fixed by the lead")
-	}
 	const n = 2000
 	took := map[int]time.Duration{}
 	for _, k := range []int{0, 128} {

@@ -169,7 +169,6 @@ func (rb *rollback) restoreAttrs(p string, before int) {
 			// one of its own since syncOne wrote it: root's cordon would give the
 			// sandbox's file a capability (red team rt3). Never set; removed above.
 			failed = append(failed, fmt.Sprintf("extended attribute %s not restored: cordon sets no security.* or trusted.* attribute on the sandbox's files", a.Name))
-			keep[a.Name] = false
 			continue
 		}
 		if err := rb.live.Setxattr(p, a.Name, a.Value); err != nil {
@@ -179,8 +178,8 @@ func (rb *rollback) restoreAttrs(p string, before int) {
 		did = true
 	}
 	for _, n := range have {
-		if keep[n] || overlayAttr(n) {
-			continue
+		if keep[n] || overlayAttr(n) || privilegeAttr(n) {
+			continue // a privilege attribute the sandbox cannot add: left as it is
 		}
 		if err := rb.live.Removexattr(p, n); err != nil {
 			failed = append(failed, fmt.Sprintf("extended attribute %s not removed: %v", n, attrErr(err)))
@@ -202,7 +201,8 @@ func (rb *rollback) restoreAttrs(p string, before int) {
 
 // privilegeAttr reports whether the extended attribute name may grant a privilege
 // (security.capability, an LSM's label) or is root's alone (trusted.*): a rollback
-// removes such an attribute where want has none, and sets none.
+// neither sets nor removes one (the sandbox cannot add one), and a checkpoint keeps
+// none.
 func privilegeAttr(name string) bool {
 	return strings.HasPrefix(name, "security.") || strings.HasPrefix(name, "trusted.")
 }
