@@ -109,8 +109,11 @@ for i in range(1500):
 		t.Fatal("no fs.diff")
 	}
 	t.Logf("run took %v, cordon (and children) CPU %v; scan watched %v walked %q", time.Since(start), cpu, diff.Scan.Watched, diff.Scan.Walked)
-	// 36-41 s before the climb was cached and bounded; 4 s after, the command included.
-	if cpu > 12*time.Second {
+	// 36-41 s before the climb was cached and bounded; 4-6 s after on a quiet machine,
+	// the command included, whose own mkdirs on this VM's journal-less ext4 slow down
+	// as other tests remove files (each new inode is checked for a recent deletion):
+	// up to 13 s of it under CI's two test lanes.
+	if cpu > 20*time.Second {
 		t.Errorf("cordon spent %v of CPU on a command that made 11,500 directories and files", cpu)
 	}
 	if !diff.Scan.Watched && (diff.Scan.Walked == "" || strings.Contains(diff.Scan.Walked, "<nil>")) {
@@ -153,8 +156,9 @@ for i in range(8000):
 		t.Fatal("no fs.diff")
 	}
 	t.Logf("run took %v, cordon (and children) CPU %v; scan watched %v walked %q", time.Since(start), cpu, diff.Scan.Watched, diff.Scan.Walked)
-	// 75-80 s before the climb was cached and bounded; 4 s after, the command included.
-	if cpu > 12*time.Second {
+	// 75-80 s before the climb was cached and bounded; 4-6 s after on a quiet machine,
+	// the command included (12.8 s under CI's two test lanes: see the test above).
+	if cpu > 20*time.Second {
 		t.Errorf("cordon spent %v of CPU on a command that made 8,000 directories outside the workspace", cpu)
 	}
 	// Each directory is climbed through once: the bound on the climb is not what
