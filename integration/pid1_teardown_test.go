@@ -52,7 +52,8 @@ func TestTeardownProcess1(t *testing.T) {
 			t.Parallel()
 			t.Run("session/stopped", func(t *testing.T) { sessionProcess1Stopped(t, backend, false) })
 			t.Run("session/hung", func(t *testing.T) { sessionProcess1Stopped(t, backend, true) })
-			t.Run("session/killed", func(t *testing.T) { sessionProcess1Killed(t, backend) })
+			t.Run("session/killed", func(t *testing.T) { sessionProcess1Killed(t, backend, false) })
+			t.Run("session/killed-stop", func(t *testing.T) { sessionProcess1Killed(t, backend, true) })
 			t.Run("run/stopped", func(t *testing.T) { runProcess1(t, backend, syscall.SIGSTOP) })
 			t.Run("run/killed", func(t *testing.T) { runProcess1(t, backend, syscall.SIGKILL) })
 		})
@@ -80,7 +81,12 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 		})
 	}
 	began := time.Now()
-	r := w.cordon("", "session", "stop", id)
+	var r result
+	if inFlight {
+		r = w.cordon("", "session", "stop", id)
+	} else {
+		r = secondStop(t, w, id)
+	}
 	took := time.Since(began)
 	assertNoPanic(t, "session stop", r.stderr)
 	if r.code != 125 {
@@ -105,19 +111,61 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 	assertSessionGone(t, w, backend, id)
 }
 
+// secondStop sends a stop while another one is tearing the session down (its process
+// 1 is stopped: the teardown waits out the hang-up's grace): the second must not be
+// answered before the first, with the session's placeholders still in the workspace.
+// It returns the second's result, checked against the first's.
+func secondStop(t *testing.T, w *world, id string) result {
+	t.Helper()
+	first := make(chan result, 1)
+	go func() { first <- w.cordon("", "session", "stop", id) }()
+	waitFor(t, 15*time.Second, "the first stop to be taken", func() bool {
+		return w.cordon("", "exec", id, "--", "true").code != 0
+	})
+	r := w.cordon("", "session", "stop", id)
+	if left := leftInWorkspace(w); len(left) != 0 {
+		t.Errorf("a stop sent during another one's teardown returned (%v) with %q still in the workspace", r, left)
+	}
+	select {
+	case f := <-first:
+		if f.code != r.code {
+			t.Errorf("the first stop: %v; the second: %v", f, r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the first stop did not return")
+	}
+	return r
+}
+
+// leftInWorkspace lists what is in the world's workspace besides its contract: the
+// teardown tests' commands write nothing, so anything else is a run's placeholder.
+func leftInWorkspace(w *world) []string {
+	ents, _ := os.ReadDir(w.ws)
+	var left []string
+	for _, e := range ents {
+		if e.Name() != "cordon.yaml" {
+			left = append(left, e.Name())
+		}
+	}
+	return left
+}
+
 // sessionProcess1Killed kills the session's process 1: the supervisor tears the
-// session down on its own.
-func sessionProcess1Killed(t *testing.T, backend string) {
+// session down on its own. The stop is sent once it has, or at once when atOnce (it
+// then waits for that teardown, whichever began first).
+func sessionProcess1Killed(t *testing.T, backend string, atOnce bool) {
 	w := teardownWorld(t, backend)
 	id := w.startSession()
 	pid := process1(t, backend, id, sessionPID(t, w, id))
 	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the supervisor to tear the session down", func() bool {
-		_, err := os.Stat(filepath.Join(w.sessionsDir(), id+".json"))
-		return os.IsNotExist(err)
-	})
+	if !atOnce {
+		waitFor(t, 15*time.Second, "the supervisor to tear the session down", func() bool {
+			_, err := os.Stat(filepath.Join(w.sessionsDir(), id+".json"))
+			return os.IsNotExist(err)
+		})
+	}
 	r := w.cordon("", "session", "stop", id)
 	assertNoPanic(t, "session stop", r.stderr)
 	if r.code != 125 {
@@ -457,6 +505,9 @@ func assertSessionGone(t *testing.T, w *world, backend, id string) {
 	if data, err := os.ReadFile(filepath.Join(w.sessionsDir(), id+".log")); err == nil {
 		assertNoPanic(t, "the session's supervisor", string(data))
 		t.Errorf("the supervisor's log is left: %s", data)
+	}
+	if left := leftInWorkspace(w); len(left) != 0 {
+		t.Errorf("%q are left in the workspace, which the commands left as it was", left)
 	}
 	for _, p := range []string{
 		filepath.Join(w.sessionsDir(), id+".sock"), filepath.Join(w.sessionsDir(), id+".json"),

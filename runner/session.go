@@ -244,6 +244,9 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	default:
 	}
 	var stopErr, syncErr error
+	if endedAlone {
+		stopErr = errdefs.Unavailablef("%s", detail)
+	}
 	if !endedAlone {
 		// What the commands changed where the host does not see it (a Pod's
 		// workspace), brought back while the sandbox still runs: what changes after
@@ -257,6 +260,13 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	} else {
 		select {
 		case <-s.serveDone:
+			if s.serveErr != nil && !endedAlone {
+				// Process 1 ends with status 0 when hung up on: this one had ended
+				// otherwise (killed) before the stop reached it.
+				reason, code = audit.ReasonError, errdefs.ExitCannotRun
+				detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
+				stopErr = errdefs.Unavailablef("%s", detail)
+			}
 		case <-time.After(endGrace): // the sandbox's Close kills it regardless
 		}
 	}

@@ -42,29 +42,90 @@ func (e *lockedEncoder) Encode(v any) error {
 
 // Serve serves the session's socket until a stop request, ctx's end (a signal) or the
 // sandbox's end, then tears the session down, removes what Publish made and answers
-// the stop request: a client whose stop is answered finds nothing of the session left.
-// It returns how the session's Close went.
+// every stop request: a client whose stop is answered finds nothing of the session
+// left. The socket stays open through the teardown so that a stop sent meanwhile (a
+// second one, or one sent as the sandbox's own end is being torn down) waits for it
+// too, rather than finding no socket while the workspace still holds the run's
+// placeholders. It returns how the session's Close went.
 func (s *Server) Serve(ctx context.Context) error {
-	defer s.remove()
-	sess, ln, sock := s.sess, s.ln, s.root.SessionSocket(s.sess.ID())
+	sess := s.sess
+	st := &stops{requested: make(chan struct{})}
 	// execCtx ends every running command: on stop and on a signal.
 	execCtx, cancelExecs := context.WithCancelCause(ctx)
 	defer cancelExecs(nil)
-	stopConn := serveUntilStop(ctx, execCtx, sess, ln)
-	ln.Close()
-	os.Remove(sock) // no new connections
+	go accept(execCtx, sess, s.ln, st)
+	select {
+	case <-st.requested:
+	case <-ctx.Done():
+	case <-sess.Done(): // the sandbox ended on its own: tear down and say why
+	}
+	st.stop()
 	cancelExecs(errStopped)
 	err := sess.Close(ctx)
 	s.remove()
-	if stopConn != nil {
-		f := wire.Frame{Done: true}
-		if err != nil {
-			f = errFrame(err)
-		}
-		_ = json.NewEncoder(stopConn).Encode(f)
-		stopConn.Close()
+	f := wire.Frame{Done: true}
+	if err != nil {
+		f = errFrame(err)
 	}
+	st.answer(f)
 	return err
+}
+
+// stops are a session's stop requests: the first ends serving; each is answered once
+// the session is torn down.
+type stops struct {
+	requested chan struct{} // closed by the first stop request
+	mu        sync.Mutex    // mu guards the fields below.
+	stopping  bool
+	waiting   []net.Conn
+	done      *wire.Frame // the answer, once the session is torn down
+}
+
+// add takes stop request c: answered at once if the session is torn down, else kept.
+func (st *stops) add(c net.Conn) {
+	st.mu.Lock()
+	if f := st.done; f != nil {
+		st.mu.Unlock()
+		_ = json.NewEncoder(c).Encode(*f)
+		c.Close()
+		return
+	}
+	st.waiting = append(st.waiting, c)
+	if !st.stopping {
+		st.stopping = true
+		close(st.requested)
+	}
+	st.mu.Unlock()
+}
+
+// stop marks the session as stopping (requests other than stop are refused).
+func (st *stops) stop() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.stopping {
+		st.stopping = true
+		close(st.requested)
+	}
+}
+
+// isStopping says whether the session is being torn down.
+func (st *stops) isStopping() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stopping
+}
+
+// answer answers every stop request kept, and any later one, with f.
+func (st *stops) answer(f wire.Frame) {
+	st.mu.Lock()
+	st.done = &f
+	waiting := st.waiting
+	st.waiting = nil
+	st.mu.Unlock()
+	for _, c := range waiting {
+		_ = json.NewEncoder(c).Encode(f)
+		c.Close()
+	}
 }
 
 // Record is what a session's published record says besides its id, supervisor and log.
@@ -119,35 +180,19 @@ func (s *Server) remove() {
 	}
 }
 
-// serveUntilStop serves connections until a stop request (whose connection it returns,
-// to be answered after teardown) or until ctx ends (a signal: nil).
-func serveUntilStop(ctx, execCtx context.Context, sess *runner.Session, ln net.Listener) net.Conn {
-	stopped := make(chan net.Conn, 1)
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveConn(execCtx, sess, c, stopped)
+// accept serves connections until ln is closed (by Server.remove, after the teardown).
+func accept(execCtx context.Context, sess *runner.Session, ln net.Listener, st *stops) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
 		}
-	}()
-	select {
-	case c := <-stopped:
-		return c
-	case <-ctx.Done():
-		return nil
-	case <-sess.Done(): // the sandbox ended on its own: tear down and say why
-		return nil
+		go serveConn(execCtx, sess, c, st)
 	}
 }
 
 // serveConn answers one request.
-func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped chan<- net.Conn) {
+func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, st *stops) {
 	br := bufio.NewReader(c)
 	line, err := br.ReadBytes('\n')
 	var req wire.Request
@@ -160,15 +205,16 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, stopped ch
 		c.Close()
 		return
 	}
-	switch req.Op {
-	case "stop":
-		select {
-		case stopped <- c:
-		default:
-			_ = enc.Encode(wire.Frame{Done: true}) // already stopping
-			c.Close()
-		}
+	if req.Op == "stop" {
+		st.add(c)
 		return
+	}
+	if st.isStopping() {
+		_ = enc.Encode(errFrame(errdefs.Unavailablef("session %s is stopping", sess.ID())))
+		c.Close()
+		return
+	}
+	switch req.Op {
 	case "sweep":
 		turn, err := sess.Sweep()
 		f := wire.Frame{Done: true, Removed: turn.Removed, Changed: turn.Changed, More: turn.More}
