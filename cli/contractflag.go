@@ -42,9 +42,25 @@ func loadContract(file string) (*contract.Contract, error) {
 	}
 	c, err := contract.Load(file)
 	if err != nil {
+		if file == DefaultContractFile && emptyEntry(file) {
+			return nil, errdefs.Invalidf("%w (an empty %s is no contract: a cordon killed as its run started may have left it, a placeholder it made where the workspace had none and could not record; remove it, or write the contract there)", err, file)
+		}
 		return nil, errdefs.Invalidf("%w", err)
 	}
 	return c, nil
+}
+
+// emptyEntry says whether p is an empty directory or an empty regular file.
+func emptyEntry(p string) bool {
+	st, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return false
+	case st.IsDir():
+		entries, err := os.ReadDir(p)
+		return err == nil && len(entries) == 0
+	}
+	return st.Mode().IsRegular() && st.Size() == 0
 }
 
 // compile reads the contract with load and compiles it for this host, protecting the

@@ -289,7 +289,9 @@ func cordonRSS(t *testing.T, w *world, args ...string) (result, int64) {
 // repository planted past the bound is still quarantined.
 func TestRedDiffListingBounded(t *testing.T) {
 	w := newWorld(t)
-	w.contract("version: 1\nlimits: {diff: {entries: 100}}\n")
+	// The flood's 150,000 creates may outlast the default minute on a loaded machine
+	// whose file system is slow to allocate inodes (an ext4 without a journal).
+	w.contract("version: 1\nlimits: {diff: {entries: 100}}\ncommands: {timeout: 3m}\n")
 	// Without the bound on listing, 150,000 names of 250 bytes cost cordon about 100 MB.
 	const files, margin = 150_000, 40 << 20
 	base, baseRSS := cordonRSS(t, w, "run", "--", "true")

@@ -72,6 +72,7 @@ func sessionProcess1Stopped(t *testing.T, backend string, inFlight bool) {
 	if err := linux.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 15*time.Second, "process 1 to stop", func() bool { return processState(pid) == "T" })
 	var execDone chan result
 	if inFlight {
 		execDone = make(chan result, 1)
@@ -119,8 +120,9 @@ func secondStop(t *testing.T, w *world, id string) result {
 	t.Helper()
 	first := make(chan result, 1)
 	go func() { first <- w.cordon("", "session", "stop", id) }()
+	// A sweep touches nothing in the sandbox: refused once the stop is taken.
 	waitFor(t, 15*time.Second, "the first stop to be taken", func() bool {
-		return w.cordon("", "exec", id, "--", "true").code != 0
+		return w.cordon("", "session", "sweep", id).code != 0
 	})
 	r := w.cordon("", "session", "stop", id)
 	if left := leftInWorkspace(w); len(left) != 0 {
@@ -409,6 +411,19 @@ func pidOneOfNamespace(pid int) bool {
 		}
 	}
 	return false
+}
+
+// processState is the state letter of pid's /proc stat ("T": stopped), or "".
+func processState(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // descendsFrom reports whether pid is a descendant of ancestor.

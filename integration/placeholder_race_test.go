@@ -79,7 +79,13 @@ func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
 	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
-	waitFor(t, time.Minute, "the first run's placeholder for .envrc", func() bool { return exists(envrc) })
+	// Killed once it has recorded the placeholders it made: one killed between making
+	// and recording them leaves them for the user's (gc removes nothing it cannot
+	// prove a run made), and the next run finds, say, an empty cordon.yaml directory.
+	id := onlyRun(t, w)
+	waitFor(t, time.Minute, "the first run's record of its placeholders", func() bool {
+		return exists(envrc) && exists(filepath.Join(w.runRoot, id, "made.json"))
+	})
 	a.Process.Signal(syscall.SIGKILL)
 	a.Wait()
 	out := filepath.Join(t.TempDir(), "b.out")
