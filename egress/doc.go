@@ -43,21 +43,32 @@
 // scripts/bench-egress.sh sets it beside a bare splice relay's. The socket a splice
 // writes to gets a 4 MiB send buffer when net.core.wmem_max allows it
 // (internal/linux.SpliceSendBuffer: fewer drains find it full, less proxy CPU per GB).
-// Tunnels stay on splice rather than a BPF sockmap redirect (sk_skb stream verdict on a
-// sockhash, tried twice, last for issue 39). It loads on this project's kernel, but: it
-// moved a CONNECT tunnel at 0.12-0.15 of direct where splice made 0.35-1.01 in the same
-// minutes (scripts/bench-egress.sh, a loaded 2-core machine), and 0.3-0.5x splice in
-// every loopback A/B round, with CPU left idle while the kernel's psock worker caught
-// up; the redirected skbs wait in the destination's psock queue, which nothing bounds
-// (an upstream pushed 1 GiB into it in 3 s while the client read nothing, none of it
-// counted as TCP memory), where splice holds at most a pipe and two socket buffers; and
-// bytes already queued on a socket when it joins the map are not relayed until more
-// arrive (never, with the window closed). Descriptors move one way only, from the
-// sandbox to cordon: the listener belongs to the sandbox's namespace, so serving it
-// gives the host nothing new to reach. The upstream socket never leaves this process:
-// handing it into the sandbox would put a host-namespace socket in the sandbox's process
-// 1, and a TCP socket can be disconnected (connect with AF_UNSPEC) and reconnected
-// anywhere from the host's namespace.
+// Tunnels stay on splice rather than a BPF sockmap relay (an sk_skb verdict on a
+// sockhash, tried three times for issue 39; the last, complete one is on branch
+// sockmap-relay-experiment). It loads on this project's kernel (6.18) and can keep the
+// tunnel's rules: per-socket byte counts in the program, the client side held for the
+// ClientHello check then switched to redirect without reordering, the idle rule reading
+// those counts, half-close once the other side has queued every byte (TCP_INFO's
+// bytes_acked plus SIOCOUTQ), and bytes queued before a socket joins relayed at once
+// (setting SO_RCVLOWAT runs the verdict). But it is not faster: through the proxy a
+// CONNECT tunnel made 0.40-0.44 of direct where splice made 0.44-0.63 in the same
+// minutes (scripts/bench-egress.sh, REPS=5), and as a bare relay (internal/sockmap's
+// BenchmarkRelay on that branch) it matched splice, both at 0.47-0.51 of direct: on a
+// 2-core machine the second loopback connection's TCP work, which costs about as much
+// CPU as the direct transfer itself, is what limits any relay, and splice already kept
+// the proxy out of the way. And it does not bound what it holds: the redirected buffers
+// wait in the destination socket's psock queue, outside TCP memory accounting, while the
+// source's window stays open (an upstream pushed 409 MiB in a second into a tunnel whose
+// client read nothing; splice held 19 MiB). A bound looks possible (the program can read
+// the peer's tcp_sock through a sockhash lookup and bpf_skc_to_tcp_sock, and holding a
+// buffer on its own socket instead of redirecting it closes that socket's window at
+// about 4 MiB), but was not built for a path no faster than splice.
+//
+// Descriptors move one way only, from the sandbox to cordon: the listener belongs to the
+// sandbox's namespace, so serving it gives the host nothing new to reach. The upstream
+// socket never leaves this process: handing it into the sandbox would put a
+// host-namespace socket in the sandbox's process 1, and a TCP socket can be disconnected
+// (connect with AF_UNSPEC) and reconnected anywhere from the host's namespace.
 //
 // Where the sandbox shares the host's network stack (seatbelt on macOS) there is no
 // listener to hand over: the proxy listens on a loopback TCP port that every local

@@ -6,10 +6,13 @@
 #    (curl -p through the same proxy), and HTTPS directly and through CONNECT (HTTPS_PROXY);
 #    median of $REPS rounds, MB/s, the ratio to direct and the relaying process's CPU
 #    seconds per GiB;
-#    A BPF sockmap relay of CONNECT tunnels (issue 39, a prototype not kept)
+#    A BPF sockmap relay of CONNECT tunnels (issue 39, prototypes not kept)
 #    measured 369 and 421 MB/s, 0.12 and 0.15 of direct, 0.41 and 0.33
 #    cpu s/GB (its kernel worker's CPU not counted), against splice's 1969 and 855 MB/s,
 #    1.01 and 0.35, 0.28 and 0.23 in runs of the same minutes (REPS=3 and 5, load 4-7);
+#    the third, complete one (branch sockmap-relay-experiment) 517 and 860 MB/s, 0.40
+#    and 0.44, 0.46 and 0.28 cpu s/GB, against splice's 580 and 1230, 0.44 and 0.63,
+#    0.72 and 0.38 (REPS=5, load 4.6 and 3.7);
 #    egress/doc.go says why tunnels stay on splice;
 #  - the older table: a 200 MB download and 1,000 small keep-alive requests, direct,
 #    through cordon and through srt's proxy when srt is installed.
