@@ -64,68 +64,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	err := sess.Close(ctx)
 	s.remove()
 	f := wire.Frame{Done: true}
-	if err != nil {
+	switch {
+	case err != nil:
 		f = errFrame(err)
+	case ctx.Err() != nil:
+		// The log's run.end says the signal ended it (exit 143, say), not this stop.
+		f = errFrame(errdefs.Unavailablef("session %s was ended by a signal to its supervisor", sess.ID()))
 	}
 	st.answer(f)
 	return err
-}
-
-// stops are a session's stop requests: the first ends serving; each is answered once
-// the session is torn down.
-type stops struct {
-	requested chan struct{} // closed by the first stop request
-	mu        sync.Mutex    // mu guards the fields below.
-	stopping  bool
-	waiting   []net.Conn
-	done      *wire.Frame // the answer, once the session is torn down
-}
-
-// add takes stop request c: answered at once if the session is torn down, else kept.
-func (st *stops) add(c net.Conn) {
-	st.mu.Lock()
-	if f := st.done; f != nil {
-		st.mu.Unlock()
-		_ = json.NewEncoder(c).Encode(*f)
-		c.Close()
-		return
-	}
-	st.waiting = append(st.waiting, c)
-	if !st.stopping {
-		st.stopping = true
-		close(st.requested)
-	}
-	st.mu.Unlock()
-}
-
-// stop marks the session as stopping (requests other than stop are refused).
-func (st *stops) stop() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.stopping {
-		st.stopping = true
-		close(st.requested)
-	}
-}
-
-// isStopping says whether the session is being torn down.
-func (st *stops) isStopping() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.stopping
-}
-
-// answer answers every stop request kept, and any later one, with f.
-func (st *stops) answer(f wire.Frame) {
-	st.mu.Lock()
-	st.done = &f
-	waiting := st.waiting
-	st.waiting = nil
-	st.mu.Unlock()
-	for _, c := range waiting {
-		_ = json.NewEncoder(c).Encode(f)
-		c.Close()
-	}
 }
 
 // Record is what a session's published record says besides its id, supervisor and log.
@@ -180,21 +127,10 @@ func (s *Server) remove() {
 	}
 }
 
-// accept serves connections until ln is closed (by Server.remove, after the teardown).
-func accept(execCtx context.Context, sess *runner.Session, ln net.Listener, st *stops) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go serveConn(execCtx, sess, c, st)
-	}
-}
-
 // serveConn answers one request.
 func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, st *stops) {
 	br := bufio.NewReader(c)
-	line, err := br.ReadBytes('\n')
+	line, err := readRequest(c, br)
 	var req wire.Request
 	if err == nil {
 		err = json.Unmarshal(line, &req)
@@ -230,6 +166,11 @@ func serveConn(ctx context.Context, sess *runner.Session, c net.Conn, st *stops)
 		return
 	case "exec":
 		defer c.Close()
+		if !st.addExec(c) {
+			_ = enc.Encode(errFrame(errdefs.Unavailablef("session %s is stopping", sess.ID())))
+			return
+		}
+		defer st.doneExec(c)
 		serveExec(ctx, sess, req, br, enc)
 	default:
 		_ = enc.Encode(errFrame(errdefs.Usagef("unknown op %q", req.Op)))
