@@ -57,6 +57,12 @@ func accept(execCtx context.Context, sess *runner.Session, ln net.Listener, st *
 func readRequest(c net.Conn, br *bufio.Reader) ([]byte, error) {
 	_ = c.SetReadDeadline(time.Now().Add(requestWait))
 	defer func() { _ = c.SetReadDeadline(time.Time{}) }() // stdin follows an exec's request
+	return readLine(br)
+}
+
+// readLine reads one line of at most maxRequest bytes through br: the supervisor holds
+// no more than that of any one request or stdin line.
+func readLine(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')

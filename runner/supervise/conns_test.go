@@ -34,3 +34,17 @@ func TestReadRequestIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// Stdin arrives as Input lines: each is at most maxRequest bytes, and a last line
+// without its newline still counts.
+func TestReadInputLines(t *testing.T) {
+	var got bytes.Buffer
+	in := `{"data":"aGVsbG8g"}` + "\n" + `{"data":"d29ybGQ=","eof":true}`
+	if err := readInput(bufio.NewReader(strings.NewReader(in)), &got); err != nil || got.String() != "hello world" {
+		t.Errorf("got %q, %v", got.String(), err)
+	}
+	long := `{"data":"` + strings.Repeat("A", maxRequest) + `"}` + "\n"
+	if err := readInput(bufio.NewReader(strings.NewReader(long)), &got); err == nil {
+		t.Error("a stdin line past maxRequest was taken")
+	}
+}

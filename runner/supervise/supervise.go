@@ -287,10 +287,13 @@ func errFrame(err error) wire.Frame {
 // readInput copies Input lines to w until EOF is sent; a client that hangs up first
 // is an error.
 func readInput(br *bufio.Reader, w io.Writer) error {
-	dec := json.NewDecoder(br)
 	for {
 		var in wire.Input
-		if err := dec.Decode(&in); err != nil {
+		line, err := readLine(br)
+		if err == nil || errors.Is(err, io.EOF) && len(line) > 0 { // a last line unended
+			err = json.Unmarshal(line, &in)
+		}
+		if err != nil {
 			return fmt.Errorf("stdin: %w", err)
 		}
 		if len(in.Data) > 0 {
