@@ -29,7 +29,8 @@ print("made", n)`
 // command), where 5,000 plain ones take 1.2 s; at the default limits.diff.entries
 // (100,000) that is some 400 s of host time before each command, which no budget
 // counts. Here 2,000 directories, the second checkpoint (nothing changed since the
-// first) compared with that of as many plain ones.
+// first; the least of three) compared with that of as many plain ones. Without the
+// bound on the attributes a checkpoint keeps, 7.15 s against 0.34 s plain.
 func TestRT4CheckpointXattrCost(t *testing.T) {
 	const n = 2000
 	took := map[int]time.Duration{}
@@ -42,17 +43,23 @@ func TestRT4CheckpointXattrCost(t *testing.T) {
 		if r := w.cordon("", "session", "checkpoint", id); r.code != 0 {
 			t.Fatalf("%d attributes: checkpoint: %v", k, r)
 		}
-		start := time.Now()
-		if r := w.cordon("", "session", "checkpoint", id); r.code != 0 {
-			t.Fatalf("%d attributes: checkpoint: %v", k, r)
+		// The least of three (nothing changes between them): a CI machine's load
+		// comes in bursts, which one timing of each kind may or may not meet.
+		for range 3 {
+			start := time.Now()
+			if r := w.cordon("", "session", "checkpoint", id); r.code != 0 {
+				t.Fatalf("%d attributes: checkpoint: %v", k, r)
+			}
+			if d := time.Since(start); took[k] == 0 || d < took[k] {
+				took[k] = d
+			}
 		}
-		took[k] = time.Since(start)
 		if r := w.cordon("", "session", "stop", id); r.code != 0 {
 			t.Fatalf("stop: %v", r)
 		}
 	}
 	t.Logf("a checkpoint of %d unchanged directories: plain %v, with 128 attributes each %v", n, took[0], took[128])
-	if took[128] > 4*took[0]+time.Second {
+	if took[128] > 4*took[0]+2*time.Second {
 		t.Errorf("a checkpoint of %d unchanged directories of 128 attributes each took %v, of as many plain ones %v: every command's checkpoint costs the host work the sandbox paid for once",
 			n, took[128], took[0])
 	}
