@@ -15,11 +15,12 @@ import (
 
 // stopWhen starts `cordon run -- sh -c script` (after prepare), stops its cordon
 // (SIGSTOP) as soon as at says the moment has come, and returns it stopped when in
-// then says the moment was caught; otherwise it kills that run and tries again, ten
-// times at most.
+// then says the moment was caught; otherwise it kills that run and tries again, a
+// hundred times at most (a moment between two steps a run takes microseconds apart is
+// missed more often than not on a busy machine; each try is a few tens of ms).
 func (w *world) stopWhen(script string, prepare func(), at, in func() bool) *exec.Cmd {
 	w.t.Helper()
-	for range 10 {
+	for range 100 {
 		prepare()
 		cmd := w.startRun(script)
 		deadline := time.Now().Add(time.Minute)
@@ -33,7 +34,7 @@ func (w *world) stopWhen(script string, prepare func(), at, in func() bool) *exe
 		cmd.Wait()
 		w.cordon("", "gc")
 	}
-	w.t.Fatal("the moment to stop cordon at was never caught in ten runs")
+	w.t.Fatal("the moment to stop cordon at was never caught in a hundred runs")
 	return nil
 }
 

@@ -225,7 +225,10 @@ func TestWatchChangesDeepChainClimbsOnce(t *testing.T) {
 		if (c.Untrusted == "") != tc.trusted || !tc.trusted && !strings.Contains(c.Untrusted, "too long to name") {
 			t.Errorf("a deep chain below %s: untrusted %q", tc.base, c.Untrusted)
 		}
-		if climbed > 2*depth {
+		// Linear: under load the events come in other batches and a directory may be
+		// climbed a few times (3.7 a level seen in CI); the quadratic climb this
+		// guards is some 1,000 a level.
+		if climbed > 8*depth {
 			t.Errorf("a chain %d deep below %s: %d parent directories climbed", depth, tc.base, climbed)
 		}
 	}
