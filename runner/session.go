@@ -239,15 +239,13 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	select {
 	case <-s.serveDone:
 		endedAlone = true
-		reason, code = audit.ReasonError, errdefs.ExitCannotRun
-		detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
+		reason, code, detail = audit.ReasonError, errdefs.ExitCannotRun, s.endedAlone(n)
 	default:
 	}
 	var stopErr, syncErr error
 	if endedAlone {
 		stopErr = errdefs.Unavailablef("%s", detail)
-	}
-	if !endedAlone {
+	} else {
 		// What the commands changed where the host does not see it (a Pod's
 		// workspace), brought back while the sandbox still runs: what changes after
 		// this goes with the sandbox, never reaching the host.
@@ -263,8 +261,7 @@ func (s *Session) stop(ctx context.Context, n int) error {
 			if s.serveErr != nil && !endedAlone {
 				// Process 1 ends with status 0 when hung up on: this one had ended
 				// otherwise (killed) before the stop reached it.
-				reason, code = audit.ReasonError, errdefs.ExitCannotRun
-				detail = fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
+				reason, code, detail = audit.ReasonError, errdefs.ExitCannotRun, s.endedAlone(n)
 				stopErr = errdefs.Unavailablef("%s", detail)
 			}
 		case <-time.After(endGrace): // the sandbox's Close kills it regardless
@@ -291,6 +288,12 @@ func (s *Session) stop(ctx context.Context, n int) error {
 	s.r.finish(code, reason, detail)
 	s.r.end.Staged = s.r.stage.waits()
 	return stopErr
+}
+
+// endedAlone is run.end's detail for a session whose sandbox ended before the stop
+// reached it, after n commands (once serveDone is closed).
+func (s *Session) endedAlone(n int) string {
+	return fmt.Sprintf("the session's sandbox ended on its own after %d command(s): %v", n, s.serveErr)
 }
 
 // waitBounded waits for wg, at most d.

@@ -118,11 +118,16 @@ func (st *stops) add(c net.Conn) {
 		return
 	}
 	st.waiting = append(st.waiting, c)
+	st.begin()
+	st.mu.Unlock()
+}
+
+// begin marks the session as stopping, once; the caller holds mu.
+func (st *stops) begin() {
 	if !st.stopping {
 		st.stopping = true
 		close(st.requested)
 	}
-	st.mu.Unlock()
 }
 
 // stop marks the session as stopping (requests other than stop are refused) and gives
@@ -130,10 +135,7 @@ func (st *stops) add(c net.Conn) {
 func (st *stops) stop() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.stopping {
-		st.stopping = true
-		close(st.requested)
-	}
+	st.begin()
 	deadline := time.Now().Add(drainGrace)
 	for c := range st.execs {
 		_ = c.SetWriteDeadline(deadline)

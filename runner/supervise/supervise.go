@@ -48,6 +48,7 @@ func (e *lockedEncoder) Encode(v any) error {
 // too, rather than finding no socket while the workspace still holds the run's
 // placeholders. It returns how the session's Close went.
 func (s *Server) Serve(ctx context.Context) error {
+	defer s.remove() // on every path; a second call does nothing
 	sess := s.sess
 	st := &stops{requested: make(chan struct{})}
 	// execCtx ends every running command: on stop and on a signal.
