@@ -523,7 +523,10 @@ func TestRedTeamSyncFailedPackPoisons(t *testing.T) {
 	env, ws, sid := rs.env, rs.ws, rs.sid
 	for _, script := range []string{
 		"echo v1 > a.txt && sleep 0.3",
-		`dd if=/dev/zero of=zzz.bin bs=1M count=64 2>/dev/null && echo v2 > a.txt && a0=$(stat -c %x zzz.bin) &&
+		// Only the loop runs in the background: a trailing & would background the
+		// whole and-list, dd and the v2 with it, and the session's stop could then
+		// take the Pod's workspace before v2 was written (the Pod's last a.txt v1).
+		`dd if=/dev/zero of=zzz.bin bs=1M count=64 2>/dev/null && echo v2 > a.txt && a0=$(stat -c %x zzz.bin) || exit 1
 		 (while [ "$(stat -c %x zzz.bin)" = "$a0" ]; do :; done; echo v3 > a.txt; truncate -s 1 zzz.bin) </dev/null >/dev/null 2>&1 &`,
 	} {
 		if code, stdout, stderr := cordonIn(ctx, t, env, ws, "exec", sid, "--", "sh", "-c", script); code != 0 {
