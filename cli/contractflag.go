@@ -43,7 +43,7 @@ func loadContract(file string) (*contract.Contract, error) {
 	c, err := contract.Load(file)
 	if err != nil {
 		if file == DefaultContractFile && emptyEntry(file) {
-			return nil, errdefs.Invalidf("%w (an empty %s is no contract: a cordon killed as its run started may have left it, a placeholder it made where the workspace had none and could not record; remove it, or write the contract there)", err, file)
+			return nil, errdefs.Invalidf("%w (an empty %s is no contract: it may be a placeholder a run made where the workspace had none and whose record was lost, to a crash of the machine or to an older cordon killed as its run started; remove it, or write the contract there)", err, file)
 		}
 		return nil, errdefs.Invalidf("%w", err)
 	}

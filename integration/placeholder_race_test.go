@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,9 +80,9 @@ func TestSharedWorkspaceMaskOutlivesGC(t *testing.T) {
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
 	a := w.startRun("while [ ! -e end-a ]; do sleep 0.05; done")
-	// Killed once it has recorded the placeholders it made: one killed between making
-	// and recording them leaves them for the user's (gc removes nothing it cannot
-	// prove a run made), and the next run finds, say, an empty cordon.yaml directory.
+	// Killed once it has recorded the placeholders it made, so that its .envrc is
+	// there, the placeholder gc removes (TestKilledMakingPlaceholdersLeavesNothingAfterGC:
+	// killed before, it leaves nothing at all).
 	id := onlyRun(t, w)
 	waitFor(t, time.Minute, "the first run's record of its placeholders", func() bool {
 		return exists(envrc) && exists(filepath.Join(w.runRoot, id, "made.json"))
@@ -465,4 +466,62 @@ func TestMaskedEntryKept(t *testing.T) {
 	if data, err := os.ReadFile(envrc); err != nil || string(data) != "echo the user's\n" {
 		t.Errorf(".envrc after the run: %q %v", data, err)
 	}
+}
+
+// TestKilledMakingPlaceholdersLeavesNothingAfterGC: cordon is SIGKILLed as it makes
+// its placeholders (at the first sight of one, made aside or placed), then `cordon gc`
+// runs: the workspace must hold exactly what it held before. A placeholder made at
+// its path before its identity was recorded was left for good (gc removes nothing it
+// cannot prove a run made), an empty cordon.yaml directory among them.
+func TestKilledMakingPlaceholdersLeavesNothingAfterGC(t *testing.T) {
+	w := newWorld(t)
+	before := wsTree(t, w.ws)
+	killed := 0
+	for try := 0; try < 12; try++ {
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Poll as fast as the machine lets us: the placeholders take a few ms.
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+	poll:
+		for {
+			select {
+			case <-done:
+				break poll
+			default:
+			}
+			if len(wsTree(t, w.ws)) != len(before) {
+				cmd.Process.Signal(syscall.SIGKILL)
+				killed++
+				<-done
+				break
+			}
+		}
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Fatalf("gc: %v", r)
+		}
+		if after := wsTree(t, w.ws); !slices.Equal(after, before) {
+			t.Fatalf("try %d: after a kill and gc the workspace holds %q, want %q", try, after, before)
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no run was seen making its placeholders: nothing was tested")
+	}
+	t.Logf("%d of 12 runs killed while making their placeholders", killed)
+}
+
+// wsTree lists every path under ws, sorted.
+func wsTree(t *testing.T, ws string) []string {
+	t.Helper()
+	var paths []string
+	filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	return paths
 }

@@ -95,6 +95,13 @@ type runDir struct {
 	// (madeRecord): one recorded in owner.Created or owner.Parents that is not here was
 	// not made, and what is at its path is not this run's.
 	made map[string]linux.FileID
+	// stepHook, when set (tests), runs between the steps of making the placeholders
+	// (step): an error stops there as a cordon killed there would.
+	stepHook func(step string) error
+	// placedAll: this run made and placed all its placeholders (make), leaving
+	// nothing aside; unplaced: something recorded was not placed (and is not this
+	// run's), so the record is written again.
+	placedAll, unplaced bool
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking

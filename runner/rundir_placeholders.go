@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,11 +101,16 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 		}
 	}
 	if len(todo) == 0 {
+		rd.placedAll = true
 		return nil
 	}
 	// Still under the lock: a run that decides after this one adopts only what it finds
-	// recorded here.
-	return errors.Join(rd.make(todo), rd.saveMade())
+	// recorded here. Each level's record was written before it was placed; written
+	// again when something recorded was not placed.
+	if err := rd.make(todo); err != nil || rd.unplaced {
+		return errors.Join(err, rd.saveMade())
+	}
+	return nil
 }
 
 // decide settles, for each of plan's placeholders, whether this run makes it (with
@@ -163,29 +170,101 @@ func (rd *runDir) decide(plan *contract.Plan, others map[string]listing) []linux
 }
 
 // make makes todo (decide's), in order, recording the identity of each it made in
-// rd.made. A parent directory found made already is skipped: not this run's.
+// rd.made. Each is made aside first, under a name of this run's (aside), its identity
+// recorded (madeRecord), and only then given its name (linux.PlacePlaceholders): a
+// cordon killed at any point leaves at a placeholder's path nothing but what its
+// record proves it made, and aside only what gc removes by that name. They go by
+// levels (level): what is placed in a directory the same level made must wait until
+// that directory has its name. A parent found made already (by the user since it was
+// looked at) is skipped: not this run's.
 func (rd *runDir) make(todo []linux.Placeholder) error {
 	// No link is followed on the way: the workspace is the sandbox's to write, and a
 	// link planted since Compile must not make cordon create anything elsewhere.
 	if rd.made == nil {
 		rd.made = map[string]linux.FileID{}
 	}
-	for i := 0; i < len(todo); {
-		ids, merr := linux.MakePlaceholders(todo[i:])
-		for j, id := range ids {
-			rd.made[todo[i+j].Path] = id
+	for len(todo) > 0 {
+		n := level(todo)
+		if err := rd.makeLevel(todo[:n]); err != nil {
+			return err
 		}
-		if i += len(ids); merr == nil {
-			break
-		}
-		// A parent found made (earlier in this batch, or by the user since it was
-		// looked at) is no error; made by someone else, it is not this run's to remove.
-		if !errors.Is(merr, fs.ErrExist) || !todo[i].Parent {
-			return fmt.Errorf("creating placeholder for denied path %s: %w", todo[i].Path, merr)
-		}
-		i++
+		todo = todo[n:]
 	}
+	rd.placedAll = true
 	return nil
+}
+
+// level is how many of todo's first entries need none of the others among them: up
+// to the first one in a directory an earlier one makes.
+func level(todo []linux.Placeholder) int {
+	making := map[string]bool{}
+	for i, p := range todo {
+		if making[filepath.Dir(p.Path)] {
+			return i
+		}
+		making[p.Path] = true
+	}
+	return len(todo)
+}
+
+// makeLevel makes ps aside, records them, and places them (see make).
+func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
+	aside := make([]linux.Placeholder, len(ps))
+	for i, p := range ps {
+		aside[i] = p
+		aside[i].Path = rd.aside(p.Path)
+	}
+	ids, merr := linux.MakePlaceholders(aside)
+	for j, id := range ids {
+		rd.made[ps[j].Path] = id
+	}
+	if err := rd.step("aside"); err != nil {
+		return err
+	}
+	if err := rd.saveMade(); err != nil {
+		return err // what is aside stays: gc removes it by its name
+	}
+	if err := rd.step("recorded"); err != nil {
+		return err
+	}
+	var errs []error
+	for j, err := range linux.PlacePlaceholders(aside[:len(ids)], ps[:len(ids)]) {
+		if err == nil {
+			continue
+		}
+		// Not placed: what is at its path is not this run's, and what it made aside goes.
+		delete(rd.made, ps[j].Path)
+		rd.unplaced = true
+		aside[j].ID = ids[j]
+		if rerr := linux.RemovePlaceholders(aside[j : j+1])[0]; rerr != nil {
+			errs = append(errs, placeholderErr(aside[j].Path, rerr))
+		}
+		if !errors.Is(err, fs.ErrExist) || !ps[j].Parent {
+			errs = append(errs, fmt.Errorf("creating placeholder for denied path %s: %w", ps[j].Path, err))
+		}
+	}
+	if merr != nil {
+		errs = append(errs, fmt.Errorf("creating placeholder for denied path %s: %w", ps[len(ids)].Path, merr))
+	}
+	return errors.Join(errs...)
+}
+
+// aside is the name in p's directory that the run makes p under before p has its own
+// (make): the run's id and a digest of p's name, which no one else gives.
+func (rd *runDir) aside(p string) string {
+	sum := sha256.Sum256([]byte(filepath.Base(p)))
+	return filepath.Join(filepath.Dir(p), asidePrefix+rd.id()+"-"+hex.EncodeToString(sum[:8]))
+}
+
+// asidePrefix starts the name a placeholder is made under before it is placed.
+const asidePrefix = ".cordon-placing-"
+
+// step runs rd.stepHook, tests' stop between the steps of make.
+func (rd *runDir) step(name string) error {
+	if rd.stepHook == nil {
+		return nil
+	}
+	return rd.stepHook(name)
 }
 
 // parentPlan gathers the parent directories of a run's placeholders that it records
@@ -389,9 +468,20 @@ func (rd *runDir) removePlaceholders() error {
 			ps = append(ps, linux.Placeholder{Path: p, Content: rd.owner.Contents[p], ID: id})
 		}
 	}
+	// What a cordon killed in make left aside, recorded or not (an aside name is
+	// this run's alone), looked for unless this run placed everything itself: before
+	// the placed ones, as it was made before them.
+	if !rd.placedAll {
+		for _, p := range rd.owner.Created {
+			ps = append(ps, linux.Placeholder{Path: rd.aside(p), Content: rd.owner.Contents[p], Aside: true})
+		}
+	}
 	for _, d := range rd.owner.Parents {
 		if id, ok := rd.identity(d); ok {
 			dirs = append(dirs, linux.Placeholder{Path: d, Dir: true, ID: id})
+		}
+		if !rd.placedAll {
+			dirs = append(dirs, linux.Placeholder{Path: rd.aside(d), Dir: true, Aside: true})
 		}
 	}
 	if len(ps)+len(dirs) == 0 {
@@ -413,7 +503,7 @@ func (rd *runDir) removePlaceholders() error {
 		errs = append(errs, err)
 	}
 	for i, err := range linux.RemovePlaceholders(ps) {
-		if err != nil && !errors.Is(err, linux.ErrReplaced) { // replaced: the user's, left alone
+		if err != nil && !errors.Is(err, linux.ErrReplaced) && !unreached(ps[i], err) { // replaced: the user's, left alone
 			errs = append(errs, placeholderErr(ps[i].Path, err))
 		}
 	}
@@ -422,11 +512,17 @@ func (rd *runDir) removePlaceholders() error {
 	dirs = slices.DeleteFunc(dirs, kept)
 	slices.Reverse(dirs)
 	for i, err := range linux.RemovePlaceholders(dirs) {
-		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) && !errors.Is(err, linux.ErrReplaced) {
+		if err != nil && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, linux.ErrNotPlaceholder) && !errors.Is(err, linux.ErrReplaced) && !unreached(dirs[i], err) {
 			errs = append(errs, fmt.Errorf("removing the parent directory %s of a placeholder: %w", dirs[i].Path, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unreached says whether err is the aside name p not reached without following a
+// link (a parent replaced by one, or by a file): nothing the run made aside is there.
+func unreached(p linux.Placeholder, err error) bool {
+	return p.Aside && (errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR))
 }
 
 // removeIfEmpty removes a placeholder still the entry id and empty (or holding

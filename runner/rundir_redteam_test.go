@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // TestGCSparesUsersFileAtUnmadePlaceholder (red team): a run records its placeholders
@@ -260,5 +261,95 @@ func TestUnmadeListingKeepsNothing(t *testing.T) {
 	}
 	if _, err := os.Lstat(env); err == nil {
 		t.Error("the second run's placeholder was kept for a run that never made nor adopted it")
+	}
+}
+
+// TestKilledWhileMakingPlaceholdersLeavesNothing (the crash window): a cordon killed
+// at any step of making its placeholders (each level's entries made aside, then
+// recorded, then placed) leaves at a placeholder's path only what its record proves
+// it made, and gc leaves the workspace as it was: no unrecorded placeholder, nothing
+// aside. Every step of every level is tried, a run killed at each.
+func TestKilledWhileMakingPlaceholdersLeavesNothing(t *testing.T) {
+	errKilled := errors.New("killed here")
+	for kill := 0; ; kill++ {
+		ws := t.TempDir()
+		mustWriteFile(t, filepath.Join(ws, "README"), "the user's\n")
+		root := filepath.Join(t.TempDir(), "runs")
+		rd, _, err := makeRunDir(root, "run-killed", ws, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := &contract.Plan{Mounts: []contract.Mount{
+			{Path: filepath.Join(ws, ".env"), Create: contract.PlaceholderFile},
+			{Path: filepath.Join(ws, ".envrc"), Create: contract.PlaceholderFile, Content: "# cordon\n"},
+			{Path: filepath.Join(ws, "cordon.yaml"), Create: contract.PlaceholderDir},
+			{Path: filepath.Join(ws, ".vscode", "tasks.json"), Create: contract.PlaceholderFile},
+			{Path: filepath.Join(ws, "a", "b", "secret"), Create: contract.PlaceholderDir},
+		}}
+		// A SIGKILL leaves the made record as it was at the step: what the run does
+		// after the hook's error (it records what it made) is undone.
+		steps, record := 0, []byte(nil)
+		rd.stepHook = func(string) error {
+			if steps++; steps > kill {
+				record, _ = os.ReadFile(filepath.Join(rd.path, madeRecord))
+				return errKilled
+			}
+			return nil
+		}
+		err = rd.placeholders(plan, nil)
+		if record == nil {
+			os.Remove(filepath.Join(rd.path, madeRecord))
+		} else {
+			mustWriteFile(t, filepath.Join(rd.path, madeRecord), string(record))
+		}
+		if err == nil {
+			if kill < 4 {
+				t.Fatalf("the run made its placeholders after %d steps; want levels of two steps each", kill)
+			}
+			return // every step was tried
+		}
+		if !errors.Is(err, errKilled) {
+			t.Fatalf("kill at step %d: %v", kill, err)
+		}
+		// What is at a placeholder's path is one the record proves the run made.
+		made := readMade(rd.path)
+		for _, m := range plan.Mounts {
+			for p := m.Path; p != ws; p = filepath.Dir(p) {
+				if _, err := os.Lstat(p); err != nil {
+					continue
+				}
+				if id, ok := made[p]; !ok || !identical(t, p, id) {
+					t.Errorf("kill at step %d: %s is there with no record that the run made it", kill, p)
+				}
+			}
+		}
+		rd.owner.PID, rd.owner.Start = 1<<22+1, 42 // its cordon is gone
+		if err := rd.save(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := GC(root); err != nil {
+			t.Errorf("kill at step %d: gc: %v", kill, err)
+		}
+		if ents, _ := os.ReadDir(ws); len(ents) != 1 || ents[0].Name() != "README" {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("kill at step %d: after gc the workspace holds %q, want only README", kill, names)
+		}
+	}
+}
+
+// identical says whether the entry at p has the identity id.
+func identical(t *testing.T, p string, id linux.FileID) bool {
+	t.Helper()
+	got, err := linux.Identify(p)
+	return err == nil && got == id
+}
+
+func mustWriteFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,6 +22,11 @@ type Placeholder struct {
 	// ([MakePlaceholders]): an entry at Path with another identity is not removed. The
 	// zero ID is no entry's: nothing is removed.
 	ID FileID
+	// Aside says, for removal, that Path is a name only its maker gives (one a
+	// placeholder was made under before [PlacePlaceholders] gave it its own): an empty
+	// placeholder there is removed whatever its identity, which may never have been
+	// recorded.
+	Aside bool
 }
 
 // FileID identifies one file system entry, whatever its path: its device and inode,
@@ -123,6 +128,31 @@ func makeAt(pfd int, name string, dir, parent bool, content string) error {
 	return unix.Close(fd)
 }
 
+// PlacePlaceholders gives each entry made aside (by [MakePlaceholders] at
+// aside[i].Path, a name in the directory of ps[i].Path) the name ps[i].Path, following
+// no symbolic link on the way, and never over anything: what is at ps[i].Path then
+// stays, and that placement fails (fs.ErrExist). It returns one error per entry. A
+// caller that records the identities of the entries made aside before placing them
+// never has an entry at a placeholder's path that it made but could not prove it
+// made.
+func PlacePlaceholders(aside, ps []Placeholder) []error {
+	errs := make([]error, len(ps))
+	dirs := parentDirs{}
+	defer dirs.close()
+	for i, p := range ps {
+		if filepath.Dir(aside[i].Path) != filepath.Dir(p.Path) {
+			errs[i] = unix.EXDEV
+			continue
+		}
+		pfd, err := dirs.open(p.Path)
+		if err == nil {
+			err = renameNoReplace(pfd, filepath.Base(aside[i].Path), filepath.Base(p.Path))
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
 // parentDirs holds the parent directories of one batch of placeholders, each opened
 // once by openParentNoLinks (no symbolic link followed on the way) and closed by
 // close. A descriptor is the directory the walk reached, whatever is renamed or
@@ -186,7 +216,7 @@ func RemovePlaceholders(ps []Placeholder) []error {
 	for i, p := range ps {
 		pfd, err := dirs.open(p.Path)
 		if err == nil {
-			err = removeAt(pfd, filepath.Base(p.Path), p.Content, p.ID)
+			err = removeAt(pfd, filepath.Base(p.Path), p.Content, p.ID, p.Aside)
 		}
 		if errors.Is(err, unix.ENOENT) {
 			err = nil
@@ -196,14 +226,14 @@ func RemovePlaceholders(ps []Placeholder) []error {
 	return errs
 }
 
-// removeAt removes name in the directory pfd if it is still the entry id and a regular
-// file holding exactly content or an empty directory.
-func removeAt(pfd int, name, content string, id FileID) error {
+// removeAt removes name in the directory pfd if it is still the entry id (any, when
+// aside) and a regular file holding exactly content or an empty directory.
+func removeAt(pfd int, name, content string, id FileID, aside bool) error {
 	st, err := statAt(pfd, name)
 	if err != nil {
 		return err
 	}
-	if st.id != id || id == (FileID{}) {
+	if !aside && (st.id != id || id == (FileID{})) {
 		return ErrReplaced
 	}
 	switch st.mode & unix.S_IFMT {
