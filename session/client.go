@@ -277,14 +277,44 @@ func (s *Session) simple(ctx context.Context, req wire.Request) (wire.Frame, err
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return wire.Frame{}, err
+		return wire.Frame{}, s.unanswered(ctx, op, err)
 	}
 	var f wire.Frame
 	if err := newLineReader(c).decode(&f); err != nil {
-		return f, &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
+		return f, s.unanswered(ctx, op, err)
 	}
 	if f.Error != "" {
 		return f, frameError(f)
 	}
 	return f, nil
 }
+
+// unanswered is the error of a request op whose connection ended without an answer
+// (err). A stop can race the session's end: a connection still waiting to be taken
+// when the supervisor closes its socket (the last step of a teardown, another stop's
+// or the session's own) is dropped. Once the socket is gone, that is what it says.
+func (s *Session) unanswered(ctx context.Context, op string, err error) error {
+	if op == "stop" && s.socketGone(ctx) {
+		return &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s ended as this stop reached it (torn down by another stop, or on its own): `cordon audit show %s` says how", s.info.ID, s.info.ID)}
+	}
+	return &Error{Code: errdefs.ExitCannotRun, Msg: fmt.Sprintf("session %s: no answer to %s: %v", s.info.ID, op, err)}
+}
+
+// socketGone waits a little for the session's socket to go, which the supervisor
+// removes as it ends, and reports whether it did.
+func (s *Session) socketGone(ctx context.Context) bool {
+	deadline := time.Now().Add(socketGoneWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if _, err := os.Lstat(s.root.SessionSocket(s.info.ID)); errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(wait)
+	}
+}
+
+// socketGoneWait bounds socketGone's wait: a supervisor that dropped a connection
+// while it ended removes its socket within milliseconds.
+const socketGoneWait = 2 * time.Second
