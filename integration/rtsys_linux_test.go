@@ -212,3 +212,18 @@ func TestRTSysProcSysBindHolds(t *testing.T) {
 		check(t, runResult(t, cmd, "cordon"), true)
 	})
 }
+
+// TestReadableProcSysKernel: a contract that grants the host's /proc/sys/kernel
+// readable gets it, read-only, on root's bwrap too, where the sandbox's /proc/sys is a
+// procfs of its own: the grant was nested into that tree as if it were a clone of the
+// host's /proc/sys, and every run failed ("kernel: replaced since it was cloned").
+func TestReadableProcSysKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	w.contract("version: 1\nfilesystem:\n  writable: [\".\"]\n  readable: [\"@system\", /proc/sys/kernel]\n")
+	r := w.sh("cat /proc/sys/kernel/osrelease; if (echo x >/proc/sys/kernel/domainname) 2>/dev/null; then echo WROTE; fi; echo done")
+	release, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, string(release)) || !strings.HasSuffix(r.stdout, "done\n") || strings.Contains(r.stdout, "WROTE") {
+		t.Fatalf("readable /proc/sys/kernel: %v; want the host's %q, read-only", r, release)
+	}
+}

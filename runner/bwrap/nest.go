@@ -126,7 +126,9 @@ func nest(args []string, srcs []handoff.Source, h nestHost) []string {
 			continue
 		}
 		t := ops[j].src
-		if t < 0 || t >= len(srcs) || ops[j].dest == o.dest || srcs[t].Path != ops[j].dest || srcs[t].Overlay != nil {
+		// A tree that is not its source path's (the sandbox's own sysctls, an
+		// overlay) does not show that path at its destination.
+		if t < 0 || t >= len(srcs) || ops[j].dest == o.dest || srcs[t].Path != ops[j].dest || srcs[t].Overlay != nil || srcs[t].Sysctls {
 			continue
 		}
 		rel, err := filepath.Rel(ops[j].dest, o.dest)

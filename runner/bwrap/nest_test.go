@@ -17,8 +17,8 @@ func r(n int) string { return filepath.Join(handoff.Root, strconv.Itoa(n)) }
 
 func TestNest(t *testing.T) {
 	type src struct {
-		path    string
-		overlay bool
+		path             string
+		overlay, sysctls bool
 	}
 	cases := []struct {
 		name    string
@@ -103,6 +103,13 @@ func TestNest(t *testing.T) {
 		srcs: []src{{path: "/w", overlay: true}, {path: "/w/.git"}},
 		want: "--bind R0 /w --ro-bind R1 /w/.git",
 	}, {
+		// The sandbox's own sysctls are no clone of /proc/sys: the host's kernel
+		// directory granted readable is bwrap's to bind over theirs.
+		name: "into the sandbox's sysctls",
+		args: "--ro-bind R0 /proc/sys --ro-bind R1 /proc/sys/kernel",
+		srcs: []src{{path: "/proc/sys", sysctls: true}, {path: "/proc/sys/kernel"}},
+		want: "--ro-bind R0 /proc/sys --ro-bind R1 /proc/sys/kernel",
+	}, {
 		name: "the same place twice",
 		args: "--bind R0 /w --ro-bind R1 /w",
 		srcs: []src{{path: "/w"}, {path: "/w"}},
@@ -143,6 +150,7 @@ func TestNest(t *testing.T) {
 				if s.overlay {
 					srcs[i].Overlay = &handoff.Overlay{Upper: "/u", Work: "/wk"}
 				}
+				srcs[i].Sysctls = s.sysctls
 			}
 			h := nestHost{
 				reach: func(dir, rel string) bool {
