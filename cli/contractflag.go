@@ -2,9 +2,12 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -22,9 +25,27 @@ func contractFlag(f *pflag.FlagSet, p *string) {
 	f.StringVarP(p, "contract", "c", "", "contract `FILE` (default ./cordon.yaml if present, else the built-in default contract)")
 }
 
-// backendFlag adds --backend, whose default is $CORDON_BACKEND, else auto.
+// backendFlag adds --backend, whose default is $CORDON_BACKEND, else auto. A name it
+// does not know is a usage error, as any bad flag value is.
 func backendFlag(f *pflag.FlagSet, p *string) {
-	f.StringVar(p, "backend", envOr("CORDON_BACKEND", "auto"), "sandbox `backend`: auto, bwrap, docker, containerd, kubernetes, seatbelt ($CORDON_BACKEND)")
+	*p = envOr("CORDON_BACKEND", "auto")
+	f.Var((*backendName)(p), "backend", "sandbox `backend`: auto, bwrap, docker, containerd, kubernetes, seatbelt ($CORDON_BACKEND)")
+}
+
+// backendNames are the names --backend takes.
+var backendNames = []string{"auto", "bwrap", "docker", "containerd", "kubernetes", "seatbelt"}
+
+// backendName is --backend's value.
+type backendName string
+
+func (b *backendName) String() string { return string(*b) }
+func (b *backendName) Type() string   { return "backend" }
+func (b *backendName) Set(v string) error {
+	if !slices.Contains(backendNames, v) {
+		return fmt.Errorf("unknown backend %q (want %s)", v, strings.Join(backendNames, ", "))
+	}
+	*b = backendName(v)
+	return nil
 }
 
 // loadContract reads the contract named by -c, ./cordon.yaml, or the built-in default.
