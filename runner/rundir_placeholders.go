@@ -229,6 +229,13 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 	}
 	var errs []error
 	placed, perrs := linux.PlacePlaceholders(aside[:len(ids)], ps[:len(ids)])
+	for j, id := range placed {
+		// What was renamed is not what was made aside (the workspace swapped it in
+		// between): not this run's, and never taken for its placeholder.
+		if perrs[j] == nil && (id.Dev != ids[j].Dev || id.Ino != ids[j].Ino) {
+			perrs[j] = errAsideSwapped
+		}
+	}
 	if rd.restamped(ps, ids, placed) {
 		if err := rd.saveMade(); err != nil {
 			errs = append(errs, err)
@@ -254,6 +261,10 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 	}
 	return errors.Join(errs...)
 }
+
+// errAsideSwapped is a placeholder made aside found replaced once renamed into place:
+// what is at its path is not the run's.
+var errAsideSwapped = errors.New("the entry made aside was replaced before it was placed")
 
 // restamped records the identities placed has for ps (linux.PlacePlaceholders)
 // where they are those of the entries made aside (made) but for their change time,
