@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/cordonhq/cordon/audit"
@@ -91,4 +93,85 @@ func TestAsideSwapRefused(t *testing.T) {
 		t.Skip("the swap never landed between the record and the rename: nothing tested")
 	}
 	t.Logf("the swap landed in %d runs", won)
+}
+
+// TestKilledAsidePlantedGC (red team, rt6): cordon is SIGKILLed while its .envrc
+// placeholder is aside; the workspace then puts at that name a link to a directory
+// outside it (empty: it would pass for a placeholder) or a fifo, and `cordon gc` runs.
+// gc must follow no link, not block on the fifo, remove nothing outside, and leave the
+// workspace as it was but for what was planted.
+func TestKilledAsidePlantedGC(t *testing.T) {
+	for _, plant := range []string{"link", "fifo"} {
+		t.Run(plant, func(t *testing.T) {
+			w := newWorld(t)
+			hostGit(t, w.ws, "init", "-q")
+			outside := filepath.Join(t.TempDir(), "victim")
+			mustMkdir(t, outside)
+			before := wsTree(t, w.ws)
+			sum := sha256.Sum256([]byte(".envrc"))
+			suffix := "-" + hex.EncodeToString(sum[:8])
+			for try := 0; try < 10; try++ {
+				cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
+				cmd.Dir, cmd.Env = w.ws, w.env
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { cmd.Wait(); close(done) }()
+				aside, killed := "", false
+			poll:
+				for {
+					select {
+					case <-done:
+						break poll
+					default:
+					}
+					if aside == "" {
+						ents, _ := os.ReadDir(w.runRoot)
+						for _, e := range ents {
+							if audit.ValidateRunID(e.Name()) == nil {
+								aside = filepath.Join(w.ws, ".cordon-placing-"+e.Name()+suffix)
+							}
+						}
+						continue
+					}
+					if exists(aside) {
+						cmd.Process.Signal(syscall.SIGKILL)
+						<-done
+						killed = true
+						break
+					}
+				}
+				if !killed || !exists(aside) {
+					continue // placed before the kill: try again
+				}
+				if err := os.Remove(aside); err != nil {
+					t.Fatal(err)
+				}
+				switch plant {
+				case "link":
+					if err := os.Symlink(outside, aside); err != nil {
+						t.Fatal(err)
+					}
+				case "fifo":
+					if out, err := exec.Command("mkfifo", aside).CombinedOutput(); err != nil {
+						t.Fatalf("mkfifo: %v: %s", err, out)
+					}
+				}
+				r := w.cordon("", "gc")
+				t.Logf("gc: %v", r)
+				if !exists(outside) {
+					t.Fatal("gc removed the directory outside the workspace a link at the name made aside pointed to")
+				}
+				if err := os.Remove(aside); err != nil {
+					t.Fatalf("what was planted at %s: %v", aside, err)
+				}
+				if after := wsTree(t, w.ws); !slices.Equal(after, before) {
+					t.Fatalf("after a kill and gc the workspace holds %q, want %q", after, before)
+				}
+				return
+			}
+			t.Skip("no run was killed with its .envrc aside: nothing tested")
+		})
+	}
 }
