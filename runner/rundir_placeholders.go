@@ -228,7 +228,20 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 		return err
 	}
 	var errs []error
-	for j, err := range linux.PlacePlaceholders(aside[:len(ids)], ps[:len(ids)]) {
+	placed, perrs := linux.PlacePlaceholders(aside[:len(ids)], ps[:len(ids)])
+	for j, id := range placed {
+		// What was renamed is not what was made aside (the workspace swapped it in
+		// between): not this run's, and never taken for its placeholder.
+		if perrs[j] == nil && (id.Dev != ids[j].Dev || id.Ino != ids[j].Ino) {
+			perrs[j] = errAsideSwapped
+		}
+	}
+	if rd.restamped(ps, ids, placed) {
+		if err := rd.saveMade(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for j, err := range perrs {
 		if err == nil {
 			continue
 		}
@@ -247,6 +260,26 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 		errs = append(errs, fmt.Errorf("creating placeholder for denied path %s: %w", ps[len(ids)].Path, merr))
 	}
 	return errors.Join(errs...)
+}
+
+// errAsideSwapped is a placeholder made aside found replaced once renamed into place:
+// what is at its path is not the run's.
+var errAsideSwapped = errors.New("the entry made aside was replaced before it was placed")
+
+// restamped records the identities placed has for ps (linux.PlacePlaceholders)
+// where they are those of the entries made aside (made) but for their change time,
+// and says whether any was: where the file system keeps no birth time, a file's
+// identity holds its change time, which the rename into place sets, and a record of
+// the one before would leave the placed file for the user's, in the workspace for
+// good. A cordon killed between the rename and this record still leaves it.
+func (rd *runDir) restamped(ps []linux.Placeholder, made, placed []linux.FileID) bool {
+	changed := false
+	for j, id := range placed {
+		if id != made[j] && id.Dev == made[j].Dev && id.Ino == made[j].Ino && id.Birth == 0 && made[j].Birth == 0 {
+			rd.made[ps[j].Path], changed = id, true
+		}
+	}
+	return changed
 }
 
 // aside is the name in p's directory that the run makes p under before p has its own

@@ -131,12 +131,14 @@ func makeAt(pfd int, name string, dir, parent bool, content string) error {
 // PlacePlaceholders gives each entry made aside (by [MakePlaceholders] at
 // aside[i].Path, a name in the directory of ps[i].Path) the name ps[i].Path, following
 // no symbolic link on the way, and never over anything: what is at ps[i].Path then
-// stays, and that placement fails (fs.ErrExist). It returns one error per entry. A
-// caller that records the identities of the entries made aside before placing them
-// never has an entry at a placeholder's path that it made but could not prove it
-// made.
-func PlacePlaceholders(aside, ps []Placeholder) []error {
-	errs := make([]error, len(ps))
+// stays, and that placement fails (fs.ErrExist). It returns one error per entry, and
+// the identity of what is at ps[i].Path once it is placed (zero when that placement
+// failed, or the look after it did): where the file system keeps no birth time, the
+// rename has set a file's change time, which is then part of its identity. A caller
+// that records the identities of the entries made aside before placing them never
+// has an entry at a placeholder's path that it made but could not prove it made.
+func PlacePlaceholders(aside, ps []Placeholder) (ids []FileID, errs []error) {
+	ids, errs = make([]FileID, len(ps)), make([]error, len(ps))
 	dirs := parentDirs{}
 	defer dirs.close()
 	for i, p := range ps {
@@ -148,9 +150,13 @@ func PlacePlaceholders(aside, ps []Placeholder) []error {
 		if err == nil {
 			err = renameNoReplace(pfd, filepath.Base(aside[i].Path), filepath.Base(p.Path))
 		}
-		errs[i] = err
+		if errs[i] = err; err == nil {
+			if e, err := statAt(pfd, filepath.Base(p.Path)); err == nil {
+				ids[i] = e.id
+			}
+		}
 	}
-	return errs
+	return ids, errs
 }
 
 // parentDirs holds the parent directories of one batch of placeholders, each opened

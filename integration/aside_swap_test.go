@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/testutil"
+)
+
+// TestAsideSwapRefused (red team, rt6): a placeholder is made under a name of its
+// run's own (.cordon-placing-ID-<digest of its name>), recorded, then renamed into
+// place. A local writer of the workspace (here this test, which knows the run's id as
+// root reading the run root) that sees the name made aside for .envrc (a directory
+// placeholder) puts a directory of its own in its place: cordon must
+// not rename that entry into place as its placeholder and run. Before the fix, the run
+// went on with the writer's .envrc under its mask (the quarantine moved it away at the
+// end), where before 17fd55b the same writer could only take .envrc itself, which
+// refused the run. Through the real binary, racing each run until the swap lands
+// between the record and the rename.
+func TestAsideSwapRefused(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	envrc := filepath.Join(w.ws, ".envrc")
+	sum := sha256.Sum256([]byte(".envrc"))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	won := 0
+	for try := 0; try < 20 && won < 3; try++ {
+		evil := filepath.Join(w.ws, "evil")
+		mustWrite(t, filepath.Join(evil, "planted"), "echo pwned\n") // .envrc is made a directory
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// The run's id is its run directory's name, made before its placeholders: the
+		// name made aside follows from it, and is watched for with a removal and a rename a turn.
+		aside, swaps := "", 0
+	poll:
+		for {
+			select {
+			case <-done:
+				break poll
+			default:
+			}
+			if aside == "" {
+				ents, _ := os.ReadDir(w.runRoot)
+				for _, e := range ents {
+					if audit.ValidateRunID(e.Name()) == nil {
+						aside = filepath.Join(w.ws, ".cordon-placing-"+e.Name()+suffix)
+					}
+				}
+				continue
+			}
+			// The run's empty directory goes, the writer's takes its name.
+			if os.Remove(aside) == nil && os.Rename(evil, aside) == nil {
+				swaps++
+			}
+		}
+		// The writer's directory, wherever it went: at .envrc (placed, the run refused),
+		// or moved from there at the run's end (.envrc.cordon-quarantine...: placed, and
+		// the run went on).
+		quarantined, _ := filepath.Glob(envrc + ".cordon-quarantine*")
+		placed := exists(filepath.Join(envrc, "planted"))
+		for _, q := range quarantined {
+			placed = placed || exists(filepath.Join(q, "planted"))
+		}
+		if placed && swaps > 0 {
+			won++
+			if cmd.ProcessState.ExitCode() == 0 {
+				t.Errorf("try %d: the run went on (exit 0) with the writer's .envrc, renamed into place as its placeholder", try)
+			}
+		}
+		// The next try starts without any of it.
+		for _, p := range append(quarantined, evil, envrc, aside) {
+			if p != "" && exists(filepath.Join(p, "planted")) {
+				os.RemoveAll(p)
+			}
+		}
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Logf("gc: %v", r)
+		}
+	}
+	if won == 0 {
+		t.Skip("the swap never landed between the record and the rename: nothing tested")
+	}
+	t.Logf("the swap landed in %d runs", won)
+}
+
+// TestKilledAsidePlantedGC (red team, rt6): cordon is SIGKILLed while its .envrc
+// placeholder is aside; the workspace then puts at that name a link to a directory
+// outside it (empty: it would pass for a placeholder) or a fifo, and `cordon gc` runs.
+// gc must follow no link, not block on the fifo, remove nothing outside, and leave the
+// workspace as it was but for what was planted.
+func TestKilledAsidePlantedGC(t *testing.T) {
+	for _, plant := range []string{"link", "fifo"} {
+		t.Run(plant, func(t *testing.T) {
+			w := newWorld(t)
+			hostGit(t, w.ws, "init", "-q")
+			outside := filepath.Join(t.TempDir(), "victim")
+			mustMkdir(t, outside)
+			before := wsTree(t, w.ws)
+			sum := sha256.Sum256([]byte(".envrc"))
+			suffix := "-" + hex.EncodeToString(sum[:8])
+			for try := 0; try < 10; try++ {
+				cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
+				cmd.Dir, cmd.Env = w.ws, w.env
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { cmd.Wait(); close(done) }()
+				aside, killed := "", false
+			poll:
+				for {
+					select {
+					case <-done:
+						break poll
+					default:
+					}
+					if aside == "" {
+						ents, _ := os.ReadDir(w.runRoot)
+						for _, e := range ents {
+							if audit.ValidateRunID(e.Name()) == nil {
+								aside = filepath.Join(w.ws, ".cordon-placing-"+e.Name()+suffix)
+							}
+						}
+						continue
+					}
+					if exists(aside) {
+						cmd.Process.Signal(syscall.SIGKILL)
+						<-done
+						killed = true
+						break
+					}
+				}
+				if !killed || !exists(aside) {
+					continue // placed before the kill: try again
+				}
+				if err := os.Remove(aside); err != nil {
+					t.Fatal(err)
+				}
+				switch plant {
+				case "link":
+					if err := os.Symlink(outside, aside); err != nil {
+						t.Fatal(err)
+					}
+				case "fifo":
+					if out, err := exec.Command("mkfifo", aside).CombinedOutput(); err != nil {
+						t.Fatalf("mkfifo: %v: %s", err, out)
+					}
+				}
+				r := w.cordon("", "gc")
+				t.Logf("gc: %v", r)
+				if !exists(outside) {
+					t.Fatal("gc removed the directory outside the workspace a link at the name made aside pointed to")
+				}
+				if err := os.Remove(aside); err != nil {
+					t.Fatalf("what was planted at %s: %v", aside, err)
+				}
+				if after := wsTree(t, w.ws); !slices.Equal(after, before) {
+					t.Fatalf("after a kill and gc the workspace holds %q, want %q", after, before)
+				}
+				return
+			}
+			t.Skip("no run was killed with its .envrc aside: nothing tested")
+		})
+	}
+}
