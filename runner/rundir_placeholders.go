@@ -553,9 +553,12 @@ func (rd *runDir) removePlaceholders() error {
 }
 
 // unreached says whether err is the aside name p not reached without following a
-// link (a parent replaced by one, or by a file): nothing the run made aside is there.
+// link (a parent replaced by one, or by a file), or holding what is no placeholder
+// (filled, or planted there: a link, a fifo): nothing the run made aside is there,
+// as it made it, and what is there is whoever put it there's.
 func unreached(p linux.Placeholder, err error) bool {
-	return p.Aside && (errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR))
+	return p.Aside && (errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) ||
+		errors.Is(err, linux.ErrNotPlaceholder) || errors.Is(err, syscall.ENOTEMPTY))
 }
 
 // removeIfEmpty removes a placeholder still the entry id and empty (or holding
