@@ -28,43 +28,25 @@ func TestAsideSwapRefused(t *testing.T) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
-	sum := sha256.Sum256([]byte(".envrc"))
-	suffix := "-" + hex.EncodeToString(sum[:8])
 	won := 0
 	for try := 0; try < 20 && won < 3; try++ {
 		evil := filepath.Join(w.ws, "evil")
 		mustWrite(t, filepath.Join(evil, "planted"), "echo pwned\n") // .envrc is made a directory
-		cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
-		cmd.Dir, cmd.Env = w.ws, w.env
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		cmd, done := startTrue(t, w)
 		// The run's id is its run directory's name, made before its placeholders: the
 		// name made aside follows from it, and is watched for with a removal and a rename a turn.
 		aside, swaps := "", 0
-	poll:
-		for {
-			select {
-			case <-done:
-				break poll
-			default:
-			}
+		untilEnd(done, func() bool {
 			if aside == "" {
-				ents, _ := os.ReadDir(w.runRoot)
-				for _, e := range ents {
-					if audit.ValidateRunID(e.Name()) == nil {
-						aside = filepath.Join(w.ws, ".cordon-placing-"+e.Name()+suffix)
-					}
-				}
-				continue
+				aside = asideName(w, envrc)
+				return false
 			}
 			// The run's empty directory goes, the writer's takes its name.
 			if os.Remove(aside) == nil && os.Rename(evil, aside) == nil {
 				swaps++
 			}
-		}
+			return false
+		})
 		// The writer's directory, wherever it went: at .envrc (placed, the run refused),
 		// or moved from there at the run's end (.envrc.cordon-quarantine...: placed, and
 		// the run went on).
@@ -106,41 +88,22 @@ func TestKilledAsidePlantedGC(t *testing.T) {
 			hostGit(t, w.ws, "init", "-q")
 			outside := filepath.Join(t.TempDir(), "victim")
 			mustMkdir(t, outside)
-			before := wsTree(t, w.ws)
-			sum := sha256.Sum256([]byte(".envrc"))
-			suffix := "-" + hex.EncodeToString(sum[:8])
+			before := testutil.Tree(t, w.ws)
 			for try := 0; try < 10; try++ {
-				cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
-				cmd.Dir, cmd.Env = w.ws, w.env
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan struct{})
-				go func() { cmd.Wait(); close(done) }()
+				cmd, done := startTrue(t, w)
 				aside, killed := "", false
-			poll:
-				for {
-					select {
-					case <-done:
-						break poll
-					default:
-					}
+				untilEnd(done, func() bool {
 					if aside == "" {
-						ents, _ := os.ReadDir(w.runRoot)
-						for _, e := range ents {
-							if audit.ValidateRunID(e.Name()) == nil {
-								aside = filepath.Join(w.ws, ".cordon-placing-"+e.Name()+suffix)
-							}
-						}
-						continue
+						aside = asideName(w, filepath.Join(w.ws, ".envrc"))
+						return false
 					}
 					if exists(aside) {
 						cmd.Process.Signal(syscall.SIGKILL)
 						<-done
 						killed = true
-						break
 					}
-				}
+					return killed
+				})
 				if !killed || !exists(aside) {
 					continue // placed before the kill: try again
 				}
@@ -167,12 +130,54 @@ func TestKilledAsidePlantedGC(t *testing.T) {
 				if err := os.Remove(aside); err != nil {
 					t.Fatalf("what was planted at %s: %v", aside, err)
 				}
-				if after := wsTree(t, w.ws); !slices.Equal(after, before) {
+				if after := testutil.Tree(t, w.ws); !slices.Equal(after, before) {
 					t.Fatalf("after a kill and gc the workspace holds %q, want %q", after, before)
 				}
 				return
 			}
 			t.Log("no run was killed with its .envrc aside in 10 tries: nothing was planted this time")
 		})
+	}
+}
+
+// startTrue starts `cordon run -- true` in w's workspace; done is closed once it has
+// ended (and been waited for).
+func startTrue(t *testing.T, w *world) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
+	cmd.Dir, cmd.Env = w.ws, w.env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	return cmd, done
+}
+
+// asideName is the name under which the run whose directory is in w's run root makes
+// the placeholder p before placing it (its id and a digest of p's name), or "" while
+// there is no run directory: the run makes it before its placeholders.
+func asideName(w *world, p string) string {
+	ents, _ := os.ReadDir(w.runRoot)
+	for _, e := range ents {
+		if audit.ValidateRunID(e.Name()) == nil {
+			sum := sha256.Sum256([]byte(filepath.Base(p)))
+			return filepath.Join(filepath.Dir(p), ".cordon-placing-"+e.Name()+"-"+hex.EncodeToString(sum[:8]))
+		}
+	}
+	return ""
+}
+
+// untilEnd calls step as fast as it can until done is closed or step returns true.
+func untilEnd(done <-chan struct{}, step func() bool) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if step() {
+			return
+		}
 	}
 }

@@ -475,35 +475,24 @@ func TestMaskedEntryKept(t *testing.T) {
 // cannot prove a run made), an empty cordon.yaml directory among them.
 func TestKilledMakingPlaceholdersLeavesNothingAfterGC(t *testing.T) {
 	w := newWorld(t)
-	before := wsTree(t, w.ws)
+	before := testutil.Tree(t, w.ws)
 	killed := 0
 	for try := 0; try < 12; try++ {
-		cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
-		cmd.Dir, cmd.Env = w.ws, w.env
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		// Poll as fast as the machine lets us: the placeholders take a few ms.
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-	poll:
-		for {
-			select {
-			case <-done:
-				break poll
-			default:
+		cmd, done := startTrue(t, w)
+		untilEnd(done, func() bool {
+			if len(testutil.Tree(t, w.ws)) == len(before) {
+				return false
 			}
-			if len(wsTree(t, w.ws)) != len(before) {
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed++
-				<-done
-				break
-			}
-		}
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed++
+			<-done
+			return true
+		})
 		if r := w.cordon("", "gc"); r.code != 0 {
 			t.Fatalf("gc: %v", r)
 		}
-		if after := wsTree(t, w.ws); !slices.Equal(after, before) {
+		if after := testutil.Tree(t, w.ws); !slices.Equal(after, before) {
 			t.Fatalf("try %d: after a kill and gc the workspace holds %q, want %q", try, after, before)
 		}
 	}
@@ -511,17 +500,4 @@ func TestKilledMakingPlaceholdersLeavesNothingAfterGC(t *testing.T) {
 		t.Fatal("no run was seen making its placeholders: nothing was tested")
 	}
 	t.Logf("%d of 12 runs killed while making their placeholders", killed)
-}
-
-// wsTree lists every path under ws, sorted.
-func wsTree(t *testing.T, ws string) []string {
-	t.Helper()
-	var paths []string
-	filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
-		if err == nil {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	return paths
 }

@@ -28,7 +28,7 @@ func TestPlacedFileWithoutBirthTimeIsRemoved(t *testing.T) {
 	testutil.RequireRoot(t)
 	ws := t.TempDir()
 	mountNoBirthTime(t, ws)
-	before := treeOf(t, ws)
+	before := testutil.Tree(t, ws)
 	root := filepath.Join(t.TempDir(), "runs")
 	rd, _, err := makeRunDir(root, "20261207T080000Z-0a0b0c", ws, "", 0)
 	if err != nil {
@@ -55,7 +55,7 @@ func TestPlacedFileWithoutBirthTimeIsRemoved(t *testing.T) {
 	if err := rd.remove(); err != nil {
 		t.Errorf("teardown: %v", err)
 	}
-	if after := treeOf(t, ws); !slices.Equal(after, before) {
+	if after := testutil.Tree(t, ws); !slices.Equal(after, before) {
 		t.Errorf("after the run's teardown the workspace holds %q, want %q", after, before)
 	}
 }
@@ -103,19 +103,6 @@ func mountNoBirthTime(t *testing.T, dir string) {
 			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
-}
-
-// treeOf lists every path under dir, sorted.
-func treeOf(t *testing.T, dir string) []string {
-	t.Helper()
-	var paths []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	return paths
 }
 
 // TestAsideAttacks (red team, rt6): the workspace is hostile while a run makes its
@@ -170,7 +157,7 @@ func TestAsideAttacks(t *testing.T) {
 				must(t, os.WriteFile(filepath.Join(ws, "sub", "keep"), []byte("the user's\n"), 0o644))
 				must(t, os.WriteFile(filepath.Join(outside, "victim"), nil, 0o600))
 				must(t, os.WriteFile(filepath.Join(outside, ".env"), nil, 0o600))
-				outsideBefore := treeOf(t, outside)
+				outsideBefore := testutil.Tree(t, outside)
 				root := filepath.Join(t.TempDir(), "runs")
 				rd, _, err := makeRunDir(root, "20261207T080000Z-0a0b0c", ws, "", 0)
 				if err != nil {
@@ -214,7 +201,7 @@ func TestAsideAttacks(t *testing.T) {
 				} else {
 					t.Logf("teardown: %v", rd.remove())
 				}
-				if after := treeOf(t, outside); !slices.Equal(after, outsideBefore) {
+				if after := testutil.Tree(t, outside); !slices.Equal(after, outsideBefore) {
 					t.Errorf("outside the workspace: %q, want %q", after, outsideBefore)
 				}
 				for _, p := range []string{"sub/keep", "sub2/keep"} {
@@ -233,7 +220,7 @@ func TestAsideAttacks(t *testing.T) {
 					}
 					return nil
 				})
-				t.Logf("workspace after: %q", treeOf(t, ws))
+				t.Logf("workspace after: %q", testutil.Tree(t, ws))
 			})
 		}
 	}
@@ -243,7 +230,7 @@ func TestAsideAttacks(t *testing.T) {
 func asides(t *testing.T, ws string) []string {
 	t.Helper()
 	var as []string
-	for _, p := range treeOf(t, ws) {
+	for _, p := range testutil.Tree(t, ws) {
 		if strings.HasPrefix(filepath.Base(p), asidePrefix) {
 			as = append(as, p)
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -135,4 +136,18 @@ func SumOf(n int64, seed uint64) string {
 func ProcessGone(pid string) bool {
 	_, err := os.Stat("/proc/" + pid)
 	return os.IsNotExist(err)
+}
+
+// Tree lists every path under dir (dir included), in the order a walk finds them
+// (lexical): a test compares the trees before and after.
+func Tree(t testing.TB, dir string) []string {
+	t.Helper()
+	var paths []string
+	_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err == nil {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	return paths
 }
