@@ -60,9 +60,9 @@ func (p *Proxy) denyAuthHTTP(cc *idleConn, bw *bufio.Writer, req *http.Request) 
 		a.target(host, port, policy.Decision{})
 	}
 	a.refused(policy.Denied, reasonAuth)
+	p.emitAttempt(a, false)
 	writeText(bw, http.StatusProxyAuthRequired, http.StatusText(http.StatusProxyAuthRequired),
 		[]string{`Proxy-Authenticate: Basic realm="cordon"`}, "cordon: "+reasonAuth+"\n")
-	p.emitAttempt(a, false)
 	lingerClose(cc)
 }
 
@@ -81,8 +81,9 @@ func socksMethod(methods []byte, token string) byte {
 	return socksNoMethod
 }
 
-// readSOCKSAuth reads the RFC 1929 subnegotiation and answers it: success when the
-// password is the token, failure (and an error) otherwise, as the RFC says.
+// readSOCKSAuth reads the RFC 1929 subnegotiation and answers success when the password
+// is the token; otherwise its error carries the failure status, sent once the refusal is
+// reported.
 func readSOCKSAuth(cc *idleConn, br *bufio.Reader, token string) error {
 	ver, err := br.ReadByte()
 	if err != nil {
@@ -98,15 +99,11 @@ func readSOCKSAuth(cc *idleConn, br *bufio.Reader, token string) error {
 	if err != nil {
 		return err
 	}
-	status := byte(0)
 	if !tokenOK(token, pass) {
-		status = 1
+		return &socksError{early: []byte{socksAuthVersion, 1}, msg: reasonAuth, auth: true}
 	}
-	if _, err := cc.Write([]byte{socksAuthVersion, status}); err != nil {
+	if _, err := cc.Write([]byte{socksAuthVersion, 0}); err != nil {
 		return fmt.Errorf("writing socks5 authentication status: %w", err)
-	}
-	if status != 0 {
-		return &socksError{msg: reasonAuth, auth: true}
 	}
 	return nil
 }

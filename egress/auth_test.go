@@ -104,8 +104,8 @@ func TestTokenSOCKS(t *testing.T) {
 		return append(append([]byte{1, 6}, "cordon"...), append([]byte{byte(len(pass))}, pass...)...)
 	}
 
-	// Each refused attempt's event is awaited before the next connection: the proxy
-	// records a refusal after it answers, so unawaited events may arrive in any order.
+	// A refusal is recorded before it is answered (TestRefusalRecordedBeforeAnswer);
+	// each is still awaited, so a failure names the attempt whose event went missing.
 	c := dial()
 	if got := exchange(c, []byte{5, 1, 0}, 2); got[1] != socksNoMethod {
 		t.Errorf("no-auth offer: method %x; want ff", got[1])

@@ -81,25 +81,26 @@ func (p *Proxy) relay(ctx context.Context, cc *idleConn, br *bufio.Reader, up *i
 	stop := context.AfterFunc(ctx, func() { up.Close() })
 	defer stop()
 	defer up.Close()
-	hc := &helloCheck{br: br, cc: cc, up: up, host: a.ev.Host, port: a.ev.Port, timeout: p.cfg.HandshakeTimeout}
+	hc := &helloCheck{br: br, cc: cc, up: up, host: a.ev.Host, port: a.ev.Port, timeout: p.cfg.HandshakeTimeout,
+		deny: func(c policy.Category, reason string) {
+			a.ev.BytesUp, a.ev.BytesDown = up.nwritten.Load(), up.nread.Load()
+			a.refused(c, reason)
+			p.emitAttempt(a, false)
+		}}
 	err := tunnel(cc, hc, up)
-	a.ev.BytesUp, a.ev.BytesDown = up.nwritten.Load(), up.nread.Load()
 	if de := (*deniedError)(nil); errors.As(err, &de) {
-		a.refused(de.category, de.reason)
-		p.emitAttempt(a, false)
-		return
+		return // hc.deny reported it
 	}
+	a.ev.BytesUp, a.ev.BytesDown = up.nwritten.Load(), up.nread.Load()
 	if err != nil {
 		a.ev.Error = err.Error()
 	}
 	p.emitAttempt(a, true)
 }
 
-// deniedError stops a tunnel that the proxy refused part-way (a TLS server name mismatch).
-type deniedError struct {
-	category policy.Category
-	reason   string
-}
+// deniedError stops a tunnel that the proxy refused part-way (a TLS server name mismatch),
+// once the refusal is reported.
+type deniedError struct{ reason string }
 
 func (e *deniedError) Error() string { return "denied: " + e.reason }
 
@@ -113,6 +114,9 @@ type helloCheck struct {
 	port    uint16
 	timeout time.Duration
 	checked bool
+	// deny reports the tunnel refused; it runs before the client is told, so a client
+	// that ends on the refusal finds it in its command's result.
+	deny func(c policy.Category, reason string)
 }
 
 func (h *helloCheck) Read(b []byte) (int, error) {
@@ -164,10 +168,12 @@ func (h *helloCheck) check() error {
 	h.cc.setHard(time.Time{})
 	if reason := sniMismatch(h.host, sni, err); reason != "" {
 		if err != nil {
-			return &deniedError{policy.Malformed, reason}
+			h.deny(policy.Malformed, reason)
+			return &deniedError{reason}
 		}
+		h.deny(policy.ServerNameMismatch, reason)
 		refuseHandshake(h.cc)
-		return &deniedError{policy.ServerNameMismatch, reason}
+		return &deniedError{reason}
 	}
 	if _, err := h.up.Write(hello); err != nil {
 		return fmt.Errorf("sending client hello: %w", err)

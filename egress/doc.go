@@ -28,7 +28,9 @@
 //   - bounds everything: concurrent connections ([Config.MaxConns]), handshake and idle
 //     timeouts, fixed-size buffers;
 //   - reports every attempt as exactly one [event.NetAllow] or [event.NetDeny] event whose
-//     body is an [event.NetBody].
+//     body is an [event.NetBody]; a refusal is reported before the client is told of it
+//     (a 403 or 407, a SOCKS5 reply, a TLS alert), so a command that ends on the answer
+//     finds the refusal in its result and its log.
 //
 // After the decision the bytes move kernel to kernel on Linux (splice(2) through a pipe,
 // via internal/linux): a CONNECT or SOCKS5 tunnel once the ClientHello check is done,

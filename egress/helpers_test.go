@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,12 +82,14 @@ type recorder struct {
 	mu     sync.Mutex
 	events []event.Event
 	notify chan struct{}
+	slow   atomic.Int64 // nanoseconds each Emit takes before it records, as a slow log's would
 }
 
 func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
 
 // Emit implements event.Sink.
 func (r *recorder) Emit(e event.Event) {
+	time.Sleep(time.Duration(r.slow.Load()))
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
@@ -113,6 +116,19 @@ func (r *recorder) wait(t testing.TB, n int) []event.Event {
 			t.Fatalf("got %d events, want %d: %+v", len(got), n, got)
 		}
 	}
+}
+
+// count is how many events of type typ were recorded so far; it does not wait.
+func (r *recorder) count(typ event.Type) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
 }
 
 // last waits for the n-th event and returns its type and body.

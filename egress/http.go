@@ -187,8 +187,8 @@ func (p *Proxy) denyHTTP(cc *idleConn, bw *bufio.Writer, a *attempt) {
 	if a.ev.Proto == protoConnect {
 		phrase = "cordon: " + dest + " " + printable(cat)
 	}
+	p.emitAttempt(a, false) // before the client can act on the answer: see doc.go
 	writeText(bw, http.StatusForbidden, phrase, hdr, body)
-	p.emitAttempt(a, false)
 	lingerClose(cc)
 }
 
@@ -196,8 +196,8 @@ func (p *Proxy) denyHTTP(cc *idleConn, bw *bufio.Writer, a *attempt) {
 // resolved) but did not answer, and reports the attempt.
 func (p *Proxy) unreachableHTTP(cc *idleConn, bw *bufio.Writer, a *attempt, allowed bool) {
 	body := fmt.Sprintf("cordon: cannot reach %s (%s)\n", a.hostport(), printable(p.scrubText(a.ev.Error)))
-	writeSimple(bw, http.StatusBadGateway, body)
 	p.emitAttempt(a, allowed)
+	writeSimple(bw, http.StatusBadGateway, body)
 	lingerClose(cc)
 }
 
@@ -206,14 +206,14 @@ func (p *Proxy) unreachableHTTP(cc *idleConn, bw *bufio.Writer, a *attempt, allo
 func (p *Proxy) badRequest(cc *idleConn, bw *bufio.Writer, code int, err error) {
 	a := newAttempt(protoHTTP)
 	a.refused(policy.Malformed, err.Error())
-	writeSimple(bw, code, fmt.Sprintf("cordon: %s\n", printable(err.Error())))
 	p.emitAttempt(a, false)
+	writeSimple(bw, code, fmt.Sprintf("cordon: %s\n", printable(err.Error())))
 	lingerClose(cc)
 }
 
 // refuseHTTP answers a connection over the limit with 503, after reading its request head
-// so the client sees the answer rather than a reset.
-func (p *Proxy) refuseHTTP(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
+// so the client sees the answer rather than a reset, and reports it first.
+func (p *Proxy) refuseHTTP(cc *idleConn, br *bufio.Reader, ev event.NetBody) {
 	if req, err := http.ReadRequest(br); err == nil {
 		hostport := req.Host
 		if req.Method == http.MethodConnect {
@@ -227,6 +227,7 @@ func (p *Proxy) refuseHTTP(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
 			}
 		}
 	}
+	p.emit(ev, false)
 	bw := bufio.NewWriter(cc)
 	writeSimple(bw, http.StatusServiceUnavailable, "cordon: egress proxy busy ("+ev.Reason+")\n")
 	lingerClose(cc)

@@ -253,6 +253,8 @@ func (p *Proxy) intercepted(ctx context.Context, cc *idleConn, br *bufio.Reader,
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if sniReason = sniMismatch(host, h.ServerName, nil); sniReason != "" {
+				a.refused(policy.ServerNameMismatch, sniReason)
+				report(false)       // before the client is told
 				refuseHandshake(cc) // before crypto/tls's own internal_error alert
 				return nil, errors.New(sniReason)
 			}
@@ -264,9 +266,7 @@ func (p *Proxy) intercepted(ctx context.Context, cc *idleConn, br *bufio.Reader,
 	cc.setHard(time.Time{})
 	if err != nil {
 		if sniReason != "" {
-			a.refused(policy.ServerNameMismatch, sniReason)
-			report(false)
-			return
+			return // reported as it was refused
 		}
 		a.ev.Error = "client tls: " + err.Error()
 		report(true)

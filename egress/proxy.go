@@ -274,14 +274,14 @@ func (p *Proxy) refuse(ctx context.Context, c net.Conn, conns *sync.WaitGroup) {
 		first, err := br.Peek(1)
 		switch {
 		case err != nil:
+			p.emit(ev, false)
 		case first[0] == socksVersion:
 			ev.Proto = protoSOCKS
-			p.refuseSOCKS(cc, br, &ev)
+			p.refuseSOCKS(cc, br, ev)
 		default:
 			ev.Proto = protoHTTP
-			p.refuseHTTP(cc, br, &ev)
+			p.refuseHTTP(cc, br, ev)
 		}
-		p.emit(ev, false)
 	})
 }
 

@@ -40,15 +40,27 @@ const (
 	socksAtypUnsupported = 0x08
 )
 
-// socksError is a SOCKS5 request that cannot be served; reply is the code to answer with
-// (0 for none: the client did not speak SOCKS5 well enough to be answered).
+// socksError is a SOCKS5 connection that cannot be served. Its answer is sent only once
+// the refusal is reported, so a client that ends on it finds the refusal in its result.
 type socksError struct {
-	reply byte
+	reply byte   // the code to answer the request with; 0 for none
+	early []byte // the answer to a refused method or password, before any request
 	msg   string
 	auth  bool // the client did not present the run's token: a denial, not a malformed request
 }
 
 func (e *socksError) Error() string { return e.msg }
+
+// answer tells the client of the refusal: its early answer, or a reply with code when
+// the request was read (0 for none: the client did not speak SOCKS5 well enough).
+func (e *socksError) answer(cc *idleConn, code byte) {
+	switch {
+	case e.early != nil:
+		_, _ = cc.Write(e.early)
+	case e.reply != 0:
+		_ = writeSOCKSReply(cc, code)
+	}
+}
 
 // serveSOCKS serves one SOCKS5 connection: no authentication (or the run's token, see
 // [Config.Token]), one CONNECT (domain name,
@@ -60,33 +72,35 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 	host, port, err := readSOCKS(cc, br, p.cfg.Token)
 	cc.setHard(time.Time{})
 	if err != nil {
-		if se := (*socksError)(nil); errors.As(err, &se) && se.reply != 0 {
-			writeSOCKSReply(cc, se.reply)
-		}
 		a.target(host, port, policy.Decision{})
+		se := (*socksError)(nil)
+		isSOCKS := errors.As(err, &se)
 		cat := policy.Malformed
-		if se := (*socksError)(nil); errors.As(err, &se) && se.auth {
+		if isSOCKS && se.auth {
 			cat = policy.Denied
 		}
 		a.refused(cat, err.Error())
 		p.emitAttempt(a, false)
+		if isSOCKS {
+			se.answer(cc, se.reply)
+		}
 		return
 	}
 	up, d, err := p.connect(ctx, host, port)
 	a.target(host, port, d)
 	switch {
 	case up == nil && err == nil:
-		writeSOCKSReply(cc, socksNotAllowed)
 		a.deniedBy(d)
 		p.emitAttempt(a, false)
+		_ = writeSOCKSReply(cc, socksNotAllowed)
 		return
 	case up == nil:
-		writeSOCKSReply(cc, socksReplyFor(err))
 		a.ev.Error = err.Error()
 		if d.Verdict != policy.Allow {
 			a.deniedBy(d)
 		}
 		p.emitAttempt(a, d.Verdict == policy.Allow)
+		_ = writeSOCKSReply(cc, socksReplyFor(err))
 		return
 	}
 	a.allowedBy(d, up.RemoteAddr())
@@ -95,9 +109,9 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 	if len(creds) > 0 {
 		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
 			up.Close()
-			writeSOCKSReply(cc, socksNotAllowed)
 			a.refused(policy.Denied, "credential host failed tls verification: "+err.Error())
 			p.emitAttempt(a, false)
+			_ = writeSOCKSReply(cc, socksNotAllowed)
 			return
 		}
 	}
@@ -127,15 +141,17 @@ func readSOCKS(cc *idleConn, br *bufio.Reader, token string) (string, uint16, er
 		return "", 0, fmt.Errorf("reading socks5 methods: %w", err)
 	}
 	method := socksMethod(methods, token)
+	if method == socksNoMethod {
+		none := []byte{socksVersion, socksNoMethod}
+		if token != "" {
+			return "", 0, &socksError{early: none, msg: reasonAuth + " (the client offers no username/password authentication)", auth: true}
+		}
+		return "", 0, &socksError{early: none, msg: "socks5 client offers no supported authentication method"}
+	}
 	if _, err := cc.Write([]byte{socksVersion, method}); err != nil {
 		return "", 0, fmt.Errorf("writing socks5 method: %w", err)
 	}
 	switch method {
-	case socksNoMethod:
-		if token != "" {
-			return "", 0, &socksError{msg: reasonAuth + " (the client offers no username/password authentication)", auth: true}
-		}
-		return "", 0, &socksError{msg: "socks5 client offers no supported authentication method"}
 	case socksUserPass:
 		if err := readSOCKSAuth(cc, br, token); err != nil {
 			return "", 0, err
@@ -219,14 +235,22 @@ func socksReplyFor(err error) byte {
 
 // refuseSOCKS answers a SOCKS5 connection over the limit with a general failure, after
 // the method negotiation and request (the reply has nowhere to go before them).
-func (p *Proxy) refuseSOCKS(cc *idleConn, br *bufio.Reader, ev *event.NetBody) {
+// It reports the refusal first.
+func (p *Proxy) refuseSOCKS(cc *idleConn, br *bufio.Reader, ev event.NetBody) {
 	host, port, err := readSOCKS(cc, br, p.cfg.Token)
-	if se := (*socksError)(nil); err == nil || errors.As(err, &se) && se.reply != 0 {
+	se := (*socksError)(nil)
+	if err == nil || errors.As(err, &se) && se.reply != 0 {
 		ev.Host, ev.Port = bound(host, 255), port
 		if n, err := policy.Normalize(host); err == nil {
 			ev.Host = n
 		}
+	}
+	p.emit(ev, false)
+	switch {
+	case err == nil:
 		_ = writeSOCKSReply(cc, socksGeneralFailure)
+	case se != nil:
+		se.answer(cc, socksGeneralFailure)
 	}
 	lingerClose(cc)
 }
