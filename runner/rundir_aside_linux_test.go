@@ -116,23 +116,32 @@ func TestAsideAttacks(t *testing.T) {
 		name   string
 		at     string // the step the attack runs at (runDir.stepHook)
 		attack func(t *testing.T, ws, outside string)
+		after  func(t *testing.T, ws string) // checks the workspace after teardown or gc, or nil
 	}{
+		{"parent removed before what it holds", "next level", func(t *testing.T, ws, outside string) {
+			must(t, os.Remove(filepath.Join(ws, "new"))) // made and placed by the level before
+		}, func(t *testing.T, ws string) {
+			// Made again under its own name, it would have no identity on record: left.
+			if _, err := os.Lstat(filepath.Join(ws, "new")); err == nil {
+				t.Errorf("new is in the workspace: cordon made a parent it did not record")
+			}
+		}},
 		{"parent swapped for a link", "recorded", func(t *testing.T, ws, outside string) {
 			must(t, os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub2")))
 			must(t, os.Symlink(outside, filepath.Join(ws, "sub")))
-		}},
+		}, nil},
 		{"aside entries swapped for links", "recorded", func(t *testing.T, ws, outside string) {
 			for _, a := range asides(t, ws) {
 				must(t, os.RemoveAll(a))
 				must(t, os.Symlink(filepath.Join(outside, "victim"), a))
 			}
-		}},
+		}, nil},
 		{"aside entries swapped for fifos", "recorded", func(t *testing.T, ws, outside string) {
 			for _, a := range asides(t, ws) {
 				must(t, os.RemoveAll(a))
 				must(t, exec.Command("mkfifo", a).Run())
 			}
-		}},
+		}, nil},
 		{"aside file swapped for the attacker's", "recorded", func(t *testing.T, ws, outside string) {
 			evil := filepath.Join(ws, "evil")
 			must(t, os.WriteFile(evil, []byte("echo pwned\n"), 0o644))
@@ -141,14 +150,14 @@ func TestAsideAttacks(t *testing.T) {
 					must(t, os.Rename(evil, a)) // the .envrc made aside: one file at this level
 				}
 			}
-		}},
+		}, nil},
 		{"aside directory filled", "recorded", func(t *testing.T, ws, outside string) {
 			for _, a := range asides(t, ws) {
 				if fi, err := os.Lstat(a); err == nil && fi.IsDir() {
 					must(t, os.WriteFile(filepath.Join(a, "planted"), []byte("x"), 0o644))
 				}
 			}
-		}},
+		}, nil},
 	} {
 		for _, killed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/killed=%v", tc.name, killed), func(t *testing.T) {
@@ -220,6 +229,9 @@ func TestAsideAttacks(t *testing.T) {
 					}
 					return nil
 				})
+				if tc.after != nil {
+					tc.after(t, ws)
+				}
 				t.Logf("workspace after: %q", testutil.Tree(t, ws))
 			})
 		}

@@ -183,7 +183,12 @@ func (rd *runDir) make(todo []linux.Placeholder) error {
 	if rd.made == nil {
 		rd.made = map[string]linux.FileID{}
 	}
-	for len(todo) > 0 {
+	for first := true; len(todo) > 0; first = false {
+		if !first {
+			if err := rd.step("next level"); err != nil {
+				return err
+			}
+		}
 		n := level(todo)
 		if err := rd.makeLevel(todo[:n]); err != nil {
 			return err

@@ -67,17 +67,25 @@ func Identify(p string) (FileID, error) {
 // (ELOOP) rather than create anything elsewhere. A file with content is world-readable
 // (the tools that read it on the host may run as anyone); an empty one is 0600.
 func MakePlaceholder(p string, dir bool, content string) error {
-	_, err := MakePlaceholders([]Placeholder{{Path: p, Dir: dir, Content: content}})
+	_, err := makePlaceholders([]Placeholder{{Path: p, Dir: dir, Content: content}}, true)
 	return err
 }
 
-// MakePlaceholders creates ps in order, as [MakePlaceholder] does each, and stops at
-// the first that fails: ids are the identities of those created, ps[:len(ids)], taken
-// as each is made (what [RemovePlaceholders] removes). Each parent directory is opened
-// once for all the placeholders it holds, by the same walk that follows no link; the
-// descriptors are closed before it returns.
+// MakePlaceholders creates ps in order, as [MakePlaceholder] does each but for their
+// parents: a missing parent fails it (ENOENT), as one not made by this call, which has
+// no identity for it, must not be (list each parent to make as a Placeholder with
+// Parent set, before what it holds). It stops at the first that fails: ids are the
+// identities of those created, ps[:len(ids)], taken as each is made (what
+// [RemovePlaceholders] removes). Each parent directory is opened once for all the
+// placeholders it holds, by the same walk that follows no link; the descriptors are
+// closed before it returns.
 func MakePlaceholders(ps []Placeholder) (ids []FileID, err error) {
-	dirs := parentDirs{mkdir: true}
+	return makePlaceholders(ps, false)
+}
+
+// makePlaceholders is MakePlaceholders, making missing parents when mkdir is set.
+func makePlaceholders(ps []Placeholder, mkdir bool) (ids []FileID, err error) {
+	dirs := parentDirs{mkdir: mkdir}
 	defer dirs.close()
 	for _, p := range ps {
 		pfd, err := dirs.open(p.Path)
