@@ -6,13 +6,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// renameat2 is unix.Renameat2; tests make it fail as a file system without
+// RENAME_NOREPLACE does.
+var renameat2 = unix.Renameat2
+
 // renameNoReplace renames from to to in the directory dfd unless something is at to
 // (EEXIST). Where the file system has no exclusive rename (RENAME_NOREPLACE: NFS,
 // some FUSE file systems), a file is linked to its new name and unlinked from the old,
 // which fails alike; a directory is renamed after a look at to, which then replaces
 // only an empty directory made in between (a rename over anything else fails).
 func renameNoReplace(dfd int, from, to string) error {
-	err := unix.Renameat2(dfd, from, dfd, to, unix.RENAME_NOREPLACE)
+	err := renameat2(dfd, from, dfd, to, unix.RENAME_NOREPLACE)
 	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
 		return err
 	}
