@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -89,17 +88,6 @@ func TestTokenSOCKS(t *testing.T) {
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		return c
 	}
-	exchange := func(c net.Conn, out []byte, n int) []byte {
-		t.Helper()
-		if _, err := c.Write(out); err != nil {
-			t.Fatal(err)
-		}
-		in := make([]byte, n)
-		if _, err := io.ReadFull(c, in); err != nil {
-			t.Fatalf("after %x: %v", out, err)
-		}
-		return in
-	}
 	auth := func(pass string) []byte {
 		return append(append([]byte{1, 6}, "cordon"...), append([]byte{byte(len(pass))}, pass...)...)
 	}
@@ -107,27 +95,27 @@ func TestTokenSOCKS(t *testing.T) {
 	// A refusal is recorded before it is answered (TestRefusalRecordedBeforeAnswer);
 	// each is still awaited, so a failure names the attempt whose event went missing.
 	c := dial()
-	if got := exchange(c, []byte{5, 1, 0}, 2); got[1] != socksNoMethod {
+	if got := exchange(t, c, []byte{5, 1, 0}, 2); got[1] != socksNoMethod {
 		t.Errorf("no-auth offer: method %x; want ff", got[1])
 	}
 	c.Close()
 	rec.wait(t, 1)
 	c = dial()
-	exchange(c, []byte{5, 1, 2}, 2)
-	if got := exchange(c, auth("wrong"), 2); got[1] == 0 {
+	exchange(t, c, []byte{5, 1, 2}, 2)
+	if got := exchange(t, c, auth("wrong"), 2); got[1] == 0 {
 		t.Error("a wrong password was accepted")
 	}
 	c.Close()
 	rec.wait(t, 2)
 	c = dial()
-	if got := exchange(c, []byte{5, 2, 0, 2}, 2); got[1] != socksUserPass {
+	if got := exchange(t, c, []byte{5, 2, 0, 2}, 2); got[1] != socksUserPass {
 		t.Fatalf("offer of both: method %x; want 02", got[1])
 	}
-	if got := exchange(c, auth(token), 2); got[1] != 0 {
+	if got := exchange(t, c, auth(token), 2); got[1] != 0 {
 		t.Fatalf("the token was refused: status %x", got[1])
 	}
 	req := append([]byte{5, socksCmdConnect, 0}, socksIPv4("127.0.0.1")...)
-	if got := exchange(c, append(req, byte(port>>8), byte(port)), 10); got[1] != socksOK {
+	if got := exchange(t, c, append(req, byte(port>>8), byte(port)), 10); got[1] != socksOK {
 		t.Errorf("connect with the token: reply %s", socksReplyName(got[1]))
 	}
 	c.Close() // the tunnel's event comes when it ends

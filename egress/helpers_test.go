@@ -387,6 +387,19 @@ func socksConnect(t testing.TB, c net.Conn, cmd byte, addr []byte, port uint16) 
 	return rep[1]
 }
 
+// exchange writes out on c and reads exactly n bytes back.
+func exchange(t testing.TB, c net.Conn, out []byte, n int) []byte {
+	t.Helper()
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	in := make([]byte, n)
+	if _, err := io.ReadFull(c, in); err != nil {
+		t.Fatalf("after %x: %v", out, err)
+	}
+	return in
+}
+
 // socksName encodes a domain name as SOCKS5 ATYP and DST.ADDR.
 func socksName(name string) []byte { return append([]byte{3, byte(len(name))}, name...) }
 

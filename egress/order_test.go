@@ -2,7 +2,6 @@ package egress
 
 import (
 	"crypto/tls"
-	"io"
 	"net"
 	"strconv"
 	"testing"
@@ -33,17 +32,6 @@ func TestRefusalRecordedBeforeAnswer(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		return c
-	}
-	readN := func(t *testing.T, c net.Conn, out []byte, n int) []byte {
-		t.Helper()
-		if _, err := c.Write(out); err != nil {
-			t.Fatal(err)
-		}
-		in := make([]byte, n)
-		if _, err := io.ReadFull(c, in); err != nil {
-			t.Fatalf("after %x: %v", out, err)
-		}
-		return in
 	}
 	cases := []struct {
 		name    string
@@ -90,7 +78,7 @@ func TestRefusalRecordedBeforeAnswer(t *testing.T) {
 			}
 		}},
 		{"socks5 method", func(t *testing.T) {
-			if got := readN(t, dial(t), []byte{5, 1, 2}, 2); got[1] != socksNoMethod {
+			if got := exchange(t, dial(t), []byte{5, 1, 2}, 2); got[1] != socksNoMethod {
 				t.Fatalf("method %x; want ff", got[1])
 			}
 		}},
@@ -118,8 +106,8 @@ func TestRefusalRecordedBeforeAnswer(t *testing.T) {
 			}
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(30 * time.Second))
-			readN(t, c, []byte{5, 1, 2}, 2)
-			if got := readN(t, c, []byte{1, 1, 'u', 5, 'w', 'r', 'o', 'n', 'g'}, 2); got[1] == 0 {
+			exchange(t, c, []byte{5, 1, 2}, 2)
+			if got := exchange(t, c, []byte{1, 1, 'u', 5, 'w', 'r', 'o', 'n', 'g'}, 2); got[1] == 0 {
 				t.Fatal("a wrong password was accepted")
 			}
 		})
