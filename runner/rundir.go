@@ -177,6 +177,21 @@ func (rd *runDir) save() error {
 	return nil
 }
 
+// saveSyncing is save with the sync run beside the caller: durable waits for it.
+func (rd *runDir) saveSyncing() (durable func() error, err error) {
+	data, _ := json.Marshal(rd.owner)
+	synced, err := atomicfile.WriteSyncing(filepath.Join(rd.path, ownerRecord), data, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("writing run owner: %w", err)
+	}
+	return func() error {
+		if err := synced(); err != nil {
+			return fmt.Errorf("writing run owner: %w", err)
+		}
+		return nil
+	}, nil
+}
+
 // markGitWritten creates paths.GitWritten in the workspace's .git when the sandbox may
 // write it, before the sandbox starts: it stays after the run (it is not a placeholder),
 // and the plan mounts it read-only. Anything already at that name is left as it is: its

@@ -75,8 +75,13 @@ func (rd *runDir) adopt(p string, id linux.FileID) {
 // path is the user's (or a sandbox's): mounted over as it is, never removed. All of it
 // is decided under the run root's placeholder lock (lockPlaceholders), so that no run
 // removes a placeholder between this one finding it and recording it.
-// The record is written once (a synced write), before anything it names is made or
-// adopted: every placeholder is recorded before it is made. Once they are made,
+// The record is written once, before anything it names is made or adopted: every
+// placeholder is recorded before it is made. It is made durable beside the making,
+// and placeholders returns only once it is: the sandbox starts after, and what gc
+// does for a run the machine's crash ended (the sweep of the git repositories its
+// sandbox made, its log's seal) needs the record to outlive everything the sandbox
+// wrote. Placeholders made before a crash that lost the record stay, as those of a
+// lost made record do (below), never a user's file taken for one. Once they are made,
 // still under the lock, their identities are recorded (madeRecord): what this run, gc
 // after a crash, or a run that adopts them removes is only what has that identity. A
 // cordon killed in between leaves them in place. check, when not nil, runs between
@@ -84,7 +89,7 @@ func (rd *runDir) adopt(p string, id linux.FileID) {
 // nothing is made. No other live run works in the workspace tree meanwhile
 // (lockWorkspace): what another run's record lists is a dead run's, or an older
 // cordon's that takes no workspace lock.
-func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
+func (rd *runDir) placeholders(plan *contract.Plan, check func() error) (err error) {
 	unlock, err := lockPlaceholders(rd.root())
 	if err != nil {
 		return err
@@ -92,9 +97,11 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) error {
 	defer unlock()
 	todo := rd.decide(plan, otherPlaceholders(rd.root(), rd.id(), true))
 	// Recorded once, all of them, before any is made: a run starts with a dozen.
-	if err := rd.save(); err != nil {
+	durable, err := rd.saveSyncing()
+	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, durable()) }()
 	if check != nil {
 		if err := check(); err != nil {
 			return err

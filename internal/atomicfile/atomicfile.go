@@ -13,6 +13,9 @@
 // loses nothing once it returned; only a crash of the machine may bring the old
 // content back (or, on some filesystems, leave an empty file). It is for a record
 // whose reader is built to survive that, and says how.
+//
+// [WriteSyncing] is WriteUnsynced with the two syncs run beside the caller, who waits
+// for them where it must.
 package atomicfile
 
 import (
@@ -20,6 +23,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 )
 
 // Write replaces path with data, with mode perm (set explicitly: the umask does not
@@ -33,6 +38,34 @@ func Write(path string, data []byte, perm os.FileMode) error {
 // package comment).
 func WriteUnsynced(path string, data []byte, perm os.FileMode) error {
 	return write(path, data, perm, -1, -1, false)
+}
+
+// WriteSyncing is [WriteUnsynced] that then makes the file and its directory entry
+// durable beside the caller's work: durable waits until they are, and returns why they
+// could not be; a second call returns the same. A caller that must not go on before
+// the content is durable (what may be written next relies on it surviving a crash)
+// calls durable first; until then a machine crash may lose it, as WriteUnsynced's.
+func WriteSyncing(path string, data []byte, perm os.FileMode) (durable func() error, err error) {
+	if err := WriteUnsynced(path, data, perm); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- syncFile(path) }()
+	return sync.OnceValue(func() error { return <-done }), nil
+}
+
+// syncFile makes the file at path and its directory entry durable.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", path, err)
+	}
+	return SyncDir(filepath.Dir(path))
 }
 
 // WriteOwned is [Write] with the new file owned by uid:gid, set before the content

@@ -27,11 +27,45 @@ func leftovers(t *testing.T, dir string) []string {
 	return tmp
 }
 
-// writers are Write and WriteUnsynced, which differ only in durability.
+// writers are Write, WriteUnsynced and WriteSyncing (waited for), which differ only in
+// durability.
 var writers = []struct {
 	name  string
 	write func(string, []byte, os.FileMode) error
-}{{"Write", Write}, {"WriteUnsynced", WriteUnsynced}}
+}{{"Write", Write}, {"WriteUnsynced", WriteUnsynced}, {"WriteSyncing", writeSynced}}
+
+// writeSynced is WriteSyncing, then waits until it is durable.
+func writeSynced(path string, data []byte, perm os.FileMode) error {
+	durable, err := WriteSyncing(path, data, perm)
+	if err != nil {
+		return err
+	}
+	if err := durable(); err != nil {
+		return err
+	}
+	return durable() // a second wait returns the same
+}
+
+// TestWriteSyncingReportsTheSync: the sync that runs beside the caller reports its
+// failure through durable (here the file is gone before it could be opened).
+func TestWriteSyncingReportsTheSync(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "record.json")
+	for i := 0; i < 50; i++ {
+		durable, err := WriteSyncing(p, []byte("x"), 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(p)
+		if err := durable(); err != nil {
+			if !os.IsNotExist(err) {
+				t.Fatalf("durable: %v; want the file's absence", err)
+			}
+			return
+		}
+	}
+	t.Log("every sync ran before the file was removed: its failure was not reached")
+}
 
 func TestWriteCreatesAndReplaces(t *testing.T) {
 	for _, w := range writers {
