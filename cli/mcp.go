@@ -19,6 +19,7 @@ import (
 	"github.com/cordonhq/cordon/mcp"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // mcpStopTimeout bounds the session's teardown when the connection ends.
@@ -88,7 +89,7 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		}
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s stopped, its log sealed\n", id)
 	}()
-	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o)})
+	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o), MaxTimeout: mcpMaxTimeout(sess.Info())})
 	t := &gomcp.IOTransport{Reader: io.NopCloser(stdio.Stdin), Writer: nopWriteCloser{stdio.Stdout}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, t) }()
@@ -132,6 +133,20 @@ func mcpGates(stdio IO, o sessionStartOptions) []mcp.Gate {
 		}
 	}
 	return gs
+}
+
+// mcpMaxTimeout is the longest timeout_seconds the agent may ask exec for: the
+// contract's commands.timeout, which its session's record carries. The agent is
+// not the host's user (whose cordon exec --timeout may lengthen it): a longer
+// commands.timeout is a wider contract (cordon contract diff), so the agent may
+// shorten it, never lengthen it, as a served MCP session's agent may not. A
+// record without it (an older supervisor) lets the agent ask for no timeout
+// past a second.
+func mcpMaxTimeout(info wire.Info) time.Duration {
+	if info.TimeoutMS <= 0 {
+		return time.Second
+	}
+	return time.Duration(info.TimeoutMS) * time.Millisecond
 }
 
 // nopWriteCloser is w, not closed by the transport (stdout outlives the connection).
