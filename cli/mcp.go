@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/contract"
@@ -90,7 +89,7 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s stopped, its log sealed\n", id)
 	}()
 	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o), MaxTimeout: mcpMaxTimeout(sess.Info())})
-	t := &gomcp.IOTransport{Reader: io.NopCloser(stdio.Stdin), Writer: nopWriteCloser{stdio.Stdout}}
+	t := mcp.Stdio(stdio.Stdin, nopWriteCloser{stdio.Stdout})
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, t) }()
 	// On a signal, stop at once: a read of stdin that does not end with ctx must not
