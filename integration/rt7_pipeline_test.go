@@ -195,3 +195,42 @@ func mcpBatch(t *testing.T, before string) {
 	}
 	w.assertSessionEnded(id)
 }
+
+// TestRT7MCPPipelinedBig: the same with requests near the 16 MiB line bound (an exec
+// whose stdin passes its 8 MiB, refused at once, its answer unread): what cordon
+// holds for answers waiting is bounded in bytes, not only in count. Each such
+// request costs cordon mcp about 90 MiB while it is decoded and held; 31 of them
+// took it to 1.1 GiB when only their count was bounded (64), 283 MiB now (two held,
+// one being read).
+func TestRT7MCPPipelinedBig(t *testing.T) {
+	w := newWorld(t)
+	m := w.startRawMCP()
+	id := mcpSessionOf(t, m)
+	pid := m.cmd.Process.Pid
+	before := procStatus(t, pid, "VmRSS")
+	if err := m.in.SetWriteDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Answers no one reads fill the pipe first: the refusals below then wait.
+	for i := range 40 {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"list%d","method":"tools/list"}`, i))
+	}
+	stdin := strings.Repeat("x", 15<<20)
+	sent := 0
+	var werr error
+	for sent < 200 {
+		if _, werr = m.in.WriteString(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"true","stdin":"%s"}}}`+"\n", sent+1, stdin)); werr != nil {
+			break
+		}
+		sent++
+	}
+	after := procStatus(t, pid, "VmRSS")
+	t.Logf("wrote %d requests of 15 MiB unread (%v); cordon mcp RSS %d MiB before, %d MiB after", sent, werr, before>>20, after>>20)
+	if after-before > 512<<20 {
+		t.Errorf("cordon mcp grew by %d MiB holding requests whose answers no one read", (after-before)>>20)
+	}
+	_ = m.in.SetWriteDeadline(time.Time{})
+	m.in.Close()
+	go io.Copy(io.Discard, m.out) // its answers written, cordon mcp ends
+	w.assertSessionEnded(id)
+}

@@ -15,6 +15,13 @@ import (
 // requests in flight; one that sends more without reading the answers waits.
 const MaxPending = 64
 
+// MaxPendingBytes bounds the parameters of the requests a [Stdio] connection has
+// read and not answered, which it holds until their answers are written: a request
+// may be up to a 16 MiB line (the SDK's bound), so MaxPending of them could be
+// gigabytes held for a client that does not read. Past it, as past MaxPending, no
+// further request is read; one request is always read.
+const MaxPendingBytes = 16 << 20
+
 // errBatch ends a connection whose client sent a JSON-RPC batch.
 var errBatch = errors.New("a JSON-RPC batch is not served: send one message a line (MCP has no batches since 2025-06-18)")
 
@@ -23,21 +30,26 @@ var errBatch = errors.New("a JSON-RPC batch is not served: send one message a li
 // every request as it comes and queues it, and its answers wait on w: a client that
 // writes requests and never reads the answers had cordon hold each one and its
 // answer, 1.3 GiB in 20s of tools/list lines (TestRT7MCPPipelinedUnread).
-// Stdio reads no further request while [MaxPending] wait for their answers, so such
-// a client's writes block instead. And a batch (a line that is a JSON array),
+// Stdio reads no further request while [MaxPending] wait for their answers, or
+// their parameters reach [MaxPendingBytes] (31 exec calls of 15 MiB with their
+// answers unread held 1.1 GiB: TestRT7MCPPipelinedBig), so such a client's writes
+// block instead. And a batch (a line that is a JSON array),
 // which the SDK would parse and queue whole for a client of protocol 2025-03-26,
 // ends the connection.
 //
-// Both bounds hold only for a server that answers each request without waiting on
-// the client, as this package's does: it sends the client no request.
+// The bound holds only for a server that answers each request without waiting on
+// the client, as this package's does: it sends the client no request. While it is
+// reached, a client's cancellation waits with its other messages until an answer
+// is written (a call ends at its timeout in any case).
 func Stdio(r io.Reader, w io.WriteCloser) gomcp.Transport {
-	return &bounded{t: &gomcp.IOTransport{Reader: io.NopCloser(&noBatch{r: r}), Writer: w}, n: MaxPending}
+	return &bounded{t: &gomcp.IOTransport{Reader: io.NopCloser(&noBatch{r: r}), Writer: w}, n: MaxPending, bytes: MaxPendingBytes}
 }
 
 // bounded is a transport whose connections read no request past n unanswered.
 type bounded struct {
-	t gomcp.Transport
-	n int
+	t     gomcp.Transport
+	n     int
+	bytes int
 }
 
 func (b *bounded) Connect(ctx context.Context) (gomcp.Connection, error) {
@@ -45,26 +57,29 @@ func (b *bounded) Connect(ctx context.Context) (gomcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boundedConn{Connection: c, n: b.n, answered: make(chan struct{}, 1), closed: make(chan struct{}), pending: map[jsonrpc.ID]struct{}{}}, nil
+	return &boundedConn{Connection: c, n: b.n, maxBytes: b.bytes, answered: make(chan struct{}, 1), closed: make(chan struct{}), pending: map[jsonrpc.ID]int{}}, nil
 }
 
-// boundedConn is a connection that reads no request while n are unanswered. Read
-// is called by one goroutine at a time, Write and Close by any.
+// boundedConn is a connection that reads no request while n are unanswered or
+// their parameters hold maxBytes. Read is called by one goroutine at a time, Write
+// and Close by any.
 type boundedConn struct {
 	gomcp.Connection
 	n        int
+	maxBytes int
 	answered chan struct{} // a token when an answer was written
 	closed   chan struct{}
 	once     sync.Once
-	// mu guards pending: the ids of the requests read and not answered.
+	// mu guards the fields below.
 	mu      sync.Mutex
-	pending map[jsonrpc.ID]struct{}
+	pending map[jsonrpc.ID]int // the requests read and not answered: their parameters' size
+	bytes   int                // the sum of pending's sizes
 }
 
 func (c *boundedConn) full() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.pending) >= c.n
+	return len(c.pending) >= c.n || len(c.pending) > 0 && c.bytes >= c.maxBytes
 }
 
 func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -80,7 +95,10 @@ func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
 		c.mu.Lock()
-		c.pending[req.ID] = struct{}{}
+		if _, dup := c.pending[req.ID]; !dup { // a duplicate id is refused, its answer not the first's
+			c.pending[req.ID] = len(req.Params)
+			c.bytes += len(req.Params)
+		}
 		c.mu.Unlock()
 	}
 	return msg, err
@@ -90,8 +108,9 @@ func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
 	if resp, ok := msg.(*jsonrpc.Response); ok {
 		c.mu.Lock()
-		_, was := c.pending[resp.ID]
+		size, was := c.pending[resp.ID]
 		delete(c.pending, resp.ID)
+		c.bytes -= size
 		c.mu.Unlock()
 		if was {
 			select {

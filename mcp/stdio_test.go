@@ -56,7 +56,7 @@ func (f *fakeConn) Close() error                                 { return nil }
 func (f *fakeConn) SessionID() string                            { return "" }
 
 func TestBoundedPending(t *testing.T) {
-	c := &boundedConn{Connection: &fakeConn{}, n: 3, answered: make(chan struct{}, 1), closed: make(chan struct{}), pending: map[jsonrpc.ID]struct{}{}}
+	c := &boundedConn{Connection: &fakeConn{}, n: 3, maxBytes: 1 << 20, answered: make(chan struct{}, 1), closed: make(chan struct{}), pending: map[jsonrpc.ID]int{}}
 	ctx := context.Background()
 	for range 3 {
 		if _, err := c.Read(ctx); err != nil {
@@ -85,4 +85,33 @@ func TestBoundedPending(t *testing.T) {
 	if _, err := c.Read(ctx); !errors.Is(err, io.EOF) {
 		t.Fatalf("a read on a closed, full connection: %v", err)
 	}
+}
+
+func TestBoundedPendingBytes(t *testing.T) {
+	c := &boundedConn{Connection: &bigConn{}, n: 100, maxBytes: 25, answered: make(chan struct{}, 1), closed: make(chan struct{}), pending: map[jsonrpc.ID]int{}}
+	ctx := context.Background()
+	for range 3 { // 30 bytes: the third passes 25, then no more
+		if _, err := c.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Read(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read past 25 bytes pending: %v; want it to wait", err)
+	}
+	one, _ := jsonrpc.MakeID(float64(1))
+	_ = c.Write(ctx, &jsonrpc.Response{ID: one})
+	if _, err := c.Read(ctx); err != nil {
+		t.Fatalf("after an answer: %v", err)
+	}
+}
+
+// bigConn hands out calls whose parameters are 10 bytes.
+type bigConn struct{ fakeConn }
+
+func (b *bigConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := b.fakeConn.Read(ctx)
+	m.(*jsonrpc.Request).Params = []byte(`"12345678"`)
+	return m, err
 }
