@@ -30,6 +30,9 @@ func TestRT7MCPBackgroundOutlives(t *testing.T) {
 	for _, p := range []string{"/proc/1/environ", "/proc/1/cmdline", "/proc/1/root/etc/hostname", "/proc/1/mem"} {
 		res := m.call("read_file", map[string]any{"path": p})
 		t.Logf("read_file %s: error %v: %.200s", p, res.IsError, resultText(res))
+		if txt := resultText(res); strings.Contains(txt, "permission denied") && !strings.Contains(txt, "may not read") {
+			t.Errorf("read_file %s: a refused read is explained as a write: %s", p, txt)
+		}
 		if txt := resultText(res); strings.Contains(txt, "CORDON") || strings.Contains(txt, "secret") || strings.Contains(txt, "ghp_") {
 			t.Errorf("read_file %s gave process 1's secrets: %s", p, txt)
 		}
