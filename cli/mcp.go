@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/cordonhq/cordon/contract"
@@ -19,6 +18,7 @@ import (
 	"github.com/cordonhq/cordon/mcp"
 	"github.com/cordonhq/cordon/runner"
 	"github.com/cordonhq/cordon/session"
+	"github.com/cordonhq/cordon/session/wire"
 )
 
 // mcpStopTimeout bounds the session's teardown when the connection ends.
@@ -88,8 +88,8 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		}
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s stopped, its log sealed\n", id)
 	}()
-	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o)})
-	t := &gomcp.IOTransport{Reader: io.NopCloser(stdio.Stdin), Writer: nopWriteCloser{stdio.Stdout}}
+	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o), MaxTimeout: mcpMaxTimeout(sess.Info())})
+	t := mcp.Stdio(stdio.Stdin, nopWriteCloser{stdio.Stdout})
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, t) }()
 	// On a signal, stop at once: a read of stdin that does not end with ctx must not
@@ -132,6 +132,20 @@ func mcpGates(stdio IO, o sessionStartOptions) []mcp.Gate {
 		}
 	}
 	return gs
+}
+
+// mcpMaxTimeout is the longest timeout_seconds the agent may ask exec for: the
+// contract's commands.timeout, which its session's record carries. The agent is
+// not the host's user (whose cordon exec --timeout may lengthen it): a longer
+// commands.timeout is a wider contract (cordon contract diff), so the agent may
+// shorten it, never lengthen it, as a served MCP session's agent may not. A
+// record without it (an older supervisor) lets the agent ask for no timeout
+// past a second.
+func mcpMaxTimeout(info wire.Info) time.Duration {
+	if info.TimeoutMS <= 0 {
+		return time.Second
+	}
+	return time.Duration(info.TimeoutMS) * time.Millisecond
 }
 
 // nopWriteCloser is w, not closed by the transport (stdout outlives the connection).

@@ -34,7 +34,7 @@ type ExecInput struct {
 	Command        string `json:"command" jsonschema:"the command line, run by /bin/sh -c inside the sandbox (pipes, redirections and && work)"`
 	Stdin          string `json:"stdin,omitempty" jsonschema:"text the command reads on its standard input (default: empty)"`
 	Dir            string `json:"dir,omitempty" jsonschema:"absolute working directory inside the sandbox (default: the contract's workdir, the workspace); for one below the workspace, start the command with cd"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default: the contract's commands.timeout)"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default and at most: the contract's commands.timeout)"`
 	MaxOutputChars int    `json:"max_output_chars,omitempty" jsonschema:"keep at most this many characters of each of stdout and stderr (default 10000, at most 200000); the whole output goes to a spill file inside the sandbox, named by spill_path"`
 }
 

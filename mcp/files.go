@@ -110,7 +110,7 @@ func (t *tools) runHelper(ctx context.Context, op string, flags []string, path s
 		return fileop.Answer{}, fmt.Errorf("%s failed (exit %d): %s", op, res.ExitCode, strings.TrimSpace(res.Reason+" "+res.Stderr))
 	}
 	if a.Error != "" {
-		return a, errors.New(explain(a.Error))
+		return a, errors.New(explain(op, a.Error))
 	}
 	if res.ExitCode != 0 {
 		return a, fmt.Errorf("%s failed (exit %d)", op, res.ExitCode)
@@ -118,9 +118,14 @@ func (t *tools) runHelper(ctx context.Context, op string, flags []string, path s
 	return a, nil
 }
 
-// explain adds to a kernel's refusal what it means in a sandbox.
-func explain(msg string) string {
+// explain adds to a kernel's refusal of op what it means in a sandbox.
+func explain(op, msg string) string {
+	reading := op == fileop.OpRead || op == fileop.OpList
 	switch {
+	case reading && (strings.HasSuffix(msg, "permission denied") || strings.HasSuffix(msg, "operation not permitted")):
+		// Not a matter of writing: /proc/1/environ, a file its mode keeps from the
+		// sandbox's user.
+		return msg + " (the sandbox may not read this path; cordon explain shows what the contract grants)"
 	case strings.HasSuffix(msg, "read-only file system"), strings.HasSuffix(msg, "permission denied"), strings.HasSuffix(msg, "operation not permitted"):
 		return msg + " (the contract does not make this path writable here; cordon explain shows what it grants)"
 	case strings.HasSuffix(msg, "no such file or directory"):

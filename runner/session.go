@@ -162,6 +162,10 @@ func (s *Session) serve(ctx context.Context) error {
 // ID is the session's run id.
 func (s *Session) ID() string { return s.r.res.RunID }
 
+// Timeout is the contract's per-command timeout (commands.timeout): what a command
+// runs for when its Exec asks for none.
+func (s *Session) Timeout() time.Duration { return time.Duration(s.r.plan.Timeout) }
+
 // AuditDir is where the session's log is.
 func (s *Session) AuditDir() string { return s.r.res.AuditDir }
 

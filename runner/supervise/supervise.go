@@ -106,7 +106,8 @@ func Publish(sess *runner.Session, rec Record, root paths.Root) (*Server, error)
 	}
 	if err == nil {
 		si := wire.Info{ID: id, Process: owner.Self(), Started: time.Now().UTC(),
-			Contract: rec.Contract, Backend: rec.Backend, Workspace: rec.Workspace, AuditDir: sess.AuditDir()}
+			Contract: rec.Contract, Backend: rec.Backend, Workspace: rec.Workspace, AuditDir: sess.AuditDir(),
+			TimeoutMS: sess.Timeout().Milliseconds()}
 		data, _ := json.Marshal(si)
 		err = atomicfile.Write(info, data, 0o600)
 	}

@@ -155,6 +155,10 @@ type Info struct {
 	Backend   string    `json:"backend"`
 	Workspace string    `json:"workspace"`
 	AuditDir  string    `json:"audit_dir"`
+	// TimeoutMS is the contract's per-command timeout (commands.timeout), in
+	// milliseconds: a client that must not lengthen it (cordon mcp, for its agent)
+	// bounds what it asks for by it. 0 in the record of an older cordon.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // List reads the session records in dir (a run root's Sessions), live or dead, sorted
