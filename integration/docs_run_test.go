@@ -33,7 +33,9 @@ func docWorld(t *testing.T) *world {
 			w.env[i] = "PATH=" + bin + ":" + strings.TrimPrefix(e, "PATH=")
 		}
 	}
-	w.env = append(w.env, "XDG_STATE_HOME="+shortTempDir(t), "TERM=dumb", "CORDON_SRC="+repoRoot(t))
+	// RUNNER_TEMP: docs/ci.md runs the GitHub action's script, which keeps its audit
+	// root there (the runner's, emptied after each job; /tmp without it).
+	w.env = append(w.env, "XDG_STATE_HOME="+shortTempDir(t), "TERM=dumb", "CORDON_SRC="+repoRoot(t), "RUNNER_TEMP="+shortTempDir(t))
 	t.Cleanup(func() { stopSessions(w) })
 	return w
 }
