@@ -16,6 +16,13 @@ var (
 	attackErr  error
 )
 
+// removeAttacker removes the attack program attacker built, once the tests are done.
+func removeAttacker() {
+	if attackBin != "" {
+		os.RemoveAll(filepath.Dir(attackBin))
+	}
+}
+
 // attacker copies the static attack program (testdata/attack) into w's workspace and
 // returns its path there.
 func (w *world) attacker() string {

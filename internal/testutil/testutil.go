@@ -92,11 +92,15 @@ func Cordon(t testing.TB) string {
 
 // Main runs a package's tests (call it from TestMain) and then removes the binaries
 // [Cordon] built for them: each test binary builds its own (~120 MB), and a
-// temporary directory left by every `go test` run fills /tmp.
-func Main(m *testing.M) {
+// temporary directory left by every `go test` run fills /tmp. Each of after runs
+// then, for what else the package's tests keep for the whole process.
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
 	if buildPath != "" {
 		os.RemoveAll(filepath.Dir(buildPath))
+	}
+	for _, f := range after {
+		f()
 	}
 	os.Exit(code)
 }
