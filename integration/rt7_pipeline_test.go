@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,13 @@ type rawMCP struct {
 	outF   *os.File // its stdout, read through out
 	out    *bufio.Reader
 	stderr *syncBuffer
+	drains sync.Once // the one reader that discards the rest of out
+}
+
+// drain reads and discards the rest of the server's output in the background, once:
+// a second call does nothing (two readers of out would race).
+func (m *rawMCP) drain() {
+	m.drains.Do(func() { go io.Copy(io.Discard, m.out) })
 }
 
 func (w *world) startRawMCP() *rawMCP {
@@ -48,7 +56,7 @@ func (w *world) startRawMCP() *rawMCP {
 	opw.Close()
 	t.Cleanup(func() {
 		pw.Close()
-		go io.Copy(io.Discard, m.out)
+		m.drain()
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
@@ -231,6 +239,6 @@ func TestRT7MCPPipelinedBig(t *testing.T) {
 	}
 	_ = m.in.SetWriteDeadline(time.Time{})
 	m.in.Close()
-	go io.Copy(io.Discard, m.out) // its answers written, cordon mcp ends
+	m.drain() // its answers written, cordon mcp ends
 	w.assertSessionEnded(id)
 }
