@@ -12,7 +12,13 @@ runs=${BENCH_RUNS:-100}
 ws=$(mktemp -d /tmp/cordon-bench.XXXXXX)
 cfg=$(mktemp -d /tmp/cordon-bench-cfg.XXXXXX)
 aud=$(mktemp -d /tmp/cordon-bench-audit.XXXXXX)
-trap 'rm -rf "$ws" "$cfg" "$aud"' EXIT
+# Everything the script makes is undone on exit, whichever step ends it: each step adds
+# its own to `undo` (a later step never replaces an earlier one's cleanup, as a second
+# `trap` would: that left the common layout's loop mount and image behind).
+undo=()
+cleanup() { local i; for ((i = ${#undo[@]} - 1; i >= 0; i--)); do eval "${undo[i]}" || true; done; }
+trap cleanup EXIT
+undo+=('rm -rf "$ws" "$cfg" "$aud"')
 # The runs' logs go to a ledger of the benchmark's own, removed with it: `make bench`
 # leaves nothing in the user's ledger. Not below $cfg: the monitored run's contract is
 # there, which makes $cfg its workspace, and cordon refuses a log the sandbox can reach.
@@ -44,7 +50,7 @@ for f in gshadow gshadow- shadow shadow-; do table+=(--ro-bind "$mask/f" "/etc/$
 table+=(--bind "$ws" "$ws")
 for i in $(seq 30); do mkdir -p "$ws/.bench-protected/$i"; table+=(--ro-bind "$mask" "$ws/.bench-protected/$i"); done
 table+=(--ro-bind "$root/bin/cordon-init" /run/cordon/cordon --remount-ro / --chdir "$ws" -- /bin/true)
-trap 'rm -rf "$ws" "$cfg" "$aud" "$mask"' EXIT
+undo+=('rm -rf "$mask"')
 
 cmds=(-n true true
       -n bwrap "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session --cap-drop ALL /bin/true"
@@ -67,11 +73,11 @@ hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/start.json" "${cmds[@
 # image) and the run root on a tmpfs, as /run is on systemd hosts. Root only (a loop mount).
 if [[ $(id -u) == 0 ]] && command -v mkfs.ext4 >/dev/null 2>&1; then
   std=$(mktemp -d /tmp/cordon-bench-std.XXXXXX)
+  undo+=('rm -rf "$std"' 'umount "$std/mnt" 2>/dev/null')
   truncate -s 256M "$std/img" && mkfs.ext4 -q -F "$std/img" && mkdir "$std/mnt" &&
     mount -o loop "$std/img" "$std/mnt"
-  trap 'umount "$std/mnt" 2>/dev/null; rm -rf "$ws" "$cfg" "$aud" "$mask" "$std"' EXIT
   sws="$std/mnt/ws" srun=$(mktemp -d /dev/shm/cordon-bench-runs.XXXXXX)
-  trap 'umount "$std/mnt" 2>/dev/null; rm -rf "$ws" "$cfg" "$aud" "$mask" "$std" "$srun"' EXIT
+  undo+=('rm -rf "$srun"')
   mkdir -p "$sws/.bench-protected" && (cd "$sws" && git init -q .)
   stable=("${table[@]}")
   for i in "${!stable[@]}"; do stable[i]=${stable[i]//$ws/$sws}; done
@@ -115,7 +121,7 @@ hyperfine -N --warmup 5 --runs "$runs" --export-json "$out/limits.json" \
 # beside setpriv alone, whose cost the bwrap row includes. Their sum, less setpriv, is
 # the floor; the start table above has the whole run.
 ctl=$(mktemp /tmp/cordon-bench-ctl.XXXXXX)
-trap 'rm -rf "$ws" "$cfg" "$aud" "$mask" "$ctl"' EXIT
+undo+=('rm -f "$ctl"')
 own=(--unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try
      --disable-userns --die-with-parent --new-session --as-pid-1 --cap-drop ALL --hostname cordon
      --dev /dev --perms 1777 --tmpfs /dev/shm --proc /proc --ro-bind /proc/sys /proc/sys
