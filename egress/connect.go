@@ -28,19 +28,39 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 		p.denyHTTP(cc, bw, a)
 		return
 	}
+	p.openTunnel(ctx, cc, br, a, host, port, connectAnswers{p: p, cc: cc, bw: bw})
+}
+
+// tunnelAnswers is how a tunnel's protocol tells its client the outcome: CONNECT's
+// status lines or SOCKS5's replies. Each of denied and unreachable records the
+// attempt before it answers (doc.go).
+type tunnelAnswers interface {
+	// denied answers a destination the contract refused (a says why).
+	denied(a *attempt)
+	// unreachable answers one that was not reached (err, in a.ev.Error too); allowed
+	// says the contract allowed it.
+	unreachable(a *attempt, allowed bool, err error)
+	// established tells the client its tunnel is open.
+	established() error
+}
+
+// openTunnel decides host:port, dials it and answers through ans, then relays the
+// tunnel (or intercepts it, for a host the run's credentials are injected into). It
+// is CONNECT's and SOCKS5's one way from a parsed request to a tunnel.
+func (p *Proxy) openTunnel(ctx context.Context, cc *idleConn, br *bufio.Reader, a *attempt, host string, port uint16, ans tunnelAnswers) {
 	up, d, err := p.connect(ctx, host, port)
 	a.target(host, port, d)
 	switch {
 	case up == nil && err == nil:
 		a.deniedBy(d)
-		p.denyHTTP(cc, bw, a)
+		ans.denied(a)
 		return
 	case up == nil:
 		a.ev.Error = err.Error()
 		if d.Verdict != policy.Allow {
 			a.deniedBy(d)
 		}
-		p.unreachableHTTP(cc, bw, a, d.Verdict == policy.Allow)
+		ans.unreachable(a, d.Verdict == policy.Allow, err)
 		return
 	}
 	a.allowedBy(d, up.RemoteAddr())
@@ -50,12 +70,11 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
 			up.Close()
 			a.refused(policy.Denied, "credential host failed tls verification: "+err.Error())
-			p.denyHTTP(cc, bw, a)
+			ans.denied(a)
 			return
 		}
 	}
-	_, _ = bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
-	if err := bw.Flush(); err != nil {
+	if err := ans.established(); err != nil {
 		up.Close()
 		a.ev.Error = err.Error()
 		p.emitAttempt(a, true)
@@ -66,6 +85,24 @@ func (p *Proxy) serveConnect(ctx context.Context, cc *idleConn, br *bufio.Reader
 		return
 	}
 	p.relay(ctx, cc, br, up, a)
+}
+
+// connectAnswers answers a CONNECT request with HTTP status lines.
+type connectAnswers struct {
+	p  *Proxy
+	cc *idleConn
+	bw *bufio.Writer
+}
+
+func (c connectAnswers) denied(a *attempt) { c.p.denyHTTP(c.cc, c.bw, a) }
+
+func (c connectAnswers) unreachable(a *attempt, allowed bool, _ error) {
+	c.p.unreachableHTTP(c.cc, c.bw, a, allowed)
+}
+
+func (c connectAnswers) established() error {
+	_, _ = c.bw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
+	return c.bw.Flush()
 }
 
 // relay runs an allowed tunnel to up and reports it when it ends.

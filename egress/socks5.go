@@ -3,7 +3,6 @@ package egress
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,47 +85,26 @@ func (p *Proxy) serveSOCKS(ctx context.Context, cc *idleConn, br *bufio.Reader) 
 		}
 		return
 	}
-	up, d, err := p.connect(ctx, host, port)
-	a.target(host, port, d)
-	switch {
-	case up == nil && err == nil:
-		a.deniedBy(d)
-		p.emitAttempt(a, false)
-		_ = writeSOCKSReply(cc, socksNotAllowed)
-		return
-	case up == nil:
-		a.ev.Error = err.Error()
-		if d.Verdict != policy.Allow {
-			a.deniedBy(d)
-		}
-		p.emitAttempt(a, d.Verdict == policy.Allow)
-		_ = writeSOCKSReply(cc, socksReplyFor(err))
-		return
-	}
-	a.allowedBy(d, up.RemoteAddr())
-	creds := p.intercept[a.ev.Host]
-	var upTLS *tls.Conn
-	if len(creds) > 0 {
-		if upTLS, err = p.upstreamTLS(ctx, up, a.ev.Host); err != nil {
-			up.Close()
-			a.refused(policy.Denied, "credential host failed tls verification: "+err.Error())
-			p.emitAttempt(a, false)
-			_ = writeSOCKSReply(cc, socksNotAllowed)
-			return
-		}
-	}
-	if err := writeSOCKSReply(cc, socksOK); err != nil {
-		up.Close()
-		a.ev.Error = err.Error()
-		p.emitAttempt(a, true)
-		return
-	}
-	if upTLS != nil {
-		p.intercepted(ctx, cc, br, up, upTLS, a, creds)
-		return
-	}
-	p.relay(ctx, cc, br, up, a)
+	p.openTunnel(ctx, cc, br, a, host, port, socksAnswers{p: p, cc: cc})
 }
+
+// socksAnswers answers a SOCKS5 CONNECT with its replies.
+type socksAnswers struct {
+	p  *Proxy
+	cc *idleConn
+}
+
+func (s socksAnswers) denied(a *attempt) {
+	s.p.emitAttempt(a, false)
+	_ = writeSOCKSReply(s.cc, socksNotAllowed)
+}
+
+func (s socksAnswers) unreachable(a *attempt, allowed bool, err error) {
+	s.p.emitAttempt(a, allowed)
+	_ = writeSOCKSReply(s.cc, socksReplyFor(err))
+}
+
+func (s socksAnswers) established() error { return writeSOCKSReply(s.cc, socksOK) }
 
 // readSOCKS negotiates the method and reads the request, answering the method selection.
 // It returns the requested host (as given: a name, or an address in text form) and port.
