@@ -1,12 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordonhq/cordon/server/api"
 )
@@ -122,5 +127,38 @@ func TestBodyBudget(t *testing.T) {
 	}
 	if b.total != 0 {
 		t.Fatalf("total after every release: %d", b.total)
+	}
+}
+
+// TestChargeAnswer: a tool call's answer is charged to its tenant's budget until its
+// POST ends; past the budget it is withheld, a tool error naming the quota.
+func TestChargeAnswer(t *testing.T) {
+	hub := &mcpHub{s: &Server{metrics: newMetrics([]string{"acme"})}}
+	answer := func(n int) gomcp.Result {
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Repeat("x", n)}}}
+	}
+	post, end := context.WithCancel(context.Background())
+	if res := hub.chargeAnswer("acme", post, answer(mcpBodiesPerTenant/2)); res.(*gomcp.CallToolResult).IsError {
+		t.Fatal("the first answer, within the budget, was withheld")
+	}
+	if hub.bodies.per["acme"] <= mcpBodiesPerTenant/2 {
+		t.Fatalf("charged %d for an answer of half the budget", hub.bodies.per["acme"])
+	}
+	res := hub.chargeAnswer("acme", context.Background(), answer(mcpBodiesPerTenant/2))
+	if cr := res.(*gomcp.CallToolResult); !cr.IsError || !strings.Contains(cr.Content[0].(*gomcp.TextContent).Text, mcpBodiesQuota) {
+		t.Fatalf("an answer past the budget: %+v; want a tool error naming %s", cr, mcpBodiesQuota)
+	}
+	end()
+	// AfterFunc gives the charge back in a goroutine of its own.
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		hub.bodies.mu.Lock()
+		total := hub.bodies.total
+		hub.bodies.mu.Unlock()
+		if total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still charged once the POST ended", total)
+		}
 	}
 }
