@@ -24,6 +24,7 @@ import (
 const (
 	mcpBodiesPerTenant   = 64 << 20
 	mcpBodies            = 256 << 20
+	mcpFairShare         = mcpMaxBody          // what a tenant may hold whatever the others do
 	mcpBodiesQuota       = "mcp_bodies"        // api.Error.Quota past mcpBodiesPerTenant
 	serverMCPBodiesQuota = "server_mcp_bodies" // past mcpBodies
 	// mcpPostHeader names, on a POST handed to the SDK, the POST a call arrived
@@ -39,14 +40,19 @@ type bodyBudget struct {
 	total int64
 }
 
-// acquire takes n bytes of tenant's budget; the quota it is past when it cannot.
+// acquire takes n bytes of tenant's budget; the quota it is past when it cannot. A
+// tenant holding less than mcpFairShare is never refused for the total, so that no
+// set of other tenants can lock it out of MCP (rt8: four tenants declaring 64 MiB
+// bodies each and sending one byte held the whole server's budget, and a fifth could
+// not even initialize); the total is then at most mcpBodies and, for each tenant,
+// mcpFairShare and one message.
 func (b *bodyBudget) acquire(tenant string, n int64) (release func(), quota string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.per[tenant]+n > mcpBodiesPerTenant:
 		return nil, mcpBodiesQuota
-	case b.total+n > mcpBodies:
+	case b.total+n > mcpBodies && b.per[tenant] >= mcpFairShare:
 		return nil, serverMCPBodiesQuota
 	}
 	if b.per == nil {

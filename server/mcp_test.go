@@ -96,7 +96,8 @@ func TestOneMessage(t *testing.T) {
 }
 
 // TestBodyBudget: a tenant's MCP bodies in flight stop at mcpBodiesPerTenant, every
-// tenant's at mcpBodies; a release gives the bytes back, once.
+// tenant's at mcpBodies but for each tenant's fair share; a release gives the bytes
+// back, once.
 func TestBodyBudget(t *testing.T) {
 	var b bodyBudget
 	r1, q := b.acquire("acme", mcpBodiesPerTenant-10)
@@ -119,9 +120,20 @@ func TestBodyBudget(t *testing.T) {
 		}
 		rs = append(rs, r)
 	}
-	if r, q := b.acquire("another", 1); r != nil || q != serverMCPBodiesQuota {
-		t.Fatalf("past the server's bound: %q", q)
+	// Past the server's bound, a tenant still gets its fair share, and no more.
+	fair, q := b.acquire("another", mcpFairShare-1)
+	if fair == nil {
+		t.Fatalf("a tenant's fair share past the server's bound: %q", q)
 	}
+	if r, q := b.acquire("another", 1); r == nil {
+		t.Fatalf("the last byte of a tenant's fair share: %q", q)
+	} else {
+		rs = append(rs, r)
+	}
+	if r, q := b.acquire("another", 1); r != nil || q != serverMCPBodiesQuota {
+		t.Fatalf("past the server's bound and the fair share: %q", q)
+	}
+	fair()
 	for _, r := range rs {
 		r()
 	}
