@@ -194,10 +194,27 @@ func oneMessage(w http.ResponseWriter, r *http.Request) bool {
 	}
 }
 
+// get serves the session's standalone event stream. It lasts as long as its session
+// or its client: it is not cut at the command timeout as a POST is, since the SDK's
+// client, which gets no event id to resume from (no event store), counts each cut
+// as a retry without progress and, past its retries (5), fails the whole session:
+// a Go SDK client lost its served session after 12 minutes of use (rt8). The server
+// writes nothing on it but its prime (no notification goes there), so a client that
+// never reads it holds no write; it ends with the session (DELETE, mcp_idle, the
+// daemon stopping) and, like every held request, counts against the tenant's bound.
 func (hub *mcpHub) get(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	if c := hub.named(w, r, id); c != nil {
-		hub.serve(w, r, c)
+	c := hub.named(w, r, id)
+	if c == nil {
+		return
 	}
+	rc := http.NewResponseController(w)
+	if err := errors.Join(rc.SetWriteDeadline(time.Time{}), rc.SetReadDeadline(time.Time{})); err != nil {
+		writeError(w, http.StatusInternalServerError, "lifting the response's deadline: "+err.Error())
+		return
+	}
+	jw := &jsonErrors{ResponseWriter: w}
+	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
+	jw.finish()
 }
 
 // del ends the session and answers once its cordon session is stopped and its log

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -23,6 +24,7 @@ import (
 const (
 	mcpBodiesPerTenant   = 64 << 20
 	mcpBodies            = 256 << 20
+	mcpFairShare         = mcpMaxBody          // what a tenant may hold whatever the others do
 	mcpBodiesQuota       = "mcp_bodies"        // api.Error.Quota past mcpBodiesPerTenant
 	serverMCPBodiesQuota = "server_mcp_bodies" // past mcpBodies
 	// mcpPostHeader names, on a POST handed to the SDK, the POST a call arrived
@@ -38,14 +40,19 @@ type bodyBudget struct {
 	total int64
 }
 
-// acquire takes n bytes of tenant's budget; the quota it is past when it cannot.
+// acquire takes n bytes of tenant's budget; the quota it is past when it cannot. A
+// tenant holding less than mcpFairShare is never refused for the total, so that no
+// set of other tenants can lock it out of MCP (rt8: four tenants declaring 64 MiB
+// bodies each and sending one byte held the whole server's budget, and a fifth could
+// not even initialize); the total is then at most mcpBodies and, for each tenant,
+// mcpFairShare and one message.
 func (b *bodyBudget) acquire(tenant string, n int64) (release func(), quota string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.per[tenant]+n > mcpBodiesPerTenant:
 		return nil, mcpBodiesQuota
-	case b.total+n > mcpBodies:
+	case b.total+n > mcpBodies && b.per[tenant] >= mcpFairShare:
 		return nil, serverMCPBodiesQuota
 	}
 	if b.per == nil {
@@ -74,14 +81,10 @@ func (hub *mcpHub) budget(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	release, quota := hub.bodies.acquire(tenant, n)
 	if release == nil {
-		limit := mcpBodiesPerTenant
-		if quota == serverMCPBodiesQuota {
-			limit = mcpBodies
-		}
 		hub.s.metrics.refused(tenant, quota)
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusTooManyRequests, api.Error{Quota: quota,
-			Error: fmt.Sprintf("%s: at most %d MiB of MCP messages in flight at a time", quota, limit>>20)})
+			Error: fmt.Sprintf("%s: at most %d MiB of MCP messages in flight at a time", quota, budgetLimit(quota)>>20)})
 	}
 	return release
 }
@@ -124,8 +127,45 @@ func (c *mcpConn) bound(hub *mcpHub) gomcp.Middleware {
 					return nil, context.Canceled
 				}
 				defer context.AfterFunc(post, cancel)()
+				res, err := next(ctx, method, req)
+				if err != nil {
+					return res, err
+				}
+				return hub.chargeAnswer(c.tenant, post, res), nil
 			}
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// chargeAnswer takes a tool call's answer from tenant's budget until post, the POST
+// that carries it, ends: an answer is held, encoded, for as long as its client does
+// not read it, as a body is while its call runs. A client that posted 32 calls of an
+// exec of 400 KB of control characters (a few hundred bytes of bodies) and never read
+// held 875 MiB of the daemon (rt8). Past the budget, the answer is withheld and the
+// call's result is a tool error saying so: the call ran (an exec's whole output stays
+// in its spill file), but the client, which has that much unread, is not sent more.
+func (hub *mcpHub) chargeAnswer(tenant string, post context.Context, res gomcp.Result) gomcp.Result {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return res // the SDK will fail to encode it too, and say so
+	}
+	release, quota := hub.bodies.acquire(tenant, int64(len(data)))
+	if release == nil {
+		hub.s.metrics.refused(tenant, quota)
+		return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: fmt.Sprintf(
+			"the call ran, but its answer (%d bytes) is withheld: %s: at most %d MiB of MCP messages in flight at a time, "+
+				"and this client has that much unread; an exec's whole output is in its spill file until the next changes call",
+			len(data), quota, budgetLimit(quota)>>20)}}}
+	}
+	context.AfterFunc(post, release)
+	return res
+}
+
+// budgetLimit is the bound of a budget's quota.
+func budgetLimit(quota string) int {
+	if quota == serverMCPBodiesQuota {
+		return mcpBodies
+	}
+	return mcpBodiesPerTenant
 }

@@ -1,12 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordonhq/cordon/server/api"
 )
@@ -91,7 +96,8 @@ func TestOneMessage(t *testing.T) {
 }
 
 // TestBodyBudget: a tenant's MCP bodies in flight stop at mcpBodiesPerTenant, every
-// tenant's at mcpBodies; a release gives the bytes back, once.
+// tenant's at mcpBodies but for each tenant's fair share; a release gives the bytes
+// back, once.
 func TestBodyBudget(t *testing.T) {
 	var b bodyBudget
 	r1, q := b.acquire("acme", mcpBodiesPerTenant-10)
@@ -114,13 +120,57 @@ func TestBodyBudget(t *testing.T) {
 		}
 		rs = append(rs, r)
 	}
-	if r, q := b.acquire("another", 1); r != nil || q != serverMCPBodiesQuota {
-		t.Fatalf("past the server's bound: %q", q)
+	// Past the server's bound, a tenant still gets its fair share, and no more.
+	fair, q := b.acquire("another", mcpFairShare-1)
+	if fair == nil {
+		t.Fatalf("a tenant's fair share past the server's bound: %q", q)
 	}
+	if r, q := b.acquire("another", 1); r == nil {
+		t.Fatalf("the last byte of a tenant's fair share: %q", q)
+	} else {
+		rs = append(rs, r)
+	}
+	if r, q := b.acquire("another", 1); r != nil || q != serverMCPBodiesQuota {
+		t.Fatalf("past the server's bound and the fair share: %q", q)
+	}
+	fair()
 	for _, r := range rs {
 		r()
 	}
 	if b.total != 0 {
 		t.Fatalf("total after every release: %d", b.total)
+	}
+}
+
+// TestChargeAnswer: a tool call's answer is charged to its tenant's budget until its
+// POST ends; past the budget it is withheld, a tool error naming the quota.
+func TestChargeAnswer(t *testing.T) {
+	hub := &mcpHub{s: &Server{metrics: newMetrics([]string{"acme"})}}
+	answer := func(n int) gomcp.Result {
+		return &gomcp.CallToolResult{Content: []gomcp.Content{&gomcp.TextContent{Text: strings.Repeat("x", n)}}}
+	}
+	post, end := context.WithCancel(context.Background())
+	if res := hub.chargeAnswer("acme", post, answer(mcpBodiesPerTenant/2)); res.(*gomcp.CallToolResult).IsError {
+		t.Fatal("the first answer, within the budget, was withheld")
+	}
+	if hub.bodies.per["acme"] <= mcpBodiesPerTenant/2 {
+		t.Fatalf("charged %d for an answer of half the budget", hub.bodies.per["acme"])
+	}
+	res := hub.chargeAnswer("acme", context.Background(), answer(mcpBodiesPerTenant/2))
+	if cr := res.(*gomcp.CallToolResult); !cr.IsError || !strings.Contains(cr.Content[0].(*gomcp.TextContent).Text, mcpBodiesQuota) {
+		t.Fatalf("an answer past the budget: %+v; want a tool error naming %s", cr, mcpBodiesQuota)
+	}
+	end()
+	// AfterFunc gives the charge back in a goroutine of its own.
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		hub.bodies.mu.Lock()
+		total := hub.bodies.total
+		hub.bodies.mu.Unlock()
+		if total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still charged once the POST ended", total)
+		}
 	}
 }
