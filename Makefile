@@ -40,7 +40,15 @@ test: deps
 	$(MAKE) --no-print-directory darwin
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 	@GO=$(GO) scripts/k8s-test.sh setup
-	@GO=$(GO) scripts/test-lanes.sh
+	@# The integration package's tests on Pods and on the container engines
+	@# (TestEscapesOnPods, TestContainer*) wait on Pods and engines far more than they
+	@# compute: a lane of their own beside the packages', not minutes more in the
+	@# integration package's.
+	$(GO) test -race -tags k8s -count=1 -timeout 30m -skip '$(ENGINE_LANE)' ./... & all=$$!; \
+	$(GO) test -race -tags k8s -count=1 -timeout 30m -run '$(ENGINE_LANE)' ./integration/; engines=$$?; \
+	wait $$all; rc=$$?; [ $$rc -eq 0 ] && [ $$engines -eq 0 ]
+
+ENGINE_LANE := ^(TestEscapesOnPods|TestContainer[A-Za-z]*)$$
 
 # darwin: the module builds and vets for macOS on both architectures (the seatbelt
 # backend and every _other.go stub), cross-compiled here.
