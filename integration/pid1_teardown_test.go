@@ -262,8 +262,13 @@ func TestTeardownEngineHung(t *testing.T) {
 			}
 			assertSealed(t, w, id, audit.ReasonExited, "teardown: ")
 			w.env = engineEnv // the engine answers again
-			if r := w.cordon("", "gc"); r.code != 0 || !strings.Contains(r.stdout, id) {
-				t.Errorf("gc: want it to remove the session's container: %v", r)
+			// The container is left to any gc once its supervisor is gone: another
+			// test's `cordon gc` on this machine (CI runs lanes at once) may take it
+			// first, and this one then has nothing of it to say. Either way it must go.
+			if r := w.cordon("", "gc"); r.code != 0 {
+				t.Errorf("gc: %v", r)
+			} else if !strings.Contains(r.stdout, id) {
+				t.Logf("gc did not name the session (another gc on this machine took its container first?): %v", r)
 			}
 			assertSessionGone(t, w, c.backend, id)
 		})
