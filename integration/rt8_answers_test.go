@@ -25,11 +25,7 @@ func TestRT8MCPUnreadAnswers(t *testing.T) {
 	stopSessionsAtEnd(t, s)
 	var sids []string
 	for range 2 {
-		cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-		if err != nil {
-			t.Fatalf("connect: %v\n%s", err, s.stderr)
-		}
-		defer cs.Close()
+		cs := s.acmeMCP(t)
 		sids = append(sids, cs.ID())
 	}
 	proto := []string{"Mcp-Protocol-Version", "2025-06-18"}

@@ -19,17 +19,8 @@ func TestRT8MCPAbandonedListens(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
-	var metrics string
-	select {
-	case metrics = <-s.metrics:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no metrics listener")
-	}
-	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, s.stderr)
-	}
-	defer cs.Close()
+	metrics := s.metricsAddr(t)
+	cs := s.acmeMCP(t)
 	before := goroutines(t, metrics)
 	const posts = 200
 	for i := range posts {

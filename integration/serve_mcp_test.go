@@ -513,3 +513,15 @@ func TestServeMCPPool(t *testing.T) {
 	}
 	_ = cs.Close()
 }
+
+// acmeMCP connects an MCP client to the daemon as tenant acme on bwrap, failing the
+// test when it cannot; the client is closed when the test ends.
+func (s *served) acmeMCP(t *testing.T) *gomcp.ClientSession {
+	t.Helper()
+	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, s.stderr)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}

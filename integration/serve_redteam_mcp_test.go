@@ -88,17 +88,8 @@ func TestRedMCPBatch(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
-	var metrics string
-	select {
-	case metrics = <-s.metrics:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no metrics listener")
-	}
-	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, s.stderr)
-	}
-	defer cs.Close()
+	metrics := s.metricsAddr(t)
+	cs := s.acmeMCP(t)
 	before := goroutines(t, metrics)
 	var b strings.Builder
 	b.WriteByte('[')
@@ -144,11 +135,7 @@ func TestRedMCPRoles(t *testing.T) {
 	url := "https://" + s.addr + api.MCP
 	leadCert, _, _ := s.ca.issue(t, "lead.acme", false)
 	betaLead, _, _ := s.ca.issue(t, "lead.beta", false)
-	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, s.stderr)
-	}
-	defer cs.Close()
+	cs := s.acmeMCP(t)
 	hdr := append([]string{"Mcp-Protocol-Version", "2025-06-18"}, mcpHeaders...)
 	for name, c := range map[string]*http.Client{"acme's approver+auditor": s.client(leadCert), "beta's approver+auditor": s.client(betaLead)} {
 		if code, body, _ := do(t, c, "POST", url, "", strings.NewReader(mcpInitialize), mcpHeaders...); code != http.StatusForbidden {
@@ -285,11 +272,7 @@ func TestRedMCPHostileFiles(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
-	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, s.stderr)
-	}
-	defer cs.Close()
+	cs := s.acmeMCP(t)
 	dir := filepath.Dir(s.file)
 	config, _ := os.ReadFile(s.file)
 	plant := fmt.Sprintf(`ln -s %s cfg && ln -s %s host && ln -s / slash && printf 'a\033[2J\033]0;pwn\007b\377\376c\n' > esc.txt && printf 'x\000y' > nul.bin && touch "$(printf 'n\033[31m\nforged.txt')"`, s.file, dir)
@@ -434,12 +417,7 @@ func TestRedMCPBigBodies(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
-	var metrics string
-	select {
-	case metrics = <-s.metrics:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no metrics listener")
-	}
+	metrics := s.metricsAddr(t)
 	rss := func() int {
 		m := regexp.MustCompile(`(?m)^process_resident_memory_bytes (\S+)`).FindStringSubmatch(scrapeMetrics(t, metrics))
 		if m == nil {
@@ -450,11 +428,7 @@ func TestRedMCPBigBodies(t *testing.T) {
 	}
 	var sids []string
 	for range 2 {
-		cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-		if err != nil {
-			t.Fatalf("connect: %v\n%s", err, s.stderr)
-		}
-		defer cs.Close()
+		cs := s.acmeMCP(t)
 		sids = append(sids, cs.ID())
 	}
 	before := rss()
@@ -492,11 +466,7 @@ func TestRedMCPHostileEgressName(t *testing.T) {
 	testutil.RequireBwrap(t)
 	s := startServe(t)
 	stopSessionsAtEnd(t, s)
-	cs, err := s.mcpServed(t, s.tokens["acme"], "?backend=bwrap")
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, s.stderr)
-	}
-	defer cs.Close()
+	cs := s.acmeMCP(t)
 	name := `ev\x1b[31m\nnetwork: forged\x07.ex`
 	socks := `P=${ALL_PROXY#socks5h://}; exec 3<>/dev/tcp/${P%:*}/${P##*:}; printf '\x05\x01\x00' >&3; head -c 2 <&3 >/dev/null; ` +
 		`printf '\x05\x01\x00\x03\x1b` + name + `\x01\xbb' >&3; timeout 2 cat <&3 >/dev/null; true`
