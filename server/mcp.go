@@ -157,7 +157,7 @@ func (hub *mcpHub) post(w http.ResponseWriter, r *http.Request, id auth.Identity
 	}
 	if release := hub.budget(w, r, id.Tenant); release != nil {
 		defer release()
-		hub.serve(w, r, c)
+		hub.serve(w, r, c, c.callTime())
 	}
 }
 
@@ -203,18 +203,9 @@ func oneMessage(w http.ResponseWriter, r *http.Request) bool {
 // never reads it holds no write; it ends with the session (DELETE, mcp_idle, the
 // daemon stopping) and, like every held request, counts against the tenant's bound.
 func (hub *mcpHub) get(w http.ResponseWriter, r *http.Request, id auth.Identity) {
-	c := hub.named(w, r, id)
-	if c == nil {
-		return
+	if c := hub.named(w, r, id); c != nil {
+		hub.serve(w, r, c, 0)
 	}
-	rc := http.NewResponseController(w)
-	if err := errors.Join(rc.SetWriteDeadline(time.Time{}), rc.SetReadDeadline(time.Time{})); err != nil {
-		writeError(w, http.StatusInternalServerError, "lifting the response's deadline: "+err.Error())
-		return
-	}
-	jw := &jsonErrors{ResponseWriter: w}
-	hub.h[c.tenant].ServeHTTP(jw, withConn(r, c))
-	jw.finish()
 }
 
 // del ends the session and answers once its cordon session is stopped and its log
@@ -241,9 +232,9 @@ func (hub *mcpHub) del(w http.ResponseWriter, r *http.Request, id auth.Identity)
 }
 
 // serve hands a request of session c to the SDK, its connection's deadlines lifted
-// for the longest call the session may run.
-func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn) {
-	if _, ok := extendDeadlines(w, c.timeout+execMargin); !ok {
+// for d (for good when 0; see get).
+func (hub *mcpHub) serve(w http.ResponseWriter, r *http.Request, c *mcpConn, d time.Duration) {
+	if _, ok := extendDeadlines(w, d); !ok {
 		return
 	}
 	r.Header.Del(mcpPostHeader)
@@ -264,6 +255,9 @@ func (hub *mcpHub) idleFor(c *mcpConn) time.Duration {
 	}
 	return time.Since(c.last)
 }
+
+// callTime is how long a request of c may take: its longest call and a margin.
+func (c *mcpConn) callTime() time.Duration { return c.timeout + execMargin }
 
 func withConn(r *http.Request, c *mcpConn) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), mcpConnKey{}, c))
@@ -323,7 +317,7 @@ func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity
 	hub.wg.Add(1) // before closeAll can wait: closing is not set yet
 	hub.mu.Unlock()
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	hub.serve(w, r, c)
+	hub.serve(w, r, c, c.callTime())
 	hub.mu.Lock()
 	for ss := range c.srv.Sessions() {
 		c.ss = ss

@@ -86,10 +86,14 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 }
 
 // extendDeadlines lifts the server's deadlines on the request's connection for a
-// response that takes up to d (an exec's stream, a start, a stop), or answers 500.
+// response that takes up to d (an exec's stream, a start, a stop), or for good when d
+// is 0, or answers 500.
 func extendDeadlines(w http.ResponseWriter, d time.Duration) (*http.ResponseController, bool) {
 	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(d)
+	var deadline time.Time // none
+	if d > 0 {
+		deadline = time.Now().Add(d)
+	}
 	if err := errors.Join(rc.SetWriteDeadline(deadline), rc.SetReadDeadline(deadline)); err != nil {
 		writeError(w, http.StatusInternalServerError, "lifting the response's deadline: "+err.Error())
 		return nil, false
