@@ -23,18 +23,39 @@ import (
 // went on with the writer's .envrc under its mask (the quarantine moved it away at the
 // end), where before 17fd55b the same writer could only take .envrc itself, which
 // refused the run. Through the real binary, racing each run until the swap lands
-// between the record and the rename.
+// between the record and the rename. The writer's directory is one made before
+// (renamed), or one made at the name once the run's is removed (made again), which
+// ext4 gives the removed one's inode number, and in the same tick of its birth clock,
+// unless cordon holds what it made open until it is placed.
 func TestAsideSwapRefused(t *testing.T) {
+	for _, how := range []string{"renamed", "made again"} {
+		t.Run(how, func(t *testing.T) { asideSwap(t, how == "made again") })
+	}
+}
+
+// asideSwap races runs as TestAsideSwapRefused says, the writer's directory made at
+// the name made aside (again) or renamed there.
+func asideSwap(t *testing.T, again bool) {
 	w := newWorld(t)
 	hostGit(t, w.ws, "init", "-q")
 	envrc := filepath.Join(w.ws, ".envrc")
+	evil := filepath.Join(w.ws, "evil")
+	// plant puts the writer's directory, with a file in it (.envrc is made a
+	// directory), at name.
+	plant := func(name string) bool {
+		if !again {
+			return os.Rename(evil, name) == nil
+		}
+		return os.Mkdir(name, 0o700) == nil && os.WriteFile(filepath.Join(name, "planted"), []byte("echo pwned\n"), 0o644) == nil
+	}
 	won := 0
 	for try := 0; try < 20 && won < 3; try++ {
-		evil := filepath.Join(w.ws, "evil")
-		mustWrite(t, filepath.Join(evil, "planted"), "echo pwned\n") // .envrc is made a directory
+		if !again {
+			mustWrite(t, filepath.Join(evil, "planted"), "echo pwned\n")
+		}
 		cmd, done := startTrue(t, w)
 		// The run's id is its run directory's name, made before its placeholders: the
-		// name made aside follows from it, and is watched for with a removal and a rename a turn.
+		// name made aside follows from it, and is watched for with a removal and a plant a turn.
 		aside, swaps := "", 0
 		untilEnd(done, func() bool {
 			if aside == "" {
@@ -42,7 +63,7 @@ func TestAsideSwapRefused(t *testing.T) {
 				return false
 			}
 			// The run's empty directory goes, the writer's takes its name.
-			if os.Remove(aside) == nil && os.Rename(evil, aside) == nil {
+			if os.Remove(aside) == nil && plant(aside) {
 				swaps++
 			}
 			return false
@@ -58,7 +79,7 @@ func TestAsideSwapRefused(t *testing.T) {
 		if placed && swaps > 0 {
 			won++
 			if cmd.ProcessState.ExitCode() == 0 {
-				t.Errorf("try %d: the run went on (exit 0) with the writer's .envrc, renamed into place as its placeholder", try)
+				t.Errorf("try %d: the run went on (exit 0) with the writer's .envrc, put into place as its placeholder", try)
 			}
 		}
 		// The next try starts without any of it.

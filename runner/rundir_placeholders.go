@@ -226,7 +226,11 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 		aside[i] = p
 		aside[i].Path = rd.aside(p.Path)
 	}
-	ids, merr := linux.MakePlaceholders(aside)
+	// What was made stays open until it is placed, so that the identity placed is
+	// compared to one no other entry can have been given meanwhile.
+	made, merr := linux.MakePlaceholders(aside)
+	defer made.Release()
+	ids := made.IDs
 	for j, id := range ids {
 		rd.made[ps[j].Path] = id
 	}
@@ -243,8 +247,10 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 	placed, perrs := linux.PlacePlaceholders(aside[:len(ids)], ps[:len(ids)])
 	for j, id := range placed {
 		// What was renamed is not what was made aside (the workspace swapped it in
-		// between): not this run's, and never taken for its placeholder.
-		if perrs[j] == nil && (id.Dev != ids[j].Dev || id.Ino != ids[j].Ino) {
+		// between): not this run's, and never taken for its placeholder. The birth
+		// time, where it is kept, tells a later entry given the same inode number; the
+		// change time the rename sets is not looked at.
+		if perrs[j] == nil && (id.Dev != ids[j].Dev || id.Ino != ids[j].Ino || id.Birth != ids[j].Birth) {
 			perrs[j] = errAsideSwapped
 		}
 	}

@@ -9,7 +9,20 @@ func statAt(dfd int, name string) (entry, error) {
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return entry{}, err
 	}
-	e := entry{mode: uint32(st.Mode), size: st.Size, id: FileID{Dev: uint64(uint32(st.Dev)), Ino: st.Ino}}
+	return entryOf(&st), nil
+}
+
+// statFd stats the file open as fd: the entry it names whatever is at its path now.
+func statFd(fd int) (entry, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return entry{}, err
+	}
+	return entryOf(&st), nil
+}
+
+func entryOf(st *unix.Stat_t) entry {
+	e := entry{mode: uint32(st.Mode), size: st.Size, uid: st.Uid, id: FileID{Dev: uint64(uint32(st.Dev)), Ino: st.Ino}}
 	e.id.Birth = st.Btim.Sec*1e9 + st.Btim.Nsec
-	return e, nil
+	return e
 }

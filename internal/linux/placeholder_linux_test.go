@@ -2,6 +2,7 @@ package linux
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,8 +45,10 @@ func TestPlaceNeverReplaces(t *testing.T) {
 				aside[i] = p
 				aside[i].Path = at(".aside-" + filepath.Base(p.Path))
 			}
-			made, err := MakePlaceholders(aside)
+			held, err := MakePlaceholders(aside)
 			must(err)
+			defer held.Release()
+			made := held.IDs
 			ids, errs := PlacePlaceholders(aside, ps)
 			for i, p := range ps[:2] {
 				if errs[i] != nil || ids[i].Ino != made[i].Ino {
@@ -78,15 +81,127 @@ func TestPlaceNeverReplaces(t *testing.T) {
 // ENOENT and makes nothing; only a parent listed (Parent) is made, with its identity.
 func TestMakePlaceholdersMakesNoParent(t *testing.T) {
 	dir := t.TempDir()
-	ids, err := MakePlaceholders([]Placeholder{{Path: filepath.Join(dir, "a", "b")}})
-	if !errors.Is(err, unix.ENOENT) || len(ids) != 0 {
-		t.Fatalf("ids %v, err %v; want ENOENT and nothing made", ids, err)
+	made, err := MakePlaceholders([]Placeholder{{Path: filepath.Join(dir, "a", "b")}})
+	made.Release()
+	if ids := made.IDs; !errors.Is(err, unix.ENOENT) || len(ids) != 0 {
+		t.Fatalf("ids %v, err %v; want ENOENT and nothing made", made.IDs, err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "a")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the missing parent was made: %v", err)
 	}
-	ids, err = MakePlaceholders([]Placeholder{{Path: filepath.Join(dir, "a"), Parent: true}, {Path: filepath.Join(dir, "a", "b")}})
-	if err != nil || len(ids) != 2 {
-		t.Fatalf("ids %v, err %v; want both made", ids, err)
+	made, err = MakePlaceholders([]Placeholder{{Path: filepath.Join(dir, "a"), Parent: true}, {Path: filepath.Join(dir, "a", "b")}})
+	made.Release()
+	if err != nil || len(made.IDs) != 2 {
+		t.Fatalf("ids %v, err %v; want both made", made.IDs, err)
+	}
+}
+
+// TestMadeIdentityNotByName: the identity MakePlaceholders returns is that of the
+// entry it made, never of one put at its name before it looked: a file's is taken of
+// the descriptor that created it; a directory replaced by one that holds something, or
+// is another user's, fails it (ErrMadeReplaced) rather than be taken for the one made.
+func TestMadeIdentityNotByName(t *testing.T) {
+	t.Cleanup(func() { madeHook = nil })
+	dir := t.TempDir()
+	var made FileID
+	// swap puts at name, in place of the entry made (its identity kept in made), the
+	// entry plant makes at a temporary name.
+	swap := func(plant func(string) error) func(int, string) {
+		return func(pfd int, name string) {
+			e, err := statAt(pfd, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			made = e.id
+			tmp := filepath.Join(dir, "planted-"+name)
+			if err := plant(tmp); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	madeHook = swap(func(p string) error { return os.WriteFile(p, nil, 0o600) })
+	held, err := MakePlaceholders([]Placeholder{{Path: filepath.Join(dir, "file")}})
+	held.Release()
+	ids := held.IDs
+	if err != nil || len(ids) != 1 || ids[0] != made {
+		t.Errorf("a file swapped once made: ids %v, err %v; want the identity of the one made, %v", ids, err, made)
+	}
+	plants := map[string]func(string) error{
+		"holding": func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(p, "planted"), []byte("echo pwned\n"), 0o644)
+		},
+		"another's": func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Lchown(p, 65534, 65534)
+		},
+	}
+	for name, plant := range plants {
+		if name == "another's" && os.Geteuid() != 0 {
+			continue // only root gives an entry away
+		}
+		madeHook = swap(plant)
+		for _, parent := range []bool{false, true} {
+			p := filepath.Join(dir, fmt.Sprintf("dir-%s-%v", name, parent))
+			held, err := MakePlaceholders([]Placeholder{{Path: p, Dir: !parent, Parent: parent}})
+			held.Release()
+			if ids := held.IDs; !errors.Is(err, ErrMadeReplaced) || len(ids) != 0 {
+				t.Errorf("a directory swapped once made for one %s (parent %v): ids %v, err %v; want ErrMadeReplaced", name, parent, ids, err)
+			}
+		}
+	}
+	madeHook = nil
+	held, err = MakePlaceholders([]Placeholder{{Path: filepath.Join(dir, "plain"), Dir: true}})
+	held.Release()
+	if err != nil || len(held.IDs) != 1 {
+		t.Fatalf("a directory made with no swap: ids %v, err %v", held.IDs, err)
+	}
+}
+
+// TestMadeHeldNoReuse: while Made holds what it made, an entry removed from its name
+// and made again there (by a writer of the directory) is never given its identity, as
+// ext4 gives a freed inode number to the next entry made in the same tick of its birth
+// clock; so a placement compared to the identity made tells the two apart.
+func TestMadeHeldNoReuse(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []bool{true, false} {
+		aside := Placeholder{Path: filepath.Join(dir, fmt.Sprintf(".aside-%v", d)), Dir: d}
+		p := Placeholder{Path: filepath.Join(dir, fmt.Sprintf("placed-%v", d)), Dir: d}
+		held, err := MakePlaceholders([]Placeholder{aside})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Removed and made again, ten times: a reused inode would come at once.
+		for range 10 {
+			if err := os.Remove(aside.Path); err != nil {
+				t.Fatal(err)
+			}
+			if d {
+				err = os.Mkdir(aside.Path, 0o700)
+			} else {
+				err = os.WriteFile(aside.Path, nil, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := Identify(aside.Path); err != nil || id == held.IDs[0] {
+				t.Fatalf("dir %v: the entry made again has the identity %v (%v) of the one made, held", d, id, err)
+			}
+		}
+		ids, errs := PlacePlaceholders([]Placeholder{aside}, []Placeholder{p})
+		held.Release()
+		if errs[0] != nil || ids[0].Ino == held.IDs[0].Ino {
+			t.Errorf("dir %v: placed %v (%v); want another entry than the one made, %v", d, ids[0], errs[0], held.IDs[0])
+		}
 	}
 }

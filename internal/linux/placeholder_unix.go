@@ -4,6 +4,9 @@ package linux
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -47,6 +50,7 @@ type FileID struct {
 type entry struct {
 	mode uint32
 	size int64
+	uid  uint32
 	id   FileID
 }
 
@@ -67,74 +71,164 @@ func Identify(p string) (FileID, error) {
 // (ELOOP) rather than create anything elsewhere. A file with content is world-readable
 // (the tools that read it on the host may run as anyone); an empty one is 0600.
 func MakePlaceholder(p string, dir bool, content string) error {
-	_, err := makePlaceholders([]Placeholder{{Path: p, Dir: dir, Content: content}}, true)
-	return err
+	var made Made
+	defer made.Release()
+	return made.make([]Placeholder{{Path: p, Dir: dir, Content: content}}, true)
+}
+
+// Made holds the entries [MakePlaceholders] made, each open, until Release: an entry
+// removed from its name (by the workspace's writers) keeps its inode while it is held,
+// so no entry made in its place has its identity (a file system such as ext4 gives a
+// freed inode number to the next entry made, in the same tick of its birth clock), and
+// an identity compared to one recorded while held (as [PlacePlaceholders]' are) tells
+// the entry made from any other.
+type Made struct {
+	IDs []FileID // the identities of the entries made, in order
+	fds []int
+}
+
+// Release closes what m holds.
+func (m *Made) Release() {
+	for _, fd := range m.fds {
+		unix.Close(fd)
+	}
+	m.fds = nil
 }
 
 // MakePlaceholders creates ps in order, as [MakePlaceholder] does each but for their
 // parents: a missing parent fails it (ENOENT), as one not made by this call, which has
 // no identity for it, must not be (list each parent to make as a Placeholder with
-// Parent set, before what it holds). It stops at the first that fails: ids are the
-// identities of those created, ps[:len(ids)], taken as each is made (what
-// [RemovePlaceholders] removes). Each parent directory is opened once for all the
-// placeholders it holds, by the same walk that follows no link; the descriptors are
-// closed before it returns.
-func MakePlaceholders(ps []Placeholder) (ids []FileID, err error) {
-	return makePlaceholders(ps, false)
+// Parent set, before what it holds). It stops at the first that fails: made.IDs are
+// the identities of those created, ps[:len(made.IDs)], taken of each entry made (what
+// [RemovePlaceholders] removes), which made holds open until its Release (even when
+// err is not nil). Each parent directory is opened once for all the placeholders it
+// holds, by the same walk that follows no link; those descriptors are closed before
+// it returns.
+func MakePlaceholders(ps []Placeholder) (made *Made, err error) {
+	made = &Made{}
+	return made, made.make(ps, false)
 }
 
-// makePlaceholders is MakePlaceholders, making missing parents when mkdir is set.
-func makePlaceholders(ps []Placeholder, mkdir bool) (ids []FileID, err error) {
+// make makes ps into m, making missing parents when mkdir is set.
+func (m *Made) make(ps []Placeholder, mkdir bool) error {
 	dirs := parentDirs{mkdir: mkdir}
 	defer dirs.close()
 	for _, p := range ps {
 		pfd, err := dirs.open(p.Path)
 		if err != nil {
-			return ids, err
+			return err
 		}
-		name := filepath.Base(p.Path)
-		if err := makeAt(pfd, name, p.Dir || p.Parent, p.Parent, p.Content); err != nil {
-			return ids, err
-		}
-		e, err := statAt(pfd, name)
+		fd, id, err := makeAt(pfd, filepath.Base(p.Path), p.Dir || p.Parent, p.Parent, p.Content)
 		if err != nil {
-			// Made, but not known for this run's: left in place when the run ends.
-			return ids, err
+			// What was made and not known for this run's is left in place when the run
+			// ends (aside: gc removes it by its name, when it is an empty placeholder).
+			return err
 		}
-		ids = append(ids, e.id)
+		m.IDs, m.fds = append(m.IDs, id), append(m.fds, fd)
 	}
-	return ids, nil
+	return nil
 }
 
+// ErrMadeReplaced means a directory mkdir made was found replaced when it was opened
+// to take its identity: not empty, or not this process's user's. What is at its name
+// is not the placeholder made, and its identity is not recorded as one.
+var ErrMadeReplaced = errors.New("the directory made was replaced before its identity was taken")
+
 // makeAt creates the placeholder name in the directory pfd (a parent: see
-// Placeholder.Parent).
-func makeAt(pfd int, name string, dir, parent bool, content string) error {
-	switch {
-	case parent:
-		return unix.Mkdirat(pfd, name, 0o755)
-	case dir:
-		return unix.Mkdirat(pfd, name, 0o700)
+// Placeholder.Parent) and returns its identity, taken of the entry made, never by a
+// second look at its name: the workspace is another's to write, and the entry at the
+// name may be replaced in between by one cordon must never record as its own (and
+// then place, mount over, and remove). A file's is that of the descriptor that created
+// it. mkdir gives no descriptor, so a directory is opened by its name once made, and
+// taken for the one made only when it is one still empty and owned by this process's
+// user: what another could have put there instead is an empty directory this user
+// made, no more than what it could do to the one made (write in it, remove it).
+func makeAt(pfd int, name string, dir, parent bool, content string) (fd int, id FileID, err error) {
+	if dir {
+		perm := uint32(0o700)
+		if parent {
+			perm = 0o755
+		}
+		if err := unix.Mkdirat(pfd, name, perm); err != nil {
+			return -1, FileID{}, err
+		}
+		if madeHook != nil {
+			madeHook(pfd, name)
+		}
+		return madeDir(pfd, name)
 	}
 	mode := uint32(0o600)
 	if content != "" {
 		mode = 0o644
 	}
-	fd, err := unix.Openat(pfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	fd, err = unix.Openat(pfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
-		return err
+		return -1, FileID{}, err
 	}
 	if content != "" {
-		if err := unix.Fchmod(fd, mode); err != nil { // past the umask
-			unix.Close(fd)
-			return err
-		}
-		if _, err := unix.Write(fd, []byte(content)); err != nil {
-			unix.Close(fd)
-			return err
+		err = unix.Fchmod(fd, mode) // past the umask
+		if err == nil {
+			_, err = unix.Write(fd, []byte(content))
 		}
 	}
-	return unix.Close(fd)
+	if madeHook != nil {
+		madeHook(pfd, name)
+	}
+	var e entry
+	if err == nil {
+		e, err = statFd(fd)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, FileID{}, err
+	}
+	return fd, e.id, nil
 }
+
+// madeDir opens the directory name in pfd that makeAt has just made, following no
+// link, and returns it with its identity, or ErrMadeReplaced.
+func madeDir(pfd int, name string) (int, FileID, error) {
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, FileID{}, err
+	}
+	id, err := emptyOwnDir(fd, name)
+	if err != nil {
+		unix.Close(fd)
+		return -1, FileID{}, err
+	}
+	return fd, id, nil
+}
+
+// emptyOwnDir returns the identity of the directory open as fd when it is empty and
+// this process's user's, or ErrMadeReplaced. fd stays open.
+func emptyOwnDir(fd int, name string) (FileID, error) {
+	e, err := statFd(fd)
+	if err != nil {
+		return FileID{}, err
+	}
+	if e.uid != uint32(os.Geteuid()) {
+		return FileID{}, fmt.Errorf("%w: owned by uid %d, not %d (a file system that gives new entries another owner, such as NFS squashing root, is refused alike)", ErrMadeReplaced, e.uid, os.Geteuid())
+	}
+	// Read through a duplicate, which the *os.File closes.
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return FileID{}, err
+	}
+	f := os.NewFile(uintptr(dup), name)
+	defer f.Close()
+	switch names, err := f.Readdirnames(1); {
+	case len(names) > 0:
+		return FileID{}, fmt.Errorf("%w: it holds %q", ErrMadeReplaced, names[0])
+	case err != nil && err != io.EOF:
+		return FileID{}, err
+	}
+	return e.id, nil
+}
+
+// madeHook, when set (by tests), runs between the making of an entry and the taking
+// of its identity.
+var madeHook func(pfd int, name string)
 
 // PlacePlaceholders gives each entry made aside (by [MakePlaceholders] at
 // aside[i].Path, a name in the directory of ps[i].Path) the name ps[i].Path, following
