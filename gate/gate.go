@@ -75,6 +75,9 @@ func (m *Mode) Set(s string) error {
 // Outcome is how a request ended (the wire type).
 type Outcome = wire.Outcome
 
+// Decided is the host's account of one request (the wire type).
+type Decided = wire.Decided
+
 // Pending is a request waiting for a person (the wire type).
 type Pending = wire.Pending
 
@@ -112,6 +115,10 @@ type Config struct {
 	// baseline is read (an operation runs on the host, in the workspace, at the
 	// command's request; what it writes must come after the baseline).
 	Before func(ctx context.Context) error
+	// Decided, when set, is told how each request of a known command (cmd: the one
+	// the connection was attributed to) ended, once it has: the host's account, which
+	// a client of the command takes rather than what the sandbox prints.
+	Decided func(cmd string, d Decided)
 
 	now func() time.Time // nil: time.Now
 }
@@ -172,6 +179,28 @@ func (s *Service) Request(ctx context.Context, name, cmd string) (Outcome, error
 
 // request is Request that calls filed once the request is pending.
 func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pending)) (Outcome, error) {
+	var id string
+	out, err := s.decide(ctx, name, cmd, filed, &id)
+	if s.cfg.Decided != nil && cmd != "" {
+		d := Decided{Request: id, Gate: name}
+		switch {
+		case err == nil:
+			d.Outcome = &out
+		case ctx.Err() != nil:
+			d.Error = errWithdrawn
+		default:
+			d.Error = err.Error()
+		}
+		s.cfg.Decided(cmd, d)
+	}
+	return out, err
+}
+
+// errWithdrawn is why a request withdrawn before a decision has none.
+const errWithdrawn = "withdrawn: the requester went away before a decision"
+
+// decide is request's work; id is set to the request's id once it has one.
+func (s *Service) decide(ctx context.Context, name, cmd string, filed func(Pending), id *string) (Outcome, error) {
 	g, ok := s.gates[name]
 	if !ok {
 		return Outcome{}, fmt.Errorf("%w %q (the contract's gates: %s)", ErrUnknownGate, name, s.names())
@@ -187,6 +216,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 		ID: s.newID(), Run: s.cfg.RunID, Gate: name, Why: g.Why, Argv: argv,
 		Requested: s.cfg.now().UTC(), Cmd: cmd,
 	}}
+	*id = r.p.ID
 	ev := event.GateRequestBody{ID: r.p.ID, Gate: name, Argv: argv, Approve: g.Approve, Credential: credName(g), Mode: s.cfg.Mode.String()}
 	why := s.refusal(g)
 	if why == "" {
@@ -211,7 +241,7 @@ func (s *Service) request(ctx context.Context, name, cmd string, filed func(Pend
 	case <-ctx.Done():
 	}
 	if s.take(r.p.ID) != nil {
-		s.emit(event.GateDeny, cmd, event.GateDecisionBody{ID: r.p.ID, Gate: name, By: byCordon, Reason: "withdrawn: the requester went away before a decision"})
+		s.emit(event.GateDeny, cmd, event.GateDecisionBody{ID: r.p.ID, Gate: name, By: byCordon, Reason: errWithdrawn})
 		return Outcome{}, ctx.Err()
 	}
 	// Decided at the same moment: the outcome is on its way.

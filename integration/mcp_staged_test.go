@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,6 +242,66 @@ func mcpAskGate(t *testing.T, g *gateWorld, m *mcpConn, id string) (*gateCall, w
 	}
 	t.Fatal("the gate call's request never showed in cordon gate ls")
 	return nil, wire.Pending{}
+}
+
+// TestMCPGateHelperTraced (rt8's finding): another command of the session tries to
+// trace the gate tool's helper (`cordon internal gate-request push`, in the sandbox)
+// and make it exit 0 at its next system call, before any person decided. Each
+// command is a Landlock domain of its own, which may trace only its own: the trace is
+// refused. Where it is not (a kernel without Landlock), the tool's result is the host
+// gate service's account of the call's requests, not the helper's exit status: no
+// approval, and no push. On every backend.
+func TestMCPGateHelperTraced(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the attack program's tracer needs amd64's registers")
+	}
+	t.Run("bwrap", func(t *testing.T) { mcpGateHelperTraced(t, newGateWorld(t)) })
+	forEachContainerBackend(t, func(t *testing.T, _ string) { mcpGateHelperTraced(t, newGateWorld(t)) })
+}
+
+func mcpGateHelperTraced(t *testing.T, g *gateWorld) {
+	g.attacker()
+	m := g.startMCP("--gates", "ask")
+	id := m.sessionID()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	gated := make(chan *gomcp.CallToolResult, 1)
+	go func() {
+		res, err := m.cs.CallTool(ctx, &gomcp.CallToolParams{Name: "gate", Arguments: map[string]any{"name": "push"}})
+		if err != nil {
+			res = &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: err.Error()}}}
+		}
+		gated <- res
+	}()
+	// The helper waits for a person: the tracer finds it whichever starts first.
+	var r execResult
+	m.ok("exec", map[string]any{"command": "./attack gate-lie"}, &r)
+	if !strings.Contains(r.Stdout, "gate-lie ok") {
+		if !strings.Contains(r.Stdout, "gate-lie denied") {
+			t.Fatalf("the tracer neither traced the helper nor was refused: %s", r.Stdout)
+		}
+		// Refused: the request is the helper's, waiting for a person (filed once the
+		// helper, found started, has asked).
+		waitFor(t, 30*time.Second, "the helper's request pending after the refused trace", func() bool { return len(g.pending(id)) == 1 })
+		cancel()
+		<-gated
+		return
+	}
+	res := <-gated
+	var out struct {
+		Approved bool   `json:"approved"`
+		ExitCode int    `json:"exit_code"`
+		Message  string `json:"message"`
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &out)
+	t.Logf("traced helper: %s", data)
+	if !res.IsError || out.Approved || out.ExitCode == 0 {
+		t.Errorf("the gate call whose helper was made to exit 0 answered %s; want a tool error, not approved", data)
+	}
+	if refs := g.refs(); strings.Contains(refs, "refs/heads/agent/") {
+		t.Errorf("a push landed with no person's approval: %q", refs)
+	}
 }
 
 // TestMCPStagedContainers runs the checkpoint, rollback and gate tests on docker and

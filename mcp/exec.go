@@ -8,6 +8,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	gatewire "github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/session"
 	"github.com/cordonhq/cordon/session/wire"
 )
@@ -111,6 +112,9 @@ func fillNil(r *wire.Result) {
 	}
 	if r.Alerts == nil {
 		r.Alerts = []wire.Alert{}
+	}
+	if r.Gates == nil {
+		r.Gates = []gatewire.Decided{}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	gatewire "github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/sandboxinit/fileop"
 	"github.com/cordonhq/cordon/session"
 	"github.com/cordonhq/cordon/session/wire"
@@ -392,7 +393,7 @@ func TestCheckpointRollback(t *testing.T) {
 
 func TestGateRunsTheHelper(t *testing.T) {
 	f := &fakeSession{exec: func(argv []string) (*wire.Result, error) {
-		return &wire.Result{V: 1, ExitCode: 1, Stderr: "cordon: gate push: denied by ann: not today\n"}, nil
+		return &wire.Result{V: 1, ExitCode: 1, Gates: []gatewire.Decided{{Request: "r1", Gate: "push", Outcome: &gatewire.Outcome{By: "ann", Why: "not today"}}}}, nil
 	}}
 	cs := connectWith(t, f, Options{Gates: []Gate{{Name: "push"}}})
 	res, txt := callTool(t, cs, "gate", map[string]any{"name": "push"})
@@ -407,6 +408,44 @@ func TestGateRunsTheHelper(t *testing.T) {
 	}
 	if len(f.calls) != 1 {
 		t.Errorf("an unlisted gate ran: %q", f.calls)
+	}
+}
+
+// TestGateOutputIsTheHosts: the gate tool's result is the host gate service's account
+// of the helper command's requests, never what the helper printed or exited with: a
+// helper another command traced into exiting 0, or printing an approval, approves
+// nothing.
+func TestGateOutputIsTheHosts(t *testing.T) {
+	approved := func(code int) *gatewire.Outcome {
+		return &gatewire.Outcome{Approved: true, By: "ann", ExitCode: code, Output: "pushed\n"}
+	}
+	push := func(o *gatewire.Outcome) gatewire.Decided {
+		return gatewire.Decided{Request: "r1", Gate: "push", Outcome: o}
+	}
+	for _, c := range []struct {
+		name     string
+		res      wire.Result
+		approved bool
+		code     int
+		message  string
+	}{
+		{"the helper exits 0 and says so, no request", wire.Result{ExitCode: 0, Stdout: "pushed\n", Stderr: "approved by ann\n"}, false, 1, "no request from this call"},
+		{"approved, the helper made to exit 1", wire.Result{ExitCode: 1, Gates: []gatewire.Decided{push(approved(0))}}, true, 0, "approved by ann"},
+		{"approved, the operation failed", wire.Result{ExitCode: 0, Gates: []gatewire.Decided{push(approved(3))}}, false, 3, "approved by ann"},
+		{"denied, the helper made to exit 0", wire.Result{ExitCode: 0, Gates: []gatewire.Decided{push(&gatewire.Outcome{By: "bob", Why: "no"})}}, false, 1, "denied by bob: no"},
+		{"two requests", wire.Result{Gates: []gatewire.Decided{push(approved(0)), push(approved(0))}}, false, 1, "2 request(s)"},
+		{"one kept, one more", wire.Result{Gates: []gatewire.Decided{push(approved(0))}, GatesMore: 1}, false, 1, "2 request(s)"},
+		{"another gate", wire.Result{Gates: []gatewire.Decided{{Request: "r1", Gate: "deploy", Outcome: approved(0)}}}, false, 1, "1 request(s)"},
+		{"withdrawn", wire.Result{ExitCode: 124, TimedOut: true, Gates: []gatewire.Decided{{Request: "r1", Gate: "push", Error: "withdrawn"}}}, false, 1, "withdrawn"},
+		{"no gates in the sandbox", wire.Result{ExitCode: 125, Stderr: "cordon: this sandbox has no gates\n"}, false, 125, "the helper said: cordon: this sandbox has no gates"},
+	} {
+		out := gateOutput("push", &c.res)
+		if out.Approved != c.approved || out.ExitCode != c.code || !strings.Contains(out.Message, c.message) {
+			t.Errorf("%s: %+v; want approved %v, exit %d, a message with %q", c.name, out, c.approved, c.code, c.message)
+		}
+		if !c.approved && out.Output != "" && c.code != 3 {
+			t.Errorf("%s: output %q of no operation the host ran", c.name, out.Output)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -183,7 +184,10 @@ func (t *tools) addGate(s *gomcp.Server, gates []Gate) error {
 // gate runs `cordon internal gate-request NAME` in the sandbox, which is `cordon gate
 // NAME` there: the request is a command in the log, waits as long as the contract's
 // commands.timeout lets a command run, and is withdrawn when the call is cancelled
-// (the command ends with the call's connection).
+// (the command ends with the call's connection). The result is the host gate
+// service's account of the request, which the command's result carries (Gates): what
+// the helper prints is the sandbox's word, which another command of the session can
+// trace and change.
 func (t *tools) gate(ctx context.Context, _ *gomcp.CallToolRequest, in GateInput) (*gomcp.CallToolResult, GateOutput, error) {
 	if !slices.ContainsFunc(t.o.Gates, func(g Gate) bool { return g.Name == in.Name }) {
 		return nil, GateOutput{}, fmt.Errorf("the contract has no gate %q that a person may approve", in.Name)
@@ -192,15 +196,12 @@ func (t *tools) gate(ctx context.Context, _ *gomcp.CallToolRequest, in GateInput
 	if err != nil {
 		return nil, GateOutput{}, problem(err)
 	}
-	out := GateOutput{Gate: in.Name, Approved: res.ExitCode == 0 && !res.TimedOut, ExitCode: res.ExitCode, Output: res.Stdout, Message: strings.TrimSpace(res.Stderr), Cmd: res.Cmd}
-	if res.TimedOut {
-		out.Message = strings.TrimSpace(out.Message + "\nno answer before the contract's commands.timeout; the request was withdrawn")
-	}
+	out := gateOutput(in.Name, res)
 	var b strings.Builder
 	if out.Approved {
 		fmt.Fprintf(&b, "gate %s: approved; the operation exited 0\n", in.Name)
 	} else {
-		fmt.Fprintf(&b, "gate %s: not done (exit %d)\n", in.Name, res.ExitCode)
+		fmt.Fprintf(&b, "gate %s: not done (exit %d)\n", in.Name, out.ExitCode)
 	}
 	if out.Message != "" {
 		fmt.Fprintf(&b, "%s\n", out.Message)
@@ -209,4 +210,44 @@ func (t *tools) gate(ctx context.Context, _ *gomcp.CallToolRequest, in GateInput
 		fmt.Fprintf(&b, "output:\n%s", out.Output)
 	}
 	return text(!out.Approved, "%s", b.String()), out, nil
+}
+
+// gateOutput is the gate tool's result for the helper's command res, from the host's
+// account of its requests (res.Gates): approved only when the host decided exactly one
+// request, for gate, approved, and its operation exited 0. Anything else (no request
+// reached the host, several did, another gate's) is not an approval, whatever the
+// helper printed or exited with.
+func gateOutput(gate string, res *wire.Result) GateOutput {
+	out := GateOutput{Gate: gate, ExitCode: 1, Cmd: res.Cmd}
+	var msg []string
+	switch n := len(res.Gates) + res.GatesMore; {
+	case n == 0:
+		out.ExitCode = cmp.Or(res.ExitCode, 1)
+		msg = append(msg, fmt.Sprintf("the host's gate service had no request from this call (its helper exited %d)", res.ExitCode))
+		if say := strings.TrimSpace(res.Stderr); say != "" {
+			msg = append(msg, "the helper said: "+say)
+		}
+	case n > 1 || res.Gates[0].Gate != gate:
+		msg = append(msg, fmt.Sprintf("the host's gate service had %d request(s) from this call, where it makes one for gate %s: not taken for an answer (the log has each)", n, gate))
+	default:
+		d := res.Gates[0]
+		switch o := d.Outcome; {
+		case o == nil:
+			msg = append(msg, fmt.Sprintf("request %s: %s", cmp.Or(d.Request, "(not filed)"), d.Error))
+		case !o.Approved:
+			msg = append(msg, fmt.Sprintf("request %s: denied by %s: %s", cmp.Or(d.Request, "(not filed)"), o.By, o.Why))
+		default:
+			out.ExitCode, out.Output = o.ExitCode, o.Output
+			out.Approved = o.ExitCode == 0
+			msg = append(msg, fmt.Sprintf("request %s: approved by %s", d.Request, o.By))
+			if d.OutputCut {
+				msg = append(msg, fmt.Sprintf("the operation's output is cut at its first %d bytes", len(o.Output)))
+			}
+		}
+	}
+	if res.TimedOut {
+		msg = append(msg, "no answer before the contract's commands.timeout; the request was withdrawn")
+	}
+	out.Message = strings.Join(msg, "\n")
+	return out
 }

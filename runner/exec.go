@@ -49,6 +49,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 	defer func() {
 		if c.id != "" {
 			r.sink.End(c.id)
+			r.decidedFor(c.id) // ended without its result: nothing kept for it stays
 		}
 	}()
 	var tracker *fsdiff.Tracker
@@ -255,6 +256,9 @@ func (r *run) beginCommand(argv []string, dir string, tracker *fsdiff.Tracker) (
 		return command{}, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
 	r.sink.Begin(id)
+	if r.gates != nil {
+		r.gates.decided.open(id)
+	}
 	return command{tracker: tracker, id: id}, nil
 }
 
@@ -406,6 +410,7 @@ func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged
 	}
 	res.DeniedEgress, res.Denied, res.DeniedMore = r.sink.Denied(res.CmdID)
 	res.Alerts = r.sink.Alerts(res.CmdID)
+	res.Gates, res.GatesMore = r.decidedFor(res.CmdID)
 	r.o.Log.Debug("diff recorded")
 	if diff != nil {
 		r.settle(len(diff.Changes))

@@ -36,6 +36,7 @@ type gates struct {
 	// (serveRelayed), served as sandboxLn is; relayedOnce refuses a second.
 	relayed     chan net.Listener
 	relayedOnce atomic.Bool
+	decided     gateDecisions // how each running command's requests ended
 }
 
 // startGates serves the plan's gates, if any, and tells the backend to mount the gate
@@ -51,7 +52,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	g.svc = gate.New(gate.Config{
 		RunID: r.res.RunID, Workspace: r.plan.Workspace, Gates: r.plan.Gates, Mode: r.o.Gates,
 		Events: r.sink, Mint: g.minter(r), Log: r.o.Log, Policy: hostexec.PolicyOf(r.plan.HostWritable()),
-		Before: r.afterBaseline,
+		Before: r.afterBaseline, Decided: g.decided.keep,
 	})
 	var err error
 	sock := filepath.Join(host.RunDir, "gate.sock")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/contract"
+	gatewire "github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/runner/sandbox"
 	"github.com/cordonhq/cordon/runner/tally"
@@ -58,6 +59,11 @@ type ExecResult struct {
 	// Alerts lists the monitor alerts read by the time the command ended, once per
 	// category, target and syscall (an alert the monitor reads later is only in the log).
 	Alerts []Alert
+	// Gates are the host gate service's account of the gate requests it attributed to
+	// the command (by its cgroup where it has one of its own, else as the command
+	// running), the first 4, in the order they ended; GatesMore counts the rest.
+	Gates     []gatewire.Decided
+	GatesMore int
 	// Output describes stdout ([0]) and stderr ([1]) when ExecOptions.Cap was set.
 	Output [2]Capped
 

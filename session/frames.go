@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 
+	gatewire "github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/session/wire"
 )
@@ -55,6 +56,9 @@ func ReadExec(ctx context.Context, r io.Reader, id string, o ExecOptions) (*wire
 			}
 			if f.Result.Alerts == nil {
 				f.Result.Alerts = []wire.Alert{}
+			}
+			if f.Result.Gates == nil {
+				f.Result.Gates = []gatewire.Decided{}
 			}
 			return f.Result, nil
 		case f.FD == 1:

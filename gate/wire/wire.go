@@ -92,6 +92,18 @@ type Outcome struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
+// Decided is the host's account of one request: the request's id (none when it was
+// refused before it was filed), the gate asked for, and its outcome, or why it has
+// none (Error: it could not be filed or run, or it was withdrawn).
+type Decided struct {
+	Request string   `json:"request,omitempty"`
+	Gate    string   `json:"gate"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	// OutputCut says the outcome's output is its first part only.
+	OutputCut bool `json:"output_cut,omitempty"`
+}
+
 // SandboxReply is a message on the sandbox socket: exactly one field is set.
 type SandboxReply struct {
 	Pending *Pending `json:"pending,omitempty"` // the request was filed

@@ -230,6 +230,7 @@ func serveExec(ctx context.Context, sess *runner.Session, req wire.Request, br *
 		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, Reason: res.Reason,
 		Diffstat:     wire.Diffstat{Files: res.FilesChanged, Insertions: res.Insertions, Deletions: res.Deletions},
 		DeniedEgress: res.DeniedEgress, Denied: WireDenials(res.Denied), DeniedMore: res.DeniedMore, Alerts: WireAlerts(res.Alerts),
+		Gates: res.Gates, GatesMore: res.GatesMore,
 	}})
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	gatewire "github.com/cordonhq/cordon/gate/wire"
 	"github.com/cordonhq/cordon/internal/owner"
 	"github.com/cordonhq/cordon/internal/paths"
 )
@@ -85,7 +86,8 @@ type Checkpoint struct {
 }
 
 // ResultVersion versions [Result], which is `cordon exec --json`'s output. Fields are
-// only added within a version (Denied and DeniedMore were added in version 1).
+// only added within a version (Denied and DeniedMore were added in version 1, Alerts,
+// Gates and GatesMore since).
 const ResultVersion = 1
 
 // Result is the outcome of one exec. Stdout and Stderr are filled in by the client from
@@ -117,6 +119,12 @@ type Result struct {
 	// Alerts lists the monitor alerts read by the time the command ended, once per
 	// category, target and syscall.
 	Alerts []Alert `json:"alerts"`
+	// Gates is the host gate service's account of the gate requests the command made
+	// (`cordon gate NAME` in it), the first 4 in the order they ended: what a person
+	// or cordon decided and what the operation exited with, never the command's word.
+	// GatesMore counts the rest (the log has each).
+	Gates     []gatewire.Decided `json:"gates"`
+	GatesMore int                `json:"gates_more,omitempty"`
 }
 
 // Alert is one kind of monitor alert a command raised, counted: the category of the

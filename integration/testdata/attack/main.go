@@ -26,7 +26,7 @@ func main() {
 		"sysctl": sysctl, "pid1": pid1, "signals": signals, "cgroup": cgroup,
 		"seccomp": seccomp, "stdio": stdio, "noop": func() {}, "trace-child": traceChild,
 		"pidns": pidns, "exec-via-cwd": execViaCwd, "flood": flood, "pending-fill": pendingFill, "fresh-open": freshOpen, "opens": opens,
-		"inotify-hog": inotifyHog, "inotify-one": inotifyOne,
+		"inotify-hog": inotifyHog, "inotify-one": inotifyOne, "gate-lie": gateLie,
 	}
 	f, ok := modes[os.Args[1]]
 	if !ok {
