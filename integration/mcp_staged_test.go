@@ -151,13 +151,7 @@ func mcpGate(t *testing.T, g *gateWorld) {
 		t.Fatalf("gate approve: %v", r)
 	}
 	res := call.wait(t)
-	var out struct {
-		Approved bool   `json:"approved"`
-		ExitCode int    `json:"exit_code"`
-		Message  string `json:"message"`
-	}
-	data, _ := json.Marshal(res.StructuredContent)
-	_ = json.Unmarshal(data, &out)
+	out, data := gateResult(res)
 	if res.IsError || !out.Approved || out.ExitCode != 0 {
 		t.Errorf("approved gate: %s %s", data, resultText(res))
 	}
@@ -288,13 +282,7 @@ func mcpGateHelperTraced(t *testing.T, g *gateWorld) {
 		return
 	}
 	res := <-gated
-	var out struct {
-		Approved bool   `json:"approved"`
-		ExitCode int    `json:"exit_code"`
-		Message  string `json:"message"`
-	}
-	data, _ := json.Marshal(res.StructuredContent)
-	_ = json.Unmarshal(data, &out)
+	out, data := gateResult(res)
 	t.Logf("traced helper: %s", data)
 	if !res.IsError || out.Approved || out.ExitCode == 0 {
 		t.Errorf("the gate call whose helper was made to exit 0 answered %s; want a tool error, not approved", data)
@@ -302,6 +290,21 @@ func mcpGateHelperTraced(t *testing.T, g *gateWorld) {
 	if refs := g.refs(); strings.Contains(refs, "refs/heads/agent/") {
 		t.Errorf("a push landed with no person's approval: %q", refs)
 	}
+}
+
+// gateOutcome is the part of the gate tool's structured result the tests read.
+type gateOutcome struct {
+	Approved bool   `json:"approved"`
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message"`
+}
+
+// gateResult decodes res, a gate tool's result, and returns it with its JSON.
+func gateResult(res *gomcp.CallToolResult) (gateOutcome, []byte) {
+	var out gateOutcome
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &out)
+	return out, data
 }
 
 // TestMCPStagedContainers runs the checkpoint, rollback and gate tests on docker and
