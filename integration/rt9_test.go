@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // Red team rt9: the placeholders' life (making, placing, removal, the quarantine of
@@ -78,4 +80,65 @@ func TestRT9MaskDirInodeReusedWithoutBirth(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(vscode, "settings.json")); err == nil && strings.Contains(string(data), "pwned") {
 		t.Fatalf("the sandbox's .vscode is on the host after the run, taken for the placeholder: settings.json %q", data)
 	}
+}
+
+// TestRT9PlacedRemadeTakenForMade: a placeholder is held open from its making until it
+// is placed, and no longer: a writer of the workspace that removes it once placed and
+// makes a directory of its own at its name (before the sandbox's mask rests on it)
+// gets its inode number, and, where the file system keeps birth times, its birth
+// time when it is quick enough (the birth clock ticks every few milliseconds); where
+// it keeps none, a directory's identity is its device and inode number alone, and the
+// writer has until the sandbox starts. cordon then takes the writer's directory, with
+// what it put in it, for its placeholder: the run goes on with it under its mask, and
+// at its end leaves it on the host, never renamed aside, for a host tool to obey.
+func TestRT9PlacedRemadeTakenForMade(t *testing.T) {
+	for _, fs := range []string{"no birth time", "birth time"} {
+		t.Run(fs, func(t *testing.T) { placedRemade(t, fs == "no birth time") })
+	}
+}
+
+func placedRemade(t *testing.T, noBirth bool) {
+	w := newWorld(t)
+	if noBirth {
+		mountNoBirth(t, w.ws)
+	}
+	hostGit(t, w.ws, "init", "-q")
+	vscode := filepath.Join(w.ws, ".vscode")
+	planted := filepath.Join(vscode, "settings.json")
+	won := 0
+	for try := 0; try < 30 && won < 2; try++ {
+		cmd, done := startTrue(t, w)
+		remade, same := false, false
+		untilEnd(done, func() bool {
+			made, err := linux.Identify(vscode)
+			if err != nil {
+				return false
+			}
+			// Placed: the run's goes, the writer's takes its name, with settings in it.
+			if os.Remove(vscode) != nil || os.Mkdir(vscode, 0o755) != nil {
+				return true
+			}
+			now, err := linux.Identify(vscode)
+			same = err == nil && now == made
+			remade = os.WriteFile(planted, []byte(`{"pwned": true}`+"\n"), 0o644) == nil
+			return true
+		})
+		<-done
+		quarantined, _ := filepath.Glob(vscode + ".cordon-quarantine*")
+		if remade && same {
+			won++
+		}
+		// Whether or not it took the identity, the writer's directory is not the
+		// placeholder: a run that ends well has renamed it aside.
+		if remade && exists(planted) && cmd.ProcessState.ExitCode() == 0 {
+			t.Errorf("try %d: the run went on (exit 0) with the writer's .vscode under its mask (identity taken: %v), and left it on the host (not renamed aside)", try, same)
+		}
+		for _, p := range append(quarantined, vscode) {
+			os.RemoveAll(p)
+		}
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Logf("gc: %v", r)
+		}
+	}
+	t.Logf("the writer's directory took the placeholder's identity in %d runs", won)
 }
