@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // Red team rt9: the placeholders' life (making, placing, removal, the quarantine of
@@ -141,4 +143,53 @@ func placedRemade(t *testing.T, noBirth bool) {
 		}
 	}
 	t.Logf("the writer's directory took the placeholder's identity in %d runs", won)
+}
+
+// TestRT9PlacedSwappedBeforeWatch: between the placing of a placeholder and the start
+// of the live watch (which stops a run whose mask's entry is replaced), nothing looks
+// at it. A writer of the workspace that renames the .vscode placeholder away once it
+// is placed and its own directory, with settings in it, into its place, has the run
+// go on with that directory under its mask for the whole command: only the command's
+// end renames it aside. The run must refuse, as it does when the swap lands later.
+func TestRT9PlacedSwappedBeforeWatch(t *testing.T) {
+	w := newWorld(t)
+	hostGit(t, w.ws, "init", "-q")
+	vscode := filepath.Join(w.ws, ".vscode")
+	evil, old := filepath.Join(w.ws, "evil"), filepath.Join(w.ws, "old")
+	won := 0
+	for try := 0; try < 10 && won < 2; try++ {
+		mustWrite(t, filepath.Join(evil, "settings.json"), `{"pwned": true}`+"\n")
+		cmd := exec.Command(testutil.Cordon(t), "run", "--", "sleep", "1")
+		cmd.Dir, cmd.Env = w.ws, w.env
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		swapped := false
+		untilEnd(done, func() bool {
+			if !exists(vscode) {
+				return false
+			}
+			swapped = os.Rename(vscode, old) == nil && os.Rename(evil, vscode) == nil
+			return true
+		})
+		<-done
+		if swapped {
+			won++
+			if cmd.ProcessState.ExitCode() == 0 {
+				t.Errorf("try %d: the run went on (exit 0) with the writer's .vscode under its mask:\n%s", try, out.String())
+			}
+		}
+		quarantined, _ := filepath.Glob(vscode + ".cordon-quarantine*")
+		for _, p := range append(quarantined, vscode, evil, old) {
+			os.RemoveAll(p)
+		}
+		if r := w.cordon("", "gc"); r.code != 0 {
+			t.Logf("gc: %v", r)
+		}
+	}
+	t.Logf("the swap landed in %d runs", won)
 }
