@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,4 +193,54 @@ func TestRT9PlacedSwappedBeforeWatch(t *testing.T) {
 		}
 	}
 	t.Logf("the swap landed in %d runs", won)
+}
+
+// TestRT9GCWorkspaceFifo: cordon is killed during a run; a process of the workspace
+// owner's (who may write the workspace's parent, as a home directory is) then puts a
+// fifo where the workspace was. `cordon gc`, which every run starts with, sweeps the
+// dead run's workspace for repositories its sandbox made (sweepRepositories): it opened
+// the workspace by name, following links, and blocked on the fifo for good.
+func TestRT9GCWorkspaceFifo(t *testing.T) {
+	for _, plant := range []string{"fifo", "link to a fifo"} {
+		t.Run(plant, func(t *testing.T) {
+			w := newWorld(t)
+			hostGit(t, w.ws, "init", "-q")
+			cmd := exec.Command(testutil.Cordon(t), "run", "--", "sleep", "60")
+			cmd.Dir, cmd.Env = w.ws, w.env
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Its placeholders are made once its owner record is written.
+			waitFor(t, time.Minute, "the run's .envrc placeholder", func() bool { return exists(filepath.Join(w.ws, ".envrc")) })
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			moved := w.ws + ".moved"
+			if err := os.Rename(w.ws, moved); err != nil {
+				t.Fatal(err)
+			}
+			fifo := w.ws
+			if plant != "fifo" {
+				fifo = filepath.Join(t.TempDir(), "fifo")
+				if err := os.Symlink(fifo, w.ws); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out, err := exec.Command("mkfifo", fifo).CombinedOutput(); err != nil {
+				t.Fatalf("mkfifo: %v: %s", err, out)
+			}
+			defer func() {
+				os.Remove(w.ws)
+				os.Rename(moved, w.ws) // the world's cleanup looks at it
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			gc := exec.CommandContext(ctx, testutil.Cordon(t), "gc")
+			gc.Dir, gc.Env = filepath.Dir(w.ws), w.env
+			out, err := gc.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("cordon gc blocked on the fifo at the dead run's workspace (killed after a minute): %s", out)
+			}
+			t.Logf("gc: %v: %s", err, out)
+		})
+	}
 }
