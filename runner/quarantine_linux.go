@@ -311,7 +311,10 @@ func sweepRepositories(ws string, since int64) []string {
 		}
 		return s.out
 	}
-	f, err := os.Open(ws)
+	// Never a link at its name, nor anything but a directory, nor a wait: gc sweeps a
+	// dead run's workspace, whose parent its owner's processes may write, and a fifo
+	// put in its place would block gc, and every run that starts with it, for good.
+	f, err := os.OpenFile(ws, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cordonhq/cordon/contract"
+	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/termtext"
 )
@@ -129,6 +130,25 @@ func (r *run) recordMasks() {
 			r.masks[m.Path] = id
 		} // else absent (a placeholder another run keeps is in rd.ids), or unreachable
 	}
+}
+
+// placeholdersIntact refuses the run when one of its placeholders (or their parents),
+// made or adopted, is no longer the entry it recorded: a writer of the workspace
+// removed or replaced it since it was placed, before the live watch, which stops a
+// run for that, had started. The sandbox's mask would rest on what stands there. The
+// run holds what it made (runDir.held), so no other entry has its identity.
+func (r *run) placeholdersIntact() error {
+	if r.rd == nil {
+		return nil
+	}
+	ids := r.rd.ids()
+	for _, p := range slices.Sorted(maps.Keys(ids)) {
+		if now, err := linux.Identify(p); err != nil || now != ids[p] {
+			rel, _ := filepath.Rel(r.plan.Workspace, p)
+			return errdefs.Unavailablef("the placeholder at %s was removed or replaced on the host before the sandbox started: a writer of the workspace races the run; not run", termtext.Line(filepath.ToSlash(rel)))
+		}
+	}
+	return nil
 }
 
 // sameEntry reports whether a and b identify the same file: its device and inode,

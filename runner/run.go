@@ -434,6 +434,11 @@ func (r *run) startSandbox(ctx context.Context, host sandbox.Host) (err error) {
 		if err != nil {
 			return err
 		}
+		// From here on the watch stops a run whose placeholder is replaced; what
+		// replaced one before it started is found now.
+		if err := r.placeholdersIntact(); err != nil {
+			return err
+		}
 	}
 	ph.Next("sandbox.start")
 	if r.sb, err = r.o.Backend.Start(ctx, r.plan, host); err != nil {

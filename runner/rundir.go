@@ -102,6 +102,12 @@ type runDir struct {
 	// nothing aside; unplaced: something recorded was not placed (and is not this
 	// run's), so the record is written again.
 	placedAll, unplaced bool
+	// held holds open every placeholder and parent the run made or adopted, from its
+	// making (or adoption) until removePlaceholders: while it is held, an entry made
+	// at its path once the workspace removed it is never given its inode number (ext4
+	// gives a freed one to the next entry made), and so never its identity where the
+	// file system keeps no birth time (a directory's is then its device and inode).
+	held linux.Made
 }
 
 // makeRunDir creates root/id (mode 0700) with the mask entries backends need, checking

@@ -126,7 +126,7 @@ func (rd *runDir) placeholders(plan *contract.Plan, check func() error) (err err
 // make, in order: each placeholder after its missing parents.
 func (rd *runDir) decide(plan *contract.Plan, others map[string]listing) []linux.Placeholder {
 	var todo []linux.Placeholder
-	parents := parentPlan{others: others, known: map[string]bool{}, ids: map[string]linux.FileID{}}
+	parents := parentPlan{others: others, known: map[string]bool{}, ids: map[string]linux.FileID{}, held: &rd.held}
 	for _, m := range plan.Mounts {
 		l, listed := others[m.Path]
 		if m.Create == contract.PlaceholderParent || listed && l.parent {
@@ -143,7 +143,7 @@ func (rd *runDir) decide(plan *contract.Plan, others map[string]listing) []linux
 			content = l.content // what the other run's placeholder holds
 		}
 		if _, err := os.Lstat(m.Path); err == nil {
-			id, ok := l.holds(m.Path)
+			id, ok := l.holds(m.Path, &rd.held)
 			if !ok {
 				// Appeared since Compile, or at a path a run recorded but never made
 				// (or made, and removed since): the user's, mounted over as it is.
@@ -226,10 +226,11 @@ func (rd *runDir) makeLevel(ps []linux.Placeholder) error {
 		aside[i] = p
 		aside[i].Path = rd.aside(p.Path)
 	}
-	// What was made stays open until it is placed, so that the identity placed is
-	// compared to one no other entry can have been given meanwhile.
+	// What was made stays open until the run removes it (rd.held), so that the
+	// identity placed, and every one compared to it later (the quarantine, the live
+	// watch, the removal), is one no other entry can have been given meanwhile.
 	made, merr := linux.MakePlaceholders(aside)
-	defer made.Release()
+	rd.held.Take(made)
 	ids := made.IDs
 	for j, id := range ids {
 		rd.made[ps[j].Path] = id
@@ -327,6 +328,7 @@ type parentPlan struct {
 	known  map[string]bool // directories looked at: listed, or there and not another run's
 	dirs   []string
 	ids    map[string]linux.FileID // the directories adopted, another run's
+	held   *linux.Made             // holds the directories adopted (runDir.held)
 }
 
 // add adds the parents of the placeholder p and returns those to make, the highest
@@ -345,7 +347,7 @@ func (pp *parentPlan) add(p string, making bool) (mk []string) {
 			mk = append(mk, d)
 			continue
 		}
-		id, ok := pp.others[d].holds(d)
+		id, ok := pp.others[d].holds(d, pp.held)
 		if !ok {
 			break // the user's, and so is all above it
 		}
@@ -368,7 +370,7 @@ func (pp *parentPlan) dir(p string, l listing) (mk bool) {
 		pp.dirs = append(pp.dirs, p)
 		return true
 	}
-	if id, ok := l.holds(p); ok {
+	if id, ok := l.holds(p, pp.held); ok {
 		pp.dirs, pp.ids[p] = append(pp.dirs, p), id
 	}
 	return false
@@ -436,13 +438,22 @@ func (l listing) keeps(id linux.FileID) bool {
 
 // holds returns the identity of the entry at p when it is the placeholder (or parent)
 // a run that keeps it made: that entry, not merely its path (but for an older
-// cordon's live run, byPath).
-func (l listing) holds(p string) (linux.FileID, bool) {
+// cordon's live run, byPath). That entry is held open in held from then on (when not
+// nil), as the run's own are (runDir.held): the identity is taken of what is held.
+func (l listing) holds(p string, held *linux.Made) (linux.FileID, bool) {
 	if len(l.ids) == 0 && !l.byPath {
 		return linux.FileID{}, false
 	}
-	id, err := linux.Identify(p)
-	return id, err == nil && (l.byPath || slices.Contains(l.ids, id))
+	var m linux.Made
+	defer m.Release()
+	id, err := m.Hold(p)
+	if err != nil || !l.byPath && !slices.Contains(l.ids, id) {
+		return linux.FileID{}, false
+	}
+	if held != nil {
+		held.Take(&m)
+	}
+	return id, true
 }
 
 // otherPlaceholders are the placeholders the owner records under root list (Created
@@ -513,6 +524,9 @@ func (rd *runDir) ids() map[string]linux.FileID {
 // takes their paths has another identity, which neither gc nor a run that adopts from
 // this record takes for them.
 func (rd *runDir) removePlaceholders() error {
+	// What the run holds is let go once its removal is done, or given up: the sandbox
+	// is gone by then, and the record names what stays for gc.
+	defer rd.held.Release()
 	var ps, dirs []linux.Placeholder
 	for _, p := range slices.Concat(rd.owner.Created, rd.owner.Adopted) {
 		if id, ok := rd.identity(p); ok {

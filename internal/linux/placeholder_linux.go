@@ -6,6 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// holdFlags open an entry to hold it (Made.Hold): a path only, whatever it is, and
+// no link at its name.
+const holdFlags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
 // renameat2 is unix.Renameat2; tests make it fail as a file system without
 // RENAME_NOREPLACE does.
 var renameat2 = unix.Renameat2

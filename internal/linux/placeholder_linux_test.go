@@ -205,3 +205,58 @@ func TestMadeHeldNoReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldNoReuse: the inode number of an entry Hold holds (a placeholder another
+// run made, adopted) is never given to one made at its path once it is removed, as
+// TestMadeHeldNoReuse says of those MakePlaceholders made; its identity is that of
+// what was opened, and a link at its name is held as the link.
+func TestHoldNoReuse(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []bool{true, false} {
+		p := filepath.Join(dir, fmt.Sprintf("adopted-%v", d))
+		mk := func() error {
+			if d {
+				return os.Mkdir(p, 0o700)
+			}
+			return os.WriteFile(p, nil, 0o600)
+		}
+		if err := mk(); err != nil {
+			t.Fatal(err)
+		}
+		want, err := Identify(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held Made
+		id, err := held.Hold(p)
+		if err != nil || id != want {
+			t.Fatalf("dir %v: held %v (%v); want %v", d, id, err, want)
+		}
+		for range 10 {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := mk(); err != nil {
+				t.Fatal(err)
+			}
+			// Not even its inode number: where no birth time is kept, that is all
+			// that tells a directory from another.
+			if now, err := Identify(p); err != nil || now.Dev == id.Dev && now.Ino == id.Ino {
+				t.Fatalf("dir %v: the entry made again has the inode number of the one held: %v (%v)", d, now, err)
+			}
+		}
+		held.Release()
+	}
+	// A link at the name is held as the link, never followed.
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	var held Made
+	defer held.Release()
+	id, err := held.Hold(link)
+	target, _ := Identify(dir)
+	if err == nil && id == target {
+		t.Fatalf("Hold followed the link at its name: %v", id)
+	}
+}

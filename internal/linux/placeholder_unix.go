@@ -95,6 +95,36 @@ func (m *Made) Release() {
 	m.fds = nil
 }
 
+// Take moves what o holds to m: m releases it (o holds nothing more). Its IDs stay o's.
+func (m *Made) Take(o *Made) {
+	m.fds = append(m.fds, o.fds...)
+	o.fds = nil
+}
+
+// Hold opens the entry at p, following no symbolic link on the way to it or at it,
+// holds it in m until Release, and returns its identity, taken of what it opened: a
+// placeholder another run made (adopted), held as one made is, so that no entry made
+// at its path once it is removed has its identity while m holds it. A fifo or a device
+// is opened without being read or waited for (holdFlags).
+func (m *Made) Hold(p string) (FileID, error) {
+	pfd, err := openParentNoLinks(p, false)
+	if err != nil {
+		return FileID{}, err
+	}
+	defer unix.Close(pfd)
+	fd, err := unix.Openat(pfd, filepath.Base(p), holdFlags, 0)
+	if err != nil {
+		return FileID{}, err
+	}
+	e, err := statFd(fd)
+	if err != nil {
+		unix.Close(fd)
+		return FileID{}, err
+	}
+	m.fds = append(m.fds, fd)
+	return e.id, nil
+}
+
 // MakePlaceholders creates ps in order, as [MakePlaceholder] does each but for their
 // parents: a missing parent fails it (ENOENT), as one not made by this call, which has
 // no identity for it, must not be (list each parent to make as a Placeholder with
