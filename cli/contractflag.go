@@ -61,7 +61,11 @@ func loadContract(file string) (*contract.Contract, error) {
 			return contract.Default(), nil
 		}
 	}
-	c, err := contract.Load(file)
+	load := contract.Load
+	if file == DefaultContractFile {
+		load = contract.LoadRegular // the workspace's: no fifo hangs the run
+	}
+	c, err := load(file)
 	if err != nil {
 		if file == DefaultContractFile && emptyEntry(file) {
 			return nil, errdefs.Invalidf("%w (an empty %s is no contract: it may be a placeholder a run made where the workspace had none and whose record was lost, to a crash of the machine or to an older cordon killed as its run started; remove it, or write the contract there)", err, file)

@@ -2,12 +2,14 @@ package contract
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -19,9 +21,58 @@ import (
 // returned, joined, each as an [*Error] carrying FILE:LINE:COL. Load does not validate
 // semantics beyond types; call [Validate] (or [Compile], which does) for that.
 func Load(path string) (*Contract, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	defer f.Close()
+	return load(path, f)
+}
+
+// LoadRegular is [Load] for a contract file no one named (the workspace's cordon.yaml,
+// which the workspace's writers may replace): only a regular file is read, opened
+// without waiting, so that a fifo or a device there is refused rather than hang the
+// caller. A link to a regular file is followed.
+func LoadRegular(path string) (*Contract, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading contract: %s is not a regular file (%s)", path, kindOf(st.Mode()))
+	}
+	return load(path, f)
+}
+
+// kindOf names the kind of file m is, for an error.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a fifo"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
+}
+
+// MaxSize bounds a contract file: a contract is a page or two of YAML.
+const MaxSize = 1 << 20
+
+// load reads a contract of at most MaxSize bytes from f, the file path.
+func load(path string, f io.Reader) (*Contract, error) {
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading contract: %w", err)
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("reading contract: %s is larger than %d bytes: no contract is", path, MaxSize)
 	}
 	return Parse(path, data)
 }

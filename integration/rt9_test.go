@@ -244,3 +244,34 @@ func TestRT9GCWorkspaceFifo(t *testing.T) {
 		})
 	}
 }
+
+// TestRT9ContractFifo (rt9, found and left by the red team): the workspace's
+// cordon.yaml, read when no contract is named, is the workspace's writers' to
+// replace. A fifo there hung `cordon run` at the contract's open, and every run in
+// that workspace after it; a file of gigabytes would be read whole. Either is refused
+// at once with a reason.
+func TestRT9ContractFifo(t *testing.T) {
+	w := newWorld(t)
+	p := filepath.Join(w.ws, "cordon.yaml")
+	os.Remove(p)
+	if out, err := exec.Command("mkfifo", p).CombinedOutput(); err != nil {
+		t.Fatalf("mkfifo: %v: %s", err, out)
+	}
+	start := time.Now()
+	r := w.cordon("", "run", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "not a regular file") || time.Since(start) > time.Minute {
+		t.Errorf("a fifo at ./cordon.yaml: %v after %v; want a refusal naming it not a regular file, at once", r, time.Since(start))
+	}
+	os.Remove(p)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil { // sparse: a gigabyte of zeros
+		t.Fatal(err)
+	}
+	f.Close()
+	if r := w.cordon("", "run", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "larger than") {
+		t.Errorf("a 1 GiB ./cordon.yaml: %v; want it refused as larger than a contract is", r)
+	}
+}
