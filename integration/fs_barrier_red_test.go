@@ -139,7 +139,7 @@ print("wrote", flush=True)
 func TestRedBarrierPassedDescriptor(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	victim := filepath.Join(w.ws, "bulk", "63", "31999")
 	serveDescriptor(t, filepath.Join(w.ws, "h.sock"), victim, os.O_WRONLY|os.O_APPEND)
 	r := w.cordon("", "run", "-v", "--", "python3", "-c", takeDescriptor, "APPEND")
@@ -166,7 +166,7 @@ func TestRedBarrierPassedDescriptor(t *testing.T) {
 func TestRedBarrierUnreadMmap(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	victim := filepath.Join(w.ws, "bulk", "63", "31999")
 	serveDescriptor(t, filepath.Join(w.ws, "h.sock"), victim, os.O_RDWR)
 	r := w.cordon("", "run", "-v", "--", "python3", "-c", takeDescriptor, "MMAP")
@@ -224,7 +224,7 @@ else:
 func TestRedBarrierLeaseHidesPatch(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	r := w.cordon("", "run", "-v", "--", "python3", "-c", leaseBaseline)
 	if r.code != 0 || !strings.Contains(r.stdout, "target") {
 		t.Fatalf("run: %v", r)

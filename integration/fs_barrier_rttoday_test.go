@@ -112,7 +112,7 @@ func TestRTTodaySkipHardLinkOutside(t *testing.T) {
 func TestRTTodayGateWritesDuringBaseline(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	w.contract(`version: 1
 gates:
   - {name: stamp, run: ["sh", "-c", "for d in bulk/*; do echo stamped > $d/gate-copy; done"], why: the build stamps its output}
@@ -206,7 +206,7 @@ func TestRTTodayPlaceholdersDuringBaseline(t *testing.T) {
 func TestRTTodayStdoutWorkspaceFIFO(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	fifo := filepath.Join(w.ws, "bulk", "63", "out.fifo")
 	if err := linux.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)

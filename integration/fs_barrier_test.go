@@ -43,7 +43,7 @@ func heldCalls(stderr string) int {
 func TestRedBarrierWritesAtOnce(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	// The walk reads the 64 directories of bulk a few at a time: the changes are
 	// spread over them, so that, were they not held, most would be made before the
 	// baseline reads them.
@@ -124,7 +124,7 @@ func TestBarrierNothingChanged(t *testing.T) {
 	// not empty. No redirection either: sh's open of /dev/null for writing would be
 	// held until the baseline is read. Its output goes to a pipe, which cordon's
 	// copy does not hold (a regular file it would: TestRedBarrierStdoutIntoWorkspace).
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	r := w.cordon("", "run", "-v", "--", "echo", "said")
 	if r.code != 0 || r.stdout != "said\n" {
 		t.Fatalf("run: %v", r)
@@ -205,7 +205,7 @@ os._exit(0)
 func TestRedBarrierOwnListener(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	r := w.cordon("", "run", "-v", "--", "python3", "-c", ownListener)
 	if r.code != 0 {
 		t.Fatalf("run: %v", r)

@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) {
 	bpfroots.Sweep()
 	sweepShortTempDirs()
-	testutil.Main(m, removeAttacker)
+	testutil.Main(m, removeAttacker, removeBulkPool)
 }
 
 // shortTempPrefix is the name shortTempDir's directories start with: the test
