@@ -43,7 +43,7 @@ func diffOps(t *testing.T, w *world) (map[string]string, bool) {
 func TestRedBarrierStdoutIntoWorkspace(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	bigWorkspace(t, w, 32000)
+	sharedBulk(t, w)
 	// The last directory the walk reads: the write comes long before it.
 	out := filepath.Join(w.ws, "bulk", "63", "out.log")
 	mustWrite(t, out, "")
