@@ -90,6 +90,11 @@ func (m *rawMCP) line() string {
 	return l
 }
 
+// pipelineStall is how long a write to cordon mcp's stdin may stay blocked before
+// the writer takes it that cordon stopped reading. A cordon that reads on (the
+// attacks below) takes each write in far less, however busy the machine.
+const pipelineStall = 5 * time.Second
+
 // TestRT7MCPPipelinedUnread: a hostile agent over stdio writes requests and never reads
 // the answers. cordon mcp must stop reading rather than hold every request and its
 // answer: its memory stays bounded however long the agent writes, and every request
@@ -101,13 +106,13 @@ func TestRT7MCPPipelinedUnread(t *testing.T) {
 	pid := m.cmd.Process.Pid
 	before := procStatus(t, pid, "VmRSS")
 
-	// Write for at most 20s; a write blocked that long means cordon stopped reading.
-	if err := m.in.SetWriteDeadline(time.Now().Add(20 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	// Write until a write is blocked for pipelineStall: cordon stopped reading.
 	sent := 0
 	var werr error
 	for sent < 2000000 {
+		if werr = m.in.SetWriteDeadline(time.Now().Add(pipelineStall)); werr != nil {
+			t.Fatal(werr)
+		}
 		if werr = m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, sent+1)); werr != nil {
 			break
 		}
@@ -216,7 +221,7 @@ func TestRT7MCPPipelinedBig(t *testing.T) {
 	id := mcpSessionOf(t, m)
 	pid := m.cmd.Process.Pid
 	before := procStatus(t, pid, "VmRSS")
-	if err := m.in.SetWriteDeadline(time.Now().Add(20 * time.Second)); err != nil {
+	if err := m.in.SetWriteDeadline(time.Now().Add(pipelineStall)); err != nil {
 		t.Fatal(err)
 	}
 	// Answers no one reads fill the pipe first: the refusals below then wait.
@@ -227,6 +232,9 @@ func TestRT7MCPPipelinedBig(t *testing.T) {
 	sent := 0
 	var werr error
 	for sent < 200 {
+		if werr = m.in.SetWriteDeadline(time.Now().Add(pipelineStall)); werr != nil {
+			t.Fatal(werr)
+		}
 		if _, werr = m.in.WriteString(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"true","stdin":"%s"}}}`+"\n", sent+1, stdin)); werr != nil {
 			break
 		}
