@@ -90,6 +90,28 @@ func (m *rawMCP) line() string {
 	return l
 }
 
+// pipelineStall is how long a write to cordon mcp's stdin may stay blocked before
+// the writer takes it that cordon stopped reading. A cordon that reads on takes each
+// write in far less, however busy the machine; it is then written to for at most
+// pipelineWrite in all (what it holds by then is past the memory bounds below).
+const (
+	pipelineStall = 5 * time.Second
+	pipelineWrite = 20 * time.Second
+)
+
+// setPipelineDeadline sets f's write deadline for the next write: pipelineStall from
+// now, or end if sooner.
+func setPipelineDeadline(t *testing.T, f *os.File, end time.Time) {
+	t.Helper()
+	d := time.Now().Add(pipelineStall)
+	if end.Before(d) {
+		d = end
+	}
+	if err := f.SetWriteDeadline(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRT7MCPPipelinedUnread: a hostile agent over stdio writes requests and never reads
 // the answers. cordon mcp must stop reading rather than hold every request and its
 // answer: its memory stays bounded however long the agent writes, and every request
@@ -101,13 +123,13 @@ func TestRT7MCPPipelinedUnread(t *testing.T) {
 	pid := m.cmd.Process.Pid
 	before := procStatus(t, pid, "VmRSS")
 
-	// Write for at most 20s; a write blocked that long means cordon stopped reading.
-	if err := m.in.SetWriteDeadline(time.Now().Add(20 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	// Write until a write is blocked for pipelineStall (cordon stopped reading), for
+	// pipelineWrite at most.
+	end := time.Now().Add(pipelineWrite)
 	sent := 0
 	var werr error
 	for sent < 2000000 {
+		setPipelineDeadline(t, m.in, end)
 		if werr = m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, sent+1)); werr != nil {
 			break
 		}
@@ -216,9 +238,8 @@ func TestRT7MCPPipelinedBig(t *testing.T) {
 	id := mcpSessionOf(t, m)
 	pid := m.cmd.Process.Pid
 	before := procStatus(t, pid, "VmRSS")
-	if err := m.in.SetWriteDeadline(time.Now().Add(20 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	end := time.Now().Add(pipelineWrite)
+	setPipelineDeadline(t, m.in, end)
 	// Answers no one reads fill the pipe first: the refusals below then wait.
 	for i := range 40 {
 		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"list%d","method":"tools/list"}`, i))
@@ -227,6 +248,7 @@ func TestRT7MCPPipelinedBig(t *testing.T) {
 	sent := 0
 	var werr error
 	for sent < 200 {
+		setPipelineDeadline(t, m.in, end)
 		if _, werr = m.in.WriteString(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"true","stdin":"%s"}}}`+"\n", sent+1, stdin)); werr != nil {
 			break
 		}

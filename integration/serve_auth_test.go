@@ -123,6 +123,13 @@ func startServe(t *testing.T) *served {
 // indented as its keys ("    pools: [{name: default, size: 1}]\n").
 func startServeWith(t *testing.T, acme string) *served {
 	t.Helper()
+	return startServeListen(t, "", acme)
+}
+
+// startServeListen is startServeWith with listen lines (indented as keys of listen)
+// added to the config's listen.
+func startServeListen(t *testing.T, listen, acme string) *served {
+	t.Helper()
 	testutil.RequireRoot(t)
 	dir := shortTempDir(t)
 	if err := os.Chmod(dir, 0o711); err != nil { // other users reach the socket below
@@ -142,7 +149,7 @@ listen:
   unix: {path: %s, mode: "0666"}
   tcp: {address: "127.0.0.1:0", cert: %s, key: %s, client_ca: %s}
   metrics: {address: "127.0.0.1:0"}
-tenants:
+%stenants:
   - name: acme
     root: %s
     credentials:
@@ -155,7 +162,7 @@ tenants:
       - {name: ci, roles: [agent], token_sha256: %s}
       - {name: lead, roles: [approver, auditor], client_cert: {common_name: lead.beta}}
 `, s.sock, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem"),
-		filepath.Join(dir, "acme"), acmeSum, acme, filepath.Join(dir, "beta"), betaSum)
+		listen, filepath.Join(dir, "acme"), acmeSum, acme, filepath.Join(dir, "beta"), betaSum)
 	s.file = filepath.Join(dir, "serve.yaml")
 	mustWrite(t, s.file, cfg)
 	s.launch(t)

@@ -146,11 +146,11 @@ func TestRed4UnclaimedWarmLeavesNoWorkspace(t *testing.T) {
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	wsRoot := filepath.Join(filepath.Dir(s.file), "acme", "workspaces")
-	waitFor(t, 2*time.Minute, "three warm sessions retired at their wall time", func() bool { return len(retiredWarm(s)) >= 3 })
+	waitFor(t, 2*time.Minute, "two warm sessions retired at their wall time", func() bool { return len(retiredWarm(s)) >= 2 })
 	waitFor(t, time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
 	entries, _ := os.ReadDir(wsRoot)
-	if len(entries) > 2 { // the warm one, and perhaps one starting
-		t.Errorf("the workspaces root holds %d entries after 3 warm sessions were stopped at their wall time; want at most 2", len(entries))
+	if len(entries) > 2 { // the warm one, and perhaps one starting; kept, the 2 retired would make 3
+		t.Errorf("the workspaces root holds %d entries after 2 warm sessions were stopped at their wall time; want at most 2", len(entries))
 	}
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -216,11 +216,13 @@ func TestRed4CheckpointQueue(t *testing.T) {
 	if code != http.StatusCreated || json.Unmarshal([]byte(body), &sess) != nil {
 		t.Fatalf("start: %d %s", code, body)
 	}
-	// Many files changed: each checkpoint has them to copy or link.
-	if _, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "mkdir d && cd d && seq 1 20000 | xargs touch")); last.Result == nil || last.Result.ExitCode != 0 {
+	// Many files changed: each checkpoint has them to copy or link, a quarter of a
+	// second or so, while the n requests arrive; those past the 32 admitted arrive
+	// before the first few end, however slowly the requests are sent.
+	if _, _, last := outcome(t, acme.exec(t, sess.ID, "sh", "-c", "mkdir d && cd d && seq 1 4000 | xargs touch")); last.Result == nil || last.Result.ExitCode != 0 {
 		t.Fatalf("making files: %+v", last)
 	}
-	const n = 48
+	const n = 80
 	codes := make(chan int, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -252,7 +254,7 @@ func TestRed4StagedWarmLeavesNoStage(t *testing.T) {
 	s := startServeWith(t, "    pools: [{name: st, size: 1, backend: bwrap, stage: true}]\n    quotas: {wall: 2s}\n")
 	stopPoolAtEnd(t, s)
 	auditRoot := filepath.Join(filepath.Dir(s.file), "acme", "audit")
-	waitFor(t, 2*time.Minute, "two staged warm sessions retired at their wall time", func() bool { return len(retiredWarm(s)) >= 2 })
+	waitFor(t, 2*time.Minute, "a staged warm session retired at its wall time", func() bool { return len(retiredWarm(s)) >= 1 })
 	for _, id := range retiredWarm(s) {
 		if _, err := os.Lstat(filepath.Join(auditRoot, id, "stage")); err == nil {
 			t.Errorf("warm session %s, stopped unclaimed, left a stage in its run: prune keeps it until an approver discards it", id)
@@ -312,16 +314,26 @@ func TestRed4ClaimPastAuditQuota(t *testing.T) {
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
 	acme := s.tcpClient("acme")
-	// The warm session's log is past 1 KiB; the audit root is measured every 30 s.
+	// The warm session's log is past 1 KiB, but the audit root was measured as the
+	// warm session started, and that figure is reused for 30 s. A start let through
+	// meanwhile is stopped and its run pruned (by root, the tenant's auditor on the
+	// unix socket): after a prune the server measures again at the next start.
+	auditor := s.unixClient("acme")
+	auditor.token = ""
+	pruned := 0
 	waitFor(t, time.Minute, "a cold start refused at the audit quota", func() bool {
 		code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{Workspace: "probe"})
 		var sess api.Session
 		if code == http.StatusCreated && json.Unmarshal([]byte(body), &sess) == nil {
+			pruned++
 			acme.call(t, "POST", "/v1/sessions/"+sess.ID+"/stop", nil)
+			if code, body := auditor.call(t, "POST", "/v1/runs/prune", api.PruneRequest{OlderThan: "1ms"}); code != http.StatusOK {
+				t.Fatalf("prune: %d %s", code, body)
+			}
 		}
-		time.Sleep(time.Second)
 		return code == http.StatusTooManyRequests && strings.Contains(body, `"quota":"audit"`)
 	})
+	t.Logf("cold starts let through (then stopped and pruned) before one was refused: %d", pruned)
 	if len(warmIDs(t, serve)) != 1 {
 		t.Fatal("no warm session left to claim: the test proves nothing")
 	}

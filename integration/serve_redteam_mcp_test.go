@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -200,7 +201,7 @@ func TestRedMCPRoles(t *testing.T) {
 // running, and the quota is free again.
 func TestRedMCPAbandoned(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    quotas: {sessions: 3, mcp_idle: 15s}\n")
+	s := startServeWith(t, "    quotas: {sessions: 3, mcp_idle: 6s}\n")
 	stopSessionsAtEnd(t, s)
 	m := &mcpServe{t: t, s: s, url: "https://" + s.addr + api.MCP, acme: s.tcpClient("acme")}
 	proto := []string{"Mcp-Protocol-Version", "2025-06-18"}
@@ -212,12 +213,15 @@ func TestRedMCPAbandoned(t *testing.T) {
 		}
 		sids = append(sids, hdr.Get("Mcp-Session-Id"))
 	}
+	// Each session named in a request just now: none is past mcp_idle for the fourth.
+	initialized := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	for _, sid := range sids {
+		if code, body, _ := m.post("", s.tokens["acme"], initialized, append(proto, "Mcp-Session-Id", sid)...); code != http.StatusAccepted {
+			t.Fatalf("initialized: %d %s", code, body)
+		}
+	}
 	if code, body, _ := m.post("", s.tokens["acme"], mcpInitialize); code != http.StatusTooManyRequests || !strings.Contains(body, `"quota":"sessions"`) {
 		t.Errorf("a fourth MCP session with a quota of 3: %d %s; want 429 naming sessions", code, body)
-	}
-	initialized := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
-	if code, body, _ := m.post("", s.tokens["acme"], initialized, append(proto, "Mcp-Session-Id", sids[0])...); code != http.StatusAccepted {
-		t.Fatalf("initialized: %d %s", code, body)
 	}
 	marker := "sleep " + uniq("71")
 	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec","arguments":{"command":"%s"}}}`, marker)
@@ -227,7 +231,7 @@ func TestRedMCPAbandoned(t *testing.T) {
 
 	var list api.SessionList
 	root := s.tenantRoot("acme")
-	waitFor(t, time.Minute, "every session of the vanished client to stop within mcp_idle (15s), and its processes to end", func() bool {
+	waitFor(t, time.Minute, "every session of the vanished client to stop within mcp_idle (6s), and its processes to end", func() bool {
 		_, lb := m.acme.call(t, "GET", "/v1/sessions", nil)
 		list = api.SessionList{}
 		if json.Unmarshal([]byte(lb), &list) != nil || len(list.Sessions) != 3 {
@@ -435,20 +439,37 @@ func TestRedMCPBigBodies(t *testing.T) {
 	stdin := strings.Repeat("a", 8<<20-1)
 	var conns []*tls.Conn
 	for i := range 32 {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 40","stdin":"%s"}}}`, 1000+i, stdin)
+		// Concatenated, not formatted: each copy of 8 MiB is slow under -race.
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"command":"sleep 40","stdin":"`, 1000+i) + stdin + `"}}}`
 		conns = append(conns, rawMCPSend(t, s, s.tokens["acme"], sids[i%2], body, "Mcp-Protocol-Version", "2025-06-18"))
 	}
+	// The calls admitted hold their messages as long as their commands run (40 s):
+	// sampled for 8 s, and the daemon's peak (VmHWM) at the end, which no sample can
+	// miss.
 	peak := 0
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
 		peak = max(peak, rss())
 	}
+	peak = max(peak, int(peakRSS(t, s.cmd.Process.Pid)>>20))
+	// Each connection's answer so far, read for a second (the calls admitted answer
+	// nothing while their commands run), all at once.
+	got := make([]bool, len(conns))
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Second)
+	for i, c := range conns {
+		c.SetReadDeadline(deadline)
+		wg.Go(func() {
+			b, _ := io.ReadAll(c)
+			got[i] = strings.HasPrefix(string(b), "HTTP/1.1 429 ") && strings.Contains(string(b), `"quota":"mcp_bodies"`)
+			c.Close()
+		})
+	}
+	wg.Wait()
 	refused := 0
-	for _, c := range conns {
-		c.SetReadDeadline(time.Now().Add(time.Second))
-		if b, _ := io.ReadAll(c); strings.HasPrefix(string(b), "HTTP/1.1 429 ") && strings.Contains(string(b), `"quota":"mcp_bodies"`) {
+	for _, r := range got {
+		if r {
 			refused++
 		}
-		c.Close()
 	}
 	if refused == 0 {
 		t.Error("32 calls of 8 MiB at once: none refused; want 429 naming mcp_bodies past the tenant's bound")

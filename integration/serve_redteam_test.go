@@ -643,11 +643,11 @@ func TestRedServeSandboxKillsItsSession(t *testing.T) {
 // pool must not be stopped moments after it is handed out.
 func TestRedServeWarmClaimWallTime(t *testing.T) {
 	testutil.RequireBwrap(t)
-	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {wall: 12s}\n")
+	s := startServeWith(t, "    pools: [{name: default, size: 1, backend: bwrap}]\n    quotas: {wall: 8s}\n")
 	stopPoolAtEnd(t, s)
 	serve := filepath.Join(filepath.Dir(s.file), "acme", "run", "serve")
 	waitFor(t, 2*time.Minute, "a warm session", func() bool { return len(warmIDs(t, serve)) == 1 })
-	time.Sleep(8 * time.Second) // it waits in the pool: 8 of its 12 s
+	time.Sleep(4 * time.Second) // it waits in the pool: 4 of its 8 s
 	acme := s.tcpClient("acme")
 	code, body := acme.call(t, "POST", "/v1/sessions", api.StartRequest{})
 	var sess api.Session
@@ -655,8 +655,8 @@ func TestRedServeWarmClaimWallTime(t *testing.T) {
 		t.Fatalf("claim: %d %s", code, body)
 	}
 	testutil.Require(t, sess.Warm, "a warm claim, not a cold start (the warm session was replaced meanwhile): "+body)
-	time.Sleep(7 * time.Second)
+	time.Sleep(6 * time.Second) // 10 s since it was started, 6 since it was claimed
 	if got := acme.session(t, sess.ID); got.State != "running" {
-		t.Errorf("a warm session 7 s after its claim, with a wall time of 12 s: %+v; want running", got)
+		t.Errorf("a warm session 6 s after its claim, with a wall time of 8 s: %+v; want running", got)
 	}
 }

@@ -163,7 +163,7 @@ func (s *Server) exportRun(w http.ResponseWriter, r *http.Request, id auth.Ident
 	if !ok {
 		return
 	}
-	st := newLineStream(w)
+	st := newLineStream(w, s.timeouts.Response)
 	_, err := audit.Export(st, run.EventsPath(), audit.ExportOptions{Format: format})
 	var verr *audit.VerifyError
 	switch {
@@ -194,7 +194,7 @@ func (s *Server) followRun(w http.ResponseWriter, r *http.Request, id auth.Ident
 	if live == nil {
 		live = runner.Live
 	}
-	st := newLineStream(w)
+	st := newLineStream(w, s.timeouts.Response)
 	out := audit.NewStream(st, format)
 	_, err := audit.Follow(r.Context(), run.EventsPath(), audit.FollowOptions{Live: func() bool { return live(root, run.ID) }},
 		func(line []byte, rec audit.Record) error { return out.Write(line, rec) })

@@ -216,8 +216,8 @@ func (s *Server) serveMetrics() (stop func(context.Context), err error) {
 	hs := &http.Server{
 		Handler:           s.metrics.handler(s.log),
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
+		ReadTimeout:       s.timeouts.Request,
+		WriteTimeout:      s.timeouts.Response,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnState:         connState,

@@ -28,13 +28,13 @@ import (
 )
 
 // The limits every connection and request meets. A slow or idle client costs one of
-// maxConns slots for at most these times; a body larger than maxBody is refused.
+// maxConns slots for at most these times and listen.timeouts' (the whole request,
+// body included; the response, which streams lift); a body larger than maxBody is
+// refused.
 const (
 	maxConns          = 1024             // per listener; past it a waiting connection is closed for a new one
 	maxConnsPerPeer   = 128              // per remote IP (IPv6: /64) or local uid; closed at once past it
 	readHeaderTimeout = 5 * time.Second  // the TLS handshake and the request head
-	readTimeout       = 30 * time.Second // the whole request, body included
-	writeTimeout      = 60 * time.Second // the response (streams will set their own deadline)
 	idleTimeout       = 60 * time.Second // between requests on a kept-alive connection
 	maxHeaderBytes    = 16 << 10
 	maxBody           = 1 << 20
@@ -64,6 +64,8 @@ const (
 // Server is a configured `cordon serve`. Make it with [New]; [Server.Serve] runs it.
 type Server struct {
 	cfg *config.Config
+	// timeouts are cfg's listen.timeouts, defaults filled in.
+	timeouts config.Timeouts
 	// auth maps credentials to identities: swapped whole when the config's credentials
 	// are reloaded ([Server.Reload]).
 	auth atomic.Pointer[auth.Authenticator]
@@ -91,8 +93,8 @@ type Server struct {
 // New checks what cfg names on the host (the TLS certificate and key, the client CA)
 // and returns a server ready to listen.
 func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, metrics: newMetrics(tenantNames(cfg)), quota: quota.New(cfg),
-		pool: refillChans(cfg), heldReqs: newHeldLimiter(), logDocs: newLogDocsLimiter()}
+	s := &Server{cfg: cfg, timeouts: cfg.Listen.Timeouts.WithDefaults(), log: log, metrics: newMetrics(tenantNames(cfg)),
+		quota: quota.New(cfg), pool: refillChans(cfg), heldReqs: newHeldLimiter(), logDocs: newLogDocsLimiter()}
 	if err := checkPoolQuotas(cfg); err != nil {
 		return nil, err
 	}
@@ -159,8 +161,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	hs := &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
+		ReadTimeout:       s.timeouts.Request,
+		WriteTimeout:      s.timeouts.Response,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       connContext,

@@ -38,9 +38,10 @@ type Config struct {
 // Listen says where the server accepts connections: a unix socket, TCP with TLS, or
 // both. At least one is set. Metrics is apart: it serves no API.
 type Listen struct {
-	Unix    *Unix
-	TCP     *TCP
-	Metrics *Metrics // GET /metrics, on its own listener; nil serves none
+	Unix     *Unix
+	TCP      *TCP
+	Metrics  *Metrics // GET /metrics, on its own listener; nil serves none
+	Timeouts Timeouts // of requests and answers, on every listener
 }
 
 // Unix is the local socket. Its callers are known by their uid (SO_PEERCRED) or by a

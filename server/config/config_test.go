@@ -71,7 +71,7 @@ func TestParseRefuses(t *testing.T) {
 		{"version 2", "version: 2\nlisten: {unix: {path: /s}}\ntenants: [{name: a, root: /a}]\n", []string{
 			`f.yaml:1:10: version: 2 is not supported; this cordon reads version 1`}},
 		{"unknown listen key", "version: 1\nlisten: {unix: {path: /s}, http: {}}\ntenants: [{name: a, root: /a}]\n", []string{
-			`f.yaml:2:28: listen: unknown key "http" (known: unix, tcp, metrics)`}},
+			`f.yaml:2:28: listen: unknown key "http" (known: unix, tcp, metrics, timeouts)`}},
 		{"tcp without TLS", "version: 1\nlisten:\n  tcp: {address: ':8443'}\ntenants: [{name: a, root: /a}]\n", []string{
 			`f.yaml:3:8: listen.tcp: a TCP listener needs TLS: set "cert" and "key" (tokens must never cross a network in clear)`}},
 		{"relative socket", "version: 1\nlisten: {unix: {path: run/s}}\ntenants: [{name: a, root: /a}]\n", []string{

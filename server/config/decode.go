@@ -59,6 +59,7 @@ func decodeListen(d *strictyaml.Decoder, n *yaml.Node, l *Listen) {
 		strictyaml.Field{Name: "unix", Decode: func(v *yaml.Node) { l.Unix = decodeUnix(d, v) }},
 		strictyaml.Field{Name: "tcp", Decode: func(v *yaml.Node) { l.TCP = decodeTCP(d, v) }},
 		strictyaml.Field{Name: "metrics", Decode: func(v *yaml.Node) { l.Metrics = decodeMetrics(d, v) }},
+		strictyaml.Field{Name: "timeouts", Decode: func(v *yaml.Node) { l.Timeouts = decodeTimeouts(d, v) }},
 	)
 	if (n.Kind == yaml.MappingNode || strictyaml.IsNull(n)) && l.Unix == nil && l.TCP == nil {
 		d.At(n, "listen: want \"unix\", \"tcp\" or both")
