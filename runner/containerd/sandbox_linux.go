@@ -491,21 +491,38 @@ func (s *instance) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
-// removeContainer deletes c and its snapshot, and first c's task if it has one.
+// removeContainer deletes c and its snapshot, and first c's task if it has one. The
+// task's deletion may fail and the task still go: its shim exits once the task is
+// killed, and containerd 1.6 can answer the deletion with the shim's connection
+// closed ("ttrpc: closed"). So the container is deleted whatever the task's deletion
+// said, and the two are tried again (three times in all, a second apart at most)
+// while containerd refuses the container for a task it still holds.
 func removeContainer(ctx context.Context, c containerd.Container) error {
 	err := c.Delete(ctx, containerd.WithSnapshotCleanup)
 	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil
 	}
-	if t, err := c.Task(ctx, reclaimFIFOs); err == nil {
-		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("containerd: deleting the task of %s: %w", c.ID(), err)
+	for try, wait := 0, 250*time.Millisecond; ; try, wait = try+1, 2*wait {
+		var taskErr error
+		if t, err := c.Task(ctx, reclaimFIFOs); err == nil {
+			if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+				taskErr = fmt.Errorf("containerd: deleting the task of %s: %w", c.ID(), err)
+			}
+		}
+		err := c.Delete(ctx, containerd.WithSnapshotCleanup)
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		err = errors.Join(taskErr, fmt.Errorf("containerd: deleting container %s: %w", c.ID(), err))
+		if try == 2 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
 		}
 	}
-	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("containerd: deleting container %s: %w", c.ID(), err)
-	}
-	return nil
 }
 
 // reclaimFIFOs attaches to a task left by a cordon that died, so that deleting the
