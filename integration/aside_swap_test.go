@@ -1,16 +1,19 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/cordonhq/cordon/audit"
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -26,7 +29,12 @@ import (
 // between the record and the rename. The writer's directory is one made before
 // (renamed), or one made at the name once the run's is removed (made again), which
 // ext4 gives the removed one's inode number, and in the same tick of its birth clock,
-// unless cordon holds what it made open until it is placed.
+// unless cordon holds what it made open until it is placed. The writer that makes
+// its directory again is another user than cordon (its entries are another's, as the
+// workspace's are when cordon runs as root for its user): cordon takes a directory it
+// made for its own only when it is empty and its user's, and what a writer of cordon's
+// own user can put there is no more than what it could put in the one made (a root
+// writer's directory, empty when cordon opened it, was taken: its file came after).
 func TestAsideSwapRefused(t *testing.T) {
 	for _, how := range []string{"renamed", "made again"} {
 		t.Run(how, func(t *testing.T) { asideSwap(t, how == "made again") })
@@ -57,17 +65,30 @@ func asideSwap(t *testing.T, again bool) {
 		// The run's id is its run directory's name, made before its placeholders: the
 		// name made aside follows from it, and is watched for with a removal and a plant a turn.
 		aside, swaps := "", 0
-		untilEnd(done, func() bool {
-			if aside == "" {
-				aside = asideName(w, envrc)
+		race := func() error {
+			untilEnd(done, func() bool {
+				if aside == "" {
+					aside = asideName(w, envrc)
+					return false
+				}
+				// The run's empty directory goes, the writer's takes its name.
+				if os.Remove(aside) == nil && plant(aside) {
+					swaps++
+				}
 				return false
+			})
+			return nil
+		}
+		if again {
+			// What this thread makes is linux.NoReserveUID's; it may still write
+			// anywhere in the workspace, as root's tools may.
+			err := linux.WithoutReserve(race)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// The run's empty directory goes, the writer's takes its name.
-			if os.Remove(aside) == nil && plant(aside) {
-				swaps++
-			}
-			return false
-		})
+		} else {
+			race()
+		}
 		// The writer's directory, wherever it went: at .envrc (placed, the run refused),
 		// or moved from there at the run's end (.envrc.cordon-quarantine...: placed, and
 		// the run went on).
@@ -78,8 +99,11 @@ func asideSwap(t *testing.T, again bool) {
 		}
 		if placed && swaps > 0 {
 			won++
-			if cmd.ProcessState.ExitCode() == 0 {
+			switch stderr := cmd.Stderr.(*bytes.Buffer).String(); {
+			case cmd.ProcessState.ExitCode() == 0:
 				t.Errorf("try %d: the run went on (exit 0) with the writer's .envrc, put into place as its placeholder", try)
+			case !strings.Contains(stderr, "replaced"):
+				t.Errorf("try %d: the run was refused (exit %d), but not for the swap: %s", try, cmd.ProcessState.ExitCode(), stderr)
 			}
 		}
 		// The next try starts without any of it.
@@ -166,7 +190,7 @@ func TestKilledAsidePlantedGC(t *testing.T) {
 func startTrue(t *testing.T, w *world) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
 	cmd := exec.Command(testutil.Cordon(t), "run", "--", "true")
-	cmd.Dir, cmd.Env = w.ws, w.env
+	cmd.Dir, cmd.Env, cmd.Stderr = w.ws, w.env, new(bytes.Buffer)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
