@@ -205,19 +205,10 @@ func gcGates(root string) {
 // for goes. It is the entry that run made (the identity it recorded), not merely one at
 // a path it recorded: an empty file the user made there is the user's.
 func Placeholder(root, path string) bool {
-	st, err := os.Lstat(path)
-	switch {
-	case err != nil:
-		return false
-	case st.IsDir():
-		if entries, err := os.ReadDir(path); err != nil || len(entries) > 0 {
-			return false
-		}
-	case !st.Mode().IsRegular() || st.Size() != 0:
-		return false
-	}
-	id, err := linux.Identify(path)
-	if err != nil {
+	// One look: an entry swapped in after a first (a fifo where an empty directory
+	// was) is never opened to be read, nor waited on.
+	id, empty, err := linux.IdentifyEmpty(path)
+	if err != nil || !empty {
 		return false
 	}
 	listed, made := placeholderAt(root, path, id)

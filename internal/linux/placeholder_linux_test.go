@@ -260,3 +260,43 @@ func TestHoldNoReuse(t *testing.T) {
 		t.Fatalf("Hold followed the link at its name: %v", id)
 	}
 }
+
+// TestIdentifyEmpty: only an empty directory or an empty regular file is found empty,
+// with the identity Identify gives; a fifo, a device or a link at the name is neither,
+// and is never opened to be read, waited on (the fifo has no writer) or followed.
+func TestIdentifyEmpty(t *testing.T) {
+	dir := t.TempDir()
+	at := func(n string) string { return filepath.Join(dir, n) }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(at("empty-dir"), 0o700))
+	must(os.Mkdir(at("full-dir"), 0o700))
+	must(os.WriteFile(at("full-dir/x"), nil, 0o600))
+	must(os.WriteFile(at("empty-file"), nil, 0o600))
+	must(os.WriteFile(at("full-file"), []byte("x"), 0o600))
+	must(unix.Mkfifo(at("fifo"), 0o600))
+	must(os.Symlink(at("empty-dir"), at("link-to-empty")))
+	if os.Geteuid() == 0 {
+		must(unix.Mknod(at("null"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))))
+	}
+	for name, want := range map[string]bool{
+		"empty-dir": true, "empty-file": true, "full-dir": false, "full-file": false,
+		"fifo": false, "link-to-empty": false, "null": false,
+	} {
+		if _, err := os.Lstat(at(name)); err != nil {
+			continue // the device, when not root
+		}
+		id, empty, err := IdentifyEmpty(at(name))
+		if err != nil || empty != want {
+			t.Errorf("%s: empty %v, err %v; want %v", name, empty, err, want)
+			continue
+		}
+		if byName, err := Identify(at(name)); err != nil || byName != id {
+			t.Errorf("%s: identity %v; Identify gives %v (%v)", name, id, byName, err)
+		}
+	}
+}

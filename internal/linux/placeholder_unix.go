@@ -107,22 +107,72 @@ func (m *Made) Take(o *Made) {
 // at its path once it is removed has its identity while m holds it. A fifo or a device
 // is opened without being read or waited for (holdFlags).
 func (m *Made) Hold(p string) (FileID, error) {
-	pfd, err := openParentNoLinks(p, false)
+	fd, e, err := openEntry(p)
 	if err != nil {
-		return FileID{}, err
-	}
-	defer unix.Close(pfd)
-	fd, err := unix.Openat(pfd, filepath.Base(p), holdFlags, 0)
-	if err != nil {
-		return FileID{}, err
-	}
-	e, err := statFd(fd)
-	if err != nil {
-		unix.Close(fd)
 		return FileID{}, err
 	}
 	m.fds = append(m.fds, fd)
 	return e.id, nil
+}
+
+// openEntry opens the entry at p with holdFlags, following no symbolic link on the way
+// to it or at it, and stats what it opened.
+func openEntry(p string) (int, entry, error) {
+	pfd, err := openParentNoLinks(p, false)
+	if err != nil {
+		return -1, entry{}, err
+	}
+	defer unix.Close(pfd)
+	fd, err := unix.Openat(pfd, filepath.Base(p), holdFlags, 0)
+	if err != nil {
+		return -1, entry{}, err
+	}
+	e, err := statFd(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, entry{}, err
+	}
+	return fd, e, nil
+}
+
+// IdentifyEmpty returns the identity of the entry at p, as [Identify] does, and
+// whether it is what an empty placeholder is: an empty directory or an empty regular
+// file. Both are taken of one descriptor, opened as [Made.Hold] opens one: nothing is
+// looked up twice, so an entry swapped in meanwhile (a fifo, a link, a device) is
+// never read, waited on, or followed, and the identity is that of what was found
+// empty.
+func IdentifyEmpty(p string) (id FileID, empty bool, err error) {
+	fd, e, err := openEntry(p)
+	if err != nil {
+		return FileID{}, false, err
+	}
+	defer unix.Close(fd)
+	switch e.mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return e.id, e.size == 0, nil
+	case unix.S_IFDIR:
+		first, err := firstEntry(fd)
+		return e.id, err == nil && first == "", err
+	}
+	return e.id, false, nil
+}
+
+// firstEntry is the name of an entry the directory open as fd (for reading, or a
+// path only) holds, or "" when it holds none. fd stays open.
+func firstEntry(fd int) (string, error) {
+	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(dfd), ".")
+	defer f.Close()
+	switch names, err := f.Readdirnames(1); {
+	case len(names) > 0:
+		return names[0], nil
+	case err != nil && err != io.EOF:
+		return "", err
+	}
+	return "", nil
 }
 
 // MakePlaceholders creates ps in order, as [MakePlaceholder] does each but for their
@@ -222,7 +272,7 @@ func madeDir(pfd int, name string) (int, FileID, error) {
 	if err != nil {
 		return -1, FileID{}, err
 	}
-	id, err := emptyOwnDir(fd, name)
+	id, err := emptyOwnDir(fd)
 	if err != nil {
 		unix.Close(fd)
 		return -1, FileID{}, err
@@ -232,7 +282,7 @@ func madeDir(pfd int, name string) (int, FileID, error) {
 
 // emptyOwnDir returns the identity of the directory open as fd when it is empty and
 // this process's user's, or ErrMadeReplaced. fd stays open.
-func emptyOwnDir(fd int, name string) (FileID, error) {
+func emptyOwnDir(fd int) (FileID, error) {
 	e, err := statFd(fd)
 	if err != nil {
 		return FileID{}, err
@@ -240,18 +290,11 @@ func emptyOwnDir(fd int, name string) (FileID, error) {
 	if e.uid != uint32(os.Geteuid()) {
 		return FileID{}, fmt.Errorf("%w: owned by uid %d, not %d (a file system that gives new entries another owner, such as NFS squashing root, is refused alike)", ErrMadeReplaced, e.uid, os.Geteuid())
 	}
-	// Read through a duplicate, which the *os.File closes.
-	dup, err := unix.Dup(fd)
-	if err != nil {
+	switch first, err := firstEntry(fd); {
+	case err != nil:
 		return FileID{}, err
-	}
-	f := os.NewFile(uintptr(dup), name)
-	defer f.Close()
-	switch names, err := f.Readdirnames(1); {
-	case len(names) > 0:
-		return FileID{}, fmt.Errorf("%w: it holds %q", ErrMadeReplaced, names[0])
-	case err != nil && err != io.EOF:
-		return FileID{}, err
+	case first != "":
+		return FileID{}, fmt.Errorf("%w: it holds %q", ErrMadeReplaced, first)
 	}
 	return e.id, nil
 }
