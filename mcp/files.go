@@ -16,7 +16,9 @@ import (
 	"github.com/cordonhq/cordon/session"
 )
 
-// helperTimeout bounds one file tool's run inside the sandbox.
+// helperTimeout bounds one file tool's run inside the sandbox, and the contract's
+// commands.timeout (Options.MaxTimeout) bounds it when shorter: the helper is a
+// command of the session like any other, and no call runs one past that grant.
 const helperTimeout = 2 * time.Minute
 
 // helperCap bounds the helper's answer: its largest, a read at MaxReadChars, JSON
@@ -94,7 +96,7 @@ func (t *tools) runHelper(ctx context.Context, op string, flags []string, path s
 	}
 	argv := append([]string{t.o.Helper, "internal", fileop.Arg, op}, flags...)
 	argv = append(argv, "--", path)
-	o := session.ExecOptions{Timeout: helperTimeout, Cap: helperCap}
+	o := session.ExecOptions{Timeout: min(helperTimeout, t.o.MaxTimeout), Cap: helperCap}
 	if payload != nil {
 		o.Stdin = bytes.NewReader(payload)
 	}

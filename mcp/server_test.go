@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -481,5 +482,25 @@ func TestExecSummaryHostileNames(t *testing.T) {
 	got := execSummary(r)
 	if strings.ContainsAny(got, "\x1b\a") || strings.Contains(got, "\nnetwork: forged") || strings.Contains(got, "\nmonitor: fake") {
 		t.Errorf("exec's text carries the sandbox's names raw:\n%q", got)
+	}
+}
+
+// TestFileHelperWithinContractTimeout: the file tools' helper runs for at most the
+// contract's commands.timeout when it is shorter than the helper's own bound (rt7 saw
+// it given 2 minutes whatever the contract said), and for its own bound otherwise.
+func TestFileHelperWithinContractTimeout(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.txt")
+	if err := os.WriteFile(p, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ contract, want time.Duration }{{3 * time.Second, 3 * time.Second}, {time.Hour, helperTimeout}} {
+		f := &fakeSession{}
+		cs := connectWith(t, f, Options{Version: "test", MaxTimeout: c.contract})
+		if res, txt := callTool(t, cs, "read_file", map[string]any{"path": p}); res.IsError {
+			t.Fatalf("read_file: %s", txt)
+		}
+		if len(f.opts) != 1 || f.opts[0].Timeout != c.want {
+			t.Errorf("under a %s contract timeout the helper ran with %v; want one call with %s", c.contract, f.opts, c.want)
+		}
 	}
 }
