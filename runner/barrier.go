@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/seccomp"
 	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
@@ -41,11 +42,15 @@ type barrier struct {
 	hurryOnce sync.Once
 	held      atomic.Int64 // calls received before open
 	passed    atomic.Int64 // calls continued
-	taken     atomic.Bool  // the listener was handed over
-	mu        sync.Mutex   // mu guards l.
-	l         *linux.SeccompListener
-	log       *slog.Logger
-	root      os.FileInfo // the workspace's directory before the command ran
+	// received says the command made a call that may bring a descriptor in
+	// (seccomp.Receives): the change set cannot see every write it makes.
+	received atomic.Bool
+	arch     seccomp.Arch
+	taken    atomic.Bool // the listener was handed over
+	mu       sync.Mutex  // mu guards l.
+	l        *linux.SeccompListener
+	log      *slog.Logger
+	root     os.FileInfo // the workspace's directory before the command ran
 }
 
 // errNoBarrier: process 1 sent no barrier listener, or something else in its place.
@@ -70,7 +75,8 @@ func (r *run) wantBarrier() string {
 }
 
 func newBarrier(log *slog.Logger) *barrier {
-	return &barrier{open: make(chan struct{}), stop: make(chan struct{}), hurry: make(chan struct{}), log: log}
+	arch, _ := seccomp.Native() // on another arch, process 1 loads no barrier
+	return &barrier{open: make(chan struct{}), stop: make(chan struct{}), hurry: make(chan struct{}), log: log, arch: arch}
 }
 
 // hurryUp says something waits for the baseline: it reads at full speed from now on.
@@ -116,6 +122,9 @@ func (b *barrier) serve(l *linux.SeccompListener) {
 				b.log.Debug("the barrier stops serving", "err", err)
 			}
 			return
+		}
+		if seccomp.Receives(b.arch, c.Nr) {
+			b.received.Store(true) // before the call goes on
 		}
 		select {
 		case <-b.open:
@@ -244,6 +253,11 @@ func (r *run) barrierEnd(err error, skip func()) (skipped bool) {
 	}
 	// Counted before each held call went on, so before the command ended.
 	r.o.Log.Debug("the barrier's held calls", "held", r.bar.held.Load())
+	if r.bar.received.Load() {
+		// The barrier held it until the baseline was read; the walk sees what it
+		// wrote, the change set may not.
+		r.noChanges("the command received from a socket (recvmsg): a descriptor passed in, open since before the watch, writes through a shared mapping with no event the watch sees")
+	}
 	if err != nil {
 		return false
 	}

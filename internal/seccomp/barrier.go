@@ -36,6 +36,22 @@ var heldAlways = []string{
 	"recvmsg", "recvmmsg",
 }
 
+// receiving are the calls of heldAlways that may bring a descriptor in (SCM_RIGHTS).
+var receiving = []string{"recvmsg", "recvmmsg"}
+
+// Receives reports whether nr, the number of a system call the barrier held or let
+// through on arch, may bring a descriptor in from another process: one opened before
+// the run, through whose shared mapping a write makes no event a watch of the file
+// system sees.
+func Receives(arch Arch, nr int32) bool {
+	for _, name := range receiving {
+		if n, ok := arch.Number(name); ok && int64(n) == int64(nr) {
+			return true
+		}
+	}
+	return false
+}
+
 // fSetlease is fcntl's F_SETLEASE: a write lease on a file makes another's
 // non-blocking open of it fail (EWOULDBLOCK), which would make the baseline record
 // the file unreadable and the diff show no patch for what the command writes in it.

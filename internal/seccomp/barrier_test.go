@@ -183,3 +183,27 @@ func newBarrierFilter(t testing.TB, arch Arch) *filter {
 	}
 	return &filter{arch: arch, raw: raw, vm: vm}
 }
+
+// TestReceives: recvmsg and recvmmsg, the calls that may bring a descriptor in, are
+// told by their number on each arch; no other held call is.
+func TestReceives(t *testing.T) {
+	for _, goarch := range []string{"amd64", "arm64"} {
+		arch, err := ArchFor(goarch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range heldAlways {
+			nr, ok := arch.Number(name)
+			if !ok {
+				continue
+			}
+			want := name == "recvmsg" || name == "recvmmsg"
+			if got := Receives(arch, int32(nr)); got != want {
+				t.Errorf("%s: Receives(%s = %d) = %v; want %v", goarch, name, nr, got, want)
+			}
+		}
+		if Receives(arch, -1) {
+			t.Errorf("%s: Receives(-1)", goarch)
+		}
+	}
+}
