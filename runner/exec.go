@@ -168,7 +168,10 @@ func (r *run) commandEnded(err error, stderr io.Writer) {
 	case r.early && err == nil:
 		// A one-command run's sandbox ended with its command (bwrap has been waited
 		// for, its pid namespace with it): nothing is left to make a repository the
-		// live watch would disarm before the diff's sweep does.
+		// live watch would disarm before the diff's sweep does. Without a barrier no
+		// one saw whether the command received a descriptor on a socket (barrierEnd),
+		// through whose mapping it could write with no event: the diff walks.
+		r.noChanges("no barrier saw the command's calls: a descriptor it received on a socket could write with no event the watch sees")
 		r.takeChanges()
 	default:
 		r.noChanges("the sandbox may have outlived its command")
