@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,5 +80,143 @@ func TestRT10SessionStopDropsMaskEvent(t *testing.T) {
 	t.Logf("stop: %v", r)
 	if b, err := os.ReadFile(envrc); err == nil && strings.Contains(string(b), "pwned") {
 		t.Fatalf("the sandbox's .envrc is left in the workspace after the stop, armed: %q", b)
+	}
+}
+
+// rt10Flooder is TestRT10SessionStopDropsMaskEventFast's sandbox side, compiled: as
+// rt10Flood, with four writers that make files faster than shell loops do.
+const rt10Flooder = `package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	n, _ := strconv.Atoi(os.Args[1])
+	depth, _ := strconv.Atoi(os.Args[2])
+	bangs, _ := strconv.Atoi(os.Args[3])
+	for i := 0; i < bangs; i++ {
+		os.WriteFile(fmt.Sprintf("!%06d", i), nil, 0o644)
+	}
+	base := "s" + strings.Repeat("/a", depth)
+	for i := 0; i < n; i++ {
+		d := filepath.Join(base, strconv.Itoa(i))
+		os.MkdirAll(d, 0o755)
+		q := filepath.Join(d, "q")
+		os.WriteFile(q, nil, 0o644)
+		os.Link(q, filepath.Join(d, "cordon.yaml.cordon-quarantine"))
+		for k := 2; k <= 100; k++ {
+			os.Link(q, filepath.Join(d, fmt.Sprintf("cordon.yaml.cordon-quarantine-%d", k)))
+		}
+	}
+	os.WriteFile("ready", nil, 0o644)
+	for {
+		if _, err := os.Stat("go"); err == nil {
+			break
+		}
+	}
+	for i := 0; i < n; i++ {
+		if f, err := os.Create(filepath.Join(base, strconv.Itoa(i), "cordon.yaml")); err == nil {
+			f.Close()
+		}
+	}
+	os.WriteFile(".envrc", []byte("echo pwned-by-the-sandbox\n"), 0o644)
+	os.WriteFile("written", nil, 0o644)
+	for {
+		time.Sleep(time.Second)
+	}
+}
+`
+
+// TestRT10SessionStopDropsMaskEventFast: TestRT10SessionStopDropsMaskEvent with a
+// compiled flooder in the sandbox that makes each of the watch's disarms slow: a
+// contract made in a directory where the names quarantine tries (PATH.cordon-quarantine,
+// -2 … -100) are taken costs it 101 renames, each a walk of a path 200 directories deep.
+func TestRT10SessionStopDropsMaskEventFast(t *testing.T) {
+	rt10StopRace(t, "", 0)
+}
+
+// TestRT10SessionStopBoundedDiff: as TestRT10SessionStopDropsMaskEventFast, with the
+// workspace past the contract's limits.diff.entries by names that sort before .envrc
+// (the sandbox makes them; at the default bound, 100,000, a compiled program makes them
+// in a second or two). The session's stop diffs what changed since the last command
+// (closeBetween), and the quarantine that runs on that diff is where the masks are
+// checked once the sandbox is gone (maskedGone); a diff with no change, as one whose
+// bound ends before .envrc is, runs none.
+func TestRT10SessionStopBoundedDiff(t *testing.T) {
+	rt10StopRace(t, "version: 1\nlimits:\n  diff:\n    entries: 1000\n", 3000)
+}
+
+// rt10StopRace runs the flooder in a session (with the contract, when not "", and bangs
+// names before .envrc), removes the .envrc placeholder, and stops the session as soon
+// as the sandbox's .envrc is there: it must not be left in the workspace.
+func rt10StopRace(t *testing.T, contract string, bangs int) {
+	if os.Geteuid() != 0 {
+		t.Skip("the live watch needs root")
+	}
+	w := newWorld(t)
+	if contract != "" {
+		w.contract(contract)
+	}
+	src := t.TempDir()
+	mustWrite(t, filepath.Join(src, "main.go"), rt10Flooder)
+	mustWrite(t, filepath.Join(src, "go.mod"), "module flooder\n\ngo 1.22\n")
+	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, "flooder"), ".")
+	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the flooder: %v\n%s", err, out)
+	}
+	r := w.cordon("", "session", "start")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("session start: %v", r)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			w.cordon("", "session", "stop", id)
+		}
+	})
+	envrc := filepath.Join(w.ws, ".envrc")
+	if _, err := os.Lstat(envrc); err != nil {
+		t.Fatalf("no .envrc placeholder on the host: %v", err)
+	}
+	run := fmt.Sprintf("setsid ./flooder 1000 200 %d </dev/null >/dev/null 2>&1 & echo started", bangs)
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", run); r.code != 0 || !strings.Contains(r.stdout, "started") {
+		t.Fatalf("exec: %v", r)
+	}
+	waitFor(t, 120*time.Second, "the flooder's directories", func() bool {
+		_, err := os.Stat(filepath.Join(w.ws, "ready"))
+		return err == nil
+	})
+	// A command's end: the session's baseline holds the flooder's names.
+	if r := w.cordon("", "exec", id, "--", "true"); r.code != 0 {
+		t.Fatalf("exec: %v", r)
+	}
+	if err := os.Remove(envrc); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(w.ws, "go"), "")
+	how := ""
+	waitFor(t, 60*time.Second, "the sandbox's .envrc", func() bool {
+		b, err := os.ReadFile(envrc)
+		if err == nil && strings.Contains(string(b), "pwned") {
+			how = "written, not yet renamed aside"
+			return true
+		}
+		m, _ := filepath.Glob(envrc + ".cordon-quarantine*")
+		how = "renamed aside already"
+		return len(m) > 0
+	})
+	t.Logf("the stop comes with the sandbox's .envrc %s", how)
+	r = w.cordon("", "session", "stop", id)
+	stopped = true
+	if b, err := os.ReadFile(envrc); err == nil && strings.Contains(string(b), "pwned") {
+		t.Fatalf("the sandbox's .envrc is left in the workspace after the stop, armed: %q\nstop: %v", b, r)
 	}
 }
