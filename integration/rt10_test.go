@@ -220,3 +220,12 @@ func rt10StopRace(t *testing.T, contract string, bangs int) {
 		t.Fatalf("the sandbox's .envrc is left in the workspace after the stop, armed: %q\nstop: %v", b, r)
 	}
 }
+
+// TestRT10ContainerSessionStop: TestRT10SessionStopBoundedDiff against the container
+// backends (docker, containerd), whose masks are the engine's mounts on the same
+// placeholders.
+func TestRT10ContainerSessionStop(t *testing.T) {
+	forEachContainerBackend(t, func(t *testing.T, _ string) {
+		rt10StopRace(t, "version: 1\nlimits:\n  diff:\n    entries: 1000\n", 3000)
+	})
+}
