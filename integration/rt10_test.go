@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cordonhq/cordon/internal/linux"
 )
 
 // Red team rt10: placeholders and their masks across a session's life, container
@@ -88,6 +91,10 @@ func TestRT10SessionStopDropsMaskEvent(t *testing.T) {
 const rt10Flooder = `package main
 
 import (
+	"syscall"
+
+	"github.com/cordonhq/cordon/internal/linux"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -228,4 +235,41 @@ func TestRT10ContainerSessionStop(t *testing.T) {
 	forEachContainerBackend(t, func(t *testing.T, _ string) {
 		rt10StopRace(t, "version: 1\nlimits:\n  diff:\n    entries: 1000\n", 3000)
 	})
+}
+
+// TestRT10SupervisorKilledThenGC: a session's supervisor is killed (SIGKILL) while a
+// process its command left behind tries, again and again, to write .envrc through its
+// mask; `cordon gc` runs at once and removes the dead run's placeholders. Were any of
+// the sandbox left when they go (a container the engine has not stopped yet: the
+// container backends' gc runs after the run directories'), the mask would go with the
+// placeholder and the write would land on the host, with no watch left to see it.
+func TestRT10SupervisorKilledThenGC(t *testing.T) {
+	t.Run("bwrap", rt10SupervisorKilledThenGC)
+	forEachContainerBackend(t, func(t *testing.T, _ string) { rt10SupervisorKilledThenGC(t) })
+}
+
+func rt10SupervisorKilledThenGC(t *testing.T) {
+	w := newWorld(t)
+	id := w.startSession()
+	pid := sessionPID(t, w, id)
+	envrc := filepath.Join(w.ws, ".envrc")
+	if _, err := os.Lstat(envrc); err != nil {
+		t.Fatalf("no .envrc placeholder on the host: %v", err)
+	}
+	loop := `setsid sh -c 'while :; do echo "echo pwned-after-gc" > .envrc; : > alive; done' </dev/null >/dev/null 2>&1 & echo started`
+	if r := w.cordon("", "exec", id, "--", "sh", "-c", loop); r.code != 0 || !strings.Contains(r.stdout, "started") {
+		t.Fatalf("exec: %v", r)
+	}
+	alive := filepath.Join(w.ws, "alive")
+	waitFor(t, 10*time.Second, "the writer", func() bool { _, err := os.Stat(alive); return err == nil })
+	if err := linux.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := w.cordon("", "gc")
+	t.Logf("gc: %v", r)
+	// Whatever is left of the sandbox goes with the second gc (containers included).
+	w.cordon("", "gc")
+	if b, err := os.ReadFile(envrc); err == nil && strings.Contains(string(b), "pwned") {
+		t.Fatalf("the sandbox's .envrc is in the workspace after gc: %q", b)
+	}
 }
