@@ -519,6 +519,7 @@ func diffOptions(plan *contract.Plan) fsdiff.Options {
 // none, "between commands". The log has no gaps.
 func (r *run) recordBetween(since *fsdiff.Result) {
 	if since == nil || len(since.Changes) == 0 {
+		r.masksBetween(since)
 		return
 	}
 	for _, c := range since.Changes {
@@ -542,10 +543,34 @@ func (r *run) closeBetween(ctx context.Context) {
 	r.wsMu.Lock()
 	defer r.wsMu.Unlock()
 	if r.ws == nil {
+		r.masksBetween(nil)
 		return
 	}
-	if _, since, err := r.ws.Fork(context.WithoutCancel(ctx)); err == nil {
-		r.recordBetween(since)
+	_, since, err := r.ws.Fork(context.WithoutCancel(ctx))
+	if err != nil {
+		since = nil
+	}
+	r.recordBetween(since)
+}
+
+// masksBetween renames aside what stands where one of the run's masks was
+// (maskedGone) when no diff between commands is there to quarantine (recordBetween):
+// one with no change, as one whose entries bound ends before the mask's path does,
+// sees nothing the sandbox put there, and at a session's stop nothing looks later (the
+// live watch's queue is not read once the sandbox is gone). since may be nil.
+func (r *run) masksBetween(since *fsdiff.Result) {
+	if r.stage != nil {
+		return // a staged session's masks rest on its overlay, not on the workspace
+	}
+	renamed := r.maskedGone()
+	if len(renamed) == 0 {
+		return
+	}
+	if since == nil {
+		since = &fsdiff.Result{}
+	}
+	if err := r.log.RecordDiffBetween(since, r.sink.Running(), renamed); err != nil {
+		r.o.Log.Warn("recording the workspace diff between commands", "err", err)
 	}
 }
 

@@ -171,7 +171,7 @@ func (r *run) disarm(rel string) bool {
 // them, a name with 65 random bits, which it cannot guess, is tried.
 func disarmPath(ws, rel string) (string, error) {
 	p := filepath.Join(ws, filepath.FromSlash(rel))
-	var err error
+	names := make([]string, 0, 100+maxRandomQuarantine)
 	for i := 1; i <= 100+maxRandomQuarantine; i++ {
 		name := filepath.Base(p) + quarantineSuffix
 		switch {
@@ -180,14 +180,15 @@ func disarmPath(ws, rel string) (string, error) {
 		case i > 1:
 			name += "-" + strconv.Itoa(i)
 		}
-		if err = linux.RenameNoLinks(p, name); err == nil {
-			return path.Join(path.Dir(rel), name), nil
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return "", err
-		}
+		names = append(names, name)
 	}
-	return "", err
+	// The directory is reached once for all the names: a sandbox that takes them in a
+	// deep directory would otherwise hold the live watch back a walk of it for each.
+	name, err := linux.RenameNoLinksFirst(p, names)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(path.Dir(rel), name), nil
 }
 
 // maxRandomQuarantine is how many random quarantine names disarmPath tries once the

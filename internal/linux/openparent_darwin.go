@@ -39,6 +39,28 @@ func openParentNoLinks(p string, mkdir bool) (int, error) {
 	return fd, nil
 }
 
+// RenameNoLinksFirst renames p, in its directory, to the first of names no entry
+// there has, following no symbolic link on the way to it, and returns the name it
+// took (see the Linux version).
+func RenameNoLinksFirst(p string, names []string) (string, error) {
+	pfd, err := openParentNoLinks(p, false)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(pfd)
+	err = unix.EEXIST
+	for _, n := range names {
+		err = unix.RenameatxNp(pfd, filepath.Base(p), pfd, n, unix.RENAME_EXCL)
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			return "", err
+		}
+	}
+	return "", err
+}
+
 // RenameNoLinks renames p to newName in the same directory, following no symbolic
 // link on the way to it, and never over an existing newName.
 func RenameNoLinks(p, newName string) error {
