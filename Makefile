@@ -44,15 +44,16 @@ test: deps
 	@# package by far: it is cut in two lanes that run side by side. The second holds
 	@# the tests on Pods and on the container engines (TestEscapesOnPods,
 	@# TestContainer*), which wait on Pods and engines far more than they compute, and
-	@# the server's (TestServe*, TestRedServe*, TestRed4*), which balance the two.
-	@# The first is named first so that it starts first: go test runs packages in the
-	@# order given, two at a time, and the other packages fit beside it.
+	@# the server's and the session stop's red team (TestServe*, TestRedServe*,
+	@# TestRed4*, TestRT10*), which balance the two. The first is named first so that
+	@# it starts first: go test runs packages in the order given, two at a time, and
+	@# the other packages fit beside it.
 	$(GO) test -race -tags k8s -count=1 -timeout 30m -skip '$(SECOND_LANE)' \
 		./integration/ $$($(GO) list -tags k8s ./... | grep -v '/integration$$') & all=$$!; \
 	$(GO) test -race -tags k8s -count=1 -timeout 30m -run '$(SECOND_LANE)' ./integration/; second=$$?; \
 	wait $$all; rc=$$?; [ $$rc -eq 0 ] && [ $$second -eq 0 ]
 
-SECOND_LANE := ^(TestEscapesOnPods|TestContainer[A-Za-z0-9]*|TestServe[A-Za-z0-9]*|TestRedServe[A-Za-z0-9]*|TestRed4[A-Za-z0-9]*)$$
+SECOND_LANE := ^(TestEscapesOnPods|TestContainer[A-Za-z0-9]*|TestServe[A-Za-z0-9]*|TestRedServe[A-Za-z0-9]*|TestRed4[A-Za-z0-9]*|TestRT10[A-Za-z0-9]*)$$
 
 # darwin: the module vets for macOS on both architectures (the seatbelt backend and
 # every _other.go stub; vet compiles what each package imports), and the two binaries
