@@ -39,35 +39,8 @@ func openParentNoLinks(p string, mkdir bool) (int, error) {
 	return fd, nil
 }
 
-// RenameNoLinksFirst renames p, in its directory, to the first of names no entry
-// there has, following no symbolic link on the way to it, and returns the name it
-// took (see the Linux version).
-func RenameNoLinksFirst(p string, names []string) (string, error) {
-	pfd, err := openParentNoLinks(p, false)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(pfd)
-	err = unix.EEXIST
-	for _, n := range names {
-		err = unix.RenameatxNp(pfd, filepath.Base(p), pfd, n, unix.RENAME_EXCL)
-		if err == nil {
-			return n, nil
-		}
-		if !errors.Is(err, unix.EEXIST) {
-			return "", err
-		}
-	}
-	return "", err
-}
-
-// RenameNoLinks renames p to newName in the same directory, following no symbolic
-// link on the way to it, and never over an existing newName.
-func RenameNoLinks(p, newName string) error {
-	pfd, err := openParentNoLinks(p, false)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(pfd)
-	return unix.RenameatxNp(pfd, filepath.Base(p), pfd, newName, unix.RENAME_EXCL)
+// renameExcl renames from to to in the directory dfd, never over an entry at to
+// (EEXIST; RENAME_EXCL).
+func renameExcl(dfd int, from, to string) error {
+	return unix.RenameatxNp(dfd, from, dfd, to, unix.RENAME_EXCL)
 }

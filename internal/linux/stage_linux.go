@@ -193,38 +193,8 @@ func openParentNoLinks(p string, mkdir bool) (int, error) {
 	return unix.Openat2(pfd, filepath.Base(dir), &how)
 }
 
-// RenameNoLinksFirst renames p, in its directory, to the first of names no entry
-// there has, following no symbolic link on the way to it (the directory is the
-// sandbox's to write), and returns the name it took. The directory is reached once,
-// however many of names are taken: the sandbox can take them all, and a walk of a
-// deep path for each would make every rename cost it many. The error is the last
-// rename's when every name is taken.
-func RenameNoLinksFirst(p string, names []string) (string, error) {
-	pfd, err := openParentNoLinks(p, false)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(pfd)
-	err = unix.EEXIST
-	for _, n := range names {
-		err = unix.Renameat2(pfd, filepath.Base(p), pfd, n, unix.RENAME_NOREPLACE)
-		if err == nil {
-			return n, nil
-		}
-		if !errors.Is(err, unix.EEXIST) {
-			return "", err
-		}
-	}
-	return "", err
-}
-
-// RenameNoLinks renames p to newName in the same directory, following no symbolic
-// link on the way to it (the directory is the sandbox's to write).
-func RenameNoLinks(p, newName string) error {
-	pfd, err := openParentNoLinks(p, false)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(pfd)
-	return unix.Renameat2(pfd, filepath.Base(p), pfd, newName, unix.RENAME_NOREPLACE)
+// renameExcl renames from to to in the directory dfd, never over an entry at to
+// (EEXIST; RENAME_NOREPLACE).
+func renameExcl(dfd int, from, to string) error {
+	return unix.Renameat2(dfd, from, dfd, to, unix.RENAME_NOREPLACE)
 }
