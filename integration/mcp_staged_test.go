@@ -14,6 +14,7 @@ import (
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cordonhq/cordon/gate/wire"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // toolsOf lists the connection's tools by name.
@@ -246,9 +247,7 @@ func mcpAskGate(t *testing.T, g *gateWorld, m *mcpConn, id string) (*gateCall, w
 // gate service's account of the call's requests, not the helper's exit status: no
 // approval, and no push. On every backend.
 func TestMCPGateHelperTraced(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the attack program's tracer needs amd64's registers")
-	}
+	testutil.Require(t, runtime.GOARCH == "amd64", "the attack program's tracer needs amd64's registers")
 	t.Run("bwrap", func(t *testing.T) { mcpGateHelperTraced(t, newGateWorld(t)) })
 	forEachContainerBackend(t, func(t *testing.T, _ string) { mcpGateHelperTraced(t, newGateWorld(t)) })
 }

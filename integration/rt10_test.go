@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // Red team rt10: placeholders and their masks across a session's life, container
@@ -43,9 +44,7 @@ echo started`
 // (a compiled program, more cores) may win the race: the stop reads the queue to its
 // end, or checks the masks once the sandbox is gone, to close it.
 func TestRT10SessionStopDropsMaskEvent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the live watch needs root")
-	}
+	testutil.Require(t, os.Geteuid() == 0, "the live watch needs root")
 	w := newWorld(t)
 	r := w.cordon("", "session", "start")
 	id := strings.TrimSpace(r.stdout)
@@ -159,9 +158,7 @@ func TestRT10SessionStopBoundedDiff(t *testing.T) {
 // names before .envrc), removes the .envrc placeholder, and stops the session as soon
 // as the sandbox's .envrc is there: it must not be left in the workspace.
 func rt10StopRace(t *testing.T, contract string, bangs int) {
-	if os.Geteuid() != 0 {
-		t.Skip("the live watch needs root")
-	}
+	testutil.Require(t, os.Geteuid() == 0, "the live watch needs root")
 	w := newWorld(t)
 	if contract != "" {
 		w.contract(contract)
@@ -284,9 +281,7 @@ func rt10SupervisorKilledThenGC(t *testing.T) {
 // does it within a second. The test makes 600 such directories (about 3.8 s before
 // the fix, by the figures above; 1,500 cost the test 40 s).
 func TestRT10WatchBacklog(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the live watch needs root")
-	}
+	testutil.Require(t, os.Geteuid() == 0, "the live watch needs root")
 	w := newWorld(t)
 	src := t.TempDir()
 	mustWrite(t, filepath.Join(src, "main.go"), rt10Flooder)
