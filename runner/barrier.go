@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -42,15 +43,16 @@ type barrier struct {
 	hurryOnce sync.Once
 	held      atomic.Int64 // calls received before open
 	passed    atomic.Int64 // calls continued
-	// received says the command made a call that may bring a descriptor in
-	// (seccomp.Receives): the change set cannot see every write it makes.
-	received atomic.Bool
-	arch     seccomp.Arch
-	taken    atomic.Bool // the listener was handed over
-	mu       sync.Mutex  // mu guards l.
-	l        *linux.SeccompListener
-	log      *slog.Logger
-	root     os.FileInfo // the workspace's directory before the command ran
+	// received says the command made a call that may bring a descriptor in (one of
+	// receiving: seccomp.Receiving's numbers): the change set cannot see every write
+	// it makes.
+	received  atomic.Bool
+	receiving []int32
+	taken     atomic.Bool // the listener was handed over
+	mu        sync.Mutex  // mu guards l.
+	l         *linux.SeccompListener
+	log       *slog.Logger
+	root      os.FileInfo // the workspace's directory before the command ran
 }
 
 // errNoBarrier: process 1 sent no barrier listener, or something else in its place.
@@ -75,8 +77,11 @@ func (r *run) wantBarrier() string {
 }
 
 func newBarrier(log *slog.Logger) *barrier {
-	arch, _ := seccomp.Native() // on another arch, process 1 loads no barrier
-	return &barrier{open: make(chan struct{}), stop: make(chan struct{}), hurry: make(chan struct{}), log: log, arch: arch}
+	b := &barrier{open: make(chan struct{}), stop: make(chan struct{}), hurry: make(chan struct{}), log: log}
+	if arch, err := seccomp.Native(); err == nil { // on another, process 1 loads no barrier
+		b.receiving = seccomp.Receiving(arch)
+	}
+	return b
 }
 
 // hurryUp says something waits for the baseline: it reads at full speed from now on.
@@ -123,7 +128,7 @@ func (b *barrier) serve(l *linux.SeccompListener) {
 			}
 			return
 		}
-		if seccomp.Receives(b.arch, c.Nr) {
+		if slices.Contains(b.receiving, c.Nr) {
 			b.received.Store(true) // before the call goes on
 		}
 		select {

@@ -39,17 +39,17 @@ var heldAlways = []string{
 // receiving are the calls of heldAlways that may bring a descriptor in (SCM_RIGHTS).
 var receiving = []string{"recvmsg", "recvmmsg"}
 
-// Receives reports whether nr, the number of a system call the barrier held or let
-// through on arch, may bring a descriptor in from another process: one opened before
-// the run, through whose shared mapping a write makes no event a watch of the file
-// system sees.
-func Receives(arch Arch, nr int32) bool {
+// Receiving returns the numbers on arch of the calls the barrier holds that may bring
+// a descriptor in from another process (recvmsg, recvmmsg): one opened before the run,
+// through whose shared mapping a write makes no event a watch of the file system sees.
+func Receiving(arch Arch) []int32 {
+	var nrs []int32
 	for _, name := range receiving {
-		if n, ok := arch.Number(name); ok && int64(n) == int64(nr) {
-			return true
+		if n, ok := arch.Number(name); ok {
+			nrs = append(nrs, int32(n))
 		}
 	}
-	return false
+	return nrs
 }
 
 // fSetlease is fcntl's F_SETLEASE: a write lease on a file makes another's
