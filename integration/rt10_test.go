@@ -46,17 +46,7 @@ echo started`
 func TestRT10SessionStopDropsMaskEvent(t *testing.T) {
 	testutil.Require(t, os.Geteuid() == 0, "the live watch needs root")
 	w := newWorld(t)
-	r := w.cordon("", "session", "start")
-	id := strings.TrimSpace(r.stdout)
-	if r.code != 0 || id == "" {
-		t.Fatalf("session start: %v", r)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			w.cordon("", "session", "stop", id)
-		}
-	})
+	id := w.startSession()
 	envrc := filepath.Join(w.ws, ".envrc")
 	if _, err := os.Lstat(envrc); err != nil {
 		t.Fatalf("no .envrc placeholder on the host: %v", err)
@@ -77,8 +67,7 @@ func TestRT10SessionStopDropsMaskEvent(t *testing.T) {
 		m, _ := filepath.Glob(envrc + ".cordon-quarantine*")
 		return len(m) > 0
 	})
-	r = w.cordon("", "session", "stop", id)
-	stopped = true
+	r := w.cordon("", "session", "stop", id)
 	t.Logf("stop: %v", r)
 	if b, err := os.ReadFile(envrc); err == nil && strings.Contains(string(b), "pwned") {
 		t.Fatalf("the sandbox's .envrc is left in the workspace after the stop, armed: %q", b)
@@ -163,25 +152,8 @@ func rt10StopRace(t *testing.T, contract string, bangs int) {
 	if contract != "" {
 		w.contract(contract)
 	}
-	src := t.TempDir()
-	mustWrite(t, filepath.Join(src, "main.go"), rt10Flooder)
-	mustWrite(t, filepath.Join(src, "go.mod"), "module flooder\n\ngo 1.22\n")
-	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, "flooder"), ".")
-	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the flooder: %v\n%s", err, out)
-	}
-	r := w.cordon("", "session", "start")
-	id := strings.TrimSpace(r.stdout)
-	if r.code != 0 || id == "" {
-		t.Fatalf("session start: %v", r)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			w.cordon("", "session", "stop", id)
-		}
-	})
+	buildFlooder(t, w)
+	id := w.startSession()
 	envrc := filepath.Join(w.ws, ".envrc")
 	if _, err := os.Lstat(envrc); err != nil {
 		t.Fatalf("no .envrc placeholder on the host: %v", err)
@@ -214,8 +186,7 @@ func rt10StopRace(t *testing.T, contract string, bangs int) {
 		return len(m) > 0
 	})
 	t.Logf("the stop comes with the sandbox's .envrc %s", how)
-	r = w.cordon("", "session", "stop", id)
-	stopped = true
+	r := w.cordon("", "session", "stop", id)
 	if b, err := os.ReadFile(envrc); err == nil && strings.Contains(string(b), "pwned") {
 		t.Fatalf("the sandbox's .envrc is left in the workspace after the stop, armed: %q\nstop: %v", b, r)
 	}
@@ -283,14 +254,7 @@ func rt10SupervisorKilledThenGC(t *testing.T) {
 func TestRT10WatchBacklog(t *testing.T) {
 	testutil.Require(t, os.Geteuid() == 0, "the live watch needs root")
 	w := newWorld(t)
-	src := t.TempDir()
-	mustWrite(t, filepath.Join(src, "main.go"), rt10Flooder)
-	mustWrite(t, filepath.Join(src, "go.mod"), "module flooder\n\ngo 1.22\n")
-	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, "flooder"), ".")
-	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the flooder: %v\n%s", err, out)
-	}
+	buildFlooder(t, w)
 	id := w.startSession()
 	envrc := filepath.Join(w.ws, ".envrc")
 	if r := w.cordon("", "exec", id, "--", "sh", "-c", "setsid ./flooder 600 600 0 </dev/null >/dev/null 2>&1 & echo started"); r.code != 0 {
@@ -321,5 +285,18 @@ func TestRT10WatchBacklog(t *testing.T) {
 	t.Logf("the sandbox's .envrc stood armed at least %v", took)
 	if took > time.Second {
 		t.Errorf("the live watch renamed the sandbox's .envrc aside %v after it was written: a host tool had that long to obey it", took)
+	}
+}
+
+// buildFlooder builds rt10Flooder, static, into w's workspace as ./flooder.
+func buildFlooder(t *testing.T, w *world) {
+	t.Helper()
+	src := t.TempDir()
+	mustWrite(t, filepath.Join(src, "main.go"), rt10Flooder)
+	mustWrite(t, filepath.Join(src, "go.mod"), "module flooder\n\ngo 1.22\n")
+	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, "flooder"), ".")
+	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the flooder: %v\n%s", err, out)
 	}
 }
