@@ -126,8 +126,9 @@ func main() {
 
 // TestRT10SessionStopDropsMaskEventFast: TestRT10SessionStopDropsMaskEvent with a
 // compiled flooder in the sandbox that makes each of the watch's disarms slow: a
-// contract made in a directory where the names quarantine tries (PATH.cordon-quarantine,
-// -2 … -100) are taken costs it 101 renames, each a walk of a path 200 directories deep.
+// contract made in a directory where the numbered names quarantine tries
+// (PATH.cordon-quarantine, -2 … -9; the flooder takes up to -100, as an earlier cordon
+// tried) are taken costs it ten renames in a directory 200 levels deep.
 func TestRT10SessionStopDropsMaskEventFast(t *testing.T) {
 	rt10StopRace(t, "", 0)
 }
@@ -246,8 +247,8 @@ func rt10SupervisorKilledThenGC(t *testing.T) {
 // the whole path (disarmPath). With 1,500 of them the .envrc the sandbox then wrote,
 // once the host removed the placeholder, stood armed on the host 9.4 s (19.8 s with
 // 3,000) before the watch renamed it aside. disarmPath now reaches the directory once
-// for all its names: 46 ms. Still 101 renames an event: a sandbox that fills the
-// fanotify queue (16,384 events) holds the watch back by what those cost. The delay
+// for all its names, and tries nine numbered names, not a hundred, before random
+// ones: at most ten renames an event that the sandbox can force. The delay
 // from the sandbox's .envrc to its renaming aside is measured; a watch that keeps up
 // does it within a second. The test makes 600 such directories (about 3.8 s before
 // the fix, by the figures above; 1,500 cost the test 40 s).

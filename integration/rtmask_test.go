@@ -62,9 +62,10 @@ func endsOrStands(ended <-chan struct{}, path string) bool {
 }
 
 // TestRTMaskQuarantineNamesTaken: the rename aside of what stands at a mask's path
-// tries PATH.cordon-quarantine, then -2 ... -100, never over an existing name
-// (RENAME_NOREPLACE), and gives up after the hundredth. Those names are ordinary
-// workspace paths the sandbox may write: it makes all hundred first. Then the host
+// tries PATH.cordon-quarantine, then -2 ... -9, never over an existing name
+// (RENAME_NOREPLACE), and then random names. Those numbered names are ordinary
+// workspace paths the sandbox may write: it makes them first (and -10 ... -100, which
+// an earlier cordon tried). Then the host
 // removes the .envrc placeholder (git clean -fdx), the sandbox writes its own .envrc,
 // and neither the live watch nor the command's end can rename it aside: it is left
 // on the host for direnv to run. Shows the quarantine name is the sandbox's to choose.
@@ -349,8 +350,8 @@ func swappedBySandbox(t *testing.T, protected, script string) {
 }
 
 // TestRTMaskRepoQuarantineNamesTaken: the quarantine of a git repository the sandbox
-// makes renames sub/.git to sub/.git.cordon-quarantine, or -2 ... -100, never over an
-// existing name. The sandbox makes all hundred names first, then `git init` in sub,
+// makes renames sub/.git to sub/.git.cordon-quarantine, or -2 ... -9, never over an
+// existing name, or a random name. The sandbox makes a hundred numbered names first, then `git init` in sub,
 // setting core.fsmonitor (a command git on the host runs in sub): neither the live
 // watch nor the command's end can rename the repository aside, and it is left armed.
 // Shows disarmPath's names are the sandbox's to take, for repositories as for masks.

@@ -164,18 +164,21 @@ func (r *run) disarm(rel string) bool {
 	return false
 }
 
-// disarmPath renames ws/rel to rel.cordon-quarantine (or -2, -3, … when that is
+// disarmPath renames ws/rel to rel.cordon-quarantine (or -2 … -9 when that is
 // taken), following no link, and returns the new relative path.
 //
 // The sandbox can make all of those names first (they are workspace paths): past
-// them, a name with 65 random bits, which it cannot guess, is tried.
+// them, a name with 65 random bits, which it cannot guess, is tried. The numbered
+// names are few because each one the sandbox took costs the live watch a rename
+// tried per disarm: a sandbox that takes them for every contract it writes holds the
+// watch back by as many renames per event.
 func disarmPath(ws, rel string) (string, error) {
 	p := filepath.Join(ws, filepath.FromSlash(rel))
-	names := make([]string, 0, 100+maxRandomQuarantine)
-	for i := 1; i <= 100+maxRandomQuarantine; i++ {
+	names := make([]string, 0, numberedQuarantine+maxRandomQuarantine)
+	for i := 1; i <= numberedQuarantine+maxRandomQuarantine; i++ {
 		name := filepath.Base(p) + quarantineSuffix
 		switch {
-		case i > 100:
+		case i > numberedQuarantine:
 			name += "-" + rand.Text()[:13]
 		case i > 1:
 			name += "-" + strconv.Itoa(i)
@@ -191,6 +194,10 @@ func disarmPath(ws, rel string) (string, error) {
 	return path.Join(path.Dir(rel), name), nil
 }
 
-// maxRandomQuarantine is how many random quarantine names disarmPath tries once the
-// numbered ones are taken.
-const maxRandomQuarantine = 3
+// numberedQuarantine is how many numbered quarantine names disarmPath tries (the
+// first without a number); maxRandomQuarantine how many random ones once those are
+// taken.
+const (
+	numberedQuarantine  = 9
+	maxRandomQuarantine = 3
+)
