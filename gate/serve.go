@@ -13,24 +13,30 @@ import (
 // ServeSandbox serves the sandbox socket on ln until ctx ends (then it closes ln) or
 // ln fails: one request per connection, answered with pending, then the outcome or an
 // error. Closing the connection withdraws the request. cmdOf, which may be nil,
-// attributes a connection to a command id. It returns nil when ctx ended.
-func ServeSandbox(ctx context.Context, ln net.Listener, s *Service, cmdOf func(net.Conn) string) error {
+// attributes a connection to a command id; the request is refused with its error
+// when it cannot (the asking process is gone). It returns nil when ctx ended.
+func ServeSandbox(ctx context.Context, ln net.Listener, s *Service, cmdOf func(net.Conn) (string, error)) error {
 	return serve(ctx, ln, func(ctx context.Context, c net.Conn) {
-		cmd := ""
+		var cmd string
+		var err error
 		if cmdOf != nil {
-			cmd = cmdOf(c)
+			cmd, err = cmdOf(c)
 		}
-		handleSandbox(ctx, wire.NewConn(c), c, s, cmd)
+		handleSandbox(ctx, wire.NewConn(c), c, s, cmd, err)
 	})
 }
 
-func handleSandbox(ctx context.Context, wc *wire.Conn, c net.Conn, s *Service, cmd string) {
+func handleSandbox(ctx context.Context, wc *wire.Conn, c net.Conn, s *Service, cmd string, cmdErr error) {
 	var req wire.Request
 	if err := wc.Read(&req); err != nil {
 		return
 	}
 	if req.Op != wire.OpRequest {
 		_ = wc.Write(wire.SandboxReply{Error: "unknown op " + quote(req.Op) + " (the sandbox socket takes \"request\")"})
+		return
+	}
+	if cmdErr != nil {
+		_ = wc.Write(wire.SandboxReply{Error: cmdErr.Error()})
 		return
 	}
 	// The requester withdraws by closing: any read returning means it went away.

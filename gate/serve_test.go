@@ -27,7 +27,9 @@ func sockets(t *testing.T, s *Service) (sandbox, admin string) {
 		path  string
 		serve func(net.Listener) error
 	}{
-		{sandbox, func(ln net.Listener) error { return ServeSandbox(ctx, ln, s, func(net.Conn) string { return "3" }) }},
+		{sandbox, func(ln net.Listener) error {
+			return ServeSandbox(ctx, ln, s, func(net.Conn) (string, error) { return "3", nil })
+		}},
 		{admin, func(ln net.Listener) error { return ServeAdmin(ctx, ln, s) }},
 	} {
 		ln, err := net.Listen("unix", p.path)

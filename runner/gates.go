@@ -75,11 +75,14 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 	g.wg.Add(2)
 	go func() {
 		defer g.wg.Done()
-		_ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(c net.Conn) string {
-			if id := peerCommand(c); id != "" {
-				return id // exact: the asking process is in that command's cgroup
+		_ = gate.ServeSandbox(sctx, g.sandboxLn, g.svc, func(c net.Conn) (string, error) {
+			id, err := peerCommand(c)
+			if id != "" || err != nil {
+				// Exact: the asking process is in that command's cgroup; or it has
+				// exited, and no command is credited with what it asked.
+				return id, err
 			}
-			return r.sink.Current()
+			return r.sink.Current(), nil
 		})
 	}()
 	go func() { defer g.wg.Done(); _ = gate.ServeAdmin(sctx, g.adminLn, g.svc) }()
@@ -92,7 +95,7 @@ func (r *run) startGates(ctx context.Context, host *sandbox.Host) error {
 			// A relayed connection's peer is the relay in this process, not the asking
 			// command (a Pod's commands are on its node): the request names the
 			// session's current command.
-			_ = gate.ServeSandbox(sctx, ln, g.svc, func(net.Conn) string { return r.sink.Current() })
+			_ = gate.ServeSandbox(sctx, ln, g.svc, func(net.Conn) (string, error) { return r.sink.Current(), nil })
 		case <-sctx.Done():
 		}
 	}()

@@ -4,4 +4,4 @@ package runner
 
 import "net"
 
-func peerCommand(net.Conn) string { return "" }
+func peerCommand(net.Conn) (string, error) { return "", nil }

@@ -19,6 +19,52 @@ func PeerPID(c syscall.Conn) (int, error) {
 	return int(cred.Pid), nil
 }
 
+// Peer is the process at the other end of a unix socket as the kernel recorded it
+// when the connection was made: its pid in the caller's pid namespace (0 when it is
+// outside it) and, where the kernel gives one (SO_PEERPIDFD, Linux 6.5), a pidfd of
+// that very process. A pid alone may name another process by the time it is looked
+// up: [Peer.Alive] after the lookup tells that the process looked at was the peer.
+type Peer struct {
+	PID   int
+	pidfd int // -1 when the kernel gives none
+}
+
+// SocketPeer returns the peer of the unix socket c; Close releases it.
+func SocketPeer(c syscall.Conn) (*Peer, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return nil, err
+	}
+	p := &Peer{PID: int(cred.Pid), pidfd: -1}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	_ = raw.Control(func(fd uintptr) {
+		if pfd, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+			p.pidfd = pfd
+		}
+	})
+	return p, nil
+}
+
+// Alive reports whether the peer process still runs: with a pidfd, that process and
+// no other; without, whatever process has its pid.
+func (p *Peer) Alive() bool {
+	if p.pidfd >= 0 {
+		return unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil
+	}
+	return p.PID > 0 && unix.Kill(p.PID, 0) == nil
+}
+
+// Close releases the peer's pidfd.
+func (p *Peer) Close() {
+	if p.pidfd >= 0 {
+		unix.Close(p.pidfd)
+		p.pidfd = -1
+	}
+}
+
 // PeerUID is the effective uid of the process at the other end of the unix socket c,
 // as the kernel recorded it when the connection was made or the listening socket was
 // created (SO_PEERCRED), in the caller's user namespace.
