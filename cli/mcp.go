@@ -89,16 +89,11 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: session %s stopped, its log sealed\n", id)
 	}()
 	srv := mcp.New(sess, mcp.Options{Version: Version, Stage: o.stage, Gates: mcpGates(stdio, o), MaxTimeout: mcpMaxTimeout(sess.Info())})
-	t := mcp.Stdio(stdio.Stdin, nopWriteCloser{stdio.Stdout})
+	in, out := newEOFReader(stdio.Stdin), &stallWriter{w: stdio.Stdout}
+	t := mcp.Stdio(in, nopWriteCloser{out})
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, t) }()
-	// On a signal, stop at once: a read of stdin that does not end with ctx must not
-	// keep the session up.
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = nil
-	}
+	err = awaitMCP(ctx, done, in, out)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stdio.Stderr, "cordon: mcp: connection: %v\n", err)
 	}
@@ -111,6 +106,30 @@ func serveMCP(ctx context.Context, stdio IO, o sessionStartOptions) error {
 		}
 	}
 	return nil
+}
+
+// awaitMCP waits for the connection's end: the server's return, a signal (at once: a
+// read of stdin that does not end with ctx must not keep the session up), or, once the
+// input has ended, an answer the client has not read for mcpOutputStall (the calls in
+// flight are otherwise answered: a client may send its requests and close its input).
+func awaitMCP(ctx context.Context, done <-chan error, in *eofReader, out *stallWriter) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return nil
+	case <-in.ended:
+	}
+	quit := make(chan struct{})
+	defer close(quit)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return nil
+	case <-out.stalled(mcpOutputStall, quit):
+		return fmt.Errorf("the client closed its input and has read no answer for %s", mcpOutputStall)
+	}
 }
 
 // mcpGates are the gates of the contract in force that a person may approve: none
