@@ -45,7 +45,7 @@ test: deps
 	@# of its own. The second holds the tests on Pods and on the container engines
 	@# (TestEscapesOnPods, TestContainer*), which wait on Pods and engines far more
 	@# than they compute, and the server's and the session stop's red team
-	@# (TestServe*, TestRedServe*, TestRed4*, TestRT10*), which balance the two. A
+	@# (TestServe*, TestRedServe*, TestRT10*), which balance the two. A
 	@# third runs the other packages, two at a time: integration/k8s, named first,
 	@# which waits on its cluster most of its nine minutes, beside the rest (as many
 	@# minutes of tests, and their builds). -run and -skip name tests of every package
@@ -56,7 +56,7 @@ test: deps
 	$(GO) test -race -tags k8s -count=1 -timeout 30m -run '$(SECOND_LANE)' ./integration/; second=$$?; \
 	wait $$first; a=$$?; wait $$rest; b=$$?; [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$second -eq 0 ]
 
-SECOND_LANE := ^(TestEscapesOnPods|TestContainer[A-Za-z0-9]*|TestServe[A-Za-z0-9]*|TestRedServe[A-Za-z0-9]*|TestRed4[A-Za-z0-9]*|TestRT10[A-Za-z0-9]*)$$
+SECOND_LANE := ^(TestEscapesOnPods|TestContainer[A-Za-z0-9]*|TestServe[A-Za-z0-9]*|TestRedServe[A-Za-z0-9]*|TestRT10[A-Za-z0-9]*)$$
 
 # darwin: the module vets for macOS on both architectures (the seatbelt backend and
 # every _other.go stub; vet compiles what each package imports), and the two binaries

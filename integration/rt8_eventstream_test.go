@@ -22,12 +22,16 @@ import (
 // which has no event id to resume from, counts each cut as a retry without progress
 // and, past 5, fails the whole session; a client of the official SDK lost its served
 // session after 12 minutes (6 cuts of 2 minutes) however busy it was. The stream
-// still ends with its session.
+// still ends with its session. The margin is the response timeout
+// (listen.timeouts.response), here 3 s rather than its default minute: the stream is
+// held past the command timeout and the margin, where a POST is cut, and past the
+// response timeout, where a request whose deadlines are not lifted is.
 func TestRT8MCPEventStreamLasts(t *testing.T) {
 	testutil.RequireBwrap(t)
+	const timeout, margin = 2 * time.Second, 3 * time.Second
 	base := filepath.Join(shortTempDir(t), "base.yaml")
-	mustWrite(t, base, "version: 1\ncommands: {timeout: 2s}\n")
-	s := startServeWith(t, "    base_contract: "+base+"\n")
+	mustWrite(t, base, fmt.Sprintf("version: 1\ncommands: {timeout: %s}\n", timeout))
+	s := startServeListen(t, fmt.Sprintf("  timeouts: {response: %s}\n", margin), "    base_contract: "+base+"\n")
 	stopSessionsAtEnd(t, s)
 	m := &mcpServe{t: t, s: s, url: "https://" + s.addr + api.MCP}
 	proto := []string{"Mcp-Protocol-Version", "2025-06-18"}
@@ -51,12 +55,13 @@ func TestRT8MCPEventStreamLasts(t *testing.T) {
 	if status, err := br.ReadString('\n'); err != nil || !strings.Contains(status, " 200 ") {
 		t.Fatalf("GET: %q %v", status, err)
 	}
-	// The command timeout (2s) and the margin (a minute) pass, and then some.
-	c.SetReadDeadline(time.Now().Add(2*time.Second + time.Minute + 10*time.Second))
+	// The command timeout and the margin pass, and as long again.
+	held := 2 * (timeout + margin)
+	c.SetReadDeadline(time.Now().Add(held))
 	got, err := br.ReadString(0) // the stream holds no NUL: this reads until it ends
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() || strings.Contains(got, "\r\n0\r\n\r\n") {
-		t.Fatalf("the session's event stream, a minute and 12 s on: %v; want it still open", err)
+		t.Fatalf("the session's event stream, %s on: %v; want it still open", held, err)
 	}
 	// The session ends (the client's DELETE): its stream ends with it.
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))

@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(helperMain(h, os.Args[1:]))
 	}
+	// The helpers are this binary, under -race too: each would wait a second at its
+	// exit (the race runtime's atexit_sleep_ms) for reports from goroutines it does
+	// not have. They inherit the environment; this process read GORACE already.
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	// The tests pin their programs in a root of their own, and leave nothing there;
 	// what killed test processes left is removed first.
 	bpfroots.Sweep()

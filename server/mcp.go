@@ -157,7 +157,7 @@ func (hub *mcpHub) post(w http.ResponseWriter, r *http.Request, id auth.Identity
 	}
 	if release := hub.budget(w, r, id.Tenant); release != nil {
 		defer release()
-		hub.serve(w, r, c, c.callTime())
+		hub.serve(w, r, c, hub.callTime(c))
 	}
 }
 
@@ -256,8 +256,9 @@ func (hub *mcpHub) idleFor(c *mcpConn) time.Duration {
 	return time.Since(c.last)
 }
 
-// callTime is how long a request of c may take: its longest call and a margin.
-func (c *mcpConn) callTime() time.Duration { return c.timeout + execMargin }
+// callTime is how long a request of c may take: its longest call, then the response
+// timeout (listen.timeouts.response) for the teardown and the answer, as an exec's.
+func (hub *mcpHub) callTime(c *mcpConn) time.Duration { return c.timeout + hub.s.timeouts.Response }
 
 func withConn(r *http.Request, c *mcpConn) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), mcpConnKey{}, c))
@@ -317,7 +318,7 @@ func (hub *mcpHub) open(w http.ResponseWriter, r *http.Request, id auth.Identity
 	hub.wg.Add(1) // before closeAll can wait: closing is not set yet
 	hub.mu.Unlock()
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	hub.serve(w, r, c, c.callTime())
+	hub.serve(w, r, c, hub.callTime(c))
 	hub.mu.Lock()
 	for ss := range c.srv.Sessions() {
 		c.ss = ss

@@ -20,7 +20,9 @@ import (
 
 // Bounds of an exec's stream. Its connection's deadlines are lifted from the server's
 // for the command's timeout (or maxExecTimeout when the request leaves the contract's
-// in force) plus execMargin, for the teardown and the result.
+// in force) plus the response timeout (listen.timeouts.response, a minute by
+// default), for the teardown and the result. execMargin is the margin of the server's
+// own steps (a start, a stop, a clone) past their fixed bounds.
 const (
 	maxExecTimeout = 24 * time.Hour
 	execMargin     = time.Minute
@@ -54,7 +56,7 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 	}
 	// The request is read: the read deadline now only ends the wait for the client to
 	// go away, which is how a disconnect cancels the command.
-	rc, ok := extendDeadlines(w, bound+execMargin)
+	rc, ok := extendDeadlines(w, bound+s.timeouts.Response)
 	if !ok {
 		return
 	}
