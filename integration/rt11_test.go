@@ -3,8 +3,11 @@ package integration
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,4 +81,132 @@ func TestRT11CoreDumpDuringBaseline(t *testing.T) {
 	}
 	t.Logf("scan %+v changes %v", d.Scan, rt11Changed(d))
 	rt11AssertSeen(t, w, d, "bulk/63/core", was)
+}
+
+// rt11Build builds the Go program src, static, into w's workspace as name.
+func rt11Build(t *testing.T, w *world, name, src string) {
+	t.Helper()
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "main.go"), src)
+	mustWrite(t, filepath.Join(dir, "go.mod"), "module "+name+"\n\ngo 1.22\n")
+	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, name), ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, out)
+	}
+}
+
+// rt11Flooder overflows the watch's queue: it opens for writing the nested contracts
+// zq/a…/N/cordon.yaml (os.Args[1] of them, os.Args[2] levels deep), closes them all at
+// once, and once 100 are closed opens every file of bulk/*/ read-only from three
+// goroutines; then it writes victim.txt.
+const rt11Flooder = `package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+func main() {
+	n, _ := strconv.Atoi(os.Args[1])
+	depth, _ := strconv.Atoi(os.Args[2])
+	base := "zq" + strings.Repeat("/a", depth)
+	var files []*os.File
+	for i := 0; i < n; i++ {
+		if f, err := os.OpenFile(filepath.Join(base, strconv.Itoa(i), "cordon.yaml"), os.O_WRONLY, 0); err == nil {
+			files = append(files, f)
+		}
+	}
+	var closed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, f := range files {
+			f.Close()
+			closed.Add(1)
+		}
+	}()
+	dirs, _ := filepath.Glob("bulk/*")
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for closed.Load() < 100 {
+			}
+			for i := g; i < len(dirs); i += 3 {
+				d, err := os.Open(dirs[i])
+				if err != nil {
+					continue
+				}
+				names, _ := d.Readdirnames(-1)
+				d.Close()
+				for _, name := range names {
+					if f, err := os.Open(filepath.Join(dirs[i], name)); err == nil {
+						f.Close()
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if err := os.WriteFile("victim.txt", []byte("NEW content\n"), 0o644); err != nil {
+		panic(err)
+	}
+}
+`
+
+// TestRT11QueueOverflow really overflows the fanotify queue (16,384 events by
+// default), which TestRedChangeSetHiddenWrites's flood does not: the watch's reader
+// keeps up with any one process making files. Here its reader is held up instead. The
+// workspace has 1,500 nested contracts 500 directories deep, each with the first
+// quarantine names taken; the command opens them all for writing, then closes them at
+// once: each FAN_CLOSE_WRITE of a cordon.yaml is disarmed (a slow rename, ten tries
+// deep down) by the live watch's one handler, whose channel fills, and the reader
+// waits on it while three goroutines open 32,000 files read-only (a FAN_OPEN each,
+// no held call). Then the command writes victim.txt. HELD: the diff walks, says the
+// queue overflowed, and has victim.txt with its content.
+func TestRT11QueueOverflow(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWorld(t)
+	sharedBulk(t, w)
+	const was = "old content\n"
+	mustWrite(t, filepath.Join(w.ws, "victim.txt"), was)
+	const contracts, depth = 1500, 500
+	base := filepath.Join(w.ws, "zq"+strings.Repeat("/a", depth))
+	for i := range contracts {
+		d := filepath.Join(base, strconv.Itoa(i))
+		mustWrite(t, filepath.Join(d, "cordon.yaml"), "version: 1\n")
+		mustWrite(t, filepath.Join(d, "q"), "")
+		for k := 1; k <= 9; k++ {
+			name := "cordon.yaml.cordon-quarantine"
+			if k > 1 {
+				name += fmt.Sprintf("-%d", k)
+			}
+			if err := os.Link(filepath.Join(d, "q"), filepath.Join(d, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rt11Build(t, w, "zflooder", rt11Flooder)
+	r := w.cordon("", "run", "-v", "--", "./zflooder", strconv.Itoa(contracts), strconv.Itoa(depth))
+	if r.code != 0 {
+		t.Fatalf("run: %v", r)
+	}
+	_, d := runEvents(t, w)
+	if d == nil {
+		t.Fatal("no fs.diff")
+	}
+	t.Logf("scan %+v, %d changes", d.Scan, len(d.Changes))
+	if !strings.Contains(d.Scan.Walked, "overflowed") {
+		t.Errorf("the flood did not overflow the queue, or the diff did not walk for it: %+v\n%s", d.Scan, grepLines(r.stderr, "diff"))
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.ws, "victim.txt")); string(b) == was {
+		t.Fatal("the command did not write victim.txt")
+	}
+	rt11AssertSeen(t, w, d, "victim.txt", was)
 }
