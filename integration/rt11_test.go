@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/testutil"
@@ -209,4 +211,181 @@ func TestRT11QueueOverflow(t *testing.T) {
 		t.Fatal("the command did not write victim.txt")
 	}
 	rt11AssertSeen(t, w, d, "victim.txt", was)
+}
+
+// rt11File is a regular file's content and mode.
+type rt11File struct {
+	data string
+	mode fs.FileMode
+}
+
+// rt11Files are the regular files of w's workspace by slash-separated path.
+func rt11Files(t *testing.T, w *world) map[string]rt11File {
+	t.Helper()
+	files := map[string]rt11File{}
+	err := filepath.WalkDir(w.ws, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(w.ws, p)
+		files[filepath.ToSlash(rel)] = rt11File{string(b), fi.Mode()}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// rt11AssertDiff fails unless every regular file added, changed (content or mode) or
+// removed since before is in d with what it now is.
+func rt11AssertDiff(t *testing.T, w *world, d *audit.FSDiff, before map[string]rt11File) {
+	t.Helper()
+	byPath, gone := map[string]int{}, map[string]bool{}
+	for i, c := range d.Changes {
+		byPath[c.Path] = i
+		if c.Op == "deleted" {
+			gone[c.Path] = true
+		}
+		if c.OldPath != "" {
+			gone[c.OldPath] = true
+		}
+	}
+	after := rt11Files(t, w)
+	for rel, f := range after {
+		if was, ok := before[rel]; ok && was == f {
+			continue
+		}
+		i, ok := byPath[rel]
+		if !ok {
+			t.Errorf("%s is new or changed (%q, %v) but not in the diff (scan %+v, changes %v)", rel, firstBytes([]byte(f.data)), f.mode, d.Scan, rt11Changed(d))
+			continue
+		}
+		c := d.Changes[i]
+		sum := sha256.Sum256([]byte(f.data))
+		if c.NewSHA256 != "" && c.NewSHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s is in the diff with digest %s, its content has %x", rel, c.NewSHA256, sum)
+		}
+		if want := fmt.Sprintf("%o", 0o100000|uint32(f.mode.Perm())); c.NewMode != "" && c.NewMode != want {
+			t.Errorf("%s is in the diff with mode %s, it has %s", rel, c.NewMode, want)
+		}
+	}
+	for rel := range before {
+		if _, ok := after[rel]; !ok && !gone[rel] {
+			t.Errorf("%s was removed but the diff does not say so (changes %v)", rel, rt11Changed(d))
+		}
+	}
+}
+
+// TestRT11QuickWrites: writes through calls the barrier lets go once the baseline is
+// read, or whose events differ from a plain write's, in a small workspace (the
+// baseline is read before the command's first held call). Each change must be in the
+// diff as the file now is. HELD, every one: each needs a write open (FAN_OPEN) or
+// makes a name or attribute event.
+func TestRT11QuickWrites(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := func(code string) string { return "python3 -c '" + code + "'" }
+	for _, tc := range []struct{ name, script string }{
+		{"copy_file_range", py(`
+import os
+src = os.open("other.txt", os.O_RDONLY)
+dst = os.open("victim.txt", os.O_WRONLY)
+os.copy_file_range(src, dst, 5)`)},
+		{"sendfile", py(`
+import os
+src = os.open("other.txt", os.O_RDONLY)
+dst = os.open("victim.txt", os.O_WRONLY)
+os.sendfile(dst, src, 0, 5)`)},
+		{"splice from a pipe", py(`
+import os
+r, w = os.pipe()
+os.write(w, b"SPLICED")
+dst = os.open("victim.txt", os.O_WRONLY)
+os.splice(r, dst, 7)`)},
+		{"pwritev2 RWF_APPEND", py(`
+import os
+fd = os.open("victim.txt", os.O_WRONLY)
+os.pwritev(fd, [b"APPENDED"], 0, os.RWF_APPEND)`)},
+		{"reopen a read-only descriptor through /proc/self/fd", py(`
+import os
+ro = os.open("victim.txt", os.O_RDONLY)  # before the baseline was read, maybe
+os.mkdir("held")  # held until it is
+fd = os.open("/proc/self/fd/%d" % ro, os.O_RDWR)
+os.write(fd, b"REOPENED")`)},
+		{"O_TMPFILE linked in by /proc/self/fd", py(`
+import os
+fd = os.open("d", os.O_TMPFILE | os.O_WRONLY, 0o644)
+os.write(fd, b"from a tmpfile\n")
+try:  # EXDEV where /proc and the workspace are on other mounts
+    os.link("/proc/self/fd/%d" % fd, "d/linked.txt", follow_symlinks=True)
+    os.rename("d/linked.txt", "victim.txt")
+except OSError as e:
+    print(e)`)},
+		{"renameat2 RENAME_EXCHANGE of files", py(`
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.renameat2(-100, b"victim.txt", -100, b"other.txt", 2) == 0`)},
+		{"RENAME_EXCHANGE of directories after writes cached their paths", py(`
+import ctypes
+open("a/x.txt", "a").write("1")
+open("b/y.txt", "a").write("2")
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.renameat2(-100, b"a", -100, b"b", 2) == 0
+open("a/y.txt", "a").write("3")
+open("b/x.txt", "a").write("4")`)},
+		{"mmap write after the descriptor is closed", py(`
+import mmap, os
+fd = os.open("victim.txt", os.O_RDWR)
+m = mmap.mmap(fd, 0)
+os.close(fd)
+m[0:3] = b"MAP"
+m.flush()`)},
+		{"fallocate zero range, same size", py(`
+import ctypes, os
+fd = os.open("victim.txt", os.O_RDWR)
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.fallocate(fd, 0x10 | 0x01, ctypes.c_long(0), ctypes.c_long(4)) == 0`)},
+		{"chmod", py(`import os; os.chmod("victim.txt", 0o755)`)},
+		{"write then restore size and times", py(`
+import os
+st = os.stat("victim.txt")
+with open("victim.txt", "r+") as f:
+    f.write("OLD")
+os.utime("victim.txt", ns=(st.st_atime_ns, st.st_mtime_ns))`)},
+		{"daemon outliving the command", `(setsid sh -c 'sleep 0.3; echo DAEMON > victim.txt' </dev/null >/dev/null 2>&1 &); exit 0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			for rel, data := range map[string]string{"victim.txt": "old content\n", "other.txt": "other content\n",
+				"d/inner.txt": "old inner\n", "a/x.txt": "x\n", "b/y.txt": "y\n"} {
+				mustWrite(t, filepath.Join(w.ws, filepath.FromSlash(rel)), data)
+			}
+			before := rt11Files(t, w)
+			if r := w.sh(tc.script); r.code != 0 {
+				t.Fatalf("run: %v", r)
+			}
+			_, d := runEvents(t, w)
+			if d == nil {
+				t.Fatal("no fs.diff")
+			}
+			if !d.Scan.Watched && d.Scan.Walked == "" {
+				t.Errorf("the diff walked without saying why: %+v", d.Scan)
+			}
+			if tc.name == "daemon outliving the command" {
+				time.Sleep(500 * time.Millisecond) // past the daemon's write, had it lived
+			}
+			rt11AssertDiff(t, w, d, before)
+			if t.Failed() || testing.Verbose() {
+				t.Logf("scan %+v changes %v", d.Scan, rt11Changed(d))
+			}
+		})
+	}
 }
