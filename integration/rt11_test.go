@@ -360,6 +360,23 @@ st = os.stat("victim.txt")
 with open("victim.txt", "r+") as f:
     f.write("OLD")
 os.utime("victim.txt", ns=(st.st_atime_ns, st.st_mtime_ns))`)},
+		{"directory written, then replaced by a symlink out of the workspace", py(`
+import os
+open("d/inner.txt", "a").write("NEW")
+os.rename("d", "e")
+os.symlink("/etc", "d")`)},
+		{"directory written, then replaced by a symlink to another of the workspace", py(`
+import os
+open("d/inner.txt", "a").write("NEW")
+os.mkdir("f")
+open("f/inner.txt", "w").write("decoy\n")
+os.rename("d", "e")
+os.symlink("f", "d")`)},
+		{"io_uring is refused (its writes would need no call the barrier sees)", py(`
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+assert libc.syscall(425, 8, params) == -1, "io_uring_setup succeeded"`)},
 		{"daemon outliving the command", `(setsid sh -c 'sleep 0.3; echo DAEMON > victim.txt' </dev/null >/dev/null 2>&1 &); exit 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
