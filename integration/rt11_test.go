@@ -293,6 +293,7 @@ func rt11AssertDiff(t *testing.T, w *world, d *audit.FSDiff, before map[string]r
 func TestRT11QuickWrites(t *testing.T) {
 	testutil.RequireRoot(t)
 	py := func(code string) string { return "python3 -c '" + code + "'" }
+	const acl = "ACL granting the sandbox's uid, the mode unchanged"
 	for _, tc := range []struct{ name, script string }{
 		{"copy_file_range", py(`
 import os
@@ -377,6 +378,11 @@ import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 params = ctypes.create_string_buffer(120)
 assert libc.syscall(425, 8, params) == -1, "io_uring_setup succeeded"`)},
+		{acl, py(`
+import os, struct
+def entry(tag, perm, id=0xffffffff): return struct.pack("<HHI", tag, perm, id)
+acl = struct.pack("<I", 2) + entry(1, 6) + entry(2, 7, os.getuid()) + entry(4, 4) + entry(0x10, 4) + entry(0x20, 4)
+os.setxattr("victim.txt", "system.posix_acl_access", acl)`)},
 		{"daemon outliving the command", `(setsid sh -c 'sleep 0.3; echo DAEMON > victim.txt' </dev/null >/dev/null 2>&1 &); exit 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -400,9 +406,24 @@ assert libc.syscall(425, 8, params) == -1, "io_uring_setup succeeded"`)},
 				time.Sleep(500 * time.Millisecond) // past the daemon's write, had it lived
 			}
 			rt11AssertDiff(t, w, d, before)
+			if tc.name == acl && !rt11HasXattr(d, "victim.txt", "system.posix_acl_access") {
+				t.Errorf("victim.txt's ACL is not in the diff: %+v", d.Changes)
+			}
 			if t.Failed() || testing.Verbose() {
 				t.Logf("scan %+v changes %v", d.Scan, rt11Changed(d))
 			}
 		})
 	}
+}
+
+// rt11HasXattr reports whether d has a change of the extended attribute name of rel.
+func rt11HasXattr(d *audit.FSDiff, rel, name string) bool {
+	for _, c := range d.Changes {
+		for _, x := range c.Xattrs {
+			if c.Path == rel && x.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
