@@ -223,6 +223,14 @@ func (k *confiner) prepareBarrier() (*os.File, error) {
 	if prog == nil {
 		return nil, errors.New("barrier: no program")
 	}
+	// A crashing process's core file is written by the kernel into its working
+	// directory (core_pattern "core", the default; or by a helper that honours the
+	// limit), replacing any file of that name, with no call the barrier could hold:
+	// before the baseline has read it, that file would be missing from the diff. The
+	// command, which has no CAP_SYS_RESOURCE, cannot raise the limit again.
+	if err := linux.NoCoreDumps(); err != nil {
+		return nil, fmt.Errorf("barrier: no core dumps: %w", err)
+	}
 	type loaded struct {
 		l   *os.File
 		err error

@@ -18,3 +18,12 @@ func RaiseMemlock() {
 		_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &cur)
 	}
 }
+
+// NoCoreDumps sets the calling process's RLIMIT_CORE to zero, soft and hard: neither
+// it nor any process it starts dumps core (a process without CAP_SYS_RESOURCE in the
+// initial user namespace cannot raise the hard limit again). A core file is written by
+// the kernel into the crashing process's working directory, with no system call a
+// seccomp filter could hold.
+func NoCoreDumps() error {
+	return unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+}
