@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
@@ -28,12 +27,7 @@ func TestMCPUnreadAnswersAfterInputEnds(t *testing.T) {
 	// The answers fill the pipe (64 KiB) while the input is still open: a write of
 	// cordon mcp's is blocked when the client closes its input.
 	waitFor(t, time.Minute, "the answers to fill the stdout pipe", func() bool {
-		raw, err := m.outF.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		_ = raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		n, err := linux.Queued(m.outF)
 		return err == nil && n >= 60000
 	})
 	m.in.Close()
