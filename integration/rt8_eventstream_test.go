@@ -23,12 +23,13 @@ import (
 // and, past 5, fails the whole session; a client of the official SDK lost its served
 // session after 12 minutes (6 cuts of 2 minutes) however busy it was. The stream
 // still ends with its session. The margin is the response timeout
-// (listen.timeouts.response), here 3 s rather than its default minute: the stream is
+// (listen.timeouts.response), here 10 s (the least margin) rather than its default
+// minute: the stream is
 // held past the command timeout and the margin, where a POST is cut, and past the
 // response timeout, where a request whose deadlines are not lifted is.
 func TestRT8MCPEventStreamLasts(t *testing.T) {
 	testutil.RequireBwrap(t)
-	const timeout, margin = 2 * time.Second, 3 * time.Second
+	const timeout, margin = 2 * time.Second, 10 * time.Second
 	base := filepath.Join(shortTempDir(t), "base.yaml")
 	mustWrite(t, base, fmt.Sprintf("version: 1\ncommands: {timeout: %s}\n", timeout))
 	s := startServeListen(t, fmt.Sprintf("  timeouts: {response: %s}\n", margin), "    base_contract: "+base+"\n")

@@ -256,9 +256,9 @@ func (hub *mcpHub) idleFor(c *mcpConn) time.Duration {
 	return time.Since(c.last)
 }
 
-// callTime is how long a request of c may take: its longest call, then the response
-// timeout (listen.timeouts.response) for the teardown and the answer, as an exec's.
-func (hub *mcpHub) callTime(c *mcpConn) time.Duration { return c.timeout + hub.s.timeouts.Response }
+// callTime is how long a request of c may take: its longest call, then streamMargin
+// for the teardown and the answer, as an exec's.
+func (hub *mcpHub) callTime(c *mcpConn) time.Duration { return c.timeout + hub.s.streamMargin() }
 
 func withConn(r *http.Request, c *mcpConn) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), mcpConnKey{}, c))

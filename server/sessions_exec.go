@@ -20,14 +20,22 @@ import (
 
 // Bounds of an exec's stream. Its connection's deadlines are lifted from the server's
 // for the command's timeout (or maxExecTimeout when the request leaves the contract's
-// in force) plus the response timeout (listen.timeouts.response, a minute by
-// default), for the teardown and the result. execMargin is the margin of the server's
-// own steps (a start, a stop, a clone) past their fixed bounds.
+// in force) plus streamMargin, for the teardown and the result. execMargin is the
+// margin of the server's own steps (a start, a stop, a clone) past their fixed bounds.
 const (
 	maxExecTimeout = 24 * time.Hour
 	execMargin     = time.Minute
 	maxArgv        = 4096
+	// minStreamMargin is the least time a command's teardown and result get past its
+	// timeout, however short the response timeout: a timed-out command's kill and
+	// diff walk are the server's work, and its result must not be cut off.
+	minStreamMargin = 10 * time.Second
 )
+
+// streamMargin is how long past a command's timeout an exec's stream, or an MCP call,
+// is held for the teardown and the result: the response timeout
+// (listen.timeouts.response, a minute by default), at least minStreamMargin.
+func (s *Server) streamMargin() time.Duration { return max(s.timeouts.Response, minStreamMargin) }
 
 // execSession runs a command in the session and streams its output as NDJSON
 // session/wire.Frame lines, each flushed as it comes, then the result or the error
@@ -56,7 +64,7 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, id auth.Ide
 	}
 	// The request is read: the read deadline now only ends the wait for the client to
 	// go away, which is how a disconnect cancels the command.
-	rc, ok := extendDeadlines(w, bound+s.timeouts.Response)
+	rc, ok := extendDeadlines(w, bound+s.streamMargin())
 	if !ok {
 		return
 	}
