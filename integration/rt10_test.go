@@ -292,12 +292,18 @@ func TestRT10WatchBacklog(t *testing.T) {
 // buildFlooder builds rt10Flooder, static, into w's workspace as ./flooder.
 func buildFlooder(t *testing.T, w *world) {
 	t.Helper()
-	src := t.TempDir()
-	mustWrite(t, filepath.Join(src, "main.go"), rt10Flooder)
-	mustWrite(t, filepath.Join(src, "go.mod"), "module flooder\n\ngo 1.22\n")
-	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, "flooder"), ".")
-	build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	buildProgram(t, w, "flooder", rt10Flooder)
+}
+
+// buildProgram builds the Go program src, static, into w's workspace as name.
+func buildProgram(t *testing.T, w *world, name, src string) {
+	t.Helper()
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "main.go"), src)
+	mustWrite(t, filepath.Join(dir, "go.mod"), "module "+name+"\n\ngo 1.22\n")
+	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, name), ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the flooder: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", name, err, out)
 	}
 }

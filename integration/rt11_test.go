@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -83,19 +82,6 @@ func TestRT11CoreDumpDuringBaseline(t *testing.T) {
 	}
 	t.Logf("scan %+v changes %v", d.Scan, rt11Changed(d))
 	rt11AssertSeen(t, w, d, "bulk/63/core", was)
-}
-
-// rt11Build builds the Go program src, static, into w's workspace as name.
-func rt11Build(t *testing.T, w *world, name, src string) {
-	t.Helper()
-	dir := t.TempDir()
-	mustWrite(t, filepath.Join(dir, "main.go"), src)
-	mustWrite(t, filepath.Join(dir, "go.mod"), "module "+name+"\n\ngo 1.22\n")
-	build := exec.Command("go", "build", "-o", filepath.Join(w.ws, name), ".")
-	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", name, err, out)
-	}
 }
 
 // rt11Flooder overflows the watch's queue: it opens for writing the nested contracts
@@ -194,7 +180,7 @@ func TestRT11QueueOverflow(t *testing.T) {
 			}
 		}
 	}
-	rt11Build(t, w, "zflooder", rt11Flooder)
+	buildProgram(t, w, "zflooder", rt11Flooder)
 	r := w.cordon("", "run", "-v", "--", "./zflooder", strconv.Itoa(contracts), strconv.Itoa(depth))
 	if r.code != 0 {
 		t.Fatalf("run: %v", r)
