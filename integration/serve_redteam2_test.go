@@ -277,8 +277,11 @@ func TestRedServePatchOfAHugeLog(t *testing.T) {
 	acme := s.tcpClient("acme")
 	sess := acme.start(t, "huge", "bwrap")
 	outcome(t, acme.exec(t, sess.ID, "sh", "-c", "echo first > a.txt"))
-	// About 54 MiB of log: past a show's 32 MiB bound, and four times the most a
-	// patch may raise the daemon's peak memory by. Two execs at a time, so that what
+	// About 54 MiB of log: past a show's 32 MiB bound, and twice the most a patch may
+	// raise the daemon's peak memory by (a log read whole raises it by at least its
+	// size; one read a line at a time by a few of its megabyte lines, and what the
+	// garbage collector has not yet taken back: 14 MiB once on a busy machine, past
+	// the quarter this bound was). Two execs at a time, so that what
 	// the daemon holds for them (their bodies) raises its peak less than a log read
 	// whole would.
 	big := strings.Repeat("A", 900<<10)
@@ -305,7 +308,7 @@ func TestRedServePatchOfAHugeLog(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "+first") || !strings.Contains(body, "+last") {
 		t.Errorf("the patch: %d %.300s; want both files' changes", code, body)
 	}
-	if grew := after - before; grew > fi.Size()/4 {
+	if grew := after - before; grew > fi.Size()/2 {
 		t.Errorf("a patch of a %d MiB log raised the daemon's peak memory by %d MiB: it read the log into memory",
 			fi.Size()>>20, grew>>20)
 	}
