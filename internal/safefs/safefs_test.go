@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cordonhq/cordon/internal/linux"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // tree makes, in a temporary directory, a "ws" directory holding the layout the
@@ -111,9 +112,7 @@ func TestOpen(t *testing.T) {
 // TestMiddleLinkInside: on Linux a link on the way is refused even when it stays
 // inside the directory (os.Root would follow it).
 func TestMiddleLinkInside(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("only Linux refuses links that stay inside (openat2)")
-	}
+	testutil.Require(t, runtime.GOOS == "linux", "only Linux refuses links that stay inside (openat2)")
 	top := tree(t)
 	must(t, os.Symlink("sub", filepath.Join(top, "ws", "mid-in")))
 	d, err := OpenDir(top, "ws")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cordonhq/cordon/internal/paths"
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 // loadRefused asserts Load refuses p with an error saying want, as not safe to trust.
@@ -47,9 +48,7 @@ func TestLoadRefusesWritableByOthers(t *testing.T) {
 // root's files in its workspace), a file in a directory another user owns or may
 // write, a file in a tenant's root.
 func TestLoadRefusesReplaceable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give a directory to another user")
-	}
+	testutil.RequireRoot(t)
 	top := t.TempDir()
 	workspace := filepath.Join(top, "workspace")
 	os.Mkdir(workspace, 0o755)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cordonhq/cordon/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/pod-v1.json")
@@ -20,9 +22,7 @@ var update = flag.Bool("update", false, "rewrite testdata/pod-v1.json")
 // version in podspec.DefaultSeccompProfile's name, so that no node runs a Pod under a
 // stale file of the same name.
 func TestProfileGolden(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the golden profile is amd64's")
-	}
+	testutil.Require(t, runtime.GOARCH == "amd64", "the golden profile is amd64's")
 	got, err := Profile()
 	if err != nil {
 		t.Fatal(err)
