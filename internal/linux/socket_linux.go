@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"net"
 	"os"
 	"syscall"
@@ -49,12 +50,19 @@ func SocketPeer(c syscall.Conn) (*Peer, error) {
 }
 
 // Alive reports whether the peer process still runs: with a pidfd, that process and
-// no other; without, whatever process has its pid.
+// no other; without, whatever process has its pid. A process the caller may not
+// signal (EPERM) runs.
 func (p *Peer) Alive() bool {
-	if p.pidfd >= 0 {
-		return unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil
+	var err error
+	switch {
+	case p.pidfd >= 0:
+		err = unix.PidfdSendSignal(p.pidfd, 0, nil, 0)
+	case p.PID > 0:
+		err = unix.Kill(p.PID, 0)
+	default:
+		return false
 	}
-	return p.PID > 0 && unix.Kill(p.PID, 0) == nil
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // Close releases the peer's pidfd.
