@@ -65,3 +65,54 @@ func rescanned(t *testing.T, tr *Tracker) *snapshot {
 	}
 	return tr.base
 }
+
+// ForkWatched forks from a watch's report instead of a walk, and its fork can diff
+// from a report in turn (a fork keeps the workspace directory's identity): a
+// session's commands cost what changed, start and end.
+func TestForkWatched(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	shared, err := New(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.base = rescanned(t, shared)
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("between\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fork, since, why, err := shared.ForkWatched(ctx, Watched{Paths: []ChangedPath{{Path: "a"}}})
+	if err != nil || why != "" {
+		t.Fatal(why, err)
+	}
+	if len(since.Changes) != 1 || since.Changes[0].Path != "a" {
+		t.Errorf("what changed between: %+v", since.Changes)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b"), []byte("command\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, why, err := fork.DiffWatched(ctx, Watched{Paths: []ChangedPath{{Path: "b"}}})
+	if err != nil || why != "" {
+		t.Fatal(why, err)
+	}
+	if len(res.Changes) != 1 || res.Changes[0].Path != "b" {
+		t.Errorf("the command's changes: %+v", res.Changes)
+	}
+	shared.Adopt(fork)
+	// A walk from the adopted snapshot finds nothing the reports missed.
+	if res, err := shared.Diff(ctx); err != nil || len(res.Changes) != 0 {
+		t.Errorf("a walk after the watched fork and diff: %+v, %v", res, err)
+	}
+	// A plain Fork's tracker diffs from a report too.
+	walked, _, err := shared.Fork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, why, err := walked.DiffWatched(ctx, Watched{}); why != "" || err != nil {
+		t.Errorf("a forked tracker cannot diff from a report: %q %v", why, err)
+	}
+}

@@ -236,7 +236,24 @@ func (t *Tracker) Fork(ctx context.Context) (fork *Tracker, since *Result, err e
 	}
 	since = compare(t.dir, t.base, next, opts)
 	t.base = next
-	return &Tracker{dir: t.dir, opts: t.opts, base: next}, since, nil
+	return t.fork(), since, nil
+}
+
+// ForkWatched is [Tracker.Fork] with the walk replaced by the paths w names, as
+// [Tracker.DiffWatched] replaces Diff's: a session whose watch recorded every change
+// since t's baseline forks at the cost of what changed. why says, as DiffWatched's,
+// when w cannot stand for a walk; nothing is done then, and the caller calls Fork.
+func (t *Tracker) ForkWatched(ctx context.Context, w Watched) (fork *Tracker, since *Result, why string, err error) {
+	since, why, err = t.DiffWatched(ctx, w)
+	if why != "" || err != nil {
+		return nil, nil, why, err
+	}
+	return t.fork(), since, "", nil
+}
+
+// fork is a Tracker starting from t's baseline.
+func (t *Tracker) fork() *Tracker {
+	return &Tracker{dir: t.dir, opts: t.opts, base: t.base, root: t.root}
 }
 
 // Adopt makes o's baseline (after its Diff: the workspace as a command left it) t's,

@@ -39,6 +39,21 @@ func (w *CreateWatch) WatchOpens(dir string) error {
 	return err
 }
 
+// UnwatchOpens takes the opening of files out of what a WatchChanges watch records
+// again (WatchOpens put it in): a session watches opens while a command runs only,
+// and its own reads of the files a command changed are no change.
+func (w *CreateWatch) UnwatchOpens(dir string) error {
+	if w.log == nil {
+		return nil
+	}
+	err := unix.FanotifyMark(w.fd, unix.FAN_MARK_REMOVE|unix.FAN_MARK_FILESYSTEM, unix.FAN_OPEN|unix.FAN_ONDIR, unix.AT_FDCWD, dir)
+	if err != nil {
+		err = fmt.Errorf("fanotify_mark remove FAN_OPEN %s: %w", dir, err)
+		w.log.distrust(err.Error())
+	}
+	return err
+}
+
 // direntMask are the events that add or remove a name in a directory.
 const direntMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
 
@@ -92,6 +107,9 @@ type changeLog struct {
 	objects   [][2]uint64
 	pending   []rawEvent // whose handles could not be resolved yet
 	untrusted string
+	// fixed is why no change set of this watch can be trusted, ever (set as it
+	// starts): TakeChanges starts a new set only when it is "".
+	fixed string
 }
 
 func newChangeLog(mountFD int, untrusted string, maxPaths int) (*changeLog, error) {
@@ -107,7 +125,7 @@ func newChangeLog(mountFD int, untrusted string, maxPaths int) (*changeLog, erro
 	if err != nil && untrusted == "" {
 		untrusted = fmt.Sprintf("the watched directory's handle: %v", err)
 	}
-	return &changeLog{mountFD: mountFD, root: root, untrusted: untrusted, maxPaths: maxPaths,
+	return &changeLog{mountFD: mountFD, root: root, untrusted: untrusted, fixed: untrusted, maxPaths: maxPaths,
 		rootDev: st.Dev, rootIno: st.Ino, rootMnt: mnt,
 		dirs: map[string]string{}, objs: map[string]bool{}, paths: map[string]bool{}}, nil
 }
@@ -128,7 +146,16 @@ func (l *changeLog) distrustLocked(why string) {
 // Changes reads the watch's queue to its end and returns what it recorded so far:
 // every change a process made before the call is in it (the kernel queues an event
 // before the call that caused it returns). Without WatchChanges, Untrusted says so.
-func (w *CreateWatch) Changes() Changes {
+func (w *CreateWatch) Changes() Changes { return w.changes(false) }
+
+// TakeChanges is Changes, after which the watch records a new set, from an empty one:
+// what changes after the call is in the next set. A set no longer trusted (a queue
+// overflow, too many paths) is so until it is taken: the next one is trusted again,
+// unless the watch could never record (Changes' Untrusted says why each time). A
+// session takes one set per command, and one for the time between two commands.
+func (w *CreateWatch) TakeChanges() Changes { return w.changes(true) }
+
+func (w *CreateWatch) changes(reset bool) Changes {
 	if w.log == nil {
 		return Changes{Untrusted: "the watch does not record changes"}
 	}
@@ -147,6 +174,9 @@ func (w *CreateWatch) Changes() Changes {
 	l := w.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if reset {
+		defer l.resetLocked()
+	}
 	if l.untrusted != "" {
 		return Changes{Untrusted: l.untrusted}
 	}
@@ -166,6 +196,18 @@ func (w *CreateWatch) Changes() Changes {
 		c.Paths[p] = tree
 	}
 	return c
+}
+
+// resetLocked starts a new change set, trusted unless the watch never can be. The
+// cache of directory paths goes too: a path cached is right only as long as the set
+// it was cached in holds the moves that made it stale (dirPath).
+func (l *changeLog) resetLocked() {
+	l.untrusted = l.fixed
+	if l.fixed != "" {
+		return
+	}
+	l.paths, l.pathBytes, l.objs, l.objects, l.pending = map[string]bool{}, 0, map[string]bool{}, nil, nil
+	l.dirs, l.dirBytes, l.climbed = map[string]string{}, 0, 0
 }
 
 // event records one event: its mask and its information records.

@@ -233,3 +233,90 @@ func TestWatchChangesDeepChainClimbsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TakeChanges hands over one set and starts the next from empty: a set past its bound
+// is untrusted until taken, the next is trusted again; a directory moved in one set is
+// named by its new path in the next (no stale cached path); opens are recorded only
+// between WatchOpens and UnwatchOpens.
+func TestTakeChanges(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "d/in"), 0o755))
+	for _, f := range []string{"a", "b", "r", "d/in/x"} {
+		must(t, os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644))
+	}
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	appendTo := func(rel string) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(dir, rel), os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		_, err = f.WriteString("y")
+		must(t, err)
+		must(t, f.Close())
+	}
+	appendTo("a")
+	appendTo("d/in/x") // its directory's path is cached now
+	c := w.TakeChanges()
+	if c.Untrusted != "" || !hasPath(c, "a") {
+		t.Fatalf("first set lacks a: %v %q", c.Paths, c.Untrusted)
+	}
+	must(t, os.Rename(filepath.Join(dir, "d"), filepath.Join(dir, "e")))
+	appendTo("b")
+	c = w.TakeChanges()
+	if _, ok := c.Paths["a"]; ok || c.Untrusted != "" {
+		t.Errorf("second set holds the first's a, or is untrusted: %v %q", c.Paths, c.Untrusted)
+	}
+	if _, ok := c.Paths["b"]; !ok {
+		t.Errorf("second set lacks b: %v", c.Paths)
+	}
+	appendTo("e/in/x")
+	c = w.TakeChanges()
+	if _, ok := c.Paths["e/in/x"]; !ok || c.Untrusted != "" {
+		t.Errorf("a write below the moved directory is not named by its new path: %v %q", c.Paths, c.Untrusted)
+	}
+	if _, ok := c.Paths["d/in/x"]; ok {
+		t.Errorf("a write below the moved directory is named by its old path: %v", c.Paths)
+	}
+	for i := range 6 {
+		must(t, os.WriteFile(filepath.Join(dir, "n"+strings.Repeat("x", i)), nil, 0o644))
+	}
+	if c = w.TakeChanges(); c.Untrusted == "" {
+		t.Errorf("a set past its bound of 4 paths is trusted: %v", c.Paths)
+	}
+	appendTo("b")
+	if c = w.TakeChanges(); c.Untrusted != "" {
+		t.Errorf("the set after an untrusted one is untrusted: %q", c.Untrusted)
+	}
+	read := func() {
+		t.Helper()
+		_, err := os.ReadFile(filepath.Join(dir, "r"))
+		must(t, err)
+	}
+	read()
+	if c = w.TakeChanges(); len(c.Paths) != 0 {
+		t.Errorf("a read with opens unwatched is recorded: %v", c.Paths)
+	}
+	must(t, w.WatchOpens(dir))
+	read()
+	if c = w.TakeChanges(); !hasPath(c, "r") {
+		t.Errorf("a read with opens watched is not recorded: %v %q", c.Paths, c.Untrusted)
+	}
+	must(t, w.UnwatchOpens(dir))
+	read()
+	if c = w.TakeChanges(); len(c.Paths) != 0 || c.Untrusted != "" {
+		t.Errorf("a read after UnwatchOpens is recorded: %v %q", c.Paths, c.Untrusted)
+	}
+}
+
+func hasPath(c Changes, p string) bool {
+	_, ok := c.Paths[p]
+	return ok
+}
