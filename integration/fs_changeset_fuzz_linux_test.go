@@ -13,15 +13,9 @@ import (
 	"github.com/cordonhq/cordon/internal/testutil"
 )
 
-// TestRedChangesetRandom: random sequences of the changes a command can make inside
-// the workspace (writes, writes through a shared mapping, truncation, modes, xattrs,
-// restored times, renames over entries, exchanges, hard links, removals, symbolic
-// links), run through cordon; every path whose type, mode, content, link target,
-// user xattrs or mtime differs (directories aside) between before and after must be in
-// the run's diff.
-func TestRedChangesetRandom(t *testing.T) {
-	testutil.RequireRoot(t)
-	script := `python3 -c '
+// randomChanges makes $2 random changes of the kinds TestRedChangesetRandom lists
+// below the workspace's t, seeded with $1.
+const randomChanges = `python3 -c '
 import ctypes, mmap, os, random, socket, sys
 keep, later = socket.socketpair(socket.AF_UNIX), []
 r = random.Random(int(sys.argv[1]))
@@ -79,6 +73,16 @@ for fd, m in later:
 socket.send_fds(keep[0], [b"x"], [keep[0].fileno(), keep[1].fileno()])
 os._exit(0)
 ' "$1" "$2"`
+
+// TestRedChangesetRandom: random sequences of the changes a command can make inside
+// the workspace (writes, writes through a shared mapping, truncation, modes, xattrs,
+// restored times, renames over entries, exchanges, hard links, removals, symbolic
+// links), run through cordon; every path whose type, mode, content, link target,
+// user xattrs or mtime differs (directories aside) between before and after must be in
+// the run's diff.
+func TestRedChangesetRandom(t *testing.T) {
+	testutil.RequireRoot(t)
+	script := randomChanges
 	for seed := range seeds() {
 		t.Run(strconv.Itoa(seed), func(t *testing.T) {
 			w := newWorld(t)

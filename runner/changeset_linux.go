@@ -20,13 +20,15 @@ import (
 // the trace's diff.walk span).
 
 // wantsChanges reports whether the run's diff may come from the watch: a direct
-// one-command run (a session's commands walk, as does a staged run's change set).
+// one-command run (a session's commands have sets of their own, sessionsets.go; a
+// staged run's diff is of its own change set).
 func (r *run) wantsChanges() bool { return !r.session && !r.o.Stage }
 
 // watchFor starts the live watch of the workspace, recording its changes when the
-// run's diff may use them.
+// run's diffs may use them: a direct one-command run's, a direct session's
+// (sessionsets.go).
 func (r *run) watchFor(keep func(string, bool) bool) (*linux.CreateWatch, error) {
-	if !r.wantsChanges() {
+	if r.o.Stage {
 		return linux.WatchCreates(r.plan.Workspace, keep)
 	}
 	if why := linux.ReportsChanges(r.plan.Workspace); why != "" {
@@ -124,29 +126,33 @@ func (r *run) nothingChanged() string {
 // directDiff is the command's diff: from the change set when there is one that can be
 // trusted, else from a walk, which then says why it walked. unchanged (the change set
 // is empty, nothingChanged, and the baseline was ended unread) makes it empty: the
-// scan's counts are then unknown, and say so.
-func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged bool) (*fsdiff.Result, error) {
+// scan's counts are then unknown, and say so. A session's command has its own change
+// set, in win (nil elsewhere).
+func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged bool, win *window) (*fsdiff.Result, error) {
 	if unchanged {
 		r.o.Log.Debug("the workspace diff is empty: nothing changed, the baseline was not waited for")
 		return &fsdiff.Result{Scan: fsdiff.ScanStats{Watched: true, Unread: true}}, nil
 	}
-	why := r.walkWhy
-	if r.watched != nil && why == "" {
+	why, watched, says := r.walkWhy, r.watched, r.wantsChanges()
+	if win != nil {
+		why, watched, says = win.why, win.watched, r.sessionSets()
+	}
+	if watched != nil && why == "" {
 		sp := trace.Begin("diff.watched")
-		res, w, err := tracker.DiffWatched(ctx, *r.watched)
+		res, w, err := tracker.DiffWatched(ctx, *watched)
 		sp.End()
 		if err != nil || w == "" {
 			return res, err
 		}
 		why = w
 	}
-	if why == "" && r.wantsChanges() {
+	if why == "" && says {
 		why = "no change set"
 	}
 	sp := trace.Begin("diff.walk")
 	res, err := tracker.Diff(ctx)
 	sp.End()
-	if err == nil && r.wantsChanges() {
+	if err == nil && says {
 		r.o.Log.Debug("the workspace diff walked", "why", why)
 		res.Scan.Walked = why
 	}
@@ -175,4 +181,34 @@ func (lw *liveWatch) waitHandled(n uint64, maxWait time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// takeSet takes the live watch's change set for a session (sessionsets.go) and counts
+// the take; untrusted says why the set cannot stand for a walk. Like takeChanges, it
+// waits for the watch's disarms, whose directories it adds. The caller holds wsMu.
+func (r *run) takeSet() (set fsdiff.Watched, untrusted string) {
+	r.sw.takes++
+	defer trace.Begin("changes.take").End()
+	c := r.live.w.TakeChanges()
+	if !r.live.waitHandled(r.live.w.Sent(), 5*time.Second) {
+		return fsdiff.Watched{}, "the live watch's disarms did not finish"
+	}
+	if c.Untrusted != "" {
+		return fsdiff.Watched{}, c.Untrusted
+	}
+	r.live.mu.Lock()
+	for _, rel := range r.live.done {
+		c.Paths[path.Dir(rel)] = true
+	}
+	r.live.mu.Unlock()
+	return fsdiff.WatchedFrom(c.Paths, c.Objects), ""
+}
+
+// sessionOpens starts (on) or stops recording the opening of files in a session's
+// change set; a failure distrusts the set being recorded.
+func (r *run) sessionOpens(on bool) error {
+	if on {
+		return r.live.w.WatchOpens(r.plan.Workspace)
+	}
+	return r.live.w.UnwatchOpens(r.plan.Workspace)
 }

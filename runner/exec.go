@@ -20,7 +20,6 @@ import (
 	"github.com/cordonhq/cordon/internal/errdefs"
 	"github.com/cordonhq/cordon/internal/event"
 	"github.com/cordonhq/cordon/internal/layer"
-	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/trace"
 	"github.com/cordonhq/cordon/runner/sandbox"
 )
@@ -53,11 +52,13 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		}
 	}()
 	var tracker *fsdiff.Tracker
+	var win *window // a session's command's change set
+	defer func() { r.endWindow(win, true) }() // when it ends unrecorded: its cgroup counts what it left
 	// sctx ends the baseline early when the command changed nothing (see below).
 	sctx, skipBaseline := context.WithCancel(ctx)
 	defer skipBaseline()
 	snapshot := func() (err error) {
-		tracker, err = r.snapshotWorkspace(sctx)
+		tracker, win, err = r.snapshotWorkspace(sctx)
 		return err
 	}
 	begin := func() (err error) {
@@ -95,9 +96,10 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		}
 		code, err = 0, serr // its time ran out while the sandbox started: a timeout
 	}
-	c.tracker = tracker
+	c.tracker, c.win = tracker, win
 	res.CmdID = c.id
 	r.commandEnded(err, eo.Stderr)
+	r.endWindow(win, res.ownCgroup)
 	code, reason, err := classify(ctx, actx, code, err)
 	if err != nil {
 		return ExecResult{}, err
@@ -199,7 +201,7 @@ func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout,
 	sp.End()
 	r.o.Log.Debug("command recorded")
 	sp = trace.Begin("diff")
-	r.recordDiff(ctx, c.tracker, c.unchanged, res)
+	r.recordDiff(ctx, c, res)
 	sp.End()
 	if !r.session {
 		// A one-command run reports nothing before its seal, whose fsync makes
@@ -219,6 +221,7 @@ func (r *run) recordEnd(ctx context.Context, c command, res *ExecResult, stdout,
 // the log (the seq of its cmd.start).
 type command struct {
 	tracker *fsdiff.Tracker
+	win     *window // a session's: its change set (sessionsets.go)
 	id      string
 	// unchanged: the change set says the command changed nothing, and its baseline
 	// was ended unread (a run with a barrier): its diff is empty.
@@ -226,27 +229,28 @@ type command struct {
 }
 
 // snapshotWorkspace waits for run.start to be durable and takes the workspace's
-// baseline (none for a staged one-command run: nil).
-func (r *run) snapshotWorkspace(ctx context.Context) (*fsdiff.Tracker, error) {
+// baseline (none for a staged one-command run: nil), and a session's command's window
+// of its change sets (nil elsewhere).
+func (r *run) snapshotWorkspace(ctx context.Context) (*fsdiff.Tracker, *window, error) {
 	var ph trace.Seq
 	defer ph.End()
 	ph.Next("audit.wait_start")
 	if err := r.log.WaitStart(); err != nil {
-		return nil, errdefs.Unavailablef("writing the audit log: %w", err)
+		return nil, nil, errdefs.Unavailablef("writing the audit log: %w", err)
 	}
 	if r.stage != nil && !r.session {
 		// A staged run's diff is taken from its change set (stagedDiff): no baseline.
 		r.o.Log.Debug("no workspace baseline: the staged diff reads the change set")
-		return nil, nil
+		return nil, nil, nil
 	}
 	ph.Next("baseline")
-	tracker, err := r.baseline(ctx)
+	tracker, win, err := r.baseline(ctx)
 	if err != nil {
-		return nil, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
+		return nil, win, errdefs.Unavailablef("snapshotting the workspace for the audit diff: %w", err)
 	}
 	r.o.Log.Debug("workspace baseline taken", "files", tracker.Baseline().Files, "read", tracker.Baseline().Read, "took", tracker.Baseline().Duration)
 	r.watchOpens()
-	return tracker, nil
+	return tracker, win, nil
 }
 
 // beginCommand writes the command's cmd.start, once its baseline (tracker, nil for a
@@ -387,17 +391,17 @@ func (r *run) explainEnd(stderr io.Writer, reason string, timeout time.Duration,
 
 // recordDiff logs the command's fs.diff and summarises it, with the egress it was
 // denied, in res.
-func (r *run) recordDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged bool, res *ExecResult) {
+func (r *run) recordDiff(ctx context.Context, c command, res *ExecResult) {
 	var diff *fsdiff.Result
 	var err error
 	if r.stage != nil && !r.session {
 		diff, err = r.stagedDiff(context.WithoutCancel(ctx))
 	} else {
-		diff, err = r.directDiff(context.WithoutCancel(ctx), tracker, unchanged)
+		diff, err = r.directDiff(context.WithoutCancel(ctx), c.tracker, c.unchanged, c.win)
 	}
 	if err == nil {
 		r.o.Log.Debug("workspace diff taken", "changes", len(diff.Changes), "read", diff.Scan.Read, "took", diff.Scan.Duration)
-		r.adopt(tracker)
+		r.adopt(c.tracker, c.win)
 		res.FilesChanged, res.Insertions, res.Deletions = len(diff.Changes), diff.Insertions, diff.Deletions
 		for _, c := range diff.Changes {
 			r.noteTurn(c.Path, c.OldPath)
@@ -435,70 +439,6 @@ func (r *run) settle(changes int) {
 	}
 }
 
-// baseline snapshots the workspace before a command. A session keeps one tracker of
-// the workspace and forks it, so that each command's baseline re-reads only the files
-// changed since the last snapshot instead of every file.
-func (r *run) baseline(ctx context.Context) (*fsdiff.Tracker, error) {
-	opts := diffOptions(r.plan)
-	if !r.session {
-		if r.bar != nil {
-			opts.Hurry = r.bar.hurry
-		}
-		return fsdiff.New(ctx, r.plan.Workspace, opts)
-	}
-	// What the sandbox's commands wrote where the host does not see it (a Pod's
-	// workspace) is brought back first: a background process's change since the last
-	// command is then logged between commands, not as this command's.
-	if err := r.sb.SyncWorkspace(ctx, false); err != nil {
-		return nil, err
-	}
-	r.wsMu.Lock()
-	defer r.wsMu.Unlock()
-	if err := r.trackLocked(ctx, opts); err != nil {
-		return nil, err
-	}
-	fork, since, err := r.ws.Fork(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r.recordBetween(since)
-	return fork, nil
-}
-
-// trackWorkspace takes a session's first snapshot of its workspace as the session
-// starts: what changes before its first command is then logged between commands
-// (recordBetween), as is any change after one, and the first command's baseline is a
-// fork of it, as every later command's is (a warm session's first exec skips the
-// full read). A snapshot that fails here is taken by the first command, which then
-// fails as it did before.
-func (r *run) trackWorkspace(ctx context.Context) {
-	r.wsMu.Lock()
-	defer r.wsMu.Unlock()
-	if err := r.trackLocked(ctx, diffOptions(r.plan)); err != nil {
-		r.o.Log.Debug("no workspace snapshot at the session's start", "err", err)
-	}
-}
-
-// trackLocked makes the session's tracker of its workspace when there is none; the
-// caller holds wsMu.
-func (r *run) trackLocked(ctx context.Context, opts fsdiff.Options) error {
-	if r.ws != nil {
-		return nil
-	}
-	root := r.plan.Workspace
-	if r.ss != nil {
-		// A staged session's workspace is the overlay its sandbox writes: one
-		// command's end is the next one's start, read through it.
-		root = linux.FDPath(r.ss.live)
-	}
-	t, err := fsdiff.New(ctx, root, opts)
-	if err != nil {
-		return err
-	}
-	r.ws = t
-	return nil
-}
-
 // diffOptions are the workspace diff's options under plan: its bounds are the
 // contract's limits.diff.
 func diffOptions(plan *contract.Plan) fsdiff.Options {
@@ -511,77 +451,6 @@ func diffOptions(plan *contract.Plan) fsdiff.Options {
 		MaxPatch:     int(min(l.Patch, math.MaxInt32)),
 		Timeout:      l.Time,
 	}
-}
-
-// recordBetween logs what changed in a session's workspace since the last snapshot
-// (the end of the previous command's diff, or the start of the session): changes no
-// command's diff holds. They are attributed to the commands running meanwhile, or to
-// none, "between commands". The log has no gaps.
-func (r *run) recordBetween(since *fsdiff.Result) {
-	if since == nil || len(since.Changes) == 0 {
-		r.masksBetween(since)
-		return
-	}
-	for _, c := range since.Changes {
-		r.noteTurn(c.Path, c.OldPath)
-	}
-	defer r.settle(len(since.Changes))
-	var renamed []string
-	if r.stage == nil {
-		renamed = r.quarantine(since) // a staged session's changes are disarmed as they land
-	}
-	if err := r.log.RecordDiffBetween(since, r.sink.Running(), renamed); err != nil {
-		r.o.Log.Warn("recording the workspace diff between commands", "err", err)
-	}
-}
-
-// closeBetween records what changed since the last command's diff, as a session ends.
-func (r *run) closeBetween(ctx context.Context) {
-	if !r.session {
-		return
-	}
-	r.wsMu.Lock()
-	defer r.wsMu.Unlock()
-	if r.ws == nil {
-		r.masksBetween(nil)
-		return
-	}
-	_, since, err := r.ws.Fork(context.WithoutCancel(ctx))
-	if err != nil {
-		since = nil
-	}
-	r.recordBetween(since)
-}
-
-// masksBetween renames aside what stands where one of the run's masks was
-// (maskedGone) when no diff between commands is there to quarantine (recordBetween):
-// one with no change, as one whose entries bound ends before the mask's path does,
-// sees nothing the sandbox put there, and at a session's stop nothing looks later (the
-// live watch's queue is not read once the sandbox is gone). since may be nil.
-func (r *run) masksBetween(since *fsdiff.Result) {
-	if r.stage != nil {
-		return // a staged session's masks rest on its overlay, not on the workspace
-	}
-	renamed := r.maskedGone()
-	if len(renamed) == 0 {
-		return
-	}
-	if since == nil {
-		since = &fsdiff.Result{}
-	}
-	if err := r.log.RecordDiffBetween(since, r.sink.Running(), renamed); err != nil {
-		r.o.Log.Warn("recording the workspace diff between commands", "err", err)
-	}
-}
-
-// adopt keeps a session's tracker at the latest snapshot, a command's end state.
-func (r *run) adopt(t *fsdiff.Tracker) {
-	if !r.session {
-		return
-	}
-	r.wsMu.Lock()
-	r.ws.Adopt(t)
-	r.wsMu.Unlock()
 }
 
 func envNames(p *contract.Plan) []string {

@@ -35,10 +35,14 @@ func (r *run) noChanges(string) {}
 
 func (r *run) nothingChanged() string { return "no change set" }
 
-func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker, _ bool) (*fsdiff.Result, error) {
+func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker, _ bool, _ *window) (*fsdiff.Result, error) {
 	return t.Diff(ctx)
 }
 
 // dropPrivileges is Linux's: file capabilities, and the write through a shared
 // mapping that leaves a file its privileges, are what it answers.
 func (r *run) dropPrivileges(*fsdiff.Result) {}
+
+func (r *run) takeSet() (fsdiff.Watched, string) { r.sw.takes++; return fsdiff.Watched{}, "no change set" }
+
+func (r *run) sessionOpens(bool) error { return nil }

@@ -292,6 +292,7 @@ type run struct {
 	gates       *gates                   // nil without gates
 	wsMu        sync.Mutex               // wsMu guards ws.
 	ws          *fsdiff.Tracker          // a session's workspace tracker, forked per command
+	sw          sessionSets              // a session's change sets (sessionsets.go); guarded by wsMu
 	turnMu      sync.Mutex               // turnMu guards turn, turnBytes and turnMore.
 	turn        map[string]bool          // paths changed since the session's last Sweep, bounded (spill.go)
 	turnBytes   int                      // turn's paths as JSON strings, in bytes
