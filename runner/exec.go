@@ -52,7 +52,7 @@ func (r *run) execOne(ctx context.Context, argv []string, eo ExecOptions) (ExecR
 		}
 	}()
 	var tracker *fsdiff.Tracker
-	var win *window // a session's command's change set
+	var win *window                           // a session's command's change set
 	defer func() { r.endWindow(win, true) }() // when it ends unrecorded: its cgroup counts what it left
 	// sctx ends the baseline early when the command changed nothing (see below).
 	sctx, skipBaseline := context.WithCancel(ctx)

@@ -43,6 +43,9 @@ func (r *run) directDiff(ctx context.Context, t *fsdiff.Tracker, _ bool, _ *wind
 // mapping that leaves a file its privileges, are what it answers.
 func (r *run) dropPrivileges(*fsdiff.Result) {}
 
-func (r *run) takeSet() (fsdiff.Watched, string) { r.sw.takes++; return fsdiff.Watched{}, "no change set" }
+func (r *run) takeSet() (fsdiff.Watched, string) {
+	r.sw.takes++
+	return fsdiff.Watched{}, "no change set"
+}
 
 func (r *run) sessionOpens(bool) error { return nil }

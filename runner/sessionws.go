@@ -157,4 +157,3 @@ func (r *run) adopt(t *fsdiff.Tracker, win *window) {
 	}
 	r.ws.Adopt(t)
 }
-
