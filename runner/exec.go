@@ -408,9 +408,13 @@ func (r *run) recordDiff(ctx context.Context, c command, res *ExecResult) {
 		}
 		var renamed []string
 		if r.stage == nil {
+			sp := trace.Begin("diff.quarantine")
 			renamed = r.quarantine(diff) // a staged run's changes are disarmed as they land
+			sp.End()
 		}
+		sp := trace.Begin("audit.fs_diff")
 		err = r.log.RecordDiff(res.CmdID, diff, renamed)
+		sp.End()
 	}
 	if err != nil {
 		r.o.Log.Warn("recording the workspace diff", "err", err)
