@@ -141,6 +141,25 @@ else
     "$cordon" run -- true) | tee "$out/phases-workspace.txt"
 fi
 
+# A warm session in each workspace: `cordon-exec SID -- true`, whose baseline and diff
+# come from the session's change set (as root) instead of two walks of the workspace.
+# The 100k clone is past limits.diff.entries: its commands walk.
+cexec="$(dirname "$cordon")/cordon-exec"
+sids=()
+stop_sessions() { for s in "${sids[@]}"; do "$cordon" session stop "$s" >/dev/null 2>&1 || true; done; }
+trap 'stop_sessions; rm -rf "$tmp"' EXIT
+for d in empty go11k gen100k; do
+  sids+=("$(cd "$tmp/$d" && CORDON_AUDIT_DIR="$tmp/audit-sessions" "$cordon" session start --backend bwrap)")
+done
+echo "== warm cordon-exec SID -- true: a session in each of the same workspaces ($runs interleaved rounds)"
+interleaved "$out/workspace-session" \
+  "session, empty" "$cexec ${sids[0]} -- true" \
+  "session, git $n11 files" "$cexec ${sids[1]} -- true" \
+  "session, git $n100 files" "$cexec ${sids[2]} -- true"
+stop_sessions
+sids=()
+cat "$out/workspace-session.txt"
+
 echo "== cordon run --stage -- true in the same workspaces (staged: the overlay, its diff view and the change set read)"
 interleaved "$out/workspace-staged" \
   "empty direct" "sh -c 'cd $tmp/empty && exec $cordon run -- true'" \
