@@ -158,3 +158,31 @@ func BenchmarkGitDiff(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSessionWatched measures a session command's fork and diff from a watch's
+// report of one changed file in a 10,000-file workspace: what they cost beyond what
+// changed.
+func BenchmarkSessionWatched(b *testing.B) {
+	dir, paths := genWorkspace(b, benchFiles, 10<<20)
+	ctx := context.Background()
+	t, err := New(ctx, dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(2 * racyWindow)             // nothing racy: the report alone says what to read
+	if _, err := t.Diff(ctx); err != nil { // re-reads what was racy
+		b.Fatal(err)
+	}
+	rel, _ := filepath.Rel(dir, paths[len(paths)/2])
+	w := Watched{Paths: []ChangedPath{{Path: filepath.ToSlash(rel)}}}
+	for b.Loop() {
+		fork, _, why, err := t.ForkWatched(ctx, w)
+		if err != nil || why != "" {
+			b.Fatal(why, err)
+		}
+		if _, why, err := fork.DiffWatched(ctx, w); err != nil || why != "" {
+			b.Fatal(why, err)
+		}
+		t.Adopt(fork)
+	}
+}

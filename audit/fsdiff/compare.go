@@ -3,6 +3,8 @@ package fsdiff
 import (
 	"cmp"
 	"encoding/hex"
+	"iter"
+	"maps"
 	"slices"
 )
 
@@ -19,12 +21,23 @@ type pending struct {
 // compare lists what changed from snapshot a to snapshot b (of the workspace dir) and
 // renders the patch.
 func compare(dir string, a, b *snapshot, opts Options) *Result {
+	return compareAt(dir, a, b, opts, maps.Keys(b.entries), maps.Keys(a.entries))
+}
+
+// compareAt is compare looking only at the paths of b and of a that inB and inA yield:
+// every path whose entry differs between a and b (a diff from a watch's report knows
+// them; the entries of the others are the same ones).
+func compareAt(dir string, a, b *snapshot, opts Options, inB, inA iter.Seq[string]) *Result {
 	r := &resolver{dir: dir, maxText: opts.MaxTextSize, maxRetained: opts.MaxRetained, opts: opts, hashLeft: opts.MaxHashBytes - b.hashed}
 	defer r.close()
 	var added, deleted []string
 	var out []pending
 	notCompared := 0
-	for p, nb := range b.entries {
+	for p := range inB {
+		nb, ok := b.entries[p]
+		if !ok {
+			continue
+		}
 		oa, ok := a.entries[p]
 		if !ok {
 			if a.bounds.under(p) {
@@ -52,7 +65,10 @@ func compare(dir string, a, b *snapshot, opts Options) *Result {
 			out = append(out, newPending(Touched, p, p, oa, nb))
 		}
 	}
-	for p := range a.entries {
+	for p := range inA {
+		if _, ok := a.entries[p]; !ok {
+			continue
+		}
 		if _, ok := b.entries[p]; !ok {
 			if b.bounds.under(p) {
 				notCompared++ // not seen, which is not gone

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,24 @@ type snapshot struct {
 	// (not an empty one): the next snapshot lists it again only if its stat key
 	// changed (listing).
 	names map[string][]string
+	// suspect are the paths of the entries a diff from a watch's report reads again
+	// whatever the report says (racy or linked: watched.go), and devices the devices
+	// its entries are on (at least): kept so that such a diff costs what changed,
+	// not a pass over every entry.
+	suspect []string
+	devices []uint64
+}
+
+// noteSuspects fills s.suspect and s.devices from its entries.
+func (s *snapshot) noteSuspects() {
+	for p, e := range s.entries {
+		if e.racy || e.linked {
+			s.suspect = append(s.suspect, p)
+		}
+		if d := e.key.fileID()[0]; !slices.Contains(s.devices, d) {
+			s.devices = append(s.devices, d)
+		}
+	}
 }
 
 // dirHandle is one open directory of the workspace being scanned: a raw descriptor on
@@ -171,7 +190,7 @@ func openScanner(dir string, opts Options) (s *scanner, done func(), err error) 
 
 // snapshot is what s has scanned.
 func (s *scanner) snapshot() *snapshot {
-	return &snapshot{
+	snap := &snapshot{
 		entries:  s.out,
 		problems: s.problems,
 		bounds:   s.snapBounds(),
@@ -187,6 +206,8 @@ func (s *scanner) snapshot() *snapshot {
 			Duration: time.Since(s.start),
 		},
 	}
+	snap.noteSuspects()
+	return snap
 }
 
 func (s *scanner) problem(rel string, err error) {

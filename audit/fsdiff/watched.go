@@ -3,7 +3,9 @@ package fsdiff
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"slices"
 	"strings"
 )
@@ -43,38 +45,26 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 		return nil, why, nil
 	}
 	targets := changedTargets(changed, opts)
-	exact, deep := make(map[string]bool, len(targets)), make(map[string]bool)
-	for _, tg := range targets {
-		exact[tg.rel] = true
-		if tg.deep {
-			deep[tg.rel] = true
+	gone := base.replaced(targets)
+	entries := maps.Clone(base.entries)
+	names := maps.Clone(base.names)
+	files := base.stats.Files
+	for p := range gone {
+		if base.entries[p].kind != Dir {
+			files--
 		}
-	}
-	gone := func(p string) bool { return exact[p] || len(deep) > 0 && below(p, deep) }
-	entries := make(map[string]*entry, len(base.entries))
-	for p, e := range base.entries {
-		if !gone(p) {
-			entries[p] = e
-		}
+		delete(entries, p)
+		delete(names, p)
 	}
 	part, err := partialScan(ctx, t.dir, opts, targets, base, len(entries))
 	if err != nil {
 		return nil, "", err
 	}
-	dirs := 0
 	for p, e := range part.entries {
+		if _, ok := entries[p]; !ok && e.kind != Dir {
+			files++
+		}
 		entries[p] = e
-	}
-	for _, e := range entries {
-		if e.kind == Dir {
-			dirs++
-		}
-	}
-	names := make(map[string][]string, len(base.names)+len(part.names))
-	for d, n := range base.names {
-		if !gone(d) {
-			names[d] = n
-		}
 	}
 	for d, n := range part.names {
 		names[d] = n
@@ -87,11 +77,81 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 		listed:   part.listed,
 		names:    names,
 		stats:    part.stats,
+		suspect:  slices.Concat(slices.DeleteFunc(slices.Clone(base.suspect), func(p string) bool { return gone[p] }), part.suspect),
+		devices:  slices.Clone(base.devices),
 	}
-	next.stats.Files, next.stats.Watched = len(entries)-dirs, true
-	res = compare(t.dir, base, next, opts)
+	for _, d := range part.devices {
+		if !slices.Contains(next.devices, d) {
+			next.devices = append(next.devices, d)
+		}
+	}
+	next.stats.Files, next.stats.Watched = files, true
+	// Only the paths gone from the baseline or scanned again can differ.
+	differ := maps.Clone(gone)
+	for p := range part.entries {
+		differ[p] = true
+	}
+	res = compareAt(t.dir, base, next, opts, maps.Keys(differ), maps.Keys(differ))
 	t.base = next
 	return res, "", nil
+}
+
+// replaced is the set of s's entries that targets read again: each one a target
+// names, and what lies below a deep one. Below a directory s lists whole, what lies
+// below is found from its listings; below one it does not (bounded), every entry is
+// looked at.
+func (s *snapshot) replaced(targets []target) map[string]bool {
+	gone := make(map[string]bool, len(targets))
+	var deep []string
+	for _, tg := range targets {
+		e, ok := s.entries[tg.rel]
+		if !ok {
+			continue
+		}
+		gone[tg.rel] = true
+		if tg.deep && e.kind == Dir {
+			deep = append(deep, tg.rel)
+		}
+	}
+	for len(deep) > 0 {
+		d := deep[len(deep)-1]
+		deep = deep[:len(deep)-1]
+		listing, ok := s.names[d]
+		if !ok && s.entries[d].empty {
+			continue
+		}
+		if !ok {
+			return s.below(gone, targets)
+		}
+		for _, n := range listing {
+			p := path.Join(d, n)
+			e, ok := s.entries[p]
+			if !ok {
+				continue
+			}
+			gone[p] = true
+			if e.kind == Dir {
+				deep = append(deep, p)
+			}
+		}
+	}
+	return gone
+}
+
+// below is replaced by a pass over every entry of s.
+func (s *snapshot) below(gone map[string]bool, targets []target) map[string]bool {
+	deep := make(map[string]bool)
+	for _, tg := range targets {
+		if tg.deep {
+			deep[tg.rel] = true
+		}
+	}
+	for p := range s.entries {
+		if below(p, deep) {
+			gone[p] = true
+		}
+	}
+	return gone
 }
 
 // changedPaths is what the diff from the baseline must look at again: the paths w
@@ -102,17 +162,24 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 // why says the baseline spans more than one file system: the watch cannot stand for
 // a walk.
 func (t *Tracker) changedPaths(w Watched) (changed []ChangedPath, why string) {
-	objects := make(map[[2]uint64]bool, len(w.Objects))
-	for _, o := range w.Objects {
-		objects[o] = true
+	for _, d := range t.base.devices {
+		if d != t.root[0] {
+			return nil, "the workspace spans more than one file system"
+		}
 	}
 	changed = slices.Clone(w.Paths)
-	for p, e := range t.base.entries {
-		if e.key.fileID()[0] != t.root[0] {
-			return nil, fmt.Sprintf("the workspace spans more than one file system (%s)", p)
+	for _, p := range t.base.suspect {
+		changed = append(changed, ChangedPath{Path: p})
+	}
+	if len(w.Objects) > 0 {
+		objects := make(map[[2]uint64]bool, len(w.Objects))
+		for _, o := range w.Objects {
+			objects[o] = true
 		}
-		if e.racy || e.linked || objects[e.key.fileID()] {
-			changed = append(changed, ChangedPath{Path: p})
+		for p, e := range t.base.entries {
+			if objects[e.key.fileID()] {
+				changed = append(changed, ChangedPath{Path: p})
+			}
 		}
 	}
 	slices.SortFunc(changed, func(a, b ChangedPath) int {

@@ -320,3 +320,69 @@ func mmapWrite(f string, b byte) error {
 	}
 	return linux.WriteMapped(fd, 0, []byte{b})
 }
+
+// Chained as a session chains them: each round's diff from the round's change set
+// starts from the snapshot the previous watched diff left (its listings, its suspects,
+// its counts), not from a walk; every round gives the walk's diff and the walk's
+// count of files. Each round's changes are older than the racy window when diffed, so
+// only the change set tells what to read.
+func TestDiffWatchedChained(t *testing.T) {
+	testutil.RequireRoot(t)
+	seeds := 6
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			top := t.TempDir()
+			dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+			must(t, os.Mkdir(out, 0o755))
+			files := map[string]string{}
+			for i := range 30 {
+				files[fmt.Sprintf("d%d/e%d/f%d", i%3, i%2, i)] = fmt.Sprintf("line %d\n", i)
+			}
+			newWSAt(t, dir, files)
+			waitTick(t, dir)
+			w, err := linux.WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+			must(t, err)
+			defer w.Close()
+			go func() {
+				for range w.Events() {
+				}
+			}()
+			ctx := context.Background()
+			time.Sleep(2 * racyWindow) // the condition is the clock: nothing racy at the baseline
+			walked, err := New(ctx, dir, Options{})
+			must(t, err)
+			watched, err := New(ctx, dir, Options{})
+			must(t, err)
+			w.TakeChanges()
+			must(t, w.WatchOpens(dir))
+			r := rand.New(rand.NewPCG(uint64(seed), 77))
+			for round := range 6 {
+				var log []string
+				for range 12 {
+					log = append(log, randomOp(r, dir, out))
+				}
+				time.Sleep(2 * racyWindow)
+				c := w.TakeChanges()
+				if c.Untrusted != "" {
+					t.Fatalf("round %d: %s", round, c.Untrusted)
+				}
+				walk, err := walked.Diff(ctx)
+				must(t, err)
+				got, why, err := watched.DiffWatched(ctx, WatchedFrom(c.Paths, c.Objects))
+				if err != nil || why != "" {
+					t.Fatalf("round %d: watched diff: %v %s", round, err, why)
+				}
+				if !reflect.DeepEqual(walk.Changes, got.Changes) {
+					t.Logf("round %d operations: %q; change set %v", round, log, c.Paths)
+				}
+				sameDiff(t, walk, got)
+				if walk.Scan.Files != got.Scan.Files {
+					t.Errorf("round %d: %d files counted watched, %d walked", round, got.Scan.Files, walk.Scan.Files)
+				}
+			}
+		})
+	}
+}
