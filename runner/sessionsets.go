@@ -132,12 +132,15 @@ func (r *run) endWindow(w *window, ownCgroup bool) {
 		w.why = w.whyNot
 		return
 	}
+	// Whether a process is left is known before opens stop being recorded: one that
+	// opened a file after that, wrote through a mapping and exited before the look
+	// would leave its write in no set.
+	alive := r.aliveLocked(0)
 	if r.sw.opens && r.sw.running == 0 {
 		// Before the take: cordon's own reads of what changed are no change.
 		_ = r.sessionOpens(false) // a failure distrusts the set
 		r.sw.opens = false
 	}
-	alive := r.aliveLocked(0)
 	set, untrusted := r.takeSet()
 	w.end = r.sw.takes
 	r.sw.dirty = alive
