@@ -35,6 +35,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -105,6 +106,49 @@ type Options struct {
 	// as on devAlias[1] (a staged run's overlay view shows the workspace's unchanged
 	// files with their own inode numbers, on the overlay's device).
 	devAlias [2]uint64
+	// reread are the files every snapshot reads again whatever their stat data say
+	// (Tracker.Reread).
+	reread *rereadSet
+}
+
+// Reread names files whose content may have changed with no change of their stat
+// data: a write through a shared mapping whose page was already dirty faults no
+// more, so it moves no timestamp, and makes no event a watch sees. Paths are files,
+// or with Deep everything below a directory; All is every file.
+type Reread struct {
+	Paths []ChangedPath
+	All   bool
+}
+
+// rereadSet is a Reread as a scanner asks it.
+type rereadSet struct {
+	all         bool
+	exact, deep map[string]bool
+	paths       []ChangedPath
+}
+
+func (r *rereadSet) has(rel string) bool {
+	return r != nil && (r.all || r.exact[rel] || r.deep[rel] || len(r.deep) > 0 && below(rel, r.deep))
+}
+
+// Reread makes every later snapshot of t, and of its forks, read again the files rr
+// names whatever their stat data say (a diff from a watch's report reads them too),
+// until the next call. A session sets it while a process of its sandbox may hold a
+// file mapped across its snapshots.
+func (t *Tracker) Reread(rr Reread) {
+	if !rr.All && len(rr.Paths) == 0 {
+		t.opts.reread = nil
+		return
+	}
+	set := &rereadSet{all: rr.All, exact: map[string]bool{}, deep: map[string]bool{}, paths: slices.Clone(rr.Paths)}
+	for _, p := range rr.Paths {
+		if p.Deep {
+			set.deep[p.Path] = true
+		} else {
+			set.exact[p.Path] = true
+		}
+	}
+	t.opts.reread = set
 }
 
 func (o Options) withDefaults() Options {

@@ -459,7 +459,7 @@ func (s *scanner) dirEntry(r dirHandle, rel string, fi fs.FileInfo, empty bool) 
 // unchanged and trustworthy, else a fresh one.
 func (s *scanner) fileEntry(r dirHandle, name, rel string, fi fs.FileInfo) *entry {
 	key := keyOf(fi).alias(s.opts.devAlias)
-	if p := s.prev[rel]; p != nil && p.key == key && !p.racy {
+	if p := s.prev[rel]; p != nil && p.key == key && !p.racy && !s.opts.reread.has(rel) {
 		if p.retained {
 			s.retained.Add(int64(len(p.content)))
 		}

@@ -40,6 +40,12 @@ func (t *Tracker) DiffWatched(ctx context.Context, w Watched) (res *Result, why 
 	if why := t.unwatchable(); why != "" {
 		return nil, why, nil
 	}
+	if rr := t.opts.reread; rr != nil {
+		if rr.all {
+			return nil, "every file is to be read again", nil
+		}
+		w.Paths = slices.Concat(w.Paths, rr.paths)
+	}
 	changed, why := t.changedPaths(w)
 	if why != "" {
 		return nil, why, nil

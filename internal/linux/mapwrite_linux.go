@@ -24,3 +24,14 @@ func WriteMapped(f *os.File, off int64, data []byte) error {
 func Allocate(f *os.File, mode uint32, off, n int64) error {
 	return unix.Fallocate(int(f.Fd()), mode, off, n)
 }
+
+// MapShared maps the first n bytes of f shared and writable, as a program that keeps a
+// file mapped does; unmap undoes it. For the tests of writes through a mapping kept
+// across snapshots (a page already dirty faults no more: its writes move no time).
+func MapShared(f *os.File, n int) (m []byte, unmap func() error, err error) {
+	m, err = unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, func() error { return unix.Munmap(m) }, nil
+}
