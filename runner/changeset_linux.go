@@ -136,6 +136,7 @@ func (r *run) directDiff(ctx context.Context, tracker *fsdiff.Tracker, unchanged
 	why, watched, says := r.walkWhy, r.watched, r.wantsChanges()
 	if win != nil {
 		why, watched, says = win.why, win.watched, r.sessionSets()
+		tracker.Reread(win.reread)
 	}
 	if watched != nil && why == "" {
 		sp := trace.Begin("diff.watched")

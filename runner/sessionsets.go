@@ -34,10 +34,13 @@ type window struct {
 	whyNot string
 	ended  bool
 	// Set as it ends: the take its diff's snapshot is current as of, and its change
-	// set, or why its diff walks.
-	end     uint64
-	watched *fsdiff.Watched
-	why     string
+	// set, or why its diff walks; the files its diff reads again whatever their stat
+	// data say, and whether that is their last time (nothing was left alive).
+	end      uint64
+	watched  *fsdiff.Watched
+	why      string
+	reread   fsdiff.Reread
+	lastHeld bool
 }
 
 // sessionSets is a session's state of its change sets; guarded by run.wsMu.
@@ -53,6 +56,8 @@ type sessionSets struct {
 	// uncounted: a command ran with no cgroup of its own, so what the session has
 	// left running is not known, for the rest of the session.
 	uncounted bool
+	// held are the files a live process may hold mapped (sessionheld.go).
+	held heldFiles
 }
 
 // sessionSets reports whether a session may use change sets: a direct session with a
@@ -88,6 +93,10 @@ func (r *run) forkLocked(ctx context.Context) (fork *fsdiff.Tracker, since *fsdi
 	}
 	set, untrusted := r.takeSet()
 	w.start = r.sw.takes
+	if alive != "" {
+		r.sw.held.add(set, untrusted)
+	}
+	r.ws.Reread(r.sw.held.reread())
 	why := firstReason(r.sw.dirty, stale, untrusted)
 	if why == "" {
 		fork, since, why, err = r.ws.ForkWatched(ctx, set)
@@ -101,15 +110,24 @@ func (r *run) forkLocked(ctx context.Context) (fork *fsdiff.Tracker, since *fsdi
 		return nil, nil, w, err
 	}
 	r.sw.wsTake, r.sw.dirty = w.start, alive
+	if alive == "" {
+		// Nothing was left to write unseen since the held files were last read:
+		// this snapshot read them once more.
+		r.sw.held.clear()
+	}
+	// Opens are recorded whenever a process of the sandbox may run: from before
+	// the first command starts to the end of the last one that leaves none.
+	oerr := r.sessionOpens(true)
+	if oerr == nil {
+		r.sw.opens = true
+	}
 	switch {
 	case alive != "":
 		w.whyNot = alive
+	case oerr != nil:
+		w.whyNot = oerr.Error()
 	default:
-		if err := r.sessionOpens(true); err != nil {
-			w.whyNot = err.Error()
-			break
-		}
-		r.sw.opens, w.opens, w.whyNot = true, true, ""
+		w.opens, w.whyNot = true, ""
 	}
 	return fork, since, w, nil
 }
@@ -136,7 +154,7 @@ func (r *run) endWindow(w *window, ownCgroup bool) {
 	// opened a file after that, wrote through a mapping and exited before the look
 	// would leave its write in no set.
 	alive := r.aliveLocked(0)
-	if r.sw.opens && r.sw.running == 0 {
+	if r.sw.opens && alive == "" {
 		// Before the take: cordon's own reads of what changed are no change.
 		_ = r.sessionOpens(false) // a failure distrusts the set
 		r.sw.opens = false
@@ -144,6 +162,12 @@ func (r *run) endWindow(w *window, ownCgroup bool) {
 	set, untrusted := r.takeSet()
 	w.end = r.sw.takes
 	r.sw.dirty = alive
+	if alive != "" {
+		r.sw.held.add(set, untrusted)
+	}
+	// The diff reads the held files again; with none alive, for the last time once
+	// it is adopted.
+	w.reread, w.lastHeld = r.sw.held.reread(), alive == ""
 	ran := ""
 	if w.gen != r.sw.gen || w.start+1 != w.end {
 		ran = "another command of the session ran meanwhile"

@@ -112,6 +112,7 @@ func (r *run) closeBetween(ctx context.Context) {
 		r.masksBetween(nil)
 		return
 	}
+	r.ws.Reread(r.sw.held.reread())
 	_, since, err := r.ws.Fork(context.WithoutCancel(ctx))
 	if err != nil {
 		since = nil
@@ -154,6 +155,9 @@ func (r *run) adopt(t *fsdiff.Tracker, win *window) {
 			return
 		}
 		r.sw.wsTake = win.end
+		if win.lastHeld && r.sw.takes == win.end {
+			r.sw.held.clear() // t read them after the last process that could hold them
+		}
 	}
 	r.ws.Adopt(t)
 }
