@@ -180,18 +180,24 @@ func testSessionChangeSets(t *testing.T) {
 	// Nothing left running any more: the change set again, and what the host
 	// changes between commands is logged between them.
 	mustWrite(t, filepath.Join(w.ws, "host.txt"), "from the host\n")
+	mustMkdir(t, filepath.Join(w.ws, "hostdir"))
+	if err := os.Rename(filepath.Join(w.ws, "d2"), filepath.Join(w.ws, "d3")); err != nil {
+		t.Fatal(err)
+	}
 	exec("echo again >> other")
 	d = lastDiff(t, w, id)
 	if !d.Scan.Watched || !diffNames(d, "other") {
 		t.Errorf("once nothing is left running the diff is not the change set's again: %+v", d)
 	}
 	_, between := sessionDiffs(t, w, id)
-	logged := false
-	for _, b := range between {
-		logged = logged || diffNames(b, "host.txt")
-	}
-	if !logged {
-		t.Errorf("the host's change between commands is not logged between them: %+v", between)
+	for _, p := range []string{"host.txt", "hostdir", "d3/e/f"} {
+		logged := false
+		for _, b := range between {
+			logged = logged || diffNames(b, p)
+		}
+		if !logged {
+			t.Errorf("the host's change of %s between commands is not logged between them: %+v", p, between)
+		}
 	}
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatal(r)

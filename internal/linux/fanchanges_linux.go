@@ -40,13 +40,15 @@ func (w *CreateWatch) WatchOpens(dir string) error {
 }
 
 // UnwatchOpens takes the opening of files out of what a WatchChanges watch records
-// again (WatchOpens put it in): a session watches opens while a command runs only,
-// and its own reads of the files a command changed are no change.
+// again (WatchOpens put it in): a session records opens only while a process of its
+// sandbox may run, and its own reads of what changed are no change. FAN_ONDIR stays
+// in the mark: without it no event of a directory (one made, removed or moved) would
+// be reported at all.
 func (w *CreateWatch) UnwatchOpens(dir string) error {
 	if w.log == nil {
 		return nil
 	}
-	err := unix.FanotifyMark(w.fd, unix.FAN_MARK_REMOVE|unix.FAN_MARK_FILESYSTEM, unix.FAN_OPEN|unix.FAN_ONDIR, unix.AT_FDCWD, dir)
+	err := unix.FanotifyMark(w.fd, unix.FAN_MARK_REMOVE|unix.FAN_MARK_FILESYSTEM, unix.FAN_OPEN, unix.AT_FDCWD, dir)
 	if err != nil {
 		err = fmt.Errorf("fanotify_mark remove FAN_OPEN %s: %w", dir, err)
 		w.log.distrust(err.Error())

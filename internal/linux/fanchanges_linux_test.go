@@ -314,6 +314,15 @@ func TestTakeChanges(t *testing.T) {
 	if c = w.TakeChanges(); len(c.Paths) != 0 || c.Untrusted != "" {
 		t.Errorf("a read after UnwatchOpens is recorded: %v %q", c.Paths, c.Untrusted)
 	}
+	// Directories' own events are still reported once opens are not.
+	must(t, os.Mkdir(filepath.Join(dir, "made"), 0o755))
+	must(t, os.Rename(filepath.Join(dir, "e"), filepath.Join(dir, "moved")))
+	c = w.TakeChanges()
+	for _, p := range []string{"made", "moved", "e"} {
+		if !hasPath(c, p) {
+			t.Errorf("after UnwatchOpens, a directory made or moved is not recorded (%s): %v %q", p, c.Paths, c.Untrusted)
+		}
+	}
 }
 
 func hasPath(c Changes, p string) bool {
