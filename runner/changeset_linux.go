@@ -213,3 +213,13 @@ func (r *run) sessionOpens(on bool) error {
 	}
 	return r.live.w.UnwatchOpens(r.plan.Workspace)
 }
+
+// idle bounds what the session's watch costs until the next command (idleEvents);
+// busy undoes it, before a command's take.
+func (r *run) idle() { r.live.w.IdleAfter(idleEvents) }
+
+func (r *run) busy() {
+	if err := r.live.w.Busy(); err != nil {
+		r.o.Log.Warn("the session's change sets are no longer used", "err", err)
+	}
+}

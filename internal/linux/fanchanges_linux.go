@@ -56,6 +56,63 @@ func (w *CreateWatch) UnwatchOpens(dir string) error {
 	return err
 }
 
+// IdleAfter bounds what recording changes costs while nothing of a sandbox runs: the
+// mark is the whole file system's, so every write of every process on it is an event
+// the watch reads (4 µs each on the 2-core VM of the benchmarks). Once n more events
+// have been read, the watch stops asking the kernel for changes (creations are still
+// reported) and the set being recorded is untrusted, saying so; Busy asks again. A
+// session calls it when a command ends leaving nothing running, and Busy before the
+// next command's take, whose set then walks.
+func (w *CreateWatch) IdleAfter(n int) {
+	if w.log == nil || n <= 0 {
+		return
+	}
+	l := w.log
+	l.mu.Lock()
+	l.idleLeft, l.idleOf = n, n
+	l.mu.Unlock()
+}
+
+// Busy undoes IdleAfter: changes are asked for again (if they had stopped, the set
+// being recorded stays untrusted until taken). If they cannot be, no set of the watch
+// is trusted from then on.
+func (w *CreateWatch) Busy() error {
+	if w.log == nil {
+		return nil
+	}
+	l := w.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.idleLeft = 0
+	if !l.paused {
+		return nil
+	}
+	if err := unix.FanotifyMark(w.fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, changeMask, w.mountFD, ""); err != nil {
+		err = fmt.Errorf("fanotify_mark: asking for changes again: %w", err)
+		l.fixed = err.Error()
+		l.distrustLocked(l.fixed)
+		return err
+	}
+	l.paused = false
+	return nil
+}
+
+// countIdle counts one event read against IdleAfter's bound; true when the reader is
+// to stop asking for changes now.
+func (l *changeLog) countIdle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idleLeft == 0 || l.paused {
+		return false
+	}
+	if l.idleLeft--; l.idleLeft > 0 {
+		return false
+	}
+	l.paused = true
+	l.distrustLocked(fmt.Sprintf("more than %d events on the workspace's file system while no command ran: changes were no longer recorded", l.idleOf))
+	return true
+}
+
 // direntMask are the events that add or remove a name in a directory.
 const direntMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
 
@@ -112,6 +169,11 @@ type changeLog struct {
 	// fixed is why no change set of this watch can be trusted, ever (set as it
 	// starts): TakeChanges starts a new set only when it is "".
 	fixed string
+	// idleLeft, when not zero, is how many more events the watch reads before it
+	// stops asking for changes (IdleAfter); idleOf is what it was set to; paused
+	// says it has stopped.
+	idleLeft, idleOf int
+	paused           bool
 }
 
 func newChangeLog(mountFD int, untrusted string, maxPaths int) (*changeLog, error) {
@@ -205,7 +267,10 @@ func (w *CreateWatch) changes(reset bool) Changes {
 // it was cached in holds the moves that made it stale (dirPath).
 func (l *changeLog) resetLocked() {
 	l.untrusted = l.fixed
-	if l.fixed != "" {
+	if l.paused && l.untrusted == "" {
+		l.untrusted = "changes are not being recorded (IdleAfter, no Busy since)"
+	}
+	if l.untrusted != "" {
 		return
 	}
 	l.paths, l.pathBytes, l.objs, l.objects, l.pending = map[string]bool{}, 0, map[string]bool{}, nil, nil

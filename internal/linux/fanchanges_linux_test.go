@@ -329,3 +329,51 @@ func hasPath(c Changes, p string) bool {
 	_, ok := c.Paths[p]
 	return ok
 }
+
+// Past IdleAfter's bound of events (anywhere on the file system) the watch stops
+// recording changes and says so until Busy: the set taken then is untrusted, and so
+// is every one taken before Busy; after it sets are trusted and complete again.
+func TestIdleAfter(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
+	must(t, os.Mkdir(dir, 0o755))
+	must(t, os.Mkdir(out, 0o755))
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	f, err := os.Create(filepath.Join(out, "busy"))
+	must(t, err)
+	defer f.Close()
+	w.IdleAfter(50)
+	for range 200 {
+		_, err := f.Write([]byte("x"))
+		must(t, err)
+		_ = w.Changes() // read what is queued: each write its own event
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "a"), []byte("x"), 0o644))
+	if c := w.TakeChanges(); c.Untrusted == "" || !strings.Contains(c.Untrusted, "while no command ran") {
+		t.Fatalf("past the idle bound the set is trusted: %v %q", c.Paths, c.Untrusted)
+	}
+	if c := w.TakeChanges(); c.Untrusted == "" {
+		t.Fatalf("a set taken before Busy is trusted: %v", c.Paths)
+	}
+	must(t, w.Busy())
+	w.TakeChanges()
+	must(t, os.WriteFile(filepath.Join(dir, "b"), []byte("x"), 0o644))
+	f2, err := os.OpenFile(filepath.Join(dir, "a"), os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f2.Write([]byte("y"))
+	must(t, err)
+	c := w.TakeChanges()
+	f2.Close()
+	if c.Untrusted != "" || !hasPath(c, "b") || !hasPath(c, "a") {
+		t.Errorf("after Busy a write is not recorded: %v %q", c.Paths, c.Untrusted)
+	}
+}

@@ -223,6 +223,10 @@ func (w *CreateWatch) parse(b []byte) {
 		}
 		mask := binary.NativeEndian.Uint64(b[8:16])
 		if w.log != nil {
+			if w.log.countIdle() {
+				// Idle past its bound: the set is untrusted already (countIdle).
+				_ = unix.FanotifyMark(w.fd, unix.FAN_MARK_REMOVE|unix.FAN_MARK_FILESYSTEM, changeMask, w.mountFD, "")
+			}
 			w.log.event(mask, b[metaLen:evLen])
 		}
 		if mask&unix.FAN_Q_OVERFLOW != 0 {
