@@ -223,3 +223,11 @@ func (r *run) busy() {
 		r.o.Log.Warn("the session's change sets are no longer used", "err", err)
 	}
 }
+
+// stopSets stops recording changes for the rest of the session (creations are still
+// reported), for why.
+func (r *run) stopSets(why string) {
+	if err := r.live.w.StopChanges(why); err != nil {
+		r.o.Log.Debug("the session's watch still records changes", "err", err)
+	}
+}

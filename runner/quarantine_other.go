@@ -53,3 +53,5 @@ func (r *run) sessionOpens(bool) error { return nil }
 func (r *run) idle() {}
 
 func (r *run) busy() {}
+
+func (r *run) stopSets(string) {}

@@ -53,9 +53,10 @@ type sessionSets struct {
 	running int    // commands between their start and end windows
 	gen     uint64 // bumped when a command starts beside another
 	opens   bool   // the watch records opens
-	// uncounted: a command ran with no cgroup of its own, so what the session has
-	// left running is not known, for the rest of the session.
-	uncounted bool
+	// off says why the session uses no change set any more: a command ran with no
+	// cgroup of its own (a Pod's), so what it left running cannot be known; the
+	// watch records creations only from then on, and every snapshot walks.
+	off string
 	// held are the files a live process may hold mapped (sessionheld.go).
 	held heldFiles
 }
@@ -89,7 +90,10 @@ func (r *run) forkLocked(ctx context.Context) (fork *fsdiff.Tracker, since *fsdi
 	if r.sw.running++; r.sw.running > 1 {
 		r.sw.gen++
 	}
-	if !r.sessionSets() {
+	if !r.sessionSets() || r.sw.off != "" {
+		if r.sw.off != "" {
+			w.whyNot = r.sw.off
+		}
 		fork, since, err = r.ws.Fork(ctx)
 		return fork, since, w, err
 	}
@@ -151,11 +155,16 @@ func (r *run) endWindow(w *window, ownCgroup bool) {
 	}
 	w.ended = true
 	r.sw.running--
-	if !ownCgroup {
-		r.sw.uncounted = true
-	}
 	if !r.sessionSets() {
 		w.why = w.whyNot
+		return
+	}
+	if !ownCgroup && r.sw.off == "" {
+		r.sw.off, r.sw.opens = uncountedWhy, false
+		r.stopSets(uncountedWhy)
+	}
+	if r.sw.off != "" {
+		w.why = r.sw.off
 		return
 	}
 	// Whether a process is left is known before opens stop being recorded: one that
@@ -183,13 +192,9 @@ func (r *run) endWindow(w *window, ownCgroup bool) {
 	if w.gen != r.sw.gen || w.start+1 != w.end {
 		ran = "another command of the session ran meanwhile"
 	}
-	counted := ""
-	if r.sw.uncounted {
-		counted = uncountedWhy
-	}
 	if !w.opens {
 		w.why = w.whyNot
-	} else if w.why = firstReason(ran, counted, untrusted); w.why == "" {
+	} else if w.why = firstReason(ran, untrusted); w.why == "" {
 		w.watched = &set
 	}
 }
@@ -203,8 +208,6 @@ func (r *run) aliveLocked(others int) string {
 	switch {
 	case r.sw.running > others:
 		return "another command of the session is running"
-	case r.sw.uncounted:
-		return uncountedWhy
 	case r.leftRunning():
 		return "a command of the session left processes running"
 	}

@@ -97,6 +97,20 @@ func (w *CreateWatch) Busy() error {
 	return nil
 }
 
+// StopChanges stops recording changes for good (creations are still reported): no
+// set of the watch is trusted from then on, for why.
+func (w *CreateWatch) StopChanges(why string) error {
+	if w.log == nil {
+		return nil
+	}
+	l := w.log
+	l.mu.Lock()
+	l.fixed = why
+	l.distrustLocked(why)
+	l.mu.Unlock()
+	return unix.FanotifyMark(w.fd, unix.FAN_MARK_REMOVE|unix.FAN_MARK_FILESYSTEM, changeMask|unix.FAN_OPEN, w.mountFD, "")
+}
+
 // countIdle counts one event read against IdleAfter's bound; true when the reader is
 // to stop asking for changes now.
 func (l *changeLog) countIdle() bool {

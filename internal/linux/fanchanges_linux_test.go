@@ -376,4 +376,12 @@ func TestIdleAfter(t *testing.T) {
 	if c.Untrusted != "" || !hasPath(c, "b") || !hasPath(c, "a") {
 		t.Errorf("after Busy a write is not recorded: %v %q", c.Paths, c.Untrusted)
 	}
+	// StopChanges is for good: no set is trusted after it, whatever is taken.
+	must(t, w.StopChanges("no cgroups"))
+	for range 2 {
+		must(t, os.WriteFile(filepath.Join(dir, "c"), []byte("x"), 0o644))
+		if c := w.TakeChanges(); c.Untrusted != "no cgroups" {
+			t.Errorf("a set after StopChanges: %v %q", c.Paths, c.Untrusted)
+		}
+	}
 }
