@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cordonhq/cordon/audit"
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -86,13 +87,7 @@ func TestRedChangesetRandom(t *testing.T) {
 	for seed := range seeds() {
 		t.Run(strconv.Itoa(seed), func(t *testing.T) {
 			w := newWorld(t)
-			for i := range 6 {
-				mustWrite(t, filepath.Join(w.ws, "t", fmt.Sprintf("d%d", i%3), fmt.Sprintf("f%d", i)), fmt.Sprintf("file %d\n", i))
-			}
-			mustWrite(t, filepath.Join(w.ws, "t", "top"), "top\n")
-			if err := os.Link(filepath.Join(w.ws, "t", "d0", "f0"), filepath.Join(w.ws, "t", "d1", "hl")); err != nil {
-				t.Fatal(err)
-			}
+			randomTree(t, w.ws)
 			before := treeRecord(t, w.ws)
 			if r := w.cordon("", "run", "--", "sh", "-c", script, "sh", strconv.Itoa(seed+1000), "500"); r.code != 0 {
 				t.Fatalf("run: %v", r)
@@ -105,21 +100,40 @@ func TestRedChangesetRandom(t *testing.T) {
 			if !diff.Scan.Watched {
 				t.Logf("walked: %s", diff.Scan.Walked)
 			}
-			in := map[string]bool{}
-			for _, c := range diff.Changes {
-				in[c.Path], in[c.OldPath] = true, true
-			}
-			for p, b := range before {
-				if a := after[p]; a != b && !in[p] {
-					t.Errorf("%s changed (%s -> %s) but is not in the diff (watched %v)", p, b, a, diff.Scan.Watched)
-				}
-			}
-			for p, a := range after {
-				if _, ok := before[p]; !ok && !in[p] {
-					t.Errorf("%s added (%s) but is not in the diff (watched %v)", p, a, diff.Scan.Watched)
-				}
-			}
+			diffCovers(t, "", before, after, *diff)
 		})
+	}
+}
+
+// randomTree makes the tree below dir/t that randomChanges starts from.
+func randomTree(t *testing.T, dir string) {
+	t.Helper()
+	for i := range 6 {
+		mustWrite(t, filepath.Join(dir, "t", fmt.Sprintf("d%d", i%3), fmt.Sprintf("f%d", i)), fmt.Sprintf("file %d\n", i))
+	}
+	mustWrite(t, filepath.Join(dir, "t", "top"), "top\n")
+	if err := os.Link(filepath.Join(dir, "t", "d0", "f0"), filepath.Join(dir, "t", "d1", "hl")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// diffCovers checks that d names every path whose record (treeRecord) differs
+// between before and after; label prefixes the errors.
+func diffCovers(t *testing.T, label string, before, after map[string]string, d audit.FSDiff) {
+	t.Helper()
+	in := map[string]bool{}
+	for _, c := range d.Changes {
+		in[c.Path], in[c.OldPath] = true, true
+	}
+	for p, b := range before {
+		if a := after[p]; a != b && !in[p] {
+			t.Errorf("%s%s changed (%s -> %s) but is not in the diff (watched %v)", label, p, b, a, d.Scan.Watched)
+		}
+	}
+	for p, a := range after {
+		if _, ok := before[p]; !ok && !in[p] {
+			t.Errorf("%s%s added (%s) but is not in the diff (watched %v)", label, p, a, d.Scan.Watched)
+		}
 	}
 }
 

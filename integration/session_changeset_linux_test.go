@@ -253,13 +253,7 @@ func waitGone(t *testing.T, cmdline string) {
 func TestRedSessionChangesetRandom(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWorld(t)
-	for i := range 6 {
-		mustWrite(t, filepath.Join(w.ws, "t", fmt.Sprintf("d%d", i%3), fmt.Sprintf("f%d", i)), fmt.Sprintf("file %d\n", i))
-	}
-	mustWrite(t, filepath.Join(w.ws, "t", "top"), "top\n")
-	if err := os.Link(filepath.Join(w.ws, "t", "d0", "f0"), filepath.Join(w.ws, "t", "d1", "hl")); err != nil {
-		t.Fatal(err)
-	}
+	randomTree(t, w.ws)
 	id := w.startSession()
 	for seed := range seeds() {
 		before := treeRecord(t, w.ws)
@@ -271,20 +265,7 @@ func TestRedSessionChangesetRandom(t *testing.T) {
 		if !d.Scan.Watched {
 			t.Errorf("seed %d: walked: %s", seed, d.Scan.Walked)
 		}
-		in := map[string]bool{}
-		for _, c := range d.Changes {
-			in[c.Path], in[c.OldPath] = true, true
-		}
-		for p, b := range before {
-			if a := after[p]; a != b && !in[p] {
-				t.Errorf("seed %d: %s changed (%s -> %s) but is not in the diff (watched %v)", seed, p, b, a, d.Scan.Watched)
-			}
-		}
-		for p, a := range after {
-			if _, ok := before[p]; !ok && !in[p] {
-				t.Errorf("seed %d: %s added (%s) but is not in the diff (watched %v)", seed, p, a, d.Scan.Watched)
-			}
-		}
+		diffCovers(t, fmt.Sprintf("seed %d: ", seed), before, after, d)
 	}
 	if r := w.cordon("", "session", "stop", id); r.code != 0 {
 		t.Fatal(r)

@@ -10,17 +10,8 @@ import (
 // TestForkRereadsOnlyChanges: a fork's baseline re-reads only changed files, and each
 // fork diffs against its own baseline.
 func TestForkRereadsOnlyChanges(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{"a", "b", "c"} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte(n+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx := context.Background()
-	shared, err := New(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, shared := trackerOf(t, "a", "b", "c")
 	// Past the racy window, so unchanged files are trusted by their stat key.
 	shared.base = rescanned(t, shared)
 	first, since, err := shared.Fork(ctx)
@@ -70,17 +61,8 @@ func rescanned(t *testing.T, tr *Tracker) *snapshot {
 // from a report in turn (a fork keeps the workspace directory's identity): a
 // session's commands cost what changed, start and end.
 func TestForkWatched(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{"a", "b"} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte(n+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx := context.Background()
-	shared, err := New(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, shared := trackerOf(t, "a", "b")
 	shared.base = rescanned(t, shared)
 	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("between\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -115,4 +97,21 @@ func TestForkWatched(t *testing.T) {
 	if _, why, err := walked.DiffWatched(ctx, Watched{}); why != "" || err != nil {
 		t.Errorf("a forked tracker cannot diff from a report: %q %v", why, err)
 	}
+}
+
+// trackerOf is a Tracker of a new directory holding the files names, each with its
+// name as its line.
+func trackerOf(t *testing.T, names ...string) (string, *Tracker) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := New(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, tr
 }

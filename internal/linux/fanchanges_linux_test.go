@@ -245,15 +245,7 @@ func TestTakeChanges(t *testing.T) {
 	for _, f := range []string{"a", "b", "r", "d/in/x"} {
 		must(t, os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644))
 	}
-	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	go func() {
-		for range w.Events() {
-		}
-	}()
+	w := watchChanges(t, dir, 4)
 	appendTo := func(rel string) {
 		t.Helper()
 		f, err := os.OpenFile(filepath.Join(dir, rel), os.O_WRONLY|os.O_APPEND, 0)
@@ -339,15 +331,7 @@ func TestIdleAfter(t *testing.T) {
 	dir, out := filepath.Join(top, "ws"), filepath.Join(top, "out")
 	must(t, os.Mkdir(dir, 0o755))
 	must(t, os.Mkdir(out, 0o755))
-	w, err := WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	go func() {
-		for range w.Events() {
-		}
-	}()
+	w := watchChanges(t, dir, 1<<20)
 	f, err := os.Create(filepath.Join(out, "busy"))
 	must(t, err)
 	defer f.Close()
@@ -384,4 +368,20 @@ func TestIdleAfter(t *testing.T) {
 			t.Errorf("a set after StopChanges: %v %q", c.Paths, c.Untrusted)
 		}
 	}
+}
+
+// watchChanges is a WatchChanges watch of dir whose creations are read and dropped,
+// closed at the end of the test.
+func watchChanges(t *testing.T, dir string, maxPaths int) *CreateWatch {
+	t.Helper()
+	w, err := WatchChanges(dir, func(string, bool) bool { return false }, maxPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	return w
 }
