@@ -28,10 +28,11 @@ func containerBackends() []backendInfo {
 
 // delegated reports whether cmd always needs the full build: it lists, explains,
 // measures or collects every backend's objects, or it is the server (which serves
-// sessions on every backend, and whose packages this build leaves out).
+// sessions on every backend, and whose packages this build leaves out) or the MCP
+// server (whose SDK's packages cost every start of cordon ~0.7 ms of init).
 func delegated(cmd string) bool {
 	switch cmd {
-	case "gc", "backends", "explain", "doctor", "serve":
+	case "gc", "backends", "explain", "doctor", "serve", "mcp":
 		return true
 	}
 	return false

@@ -1,3 +1,5 @@
+//go:build !noengines || !linux
+
 package cli
 
 import (
