@@ -185,3 +185,34 @@ func TestRT13DirectoryChains(t *testing.T) {
 	}
 }
 
+// A name that is not valid UTF-8 is a name on Linux: a walk records what lies below
+// it, and so must a diff from a watch's report.
+func TestRT13NonUTF8Names(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir := filepath.Join(top, "ws")
+	w := newWSAt(t, dir, map[string]string{"\xff/f": "original\n", "g\xfe": "original\n"})
+	walk, watched := bothWaysOld(t, dir, Options{}, true, func() {
+		must(t, os.WriteFile(w.path("\xff/f"), []byte("changed!\n"), 0o644))
+		must(t, os.WriteFile(w.path("g\xfe"), []byte("changed!\n"), 0o644))
+		must(t, os.WriteFile(w.path("\xfd"), []byte("new\n"), 0o644))
+	})
+	if len(walk.Changes) != 3 {
+		t.Errorf("the walk saw %d changes, want 3: %+v", len(walk.Changes), walk.Changes)
+	}
+	sameDiff(t, walk, watched)
+}
+
+// The same for a staged run's change set: a path below a name that is not UTF-8 is
+// compared, not dropped.
+func TestRT13NonUTF8NamesChanged(t *testing.T) {
+	top := t.TempDir()
+	before, after := filepath.Join(top, "before"), filepath.Join(top, "after")
+	newWSAt(t, before, map[string]string{"\xff/f": "original\n"})
+	newWSAt(t, after, map[string]string{"\xff/f": "changed!\n"})
+	res, err := DiffChanged(context.Background(), before, after, []ChangedPath{{Path: "\xff/f"}}, Options{})
+	must(t, err)
+	if len(res.Changes) != 1 {
+		t.Errorf("want the change below a name that is not UTF-8, got %+v", res.Changes)
+	}
+}
