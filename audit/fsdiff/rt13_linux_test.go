@@ -216,3 +216,49 @@ func TestRT13NonUTF8NamesChanged(t *testing.T) {
 		t.Errorf("want the change below a name that is not UTF-8, got %+v", res.Changes)
 	}
 }
+
+// The workspace's directory renamed and renamed back (by the host, between two
+// commands), files written meanwhile: the watch placed the writes' directories by
+// their paths then, outside the workspace's, and dropped them. The set must say it
+// cannot be trusted, or hold them.
+func TestRT13WorkspaceRenamedBack(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	dir := filepath.Join(top, "ws")
+	newWSAt(t, dir, map[string]string{"d/f": "original\n", "g": "original\n"})
+	waitTick(t, dir)
+	w, err := linux.WatchChanges(dir, func(string, bool) bool { return false }, 1<<20)
+	must(t, err)
+	defer w.Close()
+	go func() {
+		for range w.Events() {
+		}
+	}()
+	ctx := context.Background()
+	time.Sleep(2 * racyWindow) // the condition is the clock: nothing racy at the baseline
+	walked, err := New(ctx, dir, Options{})
+	must(t, err)
+	watched, err := New(ctx, dir, Options{})
+	must(t, err)
+	w.TakeChanges()
+	moved := filepath.Join(top, "elsewhere")
+	must(t, os.Rename(dir, moved))
+	must(t, os.WriteFile(filepath.Join(moved, "d", "f"), []byte("changed!\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(moved, "g"), []byte("changed!\n"), 0o644))
+	w.Changes() // the watch places the writes while the directory is away
+	must(t, os.Rename(moved, dir))
+	c := w.TakeChanges()
+	if c.Untrusted != "" {
+		return // the diff walks
+	}
+	walk, err := walked.Diff(ctx)
+	must(t, err)
+	got, why, err := watched.DiffWatched(ctx, WatchedFrom(c.Paths, c.Objects))
+	if err != nil || why != "" {
+		return
+	}
+	if len(walk.Changes) != 2 {
+		t.Errorf("the walk saw %d changes, want 2: %+v", len(walk.Changes), walk.Changes)
+	}
+	sameDiff(t, walk, got)
+}
