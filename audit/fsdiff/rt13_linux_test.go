@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -42,7 +44,7 @@ func dirOp(r *rand.Rand, dir, out string) string {
 		}
 		return filepath.Join(d, fmt.Sprintf("n%d", r.IntN(50)))
 	}
-	switch op := r.IntN(9); op {
+	switch op := r.IntN(10); op {
 	case 0: // a deep new tree
 		p := newName(dir)
 		err := os.MkdirAll(filepath.Join(p, "a", "b"), 0o755)
@@ -88,6 +90,9 @@ func dirOp(r *rand.Rand, dir, out string) string {
 		f := pick(anyRoot(), false)
 		to := newName(anyRoot())
 		return fmt.Sprint("rename ", f, " ", to, os.Rename(f, to))
+	case 8: // two entries exchanged in place
+		a, b := pick(dir, r.IntN(2) == 0), pick(dir, r.IntN(2) == 0)
+		return fmt.Sprint("exchange ", a, " ", b, unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE))
 	default: // a tree removed
 		d := pick(dir, true)
 		if d == "" {
@@ -261,4 +266,18 @@ func TestRT13WorkspaceRenamedBack(t *testing.T) {
 		t.Errorf("the walk saw %d changes, want 2: %+v", len(walk.Changes), walk.Changes)
 	}
 	sameDiff(t, walk, got)
+}
+
+// Two directories (and a file with a directory) exchanged in place.
+func TestRT13Exchange(t *testing.T) {
+	testutil.RequireRoot(t)
+	w := newWS(t, map[string]string{"a/x/f": "one\n", "b/y": "two\n", "c": "three\n", "a/g": "four\n"})
+	walk, watched := bothWaysOld(t, w.dir, Options{}, true, func() {
+		must(t, unix.Renameat2(unix.AT_FDCWD, w.path("a"), unix.AT_FDCWD, w.path("b"), unix.RENAME_EXCHANGE))
+		must(t, unix.Renameat2(unix.AT_FDCWD, w.path("c"), unix.AT_FDCWD, w.path("b/x"), unix.RENAME_EXCHANGE))
+	})
+	if len(walk.Changes) == 0 {
+		t.Fatal("the walk saw nothing")
+	}
+	sameDiff(t, walk, watched)
 }
