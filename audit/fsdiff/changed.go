@@ -87,7 +87,7 @@ func changedTargets(changed []ChangedPath, opts Options) []target {
 // component by component; ok is false for a path it never reaches.
 func targetOf(c ChangedPath, opts Options) (t target, ok bool) {
 	p := path.Clean(c.Path)
-	if p == "." || !fs.ValidPath(p) {
+	if p == "." || !validRel(p) {
 		return target{}, false
 	}
 	parts := strings.Split(p, "/")
@@ -101,6 +101,14 @@ func targetOf(c ChangedPath, opts Options) (t target, ok bool) {
 		}
 	}
 	return target{rel: p, deep: c.Deep}, true
+}
+
+// validRel reports whether the clean path p names an entry below the trees' roots: not
+// absolute, not above them. Unlike fs.ValidPath it takes names that are not UTF-8: on
+// Linux a name is any bytes, and a walk records them (a change below such a name that a
+// diff from a change set dropped would be in no diff).
+func validRel(p string) bool {
+	return p != ".." && !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "../")
 }
 
 // below reports whether p lies below one of dirs: it looks its ancestors up, so

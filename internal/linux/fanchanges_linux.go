@@ -497,14 +497,25 @@ func (l *changeLog) resolveDir(fh []byte) (string, error) {
 	switch {
 	case p == l.root:
 		return ".", nil
-	case !filepath.IsAbs(p):
-		return "", nil
-	case l.root == "/":
+	case l.root == "/" && filepath.IsAbs(p):
 		return p[1:], nil
 	case strings.HasPrefix(p, l.root+"/"):
 		return p[len(l.root)+1:], nil
 	}
-	return "", nil
+	return "", l.rootInPlace()
+}
+
+// rootInPlace fails, untrusted, unless the watched directory is still where its path
+// says: a directory is placed by its path, and while the watched one (or a directory
+// above it) is moved away, what lies below it has paths outside root: its changes
+// would be dropped as outside, with no event to say so (the moves are of names outside
+// the watched directory). Asked once a path was found outside root.
+func (l *changeLog) rootInPlace() error {
+	now, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(l.mountFD))
+	if err != nil || now != l.root {
+		return untrustedError("the watched directory was moved")
+	}
+	return nil
 }
 
 // climb reports whether the directory fd, too deep for a path to name, lies below the
