@@ -77,9 +77,11 @@ func (r *run) trackTake() {
 
 // idleEvents bounds the events a session's watch reads between two commands with
 // nothing of the sandbox running (linux.CreateWatch.IdleAfter): past them it stops
-// recording changes, and the next command's snapshot walks. Some 0.1 s of cordon's
-// CPU time on the 2-core VM of the benchmarks.
-const idleEvents = 20_000
+// recording changes, and the next command's snapshot walks. A few `cordon run`s
+// beside the session, or a `git checkout` of the host's, are past it: at 20,000 an
+// idle session made each `cordon run` beside it take 60 ms instead of 40 on the 2-core
+// VM of the benchmarks (the supervisor placing every event of its new directories).
+const idleEvents = 2_000
 
 // forkLocked brings the session's snapshot forward as a command starts and forks the
 // command's baseline from it, from the change set when it can stand for a walk; since

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cordonhq/cordon/internal/linux"
 	"github.com/cordonhq/cordon/internal/testutil"
 )
@@ -92,7 +90,7 @@ func dirOp(r *rand.Rand, dir, out string) string {
 		return fmt.Sprint("rename ", f, " ", to, os.Rename(f, to))
 	case 8: // two entries exchanged in place
 		a, b := pick(dir, r.IntN(2) == 0), pick(dir, r.IntN(2) == 0)
-		return fmt.Sprint("exchange ", a, " ", b, unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE))
+		return fmt.Sprint("exchange ", a, " ", b, linux.Exchange(a, b))
 	default: // a tree removed
 		d := pick(dir, true)
 		if d == "" {
@@ -273,8 +271,8 @@ func TestRT13Exchange(t *testing.T) {
 	testutil.RequireRoot(t)
 	w := newWS(t, map[string]string{"a/x/f": "one\n", "b/y": "two\n", "c": "three\n", "a/g": "four\n"})
 	walk, watched := bothWaysOld(t, w.dir, Options{}, true, func() {
-		must(t, unix.Renameat2(unix.AT_FDCWD, w.path("a"), unix.AT_FDCWD, w.path("b"), unix.RENAME_EXCHANGE))
-		must(t, unix.Renameat2(unix.AT_FDCWD, w.path("c"), unix.AT_FDCWD, w.path("b/x"), unix.RENAME_EXCHANGE))
+		must(t, linux.Exchange(w.path("a"), w.path("b")))
+		must(t, linux.Exchange(w.path("c"), w.path("b/x")))
 	})
 	if len(walk.Changes) == 0 {
 		t.Fatal("the walk saw nothing")

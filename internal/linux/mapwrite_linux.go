@@ -35,3 +35,9 @@ func MapShared(f *os.File, n int) (m []byte, unmap func() error, err error) {
 	}
 	return m, func() error { return unix.Munmap(m) }, nil
 }
+
+// Exchange swaps the entries a and b in place (renameat2 RENAME_EXCHANGE), as a
+// command may; for the tests of diffs from a change set.
+func Exchange(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+}
