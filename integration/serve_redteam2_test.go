@@ -324,12 +324,12 @@ func TestRedServePatchOfAHugeLog(t *testing.T) {
 		t.Errorf("a show of a %d MiB log: %d %.200s; want 409 naming the export", fi.Size()>>20, code, body)
 	}
 	// A verify (and the export's, and a dead session's collection) reads the log a
-	// line at a time too.
+	// line at a time too; the bound is the patch's (half the log), for the same reason.
 	before = peakRSS(t, s.cmd.Process.Pid)
 	if code, body, _ := do(t, lead, "GET", "https://"+s.addr+"/v1/runs/"+sess.ID+"/verify", "", nil); code != http.StatusOK || !strings.Contains(body, `"ok":true`) {
 		t.Errorf("verify: %d %.300s", code, body)
 	}
-	if grew := peakRSS(t, s.cmd.Process.Pid) - before; grew > fi.Size()/4 {
+	if grew := peakRSS(t, s.cmd.Process.Pid) - before; grew > fi.Size()/2 {
 		t.Errorf("a verify of a %d MiB log raised the daemon's peak memory by %d MiB: it read the log into memory",
 			fi.Size()>>20, grew>>20)
 	}
