@@ -171,7 +171,12 @@ func TestRT13DirectoryChains(t *testing.T) {
 				time.Sleep(2 * racyWindow) // the condition is the clock: nothing racy
 				c := w.TakeChanges()
 				if c.Untrusted != "" {
-					t.Fatalf("round %d: %s", round, c.Untrusted)
+					// A busy machine's events overflowed the queue (the mark is the
+					// whole file system's): the runner walks, and so does the test.
+					t.Logf("round %d: %s: walked", round, c.Untrusted)
+					_, err := watched.Diff(ctx)
+					must(t, err)
+					continue
 				}
 				_, why, err := watched.DiffWatched(ctx, WatchedFrom(c.Paths, c.Objects))
 				if err != nil || why != "" {

@@ -366,11 +366,16 @@ func TestDiffWatchedChained(t *testing.T) {
 				}
 				time.Sleep(2 * racyWindow)
 				c := w.TakeChanges()
-				if c.Untrusted != "" {
-					t.Fatalf("round %d: %s", round, c.Untrusted)
-				}
 				walk, err := walked.Diff(ctx)
 				must(t, err)
+				if c.Untrusted != "" {
+					// A busy machine's events overflowed the queue (the mark is the
+					// whole file system's): a session walks, and so does the test.
+					t.Logf("round %d: %s: walked", round, c.Untrusted)
+					_, err := watched.Diff(ctx)
+					must(t, err)
+					continue
+				}
 				got, why, err := watched.DiffWatched(ctx, WatchedFrom(c.Paths, c.Objects))
 				if err != nil || why != "" {
 					t.Fatalf("round %d: watched diff: %v %s", round, err, why)
