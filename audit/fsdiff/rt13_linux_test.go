@@ -17,25 +17,8 @@ import (
 
 // dirOp does one random directory-heavy operation in dir (or out, beside it).
 func dirOp(r *rand.Rand, dir, out string) string {
-	pick := func(root string, dirs bool) string {
-		var all []string
-		_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-			if err == nil && p != root && fi.IsDir() == dirs && fi.Mode()&os.ModeSymlink == 0 {
-				all = append(all, p)
-			}
-			return nil
-		})
-		if len(all) == 0 {
-			return ""
-		}
-		return all[r.IntN(len(all))]
-	}
-	anyRoot := func() string {
-		if r.IntN(4) == 0 {
-			return out
-		}
-		return dir
-	}
+	pick := func(root string, dirs bool) string { return pickEntry(r, root, dirs) }
+	anyRoot := func() string { return pickRoot(r, dir, out) }
 	newName := func(root string) string {
 		d := pick(root, true)
 		if d == "" || r.IntN(4) == 0 {

@@ -228,25 +228,8 @@ func TestDiffWatchedRandom(t *testing.T) {
 // randomOp does one random file operation in the workspace dir or the directory out
 // beside it (same file system), and says what it did.
 func randomOp(r *rand.Rand, dir, out string) string {
-	pick := func(root string, dirs bool) string {
-		var all []string
-		_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-			if err == nil && p != root && fi.IsDir() == dirs && fi.Mode()&os.ModeSymlink == 0 {
-				all = append(all, p)
-			}
-			return nil
-		})
-		if len(all) == 0 {
-			return ""
-		}
-		return all[r.IntN(len(all))]
-	}
-	anyRoot := func() string {
-		if r.IntN(4) == 0 {
-			return out
-		}
-		return dir
-	}
+	pick := func(root string, dirs bool) string { return pickEntry(r, root, dirs) }
+	anyRoot := func() string { return pickRoot(r, dir, out) }
 	newName := func(root string) string {
 		d := pick(root, true)
 		if d == "" || r.IntN(3) == 0 {
@@ -442,4 +425,28 @@ func TestRereadDirtyMapping(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pickEntry is a random entry below root (a directory with dirs, else a file; never a
+// symbolic link), or "" when there is none.
+func pickEntry(r *rand.Rand, root string, dirs bool) string {
+	var all []string
+	_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && p != root && fi.IsDir() == dirs && fi.Mode()&os.ModeSymlink == 0 {
+			all = append(all, p)
+		}
+		return nil
+	})
+	if len(all) == 0 {
+		return ""
+	}
+	return all[r.IntN(len(all))]
+}
+
+// pickRoot is out one time in four, else dir.
+func pickRoot(r *rand.Rand, dir, out string) string {
+	if r.IntN(4) == 0 {
+		return out
+	}
+	return dir
 }
